@@ -1,0 +1,66 @@
+// A small command-line flag parser for the `lockstep` subcommands. Flags live only in
+// the CLI (never read by libraries): each subcommand binds flags to fields of its
+// config struct, parses, then validates the struct.
+//
+//   FlagSet flags("sim");
+//   int64_t seeds = 1;
+//   flags.AddInt("seeds", &seeds, "number of seeds to run");
+//   RETURN_IF_ERROR(flags.Parse(args));   // "--seeds 10" or "--seeds=10"
+//
+// Errors name the flag: unknown flag, missing value, or a value of the wrong type.
+#ifndef LOCKSTEP_TOOLS_CLI_FLAGS_H_
+#define LOCKSTEP_TOOLS_CLI_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace lockstep::cli {
+
+class FlagSet {
+ public:
+  explicit FlagSet(std::string command) : command_(std::move(command)) {}
+
+  void AddString(const std::string& name, std::string* out, const std::string& help);
+  void AddInt(const std::string& name, int64_t* out, const std::string& help);
+  void AddInt(const std::string& name, int* out, const std::string& help);
+  void AddDouble(const std::string& name, double* out, const std::string& help);
+  // A bool flag takes no value ("--verbose"); "--verbose=false" also works.
+  void AddBool(const std::string& name, bool* out, const std::string& help);
+
+  // Parses `args` (without the command name). Non-flag arguments are kept in order as
+  // positional arguments. "--help" sets `help_requested()`.
+  absl::Status Parse(const std::vector<std::string>& args);
+
+  const std::vector<std::string>& positional() const { return positional_; }
+  bool help_requested() const { return help_requested_; }
+  // True when the flag appeared on the command line.
+  bool WasSet(const std::string& name) const;
+
+  std::string Usage() const;
+
+ private:
+  using Target = std::variant<std::string*, int64_t*, int*, double*, bool*>;
+  struct Flag {
+    std::string name;
+    Target target;
+    std::string help;
+    std::string default_text;
+    bool set = false;
+  };
+
+  Flag* Find(const std::string& name);
+  absl::Status Assign(Flag& flag, const std::string& value);
+
+  std::string command_;
+  std::vector<Flag> flags_;
+  std::vector<std::string> positional_;
+  bool help_requested_ = false;
+};
+
+}  // namespace lockstep::cli
+
+#endif  // LOCKSTEP_TOOLS_CLI_FLAGS_H_

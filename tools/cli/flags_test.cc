@@ -1,0 +1,68 @@
+#include "tools/cli/flags.h"
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::cli {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+struct Fixture {
+  FlagSet flags{"sim"};
+  std::string name = "none";
+  int64_t seeds = 1;
+  int batch = 2;
+  double rate = 0.5;
+  bool verbose = false;
+  Fixture() {
+    flags.AddString("name", &name, "a name");
+    flags.AddInt("seeds", &seeds, "seeds");
+    flags.AddInt("batch", &batch, "batch");
+    flags.AddDouble("rate", &rate, "rate");
+    flags.AddBool("verbose", &verbose, "verbose");
+  }
+};
+
+TEST(FlagSetTest, ParsesBothSpellingsAndPositionals) {
+  Fixture f;
+  ASSERT_THAT(f.flags.Parse({"--seeds", "10", "pos1", "--batch=4", "--rate", "0.25",
+                             "--verbose", "--name=x", "--", "--not-a-flag"}),
+              IsOk());
+  EXPECT_EQ(f.seeds, 10);
+  EXPECT_EQ(f.batch, 4);
+  EXPECT_DOUBLE_EQ(f.rate, 0.25);
+  EXPECT_TRUE(f.verbose);
+  EXPECT_EQ(f.name, "x");
+  EXPECT_THAT(f.flags.positional(), ElementsAre("pos1", "--not-a-flag"));
+  EXPECT_TRUE(f.flags.WasSet("seeds"));
+  EXPECT_FALSE(Fixture().flags.WasSet("seeds"));
+}
+
+TEST(FlagSetTest, ErrorsNameTheFlag) {
+  Fixture f;
+  EXPECT_THAT(f.flags.Parse({"--bogus", "1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown flag --bogus")));
+  EXPECT_THAT(Fixture().flags.Parse({"--seeds", "ten"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--seeds expects an integer, got 'ten'")));
+  EXPECT_THAT(Fixture().flags.Parse({"--seeds"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--seeds needs a value")));
+  EXPECT_THAT(Fixture().flags.Parse({"--verbose=maybe"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--verbose")));
+}
+
+TEST(FlagSetTest, HelpAndUsage) {
+  Fixture f;
+  ASSERT_THAT(f.flags.Parse({"--help"}), IsOk());
+  EXPECT_TRUE(f.flags.help_requested());
+  EXPECT_THAT(f.flags.Usage(), HasSubstr("--seeds"));
+  EXPECT_THAT(f.flags.Usage(), HasSubstr("(default: 1)"));
+}
+
+}  // namespace
+}  // namespace lockstep::cli

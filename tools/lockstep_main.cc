@@ -1,0 +1,42 @@
+// The `lockstep` CLI: one binary, one subcommand per job. `tools/lockstep` (bash) builds
+// it and forwards every command it does not handle itself.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tools/cli/command.h"
+#include "tools/demo.h"
+
+namespace lockstep {
+namespace {
+
+std::vector<cli::Command> Commands() {
+  return {
+      {"demo", "run the end-to-end demo", RunDemo},
+  };
+}
+
+int PrintHelp(const std::vector<cli::Command>& commands) {
+  std::printf("usage: lockstep COMMAND [flags]   (lockstep COMMAND --help for its flags)\n\n");
+  for (const cli::Command& command : commands) {
+    std::printf("  %-12s %s\n", command.name.c_str(), command.summary.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace lockstep
+
+int main(int argc, char** argv) {
+  const std::vector<lockstep::cli::Command> commands = lockstep::Commands();
+  if (argc < 2 || std::string(argv[1]) == "help" || std::string(argv[1]) == "--help") {
+    return lockstep::PrintHelp(commands);
+  }
+  const std::string name = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  for (const lockstep::cli::Command& command : commands) {
+    if (command.name == name) return command.run(args);
+  }
+  std::fprintf(stderr, "lockstep: unknown command '%s' (try 'lockstep help')\n", name.c_str());
+  return 2;
+}
