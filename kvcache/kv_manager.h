@@ -1,0 +1,228 @@
+// KvManager: the KV pools of one rank, target and optional draft, and the only way to
+// create, size and free per-request caches (DESIGN.md §1, §5, §7).
+//
+// Pools. The target pool always exists. The draft pool is absent, *paired* (every
+// target resize is applied to the draft cache of the same id atomically: if the draft
+// side fails, the target is rolled back), or *unpaired* (the draft cache of a request
+// is a *mirror* created at capacity 0 by AdmitMirror and sized on its own).
+//
+// One release path. `Release(id)` frees `id` in every pool that holds it. There is no
+// per-pool free in this API, so a rollback can never leave a cache behind in a pool
+// it forgot (the motivating failure, DESIGN.md §1).
+//
+// Cache identity. Every cache gets a generation number unique for the life of the
+// manager (never reused, also across pools). An update computed for a deferred step
+// carries the generation it was computed for; ApplyUpdate on a cache that was closed or
+// re-created since returns kStale, counts it, and changes nothing.
+//
+// Lengths: committed <= history <= capacity for every cache (committed: tokens whose
+// full blocks are published for prefix reuse; history: tokens with valid KV; capacity:
+// tokens the blocks can hold). History never decreases.
+//
+// Dummy. The pad dummy has a fixed id per manager (`dummy_id()`, negative). With
+// `dummy_reserved_tokens > 0`, blocks for that many tokens are set aside in every pool
+// at construction, used only by the dummy, so padding can never fail for lack of
+// blocks.
+//
+// Thread safety: not thread-safe; owned by the executor thread. Block storage is read
+// and written by the engine thread and the transfer threads under the ordering rules of
+// model_engine.h and transceiver.h, never through this class.
+#ifndef LOCKSTEP_KVCACHE_KV_MANAGER_H_
+#define LOCKSTEP_KVCACHE_KV_MANAGER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/ids.h"
+#include "kvcache/block_allocator.h"
+#include "kvcache/block_layout.h"
+
+namespace lockstep::kv {
+
+enum class PoolKind { kTarget, kDraft };
+enum class DraftMode { kNone, kPaired, kUnpaired };
+enum class CacheStatus { kActive, kSuspended, kClosed };
+
+const char* PoolKindName(PoolKind pool);
+const char* DraftModeName(DraftMode mode);
+
+struct PoolConfig {
+  BlockLayout layout;
+  int32_t num_blocks = 0;
+  // Publish full blocks to the radix tree and reuse committed prefixes.
+  bool enable_prefix_reuse = true;
+  // Mixed into every block hash: one value per model / LoRA, so that two models never
+  // share blocks.
+  uint64_t reuse_salt = 0;
+
+  absl::Status Validate() const;
+};
+
+struct KvManagerConfig {
+  PoolConfig target;
+  DraftMode draft_mode = DraftMode::kNone;
+  PoolConfig draft;  // ignored with DraftMode::kNone
+  // Tokens of KV set aside in every pool for the pad dummy (0: nothing reserved, the
+  // dummy competes for free blocks like any request).
+  int32_t dummy_reserved_tokens = 0;
+
+  absl::Status Validate() const;
+};
+
+struct CacheInfo {
+  uint64_t generation = 0;
+  int64_t committed = 0;
+  int64_t history = 0;
+  int64_t capacity = 0;
+  CacheStatus status = CacheStatus::kActive;
+};
+
+// A resize computed for a step, applied later (possibly after the step was deferred).
+struct CacheUpdate {
+  RequestId id;
+  PoolKind pool = PoolKind::kTarget;
+  uint64_t generation = 0;          // the cache it was computed for
+  std::optional<int64_t> capacity;  // nullopt: keep the current capacity
+  int64_t history = 0;
+};
+
+enum class UpdateResult { kApplied, kStale };
+
+struct PoolStats {
+  int32_t total_blocks = 0;
+  int32_t free_blocks = 0;      // on the free list (excludes the dummy reservation)
+  int32_t used_blocks = 0;      // referenced by a cache
+  int32_t cached_blocks = 0;    // held only by the radix tree (reusable, evictable)
+  int32_t reserved_blocks = 0;  // set aside for the dummy
+  int64_t num_caches = 0;
+};
+
+struct ManagerStats {
+  PoolStats target;
+  std::optional<PoolStats> draft;
+  int64_t stale_updates = 0;   // ApplyUpdate calls that returned kStale
+  int64_t reused_tokens = 0;   // prefix tokens reused by CreateCache
+  int64_t evicted_blocks = 0;  // radix-tree blocks evicted to satisfy growth
+};
+
+class KvManager {
+ public:
+  // `allocator` provides block storage (host memory when null). It must outlive the
+  // manager.
+  static absl::StatusOr<std::unique_ptr<KvManager>> Create(const KvManagerConfig& config,
+                                                           BlockAllocator* allocator = nullptr);
+  ~KvManager();
+  KvManager(const KvManager&) = delete;
+  KvManager& operator=(const KvManager&) = delete;
+
+  const KvManagerConfig& config() const;
+  bool has_draft() const { return config().draft_mode != DraftMode::kNone; }
+  // The fixed id of the pad dummy.
+  RequestId dummy_id() const;
+
+  // ---- Creation. ----
+
+  // Creates the target cache of `id` (and its draft cache when paired), active. With
+  // prefix reuse on, reuses the longest committed prefix of `prompt` minus its last
+  // token (copy-free, reference-counted); then committed = history = capacity = the
+  // reused length. Returns that length. AlreadyExists if `id` has a target cache.
+  // The dummy id is created like any id; with a reservation its blocks come from it.
+  absl::StatusOr<int64_t> CreateCache(RequestId id, absl::Span<const int32_t> prompt = {});
+
+  // Unpaired draft pool only: creates the draft mirror of `id` at capacity 0, or
+  // resumes it if it exists. FailedPrecondition without an unpaired draft pool;
+  // NotFound when `id` has no target cache.
+  absl::Status AdmitMirror(RequestId id);
+
+  // ---- Sizing. ----
+
+  // Resizes the cache of `id` in `pool` (nullopt keeps a length). With a paired draft
+  // pool, resizing the target resizes the draft cache too, atomically; resizing a
+  // paired draft alone is FailedPrecondition. Errors (nothing changes):
+  //   InvalidArgument("history length cannot decrease")
+  //   InvalidArgument("history length cannot exceed capacity")
+  //   ResourceExhausted when growth finds too few blocks (after evicting unreferenced
+  //   radix-tree blocks LRU)
+  //   NotFound when there is no such cache; FailedPrecondition when it is not active.
+  // Shrinking frees tail blocks.
+  absl::Status Resize(RequestId id, PoolKind pool, std::optional<int64_t> capacity,
+                      std::optional<int64_t> history);
+
+  // Dry run: could `id` grow by `tokens` in the target pool and (when a draft pool
+  // exists) in the draft pool? For an id with no cache, asks whether a new cache of
+  // `tokens` would fit. Changes nothing (evictable radix blocks count as free).
+  bool CanGrow(RequestId id, int64_t tokens) const;
+
+  // Applies a deferred update if `update.generation` is still the live, active cache
+  // of `update.id` in `update.pool`; otherwise returns kStale (counted) and changes
+  // nothing. A valid identity with invalid lengths is an error, as for Resize.
+  absl::StatusOr<UpdateResult> ApplyUpdate(const CacheUpdate& update);
+
+  // Suspends / resumes the caches of `id` in every pool (a suspended cache keeps its
+  // blocks and cannot be resized).
+  absl::Status Suspend(RequestId id);
+  absl::Status Resume(RequestId id);
+
+  // ---- Release: the only way to free a request. ----
+
+  // Frees `id` in every pool that holds it (closes the caches; committed blocks stay
+  // in the radix tree as reusable prefix). Idempotent: releasing an unknown id is a
+  // no-op. Returns the number of caches closed.
+  int Release(RequestId id);
+
+  // ---- Prefix reuse. ----
+
+  // Publishes the full blocks of `id`'s target (and paired draft) cache covering
+  // `tokens[0, n)` where n <= history, to the radix tree; raises `committed`.
+  // `tokens` are the sequence's tokens from position 0.
+  absl::Status Commit(RequestId id, absl::Span<const int32_t> tokens);
+
+  // Read-only probe: how many tokens of `prompt` (minus its last token) a new cache
+  // would reuse.
+  int64_t ProbePrefix(absl::Span<const int32_t> prompt) const;
+
+  // ---- Queries. ----
+
+  bool Has(RequestId id, PoolKind pool) const;
+  std::optional<CacheInfo> Info(RequestId id, PoolKind pool) const;
+  // Empty span when there is no such cache. Valid until the next mutating call.
+  absl::Span<const BlockId> BlockTable(RequestId id, PoolKind pool) const;
+  // Every id with a cache in `pool`, ascending.
+  std::vector<RequestId> Ids(PoolKind pool) const;
+
+  const BlockLayout& layout(PoolKind pool) const;
+  // Base of the pool's contiguous storage: block b starts at
+  // Storage(pool) + b * layout(pool).BlockFloats().
+  float* Storage(PoolKind pool) const;
+  int32_t num_blocks(PoolKind pool) const;
+  int32_t tokens_per_block(PoolKind pool) const { return layout(pool).tokens_per_block; }
+
+  ManagerStats Stats() const;
+
+  // ---- Audit (DESIGN.md §7). ----
+
+  // Every violation as one line of text (empty when clean): a cache owned by no live
+  // request, claim or current dummy (`dummy_active` says whether the dummy is live);
+  // committed <= history <= capacity broken; block tables not covering capacity;
+  // refcounts not equal to block-table references plus radix pins; free and used
+  // blocks not a partition of the pool; a draft key with no target key where pairing
+  // requires it.
+  std::vector<std::string> Audit(absl::Span<const RequestId> live_ids,
+                                 absl::Span<const RequestId> claimed_ids,
+                                 bool dummy_active) const;
+
+ private:
+  class Impl;
+  explicit KvManager(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lockstep::kv
+
+#endif  // LOCKSTEP_KVCACHE_KV_MANAGER_H_

@@ -1,0 +1,135 @@
+// The model engine interface: the executor launches a batch asynchronously and collects
+// its sampled tokens later, so the host prepares step N+1 while step N computes (the
+// overlap loop, DESIGN.md §3).
+//
+// Engine-side sequence state. Because step N+1 is launched before the host has seen
+// step N's tokens, the engine keeps, per sequence (keyed by request id and target
+// cache generation), the state the next step starts from: the next position, the last
+// sampled token, the pending draft proposals. A generation step continues from that
+// state; the host seeds it only where the engine has none (the first step of a
+// generation-only request after its KV arrived, and the pad dummy).
+//
+// KV contract (positions are 0-based token indices in the sequence):
+//  * A context chunk covering [position, position + n) writes target KV there; the
+//    target capacity covers position + n; with speculation (K > 0) the draft model
+//    prefills the same chunk, and after the last chunk proposes K drafts, so the draft
+//    capacity covers position + n + K.
+//  * A generation step from history h (KV valid for [0, h), last token at h) writes
+//    target KV for [h, h + 1 + K) (last token + K drafts to verify) and draft KV for
+//    at most [h, h + 1 + K); both capacities cover h + 1 + K. With a accepted drafts the
+//    new history is h + 1 + a and the new last token (the bonus token) is at h + 1 + a.
+//  * The engine writes nowhere else; block tables in the batch cover the capacity.
+//
+// Ordering: batches run in launch order on the engine's own thread. A block freed by
+// the host after launching batch N is reused only by batches launched later, so it is
+// never written by two sequences at once.
+//
+// Thread safety: Launch and Collect are called from the executor thread only.
+#ifndef LOCKSTEP_RUNTIME_ENGINE_MODEL_ENGINE_H_
+#define LOCKSTEP_RUNTIME_ENGINE_MODEL_ENGINE_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/ids.h"
+#include "scheduler/sampling_params.h"
+
+namespace lockstep::engine {
+
+// The KV a sequence uses this step: block tables snapshotted at launch.
+struct KvRef {
+  RequestId id;
+  uint64_t generation = 0;        // target cache generation (identity of the cache)
+  std::vector<BlockId> blocks;    // target pool block table
+  uint64_t draft_generation = 0;  // 0: no draft cache
+  std::vector<BlockId> draft_blocks;
+};
+
+// One chunk of prefill.
+struct ContextChunk {
+  KvRef kv;
+  std::vector<int32_t> tokens;  // the chunk's tokens
+  int64_t position = 0;         // absolute position of tokens[0]
+  bool last_chunk = false;      // sample the first token (and K drafts) after this chunk
+  sched::SamplingParams sampling;
+  int num_draft_tokens = 0;     // K, proposals after the last chunk
+};
+
+// Where a generation step starts when the engine has no state for the sequence.
+struct SequenceSeed {
+  int64_t history = 0;                // KV valid for [0, history)
+  int32_t last_token = 0;             // at position `history`
+  std::vector<int32_t> draft_tokens;  // proposals to verify (size K), may be empty
+};
+
+// One decoding step: verify K drafts (if any) and sample, then propose K new drafts.
+struct GenerationStep {
+  KvRef kv;
+  std::optional<SequenceSeed> seed;  // set iff the engine holds no state for kv
+  int num_draft_tokens = 0;          // K (0: no speculation)
+  sched::SamplingParams sampling;
+  bool is_dummy = false;             // pad dummy: computed like any step, result ignored
+};
+
+struct Batch {
+  StepId step;
+  std::vector<ContextChunk> context;
+  std::vector<GenerationStep> generation;
+  // Sequences whose engine-side state can be dropped before this batch runs.
+  std::vector<KvRef> released;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+struct SequenceResult {
+  RequestId id;
+  uint64_t generation = 0;
+  // Context (last chunk): the first sampled token. Generation: accepted drafts followed
+  // by the bonus token (1 + num_accepted tokens). Empty for a non-last context chunk.
+  std::vector<int32_t> tokens;
+  int num_proposed = 0;              // drafts verified this step
+  int num_accepted = 0;              // of those, accepted
+  std::vector<int32_t> next_drafts;  // proposals for the next step (size K or 0)
+  // Per token in `tokens` when logprobs were requested: the chosen token's logprob,
+  // then the top-n alternatives.
+  std::vector<std::vector<TokenLogprob>> logprobs;
+};
+
+struct BatchResult {
+  StepId step;
+  std::vector<SequenceResult> sequences;  // one per context chunk and generation step
+};
+
+// What the executor needs to know about the model.
+struct EngineInfo {
+  int32_t vocab_size = 0;
+  int32_t eos_token_id = -1;
+  int64_t max_position = 0;  // longest sequence the model supports
+};
+
+class ModelEngine {
+ public:
+  virtual ~ModelEngine() = default;
+
+  virtual EngineInfo info() const = 0;
+
+  // Queues the forward of `batch`; returns at once. An invalid batch (bad block ids, a
+  // missing seed) is reported by the matching Collect.
+  virtual void Launch(Batch batch) = 0;
+
+  // Waits (at most `timeout`) for the batch of `step`, which must be the oldest batch
+  // not yet collected. DeadlineExceeded if it is not done in time (collect again
+  // later); any other error fails the whole batch.
+  virtual absl::StatusOr<BatchResult> Collect(StepId step, absl::Duration timeout) = 0;
+};
+
+}  // namespace lockstep::engine
+
+#endif  // LOCKSTEP_RUNTIME_ENGINE_MODEL_ENGINE_H_
