@@ -1,0 +1,76 @@
+#include "scheduler/rank_assignment.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace lockstep::sched {
+
+RankAssignment AssignRanks(absl::Span<const RankLoad> loads,
+                           absl::Span<const NewRequest> new_requests, int64_t per_rank_cap) {
+  const int num_ranks = static_cast<int>(loads.size());
+  const int num_new = static_cast<int>(new_requests.size());
+  RankAssignment out;
+  out.rank_of.assign(num_new, -1);
+  if (num_ranks == 0) {
+    out.queued.resize(num_new);
+    std::iota(out.queued.begin(), out.queued.end(), 0);
+    return out;
+  }
+
+  std::vector<RankLoad> load(loads.begin(), loads.end());
+  int64_t total_active = 0;
+  int64_t max_active = 0;
+  for (const RankLoad& l : load) {
+    total_active += l.active_requests;
+    max_active = std::max(max_active, l.active_requests);
+  }
+
+  // 1. Pinned requests, in leader order.
+  std::vector<int32_t> unpinned;
+  unpinned.reserve(num_new);
+  for (int i = 0; i < num_new; ++i) {
+    const std::optional<int32_t>& pin = new_requests[i].pinned_rank;
+    if (!pin.has_value()) {
+      unpinned.push_back(i);
+      continue;
+    }
+    if (*pin >= 0 && *pin < num_ranks && load[*pin].active_requests < per_rank_cap) {
+      out.rank_of[i] = *pin;
+      load[*pin].active_requests += 1;
+      load[*pin].active_tokens += new_requests[i].prompt_tokens;
+    }
+  }
+
+  // 2. The expected active count per rank.
+  const int64_t total = total_active + num_new;
+  const int64_t balanced = (total + num_ranks - 1) / num_ranks;
+  out.expected_per_rank = std::min(std::max(balanced, max_active), per_rank_cap);
+
+  // 3. Longest prompts first, stable in leader order.
+  std::stable_sort(unpinned.begin(), unpinned.end(), [&](int32_t a, int32_t b) {
+    return new_requests[a].prompt_tokens > new_requests[b].prompt_tokens;
+  });
+  for (int32_t i : unpinned) {
+    int best = -1;
+    for (int r = 0; r < num_ranks; ++r) {
+      if (load[r].active_requests >= out.expected_per_rank) continue;
+      if (best < 0 || load[r].active_tokens < load[best].active_tokens ||
+          (load[r].active_tokens == load[best].active_tokens &&
+           load[r].active_requests < load[best].active_requests)) {
+        best = r;  // ties keep the lower rank id (scanned first)
+      }
+    }
+    if (best < 0) continue;
+    out.rank_of[i] = best;
+    load[best].active_requests += 1;
+    load[best].active_tokens += new_requests[i].prompt_tokens;
+  }
+
+  // 4. Everything unassigned stays queued, in leader order.
+  for (int i = 0; i < num_new; ++i) {
+    if (out.rank_of[i] < 0) out.queued.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace lockstep::sched

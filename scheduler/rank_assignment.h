@@ -1,0 +1,51 @@
+// Deterministic assignment of new requests to the ranks of an attention-DP instance.
+//
+// Every rank runs this pure function on the same inputs (the all-gathered loads and
+// the leader's broadcast of new requests) and gets the same answer, so no extra
+// collective is needed to agree on who owns what (DESIGN.md §3 step 1, §7.7).
+//
+// Rule (the anchor's, trtllm-executor-notes §7.4):
+//   1. Pinned requests go to their rank if it is below the per-rank cap.
+//   2. expected = min(max(ceil((total active + new) / ranks), max per-rank active), cap).
+//   3. The rest, longest prompt first (ties: leader order), each to the rank with the
+//      fewest active tokens, then fewest active requests, then lowest rank id, among
+//      ranks whose active count is below `expected`.
+//   4. Requests that fit nowhere stay queued at the leader, in leader order.
+#ifndef LOCKSTEP_SCHEDULER_RANK_ASSIGNMENT_H_
+#define LOCKSTEP_SCHEDULER_RANK_ASSIGNMENT_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "common/ids.h"
+
+namespace lockstep::sched {
+
+struct RankLoad {
+  int64_t active_requests = 0;  // includes requests waiting for KV; excludes the dummy
+  int64_t active_tokens = 0;    // sum of prompt lengths of those requests
+};
+
+struct NewRequest {
+  RequestId id;
+  int64_t prompt_tokens = 0;
+  std::optional<int32_t> pinned_rank;  // must go to this rank (or wait)
+};
+
+struct RankAssignment {
+  // rank_of[i] is the rank of new_requests[i], or -1 when it stays queued.
+  std::vector<int32_t> rank_of;
+  // Indices into new_requests that stay queued, in leader order.
+  std::vector<int32_t> queued;
+  int64_t expected_per_rank = 0;
+};
+
+// `loads` has one entry per rank. `per_rank_cap` is max_num_active_requests.
+RankAssignment AssignRanks(absl::Span<const RankLoad> loads,
+                           absl::Span<const NewRequest> new_requests, int64_t per_rank_cap);
+
+}  // namespace lockstep::sched
+
+#endif  // LOCKSTEP_SCHEDULER_RANK_ASSIGNMENT_H_
