@@ -1,0 +1,270 @@
+#include "runtime/config/config_yaml.h"
+
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "yaml-cpp/yaml.h"
+
+namespace lockstep::config {
+namespace {
+
+std::string LineOf(const YAML::Node& node) {
+  const YAML::Mark mark = node.Mark();
+  if (mark.line < 0) return "";
+  return absl::StrCat(" (line ", mark.line + 1, ")");
+}
+
+// Reads the fields of one YAML mapping into a struct. Records an error for each bad
+// field and, in Finish(), for each key no reader asked for.
+class MapReader {
+ public:
+  MapReader(const YAML::Node& node, std::string path, std::vector<std::string>& errors)
+      : node_(node), path_(std::move(path)), errors_(errors) {
+    if (node_ && !node_.IsNull() && !node_.IsMap()) {
+      Error(path_, "must be a mapping", node_);
+      valid_ = false;
+    }
+  }
+
+  // The child node at `key` (undefined when absent); marks the key as known.
+  YAML::Node Child(const std::string& key) {
+    known_.insert(key);
+    if (!valid_ || !node_ || node_.IsNull()) return YAML::Node(YAML::NodeType::Undefined);
+    return node_[key];
+  }
+
+  std::string PathOf(const std::string& key) const {
+    return path_.empty() ? key : absl::StrCat(path_, ".", key);
+  }
+
+  void String(const std::string& key, std::string* out) {
+    YAML::Node value = Child(key);
+    if (!value.IsDefined()) return;
+    if (value.IsNull()) {
+      out->clear();
+    } else if (value.IsScalar()) {
+      *out = value.Scalar();
+    } else {
+      Error(PathOf(key), "must be a string", value);
+    }
+  }
+
+  void Int(const std::string& key, int64_t* out) {
+    YAML::Node value = Child(key);
+    if (!value.IsDefined()) return;
+    int64_t parsed = 0;
+    if (!value.IsScalar() || !absl::SimpleAtoi(value.Scalar(), &parsed)) {
+      Error(PathOf(key), absl::StrCat("must be an integer, got ", Describe(value)), value);
+      return;
+    }
+    *out = parsed;
+  }
+
+  void Bool(const std::string& key, bool* out) {
+    YAML::Node value = Child(key);
+    if (!value.IsDefined()) return;
+    if (value.IsScalar() && (value.Scalar() == "true" || value.Scalar() == "false")) {
+      *out = value.Scalar() == "true";
+      return;
+    }
+    Error(PathOf(key), absl::StrCat("must be true or false, got ", Describe(value)), value);
+  }
+
+  template <typename Enum>
+  void Enumerated(const std::string& key, Enum* out,
+                  absl::StatusOr<Enum> (*parse)(std::string_view)) {
+    YAML::Node value = Child(key);
+    if (!value.IsDefined()) return;
+    if (!value.IsScalar()) {
+      Error(PathOf(key), absl::StrCat("must be a name, got ", Describe(value)), value);
+      return;
+    }
+    absl::StatusOr<Enum> parsed = parse(value.Scalar());
+    if (!parsed.ok()) {
+      Error(PathOf(key), std::string(parsed.status().message()), value);
+      return;
+    }
+    *out = *parsed;
+  }
+
+  // A required key that is absent is an error.
+  void Require(const std::string& key) {
+    if (valid_ && node_ && node_.IsMap() && !node_[key].IsDefined()) {
+      errors_.push_back(absl::StrCat(PathOf(key), ": is required", LineOf(node_)));
+    }
+  }
+
+  void Finish() {
+    if (!valid_ || !node_ || !node_.IsMap()) return;
+    for (auto it = node_.begin(); it != node_.end(); ++it) {
+      const std::string key = it->first.IsScalar() ? it->first.Scalar() : "?";
+      if (!known_.contains(key)) {
+        Error(PathOf(key), "unknown key", it->first);
+      }
+    }
+  }
+
+  void Error(const std::string& path, const std::string& message, const YAML::Node& at) {
+    errors_.push_back(absl::StrCat(path, ": ", message, LineOf(at)));
+  }
+
+ private:
+  static std::string Describe(const YAML::Node& value) {
+    if (value.IsNull()) return "null";
+    if (value.IsSequence()) return "a sequence";
+    if (value.IsMap()) return "a mapping";
+    return absl::StrCat("'", value.Scalar(), "'");
+  }
+
+  const YAML::Node node_;
+  std::string path_;
+  std::vector<std::string>& errors_;
+  absl::flat_hash_set<std::string> known_;
+  bool valid_ = true;
+};
+
+void ReadModel(MapReader& reader, ModelConfig& model) {
+  reader.String("name", &model.name);
+  reader.String("path", &model.path);
+  reader.String("draft_path", &model.draft_path);
+  reader.Finish();
+}
+
+void ReadRouter(MapReader& reader, RouterConfig& router) {
+  reader.String("http_listen", &router.http_listen);
+  reader.String("grpc_listen", &router.grpc_listen);
+  reader.Enumerated("policy", &router.policy, &ParseRoutingPolicy);
+  reader.String("api_key", &router.api_key);
+  reader.Int("heartbeat_interval_ms", &router.heartbeat_interval_ms);
+  reader.Int("heartbeat_timeout_ms", &router.heartbeat_timeout_ms);
+  reader.Int("health_check_interval_ms", &router.health_check_interval_ms);
+  reader.Int("request_timeout_s", &router.request_timeout_s);
+  reader.Int("max_prompt_tokens", &router.max_prompt_tokens);
+  reader.Int("http_threads", &router.http_threads);
+  reader.Finish();
+}
+
+void ReadInstance(MapReader& reader, InstanceConfig& instance,
+                  std::vector<std::string>& errors) {
+  reader.Require("name");
+  reader.Require("role");
+  reader.String("name", &instance.name);
+  reader.Enumerated("role", &instance.role, &ParseInstanceRole);
+  reader.Int("world_size", &instance.world_size);
+  reader.Enumerated("engine", &instance.engine, &ParseEngineKind);
+  reader.String("leader_address", &instance.leader_address);
+
+  MapReader executor(reader.Child("executor"), reader.PathOf("executor"), errors);
+  ExecutorSettings& e = instance.executor;
+  executor.Int("max_batch_size", &e.max_batch_size);
+  executor.Int("max_num_tokens", &e.max_num_tokens);
+  executor.Int("max_num_active_requests", &e.max_num_active_requests);
+  executor.Enumerated("dummy_policy", &e.dummy_policy, &ParseDummyPolicy);
+  executor.Int("spec_k", &e.spec_k);
+  executor.Enumerated("draft_pool", &e.draft_pool, &ParseDraftPool);
+  executor.Int("chunk_size", &e.chunk_size);
+  executor.Int("step_timeout_ms", &e.step_timeout_ms);
+  executor.Int("blas_threads", &e.blas_threads);
+  executor.Finish();
+
+  MapReader kv(reader.Child("kv"), reader.PathOf("kv"), errors);
+  kv.Int("tokens_per_block", &instance.kv.tokens_per_block);
+  kv.Int("num_blocks", &instance.kv.num_blocks);
+  kv.Int("draft_num_blocks", &instance.kv.draft_num_blocks);
+  kv.Bool("prefix_reuse", &instance.kv.prefix_reuse);
+  kv.Finish();
+
+  MapReader transfer(reader.Child("transfer"), reader.PathOf("transfer"), errors);
+  transfer.Int("deadline_ms", &instance.transfer.deadline_ms);
+  transfer.Int("lease_ms", &instance.transfer.lease_ms);
+  transfer.Finish();
+  reader.Finish();
+}
+
+std::string Resolve(std::string_view base_dir, const std::string& path) {
+  if (path.empty() || base_dir.empty()) return path;
+  std::filesystem::path p(path);
+  if (p.is_absolute()) return path;
+  return (std::filesystem::path(std::string(base_dir)) / p).lexically_normal().string();
+}
+
+absl::StatusOr<DeploymentConfig> ParseUnchecked(std::string_view yaml_text,
+                                                std::string_view base_dir,
+                                                const std::string& source) {
+  const YAML::Node root = YAML::Load(std::string(yaml_text));
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": the top level must be a mapping with model, router, instances"));
+  }
+  std::vector<std::string> errors;
+  DeploymentConfig config;
+  MapReader top(root, "", errors);
+  top.Require("model");
+  top.Require("instances");
+  MapReader model(top.Child("model"), "model", errors);
+  ReadModel(model, config.model);
+  MapReader router(top.Child("router"), "router", errors);
+  ReadRouter(router, config.router);
+  const YAML::Node instances = top.Child("instances");
+  if (instances.IsDefined() && !instances.IsNull()) {
+    if (!instances.IsSequence()) {
+      top.Error("instances", "must be a sequence", instances);
+    } else {
+      for (size_t i = 0; i < instances.size(); ++i) {
+        MapReader reader(instances[i], absl::StrCat("instances[", i, "]"), errors);
+        ReadInstance(reader, config.instances.emplace_back(), errors);
+      }
+    }
+  }
+  top.Finish();
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", absl::StrJoin(errors, "\n")));
+  }
+  config.model.path = Resolve(base_dir, config.model.path);
+  config.model.draft_path = Resolve(base_dir, config.model.draft_path);
+  return config;
+}
+
+}  // namespace
+
+absl::StatusOr<DeploymentConfig> ParseDeploymentConfig(std::string_view yaml_text,
+                                                       std::string_view base_dir,
+                                                       std::string_view source_name) {
+  const std::string source(source_name);
+  absl::StatusOr<DeploymentConfig> config;
+  try {
+    config = ParseUnchecked(yaml_text, base_dir, source);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid YAML: ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", e.what()));
+  }
+  if (!config.ok()) return config.status();
+  if (absl::Status status = config->Validate(); !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", status.message()));
+  }
+  return config;
+}
+
+absl::StatusOr<DeploymentConfig> LoadDeploymentConfig(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) {
+    return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "'"));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (ec) absolute = path;
+  return ParseDeploymentConfig(text.str(), absolute.parent_path().string(), path);
+}
+
+}  // namespace lockstep::config

@@ -1,0 +1,146 @@
+#include "runtime/config/config_yaml.h"
+
+#include <string>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::config {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr char kMinimal[] = R"(
+model: {name: tiny-moe, path: models/tiny-moe}
+instances:
+  - {name: agg0, role: aggregated, world_size: 2}
+)";
+
+TEST(ConfigYamlTest, MinimalFileGetsDefaults) {
+  absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(kMinimal, "");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->model.path, "models/tiny-moe");
+  EXPECT_EQ(config->router.policy, RoutingPolicy::kRoundRobin);
+  EXPECT_EQ(config->router.heartbeat_timeout_ms, 2000);
+  ASSERT_EQ(config->instances.size(), 1u);
+  EXPECT_EQ(config->instances[0].world_size, 2);
+  EXPECT_EQ(config->instances[0].executor.max_batch_size, 8);
+  EXPECT_EQ(config->instances[0].executor.dummy_policy, DummyPolicy::kReserved);
+  EXPECT_TRUE(config->instances[0].kv.prefix_reuse);
+}
+
+TEST(ConfigYamlTest, RelativeModelPathsResolveAgainstTheConfigDirectory) {
+  absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(
+      R"(
+model: {name: m, path: ../../models/m, draft_path: /abs/draft}
+instances: [{name: a, role: aggregated}]
+)",
+      "/srv/deploy/local");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->model.path, "/srv/models/m");
+  EXPECT_EQ(config->model.draft_path, "/abs/draft");
+}
+
+TEST(ConfigYamlTest, AggregatedExampleParses) {
+  absl::StatusOr<DeploymentConfig> config = LoadDeploymentConfig("deploy/local/agg_dep2.yaml");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->model.name, "tiny-moe");
+  EXPECT_THAT(config->model.path, HasSubstr("models/tiny-moe"));
+  EXPECT_EQ(config->model.path.front(), '/');  // resolved
+  ASSERT_EQ(config->instances.size(), 1u);
+  EXPECT_EQ(config->instances[0].role, InstanceRole::kAggregated);
+  EXPECT_EQ(config->instances[0].world_size, 2);
+  EXPECT_EQ(config->instances[0].executor.spec_k, 0);
+}
+
+TEST(ConfigYamlTest, DisaggregatedExampleParses) {
+  absl::StatusOr<DeploymentConfig> config =
+      LoadDeploymentConfig("deploy/local/disagg_ctx_dep2_gen_dep4.yaml");
+  ASSERT_THAT(config, IsOk());
+  const InstanceConfig* ctx = config->FindInstance("ctx0");
+  const InstanceConfig* gen = config->FindInstance("gen0");
+  ASSERT_NE(ctx, nullptr);
+  ASSERT_NE(gen, nullptr);
+  EXPECT_EQ(ctx->role, InstanceRole::kContext);
+  EXPECT_EQ(ctx->world_size, 2);
+  EXPECT_EQ(gen->role, InstanceRole::kGeneration);
+  EXPECT_EQ(gen->world_size, 4);
+  EXPECT_EQ(gen->executor.max_batch_size, 2);
+  EXPECT_EQ(gen->executor.spec_k, 3);
+  EXPECT_EQ(gen->executor.draft_pool, DraftPool::kUnpaired);
+  EXPECT_FALSE(config->model.draft_path.empty());
+  EXPECT_EQ(config->router.policy, RoutingPolicy::kLeastLoad);
+}
+
+struct BadYaml {
+  std::string label;
+  std::string yaml;
+  std::string message;
+};
+
+class BadYamlTest : public ::testing::TestWithParam<BadYaml> {};
+
+TEST_P(BadYamlTest, NamesTheField) {
+  EXPECT_THAT(ParseDeploymentConfig(GetParam().yaml, "", "test.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(GetParam().message)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Files, BadYamlTest,
+    ::testing::Values(
+        BadYaml{"syntax", "model: {name: [\n", "test.yaml: invalid YAML"},
+        BadYaml{"not_a_map", "- 1\n- 2\n", "the top level must be a mapping"},
+        BadYaml{"unknown_top", std::string(kMinimal) + "extra: 1\n", "extra: unknown key (line"},
+        BadYaml{"missing_model", "instances: [{name: a, role: aggregated}]\n",
+                "model: is required"},
+        BadYaml{"missing_role", "model: {name: m, path: p}\ninstances: [{name: a}]\n",
+                "instances[0].role: is required"},
+        BadYaml{"unknown_nested",
+                "model: {name: m, path: p}\n"
+                "instances: [{name: a, role: aggregated, executor: {max_batch: 3}}]\n",
+                "instances[0].executor.max_batch: unknown key"},
+        BadYaml{"wrong_int",
+                "model: {name: m, path: p}\n"
+                "instances: [{name: a, role: aggregated, executor: {max_batch_size: abc}}]\n",
+                "instances[0].executor.max_batch_size: must be an integer, got 'abc'"},
+        BadYaml{"float_for_int",
+                "model: {name: m, path: p}\n"
+                "instances: [{name: a, role: aggregated, kv: {num_blocks: 1.5}}]\n",
+                "instances[0].kv.num_blocks: must be an integer, got '1.5'"},
+        BadYaml{"zero_batch",
+                "model: {name: m, path: p}\ninstances:\n"
+                "  - {name: a, role: aggregated}\n"
+                "  - {name: b, role: aggregated, executor: {max_batch_size: 0}}\n",
+                "instances[1].executor.max_batch_size: must be >= 1, got 0"},
+        BadYaml{"bad_bool",
+                "model: {name: m, path: p}\n"
+                "instances: [{name: a, role: aggregated, kv: {prefix_reuse: maybe}}]\n",
+                "instances[0].kv.prefix_reuse: must be true or false, got 'maybe'"},
+        BadYaml{"bad_enum",
+                "model: {name: m, path: p}\ninstances: [{name: a, role: decode}]\n",
+                "instances[0].role: must be one of aggregated | context | generation, got "
+                "'decode'"},
+        BadYaml{"bad_policy",
+                "model: {name: m, path: p}\nrouter: {policy: random}\n"
+                "instances: [{name: a, role: aggregated}]\n",
+                "router.policy: must be one of round_robin | least_load"},
+        BadYaml{"instances_map", "model: {name: m, path: p}\ninstances: {name: a}\n",
+                "instances: must be a sequence"},
+        BadYaml{"section_scalar",
+                "model: {name: m, path: p}\ninstances: [{name: a, role: aggregated, kv: 3}]\n",
+                "instances[0].kv: must be a mapping"},
+        BadYaml{"string_is_map", "model: {name: {x: 1}, path: p}\n"
+                                 "instances: [{name: a, role: aggregated}]\n",
+                "model.name: must be a string"}),
+    [](const ::testing::TestParamInfo<BadYaml>& info) { return info.param.label; });
+
+TEST(ConfigYamlTest, MissingFileIsNotFound) {
+  EXPECT_THAT(LoadDeploymentConfig("no/such/config.yaml"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no/such/config.yaml")));
+}
+
+}  // namespace
+}  // namespace lockstep::config

@@ -1,0 +1,238 @@
+#include "runtime/config/deployment_config.h"
+
+#include <array>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+
+namespace lockstep::config {
+namespace {
+
+template <typename Enum, size_t N>
+using NameTable = std::array<std::pair<Enum, std::string_view>, N>;
+
+constexpr NameTable<InstanceRole, 3> kRoleNames = {{{InstanceRole::kAggregated, "aggregated"},
+                                                    {InstanceRole::kContext, "context"},
+                                                    {InstanceRole::kGeneration, "generation"}}};
+constexpr NameTable<EngineKind, 2> kEngineNames = {
+    {{EngineKind::kCpu, "cpu"}, {EngineKind::kFake, "fake"}}};
+constexpr NameTable<DummyPolicy, 2> kDummyNames = {
+    {{DummyPolicy::kReserved, "reserved"}, {DummyPolicy::kCompat, "compat"}}};
+constexpr NameTable<DraftPool, 3> kDraftPoolNames = {{{DraftPool::kNone, "none"},
+                                                      {DraftPool::kPaired, "paired"},
+                                                      {DraftPool::kUnpaired, "unpaired"}}};
+constexpr NameTable<RoutingPolicy, 2> kPolicyNames = {
+    {{RoutingPolicy::kRoundRobin, "round_robin"}, {RoutingPolicy::kLeastLoad, "least_load"}}};
+
+template <typename Enum, size_t N>
+std::string_view NameOf(const NameTable<Enum, N>& table, Enum value) {
+  for (const auto& [v, name] : table) {
+    if (v == value) return name;
+  }
+  return "?";
+}
+
+template <typename Enum, size_t N>
+absl::StatusOr<Enum> ParseName(const NameTable<Enum, N>& table, std::string_view name) {
+  std::vector<std::string_view> names;
+  for (const auto& [v, n] : table) {
+    if (n == name) return v;
+    names.push_back(n);
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("must be one of {}, got '{}'", fmt::join(names, " | "), name));
+}
+
+bool IsNameChar(char c, bool allow_dot) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '_' || c == '-' || (allow_dot && c == '.');
+}
+
+// Collects problems, each prefixed with its field path.
+class Problems {
+ public:
+  void Add(std::string_view path, std::string_view message) {
+    lines_.push_back(fmt::format("{}: {}", path, message));
+  }
+  void AtLeast(std::string_view path, int64_t value, int64_t min) {
+    if (value < min) Add(path, absl::StrCat("must be >= ", min, ", got ", value));
+  }
+  void InRange(std::string_view path, int64_t value, int64_t min, int64_t max) {
+    if (value < min || value > max) {
+      Add(path, absl::StrCat("must be in [", min, ", ", max, "], got ", value));
+    }
+  }
+  void Name(std::string_view path, const std::string& value, bool allow_dot) {
+    if (value.empty()) {
+      Add(path, "is required");
+      return;
+    }
+    for (char c : value) {
+      if (!IsNameChar(c, allow_dot)) {
+        Add(path, absl::StrCat("must contain only letters, digits, ", allow_dot ? "'.', " : "",
+                               "'_' and '-', got '", value, "'"));
+        return;
+      }
+    }
+  }
+  void HostPort(std::string_view path, std::string_view address) {
+    absl::Status status = ValidateHostPort(path, address);
+    if (!status.ok()) lines_.push_back(std::string(status.message()));
+  }
+  absl::Status ToStatus() const {
+    if (lines_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrJoin(lines_, "\n"));
+  }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+void ValidateInstance(const InstanceConfig& instance, const std::string& prefix,
+                      Problems& problems) {
+  problems.Name(prefix + ".name", instance.name, /*allow_dot=*/false);
+  problems.InRange(prefix + ".world_size", instance.world_size, 1, 64);
+  if (!instance.leader_address.empty()) {
+    problems.HostPort(prefix + ".leader_address", instance.leader_address);
+  }
+  const ExecutorSettings& e = instance.executor;
+  const std::string ex = prefix + ".executor";
+  problems.AtLeast(ex + ".max_batch_size", e.max_batch_size, 1);
+  problems.AtLeast(ex + ".max_num_tokens", e.max_num_tokens, 1);
+  problems.AtLeast(ex + ".max_num_active_requests", e.max_num_active_requests, 1);
+  problems.InRange(ex + ".spec_k", e.spec_k, 0, 16);
+  problems.AtLeast(ex + ".chunk_size", e.chunk_size, 1);
+  problems.AtLeast(ex + ".step_timeout_ms", e.step_timeout_ms, 1);
+  problems.InRange(ex + ".blas_threads", e.blas_threads, 1, 256);
+  if (e.spec_k > 0 && e.draft_pool == DraftPool::kNone) {
+    problems.Add(ex + ".draft_pool",
+                 absl::StrCat("must be paired or unpaired when spec_k > 0 (spec_k is ", e.spec_k,
+                              ")"));
+  }
+  if (e.spec_k == 0 && e.draft_pool != DraftPool::kNone) {
+    problems.Add(ex + ".draft_pool", fmt::format("must be none when spec_k is 0, got {}",
+                                                 DraftPoolName(e.draft_pool)));
+  }
+  if (e.chunk_size >= 1 && e.max_num_tokens >= 1 && e.chunk_size > e.max_num_tokens) {
+    problems.Add(ex + ".chunk_size", absl::StrCat("must be <= max_num_tokens (", e.max_num_tokens,
+                                                  "), got ", e.chunk_size));
+  }
+  if (e.max_batch_size >= 1 && e.spec_k >= 0 && e.spec_k <= 16 &&
+      e.max_num_tokens < e.max_batch_size * (1 + e.spec_k)) {
+    problems.Add(ex + ".max_num_tokens",
+                 absl::StrCat("must be >= max_batch_size * (1 + spec_k) = ",
+                              e.max_batch_size * (1 + e.spec_k), ", got ", e.max_num_tokens));
+  }
+  const std::string kv = prefix + ".kv";
+  problems.InRange(kv + ".tokens_per_block", instance.kv.tokens_per_block, 1, 4096);
+  problems.AtLeast(kv + ".num_blocks", instance.kv.num_blocks, 1);
+  if (e.draft_pool != DraftPool::kNone) {
+    problems.AtLeast(kv + ".draft_num_blocks", instance.kv.draft_num_blocks, 1);
+  }
+  const std::string tr = prefix + ".transfer";
+  problems.AtLeast(tr + ".deadline_ms", instance.transfer.deadline_ms, 1);
+  if (instance.transfer.lease_ms < instance.transfer.deadline_ms) {
+    problems.Add(tr + ".lease_ms",
+                 absl::StrCat("must be >= transfer.deadline_ms (", instance.transfer.deadline_ms,
+                              "), got ", instance.transfer.lease_ms));
+  }
+}
+
+}  // namespace
+
+std::string_view InstanceRoleName(InstanceRole role) { return NameOf(kRoleNames, role); }
+std::string_view EngineKindName(EngineKind engine) { return NameOf(kEngineNames, engine); }
+std::string_view DummyPolicyName(DummyPolicy policy) { return NameOf(kDummyNames, policy); }
+std::string_view DraftPoolName(DraftPool pool) { return NameOf(kDraftPoolNames, pool); }
+std::string_view RoutingPolicyName(RoutingPolicy policy) { return NameOf(kPolicyNames, policy); }
+
+absl::StatusOr<InstanceRole> ParseInstanceRole(std::string_view name) {
+  return ParseName(kRoleNames, name);
+}
+absl::StatusOr<EngineKind> ParseEngineKind(std::string_view name) {
+  return ParseName(kEngineNames, name);
+}
+absl::StatusOr<DummyPolicy> ParseDummyPolicy(std::string_view name) {
+  return ParseName(kDummyNames, name);
+}
+absl::StatusOr<DraftPool> ParseDraftPool(std::string_view name) {
+  return ParseName(kDraftPoolNames, name);
+}
+absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name) {
+  return ParseName(kPolicyNames, name);
+}
+
+absl::Status ValidateHostPort(std::string_view field, std::string_view address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: must be host:port, got '{}'", field, address));
+  }
+  int port = -1;
+  if (!absl::SimpleAtoi(absl::string_view(address.data() + colon + 1, address.size() - colon - 1),
+                        &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: port must be a number in [0, 65535], got '{}'", field, address));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeploymentConfig::Validate() const {
+  Problems problems;
+  problems.Name("model.name", model.name, /*allow_dot=*/true);
+  if (model.path.empty()) problems.Add("model.path", "is required");
+
+  problems.HostPort("router.http_listen", router.http_listen);
+  problems.HostPort("router.grpc_listen", router.grpc_listen);
+  problems.AtLeast("router.heartbeat_interval_ms", router.heartbeat_interval_ms, 1);
+  if (router.heartbeat_timeout_ms <= router.heartbeat_interval_ms) {
+    problems.Add("router.heartbeat_timeout_ms",
+                 absl::StrCat("must be > heartbeat_interval_ms (", router.heartbeat_interval_ms,
+                              "), got ", router.heartbeat_timeout_ms));
+  }
+  problems.AtLeast("router.health_check_interval_ms", router.health_check_interval_ms, 1);
+  problems.AtLeast("router.request_timeout_s", router.request_timeout_s, 1);
+  problems.AtLeast("router.max_prompt_tokens", router.max_prompt_tokens, 1);
+  problems.InRange("router.http_threads", router.http_threads, 1, 4096);
+
+  if (instances.empty()) problems.Add("instances", "must list at least one instance");
+  absl::flat_hash_set<std::string> names;
+  bool has_context = false;
+  bool has_generation = false;
+  for (size_t i = 0; i < instances.size(); ++i) {
+    const InstanceConfig& instance = instances[i];
+    const std::string prefix = absl::StrCat("instances[", i, "]");
+    ValidateInstance(instance, prefix, problems);
+    if (!instance.name.empty() && !names.insert(instance.name).second) {
+      problems.Add(prefix + ".name", absl::StrCat("duplicate instance name '", instance.name, "'"));
+    }
+    has_context |= instance.role == InstanceRole::kContext;
+    has_generation |= instance.role == InstanceRole::kGeneration;
+    if (instance.executor.spec_k > 0 && model.draft_path.empty()) {
+      problems.Add("model.draft_path",
+                   absl::StrCat("is required: ", prefix, ".executor.spec_k is ",
+                                instance.executor.spec_k));
+    }
+  }
+  if (has_context != has_generation) {
+    problems.Add("instances", has_context
+                                  ? "a context instance needs at least one generation instance"
+                                  : "a generation instance needs at least one context instance");
+  }
+  return problems.ToStatus();
+}
+
+const InstanceConfig* DeploymentConfig::FindInstance(std::string_view name) const {
+  for (const InstanceConfig& instance : instances) {
+    if (instance.name == name) return &instance;
+  }
+  return nullptr;
+}
+
+}  // namespace lockstep::config

@@ -1,0 +1,168 @@
+// The deployment configuration: one YAML file describes the router, the model and
+// every instance (DESIGN.md §2). The router reads all of it; a worker reads the model
+// and its own instance's section; the launcher reads it to start every process.
+//
+//   ASSIGN_OR_RETURN(DeploymentConfig config, LoadDeploymentConfig("deploy/local/agg_dep2.yaml"));
+//   const InstanceConfig* self = config.FindInstance("agg0");
+//
+// Every field is documented with its default below. `Validate()` checks ranges and
+// cross-field rules; every error names the field by its path in the file, e.g.
+// `instances[1].executor.max_batch_size: must be >= 1, got 0`. Parsing is in
+// config_yaml.h. Plain value types; thread-compatible.
+#ifndef LOCKSTEP_RUNTIME_CONFIG_DEPLOYMENT_CONFIG_H_
+#define LOCKSTEP_RUNTIME_CONFIG_DEPLOYMENT_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace lockstep::config {
+
+// What an instance serves (DESIGN.md §2). YAML: aggregated | context | generation.
+enum class InstanceRole { kAggregated, kContext, kGeneration };
+// YAML: cpu (the CPU transformer engine) | fake (a deterministic test engine).
+enum class EngineKind { kCpu, kFake };
+// How a rank pads an empty batch (DESIGN.md §1). YAML: reserved | compat.
+enum class DummyPolicy { kReserved, kCompat };
+// The draft model's KV pool (DESIGN.md §5). YAML: none | paired | unpaired.
+enum class DraftPool { kNone, kPaired, kUnpaired };
+// How the router picks an instance. YAML: round_robin | least_load.
+enum class RoutingPolicy { kRoundRobin, kLeastLoad };
+
+// The YAML spelling of each value, and its inverse (an error lists the valid names).
+std::string_view InstanceRoleName(InstanceRole role);
+std::string_view EngineKindName(EngineKind engine);
+std::string_view DummyPolicyName(DummyPolicy policy);
+std::string_view DraftPoolName(DraftPool pool);
+std::string_view RoutingPolicyName(RoutingPolicy policy);
+absl::StatusOr<InstanceRole> ParseInstanceRole(std::string_view name);
+absl::StatusOr<EngineKind> ParseEngineKind(std::string_view name);
+absl::StatusOr<DummyPolicy> ParseDummyPolicy(std::string_view name);
+absl::StatusOr<DraftPool> ParseDraftPool(std::string_view name);
+absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name);
+
+// `model:` — the served model. Relative paths are resolved against the directory of the
+// config file when the file is loaded (so a config works from any current directory);
+// after loading they are absolute or as given when already absolute.
+struct ModelConfig {
+  // Served model name: what clients put in "model" and `/v1/models` lists. Required;
+  // letters, digits, '.', '_', '-'.
+  std::string name;
+  // Model directory (weights, lockstep_tokenizer.json). Required.
+  std::string path;
+  // Draft model directory for speculative decoding; empty: no draft model. Required
+  // when any instance has `executor.spec_k > 0`.
+  std::string draft_path;
+};
+
+// `router:` — the router daemon.
+struct RouterConfig {
+  // host:port of the OpenAI-compatible HTTP API; port 0 picks a free port.
+  std::string http_listen = "127.0.0.1:0";
+  // host:port of RouterService (gRPC clients, worker registration, rendezvous).
+  std::string grpc_listen = "127.0.0.1:0";
+  RoutingPolicy policy = RoutingPolicy::kRoundRobin;
+  // When non-empty, HTTP clients must send `Authorization: Bearer <api_key>` (else 401).
+  std::string api_key;
+  // Workers send a Heartbeat this often.
+  int64_t heartbeat_interval_ms = 500;
+  // A registered instance whose last heartbeat is older than this gets no new requests,
+  // and its in-flight requests end with an error. Must exceed heartbeat_interval_ms.
+  int64_t heartbeat_timeout_ms = 2000;
+  // The router polls every instance's Health and Stats this often; an RPC deadline of
+  // the same length.
+  int64_t health_check_interval_ms = 500;
+  // A request that has not finished after this long ends with DEADLINE_EXCEEDED.
+  int64_t request_timeout_s = 600;
+  // Longest prompt accepted, in tokens (longer: HTTP 400 / INVALID_ARGUMENT).
+  int64_t max_prompt_tokens = 2048;
+  // Threads serving HTTP connections; a streaming request holds one while it runs.
+  int64_t http_threads = 64;
+};
+
+// `instances[i].executor:` — the executor loop of every rank of the instance.
+struct ExecutorSettings {
+  // Most requests in one forward, per rank (context chunks + generation requests).
+  int64_t max_batch_size = 8;
+  // Most tokens in one forward, per rank. Must cover a full generation batch:
+  // >= max_batch_size * (1 + spec_k).
+  int64_t max_num_tokens = 512;
+  // Most requests a rank holds (scheduled, paused or waiting for KV), excluding the
+  // reserved pad dummy slot.
+  int64_t max_num_active_requests = 16;
+  // reserved: the pad dummy has its own slot and blocks and never vetoes;
+  // compat: the TensorRT-LLM behaviour (the dummy competes for a slot).
+  DummyPolicy dummy_policy = DummyPolicy::kReserved;
+  // Draft tokens per generation request (speculative decoding); 0 disables. <= 16.
+  int64_t spec_k = 0;
+  // The draft model's KV pool; must be `none` exactly when spec_k is 0.
+  DraftPool draft_pool = DraftPool::kNone;
+  // Prefill chunk length in tokens; <= max_num_tokens.
+  int64_t chunk_size = 64;
+  // A step that takes longer than this makes Health report "not progressing".
+  int64_t step_timeout_ms = 30000;
+  // BLAS threads per rank for the CPU engine.
+  int64_t blas_threads = 1;
+};
+
+// `instances[i].kv:` — the KV pools of every rank of the instance.
+struct KvSettings {
+  int64_t tokens_per_block = 16;
+  // Target pool size per rank, in blocks.
+  int64_t num_blocks = 1024;
+  // Draft pool size per rank, in blocks (used when executor.draft_pool is not none).
+  int64_t draft_num_blocks = 1024;
+  // Publish full blocks and reuse matching prompt prefixes.
+  bool prefix_reuse = true;
+};
+
+// `instances[i].transfer:` — disaggregated KV transfer (context and generation roles).
+struct TransferSettings {
+  // A generation rank fails a KV receive not completed within this.
+  int64_t deadline_ms = 10000;
+  // A context rank releases an unclaimed request's KV after this; >= deadline_ms.
+  int64_t lease_ms = 30000;
+};
+
+// `instances[i]:` — one DEP-N group of ranks.
+struct InstanceConfig {
+  // Unique; letters, digits, '_', '-'. Required.
+  std::string name;
+  InstanceRole role = InstanceRole::kAggregated;  // required in YAML
+  // Ranks of the instance (DEP-N), 1..64.
+  int64_t world_size = 1;
+  EngineKind engine = EngineKind::kCpu;
+  // host:port of the leader's WorkerService for a static deployment (the router polls
+  // it from the start). Empty: the leader registers with the router (the launcher's
+  // way, with free ports).
+  std::string leader_address;
+  ExecutorSettings executor;
+  KvSettings kv;
+  TransferSettings transfer;
+};
+
+// The whole file.
+struct DeploymentConfig {
+  ModelConfig model;
+  RouterConfig router;
+  std::vector<InstanceConfig> instances;  // at least one
+
+  // Checks every field and the rules between them: unique instance names, context and
+  // generation instances come together, spec_k > 0 needs model.draft_path. Reports
+  // every problem, one per line, each prefixed with the field's path.
+  absl::Status Validate() const;
+
+  // The instance named `name`, or null.
+  const InstanceConfig* FindInstance(std::string_view name) const;
+};
+
+// Validates "host:port" (port 0..65535, host non-empty). `field` names it in errors.
+absl::Status ValidateHostPort(std::string_view field, std::string_view address);
+
+}  // namespace lockstep::config
+
+#endif  // LOCKSTEP_RUNTIME_CONFIG_DEPLOYMENT_CONFIG_H_
