@@ -42,74 +42,9 @@
 #include "common/ids.h"
 #include "kvcache/block_allocator.h"
 #include "kvcache/block_layout.h"
+#include "kvcache/kv_types.h"
 
 namespace lockstep::kv {
-
-enum class PoolKind { kTarget, kDraft };
-enum class DraftMode { kNone, kPaired, kUnpaired };
-enum class CacheStatus { kActive, kSuspended, kClosed };
-
-const char* PoolKindName(PoolKind pool);
-const char* DraftModeName(DraftMode mode);
-
-struct PoolConfig {
-  BlockLayout layout;
-  int32_t num_blocks = 0;
-  // Publish full blocks to the radix tree and reuse committed prefixes.
-  bool enable_prefix_reuse = true;
-  // Mixed into every block hash: one value per model / LoRA, so that two models never
-  // share blocks.
-  uint64_t reuse_salt = 0;
-
-  absl::Status Validate() const;
-};
-
-struct KvManagerConfig {
-  PoolConfig target;
-  DraftMode draft_mode = DraftMode::kNone;
-  PoolConfig draft;  // ignored with DraftMode::kNone
-  // Tokens of KV set aside in every pool for the pad dummy (0: nothing reserved, the
-  // dummy competes for free blocks like any request).
-  int32_t dummy_reserved_tokens = 0;
-
-  absl::Status Validate() const;
-};
-
-struct CacheInfo {
-  uint64_t generation = 0;
-  int64_t committed = 0;
-  int64_t history = 0;
-  int64_t capacity = 0;
-  CacheStatus status = CacheStatus::kActive;
-};
-
-// A resize computed for a step, applied later (possibly after the step was deferred).
-struct CacheUpdate {
-  RequestId id;
-  PoolKind pool = PoolKind::kTarget;
-  uint64_t generation = 0;          // the cache it was computed for
-  std::optional<int64_t> capacity;  // nullopt: keep the current capacity
-  int64_t history = 0;
-};
-
-enum class UpdateResult { kApplied, kStale };
-
-struct PoolStats {
-  int32_t total_blocks = 0;
-  int32_t free_blocks = 0;      // on the free list (excludes the dummy reservation)
-  int32_t used_blocks = 0;      // referenced by a cache
-  int32_t cached_blocks = 0;    // held only by the radix tree (reusable, evictable)
-  int32_t reserved_blocks = 0;  // set aside for the dummy
-  int64_t num_caches = 0;
-};
-
-struct ManagerStats {
-  PoolStats target;
-  std::optional<PoolStats> draft;
-  int64_t stale_updates = 0;   // ApplyUpdate calls that returned kStale
-  int64_t reused_tokens = 0;   // prefix tokens reused by CreateCache
-  int64_t evicted_blocks = 0;  // radix-tree blocks evicted to satisfy growth
-};
 
 class KvManager {
  public:
@@ -132,7 +67,10 @@ class KvManager {
   // prefix reuse on, reuses the longest committed prefix of `prompt` minus its last
   // token (copy-free, reference-counted); then committed = history = capacity = the
   // reused length. Returns that length. AlreadyExists if `id` has a target cache.
-  // The dummy id is created like any id; with a reservation its blocks come from it.
+  // The dummy id is created like any id; with a reservation its blocks come from it
+  // first. The dummy never reuses (its tokens are padding). With a paired draft pool the
+  // reused length is the longest prefix committed in both pools that ends on a block
+  // boundary of each.
   absl::StatusOr<int64_t> CreateCache(RequestId id, absl::Span<const int32_t> prompt = {});
 
   // Unpaired draft pool only: creates the draft mirror of `id` at capacity 0, or
@@ -156,16 +94,18 @@ class KvManager {
 
   // Dry run: could `id` grow by `tokens` in the target pool and (when a draft pool
   // exists) in the draft pool? For an id with no cache, asks whether a new cache of
-  // `tokens` would fit. Changes nothing (evictable radix blocks count as free).
+  // `tokens` would fit. Changes nothing (evictable radix blocks count as free, and so
+  // does the reservation for the dummy). `tokens <= 0` always fits.
   bool CanGrow(RequestId id, int64_t tokens) const;
 
   // Applies a deferred update if `update.generation` is still the live, active cache
   // of `update.id` in `update.pool`; otherwise returns kStale (counted) and changes
-  // nothing. A valid identity with invalid lengths is an error, as for Resize.
+  // nothing (a suspended cache is not active: kStale). A valid identity with invalid
+  // lengths is an error, as for Resize.
   absl::StatusOr<UpdateResult> ApplyUpdate(const CacheUpdate& update);
 
   // Suspends / resumes the caches of `id` in every pool (a suspended cache keeps its
-  // blocks and cannot be resized).
+  // blocks and cannot be resized). NotFound when `id` has no target cache.
   absl::Status Suspend(RequestId id);
   absl::Status Resume(RequestId id);
 
@@ -173,14 +113,18 @@ class KvManager {
 
   // Frees `id` in every pool that holds it (closes the caches; committed blocks stay
   // in the radix tree as reusable prefix). Idempotent: releasing an unknown id is a
-  // no-op. Returns the number of caches closed.
+  // no-op. Returns the number of caches closed. A closed cache leaves its pool (Has
+  // turns false); its generation is never used again.
   int Release(RequestId id);
 
   // ---- Prefix reuse. ----
 
   // Publishes the full blocks of `id`'s target (and paired draft) cache covering
-  // `tokens[0, n)` where n <= history, to the radix tree; raises `committed`.
-  // `tokens` are the sequence's tokens from position 0.
+  // `tokens[0, n)` where n = min(tokens.size(), history), to the radix tree; raises
+  // `committed` to the last full block boundary <= n. `tokens` are the sequence's tokens
+  // from position 0. A block whose prefix another block already published stays
+  // private, and so do the cache's later blocks. With reuse off, for the dummy and for
+  // an unpaired mirror only `committed` moves. NotFound when `id` has no target cache.
   absl::Status Commit(RequestId id, absl::Span<const int32_t> tokens);
 
   // Read-only probe: how many tokens of `prompt` (minus its last token) a new cache
@@ -211,11 +155,11 @@ class KvManager {
   // request, claim or current dummy (`dummy_active` says whether the dummy is live);
   // committed <= history <= capacity broken; block tables not covering capacity;
   // refcounts not equal to block-table references plus radix pins; free and used
-  // blocks not a partition of the pool; a draft key with no target key where pairing
-  // requires it.
+  // blocks not a partition of the pool; radix-tree structure; a draft key with no
+  // target key (any draft mode); with a paired pool, a target key with no draft key or
+  // a pair whose history, capacity or status differ.
   std::vector<std::string> Audit(absl::Span<const RequestId> live_ids,
-                                 absl::Span<const RequestId> claimed_ids,
-                                 bool dummy_active) const;
+                                 absl::Span<const RequestId> claimed_ids, bool dummy_active) const;
 
  private:
   class Impl;

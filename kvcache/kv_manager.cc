@@ -1,0 +1,319 @@
+#include "kvcache/kv_manager.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "common/status_macros.h"
+#include "kvcache/kv_pool.h"
+
+namespace lockstep::kv {
+namespace {
+
+constexpr RequestId kDummyId(-1);
+
+int32_t ReservedBlocks(const PoolConfig& pool, int32_t reserved_tokens) {
+  return static_cast<int32_t>(pool.layout.BlocksFor(reserved_tokens));
+}
+
+}  // namespace
+
+// State of the manager. Pools are indexed by PoolKind; every loop over `pools` covers
+// every pool that exists, which is what makes Release free an id everywhere.
+class KvManager::Impl {
+ public:
+  KvManagerConfig config;
+  std::unique_ptr<HostAllocator> owned_allocator;
+  std::array<std::unique_ptr<KvPool>, 2> pools;
+  uint64_t next_generation = 1;
+  int64_t stale_updates = 0;
+  int64_t reused_tokens = 0;
+
+  KvPool* pool(PoolKind kind) const { return pools[static_cast<size_t>(kind)].get(); }
+  KvPool& target() const { return *pools[0]; }
+  KvPool* draft() const { return pools[1].get(); }
+  bool paired() const { return config.draft_mode == DraftMode::kPaired; }
+  bool unpaired() const { return config.draft_mode == DraftMode::kUnpaired; }
+
+  // Tokens of `prompt` a new cache reuses: full blocks of the prompt minus its
+  // last token, matched in the target pool and (paired) the draft pool alike.
+  int64_t ReusableTokens(absl::Span<const int32_t> prompt) const {
+    if (prompt.size() < 2) return 0;
+    const absl::Span<const int32_t> limit = prompt.first(prompt.size() - 1);
+    int64_t tokens = static_cast<int64_t>(limit.size());
+    int64_t granule = 1;  // reuse must end on a block boundary in every pool
+    for (const KvPool* p : {&target(), paired() ? draft() : nullptr}) {
+      if (p == nullptr) continue;
+      if (!p->prefix_reuse()) return 0;
+      const int tpb = p->tokens_per_block();
+      tokens = std::min(tokens, p->ProbeBlocks(limit, tokens / tpb) * tpb);
+      granule = std::lcm(granule, static_cast<int64_t>(tpb));
+    }
+    return tokens / granule * granule;
+  }
+};
+
+absl::StatusOr<std::unique_ptr<KvManager>> KvManager::Create(const KvManagerConfig& config,
+                                                             BlockAllocator* allocator) {
+  RETURN_IF_ERROR(config.Validate());
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  if (allocator == nullptr) {
+    impl->owned_allocator = std::make_unique<HostAllocator>();
+    allocator = impl->owned_allocator.get();
+  }
+  KvPool::Options target{
+      .name = "target",
+      .config = config.target,
+      .reserved_blocks = ReservedBlocks(config.target, config.dummy_reserved_tokens),
+      .dummy_id = kDummyId};
+  ASSIGN_OR_RETURN(impl->pools[0], KvPool::Create(target, allocator));
+  if (config.draft_mode != DraftMode::kNone) {
+    KvPool::Options draft{
+        .name = "draft",
+        .config = config.draft,
+        .reserved_blocks = ReservedBlocks(config.draft, config.dummy_reserved_tokens),
+        .dummy_id = kDummyId,
+        .prefix_reuse = config.draft_mode == DraftMode::kPaired};
+    ASSIGN_OR_RETURN(impl->pools[1], KvPool::Create(draft, allocator));
+  }
+  return std::unique_ptr<KvManager>(new KvManager(std::move(impl)));
+}
+
+KvManager::KvManager(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+KvManager::~KvManager() = default;
+
+const KvManagerConfig& KvManager::config() const { return impl_->config; }
+RequestId KvManager::dummy_id() const { return kDummyId; }
+
+absl::StatusOr<int64_t> KvManager::CreateCache(RequestId id, absl::Span<const int32_t> prompt) {
+  Impl& m = *impl_;
+  if (m.target().Find(id) != nullptr) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request ", id.value(), " already has a target cache"));
+  }
+  // The dummy never reuses: its tokens are padding.
+  const int64_t reused = id == kDummyId ? 0 : m.ReusableTokens(prompt);
+  m.target().CreateCache(id, m.next_generation++, prompt, reused / m.target().tokens_per_block());
+  if (m.paired()) {
+    m.draft()->CreateCache(id, m.next_generation++, prompt, reused / m.draft()->tokens_per_block());
+  }
+  m.reused_tokens += reused;
+  return reused;
+}
+
+absl::Status KvManager::AdmitMirror(RequestId id) {
+  Impl& m = *impl_;
+  if (!m.unpaired()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("AdmitMirror needs an unpaired draft pool; draft mode is ",
+                     DraftModeName(m.config.draft_mode)));
+  }
+  if (m.target().Find(id) == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("request ", id.value(), " has no target cache to mirror"));
+  }
+  if (KvCache* mirror = m.draft()->Find(id)) {
+    mirror->set_status(CacheStatus::kActive);
+  } else {
+    m.draft()->CreateCache(id, m.next_generation++, {}, 0);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KvManager::Resize(RequestId id, PoolKind pool, std::optional<int64_t> capacity,
+                               std::optional<int64_t> history) {
+  Impl& m = *impl_;
+  if (pool == PoolKind::kDraft) {
+    if (m.draft() == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("request ", id.value(), " has no draft cache: there is no draft pool"));
+    }
+    if (m.paired()) {
+      return absl::FailedPreconditionError(absl::StrCat("the paired draft cache of request ",
+                                                        id.value(), " is resized with its target"));
+    }
+    ASSIGN_OR_RETURN(const KvPool::ResizePlan plan, m.draft()->PlanResize(id, capacity, history));
+    m.draft()->ApplyResize(plan);
+    return absl::OkStatus();
+  }
+  // Plan every pool before changing any, so a failing draft leaves the target as it was.
+  ASSIGN_OR_RETURN(const KvPool::ResizePlan target_plan,
+                   m.target().PlanResize(id, capacity, history));
+  if (m.paired()) {
+    ASSIGN_OR_RETURN(const KvPool::ResizePlan draft_plan,
+                     m.draft()->PlanResize(id, capacity, history));
+    m.target().ApplyResize(target_plan);
+    m.draft()->ApplyResize(draft_plan);
+  } else {
+    m.target().ApplyResize(target_plan);
+  }
+  return absl::OkStatus();
+}
+
+bool KvManager::CanGrow(RequestId id, int64_t tokens) const {
+  for (const auto& pool : impl_->pools) {
+    if (pool != nullptr && !pool->CanGrow(id, tokens)) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<UpdateResult> KvManager::ApplyUpdate(const CacheUpdate& update) {
+  const KvPool* pool = impl_->pool(update.pool);
+  const KvCache* cache = pool == nullptr ? nullptr : pool->Find(update.id);
+  if (cache == nullptr || cache->generation() != update.generation || !cache->active()) {
+    ++impl_->stale_updates;
+    return UpdateResult::kStale;
+  }
+  RETURN_IF_ERROR(Resize(update.id, update.pool, update.capacity, update.history));
+  return UpdateResult::kApplied;
+}
+
+absl::Status KvManager::Suspend(RequestId id) {
+  if (impl_->target().Find(id) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("request ", id.value(), " has no target cache"));
+  }
+  for (const auto& pool : impl_->pools) {
+    if (KvCache* cache = pool == nullptr ? nullptr : pool->Find(id)) {
+      cache->set_status(CacheStatus::kSuspended);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KvManager::Resume(RequestId id) {
+  if (impl_->target().Find(id) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("request ", id.value(), " has no target cache"));
+  }
+  for (const auto& pool : impl_->pools) {
+    if (KvCache* cache = pool == nullptr ? nullptr : pool->Find(id)) {
+      cache->set_status(CacheStatus::kActive);
+    }
+  }
+  return absl::OkStatus();
+}
+
+int KvManager::Release(RequestId id) {
+  int closed = 0;
+  for (const auto& pool : impl_->pools) {
+    if (pool != nullptr && pool->Close(id)) ++closed;
+  }
+  return closed;
+}
+
+absl::Status KvManager::Commit(RequestId id, absl::Span<const int32_t> tokens) {
+  Impl& m = *impl_;
+  KvCache* cache = m.target().Find(id);
+  if (cache == nullptr) {
+    return absl::NotFoundError(absl::StrCat("request ", id.value(), " has no target cache"));
+  }
+  m.target().Commit(*cache, tokens);
+  if (m.paired()) {
+    if (KvCache* draft = m.draft()->Find(id)) m.draft()->Commit(*draft, tokens);
+  }
+  return absl::OkStatus();
+}
+
+int64_t KvManager::ProbePrefix(absl::Span<const int32_t> prompt) const {
+  return impl_->ReusableTokens(prompt);
+}
+
+bool KvManager::Has(RequestId id, PoolKind pool) const {
+  const KvPool* p = impl_->pool(pool);
+  return p != nullptr && p->Find(id) != nullptr;
+}
+
+std::optional<CacheInfo> KvManager::Info(RequestId id, PoolKind pool) const {
+  const KvPool* p = impl_->pool(pool);
+  const KvCache* cache = p == nullptr ? nullptr : p->Find(id);
+  if (cache == nullptr) return std::nullopt;
+  return cache->Info();
+}
+
+absl::Span<const BlockId> KvManager::BlockTable(RequestId id, PoolKind pool) const {
+  const KvPool* p = impl_->pool(pool);
+  const KvCache* cache = p == nullptr ? nullptr : p->Find(id);
+  if (cache == nullptr) return {};
+  return cache->blocks();
+}
+
+std::vector<RequestId> KvManager::Ids(PoolKind pool) const {
+  const KvPool* p = impl_->pool(pool);
+  return p == nullptr ? std::vector<RequestId>() : p->Ids();
+}
+
+const BlockLayout& KvManager::layout(PoolKind pool) const {
+  const KvPool* p = impl_->pool(pool);
+  return p == nullptr ? impl_->config.draft.layout : p->layout();
+}
+
+float* KvManager::Storage(PoolKind pool) const {
+  const KvPool* p = impl_->pool(pool);
+  return p == nullptr ? nullptr : p->storage();
+}
+
+int32_t KvManager::num_blocks(PoolKind pool) const {
+  const KvPool* p = impl_->pool(pool);
+  return p == nullptr ? 0 : p->num_blocks();
+}
+
+ManagerStats KvManager::Stats() const {
+  ManagerStats stats;
+  stats.target = impl_->target().Stats();
+  stats.evicted_blocks = impl_->target().evicted_blocks();
+  if (const KvPool* draft = impl_->draft()) {
+    stats.draft = draft->Stats();
+    stats.evicted_blocks += draft->evicted_blocks();
+  }
+  stats.stale_updates = impl_->stale_updates;
+  stats.reused_tokens = impl_->reused_tokens;
+  return stats;
+}
+
+std::vector<std::string> KvManager::Audit(absl::Span<const RequestId> live_ids,
+                                          absl::Span<const RequestId> claimed_ids,
+                                          bool dummy_active) const {
+  const Impl& m = *impl_;
+  absl::flat_hash_set<RequestId> owners(live_ids.begin(), live_ids.end());
+  owners.insert(claimed_ids.begin(), claimed_ids.end());
+  if (dummy_active) owners.insert(kDummyId);
+
+  std::vector<std::string> out;
+  for (const auto& pool : m.pools) {
+    if (pool != nullptr) pool->AuditInto(absl::StrCat(pool->name(), " pool: "), owners, &out);
+  }
+  if (const KvPool* draft = m.draft()) {
+    // Draft keys are a subset of target keys in every draft mode; paired pools hold the
+    // same keys with the same history, capacity and status.
+    for (const RequestId id : draft->Ids()) {
+      if (m.target().Find(id) == nullptr) {
+        out.push_back(absl::StrCat("draft pool: request ", id.value(),
+                                   " has a draft cache but no target cache"));
+      }
+    }
+    if (m.paired()) {
+      for (const RequestId id : m.target().Ids()) {
+        const KvCache* t = m.target().Find(id);
+        const KvCache* d = draft->Find(id);
+        if (d == nullptr) {
+          out.push_back(absl::StrCat("paired draft pool: request ", id.value(),
+                                     " has a target cache but no draft cache"));
+        } else if (t->history() != d->history() || t->capacity() != d->capacity() ||
+                   t->status() != d->status()) {
+          out.push_back(absl::StrCat("paired draft pool: request ", id.value(),
+                                     " is out of step with its target (history ", d->history(),
+                                     " vs ", t->history(), ", capacity ", d->capacity(), " vs ",
+                                     t->capacity(), ")"));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace lockstep::kv

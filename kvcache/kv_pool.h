@@ -1,0 +1,145 @@
+// KvPool: one KV pool of a rank (the target pool or the draft pool). It owns the
+// blocks (BlockPool), the prefix tree (RadixTree) and the caches of the requests that
+// have one here, by request id, and keeps refcounts consistent across them: a block's
+// refcount is the number of block tables holding it plus one if it is a tree node.
+//
+// Pool-local only: pairing, generations and the one release path across pools live in
+// KvManager. Growth is planned first (PlanResize: every check, nothing changes) and then
+// applied (ApplyResize: cannot fail), so the manager can make a resize of two pools
+// atomic.
+//
+// Cost: growth by one block and Close are O(blocks touched) and allocate nothing
+// (block tables keep their memory: closed caches are recycled).
+//
+// Thread safety: not thread-safe; owned by the executor thread (through KvManager).
+#ifndef LOCKSTEP_KVCACHE_KV_POOL_H_
+#define LOCKSTEP_KVCACHE_KV_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/ids.h"
+#include "kvcache/block_allocator.h"
+#include "kvcache/block_hash.h"
+#include "kvcache/block_pool.h"
+#include "kvcache/kv_cache.h"
+#include "kvcache/kv_types.h"
+#include "kvcache/radix_tree.h"
+
+namespace lockstep::kv {
+
+// Per-block metadata budget (BlockPool::Meta + RadixTree::Node); checked statically.
+inline constexpr size_t kMaxMetadataBytesPerBlock = 64;
+
+class KvPool {
+ public:
+  struct Options {
+    const char* name = "target";  // in messages: "target" or "draft"
+    PoolConfig config;
+    // Blocks set aside for the dummy (the highest block ids).
+    int32_t reserved_blocks = 0;
+    RequestId dummy_id{-1};
+    // False for an unpaired draft pool: mirrors never reuse nor publish.
+    bool prefix_reuse = true;
+    BlockHasher hasher = &BlockHash;
+  };
+
+  // A checked resize, ready to apply. Valid until the pool changes.
+  struct ResizePlan {
+    KvCache* cache = nullptr;
+    KvCache::Lengths lengths;
+  };
+
+  static absl::StatusOr<std::unique_ptr<KvPool>> Create(const Options& options,
+                                                        BlockAllocator* allocator);
+
+  const char* name() const { return name_; }
+  const BlockLayout& layout() const { return blocks_->layout(); }
+  int tokens_per_block() const { return layout().tokens_per_block; }
+  bool prefix_reuse() const { return prefix_reuse_; }
+  float* storage() const { return blocks_->storage(); }
+  int32_t num_blocks() const { return blocks_->num_blocks(); }
+
+  // Full blocks of `tokens`, at most `max_blocks`, a new cache would reuse (0 with
+  // reuse off). Changes nothing.
+  int64_t ProbeBlocks(absl::Span<const int32_t> tokens, int64_t max_blocks) const;
+
+  // Creates an active cache for `id` (which must have none) reusing the first
+  // `reused_blocks` full blocks of `prompt` (<= ProbeBlocks); all lengths start at the
+  // reused length. Copy-free: the reused blocks gain a reference.
+  KvCache& CreateCache(RequestId id, uint64_t generation, absl::Span<const int32_t> prompt,
+                       int64_t reused_blocks);
+
+  KvCache* Find(RequestId id);
+  const KvCache* Find(RequestId id) const;
+
+  // Checks a resize of `id`'s cache: the length rules (KvCache::ResolveResize), then
+  // ResourceExhausted when growth needs more blocks than free + evictable (+ the
+  // dummy reserve for the dummy). NotFound without a cache. Changes nothing.
+  absl::StatusOr<ResizePlan> PlanResize(RequestId id, std::optional<int64_t> capacity,
+                                        std::optional<int64_t> history) const;
+  // Applies a plan from PlanResize: allocates (evicting LRU tree blocks when the free
+  // list is empty) or frees tail blocks.
+  void ApplyResize(const ResizePlan& plan);
+
+  // Whether `id`'s cache could grow by `tokens` (a new cache of `tokens` when `id` has
+  // none).
+  bool CanGrow(RequestId id, int64_t tokens) const;
+
+  // Publishes `cache`'s full blocks within tokens[0, min(size, history)) to the tree and
+  // raises committed to the last full block. A block whose prefix is already published
+  // by another block (or collides) stops publishing for this cache; the blocks stay
+  // private. Reuse off or the dummy: only committed moves.
+  void Commit(KvCache& cache, absl::Span<const int32_t> tokens);
+
+  // Closes `id`'s cache: drops its block references (deepest first, so the LRU order
+  // invariant of RadixTree holds). Returns false when there is none.
+  bool Close(RequestId id);
+
+  // Every id with a cache here, ascending.
+  std::vector<RequestId> Ids() const;
+  int64_t num_caches() const { return static_cast<int64_t>(by_id_.size()); }
+  PoolStats Stats() const;
+  int64_t evicted_blocks() const { return evicted_blocks_; }
+  int32_t ref_count(BlockId block) const { return blocks_->ref_count(block); }
+  const RadixTree& tree() const { return tree_; }
+
+  // Appends one line per violation, each starting with `prefix`: caches whose id is not
+  // in `owners`, lengths, block-table coverage, refcounts, the free-list partition, the
+  // tree structure.
+  void AuditInto(const std::string& prefix, const absl::flat_hash_set<RequestId>& owners,
+                 std::vector<std::string>* out) const;
+
+ private:
+  KvPool(const Options& options, std::unique_ptr<BlockPool> blocks);
+
+  int64_t Available(bool for_dummy) const {
+    return blocks_->num_available(for_dummy) + tree_.num_evictable();
+  }
+  BlockId AllocateBlock(bool for_dummy);
+  void Reference(BlockId block);
+  void Unreference(BlockId block);
+
+  const char* const name_;
+  const bool prefix_reuse_;
+  const RequestId dummy_id_;
+  std::unique_ptr<BlockPool> blocks_;
+  RadixTree tree_;
+  // Caches live in `slots_` and are recycled through `free_slots_`; `by_id_` is never
+  // iterated where order matters.
+  std::vector<std::unique_ptr<KvCache>> slots_;
+  std::vector<int32_t> free_slots_;
+  absl::flat_hash_map<RequestId, int32_t> by_id_;
+  int64_t evicted_blocks_ = 0;
+};
+
+}  // namespace lockstep::kv
+
+#endif  // LOCKSTEP_KVCACHE_KV_POOL_H_
