@@ -44,4 +44,47 @@ std::string DescribeCall(CollectiveOp op, absl::string_view tag) {
   return absl::StrCat(CollectiveOpName(op), "('", tag, "')");
 }
 
+absl::Status InvalidCallArgument(CollectiveOp op, absl::string_view tag, int rank,
+                                 absl::string_view problem) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(DescribeCall(op, tag), " on rank ", rank, ": ", problem));
+}
+
+absl::Status CheckAllToAllVCounts(absl::string_view tag, int rank, absl::string_view side,
+                                  absl::Span<const int64_t> counts, size_t capacity, int world) {
+  auto bad = [&](absl::string_view problem) {
+    return InvalidCallArgument(CollectiveOp::kAllToAllV, tag, rank, problem);
+  };
+  if (counts.size() != static_cast<size_t>(world)) {
+    return bad(absl::StrCat(side, "_counts has ", counts.size(),
+                            " entries, expected one per rank (", world, ")"));
+  }
+  int64_t total = 0;
+  for (int r = 0; r < world; ++r) {
+    if (counts[r] < 0) {
+      return bad(absl::StrCat(side, "_counts[", r, "] is negative (", counts[r], ")"));
+    }
+    total += counts[r];
+  }
+  if (static_cast<size_t>(total) > capacity) {
+    return bad(
+        absl::StrCat(side, "_counts add up to ", total, " floats but ", side, " holds ", capacity));
+  }
+  return absl::OkStatus();
+}
+
+int64_t CallFingerprint(CollectiveOp op, absl::string_view tag,
+                        std::initializer_list<int64_t> args) {
+  // FNV-1a over the op, the tag bytes and the arguments.
+  uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&h](uint64_t byte) { h = (h ^ byte) * 0x100000001b3ULL; };
+  mix(static_cast<uint64_t>(op));
+  for (char c : tag) mix(static_cast<unsigned char>(c));
+  mix(0xff);
+  for (int64_t arg : args) {
+    for (int shift = 0; shift < 64; shift += 8) mix((static_cast<uint64_t>(arg) >> shift) & 0xff);
+  }
+  return static_cast<int64_t>(h & ((uint64_t{1} << 40) - 1));
+}
+
 }  // namespace lockstep::comm

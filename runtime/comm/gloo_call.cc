@@ -1,0 +1,308 @@
+#include "runtime/comm/gloo_call.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "gloo/allgather.h"
+#include "gloo/allgatherv.h"
+#include "gloo/allreduce.h"
+#include "gloo/alltoall.h"
+#include "gloo/alltoallv.h"
+#include "gloo/broadcast.h"
+#include "gloo/context.h"
+#include "gloo/math.h"
+#include "gloo/transport/unbound_buffer.h"
+#include "gloo/types.h"
+
+namespace lockstep::comm::internal {
+namespace {
+
+// gloo tags. Every header exchange uses one tag, so that two ranks calling different
+// ops meet there and see the desync; each inline path has its own; payloads are
+// tagged by op. Calls on different tags never meet (they time out instead), and no
+// payload is sent before its size is agreed: gloo aborts the process when a peer
+// sends more bytes than a receive expects.
+constexpr uint32_t kHeaderTag = 1;
+constexpr uint32_t kInlineAllReduceTag = 2;  // AllReduce and Barrier.
+constexpr uint32_t kInlineAllGatherTag = 3;
+constexpr uint32_t kInlineAllToAllTag = 4;
+uint32_t PayloadTag(CollectiveOp op) { return 16 + static_cast<uint32_t>(op); }
+
+// Inline block: kInline values, then the fingerprint and the info word.
+constexpr int64_t kInline = kGlooInlineElements;
+constexpr int64_t kInlineBlock = kInline + 2;
+
+// The info word: the op, and whether the rank's own arguments were invalid.
+constexpr int64_t kInvalidFlag = 1 << 8;
+int64_t Info(CollectiveOp op, const absl::Status& local) {
+  return static_cast<int64_t>(op) | (local.ok() ? 0 : kInvalidFlag);
+}
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+ReduceFn ReduceFunction(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return &gloo::sum<int64_t>;
+    case ReduceOp::kMin:
+      return &gloo::min<int64_t>;
+    case ReduceOp::kMax:
+      return &gloo::max<int64_t>;
+  }
+  return &gloo::sum<int64_t>;
+}
+
+// gloo wants a buffer address even for zero bytes.
+template <typename T>
+T* NonNull(const T* ptr) {
+  static T dummy{};
+  return ptr != nullptr ? const_cast<T*>(ptr) : &dummy;
+}
+
+}  // namespace
+
+GlooCall::GlooCall(const std::shared_ptr<gloo::Context>& context, CollectiveOp op,
+                   const CallOptions& options)
+    : context_(context),
+      op_(op),
+      tag_(options.tag),
+      timeout_(options.timeout),
+      deadline_(absl::Now() + options.timeout) {}
+
+int GlooCall::rank() const { return context_->rank; }
+int GlooCall::world() const { return context_->size; }
+
+absl::StatusOr<std::chrono::milliseconds> GlooCall::Remaining() const {
+  const absl::Duration left = deadline_ - absl::Now();
+  if (left <= absl::ZeroDuration()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(DescribeCall(op_, tag_), " on rank ", rank(), " timed out after ",
+                     absl::FormatDuration(timeout_), " between rounds"));
+  }
+  return std::max(absl::ToChronoMilliseconds(left), std::chrono::milliseconds(1));
+}
+
+absl::Status GlooCall::CheckAgreement(absl::Span<const int64_t> blocks, size_t stride, size_t fp_at,
+                                      int64_t fp, const absl::Status& local) const {
+  auto fp_of = [&](int r) { return blocks[r * stride + fp_at]; };
+  auto info_of = [&](int r) { return blocks[r * stride + fp_at + 1]; };
+  auto describe = [&](int r) {
+    if (fp_of(r) == fp) return DescribeCall(op_, tag_);
+    const int64_t code = info_of(r) & 0xff;
+    return absl::StrCat(code <= static_cast<int64_t>(CollectiveOp::kBarrier)
+                            ? CollectiveOpName(static_cast<CollectiveOp>(code))
+                            : "UnknownOp",
+                        "(another tag or size)");
+  };
+  for (int r = 1; r < world(); ++r) {
+    if (fp_of(r) != fp_of(0)) {
+      return absl::InternalError(absl::StrCat("collective desync: rank 0 called ", describe(0),
+                                              ", rank ", r, " called ", describe(r)));
+    }
+  }
+  if (!local.ok()) return local;
+  for (int r = 0; r < world(); ++r) {
+    if (info_of(r) & kInvalidFlag) {
+      return InvalidCallArgument(op_, tag_, r, "invalid arguments (that rank's error says which)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlooCall::InlineAllReduce(absl::Span<int64_t> data, ReduceOp reduce, int64_t fp) {
+  int64_t block[kInlineBlock] = {};
+  std::copy(data.begin(), data.end(), block);
+  // Sum: the fingerprints add up to world * fp. Min and max: (fp, -fp) reduce to
+  // (lowest, -highest) or (highest, -lowest), opposite iff every rank agrees.
+  block[kInline] = fp;
+  block[kInline + 1] = reduce == ReduceOp::kSum ? 0 : -fp;
+  ASSIGN_OR_RETURN(std::chrono::milliseconds timeout, Remaining());
+  gloo::AllreduceOptions opts(context_);
+  opts.setOutput(block, kInlineBlock);
+  opts.setReduceFunction(ReduceFunction(reduce));
+  opts.setTag(kInlineAllReduceTag);
+  opts.setTimeout(timeout);
+  gloo::allreduce(opts);
+  const bool agree = reduce == ReduceOp::kSum ? block[kInline] == world() * fp
+                                              : block[kInline] == -block[kInline + 1];
+  if (!agree) {
+    return absl::InternalError(
+        absl::StrCat("collective desync: ", DescribeCall(op_, tag_), " (", data.size(),
+                     " elements, ", ReduceOpName(reduce), ") on rank ", rank(),
+                     " does not match the call of at least one peer (another op, tag or size)"));
+  }
+  std::copy(block, block + data.size(), data.begin());
+  return absl::OkStatus();
+}
+
+absl::Status GlooCall::InlineAllGather(absl::Span<const int64_t> in, absl::Span<int64_t> out,
+                                       int64_t fp, const absl::Status& local) {
+  int64_t mine[kInlineBlock] = {};
+  std::copy(in.begin(), in.end(), mine);
+  mine[kInline] = fp;
+  mine[kInline + 1] = Info(op_, local);
+  std::vector<int64_t> all(kInlineBlock * world());
+  RETURN_IF_ERROR(AllGatherRaw(mine, all.data(), kInlineBlock, kInlineAllGatherTag));
+  RETURN_IF_ERROR(CheckAgreement(all, kInlineBlock, kInline, fp, local));
+  const size_t n = in.size();
+  for (int r = 0; r < world(); ++r) {
+    std::copy_n(all.begin() + r * kInlineBlock, n, out.begin() + r * n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlooCall::InlineAllToAll(absl::Span<const int64_t> send, absl::Span<int64_t> recv,
+                                      int64_t fp, const absl::Status& local) {
+  const size_t n = send.size() / world();
+  // Every block carries the sender's fingerprint and info.
+  std::vector<int64_t> out(kInlineBlock * world(), 0);
+  std::vector<int64_t> in(kInlineBlock * world());
+  for (int r = 0; r < world(); ++r) {
+    if (local.ok()) std::copy_n(send.begin() + r * n, n, out.begin() + r * kInlineBlock);
+    out[r * kInlineBlock + kInline] = fp;
+    out[r * kInlineBlock + kInline + 1] = Info(op_, local);
+  }
+  RETURN_IF_ERROR(AllToAllRaw(out.data(), in.data(), in.size(), kInlineAllToAllTag));
+  RETURN_IF_ERROR(CheckAgreement(in, kInlineBlock, kInline, fp, local));
+  for (int r = 0; r < world(); ++r) {
+    std::copy_n(in.begin() + r * kInlineBlock, n, recv.begin() + r * n);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> GlooCall::ExchangeHeaders(int64_t fp,
+                                                               absl::Span<const int64_t> fields,
+                                                               const absl::Status& local) {
+  std::vector<int64_t> mine(HeaderWidth(), 0);
+  mine[0] = fp;
+  mine[1] = Info(op_, local);
+  std::copy_n(fields.begin(), std::min<size_t>(fields.size(), HeaderWidth() - 2), mine.begin() + 2);
+  std::vector<int64_t> all(HeaderWidth() * world());
+  RETURN_IF_ERROR(AllGatherRaw(mine.data(), all.data(), HeaderWidth(), kHeaderTag));
+  RETURN_IF_ERROR(CheckAgreement(all, HeaderWidth(), 0, fp, local));
+  return all;
+}
+
+absl::Status GlooCall::AllReduce(int64_t* data, size_t n, ReduceOp reduce) {
+  ASSIGN_OR_RETURN(std::chrono::milliseconds timeout, Remaining());
+  gloo::AllreduceOptions opts(context_);
+  opts.setOutput(data, n);
+  opts.setReduceFunction(ReduceFunction(reduce));
+  opts.setTag(PayloadTag(op_));
+  opts.setTimeout(timeout);
+  gloo::allreduce(opts);
+  return absl::OkStatus();
+}
+
+absl::Status GlooCall::AllGather(const int64_t* in, int64_t* out, size_t per_rank) {
+  return AllGatherRaw(in, out, per_rank, PayloadTag(op_));
+}
+
+absl::Status GlooCall::AllGatherRaw(const int64_t* in, int64_t* out, size_t per_rank,
+                                    uint32_t tag) {
+  ASSIGN_OR_RETURN(std::chrono::milliseconds timeout, Remaining());
+  gloo::AllgatherOptions opts(context_);
+  opts.setInput(NonNull(in), per_rank);
+  opts.setOutput(NonNull(out), per_rank * world());
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::allgather(opts);
+  return absl::OkStatus();
+}
+
+absl::Status GlooCall::AllToAll(const int64_t* in, int64_t* out, size_t total) {
+  return AllToAllRaw(in, out, total, PayloadTag(op_));
+}
+
+absl::Status GlooCall::AllToAllRaw(const int64_t* in, int64_t* out, size_t total, uint32_t tag) {
+  ASSIGN_OR_RETURN(std::chrono::milliseconds timeout, Remaining());
+  gloo::AlltoallOptions opts(context_);
+  opts.setInput(NonNull(in), total);
+  opts.setOutput(NonNull(out), total);
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::alltoall(opts);
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status GlooCall::AllToAllVRaw(const T* in, std::vector<int64_t> in_counts, T* out,
+                                    std::vector<int64_t> out_counts) {
+  ASSIGN_OR_RETURN(std::chrono::milliseconds timeout, Remaining());
+  gloo::AlltoallvOptions opts(context_);
+  opts.setInput(NonNull(in), std::move(in_counts));
+  opts.setOutput(NonNull(out), std::move(out_counts));
+  opts.setTag(PayloadTag(op_));
+  opts.setTimeout(timeout);
+  gloo::alltoallv(opts);
+  return absl::OkStatus();
+}
+
+absl::Status GlooCall::AllToAllV(const float* in, std::vector<int64_t> in_counts, float* out,
+                                 std::vector<int64_t> out_counts) {
+  return AllToAllVRaw(in, std::move(in_counts), out, std::move(out_counts));
+}
+
+absl::Status GlooCall::AllToAllV(const char* in, std::vector<int64_t> in_counts, char* out,
+                                 std::vector<int64_t> out_counts) {
+  return AllToAllVRaw(in, std::move(in_counts), out, std::move(out_counts));
+}
+
+absl::Status GlooCall::AllGatherV(absl::string_view in, char* out, std::vector<size_t> sizes) {
+  ASSIGN_OR_RETURN(std::chrono::milliseconds timeout, Remaining());
+  gloo::AllgathervOptions opts(context_);
+  opts.setInput(NonNull(in.data()), in.size());
+  opts.setOutput(NonNull(out), std::move(sizes));
+  opts.setTag(PayloadTag(op_));
+  opts.setTimeout(timeout);
+  gloo::allgatherv(opts);
+  return absl::OkStatus();
+}
+
+absl::Status GlooCall::Broadcast(char* data, size_t size, int root) {
+  ASSIGN_OR_RETURN(std::chrono::milliseconds timeout, Remaining());
+  gloo::BroadcastOptions opts(context_);
+  opts.setOutput(data, size);
+  opts.setRoot(root);
+  opts.setTag(PayloadTag(op_));
+  opts.setTimeout(timeout);
+  gloo::broadcast(opts);
+  return absl::OkStatus();
+}
+
+absl::Status GlooCall::Gather(absl::string_view in, int root, const std::vector<size_t>& sizes,
+                              std::string* out) {
+  ASSIGN_OR_RETURN(std::chrono::milliseconds timeout, Remaining());
+  const uint64_t slot = gloo::Slot::build(gloo::kGatherSlotPrefix, PayloadTag(op_));
+  if (rank() != root) {
+    if (in.empty()) return absl::OkStatus();
+    auto buffer = context_->createUnboundBuffer(NonNull(in.data()), in.size());
+    buffer->send(root, slot);
+    if (!buffer->waitSend(timeout)) return absl::AbortedError("gloo send aborted");
+    return absl::OkStatus();
+  }
+  size_t total = 0;
+  for (size_t size : sizes) total += size;
+  out->assign(total, '\0');
+  auto buffer = context_->createUnboundBuffer(NonNull(out->data()), total);
+  size_t offset = 0;
+  int pending = 0;
+  for (int r = 0; r < world(); ++r) {
+    if (r == root) {
+      if (!in.empty()) std::memcpy(out->data() + offset, in.data(), in.size());
+    } else if (sizes[r] > 0) {
+      buffer->recv(r, slot, offset, sizes[r]);
+      ++pending;
+    }
+    offset += sizes[r];
+  }
+  for (int i = 0; i < pending; ++i) {
+    if (!buffer->waitRecv(timeout)) return absl::AbortedError("gloo receive aborted");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep::comm::internal
