@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/engine/make_model_command.h"
 #include "tools/cli/command.h"
 #include "tools/demo.h"
 
@@ -13,6 +14,8 @@ namespace {
 std::vector<cli::Command> Commands() {
   return {
       {"demo", "run the end-to-end demo", RunDemo},
+      {"make-model", "write a tiny random model (+ draft) for the CPU engine",
+       engine::RunMakeModel},
   };
 }
 

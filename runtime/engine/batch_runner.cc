@@ -1,0 +1,386 @@
+#include "runtime/engine/batch_runner.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "runtime/engine/sampler.h"
+
+namespace lockstep::engine {
+namespace {
+
+absl::Status BadRequest(const KvRef& kv, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat("request ", kv.id.value(), " (cache generation ",
+                                                 kv.generation, "): ", problem));
+}
+
+}  // namespace
+
+BatchRunner::BatchRunner(const Transformer* target, KvPoolView target_pool,
+                         const Transformer* draft, KvPoolView draft_pool, int num_draft_tokens,
+                         ThreadPool* threads)
+    : target_(target),
+      target_pool_(target_pool),
+      draft_(draft),
+      draft_pool_(draft_pool),
+      num_draft_tokens_(draft == nullptr ? 0 : num_draft_tokens),
+      threads_(threads) {}
+
+int BatchRunner::collectives_per_run() const {
+  return target_->collectives_per_forward() +
+         (draft_ == nullptr ? 0 : num_draft_tokens_ * draft_->collectives_per_forward());
+}
+
+absl::StatusOr<BatchResult> BatchRunner::Run(const Batch& batch) {
+  arena_.Reset();
+  for (const KvRef& kv : batch.released) EraseState(Key{kv.id.value(), kv.generation});
+  created_.clear();
+  absl::Status status = Plan(batch);
+  const bool empty = !status.ok();
+  // From here on every rank makes the same collectives, whatever happened above.
+  absl::StatusOr<const float*> logits = TargetForward(batch, empty);
+  if (status.ok() && !logits.ok()) status = logits.status();
+  if (status.ok()) Accept(*logits);
+  absl::Status draft_status = DraftPasses(batch, !status.ok());
+  if (status.ok()) status = draft_status;
+  if (!status.ok()) {
+    ForgetBatchStates();
+    return status;
+  }
+  return Results(batch, *logits);
+}
+
+void BatchRunner::ForgetBatchStates() {
+  for (const Key& key : created_) EraseState(key);
+  for (int i = 0; i < num_work_; ++i) EraseState(work_[i].key);
+  num_work_ = 0;
+}
+
+SequenceState* BatchRunner::FindState(const Key& key) {
+  auto it = states_.find(key.first);
+  if (it == states_.end() || it->second.generation != key.second) return nullptr;
+  return &it->second;
+}
+
+void BatchRunner::EraseState(const Key& key) {
+  if (FindState(key) != nullptr) states_.erase(key.first);
+}
+
+SequenceState& BatchRunner::StateFor(const Key& key) {
+  if (SequenceState* state = FindState(key)) return *state;
+  SequenceState& state = states_[key.first];
+  state = SequenceState();
+  state.generation = key.second;
+  created_.push_back(key);
+  if (draft_ != nullptr && num_draft_tokens_ > 0) {
+    state.spec_kv.assign(
+        SpecBufferFloats(draft_->Layout(draft_pool_.layout.tokens_per_block), num_draft_tokens_),
+        0.0f);
+  }
+  return state;
+}
+
+absl::Status BatchRunner::CheckCoverage(const SeqWork& work, const std::vector<BlockId>& blocks,
+                                        const KvPoolView& pool, int64_t end,
+                                        const char* pool_name) const {
+  const int64_t needed = pool.layout.BlocksFor(end);
+  if (static_cast<int64_t>(blocks.size()) < needed) {
+    return BadRequest(*work.kv, absl::StrCat("the ", pool_name, " block table holds ",
+                                             blocks.size(), " blocks; positions up to ", end,
+                                             " need ", needed));
+  }
+  for (int64_t b = 0; b < needed; ++b) {
+    if (blocks[b].value() < 0 || blocks[b].value() >= pool.num_blocks) {
+      return BadRequest(*work.kv, absl::StrCat(pool_name, " block id ", blocks[b].value(),
+                                               " is outside the pool of ", pool.num_blocks,
+                                               " blocks"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BatchRunner::PlanContext(const ContextChunk& chunk, SeqWork& work) {
+  const ModelConfig& config = target_->config();
+  const int64_t n = static_cast<int64_t>(chunk.tokens.size());
+  if (n == 0) return BadRequest(chunk.kv, "empty context chunk");
+  for (int32_t token : chunk.tokens) {
+    if (token < 0 || token >= config.vocab_size) {
+      return BadRequest(chunk.kv, absl::StrCat("token ", token, " is outside the vocabulary [0, ",
+                                               config.vocab_size, ")"));
+    }
+  }
+  if (chunk.position < 0 || chunk.position + n > config.max_position) {
+    return BadRequest(chunk.kv, absl::StrCat("chunk [", chunk.position, ", ", chunk.position + n,
+                                             ") exceeds the model's ", config.max_position,
+                                             " positions"));
+  }
+  RETURN_IF_ERROR(CheckCoverage(work, chunk.kv.blocks, target_pool_, chunk.position + n, "target"));
+  work.draft_kv = draft_ != nullptr && num_draft_tokens_ > 0 && chunk.kv.draft_generation != 0;
+  if (work.draft_kv) {
+    RETURN_IF_ERROR(
+        CheckCoverage(work, chunk.kv.draft_blocks, draft_pool_, chunk.position + n, "draft"));
+  }
+  work.sampling = &chunk.sampling;
+  work.start = chunk.position;
+  work.last_chunk = chunk.last_chunk;
+  work.propose =
+      work.draft_kv && chunk.last_chunk ? std::clamp(chunk.num_draft_tokens, 0, num_draft_tokens_) : 0;
+  if (chunk.last_chunk) work.state = &StateFor(work.key);
+  return absl::OkStatus();
+}
+
+absl::Status BatchRunner::PlanGeneration(const GenerationStep& step, SeqWork& work) {
+  const ModelConfig& config = target_->config();
+  if (step.seed.has_value()) {
+    work.start = step.seed->history;
+    work.last_token = step.seed->last_token;
+    work.drafts.assign(step.seed->draft_tokens.begin(), step.seed->draft_tokens.end());
+    work.spec_len = 0;
+  } else {
+    const SequenceState* found = FindState(work.key);
+    if (found == nullptr) return BadRequest(step.kv, "no engine state and no seed");
+    const SequenceState& state = *found;
+    work.start = state.history;
+    work.last_token = state.last_token;
+    work.drafts.assign(state.drafts.begin(), state.drafts.end());
+    work.spec_len = state.draft_generation == step.kv.draft_generation ? state.spec_len : 0;
+  }
+  work.verify = std::clamp(step.num_draft_tokens, 0, static_cast<int>(work.drafts.size()));
+  work.drafts.resize(work.verify);
+  if (work.last_token < 0 || work.last_token >= config.vocab_size) {
+    return BadRequest(step.kv, absl::StrCat("last token ", work.last_token,
+                                            " is outside the vocabulary"));
+  }
+  for (int32_t token : work.drafts) {
+    if (token < 0 || token >= config.vocab_size) {
+      return BadRequest(step.kv, absl::StrCat("draft token ", token, " is outside the vocabulary"));
+    }
+  }
+  const int64_t end = work.start + 1 + work.verify;
+  if (work.start < 0 || end > config.max_position) {
+    return BadRequest(step.kv, absl::StrCat("positions [", work.start, ", ", end,
+                                            ") exceed the model's ", config.max_position));
+  }
+  RETURN_IF_ERROR(CheckCoverage(work, step.kv.blocks, target_pool_, end, "target"));
+  work.draft_kv = draft_ != nullptr && num_draft_tokens_ > 0 && step.kv.draft_generation != 0;
+  if (work.draft_kv) {
+    RETURN_IF_ERROR(CheckCoverage(work, step.kv.draft_blocks, draft_pool_, end, "draft"));
+  }
+  work.sampling = &step.sampling;
+  work.dummy = step.is_dummy;
+  work.propose = work.draft_kv ? std::clamp(step.num_draft_tokens, 0, num_draft_tokens_) : 0;
+  work.state = &StateFor(work.key);
+  return absl::OkStatus();
+}
+
+absl::Status BatchRunner::Plan(const Batch& batch) {
+  num_work_ = 0;
+  seen_.clear();
+  auto next = [&](const KvRef& kv, bool context, int index) -> absl::StatusOr<SeqWork*> {
+    if (num_work_ == static_cast<int>(work_.size())) work_.emplace_back();
+    SeqWork& work = work_[num_work_++];
+    work.context = context;
+    work.dummy = false;
+    work.index = index;
+    work.key = Key{kv.id.value(), kv.generation};
+    work.kv = &kv;
+    work.last_chunk = false;
+    work.last_token = 0;
+    work.drafts.clear();
+    work.verify = work.spec_len = work.propose = work.accepted = 0;
+    work.draft_kv = false;
+    work.state = nullptr;
+    work.tokens.clear();
+    if (!seen_.insert(kv.id.value()).second) return BadRequest(kv, "appears twice in the batch");
+    return &work;
+  };
+  for (int i = 0; i < static_cast<int>(batch.context.size()); ++i) {
+    ASSIGN_OR_RETURN(SeqWork * work, next(batch.context[i].kv, true, i));
+    RETURN_IF_ERROR(PlanContext(batch.context[i], *work));
+  }
+  for (int i = 0; i < static_cast<int>(batch.generation.size()); ++i) {
+    ASSIGN_OR_RETURN(SeqWork * work, next(batch.generation[i].kv, false, i));
+    RETURN_IF_ERROR(PlanGeneration(batch.generation[i], *work));
+  }
+  int row = 0;
+  int logit = 0;
+  for (int i = 0; i < num_work_; ++i) {
+    SeqWork& work = work_[i];
+    work.first_row = row;
+    if (work.context) {
+      work.num_rows = static_cast<int>(batch.context[work.index].tokens.size());
+      work.first_logit = work.last_chunk ? logit : -1;
+      logit += work.last_chunk ? 1 : 0;
+    } else {
+      work.num_rows = 1 + work.verify;
+      work.first_logit = logit;
+      logit += work.num_rows;
+    }
+    row += work.num_rows;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const float*> BatchRunner::TargetForward(const Batch& batch, bool empty) {
+  rows_.clear();
+  seqs_.clear();
+  logit_rows_.clear();
+  for (int i = 0; !empty && i < num_work_; ++i) {
+    const SeqWork& work = work_[i];
+    const int32_t seq = static_cast<int32_t>(seqs_.size());
+    seqs_.push_back(SequenceKv{absl::MakeConstSpan(work.kv->blocks)});
+    for (int j = 0; j < work.num_rows; ++j) {
+      const int32_t token = work.context ? batch.context[work.index].tokens[j]
+                            : j == 0     ? work.last_token
+                                         : work.drafts[j - 1];
+      rows_.push_back({token, work.start + j, seq});
+    }
+    if (work.first_logit >= 0) {
+      const int first = work.context ? work.num_rows - 1 : 0;
+      for (int j = first; j < work.num_rows; ++j) logit_rows_.push_back(work.first_row + j);
+    }
+  }
+  return target_->Forward({rows_, seqs_, logit_rows_}, target_pool_, arena_, threads_);
+}
+
+void BatchRunner::Accept(const float* logits) {
+  const int vocab = target_->config().vocab_size;
+  for (int i = 0; i < num_work_; ++i) {
+    SeqWork& work = work_[i];
+    if (work.context) {
+      work.next_start = work.start + work.num_rows;
+      if (work.last_chunk) {
+        work.tokens.push_back(SampleToken(logits + static_cast<size_t>(work.first_logit) * vocab,
+                                          vocab, *work.sampling, work.next_start, arena_));
+      }
+      continue;
+    }
+    // Sample every verified position with the request's own draw; accept drafts while
+    // they equal the sampled token.
+    for (int j = 0; j <= work.verify; ++j) {
+      const int32_t token =
+          SampleToken(logits + static_cast<size_t>(work.first_logit + j) * vocab, vocab,
+                      *work.sampling, work.start + 1 + j, arena_);
+      work.tokens.push_back(token);
+      if (j == work.verify || token != work.drafts[j]) {
+        work.accepted = j;
+        break;
+      }
+    }
+    work.next_start = work.start + 1 + work.accepted;
+  }
+}
+
+absl::Status BatchRunner::DraftPasses(const Batch& batch, bool empty) {
+  if (num_draft_tokens_ == 0) return absl::OkStatus();
+  const bool collectives = draft_->collectives_per_forward() > 0;
+  const int vocab = draft_->config().vocab_size;
+  const kv::BlockLayout& layout = draft_pool_.layout;
+  // Sequences the draft works on: seqs_[s] belongs to work_[draft_work[s]].
+  seqs_.clear();
+  int* draft_work = arena_.Alloc<int>(num_work_ + 1);
+  for (int i = 0; !empty && i < num_work_; ++i) {
+    const SeqWork& work = work_[i];
+    if (!work.draft_kv) continue;
+    draft_work[seqs_.size()] = i;
+    const std::vector<BlockId>& blocks = work.kv->draft_blocks;
+    // Confirmed positions whose draft K/V sit in the spec buffer move to the pool.
+    const int copied = std::min(work.spec_len, work.accepted + 1);
+    if (copied > 0) {
+      const SequenceKv spec{absl::MakeConstSpan(blocks), work.start, work.state->spec_kv.data(),
+                            num_draft_tokens_};
+      const SequenceKv in_pool{absl::MakeConstSpan(blocks)};
+      for (int64_t p = work.start; p < work.start + copied; ++p) {
+        for (int l = 0; l < layout.num_layers; ++l) {
+          for (int kv = 0; kv < 2; ++kv) {
+            for (int h = 0; h < layout.num_kv_heads; ++h) {
+              std::memcpy(KvSlot(draft_pool_, in_pool, l, kv, h, p),
+                          KvSlot(draft_pool_, spec, l, kv, h, p), layout.head_dim * sizeof(float));
+            }
+          }
+        }
+      }
+    }
+    const int64_t spec_base = work.next_start;
+    seqs_.push_back(SequenceKv{absl::MakeConstSpan(blocks), spec_base,
+                               work.state == nullptr ? nullptr : work.state->spec_kv.data(),
+                               num_draft_tokens_});
+  }
+  const int num_seqs = static_cast<int>(seqs_.size());
+  for (int pass = 0; pass < num_draft_tokens_; ++pass) {
+    rows_.clear();
+    logit_rows_.clear();
+    for (int s = 0; s < num_seqs; ++s) {
+      SeqWork& work = work_[draft_work[s]];
+      if (pass == 0) {
+        // Catch up on confirmed tokens the draft has not seen, then the first proposal.
+        if (work.context) {
+          const std::vector<int32_t>& tokens = batch.context[work.index].tokens;
+          for (int j = 0; j < work.num_rows; ++j) rows_.push_back({tokens[j], work.start + j, s});
+        } else {
+          for (int64_t p = work.start + std::min(work.spec_len, work.accepted + 1);
+               p < work.next_start; ++p) {
+            const int32_t token = p == work.start ? work.last_token : work.drafts[p - work.start - 1];
+            rows_.push_back({token, p, s});
+          }
+        }
+        if (work.propose > 0) {
+          logit_rows_.push_back(static_cast<int32_t>(rows_.size()));
+          rows_.push_back({work.tokens.back(), work.next_start, s});
+        }
+      } else if (pass < work.propose) {
+        logit_rows_.push_back(static_cast<int32_t>(rows_.size()));
+        rows_.push_back({work.state->drafts[pass - 1], work.next_start + pass, s});
+      }
+    }
+    if (rows_.empty() && !collectives) continue;
+    ASSIGN_OR_RETURN(const float* logits,
+                     draft_->Forward({rows_, seqs_, logit_rows_}, draft_pool_, arena_, threads_));
+    int next_logit = 0;
+    for (int s = 0; s < num_seqs; ++s) {
+      SeqWork& work = work_[draft_work[s]];
+      if (pass >= work.propose) continue;
+      if (pass == 0) work.state->drafts.clear();
+      work.state->drafts.push_back(
+          ArgMax(logits + static_cast<size_t>(next_logit++) * vocab, vocab));
+    }
+  }
+  return absl::OkStatus();
+}
+
+BatchResult BatchRunner::Results(const Batch& batch, const float* logits) {
+  const int vocab = target_->config().vocab_size;
+  BatchResult result;
+  result.step = batch.step;
+  result.sequences.reserve(num_work_);
+  for (int i = 0; i < num_work_; ++i) {
+    SeqWork& work = work_[i];
+    SequenceResult& out = result.sequences.emplace_back();
+    out.id = work.kv->id;
+    out.generation = work.kv->generation;
+    out.tokens = work.tokens;
+    out.num_proposed = work.verify;
+    out.num_accepted = work.accepted;
+    if (work.sampling->logprobs > 0) {
+      for (size_t j = 0; j < work.tokens.size(); ++j) {
+        out.logprobs.push_back(
+            TokenLogprobs(logits + static_cast<size_t>(work.first_logit + j) * vocab,
+                          vocab, work.tokens[j], work.sampling->logprobs, arena_));
+      }
+    }
+    if (work.state == nullptr) continue;  // a non-last context chunk
+    SequenceState& state = *work.state;
+    if (work.propose == 0) state.drafts.clear();
+    out.next_drafts = state.drafts;
+    state.history = work.next_start;
+    state.last_token = work.tokens.back();
+    state.spec_len = work.propose;
+    state.draft_generation = work.kv->draft_generation;
+    if (work.dummy) EraseState(work.key);  // the dummy is seeded every step
+  }
+  num_work_ = 0;
+  return result;
+}
+
+}  // namespace lockstep::engine

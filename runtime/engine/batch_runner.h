@@ -1,0 +1,149 @@
+// Runs one Batch (model_engine.h) on the target model and, with speculation, the draft
+// model: one target forward over every context chunk and generation step (each step
+// verifying its drafts), sampling and acceptance, then exactly K draft passes that
+// catch the draft KV up and propose K new drafts per sequence.
+//
+// Collectives: every Run makes target.collectives_per_forward() +
+// K * draft.collectives_per_forward() collective calls, in the same order, whatever
+// the batch holds, even when the batch is empty or invalid (then the forwards run with
+// no rows and the error is returned afterwards), so all ranks stay in lockstep.
+//
+// Speculative decoding (DESIGN.md §6). Drafts are the draft model's greedy choices.
+// Verification samples the target token of every verified position with the
+// request's own counter-based draw and accepts a draft iff it equals that token. For
+// greedy requests this is exact-match acceptance; for stochastic ones it is rejection
+// sampling with a deterministic proposal (accept d with probability p(d), else draw
+// from p without d), so the output distribution is exactly the target's, and
+// speculative output equals non-speculative output token for token for every seed.
+//
+// Draft KV: the draft pool holds only confirmed tokens ([0, history)); the K/V of the
+// draft's own proposals live in the sequence state's spec buffer and are copied into
+// the pool when the target confirms them, so the draft never writes the pool past the
+// capacity the host granted (model_engine.h, KV contract).
+//
+// Thread-compatible: owned by the engine thread.
+#ifndef LOCKSTEP_RUNTIME_ENGINE_BATCH_RUNNER_H_
+#define LOCKSTEP_RUNTIME_ENGINE_BATCH_RUNNER_H_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/engine/arena.h"
+#include "runtime/engine/model_engine.h"
+#include "runtime/engine/paged_attention.h"
+#include "runtime/engine/parallel.h"
+#include "runtime/engine/transformer.h"
+
+namespace lockstep::engine {
+
+// Where a sequence's next generation step starts (model_engine.h, sequence state).
+struct SequenceState {
+  uint64_t generation = 0;      // target cache generation the state belongs to
+  int64_t history = 0;          // target (and draft pool) KV valid for [0, history)
+  int32_t last_token = 0;       // at position `history`
+  std::vector<int32_t> drafts;  // proposals for positions history + 1, ...
+  // Draft K/V of positions [history, history + spec_len) (the last token and the
+  // first drafts), laid out as a paged_attention spec buffer of K tokens.
+  std::vector<float> spec_kv;
+  int spec_len = 0;
+  uint64_t draft_generation = 0;
+};
+
+class BatchRunner {
+ public:
+  // `draft` may be null (then num_draft_tokens must be 0). Pointers are not owned and
+  // must outlive the runner; `threads` may be null.
+  BatchRunner(const Transformer* target, KvPoolView target_pool, const Transformer* draft,
+              KvPoolView draft_pool, int num_draft_tokens, ThreadPool* threads);
+
+  // Runs `batch`. Invalid input (a token outside the vocabulary, a block table that
+  // does not cover the positions, an unknown block, a generation step without state or
+  // seed) fails the whole batch with InvalidArgument naming the request; a
+  // Communicator error is returned as is.
+  absl::StatusOr<BatchResult> Run(const Batch& batch);
+
+  int64_t num_states() const { return static_cast<int64_t>(states_.size()); }
+  // Collective calls one Run makes.
+  int collectives_per_run() const;
+
+ private:
+  // (request id, target cache generation). One state per request id: a new
+  // generation for a known id is a new sequence and replaces the old state.
+  using Key = std::pair<int64_t, uint64_t>;
+
+  // The work of one sequence in this batch. Kept in a vector that only grows, so
+  // its buffers are reused from step to step.
+  struct SeqWork {
+    bool context = false;
+    bool dummy = false;
+    int index = 0;  // into batch.context or batch.generation
+    Key key;
+    const KvRef* kv = nullptr;
+    const sched::SamplingParams* sampling = nullptr;
+    bool last_chunk = false;  // context: sample after this chunk
+    // Where the target rows start: the chunk position, or the step's history.
+    int64_t start = 0;
+    int32_t last_token = 0;       // generation: the token at `start`
+    std::vector<int32_t> drafts;  // generation: the drafts verified (size `verify`)
+    int verify = 0;
+    int spec_len = 0;             // generation: draft K/V of [start, start + spec_len) in spec
+    int propose = 0;              // drafts to propose after this step
+    bool draft_kv = false;        // the draft model keeps KV for this sequence
+    int first_row = 0;            // in the target forward
+    int num_rows = 0;
+    int first_logit = -1;         // in the target logits (-1: none)
+    SequenceState* state = nullptr;  // the state this step continues or creates
+    // Outcome.
+    std::vector<int32_t> tokens;  // sampled (context) or accepted + bonus (generation)
+    int accepted = 0;
+    int64_t next_start = 0;       // history after this step (position of tokens.back())
+  };
+
+  // Validates the batch and fills work_[0, num_work_); creates missing states.
+  absl::Status Plan(const Batch& batch);
+  absl::Status PlanContext(const ContextChunk& chunk, SeqWork& work);
+  absl::Status PlanGeneration(const GenerationStep& step, SeqWork& work);
+  absl::Status CheckCoverage(const SeqWork& work, const std::vector<BlockId>& blocks,
+                             const KvPoolView& pool, int64_t end, const char* pool_name) const;
+  // The state of `key`, created (replacing one of an older generation) if needed.
+  SequenceState& StateFor(const Key& key);
+  // The state of `key`, or null (also when the id's state has another generation).
+  SequenceState* FindState(const Key& key);
+  void EraseState(const Key& key);
+  // One target forward over every sequence (or none); returns the logits.
+  absl::StatusOr<const float*> TargetForward(const Batch& batch, bool empty);
+  // Sampling and acceptance from the target logits.
+  void Accept(const float* logits);
+  // The K draft passes (with no rows when `empty`).
+  absl::Status DraftPasses(const Batch& batch, bool empty);
+  BatchResult Results(const Batch& batch, const float* logits);
+  // Drops every state this Run created or touched (after a failure).
+  void ForgetBatchStates();
+
+  const Transformer* const target_;
+  const KvPoolView target_pool_;
+  const Transformer* const draft_;
+  const KvPoolView draft_pool_;
+  const int num_draft_tokens_;
+  ThreadPool* const threads_;
+
+  absl::node_hash_map<int64_t, SequenceState> states_;  // by request id
+  Arena arena_;
+  // Per-Run scratch, kept for its capacity.
+  std::vector<SeqWork> work_;
+  int num_work_ = 0;
+  std::vector<Key> created_;
+  std::vector<ForwardRow> rows_;
+  std::vector<SequenceKv> seqs_;
+  std::vector<int32_t> logit_rows_;
+  absl::flat_hash_set<int64_t> seen_;  // request ids in this batch
+};
+
+}  // namespace lockstep::engine
+
+#endif  // LOCKSTEP_RUNTIME_ENGINE_BATCH_RUNNER_H_
