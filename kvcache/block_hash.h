@@ -2,10 +2,12 @@
 // its parent's key, so the key of block i names the whole prefix [0, (i + 1) * tpb).
 // The chain starts from `RootHash(salt)`, one salt per model / LoRA.
 //
-// The function is XXH64 over the tokens' little-endian bytes, written out here so the
-// value is the same in every process, build and machine (absl::Hash is seeded per
-// process and must not be used for keys that name KV contents). A match on the key is
-// never trusted alone: the radix tree also compares the block's tokens.
+// The function (Hash64) is wyhash (final version 4, default secret) over the tokens'
+// little-endian bytes, written out here so the value is the same in every process,
+// build and machine (absl::Hash is seeded per process and must not be used for keys
+// that name KV contents). It is fast on short inputs, which matters because a lookup
+// hashes every block of a prompt in a chain. A match on the key is never trusted alone:
+// the radix tree also compares the block's tokens.
 #ifndef LOCKSTEP_KVCACHE_BLOCK_HASH_H_
 #define LOCKSTEP_KVCACHE_BLOCK_HASH_H_
 
@@ -16,8 +18,8 @@
 
 namespace lockstep::kv {
 
-// XXH64 of `size` bytes at `data`, seeded with `seed`.
-uint64_t Xxh64(const uint8_t* data, size_t size, uint64_t seed);
+// wyhash (final 4, default secret) of `size` bytes at `data`, seeded with `seed`.
+uint64_t Hash64(const uint8_t* data, size_t size, uint64_t seed);
 
 // The key of the empty prefix for `salt`.
 uint64_t RootHash(uint64_t salt);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "common/status_macros.h"
+#include "common/thread_checker.h"
 #include "kvcache/kv_pool.h"
 
 namespace lockstep::kv {
@@ -33,8 +34,14 @@ class KvManager::Impl {
   uint64_t next_generation = 1;
   int64_t stale_updates = 0;
   int64_t reused_tokens = 0;
+  // The executor thread, bound on first use; checked by every mutator.
+  ThreadChecker thread_checker;
 
-  KvPool* pool(PoolKind kind) const { return pools[static_cast<size_t>(kind)].get(); }
+  // Null for a pool that does not exist (or a PoolKind value out of range).
+  KvPool* pool(PoolKind kind) const {
+    const auto index = static_cast<size_t>(kind);
+    return index < pools.size() ? pools[index].get() : nullptr;
+  }
   KvPool& target() const { return *pools[0]; }
   KvPool* draft() const { return pools[1].get(); }
   bool paired() const { return config.draft_mode == DraftMode::kPaired; }
@@ -93,6 +100,7 @@ RequestId KvManager::dummy_id() const { return kDummyId; }
 
 absl::StatusOr<int64_t> KvManager::CreateCache(RequestId id, absl::Span<const int32_t> prompt) {
   Impl& m = *impl_;
+  LOCKSTEP_DCHECK(m.thread_checker.IsOnOwnerThread());
   if (m.target().Find(id) != nullptr) {
     return absl::AlreadyExistsError(
         absl::StrCat("request ", id.value(), " already has a target cache"));
@@ -109,6 +117,7 @@ absl::StatusOr<int64_t> KvManager::CreateCache(RequestId id, absl::Span<const in
 
 absl::Status KvManager::AdmitMirror(RequestId id) {
   Impl& m = *impl_;
+  LOCKSTEP_DCHECK(m.thread_checker.IsOnOwnerThread());
   if (!m.unpaired()) {
     return absl::FailedPreconditionError(
         absl::StrCat("AdmitMirror needs an unpaired draft pool; draft mode is ",
@@ -129,6 +138,10 @@ absl::Status KvManager::AdmitMirror(RequestId id) {
 absl::Status KvManager::Resize(RequestId id, PoolKind pool, std::optional<int64_t> capacity,
                                std::optional<int64_t> history) {
   Impl& m = *impl_;
+  LOCKSTEP_DCHECK(m.thread_checker.IsOnOwnerThread());
+  if (pool != PoolKind::kTarget && pool != PoolKind::kDraft) {
+    return absl::InvalidArgumentError(absl::StrCat("no such pool kind: ", static_cast<int>(pool)));
+  }
   if (pool == PoolKind::kDraft) {
     if (m.draft() == nullptr) {
       return absl::NotFoundError(
@@ -164,6 +177,7 @@ bool KvManager::CanGrow(RequestId id, int64_t tokens) const {
 }
 
 absl::StatusOr<UpdateResult> KvManager::ApplyUpdate(const CacheUpdate& update) {
+  LOCKSTEP_DCHECK(impl_->thread_checker.IsOnOwnerThread());
   const KvPool* pool = impl_->pool(update.pool);
   const KvCache* cache = pool == nullptr ? nullptr : pool->Find(update.id);
   if (cache == nullptr || cache->generation() != update.generation || !cache->active()) {
@@ -175,6 +189,7 @@ absl::StatusOr<UpdateResult> KvManager::ApplyUpdate(const CacheUpdate& update) {
 }
 
 absl::Status KvManager::Suspend(RequestId id) {
+  LOCKSTEP_DCHECK(impl_->thread_checker.IsOnOwnerThread());
   if (impl_->target().Find(id) == nullptr) {
     return absl::NotFoundError(absl::StrCat("request ", id.value(), " has no target cache"));
   }
@@ -187,6 +202,7 @@ absl::Status KvManager::Suspend(RequestId id) {
 }
 
 absl::Status KvManager::Resume(RequestId id) {
+  LOCKSTEP_DCHECK(impl_->thread_checker.IsOnOwnerThread());
   if (impl_->target().Find(id) == nullptr) {
     return absl::NotFoundError(absl::StrCat("request ", id.value(), " has no target cache"));
   }
@@ -199,6 +215,7 @@ absl::Status KvManager::Resume(RequestId id) {
 }
 
 int KvManager::Release(RequestId id) {
+  LOCKSTEP_DCHECK(impl_->thread_checker.IsOnOwnerThread());
   int closed = 0;
   for (const auto& pool : impl_->pools) {
     if (pool != nullptr && pool->Close(id)) ++closed;
@@ -208,6 +225,7 @@ int KvManager::Release(RequestId id) {
 
 absl::Status KvManager::Commit(RequestId id, absl::Span<const int32_t> tokens) {
   Impl& m = *impl_;
+  LOCKSTEP_DCHECK(m.thread_checker.IsOnOwnerThread());
   KvCache* cache = m.target().Find(id);
   if (cache == nullptr) {
     return absl::NotFoundError(absl::StrCat("request ", id.value(), " has no target cache"));

@@ -24,7 +24,8 @@
 // at construction, used only by the dummy, so padding can never fail for lack of
 // blocks.
 //
-// Thread safety: not thread-safe; owned by the executor thread. Block storage is read
+// Thread safety: not thread-safe; owned by the executor thread (mutators DCHECK that
+// they all run on one thread, the first that calls one). Block storage is read
 // and written by the engine thread and the transfer threads under the ordering rules of
 // model_engine.h and transceiver.h, never through this class.
 #ifndef LOCKSTEP_KVCACHE_KV_MANAGER_H_
@@ -140,9 +141,10 @@ class KvManager {
   // Every id with a cache in `pool`, ascending.
   std::vector<RequestId> Ids(PoolKind pool) const;
 
+  // The pool's layout (the configured draft layout when there is no draft pool).
   const BlockLayout& layout(PoolKind pool) const;
   // Base of the pool's contiguous storage: block b starts at
-  // Storage(pool) + b * layout(pool).BlockFloats().
+  // Storage(pool) + b * layout(pool).BlockFloats(). Null / 0 for an absent pool.
   float* Storage(PoolKind pool) const;
   int32_t num_blocks(PoolKind pool) const;
   int32_t tokens_per_block(PoolKind pool) const { return layout(pool).tokens_per_block; }

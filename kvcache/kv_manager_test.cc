@@ -1,5 +1,6 @@
 #include "kvcache/kv_manager.h"
 
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -135,6 +136,28 @@ TEST(KvManagerTest, ResizeRulesAndExactMessages) {
   ASSERT_THAT(m->Resume(id), IsOk());
   EXPECT_THAT(m->Resize(id, kTarget, 8, std::nullopt), IsOk());
   EXPECT_THAT(m->Suspend(RequestId(5)), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(m->Audit({id}, {}, false), IsEmpty());
+}
+
+// Bad input is an error, never a crash or an overflow.
+TEST(KvManagerTest, AbsurdArgumentsAreErrors) {
+  std::unique_ptr<KvManager> m = Make(DraftMode::kNone, 4, 0);
+  const RequestId id(1);
+  ASSERT_THAT(m->CreateCache(id), IsOk());
+  constexpr int64_t kHuge = std::numeric_limits<int64_t>::max();
+  EXPECT_THAT(m->Resize(id, kTarget, kHuge, std::nullopt),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(
+      m->Resize(id, kTarget, -5, std::nullopt),
+      StatusIs(absl::StatusCode::kInvalidArgument, Eq("history length cannot exceed capacity")));
+  EXPECT_FALSE(m->CanGrow(id, kHuge));
+  EXPECT_FALSE(m->CanGrow(RequestId(2), kHuge));
+  const auto bogus = static_cast<PoolKind>(7);
+  EXPECT_THAT(m->Resize(id, bogus, 4, 0), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_FALSE(m->Has(id, bogus));
+  EXPECT_EQ(*m->ApplyUpdate({.id = id, .pool = bogus, .generation = 1, .history = 0}),
+            UpdateResult::kStale);
+  EXPECT_EQ(m->Info(id, kTarget)->capacity, 0);
   EXPECT_THAT(m->Audit({id}, {}, false), IsEmpty());
 }
 

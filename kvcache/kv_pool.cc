@@ -92,6 +92,11 @@ absl::StatusOr<KvPool::ResizePlan> KvPool::PlanResize(RequestId id, std::optiona
         absl::StrCat(name_, " pool: ", resolved.status().message()));
   }
   const KvCache::Lengths lengths = *resolved;
+  if (lengths.capacity > max_tokens()) {  // also keeps BlocksFor from overflowing
+    return absl::ResourceExhaustedError(absl::StrCat(name_, " pool: request ", id.value(),
+                                                     " asks for capacity ", lengths.capacity,
+                                                     ", the pool holds ", max_tokens(), " tokens"));
+  }
   const int64_t needed = layout().BlocksFor(lengths.capacity) - cache->num_blocks();
   if (needed > 0 && needed > Available(id == dummy_id_)) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -115,6 +120,7 @@ bool KvPool::CanGrow(RequestId id, int64_t tokens) const {
   const KvCache* cache = Find(id);
   const int64_t capacity = cache == nullptr ? 0 : cache->capacity();
   const int64_t have = cache == nullptr ? 0 : cache->num_blocks();
+  if (tokens > max_tokens() - capacity) return false;
   const int64_t needed = layout().BlocksFor(capacity + std::max<int64_t>(tokens, 0)) - have;
   return needed <= 0 || needed <= Available(id == dummy_id_);
 }

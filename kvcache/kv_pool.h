@@ -66,6 +66,8 @@ class KvPool {
   bool prefix_reuse() const { return prefix_reuse_; }
   float* storage() const { return blocks_->storage(); }
   int32_t num_blocks() const { return blocks_->num_blocks(); }
+  // Tokens the whole pool holds; no cache's capacity can exceed it.
+  int64_t max_tokens() const { return int64_t{num_blocks()} * tokens_per_block(); }
 
   // Full blocks of `tokens`, at most `max_blocks`, a new cache would reuse (0 with
   // reuse off). Changes nothing.

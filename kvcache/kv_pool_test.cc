@@ -169,7 +169,7 @@ TEST_F(KvPoolTest, EvictsLeastRecentlyReleasedPrefixFirst) {
   EXPECT_EQ(pool->ProbeBlocks(p3, 2), 1);
   EXPECT_EQ(pool->ProbeBlocks(p2, 2), 2);
   EXPECT_THAT(Audit(*pool, {RequestId(5)}), IsEmpty());
-  // Only referenced blocks left besides p2's and p3's prefix: growth beyond fails.
+  // Free + evictable: 3 blocks (p2's two, p3's first); 4 more blocks do not fit.
   EXPECT_FALSE(pool->CanGrow(RequestId(5), 13));
   EXPECT_THAT(Resize(*pool, RequestId(5), 28, 0), StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_EQ(pool->evicted_blocks(), 3);
