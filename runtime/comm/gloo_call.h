@@ -79,6 +79,9 @@ class GlooCall {
   // Checks the (fingerprint, info) pair at `fp_at` of each rank's block.
   absl::Status CheckAgreement(absl::Span<const int64_t> blocks, size_t stride, size_t fp_at,
                               int64_t fp, const absl::Status& local) const;
+  // All-gathers `mine` (the same size on every rank) through one all-reduce of the
+  // world x width block; returns rank r's row at r * mine.size().
+  absl::StatusOr<std::vector<int64_t>> GatherRows(absl::Span<const int64_t> mine, uint32_t tag);
   absl::Status AllGatherRaw(const int64_t* in, int64_t* out, size_t per_rank, uint32_t tag);
   absl::Status AllToAllRaw(const int64_t* in, int64_t* out, size_t total, uint32_t tag);
   template <typename T>

@@ -11,8 +11,10 @@
 // expects, so no payload is exchanged before its size is known to agree:
 //  * Small fixed-size ops (AllReduce, AllGather, AllToAll with at most kInlineElements
 //    elements per block, and Barrier) pad every block to kInlineElements + 2 int64 and
-//    carry a fingerprint of the call (op, tag, sizes) in the last two slots: one gloo
-//    round, and every rank checks the fingerprints it received.
+//    carry a fingerprint of the call (op, tag, sizes) in it: one gloo round, and every
+//    rank checks the fingerprints. The all-reduce block travels as ONE gloo element
+//    with a custom reduction (values by the op, fingerprints by min and max), so gloo's
+//    ring moves a single segment, exactly as for a one-int64 all-reduce.
 //  * All other ops first all-gather a fixed-width header per rank (fingerprint, op,
 //    sizes or counts), check that every rank called the same op with the same tag and
 //    compatible sizes, and only then exchange the payload with exact sizes.
