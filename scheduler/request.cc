@@ -84,6 +84,9 @@ void Request::ResetForRecompute() {
   context_tokens_.insert(context_tokens_.end(), output_tokens_.begin(), output_tokens_.end());
   context_position_ = 0;
   draft_tokens_.clear();
+  // Steps launched before the pause address the released cache: their results are
+  // stale and will not come back to this request.
+  in_flight_steps_ = 0;
   start_order_ = -1;
   ++num_pauses_;
 }

@@ -94,7 +94,8 @@ bool IsLegalTransition(RequestState from, RequestState to) {
     case S::kGenerationInProgress:
       return to == S::kGenerationToComplete || to == S::kContextInit;
     case S::kGenerationToComplete:
-      return false;
+      // A context-only request whose last chunk is in flight hands off its KV next.
+      return to == S::kCtxTransferInProgress;
     case S::kCtxTransferInProgress:
       return to == S::kCtxTransferComplete || to == S::kTransferError;
     default:

@@ -20,7 +20,8 @@ enum class RequestState {
   kGenTransferInProgress,  // generation-only: KV being received
   kGenTransferComplete,    // generation-only: KV received; schedulable
   kGenerationInProgress,   // decoding
-  kGenerationToComplete,   // will finish when the step in flight lands; not schedulable
+  kGenerationToComplete,   // will finish (or, context-only, hand off its KV) when the
+                           // step in flight lands; not schedulable
   kGenerationComplete,     // finished (length, stop or cancelled)
   kCtxTransferInProgress,  // context-only: prefill done, KV being sent
   kCtxTransferComplete,    // context-only: KV sent

@@ -87,6 +87,7 @@ TEST(RequestStateTest, TransitionTable) {
   EXPECT_FALSE(IsLegalTransition(S::kGenInit, S::kGenerationInProgress));
   EXPECT_FALSE(IsLegalTransition(S::kGenerationComplete, S::kGenerationInProgress));
   EXPECT_FALSE(IsLegalTransition(S::kGenerationToComplete, S::kGenerationInProgress));
+  EXPECT_TRUE(IsLegalTransition(S::kGenerationToComplete, S::kCtxTransferInProgress));
   EXPECT_TRUE(IsSchedulable(S::kGenTransferComplete));
   EXPECT_FALSE(IsSchedulable(S::kGenInit));
   EXPECT_FALSE(IsSchedulable(S::kGenerationToComplete));

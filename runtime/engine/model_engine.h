@@ -9,16 +9,32 @@
 // state; the host seeds it only where the engine has none (the first step of a
 // generation-only request after its KV arrived, and the pad dummy).
 //
-// KV contract (positions are 0-based token indices in the sequence):
-//  * A context chunk covering [position, position + n) writes target KV there; the
-//    target capacity covers position + n; with speculation (K > 0) the draft model
-//    prefills the same chunk, and after the last chunk proposes K drafts, so the draft
-//    capacity covers position + n + K.
-//  * A generation step from history h (KV valid for [0, h), last token at h) writes
-//    target KV for [h, h + 1 + K) (last token + K drafts to verify) and draft KV for
-//    at most [h, h + 1 + K); both capacities cover h + 1 + K. With a accepted drafts the
-//    new history is h + 1 + a and the new last token (the bonus token) is at h + 1 + a.
+// KV contract (positions are 0-based token indices in the sequence). The host grows
+// capacity for a step before launching it and shrinks it only after the step's result
+// is applied, so a step may write only inside its own grant:
+//  * A context chunk covering [position, position + n) writes target KV there (target
+//    capacity covers position + n). With speculation (K > 0) the draft model prefills
+//    the same chunk; after the LAST chunk it may propose K drafts (the first drafts a
+//    context instance hands over), writing draft KV in [P, P + K) where P is the
+//    prompt length: the draft capacity covers position + n + K, and the host keeps
+//    those K draft positions allocated.
+//  * A generation step from history h (target KV valid for [0, h), last token at h)
+//    writes target KV for [h, h + 1 + K) (last token + K drafts to verify) and draft
+//    KV only below h + K: the draft first catches up on positions it has not processed
+//    yet (all < h), then proposes the K drafts this step verifies (inputs at
+//    h .. h + K - 1). Proposing the NEXT step's drafts at the end of this step would
+//    write beyond this step's grant: do not. With a accepted drafts the new history is
+//    h + 1 + a; the new last token (the bonus token) is at h + 1 + a; the host then
+//    shrinks both pools by K - a, so the engine must not rely on any KV at or beyond
+//    the new history (draft KV included).
+//  * A seeded step (first step of a generation-only request, or the dummy) starts with
+//    target AND draft KV valid for [0, seed.history) only; seed.draft_tokens (if K of
+//    them) are verified as this step's drafts, otherwise the draft proposes.
 //  * The engine writes nowhere else; block tables in the batch cover the capacity.
+//
+// Sequence identity: state is keyed by request id and target cache generation. A
+// KvRef with a new generation for a known id (a request recomputed after a pause, the
+// next pad dummy) is a new sequence: drop the old state.
 //
 // Ordering: batches run in launch order on the engine's own thread. A block freed by
 // the host after launching batch N is reused only by batches launched later, so it is
@@ -96,7 +112,9 @@ struct SequenceResult {
   std::vector<int32_t> tokens;
   int num_proposed = 0;              // drafts verified this step
   int num_accepted = 0;              // of those, accepted
-  std::vector<int32_t> next_drafts;  // proposals for the next step (size K or 0)
+  // Context (last chunk) with speculation: the K drafts proposed after the first token
+  // (what a context instance hands over). Otherwise may be empty.
+  std::vector<int32_t> next_drafts;
   // Per token in `tokens` when logprobs were requested: the chosen token's logprob,
   // then the top-n alternatives.
   std::vector<std::vector<TokenLogprob>> logprobs;

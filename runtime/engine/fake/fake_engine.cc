@@ -1,0 +1,230 @@
+#include "runtime/engine/fake/fake_engine.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
+namespace lockstep::engine {
+namespace {
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+FakeEngine::FakeEngine(const FakeEngineOptions& options) : options_(options) {
+  if (options_.threaded) thread_ = std::thread([this] { Loop(); });
+}
+
+FakeEngine::~FakeEngine() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+EngineInfo FakeEngine::info() const {
+  return {options_.vocab_size, options_.eos_token_id, options_.max_position};
+}
+
+int32_t FakeEngine::TargetToken(uint64_t seed, int64_t position) const {
+  // Bytes only: never BOS/EOS, so requests end by length or by their stop tokens.
+  return static_cast<int32_t>(Mix(seed * 1000003u + static_cast<uint64_t>(position)) % 256);
+}
+
+int32_t FakeEngine::DraftToken(uint64_t seed, int64_t position) const {
+  const uint64_t h = Mix(Mix(seed ^ options_.draft_seed) + static_cast<uint64_t>(position));
+  const double u = static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);
+  const int32_t target = TargetToken(seed, position);
+  return u < options_.draft_acceptance ? target : (target + 1) % 256;
+}
+
+int64_t FakeEngine::batches_run() const {
+  absl::MutexLock lock(&mu_);
+  return batches_run_;
+}
+
+absl::Status FakeEngine::CheckCoverage(const KvRef& kv, int64_t target_end, int64_t draft_end,
+                                       int64_t write_start) const {
+  const int64_t tpb = options_.tokens_per_block;
+  const int64_t target_cap = static_cast<int64_t>(kv.blocks.size()) * tpb;
+  if (target_cap < target_end) {
+    return absl::InternalError(absl::StrCat("KV contract: request ", kv.id.value(),
+                                            " writes target KV up to ", target_end,
+                                            " but its block table covers ", target_cap));
+  }
+  for (BlockId b : kv.blocks) {
+    if (b.value() < 0 || b.value() >= options_.target_num_blocks) {
+      return absl::InternalError(absl::StrCat("KV contract: request ", kv.id.value(),
+                                              " has target block ", b.value(), " out of range"));
+    }
+  }
+  if (draft_end > 0) {
+    if (kv.draft_generation == 0) {
+      return absl::InternalError(
+          absl::StrCat("KV contract: request ", kv.id.value(), " drafts without a draft cache"));
+    }
+    const int64_t draft_cap = static_cast<int64_t>(kv.draft_blocks.size()) * tpb;
+    if (draft_cap < draft_end) {
+      return absl::InternalError(absl::StrCat("KV contract: request ", kv.id.value(),
+                                              " writes draft KV up to ", draft_end,
+                                              " but its draft block table covers ", draft_cap));
+    }
+    for (BlockId b : kv.draft_blocks) {
+      if (b.value() < 0 || b.value() >= options_.draft_num_blocks) {
+        return absl::InternalError(absl::StrCat("KV contract: request ", kv.id.value(),
+                                                " has draft block ", b.value(), " out of range"));
+      }
+    }
+  }
+  (void)write_start;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
+  for (const KvRef& ref : batch.released) {
+    auto it = states_.find(ref.id);
+    if (it != states_.end() && it->second.generation == ref.generation) states_.erase(it);
+  }
+  const int64_t tpb = options_.tokens_per_block;
+  // Blocks written this step, per pool: a block written by one sequence must not be in
+  // another sequence's table in the same batch.
+  absl::flat_hash_map<int32_t, RequestId> written;
+  auto claim_writes = [&](const KvRef& kv, int64_t start, int64_t end) -> absl::Status {
+    for (int64_t b = start / tpb; b * tpb < end && b < static_cast<int64_t>(kv.blocks.size());
+         ++b) {
+      auto [it, inserted] = written.emplace(kv.blocks[b].value(), kv.id);
+      if (!inserted && it->second != kv.id) {
+        return absl::InternalError(absl::StrCat("KV contract: block ", kv.blocks[b].value(),
+                                                " written by requests ", it->second.value(),
+                                                " and ", kv.id.value(), " in one step"));
+      }
+    }
+    return absl::OkStatus();
+  };
+
+  BatchResult result;
+  result.step = batch.step;
+  for (const ContextChunk& c : batch.context) {
+    const int64_t end = c.position + static_cast<int64_t>(c.tokens.size());
+    const int k = c.num_draft_tokens;
+    const int64_t draft_end = k > 0 ? end + (c.last_chunk ? k : 0) : 0;
+    if (absl::Status s = CheckCoverage(c.kv, end, draft_end, c.position); !s.ok()) return s;
+    if (absl::Status s = claim_writes(c.kv, c.position, end); !s.ok()) return s;
+    SequenceResult r;
+    r.id = c.kv.id;
+    r.generation = c.kv.generation;
+    if (c.last_chunk) {
+      const uint64_t seed = c.sampling.seed;
+      const int32_t first = TargetToken(seed, end);
+      r.tokens.push_back(first);
+      for (int i = 0; i < k; ++i) r.next_drafts.push_back(DraftToken(seed, end + 1 + i));
+      states_[c.kv.id] = SequenceState{c.kv.generation, end, first};
+    } else {
+      states_.erase(c.kv.id);
+    }
+    result.sequences.push_back(std::move(r));
+  }
+  for (const GenerationStep& g : batch.generation) {
+    SequenceState state;
+    std::vector<int32_t> drafts;
+    const uint64_t seed = g.sampling.seed;
+    auto it = states_.find(g.kv.id);
+    if (g.seed.has_value()) {
+      state = SequenceState{g.kv.generation, g.seed->history, g.seed->last_token};
+      drafts = g.seed->draft_tokens;
+    } else if (it != states_.end() && it->second.generation == g.kv.generation) {
+      state = it->second;
+    } else {
+      return absl::InternalError(absl::StrCat("request ", g.kv.id.value(),
+                                              " has no engine state and no seed"));
+    }
+    const int k = g.num_draft_tokens;
+    if (static_cast<int>(drafts.size()) != k) {
+      drafts.clear();
+      for (int i = 0; i < k; ++i) drafts.push_back(DraftToken(seed, state.history + 1 + i));
+    }
+    const int64_t h = state.history;
+    if (absl::Status s = CheckCoverage(g.kv, h + 1 + k, k > 0 ? h + k : 0, h); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = claim_writes(g.kv, h, h + 1 + k); !s.ok()) return s;
+    SequenceResult r;
+    r.id = g.kv.id;
+    r.generation = g.kv.generation;
+    int accepted = 0;
+    while (accepted < k && drafts[accepted] == TargetToken(seed, h + 1 + accepted)) ++accepted;
+    for (int i = 0; i <= accepted; ++i) r.tokens.push_back(TargetToken(seed, h + 1 + i));
+    r.num_proposed = k;
+    r.num_accepted = accepted;
+    state.history = h + 1 + accepted;
+    state.last_token = r.tokens.back();
+    state.generation = g.kv.generation;
+    states_[g.kv.id] = state;
+    result.sequences.push_back(std::move(r));
+  }
+  return result;
+}
+
+void FakeEngine::Launch(Batch batch) {
+  if (!options_.threaded) {
+    absl::StatusOr<BatchResult> result = Run(batch);
+    absl::MutexLock lock(&mu_);
+    ++batches_run_;
+    done_.emplace_back(batch.step, std::move(result));
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(batch));
+}
+
+void FakeEngine::Loop() {
+  while (true) {
+    Batch batch;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](FakeEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
+            return e->stop_ || !e->queue_.empty();
+          },
+          this));
+      if (stop_) return;
+      batch = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    absl::StatusOr<BatchResult> result = Run(batch);
+    absl::MutexLock lock(&mu_);
+    ++batches_run_;
+    done_.emplace_back(batch.step, std::move(result));
+  }
+}
+
+absl::StatusOr<BatchResult> FakeEngine::Collect(StepId step, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  const bool ready = mu_.AwaitWithTimeout(
+      absl::Condition(
+          +[](FakeEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) { return !e->done_.empty(); },
+          this),
+      timeout);
+  if (!ready) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("fake engine: step ", step.value(), " not done"));
+  }
+  auto [done_step, result] = std::move(done_.front());
+  done_.pop_front();
+  if (done_step != step) {
+    return absl::FailedPreconditionError(absl::StrCat("fake engine: collected step ",
+                                                      step.value(), " but the oldest is ",
+                                                      done_step.value()));
+  }
+  return std::move(result);
+}
+
+}  // namespace lockstep::engine

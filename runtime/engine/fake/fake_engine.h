@@ -1,0 +1,84 @@
+// FakeEngine: a ModelEngine whose tokens are a pure function of (request seed,
+// position), with a fake draft that agrees with the target at a seeded, configurable
+// rate, so acceptance is predictable. It runs batches on its own thread (like a GPU,
+// so the host overlaps) or inline, and it checks the KV contract of model_engine.h:
+// every block table must cover what the step writes, block ids must be in range, and
+// no block written by one sequence may appear in another sequence of the same batch.
+// A violation fails the batch (Collect returns Internal naming the request).
+//
+// Thread safety: Launch and Collect from one thread (the executor's).
+#ifndef LOCKSTEP_RUNTIME_ENGINE_FAKE_FAKE_ENGINE_H_
+#define LOCKSTEP_RUNTIME_ENGINE_FAKE_FAKE_ENGINE_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/engine/model_engine.h"
+
+namespace lockstep::engine {
+
+struct FakeEngineOptions {
+  int32_t vocab_size = 258;
+  // Never produced by the token function: requests end by length (or stop tokens).
+  int32_t eos_token_id = 257;
+  int64_t max_position = int64_t{1} << 30;
+  // Probability that a draft token equals the target token at its position.
+  double draft_acceptance = 0.6;
+  uint64_t draft_seed = 0;
+  // Run batches on a thread of their own (true) or during Launch (false).
+  bool threaded = true;
+  // Pools, to check the block tables (0 blocks: no such pool).
+  int32_t tokens_per_block = 16;
+  int32_t target_num_blocks = 0;
+  int32_t draft_num_blocks = 0;
+};
+
+class FakeEngine : public ModelEngine {
+ public:
+  explicit FakeEngine(const FakeEngineOptions& options);
+  ~FakeEngine() override;
+
+  EngineInfo info() const override;
+  void Launch(Batch batch) override;
+  absl::StatusOr<BatchResult> Collect(StepId step, absl::Duration timeout) override;
+
+  // The target token at `position` of a sequence with sampling seed `seed`.
+  int32_t TargetToken(uint64_t seed, int64_t position) const;
+  // The draft token proposed for `position`.
+  int32_t DraftToken(uint64_t seed, int64_t position) const;
+
+  // Batches run so far.
+  int64_t batches_run() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct SequenceState {
+    uint64_t generation = 0;
+    int64_t history = 0;
+    int32_t last_token = 0;
+  };
+
+  absl::StatusOr<BatchResult> Run(const Batch& batch);
+  absl::Status CheckCoverage(const KvRef& kv, int64_t target_end, int64_t draft_end,
+                             int64_t write_start) const;
+  void Loop();
+
+  const FakeEngineOptions options_;
+  // Engine-thread state (or executor thread when not threaded).
+  absl::flat_hash_map<RequestId, SequenceState> states_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Batch> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<StepId, absl::StatusOr<BatchResult>>> done_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t batches_run_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
+
+}  // namespace lockstep::engine
+
+#endif  // LOCKSTEP_RUNTIME_ENGINE_FAKE_FAKE_ENGINE_H_

@@ -1,0 +1,217 @@
+// Executor: the step loop of one rank (DESIGN.md §3), for the overlap loop.
+//
+//   1. Transfers: poll KV receives and sends (rank-local); promote finished receives;
+//      fail expired ones.
+//   2. Intake: the leader broadcasts new requests, cancels and the drain order; all
+//      ranks all-gather their loads and assign new requests with AssignRanks.
+//   3. Pre-schedule pad: the instance has work but this rank has nothing schedulable.
+//   4. Schedule (growth recorded in a Rollback).
+//   5. Post-schedule pad: this rank scheduled nothing although the instance has work.
+//   6. Vote: one all-reduce. If any rank's batch is empty, no rank forwards; each rank
+//      undoes this step's growth and its pending dummy in all pools.
+//   7. Launch the batch on the engine (asynchronous).
+//   8. Complete the previous batch — deferred exactly as in the anchor's table when
+//      the fleet vetoed while this rank had a batch. Updates carry the cache
+//      generation they were computed for; stale ones are skipped and counted.
+//   9. Respond: gather responses to the leader; terminate finished requests.
+//  10. Audit (optional): every invariant of DESIGN.md §7.
+//
+// Every rank runs the same collectives in the same order every step, whatever its
+// local state; rank-local outcomes (errors, finished transfers) are published at the
+// next vote and response gather. A failed request never stops the loop; only a failed
+// collective or a stuck engine (this rank can no longer vote) makes Step return an
+// error.
+//
+// Threading: Step() and everything else runs on the executor thread, which owns all
+// scheduling, KV and request state. `inbox()` (leader) and `Snapshot()` may be used
+// from any thread.
+#ifndef LOCKSTEP_RUNTIME_EXECUTOR_EXECUTOR_H_
+#define LOCKSTEP_RUNTIME_EXECUTOR_EXECUTOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/ids.h"
+#include "kvcache/kv_manager.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/engine/model_engine.h"
+#include "runtime/executor/executor_config.h"
+#include "runtime/executor/intake.h"
+#include "runtime/executor/response.h"
+#include "runtime/executor/step_stats.h"
+#include "runtime/transfer/transceiver.h"
+#include "scheduler/kv_rollback.h"
+#include "scheduler/request.h"
+#include "scheduler/scheduler.h"
+
+namespace lockstep::exec {
+
+// A thread-safe copy of the executor's state, published once per step.
+struct ExecutorSnapshot {
+  int64_t step = 0;
+  absl::Time last_step_time;
+  bool draining = false;
+  bool drained = false;
+  int64_t active_requests = 0;
+  int64_t queued_requests = 0;  // accepted, not yet assigned to a rank
+  int64_t claimed_requests = 0;
+  kv::ManagerStats kv;
+  ExecutorCounters counters;
+};
+
+class Executor {
+ public:
+  struct Deps {
+    comm::Communicator* comm = nullptr;             // the executor's group; not owned
+    engine::ModelEngine* engine = nullptr;          // not owned
+    std::unique_ptr<kv::KvManager> kv;              // owned
+    transfer::Transceiver* transceiver = nullptr;   // not owned; null without disagg
+    Clock* clock = nullptr;                         // not owned
+    ResponseSink* sink = nullptr;                   // leader only; not owned
+  };
+
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(const ExecutorConfig& config,
+                                                          Deps deps);
+  ~Executor();
+
+  // Any thread: where the leader's clients put requests, cancels and the drain order.
+  Inbox& inbox() { return inbox_; }
+
+  // One step. An error means this rank can no longer take part in collectives.
+  absl::Status Step();
+  // True once a drain has finished on every rank (they agree through the vote).
+  bool drained() const { return drained_; }
+
+  // Any thread.
+  ExecutorSnapshot Snapshot() const ABSL_LOCKS_EXCLUDED(snapshot_mu_);
+
+  // ---- Executor thread (tests, simulator). ----
+  const ExecutorConfig& config() const { return config_; }
+  const kv::KvManager& kv() const { return *kv_; }
+  const ExecutorCounters& counters() const { return counters_; }
+  const StepStatsRing& step_stats() const { return stats_ring_; }
+  // Every invariant violation of DESIGN.md §7 visible on this rank now.
+  std::vector<std::string> Audit() const;
+  // Live requests on this rank (not the dummy), and requests held by transfer claims.
+  std::vector<RequestId> LiveIds() const;
+  std::vector<RequestId> ClaimedIds() const;
+  int64_t queued_requests() const { return static_cast<int64_t>(queue_.size()); }
+  // One line per live request (state, progress, KV), for diagnostics.
+  std::vector<std::string> DescribeRequests() const;
+  bool has_batch_in_flight() const { return in_flight_.has_value(); }
+
+ private:
+  // One launched step: what the completion needs to apply its results.
+  struct InFlightEntry {
+    RequestId id;
+    uint64_t target_generation = 0;
+    uint64_t draft_generation = 0;
+    bool is_context = false;
+    bool last_chunk = false;
+    bool is_dummy = false;
+    int64_t position = 0;      // context: first token of the chunk
+    int64_t num_tokens = 0;    // context: chunk length
+    int64_t target_grant = 0;  // capacity this step granted in the target pool
+    int64_t draft_grant = 0;   // ... and in the draft pool
+  };
+  struct InFlightBatch {
+    StepId step;
+    std::vector<InFlightEntry> entries;
+  };
+  // Local facts every rank learns from the load all-gather.
+  struct InstanceView {
+    int64_t schedulable = 0;  // schedulable requests on all ranks, after assignment
+  };
+
+  Executor(const ExecutorConfig& config, Deps deps);
+
+  // Step phases (executor.cc, executor_batch.cc, executor_transfer.cc).
+  absl::StatusOr<InstanceView> Intake();
+  absl::Status ValidateNew(const NewRequestSpec& spec) const;
+  void AdmitAssigned(std::vector<NewRequestSpec> specs);
+  void HandleCancel(RequestId id);
+  void PollTransfers();
+  void StartReceives(const sched::ScheduleDecision& decision);
+  void StartSend(sched::Request* request);
+  void PadBeforeSchedule(const InstanceView& view);
+  void PadAfterSchedule(const InstanceView& view, sched::ScheduleDecision* decision,
+                        sched::Rollback* rollback);
+  void RemoveDummy();
+  InFlightBatch Launch(const sched::ScheduleDecision& decision);
+  absl::Status Complete(const InFlightBatch& batch);
+  void ApplyResult(const InFlightEntry& entry, const engine::SequenceResult& result,
+                   StepStats* stats);
+  void ApplyKvUpdate(const InFlightEntry& entry, int64_t used, kv::PoolKind pool,
+                     uint64_t generation, int64_t grant);
+  absl::Status Respond();
+  void TerminateFinished();
+  void FailRequest(sched::Request* request, absl::Status status, bool transfer);
+  void EmitResponse(sched::Request* request);
+  void Release(RequestId id);
+  void PublishSnapshot();
+  void EnforceDrainDeadline();
+
+  sched::Request* Find(RequestId id) const;
+  std::vector<sched::Request*> ActiveView() const;
+  bool UsesDraft() const { return kv_->has_draft() && config_.scheduler.num_draft_tokens > 0; }
+  int32_t eos_token_id() const { return engine_info_.eos_token_id; }
+  bool is_leader() const { return config_.rank == 0; }
+  comm::CallOptions Call(const char* tag) const {
+    return comm::CallOptions{config_.collective_timeout, tag};
+  }
+
+  const ExecutorConfig config_;
+  comm::Communicator* comm_;
+  engine::ModelEngine* engine_;
+  std::unique_ptr<kv::KvManager> kv_;
+  transfer::Transceiver* transceiver_;
+  Clock* clock_;
+  ResponseSink* sink_;
+  engine::EngineInfo engine_info_;
+  sched::Scheduler scheduler_;
+
+  Inbox inbox_;
+
+  // ---- Executor thread only. ----
+  int64_t step_ = 0;
+  // Live requests of this rank, in arrival order; the pad dummy (if any) last.
+  std::vector<std::unique_ptr<sched::Request>> active_;
+  absl::flat_hash_map<RequestId, sched::Request*> by_id_;
+  // Context-only requests whose KV is being sent, by id (transfer claims).
+  absl::flat_hash_map<RequestId, std::unique_ptr<sched::Request>> claims_;
+  // Requests accepted by the instance but not yet assigned to a rank. Identical on
+  // every rank (every rank applies the same broadcast and the same assignment).
+  std::deque<NewRequestSpec> queue_;
+  sched::Request* dummy_ = nullptr;
+  std::optional<InFlightBatch> in_flight_;
+  // Caches released since the last launch: the engine may drop their state.
+  std::vector<engine::KvRef> released_;
+  // Responses produced on this rank since the last gather.
+  std::vector<Response> outbox_;
+  int64_t errors_since_vote_ = 0;
+  // Receives whose cancellation was requested (deadline or client cancel).
+  absl::flat_hash_map<RequestId, absl::Status> cancelling_;
+  bool draining_ = false;
+  absl::Time drain_deadline_ = absl::InfiniteFuture();
+  bool drained_ = false;
+  ExecutorCounters counters_;
+  StepStatsRing stats_ring_;
+  StepStats current_;
+
+  mutable absl::Mutex snapshot_mu_;
+  ExecutorSnapshot snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
+};
+
+}  // namespace lockstep::exec
+
+#endif  // LOCKSTEP_RUNTIME_EXECUTOR_EXECUTOR_H_

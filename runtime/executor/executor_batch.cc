@@ -1,0 +1,270 @@
+// Launch of a step's batch and completion of the previous one (DESIGN.md §3 steps
+// 7–8). Part of Executor; runs on the executor thread.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "common/log.h"
+#include "runtime/executor/executor.h"
+
+namespace lockstep::exec {
+
+using sched::Request;
+using sched::RequestState;
+using sched::RequestType;
+
+namespace {
+
+engine::KvRef MakeRef(const kv::KvManager& kv, RequestId id) {
+  engine::KvRef ref;
+  ref.id = id;
+  const auto target = kv.Info(id, kv::PoolKind::kTarget);
+  LOCKSTEP_CHECK(target.has_value()) << "launching request " << id << " without a cache";
+  ref.generation = target->generation;
+  const auto blocks = kv.BlockTable(id, kv::PoolKind::kTarget);
+  ref.blocks.assign(blocks.begin(), blocks.end());
+  if (const auto draft = kv.Info(id, kv::PoolKind::kDraft)) {
+    ref.draft_generation = draft->generation;
+    const auto draft_blocks = kv.BlockTable(id, kv::PoolKind::kDraft);
+    ref.draft_blocks.assign(draft_blocks.begin(), draft_blocks.end());
+  }
+  return ref;
+}
+
+}  // namespace
+
+Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision) {
+  const int k = UsesDraft() ? config_.scheduler.num_draft_tokens : 0;
+  const bool paired = kv_->config().draft_mode == kv::DraftMode::kPaired;
+  engine::Batch batch;
+  batch.step = StepId(step_);
+  batch.released = std::move(released_);
+  released_.clear();
+  InFlightBatch in_flight{StepId(step_), {}};
+  in_flight.entries.reserve(decision.context.size() + decision.generation.size());
+
+  for (const sched::ScheduledChunk& c : decision.context) {
+    Request* r = c.request;
+    engine::ContextChunk chunk;
+    chunk.kv = MakeRef(*kv_, r->id());
+    const auto& tokens = r->context_tokens();
+    chunk.tokens.assign(tokens.begin() + c.position, tokens.begin() + c.position + c.num_tokens);
+    chunk.position = c.position;
+    chunk.last_chunk = c.last_chunk;
+    chunk.sampling = r->sampling();
+    chunk.num_draft_tokens = k;
+
+    InFlightEntry e;
+    e.id = r->id();
+    e.target_generation = chunk.kv.generation;
+    e.draft_generation = chunk.kv.draft_generation;
+    e.is_context = true;
+    e.last_chunk = c.last_chunk;
+    e.position = c.position;
+    e.num_tokens = c.num_tokens;
+    const int64_t extra = c.last_chunk ? k : 0;
+    e.target_grant = c.num_tokens + (paired ? extra : 0);
+    e.draft_grant = c.num_tokens + extra;
+    in_flight.entries.push_back(e);
+    batch.context.push_back(std::move(chunk));
+
+    r->set_context_position(c.position + c.num_tokens);
+    if (c.last_chunk) {
+      r->AddInFlight(1);
+      const bool done_next =
+          r->num_output_tokens() + r->in_flight_steps() >= r->sampling().max_tokens;
+      if (r->type() == RequestType::kContextOnly || done_next) {
+        r->TransitionTo(RequestState::kGenerationToComplete);
+      } else {
+        r->TransitionTo(RequestState::kGenerationInProgress);
+      }
+    }
+  }
+
+  for (Request* r : decision.generation) {
+    engine::GenerationStep step;
+    step.kv = MakeRef(*kv_, r->id());
+    step.num_draft_tokens = k;
+    step.sampling = r->sampling();
+    step.is_dummy = r->is_dummy();
+    if (r->is_dummy()) {
+      step.seed = engine::SequenceSeed{0, 0, std::vector<int32_t>(k, 0)};
+    } else if (r->state() == RequestState::kGenTransferComplete) {
+      const sched::ContextSource& source = *r->context_source();
+      engine::SequenceSeed seed;
+      seed.history = static_cast<int64_t>(r->prompt().size());
+      seed.last_token = source.first_token;
+      if (static_cast<int>(source.first_drafts.size()) == k) seed.draft_tokens = source.first_drafts;
+      step.seed = std::move(seed);
+      r->TransitionTo(RequestState::kGenerationInProgress);
+    }
+    InFlightEntry e;
+    e.id = r->id();
+    e.target_generation = step.kv.generation;
+    e.draft_generation = step.kv.draft_generation;
+    e.is_dummy = r->is_dummy();
+    e.target_grant = 1 + k;
+    e.draft_grant = 1 + k;
+    in_flight.entries.push_back(e);
+    batch.generation.push_back(std::move(step));
+
+    if (!r->is_dummy()) {
+      r->AddInFlight(1);
+      if (r->num_output_tokens() + r->in_flight_steps() >= r->sampling().max_tokens) {
+        r->TransitionTo(RequestState::kGenerationToComplete);
+      }
+    }
+  }
+
+  current_.scheduled_context = static_cast<int32_t>(decision.context.size());
+  current_.scheduled_generation = static_cast<int32_t>(decision.generation.size());
+  current_.tokens = decision.num_tokens;
+  current_.padded = decision.context.empty() && decision.generation.size() == 1 &&
+                    decision.generation[0]->is_dummy();
+  if (current_.padded) ++counters_.padded_steps;
+  engine_->Launch(std::move(batch));
+  return in_flight;
+}
+
+absl::Status Executor::Complete(const InFlightBatch& batch) {
+  absl::StatusOr<engine::BatchResult> result = engine_->Collect(batch.step, config_.engine_timeout);
+  if (!result.ok() && absl::IsDeadlineExceeded(result.status())) {
+    // The engine is stuck: this rank cannot take part in the next forward.
+    return absl::DeadlineExceededError(absl::StrCat("engine step ", batch.step.value(),
+                                                    " did not finish in time: ",
+                                                    result.status().message()));
+  }
+  if (result.ok() && result->sequences.size() != batch.entries.size()) {
+    result = absl::InternalError(absl::StrCat("engine returned ", result->sequences.size(),
+                                              " results for ", batch.entries.size(),
+                                              " sequences"));
+  }
+  if (!result.ok()) {
+    // A failed batch fails its requests; the loop goes on.
+    const absl::Status failure = absl::InternalError(
+        absl::StrCat("engine step ", batch.step.value(), " failed: ", result.status().message()));
+    for (const InFlightEntry& e : batch.entries) {
+      Request* r = e.is_dummy ? nullptr : Find(e.id);
+      if (r != nullptr && !r->finished()) FailRequest(r, failure, /*transfer=*/false);
+    }
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < batch.entries.size(); ++i) {
+    ApplyResult(batch.entries[i], result->sequences[i], &current_);
+  }
+  return absl::OkStatus();
+}
+
+void Executor::ApplyKvUpdate(const InFlightEntry& e, int64_t used, kv::PoolKind pool,
+                             uint64_t generation, int64_t grant) {
+  kv::CacheUpdate update;
+  update.id = e.id;
+  update.pool = pool;
+  update.generation = generation;
+  const std::optional<kv::CacheInfo> info = kv_->Info(e.id, pool);
+  if (info.has_value() && info->generation == generation) {
+    // Positions a step used become history; the unused part of its grant is returned.
+    // The draft pool keeps the K positions proposed after a last context chunk.
+    const bool keep_grant = pool == kv::PoolKind::kDraft && e.is_context && e.last_chunk;
+    update.history = e.is_context ? e.position + e.num_tokens : info->history + used;
+    update.capacity =
+        std::max(update.history, info->capacity - (keep_grant ? 0 : grant - used));
+  } else {
+    update.history = 0;  // addressed to a cache that is gone: the manager says stale
+  }
+  const absl::StatusOr<kv::UpdateResult> applied = kv_->ApplyUpdate(update);
+  if (!applied.ok()) {
+    // Cannot happen while the invariants hold: report it loudly, fail the request only.
+    ++counters_.audit_violations;
+    LOCKSTEP_LOG_ERROR("exec", "KV update of request {} in the {} pool failed: {}", e.id,
+                       kv::PoolKindName(pool), applied.status().ToString());
+    if (Request* r = Find(e.id); r != nullptr && !r->finished() && !r->is_dummy()) {
+      FailRequest(r, absl::InternalError(absl::StrCat("KV update failed: ",
+                                                      applied.status().message())),
+                  false);
+    }
+    return;
+  }
+  if (*applied == kv::UpdateResult::kStale) ++counters_.stale_updates;
+}
+
+void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult& result,
+                           StepStats* stats) {
+  const int k = UsesDraft() ? config_.scheduler.num_draft_tokens : 0;
+  const int accepted = std::clamp(result.num_accepted, 0, k);
+  const int64_t used = e.is_context ? e.num_tokens : 1 + accepted;
+  ApplyKvUpdate(e, used, kv::PoolKind::kTarget, e.target_generation, e.target_grant);
+  if (kv_->config().draft_mode == kv::DraftMode::kUnpaired && e.draft_generation != 0) {
+    ApplyKvUpdate(e, used, kv::PoolKind::kDraft, e.draft_generation, e.draft_grant);
+  }
+  if (e.is_dummy) return;
+  Request* r = Find(e.id);
+  if (r == nullptr || r->finished()) return;  // terminated since the launch
+  const std::optional<kv::CacheInfo> info = kv_->Info(e.id, kv::PoolKind::kTarget);
+  if (!info.has_value() || info->generation != e.target_generation) {
+    return;  // paused and re-created since: recomputation reproduces these tokens
+  }
+  if (e.is_context) {
+    if (config_.scheduler.prefix_reuse &&
+        kv_->config().draft_mode != kv::DraftMode::kUnpaired) {
+      // Publish the full blocks computed so far for prefix reuse.
+      const auto& tokens = r->context_tokens();
+      const int64_t n = std::min<int64_t>(info->history, static_cast<int64_t>(tokens.size()));
+      (void)kv_->Commit(e.id, absl::MakeConstSpan(tokens.data(), static_cast<size_t>(n)));
+    }
+    if (!e.last_chunk) return;
+  } else {
+    r->RecordAcceptance(result.num_proposed, std::min(result.num_accepted, result.num_proposed));
+    stats->drafts_proposed += result.num_proposed;
+    stats->drafts_accepted += result.num_accepted;
+    counters_.drafts_proposed += result.num_proposed;
+    counters_.drafts_accepted += result.num_accepted;
+  }
+  r->AddInFlight(-1);
+  r->IncrementDecodingIter();
+  const absl::Time now = clock_->Now();
+  r->set_first_token_time(now);
+  const size_t before = r->output_tokens().size();
+  const sched::AppendResult appended = r->AppendTokens(result.tokens, eos_token_id());
+  stats->generated_tokens += appended.num_appended;
+  counters_.generated_tokens += appended.num_appended;
+  r->set_draft_tokens(result.next_drafts);
+
+  Response response;
+  response.id = r->id();
+  response.rank = config_.rank;
+  response.step = step_;
+  response.tokens.assign(r->output_tokens().begin() + static_cast<int64_t>(before),
+                         r->output_tokens().end());
+  for (int i = 0; i < appended.num_appended && i < static_cast<int>(result.logprobs.size());
+       ++i) {
+    response.logprobs.push_back(result.logprobs[i]);
+  }
+  r->MarkStreamed();
+  if (appended.finished) {
+    r->Finish(r->finish_reason(), absl::OkStatus(), now);
+    ++counters_.completed;
+  } else if (r->type() == RequestType::kContextOnly) {
+    StartSend(r);
+    if (r->state() == RequestState::kCtxTransferInProgress) {
+      sched::ContextSource handle;
+      handle.instance = config_.instance;
+      handle.rank = config_.rank;
+      handle.address = config_.transfer_address;
+      handle.remote_id = r->id();
+      handle.lease_expiry = now + config_.claim_lease;
+      handle.first_token = r->output_tokens().front();
+      handle.first_drafts = result.next_drafts;
+      response.context = std::move(handle);
+    }
+  }
+  response.finished = r->finished();
+  response.finish_reason = r->finish_reason();
+  response.status = r->status();
+  response.num_prompt_tokens = static_cast<int64_t>(r->prompt().size());
+  response.drafts_proposed = r->drafts_proposed();
+  response.drafts_accepted = r->drafts_accepted();
+  outbox_.push_back(std::move(response));
+}
+
+}  // namespace lockstep::exec

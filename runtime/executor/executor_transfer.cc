@@ -1,0 +1,152 @@
+// Disaggregated KV transfer as the executor drives it (DESIGN.md §3 step 2, §4):
+// receives on generation instances, sends under transfer claims on context instances.
+// Part of Executor; runs on the executor thread; never blocks on the network.
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "runtime/executor/executor.h"
+
+namespace lockstep::exec {
+
+using sched::Request;
+using sched::RequestState;
+
+namespace {
+
+transfer::LocalBlocks BlocksOf(const kv::KvManager& kv, RequestId id, int64_t num_tokens) {
+  transfer::LocalBlocks b;
+  b.id = id;
+  b.num_tokens = num_tokens;
+  if (const auto info = kv.Info(id, kv::PoolKind::kTarget)) b.generation = info->generation;
+  const auto target = kv.BlockTable(id, kv::PoolKind::kTarget);
+  b.target_blocks.assign(target.begin(), target.end());
+  if (const auto info = kv.Info(id, kv::PoolKind::kDraft)) {
+    b.draft_generation = info->generation;
+    const auto draft = kv.BlockTable(id, kv::PoolKind::kDraft);
+    b.draft_blocks.assign(draft.begin(), draft.end());
+  }
+  return b;
+}
+
+}  // namespace
+
+void Executor::StartReceives(const sched::ScheduleDecision& decision) {
+  for (Request* r : decision.transfer_receives) {
+    if (transceiver_ == nullptr) {
+      FailRequest(r, absl::FailedPreconditionError(
+                         "generation-only request on an instance without KV transfer"),
+                  /*transfer=*/true);
+      continue;
+    }
+    const sched::ContextSource& source = *r->context_source();
+    transfer::ReceiveSpec spec;
+    spec.blocks = BlocksOf(*kv_, r->id(), static_cast<int64_t>(r->prompt().size()));
+    spec.source.instance = source.instance;
+    spec.source.rank = source.rank;
+    spec.source.address = source.address;
+    spec.source.request_id = source.remote_id;
+    spec.source.lease_expiry = source.lease_expiry;
+    spec.deadline = r->transfer_deadline();
+    const absl::Status started = transceiver_->StartReceive(spec);
+    if (!started.ok()) {
+      FailRequest(r, absl::Status(started.code(),
+                                  absl::StrCat("KV receive from ", source.instance, " rank ",
+                                               source.rank, " could not start: ",
+                                               started.message())),
+                  /*transfer=*/true);
+      continue;
+    }
+    r->TransitionTo(RequestState::kGenTransferInProgress);
+  }
+}
+
+void Executor::StartSend(Request* request) {
+  if (transceiver_ == nullptr) {
+    FailRequest(request,
+                absl::FailedPreconditionError(
+                    "context-only request on an instance without KV transfer"),
+                /*transfer=*/true);
+    return;
+  }
+  transfer::SendSpec spec;
+  spec.blocks = BlocksOf(*kv_, request->id(), static_cast<int64_t>(request->prompt().size()));
+  spec.lease_expiry = clock_->Now() + config_.claim_lease;
+  const absl::Status started = transceiver_->StartSend(spec);
+  if (!started.ok()) {
+    FailRequest(request, started, /*transfer=*/true);
+    return;
+  }
+  request->TransitionTo(RequestState::kCtxTransferInProgress);
+}
+
+void Executor::PollTransfers() {
+  if (transceiver_ == nullptr) return;
+  const absl::Time now = clock_->Now();
+  for (const transfer::TransferEvent& event : transceiver_->Poll()) {
+    if (event.kind == transfer::TransferKind::kSend) {
+      auto it = claims_.find(event.id);
+      if (it == claims_.end()) continue;
+      if (event.status.ok()) {
+        ++counters_.transfers_sent;
+      } else {
+        ++counters_.transfer_failures;
+        LOCKSTEP_LOG_WARN("exec", "KV send of request {} ended: {}", event.id,
+                          event.status.ToString());
+      }
+      Release(event.id);  // the claim ends: the blocks go back (once)
+      claims_.erase(it);
+      continue;
+    }
+    Request* r = Find(event.id);
+    if (r == nullptr || r->state() != RequestState::kGenTransferInProgress) continue;
+    auto cancel = cancelling_.find(event.id);
+    if (cancel != cancelling_.end()) {
+      const absl::Status why = cancel->second;
+      cancelling_.erase(cancel);
+      if (absl::IsCancelled(why)) {
+        r->Finish(sched::FinishReason::kCancelled, why, now);
+        EmitResponse(r);
+        ++counters_.cancelled;
+      } else {
+        FailRequest(r, why, /*transfer=*/true);
+      }
+      continue;
+    }
+    if (!event.status.ok()) {
+      const sched::ContextSource& source = *r->context_source();
+      FailRequest(r,
+                  absl::Status(event.status.code(),
+                               absl::StrCat("KV transfer from ", source.instance, " rank ",
+                                            source.rank, " failed: ", event.status.message())),
+                  /*transfer=*/true);
+      continue;
+    }
+    const int64_t prompt = static_cast<int64_t>(r->prompt().size());
+    bool ok = kv_->Resize(r->id(), kv::PoolKind::kTarget, std::nullopt, prompt).ok();
+    if (ok && kv_->config().draft_mode == kv::DraftMode::kUnpaired &&
+        kv_->Has(r->id(), kv::PoolKind::kDraft)) {
+      ok = kv_->Resize(r->id(), kv::PoolKind::kDraft, std::nullopt, prompt).ok();
+    }
+    if (!ok) {
+      FailRequest(r, absl::InternalError("received KV does not fit the allocated cache"),
+                  /*transfer=*/true);
+      continue;
+    }
+    r->TransitionTo(RequestState::kGenTransferComplete);
+    ++counters_.transfers_received;
+  }
+  // Receives past their deadline: cancel, then fail when the transceiver confirms.
+  for (const auto& r : active_) {
+    if (r->state() != RequestState::kGenTransferInProgress || now < r->transfer_deadline() ||
+        cancelling_.contains(r->id())) {
+      continue;
+    }
+    const sched::ContextSource& source = *r->context_source();
+    cancelling_.emplace(r->id(), absl::DeadlineExceededError(absl::StrCat(
+                                     "KV transfer from ", source.instance, " rank ",
+                                     source.rank, " did not complete within ",
+                                     absl::FormatDuration(config_.transfer_deadline))));
+    transceiver_->Cancel(r->id());
+  }
+}
+
+}  // namespace lockstep::exec

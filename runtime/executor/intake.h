@@ -1,0 +1,64 @@
+// What enters an instance: new requests, cancellations and the drain order. The leader
+// collects them from client threads (Inbox) and broadcasts them to every rank at the
+// top of each step (DESIGN.md §3 step 1).
+#ifndef LOCKSTEP_RUNTIME_EXECUTOR_INTAKE_H_
+#define LOCKSTEP_RUNTIME_EXECUTOR_INTAKE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/ids.h"
+#include "scheduler/request.h"
+#include "scheduler/sampling_params.h"
+
+namespace lockstep::exec {
+
+struct NewRequestSpec {
+  RequestId id;
+  sched::RequestType type = sched::RequestType::kAggregated;
+  std::vector<int32_t> prompt;
+  sched::SamplingParams sampling;
+  // Generation-only: where the KV is, and what the context leg produced.
+  std::optional<sched::ContextSource> context_source;
+  // Must run on this rank (or wait until it has room).
+  std::optional<int32_t> pinned_rank;
+  absl::Time arrival;
+};
+
+// One step's broadcast from the leader.
+struct IntakeBatch {
+  std::vector<NewRequestSpec> requests;
+  std::vector<RequestId> cancels;
+  bool drain = false;
+
+  bool empty() const { return requests.empty() && cancels.empty() && !drain; }
+  std::string Encode() const;
+  static absl::StatusOr<IntakeBatch> Decode(const std::string& bytes);
+};
+
+// Thread-safe queue from client threads to the leader's executor thread.
+class Inbox {
+ public:
+  void Push(NewRequestSpec spec) ABSL_LOCKS_EXCLUDED(mu_);
+  void Cancel(RequestId id) ABSL_LOCKS_EXCLUDED(mu_);
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
+  // Moves everything queued into `batch` (executor thread).
+  void TakeAll(IntakeBatch* batch) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until something is queued or `timeout` passes; true if something is.
+  bool WaitForWork(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  mutable absl::Mutex mu_;
+  IntakeBatch pending_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace lockstep::exec
+
+#endif  // LOCKSTEP_RUNTIME_EXECUTOR_INTAKE_H_

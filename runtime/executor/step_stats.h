@@ -1,0 +1,77 @@
+// Per-step facts (scheduled, padded, vetoed, deferred, tokens, drafts, free blocks,
+// step time) in a fixed-size ring, and running counters. Tests and the Stats RPC read
+// these rather than log lines.
+#ifndef LOCKSTEP_RUNTIME_EXECUTOR_STEP_STATS_H_
+#define LOCKSTEP_RUNTIME_EXECUTOR_STEP_STATS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace lockstep::exec {
+
+struct StepStats {
+  int64_t step = 0;
+  int32_t scheduled_context = 0;
+  int32_t scheduled_generation = 0;  // including the dummy
+  bool padded = false;               // this rank forwarded only the pad dummy
+  bool vetoed = false;               // the fleet skipped the forward
+  bool deferred = false;             // the previous batch's update was deferred
+  int64_t tokens = 0;                // tokens in this rank's batch
+  int64_t generated_tokens = 0;      // tokens appended by this step's completion
+  int32_t drafts_proposed = 0;
+  int32_t drafts_accepted = 0;
+  int32_t free_blocks = 0;
+  int32_t free_draft_blocks = 0;
+  absl::Duration step_time;
+};
+
+struct ExecutorCounters {
+  int64_t steps = 0;
+  int64_t vetoed_steps = 0;
+  int64_t padded_steps = 0;      // this rank forwarded only the dummy
+  int64_t dummies_created = 0;
+  int64_t dummies_refused = 0;   // padding needed but refused (compat at the cap, no KV)
+  int64_t deferred_updates = 0;  // steps whose previous-batch update was deferred
+  int64_t stale_updates = 0;     // deferred KV updates skipped (cache re-bound or closed)
+  int64_t completed = 0;
+  int64_t failed = 0;
+  int64_t cancelled = 0;
+  int64_t rejected = 0;          // refused at intake (validation, draining)
+  int64_t generated_tokens = 0;
+  int64_t drafts_proposed = 0;
+  int64_t drafts_accepted = 0;
+  int64_t paused = 0;
+  int64_t no_progress = 0;
+  int64_t transfers_received = 0;
+  int64_t transfers_sent = 0;
+  int64_t transfer_failures = 0;
+  int64_t audit_violations = 0;
+};
+
+class StepStatsRing {
+ public:
+  explicit StepStatsRing(int capacity) : ring_(static_cast<size_t>(capacity)) {}
+  void Push(const StepStats& s) {
+    ring_[next_ % ring_.size()] = s;
+    ++next_;
+  }
+  // Oldest first.
+  std::vector<StepStats> Snapshot() const {
+    std::vector<StepStats> out;
+    const size_t n = next_ < ring_.size() ? next_ : ring_.size();
+    for (size_t i = next_ - n; i < next_; ++i) out.push_back(ring_[i % ring_.size()]);
+    return out;
+  }
+  bool empty() const { return next_ == 0; }
+  const StepStats& last() const { return ring_[(next_ - 1) % ring_.size()]; }
+
+ private:
+  std::vector<StepStats> ring_;
+  size_t next_ = 0;
+};
+
+}  // namespace lockstep::exec
+
+#endif  // LOCKSTEP_RUNTIME_EXECUTOR_STEP_STATS_H_

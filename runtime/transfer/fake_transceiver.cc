@@ -1,0 +1,74 @@
+#include "runtime/transfer/fake_transceiver.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace lockstep::transfer {
+
+FakeTransceiver::FakeTransceiver(const FakeTransceiverOptions& options, Clock* clock)
+    : options_(options), clock_(clock), rng_(options.seed) {}
+
+absl::Duration FakeTransceiver::Latency() {
+  const int64_t lo = absl::ToInt64Microseconds(options_.min_latency);
+  const int64_t hi = std::max(lo, absl::ToInt64Microseconds(options_.max_latency));
+  return absl::Microseconds(lo + static_cast<int64_t>(rng_() % static_cast<uint64_t>(hi - lo + 1)));
+}
+
+absl::Status FakeTransceiver::Start(TransferKind kind, RequestId id, uint64_t generation,
+                                    absl::Time limit, absl::Status expiry) {
+  if (pending_.contains(id)) {
+    return absl::AlreadyExistsError(absl::StrCat("a transfer of request ", id.value(),
+                                                 " is already in flight"));
+  }
+  const absl::Time done = clock_->Now() + Latency();
+  const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+  Pending p{kind, generation, done, absl::OkStatus()};
+  if (u < options_.failure_rate) {
+    p.status = absl::UnavailableError(absl::StrCat("injected transfer failure of request ",
+                                                   id.value()));
+  } else if (done > limit) {
+    p.at = limit;
+    p.status = std::move(expiry);
+  }
+  pending_.emplace(id, std::move(p));
+  ++started_;
+  return absl::OkStatus();
+}
+
+absl::Status FakeTransceiver::StartSend(const SendSpec& spec) {
+  return Start(TransferKind::kSend, spec.blocks.id, spec.blocks.generation, spec.lease_expiry,
+               absl::DeadlineExceededError("transfer claim lease expired"));
+}
+
+absl::Status FakeTransceiver::StartReceive(const ReceiveSpec& spec) {
+  return Start(TransferKind::kReceive, spec.blocks.id, spec.blocks.generation, spec.deadline,
+               absl::DeadlineExceededError("KV receive deadline exceeded"));
+}
+
+std::vector<TransferEvent> FakeTransceiver::Poll() {
+  std::vector<TransferEvent> out = std::move(cancelled_);
+  cancelled_.clear();
+  const absl::Time now = clock_->Now();
+  std::vector<std::pair<absl::Time, RequestId>> due;
+  for (const auto& [id, p] : pending_) {
+    if (p.at <= now) due.emplace_back(p.at, id);
+  }
+  std::sort(due.begin(), due.end());
+  for (const auto& [at, id] : due) {
+    auto it = pending_.find(id);
+    out.push_back({it->second.kind, id, it->second.generation, it->second.status});
+    pending_.erase(it);
+  }
+  return out;
+}
+
+void FakeTransceiver::Cancel(RequestId id) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;
+  cancelled_.push_back({it->second.kind, id, it->second.generation,
+                        absl::CancelledError("transfer cancelled")});
+  pending_.erase(it);
+}
+
+}  // namespace lockstep::transfer

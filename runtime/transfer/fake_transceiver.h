@@ -1,0 +1,66 @@
+// FakeTransceiver: a Transceiver that moves no bytes but keeps the timing and failure
+// behaviour of a real one, on an injected clock with a seeded latency distribution and
+// failure rate, so the generation-side states (waiting for KV, receiving, received) and
+// the context-side claims are exercised deterministically.
+//
+// A receive completes `latency` after it starts (uniform in [min, max]), or fails with
+// probability `failure_rate`, or expires at its deadline; a send (claim) completes when
+// the fake pull does, or expires at its lease. Events come out of Poll in time order.
+//
+// Thread safety: single-threaded (the executor thread).
+#ifndef LOCKSTEP_RUNTIME_TRANSFER_FAKE_TRANSCEIVER_H_
+#define LOCKSTEP_RUNTIME_TRANSFER_FAKE_TRANSCEIVER_H_
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "runtime/transfer/transceiver.h"
+
+namespace lockstep::transfer {
+
+struct FakeTransceiverOptions {
+  uint64_t seed = 0;
+  absl::Duration min_latency = absl::Milliseconds(1);
+  absl::Duration max_latency = absl::Milliseconds(20);
+  double failure_rate = 0.0;
+};
+
+class FakeTransceiver : public Transceiver {
+ public:
+  FakeTransceiver(const FakeTransceiverOptions& options, Clock* clock);
+
+  absl::Status StartSend(const SendSpec& spec) override;
+  absl::Status StartReceive(const ReceiveSpec& spec) override;
+  std::vector<TransferEvent> Poll() override;
+  void Cancel(RequestId id) override;
+  int64_t InFlight() const override { return static_cast<int64_t>(pending_.size()); }
+
+  int64_t started() const { return started_; }
+
+ private:
+  struct Pending {
+    TransferKind kind;
+    uint64_t generation;
+    absl::Time at;
+    absl::Status status;
+  };
+  absl::Duration Latency();
+  absl::Status Start(TransferKind kind, RequestId id, uint64_t generation, absl::Time limit,
+                     absl::Status expiry);
+
+  const FakeTransceiverOptions options_;
+  Clock* clock_;
+  std::mt19937_64 rng_;
+  // By id; at most one transfer per id.
+  std::map<RequestId, Pending> pending_;
+  std::vector<TransferEvent> cancelled_;
+  int64_t started_ = 0;
+};
+
+}  // namespace lockstep::transfer
+
+#endif  // LOCKSTEP_RUNTIME_TRANSFER_FAKE_TRANSCEIVER_H_

@@ -1,0 +1,43 @@
+// The output of one scheduling pass on one rank.
+#ifndef LOCKSTEP_SCHEDULER_SCHEDULE_DECISION_H_
+#define LOCKSTEP_SCHEDULER_SCHEDULE_DECISION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "scheduler/request.h"
+
+namespace lockstep::sched {
+
+struct ScheduledChunk {
+  Request* request = nullptr;
+  int64_t position = 0;    // first token of the chunk (after prefix reuse)
+  int64_t num_tokens = 0;  // chunk length
+  bool last_chunk = false;
+};
+
+struct ScheduleDecision {
+  // Prefill chunks, first-come-first-served.
+  std::vector<ScheduledChunk> context;
+  // Generation steps (each 1 + K tokens), oldest first; the dummy, if any, last.
+  std::vector<Request*> generation;
+  // Requests paused this pass (KV released, back to kContextInit for recompute).
+  std::vector<Request*> paused;
+  // Generation-only requests whose blocks were allocated this pass: start their
+  // receives. Not part of the batch and not rolled back by a veto (a receive does not
+  // need the forward).
+  std::vector<Request*> transfer_receives;
+  // Tokens in the batch.
+  int64_t num_tokens = 0;
+  // Schedulable requests existed, nothing was scheduled and nothing is in flight.
+  bool no_progress = false;
+
+  int64_t batch_size() const {
+    return static_cast<int64_t>(context.size() + generation.size());
+  }
+  bool empty() const { return context.empty() && generation.empty(); }
+};
+
+}  // namespace lockstep::sched
+
+#endif  // LOCKSTEP_SCHEDULER_SCHEDULE_DECISION_H_

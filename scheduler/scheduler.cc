@@ -1,0 +1,267 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "common/check.h"
+
+namespace lockstep::sched {
+namespace {
+
+bool IsGenerationCandidate(const Request& r) {
+  return r.state() == RequestState::kGenerationInProgress ||
+         r.state() == RequestState::kGenTransferComplete;
+}
+
+// May be paused to make room: holds KV that recompute can rebuild, and is not between
+// ranks or about to finish.
+bool IsPausable(const Request& r) {
+  return !r.is_dummy() && (r.state() == RequestState::kContextInit ||
+                           r.state() == RequestState::kGenerationInProgress ||
+                           r.state() == RequestState::kGenTransferComplete);
+}
+
+}  // namespace
+
+const char* DummyPolicyName(DummyPolicy policy) {
+  return policy == DummyPolicy::kCompat ? "compat" : "reserved";
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, kv::KvManager* kv)
+    : config_(config), kv_(kv) {
+  LOCKSTEP_CHECK_OK(config_.Validate());
+}
+
+bool Scheduler::UseReuse() const {
+  return config_.prefix_reuse && kv_->config().draft_mode != kv::DraftMode::kUnpaired;
+}
+
+int64_t Scheduler::CountSchedulable(absl::Span<Request* const> active) {
+  int64_t n = 0;
+  for (const Request* r : active) {
+    if (!r->is_dummy() && IsSchedulable(r->state())) ++n;
+  }
+  return n;
+}
+
+int64_t Scheduler::CountActive(absl::Span<Request* const> active) {
+  int64_t n = 0;
+  for (const Request* r : active) {
+    if (!r->is_dummy() && !r->finished()) ++n;
+  }
+  return n;
+}
+
+namespace {
+
+// Unpaired draft pool in use: the draft mirror is sized separately from the target.
+bool UnpairedDraft(const kv::KvManager& kv, const SchedulerConfig& config) {
+  return kv.config().draft_mode == kv::DraftMode::kUnpaired && config.num_draft_tokens > 0;
+}
+
+// Grows the target cache of `request` to `target_cap` (a paired draft follows) and, with
+// an unpaired draft pool, its mirror to `draft_cap` (admitting the mirror first). All or
+// nothing; what succeeded is recorded in `rollback`.
+bool GrowCaches(kv::KvManager& kv, const SchedulerConfig& config, Request* request,
+                       int64_t target_cap, int64_t draft_cap, Rollback* rollback) {
+  const RequestId id = request->id();
+  const std::optional<kv::CacheInfo> target = kv.Info(id, kv::PoolKind::kTarget);
+  LOCKSTEP_CHECK(target.has_value()) << "growing request " << id << " with no target cache";
+  const int64_t old_target = target->capacity;
+  if (target_cap > old_target) {
+    if (!kv.Resize(id, kv::PoolKind::kTarget, target_cap, std::nullopt).ok()) return false;
+  }
+  if (UnpairedDraft(kv, config)) {
+    // A mirror admitted for a live request stays with it (it is released with the
+    // request); one admitted for a cache created this step goes with that cache.
+    const bool admitted = kv.AdmitMirror(id).ok();
+    const std::optional<kv::CacheInfo> draft = kv.Info(id, kv::PoolKind::kDraft);
+    const bool grown =
+        admitted && draft.has_value() &&
+        (draft_cap <= draft->capacity ||
+         kv.Resize(id, kv::PoolKind::kDraft, draft_cap, std::nullopt).ok());
+    if (!grown) {
+      if (target_cap > old_target) {
+        LOCKSTEP_CHECK_OK(kv.Resize(id, kv::PoolKind::kTarget, old_target, std::nullopt));
+      }
+      return false;
+    }
+    if (draft_cap > draft->capacity) {
+      rollback->RecordGrow(id, kv::PoolKind::kDraft, draft->capacity);
+    }
+  }
+  if (target_cap > old_target) rollback->RecordGrow(id, kv::PoolKind::kTarget, old_target);
+  return true;
+}
+
+}  // namespace
+
+bool Scheduler::GrowBy(Request* request, int64_t tokens, Rollback* rollback) {
+  const RequestId id = request->id();
+  if (!kv_->Has(id, kv::PoolKind::kTarget)) {
+    // Only the dummy reaches generation without a cache: it gets one each step.
+    if (!kv_->CreateCache(id).ok()) return false;
+    rollback->RecordCreate(id);
+  }
+  const int64_t target_cap = kv_->Info(id, kv::PoolKind::kTarget)->capacity + tokens;
+  int64_t draft_cap = 0;
+  if (UnpairedDraft(*kv_, config_)) {
+    const std::optional<kv::CacheInfo> draft = kv_->Info(id, kv::PoolKind::kDraft);
+    draft_cap = (draft ? draft->capacity : 0) + tokens;
+  }
+  if (GrowCaches(*kv_, config_, request, target_cap, draft_cap, rollback)) return true;
+  ++stats_.growth_failures;
+  return false;
+}
+
+void Scheduler::Pause(Request* request, ScheduleDecision* decision) {
+  kv_->Release(request->id());
+  request->ResetForRecompute();
+  decision->paused.push_back(request);
+  ++stats_.paused;
+}
+
+template <typename Fits>
+bool Scheduler::MakeRoom(const Request* requester, absl::Span<Request* const> active,
+                         ScheduleDecision* decision, Fits fits) {
+  if (requester->start_order() < 0) return fits();  // holds nothing: younger than all
+  while (!fits()) {
+    Request* victim = nullptr;
+    for (Request* r : active) {
+      if (r == requester || !IsPausable(*r) || r->start_order() <= requester->start_order()) {
+        continue;
+      }
+      if (!kv_->Has(r->id(), kv::PoolKind::kTarget)) continue;
+      const bool in_batch =
+          std::find(decision->generation.begin(), decision->generation.end(), r) !=
+              decision->generation.end() ||
+          std::any_of(decision->context.begin(), decision->context.end(),
+                      [r](const ScheduledChunk& c) { return c.request == r; });
+      if (in_batch) continue;
+      if (victim == nullptr || r->start_order() > victim->start_order()) victim = r;
+    }
+    if (victim == nullptr) return false;
+    Pause(victim, decision);
+  }
+  return true;
+}
+
+bool Scheduler::ScheduleDummy(Request* dummy, Rollback* rollback) {
+  LOCKSTEP_CHECK(dummy->is_dummy()) << "ScheduleDummy on " << dummy->DebugString();
+  return GrowBy(dummy, config_.generation_step_tokens(), rollback);
+}
+
+ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_flight,
+                                     Rollback* rollback) {
+  ++stats_.passes;
+  ScheduleDecision decision;
+  const int64_t step_tokens = config_.generation_step_tokens();
+  const bool spec = config_.num_draft_tokens > 0;
+  const bool paired = kv_->config().draft_mode == kv::DraftMode::kPaired;
+  auto full = [&] {
+    return decision.batch_size() >= config_.max_batch_size ||
+           decision.num_tokens >= config_.max_num_tokens;
+  };
+
+  // Requests that already hold KV go first, in the order they got it (the oldest can
+  // always make room by pausing younger ones, so someone always progresses); requests
+  // that hold nothing follow in arrival order.
+  std::vector<Request*> order(active.begin(), active.end());
+  std::stable_sort(order.begin(), order.end(), [](const Request* a, const Request* b) {
+    const int64_t ka = a->start_order() < 0 ? INT64_MAX : a->start_order();
+    const int64_t kb = b->start_order() < 0 ? INT64_MAX : b->start_order();
+    return ka < kb;
+  });
+
+  // 1. Generation steps, oldest first.
+  for (Request* r : order) {
+    if (full()) break;
+    if (!IsGenerationCandidate(*r)) continue;
+    if (decision.num_tokens + step_tokens > config_.max_num_tokens) break;
+    if (r->is_dummy()) {
+      if (GrowBy(r, step_tokens, rollback)) decision.generation.push_back(r);
+      continue;
+    }
+    bool grown = GrowBy(r, step_tokens, rollback);
+    if (!grown && MakeRoom(r, active, &decision,
+                           [&] { return kv_->CanGrow(r->id(), step_tokens); })) {
+      grown = GrowBy(r, step_tokens, rollback);
+    }
+    if (!grown) continue;  // refused this step; it keeps its KV, older requests may pause it
+    decision.generation.push_back(r);
+    decision.num_tokens += step_tokens;
+  }
+
+  // 2. Prefill chunks: started ones in start order, then first-come-first-served.
+  for (Request* r : order) {
+    if (full()) break;
+    if (r->state() != RequestState::kContextInit || r->is_dummy() ||
+        r->context_remaining() <= 0) {
+      continue;
+    }
+    if (std::find(decision.paused.begin(), decision.paused.end(), r) != decision.paused.end()) {
+      continue;  // paused in this pass: try again next step
+    }
+    const RequestId id = r->id();
+    int64_t position = r->context_position();
+    if (const std::optional<kv::CacheInfo> info = kv_->Info(id, kv::PoolKind::kTarget)) {
+      // A cache kept from a step that did not schedule it may hold a reused prefix.
+      position = std::max(position, info->history);
+    } else {
+      absl::StatusOr<int64_t> reused = kv_->CreateCache(
+          id, UseReuse() ? absl::Span<const int32_t>(r->context_tokens())
+                         : absl::Span<const int32_t>());
+      if (!reused.ok()) break;
+      rollback->RecordCreate(id);
+      if (r->start_order() < 0) r->set_start_order(next_start_order_++);
+      position = std::max(position, *reused);
+    }
+    const int64_t remaining = r->context_length() - position;
+    const int64_t chunk = std::min({remaining, config_.chunk_size,
+                                    config_.max_num_tokens - decision.num_tokens});
+    if (chunk <= 0) break;
+    const bool last = chunk == remaining;
+    const int64_t extra = last && spec ? config_.num_draft_tokens : 0;
+    const int64_t target_cap = position + chunk + (paired ? extra : 0);
+    const int64_t draft_cap = position + chunk + extra;
+    auto grow = [&] { return GrowCaches(*kv_, config_, r, target_cap, draft_cap, rollback); };
+    bool grown = grow();
+    if (!grown) {
+      ++stats_.growth_failures;
+      const int64_t have = kv_->Info(id, kv::PoolKind::kTarget)->capacity;
+      if (MakeRoom(r, active, &decision,
+                   [&] { return kv_->CanGrow(id, draft_cap - have); })) {
+        grown = grow();
+      }
+    }
+    if (!grown) break;  // strict FCFS: nobody younger jumps ahead of this request
+    decision.context.push_back({r, position, chunk, last});
+    decision.num_tokens += chunk;
+  }
+
+  // 3. KV for generation-only requests waiting for their transfer. Not rolled back.
+  for (Request* r : order) {
+    if (r->state() != RequestState::kGenInit || kv_->Has(r->id(), kv::PoolKind::kTarget)) {
+      continue;
+    }
+    const int64_t prompt = static_cast<int64_t>(r->prompt().size());
+    if (!kv_->CanGrow(r->id(), prompt) || !kv_->CreateCache(r->id()).ok()) break;
+    Rollback local;
+    if (!GrowCaches(*kv_, config_, r, prompt, prompt, &local)) {
+      kv_->Release(r->id());
+      break;
+    }
+    local.Commit();
+    if (r->start_order() < 0) r->set_start_order(next_start_order_++);
+    decision.transfer_receives.push_back(r);
+  }
+
+  if (decision.empty() && !in_flight && CountSchedulable(active) > 0) {
+    decision.no_progress = true;
+    ++stats_.no_progress;
+  }
+  return decision;
+}
+
+}  // namespace lockstep::sched

@@ -1,0 +1,72 @@
+// Limits and knobs of the per-rank scheduling policy.
+#ifndef LOCKSTEP_SCHEDULER_SCHEDULER_CONFIG_H_
+#define LOCKSTEP_SCHEDULER_SCHEDULER_CONFIG_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace lockstep::sched {
+
+// How a rank pads a step in which it has nothing to forward (DESIGN.md §1).
+enum class DummyPolicy {
+  // TensorRT-LLM's behaviour: the dummy competes for KV like any request and is refused
+  // at max_num_active_requests, so a full rank vetoes the forward on every rank.
+  kCompat,
+  // A request slot and enough KV for the dummy are reserved at start-up, outside
+  // max_num_active_requests: padding cannot be refused.
+  kReserved,
+};
+
+const char* DummyPolicyName(DummyPolicy policy);
+
+struct SchedulerConfig {
+  // Most requests (context chunks + generation steps) in one step's batch.
+  int32_t max_batch_size = 8;
+  // Most tokens in one step's batch (a generation step costs 1 + K tokens).
+  int64_t max_num_tokens = 512;
+  // Most requests a rank holds, including requests waiting for KV (not the dummy under
+  // kReserved). Enforced by rank assignment and by the pad decision.
+  int32_t max_num_active_requests = 16;
+  // Largest prefill chunk per request per step (chunked prefill).
+  int64_t chunk_size = 256;
+  // Draft tokens proposed and verified per generation step (K); 0 disables speculation.
+  int32_t num_draft_tokens = 0;
+  // Reuse committed prefixes for new context caches (only without an unpaired draft
+  // pool: a mirror has no prefix to reuse, and the draft must prefill what the target
+  // prefills).
+  bool prefix_reuse = true;
+  DummyPolicy dummy_policy = DummyPolicy::kReserved;
+
+  // Tokens of KV one generation step grows a cache by.
+  int64_t generation_step_tokens() const { return 1 + num_draft_tokens; }
+
+  absl::Status Validate() const {
+    if (max_batch_size < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("max_batch_size must be >= 1, got ", max_batch_size));
+    }
+    if (max_num_active_requests < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("max_num_active_requests must be >= 1, got ", max_num_active_requests));
+    }
+    if (num_draft_tokens < 0 || num_draft_tokens > 16) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("num_draft_tokens must be in [0, 16], got ", num_draft_tokens));
+    }
+    if (max_num_tokens < generation_step_tokens()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("max_num_tokens must be >= 1 + num_draft_tokens (",
+                       generation_step_tokens(), "), got ", max_num_tokens));
+    }
+    if (chunk_size < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("chunk_size must be >= 1, got ", chunk_size));
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace lockstep::sched
+
+#endif  // LOCKSTEP_SCHEDULER_SCHEDULER_CONFIG_H_

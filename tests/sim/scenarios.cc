@@ -1,0 +1,95 @@
+#include "tests/sim/scenarios.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+
+namespace lockstep::sim {
+
+SimConfig Dep4SmallBatch(int32_t max_batch_size, sched::DummyPolicy policy, uint64_t seed,
+                         int64_t num_requests) {
+  SimConfig c;
+  c.seed = seed;
+  c.ranks = 4;
+  c.role = exec::Role::kGeneration;
+  c.scheduler.max_batch_size = max_batch_size;
+  // As in the anchor, the per-rank cap follows the batch size, and requests still
+  // receiving KV count toward it.
+  c.scheduler.max_num_active_requests = max_batch_size;
+  c.scheduler.max_num_tokens = 256;
+  c.scheduler.num_draft_tokens = 3;
+  c.scheduler.dummy_policy = policy;
+  c.scheduler.prefix_reuse = false;
+  c.draft_mode = kv::DraftMode::kUnpaired;
+  c.tokens_per_block = 16;
+  c.num_blocks = 64 + 16 * max_batch_size;
+  c.draft_num_blocks = c.num_blocks;
+  c.workload.num_requests = num_requests;
+  c.workload.generation_only = true;
+  c.workload.arrival_rate = 400.0 * max_batch_size;
+  c.workload.min_prompt = 16;
+  c.workload.max_prompt = 128;
+  c.workload.min_output = 8;
+  c.workload.max_output = 48;
+  c.transfer_min_latency = absl::Milliseconds(2);
+  c.transfer_max_latency = absl::Milliseconds(40);
+  c.draft_acceptance = 0.6;
+  return c;
+}
+
+SimConfig RandomConfig(uint64_t seed) {
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + 17);
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
+  SimConfig c;
+  c.seed = seed;
+  c.ranks = pick(2, 8);
+  c.scheduler.max_batch_size = pick(1, 16);
+  c.scheduler.max_num_active_requests = c.scheduler.max_batch_size + pick(0, 8);
+  c.scheduler.num_draft_tokens = pick(0, 4);
+  c.scheduler.max_num_tokens = std::max<int64_t>(64, 16 * c.scheduler.max_batch_size);
+  c.scheduler.chunk_size = pick(0, 1) ? 32 : 256;
+  c.scheduler.dummy_policy =
+      pick(0, 1) ? sched::DummyPolicy::kReserved : sched::DummyPolicy::kCompat;
+  c.draft_mode = c.scheduler.num_draft_tokens == 0
+                     ? kv::DraftMode::kNone
+                     : (pick(0, 1) ? kv::DraftMode::kPaired : kv::DraftMode::kUnpaired);
+  c.scheduler.prefix_reuse = pick(0, 1) == 1;
+  c.role = pick(0, 1) ? exec::Role::kGeneration : exec::Role::kAggregated;
+  c.workload.generation_only = c.role == exec::Role::kGeneration;
+  c.workload.num_requests = pick(40, 160);
+  c.workload.arrival_rate = pick(0, 3) == 0 ? 0 : 300.0 * c.ranks;
+  c.workload.min_prompt = pick(1, 16);
+  c.workload.max_prompt = c.workload.min_prompt + pick(0, 120);
+  c.workload.min_output = pick(1, 8);
+  c.workload.max_output = c.workload.min_output + pick(0, 40);
+  c.tokens_per_block = pick(0, 1) ? 16 : 8;
+  // Sometimes tight KV: enough for one longest request plus slack, to force pauses.
+  const int32_t longest_blocks = static_cast<int32_t>(
+      (c.workload.max_prompt + c.workload.max_output + 4 * (1 + c.scheduler.num_draft_tokens)) /
+          c.tokens_per_block +
+      2);
+  c.num_blocks = pick(0, 2) == 0 ? longest_blocks + pick(2, 8) : longest_blocks * pick(4, 16);
+  c.draft_num_blocks = c.num_blocks;
+  c.draft_acceptance = 0.2 + 0.2 * pick(0, 3);
+  if (pick(0, 1)) {  // faults on
+    c.transfer_failure_rate = c.workload.generation_only ? 0.05 : 0.0;
+    c.workload.cancel_fraction = 0.05;
+    for (int i = 0; i < 4; ++i) {
+      SimFault f;
+      f.kind = SimFault::Kind::kVeto;
+      f.rank = pick(0, c.ranks - 1);
+      f.step = pick(1, 200);
+      c.faults.push_back(f);
+    }
+  }
+  return c;
+}
+
+absl::StatusOr<SimConfig> ScenarioByName(absl::string_view name, int32_t max_batch_size,
+                                         sched::DummyPolicy policy, uint64_t seed) {
+  if (name == "dep4-small-batch") return Dep4SmallBatch(max_batch_size, policy, seed);
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown scenario '", name, "' (known: dep4-small-batch)"));
+}
+
+}  // namespace lockstep::sim

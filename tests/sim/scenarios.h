@@ -1,0 +1,29 @@
+// Named simulator scenarios and the random-configuration generator.
+#ifndef LOCKSTEP_TESTS_SIM_SCENARIOS_H_
+#define LOCKSTEP_TESTS_SIM_SCENARIOS_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tests/sim/sim_cluster.h"
+
+namespace lockstep::sim {
+
+// The shape of the motivating failure (DESIGN.md §1): DEP4 generation instance,
+// generation-only requests arriving with transfer latency, K = 3 with an unpaired draft
+// pool, `max_batch_size` (and max_num_active_requests) per rank small.
+SimConfig Dep4SmallBatch(int32_t max_batch_size, sched::DummyPolicy policy, uint64_t seed,
+                         int64_t num_requests = 1600);
+
+// A random configuration: ranks 2–8, max_batch_size 1–16, K 0–4, no/paired/unpaired
+// draft pool, both dummy policies, aggregated or generation-only, faults on or off.
+SimConfig RandomConfig(uint64_t seed);
+
+// "dep4-small-batch" -> the scenario; anything else is an error naming it.
+absl::StatusOr<SimConfig> ScenarioByName(absl::string_view name, int32_t max_batch_size,
+                                         sched::DummyPolicy policy, uint64_t seed);
+
+}  // namespace lockstep::sim
+
+#endif  // LOCKSTEP_TESTS_SIM_SCENARIOS_H_

@@ -1,0 +1,78 @@
+#include "tests/sim/sim_command.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "tests/sim/scenarios.h"
+#include "tools/cli/flags.h"
+
+namespace lockstep::sim {
+
+int RunSimCommand(const std::vector<std::string>& args) {
+  cli::FlagSet flags("sim");
+  std::string scenario = "dep4-small-batch";
+  int max_batch_size = 2;
+  std::string policy_name = "reserved";
+  int64_t seed = 1;
+  int64_t seeds = 1;
+  int64_t requests = 0;
+  bool random_config = false;
+  bool verbose = false;
+  flags.AddString("scenario", &scenario, "named scenario (dep4-small-batch)");
+  flags.AddInt("max-batch-size", &max_batch_size, "per-rank max_batch_size of the scenario");
+  flags.AddString("dummy-policy", &policy_name, "compat or reserved");
+  flags.AddInt("seed", &seed, "seed (the first seed with --seeds)");
+  flags.AddInt("seeds", &seeds, "number of seeds to run");
+  flags.AddInt("requests", &requests, "override the number of requests (0: scenario's)");
+  flags.AddBool("random-config", &random_config, "a random configuration per seed");
+  flags.AddBool("verbose", &verbose, "print every run's configuration and summary");
+  if (absl::Status s = flags.Parse(args); !s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Usage().c_str());
+    return 0;
+  }
+  sched::DummyPolicy policy;
+  if (policy_name == "compat") {
+    policy = sched::DummyPolicy::kCompat;
+  } else if (policy_name == "reserved") {
+    policy = sched::DummyPolicy::kReserved;
+  } else {
+    std::fprintf(stderr, "sim: --dummy-policy must be compat or reserved, got '%s'\n",
+                 policy_name.c_str());
+    return 2;
+  }
+  // Per-run drain notices would drown the summaries.
+  SetLogLevel(verbose ? spdlog::level::info : spdlog::level::err);
+  int64_t passed = 0, failed = 0;
+  for (int64_t i = 0; i < seeds; ++i) {
+    const uint64_t s = static_cast<uint64_t>(seed + i);
+    SimConfig config;
+    if (random_config) {
+      config = RandomConfig(s);
+    } else {
+      absl::StatusOr<SimConfig> named = ScenarioByName(scenario, max_batch_size, policy, s);
+      if (!named.ok()) {
+        std::fprintf(stderr, "sim: %s\n", std::string(named.status().message()).c_str());
+        return 2;
+      }
+      config = *named;
+    }
+    if (requests > 0) config.workload.num_requests = requests;
+    const SimSummary summary = RunSimulation(config);
+    const bool ok = summary.ok() && (random_config || summary.failed == 0);
+    ok ? ++passed : ++failed;
+    if (!ok || verbose || seeds == 1) {
+      std::printf("%s %s\n  %s\n", ok ? "PASS" : "FAIL", config.ToString().c_str(),
+                  summary.ToString().c_str());
+    }
+  }
+  std::printf("%lld passed, %lld failed\n", static_cast<long long>(passed),
+              static_cast<long long>(failed));
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace lockstep::sim

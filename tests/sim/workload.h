@@ -1,0 +1,47 @@
+// Workloads for the simulator: an arrival process, prompt and output length
+// distributions, and the request type mix, generated from a seed.
+#ifndef LOCKSTEP_TESTS_SIM_WORKLOAD_H_
+#define LOCKSTEP_TESTS_SIM_WORKLOAD_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "runtime/engine/fake/fake_engine.h"
+#include "runtime/executor/intake.h"
+
+namespace lockstep::sim {
+
+struct WorkloadConfig {
+  int64_t num_requests = 100;
+  // Mean arrivals per simulated second (Poisson); 0 sends everything at once.
+  double arrival_rate = 2000;
+  int64_t min_prompt = 8;
+  int64_t max_prompt = 96;
+  int32_t min_output = 4;
+  int32_t max_output = 48;
+  // Generation-only requests (disaggregated decode), with their context produced by
+  // the fake context leg. Otherwise aggregated.
+  bool generation_only = false;
+  // Fraction of requests that pin a rank.
+  double pinned_fraction = 0.0;
+  // Fraction of requests cancelled by the client some steps after arrival.
+  double cancel_fraction = 0.0;
+};
+
+struct SimRequest {
+  absl::Duration arrival;  // after the start
+  exec::NewRequestSpec spec;
+  // Cancel this many simulated steps after arrival (-1: never).
+  int64_t cancel_after_steps = -1;
+};
+
+// `engine` supplies the token function, so generation-only requests carry the first
+// token and drafts their context leg would have produced. `num_draft_tokens` is K.
+std::vector<SimRequest> GenerateWorkload(const WorkloadConfig& config, uint64_t seed,
+                                         int num_ranks, int num_draft_tokens,
+                                         const engine::FakeEngine& engine);
+
+}  // namespace lockstep::sim
+
+#endif  // LOCKSTEP_TESTS_SIM_WORKLOAD_H_
