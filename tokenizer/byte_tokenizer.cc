@@ -24,7 +24,8 @@ absl::StatusOr<ByteTokenizer> ByteTokenizer::Create(int32_t vocab_size, int32_t 
     return absl::InvalidArgumentError(
         fmt::format("vocab_size must be >= 258 (256 bytes + BOS + EOS), got {}", vocab_size));
   }
-  for (auto [name, id] : {std::pair{"bos_token_id", bos_token_id}, {"eos_token_id", eos_token_id}}) {
+  for (auto [name, id] :
+       {std::pair{"bos_token_id", bos_token_id}, {"eos_token_id", eos_token_id}}) {
     if (id < 256 || id >= vocab_size) {
       return absl::InvalidArgumentError(
           fmt::format("{} must be in [256, vocab_size={}), got {}", name, vocab_size, id));
@@ -52,8 +53,8 @@ absl::StatusOr<ByteTokenizer> ByteTokenizer::FromJson(std::string_view json,
     return FileError(source, "'type' must be the string \"byte_level\"");
   }
   if (type->get<std::string>() != "byte_level") {
-    return FileError(source, fmt::format("'type' must be \"byte_level\", got \"{}\"",
-                                         type->get<std::string>()));
+    return FileError(
+        source, fmt::format("'type' must be \"byte_level\", got \"{}\"", type->get<std::string>()));
   }
   int32_t values[3] = {0, 0, 0};
   const char* keys[3] = {"vocab_size", "bos_token_id", "eos_token_id"};
@@ -62,8 +63,7 @@ absl::StatusOr<ByteTokenizer> ByteTokenizer::FromJson(std::string_view json,
     if (it == doc.end()) return FileError(source, fmt::format("'{}' is missing", keys[i]));
     if (!it->is_number_integer() || it->get<int64_t>() < INT32_MIN ||
         it->get<int64_t>() > INT32_MAX) {
-      return FileError(source, fmt::format("'{}' must be an integer, got {}", keys[i],
-                                           it->dump()));
+      return FileError(source, fmt::format("'{}' must be an integer, got {}", keys[i], it->dump()));
     }
     values[i] = static_cast<int32_t>(it->get<int64_t>());
   }

@@ -82,13 +82,13 @@ TEST(Utf8StreamDecoderTest, InvalidBytesBecomeReplacementCharacters) {
     std::string out;
   };
   const std::vector<Case> cases = {
-      {"\x80", r},                      // lone continuation byte
-      {"\xFF" "a", r + "a"},            // never valid
-      {"\xC0\xAF", r + r},              // overlong lead bytes
-      {"\xC3(", r + "("},               // broken 2-byte sequence
-      {"\xE2\x82(", r + "("},           // broken 3-byte sequence: one U+FFFD for the prefix
-      {"\xED\xA0\x80", r + r + r},      // surrogate: ED A0 is invalid at the second byte
-      {"\xF4\x90\x80\x80", r + r + r + r},  // above U+10FFFF
+      {"\x80", r},                           // lone continuation byte
+      {std::string("\xFF") + "a", r + "a"},  // never valid
+      {"\xC0\xAF", r + r},                   // overlong lead bytes
+      {"\xC3(", r + "("},                    // broken 2-byte sequence
+      {"\xE2\x82(", r + "("},                // broken 3-byte sequence: one U+FFFD for the prefix
+      {"\xED\xA0\x80", r + r + r},           // surrogate: ED A0 is invalid at the second byte
+      {"\xF4\x90\x80\x80", r + r + r + r},   // above U+10FFFF
   };
   for (const Case& c : cases) {
     Utf8StreamDecoder decoder;

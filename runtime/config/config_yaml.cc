@@ -152,8 +152,7 @@ void ReadRouter(MapReader& reader, RouterConfig& router) {
   reader.Finish();
 }
 
-void ReadInstance(MapReader& reader, InstanceConfig& instance,
-                  std::vector<std::string>& errors) {
+void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::string>& errors) {
   reader.Require("name");
   reader.Require("role");
   reader.String("name", &instance.name);

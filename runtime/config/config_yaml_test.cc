@@ -119,8 +119,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "model: {name: m, path: p}\n"
                 "instances: [{name: a, role: aggregated, kv: {prefix_reuse: maybe}}]\n",
                 "instances[0].kv.prefix_reuse: must be true or false, got 'maybe'"},
-        BadYaml{"bad_enum",
-                "model: {name: m, path: p}\ninstances: [{name: a, role: decode}]\n",
+        BadYaml{"bad_enum", "model: {name: m, path: p}\ninstances: [{name: a, role: decode}]\n",
                 "instances[0].role: must be one of aggregated | context | generation, got "
                 "'decode'"},
         BadYaml{"bad_policy",
@@ -132,8 +131,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadYaml{"section_scalar",
                 "model: {name: m, path: p}\ninstances: [{name: a, role: aggregated, kv: 3}]\n",
                 "instances[0].kv: must be a mapping"},
-        BadYaml{"string_is_map", "model: {name: {x: 1}, path: p}\n"
-                                 "instances: [{name: a, role: aggregated}]\n",
+        BadYaml{"string_is_map",
+                "model: {name: {x: 1}, path: p}\n"
+                "instances: [{name: a, role: aggregated}]\n",
                 "model.name: must be a string"}),
     [](const ::testing::TestParamInfo<BadYaml>& info) { return info.param.label; });
 

@@ -49,8 +49,8 @@ absl::StatusOr<Enum> ParseName(const NameTable<Enum, N>& table, std::string_view
 }
 
 bool IsNameChar(char c, bool allow_dot) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '_' || c == '-' || (allow_dot && c == '.');
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || (allow_dot && c == '.');
 }
 
 // Collects problems, each prefixed with its field path.
@@ -110,13 +110,13 @@ void ValidateInstance(const InstanceConfig& instance, const std::string& prefix,
   problems.AtLeast(ex + ".step_timeout_ms", e.step_timeout_ms, 1);
   problems.InRange(ex + ".blas_threads", e.blas_threads, 1, 256);
   if (e.spec_k > 0 && e.draft_pool == DraftPool::kNone) {
-    problems.Add(ex + ".draft_pool",
-                 absl::StrCat("must be paired or unpaired when spec_k > 0 (spec_k is ", e.spec_k,
-                              ")"));
+    problems.Add(
+        ex + ".draft_pool",
+        absl::StrCat("must be paired or unpaired when spec_k > 0 (spec_k is ", e.spec_k, ")"));
   }
   if (e.spec_k == 0 && e.draft_pool != DraftPool::kNone) {
-    problems.Add(ex + ".draft_pool", fmt::format("must be none when spec_k is 0, got {}",
-                                                 DraftPoolName(e.draft_pool)));
+    problems.Add(ex + ".draft_pool",
+                 fmt::format("must be none when spec_k is 0, got {}", DraftPoolName(e.draft_pool)));
   }
   if (e.chunk_size >= 1 && e.max_num_tokens >= 1 && e.chunk_size > e.max_num_tokens) {
     problems.Add(ex + ".chunk_size", absl::StrCat("must be <= max_num_tokens (", e.max_num_tokens,
@@ -215,9 +215,8 @@ absl::Status DeploymentConfig::Validate() const {
     has_context |= instance.role == InstanceRole::kContext;
     has_generation |= instance.role == InstanceRole::kGeneration;
     if (instance.executor.spec_k > 0 && model.draft_path.empty()) {
-      problems.Add("model.draft_path",
-                   absl::StrCat("is required: ", prefix, ".executor.spec_k is ",
-                                instance.executor.spec_k));
+      problems.Add("model.draft_path", absl::StrCat("is required: ", prefix, ".executor.spec_k is ",
+                                                    instance.executor.spec_k));
     }
   }
   if (has_context != has_generation) {

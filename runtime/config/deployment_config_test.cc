@@ -113,8 +113,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "instances[1].transfer.lease_ms: must be >= transfer.deadline_ms (10000), got 5"},
         BadField{"leader_address", [](auto& c) { c.instances[0].leader_address = "host"; },
                  "instances[0].leader_address: must be host:port"},
-        BadField{"context_alone",
-                 [](auto& c) { c.instances[1].role = InstanceRole::kAggregated; },
+        BadField{"context_alone", [](auto& c) { c.instances[1].role = InstanceRole::kAggregated; },
                  "instances: a context instance needs at least one generation instance"}),
     [](const ::testing::TestParamInfo<BadField>& info) { return info.param.label; });
 

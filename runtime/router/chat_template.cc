@@ -1,0 +1,25 @@
+#include "runtime/router/chat_template.h"
+
+#include "fmt/format.h"
+#include "runtime/router/request_validation.h"
+
+namespace lockstep::router {
+
+absl::StatusOr<std::string> RenderChatPrompt(const std::vector<ChatMessage>& messages) {
+  if (messages.empty()) return InvalidParam("messages", "messages must not be empty");
+  std::string prompt;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    std::string role = messages[i].role;
+    if (role == "developer") role = "system";
+    if (role != "system" && role != "user" && role != "assistant") {
+      return InvalidParam("messages", fmt::format("messages[{}].role must be system, developer, "
+                                                  "user or assistant, got '{}'",
+                                                  i, messages[i].role));
+    }
+    prompt += fmt::format("<|{}|>\n{}\n", role, messages[i].content);
+  }
+  prompt += "<|assistant|>\n";
+  return prompt;
+}
+
+}  // namespace lockstep::router

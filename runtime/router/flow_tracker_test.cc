@@ -1,0 +1,61 @@
+#include "runtime/router/flow_tracker.h"
+
+#include <atomic>
+#include <memory>
+
+#include "common/testing/status_matchers.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::router {
+namespace {
+
+using ::lockstep::testing::StatusIs;
+
+TEST(FlowTrackerTest, CancelsFlowsOnAnInstance) {
+  FlowTracker tracker;
+  auto a = std::make_shared<FlowHandle>(1, [] { return true; });
+  auto b = std::make_shared<FlowHandle>(2, [] { return true; });
+  tracker.Add(a);
+  tracker.Add(b);
+  grpc::ClientContext call_a;
+  grpc::ClientContext call_b;
+  ASSERT_TRUE(a->BeginLeg("gen0", &call_a));
+  ASSERT_TRUE(b->BeginLeg("gen1", &call_b));
+  EXPECT_EQ(tracker.CancelOnInstance("gen0", absl::UnavailableError("gen0 died")), 1);
+  EXPECT_THAT(a->cancel_reason(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_TRUE(b->cancel_reason().ok());
+  // The first reason wins; a cancelled flow cannot start another leg.
+  a->Cancel(absl::CancelledError("later"));
+  EXPECT_THAT(a->cancel_reason(), StatusIs(absl::StatusCode::kUnavailable));
+  a->EndLeg();
+  grpc::ClientContext again;
+  EXPECT_FALSE(a->BeginLeg("gen1", &again));
+  tracker.Remove(1);
+  tracker.Remove(2);
+  EXPECT_EQ(tracker.size(), 0u);
+}
+
+TEST(FlowTrackerTest, CancelsFlowsWhoseClientLeft) {
+  FlowTracker tracker;
+  std::atomic<bool> connected{true};
+  auto flow = std::make_shared<FlowHandle>(7, [&connected] { return connected.load(); });
+  tracker.Add(flow);
+  EXPECT_EQ(tracker.CancelDisconnected(), 0);
+  connected = false;
+  EXPECT_EQ(tracker.CancelDisconnected(), 1);
+  EXPECT_THAT(flow->cancel_reason(), StatusIs(absl::StatusCode::kCancelled));
+}
+
+TEST(FlowTrackerTest, CloseCancelsPresentAndFutureFlows) {
+  FlowTracker tracker;
+  auto before = std::make_shared<FlowHandle>(1, [] { return true; });
+  tracker.Add(before);
+  tracker.Close(absl::CancelledError("shutting down"));
+  auto after = std::make_shared<FlowHandle>(2, [] { return true; });
+  tracker.Add(after);
+  EXPECT_THAT(before->cancel_reason(), StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_THAT(after->cancel_reason(), StatusIs(absl::StatusCode::kCancelled));
+}
+
+}  // namespace
+}  // namespace lockstep::router

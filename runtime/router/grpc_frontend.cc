@@ -1,0 +1,173 @@
+#include "runtime/router/grpc_frontend.h"
+
+#include <utility>
+
+#include "common/log.h"
+#include "fmt/format.h"
+#include "runtime/router/sampling_convert.h"
+#include "tokenizer/utf8_stream_decoder.h"
+
+namespace lockstep::router {
+namespace {
+
+absl::StatusOr<config::InstanceRole> RoleFromWire(v1::InstanceRole role) {
+  switch (role) {
+    case v1::INSTANCE_ROLE_AGGREGATED:
+      return config::InstanceRole::kAggregated;
+    case v1::INSTANCE_ROLE_CONTEXT:
+      return config::InstanceRole::kContext;
+    case v1::INSTANCE_ROLE_GENERATION:
+      return config::InstanceRole::kGeneration;
+    default:
+      return absl::InvalidArgumentError(fmt::format(
+          "role must be aggregated, context or generation, got {}", static_cast<int>(role)));
+  }
+}
+
+v1::InstanceRole RoleToWire(config::InstanceRole role) {
+  switch (role) {
+    case config::InstanceRole::kAggregated:
+      return v1::INSTANCE_ROLE_AGGREGATED;
+    case config::InstanceRole::kContext:
+      return v1::INSTANCE_ROLE_CONTEXT;
+    case config::InstanceRole::kGeneration:
+      return v1::INSTANCE_ROLE_GENERATION;
+  }
+  return v1::INSTANCE_ROLE_UNSPECIFIED;
+}
+
+// Streams a request's tokens (and their text) to a gRPC client.
+class GrpcSink : public TokenSink {
+ public:
+  GrpcSink(grpc::ServerContext& context, grpc::ServerWriter<v1::RouterGenerateResponse>& writer,
+           const tok::ByteTokenizer& tokenizer, uint64_t request_id)
+      : context_(context), writer_(writer), tokenizer_(tokenizer), request_id_(request_id) {}
+
+  bool OnTokens(const TokenDelta& delta) override {
+    v1::RouterGenerateResponse response;
+    response.set_request_id(request_id_);
+    response.mutable_token_ids()->Assign(delta.token_ids.begin(), delta.token_ids.end());
+    response.set_text(decoder_.Push(tokenizer_.TokenBytes(delta.token_ids)));
+    for (const v1::TokenLogprobs& lp : delta.logprobs) *response.add_logprobs() = lp;
+    return writer_.Write(response);
+  }
+  bool ClientConnected() override { return !context_.IsCancelled(); }
+
+  std::string FlushText() { return decoder_.Flush(); }
+
+ private:
+  grpc::ServerContext& context_;
+  grpc::ServerWriter<v1::RouterGenerateResponse>& writer_;
+  const tok::ByteTokenizer& tokenizer_;
+  const uint64_t request_id_;
+  tok::Utf8StreamDecoder decoder_;
+};
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+GrpcFrontend::GrpcFrontend(Options options, RequestRunner& runner, InstanceRegistry& registry,
+                           RouterMetrics& metrics, const tok::ByteTokenizer& tokenizer)
+    : options_(std::move(options)),
+      runner_(runner),
+      registry_(registry),
+      metrics_(metrics),
+      tokenizer_(tokenizer) {}
+
+grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
+                                    const v1::RouterGenerateRequest* request,
+                                    grpc::ServerWriter<v1::RouterGenerateResponse>* writer) {
+  RouterRequest routed;
+  routed.model = request->model();
+  if (request->has_tokens()) {
+    routed.prompt.assign(request->tokens().ids().begin(), request->tokens().ids().end());
+  } else {
+    routed.prompt = tokenizer_.Encode(request->text());
+  }
+  routed.sampling = SamplingFromWire(request->sampling());
+  absl::Status status = ValidateRouterRequest(routed, options_.limits);
+  if (status.ok() && !runner_.CanRoute()) {
+    status = absl::UnavailableError(fmt::format(
+        "no healthy instance can serve model '{}' now; retry later", options_.limits.model));
+  }
+  if (!status.ok()) {
+    metrics_.RequestFinished(status);
+    const std::string param = ParamOf(status);
+    return ToGrpcStatus(
+        param.empty() ? status
+                      : absl::Status(status.code(),
+                                     fmt::format("{}: {}", param, std::string(status.message()))));
+  }
+  const uint64_t id = runner_.NewRequestId();
+  GrpcSink sink(*context, *writer, tokenizer_, id);
+  const RequestResult result = runner_.Run(routed, id, sink);
+  if (!result.status.ok()) return ToGrpcStatus(result.status);
+  v1::RouterGenerateResponse last;
+  last.set_request_id(id);
+  last.set_text(sink.FlushText());
+  last.set_finished(true);
+  last.set_finish_reason(result.finish_reason);
+  last.set_prompt_tokens(static_cast<int32_t>(result.prompt_tokens));
+  last.set_completion_tokens(static_cast<int32_t>(result.completion_tokens));
+  writer->Write(last);
+  return grpc::Status::OK;
+}
+
+grpc::Status GrpcFrontend::ListInstances(grpc::ServerContext*, const v1::ListInstancesRequest*,
+                                         v1::ListInstancesResponse* response) {
+  for (const InstanceState& state : registry_.Snapshot()) {
+    v1::InstanceInfo* info = response->add_instances();
+    info->set_name(state.name);
+    info->set_role(RoleToWire(state.role));
+    info->set_world_size(state.world_size);
+    info->set_leader_address(state.address);
+    info->set_model(state.model);
+    info->set_healthy(state.health == InstanceHealth::kHealthy);
+    info->set_state(std::string(InstanceHealthName(state.health)));
+    info->set_reason(state.reason);
+    info->set_registered(state.registered);
+    info->mutable_load()->set_active_requests(state.load.active_requests);
+    info->mutable_load()->set_queued_requests(state.load.queued_requests);
+    info->mutable_load()->set_free_blocks(state.load.free_blocks);
+    info->set_router_in_flight(state.in_flight);
+    if (state.last_heartbeat != absl::InfinitePast()) {
+      info->set_last_heartbeat_unix_nanos(absl::ToUnixNanos(state.last_heartbeat));
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status GrpcFrontend::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+                                    v1::RegisterResponse* response) {
+  absl::StatusOr<config::InstanceRole> role = RoleFromWire(request->role());
+  absl::Status status = role.status();
+  if (status.ok()) {
+    status = registry_.Register(request->instance(), *role, request->world_size(),
+                                request->leader_address(), request->model());
+  }
+  if (!status.ok()) {
+    LOCKSTEP_LOG_WARN("router", "refused registration of '{}': {}", request->instance(),
+                      status.ToString());
+    return ToGrpcStatus(status);
+  }
+  LOCKSTEP_LOG_INFO("router", "instance {} ({}, DEP{}) registered at {}", request->instance(),
+                    config::InstanceRoleName(*role), request->world_size(),
+                    request->leader_address());
+  response->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  response->set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(options_.heartbeat_timeout));
+  return grpc::Status::OK;
+}
+
+grpc::Status GrpcFrontend::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                                     v1::HeartbeatResponse* response) {
+  LoadReport load{request->load().active_requests(), request->load().queued_requests(),
+                  request->load().free_blocks()};
+  response->set_reregister(!registry_.Heartbeat(request->instance(), load));
+  return grpc::Status::OK;
+}
+
+}  // namespace lockstep::router

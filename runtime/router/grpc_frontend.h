@@ -1,0 +1,55 @@
+// RouterService (proto/router.proto): generation for gRPC clients, with the same
+// validation as the HTTP API (INVALID_ARGUMENT naming the field; UNAVAILABLE with no
+// route), and membership for instance leaders (Register, Heartbeat, ListInstances).
+// A client that cancels its Generate call cancels the request on the workers (the
+// sweeper sees the call cancelled).
+//
+// Thread safety: thread-safe (gRPC calls the methods from its own threads).
+#ifndef LOCKSTEP_RUNTIME_ROUTER_GRPC_FRONTEND_H_
+#define LOCKSTEP_RUNTIME_ROUTER_GRPC_FRONTEND_H_
+
+#include "absl/time/time.h"
+#include "proto/router.grpc.pb.h"
+#include "runtime/router/instance_registry.h"
+#include "runtime/router/request_runner.h"
+#include "runtime/router/request_validation.h"
+#include "runtime/router/router_metrics.h"
+#include "tokenizer/byte_tokenizer.h"
+
+namespace lockstep::router {
+
+// The gRPC status for an absl status (the canonical codes share their numbers).
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+class GrpcFrontend final : public v1::RouterService::Service {
+ public:
+  struct Options {
+    RequestLimits limits;
+    absl::Duration heartbeat_interval = absl::Milliseconds(500);
+    absl::Duration heartbeat_timeout = absl::Seconds(2);
+  };
+
+  // Every reference must outlive the frontend.
+  GrpcFrontend(Options options, RequestRunner& runner, InstanceRegistry& registry,
+               RouterMetrics& metrics, const tok::ByteTokenizer& tokenizer);
+
+  grpc::Status Generate(grpc::ServerContext* context, const v1::RouterGenerateRequest* request,
+                        grpc::ServerWriter<v1::RouterGenerateResponse>* writer) override;
+  grpc::Status ListInstances(grpc::ServerContext* context, const v1::ListInstancesRequest* request,
+                             v1::ListInstancesResponse* response) override;
+  grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
+                        v1::RegisterResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override;
+
+ private:
+  const Options options_;
+  RequestRunner& runner_;
+  InstanceRegistry& registry_;
+  RouterMetrics& metrics_;
+  const tok::ByteTokenizer& tokenizer_;
+};
+
+}  // namespace lockstep::router
+
+#endif  // LOCKSTEP_RUNTIME_ROUTER_GRPC_FRONTEND_H_

@@ -1,0 +1,76 @@
+// The router's OpenAI-compatible HTTP API (cpp-httplib):
+//
+//   POST /v1/completions, /v1/chat/completions   (streaming as server-sent events)
+//   GET  /v1/models                              the served model
+//   GET  /health                                 200 while the router runs, with each
+//                                                instance's state; "status" is "ok"
+//                                                when some route exists, else "no_route"
+//   GET  /metrics                                Prometheus text
+//
+// With an API key, /v1/* need `Authorization: Bearer <key>` (401 otherwise). A bad
+// request gets 400 with an OpenAI error body; no route to any instance gets 503.
+// While a stream is idle, an SSE comment (": keep-alive") is written every
+// `keepalive_interval` from the sweeper thread, so a client that left is noticed and
+// its request cancelled even before the next token. (A non-streaming request cannot
+// notice its client leaving; it ends at max_tokens or request_timeout.)
+//
+// Thread safety: handlers run on the HTTP server's threads and share only thread-safe
+// objects. Start and Stop are called by the owner's thread.
+#ifndef LOCKSTEP_RUNTIME_ROUTER_HTTP_FRONTEND_H_
+#define LOCKSTEP_RUNTIME_ROUTER_HTTP_FRONTEND_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "httplib.h"
+#include "runtime/router/instance_registry.h"
+#include "runtime/router/openai_api.h"
+#include "runtime/router/request_runner.h"
+#include "runtime/router/request_validation.h"
+#include "runtime/router/router_metrics.h"
+#include "tokenizer/byte_tokenizer.h"
+
+namespace lockstep::router {
+
+class HttpFrontend {
+ public:
+  struct Options {
+    std::string api_key;  // empty: no authentication
+    int threads = 64;
+    absl::Duration keepalive_interval = absl::Seconds(1);
+    RequestLimits limits;
+  };
+
+  // Every reference must outlive the frontend.
+  HttpFrontend(Options options, RequestRunner& runner, InstanceRegistry& registry,
+               RouterMetrics& metrics, const tok::ByteTokenizer& tokenizer, Clock& clock);
+  ~HttpFrontend();
+
+  // Binds `listen` (host:port; port 0 picks one) and serves on a thread of its own.
+  // Returns the bound port.
+  absl::StatusOr<int> Start(const std::string& listen);
+  // Stops accepting and waits for the handlers to return.
+  void Stop();
+
+ private:
+  void HandleGenerate(ApiKind kind, const httplib::Request& req, httplib::Response& res);
+  bool Authorized(const httplib::Request& req, httplib::Response& res);
+  void Health(httplib::Response& res);
+  void Models(httplib::Response& res);
+
+  const Options options_;
+  RequestRunner& runner_;
+  InstanceRegistry& registry_;
+  RouterMetrics& metrics_;
+  const tok::ByteTokenizer& tokenizer_;
+  Clock& clock_;
+  httplib::Server server_;
+  std::thread thread_;
+};
+
+}  // namespace lockstep::router
+
+#endif  // LOCKSTEP_RUNTIME_ROUTER_HTTP_FRONTEND_H_

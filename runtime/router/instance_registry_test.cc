@@ -1,0 +1,193 @@
+#include "runtime/router/instance_registry.h"
+
+#include "common/clock.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::router {
+namespace {
+
+using config::InstanceRole;
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+config::InstanceConfig Configured(const std::string& name, InstanceRole role,
+                                  const std::string& address = "") {
+  config::InstanceConfig instance;
+  instance.name = name;
+  instance.role = role;
+  instance.world_size = 2;
+  instance.leader_address = address;
+  return instance;
+}
+
+class InstanceRegistryTest : public ::testing::Test {
+ protected:
+  InstanceRegistry::Options Options(
+      config::RoutingPolicy policy = config::RoutingPolicy::kRoundRobin) {
+    return {.model = "tiny", .policy = policy, .heartbeat_timeout = absl::Seconds(2)};
+  }
+  InstanceState StateOf(const InstanceRegistry& registry, const std::string& name) {
+    for (const InstanceState& s : registry.Snapshot()) {
+      if (s.name == name) return s;
+    }
+    ADD_FAILURE() << "no instance " << name;
+    return {};
+  }
+  InstanceTarget TargetOf(const InstanceRegistry& registry, const std::string& name) {
+    for (const InstanceTarget& t : registry.PollTargets()) {
+      if (t.name == name) return t;
+    }
+    ADD_FAILURE() << "no poll target " << name;
+    return {};
+  }
+  FakeClock clock_;
+};
+
+TEST_F(InstanceRegistryTest, ConfiguredInstancesWaitForRegistration) {
+  InstanceRegistry registry(Options(), {Configured("agg0", InstanceRole::kAggregated)}, clock_);
+  EXPECT_EQ(StateOf(registry, "agg0").health, InstanceHealth::kUnknown);
+  EXPECT_THAT(registry.Acquire(InstanceRole::kAggregated),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no healthy aggregated")));
+  EXPECT_TRUE(registry.PollTargets().empty());  // no address yet
+
+  LOCKSTEP_ASSERT_OK(
+      registry.Register("agg0", InstanceRole::kAggregated, 2, "127.0.0.1:5", "tiny"));
+  EXPECT_EQ(StateOf(registry, "agg0").health, InstanceHealth::kHealthy);
+  absl::StatusOr<InstanceTarget> target = registry.Acquire(InstanceRole::kAggregated);
+  ASSERT_THAT(target, IsOk());
+  EXPECT_EQ(target->address, "127.0.0.1:5");
+  EXPECT_EQ(StateOf(registry, "agg0").in_flight, 1);
+  registry.Release("agg0");
+  EXPECT_EQ(StateOf(registry, "agg0").in_flight, 0);
+}
+
+TEST_F(InstanceRegistryTest, RegistrationIsChecked) {
+  InstanceRegistry registry(Options(), {Configured("ctx0", InstanceRole::kContext)}, clock_);
+  EXPECT_THAT(registry.Register("ctx0", InstanceRole::kGeneration, 2, "127.0.0.1:5", "tiny"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the config says role context world_size 2")));
+  EXPECT_THAT(registry.Register("x", InstanceRole::kContext, 1, "127.0.0.1:5", "other"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("serves model 'tiny', the instance serves 'other'")));
+  EXPECT_THAT(registry.Register("x", InstanceRole::kContext, 1, "nowhere", "tiny"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("leader_address")));
+  EXPECT_THAT(registry.Register("x", InstanceRole::kContext, 0, "127.0.0.1:5", "tiny"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("world_size")));
+  EXPECT_THAT(registry.Register("", InstanceRole::kContext, 1, "127.0.0.1:5", "tiny"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // An instance the config does not name may join.
+  LOCKSTEP_EXPECT_OK(registry.Register("extra", InstanceRole::kContext, 4, "127.0.0.1:6", "tiny"));
+}
+
+TEST_F(InstanceRegistryTest, MissedHeartbeatsStopRoutingUntilRegisteredAgain) {
+  InstanceRegistry registry(Options(), {}, clock_);
+  LOCKSTEP_ASSERT_OK(registry.Register("agg0", InstanceRole::kAggregated, 1, "h:1", "tiny"));
+  EXPECT_FALSE(registry.Heartbeat("unknown", {}));
+  clock_.Advance(absl::Milliseconds(1500));
+  EXPECT_TRUE(registry.Heartbeat("agg0", {.active_requests = 3, .free_blocks = 7}));
+  EXPECT_EQ(StateOf(registry, "agg0").load.free_blocks, 7);
+  clock_.Advance(absl::Milliseconds(1999));
+  EXPECT_TRUE(registry.ExpireHeartbeats().empty());
+  clock_.Advance(absl::Milliseconds(2));
+  EXPECT_THAT(registry.ExpireHeartbeats(), ElementsAre("agg0"));
+  EXPECT_TRUE(registry.ExpireHeartbeats().empty());  // reported once
+  const InstanceState state = StateOf(registry, "agg0");
+  EXPECT_EQ(state.health, InstanceHealth::kUnhealthy);
+  EXPECT_THAT(state.reason, HasSubstr("no heartbeat for 2001 ms"));
+  EXPECT_FALSE(registry.HasHealthy(InstanceRole::kAggregated));
+  // A late heartbeat does not bring it back, and neither does a good poll.
+  EXPECT_FALSE(registry.Heartbeat("agg0", {}));
+  registry.ReportPollOk(TargetOf(registry, "agg0"), false);
+  EXPECT_FALSE(registry.IsHealthy("agg0"));
+  LOCKSTEP_ASSERT_OK(registry.Register("agg0", InstanceRole::kAggregated, 1, "h:2", "tiny"));
+  EXPECT_TRUE(registry.IsHealthy("agg0"));
+  EXPECT_TRUE(registry.Heartbeat("agg0", {}));
+}
+
+TEST_F(InstanceRegistryTest, FailedPollsMakeAnInstanceUnhealthyAndAGoodPollRestoresIt) {
+  InstanceRegistry registry(Options(), {}, clock_);
+  LOCKSTEP_ASSERT_OK(registry.Register("agg0", InstanceRole::kAggregated, 1, "h:1", "tiny"));
+  const InstanceTarget target = TargetOf(registry, "agg0");
+  EXPECT_FALSE(registry.ReportPollFailed(target, "refused", false));
+  EXPECT_TRUE(registry.IsHealthy("agg0"));  // one failure is tolerated
+  EXPECT_TRUE(registry.ReportPollFailed(target, "refused", false));
+  EXPECT_FALSE(registry.IsHealthy("agg0"));
+  EXPECT_EQ(StateOf(registry, "agg0").reason, "refused");
+  EXPECT_FALSE(registry.ReportPollFailed(target, "refused", false));  // already out
+  registry.ReportPollOk(target, false);
+  EXPECT_TRUE(registry.IsHealthy("agg0"));
+  // No progress counts at once.
+  EXPECT_TRUE(registry.ReportPollFailed(target, "stuck", /*immediate=*/true));
+  EXPECT_FALSE(registry.IsHealthy("agg0"));
+}
+
+TEST_F(InstanceRegistryTest, ReportsForAnOlderEpochAreIgnored) {
+  InstanceRegistry registry(Options(), {}, clock_);
+  LOCKSTEP_ASSERT_OK(registry.Register("agg0", InstanceRole::kAggregated, 1, "h:1", "tiny"));
+  const InstanceTarget old_target = TargetOf(registry, "agg0");
+  LOCKSTEP_ASSERT_OK(registry.Register("agg0", InstanceRole::kAggregated, 1, "h:2", "tiny"));
+  EXPECT_FALSE(registry.ReportPollFailed(old_target, "x", true));
+  EXPECT_TRUE(registry.IsHealthy("agg0"));
+  v1::StatsResponse stats;
+  stats.set_steps(5);
+  registry.ReportStats(old_target, stats);
+  EXPECT_FALSE(StateOf(registry, "agg0").has_stats);
+  registry.ReportStats(TargetOf(registry, "agg0"), stats);
+  EXPECT_EQ(StateOf(registry, "agg0").stats.steps(), 5);
+}
+
+TEST_F(InstanceRegistryTest, StaticAddressIsHealthyAfterAGoodPoll) {
+  InstanceRegistry registry(Options(),
+                            {Configured("agg0", InstanceRole::kAggregated, "127.0.0.1:9")}, clock_);
+  EXPECT_FALSE(registry.IsHealthy("agg0"));
+  ASSERT_EQ(registry.PollTargets().size(), 1u);
+  registry.ReportPollOk(registry.PollTargets()[0], /*draining=*/false);
+  EXPECT_TRUE(registry.IsHealthy("agg0"));
+  // Static instances do not heartbeat: they never expire.
+  clock_.Advance(absl::Minutes(1));
+  EXPECT_TRUE(registry.ExpireHeartbeats().empty());
+}
+
+TEST_F(InstanceRegistryTest, DrainingTakesNoNewRequests) {
+  InstanceRegistry registry(Options(), {}, clock_);
+  LOCKSTEP_ASSERT_OK(registry.Register("agg0", InstanceRole::kAggregated, 1, "h:1", "tiny"));
+  registry.ReportPollOk(TargetOf(registry, "agg0"), /*draining=*/true);
+  EXPECT_EQ(StateOf(registry, "agg0").health, InstanceHealth::kDraining);
+  EXPECT_TRUE(registry.IsServing("agg0"));
+  EXPECT_FALSE(registry.Acquire(InstanceRole::kAggregated).ok());
+}
+
+TEST_F(InstanceRegistryTest, PoliciesPickAmongHealthyInstancesOfTheRole) {
+  InstanceRegistry rr(Options(), {}, clock_);
+  for (const char* name : {"a", "b"}) {
+    LOCKSTEP_ASSERT_OK(rr.Register(name, InstanceRole::kAggregated, 1, "h:1", "tiny"));
+  }
+  LOCKSTEP_ASSERT_OK(rr.Register("ctx", InstanceRole::kContext, 1, "h:1", "tiny"));
+  std::vector<std::string> picks;
+  for (int i = 0; i < 4; ++i) picks.push_back(rr.Acquire(InstanceRole::kAggregated)->name);
+  EXPECT_THAT(picks, ElementsAre("a", "b", "a", "b"));
+  EXPECT_EQ(rr.Acquire(InstanceRole::kContext)->name, "ctx");
+
+  InstanceRegistry ll(Options(config::RoutingPolicy::kLeastLoad), {}, clock_);
+  for (const char* name : {"a", "b"}) {
+    LOCKSTEP_ASSERT_OK(ll.Register(name, InstanceRole::kAggregated, 1, "h:1", "tiny"));
+  }
+  // Holding requests on "a" sends the next ones to "b" until loads even out.
+  ASSERT_EQ(ll.Acquire(InstanceRole::kAggregated)->name, "a");
+  EXPECT_EQ(ll.Acquire(InstanceRole::kAggregated)->name, "b");
+  EXPECT_EQ(StateOf(ll, "a").in_flight, 1);
+  EXPECT_EQ(StateOf(ll, "b").in_flight, 1);
+  ll.Release("b");
+  EXPECT_EQ(ll.Acquire(InstanceRole::kAggregated)->name, "b");
+  ll.Release("a");
+  EXPECT_EQ(ll.Acquire(InstanceRole::kAggregated)->name, "a");
+  ll.Release("a");
+  EXPECT_EQ(ll.Acquire(InstanceRole::kAggregated)->name, "a");
+}
+
+}  // namespace
+}  // namespace lockstep::router

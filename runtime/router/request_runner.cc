@@ -1,0 +1,289 @@
+#include "runtime/router/request_runner.h"
+
+#include <chrono>
+#include <memory>
+#include <utility>
+
+#include "common/log.h"
+#include "fmt/format.h"
+#include "grpcpp/grpcpp.h"
+#include "runtime/router/sampling_convert.h"
+
+namespace lockstep::router {
+namespace {
+
+using config::InstanceRole;
+
+absl::Status StatusFromWorker(int32_t code, const std::string& message, const std::string& instance,
+                              uint64_t request_id) {
+  const absl::StatusCode status_code =
+      code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kInternal;
+  return absl::Status(
+      status_code, fmt::format("instance {} failed request {}: {}", instance, request_id, message));
+}
+
+std::chrono::system_clock::time_point GrpcDeadline(absl::Duration remaining) {
+  return std::chrono::system_clock::now() +
+         std::chrono::microseconds(absl::ToInt64Microseconds(remaining));
+}
+
+}  // namespace
+
+struct RequestRunner::Progress {
+  absl::Time start;
+  absl::Time last_token;
+  bool first_token_seen = false;
+  int64_t completion_tokens = 0;
+};
+
+RequestRunner::RequestRunner(Options options, InstanceRegistry& registry, WorkerStubs& stubs,
+                             FlowTracker& flows, RouterMetrics& metrics, Clock& clock)
+    : options_(options),
+      registry_(registry),
+      stubs_(stubs),
+      flows_(flows),
+      metrics_(metrics),
+      clock_(clock),
+      // Ids stay unique across router restarts: they start at the current time in µs.
+      next_request_id_(static_cast<uint64_t>(absl::ToUnixMicros(clock.Now()))) {}
+
+bool RequestRunner::CanRoute() const {
+  return registry_.HasHealthy(InstanceRole::kAggregated) ||
+         (registry_.HasHealthy(InstanceRole::kContext) &&
+          registry_.HasHealthy(InstanceRole::kGeneration));
+}
+
+RequestResult RequestRunner::Run(const RouterRequest& request, uint64_t request_id,
+                                 TokenSink& sink) {
+  RequestResult result;
+  result.request_id = request_id;
+  result.prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  Progress progress;
+  progress.start = clock_.Now();
+  const absl::Time deadline = progress.start + options_.request_timeout;
+
+  auto flow =
+      std::make_shared<FlowHandle>(result.request_id, [&sink] { return sink.ClientConnected(); });
+  flows_.Add(flow);
+  metrics_.RunningDelta(+1);
+  metrics_.QueueDelta(+1);
+  metrics_.PromptTokens(result.prompt_tokens);
+  RunRoute(*flow, request, deadline, progress, sink, result);
+  flows_.Remove(result.request_id);
+  if (!progress.first_token_seen) metrics_.QueueDelta(-1);
+  metrics_.RunningDelta(-1);
+  metrics_.RequestDuration(clock_.Now() - progress.start);
+  metrics_.RequestFinished(result.status);
+  result.completion_tokens = progress.completion_tokens;
+  if (!result.status.ok()) {
+    LOCKSTEP_LOG_WARN("router", "request {} via {} ended: {}", result.request_id,
+                      result.route.empty() ? "-" : result.route, result.status.ToString());
+  }
+  return result;
+}
+
+void RequestRunner::RunRoute(FlowHandle& flow, const RouterRequest& request, absl::Time deadline,
+                             Progress& progress, TokenSink& sink, RequestResult& result) {
+  v1::GenerateRequest wire;
+  wire.set_request_id(result.request_id);
+  wire.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
+  SamplingToWire(request.sampling, wire.mutable_sampling());
+  wire.set_model(request.model);
+
+  if (registry_.HasHealthy(InstanceRole::kAggregated)) {
+    absl::StatusOr<InstanceTarget> target = registry_.Acquire(InstanceRole::kAggregated);
+    if (!target.ok()) {
+      result.status = target.status();
+      return;
+    }
+    result.route = target->name;
+    wire.set_type(v1::REQUEST_TYPE_AGGREGATED);
+    LegOutcome leg = RunLeg(flow, *target, wire, deadline, progress, sink);
+    registry_.Release(target->name);
+    result.status = leg.status;
+    result.finish_reason = leg.finish_reason;
+    return;
+  }
+  if (!registry_.HasHealthy(InstanceRole::kContext) ||
+      !registry_.HasHealthy(InstanceRole::kGeneration)) {
+    result.status = absl::UnavailableError(fmt::format(
+        "no healthy instance can serve model '{}': it needs an aggregated instance, or a "
+        "context and a generation instance",
+        request.model));
+    return;
+  }
+
+  // Leg 1: prefill on a context instance.
+  absl::StatusOr<InstanceTarget> ctx = registry_.Acquire(InstanceRole::kContext);
+  if (!ctx.ok()) {
+    result.status = ctx.status();
+    return;
+  }
+  result.route = ctx->name;
+  wire.set_type(v1::REQUEST_TYPE_CONTEXT_ONLY);
+  LegOutcome leg1 = RunLeg(flow, *ctx, wire, deadline, progress, sink);
+  registry_.Release(ctx->name);
+  if (!leg1.status.ok() || leg1.finish_reason != v1::FINISH_REASON_HANDOFF) {
+    // Failed, or finished on the context instance (its first token ended the request).
+    result.status = leg1.status;
+    result.finish_reason = leg1.finish_reason;
+    return;
+  }
+  if (!leg1.context.has_value()) {
+    result.status = absl::InternalError(
+        fmt::format("context instance {} handed off request {} without a context handle", ctx->name,
+                    result.request_id));
+    return;
+  }
+  const v1::ContextResult& context = *leg1.context;
+  const uint64_t claim_id = context.handle().context_request_id();
+
+  // The first token reaches the client as soon as the context leg ends.
+  TokenDelta first;
+  first.token_ids.push_back(context.first_token_id());
+  if (request.sampling.logprobs > 0 && context.has_first_logprobs()) {
+    first.logprobs.push_back(context.first_logprobs());
+  }
+  if (!Deliver(first, progress, sink)) {
+    flow.Cancel(absl::CancelledError("the client disconnected"));
+    CancelOnWorker(*ctx, claim_id);
+    result.status = flow.cancel_reason();
+    return;
+  }
+  if (progress.completion_tokens >= request.sampling.max_tokens) {
+    CancelOnWorker(*ctx, claim_id);  // nothing left to generate: release the claim
+    result.finish_reason = v1::FINISH_REASON_LENGTH;
+    return;
+  }
+
+  // Leg 2: decode on a generation instance, which pulls the KV from the context rank.
+  absl::StatusOr<InstanceTarget> gen = registry_.Acquire(InstanceRole::kGeneration);
+  if (!gen.ok()) {
+    CancelOnWorker(*ctx, claim_id);
+    result.status = gen.status();
+    return;
+  }
+  result.route = fmt::format("{}->{}", ctx->name, gen->name);
+  wire.set_type(v1::REQUEST_TYPE_GENERATION_ONLY);
+  *wire.mutable_context() = context;
+  LegOutcome leg2 = RunLeg(flow, *gen, wire, deadline, progress, sink);
+  registry_.Release(gen->name);
+  if (!leg2.status.ok()) CancelOnWorker(*ctx, claim_id);  // the KV may not have moved
+  result.status = leg2.status;
+  result.finish_reason = leg2.finish_reason;
+}
+
+RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const InstanceTarget& target,
+                                                const v1::GenerateRequest& request,
+                                                absl::Time deadline, Progress& progress,
+                                                TokenSink& sink) {
+  LegOutcome out;
+  const uint64_t id = request.request_id();
+  std::shared_ptr<v1::WorkerService::Stub> stub = stubs_.Get(target.address);
+  grpc::ClientContext call;
+  call.set_deadline(GrpcDeadline(deadline - clock_.Now()));
+  if (!flow.BeginLeg(target.name, &call)) {
+    out.status = flow.cancel_reason();
+    return out;
+  }
+  // The health monitor marks an instance unhealthy before cancelling the flows on it,
+  // so a leg that began after that sees it here.
+  if (!registry_.IsServing(target.name)) {
+    flow.Cancel(absl::UnavailableError(
+        fmt::format("instance {} became unhealthy before request {} started", target.name, id)));
+  }
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub->Generate(&call, request);
+  v1::GenerateResponse response;
+  bool finished = false;
+  bool client_gone = false;
+  while (reader->Read(&response)) {
+    if (response.finish_reason() == v1::FINISH_REASON_ERROR || response.error_code() != 0) {
+      out.status =
+          StatusFromWorker(response.error_code(), response.error_message(), target.name, id);
+      out.finish_reason = v1::FINISH_REASON_ERROR;
+      finished = true;
+      break;
+    }
+    if (response.token_ids_size() > 0) {
+      TokenDelta delta;
+      delta.token_ids.assign(response.token_ids().begin(), response.token_ids().end());
+      delta.logprobs.assign(response.logprobs().begin(), response.logprobs().end());
+      if (!Deliver(delta, progress, sink)) {
+        flow.Cancel(absl::CancelledError("the client disconnected"));
+        client_gone = true;
+        break;
+      }
+    }
+    if (response.finished()) {
+      finished = true;
+      out.finish_reason = response.finish_reason();
+      if (response.has_context()) out.context = response.context();
+      if (out.finish_reason == v1::FINISH_REASON_CANCELLED) {
+        out.status =
+            absl::CancelledError(fmt::format("instance {} cancelled request {}", target.name, id));
+      }
+      break;
+    }
+  }
+  // A finished stream is closed by the worker; cancelling it could cost a context
+  // leg its KV claim. Anything else is cancelled so that Finish returns at once.
+  if (!finished || !out.status.ok()) call.TryCancel();
+  const grpc::Status rpc = reader->Finish();
+  flow.EndLeg();
+  if (finished) return out;
+
+  const absl::Status cancel = flow.cancel_reason();
+  if (!cancel.ok()) {
+    out.status = cancel;
+    // A client that left: stop the work on the worker too (an unhealthy instance is not
+    // asked: it may not answer).
+    if (client_gone || cancel.code() == absl::StatusCode::kCancelled) CancelOnWorker(target, id);
+    return out;
+  }
+  if (rpc.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    out.status = absl::DeadlineExceededError(
+        fmt::format("request {} did not finish within {} s (on instance {})", id,
+                    absl::ToInt64Seconds(options_.request_timeout), target.name));
+    CancelOnWorker(target, id);
+  } else if (!rpc.ok()) {
+    out.status = absl::UnavailableError(
+        fmt::format("instance {} failed while serving request {}: {} (gRPC code {})", target.name,
+                    id, rpc.error_message(), static_cast<int>(rpc.error_code())));
+  } else {
+    out.status = absl::UnavailableError(fmt::format(
+        "instance {} ended the stream of request {} before it finished", target.name, id));
+  }
+  return out;
+}
+
+bool RequestRunner::Deliver(const TokenDelta& delta, Progress& progress, TokenSink& sink) {
+  const absl::Time now = clock_.Now();
+  const int64_t n = static_cast<int64_t>(delta.token_ids.size());
+  if (!progress.first_token_seen) {
+    progress.first_token_seen = true;
+    metrics_.TimeToFirstToken(now - progress.start);
+    metrics_.QueueDelta(-1);
+  } else if (n > 0) {
+    const absl::Duration per_token = (now - progress.last_token) / n;
+    for (int64_t i = 0; i < n; ++i) metrics_.InterTokenLatency(per_token);
+  }
+  progress.last_token = now;
+  progress.completion_tokens += n;
+  metrics_.GeneratedTokens(n);
+  return sink.OnTokens(delta);
+}
+
+void RequestRunner::CancelOnWorker(const InstanceTarget& target, uint64_t request_id) {
+  v1::CancelRequest request;
+  request.set_request_id(request_id);
+  v1::CancelResponse response;
+  grpc::ClientContext call;
+  call.set_deadline(GrpcDeadline(options_.cancel_timeout));
+  const grpc::Status status = stubs_.Get(target.address)->Cancel(&call, request, &response);
+  if (!status.ok()) {
+    LOCKSTEP_LOG_INFO("router", "Cancel of request {} on {} failed: {}", request_id, target.name,
+                      status.error_message());
+  }
+}
+
+}  // namespace lockstep::router

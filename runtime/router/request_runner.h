@@ -1,0 +1,90 @@
+// Runs one client request on the instances: picks the route, drives the worker
+// Generate stream(s), and streams the tokens to a TokenSink.
+//
+// Routes. If a healthy aggregated instance exists, the request goes to one (chosen by
+// the policy). Otherwise, if healthy context and generation instances exist, it takes
+// the two-leg flow: a CONTEXT_ONLY leg on a context instance, whose final response
+// carries the first token (streamed to the client at once) and the context handle;
+// then a GENERATION_ONLY leg on a generation instance (chosen independently) with that
+// handle, the first token and the first draft tokens. Otherwise UNAVAILABLE.
+//
+// Ends. Every request ends within `request_timeout` (the gRPC deadline of each leg).
+// A leg ends early when the client goes (TokenSink), when its instance becomes
+// unhealthy (the health monitor cancels it through the FlowTracker), or when the
+// worker reports an error; the result's status then says which, naming the instance.
+// A cancelled or failed leg is also cancelled on the worker (Cancel RPC), and a
+// two-leg request that does not complete releases the context instance's KV claim.
+//
+// Thread safety: thread-safe; Run blocks the calling thread (one per request).
+#ifndef LOCKSTEP_RUNTIME_ROUTER_REQUEST_RUNNER_H_
+#define LOCKSTEP_RUNTIME_ROUTER_REQUEST_RUNNER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "proto/worker.pb.h"
+#include "runtime/router/flow_tracker.h"
+#include "runtime/router/instance_registry.h"
+#include "runtime/router/router_metrics.h"
+#include "runtime/router/router_request.h"
+#include "runtime/router/worker_stubs.h"
+
+namespace lockstep::router {
+
+class RequestRunner {
+ public:
+  struct Options {
+    absl::Duration request_timeout = absl::Minutes(10);
+    // Deadline of the best-effort Cancel RPCs.
+    absl::Duration cancel_timeout = absl::Seconds(1);
+  };
+
+  // Every reference must outlive the runner.
+  RequestRunner(Options options, InstanceRegistry& registry, WorkerStubs& stubs, FlowTracker& flows,
+                RouterMetrics& metrics, Clock& clock);
+
+  // True when some route exists now (a request would not be refused as UNAVAILABLE).
+  bool CanRoute() const;
+
+  // A fresh request id (unique; ids start at the router's start time in µs).
+  uint64_t NewRequestId() { return next_request_id_.fetch_add(1); }
+
+  // Runs a validated request to its end under `request_id` (from NewRequestId).
+  RequestResult Run(const RouterRequest& request, uint64_t request_id, TokenSink& sink);
+
+ private:
+  struct LegOutcome {
+    absl::Status status;
+    v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
+    std::optional<v1::ContextResult> context;  // CONTEXT_ONLY
+  };
+  // Per-request progress shared by the legs (tokens, timing, metrics).
+  struct Progress;
+
+  LegOutcome RunLeg(FlowHandle& flow, const InstanceTarget& target,
+                    const v1::GenerateRequest& request, absl::Time deadline, Progress& progress,
+                    TokenSink& sink);
+  // Routes and runs the legs; fills `result` except the bookkeeping Run does.
+  void RunRoute(FlowHandle& flow, const RouterRequest& request, absl::Time deadline,
+                Progress& progress, TokenSink& sink, RequestResult& result);
+  // Best-effort Cancel RPC to `target` for `request_id` (bounded by cancel_timeout).
+  void CancelOnWorker(const InstanceTarget& target, uint64_t request_id);
+  bool Deliver(const TokenDelta& delta, Progress& progress, TokenSink& sink);
+
+  const Options options_;
+  InstanceRegistry& registry_;
+  WorkerStubs& stubs_;
+  FlowTracker& flows_;
+  RouterMetrics& metrics_;
+  Clock& clock_;
+  std::atomic<uint64_t> next_request_id_;
+};
+
+}  // namespace lockstep::router
+
+#endif  // LOCKSTEP_RUNTIME_ROUTER_REQUEST_RUNNER_H_

@@ -1,0 +1,33 @@
+// Checks a RouterRequest against what the router serves, for both client APIs. An
+// invalid request gets INVALID_ARGUMENT naming the offending parameter, which the HTTP
+// API reports as the OpenAI error's "param" (and gRPC as INVALID_ARGUMENT).
+#ifndef LOCKSTEP_RUNTIME_ROUTER_REQUEST_VALIDATION_H_
+#define LOCKSTEP_RUNTIME_ROUTER_REQUEST_VALIDATION_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "runtime/router/router_request.h"
+
+namespace lockstep::router {
+
+struct RequestLimits {
+  std::string model;
+  int64_t max_prompt_tokens = 2048;
+  int32_t vocab_size = 0;
+};
+
+absl::Status ValidateRouterRequest(const RouterRequest& request, const RequestLimits& limits);
+
+// INVALID_ARGUMENT with `message`, remembering `param` for ParamOf().
+absl::Status InvalidParam(std::string_view param, std::string_view message);
+// The parameter an InvalidParam status names; "" when none.
+std::string ParamOf(const absl::Status& status);
+// "model_not_found" etc. for the OpenAI error's "code"; "" when none.
+std::string ErrorCodeOf(const absl::Status& status);
+
+}  // namespace lockstep::router
+
+#endif  // LOCKSTEP_RUNTIME_ROUTER_REQUEST_VALIDATION_H_

@@ -1,0 +1,81 @@
+#include "runtime/router/request_validation.h"
+
+#include <functional>
+#include <string>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::router {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::StatusIs;
+using ::testing::HasSubstr;
+
+const RequestLimits kLimits{.model = "tiny", .max_prompt_tokens = 8, .vocab_size = 300};
+
+RouterRequest Valid() {
+  RouterRequest request;
+  request.model = "tiny";
+  request.prompt = {'h', 'i'};
+  request.sampling.max_tokens = 4;
+  return request;
+}
+
+struct Bad {
+  std::string label;
+  std::function<void(RouterRequest&)> mutate;
+  std::string param;
+  std::string message;
+};
+
+class ValidationTest : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(ValidationTest, NamesTheParameter) {
+  RouterRequest request = Valid();
+  GetParam().mutate(request);
+  const absl::Status status = ValidateRouterRequest(request, kLimits);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(GetParam().message)));
+  EXPECT_EQ(ParamOf(status), GetParam().param);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Requests, ValidationTest,
+    ::testing::Values(
+        Bad{"model", [](auto& r) { r.model = "gpt-4"; }, "model",
+            "The model 'gpt-4' does not exist"},
+        Bad{"empty", [](auto& r) { r.prompt.clear(); }, "prompt", "The prompt is empty"},
+        Bad{"too_long", [](auto& r) { r.prompt.assign(9, 'a'); }, "prompt",
+            "The prompt has 9 tokens; the maximum is 8"},
+        Bad{"token_range",
+            [](auto& r) {
+              r.prompt = {1, 300};
+            },
+            "prompt", "Prompt token 300 at position 1 is outside the vocabulary [0, 300)"},
+        Bad{"max_tokens", [](auto& r) { r.sampling.max_tokens = 0; }, "max_tokens",
+            "max_tokens must be >= 1, got 0"},
+        Bad{"temperature", [](auto& r) { r.sampling.temperature = 3; }, "temperature",
+            "temperature must be in [0, 2]"},
+        Bad{"top_p", [](auto& r) { r.sampling.top_p = 0; }, "top_p", "top_p must be in (0, 1]"},
+        Bad{"top_k", [](auto& r) { r.sampling.top_k = -1; }, "top_k", "top_k must be >= 0"},
+        Bad{"logprobs", [](auto& r) { r.sampling.logprobs = 21; }, "logprobs",
+            "logprobs must be in [0, 20]"},
+        Bad{"stop_ids", [](auto& r) { r.sampling.stop_token_ids = {999}; }, "stop_token_ids",
+            "token 999 is outside the vocabulary"}),
+    [](const ::testing::TestParamInfo<Bad>& info) { return info.param.label; });
+
+TEST(RequestValidationTest, AcceptsAValidRequestAndTagsCodes) {
+  EXPECT_THAT(ValidateRouterRequest(Valid(), kLimits), IsOk());
+  RouterRequest request = Valid();
+  request.model = "other";
+  EXPECT_EQ(ErrorCodeOf(ValidateRouterRequest(request, kLimits)), "model_not_found");
+  request = Valid();
+  request.prompt.assign(20, 'a');
+  EXPECT_EQ(ErrorCodeOf(ValidateRouterRequest(request, kLimits)), "context_length_exceeded");
+  EXPECT_EQ(ParamOf(absl::InternalError("x")), "");
+}
+
+}  // namespace
+}  // namespace lockstep::router

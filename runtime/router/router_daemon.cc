@@ -1,0 +1,111 @@
+#include "runtime/router/router_daemon.h"
+
+#include <utility>
+
+#include "common/log.h"
+#include "fmt/format.h"
+
+namespace lockstep::router {
+namespace {
+
+std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RouterDaemon>> RouterDaemon::Start(config::DeploymentConfig config,
+                                                                  Options options) {
+  if (absl::Status status = config.Validate(); !status.ok()) return status;
+  std::optional<tok::ByteTokenizer> tokenizer = options.tokenizer;
+  if (!tokenizer.has_value()) {
+    absl::StatusOr<tok::ByteTokenizer> loaded =
+        tok::ByteTokenizer::LoadFromModelDir(config.model.path);
+    if (!loaded.ok()) return loaded.status();
+    tokenizer = *loaded;
+  }
+  auto daemon = std::unique_ptr<RouterDaemon>(
+      new RouterDaemon(std::move(config), std::move(options), *tokenizer));
+  if (absl::Status status = daemon->StartServing(); !status.ok()) return status;
+  return daemon;
+}
+
+RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options,
+                           tok::ByteTokenizer tokenizer)
+    : config_(std::move(config)),
+      options_(std::move(options)),
+      clock_(options_.clock != nullptr ? *options_.clock : *SystemClock::Get()),
+      tokenizer_(tokenizer) {
+  const config::RouterConfig& rc = config_.router;
+  registry_ = std::make_unique<InstanceRegistry>(
+      InstanceRegistry::Options{.model = config_.model.name,
+                                .policy = rc.policy,
+                                .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms)},
+      config_.instances, clock_);
+  runner_ = std::make_unique<RequestRunner>(
+      RequestRunner::Options{.request_timeout = absl::Seconds(rc.request_timeout_s)}, *registry_,
+      stubs_, flows_, metrics_, clock_);
+  monitor_ = std::make_unique<HealthMonitor>(*registry_, stubs_, flows_,
+                                             absl::Milliseconds(rc.health_check_interval_ms));
+  const RequestLimits limits{.model = config_.model.name,
+                             .max_prompt_tokens = rc.max_prompt_tokens,
+                             .vocab_size = tokenizer_.vocab_size()};
+  grpc_frontend_ = std::make_unique<GrpcFrontend>(
+      GrpcFrontend::Options{.limits = limits,
+                            .heartbeat_interval = absl::Milliseconds(rc.heartbeat_interval_ms),
+                            .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms)},
+      *runner_, *registry_, metrics_, tokenizer_);
+  http_frontend_ = std::make_unique<HttpFrontend>(
+      HttpFrontend::Options{.api_key = rc.api_key,
+                            .threads = static_cast<int>(rc.http_threads),
+                            .keepalive_interval = options_.keepalive_interval,
+                            .limits = limits},
+      *runner_, *registry_, metrics_, tokenizer_, clock_);
+}
+
+absl::Status RouterDaemon::StartServing() {
+  const config::RouterConfig& rc = config_.router;
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(rc.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.RegisterService(grpc_frontend_.get());
+  for (grpc::Service* service : options_.extra_services) builder.RegisterService(service);
+  grpc_server_ = builder.BuildAndStart();
+  if (grpc_server_ == nullptr || grpc_port <= 0) {
+    return absl::UnavailableError(fmt::format("cannot listen for gRPC on {}", rc.grpc_listen));
+  }
+  grpc_address_ = fmt::format("{}:{}", HostOf(rc.grpc_listen), grpc_port);
+
+  absl::StatusOr<int> http_port = http_frontend_->Start(rc.http_listen);
+  if (!http_port.ok()) return http_port.status();
+  http_address_ = fmt::format("{}:{}", HostOf(rc.http_listen), *http_port);
+
+  const absl::Duration check_interval = absl::Milliseconds(rc.health_check_interval_ms);
+  monitor_thread_ = std::thread([this, check_interval] {
+    while (!stop_.WaitForNotificationWithTimeout(check_interval)) monitor_->CheckOnce();
+  });
+  sweeper_thread_ = std::thread([this] {
+    while (!stop_.WaitForNotificationWithTimeout(options_.sweep_interval)) {
+      flows_.CancelDisconnected();
+    }
+  });
+  LOCKSTEP_LOG_INFO("router", "serving model {} ({} instances configured): http {} grpc {}",
+                    config_.model.name, config_.instances.size(), http_address_, grpc_address_);
+  return absl::OkStatus();
+}
+
+RouterDaemon::~RouterDaemon() { Shutdown(); }
+
+void RouterDaemon::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  flows_.Close(absl::CancelledError("the router is shutting down"));
+  if (http_frontend_ != nullptr) http_frontend_->Stop();
+  if (grpc_server_ != nullptr) {
+    grpc_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  stop_.Notify();
+  if (monitor_thread_.joinable()) monitor_thread_.join();
+  if (sweeper_thread_.joinable()) sweeper_thread_.join();
+  LOCKSTEP_LOG_INFO("router", "stopped");
+}
+
+}  // namespace lockstep::router

@@ -1,0 +1,93 @@
+// The router process's core: RouterService (gRPC) and the OpenAI-compatible HTTP API
+// in front of the instance registry, the request runner, and two background threads:
+// the monitor (every `router.health_check_interval_ms`: heartbeats, Health and Stats
+// polls) and the sweeper (every `sweep_interval`: cancels requests whose client left).
+//
+//   ASSIGN_OR_RETURN(auto router, RouterDaemon::Start(config, {}));
+//   printf("%s\n", router->http_address().c_str());
+//   ...
+//   router->Shutdown();   // also done by the destructor
+//
+// Shutdown cancels every request in flight (their clients get an error), stops both
+// servers, then the threads. Thread safety: the accessors are thread-safe; Start and
+// Shutdown are called by the owner.
+#ifndef LOCKSTEP_RUNTIME_ROUTER_ROUTER_DAEMON_H_
+#define LOCKSTEP_RUNTIME_ROUTER_ROUTER_DAEMON_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "runtime/config/deployment_config.h"
+#include "runtime/router/flow_tracker.h"
+#include "runtime/router/grpc_frontend.h"
+#include "runtime/router/health_monitor.h"
+#include "runtime/router/http_frontend.h"
+#include "runtime/router/instance_registry.h"
+#include "runtime/router/request_runner.h"
+#include "runtime/router/router_metrics.h"
+#include "runtime/router/worker_stubs.h"
+#include "tokenizer/byte_tokenizer.h"
+
+namespace lockstep::router {
+
+class RouterDaemon {
+ public:
+  struct Options {
+    Clock* clock = nullptr;  // null: SystemClock::Get()
+    // null: loaded from the model directory (config.model.path).
+    std::optional<tok::ByteTokenizer> tokenizer;
+    absl::Duration sweep_interval = absl::Milliseconds(100);
+    absl::Duration keepalive_interval = absl::Seconds(1);
+    // More services hosted on the gRPC port (e.g. the rendezvous service); not owned.
+    std::vector<grpc::Service*> extra_services;
+  };
+
+  // Validates `config`, binds both ports and starts serving.
+  static absl::StatusOr<std::unique_ptr<RouterDaemon>> Start(config::DeploymentConfig config,
+                                                             Options options);
+  ~RouterDaemon();
+
+  void Shutdown();
+
+  const std::string& http_address() const { return http_address_; }
+  const std::string& grpc_address() const { return grpc_address_; }
+  InstanceRegistry& registry() { return *registry_; }
+  RouterMetrics& metrics() { return metrics_; }
+  FlowTracker& flows() { return flows_; }
+
+ private:
+  RouterDaemon(config::DeploymentConfig config, Options options, tok::ByteTokenizer tokenizer);
+  absl::Status StartServing();
+
+  const config::DeploymentConfig config_;
+  Options options_;
+  Clock& clock_;
+  const tok::ByteTokenizer tokenizer_;
+  RouterMetrics metrics_;
+  FlowTracker flows_;
+  WorkerStubs stubs_;
+  std::unique_ptr<InstanceRegistry> registry_;
+  std::unique_ptr<RequestRunner> runner_;
+  std::unique_ptr<HealthMonitor> monitor_;
+  std::unique_ptr<GrpcFrontend> grpc_frontend_;
+  std::unique_ptr<HttpFrontend> http_frontend_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::string http_address_;
+  std::string grpc_address_;
+  absl::Notification stop_;
+  std::thread monitor_thread_;
+  std::thread sweeper_thread_;
+  bool shut_down_ = false;
+};
+
+}  // namespace lockstep::router
+
+#endif  // LOCKSTEP_RUNTIME_ROUTER_ROUTER_DAEMON_H_

@@ -1,0 +1,70 @@
+#include "runtime/router/router_main.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+
+#include "common/log.h"
+#include "runtime/config/config_yaml.h"
+#include "runtime/router/router_daemon.h"
+#include "tools/cli/flags.h"
+
+namespace lockstep::router {
+
+int RunRouter(const std::vector<std::string>& args) {
+  std::string config_path;
+  std::string http_listen;
+  std::string grpc_listen;
+  cli::FlagSet flags("router");
+  flags.AddString("config", &config_path, "deployment YAML file (required)");
+  flags.AddString("http-listen", &http_listen, "host:port for HTTP (overrides router.http_listen)");
+  flags.AddString("grpc-listen", &grpc_listen, "host:port for gRPC (overrides router.grpc_listen)");
+  if (absl::Status status = flags.Parse(args); !status.ok()) {
+    std::fprintf(stderr, "lockstep router: %s\n%s", std::string(status.message()).c_str(),
+                 flags.Usage().c_str());
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Usage().c_str());
+    return 0;
+  }
+  if (config_path.empty()) {
+    std::fprintf(stderr, "lockstep router: --config is required\n%s", flags.Usage().c_str());
+    return 2;
+  }
+  // Block the stop signals in every thread (threads inherit the mask), and take them
+  // synchronously below. A client that disconnects must not kill the process.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  InitLogging({.role = "router"});
+  absl::StatusOr<config::DeploymentConfig> config = config::LoadDeploymentConfig(config_path);
+  if (!config.ok()) {
+    std::fprintf(stderr, "lockstep router: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  if (!http_listen.empty()) config->router.http_listen = http_listen;
+  if (!grpc_listen.empty()) config->router.grpc_listen = grpc_listen;
+  absl::StatusOr<std::unique_ptr<RouterDaemon>> router =
+      RouterDaemon::Start(*std::move(config), RouterDaemon::Options());
+  if (!router.ok()) {
+    std::fprintf(stderr, "lockstep router: %s\n", router.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("lockstep router: http %s grpc %s\n", (*router)->http_address().c_str(),
+              (*router)->grpc_address().c_str());
+  std::fflush(stdout);
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  LOCKSTEP_LOG_INFO("router", "signal {}: shutting down", signal_number);
+  (*router)->Shutdown();
+  FlushAllLoggers();
+  return 0;
+}
+
+}  // namespace lockstep::router

@@ -1,0 +1,124 @@
+#include "runtime/router/router_metrics.h"
+
+#include "fmt/format.h"
+
+namespace lockstep::router {
+namespace {
+
+// The per-instance cumulative counters mirrored from StatsResponse, in this order.
+struct MirroredCounter {
+  const char* name;
+  const char* help;
+  int64_t (*get)(const v1::StatsResponse&);
+};
+
+const MirroredCounter kMirrored[] = {
+    {"lockstep_instance_steps_total", "Executor steps of the instance.",
+     [](const v1::StatsResponse& s) { return s.steps(); }},
+    {"lockstep_instance_vetoed_steps_total", "Steps whose forward was vetoed by the vote.",
+     [](const v1::StatsResponse& s) { return s.vetoed_steps(); }},
+    {"lockstep_instance_padded_steps_total", "Steps in which a rank ran the pad dummy.",
+     [](const v1::StatsResponse& s) { return s.padded_steps(); }},
+    {"lockstep_instance_deferred_updates_total", "Batch updates deferred by a veto.",
+     [](const v1::StatsResponse& s) { return s.deferred_updates(); }},
+    {"lockstep_instance_stale_updates_total", "Deferred updates skipped for a closed cache.",
+     [](const v1::StatsResponse& s) { return s.stale_updates(); }},
+    {"lockstep_instance_draft_tokens_proposed_total", "Draft tokens proposed.",
+     [](const v1::StatsResponse& s) { return s.draft_tokens_proposed(); }},
+    {"lockstep_instance_draft_tokens_accepted_total", "Draft tokens accepted.",
+     [](const v1::StatsResponse& s) { return s.draft_tokens_accepted(); }},
+};
+
+}  // namespace
+
+RouterMetrics::RouterMetrics()
+    : requests_(registry_.AddCounter("lockstep_router_requests_total",
+                                     "Client requests by outcome.", {"outcome"})),
+      prompt_tokens_(registry_.AddCounter("lockstep_router_prompt_tokens_total",
+                                          "Prompt tokens of accepted requests.")),
+      generated_tokens_(registry_.AddCounter("lockstep_router_generated_tokens_total",
+                                             "Tokens generated and sent to clients.")),
+      ttft_(registry_.AddHistogram("lockstep_router_time_to_first_token_seconds",
+                                   "Time from request arrival to its first token.",
+                                   LatencyBucketsSeconds())),
+      itl_(registry_.AddHistogram("lockstep_router_inter_token_latency_seconds",
+                                  "Time between consecutive tokens of a request.",
+                                  LatencyBucketsSeconds())),
+      duration_(registry_.AddHistogram("lockstep_router_request_duration_seconds",
+                                       "Time from request arrival to its end.",
+                                       LatencyBucketsSeconds())),
+      queue_(registry_.AddGauge("lockstep_router_queue_length",
+                                "Requests in flight that have not received their first token.")),
+      running_(registry_.AddGauge("lockstep_router_requests_running", "Requests in flight.")),
+      healthy_(registry_.AddGauge("lockstep_instance_healthy",
+                                  "1 when the instance takes new requests.",
+                                  {"instance", "role", "state"})),
+      in_flight_(registry_.AddGauge("lockstep_instance_router_in_flight",
+                                    "Requests this router has in flight on the instance.",
+                                    {"instance"})),
+      active_(registry_.AddGauge("lockstep_instance_active_requests",
+                                 "Active requests on the instance (last poll).", {"instance"})),
+      queued_(registry_.AddGauge("lockstep_instance_queued_requests",
+                                 "Queued requests on the instance (last poll).", {"instance"})),
+      free_blocks_(registry_.AddGauge("lockstep_instance_free_blocks",
+                                      "Free KV blocks per rank and pool (last poll).",
+                                      {"instance", "rank", "pool"})) {
+  for (const MirroredCounter& counter : kMirrored) {
+    instance_counters_.push_back(
+        &registry_.AddMirroredCounter(counter.name, counter.help, {"instance"}));
+  }
+  queue_.Set({}, 0);
+  running_.Set({}, 0);
+}
+
+std::string_view RouterMetrics::OutcomeOf(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return "ok";
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kOutOfRange:
+      return "invalid";
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      return "unauthorized";
+    case absl::StatusCode::kUnavailable:
+      return "unavailable";
+    case absl::StatusCode::kCancelled:
+      return "cancelled";
+    case absl::StatusCode::kDeadlineExceeded:
+      return "timeout";
+    default:
+      return "error";
+  }
+}
+
+std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
+  absl::MutexLock lock(&render_mu_);
+  healthy_.Clear();
+  in_flight_.Clear();
+  active_.Clear();
+  queued_.Clear();
+  free_blocks_.Clear();
+  for (GaugeFamily* family : instance_counters_) family->Clear();
+  for (const InstanceState& instance : instances) {
+    healthy_.Set({instance.name, std::string(config::InstanceRoleName(instance.role)),
+                  std::string(InstanceHealthName(instance.health))},
+                 instance.health == InstanceHealth::kHealthy ? 1 : 0);
+    in_flight_.Set({instance.name}, static_cast<double>(instance.in_flight));
+    if (!instance.has_stats) continue;
+    for (size_t i = 0; i < instance_counters_.size(); ++i) {
+      instance_counters_[i]->Set({instance.name},
+                                 static_cast<double>(kMirrored[i].get(instance.stats)));
+    }
+    active_.Set({instance.name}, static_cast<double>(instance.stats.active_requests()));
+    queued_.Set({instance.name}, static_cast<double>(instance.stats.queued_requests()));
+    for (const v1::PoolStats& pool : instance.stats.pools()) {
+      free_blocks_.Set({instance.name, fmt::format("{}", pool.rank()), pool.pool()},
+                       static_cast<double>(pool.free_blocks()));
+    }
+  }
+  return registry_.RenderText();
+}
+
+}  // namespace lockstep::router

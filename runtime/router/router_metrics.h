@@ -1,0 +1,85 @@
+// The router's Prometheus metrics (served at /metrics). Request-level series are
+// updated as requests run; per-instance series are refreshed from the registry (which
+// holds each instance's last polled Stats) when the text is rendered.
+//
+// Names (all prefixed lockstep_):
+//   router_requests_total{outcome}            ok | invalid | unauthorized | unavailable |
+//                                             error | cancelled | timeout
+//   router_prompt_tokens_total, router_generated_tokens_total
+//   router_time_to_first_token_seconds        histogram
+//   router_inter_token_latency_seconds        histogram (per token)
+//   router_request_duration_seconds           histogram
+//   router_queue_length                       requests not yet given their first token
+//   router_requests_running                   requests in flight
+//   instance_healthy{instance,role,state}     1 when taking new requests
+//   instance_router_in_flight{instance}
+//   instance_steps_total / _vetoed_steps_total / _padded_steps_total /
+//   _deferred_updates_total / _stale_updates_total /
+//   _draft_tokens_proposed_total / _draft_tokens_accepted_total{instance}
+//   instance_active_requests / instance_queued_requests{instance}
+//   instance_free_blocks{instance,rank,pool}
+//
+// Thread safety: thread-safe.
+#ifndef LOCKSTEP_RUNTIME_ROUTER_ROUTER_METRICS_H_
+#define LOCKSTEP_RUNTIME_ROUTER_ROUTER_METRICS_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "runtime/router/instance_registry.h"
+#include "runtime/router/metrics.h"
+
+namespace lockstep::router {
+
+class RouterMetrics {
+ public:
+  RouterMetrics();
+
+  // The outcome label of a finished (or refused) request's status.
+  static std::string_view OutcomeOf(const absl::Status& status);
+
+  void RequestFinished(const absl::Status& status) {
+    requests_.Increment({std::string(OutcomeOf(status))});
+  }
+  void Unauthorized() { requests_.Increment({"unauthorized"}); }
+  void PromptTokens(int64_t n) { prompt_tokens_.Increment({}, static_cast<double>(n)); }
+  void GeneratedTokens(int64_t n) { generated_tokens_.Increment({}, static_cast<double>(n)); }
+  void TimeToFirstToken(absl::Duration d) { ttft_.Observe({}, absl::ToDoubleSeconds(d)); }
+  void InterTokenLatency(absl::Duration d) { itl_.Observe({}, absl::ToDoubleSeconds(d)); }
+  void RequestDuration(absl::Duration d) { duration_.Observe({}, absl::ToDoubleSeconds(d)); }
+  void QueueDelta(int delta) { queue_.Add({}, delta); }
+  void RunningDelta(int delta) { running_.Add({}, delta); }
+
+  double RequestCount(std::string_view outcome) const {
+    return requests_.Value({std::string(outcome)});
+  }
+
+  // The Prometheus text, with per-instance series from `instances`.
+  std::string Render(const std::vector<InstanceState>& instances) ABSL_LOCKS_EXCLUDED(render_mu_);
+
+ private:
+  MetricsRegistry registry_;
+  CounterFamily& requests_;
+  CounterFamily& prompt_tokens_;
+  CounterFamily& generated_tokens_;
+  HistogramFamily& ttft_;
+  HistogramFamily& itl_;
+  HistogramFamily& duration_;
+  GaugeFamily& queue_;
+  GaugeFamily& running_;
+  GaugeFamily& healthy_;
+  GaugeFamily& in_flight_;
+  std::vector<GaugeFamily*> instance_counters_;  // mirrored cumulative counters
+  GaugeFamily& active_;
+  GaugeFamily& queued_;
+  GaugeFamily& free_blocks_;
+  absl::Mutex render_mu_;  // one refresh + render at a time
+};
+
+}  // namespace lockstep::router
+
+#endif  // LOCKSTEP_RUNTIME_ROUTER_ROUTER_METRICS_H_

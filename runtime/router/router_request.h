@@ -1,0 +1,52 @@
+// A client request as the router runs it, whichever API it came from (OpenAI HTTP or
+// gRPC), and what the router streams back.
+#ifndef LOCKSTEP_RUNTIME_ROUTER_ROUTER_REQUEST_H_
+#define LOCKSTEP_RUNTIME_ROUTER_ROUTER_REQUEST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proto/worker.pb.h"
+#include "scheduler/sampling_params.h"
+
+namespace lockstep::router {
+
+struct RouterRequest {
+  std::string model;
+  std::vector<int32_t> prompt;  // token ids
+  sched::SamplingParams sampling;
+};
+
+// New tokens of one request.
+struct TokenDelta {
+  std::vector<int32_t> token_ids;
+  std::vector<v1::TokenLogprobs> logprobs;  // one per token when asked for
+};
+
+// Receives a request's output while it runs.
+class TokenSink {
+ public:
+  virtual ~TokenSink() = default;
+  // Called on the thread running the request. Returns false when the client is gone
+  // (the request is then cancelled).
+  virtual bool OnTokens(const TokenDelta& delta) = 0;
+  // Polled from the router's sweeper thread while the request runs; false once the
+  // client has gone. Must be thread-safe.
+  virtual bool ClientConnected() = 0;
+};
+
+struct RequestResult {
+  uint64_t request_id = 0;
+  // OK when the request finished normally (length or stop); otherwise why it ended.
+  absl::Status status;
+  v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  std::string route;  // "agg0", or "ctx0->gen0" for the two-leg flow
+};
+
+}  // namespace lockstep::router
+
+#endif  // LOCKSTEP_RUNTIME_ROUTER_ROUTER_REQUEST_H_

@@ -1,0 +1,38 @@
+// SamplingParams between the scheduler's struct and the wire (proto/worker.proto).
+// On the wire, top_p 0 means "unset" (1, disabled).
+#ifndef LOCKSTEP_RUNTIME_ROUTER_SAMPLING_CONVERT_H_
+#define LOCKSTEP_RUNTIME_ROUTER_SAMPLING_CONVERT_H_
+
+#include "proto/worker.pb.h"
+#include "scheduler/sampling_params.h"
+
+namespace lockstep::router {
+
+inline void SamplingToWire(const sched::SamplingParams& params, v1::SamplingParams* wire) {
+  wire->set_max_tokens(params.max_tokens);
+  wire->set_temperature(params.temperature);
+  wire->set_top_k(params.top_k);
+  wire->set_top_p(params.top_p);
+  wire->set_seed(params.seed);
+  wire->mutable_stop_token_ids()->Assign(params.stop_token_ids.begin(),
+                                         params.stop_token_ids.end());
+  wire->set_ignore_eos(params.ignore_eos);
+  wire->set_logprobs(params.logprobs);
+}
+
+inline sched::SamplingParams SamplingFromWire(const v1::SamplingParams& wire) {
+  sched::SamplingParams params;
+  params.max_tokens = wire.max_tokens();
+  params.temperature = wire.temperature();
+  params.top_k = wire.top_k();
+  params.top_p = wire.top_p() == 0.0f ? 1.0f : wire.top_p();
+  params.seed = wire.seed();
+  params.stop_token_ids.assign(wire.stop_token_ids().begin(), wire.stop_token_ids().end());
+  params.ignore_eos = wire.ignore_eos();
+  params.logprobs = wire.logprobs();
+  return params;
+}
+
+}  // namespace lockstep::router
+
+#endif  // LOCKSTEP_RUNTIME_ROUTER_SAMPLING_CONVERT_H_

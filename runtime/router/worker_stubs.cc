@@ -1,0 +1,24 @@
+#include "runtime/router/worker_stubs.h"
+
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace lockstep::router {
+
+std::shared_ptr<v1::WorkerService::Stub> WorkerStubs::Get(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  auto it = stubs_.find(address);
+  if (it != stubs_.end()) return it->second;
+  grpc::ChannelArguments args;
+  // Reconnect quickly after a worker restarts at the same address.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  auto stub = std::shared_ptr<v1::WorkerService::Stub>(v1::WorkerService::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
+  stubs_.emplace(address, stub);
+  return stub;
+}
+
+}  // namespace lockstep::router

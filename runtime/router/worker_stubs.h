@@ -1,0 +1,31 @@
+// gRPC stubs for the WorkerService of each instance leader, one channel per address,
+// created on first use and kept (channels reconnect by themselves).
+//
+// Thread safety: thread-safe; the returned stubs are thread-safe too.
+#ifndef LOCKSTEP_RUNTIME_ROUTER_WORKER_STUBS_H_
+#define LOCKSTEP_RUNTIME_ROUTER_WORKER_STUBS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/worker.grpc.pb.h"
+
+namespace lockstep::router {
+
+class WorkerStubs {
+ public:
+  // The stub for the leader at `address` (host:port).
+  std::shared_ptr<v1::WorkerService::Stub> Get(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<v1::WorkerService::Stub>> stubs_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace lockstep::router
+
+#endif  // LOCKSTEP_RUNTIME_ROUTER_WORKER_STUBS_H_
