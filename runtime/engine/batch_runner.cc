@@ -176,8 +176,16 @@ absl::Status BatchRunner::PlanGeneration(const GenerationStep& step, SeqWork& wo
 
 absl::Status BatchRunner::Plan(const Batch& batch) {
   num_work_ = 0;
-  seen_.clear();
-  auto next = [&](const KvRef& kv, bool context, int index) -> absl::StatusOr<SeqWork*> {
+  batch_ids_.clear();
+  for (const ContextChunk& chunk : batch.context) batch_ids_.push_back(chunk.kv.id.value());
+  for (const GenerationStep& step : batch.generation) batch_ids_.push_back(step.kv.id.value());
+  std::sort(batch_ids_.begin(), batch_ids_.end());
+  const auto duplicate = std::adjacent_find(batch_ids_.begin(), batch_ids_.end());
+  if (duplicate != batch_ids_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", *duplicate, " appears twice in the batch"));
+  }
+  auto next = [&](const KvRef& kv, bool context, int index) -> SeqWork* {
     if (num_work_ == static_cast<int>(work_.size())) work_.emplace_back();
     SeqWork& work = work_[num_work_++];
     work.context = context;
@@ -192,16 +200,13 @@ absl::Status BatchRunner::Plan(const Batch& batch) {
     work.draft_kv = false;
     work.state = nullptr;
     work.tokens.clear();
-    if (!seen_.insert(kv.id.value()).second) return BadRequest(kv, "appears twice in the batch");
     return &work;
   };
   for (int i = 0; i < static_cast<int>(batch.context.size()); ++i) {
-    ASSIGN_OR_RETURN(SeqWork * work, next(batch.context[i].kv, true, i));
-    RETURN_IF_ERROR(PlanContext(batch.context[i], *work));
+    RETURN_IF_ERROR(PlanContext(batch.context[i], *next(batch.context[i].kv, true, i)));
   }
   for (int i = 0; i < static_cast<int>(batch.generation.size()); ++i) {
-    ASSIGN_OR_RETURN(SeqWork * work, next(batch.generation[i].kv, false, i));
-    RETURN_IF_ERROR(PlanGeneration(batch.generation[i], *work));
+    RETURN_IF_ERROR(PlanGeneration(batch.generation[i], *next(batch.generation[i].kv, false, i)));
   }
   int row = 0;
   int logit = 0;

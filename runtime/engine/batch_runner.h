@@ -29,7 +29,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -141,7 +140,7 @@ class BatchRunner {
   std::vector<ForwardRow> rows_;
   std::vector<SequenceKv> seqs_;
   std::vector<int32_t> logit_rows_;
-  absl::flat_hash_set<int64_t> seen_;  // request ids in this batch
+  std::vector<int64_t> batch_ids_;  // request ids in this batch (duplicate check)
 };
 
 }  // namespace lockstep::engine

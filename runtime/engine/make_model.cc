@@ -15,7 +15,7 @@ namespace lockstep::engine {
 namespace {
 
 // Gains of the weight structure (see the file comment of make_model.h).
-constexpr double kLayerGain = 0.9;   // scale of each layer's residual contribution
+constexpr double kLayerGain = 1.3;   // scale of each layer's residual contribution
 constexpr double kHeadGain = 1.0;    // strength of the next-token map in the LM head
 constexpr double kHeadNoise = 0.5;   // unstructured part of the LM head
 constexpr double kRouterGain = 3.0;  // sharpness of MoE routing

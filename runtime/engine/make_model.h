@@ -26,7 +26,7 @@
 
 namespace lockstep::engine {
 
-inline constexpr double kDefaultDraftPerturbation = 0.5;
+inline constexpr double kDefaultDraftPerturbation = 0.6;
 inline constexpr int32_t kByteBosToken = 256;
 inline constexpr int32_t kByteEosToken = 257;
 

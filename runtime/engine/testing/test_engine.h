@@ -1,0 +1,39 @@
+// A CPU engine with its own host pools, for tests.
+#ifndef LOCKSTEP_RUNTIME_ENGINE_TESTING_TEST_ENGINE_H_
+#define LOCKSTEP_RUNTIME_ENGINE_TESTING_TEST_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/engine/model_engine.h"
+#include "runtime/engine/testing/test_models.h"
+
+namespace lockstep::engine::testing {
+
+struct TestEngineOptions {
+  std::string model_dir;
+  std::string draft_dir;  // empty: no draft
+  int num_draft_tokens = 0;
+  int tokens_per_block = 8;
+  int32_t num_blocks = 512;
+  int num_threads = 1;
+  comm::Communicator* communicator = nullptr;
+  int rank = 0;
+  int world_size = 1;
+  uint64_t pool_seed = 1;  // block allocation order
+};
+
+struct TestEngine {
+  std::unique_ptr<HostPool> target;
+  std::unique_ptr<HostPool> draft;  // null without a draft
+  std::unique_ptr<ModelEngine> engine;
+};
+
+// CHECK-fails when the engine cannot be created.
+TestEngine MakeTestEngine(const TestEngineOptions& options);
+
+}  // namespace lockstep::engine::testing
+
+#endif  // LOCKSTEP_RUNTIME_ENGINE_TESTING_TEST_ENGINE_H_
