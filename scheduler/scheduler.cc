@@ -63,12 +63,9 @@ bool UnpairedDraft(const kv::KvManager& kv, const SchedulerConfig& config) {
 // Grows the target cache of `request` to `target_cap` (a paired draft follows) and, with
 // an unpaired draft pool, its mirror to `draft_cap` (admitting the mirror first). All or
 // nothing; what succeeded is recorded in `rollback`.
-bool GrowCaches(kv::KvManager& kv, const SchedulerConfig& config, Request* request,
-                       int64_t target_cap, int64_t draft_cap, Rollback* rollback) {
-  const RequestId id = request->id();
-  const std::optional<kv::CacheInfo> target = kv.Info(id, kv::PoolKind::kTarget);
-  LOCKSTEP_CHECK(target.has_value()) << "growing request " << id << " with no target cache";
-  const int64_t old_target = target->capacity;
+// `old_target` is the target capacity now.
+bool GrowCaches(kv::KvManager& kv, const SchedulerConfig& config, RequestId id,
+                int64_t old_target, int64_t target_cap, int64_t draft_cap, Rollback* rollback) {
   if (target_cap > old_target) {
     if (!kv.Resize(id, kv::PoolKind::kTarget, target_cap, std::nullopt).ok()) return false;
   }
@@ -99,18 +96,22 @@ bool GrowCaches(kv::KvManager& kv, const SchedulerConfig& config, Request* reque
 
 bool Scheduler::GrowBy(Request* request, int64_t tokens, Rollback* rollback) {
   const RequestId id = request->id();
-  if (!kv_->Has(id, kv::PoolKind::kTarget)) {
+  std::optional<kv::CacheInfo> target = kv_->Info(id, kv::PoolKind::kTarget);
+  if (!target.has_value()) {
     // Only the dummy reaches generation without a cache: it gets one each step.
     if (!kv_->CreateCache(id).ok()) return false;
     rollback->RecordCreate(id);
+    target = kv_->Info(id, kv::PoolKind::kTarget);
   }
-  const int64_t target_cap = kv_->Info(id, kv::PoolKind::kTarget)->capacity + tokens;
   int64_t draft_cap = 0;
   if (UnpairedDraft(*kv_, config_)) {
     const std::optional<kv::CacheInfo> draft = kv_->Info(id, kv::PoolKind::kDraft);
     draft_cap = (draft ? draft->capacity : 0) + tokens;
   }
-  if (GrowCaches(*kv_, config_, request, target_cap, draft_cap, rollback)) return true;
+  if (GrowCaches(*kv_, config_, id, target->capacity, target->capacity + tokens, draft_cap,
+                 rollback)) {
+    return true;
+  }
   ++stats_.growth_failures;
   return false;
 }
@@ -167,12 +168,17 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
   // Requests that already hold KV go first, in the order they got it (the oldest can
   // always make room by pausing younger ones, so someone always progresses); requests
   // that hold nothing follow in arrival order.
-  std::vector<Request*> order(active.begin(), active.end());
-  std::stable_sort(order.begin(), order.end(), [](const Request* a, const Request* b) {
+  auto by_start = [](const Request* a, const Request* b) {
     const int64_t ka = a->start_order() < 0 ? INT64_MAX : a->start_order();
     const int64_t kb = b->start_order() < 0 ? INT64_MAX : b->start_order();
     return ka < kb;
-  });
+  };
+  order_.assign(active.begin(), active.end());
+  if (!std::is_sorted(order_.begin(), order_.end(), by_start)) {
+    std::stable_sort(order_.begin(), order_.end(), by_start);
+  }
+  const std::vector<Request*>& order = order_;
+  decision.generation.reserve(std::min<size_t>(active.size(), config_.max_batch_size));
 
   // 1. Generation steps, oldest first.
   for (Request* r : order) {
@@ -225,7 +231,10 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
     const int64_t extra = last && spec ? config_.num_draft_tokens : 0;
     const int64_t target_cap = position + chunk + (paired ? extra : 0);
     const int64_t draft_cap = position + chunk + extra;
-    auto grow = [&] { return GrowCaches(*kv_, config_, r, target_cap, draft_cap, rollback); };
+    auto grow = [&] {
+      return GrowCaches(*kv_, config_, id, kv_->Info(id, kv::PoolKind::kTarget)->capacity,
+                        target_cap, draft_cap, rollback);
+    };
     bool grown = grow();
     if (!grown) {
       ++stats_.growth_failures;
@@ -248,7 +257,7 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
     const int64_t prompt = static_cast<int64_t>(r->prompt().size());
     if (!kv_->CanGrow(r->id(), prompt) || !kv_->CreateCache(r->id()).ok()) break;
     Rollback local;
-    if (!GrowCaches(*kv_, config_, r, prompt, prompt, &local)) {
+    if (!GrowCaches(*kv_, config_, r->id(), 0, prompt, prompt, &local)) {
       kv_->Release(r->id());
       break;
     }

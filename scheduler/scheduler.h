@@ -25,6 +25,7 @@
 #define LOCKSTEP_SCHEDULER_SCHEDULER_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/types/span.h"
 #include "kvcache/kv_manager.h"
@@ -88,6 +89,7 @@ class Scheduler {
   kv::KvManager* kv_;
   int64_t next_start_order_ = 0;
   SchedulerStats stats_;
+  std::vector<Request*> order_;  // scratch: this pass's candidate order
 };
 
 }  // namespace lockstep::sched

@@ -1,0 +1,197 @@
+#include "tests/executor/cluster.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "runtime/comm/in_process_communicator.h"
+
+namespace lockstep::testing {
+
+ScriptedCluster::ScriptedCluster(const ClusterOptions& options) : options_(options) {
+  const int n = options.ranks;
+  group_ = comm::MakeInProcessGroup(n);
+  engine::FakeEngineOptions eo;
+  eo.draft_acceptance = options.draft_acceptance;
+  eo.threaded = false;
+  eo.tokens_per_block = options.tokens_per_block;
+  eo.target_num_blocks = options.num_blocks;
+  eo.draft_num_blocks = options.num_blocks;
+  for (int r = 0; r < n; ++r) {
+    std::vector<comm::FaultRule> rules;
+    for (const comm::FaultRule& f : options.faults) {
+      if (f.rank == r) rules.push_back(f);
+    }
+    faulty_.push_back(std::make_unique<comm::FaultyCommunicator>(group_[r].get(), rules));
+    clocks_.push_back(std::make_unique<FakeClock>());
+    engines_.push_back(std::make_unique<engine::FakeEngine>(eo));
+    transfer::FakeTransceiverOptions to;
+    to.seed = static_cast<uint64_t>(r);
+    to.min_latency = r < static_cast<int>(options.rank_transfer_latency.size())
+                         ? options.rank_transfer_latency[r]
+                         : options.transfer_latency;
+    to.max_latency = to.min_latency;
+    transceivers_.push_back(
+        std::make_unique<transfer::FakeTransceiver>(to, clocks_.back().get()));
+
+    exec::ExecutorConfig ec;
+    ec.instance = "test";
+    ec.role = options.role;
+    ec.rank = r;
+    ec.world_size = n;
+    ec.scheduler = options.scheduler;
+    ec.kv.target.layout = {1, 1, 1, options.tokens_per_block};
+    ec.kv.target.num_blocks = options.num_blocks;
+    ec.kv.target.enable_prefix_reuse = options.scheduler.prefix_reuse;
+    ec.kv.draft_mode = options.draft_mode;
+    ec.kv.draft = ec.kv.target;
+    if (options.scheduler.dummy_policy == sched::DummyPolicy::kReserved) {
+      ec.kv.dummy_reserved_tokens =
+          static_cast<int32_t>(options.scheduler.generation_step_tokens());
+    }
+    ec.collective_timeout = absl::Seconds(30);
+    ec.transfer_deadline = options.transfer_deadline;
+    ec.transfer_address = absl::StrCat("test-rank-", r);
+    exec::Executor::Deps deps;
+    deps.comm = faulty_.back().get();
+    deps.engine = engines_.back().get();
+    auto kv = kv::KvManager::Create(ec.kv);
+    LOCKSTEP_CHECK_OK(kv.status());
+    deps.kv = std::move(*kv);
+    deps.transceiver = transceivers_.back().get();
+    deps.clock = clocks_.back().get();
+    deps.sink = r == 0 ? this : nullptr;
+    auto e = exec::Executor::Create(ec, std::move(deps));
+    LOCKSTEP_CHECK_OK(e.status());
+    executors_.push_back(std::move(*e));
+  }
+  {
+    absl::MutexLock lock(&step_mu_);
+    steps_done_.assign(n, 0);
+    step_results_.assign(n, absl::OkStatus());
+  }
+  for (int r = 0; r < n; ++r) threads_.emplace_back([this, r] { RankLoop(r); });
+}
+
+ScriptedCluster::~ScriptedCluster() {
+  {
+    absl::MutexLock lock(&step_mu_);
+    stop_ = true;
+  }
+  for (std::thread& t : threads_) t.join();
+}
+
+void ScriptedCluster::RankLoop(int rank) {
+  int64_t done = 0;
+  while (true) {
+    {
+      absl::MutexLock lock(&step_mu_);
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_) {
+        return stop_ || step_target_ > done;
+      };
+      step_mu_.Await(absl::Condition(&ready));
+      if (stop_) return;
+    }
+    clocks_[rank]->Advance(options_.step_time);
+    absl::Status status = executors_[rank]->Step();
+    ++done;
+    absl::MutexLock lock(&step_mu_);
+    step_results_[rank] = std::move(status);
+    steps_done_[rank] = done;
+  }
+}
+
+absl::Status ScriptedCluster::StepAll() {
+  absl::MutexLock lock(&step_mu_);
+  const int64_t target = ++step_target_;
+  auto all_done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_) {
+    for (int64_t d : steps_done_) {
+      if (d < target) return false;
+    }
+    return true;
+  };
+  step_mu_.Await(absl::Condition(&all_done));
+  ++steps_;
+  for (int r = 0; r < options_.ranks; ++r) {
+    if (!step_results_[r].ok()) {
+      return absl::Status(step_results_[r].code(),
+                          absl::StrCat("rank ", r, ": ", step_results_[r].message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+exec::NewRequestSpec ScriptedCluster::MakeRequest(int64_t id, int prompt_len, int max_tokens,
+                                                  std::optional<int> pinned_rank) const {
+  exec::NewRequestSpec s;
+  s.id = RequestId(id);
+  for (int i = 0; i < prompt_len; ++i) s.prompt.push_back((id * 31 + i) % 256);
+  s.sampling.max_tokens = max_tokens;
+  s.sampling.seed = static_cast<uint64_t>(id) * 7919;
+  s.pinned_rank = pinned_rank;
+  if (options_.role == exec::Role::kGeneration) {
+    s.type = sched::RequestType::kGenerationOnly;
+    sched::ContextSource c;
+    c.instance = "ctx";
+    c.address = "ctx-rank-0";
+    c.remote_id = s.id;
+    c.first_token = engines_[0]->TargetToken(s.sampling.seed, prompt_len);
+    for (int k = 0; k < options_.scheduler.num_draft_tokens; ++k) {
+      c.first_drafts.push_back(engines_[0]->DraftToken(s.sampling.seed, prompt_len + 1 + k));
+    }
+    s.context_source = std::move(c);
+  }
+  return s;
+}
+
+void ScriptedCluster::Submit(exec::NewRequestSpec spec) {
+  spec.arrival = clocks_[0]->Now();
+  executors_[0]->inbox().Push(std::move(spec));
+}
+
+std::vector<int32_t> ScriptedCluster::ExpectedTokens(const exec::NewRequestSpec& spec) const {
+  const int64_t prompt = static_cast<int64_t>(spec.prompt.size());
+  const int first = spec.context_source.has_value() ? 1 : 0;
+  std::vector<int32_t> out;
+  for (int64_t i = first; i < spec.sampling.max_tokens; ++i) {
+    out.push_back(engines_[0]->TargetToken(spec.sampling.seed, prompt + i));
+  }
+  return out;
+}
+
+std::vector<std::string> ScriptedCluster::AuditAll() const {
+  std::vector<std::string> out;
+  for (int r = 0; r < options_.ranks; ++r) {
+    for (const std::string& v : executors_[r]->Audit()) out.push_back(absl::StrCat("rank ", r, ": ", v));
+  }
+  return out;
+}
+
+void ScriptedCluster::OnResponses(std::vector<exec::Response> responses) {
+  absl::MutexLock lock(&mu_);
+  for (exec::Response& r : responses) {
+    Stream& s = streams_[r.id];
+    s.tokens.insert(s.tokens.end(), r.tokens.begin(), r.tokens.end());
+    if (r.context) s.context = r.context;
+    if (r.finished) {
+      s.finished = true;
+      s.reason = r.finish_reason;
+      s.status = r.status;
+    }
+  }
+}
+
+bool ScriptedCluster::AllFinished(int64_t expected) const {
+  absl::MutexLock lock(&mu_);
+  int64_t n = 0;
+  for (const auto& [id, s] : streams_) n += s.finished ? 1 : 0;
+  return n >= expected;
+}
+
+Stream ScriptedCluster::stream(RequestId id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = streams_.find(id);
+  return it == streams_.end() ? Stream() : it->second;
+}
+
+}  // namespace lockstep::testing
