@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "runtime/engine/make_model_command.h"
+#include "runtime/launcher/launcher.h"
+#include "runtime/router/router_main.h"
 #include "tools/cli/command.h"
 #include "tools/demo.h"
 
@@ -16,6 +18,9 @@ std::vector<cli::Command> Commands() {
       {"demo", "run the end-to-end demo", RunDemo},
       {"make-model", "write a tiny random model (+ draft) for the CPU engine",
        engine::RunMakeModel},
+      {"router", "run the router (OpenAI HTTP API, gRPC, metrics)", router::RunRouter},
+      {"launch", "start a local deployment (router + every rank) from a YAML file",
+       launcher::RunLaunch},
   };
 }
 

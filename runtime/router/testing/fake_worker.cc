@@ -22,13 +22,15 @@ absl::StatusOr<std::unique_ptr<FakeWorker>> FakeWorker::Start(Options options) {
   auto worker = std::unique_ptr<FakeWorker>(new FakeWorker(std::move(options)));
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(worker->options_.listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(worker.get());
   worker->server_ = builder.BuildAndStart();
   if (worker->server_ == nullptr || port <= 0) {
-    return absl::UnavailableError("fake worker: cannot start a gRPC server on 127.0.0.1:0");
+    return absl::UnavailableError(
+        fmt::format("fake worker: cannot start a gRPC server on {}", worker->options_.listen));
   }
-  worker->address_ = fmt::format("127.0.0.1:{}", port);
+  const std::string& listen = worker->options_.listen;
+  worker->address_ = fmt::format("{}:{}", listen.substr(0, listen.rfind(':')), port);
   return worker;
 }
 

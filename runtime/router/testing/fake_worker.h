@@ -37,6 +37,7 @@ class FakeWorker final : public v1::WorkerService::Service {
     v1::InstanceRole role = v1::INSTANCE_ROLE_AGGREGATED;
     int32_t world_size = 1;
     std::string model = "tiny";
+    std::string listen = "127.0.0.1:0";  // port 0: a free port
   };
 
   static absl::StatusOr<std::unique_ptr<FakeWorker>> Start(Options options);

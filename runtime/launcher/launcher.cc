@@ -1,0 +1,231 @@
+#include "runtime/launcher/launcher.h"
+
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/time/clock.h"
+#include "fmt/format.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "runtime/config/config_yaml.h"
+#include "runtime/launcher/free_port.h"
+#include "runtime/launcher/launch_plan.h"
+#include "runtime/launcher/process_supervisor.h"
+#include "tools/cli/flags.h"
+
+namespace lockstep::launcher {
+namespace {
+
+using nlohmann::json;
+
+void Say(const std::string& line) {
+  std::printf("lockstep launch: %s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+void Complain(const std::string& line) {
+  std::fprintf(stderr, "lockstep launch: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+// GET `path` from the router's HTTP API; the parsed JSON, or null.
+json GetJson(const std::string& address, const std::string& path) {
+  const size_t colon = address.rfind(':');
+  httplib::Client client(address.substr(0, colon), std::atoi(address.c_str() + colon + 1));
+  client.set_connection_timeout(1, 0);
+  client.set_read_timeout(2, 0);
+  httplib::Result result = client.Get(path.c_str());
+  if (!result || result->status != 200) return json();
+  return json::parse(result->body, nullptr, /*allow_exceptions=*/false);
+}
+
+// True when /health lists every configured instance as healthy.
+bool AllInstancesHealthy(const std::string& http, const config::DeploymentConfig& config) {
+  const json health = GetJson(http, "/health");
+  if (!health.is_object() || !health.contains("instances")) return false;
+  size_t healthy = 0;
+  for (const config::InstanceConfig& instance : config.instances) {
+    for (const json& entry : health["instances"]) {
+      if (entry.value("name", "") == instance.name && entry.value("state", "") == "healthy") {
+        ++healthy;
+      }
+    }
+  }
+  return healthy == config.instances.size();
+}
+
+std::string DefaultRunDir() {
+  return fmt::format("runs/launch-{}-{}",
+                     absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()),
+                     getpid());
+}
+
+std::string SelfExecutable() {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "" : self.string();
+}
+
+void WriteEndpoints(const std::string& run_dir, const LaunchPlan& plan,
+                    const config::DeploymentConfig& config) {
+  json instances = json::array();
+  for (const config::InstanceConfig& instance : config.instances) {
+    instances.push_back({{"name", instance.name},
+                         {"role", std::string(config::InstanceRoleName(instance.role))},
+                         {"world_size", instance.world_size}});
+  }
+  json endpoints = {
+      {"http", plan.router_http}, {"grpc", plan.router_grpc}, {"model", config.model.name},
+      {"run_dir", run_dir},       {"pid", getpid()},          {"instances", instances}};
+  const std::string path = (std::filesystem::path(run_dir) / "endpoints.json").string();
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << endpoints.dump(2) << "\n";
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);  // atomic: readers never see half a file
+}
+
+struct LaunchFlags {
+  std::string config_path;
+  std::string run_dir;
+  std::string lockstep_binary;
+  int64_t ready_timeout_s = 120;
+  int64_t grace_s = 10;
+};
+
+// Starts everything and supervises until a signal (0) or a death (1).
+int Launch(const LaunchFlags& flags, int signal_fd) {
+  absl::StatusOr<config::DeploymentConfig> config = config::LoadDeploymentConfig(flags.config_path);
+  if (!config.ok()) {
+    Complain(std::string(config.status().message()));
+    return 2;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(flags.run_dir, ec);
+  if (ec) {
+    Complain(fmt::format("cannot create run directory {}: {}", flags.run_dir, ec.message()));
+    return 2;
+  }
+  absl::StatusOr<LaunchPlan> plan =
+      BuildLaunchPlan(*config, {.lockstep_binary = flags.lockstep_binary,
+                                .config_path = flags.config_path,
+                                .run_dir = flags.run_dir,
+                                .pick_port = [] { return PickFreePort("127.0.0.1"); }});
+  if (!plan.ok()) {
+    Complain(plan.status().ToString());
+    return 2;
+  }
+  const absl::Duration ready_timeout = absl::Seconds(flags.ready_timeout_s);
+  const absl::Duration grace = absl::Seconds(flags.grace_s);
+  ProcessSupervisor supervisor;
+  auto fail = [&](const absl::Status& status) {
+    Complain(std::string(status.message()));
+    Complain("stopping the deployment");
+    for (const ChildExit& exit : supervisor.StopAll(grace)) {
+      if (!exit.clean()) Complain(exit.Describe());
+    }
+    return status.code() == absl::StatusCode::kCancelled ? 0 : 1;
+  };
+
+  Say(fmt::format("run directory {} ({} processes)", flags.run_dir, plan->workers.size() + 1));
+  if (absl::Status status = supervisor.Start(plan->router); !status.ok()) return fail(status);
+  const std::string http = plan->router_http;
+  absl::Status ready = supervisor.WaitReady([&] { return GetJson(http, "/health").is_object(); },
+                                            ready_timeout, absl::Milliseconds(100), signal_fd);
+  if (!ready.ok()) return fail(ready);
+  for (const ProcessSpec& worker : plan->workers) {
+    if (absl::Status status = supervisor.Start(worker); !status.ok()) return fail(status);
+  }
+  ready = supervisor.WaitReady([&] { return AllInstancesHealthy(http, *config); }, ready_timeout,
+                               absl::Milliseconds(200), signal_fd);
+  if (!ready.ok()) return fail(ready);
+
+  WriteEndpoints(flags.run_dir, *plan, *config);
+  Say("ready");
+  std::printf("  OpenAI API  http://%s/v1  (model %s)\n", http.c_str(), config->model.name.c_str());
+  std::printf("  gRPC        %s\n", plan->router_grpc.c_str());
+  std::printf("  metrics     http://%s/metrics\n", http.c_str());
+  for (const config::InstanceConfig& instance : config->instances) {
+    std::printf("  instance    %s: %s, DEP%lld\n", instance.name.c_str(),
+                std::string(config::InstanceRoleName(instance.role)).c_str(),
+                static_cast<long long>(instance.world_size));
+  }
+  std::printf("  logs        %s\n", flags.run_dir.c_str());
+  std::printf("Ctrl-C stops everything.\n");
+  std::fflush(stdout);
+
+  while (true) {
+    ProcessSupervisor::WaitResult result = supervisor.Wait(absl::Hours(1), signal_fd);
+    if (!result.exited.empty()) {
+      for (const ChildExit& exit : result.exited) Complain(exit.Describe());
+      return fail(absl::AbortedError("a process of the deployment ended"));
+    }
+    if (result.woke) {
+      signalfd_siginfo info;
+      ssize_t ignored = read(signal_fd, &info, sizeof(info));
+      (void)ignored;
+      Say(fmt::format("signal {}: stopping the deployment", info.ssi_signo));
+      for (const ChildExit& exit : supervisor.StopAll(grace)) {
+        if (!exit.clean()) Complain(exit.Describe());
+      }
+      Say("stopped");
+      return 0;
+    }
+  }
+}
+
+}  // namespace
+
+int RunLaunch(const std::vector<std::string>& args) {
+  LaunchFlags flags;
+  cli::FlagSet flag_set("launch");
+  flag_set.AddString("config", &flags.config_path, "deployment YAML (or the first argument)");
+  flag_set.AddString("run-dir", &flags.run_dir, "directory for logs (default runs/launch-TIME)");
+  flag_set.AddString("lockstep", &flags.lockstep_binary,
+                     "the lockstep binary to start (default: this one)");
+  flag_set.AddInt("ready-timeout-s", &flags.ready_timeout_s, "seconds to wait for readiness");
+  flag_set.AddInt("grace-s", &flags.grace_s, "seconds between SIGTERM and SIGKILL on stop");
+  if (absl::Status status = flag_set.Parse(args); !status.ok()) {
+    Complain(fmt::format("{}\n{}", std::string(status.message()), flag_set.Usage()));
+    return 2;
+  }
+  if (flag_set.help_requested()) {
+    std::printf("usage: lockstep launch CONFIG [flags]\n%s", flag_set.Usage().c_str());
+    return 0;
+  }
+  if (flags.config_path.empty() && !flag_set.positional().empty()) {
+    flags.config_path = flag_set.positional()[0];
+  }
+  if (flags.config_path.empty()) {
+    Complain("usage: lockstep launch CONFIG [flags]");
+    return 2;
+  }
+  if (flags.run_dir.empty()) flags.run_dir = DefaultRunDir();
+  if (flags.lockstep_binary.empty()) flags.lockstep_binary = SelfExecutable();
+  if (flags.ready_timeout_s < 1 || flags.grace_s < 0) {
+    Complain("--ready-timeout-s must be >= 1 and --grace-s >= 0");
+    return 2;
+  }
+  // Stop signals arrive through a signalfd in the supervision loop (children get a
+  // clean mask, see process_supervisor.cc). A broken pipe must not kill the launcher.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  const int signal_fd = signalfd(-1, &stop_signals, SFD_CLOEXEC);
+  if (signal_fd < 0) {
+    Complain("signalfd failed");
+    return 1;
+  }
+  const int code = Launch(flags, signal_fd);
+  close(signal_fd);
+  return code;
+}
+
+}  // namespace lockstep::launcher

@@ -1,0 +1,170 @@
+// `lockstep launch` with real processes: the launcher (run from a stand-in lockstep
+// binary), a real router process, and fake worker ranks that register and heartbeat.
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "common/testing/status_matchers.h"
+#include "fmt/format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "runtime/launcher/process_supervisor.h"
+#include "runtime/router/testing/fake_worker.h"
+
+namespace lockstep::launcher {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kDeadline = absl::Seconds(60);
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Pids whose parent is `parent`, with their command lines.
+std::map<pid_t, std::string> ChildrenOf(pid_t parent) {
+  std::map<pid_t, std::string> children;
+  DIR* proc = opendir("/proc");
+  while (dirent* entry = readdir(proc)) {
+    const pid_t pid = std::atoi(entry->d_name);
+    if (pid <= 0) continue;
+    const std::string stat = Slurp(fmt::format("/proc/{}/stat", pid));
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(stat.substr(paren + 2));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent) continue;
+    std::string cmdline = Slurp(fmt::format("/proc/{}/cmdline", pid));
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    children[pid] = cmdline;
+  }
+  closedir(proc);
+  return children;
+}
+
+// Waits (bounded) until `pid` has exited.
+bool AwaitGone(pid_t pid, absl::Duration timeout) {
+  const int fd = OpenPidfd(pid);
+  if (fd < 0) return errno == ESRCH;
+  pollfd p = {fd, POLLIN, 0};
+  const bool gone = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) == 1;
+  close(fd);
+  return gone;
+}
+
+class LauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ / "model");
+    std::ofstream(dir_ / "model" / "lockstep_tokenizer.json")
+        << R"({"type": "byte_level", "vocab_size": 300, "bos_token_id": 256, "eos_token_id": 257})";
+    std::ofstream(dir_ / "deploy.yaml") << R"(
+model: {name: tiny, path: model}
+router: {heartbeat_interval_ms: 100, heartbeat_timeout_ms: 2000, health_check_interval_ms: 100}
+instances:
+  - {name: agg0, role: aggregated, world_size: 2, engine: fake}
+)";
+  }
+
+  // Starts the launcher and waits for its endpoints; returns the router's HTTP address.
+  std::string Launch() {
+    const std::string binary = std::filesystem::absolute("runtime/launcher/fake_lockstep").string();
+    const std::string run_dir = (dir_ / "run").string();
+    launcher_log_ = (dir_ / "launcher.log").string();
+    EXPECT_THAT(
+        supervisor_.Start({"launcher",
+                           {binary, "launch", (dir_ / "deploy.yaml").string(), "--run-dir", run_dir,
+                            "--lockstep", binary, "--grace-s", "5", "--ready-timeout-s", "50"},
+                           launcher_log_}),
+        IsOk());
+    const std::string endpoints = run_dir + "/endpoints.json";
+    EXPECT_THAT(
+        supervisor_.WaitReady([&] { return std::filesystem::exists(endpoints); }, kDeadline),
+        IsOk())
+        << Slurp(launcher_log_);
+    launcher_pid_ = supervisor_.PidOf("launcher");
+    return json::parse(Slurp(endpoints), nullptr, false).value("http", "");
+  }
+
+  std::filesystem::path dir_;
+  ProcessSupervisor supervisor_;
+  std::string launcher_log_;
+  pid_t launcher_pid_ = -1;
+};
+
+TEST_F(LauncherTest, ServesThenStopsEverythingOnSigterm) {
+  const std::string http = Launch();
+  ASSERT_FALSE(http.empty()) << Slurp(launcher_log_);
+  std::map<pid_t, std::string> children = ChildrenOf(launcher_pid_);
+  ASSERT_EQ(children.size(), 3u);  // router + two ranks
+
+  httplib::Client client(http.substr(0, http.rfind(':')),
+                         std::stoi(http.substr(http.rfind(':') + 1)));
+  client.set_read_timeout(20, 0);
+  httplib::Result result =
+      client.Post("/v1/completions", R"({"model": "tiny", "prompt": "launched", "max_tokens": 4})",
+                  "application/json");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  EXPECT_EQ(json::parse(result->body)["choices"][0]["text"],
+            router::testing::FakeWorker::ExpectedText("launched", 4));
+  EXPECT_THAT(Slurp(launcher_log_), HasSubstr("OpenAI API  http://" + http));
+
+  ASSERT_EQ(kill(launcher_pid_, SIGTERM), 0);
+  ProcessSupervisor::WaitResult done = supervisor_.Wait(kDeadline);
+  ASSERT_EQ(done.exited.size(), 1u);
+  EXPECT_EQ(done.exited[0].exit_code, 0) << Slurp(launcher_log_);
+  for (const auto& [pid, cmdline] : children) EXPECT_TRUE(AwaitGone(pid, kDeadline)) << cmdline;
+  EXPECT_THAT(Slurp(launcher_log_), HasSubstr("stopped"));
+  EXPECT_THAT(Slurp((dir_ / "run" / "router.log").string()), HasSubstr("lockstep router: http"));
+}
+
+TEST_F(LauncherTest, ADeadRankIsReportedWithItsStatusAndLog) {
+  ASSERT_FALSE(Launch().empty()) << Slurp(launcher_log_);
+  std::map<pid_t, std::string> children = ChildrenOf(launcher_pid_);
+  pid_t rank1 = -1;
+  for (const auto& [pid, cmdline] : children) {
+    if (cmdline.find("--rank 1 ") != std::string::npos) rank1 = pid;
+  }
+  ASSERT_GT(rank1, 0);
+  ASSERT_EQ(kill(rank1, SIGKILL), 0);
+  ProcessSupervisor::WaitResult done = supervisor_.Wait(kDeadline);
+  ASSERT_EQ(done.exited.size(), 1u);
+  EXPECT_EQ(done.exited[0].exit_code, 1);
+  const std::string log = Slurp(launcher_log_);
+  EXPECT_THAT(log, HasSubstr(fmt::format("agg0/rank1 (pid {}) was killed by signal 9", rank1)));
+  EXPECT_THAT(log, HasSubstr("agg0.rank1.log"));
+  for (const auto& [pid, cmdline] : children) EXPECT_TRUE(AwaitGone(pid, kDeadline)) << cmdline;
+}
+
+TEST_F(LauncherTest, AKilledLauncherLeavesNoOrphans) {
+  ASSERT_FALSE(Launch().empty()) << Slurp(launcher_log_);
+  std::map<pid_t, std::string> children = ChildrenOf(launcher_pid_);
+  ASSERT_EQ(children.size(), 3u);
+  ASSERT_EQ(kill(launcher_pid_, SIGKILL), 0);
+  for (const auto& [pid, cmdline] : children) EXPECT_TRUE(AwaitGone(pid, kDeadline)) << cmdline;
+}
+
+}  // namespace
+}  // namespace lockstep::launcher

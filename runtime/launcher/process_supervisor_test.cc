@@ -1,0 +1,146 @@
+#include "runtime/launcher/process_supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::launcher {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr char kChild[] = "runtime/launcher/test_child";
+constexpr absl::Duration kDeadline = absl::Seconds(20);
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class ProcessSupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  ProcessSpec Child(const std::string& name, const std::string& mode, const std::string& arg) {
+    return {name, {kChild, mode, arg}, Path(name + ".log")};
+  }
+  std::function<bool()> FileExists(const std::string& path) {
+    return [path] { return std::filesystem::exists(path); };
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(ProcessSupervisorTest, StartsWaitsReadyAndStopsCleanly) {
+  ProcessSupervisor supervisor;
+  LOCKSTEP_ASSERT_OK(supervisor.Start(Child("good", "ready", Path("good.ready"))));
+  LOCKSTEP_ASSERT_OK(supervisor.WaitReady(FileExists(Path("good.ready")), kDeadline));
+  EXPECT_THAT(supervisor.Running(), ::testing::ElementsAre("good"));
+  const pid_t pid = supervisor.PidOf("good");
+  EXPECT_EQ(Slurp(Path("good.ready")), std::to_string(pid));
+  EXPECT_TRUE(supervisor.Wait(absl::ZeroDuration()).exited.empty());
+
+  std::vector<ChildExit> exits = supervisor.StopAll(kDeadline);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_TRUE(exits[0].clean()) << exits[0].Describe();
+  EXPECT_EQ(exits[0].pid, pid);
+  EXPECT_TRUE(supervisor.Running().empty());
+  EXPECT_EQ(kill(pid, 0), -1);  // reaped: gone
+  // Its output went to its log.
+  EXPECT_THAT(Slurp(Path("good.log")), HasSubstr("SIGTERM, exiting"));
+}
+
+TEST_F(ProcessSupervisorTest, ReportsACrashWithItsStatusAndLog) {
+  ProcessSupervisor supervisor;
+  LOCKSTEP_ASSERT_OK(supervisor.Start(Child("crasher", "crash", "3")));
+  ProcessSupervisor::WaitResult result = supervisor.Wait(kDeadline);
+  ASSERT_EQ(result.exited.size(), 1u);
+  const ChildExit& exit = result.exited[0];
+  EXPECT_EQ(exit.name, "crasher");
+  EXPECT_EQ(exit.exit_code, 3);
+  EXPECT_FALSE(exit.clean());
+  EXPECT_THAT(exit.Describe(), HasSubstr("exited with status 3; log: " + Path("crasher.log")));
+  EXPECT_THAT(Slurp(Path("crasher.log")), HasSubstr("crashing on purpose"));
+  EXPECT_TRUE(supervisor.Running().empty());
+}
+
+TEST_F(ProcessSupervisorTest, ReadinessFailsWhenAChildDies) {
+  ProcessSupervisor supervisor;
+  LOCKSTEP_ASSERT_OK(supervisor.Start(Child("good", "ready", Path("good.ready"))));
+  LOCKSTEP_ASSERT_OK(supervisor.Start(Child("crasher", "crash", "7")));
+  EXPECT_THAT(supervisor.WaitReady([] { return false; }, kDeadline),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("crasher (pid")));
+  EXPECT_THAT(supervisor.Running(), ::testing::ElementsAre("good"));
+}
+
+TEST_F(ProcessSupervisorTest, ReadinessHasADeadlineAndAWakeFd) {
+  ProcessSupervisor supervisor;
+  LOCKSTEP_ASSERT_OK(supervisor.Start(Child("good", "ready", Path("good.ready"))));
+  EXPECT_THAT(
+      supervisor.WaitReady([] { return false; }, absl::Milliseconds(300), absl::Milliseconds(50)),
+      StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("running: good")));
+  const int wake = eventfd(1, EFD_CLOEXEC);  // already readable
+  EXPECT_THAT(supervisor.WaitReady([] { return false; }, kDeadline, absl::Milliseconds(50), wake),
+              StatusIs(absl::StatusCode::kCancelled));
+  close(wake);
+}
+
+TEST_F(ProcessSupervisorTest, AChildIgnoringSigtermIsKilledAfterTheGrace) {
+  ProcessSupervisor supervisor;
+  LOCKSTEP_ASSERT_OK(supervisor.Start(Child("stubborn", "ignore-term", Path("stubborn.ready"))));
+  LOCKSTEP_ASSERT_OK(supervisor.WaitReady(FileExists(Path("stubborn.ready")), kDeadline));
+  std::vector<ChildExit> exits = supervisor.StopAll(absl::Milliseconds(200));
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].signal, SIGKILL);
+  EXPECT_THAT(exits[0].Describe(), HasSubstr("was killed by signal 9"));
+}
+
+TEST_F(ProcessSupervisorTest, AMissingExecutableIsAnError) {
+  ProcessSupervisor supervisor;
+  EXPECT_THAT(supervisor.Start({"ghost", {"/no/such/binary"}, Path("ghost.log")}),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("ghost: cannot run /no/such/binary: No such file")));
+  EXPECT_THAT(supervisor.Start({"nolog", {kChild, "crash", "0"}, "/no/such/dir/x.log"}),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("cannot open log file")));
+  EXPECT_TRUE(supervisor.Running().empty());
+}
+
+TEST_F(ProcessSupervisorTest, ChildrenDieWithAKilledSupervisor) {
+  ProcessSupervisor outer;
+  const std::string ready = Path("grandchild.ready");
+  LOCKSTEP_ASSERT_OK(outer.Start(Child("middle", "supervise", ready)));
+  LOCKSTEP_ASSERT_OK(outer.WaitReady(FileExists(ready), kDeadline));
+  const pid_t grandchild = std::stoi(Slurp(ready));
+  const int pidfd = OpenPidfd(grandchild);
+  ASSERT_GE(pidfd, 0);
+  // SIGKILL the middle supervisor: it cannot stop its child, the kernel does.
+  ASSERT_EQ(kill(outer.PidOf("middle"), SIGKILL), 0);
+  ProcessSupervisor::WaitResult result = outer.Wait(kDeadline);
+  ASSERT_EQ(result.exited.size(), 1u);
+  EXPECT_EQ(result.exited[0].signal, SIGKILL);
+  pollfd fd = {pidfd, POLLIN, 0};
+  EXPECT_EQ(poll(&fd, 1, static_cast<int>(absl::ToInt64Milliseconds(kDeadline))), 1)
+      << "the grandchild outlived its supervisor";
+  close(pidfd);
+}
+
+}  // namespace
+}  // namespace lockstep::launcher

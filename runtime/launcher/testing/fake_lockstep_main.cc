@@ -1,0 +1,74 @@
+// A stand-in for the `lockstep` binary in launcher tests: `router` and `launch` are
+// the real subcommands; `worker` is a fake rank: the leader (rank 0) serves a fake
+// WorkerService on --listen, registers at --rendezvous and heartbeats; every rank exits
+// 0 on SIGTERM.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "runtime/config/config_yaml.h"
+#include "runtime/launcher/launcher.h"
+#include "runtime/router/router_main.h"
+#include "runtime/router/testing/fake_worker.h"
+#include "tools/cli/flags.h"
+
+namespace {
+
+int RunFakeWorker(const std::vector<std::string>& args) {
+  std::string config_path, role, instance, rendezvous, listen;
+  int64_t rank = 0, world_size = 1;
+  lockstep::cli::FlagSet flags("worker");
+  flags.AddString("config", &config_path, "");
+  flags.AddString("role", &role, "");
+  flags.AddString("instance", &instance, "");
+  flags.AddInt("rank", &rank, "");
+  flags.AddInt("world-size", &world_size, "");
+  flags.AddString("rendezvous", &rendezvous, "");
+  flags.AddString("listen", &listen, "");
+  if (!flags.Parse(args).ok()) return 2;
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigaddset(&term, SIGINT);
+  sigprocmask(SIG_BLOCK, &term, nullptr);
+  std::unique_ptr<lockstep::router::testing::FakeWorker> worker;
+  if (rank == 0) {
+    absl::StatusOr<lockstep::config::DeploymentConfig> config =
+        lockstep::config::LoadDeploymentConfig(config_path);
+    if (!config.ok()) return 3;
+    lockstep::v1::InstanceRole wire_role = role == "context" ? lockstep::v1::INSTANCE_ROLE_CONTEXT
+                                           : role == "generation"
+                                               ? lockstep::v1::INSTANCE_ROLE_GENERATION
+                                               : lockstep::v1::INSTANCE_ROLE_AGGREGATED;
+    auto started = lockstep::router::testing::FakeWorker::Start(
+        {.name = instance,
+         .role = wire_role,
+         .world_size = static_cast<int32_t>(world_size),
+         .model = config->model.name,
+         .listen = listen});
+    if (!started.ok()) return 4;
+    worker = *std::move(started);
+    if (!worker->Register(rendezvous).ok()) return 5;
+    worker->StartHeartbeats(rendezvous, absl::Milliseconds(config->router.heartbeat_interval_ms));
+  }
+  std::printf("fake worker %s rank %lld up\n", instance.c_str(), static_cast<long long>(rank));
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&term, &sig);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "router") return lockstep::router::RunRouter(args);
+  if (command == "launch") return lockstep::launcher::RunLaunch(args);
+  if (command == "worker") return RunFakeWorker(args);
+  std::fprintf(stderr, "fake lockstep: unknown command %s\n", command.c_str());
+  return 2;
+}
