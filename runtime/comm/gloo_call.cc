@@ -21,11 +21,12 @@
 namespace lockstep::comm::internal {
 namespace {
 
-// gloo tags. Every header exchange uses one tag, so that two ranks calling different
-// ops meet there and see the desync; each inline path has its own; payloads are
-// tagged by op. Exchanges on one tag always have the same size within a group. Calls on different
-// tags never meet (they time out instead), and no payload is sent before its size is agreed: gloo
-// aborts the process when a peer sends more bytes than a receive expects.
+// gloo tags (0 is left for raw calls on GlooCommunicator::gloo_context()). Every header exchange
+// uses one tag, so that two ranks calling different ops meet there and see the desync; each inline
+// path has its own; payloads are tagged by op. Exchanges on one tag always have the same size
+// within a group. Calls on different tags never meet (they time out instead), and no payload is
+// sent before its size is agreed: gloo aborts the process when a peer sends more bytes than a
+// receive expects.
 constexpr uint32_t kHeaderTag = 1;
 constexpr uint32_t kInlineAllReduceTag = 2;  // AllReduce and Barrier.
 constexpr uint32_t kInlineAllGatherTag = 3;

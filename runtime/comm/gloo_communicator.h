@@ -96,6 +96,10 @@ class GlooCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   const std::string& prefix() const { return prefix_; }
+  // The underlying gloo context, for raw gloo calls on the same connections (the
+  // benchmark's baseline). Raw calls must use gloo tag 0, must not overlap this
+  // object's calls, and bypass its deadlines and error handling.
+  const std::shared_ptr<gloo::Context>& gloo_context() const { return context_; }
 
   absl::Status AllReduce(absl::Span<int64_t> data, ReduceOp op,
                          const CallOptions& options) override;
