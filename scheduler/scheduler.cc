@@ -211,6 +211,7 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
     }
     const RequestId id = r->id();
     int64_t position = r->context_position();
+    bool created = false;
     if (const std::optional<kv::CacheInfo> info = kv_->Info(id, kv::PoolKind::kTarget)) {
       // A cache kept from a step that did not schedule it may hold a reused prefix.
       position = std::max(position, info->history);
@@ -220,6 +221,7 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
                          : absl::Span<const int32_t>());
       if (!reused.ok()) break;
       rollback->RecordCreate(id);
+      created = true;
       if (r->start_order() < 0) r->set_start_order(next_start_order_++);
       position = std::max(position, *reused);
     }
@@ -244,7 +246,14 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
         grown = grow();
       }
     }
-    if (!grown) break;  // strict FCFS: nobody younger jumps ahead of this request
+    if (!grown) {
+      if (created) {
+        // A first chunk that does not fit holds nothing: free what its creation took.
+        kv_->Release(id);
+        r->set_start_order(-1);
+      }
+      break;  // strict FCFS: nobody younger jumps ahead of this request
+    }
     decision.context.push_back({r, position, chunk, last});
     decision.num_tokens += chunk;
   }

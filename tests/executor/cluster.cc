@@ -31,6 +31,7 @@ ScriptedCluster::ScriptedCluster(const ClusterOptions& options) : options_(optio
                          ? options.rank_transfer_latency[r]
                          : options.transfer_latency;
     to.max_latency = to.min_latency;
+    to.failure_rate = options.transfer_failure_rate;
     transceivers_.push_back(
         std::make_unique<transfer::FakeTransceiver>(to, clocks_.back().get()));
 
@@ -49,7 +50,8 @@ ScriptedCluster::ScriptedCluster(const ClusterOptions& options) : options_(optio
       ec.kv.dummy_reserved_tokens =
           static_cast<int32_t>(options.scheduler.generation_step_tokens());
     }
-    ec.collective_timeout = absl::Seconds(30);
+    ec.collective_timeout = options.collective_timeout;
+    ec.drain_timeout = options.drain_timeout;
     ec.transfer_deadline = options.transfer_deadline;
     ec.transfer_address = absl::StrCat("test-rank-", r);
     exec::Executor::Deps deps;
@@ -129,6 +131,7 @@ exec::NewRequestSpec ScriptedCluster::MakeRequest(int64_t id, int prompt_len, in
   s.sampling.max_tokens = max_tokens;
   s.sampling.seed = static_cast<uint64_t>(id) * 7919;
   s.pinned_rank = pinned_rank;
+  if (options_.role == exec::Role::kContext) s.type = sched::RequestType::kContextOnly;
   if (options_.role == exec::Role::kGeneration) {
     s.type = sched::RequestType::kGenerationOnly;
     sched::ContextSource c;

@@ -35,6 +35,9 @@ struct ClusterOptions {
   // Per-rank override of transfer_latency (empty: none).
   std::vector<absl::Duration> rank_transfer_latency;
   absl::Duration transfer_deadline = absl::Seconds(10);
+  double transfer_failure_rate = 0.0;
+  absl::Duration collective_timeout = absl::Seconds(30);
+  absl::Duration drain_timeout = absl::Seconds(120);
   std::vector<comm::FaultRule> faults;
 };
 
