@@ -47,11 +47,14 @@ json GetJson(const std::string& address, const std::string& path) {
 // True when /health lists every configured instance as healthy.
 bool AllInstancesHealthy(const std::string& http, const config::DeploymentConfig& config) {
   const json health = GetJson(http, "/health");
-  if (!health.is_object() || !health.contains("instances")) return false;
+  if (!health.is_object() || !health.contains("instances") || !health["instances"].is_array()) {
+    return false;
+  }
   size_t healthy = 0;
   for (const config::InstanceConfig& instance : config.instances) {
     for (const json& entry : health["instances"]) {
-      if (entry.value("name", "") == instance.name && entry.value("state", "") == "healthy") {
+      if (entry.is_object() && entry.value("name", "") == instance.name &&
+          entry.value("state", "") == "healthy") {
         ++healthy;
       }
     }

@@ -67,6 +67,7 @@ absl::Status RouterDaemon::StartServing() {
   int grpc_port = 0;
   builder.AddListeningPort(rc.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port);
   builder.RegisterService(grpc_frontend_.get());
+  builder.RegisterService(&rendezvous_);
   for (grpc::Service* service : options_.extra_services) builder.RegisterService(service);
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || grpc_port <= 0) {
@@ -99,6 +100,7 @@ void RouterDaemon::Shutdown() {
   shut_down_ = true;
   flows_.Close(absl::CancelledError("the router is shutting down"));
   if (http_frontend_ != nullptr) http_frontend_->Stop();
+  rendezvous_.Shutdown();  // ends pending waits, so no handler blocks the server's shutdown
   if (grpc_server_ != nullptr) {
     grpc_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }

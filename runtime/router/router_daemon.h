@@ -1,5 +1,6 @@
 // The router process's core: RouterService (gRPC) and the OpenAI-compatible HTTP API
-// in front of the instance registry, the request runner, and two background threads:
+// in front of the instance registry, the rendezvous service on the same gRPC port (the
+// ranks of every instance bootstrap their collectives there), the request runner, and two background threads:
 // the monitor (every `router.health_check_interval_ms`: heartbeats, Health and Stats
 // polls) and the sweeper (every `sweep_interval`: cancels requests whose client left).
 //
@@ -25,6 +26,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "grpcpp/grpcpp.h"
+#include "runtime/comm/rendezvous_service.h"
 #include "runtime/config/deployment_config.h"
 #include "runtime/router/flow_tracker.h"
 #include "runtime/router/grpc_frontend.h"
@@ -46,7 +48,7 @@ class RouterDaemon {
     std::optional<tok::ByteTokenizer> tokenizer;
     absl::Duration sweep_interval = absl::Milliseconds(100);
     absl::Duration keepalive_interval = absl::Seconds(1);
-    // More services hosted on the gRPC port (e.g. the rendezvous service); not owned.
+    // More services hosted on the gRPC port; not owned.
     std::vector<grpc::Service*> extra_services;
   };
 
@@ -79,6 +81,7 @@ class RouterDaemon {
   std::unique_ptr<HealthMonitor> monitor_;
   std::unique_ptr<GrpcFrontend> grpc_frontend_;
   std::unique_ptr<HttpFrontend> http_frontend_;
+  comm::RendezvousServiceImpl rendezvous_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::string http_address_;
   std::string grpc_address_;

@@ -11,6 +11,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/router.grpc.pb.h"
+#include "runtime/comm/rendezvous_client.h"
 #include "runtime/router/testing/prometheus_text.h"
 #include "runtime/router/testing/router_harness.h"
 
@@ -449,6 +450,19 @@ TEST_F(RouterGrpcTest, InvalidRequestsAndMembership) {
   Deadline(heartbeat_call);
   ASSERT_TRUE(stub->Heartbeat(&heartbeat_call, heartbeat, &answer).ok());
   EXPECT_TRUE(answer.reregister());
+}
+
+TEST_F(RouterGrpcTest, HostsTheRendezvousServiceOnItsGrpcPort) {
+  StartAggregated(1, config::RoutingPolicy::kRoundRobin);
+  std::unique_ptr<comm::RendezvousClient> rank0 =
+      comm::RendezvousClient::Connect(router_->grpc_address(), "agg0");
+  std::unique_ptr<comm::RendezvousClient> rank1 =
+      comm::RendezvousClient::Connect(router_->grpc_address(), "agg0");
+  LOCKSTEP_ASSERT_OK(rank0->Set("rank0", "127.0.0.1:1234"));
+  LOCKSTEP_ASSERT_OK(rank1->Wait({"rank0"}, absl::Seconds(10)));
+  absl::StatusOr<std::string> value = rank1->Get("rank0");
+  ASSERT_THAT(value, IsOk());
+  EXPECT_EQ(*value, "127.0.0.1:1234");
 }
 
 }  // namespace
