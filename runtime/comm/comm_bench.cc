@@ -229,14 +229,23 @@ void RunGlooRank(const testing::RankProcessRole& role) {
     }
   }
 
-  // The header round alone: an AllGatherBytes of empty strings moves no payload.
-  std::vector<double> header_us;
-  for (int i = 0; i < iters; ++i) {
-    header_us.push_back(TimeUs([&] {
-      Check((*comm)->AllGatherBytes("", Tag("header")).status(), "gloo AllGatherBytes");
-    }));
-  }
-  if (rank == 0) PrintRow("header round only", world, 0, Summarize(header_us));
+  // Small variable-size ops: the header round alone (an AllGatherBytes of empty
+  // strings), and the executor's intake broadcast and response gather at 200 bytes.
+  auto series = [&](absl::string_view name, int64_t bytes, const std::function<void()>& fn) {
+    std::vector<double> us;
+    for (int i = 0; i < iters; ++i) us.push_back(TimeUs(fn));
+    if (rank == 0) PrintRow(name, world, bytes, Summarize(us));
+  };
+  series("header round only", 0, [&] {
+    Check((*comm)->AllGatherBytes("", Tag("header")).status(), "gloo AllGatherBytes");
+  });
+  const std::string payload(200, 'x');
+  series("broadcast (bytes)", payload.size(), [&] {
+    std::string intake = rank == 0 ? payload : "";
+    Check((*comm)->Broadcast(&intake, 0, Tag("intake")), "gloo Broadcast");
+  });
+  series("gather (bytes)", payload.size(),
+         [&] { Check((*comm)->Gather(payload, 0, Tag("responses")).status(), "gloo Gather"); });
 
   std::vector<int64_t> send_counts = MoeCounts(rank, world);
   std::vector<int64_t> recv_counts = MoeRecvCounts(rank, world);

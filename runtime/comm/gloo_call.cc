@@ -265,16 +265,39 @@ absl::Status GlooCall::InlineAllToAll(absl::Span<const int64_t> send, absl::Span
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int64_t>> GlooCall::ExchangeHeaders(int64_t fp,
-                                                               absl::Span<const int64_t> fields,
-                                                               const absl::Status& local) {
-  std::vector<int64_t> mine(HeaderWidth(), 0);
+std::vector<size_t> GlooHeaders::column(size_t i) const {
+  std::vector<size_t> out(world_);
+  for (int r = 0; r < world_; ++r) out[r] = static_cast<size_t>(field(r, i));
+  return out;
+}
+
+absl::string_view GlooHeaders::inline_bytes(int r) const {
+  const int64_t length = rows_[r * width_ + InlineLengthAt()];
+  if (length <= 0) return {};
+  return absl::string_view(reinterpret_cast<const char*>(&rows_[r * width_ + InlineLengthAt() + 1]),
+                           static_cast<size_t>(length));
+}
+
+absl::StatusOr<GlooHeaders> GlooCall::ExchangeHeaders(int64_t fp, absl::Span<const int64_t> fields,
+                                                      const absl::Status& local,
+                                                      absl::string_view inline_data) {
+  const size_t width = HeaderWidth();
+  const size_t length_at = 2 + 2 * static_cast<size_t>(world());
+  std::vector<int64_t> mine(width, 0);
   mine[0] = fp;
   mine[1] = Info(op_, local);
-  std::copy_n(fields.begin(), std::min<size_t>(fields.size(), HeaderWidth() - 2), mine.begin() + 2);
+  std::copy_n(fields.begin(), std::min<size_t>(fields.size(), length_at - 2), mine.begin() + 2);
+  if (inline_data.size() <= kGlooHeaderInlineBytes) {
+    mine[length_at] = static_cast<int64_t>(inline_data.size());
+    if (!inline_data.empty()) {
+      std::memcpy(&mine[length_at + 1], inline_data.data(), inline_data.size());
+    }
+  } else {
+    mine[length_at] = -1;
+  }
   ASSIGN_OR_RETURN(std::vector<int64_t> all, GatherRows(mine, kHeaderTag));
-  RETURN_IF_ERROR(CheckAgreement(all, HeaderWidth(), 0, fp, local));
-  return all;
+  RETURN_IF_ERROR(CheckAgreement(all, width, 0, fp, local));
+  return GlooHeaders(std::move(all), width, world());
 }
 
 absl::Status GlooCall::AllReduce(int64_t* data, size_t n, ReduceOp reduce) {

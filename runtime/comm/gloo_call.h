@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,6 +32,32 @@ namespace lockstep::comm::internal {
 
 // Elements per block that fixed-size ops send in one round.
 inline constexpr int64_t kGlooInlineElements = 30;
+// Bytes of payload a header may carry, so that small variable-size ops (the intake
+// broadcast, the response gather) finish in the header round.
+inline constexpr size_t kGlooHeaderInlineBytes = 256;
+
+// Every rank's header after an exchange.
+class GlooHeaders {
+ public:
+  GlooHeaders(std::vector<int64_t> rows, size_t width, int world)
+      : rows_(std::move(rows)), width_(width), world_(world) {}
+
+  // Field i (after fingerprint and info) of rank r's header.
+  int64_t field(int r, size_t i) const { return rows_[r * width_ + 2 + i]; }
+  // Field i of every rank, as sizes.
+  std::vector<size_t> column(size_t i) const;
+  // Rank r's inline bytes: its whole data if it fitted (see has_inline), else empty.
+  absl::string_view inline_bytes(int r) const;
+  bool has_inline(int r) const { return rows_[r * width_ + InlineLengthAt()] >= 0; }
+
+ private:
+  friend class GlooCall;
+  size_t InlineLengthAt() const { return 2 + 2 * static_cast<size_t>(world_); }
+
+  std::vector<int64_t> rows_;
+  size_t width_;
+  int world_;
+};
 
 class GlooCall {
  public:
@@ -40,8 +67,11 @@ class GlooCall {
 
   int rank() const;
   int world() const;
-  // Int64 words per rank in a header: fingerprint, info, then up to 2 * world fields.
-  size_t HeaderWidth() const { return 2 + 2 * static_cast<size_t>(world()); }
+  // Int64 words per rank in a header: fingerprint, info, 2 * world fields, the inline
+  // length (-1: did not fit) and kGlooHeaderInlineBytes of inline data.
+  size_t HeaderWidth() const {
+    return 3 + 2 * static_cast<size_t>(world()) + kGlooHeaderInlineBytes / sizeof(int64_t);
+  }
 
   // One round each, every block padded to kGlooInlineElements + 2 and carrying the
   // fingerprint `fp` (and for gathers, whether the rank's own arguments were valid:
@@ -53,11 +83,12 @@ class GlooCall {
   absl::Status InlineAllToAll(absl::Span<const int64_t> send, absl::Span<int64_t> recv, int64_t fp,
                               const absl::Status& local);
 
-  // All-gathers [fp, info, fields...] from every rank (fields beyond the width are
-  // dropped) and checks that every rank called this op with this tag and valid
-  // arguments. Returns all headers, rank r's at r * HeaderWidth().
-  absl::StatusOr<std::vector<int64_t>> ExchangeHeaders(int64_t fp, absl::Span<const int64_t> fields,
-                                                       const absl::Status& local);
+  // All-gathers [fp, info, fields..., inline data] from every rank (at most 2 * world
+  // fields; `inline_data` travels only if it fits kGlooHeaderInlineBytes) and checks
+  // that every rank called this op with this tag and valid arguments.
+  absl::StatusOr<GlooHeaders> ExchangeHeaders(int64_t fp, absl::Span<const int64_t> fields,
+                                              const absl::Status& local,
+                                              absl::string_view inline_data = {});
 
   // Payload rounds; sizes must already agree across ranks.
   absl::Status AllReduce(int64_t* data, size_t n, ReduceOp reduce);

@@ -19,8 +19,17 @@
 namespace lockstep::comm {
 
 using internal::GlooCall;
+using internal::GlooHeaders;
 
 namespace {
+
+// Whether every rank's data travelled inside its header.
+bool AllInline(const GlooHeaders& headers, int world) {
+  for (int r = 0; r < world; ++r) {
+    if (!headers.has_inline(r)) return false;
+  }
+  return true;
+}
 
 bool IsTimeout(absl::string_view what) {
   return absl::StrContains(what, "Timed out") || absl::StrContains(what, "timeout") ||
@@ -36,14 +45,6 @@ std::vector<std::string> Split(const std::string& flat, absl::Span<const size_t>
     out.push_back(flat.substr(offset, size));
     offset += size;
   }
-  return out;
-}
-
-// Field `field` (after fingerprint and info) of every rank's header.
-std::vector<size_t> Column(absl::Span<const int64_t> headers, size_t width, int world,
-                           size_t field) {
-  std::vector<size_t> out(world);
-  for (int r = 0; r < world; ++r) out[r] = static_cast<size_t>(headers[r * width + 2 + field]);
   return out;
 }
 
@@ -203,13 +204,17 @@ absl::StatusOr<std::vector<std::string>> GlooCommunicator::AllGatherBytes(
   std::vector<std::string> result;
   RETURN_IF_ERROR(Run(CollectiveOp::kAllGatherBytes, options, [&](GlooCall& call) -> absl::Status {
     const int64_t size = data.size();
-    ASSIGN_OR_RETURN(std::vector<int64_t> headers,
-                     call.ExchangeHeaders(fp, {&size, 1}, absl::OkStatus()));
-    const std::vector<size_t> sizes = Column(headers, call.HeaderWidth(), world_size_, 0);
+    ASSIGN_OR_RETURN(GlooHeaders headers,
+                     call.ExchangeHeaders(fp, {&size, 1}, absl::OkStatus(), data));
+    const std::vector<size_t> sizes = headers.column(0);
+    if (AllInline(headers, world_size_)) {
+      for (int r = 0; r < world_size_; ++r) result.emplace_back(headers.inline_bytes(r));
+      return absl::OkStatus();
+    }
     size_t total = 0;
     for (size_t s : sizes) total += s;
     std::string flat(total, '\0');
-    if (total > 0) RETURN_IF_ERROR(call.AllGatherV(data, flat.data(), sizes));
+    RETURN_IF_ERROR(call.AllGatherV(data, flat.data(), sizes));
     result = Split(flat, sizes);
     return absl::OkStatus();
   }));
@@ -226,10 +231,19 @@ absl::Status GlooCommunicator::Broadcast(std::string* data, int root, const Call
   }
   return Run(CollectiveOp::kBroadcast, options, [&](GlooCall& call) -> absl::Status {
     const int64_t size = data->size();
-    ASSIGN_OR_RETURN(std::vector<int64_t> headers, call.ExchangeHeaders(fp, {&size, 1}, local));
-    const size_t root_size = Column(headers, call.HeaderWidth(), world_size_, 0)[root];
+    ASSIGN_OR_RETURN(
+        GlooHeaders headers,
+        call.ExchangeHeaders(fp, {&size, 1}, local,
+                             rank_ == root ? absl::string_view(*data) : absl::string_view()));
+    const size_t root_size = headers.field(root, 0);
+    if (headers.has_inline(root)) {
+      if (rank_ != root) {
+        const absl::string_view value = headers.inline_bytes(root);
+        data->assign(value.data(), value.size());
+      }
+      return absl::OkStatus();
+    }
     if (rank_ != root) data->assign(root_size, '\0');
-    if (root_size == 0) return absl::OkStatus();
     return call.Broadcast(data->data(), root_size, root);
   });
 }
@@ -246,8 +260,14 @@ absl::StatusOr<std::vector<std::string>> GlooCommunicator::Gather(absl::string_v
   std::vector<std::string> result;
   RETURN_IF_ERROR(Run(CollectiveOp::kGather, options, [&](GlooCall& call) -> absl::Status {
     const int64_t size = data.size();
-    ASSIGN_OR_RETURN(std::vector<int64_t> headers, call.ExchangeHeaders(fp, {&size, 1}, local));
-    const std::vector<size_t> sizes = Column(headers, call.HeaderWidth(), world_size_, 0);
+    ASSIGN_OR_RETURN(GlooHeaders headers, call.ExchangeHeaders(fp, {&size, 1}, local, data));
+    const std::vector<size_t> sizes = headers.column(0);
+    if (AllInline(headers, world_size_)) {
+      if (rank_ == root) {
+        for (int r = 0; r < world_size_; ++r) result.emplace_back(headers.inline_bytes(r));
+      }
+      return absl::OkStatus();
+    }
     std::string flat;
     RETURN_IF_ERROR(call.Gather(data, root, sizes, &flat));
     if (rank_ == root) result = Split(flat, sizes);
@@ -273,12 +293,11 @@ absl::Status GlooCommunicator::AllToAllV(absl::Span<const float> send,
       std::copy(send_counts.begin(), send_counts.end(), fields.begin());
       std::copy(recv_counts.begin(), recv_counts.end(), fields.begin() + world_size_);
     }
-    ASSIGN_OR_RETURN(std::vector<int64_t> headers, call.ExchangeHeaders(fp, fields, local));
-    const size_t width = call.HeaderWidth();
+    ASSIGN_OR_RETURN(GlooHeaders headers, call.ExchangeHeaders(fp, fields, local));
     for (int s = 0; s < world_size_; ++s) {
       for (int r = 0; r < world_size_; ++r) {
-        const int64_t sent = headers[s * width + 2 + r];
-        const int64_t expected = headers[r * width + 2 + world_size_ + s];
+        const int64_t sent = headers.field(s, r);
+        const int64_t expected = headers.field(r, world_size_ + s);
         if (sent != expected) {
           return absl::InternalError(absl::StrCat(
               "collective desync: ", DescribeCall(CollectiveOp::kAllToAllV, options.tag), ": rank ",
@@ -312,8 +331,8 @@ absl::StatusOr<std::vector<std::string>> GlooCommunicator::AllToAllBytes(
         flat_send += send[r];
       }
     }
-    ASSIGN_OR_RETURN(std::vector<int64_t> headers, call.ExchangeHeaders(fp, send_sizes, local));
-    std::vector<size_t> recv_sizes = Column(headers, call.HeaderWidth(), world_size_, rank_);
+    ASSIGN_OR_RETURN(GlooHeaders headers, call.ExchangeHeaders(fp, send_sizes, local));
+    std::vector<size_t> recv_sizes = headers.column(rank_);
     std::vector<int64_t> recv_counts(recv_sizes.begin(), recv_sizes.end());
     size_t total = 0;
     for (size_t s : recv_sizes) total += s;

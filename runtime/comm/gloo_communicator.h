@@ -17,7 +17,9 @@
 //    ring moves a single segment, exactly as for a one-int64 all-reduce.
 //  * All other ops first all-gather a fixed-width header per rank (fingerprint, op,
 //    sizes or counts), check that every rank called the same op with the same tag and
-//    compatible sizes, and only then exchange the payload with exact sizes.
+//    compatible sizes, and only then exchange the payload with exact sizes. Payloads
+//    of up to 256 bytes per rank (Broadcast, Gather, AllGatherBytes) travel inside the
+//    header, so the executor's intake and response exchanges take one round.
 // A mismatch returns Internal("collective desync: ...") on every rank that can see it;
 // a rank whose own arguments are invalid returns InvalidArgument and its peers learn
 // it from the header. Calls that do not even use the same gloo operation (say
