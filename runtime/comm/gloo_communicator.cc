@@ -64,8 +64,8 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
   if (options.prefix.empty()) {
     return absl::InvalidArgumentError("gloo group: empty prefix (name each group and launch)");
   }
+  bool failed = false;
   std::string failure;
-  bool timed_out = false;
   std::shared_ptr<gloo::rendezvous::Context> context;
   try {
     gloo::transport::tcp::attr attr;
@@ -77,12 +77,13 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     context->connectFullMesh(store, device);
     context->setTimeout(absl::ToChronoMilliseconds(options.default_timeout));
   } catch (const std::exception& e) {
+    failed = true;
     failure = e.what();
-    timed_out = IsTimeout(failure);
   } catch (...) {
+    failed = true;
     failure = "unknown exception";
   }
-  if (!failure.empty()) {
+  if (failed) {
     const std::string where =
         absl::StrCat("gloo bootstrap of group '", options.prefix, "' on rank ", options.rank,
                      " of ", options.world_size, ": ");
@@ -92,8 +93,8 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
         return absl::Status(store_status.code(), absl::StrCat(where, store_status.message()));
       }
     }
-    return timed_out ? absl::DeadlineExceededError(absl::StrCat(where, failure))
-                     : absl::UnavailableError(absl::StrCat(where, failure));
+    return IsTimeout(failure) ? absl::DeadlineExceededError(absl::StrCat(where, failure))
+                              : absl::UnavailableError(absl::StrCat(where, failure));
   }
   LOCKSTEP_LOG_INFO("comm", "gloo group '{}': rank {} of {} connected", options.prefix,
                     options.rank, options.world_size);
@@ -117,25 +118,28 @@ absl::Status GlooCommunicator::Run(CollectiveOp op, const CallOptions& options,
                      " is broken by an earlier error: ", broken_.ToString()));
   }
   absl::Status status;
-  std::string thrown;
+  bool thrown = false;
   bool io_error = false;
+  std::string what;
   try {
     GlooCall call(context_, op, options);
     status = body(call);
   } catch (const gloo::IoException& e) {
-    thrown = e.what();
-    io_error = true;
+    thrown = io_error = true;
+    what = e.what();
   } catch (const std::exception& e) {
-    thrown = e.what();
+    thrown = true;
+    what = e.what();
   } catch (...) {
-    thrown = "unknown exception";
+    thrown = true;
+    what = "unknown exception";
   }
-  if (!thrown.empty()) {
+  if (thrown) {
     const std::string message = absl::StrCat(DescribeCall(op, options.tag), " on rank ", rank_,
-                                             " of gloo group '", prefix_, "': ", thrown);
-    status = !io_error           ? absl::InternalError(message)
-             : IsTimeout(thrown) ? absl::DeadlineExceededError(message)
-                                 : absl::UnavailableError(message);
+                                             " of gloo group '", prefix_, "': ", what);
+    status = !io_error         ? absl::InternalError(message)
+             : IsTimeout(what) ? absl::DeadlineExceededError(message)
+                               : absl::UnavailableError(message);
   }
   if (!status.ok()) {
     broken_ = status;
