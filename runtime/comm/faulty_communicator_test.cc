@@ -28,8 +28,9 @@ CallOptions Tag(absl::string_view tag, absl::Duration timeout = absl::Seconds(10
 // N in-process ranks, each wrapped with the same rules.
 struct FaultyGroup {
   FaultyGroup(int world, const std::vector<FaultRule>& rules) : inner(MakeInProcessGroup(world)) {
-    for (auto& comm : inner)
+    for (auto& comm : inner) {
       faulty.push_back(std::make_unique<FaultyCommunicator>(comm.get(), rules));
+    }
   }
 
   // Runs fn(rank's communicator) on one thread per rank.

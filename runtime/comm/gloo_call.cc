@@ -83,8 +83,9 @@ void ReduceBlocks(void* out, const void* in_a, const void* in_b, size_t n) {
   const auto* a = static_cast<const InlineBlock*>(in_a);
   const auto* b = static_cast<const InlineBlock*>(in_b);
   for (size_t k = 0; k < n; ++k) {
-    for (int64_t i = 0; i < kInline; ++i)
+    for (int64_t i = 0; i < kInline; ++i) {
       c[k].values[i] = Combine<kOp>(a[k].values[i], b[k].values[i]);
+    }
     c[k].fp_low = std::min(a[k].fp_low, b[k].fp_low);
     c[k].fp_high = std::max(a[k].fp_high, b[k].fp_high);
   }
@@ -218,11 +219,18 @@ absl::StatusOr<std::vector<int64_t>> GlooCall::GatherRows(absl::Span<const int64
   const size_t width = mine.size();
   std::vector<uint64_t> block(width * world(), 0);
   std::copy(mine.begin(), mine.end(), block.begin() + rank() * width);
-  // Every rank computes the same size, hence the same element type.
+  // Every rank computes the same size, hence the same element type: the smallest that
+  // holds the block (so one segment), or several of the largest.
   if (block.size() <= 64) {
     AllReduceWords<64>(context_, block, tag, timeout);
+  } else if (block.size() <= 128) {
+    AllReduceWords<128>(context_, block, tag, timeout);
+  } else if (block.size() <= 256) {
+    AllReduceWords<256>(context_, block, tag, timeout);
   } else if (block.size() <= 512) {
     AllReduceWords<512>(context_, block, tag, timeout);
+  } else if (block.size() <= 1024) {
+    AllReduceWords<1024>(context_, block, tag, timeout);
   } else {
     AllReduceWords<4096>(context_, block, tag, timeout);
   }
