@@ -76,8 +76,8 @@ const KvCache* KvPool::Find(RequestId id) const {
 }
 
 absl::StatusOr<KvPool::ResizePlan> KvPool::PlanResize(RequestId id, std::optional<int64_t> capacity,
-                                                      std::optional<int64_t> history) const {
-  const KvCache* cache = Find(id);
+                                                      std::optional<int64_t> history) {
+  KvCache* cache = Find(id);
   if (cache == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("request ", id.value(), " has no cache in the ", name_, " pool"));
@@ -103,7 +103,7 @@ absl::StatusOr<KvPool::ResizePlan> KvPool::PlanResize(RequestId id, std::optiona
         name_, " pool: request ", id.value(), " needs ", needed, " more blocks for capacity ",
         lengths.capacity, ", ", Available(id == dummy_id_), " are free or evictable"));
   }
-  return ResizePlan{.cache = const_cast<KvCache*>(cache), .lengths = lengths};
+  return ResizePlan{.cache = cache, .lengths = lengths};
 }
 
 void KvPool::ApplyResize(const ResizePlan& plan) {

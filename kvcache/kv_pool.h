@@ -86,7 +86,7 @@ class KvPool {
   // ResourceExhausted when growth needs more blocks than free + evictable (+ the
   // dummy reserve for the dummy). NotFound without a cache. Changes nothing.
   absl::StatusOr<ResizePlan> PlanResize(RequestId id, std::optional<int64_t> capacity,
-                                        std::optional<int64_t> history) const;
+                                        std::optional<int64_t> history);
   // Applies a plan from PlanResize: allocates (evicting LRU tree blocks when the free
   // list is empty) or frees tail blocks.
   void ApplyResize(const ResizePlan& plan);
