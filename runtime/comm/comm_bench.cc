@@ -4,7 +4,7 @@
 // calls (gloo::AllreduceOptions / AlltoallvOptions used directly) in the same
 // processes and the same run.
 //
-//   bazel-<you> run -c opt //runtime/comm:comm_bench [-- --iters=3000 --moe_iters=100]
+//   bazel run -c opt //runtime/comm:comm_bench [-- --iters=3000 --moe_iters=100]
 //
 // Rank processes re-execute this binary (testing/rank_processes.h); rank 0 prints.
 #include <algorithm>
