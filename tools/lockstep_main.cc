@@ -7,6 +7,7 @@
 #include "runtime/engine/make_model_command.h"
 #include "runtime/launcher/launcher.h"
 #include "runtime/router/router_main.h"
+#include "tests/sim/sim_command.h"
 #include "tools/cli/command.h"
 #include "tools/demo.h"
 
@@ -21,6 +22,7 @@ std::vector<cli::Command> Commands() {
       {"router", "run the router (OpenAI HTTP API, gRPC, metrics)", router::RunRouter},
       {"launch", "start a local deployment (router + every rank) from a YAML file",
        launcher::RunLaunch},
+      {"sim", "run the deterministic multi-rank simulator", sim::RunSimCommand},
   };
 }
 

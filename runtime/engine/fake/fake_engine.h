@@ -36,6 +36,9 @@ struct FakeEngineOptions {
   int32_t tokens_per_block = 16;
   int32_t target_num_blocks = 0;
   int32_t draft_num_blocks = 0;
+  // Check the KV contract on every batch (off: as close to zero cost as the interface
+  // allows, for host-overhead benchmarks).
+  bool check_kv_contract = true;
 };
 
 class FakeEngine : public ModelEngine {
