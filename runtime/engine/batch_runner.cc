@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 #include "common/status_macros.h"
 #include "runtime/engine/sampler.h"
 
@@ -75,7 +76,7 @@ SequenceState& BatchRunner::StateFor(const Key& key) {
   created_.push_back(key);
   if (draft_ != nullptr && num_draft_tokens_ > 0) {
     state.spec_kv.assign(
-        SpecBufferFloats(draft_->Layout(draft_pool_.layout.tokens_per_block), num_draft_tokens_),
+        SpecBufferFloats(draft_->Layout(draft_pool_.layout.tokens_per_block), num_draft_tokens_ + 1),
         0.0f);
   }
   return state;
@@ -123,6 +124,8 @@ absl::Status BatchRunner::PlanContext(const ContextChunk& chunk, SeqWork& work) 
   }
   work.sampling = &chunk.sampling;
   work.start = chunk.position;
+  work.draft_end = chunk.position;  // earlier chunks are in the pool
+  work.draft_limit = chunk.position + n;
   work.last_chunk = chunk.last_chunk;
   work.propose =
       work.draft_kv && chunk.last_chunk ? std::clamp(chunk.num_draft_tokens, 0, num_draft_tokens_) : 0;
@@ -136,6 +139,7 @@ absl::Status BatchRunner::PlanGeneration(const GenerationStep& step, SeqWork& wo
     work.start = step.seed->history;
     work.last_token = step.seed->last_token;
     work.drafts.assign(step.seed->draft_tokens.begin(), step.seed->draft_tokens.end());
+    work.draft_end = step.seed->history;  // a seed brings draft KV for [0, history)
     work.spec_len = 0;
   } else {
     const SequenceState* found = FindState(work.key);
@@ -144,7 +148,9 @@ absl::Status BatchRunner::PlanGeneration(const GenerationStep& step, SeqWork& wo
     work.start = state.history;
     work.last_token = state.last_token;
     work.drafts.assign(state.drafts.begin(), state.drafts.end());
-    work.spec_len = state.draft_generation == step.kv.draft_generation ? state.spec_len : 0;
+    const bool same_draft = state.draft_generation == step.kv.draft_generation;
+    work.draft_end = same_draft ? state.draft_end : state.history;
+    work.spec_len = same_draft ? state.spec_len : 0;
   }
   work.verify = std::clamp(step.num_draft_tokens, 0, static_cast<int>(work.drafts.size()));
   work.drafts.resize(work.verify);
@@ -167,6 +173,7 @@ absl::Status BatchRunner::PlanGeneration(const GenerationStep& step, SeqWork& wo
   if (work.draft_kv) {
     RETURN_IF_ERROR(CheckCoverage(work, step.kv.draft_blocks, draft_pool_, end, "draft"));
   }
+  work.draft_limit = work.start + std::max(step.num_draft_tokens, 0);
   work.sampling = &step.sampling;
   work.dummy = step.is_dummy;
   work.propose = work.draft_kv ? std::clamp(step.num_draft_tokens, 0, num_draft_tokens_) : 0;
@@ -197,6 +204,7 @@ absl::Status BatchRunner::Plan(const Batch& batch) {
     work.last_token = 0;
     work.drafts.clear();
     work.verify = work.spec_len = work.propose = work.accepted = 0;
+    work.draft_end = work.draft_limit = work.new_draft_end = 0;
     work.draft_kv = false;
     work.state = nullptr;
     work.tokens.clear();
@@ -282,21 +290,24 @@ absl::Status BatchRunner::DraftPasses(const Batch& batch, bool empty) {
   const bool collectives = draft_->collectives_per_forward() > 0;
   const int vocab = draft_->config().vocab_size;
   const kv::BlockLayout& layout = draft_pool_.layout;
+  const int spec_tokens = num_draft_tokens_ + 1;
   // Sequences the draft works on: seqs_[s] belongs to work_[draft_work[s]].
   seqs_.clear();
   int* draft_work = arena_.Alloc<int>(num_work_ + 1);
+  int64_t* pool_valid = arena_.Alloc<int64_t>(num_work_ + 1);  // after the copy below
   for (int i = 0; !empty && i < num_work_; ++i) {
-    const SeqWork& work = work_[i];
+    SeqWork& work = work_[i];
     if (!work.draft_kv) continue;
-    draft_work[seqs_.size()] = i;
     const std::vector<BlockId>& blocks = work.kv->draft_blocks;
-    // Confirmed positions whose draft K/V sit in the spec buffer move to the pool.
-    const int copied = std::min(work.spec_len, work.accepted + 1);
-    if (copied > 0) {
-      const SequenceKv spec{absl::MakeConstSpan(blocks), work.start, work.state->spec_kv.data(),
-                            num_draft_tokens_};
+    // After this step the pool holds the confirmed positions it may: [0, new_draft_end).
+    work.new_draft_end = std::min(work.next_start, work.draft_limit);
+    // Confirmed positions whose K/V wait in the spec buffer move into the pool.
+    const int64_t copy_end = std::min(work.draft_end + work.spec_len, work.new_draft_end);
+    if (copy_end > work.draft_end) {
+      const SequenceKv spec{absl::MakeConstSpan(blocks), work.draft_end, work.state->spec_kv.data(),
+                            spec_tokens};
       const SequenceKv in_pool{absl::MakeConstSpan(blocks)};
-      for (int64_t p = work.start; p < work.start + copied; ++p) {
+      for (int64_t p = work.draft_end; p < copy_end; ++p) {
         for (int l = 0; l < layout.num_layers; ++l) {
           for (int kv = 0; kv < 2; ++kv) {
             for (int h = 0; h < layout.num_kv_heads; ++h) {
@@ -307,10 +318,12 @@ absl::Status BatchRunner::DraftPasses(const Batch& batch, bool empty) {
         }
       }
     }
-    const int64_t spec_base = work.next_start;
-    seqs_.push_back(SequenceKv{absl::MakeConstSpan(blocks), spec_base,
+    pool_valid[seqs_.size()] = std::max(copy_end, work.draft_end);
+    draft_work[seqs_.size()] = i;
+    // Rows at or beyond new_draft_end go to the spec buffer.
+    seqs_.push_back(SequenceKv{absl::MakeConstSpan(blocks), work.new_draft_end,
                                work.state == nullptr ? nullptr : work.state->spec_kv.data(),
-                               num_draft_tokens_});
+                               spec_tokens});
   }
   const int num_seqs = static_cast<int>(seqs_.size());
   for (int pass = 0; pass < num_draft_tokens_; ++pass) {
@@ -319,13 +332,13 @@ absl::Status BatchRunner::DraftPasses(const Batch& batch, bool empty) {
     for (int s = 0; s < num_seqs; ++s) {
       SeqWork& work = work_[draft_work[s]];
       if (pass == 0) {
-        // Catch up on confirmed tokens the draft has not seen, then the first proposal.
+        // Catch up on the confirmed tokens the draft has not seen, then the first proposal.
         if (work.context) {
           const std::vector<int32_t>& tokens = batch.context[work.index].tokens;
           for (int j = 0; j < work.num_rows; ++j) rows_.push_back({tokens[j], work.start + j, s});
         } else {
-          for (int64_t p = work.start + std::min(work.spec_len, work.accepted + 1);
-               p < work.next_start; ++p) {
+          for (int64_t p = pool_valid[s]; p < work.next_start; ++p) {
+            LOCKSTEP_DCHECK(p >= work.start) << "draft K/V missing below the history";
             const int32_t token = p == work.start ? work.last_token : work.drafts[p - work.start - 1];
             rows_.push_back({token, p, s});
           }
@@ -380,7 +393,13 @@ BatchResult BatchRunner::Results(const Batch& batch, const float* logits) {
     out.next_drafts = state.drafts;
     state.history = work.next_start;
     state.last_token = work.tokens.back();
-    state.spec_len = work.propose;
+    if (work.draft_kv) {
+      state.draft_end = work.new_draft_end;
+      state.spec_len = static_cast<int>(work.next_start - work.new_draft_end) + work.propose;
+    } else {
+      state.draft_end = work.next_start;
+      state.spec_len = 0;
+    }
     state.draft_generation = work.kv->draft_generation;
     if (work.dummy) EraseState(work.key);  // the dummy is seeded every step
   }

@@ -16,10 +16,13 @@
 // from p without d), so the output distribution is exactly the target's, and
 // speculative output equals non-speculative output token for token for every seed.
 //
-// Draft KV: the draft pool holds only confirmed tokens ([0, history)); the K/V of the
-// draft's own proposals live in the sequence state's spec buffer and are copied into
-// the pool when the target confirms them, so the draft never writes the pool past the
-// capacity the host granted (model_engine.h, KV contract).
+// Draft KV (model_engine.h, KV contract). A step from history h with K drafts writes
+// the draft pool only at positions below h + K (a context chunk: inside the chunk).
+// Confirmed positions the draft cannot store yet (at most one, h + K when all K drafts
+// are accepted) and the K/V of the draft's own proposals live in the sequence state's
+// spec buffer, and move into the pool when a later step confirms them and may write
+// there. So the draft pool holds only confirmed tokens, and nothing the engine relies
+// on sits at or beyond the history in either pool.
 //
 // Thread-compatible: owned by the engine thread.
 #ifndef LOCKSTEP_RUNTIME_ENGINE_BATCH_RUNNER_H_
@@ -46,8 +49,9 @@ struct SequenceState {
   int64_t history = 0;          // target (and draft pool) KV valid for [0, history)
   int32_t last_token = 0;       // at position `history`
   std::vector<int32_t> drafts;  // proposals for positions history + 1, ...
-  // Draft K/V of positions [history, history + spec_len) (the last token and the
-  // first drafts), laid out as a paged_attention spec buffer of K tokens.
+  int64_t draft_end = 0;        // the draft pool holds valid K/V for [0, draft_end)
+  // Draft K/V of positions [draft_end, draft_end + spec_len): a paged_attention spec
+  // buffer of K + 1 tokens.
   std::vector<float> spec_kv;
   int spec_len = 0;
   uint64_t draft_generation = 0;
@@ -90,7 +94,10 @@ class BatchRunner {
     int32_t last_token = 0;       // generation: the token at `start`
     std::vector<int32_t> drafts;  // generation: the drafts verified (size `verify`)
     int verify = 0;
-    int spec_len = 0;             // generation: draft K/V of [start, start + spec_len) in spec
+    int64_t draft_end = 0;        // the draft pool is valid for [0, draft_end)
+    int spec_len = 0;             // then the spec buffer holds [draft_end, + spec_len)
+    int64_t draft_limit = 0;      // the draft pool may be written below this position
+    int64_t new_draft_end = 0;    // draft_end after this step
     int propose = 0;              // drafts to propose after this step
     bool draft_kv = false;        // the draft model keeps KV for this sequence
     int first_row = 0;            // in the target forward

@@ -81,7 +81,7 @@ TEST(CpuEngineTest, OutputIsIndependentOfBatchingChunkingOverlapAndThreads) {
       MiniHost host(engine.engine.get(), engine.target.get(), nullptr, setup.host);
       for (const HostRequest& request : requests) host.Add(request);
       ASSERT_THAT(host.Run(), IsOk());
-      EXPECT_TRUE(host.pools_clean()) << "the engine wrote outside its blocks";
+      EXPECT_TRUE(host.pools_clean()) << "the engine wrote outside its grant or into a free block";
       std::vector<HostOutput>& out = outputs.emplace_back();
       for (const HostRequest& request : requests) out.push_back(host.output(request.id));
     }

@@ -34,11 +34,13 @@ void TilePortable(const float* x, int ldx, const float* panel, int k, float* y, 
   StoreTile(acc, R, y, ldy, cols);
 }
 
+// `R` rows x 16 columns; the accumulators stay in registers (loops fully unrolled).
 template <int R>
 __attribute__((target("avx2,fma"))) void TileAvx2(const float* x, int ldx, const float* panel,
                                                   int k, float* y, int ldy, int cols) {
   __m256 lo[R];
   __m256 hi[R];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     lo[r] = _mm256_setzero_ps();
     hi[r] = _mm256_setzero_ps();
@@ -47,6 +49,7 @@ __attribute__((target("avx2,fma"))) void TileAvx2(const float* x, int ldx, const
     const float* w = panel + static_cast<size_t>(kk) * kPanel;
     const __m256 w0 = _mm256_loadu_ps(w);
     const __m256 w1 = _mm256_loadu_ps(w + 8);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 xv = _mm256_broadcast_ss(x + static_cast<size_t>(r) * ldx + kk);
       lo[r] = _mm256_fmadd_ps(xv, w0, lo[r]);
@@ -54,6 +57,7 @@ __attribute__((target("avx2,fma"))) void TileAvx2(const float* x, int ldx, const
     }
   }
   if (cols == kPanel) {
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       _mm256_storeu_ps(y + static_cast<size_t>(r) * ldy, lo[r]);
       _mm256_storeu_ps(y + static_cast<size_t>(r) * ldy + 8, hi[r]);
@@ -61,6 +65,7 @@ __attribute__((target("avx2,fma"))) void TileAvx2(const float* x, int ldx, const
     return;
   }
   alignas(32) float acc[R * kPanel];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     _mm256_store_ps(acc + r * kPanel, lo[r]);
     _mm256_store_ps(acc + r * kPanel + 8, hi[r]);
@@ -110,19 +115,24 @@ void Gemm(const float* x, int m, int ldx, const PackedMatrix& w, const float* bi
           int ldy, ThreadPool* pool) {
   if (m <= 0 || w.n() == 0) return;
   const Kernels& kernels = GetKernels();
+  // Rows in blocks that stay in L1 while every panel of the range streams past them.
+  constexpr int kRowBlock = 48;
   auto run_panels = [&](int64_t begin, int64_t end, int /*thread*/) {
-    for (int64_t p = begin; p < end; ++p) {
-      const int col = static_cast<int>(p) * kPanel;
-      const int cols = std::min(kPanel, w.n() - col);
-      for (int row = 0; row < m; row += kRows) {
-        const int rows = std::min(kRows, m - row);
-        kernels.tile[rows](x + static_cast<size_t>(row) * ldx, ldx, w.panel(static_cast<int>(p)),
-                           w.k(), y + static_cast<size_t>(row) * ldy + col, ldy, cols);
-      }
-      if (bias != nullptr) {
-        for (int row = 0; row < m; ++row) {
-          float* out = y + static_cast<size_t>(row) * ldy + col;
-          for (int j = 0; j < cols; ++j) out[j] += bias[col + j];
+    for (int row_block = 0; row_block < m; row_block += kRowBlock) {
+      const int row_end = std::min(m, row_block + kRowBlock);
+      for (int64_t p = begin; p < end; ++p) {
+        const int col = static_cast<int>(p) * kPanel;
+        const int cols = std::min(kPanel, w.n() - col);
+        for (int row = row_block; row < row_end; row += kRows) {
+          const int rows = std::min(kRows, row_end - row);
+          kernels.tile[rows](x + static_cast<size_t>(row) * ldx, ldx, w.panel(static_cast<int>(p)),
+                             w.k(), y + static_cast<size_t>(row) * ldy + col, ldy, cols);
+        }
+        if (bias != nullptr) {
+          for (int row = row_block; row < row_end; ++row) {
+            float* out = y + static_cast<size_t>(row) * ldy + col;
+            for (int j = 0; j < cols; ++j) out[j] += bias[col + j];
+          }
         }
       }
     }

@@ -15,6 +15,19 @@ float Dot(const float* a, const float* b, int n);
 // y[i] = fma(alpha, x[i], y[i]).
 void Axpy(float alpha, const float* x, float* y, int n);
 
+// out[t] = Dot(q, keys + t * n, n) * scale for t < count: the same bits as Dot, several
+// keys at a time.
+void DotMany(const float* q, const float* keys, int count, int n, float scale, float* out);
+
+// For t < count in order: Axpy(weights[t], values + t * n, out, n); the same bits,
+// with `out` kept in registers.
+void WeightedSum(const float* weights, const float* values, int count, int n, float* out);
+
+// WeightedSum for two weight vectors over the same values (two query heads sharing a
+// KV head); the same bits as two WeightedSum calls, twice the independent FMA chains.
+void WeightedSumPair(const float* weights_a, const float* weights_b, const float* values, int count,
+                     int n, float* out_a, float* out_b);
+
 // out = x / sqrt(mean(x^2) + eps) * weight (out may alias x).
 void RmsNorm(const float* x, const float* weight, int n, float eps, float* out);
 
@@ -28,8 +41,12 @@ void RopeAngles(int64_t position, const double* inv_freq, int half, float* cos, 
 // Rotates each of `num_heads` vectors of `head_dim` in place (pairs i, i + head_dim/2).
 void ApplyRope(float* x, int num_heads, int head_dim, const float* cos, const float* sin);
 
-// In place: x = softmax(x); returns nothing. Sequential sum (deterministic).
+// In place: x = softmax(x).
 void Softmax(float* x, int n);
+
+// exp(x) to about 2 ulp for x in [-87, 88] (clamped outside); the scalar form of the
+// exponential Softmax and SiluMul use.
+float Exp(float x);
 
 }  // namespace lockstep::engine
 

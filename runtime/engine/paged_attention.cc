@@ -64,19 +64,29 @@ void AttendRow(const KvPoolView& pool, const SequenceKv& seq, int layer, const f
   const int kv_heads = pool.layout.num_kv_heads;
   const int group = num_heads / kv_heads;
   const int64_t end = position + 1;
-  for (int h = 0; h < num_heads; ++h) {
-    const int g = h / group;
-    const float* qh = q + static_cast<size_t>(h) * head_dim;
-    ForEachRun(pool, seq, layer, 0, g, end, [&](int64_t first, const float* keys, int64_t count) {
-      for (int64_t t = 0; t < count; ++t) {
-        scores[first + t] = Dot(qh, keys + t * head_dim, head_dim) * scale;
-      }
-    });
-    Softmax(scores, static_cast<int>(end));
-    float* oh = out + static_cast<size_t>(h) * head_dim;
-    std::fill(oh, oh + head_dim, 0.0f);
+  for (int g = 0; g < kv_heads; ++g) {
+    // The query heads of this KV head: scores[j * end + t] for head g * group + j.
+    for (int j = 0; j < group; ++j) {
+      const float* qh = q + static_cast<size_t>(g * group + j) * head_dim;
+      float* sh = scores + static_cast<size_t>(j) * end;
+      ForEachRun(pool, seq, layer, 0, g, end, [&](int64_t first, const float* keys, int64_t count) {
+        DotMany(qh, keys, static_cast<int>(count), head_dim, scale, sh + first);
+      });
+      Softmax(sh, static_cast<int>(end));
+    }
+    float* og = out + static_cast<size_t>(g * group) * head_dim;
+    std::fill(og, og + static_cast<size_t>(group) * head_dim, 0.0f);
     ForEachRun(pool, seq, layer, 1, g, end, [&](int64_t first, const float* values, int64_t count) {
-      for (int64_t t = 0; t < count; ++t) Axpy(scores[first + t], values + t * head_dim, oh, head_dim);
+      int j = 0;
+      for (; j + 2 <= group; j += 2) {
+        WeightedSumPair(scores + j * end + first, scores + (j + 1) * end + first, values,
+                        static_cast<int>(count), head_dim, og + j * head_dim,
+                        og + (j + 1) * head_dim);
+      }
+      if (j < group) {
+        WeightedSum(scores + j * end + first, values, static_cast<int>(count), head_dim,
+                    og + j * head_dim);
+      }
     });
   }
 }

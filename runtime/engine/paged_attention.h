@@ -52,7 +52,7 @@ void WriteKv(const KvPoolView& pool, const SequenceKv& seq, int layer, int64_t p
 
 // Causal attention of one query token at `position` over keys [0, position]:
 // q and out are [num_heads][head_dim]; heads share kv heads in groups (GQA).
-// `scores` is scratch for position + 1 floats.
+// `scores` is scratch for (num_heads / kv_heads) * (position + 1) floats.
 void AttendRow(const KvPoolView& pool, const SequenceKv& seq, int layer, const float* q,
                int64_t position, int num_heads, float scale, float* scores, float* out);
 

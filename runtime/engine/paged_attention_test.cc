@@ -84,7 +84,7 @@ TEST(PagedAttentionTest, EqualsDenseReference) {
     }
     // Write in random chunks; attend each chunk's rows after writing it.
     int64_t position = 0;
-    std::vector<float> scores(length + 1), out(num_heads * head_dim);
+    std::vector<float> scores((length + 1) * (num_heads / kv_heads)), out(num_heads * head_dim);
     while (position < length) {
       const int64_t chunk = std::min<int64_t>(length - position, 1 + static_cast<int64_t>(rng() % 20));
       for (int64_t p = position; p < position + chunk; ++p) {

@@ -70,7 +70,7 @@ RunOutput Generate(const std::string& dir, int k, const std::vector<HostRequest>
                 {.chunk_size = 24, .max_batch = 16, .num_draft_tokens = k, .overlap = overlap});
   for (const HostRequest& request : requests) host.Add(request);
   LOCKSTEP_CHECK_OK(host.Run());
-  EXPECT_TRUE(host.pools_clean()) << "the engine wrote outside its blocks (K=" << k << ")";
+  EXPECT_TRUE(host.pools_clean()) << "the engine wrote outside its grant or into a free block (K=" << k << ")";
   RunOutput out;
   for (const HostRequest& request : requests) {
     out.tokens.push_back(host.output(request.id).tokens);

@@ -88,13 +88,14 @@ void Transformer::Attention(int layer, const ForwardInput& input, const KvPoolVi
     max_end = std::max(max_end, row.position + 1);
   }
   const int num_threads = threads == nullptr ? 1 : threads->num_threads();
-  float* scores = arena.Alloc<float>(static_cast<size_t>(num_threads) * max_end);
+  const int64_t scratch = static_cast<int64_t>(config_.num_heads / config_.num_kv_heads) * max_end;
+  float* scores = arena.Alloc<float>(static_cast<size_t>(num_threads) * scratch);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   auto attend = [&](int64_t begin, int64_t end, int thread) {
     for (int64_t i = begin; i < end; ++i) {
       const ForwardRow& row = input.rows[i];
       AttendRow(pool, input.seqs[row.seq], layer, qkv + static_cast<size_t>(i) * qkv_width,
-                row.position, config_.num_heads, scale, scores + thread * max_end,
+                row.position, config_.num_heads, scale, scores + thread * scratch,
                 out + static_cast<size_t>(i) * config_.q_dim());
     }
   };

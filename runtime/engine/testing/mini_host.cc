@@ -79,6 +79,7 @@ absl::Status MiniHost::Launch(bool pad) {
       chunk.last_chunk = last;
       chunk.sampling = seq.request.sampling;
       chunk.num_draft_tokens = k;
+      seq.target_limit = seq.draft_limit = seq.prefilled + n;
       seq.prefilled += n;
       if (last) seq.history = seq.bound = prompt;
     } else {
@@ -87,6 +88,8 @@ absl::Status MiniHost::Launch(bool pad) {
       step.kv = kv;
       step.num_draft_tokens = k;
       step.sampling = seq.request.sampling;
+      seq.target_limit = seq.bound + 1 + k;
+      seq.draft_limit = seq.bound + k;
       seq.bound += 1 + k;
     }
     ++seq.in_flight;
@@ -126,6 +129,10 @@ absl::Status MiniHost::Collect() {
     if (res.id.value() == options_.dummy_id) continue;
     Seq& seq = seqs_.at(res.id.value());
     --seq.in_flight;
+    if (!options_.overlap) {
+      pools_clean_ = pools_clean_ && target_->Untouched(seq.blocks, seq.target_limit, INT64_MAX) &&
+                     (draft_ == nullptr || draft_->Untouched(seq.draft_blocks, seq.draft_limit, INT64_MAX));
+    }
     if (res.tokens.empty()) continue;  // a context chunk before the last
     ++seq.out.steps;
     if (seq.first_token) {  // a generation step

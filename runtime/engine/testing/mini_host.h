@@ -2,10 +2,12 @@
 // them with or without speculation, optionally overlapping launches (step N+1 is
 // launched before step N is collected), pads idle steps with the dummy, and releases
 // finished requests, driving a ModelEngine through Launch/Collect exactly as the
-// executor does. It keeps the KV contract of model_engine.h: capacity for a step is
-// granted before launch; after each collected step (without overlap) the positions
-// at and beyond the history are scribbled with NaN, and free blocks are checked to
-// be untouched, so an engine that relies on or writes outside its grant fails.
+// executor does. It keeps and checks the KV contract of model_engine.h: capacity for
+// a step is granted before launch; without overlap, after each collected step the
+// positions a step may not write (target: from h + 1 + K, draft: from h + K, a chunk:
+// past its end) are checked untouched, and the positions at and beyond the history
+// are scribbled with NaN; free blocks are checked to stay untouched. So an engine
+// that writes outside its grant, or relies on KV beyond the history, fails.
 //
 // Thread-compatible; one test thread drives it.
 #ifndef LOCKSTEP_RUNTIME_ENGINE_TESTING_MINI_HOST_H_
@@ -77,6 +79,8 @@ class MiniHost {
     int64_t history = 0;         // known history (collected steps)
     int64_t bound = 0;           // history after every launched step, at most
     int in_flight = 0;           // launched, not collected steps
+    int64_t target_limit = 0;    // the launched step may write below these positions
+    int64_t draft_limit = 0;
     bool first_token = false;    // the last chunk was collected
     bool finished = false;
     bool released = false;

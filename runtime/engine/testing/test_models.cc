@@ -74,20 +74,37 @@ bool HostPool::FreeBlocksUntouched() const {
   return true;
 }
 
-void HostPool::Scribble(const std::vector<BlockId>& blocks, int64_t from, int64_t to) {
+template <typename Fn>
+void HostPool::ForEachSlot(const std::vector<BlockId>& blocks, int64_t from, int64_t to, Fn&& fn) const {
   to = std::min<int64_t>(to, static_cast<int64_t>(blocks.size()) * layout_.tokens_per_block);
-  for (int64_t p = from; p < to; ++p) {
-    float* block = storage_.data() +
-                   static_cast<size_t>(blocks[p / layout_.tokens_per_block].value()) * layout_.BlockFloats();
+  for (int64_t p = std::max<int64_t>(from, 0); p < to; ++p) {
+    const size_t block =
+        static_cast<size_t>(blocks[p / layout_.tokens_per_block].value()) * layout_.BlockFloats();
     for (int l = 0; l < layout_.num_layers; ++l) {
       for (int kv = 0; kv < 2; ++kv) {
         for (int h = 0; h < layout_.num_kv_heads; ++h) {
-          std::fill_n(block + layout_.Offset(l, kv, h, static_cast<int>(p % layout_.tokens_per_block)),
-                      layout_.head_dim, std::nanf(""));
+          fn(block + layout_.Offset(l, kv, h, static_cast<int>(p % layout_.tokens_per_block)));
         }
       }
     }
   }
+}
+
+void HostPool::Scribble(const std::vector<BlockId>& blocks, int64_t from, int64_t to) {
+  ForEachSlot(blocks, from, to, [&](size_t offset) {
+    std::fill_n(storage_.data() + offset, layout_.head_dim, std::nanf(""));
+  });
+}
+
+bool HostPool::Untouched(const std::vector<BlockId>& blocks, int64_t from, int64_t to) const {
+  bool untouched = true;
+  ForEachSlot(blocks, from, to, [&](size_t offset) {
+    for (int d = 0; d < layout_.head_dim; ++d) {
+      const float x = storage_[offset + d];
+      untouched = untouched && (std::isnan(x) || x == kSentinel);
+    }
+  });
+  return untouched;
 }
 
 }  // namespace lockstep::engine::testing

@@ -47,10 +47,16 @@ class HostPool {
   bool FreeBlocksUntouched() const;
   // Writes NaN into positions [from, to) of a sequence (every layer, K and V).
   void Scribble(const std::vector<BlockId>& blocks, int64_t from, int64_t to);
+  // True when positions [from, to) of a sequence hold only NaN or the sentinel.
+  bool Untouched(const std::vector<BlockId>& blocks, int64_t from, int64_t to) const;
 
   static constexpr float kSentinel = -12345.0f;
 
  private:
+  // Calls fn(offset of a head_dim vector) for every slot of positions [from, to).
+  template <typename Fn>
+  void ForEachSlot(const std::vector<BlockId>& blocks, int64_t from, int64_t to, Fn&& fn) const;
+
   kv::BlockLayout layout_;
   int32_t num_blocks_;
   std::vector<float> storage_;
