@@ -3,10 +3,10 @@
 #define LOCKSTEP_RUNTIME_ENGINE_FILE_IO_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace lockstep::engine {
 

@@ -1,11 +1,11 @@
 #include "runtime/engine/make_model.h"
 
 #include <cmath>
-#include "absl/strings/string_view.h"
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine/file_io.h"

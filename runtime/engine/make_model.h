@@ -6,10 +6,10 @@
 // The tokenizer is byte level: tokens 0..255 are bytes, 256 is BOS, 257 is EOS.
 // Random transformers emit noise, so the weights carry a structure that target and
 // draft share: a seeded "next token" map encoded in the LM head against the shared
-// embedding, which the layers (scaled down) bend depending on the context. The draft
-// has fewer layers, copies the target's first layers, and perturbs them by
-// `draft_perturbation` (relative noise), so greedy draft acceptance is neither 0 nor 1
-// (about 0.6 at the default; see docs/perf.md "## engine").
+// embedding, which the layers bend depending on the context. The draft (one layer)
+// copies the target's first layer and perturbs it by `draft_perturbation` (relative
+// noise), so greedy draft acceptance is neither 0 nor 1: at the default, about 0.7
+// (K = 1) to 0.5 (K = 4) for tiny, 0.8 to 0.6 for tiny-moe (docs/perf.md "## engine").
 //
 // Output files are a pure function of (preset, seed, draft_perturbation, dtype).
 #ifndef LOCKSTEP_RUNTIME_ENGINE_MAKE_MODEL_H_

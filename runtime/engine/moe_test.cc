@@ -14,6 +14,7 @@
 #include "common/check.h"
 #include "common/testing/seed.h"
 #include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/comm/in_process_communicator.h"
 #include "runtime/engine/file_io.h"
@@ -288,6 +289,65 @@ TEST(MoeTest, FourRankEnginesEqualOneRankEngine) {
       }
     }
   }
+}
+
+Batch OneChunk(int64_t step, int64_t id, std::vector<BlockId> blocks) {
+  Batch batch;
+  batch.step = StepId(step);
+  ContextChunk& chunk = batch.context.emplace_back();
+  chunk.kv = KvRef{RequestId(id), 1, std::move(blocks)};
+  chunk.tokens = {kByteBosToken, 72, 105};
+  chunk.last_chunk = true;
+  return batch;
+}
+
+// A rank whose batch is invalid still makes every collective of the step (with no
+// rows), so its peers' batches succeed and the group stays usable.
+TEST(MoeTest, InvalidBatchOnOneRankKeepsTheRanksInLockstep) {
+  const std::string dir = PresetModelDir("tiny-moe");
+  auto group = MakeGroup();
+  std::vector<TestEngine> engines;
+  for (int r = 0; r < kRanks; ++r) {
+    engines.push_back(MakeTestEngine({.model_dir = dir, .num_blocks = 16, .communicator = group[r].get(),
+                                      .rank = r, .world_size = kRanks}));
+  }
+  for (int step = 0; step < 2; ++step) {
+    for (int r = 0; r < kRanks; ++r) {
+      // Step 0: rank 1 names a block outside its pool of 16.
+      const BlockId block(step == 0 && r == 1 ? 99 : 3);
+      engines[r].engine->Launch(OneChunk(step, 10 + r, {block}));
+    }
+    std::vector<std::string> first_tags;
+    for (int r = 0; r < kRanks; ++r) {
+      absl::StatusOr<BatchResult> result = engines[r].engine->Collect(StepId(step), absl::Seconds(30));
+      if (step == 0 && r == 1) {
+        EXPECT_THAT(result, ::lockstep::testing::StatusIs(absl::StatusCode::kInvalidArgument));
+      } else {
+        EXPECT_THAT(result, IsOk()) << "step " << step << " rank " << r;
+      }
+      const std::vector<std::string> tags = group[r]->TakeTags();
+      if (r == 0) first_tags = tags;
+      EXPECT_EQ(tags, first_tags) << "step " << step << " rank " << r;
+      EXPECT_EQ(tags.size(), 12u);
+    }
+  }
+}
+
+// A dead peer fails the batch with the communicator's error; the process goes on and
+// later batches fail at once.
+TEST(MoeTest, DeadPeerFailsTheBatchNotTheProcess) {
+  const std::string dir = PresetModelDir("tiny-moe");
+  std::vector<std::unique_ptr<comm::Communicator>> group = comm::MakeInProcessGroup(2);
+  TestEngine engine = MakeTestEngine({.model_dir = dir, .num_blocks = 16, .communicator = group[0].get(),
+                                      .rank = 0, .world_size = 2,
+                                      .collective_timeout = absl::Seconds(20)});
+  dynamic_cast<comm::InProcessCommunicator&>(*group[1]).MarkDead();
+  engine.engine->Launch(OneChunk(0, 1, {BlockId(0)}));
+  absl::StatusOr<BatchResult> failed = engine.engine->Collect(StepId(0), absl::Seconds(30));
+  EXPECT_FALSE(failed.ok());
+  EXPECT_THAT(failed.status().message(), ::testing::HasSubstr("moe"));
+  engine.engine->Launch(OneChunk(1, 1, {BlockId(0)}));
+  EXPECT_FALSE(engine.engine->Collect(StepId(1), absl::Seconds(30)).ok());
 }
 
 }  // namespace

@@ -7,9 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
-#include <limits>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"

@@ -31,6 +31,7 @@ TestEngine MakeTestEngine(const TestEngineOptions& options) {
   engine.communicator = options.communicator;
   engine.rank = options.rank;
   engine.world_size = options.world_size;
+  engine.collective_timeout = options.collective_timeout;
   engine.num_threads = options.num_threads;
   absl::StatusOr<std::unique_ptr<ModelEngine>> created = CreateCpuEngine(engine);
   LOCKSTEP_CHECK_OK(created.status());

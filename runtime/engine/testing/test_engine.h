@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/time/time.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/engine/model_engine.h"
 #include "runtime/engine/testing/test_models.h"
@@ -22,6 +23,7 @@ struct TestEngineOptions {
   comm::Communicator* communicator = nullptr;
   int rank = 0;
   int world_size = 1;
+  absl::Duration collective_timeout = absl::Seconds(60);
   uint64_t pool_seed = 1;  // block allocation order
 };
 
