@@ -1,5 +1,5 @@
 // KV cache micro-benchmarks (docs/perf.md, "## kvcache"):
-//   bazel-kv run -c opt //kvcache:kvcache_bench
+//   bazel run -c opt //kvcache:kvcache_bench
 // Targets on the 2-core VM: block alloc+free <= 50 ns, grow by one block <= 100 ns,
 // prefix lookup of a 4k-token prompt <= 5 us.
 #include <chrono>
