@@ -1,0 +1,126 @@
+#include "runtime/transfer/kv_descriptor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace lockstep::transfer {
+namespace {
+
+using kv::BlockLayout;
+using kv::PoolKind;
+
+absl::Status Differ(absl::string_view field, const auto& context, const auto& generation) {
+  return absl::FailedPreconditionError(absl::StrCat("KV descriptors differ: ", field, ": context ",
+                                                    context, ", generation ", generation));
+}
+
+absl::Status CheckPool(PoolKind kind, const std::optional<BlockLayout>& context,
+                       const std::optional<BlockLayout>& generation) {
+  const std::string pool = kv::PoolKindName(kind);
+  if (context.has_value() != generation.has_value()) {
+    return Differ(absl::StrCat(pool, " pool"), context ? "present" : "absent",
+                  generation ? "present" : "absent");
+  }
+  if (!context.has_value()) return absl::OkStatus();
+  const struct {
+    const char* name;
+    int BlockLayout::*field;
+  } kFields[] = {
+      {"tokens_per_block", &BlockLayout::tokens_per_block},
+      {"num_layers", &BlockLayout::num_layers},
+      {"num_kv_heads", &BlockLayout::num_kv_heads},
+      {"head_dim", &BlockLayout::head_dim},
+  };
+  for (const auto& f : kFields) {
+    if ((*context).*f.field != (*generation).*f.field) {
+      return Differ(absl::StrCat(pool, " ", f.name), (*context).*f.field,
+                    (*generation).*f.field);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void LayoutToProto(const BlockLayout& layout, lockstep::v1::KvPoolDescriptor* proto) {
+  proto->set_present(true);
+  lockstep::v1::KvBlockLayout* l = proto->mutable_layout();
+  l->set_num_layers(layout.num_layers);
+  l->set_num_kv_heads(layout.num_kv_heads);
+  l->set_head_dim(layout.head_dim);
+  l->set_tokens_per_block(layout.tokens_per_block);
+}
+
+std::optional<BlockLayout> LayoutFromProto(const lockstep::v1::KvPoolDescriptor& proto) {
+  if (!proto.present()) return std::nullopt;
+  BlockLayout layout;
+  layout.num_layers = proto.layout().num_layers();
+  layout.num_kv_heads = proto.layout().num_kv_heads();
+  layout.head_dim = proto.layout().head_dim();
+  layout.tokens_per_block = proto.layout().tokens_per_block();
+  return layout;
+}
+
+}  // namespace
+
+absl::Status KvDescriptor::Validate() const {
+  if (model.empty()) return absl::InvalidArgumentError("KV descriptor: model is empty");
+  if (dtype.empty()) return absl::InvalidArgumentError("KV descriptor: dtype is empty");
+  if (!target.has_value()) {
+    return absl::InvalidArgumentError("KV descriptor: the target pool is absent");
+  }
+  for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
+    if (!pool(kind).has_value()) continue;
+    const absl::Status valid = pool(kind)->Validate();
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KV descriptor: ", kv::PoolKindName(kind), " layout: ", valid.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCompatible(const KvDescriptor& context, const KvDescriptor& generation) {
+  if (context.model != generation.model) {
+    return Differ("model", absl::StrCat("'", context.model, "'"),
+                  absl::StrCat("'", generation.model, "'"));
+  }
+  if (context.dtype != generation.dtype) return Differ("dtype", context.dtype, generation.dtype);
+  RETURN_IF_ERROR(CheckPool(PoolKind::kTarget, context.target, generation.target));
+  return CheckPool(PoolKind::kDraft, context.draft, generation.draft);
+}
+
+KvDescriptor DescribeKv(const kv::KvManager& kv, std::string model, std::string dtype) {
+  KvDescriptor d;
+  d.model = std::move(model);
+  d.dtype = std::move(dtype);
+  d.target = kv.layout(PoolKind::kTarget);
+  if (kv.has_draft()) d.draft = kv.layout(PoolKind::kDraft);
+  return d;
+}
+
+KvSlabs SlabsOf(const kv::KvManager& kv) {
+  KvSlabs slabs;
+  slabs.target = {kv.Storage(PoolKind::kTarget), kv.num_blocks(PoolKind::kTarget)};
+  if (kv.has_draft()) slabs.draft = {kv.Storage(PoolKind::kDraft), kv.num_blocks(PoolKind::kDraft)};
+  return slabs;
+}
+
+void ToProto(const KvDescriptor& descriptor, lockstep::v1::KvDescriptor* proto) {
+  proto->set_model(descriptor.model);
+  proto->set_dtype(descriptor.dtype);
+  if (descriptor.target) LayoutToProto(*descriptor.target, proto->mutable_target());
+  if (descriptor.draft) LayoutToProto(*descriptor.draft, proto->mutable_draft());
+}
+
+absl::StatusOr<KvDescriptor> FromProto(const lockstep::v1::KvDescriptor& proto) {
+  KvDescriptor d;
+  d.model = proto.model();
+  d.dtype = proto.dtype();
+  d.target = LayoutFromProto(proto.target());
+  d.draft = LayoutFromProto(proto.draft());
+  RETURN_IF_ERROR(d.Validate());
+  return d;
+}
+
+}  // namespace lockstep::transfer

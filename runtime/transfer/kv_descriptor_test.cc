@@ -1,0 +1,132 @@
+#include "runtime/transfer/kv_descriptor.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::transfer {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::StatusIs;
+using ::testing::HasSubstr;
+
+KvDescriptor Base() {
+  KvDescriptor d;
+  d.model = "tiny-moe@1";
+  d.target = kv::BlockLayout{.num_layers = 4, .num_kv_heads = 2, .head_dim = 32,
+                             .tokens_per_block = 16};
+  d.draft = kv::BlockLayout{.num_layers = 1, .num_kv_heads = 2, .head_dim = 32,
+                            .tokens_per_block = 16};
+  return d;
+}
+
+TEST(KvDescriptorTest, IdenticalDescriptorsAreCompatible) {
+  EXPECT_THAT(CheckCompatible(Base(), Base()), IsOk());
+  KvDescriptor no_draft = Base();
+  no_draft.draft.reset();
+  EXPECT_THAT(CheckCompatible(no_draft, no_draft), IsOk());
+}
+
+// Every field that changes what the bytes mean is checked; the message names the
+// field and gives the context value first.
+TEST(KvDescriptorTest, EachMismatchNamesTheFieldAndBothValues) {
+  struct Case {
+    std::function<void(KvDescriptor&)> mutate;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](KvDescriptor& d) { d.model = "tiny@1"; },
+       "model: context 'tiny-moe@1', generation 'tiny@1'"},
+      {[](KvDescriptor& d) { d.dtype = "bf16"; }, "dtype: context f32, generation bf16"},
+      {[](KvDescriptor& d) { d.target->tokens_per_block = 32; },
+       "target tokens_per_block: context 16, generation 32"},
+      {[](KvDescriptor& d) { d.target->num_layers = 3; },
+       "target num_layers: context 4, generation 3"},
+      {[](KvDescriptor& d) { d.target->num_kv_heads = 4; },
+       "target num_kv_heads: context 2, generation 4"},
+      {[](KvDescriptor& d) { d.target->head_dim = 64; },
+       "target head_dim: context 32, generation 64"},
+      {[](KvDescriptor& d) { d.draft.reset(); },
+       "draft pool: context present, generation absent"},
+      {[](KvDescriptor& d) { d.draft->tokens_per_block = 8; },
+       "draft tokens_per_block: context 16, generation 8"},
+      {[](KvDescriptor& d) { d.draft->num_layers = 2; },
+       "draft num_layers: context 1, generation 2"},
+  };
+  for (const Case& c : cases) {
+    KvDescriptor generation = Base();
+    c.mutate(generation);
+    EXPECT_THAT(CheckCompatible(Base(), generation),
+                StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(c.message)));
+  }
+  KvDescriptor context = Base();
+  context.draft.reset();
+  EXPECT_THAT(CheckCompatible(context, Base()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("draft pool: context absent, generation present")));
+}
+
+TEST(KvDescriptorTest, ProtoRoundTrip) {
+  for (bool with_draft : {true, false}) {
+    KvDescriptor d = Base();
+    if (!with_draft) d.draft.reset();
+    lockstep::v1::KvDescriptor proto;
+    ToProto(d, &proto);
+    absl::StatusOr<KvDescriptor> back = FromProto(proto);
+    ASSERT_THAT(back.status(), IsOk());
+    EXPECT_EQ(back->model, d.model);
+    EXPECT_EQ(back->dtype, d.dtype);
+    EXPECT_EQ(back->target, d.target);
+    EXPECT_EQ(back->draft, d.draft);
+  }
+}
+
+TEST(KvDescriptorTest, FromProtoRejectsInvalidDescriptors) {
+  lockstep::v1::KvDescriptor proto;
+  ToProto(Base(), &proto);
+  lockstep::v1::KvDescriptor bad = proto;
+  bad.clear_model();
+  EXPECT_THAT(FromProto(bad).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("model is empty")));
+  bad = proto;
+  bad.clear_target();
+  EXPECT_THAT(FromProto(bad).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("target pool is absent")));
+  bad = proto;
+  bad.mutable_draft()->mutable_layout()->set_head_dim(0);
+  EXPECT_THAT(FromProto(bad).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("draft layout")));
+}
+
+TEST(KvDescriptorTest, DescribesAKvManager) {
+  kv::KvManagerConfig config;
+  config.target.layout = *Base().target;
+  config.target.num_blocks = 8;
+  config.draft_mode = kv::DraftMode::kUnpaired;
+  config.draft.layout = *Base().draft;
+  config.draft.num_blocks = 5;
+  absl::StatusOr<std::unique_ptr<kv::KvManager>> kv = kv::KvManager::Create(config);
+  ASSERT_THAT(kv.status(), IsOk());
+  const KvDescriptor d = DescribeKv(**kv, "tiny-moe@1");
+  EXPECT_THAT(CheckCompatible(d, Base()), IsOk());
+  const KvSlabs slabs = SlabsOf(**kv);
+  EXPECT_EQ(slabs.target.base, (*kv)->Storage(kv::PoolKind::kTarget));
+  EXPECT_EQ(slabs.target.num_blocks, 8);
+  EXPECT_EQ(slabs.draft.base, (*kv)->Storage(kv::PoolKind::kDraft));
+  EXPECT_EQ(slabs.draft.num_blocks, 5);
+
+  config.draft_mode = kv::DraftMode::kNone;
+  kv = kv::KvManager::Create(config);
+  ASSERT_THAT(kv.status(), IsOk());
+  EXPECT_FALSE(DescribeKv(**kv, "m").draft.has_value());
+  EXPECT_EQ(SlabsOf(**kv).draft.base, nullptr);
+}
+
+}  // namespace
+}  // namespace lockstep::transfer
