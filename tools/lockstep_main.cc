@@ -7,6 +7,7 @@
 #include "runtime/engine/make_model_command.h"
 #include "runtime/launcher/launcher.h"
 #include "runtime/router/router_main.h"
+#include "runtime/worker/worker_main.h"
 #include "tests/sim/sim_command.h"
 #include "tools/cli/command.h"
 #include "tools/demo.h"
@@ -23,6 +24,7 @@ std::vector<cli::Command> Commands() {
       {"launch", "start a local deployment (router + every rank) from a YAML file",
        launcher::RunLaunch},
       {"sim", "run the deterministic multi-rank simulator", sim::RunSimCommand},
+      {"worker", "run one rank of an instance", worker::RunWorker},
   };
 }
 

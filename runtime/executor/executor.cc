@@ -146,6 +146,7 @@ absl::Status Executor::Step() {
 
   RETURN_IF_ERROR(Respond());
 
+  idle_ = vote.busy == 0 && !vote.nonempty_batch;
   if (draining_ && vote.busy == 0) drained_ = true;
   if (config_.audit_every_step) {
     const std::vector<std::string> violations = Audit();
@@ -214,16 +215,25 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   for (const Request* r : active) {
     if (!r->is_dummy()) tokens += static_cast<int64_t>(r->prompt().size());
   }
-  const int64_t local[3] = {sched::Scheduler::CountActive(active), tokens,
-                            sched::Scheduler::CountSchedulable(active)};
-  std::vector<int64_t> all(3 * static_cast<size_t>(config_.world_size));
+  const kv::ManagerStats kv_stats = kv_->Stats();
+  constexpr int kFields = 5;
+  const int64_t local[kFields] = {sched::Scheduler::CountActive(active), tokens,
+                                  sched::Scheduler::CountSchedulable(active),
+                                  kv_stats.target.free_blocks,
+                                  kv_stats.draft ? kv_stats.draft->free_blocks : 0};
+  std::vector<int64_t> all(kFields * static_cast<size_t>(config_.world_size));
   RETURN_IF_ERROR(comm_->AllGather(absl::MakeConstSpan(local), absl::MakeSpan(all),
                                    Call("loads")));
   std::vector<sched::RankLoad> loads(config_.world_size);
   InstanceView view;
+  free_target_blocks_.resize(config_.world_size);
+  free_draft_blocks_.resize(config_.world_size);
   for (int r = 0; r < config_.world_size; ++r) {
-    loads[r] = {all[3 * r], all[3 * r + 1]};
-    view.schedulable += all[3 * r + 2];
+    const int64_t* f = &all[kFields * r];
+    loads[r] = {f[0], f[1]};
+    view.schedulable += f[2];
+    free_target_blocks_[r] = f[3];
+    free_draft_blocks_[r] = f[4];
   }
   if (queue_.empty()) return view;
 
@@ -298,6 +308,7 @@ absl::Status Executor::ValidateNew(const NewRequestSpec& spec) const {
 void Executor::AdmitAssigned(std::vector<NewRequestSpec> specs) {
   const absl::Time now = clock_->Now();
   for (NewRequestSpec& spec : specs) {
+    counters_.prompt_tokens += static_cast<int64_t>(spec.prompt.size());
     auto request = std::make_unique<Request>(spec.id, spec.type, std::move(spec.prompt),
                                              std::move(spec.sampling), spec.arrival);
     if (spec.context_source.has_value()) {
@@ -502,6 +513,8 @@ void Executor::PublishSnapshot() {
   s.queued_requests = static_cast<int64_t>(queue_.size());
   s.claimed_requests = static_cast<int64_t>(claims_.size());
   s.kv = kv_->Stats();
+  s.free_target_blocks = free_target_blocks_;
+  s.free_draft_blocks = free_draft_blocks_;
   s.counters = counters_;
   absl::MutexLock lock(&snapshot_mu_);
   snapshot_ = std::move(s);

@@ -66,6 +66,10 @@ struct ExecutorSnapshot {
   int64_t queued_requests = 0;  // accepted, not yet assigned to a rank
   int64_t claimed_requests = 0;
   kv::ManagerStats kv;
+  // Free blocks per rank of the instance (target, draft), from the step's load
+  // all-gather: the leader knows every rank's pools.
+  std::vector<int64_t> free_target_blocks;
+  std::vector<int64_t> free_draft_blocks;
   ExecutorCounters counters;
 };
 
@@ -91,6 +95,8 @@ class Executor {
   absl::Status Step();
   // True once a drain has finished on every rank (they agree through the vote).
   bool drained() const { return drained_; }
+  // True when the last vote found no work on any rank (the loop may wait for input).
+  bool idle() const { return idle_; }
 
   // Any thread.
   ExecutorSnapshot Snapshot() const ABSL_LOCKS_EXCLUDED(snapshot_mu_);
@@ -204,6 +210,9 @@ class Executor {
   bool draining_ = false;
   absl::Time drain_deadline_ = absl::InfiniteFuture();
   bool drained_ = false;
+  bool idle_ = true;
+  std::vector<int64_t> free_target_blocks_;
+  std::vector<int64_t> free_draft_blocks_;
   ExecutorCounters counters_;
   StepStatsRing stats_ring_;
   StepStats current_;

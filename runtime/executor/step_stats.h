@@ -39,6 +39,7 @@ struct ExecutorCounters {
   int64_t failed = 0;
   int64_t cancelled = 0;
   int64_t rejected = 0;          // refused at intake (validation, draining)
+  int64_t prompt_tokens = 0;     // of requests admitted on this rank
   int64_t generated_tokens = 0;
   int64_t drafts_proposed = 0;
   int64_t drafts_accepted = 0;

@@ -1,0 +1,84 @@
+#include "runtime/worker/executor_settings.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace lockstep::worker {
+
+uint64_t ModelSalt(const config::ModelConfig& model) {
+  // FNV-1a: stable across processes and builds.
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string* s : {&model.name, &model.path, &model.draft_path}) {
+    for (unsigned char c : *s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+  }
+  return h;
+}
+
+absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::DeploymentConfig& deployment,
+                                                        const config::InstanceConfig& instance,
+                                                        int rank, const kv::BlockLayout& target_layout,
+                                                        const kv::BlockLayout& draft_layout) {
+  exec::ExecutorConfig c;
+  c.instance = instance.name;
+  switch (instance.role) {
+    case config::InstanceRole::kAggregated:
+      c.role = exec::Role::kAggregated;
+      break;
+    case config::InstanceRole::kContext:
+      c.role = exec::Role::kContext;
+      break;
+    case config::InstanceRole::kGeneration:
+      c.role = exec::Role::kGeneration;
+      break;
+  }
+  c.rank = rank;
+  c.world_size = static_cast<int32_t>(instance.world_size);
+  const config::ExecutorSettings& e = instance.executor;
+  c.scheduler.max_batch_size = static_cast<int32_t>(e.max_batch_size);
+  c.scheduler.max_num_tokens = e.max_num_tokens;
+  c.scheduler.max_num_active_requests = static_cast<int32_t>(e.max_num_active_requests);
+  c.scheduler.chunk_size = e.chunk_size;
+  c.scheduler.num_draft_tokens = static_cast<int32_t>(e.spec_k);
+  c.scheduler.prefix_reuse = instance.kv.prefix_reuse;
+  c.scheduler.dummy_policy = e.dummy_policy == config::DummyPolicy::kCompat
+                                 ? sched::DummyPolicy::kCompat
+                                 : sched::DummyPolicy::kReserved;
+
+  const uint64_t salt = ModelSalt(deployment.model);
+  c.kv.target.layout = target_layout;
+  c.kv.target.num_blocks = static_cast<int32_t>(instance.kv.num_blocks);
+  c.kv.target.enable_prefix_reuse = instance.kv.prefix_reuse;
+  c.kv.target.reuse_salt = salt;
+  switch (e.draft_pool) {
+    case config::DraftPool::kNone:
+      c.kv.draft_mode = kv::DraftMode::kNone;
+      break;
+    case config::DraftPool::kPaired:
+      c.kv.draft_mode = kv::DraftMode::kPaired;
+      break;
+    case config::DraftPool::kUnpaired:
+      c.kv.draft_mode = kv::DraftMode::kUnpaired;
+      break;
+  }
+  c.kv.draft.layout = draft_layout;
+  c.kv.draft.num_blocks = static_cast<int32_t>(instance.kv.draft_num_blocks);
+  c.kv.draft.enable_prefix_reuse = instance.kv.prefix_reuse;
+  c.kv.draft.reuse_salt = salt ^ 0x5bd1e995u;
+  if (c.scheduler.dummy_policy == sched::DummyPolicy::kReserved) {
+    c.kv.dummy_reserved_tokens = static_cast<int32_t>(c.scheduler.generation_step_tokens());
+  }
+  // A step may legitimately take a while on a loaded CPU; Health reports slowness
+  // against step_timeout_ms, while collectives and the engine get a wider margin.
+  const absl::Duration step_timeout = absl::Milliseconds(e.step_timeout_ms);
+  c.collective_timeout = std::max(absl::Seconds(30), 2 * step_timeout);
+  c.engine_timeout = std::max(absl::Seconds(60), 4 * step_timeout);
+  c.transfer_deadline = absl::Milliseconds(instance.transfer.deadline_ms);
+  c.claim_lease = absl::Milliseconds(instance.transfer.lease_ms);
+  if (absl::Status s = c.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("instance ", instance.name, ": ", s.message()));
+  }
+  return c;
+}
+
+}  // namespace lockstep::worker

@@ -1,0 +1,43 @@
+// Bootstrap of an instance's collectives: the ranks agree on a fresh epoch through the
+// rendezvous service, then build two gloo groups under it — the executor's and the
+// engine's (they run on different threads and must never share a group).
+//
+// Why an epoch: a rendezvous key space outlives a worker process, so an instance that
+// is relaunched would otherwise read the previous incarnation's gloo addresses. The
+// leader publishes a random epoch; every other rank joins under the epoch it reads,
+// with a nonce of its own, and waits for the leader's acknowledgement of that nonce; a
+// stale epoch is never acknowledged, so the rank re-reads the leader key until it
+// finds the live one. Every wait is bounded.
+#ifndef LOCKSTEP_RUNTIME_WORKER_INSTANCE_BOOTSTRAP_H_
+#define LOCKSTEP_RUNTIME_WORKER_INSTANCE_BOOTSTRAP_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/comm/communicator.h"
+
+namespace lockstep::worker {
+
+struct BootstrapOptions {
+  std::string rendezvous_address;  // host:port of the rendezvous service
+  std::string instance;            // instance name (the key space)
+  int rank = 0;
+  int world_size = 1;
+  std::string hostname = "127.0.0.1";  // where this rank's gloo device listens
+  absl::Duration timeout = absl::Seconds(60);
+};
+
+struct InstanceGroups {
+  std::string epoch;
+  std::unique_ptr<comm::Communicator> executor;  // the step's collectives
+  std::unique_ptr<comm::Communicator> engine;    // the engine's expert-parallel group
+};
+
+// Blocks until every rank of the instance has joined (or `timeout`).
+absl::StatusOr<InstanceGroups> BootstrapInstance(const BootstrapOptions& options);
+
+}  // namespace lockstep::worker
+
+#endif  // LOCKSTEP_RUNTIME_WORKER_INSTANCE_BOOTSTRAP_H_

@@ -1,0 +1,259 @@
+#include "runtime/worker/worker.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "proto/router.grpc.pb.h"
+#include "runtime/engine/cpu_engine.h"
+#include "runtime/engine/fake/fake_engine.h"
+#include "runtime/worker/executor_settings.h"
+
+namespace lockstep::worker {
+namespace {
+
+v1::InstanceRole ToProtoRole(config::InstanceRole role) {
+  switch (role) {
+    case config::InstanceRole::kAggregated:
+      return v1::INSTANCE_ROLE_AGGREGATED;
+    case config::InstanceRole::kContext:
+      return v1::INSTANCE_ROLE_CONTEXT;
+    case config::InstanceRole::kGeneration:
+      return v1::INSTANCE_ROLE_GENERATION;
+  }
+  return v1::INSTANCE_ROLE_UNSPECIFIED;
+}
+
+// The fake engine's pools hold one float per token: it touches no KV.
+constexpr int kFakeVocab = 320;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(WorkerOptions options) {
+  auto worker = absl::WrapUnique(new Worker(std::move(options)));
+  RETURN_IF_ERROR(worker->Init());
+  return worker;
+}
+
+Worker::~Worker() {
+  stopping_.Notify();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  executor_.reset();
+  engine_.reset();
+}
+
+absl::Status Worker::Init() {
+  const config::DeploymentConfig& d = options_.deployment;
+  instance_ = d.FindInstance(options_.instance);
+  if (instance_ == nullptr) {
+    return absl::NotFoundError(absl::StrCat("instance '", options_.instance,
+                                            "' is not in the deployment config"));
+  }
+  if (instance_->world_size != options_.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--world-size ", options_.world_size, " but instance ", instance_->name,
+        " has world_size ", instance_->world_size));
+  }
+  if (options_.rank < 0 || options_.rank >= options_.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rank must be in [0, ", options_.world_size, "), got ", options_.rank));
+  }
+  const int k = static_cast<int>(instance_->executor.spec_k);
+  const int tpb = static_cast<int>(instance_->kv.tokens_per_block);
+
+  // Layouts first: a bad model fails fast, before waiting for peers.
+  kv::BlockLayout target_layout{1, 1, 1, tpb};
+  kv::BlockLayout draft_layout{1, 1, 1, tpb};
+  if (instance_->engine == config::EngineKind::kCpu) {
+    ASSIGN_OR_RETURN(target_layout, engine::ModelBlockLayout(d.model.path, tpb));
+    if (k > 0) {
+      ASSIGN_OR_RETURN(draft_layout, engine::ModelBlockLayout(d.model.draft_path, tpb));
+    }
+  }
+  ASSIGN_OR_RETURN(exec::ExecutorConfig config,
+                   MakeExecutorConfig(d, *instance_, options_.rank, target_layout, draft_layout));
+  ASSIGN_OR_RETURN(std::unique_ptr<kv::KvManager> kv, kv::KvManager::Create(config.kv));
+
+  BootstrapOptions boot;
+  boot.rendezvous_address = options_.rendezvous_address;
+  boot.instance = instance_->name;
+  boot.rank = options_.rank;
+  boot.world_size = options_.world_size;
+  boot.timeout = options_.bootstrap_timeout;
+  ASSIGN_OR_RETURN(groups_, BootstrapInstance(boot));
+
+  if (instance_->engine == config::EngineKind::kCpu) {
+    engine::CpuEngineOptions e;
+    e.model_dir = d.model.path;
+    e.num_draft_tokens = k;
+    if (k > 0) e.draft_model_dir = d.model.draft_path;
+    e.target_storage = kv->Storage(kv::PoolKind::kTarget);
+    e.target_layout = target_layout;
+    e.target_num_blocks = kv->num_blocks(kv::PoolKind::kTarget);
+    if (kv->has_draft()) {
+      e.draft_storage = kv->Storage(kv::PoolKind::kDraft);
+      e.draft_layout = draft_layout;
+      e.draft_num_blocks = kv->num_blocks(kv::PoolKind::kDraft);
+    }
+    e.communicator = groups_.engine.get();
+    e.rank = options_.rank;
+    e.world_size = options_.world_size;
+    e.collective_timeout = config.collective_timeout;
+    e.num_threads = static_cast<int>(instance_->executor.blas_threads);
+    ASSIGN_OR_RETURN(engine_, engine::CreateCpuEngine(e));
+  } else {
+    engine::FakeEngineOptions e;
+    e.vocab_size = kFakeVocab;
+    e.tokens_per_block = tpb;
+    e.target_num_blocks = kv->num_blocks(kv::PoolKind::kTarget);
+    e.draft_num_blocks = kv->has_draft() ? kv->num_blocks(kv::PoolKind::kDraft) : 0;
+    engine_ = std::make_unique<engine::FakeEngine>(e);
+  }
+  if (instance_->role != config::InstanceRole::kAggregated) {
+    ASSIGN_OR_RETURN(transceiver_, CreateTransceiver(*kv, config));
+    config.transfer_address = transceiver_address_;
+  }
+
+  exec::Executor::Deps deps;
+  deps.comm = groups_.executor.get();
+  deps.engine = engine_.get();
+  deps.kv = std::move(kv);
+  deps.transceiver = transceiver_.get();
+  deps.clock = SystemClock::Get();
+  deps.sink = options_.rank == 0 ? &streams_ : nullptr;
+  ASSIGN_OR_RETURN(executor_, exec::Executor::Create(config, std::move(deps)));
+  last_progress_nanos_.store(absl::ToUnixNanos(absl::Now()));
+  if (options_.rank == 0) {
+    RETURN_IF_ERROR(StartService());
+    if (options_.register_with_router) heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  }
+  LOCKSTEP_LOG_INFO("worker", "instance {} rank {} of {} ready{}", instance_->name,
+                    options_.rank, options_.world_size,
+                    service_address_.empty() ? "" : absl::StrCat(" at ", service_address_));
+  return absl::OkStatus();
+}
+
+absl::Status Worker::StartService() {
+  WorkerServiceOptions o;
+  o.instance = instance_->name;
+  o.model = options_.deployment.model.name;
+  o.request_timeout = absl::Seconds(options_.deployment.router.request_timeout_s);
+  o.clock = SystemClock::Get();
+  o.executor = executor_.get();
+  o.streams = &streams_;
+  o.health = [this] { return Health(); };
+  service_ = std::make_unique<WorkerServiceImpl>(std::move(o));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options_.listen_address, " for WorkerService"));
+  }
+  const std::string host = options_.listen_address.substr(0, options_.listen_address.rfind(':'));
+  service_address_ = absl::StrCat(host, ":", port);
+  return absl::OkStatus();
+}
+
+HealthView Worker::Health() const {
+  HealthView view;
+  if (failed_.load()) {
+    view.state = v1::HealthResponse::STATE_NOT_PROGRESSING;
+    view.message = "this instance lost a rank";
+    return view;
+  }
+  const absl::Duration since =
+      absl::Now() - absl::FromUnixNanos(last_progress_nanos_.load());
+  const absl::Duration limit = absl::Milliseconds(instance_->executor.step_timeout_ms);
+  if (since > limit) {
+    view.state = v1::HealthResponse::STATE_NOT_PROGRESSING;
+    view.message = absl::StrCat("no step completed for ", absl::FormatDuration(since));
+  } else if (executor_->Snapshot().draining || stop_requested_.load()) {
+    view.state = v1::HealthResponse::STATE_DRAINING;
+  }
+  return view;
+}
+
+absl::Status Worker::Run() {
+  const bool leader = options_.rank == 0;
+  bool drain_sent = false;
+  absl::Time stop_deadline = absl::InfiniteFuture();
+  while (true) {
+    if (stop_requested_.load() && !drain_sent) {
+      drain_sent = true;
+      if (leader) executor_->inbox().Drain();
+      // A non-leader waits for the leader's drain; bounded in case the leader is gone.
+      stop_deadline = absl::Now() + executor_->config().drain_timeout + absl::Seconds(30);
+    }
+    if (absl::Now() > stop_deadline) {
+      return absl::DeadlineExceededError("the instance did not drain in time after SIGTERM");
+    }
+    if (leader && executor_->idle() && !stop_requested_.load()) {
+      executor_->inbox().WaitForWork(absl::Milliseconds(20));
+    }
+    const absl::Status step = executor_->Step();
+    last_progress_nanos_.store(absl::ToUnixNanos(absl::Now()));
+    if (!step.ok()) {
+      failed_.store(true);
+      const absl::Status why = absl::UnavailableError(
+          absl::StrCat("instance ", instance_->name, " rank ", options_.rank,
+                       " stopped: ", step.message()));
+      LOCKSTEP_LOG_ERROR("worker", "{}", why.ToString());
+      streams_.FailAll(why);
+      return why;
+    }
+    if (executor_->drained()) {
+      LOCKSTEP_LOG_INFO("worker", "drained after {} steps", executor_->Snapshot().step);
+      return absl::OkStatus();
+    }
+  }
+}
+
+void Worker::HeartbeatLoop() {
+  auto channel =
+      grpc::CreateChannel(options_.rendezvous_address, grpc::InsecureChannelCredentials());
+  auto stub = v1::RouterService::NewStub(channel);
+  absl::Duration interval = absl::Milliseconds(options_.deployment.router.heartbeat_interval_ms);
+  bool registered = false;
+  while (!stopping_.WaitForNotificationWithTimeout(registered ? interval
+                                                              : absl::Milliseconds(100))) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    if (!registered) {
+      v1::RegisterRequest request;
+      request.set_instance(instance_->name);
+      request.set_role(ToProtoRole(instance_->role));
+      request.set_world_size(static_cast<int32_t>(instance_->world_size));
+      request.set_leader_address(service_address_);
+      request.set_model(options_.deployment.model.name);
+      v1::RegisterResponse response;
+      const grpc::Status s = stub->Register(&context, request, &response);
+      if (!s.ok()) {
+        LOCKSTEP_LOG_WARN("worker", "register with the router failed: {}", s.error_message());
+        continue;
+      }
+      registered = true;
+      if (response.heartbeat_interval_ms() > 0) {
+        interval = absl::Milliseconds(response.heartbeat_interval_ms());
+      }
+      continue;
+    }
+    const exec::ExecutorSnapshot snap = executor_->Snapshot();
+    v1::HeartbeatRequest request;
+    request.set_instance(instance_->name);
+    request.mutable_load()->set_active_requests(snap.active_requests);
+    request.mutable_load()->set_queued_requests(snap.queued_requests);
+    int64_t free = 0;
+    for (int64_t f : snap.free_target_blocks) free += f;
+    request.mutable_load()->set_free_blocks(free);
+    v1::HeartbeatResponse response;
+    const grpc::Status s = stub->Heartbeat(&context, request, &response);
+    if (s.ok() && response.reregister()) registered = false;
+  }
+}
+
+}  // namespace lockstep::worker

@@ -1,0 +1,90 @@
+// Worker: one rank of an instance as a process (DESIGN.md §2). It bootstraps the
+// instance's collectives through the rendezvous service, loads the engine, sizes the
+// KV pools from the model, runs the executor loop on its own thread, and — on the
+// leader — hosts WorkerService, registers with the router and heartbeats.
+//
+// Lifecycle: Start() builds everything (bounded by the bootstrap timeout); Run() steps
+// until the instance has drained (after RequestStop() on the leader: SIGTERM) or this
+// rank can no longer take part in collectives (then every open stream ends with an
+// error and Run returns it). Idle leaders wait on their inbox instead of spinning.
+//
+// Threads: the executor loop (Run's caller), gRPC server threads (leader), and the
+// heartbeat thread (leader). Only the loop touches executor state.
+#ifndef LOCKSTEP_RUNTIME_WORKER_WORKER_H_
+#define LOCKSTEP_RUNTIME_WORKER_WORKER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "grpcpp/server.h"
+#include "runtime/config/deployment_config.h"
+#include "runtime/executor/executor.h"
+#include "runtime/worker/instance_bootstrap.h"
+#include "runtime/worker/request_streams.h"
+#include "runtime/worker/worker_service.h"
+
+namespace lockstep::worker {
+
+struct WorkerOptions {
+  config::DeploymentConfig deployment;
+  std::string instance;
+  int rank = 0;
+  int world_size = 1;
+  std::string rendezvous_address;  // the router's gRPC address (rendezvous + registry)
+  std::string listen_address = "127.0.0.1:0";  // the leader's WorkerService
+  absl::Duration bootstrap_timeout = absl::Seconds(60);
+  // Register with the router at `rendezvous_address` and heartbeat (leader).
+  bool register_with_router = true;
+};
+
+class Worker {
+ public:
+  static absl::StatusOr<std::unique_ptr<Worker>> Start(WorkerOptions options);
+  ~Worker();
+
+  // Steps until drained (OK) or this rank fails (the error).
+  absl::Status Run();
+  // Any thread (signal-safe: one atomic store): drain and stop.
+  void RequestStop() { stop_requested_.store(true); }
+
+  // The leader's WorkerService address ("host:port"); empty on other ranks.
+  const std::string& service_address() const { return service_address_; }
+  exec::Executor& executor() { return *executor_; }
+
+ private:
+  explicit Worker(WorkerOptions options) : options_(std::move(options)) {}
+  absl::Status Init();
+  absl::Status StartService();
+  void HeartbeatLoop();
+  HealthView Health() const;
+  // The KV transceiver of a context or generation rank; sets transceiver_address_.
+  absl::StatusOr<std::unique_ptr<transfer::Transceiver>> CreateTransceiver(
+      const kv::KvManager& kv, const exec::ExecutorConfig& config);
+
+  const WorkerOptions options_;
+  const config::InstanceConfig* instance_ = nullptr;
+  InstanceGroups groups_;
+  std::unique_ptr<engine::ModelEngine> engine_;
+  std::unique_ptr<transfer::Transceiver> transceiver_;
+  std::unique_ptr<exec::Executor> executor_;
+  RequestStreams streams_;
+  std::unique_ptr<WorkerServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string service_address_;
+  std::string transceiver_address_;
+  std::thread heartbeat_;
+  absl::Notification stopping_;
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<int64_t> last_progress_nanos_{0};
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace lockstep::worker
+
+#endif  // LOCKSTEP_RUNTIME_WORKER_WORKER_H_

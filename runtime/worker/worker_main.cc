@@ -1,0 +1,82 @@
+#include "runtime/worker/worker_main.h"
+
+#include <csignal>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "runtime/config/config_yaml.h"
+#include "runtime/worker/worker.h"
+#include "tools/cli/flags.h"
+
+namespace lockstep::worker {
+namespace {
+
+Worker* g_worker = nullptr;
+
+void OnSignal(int) {
+  if (g_worker != nullptr) g_worker->RequestStop();
+}
+
+int Fail(const std::string& message) {
+  LOCKSTEP_LOG_ERROR("worker", "{}", message);
+  std::fprintf(stderr, "lockstep worker: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int RunWorker(const std::vector<std::string>& args) {
+  cli::FlagSet flags("worker");
+  std::string config_path, role, instance, rendezvous, listen = "127.0.0.1:0";
+  int rank = 0, world_size = 1;
+  int64_t bootstrap_timeout_s = 60;
+  flags.AddString("config", &config_path, "deployment YAML file");
+  flags.AddString("role", &role, "aggregated, context or generation (checked against the file)");
+  flags.AddString("instance", &instance, "instance name in the file");
+  flags.AddInt("rank", &rank, "this rank");
+  flags.AddInt("world-size", &world_size, "ranks of the instance");
+  flags.AddString("rendezvous", &rendezvous, "host:port of the router (rendezvous + registry)");
+  flags.AddString("listen", &listen, "host:port for the leader's WorkerService");
+  flags.AddInt("bootstrap-timeout-s", &bootstrap_timeout_s, "wait this long for the other ranks");
+  if (absl::Status s = flags.Parse(args); !s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Usage().c_str());
+    return 0;
+  }
+  if (config_path.empty() || instance.empty() || rendezvous.empty()) {
+    std::fprintf(stderr, "lockstep worker: --config, --instance and --rendezvous are required\n");
+    return 2;
+  }
+  InitLogging({.role = role.empty() ? "worker" : role, .instance = instance, .rank = rank});
+  absl::StatusOr<config::DeploymentConfig> deployment = config::LoadDeploymentConfig(config_path);
+  if (!deployment.ok()) return Fail(deployment.status().ToString());
+  if (const config::InstanceConfig* self = deployment->FindInstance(instance);
+      self != nullptr && !role.empty() && config::InstanceRoleName(self->role) != role) {
+    const std::string actual(config::InstanceRoleName(self->role));
+    return Fail(absl::StrCat("--role ", role, " but instance ", instance, " is ", actual, " in ",
+                             config_path));
+  }
+  WorkerOptions options;
+  options.deployment = *std::move(deployment);
+  options.instance = instance;
+  options.rank = rank;
+  options.world_size = world_size;
+  options.rendezvous_address = rendezvous;
+  options.listen_address = listen;
+  options.bootstrap_timeout = absl::Seconds(bootstrap_timeout_s);
+  absl::StatusOr<std::unique_ptr<Worker>> worker = Worker::Start(std::move(options));
+  if (!worker.ok()) return Fail(worker.status().ToString());
+  g_worker = worker->get();
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  const absl::Status run = (*worker)->Run();
+  g_worker = nullptr;
+  if (!run.ok()) return Fail(run.ToString());
+  return 0;
+}
+
+}  // namespace lockstep::worker
