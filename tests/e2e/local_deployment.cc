@@ -1,0 +1,181 @@
+#include "tests/e2e/local_deployment.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
+#include "httplib.h"
+#include "proto/router.grpc.pb.h"
+#include "runtime/config/config_yaml.h"
+#include "runtime/engine/make_model.h"
+#include "runtime/launcher/free_port.h"
+
+namespace lockstep::e2e {
+namespace {
+
+std::pair<std::string, int> HostPort(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return {address.substr(0, colon), std::atoi(address.substr(colon + 1).c_str())};
+}
+
+}  // namespace
+
+absl::Status EnsureTinyMoe(const std::string& dir) {
+  static absl::Mutex mu(absl::kConstInit);
+  absl::MutexLock lock(&mu);
+  if (std::filesystem::exists(std::filesystem::path(dir) / "config.json")) {
+    return absl::OkStatus();
+  }
+  engine::MakeModelOptions options;
+  options.preset = "tiny-moe";
+  options.out_dir = dir;
+  options.seed = 7;
+  return engine::MakeModel(options);
+}
+
+std::string LockstepBinary() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  return absl::StrCat(srcdir ? srcdir : ".", "/", workspace ? workspace : "lockstep",
+                      "/tools/lockstep");
+}
+
+absl::StatusOr<std::unique_ptr<LocalDeployment>> LocalDeployment::Start(
+    const std::string& yaml, const std::string& run_dir, absl::Duration ready_timeout) {
+  std::filesystem::create_directories(run_dir);
+  const std::string config_path = (std::filesystem::path(run_dir) / "deployment.yaml").string();
+  {
+    std::ofstream out(config_path);
+    out << yaml;
+  }
+  auto d = absl::WrapUnique(new LocalDeployment());
+  ASSIGN_OR_RETURN(d->config_, config::LoadDeploymentConfig(config_path));
+  launcher::PlanOptions options;
+  options.lockstep_binary = LockstepBinary();
+  options.config_path = config_path;
+  options.run_dir = run_dir;
+  options.pick_port = [] { return launcher::PickFreePort(); };
+  ASSIGN_OR_RETURN(d->plan_, launcher::BuildLaunchPlan(d->config_, options));
+  RETURN_IF_ERROR(d->supervisor_.Start(d->plan_.router));
+  for (const launcher::ProcessSpec& w : d->plan_.workers) RETURN_IF_ERROR(d->supervisor_.Start(w));
+  RETURN_IF_ERROR(d->WaitHealthy(ready_timeout));
+  return d;
+}
+
+LocalDeployment::~LocalDeployment() { supervisor_.StopAll(absl::Seconds(10)); }
+
+absl::Status LocalDeployment::WaitHealthy(absl::Duration timeout) {
+  return supervisor_.WaitReady(
+      [&] {
+        for (const config::InstanceConfig& i : config_.instances) {
+          if (InstanceState(i.name) != "healthy") return false;
+        }
+        return true;
+      },
+      timeout);
+}
+
+std::pair<int, std::string> LocalDeployment::Post(const std::string& path,
+                                                  const std::string& body,
+                                                  absl::Duration timeout) const {
+  const auto [host, port] = HostPort(plan_.router_http);
+  httplib::Client client(host, port);
+  const int64_t seconds = absl::ToInt64Seconds(timeout);
+  client.set_read_timeout(seconds, 0);
+  client.set_write_timeout(seconds, 0);
+  client.set_connection_timeout(5, 0);
+  httplib::Result r = client.Post(path, body, "application/json");
+  if (!r) return {0, absl::StrCat("transport error ", static_cast<int>(r.error()))};
+  return {r->status, r->body};
+}
+
+std::pair<int, std::string> LocalDeployment::Get(const std::string& path) const {
+  const auto [host, port] = HostPort(plan_.router_http);
+  httplib::Client client(host, port);
+  client.set_read_timeout(10, 0);
+  client.set_connection_timeout(5, 0);
+  httplib::Result r = client.Get(path);
+  if (!r) return {0, absl::StrCat("transport error ", static_cast<int>(r.error()))};
+  return {r->status, r->body};
+}
+
+GrpcResult LocalDeployment::Generate(const std::vector<int32_t>& prompt, int max_tokens,
+                                     uint64_t seed, absl::Duration timeout) const {
+  auto channel = grpc::CreateChannel(plan_.router_grpc, grpc::InsecureChannelCredentials());
+  auto stub = v1::RouterService::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  v1::RouterGenerateRequest request;
+  request.set_model(config_.model.name);
+  for (int32_t t : prompt) request.mutable_tokens()->add_ids(t);
+  request.mutable_sampling()->set_max_tokens(max_tokens);
+  request.mutable_sampling()->set_seed(seed);
+  request.mutable_sampling()->set_ignore_eos(true);
+  GrpcResult result;
+  auto reader = stub->Generate(&context, request);
+  v1::RouterGenerateResponse response;
+  while (reader->Read(&response)) {
+    ++result.responses;
+    result.tokens.insert(result.tokens.end(), response.token_ids().begin(),
+                         response.token_ids().end());
+    result.text += response.text();
+    if (response.finished()) {
+      result.finish_reason = response.finish_reason();
+      result.error_code = response.error_code();
+      result.error_message = response.error_message();
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  if (!status.ok()) {
+    result.error_code = status.error_code();
+    result.error_message = status.error_message();
+  }
+  return result;
+}
+
+std::string LocalDeployment::InstanceState(const std::string& instance) const {
+  auto channel = grpc::CreateChannel(plan_.router_grpc, grpc::InsecureChannelCredentials());
+  auto stub = v1::RouterService::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  v1::ListInstancesResponse response;
+  if (!stub->ListInstances(&context, v1::ListInstancesRequest(), &response).ok()) return "";
+  for (const v1::InstanceInfo& info : response.instances()) {
+    if (info.name() == instance) return info.state();
+  }
+  return "";
+}
+
+absl::Status LocalDeployment::RestartInstance(const std::string& instance) {
+  for (const launcher::ProcessSpec& w : plan_.workers) {
+    if (absl::StartsWith(w.name, instance + "/") && supervisor_.PidOf(w.name) < 0) {
+      RETURN_IF_ERROR(supervisor_.Start(w));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<launcher::ChildExit> LocalDeployment::Reap() {
+  return supervisor_.Wait(absl::ZeroDuration()).exited;
+}
+
+std::string LocalDeployment::LogOf(const std::string& name) const {
+  for (const launcher::ProcessSpec& p : plan_.workers) {
+    if (p.name == name) {
+      std::ifstream in(p.log_path);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    }
+  }
+  return "";
+}
+
+}  // namespace lockstep::e2e
