@@ -28,11 +28,6 @@ BatchRunner::BatchRunner(const Transformer* target, KvPoolView target_pool,
       num_draft_tokens_(draft == nullptr ? 0 : num_draft_tokens),
       threads_(threads) {}
 
-int BatchRunner::collectives_per_run() const {
-  return target_->collectives_per_forward() +
-         (draft_ == nullptr ? 0 : num_draft_tokens_ * draft_->collectives_per_forward());
-}
-
 absl::StatusOr<BatchResult> BatchRunner::Run(const Batch& batch) {
   arena_.Reset();
   for (const KvRef& kv : batch.released) EraseState(Key{kv.id.value(), kv.generation});

@@ -8,7 +8,9 @@
 // the batch holds, even when the batch is empty or invalid (then the forwards run with
 // no rows and the error is returned afterwards), so all ranks stay in lockstep.
 //
-// Speculative decoding (DESIGN.md §6). Drafts are the draft model's greedy choices.
+// Speculative decoding (DESIGN.md §6). Drafts are the draft model's greedy choices. A
+// step verifies the drafts proposed at the end of the previous step (or the seed's;
+// a seed without drafts: none this step) and ends by proposing the next step's.
 // Verification samples the target token of every verified position with the
 // request's own counter-based draw and accepts a draft iff it equals that token. For
 // greedy requests this is exact-match acceptance; for stochastic ones it is rejection
@@ -69,10 +71,6 @@ class BatchRunner {
   // seed) fails the whole batch with InvalidArgument naming the request; a
   // Communicator error is returned as is.
   absl::StatusOr<BatchResult> Run(const Batch& batch);
-
-  int64_t num_states() const { return static_cast<int64_t>(states_.size()); }
-  // Collective calls one Run makes.
-  int collectives_per_run() const;
 
  private:
   // (request id, target cache generation). One state per request id: a new
