@@ -1,6 +1,7 @@
 #include "runtime/transfer/kv_descriptor.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -75,6 +76,46 @@ absl::Status KvDescriptor::Validate() const {
     if (!valid.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("KV descriptor: ", kv::PoolKindName(kind), " layout: ", valid.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLocalBlocks(const LocalBlocks& blocks, const KvDescriptor& descriptor,
+                              const KvSlabs& slabs) {
+  const int64_t id = blocks.id.value();
+  if (blocks.num_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", id, ": num_tokens ", blocks.num_tokens, " is not positive"));
+  }
+  for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
+    const bool target = kind == PoolKind::kTarget;
+    const std::vector<BlockId>& table = target ? blocks.target_blocks : blocks.draft_blocks;
+    if (!target && blocks.draft_generation == 0) {
+      if (!table.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("request ", id, ": draft blocks without a draft cache generation"));
+      }
+      continue;
+    }
+    const char* pool = kv::PoolKindName(kind);
+    if (!descriptor.pool(kind).has_value() || slabs.pool(kind).base == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", id, " has a ", pool, " cache but this rank has no ", pool,
+                       " pool"));
+    }
+    const int64_t need = descriptor.pool(kind)->BlocksFor(blocks.num_tokens);
+    if (static_cast<int64_t>(table.size()) < need) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", id, ": ", pool, " table has ",
+                                                     table.size(), " blocks, ", blocks.num_tokens,
+                                                     " tokens need ", need));
+    }
+    for (int64_t i = 0; i < need; ++i) {
+      if (table[i].value() < 0 || table[i].value() >= slabs.pool(kind).num_blocks) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "request ", id, ": ", pool, " block ", table[i].value(), " (table index ", i,
+            ") is outside the pool's ", slabs.pool(kind).num_blocks, " blocks"));
+      }
     }
   }
   return absl::OkStatus();

@@ -14,9 +14,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/ids.h"
 #include "kvcache/block_layout.h"
 #include "kvcache/kv_manager.h"
 #include "proto/kv_transfer.pb.h"
+#include "runtime/transfer/transceiver.h"
 
 namespace lockstep::transfer {
 
@@ -48,6 +50,19 @@ struct KvSlabs {
     return kind == kv::PoolKind::kTarget ? target : draft;
   }
 };
+
+// The bytes of block `block` of a pool.
+inline uint8_t* BlockData(const PoolSlab& slab, const kv::BlockLayout& layout, BlockId block) {
+  return reinterpret_cast<uint8_t*>(slab.base + static_cast<size_t>(block.value()) *
+                                                    layout.BlockFloats());
+}
+
+// Whether `blocks` can be moved under `descriptor` / `slabs`: at least one token; the
+// target table (and the draft table, when the request has a draft cache: a non-zero
+// draft_generation) holds the BlocksFor(num_tokens) blocks that move, every one of them
+// in its slab; a draft cache only with a draft pool. InvalidArgument naming the problem.
+absl::Status CheckLocalBlocks(const LocalBlocks& blocks, const KvDescriptor& descriptor,
+                              const KvSlabs& slabs);
 
 // OK when KV produced under `context` can be used under `generation`; otherwise
 // FailedPrecondition naming the first differing field and both values, e.g.

@@ -1,0 +1,84 @@
+#include "runtime/transfer/grpc_transceiver.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+
+namespace lockstep::transfer {
+
+absl::Status GrpcTransceiverOptions::Validate() const {
+  if (name.empty()) return absl::InvalidArgumentError("transceiver: name is empty");
+  RETURN_IF_ERROR(descriptor.Validate());
+  for (kv::PoolKind kind : {kv::PoolKind::kTarget, kv::PoolKind::kDraft}) {
+    if (descriptor.pool(kind).has_value() &&
+        (slabs.pool(kind).base == nullptr || slabs.pool(kind).num_blocks <= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("transceiver: the ", kv::PoolKindName(kind),
+                                                     " pool is described but has no storage"));
+    }
+  }
+  if (max_concurrent_receives < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transceiver: max_concurrent_receives must be >= 1, got ", max_concurrent_receives));
+  }
+  return server.Validate();
+}
+
+GrpcTransceiver::GrpcTransceiver(GrpcTransceiverOptions options, Clock* clock)
+    : options_(std::move(options)),
+      clock_(clock),
+      events_(std::make_shared<EventQueue>()),
+      claims_(SendClaims::Create(clock, events_)) {}
+
+absl::StatusOr<std::unique_ptr<GrpcTransceiver>> GrpcTransceiver::Create(
+    GrpcTransceiverOptions options, Clock* clock) {
+  RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<GrpcTransceiver> t(new GrpcTransceiver(std::move(options), clock));
+  const GrpcTransceiverOptions& o = t->options_;
+  ASSIGN_OR_RETURN(t->server_,
+                   KvTransferServer::Start(o.server, o.descriptor, o.slabs, t->claims_, o.hooks));
+  t->receivers_ = std::make_unique<ReceiveWorkers>(
+      o.max_concurrent_receives,
+      std::make_unique<KvPuller>(o.descriptor, o.slabs, o.name, o.hooks), t->events_);
+  return t;
+}
+
+GrpcTransceiver::~GrpcTransceiver() {
+  if (receivers_ != nullptr) receivers_->Shutdown();
+  if (server_ != nullptr) server_->Shutdown(absl::Seconds(1));
+}
+
+absl::Status GrpcTransceiver::StartSend(const SendSpec& spec) {
+  RETURN_IF_ERROR(CheckLocalBlocks(spec.blocks, options_.descriptor, options_.slabs));
+  RETURN_IF_ERROR(claims_->Add(spec));
+  ++in_flight_;
+  return absl::OkStatus();
+}
+
+absl::Status GrpcTransceiver::StartReceive(const ReceiveSpec& spec) {
+  RETURN_IF_ERROR(CheckLocalBlocks(spec.blocks, options_.descriptor, options_.slabs));
+  if (spec.source.address.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", spec.blocks.id.value(), ": the context handle has no KV transfer address"));
+  }
+  // The deadline is on the executor's clock; the pull's is real time.
+  const absl::Time deadline = absl::Now() + (spec.deadline - clock_->Now());
+  RETURN_IF_ERROR(receivers_->Start(spec.blocks, spec.source, deadline));
+  ++in_flight_;
+  return absl::OkStatus();
+}
+
+std::vector<TransferEvent> GrpcTransceiver::Poll() {
+  claims_->ExpireLeases(clock_->Now());
+  std::vector<TransferEvent> events = events_->Drain();
+  in_flight_ -= static_cast<int64_t>(events.size());
+  return events;
+}
+
+void GrpcTransceiver::Cancel(RequestId id) {
+  claims_->Cancel(id);
+  receivers_->Cancel(id);
+}
+
+}  // namespace lockstep::transfer

@@ -1,0 +1,70 @@
+// One KV receive on a generation rank: a Pull from the context rank named by the
+// request's ContextHandle, whose chunks are checked and written straight into the
+// blocks the generation rank allocated, at the same indexes of its block tables.
+//
+// Each block is checked against its CRC32C before its last bytes are written; a block
+// larger than a chunk has its earlier parts written as they come. A failed receive
+// therefore leaves its blocks with unspecified contents: they must not be used (the
+// executor fails the request and releases them).
+//
+// Thread safety: KvPuller is immutable and may run pulls on several threads at once,
+// into disjoint blocks. PullControl is thread-safe.
+#ifndef LOCKSTEP_RUNTIME_TRANSFER_KV_PULLER_H_
+#define LOCKSTEP_RUNTIME_TRANSFER_KV_PULLER_H_
+
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/client_context.h"
+#include "runtime/transfer/kv_descriptor.h"
+#include "runtime/transfer/raw_pull.h"
+#include "runtime/transfer/transceiver.h"
+#include "runtime/transfer/transfer_hooks.h"
+
+namespace lockstep::transfer {
+
+// Cancels one running pull from another thread.
+class PullControl {
+ public:
+  // The receiving thread, around the call. Attaching after Cancel cancels at once.
+  void Attach(grpc::ClientContext* context) ABSL_LOCKS_EXCLUDED(mu_);
+  void Detach() ABSL_LOCKS_EXCLUDED(mu_);
+
+  void Cancel() ABSL_LOCKS_EXCLUDED(mu_);
+  bool cancelled() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  mutable absl::Mutex mu_;
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class KvPuller {
+ public:
+  // `requester` names this rank in the context rank's messages; `slabs` must outlive
+  // the puller.
+  KvPuller(KvDescriptor descriptor, KvSlabs slabs, std::string requester, TransferHooks hooks);
+
+  // Pulls into `blocks` (checked with CheckLocalBlocks) until the stream ends or
+  // `deadline` (real time). Blocks the calling thread. The outcome:
+  //   OK; Cancelled after control.Cancel() (no block is written after it returns);
+  //   DataLoss naming the block whose checksum failed, or a malformed stream;
+  //   DeadlineExceeded; Unavailable when the context rank is unreachable, dies, or
+  //   ends the stream; the context rank's refusal otherwise (NotFound: no claim,
+  //   FailedPrecondition: descriptors differ, ...), prefixed with where it came from.
+  absl::Status Pull(RawPullStub& stub, const LocalBlocks& blocks, const ContextHandle& source,
+                    absl::Time deadline, PullControl& control) const;
+
+ private:
+  const KvDescriptor descriptor_;
+  const KvSlabs slabs_;
+  const std::string requester_;
+  const TransferHooks hooks_;
+};
+
+}  // namespace lockstep::transfer
+
+#endif  // LOCKSTEP_RUNTIME_TRANSFER_KV_PULLER_H_

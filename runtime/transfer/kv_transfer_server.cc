@@ -1,0 +1,272 @@
+#include "runtime/transfer/kv_transfer_server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "runtime/transfer/crc32c.h"
+
+namespace lockstep::transfer {
+namespace {
+
+using kv::PoolKind;
+using lockstep::v1::PullRequest;
+
+// PullRequest is a few hundred bytes; refuse anything much larger.
+constexpr int kMaxRequestBytes = 64 << 10;
+
+lockstep::v1::KvPool WirePool(PoolKind kind) {
+  return kind == PoolKind::kTarget ? lockstep::v1::KV_POOL_TARGET : lockstep::v1::KV_POOL_DRAFT;
+}
+
+absl::Status Mismatch(absl::string_view field, const auto& context, const auto& generation) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(field, ": context ", context, ", generation ", generation));
+}
+
+// Clears the ActivePull's ServerContext before the handler returns.
+class DetachOnReturn {
+ public:
+  explicit DetachOnReturn(ActivePull* pull) : pull_(pull) {}
+  ~DetachOnReturn() { pull_->DetachContext(); }
+
+ private:
+  ActivePull* pull_;
+};
+
+}  // namespace
+
+absl::Status KvTransferServerOptions::Validate() const {
+  if (chunk_bytes < kMinChunkBytes || chunk_bytes > kMaxChunkBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk_bytes ", chunk_bytes, " is outside [",
+                                                   kMinChunkBytes, ", ", kMaxChunkBytes, "]"));
+  }
+  if (max_concurrent_pulls < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_concurrent_pulls must be >= 1, got ", max_concurrent_pulls));
+  }
+  if (listen_address.rfind(':') == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen_address '", listen_address, "' is not host:port"));
+  }
+  return absl::OkStatus();
+}
+
+KvTransferServer::KvTransferServer(const KvTransferServerOptions& options,
+                                   KvDescriptor descriptor, KvSlabs slabs,
+                                   std::shared_ptr<SendClaims> claims, TransferHooks hooks)
+    : options_(options),
+      descriptor_(std::move(descriptor)),
+      slabs_(slabs),
+      claims_(std::move(claims)),
+      hooks_(std::move(hooks)),
+      service_([this](grpc::ServerContext* context, const PullRequest& request,
+                      grpc::ServerWriter<grpc::ByteBuffer>* writer) {
+        return Serve(context, request, writer);
+      }) {}
+
+absl::StatusOr<std::unique_ptr<KvTransferServer>> KvTransferServer::Start(
+    const KvTransferServerOptions& options, KvDescriptor descriptor, KvSlabs slabs,
+    std::shared_ptr<SendClaims> claims, TransferHooks hooks) {
+  RETURN_IF_ERROR(options.Validate());
+  RETURN_IF_ERROR(descriptor.Validate());
+  std::unique_ptr<KvTransferServer> server(new KvTransferServer(
+      options, std::move(descriptor), slabs, std::move(claims), std::move(hooks)));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&server->service_);
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  builder.SetMaxSendMessageSize(static_cast<int>(kMaxChunkMessageBytes));
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("KV transfer service cannot listen on ", options.listen_address));
+  }
+  server->address_ = absl::StrCat(
+      options.listen_address.substr(0, options.listen_address.rfind(':')), ":", port);
+  return server;
+}
+
+KvTransferServer::~KvTransferServer() { Shutdown(absl::Seconds(1)); }
+
+void KvTransferServer::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  claims_->Shutdown();
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Wait();
+}
+
+bool KvTransferServer::AcquireTurn(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto turn = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return shut_down_ || active_pulls_ < options_.max_concurrent_pulls;
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&turn), deadline) || shut_down_) return false;
+  ++active_pulls_;
+  return true;
+}
+
+void KvTransferServer::ReleaseTurn() {
+  absl::MutexLock lock(&mu_);
+  --active_pulls_;
+}
+
+grpc::Status KvTransferServer::Serve(grpc::ServerContext* context, const PullRequest& request,
+                                     grpc::ServerWriter<grpc::ByteBuffer>* writer) {
+  const RequestId id(request.context_request_id());
+  absl::Time deadline = absl::Now() + options_.max_queue_wait;
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    deadline = std::min(deadline, absl::FromChrono(context->deadline()));
+  }
+  if (!AcquireTurn(deadline)) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("no turn to serve the pull of request ", id.value(), " by ",
+                                     request.requester(), ": ", options_.max_concurrent_pulls,
+                                     " pulls running (or shutting down)"));
+  }
+  absl::Status outcome;
+  {
+    absl::StatusOr<std::shared_ptr<ActivePull>> pull = claims_->BeginPull(id, context);
+    if (!pull.ok()) {
+      ReleaseTurn();
+      return ToGrpcStatus(pull.status());
+    }
+    DetachOnReturn detach(pull->get());
+    outcome = CheckRequest(request, (*pull)->spec());
+    if (outcome.ok()) outcome = Stream(*pull, writer);
+    (*pull)->Finish(outcome);
+    if (const std::optional<absl::Status> aborted = (*pull)->aborted()) {
+      outcome = absl::Status(
+          absl::IsUnavailable(*aborted) ? absl::StatusCode::kUnavailable
+                                        : absl::StatusCode::kAborted,
+          absl::StrCat("the pull of request ", id.value(), " was aborted: ", aborted->message()));
+    }
+  }
+  ReleaseTurn();
+  if (!outcome.ok()) {
+    LOCKSTEP_LOG_WARN("transfer", "pull of request {} by {} failed: {}", id.value(),
+                      request.requester(), outcome.ToString());
+  }
+  return ToGrpcStatus(outcome);
+}
+
+absl::Status KvTransferServer::CheckRequest(const PullRequest& request,
+                                            const SendSpec& spec) const {
+  absl::StatusOr<KvDescriptor> theirs = FromProto(request.kv());
+  if (!theirs.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the pull by ", request.requester(),
+                                                   " carries a bad descriptor: ",
+                                                   theirs.status().message()));
+  }
+  RETURN_IF_ERROR(CheckCompatible(descriptor_, *theirs));
+  const LocalBlocks& blocks = spec.blocks;
+  if (request.num_tokens() != blocks.num_tokens) {
+    return Mismatch("num_tokens", blocks.num_tokens, request.num_tokens());
+  }
+  const bool our_draft = blocks.draft_generation != 0;
+  const bool their_draft = request.draft_blocks() > 0;
+  if (our_draft != their_draft) {
+    return Mismatch("draft cache", our_draft ? "present" : "absent",
+                    their_draft ? "present" : "absent");
+  }
+  for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
+    if (kind == PoolKind::kDraft && !our_draft) continue;
+    const int64_t need = descriptor_.pool(kind)->BlocksFor(blocks.num_tokens);
+    const int64_t have =
+        kind == PoolKind::kTarget ? request.target_blocks() : request.draft_blocks();
+    if (have < need) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          kv::PoolKindName(kind), " blocks allocated by ", request.requester(), ": ", have,
+          ", the request's ", blocks.num_tokens, " tokens need ", need));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull,
+                                      grpc::ServerWriter<grpc::ByteBuffer>* writer) const {
+  const LocalBlocks& blocks = pull->spec().blocks;
+  const std::shared_ptr<const void> keep_alive = pull;
+  lockstep::v1::PullTrailer trailer;
+  int64_t index = 0;
+  std::vector<ByteRange> pieces;
+  std::vector<uint32_t> crcs;
+  std::string copy;
+  for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
+    if (kind == PoolKind::kDraft && blocks.draft_generation == 0) continue;
+    const kv::BlockLayout& layout = *descriptor_.pool(kind);
+    const std::vector<BlockId>& table =
+        kind == PoolKind::kTarget ? blocks.target_blocks : blocks.draft_blocks;
+    const int32_t count = static_cast<int32_t>(layout.BlocksFor(blocks.num_tokens));
+    const size_t block_bytes = layout.BlockBytes();
+    int32_t block = 0;
+    size_t offset = 0;  // within `block`
+    uint32_t crc = 0;   // of block[0, offset)
+    while (block < count) {
+      if (pull->aborted().has_value()) return absl::AbortedError("aborted");  // Serve says why
+      const ChunkHeader header{WirePool(kind), block, static_cast<int64_t>(offset)};
+      pieces.clear();
+      crcs.clear();
+      size_t room = options_.chunk_bytes;
+      // Whole blocks while they fit; a block larger than a chunk is split.
+      while (block < count && room > 0) {
+        const size_t left = block_bytes - offset;
+        if (left > room && !pieces.empty()) break;
+        const size_t take = std::min(left, room);
+        const uint8_t* data = BlockData(slabs_.pool(kind), layout, table[block]) + offset;
+        crc = Crc32cExtend(crc, data, take);
+        pieces.push_back({data, take});
+        room -= take;
+        offset += take;
+        if (offset == block_bytes) {
+          crcs.push_back(crc);
+          crc = 0;
+          offset = 0;
+          ++block;
+        }
+      }
+      const size_t payload_bytes = options_.chunk_bytes - room;
+      grpc::ByteBuffer message;
+      if (hooks_.before_send_chunk) {
+        copy.clear();
+        for (const ByteRange& piece : pieces) {
+          copy.append(reinterpret_cast<const char*>(piece.data), piece.size);
+        }
+        hooks_.before_send_chunk({blocks.id, index, header}, &copy, pull->abort_signal());
+        if (pull->aborted().has_value()) return absl::AbortedError("aborted");
+        const ByteRange whole{reinterpret_cast<const uint8_t*>(copy.data()), copy.size()};
+        message = EncodeChunk(header, {&whole, 1}, crcs, nullptr);
+      } else {
+        message = EncodeChunk(header, pieces, crcs, keep_alive);
+      }
+      if (!writer->Write(message)) {
+        return absl::UnavailableError(absl::StrCat(
+            "the stream to the generation rank closed after ", trailer.payload_bytes(),
+            " bytes (cancelled by the puller, its deadline passed, or the connection broke)"));
+      }
+      trailer.set_payload_bytes(trailer.payload_bytes() + static_cast<int64_t>(payload_bytes));
+      ++index;
+    }
+    if (kind == PoolKind::kTarget) {
+      trailer.set_target_blocks(count);
+    } else {
+      trailer.set_draft_blocks(count);
+    }
+  }
+  if (!writer->Write(EncodeTrailer(trailer))) {
+    return absl::UnavailableError("the stream to the generation rank closed before the trailer");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep::transfer

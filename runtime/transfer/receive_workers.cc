@@ -1,0 +1,117 @@
+#include "runtime/transfer/receive_workers.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "runtime/transfer/chunk_codec.h"
+
+namespace lockstep::transfer {
+
+ReceiveWorkers::ReceiveWorkers(int num_threads, std::unique_ptr<KvPuller> puller,
+                               std::shared_ptr<EventQueue> events)
+    : puller_(std::move(puller)), events_(std::move(events)) {
+  for (int i = 0; i < std::max(1, num_threads); ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+ReceiveWorkers::~ReceiveWorkers() { Shutdown(); }
+
+absl::Status ReceiveWorkers::Start(const LocalBlocks& blocks, const ContextHandle& source,
+                                   absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return absl::UnavailableError("the KV receive threads are shutting down");
+  if (receives_.contains(blocks.id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request ", blocks.id.value(), " is already receiving KV"));
+  }
+  receives_.emplace(blocks.id, Receive{blocks, source, deadline, nullptr});
+  queue_.push_back(blocks.id);
+  return absl::OkStatus();
+}
+
+void ReceiveWorkers::Cancel(RequestId id) {
+  std::shared_ptr<PullControl> control;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = receives_.find(id);
+    if (it == receives_.end()) return;
+    if (it->second.control == nullptr) {  // still queued
+      queue_.erase(std::find(queue_.begin(), queue_.end(), id));
+      events_->Push({TransferKind::kReceive, id, it->second.blocks.generation,
+                     absl::CancelledError(absl::StrCat("KV receive of request ", id.value(),
+                                                       " cancelled before it started"))});
+      receives_.erase(it);
+      return;
+    }
+    control = it->second.control;
+  }
+  control->Cancel();  // the running thread reports it once its pull has returned
+}
+
+void ReceiveWorkers::Shutdown() {
+  std::vector<std::shared_ptr<PullControl>> running;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    queue_.clear();
+    for (auto& [id, receive] : receives_) {
+      if (receive.control != nullptr) running.push_back(receive.control);
+    }
+  }
+  for (const std::shared_ptr<PullControl>& control : running) control->Cancel();
+  for (std::thread& thread : threads_) thread.join();
+}
+
+size_t ReceiveWorkers::size() const {
+  absl::MutexLock lock(&mu_);
+  return receives_.size();
+}
+
+RawPullStub& ReceiveWorkers::StubFor(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<RawPullStub>& stub = stubs_[address];
+  if (stub == nullptr) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(static_cast<int>(kMaxChunkMessageBytes));
+    stub = std::make_unique<RawPullStub>(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  }
+  return *stub;
+}
+
+void ReceiveWorkers::Loop() {
+  for (;;) {
+    RequestId id;
+    LocalBlocks blocks;
+    ContextHandle source;
+    absl::Time deadline;
+    std::shared_ptr<PullControl> control = std::make_shared<PullControl>();
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return shut_down_ || !queue_.empty();
+      };
+      // Idle: wake now and then; the condition is rechecked on every wake.
+      while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1))) {
+      }
+      if (shut_down_) return;
+      id = queue_.front();
+      queue_.pop_front();
+      Receive& receive = receives_.at(id);
+      receive.control = control;
+      blocks = receive.blocks;
+      source = receive.source;
+      deadline = receive.deadline;
+    }
+    absl::Status status = puller_->Pull(StubFor(source.address), blocks, source, deadline, *control);
+    absl::MutexLock lock(&mu_);
+    receives_.erase(id);
+    if (!shut_down_) {
+      events_->Push({TransferKind::kReceive, id, blocks.generation, std::move(status)});
+    }
+  }
+}
+
+}  // namespace lockstep::transfer

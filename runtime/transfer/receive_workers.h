@@ -1,0 +1,77 @@
+// The generation side's receives: a fixed set of threads that run KvPuller pulls, at
+// most one per thread, in the order they were started; receives beyond the threads
+// wait in a queue. Each receive ends with exactly one kReceive event: its outcome, or
+// kCancelled after Cancel — pushed only once the pull has returned, so no thread
+// writes its blocks any more.
+//
+// Thread safety: thread-safe. Start and Cancel are called by the executor thread and
+// never block on the network.
+#ifndef LOCKSTEP_RUNTIME_TRANSFER_RECEIVE_WORKERS_H_
+#define LOCKSTEP_RUNTIME_TRANSFER_RECEIVE_WORKERS_H_
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "runtime/transfer/event_queue.h"
+#include "runtime/transfer/kv_puller.h"
+#include "runtime/transfer/raw_pull.h"
+
+namespace lockstep::transfer {
+
+class ReceiveWorkers {
+ public:
+  ReceiveWorkers(int num_threads, std::unique_ptr<KvPuller> puller,
+                 std::shared_ptr<EventQueue> events);
+  ~ReceiveWorkers();  // Shutdown()
+  ReceiveWorkers(const ReceiveWorkers&) = delete;
+  ReceiveWorkers& operator=(const ReceiveWorkers&) = delete;
+
+  // Queues a receive of `blocks` from `source`, to finish by `deadline` (real time).
+  // AlreadyExists while `blocks.id` has a receive; Unavailable after Shutdown.
+  absl::Status Start(const LocalBlocks& blocks, const ContextHandle& source, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Ends the receive of `id` with kCancelled: at once if it is queued, else when its
+  // pull has stopped. No-op for an unknown id.
+  void Cancel(RequestId id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Cancels every receive (their events are dropped) and joins the threads.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Receives started and not yet ended.
+  size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Receive {
+    LocalBlocks blocks;
+    ContextHandle source;
+    absl::Time deadline;
+    std::shared_ptr<PullControl> control;  // set while running
+  };
+
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  // The stub for `address` (one channel per context rank, kept for reuse).
+  RawPullStub& StubFor(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const std::unique_ptr<KvPuller> puller_;
+  const std::shared_ptr<EventQueue> events_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<RequestId, Receive> receives_ ABSL_GUARDED_BY(mu_);
+  std::deque<RequestId> queue_ ABSL_GUARDED_BY(mu_);  // queued, not running
+  absl::flat_hash_map<std::string, std::unique_ptr<RawPullStub>> stubs_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace lockstep::transfer
+
+#endif  // LOCKSTEP_RUNTIME_TRANSFER_RECEIVE_WORKERS_H_

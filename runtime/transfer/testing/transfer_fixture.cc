@@ -1,0 +1,160 @@
+#include "runtime/transfer/testing/transfer_fixture.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+
+namespace lockstep::transfer::testing {
+namespace {
+
+using kv::PoolKind;
+
+constexpr uint32_t kSentinel = 0x5eed5eedu;
+
+void Fill(std::vector<float>& slab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (float& f : slab) {
+    const uint32_t bits = seed == 0 ? kSentinel : static_cast<uint32_t>(rng());
+    std::memcpy(&f, &bits, sizeof(bits));
+  }
+}
+
+const std::vector<BlockId>& Table(const LocalBlocks& blocks, PoolKind kind) {
+  return kind == PoolKind::kTarget ? blocks.target_blocks : blocks.draft_blocks;
+}
+
+bool HasPool(const LocalBlocks& blocks, PoolKind kind) {
+  return kind == PoolKind::kTarget || blocks.draft_generation != 0;
+}
+
+}  // namespace
+
+KvDescriptor SmallDescriptor() {
+  KvDescriptor d;
+  d.model = "tiny-moe-test";
+  d.target = kv::BlockLayout{.num_layers = 2, .num_kv_heads = 2, .head_dim = 8,
+                             .tokens_per_block = 4};
+  d.draft = kv::BlockLayout{.num_layers = 1, .num_kv_heads = 2, .head_dim = 8,
+                            .tokens_per_block = 4};
+  return d;
+}
+
+absl::StatusOr<std::unique_ptr<TestRank>> MakeRank(const RankConfig& config, Clock* clock,
+                                                   uint64_t seed) {
+  auto rank = std::make_unique<TestRank>();
+  GrpcTransceiverOptions options;
+  options.name = config.name;
+  options.descriptor = config.descriptor;
+  rank->target.resize(static_cast<size_t>(config.num_blocks) *
+                      config.descriptor.target->BlockFloats());
+  Fill(rank->target, seed);
+  options.slabs.target = {rank->target.data(), config.num_blocks};
+  if (config.descriptor.draft.has_value()) {
+    rank->draft.resize(static_cast<size_t>(config.num_blocks) *
+                       config.descriptor.draft->BlockFloats());
+    Fill(rank->draft, seed == 0 ? 0 : seed + 1);
+    options.slabs.draft = {rank->draft.data(), config.num_blocks};
+  }
+  options.server.chunk_bytes = config.chunk_bytes;
+  options.server.max_concurrent_pulls = config.max_concurrent_pulls;
+  options.max_concurrent_receives = config.max_concurrent_receives;
+  options.hooks = config.hooks;
+  ASSIGN_OR_RETURN(rank->transceiver, GrpcTransceiver::Create(std::move(options), clock));
+  return rank;
+}
+
+std::vector<BlockId> RandomTable(int count, int32_t num_blocks, std::mt19937_64& rng) {
+  std::vector<int32_t> ids(num_blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  std::vector<BlockId> table;
+  for (int i = 0; i < count; ++i) table.emplace_back(ids[i]);
+  return table;
+}
+
+LocalBlocks RandomBlocks(RequestId id, int64_t num_tokens, const KvDescriptor& descriptor,
+                         bool draft, int32_t num_blocks, int extra, std::mt19937_64& rng) {
+  LocalBlocks b;
+  b.id = id;
+  b.generation = 1000 + static_cast<uint64_t>(id.value());
+  b.num_tokens = num_tokens;
+  b.target_blocks = RandomTable(
+      static_cast<int>(descriptor.target->BlocksFor(num_tokens)) + extra, num_blocks, rng);
+  if (draft) {
+    b.draft_generation = 2000 + static_cast<uint64_t>(id.value());
+    b.draft_blocks = RandomTable(static_cast<int>(descriptor.draft->BlocksFor(num_tokens)) + extra,
+                                 num_blocks, rng);
+  }
+  return b;
+}
+
+std::vector<TransferEvent> AwaitEvents(TestRank& rank, size_t count, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<TransferEvent> events;
+  for (;;) {
+    for (TransferEvent& e : rank->Poll()) events.push_back(std::move(e));
+    const absl::Time now = absl::Now();
+    if (events.size() >= count || now >= deadline) return events;
+    rank->WaitForEvent(std::min(deadline - now, absl::Milliseconds(200)));
+  }
+}
+
+std::vector<std::string> CompareMovedBlocks(const TestRank& from_rank, const LocalBlocks& from,
+                                            const TestRank& to_rank, const LocalBlocks& to,
+                                            const KvDescriptor& descriptor) {
+  std::vector<std::string> diffs;
+  for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
+    if (!HasPool(from, kind)) continue;
+    const kv::BlockLayout& layout = *descriptor.pool(kind);
+    const float* from_slab = kind == PoolKind::kTarget ? from_rank.target.data()
+                                                       : from_rank.draft.data();
+    const float* to_slab = kind == PoolKind::kTarget ? to_rank.target.data() : to_rank.draft.data();
+    for (int64_t i = 0; i < layout.BlocksFor(from.num_tokens); ++i) {
+      const float* a = from_slab + Table(from, kind)[i].value() * layout.BlockFloats();
+      const float* b = to_slab + Table(to, kind)[i].value() * layout.BlockFloats();
+      if (std::memcmp(a, b, layout.BlockBytes()) != 0) {
+        diffs.push_back(absl::StrCat(kv::PoolKindName(kind), " block ", i, " of request ",
+                                     from.id.value(), " differs"));
+      }
+    }
+  }
+  return diffs;
+}
+
+std::vector<std::string> TouchedOutside(const TestRank& rank, const std::vector<LocalBlocks>& used,
+                                        const KvDescriptor& descriptor) {
+  std::vector<std::string> touched;
+  for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
+    if (!descriptor.pool(kind).has_value()) continue;
+    const kv::BlockLayout& layout = *descriptor.pool(kind);
+    absl::flat_hash_set<int32_t> in_use;
+    for (const LocalBlocks& b : used) {
+      if (!HasPool(b, kind)) continue;
+      for (int64_t i = 0; i < layout.BlocksFor(b.num_tokens); ++i) {
+        in_use.insert(Table(b, kind)[i].value());
+      }
+    }
+    const std::vector<float>& slab = kind == PoolKind::kTarget ? rank.target : rank.draft;
+    const size_t num_blocks = slab.size() / layout.BlockFloats();
+    for (size_t block = 0; block < num_blocks; ++block) {
+      if (in_use.contains(static_cast<int32_t>(block))) continue;
+      for (size_t f = 0; f < layout.BlockFloats(); ++f) {
+        uint32_t bits;
+        std::memcpy(&bits, &slab[block * layout.BlockFloats() + f], sizeof(bits));
+        if (bits != kSentinel) {
+          touched.push_back(absl::StrCat(kv::PoolKindName(kind), " block ", block));
+          break;
+        }
+      }
+    }
+  }
+  return touched;
+}
+
+}  // namespace lockstep::transfer::testing

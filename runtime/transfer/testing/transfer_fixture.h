@@ -1,0 +1,70 @@
+// Test scaffolding for the gRPC transceiver: ranks with their own KV slabs (plain
+// vectors, filled with seeded random bytes or a sentinel), block tables with distinct
+// ids, and bounded waits for transfer events. Testonly.
+#ifndef LOCKSTEP_RUNTIME_TRANSFER_TESTING_TRANSFER_FIXTURE_H_
+#define LOCKSTEP_RUNTIME_TRANSFER_TESTING_TRANSFER_FIXTURE_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "runtime/transfer/grpc_transceiver.h"
+
+namespace lockstep::transfer::testing {
+
+// A small tiny-moe-like shape: 1 KiB target blocks, 512 B draft blocks, 4 tokens each.
+KvDescriptor SmallDescriptor();
+
+// One rank: its slabs and its transceiver.
+struct TestRank {
+  std::vector<float> target;
+  std::vector<float> draft;
+  std::unique_ptr<GrpcTransceiver> transceiver;
+
+  GrpcTransceiver* operator->() { return transceiver.get(); }
+};
+
+struct RankConfig {
+  std::string name = "rank";
+  KvDescriptor descriptor = SmallDescriptor();
+  int32_t num_blocks = 64;  // per pool
+  size_t chunk_bytes = 4 << 10;
+  int max_concurrent_pulls = 8;
+  int max_concurrent_receives = 4;
+  TransferHooks hooks;
+};
+
+// The slabs are filled from `seed` (0: a constant sentinel).
+absl::StatusOr<std::unique_ptr<TestRank>> MakeRank(const RankConfig& config, Clock* clock,
+                                                   uint64_t seed);
+
+// `count` distinct block ids in [0, num_blocks), in random order.
+std::vector<BlockId> RandomTable(int count, int32_t num_blocks, std::mt19937_64& rng);
+
+// Blocks of request `id` with `num_tokens` tokens: random target (and, with `draft`,
+// draft) tables, `extra` blocks longer than needed.
+LocalBlocks RandomBlocks(RequestId id, int64_t num_tokens, const KvDescriptor& descriptor,
+                         bool draft, int32_t num_blocks, int extra, std::mt19937_64& rng);
+
+// Polls `rank` until `count` events have come or `timeout` passed (bounded waits on
+// WaitForEvent between polls). Returns what came.
+std::vector<TransferEvent> AwaitEvents(TestRank& rank, size_t count, absl::Duration timeout);
+
+// The differences between the moved blocks of `from` (in `from_rank`) and of `to` (in
+// `to_rank`), one line each; empty when bit-exact.
+std::vector<std::string> CompareMovedBlocks(const TestRank& from_rank, const LocalBlocks& from,
+                                            const TestRank& to_rank, const LocalBlocks& to,
+                                            const KvDescriptor& descriptor);
+
+// Blocks of `rank` not in `used` (per pool) that differ from the sentinel fill.
+std::vector<std::string> TouchedOutside(const TestRank& rank, const std::vector<LocalBlocks>& used,
+                                        const KvDescriptor& descriptor);
+
+}  // namespace lockstep::transfer::testing
+
+#endif  // LOCKSTEP_RUNTIME_TRANSFER_TESTING_TRANSFER_FIXTURE_H_
