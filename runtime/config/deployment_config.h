@@ -73,8 +73,9 @@ struct RouterConfig {
   // A registered instance whose last heartbeat is older than this gets no new requests,
   // and its in-flight requests end with an error. Must exceed heartbeat_interval_ms.
   int64_t heartbeat_timeout_ms = 2000;
-  // The router polls every instance's Health and Stats this often; an RPC deadline of
-  // the same length.
+  // The router polls every instance's Health and Stats this often, each poll bounded
+  // by the larger of this and 1 s; two failed polls in a row make an instance
+  // unhealthy.
   int64_t health_check_interval_ms = 500;
   // A request that has not finished after this long ends with DEADLINE_EXCEEDED.
   int64_t request_timeout_s = 600;

@@ -34,6 +34,16 @@ std::string FlowHandle::instance() const {
   return instance_;
 }
 
+bool FlowHandle::ClientConnected() {
+  absl::MutexLock lock(&callback_mu_);
+  return detached_ || client_connected_();
+}
+
+void FlowHandle::Detach() {
+  absl::MutexLock lock(&callback_mu_);
+  detached_ = true;
+}
+
 void FlowTracker::Add(std::shared_ptr<FlowHandle> flow) {
   absl::Status closed;
   {

@@ -7,8 +7,10 @@
 // the first reason and cancels the running call; the flow thread then sees the call
 // fail and reports `cancel_reason()`.
 //
-// Thread safety: both classes are thread-safe. No callback runs under their locks:
-// `client_connected` is called with no lock held.
+// Thread safety: both classes are thread-safe. The only callback, `client_connected`,
+// runs under a lock of its own flow (`callback_mu_`) that nothing else takes but
+// Detach, which waits for a running callback so that none runs once the flow's thread
+// has moved on (the callback refers to objects of that thread, e.g. its HTTP sink).
 #ifndef LOCKSTEP_RUNTIME_ROUTER_FLOW_TRACKER_H_
 #define LOCKSTEP_RUNTIME_ROUTER_FLOW_TRACKER_H_
 
@@ -47,7 +49,11 @@ class FlowHandle {
   // The instance of the leg now running ("" between legs).
   std::string instance() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  bool ClientConnected() const { return client_connected_(); }
+  // Sweeper thread: polls `client_connected` (true once detached).
+  bool ClientConnected() ABSL_LOCKS_EXCLUDED(callback_mu_);
+  // Flow thread, before the objects the callback uses go away: no callback runs after
+  // this returns.
+  void Detach() ABSL_LOCKS_EXCLUDED(callback_mu_);
 
  private:
   const uint64_t request_id_;
@@ -56,6 +62,8 @@ class FlowHandle {
   std::string instance_ ABSL_GUARDED_BY(mu_);
   grpc::ClientContext* call_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Status cancel_reason_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex callback_mu_;
+  bool detached_ ABSL_GUARDED_BY(callback_mu_) = false;
 };
 
 class FlowTracker {

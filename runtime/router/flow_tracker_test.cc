@@ -46,6 +46,18 @@ TEST(FlowTrackerTest, CancelsFlowsWhoseClientLeft) {
   EXPECT_THAT(flow->cancel_reason(), StatusIs(absl::StatusCode::kCancelled));
 }
 
+TEST(FlowTrackerTest, ADetachedFlowNeverCallsItsCallback) {
+  std::atomic<int> calls{0};
+  FlowHandle flow(3, [&calls] {
+    ++calls;
+    return false;
+  });
+  EXPECT_FALSE(flow.ClientConnected());
+  flow.Detach();
+  EXPECT_TRUE(flow.ClientConnected());
+  EXPECT_EQ(calls, 1);
+}
+
 TEST(FlowTrackerTest, CloseCancelsPresentAndFutureFlows) {
   FlowTracker tracker;
   auto before = std::make_shared<FlowHandle>(1, [] { return true; });

@@ -3,7 +3,8 @@
 // and cancel the in-flight requests of every instance that just stopped being healthy,
 // with an error that names the instance and why.
 //
-// Polls run one after another, each bounded by `rpc_timeout`. Thread safety: CheckOnce
+// Polls run one after another, each bounded by `rpc_timeout` (the router uses the
+// larger of the check interval and 1 s). Thread safety: CheckOnce
 // is called by one thread at a time (the router's monitor thread, or a test).
 #ifndef LOCKSTEP_RUNTIME_ROUTER_HEALTH_MONITOR_H_
 #define LOCKSTEP_RUNTIME_ROUTER_HEALTH_MONITOR_H_

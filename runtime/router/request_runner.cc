@@ -69,6 +69,7 @@ RequestResult RequestRunner::Run(const RouterRequest& request, uint64_t request_
   metrics_.QueueDelta(+1);
   metrics_.PromptTokens(result.prompt_tokens);
   RunRoute(*flow, request, deadline, progress, sink, result);
+  flow->Detach();  // the sweeper may hold `flow` a while longer; `sink` goes away soon
   flows_.Remove(result.request_id);
   if (!progress.first_token_seen) metrics_.QueueDelta(-1);
   metrics_.RunningDelta(-1);

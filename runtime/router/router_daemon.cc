@@ -1,5 +1,6 @@
 #include "runtime/router/router_daemon.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/log.h"
@@ -43,8 +44,11 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options,
   runner_ = std::make_unique<RequestRunner>(
       RequestRunner::Options{.request_timeout = absl::Seconds(rc.request_timeout_s)}, *registry_,
       stubs_, flows_, metrics_, clock_);
-  monitor_ = std::make_unique<HealthMonitor>(*registry_, stubs_, flows_,
-                                             absl::Milliseconds(rc.health_check_interval_ms));
+  // A poll may take longer than the interval on a loaded machine; a missed answer
+  // should mean a stalled or dead leader, not a busy one.
+  monitor_ = std::make_unique<HealthMonitor>(
+      *registry_, stubs_, flows_,
+      std::max(absl::Milliseconds(rc.health_check_interval_ms), absl::Seconds(1)));
   const RequestLimits limits{.model = config_.model.name,
                              .max_prompt_tokens = rc.max_prompt_tokens,
                              .vocab_size = tokenizer_.vocab_size()};

@@ -1,8 +1,8 @@
 // The router process's core: RouterService (gRPC) and the OpenAI-compatible HTTP API
 // in front of the instance registry, the rendezvous service on the same gRPC port (the
-// ranks of every instance bootstrap their collectives there), the request runner, and two background threads:
-// the monitor (every `router.health_check_interval_ms`: heartbeats, Health and Stats
-// polls) and the sweeper (every `sweep_interval`: cancels requests whose client left).
+// ranks of every instance bootstrap their collectives there), the request runner, and two
+// background threads: the monitor (every `router.health_check_interval_ms`: heartbeats, Health and
+// Stats polls) and the sweeper (every `sweep_interval`: cancels requests whose client left).
 //
 //   ASSIGN_OR_RETURN(auto router, RouterDaemon::Start(config, {}));
 //   printf("%s\n", router->http_address().c_str());

@@ -32,7 +32,7 @@ config::DeploymentConfig TestConfig(
   config.model.path = "unused";  // the tokenizer is given directly
   config.router.policy = policy;
   config.router.heartbeat_interval_ms = 50;
-  config.router.heartbeat_timeout_ms = 400;
+  config.router.heartbeat_timeout_ms = 1000;
   config.router.health_check_interval_ms = 50;
   config.router.request_timeout_s = 20;
   config.router.max_prompt_tokens = 64;
