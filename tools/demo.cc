@@ -1,13 +1,47 @@
 #include "tools/demo.h"
 
 #include <cstdio>
+#include <filesystem>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "runtime/config/config_yaml.h"
+#include "runtime/engine/make_model.h"
+#include "runtime/launcher/local_deployment.h"
+#include "tools/bench/bench_report.h"
+#include "tools/bench/instance_stats.h"
+#include "tools/bench/load_generator.h"
 #include "tools/cli/flags.h"
 
 namespace lockstep {
+namespace {
+
+// Writes a tiny-moe model (with its draft) at `dir` unless one is there.
+absl::Status EnsureModel(const std::string& dir, bool with_draft) {
+  if (std::filesystem::exists(std::filesystem::path(dir) / "config.json")) {
+    return absl::OkStatus();
+  }
+  std::printf("demo: creating the tiny-moe model in %s\n", dir.c_str());
+  engine::MakeModelOptions options;
+  options.preset = "tiny-moe";
+  options.out_dir = dir;
+  options.with_draft = with_draft;
+  return engine::MakeModel(options);
+}
+
+}  // namespace
 
 int RunDemo(const std::vector<std::string>& args) {
   cli::FlagSet flags("demo");
+  std::string config_path = "deploy/local/agg_dep2.yaml";
+  bench::LoadOptions load;
+  load.requests = 64;
+  load.concurrency = 8;
+  load.max_output_tokens = 48;
+  flags.AddString("config", &config_path, "the deployment to run");
+  flags.AddInt("requests", &load.requests, "requests in the workload");
+  flags.AddInt("concurrency", &load.concurrency, "requests in flight at once");
   if (absl::Status s = flags.Parse(args); !s.ok()) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 2;
@@ -16,8 +50,49 @@ int RunDemo(const std::vector<std::string>& args) {
     std::printf("%s", flags.Usage().c_str());
     return 0;
   }
-  std::printf("lockstep demo: the build works; the serving demo arrives with the daemons.\n");
-  return 0;
+  SetLogLevel(spdlog::level::warn);
+  absl::StatusOr<config::DeploymentConfig> config = config::LoadDeploymentConfig(config_path);
+  if (!config.ok()) {
+    std::fprintf(stderr, "demo: %s\n", config.status().ToString().c_str());
+    return 1;
+  }
+  if (absl::Status s = EnsureModel(config->model.path, !config->model.draft_path.empty());
+      !s.ok()) {
+    std::fprintf(stderr, "demo: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  const std::string run_dir = absl::StrCat("runs/demo-", absl::ToUnixSeconds(absl::Now()));
+  std::printf("demo: launching %s (logs in %s)\n", config_path.c_str(), run_dir.c_str());
+  absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d =
+      launcher::LocalDeployment::StartFile(config_path, run_dir, "/proc/self/exe",
+                                           absl::Seconds(180));
+  if (!d.ok()) {
+    std::fprintf(stderr, "demo: %s\n", d.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("demo: router at http://%s/v1 (OpenAI API), metrics at http://%s/metrics\n",
+              (*d)->http_address().c_str(), (*d)->http_address().c_str());
+  for (const config::InstanceConfig& i : config->instances) {
+    std::printf("demo: instance %s: %s, DEP%lld\n", i.name.c_str(),
+                std::string(config::InstanceRoleName(i.role)).c_str(),
+                static_cast<long long>(i.world_size));
+  }
+  load.http_address = (*d)->http_address();
+  load.model = config->model.name;
+  load.api_key = config->router.api_key;
+  const auto before = bench::ReadInstanceCounters((*d)->grpc_address());
+  std::printf("demo: sending %lld requests, %lld at a time\n",
+              static_cast<long long>(load.requests), static_cast<long long>(load.concurrency));
+  const bench::LoadResult result = bench::RunLoad(load);
+  const auto after = bench::ReadInstanceCounters((*d)->grpc_address());
+  std::vector<bench::InstanceDelta> deltas;
+  if (before.ok() && after.ok()) deltas = bench::Subtract(*after, *before);
+  const nlohmann::json report = bench::MakeReport(load, result, deltas);
+  std::printf("%s", bench::FormatReport(report).c_str());
+  std::printf("demo: stopping the deployment\n");
+  d->reset();
+  std::printf("demo: done\n");
+  return report["failed"].get<int64_t>() == 0 ? 0 : 1;
 }
 
 }  // namespace lockstep

@@ -9,6 +9,7 @@
 #include "runtime/router/router_main.h"
 #include "runtime/worker/worker_main.h"
 #include "tests/sim/sim_command.h"
+#include "tools/bench/bench_command.h"
 #include "tools/cli/command.h"
 #include "tools/demo.h"
 
@@ -25,6 +26,8 @@ std::vector<cli::Command> Commands() {
        launcher::RunLaunch},
       {"sim", "run the deterministic multi-rank simulator", sim::RunSimCommand},
       {"worker", "run one rank of an instance", worker::RunWorker},
+      {"bench", "run a workload against a deployment and report latency and throughput",
+       bench::RunBench},
   };
 }
 

@@ -14,7 +14,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/router/chat_template.h"
-#include "tests/e2e/local_deployment.h"
+#include "runtime/launcher/local_deployment.h"
+#include "tests/e2e/e2e_util.h"
 #include "tests/e2e/reference.h"
 #include "tokenizer/byte_tokenizer.h"
 
@@ -70,7 +71,7 @@ std::string StreamText(const std::string& body, bool* done) {
 }
 
 TEST(AggDep2Test, TwoHundredRequestsMatchTheInProcessEngine) {
-  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::string tmp = TestTmpDir();
   const std::string model = tmp + "/models/tiny-moe";
   ASSERT_TRUE(EnsureTinyMoe(model).ok());
   absl::StatusOr<tok::ByteTokenizer> tokenizer = tok::ByteTokenizer::LoadFromModelDir(model);
@@ -101,8 +102,9 @@ TEST(AggDep2Test, TwoHundredRequestsMatchTheInProcessEngine) {
       ReferenceGenerate(model, "", 0, refs);
   ASSERT_TRUE(expected.ok()) << expected.status();
 
-  absl::StatusOr<std::unique_ptr<LocalDeployment>> d =
-      LocalDeployment::Start(Yaml(model), tmp + "/run", absl::Seconds(120));
+  absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d =
+      launcher::LocalDeployment::Start(Yaml(model), tmp + "/run", LockstepBinary(),
+                                        absl::Seconds(120));
   ASSERT_TRUE(d.ok()) << d.status();
 
   absl::Mutex mu;
@@ -115,7 +117,7 @@ TEST(AggDep2Test, TwoHundredRequestsMatchTheInProcessEngine) {
     const Case& c = cases[i];
     const std::string want_text = tokenizer->Decode((*expected)[i]);
     if (c.kind == Kind::kGrpc) {
-      const GrpcResult r = (*d)->Generate(refs[i].prompt, c.max_tokens, c.seed);
+      const launcher::GrpcResult r = (*d)->Generate(refs[i].prompt, c.max_tokens, c.seed);
       if (r.error_code != 0) return fail(i, absl::StrCat("grpc error ", r.error_message));
       if (r.tokens != (*expected)[i]) return fail(i, "grpc tokens differ");
       return;

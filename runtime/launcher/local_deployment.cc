@@ -1,4 +1,4 @@
-#include "tests/e2e/local_deployment.h"
+#include "runtime/launcher/local_deployment.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -14,10 +14,9 @@
 #include "httplib.h"
 #include "proto/router.grpc.pb.h"
 #include "runtime/config/config_yaml.h"
-#include "runtime/engine/make_model.h"
 #include "runtime/launcher/free_port.h"
 
-namespace lockstep::e2e {
+namespace lockstep::launcher {
 namespace {
 
 std::pair<std::string, int> HostPort(const std::string& address) {
@@ -27,46 +26,44 @@ std::pair<std::string, int> HostPort(const std::string& address) {
 
 }  // namespace
 
-absl::Status EnsureTinyMoe(const std::string& dir) {
-  static absl::Mutex mu(absl::kConstInit);
-  absl::MutexLock lock(&mu);
-  if (std::filesystem::exists(std::filesystem::path(dir) / "config.json")) {
-    return absl::OkStatus();
-  }
-  engine::MakeModelOptions options;
-  options.preset = "tiny-moe";
-  options.out_dir = dir;
-  options.seed = 7;
-  return engine::MakeModel(options);
-}
-
-std::string LockstepBinary() {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  return absl::StrCat(srcdir ? srcdir : ".", "/", workspace ? workspace : "lockstep",
-                      "/tools/lockstep");
-}
-
 absl::StatusOr<std::unique_ptr<LocalDeployment>> LocalDeployment::Start(
-    const std::string& yaml, const std::string& run_dir, absl::Duration ready_timeout) {
+    const std::string& yaml, const std::string& run_dir, const std::string& lockstep_binary,
+    absl::Duration ready_timeout) {
   std::filesystem::create_directories(run_dir);
   const std::string config_path = (std::filesystem::path(run_dir) / "deployment.yaml").string();
   {
     std::ofstream out(config_path);
     out << yaml;
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", config_path));
   }
   auto d = absl::WrapUnique(new LocalDeployment());
   ASSIGN_OR_RETURN(d->config_, config::LoadDeploymentConfig(config_path));
-  launcher::PlanOptions options;
-  options.lockstep_binary = LockstepBinary();
+  RETURN_IF_ERROR(d->Launch(config_path, run_dir, lockstep_binary, ready_timeout));
+  return d;
+}
+
+absl::StatusOr<std::unique_ptr<LocalDeployment>> LocalDeployment::StartFile(
+    const std::string& config_path, const std::string& run_dir,
+    const std::string& lockstep_binary, absl::Duration ready_timeout) {
+  std::filesystem::create_directories(run_dir);
+  auto d = absl::WrapUnique(new LocalDeployment());
+  ASSIGN_OR_RETURN(d->config_, config::LoadDeploymentConfig(config_path));
+  RETURN_IF_ERROR(d->Launch(config_path, run_dir, lockstep_binary, ready_timeout));
+  return d;
+}
+
+absl::Status LocalDeployment::Launch(const std::string& config_path, const std::string& run_dir,
+                                     const std::string& lockstep_binary,
+                                     absl::Duration ready_timeout) {
+  PlanOptions options;
+  options.lockstep_binary = lockstep_binary;
   options.config_path = config_path;
   options.run_dir = run_dir;
-  options.pick_port = [] { return launcher::PickFreePort(); };
-  ASSIGN_OR_RETURN(d->plan_, launcher::BuildLaunchPlan(d->config_, options));
-  RETURN_IF_ERROR(d->supervisor_.Start(d->plan_.router));
-  for (const launcher::ProcessSpec& w : d->plan_.workers) RETURN_IF_ERROR(d->supervisor_.Start(w));
-  RETURN_IF_ERROR(d->WaitHealthy(ready_timeout));
-  return d;
+  options.pick_port = [] { return PickFreePort(); };
+  ASSIGN_OR_RETURN(plan_, BuildLaunchPlan(config_, options));
+  RETURN_IF_ERROR(supervisor_.Start(plan_.router));
+  for (const ProcessSpec& w : plan_.workers) RETURN_IF_ERROR(supervisor_.Start(w));
+  return WaitHealthy(ready_timeout);
 }
 
 LocalDeployment::~LocalDeployment() { supervisor_.StopAll(absl::Seconds(10)); }
@@ -154,7 +151,7 @@ std::string LocalDeployment::InstanceState(const std::string& instance) const {
 }
 
 absl::Status LocalDeployment::RestartInstance(const std::string& instance) {
-  for (const launcher::ProcessSpec& w : plan_.workers) {
+  for (const ProcessSpec& w : plan_.workers) {
     if (absl::StartsWith(w.name, instance + "/") && supervisor_.PidOf(w.name) < 0) {
       RETURN_IF_ERROR(supervisor_.Start(w));
     }
@@ -162,12 +159,36 @@ absl::Status LocalDeployment::RestartInstance(const std::string& instance) {
   return absl::OkStatus();
 }
 
-std::vector<launcher::ChildExit> LocalDeployment::Reap() {
+std::vector<ChildExit> LocalDeployment::Reap() {
   return supervisor_.Wait(absl::ZeroDuration()).exited;
 }
 
+bool LocalDeployment::WaitFor(const std::function<bool()>& done, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() >= deadline) return false;
+    supervisor_.Wait(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+int64_t LocalDeployment::LoadOf(const std::string& instance) const {
+  auto channel = grpc::CreateChannel(plan_.router_grpc, grpc::InsecureChannelCredentials());
+  auto stub = v1::RouterService::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  v1::ListInstancesResponse response;
+  if (!stub->ListInstances(&context, v1::ListInstancesRequest(), &response).ok()) return -1;
+  for (const v1::InstanceInfo& info : response.instances()) {
+    if (info.name() == instance) {
+      return info.load().active_requests() + info.load().queued_requests();
+    }
+  }
+  return -1;
+}
+
 std::string LocalDeployment::LogOf(const std::string& name) const {
-  for (const launcher::ProcessSpec& p : plan_.workers) {
+  for (const ProcessSpec& p : plan_.workers) {
     if (p.name == name) {
       std::ifstream in(p.log_path);
       std::stringstream ss;
@@ -178,4 +199,4 @@ std::string LocalDeployment::LogOf(const std::string& name) const {
   return "";
 }
 
-}  // namespace lockstep::e2e
+}  // namespace lockstep::launcher

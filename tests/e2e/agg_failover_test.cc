@@ -1,0 +1,105 @@
+// A rank killed mid-load (SIGKILL): the router marks its instance unhealthy within 5 s,
+// every request in flight on it ends with an error (no client waits forever), the
+// router stays up, and once the instance is relaunched it serves again.
+#include <csignal>
+#include <atomic>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "runtime/launcher/local_deployment.h"
+#include "tests/e2e/e2e_util.h"
+
+namespace lockstep::e2e {
+namespace {
+
+std::string Yaml(const std::string& model_dir) {
+  return absl::StrCat(R"(model:
+  name: tiny-moe
+  path: )", model_dir, R"(
+router:
+  heartbeat_interval_ms: 200
+  heartbeat_timeout_ms: 1500
+  health_check_interval_ms: 200
+instances:
+  - name: agg0
+    role: aggregated
+    world_size: 2
+    engine: cpu
+    executor: {max_batch_size: 4, max_num_tokens: 256, max_num_active_requests: 16}
+    kv: {tokens_per_block: 16, num_blocks: 512}
+)");
+}
+
+TEST(AggFailoverTest, KilledRankFailsInFlightRequestsAndInstanceComesBack) {
+  const std::string tmp = TestTmpDir();
+  const std::string model = tmp + "/models/tiny-moe";
+  ASSERT_TRUE(EnsureTinyMoe(model).ok());
+  absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> started =
+      launcher::LocalDeployment::Start(Yaml(model), tmp + "/run", LockstepBinary(),
+                                        absl::Seconds(120));
+  ASSERT_TRUE(started.ok()) << started.status();
+  launcher::LocalDeployment& d = **started;
+  const std::vector<int32_t> prompt = {72, 101, 108, 108, 111, 32, 119, 111};
+
+  // Long requests keep the instance busy while rank 1 is killed.
+  std::atomic<int> ok{0}, errors{0};
+  std::atomic<int64_t> slowest_ms{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 6; ++t) {
+    clients.emplace_back([&, t] {
+      const absl::Time start = absl::Now();
+      const launcher::GrpcResult r = d.Generate(prompt, 400, static_cast<uint64_t>(t), absl::Seconds(60));
+      const int64_t ms = absl::ToInt64Milliseconds(absl::Now() - start);
+      int64_t prev = slowest_ms.load();
+      while (ms > prev && !slowest_ms.compare_exchange_weak(prev, ms)) {
+      }
+      (r.error_code == 0 ? ok : errors)++;
+      if (r.error_code != 0) std::cerr << "client " << t << ": " << r.error_message << "\n";
+    });
+  }
+  // Once the requests are running on the instance, kill rank 1.
+  ASSERT_TRUE(d.WaitFor([&] { return d.LoadOf("agg0") >= 3; }, absl::Seconds(30)));
+  const pid_t rank1 = d.PidOf("agg0/rank1");
+  ASSERT_GT(rank1, 0);
+  const absl::Time killed = absl::Now();
+  ASSERT_EQ(kill(rank1, SIGKILL), 0);
+
+  // Unhealthy within 5 s.
+  ASSERT_TRUE(d.WaitFor([&] { return d.InstanceState("agg0") != "healthy"; }, absl::Seconds(10)));
+  EXPECT_LE(absl::Now() - killed, absl::Seconds(5)) << "router still routed to the dead instance";
+
+  std::cerr << "unhealthy after " << absl::FormatDuration(absl::Now() - killed) << "\n";
+  for (std::thread& t : clients) t.join();
+  std::cerr << "clients: " << ok << " ok, " << errors << " errors, slowest " << slowest_ms
+            << " ms\n";
+  EXPECT_EQ(ok + errors, 6);
+  EXPECT_GT(errors.load(), 0) << "requests in flight on the dead instance must fail";
+  EXPECT_LT(slowest_ms.load(), 30000) << "a client waited too long";
+
+  // The router is still up and refuses new requests cleanly while nothing is healthy.
+  const auto [status, body] = d.Get("/health");
+  EXPECT_EQ(status, 200) << body;
+  const launcher::GrpcResult refused = d.Generate(prompt, 4, 1, absl::Seconds(10));
+  EXPECT_NE(refused.error_code, 0);
+
+  // Both ranks exited (the survivor cannot step without its peer); relaunch them.
+  ASSERT_TRUE(d.WaitFor(
+      [&] {
+        d.Reap();
+        return d.PidOf("agg0/rank0") < 0 && d.PidOf("agg0/rank1") < 0;
+      },
+      absl::Seconds(60)))
+      << "rank 0 kept running without its peer";
+  ASSERT_TRUE(d.RestartInstance("agg0").ok());
+  ASSERT_TRUE(d.WaitHealthy(absl::Seconds(60)).ok());
+  const launcher::GrpcResult again = d.Generate(prompt, 8, 5, absl::Seconds(60));
+  EXPECT_EQ(again.error_code, 0) << again.error_message;
+  EXPECT_EQ(again.tokens.size(), 8u);
+}
+
+}  // namespace
+}  // namespace lockstep::e2e

@@ -1,0 +1,96 @@
+#include "tools/bench/bench_command.h"
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "runtime/launcher/local_deployment.h"
+#include "tools/bench/bench_report.h"
+#include "tools/bench/instance_stats.h"
+#include "tools/bench/load_generator.h"
+#include "tools/cli/flags.h"
+
+namespace lockstep::bench {
+
+int RunBench(const std::vector<std::string>& args) {
+  cli::FlagSet flags("bench");
+  std::string config_path, http, grpc, json_path, run_dir, model = "tiny-moe";
+  LoadOptions load;
+  int64_t ready_timeout_s = 180;
+  flags.AddString("config", &config_path, "start this deployment (YAML) for the run");
+  flags.AddString("http", &http, "router HTTP address of a running deployment");
+  flags.AddString("grpc", &grpc, "router gRPC address of a running deployment (for counters)");
+  flags.AddString("model", &model, "model name (with --http)");
+  flags.AddInt("requests", &load.requests, "number of requests");
+  flags.AddInt("concurrency", &load.concurrency, "requests in flight at once");
+  flags.AddInt("min-prompt", &load.min_prompt_bytes, "shortest prompt, in bytes (= tokens)");
+  flags.AddInt("max-prompt", &load.max_prompt_bytes, "longest prompt");
+  flags.AddInt("min-output", &load.min_output_tokens, "fewest output tokens");
+  flags.AddInt("max-output", &load.max_output_tokens, "most output tokens");
+  int64_t seed = 1;
+  flags.AddInt("seed", &seed, "workload seed");
+  flags.AddString("json", &json_path, "also write the figures to this JSON file");
+  flags.AddString("run-dir", &run_dir, "logs of a started deployment (default runs/bench-TIME)");
+  flags.AddInt("ready-timeout-s", &ready_timeout_s, "wait this long for the deployment");
+  if (absl::Status s = flags.Parse(args); !s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Usage().c_str());
+    return 0;
+  }
+  if (config_path.empty() == http.empty()) {
+    std::fprintf(stderr, "bench: give either --config FILE or --http HOST:PORT\n");
+    return 2;
+  }
+  if (load.requests < 1 || load.concurrency < 1) {
+    std::fprintf(stderr, "bench: --requests and --concurrency must be >= 1\n");
+    return 2;
+  }
+  SetLogLevel(spdlog::level::warn);
+  std::unique_ptr<launcher::LocalDeployment> deployment;
+  if (!config_path.empty()) {
+    if (run_dir.empty()) run_dir = absl::StrCat("runs/bench-", absl::ToUnixSeconds(absl::Now()));
+    std::fprintf(stderr, "bench: starting %s (logs in %s)\n", config_path.c_str(), run_dir.c_str());
+    absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> started =
+        launcher::LocalDeployment::StartFile(config_path, run_dir, "/proc/self/exe",
+                                             absl::Seconds(ready_timeout_s));
+    if (!started.ok()) {
+      std::fprintf(stderr, "bench: %s\n", started.status().ToString().c_str());
+      return 1;
+    }
+    deployment = *std::move(started);
+    http = deployment->http_address();
+    grpc = deployment->grpc_address();
+    model = deployment->config().model.name;
+    load.api_key = deployment->config().router.api_key;
+  }
+  load.seed = static_cast<uint64_t>(seed);
+  load.http_address = http;
+  load.model = model;
+  std::map<std::string, InstanceDelta> before;
+  if (!grpc.empty()) before = ReadInstanceCounters(grpc).value_or(before);
+  const LoadResult result = RunLoad(load);
+  std::vector<InstanceDelta> deltas;
+  if (!grpc.empty()) {
+    absl::StatusOr<std::map<std::string, InstanceDelta>> after = ReadInstanceCounters(grpc);
+    if (after.ok()) deltas = Subtract(*after, before);
+  }
+  const nlohmann::json report = MakeReport(load, result, deltas);
+  std::printf("%s", FormatReport(report).c_str());
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << report.dump(2) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "bench: cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+  }
+  return report["failed"].get<int64_t>() == 0 ? 0 : 1;
+}
+
+}  // namespace lockstep::bench

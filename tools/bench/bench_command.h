@@ -1,0 +1,19 @@
+// `lockstep bench`: a workload against a deployment, started from a config file or
+// already running, with client-side latency figures and the instances' counters.
+//
+//   lockstep bench --config deploy/local/disagg_ctx_dep2_gen_dep4.yaml --requests 1600
+//       --concurrency 32 [--json FILE]
+//   lockstep bench --http HOST:PORT --grpc HOST:PORT --requests 100
+#ifndef LOCKSTEP_TOOLS_BENCH_BENCH_COMMAND_H_
+#define LOCKSTEP_TOOLS_BENCH_BENCH_COMMAND_H_
+
+#include <string>
+#include <vector>
+
+namespace lockstep::bench {
+
+int RunBench(const std::vector<std::string>& args);
+
+}  // namespace lockstep::bench
+
+#endif  // LOCKSTEP_TOOLS_BENCH_BENCH_COMMAND_H_

@@ -1,0 +1,120 @@
+#include "tools/bench/bench_report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace lockstep::bench {
+
+using nlohmann::json;
+
+Percentiles Compute(std::vector<double> values) {
+  Percentiles p;
+  if (values.empty()) return p;
+  std::sort(values.begin(), values.end());
+  auto at = [&](double q) {
+    const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size()))) - 1;
+    return values[std::min(i, values.size() - 1)];
+  };
+  p.p50 = at(0.50);
+  p.p99 = at(0.99);
+  return p;
+}
+
+json MakeReport(const LoadOptions& options, const LoadResult& result,
+                const std::vector<InstanceDelta>& instances) {
+  int64_t completed = 0, failed = 0, output_tokens = 0, prompt_tokens = 0;
+  std::vector<double> ttft_ms, tpot_ms;
+  std::vector<std::string> errors;
+  for (const RequestOutcome& o : result.outcomes) {
+    if (!o.ok) {
+      ++failed;
+      if (errors.size() < 5) errors.push_back(o.error);
+      continue;
+    }
+    ++completed;
+    output_tokens += o.output_tokens;
+    prompt_tokens += o.prompt_tokens;
+    ttft_ms.push_back(absl::ToDoubleMilliseconds(o.ttft));
+    if (o.output_tokens > 1) {
+      tpot_ms.push_back(absl::ToDoubleMilliseconds(o.latency - o.ttft) /
+                        static_cast<double>(o.output_tokens - 1));
+    }
+  }
+  const double seconds = std::max(1e-9, absl::ToDoubleSeconds(result.wall));
+  const Percentiles ttft = Compute(ttft_ms);
+  const Percentiles tpot = Compute(tpot_ms);
+  json report = {
+      {"requests", static_cast<int64_t>(result.outcomes.size())},
+      {"completed", completed},
+      {"failed", failed},
+      {"concurrency", options.concurrency},
+      {"wall_s", seconds},
+      {"requests_per_s", static_cast<double>(completed) / seconds},
+      {"prompt_tokens", prompt_tokens},
+      {"output_tokens", output_tokens},
+      {"output_tokens_per_s", static_cast<double>(output_tokens) / seconds},
+      {"ttft_ms", {{"p50", ttft.p50}, {"p99", ttft.p99}}},
+      {"tpot_ms", {{"p50", tpot.p50}, {"p99", tpot.p99}}},
+      {"errors", errors},
+  };
+  json per_instance = json::array();
+  int64_t proposed = 0, accepted = 0, kv_bytes = 0;
+  double kv_seconds = 0;
+  for (const InstanceDelta& i : instances) {
+    per_instance.push_back({{"name", i.name},
+                            {"role", i.role},
+                            {"steps", i.steps},
+                            {"vetoed_steps", i.vetoed_steps},
+                            {"vetoed_per_1000_steps",
+                             i.steps > 0 ? 1000.0 * static_cast<double>(i.vetoed_steps) /
+                                               static_cast<double>(i.steps)
+                                         : 0.0},
+                            {"padded_steps", i.padded_steps},
+                            {"draft_tokens_proposed", i.drafts_proposed},
+                            {"draft_tokens_accepted", i.drafts_accepted}});
+    proposed += i.drafts_proposed;
+    accepted += i.drafts_accepted;
+    kv_bytes += i.kv_bytes_received;
+    kv_seconds += i.kv_receive_seconds;
+  }
+  report["instances"] = per_instance;
+  report["draft_acceptance"] =
+      proposed > 0 ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0;
+  report["kv_transfer_bytes"] = kv_bytes;
+  report["kv_transfer_gb_per_s"] = kv_seconds > 0 ? static_cast<double>(kv_bytes) / kv_seconds / 1e9 : 0.0;
+  return report;
+}
+
+std::string FormatReport(const json& r) {
+  std::string out = absl::StrFormat(
+      "requests %d: completed %d, failed %d (concurrency %d, %.1f s)\n"
+      "  throughput   %.2f req/s, %.1f output tokens/s\n"
+      "  TTFT         p50 %.1f ms, p99 %.1f ms\n"
+      "  TPOT         p50 %.1f ms, p99 %.1f ms\n",
+      r["requests"].get<int64_t>(), r["completed"].get<int64_t>(), r["failed"].get<int64_t>(),
+      r["concurrency"].get<int64_t>(), r["wall_s"].get<double>(),
+      r["requests_per_s"].get<double>(), r["output_tokens_per_s"].get<double>(),
+      r["ttft_ms"]["p50"].get<double>(), r["ttft_ms"]["p99"].get<double>(),
+      r["tpot_ms"]["p50"].get<double>(), r["tpot_ms"]["p99"].get<double>());
+  for (const json& i : r["instances"]) {
+    absl::StrAppendFormat(&out, "  %-12s %-10s %d steps, %d vetoed (%.1f per 1000), %d padded\n",
+                          i["name"].get<std::string>(), i["role"].get<std::string>(),
+                          i["steps"].get<int64_t>(), i["vetoed_steps"].get<int64_t>(),
+                          i["vetoed_per_1000_steps"].get<double>(),
+                          i["padded_steps"].get<int64_t>());
+  }
+  absl::StrAppendFormat(&out, "  drafts       %.1f%% accepted\n",
+                        100.0 * r["draft_acceptance"].get<double>());
+  if (r["kv_transfer_bytes"].get<int64_t>() > 0) {
+    absl::StrAppendFormat(&out, "  KV transfer  %.1f MB at %.3f GB/s\n",
+                          static_cast<double>(r["kv_transfer_bytes"].get<int64_t>()) / 1e6,
+                          r["kv_transfer_gb_per_s"].get<double>());
+  }
+  for (const json& e : r["errors"]) absl::StrAppend(&out, "  error: ", e.get<std::string>(), "\n");
+  return out;
+}
+
+}  // namespace lockstep::bench

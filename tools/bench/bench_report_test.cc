@@ -1,0 +1,55 @@
+#include "tools/bench/bench_report.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::bench {
+namespace {
+
+TEST(BenchReportTest, Percentiles) {
+  std::vector<double> v;
+  for (int i = 1; i <= 100; ++i) v.push_back(i);
+  const Percentiles p = Compute(v);
+  EXPECT_EQ(p.p50, 50);
+  EXPECT_EQ(p.p99, 99);
+  EXPECT_EQ(Compute({}).p50, 0);
+  EXPECT_EQ(Compute({7}).p99, 7);
+}
+
+TEST(BenchReportTest, ReportHasTheRequiredKeysAndCounts) {
+  LoadOptions options;
+  options.concurrency = 4;
+  LoadResult result;
+  result.wall = absl::Seconds(2);
+  RequestOutcome ok;
+  ok.ok = true;
+  ok.output_tokens = 11;
+  ok.prompt_tokens = 5;
+  ok.ttft = absl::Milliseconds(100);
+  ok.latency = absl::Milliseconds(600);  // 10 more tokens in 500 ms: 50 ms per token
+  RequestOutcome bad;
+  bad.error = "HTTP 503";
+  result.outcomes = {ok, ok, bad};
+  InstanceDelta gen;
+  gen.name = "gen0";
+  gen.role = "generation";
+  gen.steps = 1000;
+  gen.vetoed_steps = 5;
+  gen.drafts_proposed = 30;
+  gen.drafts_accepted = 12;
+  const nlohmann::json r = MakeReport(options, result, {gen});
+  EXPECT_EQ(r["requests"], 3);
+  EXPECT_EQ(r["completed"], 2);
+  EXPECT_EQ(r["failed"], 1);
+  EXPECT_DOUBLE_EQ(r["output_tokens_per_s"].get<double>(), 11.0);
+  EXPECT_DOUBLE_EQ(r["ttft_ms"]["p50"].get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(r["tpot_ms"]["p99"].get<double>(), 50.0);
+  EXPECT_DOUBLE_EQ(r["draft_acceptance"].get<double>(), 0.4);
+  EXPECT_DOUBLE_EQ(r["instances"][0]["vetoed_per_1000_steps"].get<double>(), 5.0);
+  const std::string text = FormatReport(r);
+  EXPECT_THAT(text, ::testing::HasSubstr("completed 2, failed 1"));
+  EXPECT_THAT(text, ::testing::HasSubstr("error: HTTP 503"));
+}
+
+}  // namespace
+}  // namespace lockstep::bench

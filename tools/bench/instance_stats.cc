@@ -1,0 +1,86 @@
+#include "tools/bench/instance_stats.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "proto/router.grpc.pb.h"
+#include "proto/worker.grpc.pb.h"
+
+namespace lockstep::bench {
+namespace {
+
+std::string RoleName(v1::InstanceRole role) {
+  switch (role) {
+    case v1::INSTANCE_ROLE_AGGREGATED:
+      return "aggregated";
+    case v1::INSTANCE_ROLE_CONTEXT:
+      return "context";
+    case v1::INSTANCE_ROLE_GENERATION:
+      return "generation";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, InstanceDelta>> ReadInstanceCounters(
+    const std::string& router_grpc_address) {
+  auto router = v1::RouterService::NewStub(
+      grpc::CreateChannel(router_grpc_address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext list_context;
+  list_context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  v1::ListInstancesResponse list;
+  const grpc::Status listed = router->ListInstances(&list_context, v1::ListInstancesRequest(), &list);
+  if (!listed.ok()) {
+    return absl::UnavailableError(absl::StrCat("ListInstances on ", router_grpc_address, ": ",
+                                               listed.error_message()));
+  }
+  std::map<std::string, InstanceDelta> out;
+  for (const v1::InstanceInfo& info : list.instances()) {
+    InstanceDelta d;
+    d.name = info.name();
+    d.role = RoleName(info.role());
+    if (!info.leader_address().empty()) {
+      auto worker = v1::WorkerService::NewStub(
+          grpc::CreateChannel(info.leader_address(), grpc::InsecureChannelCredentials()));
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+      v1::StatsResponse stats;
+      if (worker->Stats(&context, v1::StatsRequest(), &stats).ok()) {
+        d.steps = stats.steps();
+        d.vetoed_steps = stats.vetoed_steps();
+        d.padded_steps = stats.padded_steps();
+        d.drafts_proposed = stats.draft_tokens_proposed();
+        d.drafts_accepted = stats.draft_tokens_accepted();
+        d.generated_tokens = stats.generated_tokens();
+      }
+    }
+    out[d.name] = d;
+  }
+  return out;
+}
+
+std::vector<InstanceDelta> Subtract(const std::map<std::string, InstanceDelta>& after,
+                                    const std::map<std::string, InstanceDelta>& before) {
+  std::vector<InstanceDelta> out;
+  for (const auto& [name, a] : after) {
+    InstanceDelta d = a;
+    if (auto it = before.find(name); it != before.end()) {
+      const InstanceDelta& b = it->second;
+      d.steps -= b.steps;
+      d.vetoed_steps -= b.vetoed_steps;
+      d.padded_steps -= b.padded_steps;
+      d.drafts_proposed -= b.drafts_proposed;
+      d.drafts_accepted -= b.drafts_accepted;
+      d.generated_tokens -= b.generated_tokens;
+      d.kv_bytes_received -= b.kv_bytes_received;
+      d.kv_receive_seconds -= b.kv_receive_seconds;
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
+}  // namespace lockstep::bench

@@ -1,0 +1,50 @@
+// A load generator for the OpenAI-compatible HTTP API: N streaming completion requests
+// at a fixed concurrency, measuring what a client sees — time to first token, time
+// per output token, errors — with a progress line on stderr.
+//
+// Thread safety: Run is called once; it uses its own client threads.
+#ifndef LOCKSTEP_TOOLS_BENCH_LOAD_GENERATOR_H_
+#define LOCKSTEP_TOOLS_BENCH_LOAD_GENERATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace lockstep::bench {
+
+struct LoadOptions {
+  std::string http_address;  // host:port of the router
+  std::string model;
+  std::string api_key;
+  int64_t requests = 100;
+  int64_t concurrency = 8;
+  int64_t min_prompt_bytes = 32;
+  int64_t max_prompt_bytes = 128;
+  int64_t min_output_tokens = 16;
+  int64_t max_output_tokens = 64;
+  uint64_t seed = 1;
+  absl::Duration request_timeout = absl::Minutes(5);
+  bool progress = true;  // a progress bar on stderr
+};
+
+struct RequestOutcome {
+  bool ok = false;
+  std::string error;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  absl::Duration ttft;     // until the first token arrived
+  absl::Duration latency;  // until the last byte
+};
+
+struct LoadResult {
+  std::vector<RequestOutcome> outcomes;
+  absl::Duration wall;
+};
+
+LoadResult RunLoad(const LoadOptions& options);
+
+}  // namespace lockstep::bench
+
+#endif  // LOCKSTEP_TOOLS_BENCH_LOAD_GENERATOR_H_
