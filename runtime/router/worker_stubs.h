@@ -17,13 +17,18 @@ namespace lockstep::router {
 
 class WorkerStubs {
  public:
-  // The stub for the leader at `address` (host:port).
+  // The stub for the leader at `address` (host:port). A channel that is failing to
+  // connect (its worker died) is replaced by a fresh one, so a worker restarted at the
+  // same address is reached at once instead of after the old channel's backoff.
   std::shared_ptr<v1::WorkerService::Stub> Get(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  struct Entry {
+    std::shared_ptr<grpc::Channel> channel;
+    std::shared_ptr<v1::WorkerService::Stub> stub;
+  };
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<v1::WorkerService::Stub>> stubs_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Entry> stubs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace lockstep::router
