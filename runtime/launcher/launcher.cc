@@ -5,8 +5,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <set>
 
 #include "absl/time/clock.h"
 #include "fmt/format.h"
@@ -98,9 +102,73 @@ struct LaunchFlags {
   std::string lockstep_binary;
   int64_t ready_timeout_s = 120;
   int64_t grace_s = 10;
+  bool restart_instances = false;
+  int64_t max_restarts = 3;
 };
 
-// Starts everything and supervises until a signal (0) or a death (1).
+// The instance a worker process belongs to ("gen0/rank2" -> "gen0").
+std::string InstanceOf(const std::string& process) { return process.substr(0, process.find('/')); }
+
+// Keeps the deployment running until a stop signal (returns 0). A dead router ends it
+// (`fail`); a dead rank takes its instance down, since the other ranks cannot step
+// without it, and with --restart-instances the instance starts again.
+int Supervise(ProcessSupervisor& supervisor, const LaunchPlan& plan, const LaunchFlags& flags,
+              int signal_fd, const std::function<int(const absl::Status&)>& fail) {
+  const absl::Duration grace = absl::Seconds(flags.grace_s);
+  std::deque<ChildExit> pending;
+  std::set<std::string> stopping;  // ranks stopped on purpose: their exits are expected
+  std::map<std::string, int64_t> restarts;
+  while (true) {
+    if (pending.empty()) {
+      ProcessSupervisor::WaitResult result = supervisor.Wait(absl::Hours(1), signal_fd);
+      if (result.woke) {
+        signalfd_siginfo info;
+        ssize_t ignored = read(signal_fd, &info, sizeof(info));
+        (void)ignored;
+        Say(fmt::format("signal {}: stopping the deployment", info.ssi_signo));
+        for (const ChildExit& exit : supervisor.StopAll(grace)) {
+          if (!exit.clean()) Complain(exit.Describe());
+        }
+        Say("stopped");
+        return 0;
+      }
+      pending.insert(pending.end(), result.exited.begin(), result.exited.end());
+      continue;
+    }
+    const ChildExit exit = pending.front();
+    pending.pop_front();
+    if (stopping.erase(exit.name) > 0) continue;
+    Complain(exit.Describe());
+    if (exit.name == plan.router.name) return fail(absl::AbortedError("the router ended"));
+    const std::string instance = InstanceOf(exit.name);
+    std::vector<std::string> others;
+    for (const ProcessSpec& worker : plan.workers) {
+      if (InstanceOf(worker.name) == instance && supervisor.PidOf(worker.name) >= 0) {
+        others.push_back(worker.name);
+      }
+    }
+    if (!others.empty()) {
+      Complain(fmt::format("instance {} lost a rank: stopping its other ranks", instance));
+      stopping.insert(others.begin(), others.end());
+      for (const ChildExit& stopped : supervisor.Stop(others, grace)) pending.push_back(stopped);
+    }
+    if (!flags.restart_instances || restarts[instance] >= flags.max_restarts) {
+      Complain(fmt::format("instance {} is down; the router no longer routes to it", instance));
+      continue;
+    }
+    ++restarts[instance];
+    Say(fmt::format("restarting instance {} (restart {} of {})", instance, restarts[instance],
+                    flags.max_restarts));
+    for (const ProcessSpec& worker : plan.workers) {
+      if (InstanceOf(worker.name) != instance || supervisor.PidOf(worker.name) >= 0) continue;
+      if (absl::Status status = supervisor.Start(worker); !status.ok()) {
+        Complain(std::string(status.message()));
+      }
+    }
+  }
+}
+
+// Starts everything, then supervises (see Supervise).
 int Launch(const LaunchFlags& flags, int signal_fd) {
   absl::StatusOr<config::DeploymentConfig> config = config::LoadDeploymentConfig(flags.config_path);
   if (!config.ok()) {
@@ -161,24 +229,7 @@ int Launch(const LaunchFlags& flags, int signal_fd) {
   std::printf("Ctrl-C stops everything.\n");
   std::fflush(stdout);
 
-  while (true) {
-    ProcessSupervisor::WaitResult result = supervisor.Wait(absl::Hours(1), signal_fd);
-    if (!result.exited.empty()) {
-      for (const ChildExit& exit : result.exited) Complain(exit.Describe());
-      return fail(absl::AbortedError("a process of the deployment ended"));
-    }
-    if (result.woke) {
-      signalfd_siginfo info;
-      ssize_t ignored = read(signal_fd, &info, sizeof(info));
-      (void)ignored;
-      Say(fmt::format("signal {}: stopping the deployment", info.ssi_signo));
-      for (const ChildExit& exit : supervisor.StopAll(grace)) {
-        if (!exit.clean()) Complain(exit.Describe());
-      }
-      Say("stopped");
-      return 0;
-    }
-  }
+  return Supervise(supervisor, *plan, flags, signal_fd, fail);
 }
 
 }  // namespace
@@ -192,6 +243,9 @@ int RunLaunch(const std::vector<std::string>& args) {
                      "the lockstep binary to start (default: this one)");
   flag_set.AddInt("ready-timeout-s", &flags.ready_timeout_s, "seconds to wait for readiness");
   flag_set.AddInt("grace-s", &flags.grace_s, "seconds between SIGTERM and SIGKILL on stop");
+  flag_set.AddBool("restart-instances", &flags.restart_instances,
+                   "start an instance again when one of its ranks dies");
+  flag_set.AddInt("max-restarts", &flags.max_restarts, "restarts per instance at most");
   if (absl::Status status = flag_set.Parse(args); !status.ok()) {
     Complain(fmt::format("{}\n{}", std::string(status.message()), flag_set.Usage()));
     return 2;

@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
+#include "absl/synchronization/mutex.h"
 #include "common/testing/status_matchers.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
@@ -88,16 +90,23 @@ instances:
   }
 
   // Starts the launcher and waits for its endpoints; returns the router's HTTP address.
-  std::string Launch() {
+  std::string Launch(const std::vector<std::string>& extra_flags = {}) {
     const std::string binary = std::filesystem::absolute("runtime/launcher/fake_lockstep").string();
     const std::string run_dir = (dir_ / "run").string();
     launcher_log_ = (dir_ / "launcher.log").string();
-    EXPECT_THAT(
-        supervisor_.Start({"launcher",
-                           {binary, "launch", (dir_ / "deploy.yaml").string(), "--run-dir", run_dir,
-                            "--lockstep", binary, "--grace-s", "5", "--ready-timeout-s", "50"},
-                           launcher_log_}),
-        IsOk());
+    std::vector<std::string> argv = {binary,
+                                     "launch",
+                                     (dir_ / "deploy.yaml").string(),
+                                     "--run-dir",
+                                     run_dir,
+                                     "--lockstep",
+                                     binary,
+                                     "--grace-s",
+                                     "5",
+                                     "--ready-timeout-s",
+                                     "50"};
+    argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+    EXPECT_THAT(supervisor_.Start({"launcher", argv, launcher_log_}), IsOk());
     const std::string endpoints = run_dir + "/endpoints.json";
     EXPECT_THAT(
         supervisor_.WaitReady([&] { return std::filesystem::exists(endpoints); }, kDeadline),
@@ -140,21 +149,103 @@ TEST_F(LauncherTest, ServesThenStopsEverythingOnSigterm) {
   EXPECT_THAT(Slurp((dir_ / "run" / "router.log").string()), HasSubstr("lockstep router: http"));
 }
 
-TEST_F(LauncherTest, ADeadRankIsReportedWithItsStatusAndLog) {
-  ASSERT_FALSE(Launch().empty()) << Slurp(launcher_log_);
-  std::map<pid_t, std::string> children = ChildrenOf(launcher_pid_);
-  pid_t rank1 = -1;
-  for (const auto& [pid, cmdline] : children) {
-    if (cmdline.find("--rank 1 ") != std::string::npos) rank1 = pid;
+// The pid of the child of the launcher whose command line contains `needle`.
+pid_t ChildWith(pid_t launcher, const std::string& needle) {
+  for (const auto& [pid, cmdline] : ChildrenOf(launcher)) {
+    if (cmdline.find(needle) != std::string::npos) return pid;
   }
+  return -1;
+}
+
+// The state of `instance` in the router's /health ("" when it cannot be read).
+std::string InstanceState(const std::string& http, const std::string& instance) {
+  httplib::Client client(http.substr(0, http.rfind(':')),
+                         std::stoi(http.substr(http.rfind(':') + 1)));
+  client.set_read_timeout(5, 0);
+  httplib::Result result = client.Get("/health");
+  if (!result || result->status != 200) return "";
+  const json health = json::parse(result->body, nullptr, false);
+  if (!health.is_object()) return "";
+  for (const json& entry : health.value("instances", json::array())) {
+    if (entry.value("name", "") == instance) return entry.value("state", "");
+  }
+  return "";
+}
+
+// Re-evaluates `condition` every 50 ms until it holds or `timeout` passes.
+bool PollUntil(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Mutex mu;
+  absl::CondVar never;
+  absl::MutexLock lock(&mu);
+  while (!condition()) {
+    if (absl::Now() >= deadline) return false;
+    never.WaitWithTimeout(&mu, absl::Milliseconds(50));
+  }
+  return true;
+}
+
+TEST_F(LauncherTest, ADeadRankTakesItsInstanceDownAndTheRouterStaysUp) {
+  const std::string http = Launch();
+  ASSERT_FALSE(http.empty()) << Slurp(launcher_log_);
+  const pid_t router = ChildWith(launcher_pid_, " router ");
+  const pid_t rank0 = ChildWith(launcher_pid_, "--rank 0 ");
+  const pid_t rank1 = ChildWith(launcher_pid_, "--rank 1 ");
+  ASSERT_GT(router, 0);
+  ASSERT_GT(rank0, 0);
   ASSERT_GT(rank1, 0);
   ASSERT_EQ(kill(rank1, SIGKILL), 0);
-  ProcessSupervisor::WaitResult done = supervisor_.Wait(kDeadline);
-  ASSERT_EQ(done.exited.size(), 1u);
-  EXPECT_EQ(done.exited[0].exit_code, 1);
+  // Its peer is stopped; the router is not, and stops routing to the instance.
+  EXPECT_TRUE(AwaitGone(rank0, kDeadline));
+  EXPECT_TRUE(PollUntil([&] { return InstanceState(http, "agg0") == "unhealthy"; }, kDeadline));
+  EXPECT_EQ(ChildWith(launcher_pid_, " router "), router);
   const std::string log = Slurp(launcher_log_);
   EXPECT_THAT(log, HasSubstr(fmt::format("agg0/rank1 (pid {}) was killed by signal 9", rank1)));
   EXPECT_THAT(log, HasSubstr("agg0.rank1.log"));
+  EXPECT_THAT(log, HasSubstr("instance agg0 lost a rank: stopping its other ranks"));
+  EXPECT_THAT(log, HasSubstr("instance agg0 is down"));
+
+  ASSERT_EQ(kill(launcher_pid_, SIGTERM), 0);
+  ProcessSupervisor::WaitResult done = supervisor_.Wait(kDeadline);
+  ASSERT_EQ(done.exited.size(), 1u);
+  EXPECT_EQ(done.exited[0].exit_code, 0) << Slurp(launcher_log_);
+  EXPECT_TRUE(AwaitGone(router, kDeadline));
+}
+
+TEST_F(LauncherTest, RestartsAnInstanceThatLostARank) {
+  const std::string http = Launch({"--restart-instances"});
+  ASSERT_FALSE(http.empty()) << Slurp(launcher_log_);
+  const pid_t rank1 = ChildWith(launcher_pid_, "--rank 1 ");
+  ASSERT_GT(rank1, 0);
+  ASSERT_EQ(kill(rank1, SIGKILL), 0);
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        const pid_t again = ChildWith(launcher_pid_, "--rank 1 ");
+        return again > 0 && again != rank1 && InstanceState(http, "agg0") == "healthy";
+      },
+      kDeadline))
+      << Slurp(launcher_log_);
+  EXPECT_THAT(Slurp(launcher_log_), HasSubstr("restarting instance agg0 (restart 1 of 3)"));
+  httplib::Client client(http.substr(0, http.rfind(':')),
+                         std::stoi(http.substr(http.rfind(':') + 1)));
+  client.set_read_timeout(20, 0);
+  httplib::Result result =
+      client.Post("/v1/completions", R"({"model": "tiny", "prompt": "again", "max_tokens": 3})",
+                  "application/json");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200) << result->body;
+}
+
+TEST_F(LauncherTest, ADeadRouterStopsEverything) {
+  ASSERT_FALSE(Launch().empty()) << Slurp(launcher_log_);
+  std::map<pid_t, std::string> children = ChildrenOf(launcher_pid_);
+  ASSERT_EQ(children.size(), 3u);
+  const pid_t router = ChildWith(launcher_pid_, " router ");
+  ASSERT_EQ(kill(router, SIGKILL), 0);
+  ProcessSupervisor::WaitResult done = supervisor_.Wait(kDeadline);
+  ASSERT_EQ(done.exited.size(), 1u);
+  EXPECT_EQ(done.exited[0].exit_code, 1);
+  EXPECT_THAT(Slurp(launcher_log_), HasSubstr("the router ended"));
   for (const auto& [pid, cmdline] : children) EXPECT_TRUE(AwaitGone(pid, kDeadline)) << cmdline;
 }
 

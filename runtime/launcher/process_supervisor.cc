@@ -174,17 +174,25 @@ absl::Status ProcessSupervisor::WaitReady(const std::function<bool()>& ready,
   return absl::OkStatus();
 }
 
-std::vector<ChildExit> ProcessSupervisor::StopAll(absl::Duration grace) {
+std::vector<ChildExit> ProcessSupervisor::Stop(const std::vector<std::string>& names,
+                                               absl::Duration grace) {
+  auto targeted = [&](const Child& child) {
+    return std::find(names.begin(), names.end(), child.spec.name) != names.end();
+  };
+  auto any_left = [&] { return std::any_of(children_.begin(), children_.end(), targeted); };
   std::vector<ChildExit> exits;
-  for (const Child& child : children_) SignalChild(child.pid, SIGTERM);
+  for (const Child& child : children_) {
+    if (targeted(child)) SignalChild(child.pid, SIGTERM);
+  }
   const absl::Time deadline = absl::Now() + grace;
-  while (!children_.empty() && absl::Now() < deadline) {
+  while (any_left() && absl::Now() < deadline) {
     for (ChildExit& exit : Wait(deadline - absl::Now()).exited) exits.push_back(exit);
   }
-  while (!children_.empty()) {
-    SignalChild(children_.back().pid, SIGKILL);
+  for (size_t i = children_.size(); i-- > 0;) {
+    if (!targeted(children_[i])) continue;
+    SignalChild(children_[i].pid, SIGKILL);
     ChildExit exit;
-    Reap(children_.size() - 1, /*block=*/true, &exit);  // a blocking reap always ends it
+    Reap(i, /*block=*/true, &exit);  // a blocking reap always ends it
     exits.push_back(exit);
   }
   return exits;

@@ -77,9 +77,12 @@ class ProcessSupervisor {
   absl::Status WaitReady(const std::function<bool()>& ready, absl::Duration timeout,
                          absl::Duration interval = absl::Milliseconds(200), int wake_fd = -1);
 
-  // SIGTERM to every running child, SIGKILL to those still running after `grace`;
-  // returns how each ended. Afterwards no child is left.
-  std::vector<ChildExit> StopAll(absl::Duration grace);
+  // SIGTERM to the running children named in `names`, SIGKILL to those still running
+  // after `grace`. Returns every child reaped meanwhile: those, and any other that
+  // happened to exit. Afterwards none of `names` is left.
+  std::vector<ChildExit> Stop(const std::vector<std::string>& names, absl::Duration grace);
+  // Stop(Running(), grace): afterwards no child is left.
+  std::vector<ChildExit> StopAll(absl::Duration grace) { return Stop(Running(), grace); }
 
   // Names of the children still running, in start order.
   std::vector<std::string> Running() const;
