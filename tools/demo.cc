@@ -18,7 +18,7 @@ namespace lockstep {
 namespace {
 
 // Writes a tiny-moe model (with its draft) at `dir` unless one is there.
-absl::Status EnsureModel(const std::string& dir, bool with_draft) {
+absl::Status EnsureModel(const std::string& dir) {
   if (std::filesystem::exists(std::filesystem::path(dir) / "config.json")) {
     return absl::OkStatus();
   }
@@ -26,7 +26,6 @@ absl::Status EnsureModel(const std::string& dir, bool with_draft) {
   engine::MakeModelOptions options;
   options.preset = "tiny-moe";
   options.out_dir = dir;
-  options.with_draft = with_draft;
   return engine::MakeModel(options);
 }
 
@@ -56,8 +55,7 @@ int RunDemo(const std::vector<std::string>& args) {
     std::fprintf(stderr, "demo: %s\n", config.status().ToString().c_str());
     return 1;
   }
-  if (absl::Status s = EnsureModel(config->model.path, !config->model.draft_path.empty());
-      !s.ok()) {
+  if (absl::Status s = EnsureModel(config->model.path); !s.ok()) {
     std::fprintf(stderr, "demo: %s\n", s.ToString().c_str());
     return 1;
   }

@@ -172,6 +172,7 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   executor.Int("chunk_size", &e.chunk_size);
   executor.Int("step_timeout_ms", &e.step_timeout_ms);
   executor.Int("blas_threads", &e.blas_threads);
+  executor.Bool("audit_every_step", &e.audit_every_step);
   executor.Finish();
 
   MapReader kv(reader.Child("kv"), reader.PathOf("kv"), errors);

@@ -108,6 +108,9 @@ struct ExecutorSettings {
   int64_t step_timeout_ms = 30000;
   // BLAS threads per rank for the CPU engine.
   int64_t blas_threads = 1;
+  // Run the invariant audit (DESIGN.md §7) after every step; violations are logged and
+  // counted in Stats. Costs a little host time per step; on in tests.
+  bool audit_every_step = false;
 };
 
 // `instances[i].kv:` — the KV pools of every rank of the instance.

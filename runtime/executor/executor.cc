@@ -146,7 +146,8 @@ absl::Status Executor::Step() {
 
   RETURN_IF_ERROR(Respond());
 
-  idle_ = vote.busy == 0 && !vote.nonempty_batch;
+  idle_ = vote.nonempty_batch == 0;
+  busy_ = vote.busy != 0;
   if (draining_ && vote.busy == 0) drained_ = true;
   if (config_.audit_every_step) {
     const std::vector<std::string> violations = Audit();
@@ -216,11 +217,15 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
     if (!r->is_dummy()) tokens += static_cast<int64_t>(r->prompt().size());
   }
   const kv::ManagerStats kv_stats = kv_->Stats();
-  constexpr int kFields = 5;
-  const int64_t local[kFields] = {sched::Scheduler::CountActive(active), tokens,
+  constexpr int kFields = 8;
+  const int64_t local[kFields] = {sched::Scheduler::CountActive(active),
+                                  tokens,
                                   sched::Scheduler::CountSchedulable(active),
                                   kv_stats.target.free_blocks,
-                                  kv_stats.draft ? kv_stats.draft->free_blocks : 0};
+                                  kv_stats.draft ? kv_stats.draft->free_blocks : 0,
+                                  kv_stats.target.used_blocks,
+                                  kv_stats.draft ? kv_stats.draft->used_blocks : 0,
+                                  counters_.audit_violations};
   std::vector<int64_t> all(kFields * static_cast<size_t>(config_.world_size));
   RETURN_IF_ERROR(comm_->AllGather(absl::MakeConstSpan(local), absl::MakeSpan(all),
                                    Call("loads")));
@@ -228,12 +233,18 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   InstanceView view;
   free_target_blocks_.resize(config_.world_size);
   free_draft_blocks_.resize(config_.world_size);
+  used_target_blocks_.resize(config_.world_size);
+  used_draft_blocks_.resize(config_.world_size);
+  instance_audit_violations_ = 0;
   for (int r = 0; r < config_.world_size; ++r) {
     const int64_t* f = &all[kFields * r];
     loads[r] = {f[0], f[1]};
     view.schedulable += f[2];
     free_target_blocks_[r] = f[3];
     free_draft_blocks_[r] = f[4];
+    used_target_blocks_[r] = f[5];
+    used_draft_blocks_[r] = f[6];
+    instance_audit_violations_ += f[7];
   }
   if (queue_.empty()) return view;
 
@@ -515,6 +526,9 @@ void Executor::PublishSnapshot() {
   s.kv = kv_->Stats();
   s.free_target_blocks = free_target_blocks_;
   s.free_draft_blocks = free_draft_blocks_;
+  s.used_target_blocks = used_target_blocks_;
+  s.used_draft_blocks = used_draft_blocks_;
+  s.instance_audit_violations = instance_audit_violations_;
   s.counters = counters_;
   absl::MutexLock lock(&snapshot_mu_);
   snapshot_ = std::move(s);

@@ -70,6 +70,10 @@ struct ExecutorSnapshot {
   // all-gather: the leader knows every rank's pools.
   std::vector<int64_t> free_target_blocks;
   std::vector<int64_t> free_draft_blocks;
+  std::vector<int64_t> used_target_blocks;
+  std::vector<int64_t> used_draft_blocks;
+  // Audit violations found so far on all ranks (as of the last load all-gather).
+  int64_t instance_audit_violations = 0;
   ExecutorCounters counters;
 };
 
@@ -95,8 +99,10 @@ class Executor {
   absl::Status Step();
   // True once a drain has finished on every rank (they agree through the vote).
   bool drained() const { return drained_; }
-  // True when the last vote found no work on any rank (the loop may wait for input).
+  // The last step forwarded nothing anywhere (the loop may wait for input before the
+  // next one); `busy` says whether any rank still held requests, claims or a batch.
   bool idle() const { return idle_; }
+  bool busy() const { return busy_; }
 
   // Any thread.
   ExecutorSnapshot Snapshot() const ABSL_LOCKS_EXCLUDED(snapshot_mu_);
@@ -211,8 +217,14 @@ class Executor {
   absl::Time drain_deadline_ = absl::InfiniteFuture();
   bool drained_ = false;
   bool idle_ = true;
+  bool busy_ = false;
   std::vector<int64_t> free_target_blocks_;
   std::vector<int64_t> free_draft_blocks_;
+  std::vector<int64_t> used_target_blocks_;
+  std::vector<int64_t> used_draft_blocks_;
+  int64_t instance_audit_violations_ = 0;
+  // When each receive in flight started (for the transfer throughput counters).
+  absl::flat_hash_map<RequestId, absl::Time> receive_started_;
   ExecutorCounters counters_;
   StepStatsRing stats_ring_;
   StepStats current_;

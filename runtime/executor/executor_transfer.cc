@@ -56,6 +56,7 @@ void Executor::StartReceives(const sched::ScheduleDecision& decision) {
       continue;
     }
     r->TransitionTo(RequestState::kGenTransferInProgress);
+    receive_started_[r->id()] = clock_->Now();
   }
 }
 
@@ -96,6 +97,11 @@ void Executor::PollTransfers() {
       claims_.erase(it);
       continue;
     }
+    absl::Time started = now;
+    if (auto it = receive_started_.find(event.id); it != receive_started_.end()) {
+      started = it->second;
+      receive_started_.erase(it);
+    }
     Request* r = Find(event.id);
     if (r == nullptr || r->state() != RequestState::kGenTransferInProgress) continue;
     auto cancel = cancelling_.find(event.id);
@@ -133,6 +139,12 @@ void Executor::PollTransfers() {
     }
     r->TransitionTo(RequestState::kGenTransferComplete);
     ++counters_.transfers_received;
+    counters_.kv_receive_time += now - started;
+    for (kv::PoolKind pool : {kv::PoolKind::kTarget, kv::PoolKind::kDraft}) {
+      if (!kv_->Has(r->id(), pool)) continue;
+      const kv::BlockLayout& layout = kv_->layout(pool);
+      counters_.kv_bytes_received += layout.BlocksFor(prompt) * static_cast<int64_t>(layout.BlockBytes());
+    }
   }
   // Receives past their deadline: cancel, then fail when the transceiver confirms.
   for (const auto& r : active_) {

@@ -46,6 +46,8 @@ struct ExecutorCounters {
   int64_t paused = 0;
   int64_t no_progress = 0;
   int64_t transfers_received = 0;
+  int64_t kv_bytes_received = 0;    // target + draft blocks of completed receives
+  absl::Duration kv_receive_time;   // summed from StartReceive to completion
   int64_t transfers_sent = 0;
   int64_t transfer_failures = 0;
   int64_t audit_violations = 0;

@@ -72,6 +72,7 @@ absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::Deployment
   const absl::Duration step_timeout = absl::Milliseconds(e.step_timeout_ms);
   c.collective_timeout = std::max(absl::Seconds(30), 2 * step_timeout);
   c.engine_timeout = std::max(absl::Seconds(60), 4 * step_timeout);
+  c.audit_every_step = e.audit_every_step;
   c.transfer_deadline = absl::Milliseconds(instance.transfer.deadline_ms);
   c.claim_lease = absl::Milliseconds(instance.transfer.lease_ms);
   if (absl::Status s = c.Validate(); !s.ok()) {

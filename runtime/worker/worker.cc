@@ -193,7 +193,9 @@ absl::Status Worker::Run() {
       return absl::DeadlineExceededError("the instance did not drain in time after SIGTERM");
     }
     if (leader && executor_->idle() && !stop_requested_.load()) {
-      executor_->inbox().WaitForWork(absl::Milliseconds(20));
+      // Nothing forwarded: wait for input, briefly when transfers or claims are pending
+      // (their completion is polled, not signalled).
+      executor_->inbox().WaitForWork(absl::Milliseconds(executor_->busy() ? 2 : 20));
     }
     const absl::Status step = executor_->Step();
     last_progress_nanos_.store(absl::ToUnixNanos(absl::Now()));

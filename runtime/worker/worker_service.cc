@@ -102,18 +102,26 @@ grpc::Status WorkerServiceImpl::Stats(grpc::ServerContext*, const v1::StatsReque
   response->set_draft_tokens_accepted(c.drafts_accepted);
   response->set_prompt_tokens(c.prompt_tokens);
   response->set_generated_tokens(c.generated_tokens);
+  response->set_audit_violations(snap.instance_audit_violations);
+  response->set_kv_bytes_received(c.kv_bytes_received);
+  response->set_kv_receive_micros(absl::ToInt64Microseconds(c.kv_receive_time));
+  response->set_transfers_received(c.transfers_received);
+  response->set_transfers_sent(c.transfers_sent);
+  response->set_transfer_failures(c.transfer_failures);
   for (size_t r = 0; r < snap.free_target_blocks.size(); ++r) {
     v1::PoolStats* p = response->add_pools();
     p->set_rank(static_cast<int32_t>(r));
     p->set_pool("target");
     p->set_free_blocks(snap.free_target_blocks[r]);
     p->set_total_blocks(snap.kv.target.total_blocks);
+    p->set_used_blocks(snap.used_target_blocks[r]);
     if (snap.kv.draft.has_value()) {
       v1::PoolStats* d = response->add_pools();
       d->set_rank(static_cast<int32_t>(r));
       d->set_pool("draft");
       d->set_free_blocks(snap.free_draft_blocks[r]);
       d->set_total_blocks(snap.kv.draft->total_blocks);
+      d->set_used_blocks(snap.used_draft_blocks[r]);
     }
   }
   return grpc::Status::OK;

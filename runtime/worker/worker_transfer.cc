@@ -1,15 +1,29 @@
-// The KV transceiver of a context or generation rank.
+// The KV transceiver of a context or generation rank: the gRPC KV transfer service,
+// listening on the host of the worker's --listen address (a port of its own).
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "runtime/transfer/grpc_transceiver.h"
+#include "runtime/transfer/kv_descriptor.h"
+#include "runtime/worker/executor_settings.h"
 #include "runtime/worker/worker.h"
 
 namespace lockstep::worker {
 
 absl::StatusOr<std::unique_ptr<transfer::Transceiver>> Worker::CreateTransceiver(
     const kv::KvManager& kv, const exec::ExecutorConfig& config) {
-  (void)kv;
-  (void)config;
-  return absl::UnimplementedError(absl::StrCat(
-      "instance ", instance_->name, ": disaggregated roles need the gRPC KV transceiver"));
+  transfer::GrpcTransceiverOptions options;
+  options.name = absl::StrCat(config.instance, " rank ", config.rank);
+  // Both instances must serve the same model build: its name and paths identify it.
+  const config::ModelConfig& model = options_.deployment.model;
+  options.descriptor = transfer::DescribeKv(
+      kv, absl::StrCat(model.name, "@", absl::Hex(ModelSalt(model), absl::kZeroPad16)));
+  options.slabs = transfer::SlabsOf(kv);
+  const std::string& listen = options_.listen_address;
+  options.server.listen_address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":0");
+  ASSIGN_OR_RETURN(std::unique_ptr<transfer::GrpcTransceiver> transceiver,
+                   transfer::GrpcTransceiver::Create(std::move(options), SystemClock::Get()));
+  transceiver_address_ = transceiver->address();
+  return std::unique_ptr<transfer::Transceiver>(std::move(transceiver));
 }
 
 }  // namespace lockstep::worker

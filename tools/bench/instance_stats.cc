@@ -55,6 +55,8 @@ absl::StatusOr<std::map<std::string, InstanceDelta>> ReadInstanceCounters(
         d.drafts_proposed = stats.draft_tokens_proposed();
         d.drafts_accepted = stats.draft_tokens_accepted();
         d.generated_tokens = stats.generated_tokens();
+        d.kv_bytes_received = stats.kv_bytes_received();
+        d.kv_receive_seconds = static_cast<double>(stats.kv_receive_micros()) / 1e6;
       }
     }
     out[d.name] = d;
