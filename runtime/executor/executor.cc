@@ -93,7 +93,7 @@ absl::Status Executor::Step() {
       scheduler_.Schedule(active, in_flight_.has_value(), &rollback);
   counters_.paused += static_cast<int64_t>(decision.paused.size());
   if (decision.no_progress) ++counters_.no_progress;
-  StartReceives(decision);
+  QueueReceives(decision);
   PadAfterSchedule(view, &decision, &rollback);
 
   // The vote: every rank, every step.
@@ -143,6 +143,7 @@ absl::Status Executor::Step() {
     }
   }
   if (launched.has_value()) in_flight_ = std::move(launched);
+  StartReadyReceives();
 
   RETURN_IF_ERROR(Respond());
 
@@ -217,15 +218,18 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
     if (!r->is_dummy()) tokens += static_cast<int64_t>(r->prompt().size());
   }
   const kv::ManagerStats kv_stats = kv_->Stats();
-  constexpr int kFields = 8;
-  const int64_t local[kFields] = {sched::Scheduler::CountActive(active),
-                                  tokens,
-                                  sched::Scheduler::CountSchedulable(active),
-                                  kv_stats.target.free_blocks,
-                                  kv_stats.draft ? kv_stats.draft->free_blocks : 0,
-                                  kv_stats.target.used_blocks,
-                                  kv_stats.draft ? kv_stats.draft->used_blocks : 0,
-                                  counters_.audit_violations};
+  constexpr int kLoadFields = 7;
+  constexpr int kFields = kLoadFields + kNumPerRankCounters;
+  int64_t local[kFields] = {sched::Scheduler::CountActive(active),
+                            tokens,
+                            sched::Scheduler::CountSchedulable(active),
+                            kv_stats.target.free_blocks,
+                            kv_stats.draft ? kv_stats.draft->free_blocks : 0,
+                            kv_stats.target.used_blocks,
+                            kv_stats.draft ? kv_stats.draft->used_blocks : 0};
+  for (int i = 0; i < kNumPerRankCounters; ++i) {
+    local[kLoadFields + i] = counters_.*kPerRankCounters[i];
+  }
   std::vector<int64_t> all(kFields * static_cast<size_t>(config_.world_size));
   RETURN_IF_ERROR(comm_->AllGather(absl::MakeConstSpan(local), absl::MakeSpan(all),
                                    Call("loads")));
@@ -235,7 +239,8 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   free_draft_blocks_.resize(config_.world_size);
   used_target_blocks_.resize(config_.world_size);
   used_draft_blocks_.resize(config_.world_size);
-  instance_audit_violations_ = 0;
+  instance_counters_ = counters_;
+  for (int i = 0; i < kNumPerRankCounters; ++i) instance_counters_.*kPerRankCounters[i] = 0;
   for (int r = 0; r < config_.world_size; ++r) {
     const int64_t* f = &all[kFields * r];
     loads[r] = {f[0], f[1]};
@@ -244,7 +249,9 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
     free_draft_blocks_[r] = f[4];
     used_target_blocks_[r] = f[5];
     used_draft_blocks_[r] = f[6];
-    instance_audit_violations_ += f[7];
+    for (int i = 0; i < kNumPerRankCounters; ++i) {
+      instance_counters_.*kPerRankCounters[i] += f[kLoadFields + i];
+    }
   }
   if (queue_.empty()) return view;
 
@@ -528,7 +535,7 @@ void Executor::PublishSnapshot() {
   s.free_draft_blocks = free_draft_blocks_;
   s.used_target_blocks = used_target_blocks_;
   s.used_draft_blocks = used_draft_blocks_;
-  s.instance_audit_violations = instance_audit_violations_;
+  s.instance_counters = instance_counters_;
   s.counters = counters_;
   absl::MutexLock lock(&snapshot_mu_);
   snapshot_ = std::move(s);

@@ -72,8 +72,9 @@ struct ExecutorSnapshot {
   std::vector<int64_t> free_draft_blocks;
   std::vector<int64_t> used_target_blocks;
   std::vector<int64_t> used_draft_blocks;
-  // Audit violations found so far on all ranks (as of the last load all-gather).
-  int64_t instance_audit_violations = 0;
+  // This rank's counters, and the instance's: per-rank counters summed over every rank
+  // (as of the step's load all-gather), the others as on this rank.
+  ExecutorCounters instance_counters;
   ExecutorCounters counters;
 };
 
@@ -153,7 +154,11 @@ class Executor {
   void AdmitAssigned(std::vector<NewRequestSpec> specs);
   void HandleCancel(RequestId id);
   void PollTransfers();
-  void StartReceives(const sched::ScheduleDecision& decision);
+  // Receives whose blocks were allocated this step wait in `pending_receives_` until no
+  // engine batch launched before the allocation can still write those blocks (a block
+  // freed after a launch may still be written by that batch), then start.
+  void QueueReceives(const sched::ScheduleDecision& decision);
+  void StartReadyReceives();
   void StartSend(sched::Request* request);
   void PadBeforeSchedule(const InstanceView& view);
   void PadAfterSchedule(const InstanceView& view, sched::ScheduleDecision* decision,
@@ -222,7 +227,10 @@ class Executor {
   std::vector<int64_t> free_draft_blocks_;
   std::vector<int64_t> used_target_blocks_;
   std::vector<int64_t> used_draft_blocks_;
-  int64_t instance_audit_violations_ = 0;
+  ExecutorCounters instance_counters_;
+  // Generation-only requests with blocks allocated, waiting to start their receive:
+  // (request id, the step that allocated the blocks).
+  std::vector<std::pair<RequestId, int64_t>> pending_receives_;
   // When each receive in flight started (for the transfer throughput counters).
   absl::flat_hash_map<RequestId, absl::Time> receive_started_;
   ExecutorCounters counters_;

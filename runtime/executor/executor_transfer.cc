@@ -29,8 +29,24 @@ transfer::LocalBlocks BlocksOf(const kv::KvManager& kv, RequestId id, int64_t nu
 
 }  // namespace
 
-void Executor::StartReceives(const sched::ScheduleDecision& decision) {
-  for (Request* r : decision.transfer_receives) {
+void Executor::QueueReceives(const sched::ScheduleDecision& decision) {
+  for (Request* r : decision.transfer_receives) pending_receives_.emplace_back(r->id(), step_);
+}
+
+void Executor::StartReadyReceives() {
+  // Every batch launched before step `allocated` must have been collected: only then
+  // is no engine thread still writing blocks that were freed and handed to a receive.
+  // (The batch in flight now, if any, was launched at or after that step when the
+  // previous batch was processed; a deferred batch is older and holds them back.)
+  const int64_t oldest_running = in_flight_.has_value() ? in_flight_->step.value() : step_ + 1;
+  std::vector<std::pair<RequestId, int64_t>> waiting;
+  for (const auto& [id, allocated] : pending_receives_) {
+    Request* r = Find(id);
+    if (r == nullptr || r->state() != RequestState::kGenInit) continue;  // cancelled, failed
+    if (oldest_running < allocated) {
+      waiting.emplace_back(id, allocated);
+      continue;
+    }
     if (transceiver_ == nullptr) {
       FailRequest(r, absl::FailedPreconditionError(
                          "generation-only request on an instance without KV transfer"),
@@ -58,6 +74,7 @@ void Executor::StartReceives(const sched::ScheduleDecision& decision) {
     r->TransitionTo(RequestState::kGenTransferInProgress);
     receive_started_[r->id()] = clock_->Now();
   }
+  pending_receives_ = std::move(waiting);
 }
 
 void Executor::StartSend(Request* request) {
@@ -139,7 +156,7 @@ void Executor::PollTransfers() {
     }
     r->TransitionTo(RequestState::kGenTransferComplete);
     ++counters_.transfers_received;
-    counters_.kv_receive_time += now - started;
+    counters_.kv_receive_micros += absl::ToInt64Microseconds(now - started);
     for (kv::PoolKind pool : {kv::PoolKind::kTarget, kv::PoolKind::kDraft}) {
       if (!kv_->Has(r->id(), pool)) continue;
       const kv::BlockLayout& layout = kv_->layout(pool);

@@ -46,12 +46,31 @@ struct ExecutorCounters {
   int64_t paused = 0;
   int64_t no_progress = 0;
   int64_t transfers_received = 0;
-  int64_t kv_bytes_received = 0;    // target + draft blocks of completed receives
-  absl::Duration kv_receive_time;   // summed from StartReceive to completion
+  int64_t kv_bytes_received = 0;   // target + draft blocks of completed receives
+  int64_t kv_receive_micros = 0;   // summed from StartReceive to completion
   int64_t transfers_sent = 0;
   int64_t transfer_failures = 0;
   int64_t audit_violations = 0;
 };
+
+// The counters that differ between ranks (each counts its own requests and steps);
+// the instance-wide value is their sum over ranks. The others (steps, vetoed steps)
+// are the same on every rank.
+inline constexpr int64_t ExecutorCounters::*kPerRankCounters[] = {
+    &ExecutorCounters::padded_steps,       &ExecutorCounters::dummies_created,
+    &ExecutorCounters::dummies_refused,    &ExecutorCounters::deferred_updates,
+    &ExecutorCounters::stale_updates,      &ExecutorCounters::completed,
+    &ExecutorCounters::failed,             &ExecutorCounters::cancelled,
+    &ExecutorCounters::rejected,           &ExecutorCounters::prompt_tokens,
+    &ExecutorCounters::generated_tokens,   &ExecutorCounters::drafts_proposed,
+    &ExecutorCounters::drafts_accepted,    &ExecutorCounters::paused,
+    &ExecutorCounters::no_progress,        &ExecutorCounters::transfers_received,
+    &ExecutorCounters::kv_bytes_received,  &ExecutorCounters::kv_receive_micros,
+    &ExecutorCounters::transfers_sent,     &ExecutorCounters::transfer_failures,
+    &ExecutorCounters::audit_violations,
+};
+inline constexpr int kNumPerRankCounters =
+    static_cast<int>(sizeof(kPerRankCounters) / sizeof(kPerRankCounters[0]));
 
 class StepStatsRing {
  public:

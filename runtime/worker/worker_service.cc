@@ -89,7 +89,7 @@ grpc::Status WorkerServiceImpl::Health(grpc::ServerContext*, const v1::HealthReq
 grpc::Status WorkerServiceImpl::Stats(grpc::ServerContext*, const v1::StatsRequest*,
                                       v1::StatsResponse* response) {
   const exec::ExecutorSnapshot snap = options_.executor->Snapshot();
-  const exec::ExecutorCounters& c = snap.counters;
+  const exec::ExecutorCounters& c = snap.instance_counters;
   response->set_instance(options_.instance);
   response->set_steps(c.steps);
   response->set_vetoed_steps(c.vetoed_steps);
@@ -102,9 +102,9 @@ grpc::Status WorkerServiceImpl::Stats(grpc::ServerContext*, const v1::StatsReque
   response->set_draft_tokens_accepted(c.drafts_accepted);
   response->set_prompt_tokens(c.prompt_tokens);
   response->set_generated_tokens(c.generated_tokens);
-  response->set_audit_violations(snap.instance_audit_violations);
+  response->set_audit_violations(c.audit_violations);
   response->set_kv_bytes_received(c.kv_bytes_received);
-  response->set_kv_receive_micros(absl::ToInt64Microseconds(c.kv_receive_time));
+  response->set_kv_receive_micros(c.kv_receive_micros);
   response->set_transfers_received(c.transfers_received);
   response->set_transfers_sent(c.transfers_sent);
   response->set_transfer_failures(c.transfer_failures);

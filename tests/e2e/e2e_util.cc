@@ -5,7 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "proto/router.grpc.pb.h"
+#include "proto/worker.grpc.pb.h"
 #include "runtime/engine/make_model.h"
+#include "grpcpp/grpcpp.h"
+#include "absl/time/clock.h"
 
 namespace lockstep::e2e {
 
@@ -32,6 +36,50 @@ std::string LockstepBinary() {
 std::string TestTmpDir() {
   const char* tmp = std::getenv("TEST_TMPDIR");
   return tmp ? tmp : "/tmp";
+}
+
+absl::StatusOr<v1::StatsResponse> InstanceStats(const launcher::LocalDeployment& d,
+                                                const std::string& instance) {
+  auto router = v1::RouterService::NewStub(
+      grpc::CreateChannel(d.grpc_address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext list_context;
+  list_context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  v1::ListInstancesResponse list;
+  if (!router->ListInstances(&list_context, v1::ListInstancesRequest(), &list).ok()) {
+    return absl::UnavailableError("ListInstances failed");
+  }
+  for (const v1::InstanceInfo& info : list.instances()) {
+    if (info.name() != instance) continue;
+    auto worker = v1::WorkerService::NewStub(
+        grpc::CreateChannel(info.leader_address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    v1::StatsResponse stats;
+    const grpc::Status s = worker->Stats(&context, v1::StatsRequest(), &stats);
+    if (!s.ok()) return absl::UnavailableError(s.error_message());
+    return stats;
+  }
+  return absl::NotFoundError(absl::StrCat("no instance ", instance));
+}
+
+std::string CheckAtRest(const launcher::LocalDeployment& d, const std::string& instance) {
+  absl::StatusOr<v1::StatsResponse> stats = InstanceStats(d, instance);
+  if (!stats.ok()) return stats.status().ToString();
+  std::string problems;
+  for (const v1::PoolStats& p : stats->pools()) {
+    if (p.used_blocks() != 0) {
+      absl::StrAppend(&problems, instance, " rank ", p.rank(), " ", p.pool(), " pool: ",
+                      p.used_blocks(), " blocks still used; ");
+    }
+  }
+  if (stats->active_requests() != 0 || stats->queued_requests() != 0) {
+    absl::StrAppend(&problems, instance, ": ", stats->active_requests(), " active, ",
+                    stats->queued_requests(), " queued requests; ");
+  }
+  if (stats->audit_violations() != 0) {
+    absl::StrAppend(&problems, instance, ": ", stats->audit_violations(), " audit violations; ");
+  }
+  return problems;
 }
 
 }  // namespace lockstep::e2e

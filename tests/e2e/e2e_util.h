@@ -5,6 +5,9 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/worker.pb.h"
+#include "runtime/launcher/local_deployment.h"
 
 namespace lockstep::e2e {
 
@@ -16,6 +19,14 @@ std::string LockstepBinary();
 
 // The test's temporary directory.
 std::string TestTmpDir();
+
+// WorkerService.Stats of `instance` (through the router's list of instances).
+absl::StatusOr<v1::StatsResponse> InstanceStats(const launcher::LocalDeployment& d,
+                                                const std::string& instance);
+
+// "" when every pool of every rank of `instance` is at rest (no block referenced by a
+// request or a claim) and the audit found nothing; otherwise what is wrong.
+std::string CheckAtRest(const launcher::LocalDeployment& d, const std::string& instance);
 
 }  // namespace lockstep::e2e
 
