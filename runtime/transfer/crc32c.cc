@@ -4,7 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
-#include <nmmintrin.h>
+#include <immintrin.h>
 #endif
 
 namespace lockstep::transfer {
@@ -23,10 +23,10 @@ uint32_t MultModP(uint32_t a, uint32_t b) {
   return product;
 }
 
-// x^(8 * n) mod P(x), by squaring.
-uint32_t XPow8N(size_t n) {
+// x^n mod P(x), by squaring.
+uint32_t XPow(uint64_t n) {
   uint32_t result = 1u << 31;  // x^0
-  uint32_t power = 1u << 23;   // x^8
+  uint32_t power = 1u << 30;   // x^1
   while (n != 0) {
     if (n & 1) result = MultModP(power, result);
     power = MultModP(power, power);
@@ -34,6 +34,8 @@ uint32_t XPow8N(size_t n) {
   }
   return result;
 }
+
+uint32_t XPow8N(size_t n) { return XPow(8 * static_cast<uint64_t>(n)); }
 
 // Multiplying a CRC register by x^(8 * len) appends `len` zero bytes; the operation
 // is linear, so it is a lookup per byte of the register.
@@ -119,9 +121,84 @@ bool HasHardware() {
   return has;
 }
 
+// Carry-less multiplication folding (the method of Intel's "Fast CRC Computation for
+// Generic Polynomials Using PCLMULQDQ"), on 512-bit registers. A 128-bit lane S
+// (reflected: bit k is the coefficient of x^(127 - k)) splits into A = its low qword
+// (x^64..x^127) and B = its high qword; moving it `d` bytes forward is
+// A * x^(8d + 64) + B * x^(8d) mod P. A reflected 64-bit carry-less product carries an
+// extra factor x, so the constants are x^(8d + 63) and x^(8d - 1) mod P, each placed
+// so that the coefficient of x^i is bit 63 - i.
+struct FoldConstants {
+  explicit FoldConstants(uint64_t bytes)
+      : low(static_cast<uint64_t>(XPow(8 * bytes + 63)) << 32),
+        high(static_cast<uint64_t>(XPow(8 * bytes - 1)) << 32) {}
+  uint64_t low;   // multiplies the low qword
+  uint64_t high;  // multiplies the high qword
+};
+
+constexpr size_t kWideMin = 256;  // bytes per round of the wide loop
+
+__attribute__((target("sse4.2,pclmul"))) inline __m128i Fold128(__m128i x, __m128i k) {
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+__attribute__((target("avx512f,vpclmulqdq"))) inline __m512i Fold512(__m512i x, __m512i k) {
+  return _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k, 0x00),
+                          _mm512_clmulepi64_epi128(x, k, 0x11));
+}
+
+// Four 512-bit accumulators over 256-byte rounds, folded down to 128 bits, then reduced
+// with the crc32 instruction (the CRC of 16 bytes of data from a zero register). The
+// register enters by XOR into the first four bytes. Requires n >= kWideMin.
+__attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq"))) uint32_t ExtendWide(
+    uint32_t crc, const uint8_t* p, size_t n) {
+  static const FoldConstants by256(256), by64(64), by16(16);
+  // (Element 0 is the last argument.)
+  const __m512i k256 = _mm512_set_epi64(by256.high, by256.low, by256.high, by256.low, by256.high,
+                                        by256.low, by256.high, by256.low);
+  const __m512i k64 = _mm512_set_epi64(by64.high, by64.low, by64.high, by64.low, by64.high,
+                                       by64.low, by64.high, by64.low);
+  const __m128i k16 = _mm_set_epi64x(by16.high, by16.low);
+  __m512i x0 = _mm512_loadu_si512(p);
+  __m512i x1 = _mm512_loadu_si512(p + 64);
+  __m512i x2 = _mm512_loadu_si512(p + 128);
+  __m512i x3 = _mm512_loadu_si512(p + 192);
+  x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~crc))));
+  for (p += 256, n -= 256; n >= 256; p += 256, n -= 256) {
+    x0 = _mm512_xor_si512(Fold512(x0, k256), _mm512_loadu_si512(p));
+    x1 = _mm512_xor_si512(Fold512(x1, k256), _mm512_loadu_si512(p + 64));
+    x2 = _mm512_xor_si512(Fold512(x2, k256), _mm512_loadu_si512(p + 128));
+    x3 = _mm512_xor_si512(Fold512(x3, k256), _mm512_loadu_si512(p + 192));
+  }
+  __m512i x = _mm512_xor_si512(Fold512(x0, k64), x1);
+  x = _mm512_xor_si512(Fold512(x, k64), x2);
+  x = _mm512_xor_si512(Fold512(x, k64), x3);
+  alignas(64) __m128i lanes[4];
+  _mm512_store_si512(lanes, x);
+  __m128i y = lanes[0];
+  for (int i = 1; i < 4; ++i) y = _mm_xor_si128(Fold128(y, k16), lanes[i]);
+  for (; n >= 16; p += 16, n -= 16) {
+    y = _mm_xor_si128(Fold128(y, k16), _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  uint64_t c = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(y)));
+  c = _mm_crc32_u64(c, static_cast<uint64_t>(_mm_extract_epi64(y, 1)));
+  // The rest continues from the register: ExtendHardware takes and returns final values.
+  return ExtendHardware(~static_cast<uint32_t>(c), p, n);
+}
+
+bool HasWide() {
+  static const bool has = __builtin_cpu_supports("sse4.2") &&
+                          __builtin_cpu_supports("pclmul") &&
+                          __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("vpclmulqdq");
+  return has;
+}
+
 #else
 
 bool HasHardware() { return false; }
+bool HasWide() { return false; }
 
 #endif
 
@@ -137,11 +214,15 @@ uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t size) {
 
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size) {
 #if defined(__x86_64__)
-  if (HasHardware()) return ExtendHardware(crc, static_cast<const uint8_t*>(data), size);
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  if (size >= kWideMin && HasWide()) return ExtendWide(crc, p, size);
+  if (HasHardware()) return ExtendHardware(crc, p, size);
 #endif
   return Crc32cExtendPortable(crc, data, size);
 }
 
 bool Crc32cIsAccelerated() { return HasHardware(); }
+
+bool Crc32cIsWide() { return HasWide(); }
 
 }  // namespace lockstep::transfer

@@ -30,15 +30,20 @@ TEST(Crc32cTest, KnownValues) {
   EXPECT_EQ(Crc32cExtendPortable(0, digits.data(), digits.size()), 0xE3069283u);
 }
 
-// The accelerated path (three streams, shift tables, unaligned heads and tails) agrees
-// with the byte table on every length and alignment, including the long rounds.
+// The accelerated paths (512-bit folding; three crc32 streams with shift tables;
+// unaligned heads and tails) agree with the byte table on every length and alignment.
 TEST(Crc32cTest, MatchesPortableOnRandomSpans) {
   const uint64_t seed = TestSeed();
   SCOPED_TRACE(SeedTrace(seed));
+  SCOPED_TRACE(::testing::Message() << "crc32 instruction: " << Crc32cIsAccelerated()
+                                    << ", 512-bit folding: " << Crc32cIsWide());
   std::mt19937_64 rng(seed);
   std::vector<uint8_t> data(3 * 8192 * 2 + 4096);
   for (uint8_t& b : data) b = static_cast<uint8_t>(rng());
-  std::vector<size_t> sizes = {0, 1, 7, 8, 9, 255, 256, 767, 768, 769, 3 * 8192 - 1, 3 * 8192,
+  // Around the wide path's 256-byte rounds and 16-byte folds, and the crc32 path's
+  // 768-byte and 24 KiB rounds.
+  std::vector<size_t> sizes = {0,   1,   7,   8,   9,   15,  16,  255, 256, 257, 271, 272,
+                               511, 512, 767, 768, 769, 1031, 3 * 8192 - 1, 3 * 8192,
                                3 * 8192 + 13, 32768, 40000};
   for (int i = 0; i < 40; ++i) sizes.push_back(rng() % (data.size() - 8));
   for (size_t size : sizes) {

@@ -1,7 +1,6 @@
 #include "runtime/transfer/kv_puller.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -9,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/transfer/chunk_codec.h"
 #include "runtime/transfer/crc32c.h"
+#include "runtime/transfer/stream_copy.h"
 
 namespace lockstep::transfer {
 namespace {
@@ -77,7 +77,7 @@ class BlockWriter {
       }
       uint8_t* dest = BlockData(*pool.slab, *pool.layout, local) + offset_;
       payload.ForEachRun(at, take, [&](const uint8_t* data, size_t n) {
-        std::memcpy(dest, data, n);
+        StreamCopy(dest, data, n);
         dest += n;
       });
       at += take;
@@ -190,6 +190,11 @@ absl::Status KvPuller::Pull(RawPullStub& stub, const LocalBlocks& blocks,
   request.set_draft_blocks(
       blocks.draft_generation == 0 ? 0 : static_cast<int32_t>(blocks.draft_blocks.size()));
 
+  // Streaming stores must be ordered before the event that reports this pull (whatever
+  // its outcome: the blocks may be reused at once).
+  struct FenceOnReturn {
+    ~FenceOnReturn() { StreamCopyFence(); }
+  } fence;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(deadline));
   BlockWriter writer(blocks, descriptor_, slabs_);

@@ -2,7 +2,8 @@
 // request's ContextHandle, whose chunks are checked and written straight into the
 // blocks the generation rank allocated, at the same indexes of its block tables.
 //
-// Each block is checked against its CRC32C before its last bytes are written; a block
+// Each block is checked against its CRC32C before its last bytes are written (with
+// streaming stores, stream_copy.h, fenced before the pull returns); a block
 // larger than a chunk has its earlier parts written as they come. A failed receive
 // therefore leaves its blocks with unspecified contents: they must not be used (the
 // executor fails the request and releases them).

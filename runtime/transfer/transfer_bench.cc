@@ -1,0 +1,471 @@
+// transfer_bench: KV transfer throughput between two processes over loopback — a
+// context rank (a child process, forked before any gRPC object exists) and a
+// generation rank (this process) — through GrpcTransceiver, against a raw TCP stream
+// of the same bytes (the same blocks, read from the same slab and received straight
+// into the same destination blocks with readv) measured in the same run.
+//
+//   bazel run -c opt //runtime/transfer:transfer_bench
+//   (defaults: --benchmark_repetitions=10 --benchmark_enable_random_interleaving=true)
+//
+// The request is tiny-moe shaped: 32 KiB target blocks (4 layers x 2 KV heads x 16
+// tokens x 32 dims, f32) and 8 KiB draft blocks (1 layer), 64 or 256 blocks per pool
+// (2.5 or 10 MiB). Every series is checked bit-exact once after it is timed. Besides
+// throughput, each series reports the CPU time both processes spent per GB moved
+// (getrusage), which a loaded host disturbs less than wall time. The last lines print
+// the gRPC / raw TCP ratios of the medians.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/resource.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "common/clock.h"
+#include "runtime/transfer/crc32c.h"
+#include "runtime/transfer/grpc_transceiver.h"
+
+namespace lockstep::transfer {
+namespace {
+
+constexpr int32_t kPoolBlocks = 512;
+constexpr uint64_t kFillSeed = 20261129;
+constexpr int64_t kTokensPerBlock = 16;
+
+KvDescriptor TinyMoe() {
+  KvDescriptor d;
+  d.model = "tiny-moe";
+  d.target = kv::BlockLayout{.num_layers = 4, .num_kv_heads = 2, .head_dim = 32,
+                             .tokens_per_block = kTokensPerBlock};
+  d.draft = kv::BlockLayout{.num_layers = 1, .num_kv_heads = 2, .head_dim = 32,
+                            .tokens_per_block = kTokensPerBlock};
+  return d;
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "transfer_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+// A rank's KV: both pools, and the block table every request of this run uses.
+struct Kv {
+  explicit Kv(uint64_t table_seed, bool fill) {
+    const KvDescriptor d = TinyMoe();
+    target.resize(kPoolBlocks * d.target->BlockFloats());
+    draft.resize(kPoolBlocks * d.draft->BlockFloats());
+    if (fill) {  // splitmix64 of the position: cheap, and the same in both processes
+      uint64_t x = kFillSeed;
+      for (std::vector<float>* slab : {&target, &draft}) {
+        for (float& f : *slab) {
+          uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+          z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+          z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+          f = static_cast<float>((z ^ (z >> 31)) >> 40);
+        }
+      }
+    }
+    std::mt19937_64 rng(table_seed);
+    for (std::vector<BlockId>* table : {&target_table, &draft_table}) {
+      std::vector<int32_t> ids(kPoolBlocks);
+      std::iota(ids.begin(), ids.end(), 0);
+      std::shuffle(ids.begin(), ids.end(), rng);
+      for (int32_t id : ids) table->emplace_back(id);
+    }
+  }
+
+  KvSlabs slabs() { return {{target.data(), kPoolBlocks}, {draft.data(), kPoolBlocks}}; }
+
+  LocalBlocks Blocks(int64_t id, int64_t blocks) const {
+    LocalBlocks b;
+    b.id = RequestId(id);
+    b.generation = 1;
+    b.draft_generation = 1;
+    b.num_tokens = blocks * kTokensPerBlock;
+    b.target_blocks.assign(target_table.begin(), target_table.begin() + blocks);
+    b.draft_blocks.assign(draft_table.begin(), draft_table.begin() + blocks);
+    return b;
+  }
+
+  // The moved blocks in stream order (target, then draft) as iovecs.
+  std::vector<iovec> Iovecs(int64_t blocks) {
+    const KvDescriptor d = TinyMoe();
+    std::vector<iovec> out;
+    for (int64_t i = 0; i < blocks; ++i) {
+      out.push_back({target.data() + target_table[i].value() * d.target->BlockFloats(),
+                     d.target->BlockBytes()});
+    }
+    for (int64_t i = 0; i < blocks; ++i) {
+      out.push_back({draft.data() + draft_table[i].value() * d.draft->BlockFloats(),
+                     d.draft->BlockBytes()});
+    }
+    return out;
+  }
+
+  std::vector<float> target, draft;
+  std::vector<BlockId> target_table, draft_table;
+};
+
+int64_t RequestBytes(int64_t blocks) {
+  const KvDescriptor d = TinyMoe();
+  return blocks * static_cast<int64_t>(d.target->BlockBytes() + d.draft->BlockBytes());
+}
+
+bool ReadFull(int fd, void* data, size_t n) {
+  auto* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = read(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool WriteFull(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// Moves all of `iov` through readv or writev, resuming after partial transfers.
+bool TransferIov(int fd, std::vector<iovec> iov, bool reading) {
+  size_t first = 0;
+  while (first < iov.size()) {
+    const int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+    const ssize_t n = reading ? readv(fd, &iov[first], count) : writev(fd, &iov[first], count);
+    if (n <= 0) return false;
+    size_t left = static_cast<size_t>(n);
+    while (left > 0 && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    if (left > 0) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  return true;
+}
+
+// CPU time (user + system, all threads) this process has used.
+int64_t CpuNanos() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1'000'000'000ll +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1'000ll;
+}
+
+// What the generation process asks the context process over the command pipe.
+struct Command {
+  int64_t op = 0;  // 1: offer a claim (reply 1 / 0), 2: quit, 3: report CpuNanos()
+  int64_t id = 0;
+  int64_t blocks = 0;
+};
+
+// The context process: a GrpcTransceiver and a raw TCP server over the same slab.
+int RunContext(int commands, int replies, size_t chunk_bytes) {
+  Kv kv(/*table_seed=*/1, /*fill=*/true);
+  GrpcTransceiverOptions options;
+  options.name = "ctx bench";
+  options.descriptor = TinyMoe();
+  options.slabs = kv.slabs();
+  options.server.chunk_bytes = chunk_bytes;
+  absl::StatusOr<std::unique_ptr<GrpcTransceiver>> ctx =
+      GrpcTransceiver::Create(options, SystemClock::Get());
+  if (!ctx.ok()) Die(ctx.status().ToString());
+
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listener, 1) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    Die("raw TCP listen failed");
+  }
+  std::thread raw([&] {  // one connection; each 8-byte request gets the blocks' bytes
+    const int fd = accept(listener, nullptr, nullptr);
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    int64_t blocks = 0;
+    while (ReadFull(fd, &blocks, sizeof(blocks)) && blocks > 0) {
+      if (!TransferIov(fd, kv.Iovecs(blocks), /*reading=*/false)) break;
+    }
+    close(fd);
+  });
+  const std::string hello =
+      absl::StrCat((*ctx)->address(), " ", ntohs(addr.sin_port), "\n");
+  WriteFull(replies, hello.data(), hello.size());
+  Command command;
+  while (ReadFull(commands, &command, sizeof(command)) && command.op != 2) {
+    if (command.op == 3) {
+      const int64_t cpu = CpuNanos();
+      WriteFull(replies, &cpu, sizeof(cpu));
+      continue;
+    }
+    (*ctx)->Poll();  // ends the finished claims' bookkeeping
+    const absl::Status started = (*ctx)->StartSend(
+        {kv.Blocks(command.id, command.blocks), SystemClock::Get()->Now() + absl::Minutes(1)});
+    const int64_t ok = started.ok() ? 1 : 0;
+    WriteFull(replies, &ok, sizeof(ok));
+  }
+  raw.join();
+  close(listener);
+  return 0;
+}
+
+// The generation process's view of the run.
+struct Bench {
+  int commands = -1;
+  int replies = -1;
+  pid_t child = -1;
+  std::string grpc_address;
+  int raw_fd = -1;
+  std::unique_ptr<Kv> kv;
+  std::unique_ptr<GrpcTransceiver> gen;
+  int64_t next_id = 1;
+};
+Bench* bench = nullptr;
+
+// CPU time used so far by both processes.
+int64_t BothCpuNanos() {
+  const Command command{3, 0, 0};
+  int64_t child = 0;
+  if (!WriteFull(bench->commands, &command, sizeof(command)) ||
+      !ReadFull(bench->replies, &child, sizeof(child))) {
+    Die("the context process did not report its CPU time");
+  }
+  return child + CpuNanos();
+}
+
+// Throughput, and CPU milliseconds both processes spent per GB moved.
+void Report(benchmark::State& state, int64_t blocks, int64_t cpu_nanos) {
+  const double bytes = static_cast<double>(state.iterations() * RequestBytes(blocks));
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.counters["cpu_ms_per_GB"] = static_cast<double>(cpu_nanos) / 1e6 / (bytes / 1e9);
+}
+
+void CheckBitExact(int64_t blocks, const char* what) {
+  const Kv reference(/*table_seed=*/1, /*fill=*/true);
+  const KvDescriptor d = TinyMoe();
+  for (int64_t i = 0; i < blocks; ++i) {
+    const float* want = reference.target.data() +
+                        reference.target_table[i].value() * d.target->BlockFloats();
+    const float* got = bench->kv->target.data() +
+                       bench->kv->target_table[i].value() * d.target->BlockFloats();
+    const float* want_draft =
+        reference.draft.data() + reference.draft_table[i].value() * d.draft->BlockFloats();
+    const float* got_draft =
+        bench->kv->draft.data() + bench->kv->draft_table[i].value() * d.draft->BlockFloats();
+    if (std::memcmp(want, got, d.target->BlockBytes()) != 0 ||
+        std::memcmp(want_draft, got_draft, d.draft->BlockBytes()) != 0) {
+      Die(absl::StrCat(what, ": block ", i, " differs after the transfer"));
+    }
+  }
+}
+
+void ClearDestination() {
+  std::fill(bench->kv->target.begin(), bench->kv->target.end(), 0.0f);
+  std::fill(bench->kv->draft.begin(), bench->kv->draft.end(), 0.0f);
+}
+
+void BM_GrpcTransfer(benchmark::State& state) {
+  const int64_t blocks = state.range(0);
+  ClearDestination();
+  const int64_t cpu = BothCpuNanos();
+  for (auto _ : state) {
+    state.PauseTiming();
+    const int64_t id = bench->next_id++;
+    const Command command{1, id, blocks};
+    int64_t ok = 0;
+    if (!WriteFull(bench->commands, &command, sizeof(command)) ||
+        !ReadFull(bench->replies, &ok, sizeof(ok)) || ok != 1) {
+      Die("the context process refused a claim");
+    }
+    state.ResumeTiming();
+    ReceiveSpec spec;
+    spec.blocks = bench->kv->Blocks(id, blocks);
+    spec.source.address = bench->grpc_address;
+    spec.source.request_id = RequestId(id);
+    spec.deadline = SystemClock::Get()->Now() + absl::Seconds(60);
+    if (!bench->gen->StartReceive(spec).ok()) Die("StartReceive failed");
+    std::vector<TransferEvent> events;
+    while (events.empty()) {
+      bench->gen->WaitForEvent(absl::Seconds(60));
+      events = bench->gen->Poll();
+    }
+    if (!events[0].status.ok()) Die(events[0].status.ToString());
+  }
+  Report(state, blocks, BothCpuNanos() - cpu);
+  CheckBitExact(blocks, "gRPC");
+}
+
+void BM_RawTcp(benchmark::State& state) {
+  const int64_t blocks = state.range(0);
+  ClearDestination();
+  const int64_t cpu = BothCpuNanos();
+  for (auto _ : state) {
+    if (!WriteFull(bench->raw_fd, &blocks, sizeof(blocks)) ||
+        !TransferIov(bench->raw_fd, bench->kv->Iovecs(blocks), /*reading=*/true)) {
+      Die("raw TCP transfer failed");
+    }
+  }
+  Report(state, blocks, BothCpuNanos() - cpu);
+  CheckBitExact(blocks, "raw TCP");
+}
+
+void BM_Crc32c(benchmark::State& state) {
+  std::vector<uint8_t> block(TinyMoe().target->BlockBytes());
+  std::mt19937_64 rng(1);
+  for (uint8_t& b : block) b = static_cast<uint8_t>(rng());
+  for (auto _ : state) benchmark::DoNotOptimize(Crc32c(block.data(), block.size()));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(block.size()));
+}
+
+// Remembers the median throughput of every series, to print the ratios.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) {
+      if (run.aggregate_name != "median") continue;
+      for (const char* counter : {"bytes_per_second", "cpu_ms_per_GB"}) {
+        auto it = run.counters.find(counter);
+        if (it != run.counters.end()) medians_[{run.run_name.str(), counter}] = it->second.value;
+      }
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+  // gRPC against raw TCP, per request size: throughput and its ratio, CPU per GB of
+  // both processes and the ratio raw / gRPC (1.0: the same cost).
+  void PrintRatios() const {
+    for (const auto& [key, grpc] : medians_) {
+      const auto& [name, counter] = key;
+      if (name.rfind("BM_GrpcTransfer/", 0) != 0 || counter != "bytes_per_second") continue;
+      const std::string size = name.substr(name.find('/') + 1);
+      const std::string raw_name = "BM_RawTcp/" + size;
+      auto raw = medians_.find({raw_name, counter});
+      auto grpc_cpu = medians_.find({name, "cpu_ms_per_GB"});
+      auto raw_cpu = medians_.find({raw_name, "cpu_ms_per_GB"});
+      if (raw == medians_.end() || grpc_cpu == medians_.end() || raw_cpu == medians_.end()) {
+        continue;
+      }
+      std::printf(
+          "blocks %s: gRPC %.2f GB/s, raw TCP %.2f GB/s, ratio %.2f; CPU gRPC %.0f ms/GB, raw "
+          "TCP %.0f ms/GB, raw/gRPC %.2f\n",
+          size.substr(0, size.find('/')).c_str(), grpc / 1e9, raw->second / 1e9,
+          grpc / raw->second, grpc_cpu->second, raw_cpu->second,
+          raw_cpu->second / grpc_cpu->second);
+    }
+  }
+
+ private:
+  std::map<std::pair<std::string, std::string>, double> medians_;
+};
+
+}  // namespace
+}  // namespace lockstep::transfer
+
+int main(int argc, char** argv) {
+  using namespace lockstep::transfer;  // NOLINT: main only
+  size_t chunk_bytes = 512 << 10;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--chunk_kib=", 12) == 0) {
+      chunk_bytes = static_cast<size_t>(std::atoi(argv[i] + 12)) << 10;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  int to_child[2];
+  int from_child[2];
+  if (pipe(to_child) != 0 || pipe(from_child) != 0) Die("pipe");
+  // Fork before any gRPC object exists in this process.
+  const pid_t child = fork();
+  if (child < 0) Die("fork");
+  if (child == 0) {
+    close(to_child[1]);
+    close(from_child[0]);
+    _exit(RunContext(to_child[0], from_child[1], chunk_bytes));
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  Bench state;
+  bench = &state;
+  state.commands = to_child[1];
+  state.replies = from_child[0];
+  state.child = child;
+  std::string hello;
+  char c;
+  while (ReadFull(state.replies, &c, 1) && c != '\n') hello.push_back(c);
+  const size_t space = hello.find(' ');
+  if (space == std::string::npos) Die("no hello from the context process");
+  state.grpc_address = hello.substr(0, space);
+  const int raw_port = std::atoi(hello.c_str() + space + 1);
+
+  state.kv = std::make_unique<Kv>(/*table_seed=*/2, /*fill=*/false);
+  GrpcTransceiverOptions options;
+  options.name = "gen bench";
+  options.descriptor = TinyMoe();
+  options.slabs = state.kv->slabs();
+  absl::StatusOr<std::unique_ptr<GrpcTransceiver>> gen =
+      GrpcTransceiver::Create(options, lockstep::SystemClock::Get());
+  if (!gen.ok()) Die(gen.status().ToString());
+  state.gen = std::move(*gen);
+  state.raw_fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(raw_port));
+  if (connect(state.raw_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    Die("raw TCP connect failed");
+  }
+  const int one = 1;
+  setsockopt(state.raw_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+
+  for (const int64_t blocks : {64, 256}) {
+    benchmark::RegisterBenchmark("BM_GrpcTransfer", BM_GrpcTransfer)
+        ->Arg(blocks)->UseRealTime()->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("BM_RawTcp", BM_RawTcp)
+        ->Arg(blocks)->UseRealTime()->Unit(benchmark::kMillisecond);
+  }
+  benchmark::RegisterBenchmark("BM_Crc32c", BM_Crc32c);
+  std::string repetitions = "--benchmark_repetitions=10";
+  std::string interleave = "--benchmark_enable_random_interleaving=true";
+  std::vector<char*> bench_args = {args[0], repetitions.data(), interleave.data()};
+  bench_args.insert(bench_args.end(), args.begin() + 1, args.end());  // later flags win
+  int bench_argc = static_cast<int>(bench_args.size());
+  benchmark::Initialize(&bench_argc, bench_args.data());
+  std::printf("chunk %zu KiB, CRC32C %s\n", chunk_bytes >> 10,
+              Crc32cIsWide() ? "512-bit clmul" : Crc32cIsAccelerated() ? "sse4.2" : "portable");
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.PrintRatios();
+
+  const int64_t stop = 0;
+  WriteFull(state.raw_fd, &stop, sizeof(stop));
+  close(state.raw_fd);
+  const Command quit{2, 0, 0};
+  WriteFull(state.commands, &quit, sizeof(quit));
+  state.gen.reset();
+  waitpid(child, nullptr, 0);
+  return 0;
+}
