@@ -42,6 +42,18 @@ absl::Status FakeTransceiver::StartSend(const SendSpec& spec) {
 }
 
 absl::Status FakeTransceiver::StartReceive(const ReceiveSpec& spec) {
+  if (options_.tracker != nullptr) {
+    for (int pool = 0; pool < 2; ++pool) {
+      for (BlockId b : pool == 0 ? spec.blocks.target_blocks : spec.blocks.draft_blocks) {
+        if (auto step = options_.tracker->Holder(pool, b.value())) {
+          return absl::InternalError(absl::StrCat(
+              "KV receive of request ", spec.blocks.id.value(), " into ",
+              pool == 0 ? "target" : "draft", " block ", b.value(),
+              " that engine batch ", *step, " may still write"));
+        }
+      }
+    }
+  }
   return Start(TransferKind::kReceive, spec.blocks.id, spec.blocks.generation, spec.deadline,
                absl::DeadlineExceededError("KV receive deadline exceeded"));
 }

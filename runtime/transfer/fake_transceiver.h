@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "runtime/engine/fake/block_write_tracker.h"
 #include "runtime/transfer/transceiver.h"
 
 namespace lockstep::transfer {
@@ -27,6 +28,9 @@ struct FakeTransceiverOptions {
   absl::Duration min_latency = absl::Milliseconds(1);
   absl::Duration max_latency = absl::Milliseconds(20);
   double failure_rate = 0.0;
+  // When set, a receive into a block that an uncollected engine batch holds is refused
+  // (Internal): the executor must never hand such blocks to a receive.
+  const engine::BlockWriteTracker* tracker = nullptr;
 };
 
 class FakeTransceiver : public Transceiver {

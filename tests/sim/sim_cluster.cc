@@ -125,6 +125,7 @@ SimSummary RunSimulation(const SimConfig& config) {
   std::vector<std::unique_ptr<comm::Communicator>> group = comm::MakeInProcessGroup(n);
   std::vector<std::unique_ptr<comm::FaultyCommunicator>> faulty;
   std::vector<std::unique_ptr<FakeClock>> clocks;
+  std::vector<std::unique_ptr<engine::BlockWriteTracker>> trackers;
   std::vector<std::unique_ptr<engine::FakeEngine>> engines;
   std::vector<std::unique_ptr<transfer::FakeTransceiver>> transceivers;
   std::vector<std::unique_ptr<exec::Executor>> executors;
@@ -143,12 +144,16 @@ SimSummary RunSimulation(const SimConfig& config) {
     }
     faulty.push_back(std::make_unique<comm::FaultyCommunicator>(group[r].get(), rules));
     clocks.push_back(std::make_unique<FakeClock>());
-    engines.push_back(std::make_unique<engine::FakeEngine>(engine_options));
+    trackers.push_back(std::make_unique<engine::BlockWriteTracker>());
+    engine::FakeEngineOptions rank_engine = engine_options;
+    rank_engine.tracker = trackers.back().get();
+    engines.push_back(std::make_unique<engine::FakeEngine>(rank_engine));
     transfer::FakeTransceiverOptions t;
     t.seed = config.seed * 131 + static_cast<uint64_t>(r);
     t.min_latency = config.transfer_min_latency;
     t.max_latency = config.transfer_max_latency;
     t.failure_rate = config.transfer_failure_rate;
+    t.tracker = trackers.back().get();
     transceivers.push_back(std::make_unique<transfer::FakeTransceiver>(t, clocks.back().get()));
 
     exec::ExecutorConfig ec;

@@ -176,6 +176,16 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
 }
 
 void FakeEngine::Launch(Batch batch) {
+  if (options_.tracker != nullptr) {
+    std::vector<BlockWriteTracker::Block> blocks;
+    auto add = [&](const KvRef& kv) {
+      for (BlockId b : kv.blocks) blocks.push_back({0, b.value()});
+      for (BlockId b : kv.draft_blocks) blocks.push_back({1, b.value()});
+    };
+    for (const ContextChunk& c : batch.context) add(c.kv);
+    for (const GenerationStep& g : batch.generation) add(g.kv);
+    options_.tracker->Launched(batch.step.value(), blocks);
+  }
   if (!options_.threaded) {
     absl::StatusOr<BatchResult> result = Run(batch);
     absl::MutexLock lock(&mu_);
@@ -221,6 +231,7 @@ absl::StatusOr<BatchResult> FakeEngine::Collect(StepId step, absl::Duration time
   }
   auto [done_step, result] = std::move(done_.front());
   done_.pop_front();
+  if (options_.tracker != nullptr) options_.tracker->Collected(done_step.value());
   if (done_step != step) {
     return absl::FailedPreconditionError(absl::StrCat("fake engine: collected step ",
                                                       step.value(), " but the oldest is ",

@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/engine/fake/block_write_tracker.h"
 #include "runtime/engine/model_engine.h"
 
 namespace lockstep::engine {
@@ -39,6 +40,8 @@ struct FakeEngineOptions {
   // Check the KV contract on every batch (off: as close to zero cost as the interface
   // allows, for host-overhead benchmarks).
   bool check_kv_contract = true;
+  // Records the blocks of every batch until it is collected (not owned; may be null).
+  BlockWriteTracker* tracker = nullptr;
 };
 
 class FakeEngine : public ModelEngine {
