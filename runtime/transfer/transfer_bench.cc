@@ -454,8 +454,10 @@ int main(int argc, char** argv) {
   bench_args.insert(bench_args.end(), args.begin() + 1, args.end());  // later flags win
   int bench_argc = static_cast<int>(bench_args.size());
   benchmark::Initialize(&bench_argc, bench_args.data());
-  std::printf("chunk %zu KiB, CRC32C %s\n", chunk_bytes >> 10,
-              Crc32cIsWide() ? "512-bit clmul" : Crc32cIsAccelerated() ? "sse4.2" : "portable");
+  const char* poller = std::getenv("GRPC_POLL_STRATEGY");
+  std::printf("chunk %zu KiB, CRC32C %s, gRPC poller %s\n", chunk_bytes >> 10,
+              Crc32cIsWide() ? "512-bit clmul" : Crc32cIsAccelerated() ? "sse4.2" : "portable",
+              poller != nullptr ? poller : "default (epoll1)");
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.PrintRatios();
