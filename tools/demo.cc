@@ -33,7 +33,7 @@ absl::Status EnsureModel(const std::string& dir) {
 
 int RunDemo(const std::vector<std::string>& args) {
   cli::FlagSet flags("demo");
-  std::string config_path = "deploy/local/agg_dep2.yaml";
+  std::string config_path = "deploy/local/disagg_ctx_dep2_gen_dep4.yaml";
   bench::LoadOptions load;
   load.requests = 64;
   load.concurrency = 8;

@@ -255,9 +255,18 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   }
   if (queue_.empty()) return view;
 
+  // Only the oldest requests that can fit this step are candidates, so a request never
+  // waits behind younger ones (assignment balances longest prompts first, which alone
+  // would let a stream of long prompts starve a short one).
+  int64_t room = 0;
+  for (const sched::RankLoad& l : loads) {
+    room += std::max<int64_t>(0, config_.scheduler.max_num_active_requests - l.active_requests);
+  }
+  const size_t window = std::min<size_t>(queue_.size(), static_cast<size_t>(room));
   std::vector<sched::NewRequest> candidates;
-  candidates.reserve(queue_.size());
-  for (const NewRequestSpec& s : queue_) {
+  candidates.reserve(window);
+  for (size_t i = 0; i < window; ++i) {
+    const NewRequestSpec& s = queue_[i];
     candidates.push_back({s.id, static_cast<int64_t>(s.prompt.size()), s.pinned_rank});
   }
   const sched::RankAssignment assignment =
@@ -265,7 +274,7 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   std::vector<NewRequestSpec> mine;
   std::deque<NewRequestSpec> still_queued;
   for (size_t i = 0; i < queue_.size(); ++i) {
-    const int32_t rank = assignment.rank_of[i];
+    const int32_t rank = i < window ? assignment.rank_of[i] : -1;
     if (rank < 0) {
       still_queued.push_back(std::move(queue_[i]));
       continue;

@@ -298,6 +298,28 @@ TEST(EdgeCasesTest, DrainFinishesAcceptedAndRefusesNew) {
   ExpectBaseline(c);
 }
 
+// Requests waiting at the leader are admitted oldest first: a short prompt is not
+// starved by longer ones that keep arriving (assignment balances longest first only
+// among the requests that fit this step).
+TEST(EdgeCasesTest, QueuedRequestsAreAdmittedOldestFirst) {
+  ClusterOptions o = Base(1);
+  o.scheduler.max_batch_size = 1;
+  o.scheduler.max_num_active_requests = 1;
+  ScriptedCluster c(o);
+  c.Submit(c.MakeRequest(1, 4, 3));  // occupies the only slot
+  ASSERT_TRUE(c.StepAll().ok());
+  auto shortest = c.MakeRequest(2, 2, 2);
+  c.Submit(shortest);
+  int64_t next_id = 3;
+  bool short_done_first = false;
+  for (int step = 0; step < 200 && !c.stream(shortest.id).finished; ++step) {
+    c.Submit(c.MakeRequest(next_id++, 40, 2));  // a longer prompt arrives every step
+    ASSERT_TRUE(c.StepAll().ok());
+    short_done_first = c.stream(shortest.id).finished && !c.stream(RequestId(3)).finished;
+  }
+  EXPECT_TRUE(short_done_first) << "the short request waited behind younger long ones";
+}
+
 // Checklist (hang detection): a rank that stops taking part in the step's collectives
 // makes every other rank's Step fail within the collective deadline — no hang.
 TEST(EdgeCasesTest, DeadPeerIsAnErrorNotAHang) {
