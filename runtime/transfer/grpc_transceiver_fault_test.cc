@@ -228,7 +228,7 @@ TEST_F(GrpcTransceiverFaultTest, StalledContextFailsAtTheDeadline) {
   auto ctx = Rank({.name = "ctx", .descriptor = d_, .hooks = HoldSendAt(1, server)}, seed_ + 1);
   auto gen = Rank({.name = "gen", .descriptor = d_}, 0);
   ASSERT_TRUE(ctx && gen);
-  StartPair(*ctx, *gen, /*draft=*/false, absl::Milliseconds(300));
+  StartPair(*ctx, *gen, /*draft=*/false, absl::Seconds(1));
   ASSERT_TRUE(server.AwaitReached());
   EXPECT_THAT(OnlyEvent(*gen).status, StatusIs(absl::StatusCode::kDeadlineExceeded));
   server.release.Notify();
