@@ -101,6 +101,7 @@ void KvTransferServer::Shutdown(absl::Duration grace) {
     if (shut_down_) return;
     shut_down_ = true;
   }
+  if (server_ == nullptr) return;  // never started
   claims_->Shutdown();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();

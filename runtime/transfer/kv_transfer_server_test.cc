@@ -147,6 +147,20 @@ TEST_F(KvTransferServerTest, RefusesUnknownClaimsAndBadDescriptors) {
   EXPECT_THAT(events[0].status, StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST(KvTransferServerStartTest, AnAddressItCannotBindIsAnError) {
+  FakeClock clock;
+  KvDescriptor descriptor;
+  descriptor.model = "m";
+  descriptor.target = kv::BlockLayout{};
+  std::vector<float> slab(descriptor.target->BlockFloats());
+  KvTransferServerOptions options;
+  options.listen_address = "203.0.113.1:0";  // TEST-NET-3: not an address of this host
+  EXPECT_THAT(KvTransferServer::Start(options, descriptor, KvSlabs{{slab.data(), 1}, {}},
+                                      SendClaims::Create(&clock, std::make_shared<EventQueue>()))
+                  .status(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("cannot listen on 203.0.113.1")));
+}
+
 TEST(KvTransferServerOptionsTest, Validate) {
   KvTransferServerOptions options;
   EXPECT_THAT(options.Validate(), IsOk());
