@@ -29,7 +29,10 @@ instances:
     role: aggregated
     world_size: 2
     engine: cpu
-    executor: {max_batch_size: 4, max_num_tokens: 256, max_num_active_requests: 16}
+    # A leader whose loop stalls for 3 s reports "not progressing": the router's second
+    # way to notice a broken instance, besides the leader exiting when a collective fails.
+    executor: {max_batch_size: 4, max_num_tokens: 256, max_num_active_requests: 16,
+               step_timeout_ms: 3000}
     kv: {tokens_per_block: 16, num_blocks: 512}
 )");
 }
@@ -69,7 +72,8 @@ TEST(AggFailoverTest, KilledRankFailsInFlightRequestsAndInstanceComesBack) {
   ASSERT_EQ(kill(rank1, SIGKILL), 0);
 
   // Unhealthy within 5 s.
-  ASSERT_TRUE(d.WaitFor([&] { return d.InstanceState("agg0") != "healthy"; }, absl::Seconds(10)));
+  ASSERT_TRUE(d.WaitFor([&] { return d.InstanceState("agg0") != "healthy"; }, absl::Seconds(10)))
+      << LogTails(d);
   EXPECT_LE(absl::Now() - killed, absl::Seconds(5)) << "router still routed to the dead instance";
 
   std::cerr << "unhealthy after " << absl::FormatDuration(absl::Now() - killed) << "\n";
@@ -99,6 +103,7 @@ TEST(AggFailoverTest, KilledRankFailsInFlightRequestsAndInstanceComesBack) {
   const launcher::GrpcResult again = d.Generate(prompt, 8, 5, absl::Seconds(60));
   EXPECT_EQ(again.error_code, 0) << again.error_message;
   EXPECT_EQ(again.tokens.size(), 8u);
+  if (::testing::Test::HasFailure()) std::cerr << LogTails(d);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -60,6 +62,23 @@ absl::StatusOr<v1::StatsResponse> InstanceStats(const launcher::LocalDeployment&
     return stats;
   }
   return absl::NotFoundError(absl::StrCat("no instance ", instance));
+}
+
+std::string LogTails(const launcher::LocalDeployment& d, int lines) {
+  std::string out;
+  std::vector<launcher::ProcessSpec> all = d.plan().workers;
+  all.insert(all.begin(), d.plan().router);
+  for (const launcher::ProcessSpec& p : all) {
+    std::ifstream in(p.log_path);
+    std::vector<std::string> tail;
+    for (std::string line; std::getline(in, line);) {
+      tail.push_back(line);
+      if (static_cast<int>(tail.size()) > lines) tail.erase(tail.begin());
+    }
+    absl::StrAppend(&out, "==== ", p.name, " (", p.log_path, ")\n");
+    for (const std::string& line : tail) absl::StrAppend(&out, line, "\n");
+  }
+  return out;
 }
 
 std::string CheckAtRest(const launcher::LocalDeployment& d, const std::string& instance) {

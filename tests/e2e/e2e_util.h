@@ -24,6 +24,9 @@ std::string TestTmpDir();
 absl::StatusOr<v1::StatsResponse> InstanceStats(const launcher::LocalDeployment& d,
                                                 const std::string& instance);
 
+// The last lines of the router's and every rank's log, for a failing test's output.
+std::string LogTails(const launcher::LocalDeployment& d, int lines = 12);
+
 // "" when every pool of every rank of `instance` is at rest (no block referenced by a
 // request or a claim) and the audit found nothing; otherwise what is wrong.
 std::string CheckAtRest(const launcher::LocalDeployment& d, const std::string& instance);
