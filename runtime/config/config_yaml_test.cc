@@ -56,6 +56,15 @@ TEST(ConfigYamlTest, AggregatedExampleParses) {
   EXPECT_EQ(config->instances[0].executor.spec_k, 0);
 }
 
+TEST(ConfigYamlTest, FakeEngineBenchmarkExampleParses) {
+  absl::StatusOr<DeploymentConfig> config =
+      LoadDeploymentConfig("deploy/local/bench_fake_dep2.yaml");
+  ASSERT_THAT(config, IsOk());
+  ASSERT_EQ(config->instances.size(), 1u);
+  EXPECT_EQ(config->instances[0].engine, EngineKind::kFake);
+  EXPECT_EQ(config->instances[0].world_size, 2);
+}
+
 TEST(ConfigYamlTest, DisaggregatedExampleParses) {
   absl::StatusOr<DeploymentConfig> config =
       LoadDeploymentConfig("deploy/local/disagg_ctx_dep2_gen_dep4.yaml");

@@ -167,7 +167,7 @@ class Executor {
   InFlightBatch Launch(const sched::ScheduleDecision& decision);
   absl::Status Complete(const InFlightBatch& batch);
   void ApplyResult(const InFlightEntry& entry, const engine::SequenceResult& result,
-                   StepStats* stats);
+                   absl::Time now, StepStats* stats);
   void ApplyKvUpdate(const InFlightEntry& entry, int64_t used, kv::PoolKind pool,
                      uint64_t generation, int64_t grant);
   absl::Status Respond();

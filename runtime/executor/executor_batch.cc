@@ -149,8 +149,10 @@ absl::Status Executor::Complete(const InFlightBatch& batch) {
     }
     return absl::OkStatus();
   }
+  const absl::Time now = clock_->Now();
+  outbox_.reserve(outbox_.size() + batch.entries.size());
   for (size_t i = 0; i < batch.entries.size(); ++i) {
-    ApplyResult(batch.entries[i], result->sequences[i], &current_);
+    ApplyResult(batch.entries[i], result->sequences[i], now, &current_);
   }
   return absl::OkStatus();
 }
@@ -189,7 +191,7 @@ void Executor::ApplyKvUpdate(const InFlightEntry& e, int64_t used, kv::PoolKind 
 }
 
 void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult& result,
-                           StepStats* stats) {
+                           absl::Time now, StepStats* stats) {
   const int k = UsesDraft() ? config_.scheduler.num_draft_tokens : 0;
   const int accepted = std::clamp(result.num_accepted, 0, k);
   const int64_t used = e.is_context ? e.num_tokens : 1 + accepted;
@@ -222,7 +224,6 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
   }
   r->AddInFlight(-1);
   r->IncrementDecodingIter();
-  const absl::Time now = clock_->Now();
   r->set_first_token_time(now);
   const size_t before = r->output_tokens().size();
   const sched::AppendResult appended = r->AppendTokens(result.tokens, eos_token_id());

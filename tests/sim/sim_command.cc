@@ -48,6 +48,7 @@ int RunSimCommand(const std::vector<std::string>& args) {
   // Per-run drain notices would drown the summaries.
   SetLogLevel(verbose ? spdlog::level::info : spdlog::level::err);
   int64_t passed = 0, failed = 0;
+  double vetoes_per_1000 = 0, tokens_per_step = 0;
   for (int64_t i = 0; i < seeds; ++i) {
     const uint64_t s = static_cast<uint64_t>(seed + i);
     SimConfig config;
@@ -65,10 +66,17 @@ int RunSimCommand(const std::vector<std::string>& args) {
     const SimSummary summary = RunSimulation(config);
     const bool ok = summary.ok() && (random_config || summary.failed == 0);
     ok ? ++passed : ++failed;
+    vetoes_per_1000 += summary.vetoes_per_1000_steps;
+    tokens_per_step += summary.tokens_per_step;
     if (!ok || verbose || seeds == 1) {
       std::printf("%s %s\n  %s\n", ok ? "PASS" : "FAIL", config.ToString().c_str(),
                   summary.ToString().c_str());
     }
+  }
+  if (seeds > 1) {
+    std::printf("mean over %lld seeds: %.1f vetoed steps per 1000, %.2f generated tokens per step\n",
+                static_cast<long long>(seeds), vetoes_per_1000 / static_cast<double>(seeds),
+                tokens_per_step / static_cast<double>(seeds));
   }
   std::printf("%lld passed, %lld failed\n", static_cast<long long>(passed),
               static_cast<long long>(failed));
