@@ -41,14 +41,7 @@ int RunDemo(const std::vector<std::string>& args) {
   flags.AddString("config", &config_path, "the deployment to run");
   flags.AddInt("requests", &load.requests, "requests in the workload");
   flags.AddInt("concurrency", &load.concurrency, "requests in flight at once");
-  if (absl::Status s = flags.Parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::printf("%s", flags.Usage().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit_code = flags.ParseCommandLine(args)) return *exit_code;
   SetLogLevel(spdlog::level::warn);
   absl::StatusOr<config::DeploymentConfig> config = config::LoadDeploymentConfig(config_path);
   if (!config.ok()) {

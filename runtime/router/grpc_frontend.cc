@@ -4,37 +4,12 @@
 
 #include "common/log.h"
 #include "fmt/format.h"
+#include "runtime/router/role_wire.h"
 #include "runtime/router/sampling_convert.h"
 #include "tokenizer/utf8_stream_decoder.h"
 
 namespace lockstep::router {
 namespace {
-
-absl::StatusOr<config::InstanceRole> RoleFromWire(v1::InstanceRole role) {
-  switch (role) {
-    case v1::INSTANCE_ROLE_AGGREGATED:
-      return config::InstanceRole::kAggregated;
-    case v1::INSTANCE_ROLE_CONTEXT:
-      return config::InstanceRole::kContext;
-    case v1::INSTANCE_ROLE_GENERATION:
-      return config::InstanceRole::kGeneration;
-    default:
-      return absl::InvalidArgumentError(fmt::format(
-          "role must be aggregated, context or generation, got {}", static_cast<int>(role)));
-  }
-}
-
-v1::InstanceRole RoleToWire(config::InstanceRole role) {
-  switch (role) {
-    case config::InstanceRole::kAggregated:
-      return v1::INSTANCE_ROLE_AGGREGATED;
-    case config::InstanceRole::kContext:
-      return v1::INSTANCE_ROLE_CONTEXT;
-    case config::InstanceRole::kGeneration:
-      return v1::INSTANCE_ROLE_GENERATION;
-  }
-  return v1::INSTANCE_ROLE_UNSPECIFIED;
-}
 
 // Streams a request's tokens (and their text) to a gRPC client.
 class GrpcSink : public TokenSink {

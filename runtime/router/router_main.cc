@@ -20,15 +20,7 @@ int RunRouter(const std::vector<std::string>& args) {
   flags.AddString("config", &config_path, "deployment YAML file (required)");
   flags.AddString("http-listen", &http_listen, "host:port for HTTP (overrides router.http_listen)");
   flags.AddString("grpc-listen", &grpc_listen, "host:port for gRPC (overrides router.grpc_listen)");
-  if (absl::Status status = flags.Parse(args); !status.ok()) {
-    std::fprintf(stderr, "lockstep router: %s\n%s", std::string(status.message()).c_str(),
-                 flags.Usage().c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::printf("%s", flags.Usage().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit_code = flags.ParseCommandLine(args)) return *exit_code;
   if (config_path.empty()) {
     std::fprintf(stderr, "lockstep router: --config is required\n%s", flags.Usage().c_str());
     return 2;

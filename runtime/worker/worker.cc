@@ -8,24 +8,13 @@
 #include "proto/router.grpc.pb.h"
 #include "runtime/engine/cpu_engine.h"
 #include "runtime/engine/fake/fake_engine.h"
+#include "runtime/router/role_wire.h"
 #include "runtime/worker/executor_settings.h"
 
 namespace lockstep::worker {
 namespace {
 
-v1::InstanceRole ToProtoRole(config::InstanceRole role) {
-  switch (role) {
-    case config::InstanceRole::kAggregated:
-      return v1::INSTANCE_ROLE_AGGREGATED;
-    case config::InstanceRole::kContext:
-      return v1::INSTANCE_ROLE_CONTEXT;
-    case config::InstanceRole::kGeneration:
-      return v1::INSTANCE_ROLE_GENERATION;
-  }
-  return v1::INSTANCE_ROLE_UNSPECIFIED;
-}
-
-// The fake engine's pools hold one float per token: it touches no KV.
+// Vocabulary of the fake engine: room for the byte-level tokenizer of the tiny models.
 constexpr int kFakeVocab = 320;
 
 }  // namespace
@@ -228,7 +217,7 @@ void Worker::HeartbeatLoop() {
     if (!registered) {
       v1::RegisterRequest request;
       request.set_instance(instance_->name);
-      request.set_role(ToProtoRole(instance_->role));
+      request.set_role(router::RoleToWire(instance_->role));
       request.set_world_size(static_cast<int32_t>(instance_->world_size));
       request.set_leader_address(service_address_);
       request.set_model(options_.deployment.model.name);

@@ -39,14 +39,7 @@ int RunWorker(const std::vector<std::string>& args) {
   flags.AddString("rendezvous", &rendezvous, "host:port of the router (rendezvous + registry)");
   flags.AddString("listen", &listen, "host:port for the leader's WorkerService");
   flags.AddInt("bootstrap-timeout-s", &bootstrap_timeout_s, "wait this long for the other ranks");
-  if (absl::Status s = flags.Parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::printf("%s", flags.Usage().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit_code = flags.ParseCommandLine(args)) return *exit_code;
   if (config_path.empty() || instance.empty() || rendezvous.empty()) {
     std::fprintf(stderr, "lockstep worker: --config, --instance and --rendezvous are required\n");
     return 2;

@@ -27,14 +27,7 @@ int RunSimCommand(const std::vector<std::string>& args) {
   flags.AddInt("requests", &requests, "override the number of requests (0: scenario's)");
   flags.AddBool("random-config", &random_config, "a random configuration per seed");
   flags.AddBool("verbose", &verbose, "print every run's configuration and summary");
-  if (absl::Status s = flags.Parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::printf("%s", flags.Usage().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit_code = flags.ParseCommandLine(args)) return *exit_code;
   sched::DummyPolicy policy;
   if (policy_name == "compat") {
     policy = sched::DummyPolicy::kCompat;

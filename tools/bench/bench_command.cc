@@ -35,14 +35,7 @@ int RunBench(const std::vector<std::string>& args) {
   flags.AddString("json", &json_path, "also write the figures to this JSON file");
   flags.AddString("run-dir", &run_dir, "logs of a started deployment (default runs/bench-TIME)");
   flags.AddInt("ready-timeout-s", &ready_timeout_s, "wait this long for the deployment");
-  if (absl::Status s = flags.Parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::printf("%s", flags.Usage().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit_code = flags.ParseCommandLine(args)) return *exit_code;
   if (config_path.empty() == http.empty()) {
     std::fprintf(stderr, "bench: give either --config FILE or --http HOST:PORT\n");
     return 2;

@@ -6,21 +6,14 @@
 #include "absl/time/clock.h"
 #include "proto/router.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
+#include "runtime/router/role_wire.h"
 
 namespace lockstep::bench {
 namespace {
 
 std::string RoleName(v1::InstanceRole role) {
-  switch (role) {
-    case v1::INSTANCE_ROLE_AGGREGATED:
-      return "aggregated";
-    case v1::INSTANCE_ROLE_CONTEXT:
-      return "context";
-    case v1::INSTANCE_ROLE_GENERATION:
-      return "generation";
-    default:
-      return "unknown";
-  }
+  absl::StatusOr<config::InstanceRole> r = router::RoleFromWire(role);
+  return r.ok() ? std::string(config::InstanceRoleName(*r)) : "unknown";
 }
 
 }  // namespace

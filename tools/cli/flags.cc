@@ -1,6 +1,7 @@
 #include "tools/cli/flags.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -103,6 +104,18 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
     if (absl::Status s = Assign(*flag, value); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+std::optional<int> FlagSet::ParseCommandLine(const std::vector<std::string>& args) {
+  if (absl::Status s = Parse(args); !s.ok()) {
+    std::fprintf(stderr, "lockstep %s\n%s", std::string(s.message()).c_str(), Usage().c_str());
+    return 2;
+  }
+  if (help_requested()) {
+    std::printf("%s", Usage().c_str());
+    return 0;
+  }
+  return std::nullopt;
 }
 
 std::string FlagSet::Usage() const {

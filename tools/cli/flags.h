@@ -12,6 +12,7 @@
 #define LOCKSTEP_TOOLS_CLI_FLAGS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -34,6 +35,11 @@ class FlagSet {
   // Parses `args` (without the command name). Non-flag arguments are kept in order as
   // positional arguments. "--help" sets `help_requested()`.
   absl::Status Parse(const std::vector<std::string>& args);
+
+  // For a command's entry point: parses `args`; on an error prints it and the usage to
+  // stderr and returns 2, on --help prints the usage and returns 0; otherwise returns
+  // nullopt (go on).
+  std::optional<int> ParseCommandLine(const std::vector<std::string>& args);
 
   const std::vector<std::string>& positional() const { return positional_; }
   bool help_requested() const { return help_requested_; }

@@ -66,3 +66,19 @@ TEST(FlagSetTest, HelpAndUsage) {
 
 }  // namespace
 }  // namespace lockstep::cli
+
+namespace lockstep::cli {
+namespace {
+
+TEST(FlagSetTest, ParseCommandLineExitCodes) {
+  Fixture bad;
+  EXPECT_EQ(bad.flags.ParseCommandLine({"--bogus"}), std::optional<int>(2));
+  Fixture help;
+  EXPECT_EQ(help.flags.ParseCommandLine({"--help"}), std::optional<int>(0));
+  Fixture ok;
+  EXPECT_EQ(ok.flags.ParseCommandLine({"--seeds", "3"}), std::nullopt);
+  EXPECT_EQ(ok.seeds, 3);
+}
+
+}  // namespace
+}  // namespace lockstep::cli
