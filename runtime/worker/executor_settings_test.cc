@@ -1,0 +1,53 @@
+#include "runtime/worker/executor_settings.h"
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/config/config_yaml.h"
+
+namespace lockstep::worker {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::StatusIs;
+using ::testing::HasSubstr;
+
+TEST(ExecutorSettingsTest, TheDisaggregatedExampleMapsFieldByField) {
+  absl::StatusOr<config::DeploymentConfig> d =
+      config::LoadDeploymentConfig("deploy/local/disagg_ctx_dep2_gen_dep4.yaml");
+  ASSERT_THAT(d, IsOk());
+  const config::InstanceConfig* gen = d->FindInstance("gen0");
+  ASSERT_NE(gen, nullptr);
+  const kv::BlockLayout target{4, 2, 32, 16}, draft{1, 2, 32, 16};
+  absl::StatusOr<exec::ExecutorConfig> c = MakeExecutorConfig(*d, *gen, 3, target, draft);
+  ASSERT_THAT(c, IsOk());
+  EXPECT_EQ(c->role, exec::Role::kGeneration);
+  EXPECT_EQ(c->rank, 3);
+  EXPECT_EQ(c->world_size, 4);
+  EXPECT_EQ(c->scheduler.max_batch_size, 2);
+  EXPECT_EQ(c->scheduler.num_draft_tokens, 3);
+  EXPECT_EQ(c->scheduler.dummy_policy, sched::DummyPolicy::kReserved);
+  EXPECT_EQ(c->kv.draft_mode, kv::DraftMode::kUnpaired);
+  EXPECT_EQ(c->kv.target.layout, target);
+  EXPECT_EQ(c->kv.draft.layout, draft);
+  EXPECT_EQ(c->kv.dummy_reserved_tokens, 4);  // 1 + K, for the reserved dummy
+  EXPECT_EQ(c->transfer_deadline, absl::Milliseconds(gen->transfer.deadline_ms));
+  // The same model gives the same salt; another model another one.
+  config::ModelConfig other = d->model;
+  other.path += "-other";
+  EXPECT_EQ(ModelSalt(d->model), ModelSalt(d->model));
+  EXPECT_NE(ModelSalt(d->model), ModelSalt(other));
+}
+
+TEST(ExecutorSettingsTest, AnInconsistentInstanceIsAnErrorNamingIt) {
+  absl::StatusOr<config::DeploymentConfig> d =
+      config::LoadDeploymentConfig("deploy/local/agg_dep2.yaml");
+  ASSERT_THAT(d, IsOk());
+  config::InstanceConfig broken = d->instances[0];
+  broken.executor.max_num_tokens = 0;  // bypasses the YAML validation on purpose
+  EXPECT_THAT(MakeExecutorConfig(*d, broken, 0, {1, 1, 1, 16}, {1, 1, 1, 16}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("agg0")));
+}
+
+}  // namespace
+}  // namespace lockstep::worker
