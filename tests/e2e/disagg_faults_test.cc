@@ -26,36 +26,6 @@
 namespace lockstep::e2e {
 namespace {
 
-std::string Yaml(const std::string& model_dir) {
-  return absl::StrCat(R"(model:
-  name: tiny-moe
-  path: )", model_dir, R"(
-  draft_path: )", model_dir, R"(/draft
-router:
-  policy: least_load
-  heartbeat_interval_ms: 200
-  heartbeat_timeout_ms: 1500
-  health_check_interval_ms: 200
-instances:
-  - name: ctx0
-    role: context
-    world_size: 2
-    engine: cpu
-    executor: {max_batch_size: 8, max_num_tokens: 512, max_num_active_requests: 16,
-               spec_k: 3, draft_pool: unpaired, audit_every_step: true}
-    kv: {tokens_per_block: 16, num_blocks: 512, draft_num_blocks: 512}
-    transfer: {deadline_ms: 1500, lease_ms: 4000}
-  - name: gen0
-    role: generation
-    world_size: 4
-    engine: cpu
-    executor: {max_batch_size: 2, max_num_tokens: 64, max_num_active_requests: 4,
-               spec_k: 3, draft_pool: unpaired, audit_every_step: true}
-    kv: {tokens_per_block: 16, num_blocks: 256, draft_num_blocks: 256}
-    transfer: {deadline_ms: 1500, lease_ms: 4000}
-)");
-}
-
 std::vector<int32_t> Prompt(int i) {
   std::vector<int32_t> p;
   for (int c = 0; c < 24 + i % 40; ++c) p.push_back(33 + (i * 7 + c) % 90);
@@ -101,9 +71,9 @@ class DisaggFaultsTest : public ::testing::Test {
   void SetUp() override {
     const std::string model = TestTmpDir() + "/models/tiny-moe";
     ASSERT_TRUE(EnsureTinyMoe(model).ok());
-    absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d =
-        launcher::LocalDeployment::Start(Yaml(model), TestTmpDir() + "/run", LockstepBinary(),
-                                         absl::Seconds(180));
+    absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d = launcher::LocalDeployment::Start(
+        DisaggYaml(model, /*fault_timeouts=*/true), TestTmpDir() + "/run", LockstepBinary(),
+        absl::Seconds(180));
     ASSERT_TRUE(d.ok()) << d.status();
     d_ = *std::move(d);
   }
@@ -128,7 +98,7 @@ TEST_F(DisaggFaultsTest, CancelMidTransferStopContextRankKillGenerationRank) {
     request.mutable_sampling()->set_ignore_eos(true);
     auto reader = stub->Generate(&context, request);
     v1::RouterGenerateResponse first;
-    ASSERT_TRUE(reader->Read(&first));  // the context leg ended: its KV waits for a pull
+    ASSERT_TRUE(reader->Read(&first));      // the context leg ended: its KV waits for a pull
     SignalInstance(d, "ctx0", 2, SIGSTOP);  // the pull cannot complete now
     context.TryCancel();
     v1::RouterGenerateResponse rest;
@@ -210,8 +180,7 @@ TEST_F(DisaggFaultsTest, CancelMidTransferStopContextRankKillGenerationRank) {
         absl::Seconds(20)))
         << ctx_problems;
     // The router has taken the dead instance out of rotation before it comes back.
-    ASSERT_TRUE(
-        d.WaitFor([&] { return d.InstanceState("gen0") != "healthy"; }, absl::Seconds(10)));
+    ASSERT_TRUE(d.WaitFor([&] { return d.InstanceState("gen0") != "healthy"; }, absl::Seconds(10)));
     ASSERT_TRUE(d.RestartInstance("gen0").ok());
     ASSERT_TRUE(d.WaitHealthy(absl::Seconds(60)).ok());
     const launcher::GrpcResult again = d.Generate(Prompt(6), 8, 4);

@@ -20,33 +20,6 @@
 namespace lockstep::e2e {
 namespace {
 
-std::string Yaml(const std::string& model_dir) {
-  return absl::StrCat(R"(model:
-  name: tiny-moe
-  path: )", model_dir, R"(
-  draft_path: )", model_dir, R"(/draft
-router:
-  policy: least_load
-  heartbeat_interval_ms: 200
-  health_check_interval_ms: 200
-instances:
-  - name: ctx0
-    role: context
-    world_size: 2
-    engine: cpu
-    executor: {max_batch_size: 8, max_num_tokens: 512, max_num_active_requests: 16,
-               spec_k: 3, draft_pool: unpaired, audit_every_step: true}
-    kv: {tokens_per_block: 16, num_blocks: 512, draft_num_blocks: 512}
-  - name: gen0
-    role: generation
-    world_size: 4
-    engine: cpu
-    executor: {max_batch_size: 2, max_num_tokens: 64, max_num_active_requests: 4,
-               spec_k: 3, draft_pool: unpaired, audit_every_step: true}
-    kv: {tokens_per_block: 16, num_blocks: 256, draft_num_blocks: 256}
-)");
-}
-
 TEST(DisaggTest, CtxDep2GenDep4MatchesAggregatedServing) {
   const std::string tmp = TestTmpDir();
   const std::string model = tmp + "/models/tiny-moe";
@@ -66,8 +39,9 @@ TEST(DisaggTest, CtxDep2GenDep4MatchesAggregatedServing) {
       ReferenceGenerate(model, "", 0, requests);
   ASSERT_TRUE(expected.ok()) << expected.status();
 
-  absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d = launcher::LocalDeployment::Start(
-      Yaml(model), tmp + "/run", LockstepBinary(), absl::Seconds(180));
+  absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d =
+      launcher::LocalDeployment::Start(DisaggYaml(model, /*fault_timeouts=*/false), tmp + "/run",
+                                       LockstepBinary(), absl::Seconds(180));
   ASSERT_TRUE(d.ok()) << d.status();
   absl::Mutex mu;
   std::vector<std::string> failures;
@@ -87,9 +61,8 @@ TEST(DisaggTest, CtxDep2GenDep4MatchesAggregatedServing) {
                  got.tokens[k] == (*expected)[i][k]) {
             ++k;
           }
-          problem = absl::StrCat("tokens differ at ", k, " of ", (*expected)[i].size(),
-                                 " (prompt ", r.prompt.size(), ", max ", r.sampling.max_tokens,
-                                 ")");
+          problem = absl::StrCat("tokens differ at ", k, " of ", (*expected)[i].size(), " (prompt ",
+                                 r.prompt.size(), ", max ", r.sampling.max_tokens, ")");
         }
         if (!problem.empty()) {
           absl::MutexLock lock(&mu);

@@ -7,11 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
 #include "proto/router.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
 #include "runtime/engine/make_model.h"
-#include "grpcpp/grpcpp.h"
-#include "absl/time/clock.h"
 
 namespace lockstep::e2e {
 
@@ -33,6 +33,41 @@ std::string LockstepBinary() {
   const char* workspace = std::getenv("TEST_WORKSPACE");
   return absl::StrCat(srcdir ? srcdir : ".", "/", workspace ? workspace : "lockstep",
                       "/tools/lockstep");
+}
+
+std::string DisaggYaml(const std::string& model_dir, bool fault_timeouts) {
+  const std::string transfer =
+      fault_timeouts ? "    transfer: {deadline_ms: 1500, lease_ms: 4000}\n" : "";
+  return absl::StrCat(R"(model:
+  name: tiny-moe
+  path: )",
+                      model_dir, R"(
+  draft_path: )",
+                      model_dir, R"(/draft
+router:
+  policy: least_load
+  heartbeat_interval_ms: 200
+  heartbeat_timeout_ms: )",
+                      fault_timeouts ? "1500" : "2000", R"(
+  health_check_interval_ms: 200
+instances:
+  - name: ctx0
+    role: context
+    world_size: 2
+    engine: cpu
+    executor: {max_batch_size: 8, max_num_tokens: 512, max_num_active_requests: 16,
+               spec_k: 3, draft_pool: unpaired, audit_every_step: true}
+    kv: {tokens_per_block: 16, num_blocks: 512, draft_num_blocks: 512}
+)",
+                      transfer, R"(  - name: gen0
+    role: generation
+    world_size: 4
+    engine: cpu
+    executor: {max_batch_size: 2, max_num_tokens: 64, max_num_active_requests: 4,
+               spec_k: 3, draft_pool: unpaired, audit_every_step: true}
+    kv: {tokens_per_block: 16, num_blocks: 256, draft_num_blocks: 256}
+)",
+                      transfer);
 }
 
 std::string TestTmpDir() {
@@ -87,8 +122,8 @@ std::string CheckAtRest(const launcher::LocalDeployment& d, const std::string& i
   std::string problems;
   for (const v1::PoolStats& p : stats->pools()) {
     if (p.used_blocks() != 0) {
-      absl::StrAppend(&problems, instance, " rank ", p.rank(), " ", p.pool(), " pool: ",
-                      p.used_blocks(), " blocks still used; ");
+      absl::StrAppend(&problems, instance, " rank ", p.rank(), " ", p.pool(),
+                      " pool: ", p.used_blocks(), " blocks still used; ");
     }
   }
   if (stats->active_requests() != 0 || stats->queued_requests() != 0) {

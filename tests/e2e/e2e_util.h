@@ -17,6 +17,12 @@ absl::Status EnsureTinyMoe(const std::string& dir);
 // The `lockstep` binary in the test's runfiles (the test depends on //tools:lockstep).
 std::string LockstepBinary();
 
+// The deployment of the disaggregated tests: context DEP2 + generation DEP4 with
+// max_batch_size 2 per rank, K = 3, unpaired draft pools, the audit on every step. With
+// `fault_timeouts`, short heartbeat, transfer-deadline and lease settings so that
+// faults resolve within seconds.
+std::string DisaggYaml(const std::string& model_dir, bool fault_timeouts);
+
 // The test's temporary directory.
 std::string TestTmpDir();
 
