@@ -21,13 +21,14 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const ExecutorConfig&
   RETURN_IF_ERROR(config.Validate());
   if (deps.comm == nullptr || deps.engine == nullptr || deps.kv == nullptr ||
       deps.clock == nullptr) {
-    return absl::InvalidArgumentError("executor needs a communicator, an engine, a KV "
-                                      "manager and a clock");
+    return absl::InvalidArgumentError(
+        "executor needs a communicator, an engine, a KV "
+        "manager and a clock");
   }
   if (deps.comm->world_size() != config.world_size || deps.comm->rank() != config.rank) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "communicator is rank ", deps.comm->rank(), " of ", deps.comm->world_size(),
-        ", config says rank ", config.rank, " of ", config.world_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("communicator is rank ", deps.comm->rank(), " of ", deps.comm->world_size(),
+                     ", config says rank ", config.rank, " of ", config.world_size));
   }
   return absl::WrapUnique(new Executor(config, std::move(deps)));
 }
@@ -89,8 +90,7 @@ absl::Status Executor::Step() {
 
   sched::Rollback rollback;
   const std::vector<Request*> active = ActiveView();
-  sched::ScheduleDecision decision =
-      scheduler_.Schedule(active, in_flight_.has_value(), &rollback);
+  sched::ScheduleDecision decision = scheduler_.Schedule(active, in_flight_.has_value(), &rollback);
   counters_.paused += static_cast<int64_t>(decision.paused.size());
   if (decision.no_progress) ++counters_.no_progress;
   QueueReceives(decision);
@@ -101,14 +101,11 @@ absl::Status Executor::Step() {
   mine.empty_batch = decision.empty() ? 1 : 0;
   mine.nonempty_batch = decision.empty() ? 0 : 1;
   mine.errors = errors_since_vote_;
-  mine.busy = (!LiveIds().empty() || !claims_.empty() || in_flight_.has_value() ||
-               !queue_.empty())
-                  ? 1
-                  : 0;
+  mine.busy =
+      (!LiveIds().empty() || !claims_.empty() || in_flight_.has_value() || !queue_.empty()) ? 1 : 0;
   errors_since_vote_ = 0;
   auto encoded = mine.Encode();
-  RETURN_IF_ERROR(comm_->AllReduce(absl::MakeSpan(encoded), comm::ReduceOp::kMax,
-                                   Call("vote")));
+  RETURN_IF_ERROR(comm_->AllReduce(absl::MakeSpan(encoded), comm::ReduceOp::kMax, Call("vote")));
   const StepVote vote = StepVote::Decode(encoded);
   const bool can_queue = vote.can_queue();
   const bool local_nonempty = !decision.empty();
@@ -231,8 +228,7 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
     local[kLoadFields + i] = counters_.*kPerRankCounters[i];
   }
   std::vector<int64_t> all(kFields * static_cast<size_t>(config_.world_size));
-  RETURN_IF_ERROR(comm_->AllGather(absl::MakeConstSpan(local), absl::MakeSpan(all),
-                                   Call("loads")));
+  RETURN_IF_ERROR(comm_->AllGather(absl::MakeConstSpan(local), absl::MakeSpan(all), Call("loads")));
   std::vector<sched::RankLoad> loads(config_.world_size);
   InstanceView view;
   free_target_blocks_.resize(config_.world_size);
@@ -307,25 +303,24 @@ absl::Status Executor::ValidateNew(const NewRequestSpec& spec) const {
       (config_.role == Role::kContext && spec.type == RequestType::kContextOnly) ||
       (config_.role == Role::kGeneration && spec.type == RequestType::kGenerationOnly);
   if (!role_ok) {
-    return bad(absl::StrCat("a ", sched::RequestTypeName(spec.type),
-                            " request cannot run on a ", RoleName(config_.role), " instance"));
+    return bad(absl::StrCat("a ", sched::RequestTypeName(spec.type), " request cannot run on a ",
+                            RoleName(config_.role), " instance"));
   }
   if (spec.type == RequestType::kGenerationOnly && !spec.context_source.has_value()) {
     return bad("a generation_only request needs its context source");
   }
   const int64_t total = static_cast<int64_t>(spec.prompt.size()) + spec.sampling.max_tokens;
   if (engine_info_.max_position > 0 && total > engine_info_.max_position) {
-    return bad(absl::StrCat("prompt + max_tokens = ", total,
-                            " exceeds the model's maximum length ",
+    return bad(absl::StrCat("prompt + max_tokens = ", total, " exceeds the model's maximum length ",
                             engine_info_.max_position));
   }
   // The longest this request can get, with two steps of speculative slack, must fit the
   // pool on its own; otherwise it could never finish.
   const int64_t needed = kv_->layout(kv::PoolKind::kTarget)
                              .BlocksFor(total + 2 * config_.scheduler.generation_step_tokens());
-  const int64_t usable = kv_->num_blocks(kv::PoolKind::kTarget) -
-                         kv_->layout(kv::PoolKind::kTarget)
-                             .BlocksFor(config_.kv.dummy_reserved_tokens);
+  const int64_t usable =
+      kv_->num_blocks(kv::PoolKind::kTarget) -
+      kv_->layout(kv::PoolKind::kTarget).BlocksFor(config_.kv.dummy_reserved_tokens);
   if (needed > usable) {
     return bad(absl::StrCat("needs ", needed, " KV blocks, the pool has ", usable));
   }
@@ -358,8 +353,8 @@ void Executor::AdmitAssigned(std::vector<NewRequestSpec> specs) {
 }
 
 void Executor::HandleCancel(RequestId id) {
-  const absl::Status cancelled = absl::CancelledError(
-      absl::StrCat("request ", id.value(), " was cancelled by the client"));
+  const absl::Status cancelled =
+      absl::CancelledError(absl::StrCat("request ", id.value(), " was cancelled by the client"));
   for (auto it = queue_.begin(); it != queue_.end(); ++it) {
     if (it->id != id) continue;
     queue_.erase(it);
@@ -396,8 +391,7 @@ void Executor::HandleCancel(RequestId id) {
 void Executor::PadBeforeSchedule(const InstanceView& view) {
   const std::vector<Request*> active = ActiveView();
   if (view.schedulable == 0 || sched::Scheduler::CountSchedulable(active) > 0) return;
-  if (config_.scheduler.dummy_policy == sched::DummyPolicy::kCompat &&
-      scheduler_.AtCap(active)) {
+  if (config_.scheduler.dummy_policy == sched::DummyPolicy::kCompat && scheduler_.AtCap(active)) {
     ++counters_.dummies_refused;  // the anchor's refusal: a full rank cannot pad
     return;
   }
@@ -411,9 +405,8 @@ void Executor::PadBeforeSchedule(const InstanceView& view) {
 void Executor::PadAfterSchedule(const InstanceView& view, sched::ScheduleDecision* decision,
                                 sched::Rollback* rollback) {
   if (!decision->empty() || view.schedulable == 0) return;
-  if (dummy_ != nullptr ||
-      (config_.scheduler.dummy_policy == sched::DummyPolicy::kCompat &&
-       scheduler_.AtCap(ActiveView()))) {
+  if (dummy_ != nullptr || (config_.scheduler.dummy_policy == sched::DummyPolicy::kCompat &&
+                            scheduler_.AtCap(ActiveView()))) {
     ++counters_.dummies_refused;  // no KV for the dummy, or a full rank under compat
     return;
   }
@@ -525,6 +518,19 @@ void Executor::EnforceDrainDeadline() {
     FailRequest(r.get(), late, /*transfer=*/false);
   }
   for (const auto& [id, r] : claims_) transceiver_->Cancel(id);
+  // Accepted but never assigned: answered by the leader (the queue is the same on every
+  // rank, so every rank drops it).
+  for (const NewRequestSpec& spec : queue_) {
+    if (!is_leader()) break;
+    Response r;
+    r.id = spec.id;
+    r.step = step_;
+    r.finished = true;
+    r.finish_reason = sched::FinishReason::kError;
+    r.status = late;
+    outbox_.push_back(std::move(r));
+    ++counters_.failed;
+  }
   queue_.clear();
 }
 

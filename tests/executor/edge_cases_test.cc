@@ -138,9 +138,8 @@ TEST(EdgeCasesTest, RepeatedVetoesWithPairedDraftPool) {
   ClusterOptions o = WithDraft(Base(3), kv::DraftMode::kPaired);
   for (int step = 2; step < 12; ++step) {
     // Rank 2 reports an empty batch at ten consecutive steps.
-    o.faults.push_back(comm::FaultRule::Mutate(2, "vote", step, [](absl::Span<int64_t> v) {
-      v[0] = 1;
-    }));
+    o.faults.push_back(
+        comm::FaultRule::Mutate(2, "vote", step, [](absl::Span<int64_t> v) { v[0] = 1; }));
   }
   ScriptedCluster c(o);
   auto a = c.MakeRequest(1, 6, 20, 0);
@@ -157,16 +156,15 @@ TEST(EdgeCasesTest, RepeatedVetoesWithPairedDraftPool) {
 // previous batch is processed and cleared.
 TEST(EdgeCasesTest, DeferralTable) {
   ClusterOptions o = Base(2);
-  o.faults.push_back(comm::FaultRule::Mutate(1, "vote", 6, [](absl::Span<int64_t> v) {
-    v[0] = 1;
-  }));
+  o.faults.push_back(
+      comm::FaultRule::Mutate(1, "vote", 6, [](absl::Span<int64_t> v) { v[0] = 1; }));
   ScriptedCluster c(o);
   c.Submit(c.MakeRequest(1, 4, 30, 0));
   c.Submit(c.MakeRequest(2, 4, 30, 1));
   for (int i = 0; i < 7; ++i) ASSERT_TRUE(c.StepAll().ok());
   const exec::StepStats s0 = c.rank(0).step_stats().last();
   EXPECT_TRUE(s0.vetoed);
-  EXPECT_TRUE(s0.deferred);                         // rank 0 had a batch: deferred
+  EXPECT_TRUE(s0.deferred);  // rank 0 had a batch: deferred
   EXPECT_TRUE(c.rank(0).has_batch_in_flight());
   EXPECT_TRUE(c.rank(1).step_stats().last().vetoed);
   RunToEnd(c, 2);
@@ -177,9 +175,8 @@ TEST(EdgeCasesTest, DeferralTable) {
 // skipped safely and nothing leaks.
 TEST(EdgeCasesTest, CancelWhileUpdateIsDeferred) {
   ClusterOptions o = Base(2);
-  o.faults.push_back(comm::FaultRule::Mutate(1, "vote", 8, [](absl::Span<int64_t> v) {
-    v[0] = 1;
-  }));
+  o.faults.push_back(
+      comm::FaultRule::Mutate(1, "vote", 8, [](absl::Span<int64_t> v) { v[0] = 1; }));
   ScriptedCluster c(o);
   auto a = c.MakeRequest(1, 4, 50, 0);
   c.Submit(a);
@@ -318,6 +315,27 @@ TEST(EdgeCasesTest, QueuedRequestsAreAdmittedOldestFirst) {
     short_done_first = c.stream(shortest.id).finished && !c.stream(RequestId(3)).finished;
   }
   EXPECT_TRUE(short_done_first) << "the short request waited behind younger long ones";
+}
+
+// A drain that outlives its deadline fails what is still running or queued, with a
+// clear status, and the instance stops: nothing accepted is left without an answer.
+TEST(EdgeCasesTest, DrainDeadlineAnswersEveryAcceptedRequest) {
+  ClusterOptions o = Base(1);
+  o.scheduler.max_batch_size = 1;
+  o.scheduler.max_num_active_requests = 1;
+  o.drain_timeout = absl::Milliseconds(5);
+  ScriptedCluster c(o);
+  for (int i = 1; i <= 3; ++i) c.Submit(c.MakeRequest(i, 4, 200));  // 1 running, 2 queued
+  ASSERT_TRUE(c.StepAll().ok());
+  c.rank(0).inbox().Drain();
+  ASSERT_TRUE(c.StepUntil([&] { return c.rank(0).drained(); }, 100));
+  for (int i = 1; i <= 3; ++i) {
+    const Stream s = c.stream(RequestId(i));
+    EXPECT_TRUE(s.finished) << i;
+    EXPECT_EQ(s.status.code(), absl::StatusCode::kUnavailable) << i;
+    EXPECT_THAT(std::string(s.status.message()), HasSubstr("drain deadline")) << i;
+  }
+  ExpectBaseline(c);
 }
 
 // Checklist (hang detection): a rank that stops taking part in the step's collectives
