@@ -12,12 +12,10 @@ CheckFailure::CheckFailure(const char* file, int line, const char* condition)
 
 CheckFailure::~CheckFailure() {
   const std::string message = stream_.str();
-  LOCKSTEP_LOG_CRITICAL("check", "{}:{}: check failed: {} {}", file_, line_, condition_,
-                        message);
+  LOCKSTEP_LOG_CRITICAL("check", "{}:{}: check failed: {} {}", file_, line_, condition_, message);
   FlushAllLoggers();
   // Also straight to stderr, in case logging itself is what broke.
-  std::fprintf(stderr, "%s:%d: check failed: %s %s\n", file_, line_, condition_,
-               message.c_str());
+  std::fprintf(stderr, "%s:%d: check failed: %s %s\n", file_, line_, condition_, message.c_str());
   std::fflush(stderr);
   std::abort();
 }

@@ -42,14 +42,14 @@ struct Voidify {
 
 }  // namespace lockstep::internal
 
-#define LOCKSTEP_CHECK(cond)                \
-  (cond) ? (void)0                          \
+#define LOCKSTEP_CHECK(cond)                 \
+  (cond) ? (void)0                           \
          : ::lockstep::internal::Voidify() & \
                ::lockstep::internal::CheckFailure(__FILE__, __LINE__, #cond).stream()
 
-#define LOCKSTEP_CHECK_OK(expr)                                                     \
+#define LOCKSTEP_CHECK_OK(expr)                                                      \
   for (::absl::Status lockstep_check_status_ = (expr); !lockstep_check_status_.ok(); \
-       lockstep_check_status_ = ::absl::OkStatus())                                 \
+       lockstep_check_status_ = ::absl::OkStatus())                                  \
   ::lockstep::internal::CheckFailure(__FILE__, __LINE__, #expr ".ok()").stream()     \
       << lockstep_check_status_ << " "
 

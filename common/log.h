@@ -46,12 +46,12 @@ std::string LogIdentityTag();
 }  // namespace lockstep
 
 // `module` must be a string literal: the logger is looked up once per call site.
-#define LOCKSTEP_LOG(module, level, ...)                                          \
-  do {                                                                            \
+#define LOCKSTEP_LOG(module, level, ...)                                             \
+  do {                                                                               \
     static ::spdlog::logger* const lockstep_logger_ = ::lockstep::GetLogger(module); \
-    if (lockstep_logger_->should_log(level)) {                                    \
-      lockstep_logger_->log(level, __VA_ARGS__);                                  \
-    }                                                                             \
+    if (lockstep_logger_->should_log(level)) {                                       \
+      lockstep_logger_->log(level, __VA_ARGS__);                                     \
+    }                                                                                \
   } while (false)
 
 #define LOCKSTEP_LOG_TRACE(module, ...) LOCKSTEP_LOG(module, ::spdlog::level::trace, __VA_ARGS__)

@@ -20,17 +20,16 @@
 
 // Evaluates `expr` (an absl::Status) once and returns it from the enclosing function
 // when it is not OK.
-#define RETURN_IF_ERROR(expr)                                          \
-  do {                                                                 \
-    ::absl::Status lockstep_status_ = (expr);                          \
-    if (!lockstep_status_.ok()) return lockstep_status_;               \
+#define RETURN_IF_ERROR(expr)                            \
+  do {                                                   \
+    ::absl::Status lockstep_status_ = (expr);            \
+    if (!lockstep_status_.ok()) return lockstep_status_; \
   } while (false)
 
 // Evaluates `rexpr` (an absl::StatusOr<T>) once; on error returns its status, otherwise
 // move-assigns the value to `lhs` (which may be a declaration).
-#define ASSIGN_OR_RETURN(lhs, rexpr)                                                    \
-  LOCKSTEP_ASSIGN_OR_RETURN_IMPL_(LOCKSTEP_STATUS_CONCAT_(lockstep_statusor_, __LINE__), \
-                                  lhs, rexpr)
+#define ASSIGN_OR_RETURN(lhs, rexpr) \
+  LOCKSTEP_ASSIGN_OR_RETURN_IMPL_(LOCKSTEP_STATUS_CONCAT_(lockstep_statusor_, __LINE__), lhs, rexpr)
 
 #define LOCKSTEP_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
   auto statusor = (rexpr);                                    \

@@ -27,8 +27,7 @@ struct BlockLayout {
     return static_cast<size_t>(tokens_per_block) * static_cast<size_t>(head_dim);
   }
   size_t BlockFloats() const {
-    return static_cast<size_t>(num_layers) * 2 * static_cast<size_t>(num_kv_heads) *
-           PlaneFloats();
+    return static_cast<size_t>(num_layers) * 2 * static_cast<size_t>(num_kv_heads) * PlaneFloats();
   }
   size_t BlockBytes() const { return BlockFloats() * sizeof(float); }
 
@@ -58,8 +57,8 @@ struct BlockLayout {
   }
 
   std::string ToString() const {
-    return absl::StrCat("layers=", num_layers, " kv_heads=", num_kv_heads,
-                        " head_dim=", head_dim, " tokens_per_block=", tokens_per_block);
+    return absl::StrCat("layers=", num_layers, " kv_heads=", num_kv_heads, " head_dim=", head_dim,
+                        " tokens_per_block=", tokens_per_block);
   }
 
   friend bool operator==(const BlockLayout&, const BlockLayout&) = default;

@@ -112,9 +112,8 @@ TEST(RankAssignmentTest, RandomizedProperties) {
       }
     }
     // A queued unpinned request means every rank was at the expected count.
-    const bool unpinned_queued = std::any_of(queued.begin(), queued.end(), [&](int32_t i) {
-      return !reqs[i].pinned_rank.has_value();
-    });
+    const bool unpinned_queued = std::any_of(
+        queued.begin(), queued.end(), [&](int32_t i) { return !reqs[i].pinned_rank.has_value(); });
     if (unpinned_queued) {
       for (int r = 0; r < ranks; ++r) {
         ASSERT_GE(after[r].active_requests, a.expected_per_rank) << "trial " << trial;

@@ -38,8 +38,8 @@ void Request::TransitionTo(RequestState next) {
 
 void Request::set_context_position(int64_t position) {
   LOCKSTEP_CHECK(position >= 0 && position <= context_length())
-      << "context position " << position << " outside [0, " << context_length()
-      << "] for request " << id_;
+      << "context position " << position << " outside [0, " << context_length() << "] for request "
+      << id_;
   context_position_ = position;
 }
 
@@ -49,8 +49,7 @@ AppendResult Request::AppendTokens(absl::Span<const int32_t> tokens, int32_t eos
     if (num_output_tokens() >= sampling_.max_tokens) break;
     output_tokens_.push_back(token);
     ++result.num_appended;
-    const bool is_stop = std::find(sampling_.stop_token_ids.begin(),
-                                   sampling_.stop_token_ids.end(),
+    const bool is_stop = std::find(sampling_.stop_token_ids.begin(), sampling_.stop_token_ids.end(),
                                    token) != sampling_.stop_token_ids.end();
     const bool is_eos = eos_token_id >= 0 && token == eos_token_id && !sampling_.ignore_eos;
     if (is_stop || is_eos) {
@@ -105,8 +104,8 @@ void Request::Finish(FinishReason reason, absl::Status status, absl::Time now, b
 std::string Request::DebugString() const {
   return absl::StrCat("request ", id_.value(), is_dummy_ ? " (dummy)" : "", " ",
                       RequestTypeName(type_), " ", RequestStateName(state_), " ctx ",
-                      context_position_, "/", context_length(), " out ", num_output_tokens(),
-                      "/", sampling_.max_tokens, " in_flight ", in_flight_steps_);
+                      context_position_, "/", context_length(), " out ", num_output_tokens(), "/",
+                      sampling_.max_tokens, " in_flight ", in_flight_steps_);
 }
 
 }  // namespace lockstep::sched

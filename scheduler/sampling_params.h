@@ -41,18 +41,19 @@ struct SamplingParams {
       return absl::InvalidArgumentError(
           absl::StrCat("temperature must be in [0, 2], got ", temperature));
     }
-    if (top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", top_k));
+    if (top_k < 0)
+      return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", top_k));
     if (!(top_p > 0.0f && top_p <= 1.0f)) {
       return absl::InvalidArgumentError(absl::StrCat("top_p must be in (0, 1], got ", top_p));
     }
     if (logprobs < 0 || logprobs > 20) {
-      return absl::InvalidArgumentError(absl::StrCat("logprobs must be in [0, 20], got ", logprobs));
+      return absl::InvalidArgumentError(
+          absl::StrCat("logprobs must be in [0, 20], got ", logprobs));
     }
     for (int32_t t : stop_token_ids) {
       if (t < 0 || t >= vocab_size) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("stop_token_ids: token ", t, " is outside the vocabulary [0, ",
-                         vocab_size, ")"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "stop_token_ids: token ", t, " is outside the vocabulary [0, ", vocab_size, ")"));
       }
     }
     return absl::OkStatus();

@@ -32,9 +32,7 @@ struct ScheduleDecision {
   // Schedulable requests existed, nothing was scheduled and nothing is in flight.
   bool no_progress = false;
 
-  int64_t batch_size() const {
-    return static_cast<int64_t>(context.size() + generation.size());
-  }
+  int64_t batch_size() const { return static_cast<int64_t>(context.size() + generation.size()); }
   bool empty() const { return context.empty() && generation.empty(); }
 };
 

@@ -28,8 +28,7 @@ const char* DummyPolicyName(DummyPolicy policy) {
   return policy == DummyPolicy::kCompat ? "compat" : "reserved";
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config, kv::KvManager* kv)
-    : config_(config), kv_(kv) {
+Scheduler::Scheduler(const SchedulerConfig& config, kv::KvManager* kv) : config_(config), kv_(kv) {
   LOCKSTEP_CHECK_OK(config_.Validate());
 }
 
@@ -64,8 +63,8 @@ bool UnpairedDraft(const kv::KvManager& kv, const SchedulerConfig& config) {
 // an unpaired draft pool, its mirror to `draft_cap` (admitting the mirror first). All or
 // nothing; what succeeded is recorded in `rollback`.
 // `old_target` is the target capacity now.
-bool GrowCaches(kv::KvManager& kv, const SchedulerConfig& config, RequestId id,
-                int64_t old_target, int64_t target_cap, int64_t draft_cap, Rollback* rollback) {
+bool GrowCaches(kv::KvManager& kv, const SchedulerConfig& config, RequestId id, int64_t old_target,
+                int64_t target_cap, int64_t draft_cap, Rollback* rollback) {
   if (target_cap > old_target) {
     if (!kv.Resize(id, kv::PoolKind::kTarget, target_cap, std::nullopt).ok()) return false;
   }
@@ -74,10 +73,9 @@ bool GrowCaches(kv::KvManager& kv, const SchedulerConfig& config, RequestId id,
     // request); one admitted for a cache created this step goes with that cache.
     const bool admitted = kv.AdmitMirror(id).ok();
     const std::optional<kv::CacheInfo> draft = kv.Info(id, kv::PoolKind::kDraft);
-    const bool grown =
-        admitted && draft.has_value() &&
-        (draft_cap <= draft->capacity ||
-         kv.Resize(id, kv::PoolKind::kDraft, draft_cap, std::nullopt).ok());
+    const bool grown = admitted && draft.has_value() &&
+                       (draft_cap <= draft->capacity ||
+                        kv.Resize(id, kv::PoolKind::kDraft, draft_cap, std::nullopt).ok());
     if (!grown) {
       if (target_cap > old_target) {
         LOCKSTEP_CHECK_OK(kv.Resize(id, kv::PoolKind::kTarget, old_target, std::nullopt));
@@ -134,11 +132,10 @@ bool Scheduler::MakeRoom(const Request* requester, absl::Span<Request* const> ac
         continue;
       }
       if (!kv_->Has(r->id(), kv::PoolKind::kTarget)) continue;
-      const bool in_batch =
-          std::find(decision->generation.begin(), decision->generation.end(), r) !=
-              decision->generation.end() ||
-          std::any_of(decision->context.begin(), decision->context.end(),
-                      [r](const ScheduledChunk& c) { return c.request == r; });
+      const bool in_batch = std::find(decision->generation.begin(), decision->generation.end(),
+                                      r) != decision->generation.end() ||
+                            std::any_of(decision->context.begin(), decision->context.end(),
+                                        [r](const ScheduledChunk& c) { return c.request == r; });
       if (in_batch) continue;
       if (victim == nullptr || r->start_order() > victim->start_order()) victim = r;
     }
@@ -190,8 +187,8 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
       continue;
     }
     bool grown = GrowBy(r, step_tokens, rollback);
-    if (!grown && MakeRoom(r, active, &decision,
-                           [&] { return kv_->CanGrow(r->id(), step_tokens); })) {
+    if (!grown &&
+        MakeRoom(r, active, &decision, [&] { return kv_->CanGrow(r->id(), step_tokens); })) {
       grown = GrowBy(r, step_tokens, rollback);
     }
     if (!grown) continue;  // refused this step; it keeps its KV, older requests may pause it
@@ -202,8 +199,7 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
   // 2. Prefill chunks: started ones in start order, then first-come-first-served.
   for (Request* r : order) {
     if (full()) break;
-    if (r->state() != RequestState::kContextInit || r->is_dummy() ||
-        r->context_remaining() <= 0) {
+    if (r->state() != RequestState::kContextInit || r->is_dummy() || r->context_remaining() <= 0) {
       continue;
     }
     if (std::find(decision.paused.begin(), decision.paused.end(), r) != decision.paused.end()) {
@@ -216,9 +212,9 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
       // A cache kept from a step that did not schedule it may hold a reused prefix.
       position = std::max(position, info->history);
     } else {
-      absl::StatusOr<int64_t> reused = kv_->CreateCache(
-          id, UseReuse() ? absl::Span<const int32_t>(r->context_tokens())
-                         : absl::Span<const int32_t>());
+      absl::StatusOr<int64_t> reused =
+          kv_->CreateCache(id, UseReuse() ? absl::Span<const int32_t>(r->context_tokens())
+                                          : absl::Span<const int32_t>());
       if (!reused.ok()) break;
       rollback->RecordCreate(id);
       created = true;
@@ -226,8 +222,8 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
       position = std::max(position, *reused);
     }
     const int64_t remaining = r->context_length() - position;
-    const int64_t chunk = std::min({remaining, config_.chunk_size,
-                                    config_.max_num_tokens - decision.num_tokens});
+    const int64_t chunk =
+        std::min({remaining, config_.chunk_size, config_.max_num_tokens - decision.num_tokens});
     if (chunk <= 0) break;
     const bool last = chunk == remaining;
     const int64_t extra = last && spec ? config_.num_draft_tokens : 0;
@@ -241,8 +237,7 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
     if (!grown) {
       ++stats_.growth_failures;
       const int64_t have = kv_->Info(id, kv::PoolKind::kTarget)->capacity;
-      if (MakeRoom(r, active, &decision,
-                   [&] { return kv_->CanGrow(id, draft_cap - have); })) {
+      if (MakeRoom(r, active, &decision, [&] { return kv_->CanGrow(id, draft_cap - have); })) {
         grown = grow();
       }
     }

@@ -39,8 +39,8 @@ namespace lockstep::sched {
 // Counters kept across passes.
 struct SchedulerStats {
   int64_t passes = 0;
-  int64_t paused = 0;          // requests paused under KV pressure
-  int64_t no_progress = 0;     // passes with candidates but nothing scheduled or in flight
+  int64_t paused = 0;       // requests paused under KV pressure
+  int64_t no_progress = 0;  // passes with candidates but nothing scheduled or in flight
   int64_t growth_failures = 0;
 };
 
@@ -51,8 +51,7 @@ class Scheduler {
 
   // One pass over `active` (this rank's requests in arrival order; a pad dummy last).
   // `in_flight` says whether a launched step has not been completed yet.
-  ScheduleDecision Schedule(absl::Span<Request* const> active, bool in_flight,
-                            Rollback* rollback);
+  ScheduleDecision Schedule(absl::Span<Request* const> active, bool in_flight, Rollback* rollback);
 
   // Grows a pad dummy like a generation step (the post-schedule pad). Returns false
   // (nothing changed) when it does not fit.

@@ -56,9 +56,9 @@ void BM_SchedulePass(benchmark::State& state) {
     benchmark::DoNotOptimize(d);
   }
   // Seconds per scheduled request (shown in the unit Google Benchmark picks).
-  state.counters["per_request"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * n,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_request"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * n,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_SchedulePass)->Arg(16)->Arg(256)->Arg(1024);
 

@@ -57,8 +57,8 @@ struct SchedulerConfig {
     }
     if (max_num_tokens < generation_step_tokens()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("max_num_tokens must be >= 1 + num_draft_tokens (",
-                       generation_step_tokens(), "), got ", max_num_tokens));
+          absl::StrCat("max_num_tokens must be >= 1 + num_draft_tokens (", generation_step_tokens(),
+                       "), got ", max_num_tokens));
     }
     if (chunk_size < 1) {
       return absl::InvalidArgumentError(absl::StrCat("chunk_size must be >= 1, got ", chunk_size));

@@ -69,8 +69,7 @@ class Harness {
     }
     for (Request* r : d.generation) {
       const auto info = *kv_->Info(r->id(), kv::PoolKind::kTarget);
-      EXPECT_THAT(kv_->Resize(r->id(), kv::PoolKind::kTarget, info.capacity - k,
-                              info.history + 1),
+      EXPECT_THAT(kv_->Resize(r->id(), kv::PoolKind::kTarget, info.capacity - k, info.history + 1),
                   testing::IsOk());
       if (r->AppendTokens({1}, -1).finished) {
         r->Finish(r->finish_reason(), absl::OkStatus(), absl::UnixEpoch());
@@ -214,7 +213,7 @@ TEST(SchedulerTest, OldestStartedGoesFirstSoTheSystemProgresses) {
   Harness h(Config(4, 64, /*chunk=*/4), /*num_blocks=*/5);
   Request* a = h.Add(1, 12, 1);
   Request* b = h.Add(2, 12, 1);
-  h.Step();  // both prefill 4 tokens
+  h.Step();               // both prefill 4 tokens
   a->set_start_order(5);  // pretend a restarted after b
   b->set_start_order(0);
   const ScheduleDecision d = h.Step();

@@ -56,8 +56,8 @@ class Communicator {
                                  const CallOptions& options) = 0;
 
   // Variable-size gather to all: result[r] is rank r's bytes.
-  virtual absl::StatusOr<std::vector<std::string>> AllGatherBytes(
-      absl::string_view data, const CallOptions& options) = 0;
+  virtual absl::StatusOr<std::vector<std::string>> AllGatherBytes(absl::string_view data,
+                                                                  const CallOptions& options) = 0;
 
   // Root's `*data` replaces `*data` on every other rank (sizes may differ before).
   virtual absl::Status Broadcast(std::string* data, int root, const CallOptions& options) = 0;

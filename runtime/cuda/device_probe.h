@@ -8,10 +8,10 @@
 namespace lockstep::cuda {
 
 struct DeviceProbe {
-  int nccl_version = 0;        // e.g. 22703 for 2.27.3
+  int nccl_version = 0;  // e.g. 22703 for 2.27.3
   int cuda_runtime_version = 0;
-  int device_count = 0;        // 0 when no GPU or no driver
-  std::string device_error;    // why the device count is 0, if it is
+  int device_count = 0;      // 0 when no GPU or no driver
+  std::string device_error;  // why the device count is 0, if it is
 
   std::string ToString() const;
 };

@@ -70,9 +70,9 @@ SequenceState& BatchRunner::StateFor(const Key& key) {
   state.generation = key.second;
   created_.push_back(key);
   if (draft_ != nullptr && num_draft_tokens_ > 0) {
-    state.spec_kv.assign(
-        SpecBufferFloats(draft_->Layout(draft_pool_.layout.tokens_per_block), num_draft_tokens_ + 1),
-        0.0f);
+    state.spec_kv.assign(SpecBufferFloats(draft_->Layout(draft_pool_.layout.tokens_per_block),
+                                          num_draft_tokens_ + 1),
+                         0.0f);
   }
   return state;
 }
@@ -82,15 +82,15 @@ absl::Status BatchRunner::CheckCoverage(const SeqWork& work, const std::vector<B
                                         const char* pool_name) const {
   const int64_t needed = pool.layout.BlocksFor(end);
   if (static_cast<int64_t>(blocks.size()) < needed) {
-    return BadRequest(*work.kv, absl::StrCat("the ", pool_name, " block table holds ",
-                                             blocks.size(), " blocks; positions up to ", end,
-                                             " need ", needed));
+    return BadRequest(*work.kv,
+                      absl::StrCat("the ", pool_name, " block table holds ", blocks.size(),
+                                   " blocks; positions up to ", end, " need ", needed));
   }
   for (int64_t b = 0; b < needed; ++b) {
     if (blocks[b].value() < 0 || blocks[b].value() >= pool.num_blocks) {
-      return BadRequest(*work.kv, absl::StrCat(pool_name, " block id ", blocks[b].value(),
-                                               " is outside the pool of ", pool.num_blocks,
-                                               " blocks"));
+      return BadRequest(*work.kv,
+                        absl::StrCat(pool_name, " block id ", blocks[b].value(),
+                                     " is outside the pool of ", pool.num_blocks, " blocks"));
     }
   }
   return absl::OkStatus();
@@ -107,9 +107,9 @@ absl::Status BatchRunner::PlanContext(const ContextChunk& chunk, SeqWork& work) 
     }
   }
   if (chunk.position < 0 || chunk.position + n > config.max_position) {
-    return BadRequest(chunk.kv, absl::StrCat("chunk [", chunk.position, ", ", chunk.position + n,
-                                             ") exceeds the model's ", config.max_position,
-                                             " positions"));
+    return BadRequest(chunk.kv,
+                      absl::StrCat("chunk [", chunk.position, ", ", chunk.position + n,
+                                   ") exceeds the model's ", config.max_position, " positions"));
   }
   RETURN_IF_ERROR(CheckCoverage(work, chunk.kv.blocks, target_pool_, chunk.position + n, "target"));
   work.draft_kv = draft_ != nullptr && num_draft_tokens_ > 0 && chunk.kv.draft_generation != 0;
@@ -122,8 +122,9 @@ absl::Status BatchRunner::PlanContext(const ContextChunk& chunk, SeqWork& work) 
   work.draft_end = chunk.position;  // earlier chunks are in the pool
   work.draft_limit = chunk.position + n;
   work.last_chunk = chunk.last_chunk;
-  work.propose =
-      work.draft_kv && chunk.last_chunk ? std::clamp(chunk.num_draft_tokens, 0, num_draft_tokens_) : 0;
+  work.propose = work.draft_kv && chunk.last_chunk
+                     ? std::clamp(chunk.num_draft_tokens, 0, num_draft_tokens_)
+                     : 0;
   if (chunk.last_chunk) work.state = &StateFor(work.key);
   return absl::OkStatus();
 }
@@ -150,8 +151,8 @@ absl::Status BatchRunner::PlanGeneration(const GenerationStep& step, SeqWork& wo
   work.verify = std::clamp(step.num_draft_tokens, 0, static_cast<int>(work.drafts.size()));
   work.drafts.resize(work.verify);
   if (work.last_token < 0 || work.last_token >= config.vocab_size) {
-    return BadRequest(step.kv, absl::StrCat("last token ", work.last_token,
-                                            " is outside the vocabulary"));
+    return BadRequest(step.kv,
+                      absl::StrCat("last token ", work.last_token, " is outside the vocabulary"));
   }
   for (int32_t token : work.drafts) {
     if (token < 0 || token >= config.vocab_size) {
@@ -267,9 +268,8 @@ void BatchRunner::Accept(const float* logits) {
     // Sample every verified position with the request's own draw; accept drafts while
     // they equal the sampled token.
     for (int j = 0; j <= work.verify; ++j) {
-      const int32_t token =
-          SampleToken(logits + static_cast<size_t>(work.first_logit + j) * vocab, vocab,
-                      *work.sampling, work.start + 1 + j, arena_);
+      const int32_t token = SampleToken(logits + static_cast<size_t>(work.first_logit + j) * vocab,
+                                        vocab, *work.sampling, work.start + 1 + j, arena_);
       work.tokens.push_back(token);
       if (j == work.verify || token != work.drafts[j]) {
         work.accepted = j;
@@ -334,7 +334,8 @@ absl::Status BatchRunner::DraftPasses(const Batch& batch, bool empty) {
         } else {
           for (int64_t p = pool_valid[s]; p < work.next_start; ++p) {
             LOCKSTEP_DCHECK(p >= work.start) << "draft K/V missing below the history";
-            const int32_t token = p == work.start ? work.last_token : work.drafts[p - work.start - 1];
+            const int32_t token =
+                p == work.start ? work.last_token : work.drafts[p - work.start - 1];
             rows_.push_back({token, p, s});
           }
         }
@@ -378,8 +379,8 @@ BatchResult BatchRunner::Results(const Batch& batch, const float* logits) {
     if (work.sampling->logprobs > 0) {
       for (size_t j = 0; j < work.tokens.size(); ++j) {
         out.logprobs.push_back(
-            TokenLogprobs(logits + static_cast<size_t>(work.first_logit + j) * vocab,
-                          vocab, work.tokens[j], work.sampling->logprobs, arena_));
+            TokenLogprobs(logits + static_cast<size_t>(work.first_logit + j) * vocab, vocab,
+                          work.tokens[j], work.sampling->logprobs, arena_));
       }
     }
     if (work.state == nullptr) continue;  // a non-last context chunk

@@ -92,20 +92,20 @@ class BatchRunner {
     int32_t last_token = 0;       // generation: the token at `start`
     std::vector<int32_t> drafts;  // generation: the drafts verified (size `verify`)
     int verify = 0;
-    int64_t draft_end = 0;        // the draft pool is valid for [0, draft_end)
-    int spec_len = 0;             // then the spec buffer holds [draft_end, + spec_len)
-    int64_t draft_limit = 0;      // the draft pool may be written below this position
-    int64_t new_draft_end = 0;    // draft_end after this step
-    int propose = 0;              // drafts to propose after this step
-    bool draft_kv = false;        // the draft model keeps KV for this sequence
-    int first_row = 0;            // in the target forward
+    int64_t draft_end = 0;      // the draft pool is valid for [0, draft_end)
+    int spec_len = 0;           // then the spec buffer holds [draft_end, + spec_len)
+    int64_t draft_limit = 0;    // the draft pool may be written below this position
+    int64_t new_draft_end = 0;  // draft_end after this step
+    int propose = 0;            // drafts to propose after this step
+    bool draft_kv = false;      // the draft model keeps KV for this sequence
+    int first_row = 0;          // in the target forward
     int num_rows = 0;
-    int first_logit = -1;         // in the target logits (-1: none)
+    int first_logit = -1;            // in the target logits (-1: none)
     SequenceState* state = nullptr;  // the state this step continues or creates
     // Outcome.
     std::vector<int32_t> tokens;  // sampled (context) or accepted + bonus (generation)
     int accepted = 0;
-    int64_t next_start = 0;       // history after this step (position of tokens.back())
+    int64_t next_start = 0;  // history after this step (position of tokens.back())
   };
 
   // Validates the batch and fills work_[0, num_work_); creates missing states.

@@ -45,7 +45,8 @@ class CpuEngine final : public ModelEngine {
         threads_(options.num_threads),
         runner_(target_.get(),
                 {options.target_storage, options.target_layout, options.target_num_blocks},
-                draft_.get(), {options.draft_storage, options.draft_layout, options.draft_num_blocks},
+                draft_.get(),
+                {options.draft_storage, options.draft_layout, options.draft_num_blocks},
                 options.num_draft_tokens, &threads_),
         thread_([this] { Loop(); }) {}
 
@@ -81,8 +82,8 @@ class CpuEngine final : public ModelEngine {
     }
     auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !results_.empty(); };
     if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("step ", step.value(), " is still running after ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "step ", step.value(), " is still running after ", absl::FormatDuration(timeout)));
     }
     Outcome outcome = std::move(results_.front());
     results_.pop_front();
@@ -154,17 +155,17 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
   if (options.communicator != nullptr) {
     if (options.communicator->world_size() != options.world_size ||
         options.communicator->rank() != options.rank) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rank ", options.rank, " of ", options.world_size, " does not match the communicator (rank ",
-          options.communicator->rank(), " of ", options.communicator->world_size(), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", options.rank, " of ", options.world_size,
+                       " does not match the communicator (rank ", options.communicator->rank(),
+                       " of ", options.communicator->world_size(), ")"));
     }
   } else if (options.world_size != 1 || options.rank != 0) {
     return absl::InvalidArgumentError("world_size > 1 needs a communicator");
   }
   if (options.num_draft_tokens < 0 || options.num_draft_tokens > kMaxDraftTokens) {
-    return absl::InvalidArgumentError(absl::StrCat("num_draft_tokens must be in [0, ",
-                                                   kMaxDraftTokens, "], got ",
-                                                   options.num_draft_tokens));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_draft_tokens must be in [0, ", kMaxDraftTokens, "], got ", options.num_draft_tokens));
   }
   if (options.num_draft_tokens > 0 && options.draft_model_dir.empty()) {
     return absl::InvalidArgumentError("num_draft_tokens > 0 needs draft_model_dir");
@@ -181,9 +182,10 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
     RETURN_IF_ERROR(CheckPool("draft", options.draft_storage, options.draft_layout,
                               options.draft_num_blocks, *draft, options.draft_model_dir));
     if (draft->config().vocab_size != target->config().vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "draft vocab_size ", draft->config().vocab_size, " (", options.draft_model_dir,
-          ") differs from the target's ", target->config().vocab_size, " (", options.model_dir, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("draft vocab_size ", draft->config().vocab_size, " (",
+                       options.draft_model_dir, ") differs from the target's ",
+                       target->config().vocab_size, " (", options.model_dir, ")"));
     }
   }
   return std::unique_ptr<ModelEngine>(new CpuEngine(std::move(target), std::move(draft), options));

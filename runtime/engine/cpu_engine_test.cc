@@ -88,7 +88,8 @@ TEST(CpuEngineTest, OutputIsIndependentOfBatchingChunkingOverlapAndThreads) {
     for (size_t s = 1; s < outputs.size(); ++s) {
       for (size_t r = 0; r < requests.size(); ++r) {
         ASSERT_EQ(outputs[s][r].tokens.size(), 12u);
-        EXPECT_EQ(outputs[s][r].tokens, outputs[0][r].tokens) << preset << " setup " << s << " request " << r;
+        EXPECT_EQ(outputs[s][r].tokens, outputs[0][r].tokens)
+            << preset << " setup " << s << " request " << r;
         ASSERT_EQ(outputs[s][r].logprobs.size(), outputs[0][r].logprobs.size());
         for (size_t t = 0; t < outputs[0][r].logprobs.size(); ++t) {
           for (size_t j = 0; j < outputs[0][r].logprobs[t].size(); ++j) {
@@ -135,9 +136,10 @@ TEST(CpuEngineTest, InvalidBatchesFailWithTheRequestNamed) {
     return batch;
   };
   const std::vector<BlockId> two = {BlockId(3), BlockId(5)};
-  EXPECT_THAT(RunBatch(e, batch_of(Chunk(7, {BlockId(3), BlockId(8)}, std::vector<int32_t>(12, 65)))),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("request 7"), HasSubstr("block id 8"))));
+  EXPECT_THAT(
+      RunBatch(e, batch_of(Chunk(7, {BlockId(3), BlockId(8)}, std::vector<int32_t>(12, 65)))),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("request 7"), HasSubstr("block id 8"))));
   EXPECT_THAT(RunBatch(e, batch_of(Chunk(7, {BlockId(3)}, std::vector<int32_t>(12, 65)))),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("block table")));
   EXPECT_THAT(RunBatch(e, batch_of(Chunk(7, two, {65, 272}))),
@@ -154,8 +156,9 @@ TEST(CpuEngineTest, InvalidBatchesFailWithTheRequestNamed) {
   Batch gen;
   gen.step = StepId(step++);
   gen.generation.push_back(unknown);
-  EXPECT_THAT(RunBatch(e, gen), StatusIs(absl::StatusCode::kInvalidArgument,
-                                         AllOf(HasSubstr("request 9"), HasSubstr("no engine state"))));
+  EXPECT_THAT(RunBatch(e, gen),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("request 9"), HasSubstr("no engine state"))));
 
   // The engine still works after failed batches; the state lives until released.
   absl::StatusOr<BatchResult> ok = RunBatch(e, batch_of(Chunk(9, two, {256, 72, 105})));
@@ -173,7 +176,8 @@ TEST(CpuEngineTest, InvalidBatchesFailWithTheRequestNamed) {
   gen.step = StepId(step++);
   gen.released.clear();
   gen.generation = {unknown};
-  EXPECT_THAT(RunBatch(e, gen), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no engine state")));
+  EXPECT_THAT(RunBatch(e, gen),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no engine state")));
 }
 
 TEST(CpuEngineTest, CollectChecksTheStepOrder) {
@@ -208,16 +212,20 @@ TEST(CpuEngineTest, CreateRejectsBadOptionsNamingThem) {
                        AllOf(HasSubstr("head_dim=16"), HasSubstr("head_dim=32"), HasSubstr(dir))));
   options.target_layout = *ModelBlockLayout(dir, 8);
   options.target_storage = nullptr;
-  EXPECT_THAT(CreateCpuEngine(options), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("target_storage")));
+  EXPECT_THAT(CreateCpuEngine(options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("target_storage")));
   options.target_storage = slab.data();
   options.num_draft_tokens = 2;
-  EXPECT_THAT(CreateCpuEngine(options), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("draft_model_dir")));
+  EXPECT_THAT(CreateCpuEngine(options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("draft_model_dir")));
   options.num_draft_tokens = 0;
   options.world_size = 2;
-  EXPECT_THAT(CreateCpuEngine(options), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("communicator")));
+  EXPECT_THAT(CreateCpuEngine(options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("communicator")));
   options.world_size = 1;
   options.model_dir = dir + "/nonexistent";
-  EXPECT_THAT(CreateCpuEngine(options), StatusIs(absl::StatusCode::kNotFound, HasSubstr("config.json")));
+  EXPECT_THAT(CreateCpuEngine(options),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("config.json")));
   options.model_dir = dir;
   EXPECT_THAT(CreateCpuEngine(options), IsOk());
 }

@@ -13,8 +13,8 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -107,8 +107,8 @@ void BM_Decode(benchmark::State& state, const char* preset) {
     step.step = StepId(id++);
     benchmark::DoNotOptimize(bench.Run(step));
   }
-  state.counters["tokens_per_s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * batch_size, benchmark::Counter::kIsRate);
+  state.counters["tokens_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * batch_size, benchmark::Counter::kIsRate);
 }
 
 void BM_Prefill(benchmark::State& state, const char* preset) {
@@ -124,8 +124,8 @@ void BM_Prefill(benchmark::State& state, const char* preset) {
     batch.step = StepId(id++);
     benchmark::DoNotOptimize(bench.Run(batch));
   }
-  state.counters["tokens_per_s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * kChunk, benchmark::Counter::kIsRate);
+  state.counters["tokens_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * kChunk, benchmark::Counter::kIsRate);
 }
 
 // One GEMM of a forward: rows x n x k.
@@ -183,7 +183,8 @@ double GemmSeconds(const std::vector<Shape>& shapes, Fn&& gemm) {
     c.emplace_back(static_cast<size_t>(s.rows) * s.n);
   }
   auto pass = [&] {
-    for (size_t i = 0; i < shapes.size(); ++i) gemm(i, shapes[i], a[i].data(), w[i].data(), c[i].data());
+    for (size_t i = 0; i < shapes.size(); ++i)
+      gemm(i, shapes[i], a[i].data(), w[i].data(), c[i].data());
   };
   pass();
   std::vector<double> times;
@@ -223,7 +224,8 @@ void BM_ForwardVsSgemm(benchmark::State& state, const char* preset) {
   }
   if (prefill) logit_rows.push_back(rows - 1);
   Arena arena;
-  const std::vector<Shape> shapes = ForwardShapes(model->config(), rows, static_cast<int>(logit_rows.size()));
+  const std::vector<Shape> shapes =
+      ForwardShapes(model->config(), rows, static_cast<int>(logit_rows.size()));
   const double flops = Flops(shapes);
   const double sgemm_seconds =
       GemmSeconds(shapes, [](size_t, const Shape& s, const float* a, const float* w, float* c) {
@@ -232,7 +234,8 @@ void BM_ForwardVsSgemm(benchmark::State& state, const char* preset) {
       });
   std::vector<PackedMatrix> packed;
   for (const Shape& s : shapes) {
-    packed.push_back(PackedMatrix::Pack(std::vector<float>(static_cast<size_t>(s.n) * s.k, 0.25f), s.n, s.k));
+    packed.push_back(
+        PackedMatrix::Pack(std::vector<float>(static_cast<size_t>(s.n) * s.k, 0.25f), s.n, s.k));
   }
   const double kernel_seconds =
       GemmSeconds(shapes, [&](size_t i, const Shape& s, const float* a, const float*, float* c) {
@@ -264,8 +267,9 @@ void BM_Gemm(benchmark::State& state) {
     Gemm(x.data(), rows, k, packed, nullptr, y.data(), n, nullptr);
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["gflops"] = benchmark::Counter(2.0 * rows * n * k * 1e-9 * static_cast<double>(state.iterations()),
-                                                benchmark::Counter::kIsRate);
+  state.counters["gflops"] =
+      benchmark::Counter(2.0 * rows * n * k * 1e-9 * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
 }
 
 void BM_Sgemm(benchmark::State& state) {
@@ -278,8 +282,9 @@ void BM_Sgemm(benchmark::State& state) {
                 0.0f, y.data(), n);
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["gflops"] = benchmark::Counter(2.0 * rows * n * k * 1e-9 * static_cast<double>(state.iterations()),
-                                                benchmark::Counter::kIsRate);
+  state.counters["gflops"] =
+      benchmark::Counter(2.0 * rows * n * k * 1e-9 * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
 }
 
 void GemmArgs(benchmark::internal::Benchmark* b) {
@@ -294,11 +299,21 @@ void GemmArgs(benchmark::internal::Benchmark* b) {
   openblas_set_num_threads(1);  // the engine's GEMMs run on one thread here too
   for (const char* preset : kPresets) {
     benchmark::RegisterBenchmark((std::string("BM_Decode/") + preset).c_str(), BM_Decode, preset)
-        ->Arg(1)->Arg(8)->Arg(32)->UseRealTime()->Unit(benchmark::kMicrosecond);
+        ->Arg(1)
+        ->Arg(8)
+        ->Arg(32)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark((std::string("BM_Prefill/") + preset).c_str(), BM_Prefill, preset)
-        ->UseRealTime()->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark((std::string("BM_ForwardVsSgemm/") + preset).c_str(), BM_ForwardVsSgemm, preset)
-        ->Arg(1)->Arg(8)->Arg(32)->Arg(0)->Unit(benchmark::kMicrosecond);
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((std::string("BM_ForwardVsSgemm/") + preset).c_str(),
+                                 BM_ForwardVsSgemm, preset)
+        ->Arg(1)
+        ->Arg(8)
+        ->Arg(32)
+        ->Arg(0)
+        ->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark("BM_Gemm", BM_Gemm)->Apply(GemmArgs);
   benchmark::RegisterBenchmark("BM_Sgemm", BM_Sgemm)->Apply(GemmArgs);

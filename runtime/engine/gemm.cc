@@ -21,14 +21,14 @@ inline void StoreTile(const float* acc, int rows, float* y, int ldy, int cols) {
 
 // Portable reference: the same FMA chain per element, one element at a time.
 template <int R>
-void TilePortable(const float* x, int ldx, const float* panel, int k, float* y, int ldy,
-                  int cols) {
+void TilePortable(const float* x, int ldx, const float* panel, int k, float* y, int ldy, int cols) {
   float acc[R * kPanel] = {};
   for (int kk = 0; kk < k; ++kk) {
     const float* w = panel + static_cast<size_t>(kk) * kPanel;
     for (int r = 0; r < R; ++r) {
       const float xv = x[static_cast<size_t>(r) * ldx + kk];
-      for (int j = 0; j < kPanel; ++j) acc[r * kPanel + j] = std::fma(xv, w[j], acc[r * kPanel + j]);
+      for (int j = 0; j < kPanel; ++j)
+        acc[r * kPanel + j] = std::fma(xv, w[j], acc[r * kPanel + j]);
     }
   }
   StoreTile(acc, R, y, ldy, cols);
@@ -89,9 +89,9 @@ Kernels MakeKernels(bool avx2, std::integer_sequence<int, R...>) {
 }
 
 const Kernels& GetKernels() {
-  static const Kernels kernels = MakeKernels(
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
-      std::make_integer_sequence<int, kRows>());
+  static const Kernels kernels =
+      MakeKernels(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
+                  std::make_integer_sequence<int, kRows>());
   return kernels;
 }
 

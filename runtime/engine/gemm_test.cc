@@ -44,8 +44,8 @@ TEST(GemmTest, EveryElementIsTheDocumentedFmaChain) {
     for (int i = 0; i < m; ++i) {
       for (int j = 0; j < n; ++j) {
         const float expected = FmaChain(&x[i * k], &w[j * k], k) + bias[j];
-        ASSERT_EQ(y[i * n + j], expected) << "m=" << m << " n=" << n << " k=" << k << " at ("
-                                          << i << ", " << j << ")";
+        ASSERT_EQ(y[i * n + j], expected)
+            << "m=" << m << " n=" << n << " k=" << k << " at (" << i << ", " << j << ")";
       }
     }
   }

@@ -41,9 +41,7 @@ class Stream {
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
   // Irwin-Hall(4), rescaled to unit variance: plain arithmetic, so files are
   // reproducible bit for bit on any machine.
-  double Normal() {
-    return (Uniform() + Uniform() + Uniform() + Uniform() - 2.0) * std::sqrt(3.0);
-  }
+  double Normal() { return (Uniform() + Uniform() + Uniform() + Uniform() - 2.0) * std::sqrt(3.0); }
 
  private:
   uint64_t state_;
@@ -53,15 +51,24 @@ class Stream {
 double RoleScale(const ModelConfig& config, const TensorSpec& spec) {
   const double hidden = config.hidden_size;
   switch (spec.role) {
-    case TensorRole::kEmbedding: return 1.0;
-    case TensorRole::kNorm: return 0.1;
-    case TensorRole::kAttentionIn: return 1.0 / std::sqrt(hidden);
-    case TensorRole::kAttentionBias: return 0.1;
-    case TensorRole::kAttentionOut: return kLayerGain / std::sqrt(static_cast<double>(config.q_dim()));
-    case TensorRole::kMlpIn: return 1.0 / std::sqrt(hidden);
-    case TensorRole::kMlpOut: return kLayerGain / std::sqrt(static_cast<double>(spec.shape[1]));
-    case TensorRole::kRouter: return kRouterGain / std::sqrt(hidden);
-    case TensorRole::kLmHead: return kHeadNoise / std::sqrt(hidden);
+    case TensorRole::kEmbedding:
+      return 1.0;
+    case TensorRole::kNorm:
+      return 0.1;
+    case TensorRole::kAttentionIn:
+      return 1.0 / std::sqrt(hidden);
+    case TensorRole::kAttentionBias:
+      return 0.1;
+    case TensorRole::kAttentionOut:
+      return kLayerGain / std::sqrt(static_cast<double>(config.q_dim()));
+    case TensorRole::kMlpIn:
+      return 1.0 / std::sqrt(hidden);
+    case TensorRole::kMlpOut:
+      return kLayerGain / std::sqrt(static_cast<double>(spec.shape[1]));
+    case TensorRole::kRouter:
+      return kRouterGain / std::sqrt(hidden);
+    case TensorRole::kLmHead:
+      return kHeadNoise / std::sqrt(hidden);
   }
   return 1.0;
 }
@@ -156,7 +163,8 @@ ModelConfig DraftConfigFor(const ModelConfig& target) {
   ModelConfig draft = target;
   draft.model_type = "llama";
   draft.num_layers = 1;
-  draft.intermediate_size = target.is_moe() ? target.moe_intermediate_size : target.intermediate_size;
+  draft.intermediate_size =
+      target.is_moe() ? target.moe_intermediate_size : target.intermediate_size;
   draft.num_experts = 0;
   draft.num_experts_per_tok = 0;
   draft.moe_intermediate_size = 0;
@@ -214,8 +222,8 @@ absl::Status MakeModel(const MakeModelOptions& options) {
   RETURN_IF_ERROR(WriteModel(target, options.out_dir, options.seed, options.dtype));
   if (!options.with_draft) return absl::OkStatus();
   const ModelConfig draft = DraftConfigFor(target);
-  return WriteModel(draft, JoinPath(options.out_dir, "draft"), options.seed, options.dtype,
-                    &target, options.draft_perturbation);
+  return WriteModel(draft, JoinPath(options.out_dir, "draft"), options.seed, options.dtype, &target,
+                    options.draft_perturbation);
 }
 
 }  // namespace lockstep::engine

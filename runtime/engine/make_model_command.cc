@@ -34,7 +34,8 @@ int RunMakeModel(const std::vector<std::string>& args) {
     } else if (dtype == "f16") {
       options.dtype = DType::kF16;
     } else {
-      status = absl::InvalidArgumentError(absl::StrCat("--dtype: '", dtype, "' is not f32, bf16 or f16"));
+      status = absl::InvalidArgumentError(
+          absl::StrCat("--dtype: '", dtype, "' is not f32, bf16 or f16"));
     }
   }
   if (status.ok()) status = MakeModel(options);

@@ -44,7 +44,8 @@ TEST(MakeModelTest, SameSeedSameBytesOtherSeedOtherWeights) {
                              "draft/config.json", "draft/model.safetensors"}) {
       const std::string a = Read(JoinPath(OutDir(std::string(preset) + "_a"), file));
       EXPECT_FALSE(a.empty()) << file;
-      EXPECT_EQ(a, Read(JoinPath(OutDir(std::string(preset) + "_b"), file))) << preset << " " << file;
+      EXPECT_EQ(a, Read(JoinPath(OutDir(std::string(preset) + "_b"), file)))
+          << preset << " " << file;
     }
     EXPECT_NE(Read(JoinPath(OutDir(std::string(preset) + "_a"), "model.safetensors")),
               Read(JoinPath(OutDir(std::string(preset) + "_c"), "model.safetensors")));
@@ -119,7 +120,8 @@ TEST(MakeModelTest, RejectsBadOptions) {
   MakeModelOptions options;
   options.preset = "huge";
   options.out_dir = OutDir("bad");
-  EXPECT_THAT(MakeModel(options), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("preset")));
+  EXPECT_THAT(MakeModel(options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("preset")));
   options.preset = "tiny";
   options.out_dir = "";
   EXPECT_THAT(MakeModel(options), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("out")));

@@ -105,8 +105,9 @@ absl::Status CheckSlidingWindow(const Fields& fields, int64_t max_position) {
   ASSIGN_OR_RETURN(std::optional<int64_t> window, fields.OptionalInt("sliding_window"));
   if (window.has_value() && *window < max_position) {
     return fields.Error("sliding_window",
-                        absl::StrCat(*window, " is not supported (sliding-window attention; "
-                                              "only a window >= max_position_embeddings)"));
+                        absl::StrCat(*window,
+                                     " is not supported (sliding-window attention; "
+                                     "only a window >= max_position_embeddings)"));
   }
   return absl::OkStatus();
 }
@@ -151,12 +152,11 @@ absl::Status ParseMoe(const Fields& fields, ModelConfig& config) {
       config.moe_layer[i] = !dense[i] && (i + 1) % sparse_step == 0;
     }
   }
-  ASSIGN_OR_RETURN(config.num_experts_per_tok,
-                   fields.Int("num_experts_per_tok", std::nullopt, 1));
+  ASSIGN_OR_RETURN(config.num_experts_per_tok, fields.Int("num_experts_per_tok", std::nullopt, 1));
   if (config.num_experts_per_tok > config.num_experts) {
-    return fields.Error("num_experts_per_tok",
-                        absl::StrCat(config.num_experts_per_tok, " exceeds the ",
-                                     config.num_experts, " experts"));
+    return fields.Error(
+        "num_experts_per_tok",
+        absl::StrCat(config.num_experts_per_tok, " exceeds the ", config.num_experts, " experts"));
   }
   return absl::OkStatus();
 }
@@ -213,8 +213,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   config.model_type = type->get<std::string>();
   const std::string& t = config.model_type;
   if (t != "llama" && !IsMixtralLike(t) && t != "qwen2" && !IsQwenMoe(t)) {
-    return fields.Error("model_type", absl::StrCat("'", t, "' is not supported (supported: ",
-                                                   kSupportedTypes, ")"));
+    return fields.Error(
+        "model_type",
+        absl::StrCat("'", t, "' is not supported (supported: ", kSupportedTypes, ")"));
   }
   ASSIGN_OR_RETURN(config.vocab_size, fields.Int("vocab_size", std::nullopt, 1));
   ASSIGN_OR_RETURN(config.hidden_size, fields.Int("hidden_size", std::nullopt, 1));
@@ -230,8 +231,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   }
   ASSIGN_OR_RETURN(config.rms_norm_eps, fields.Number("rms_norm_eps", 1e-6));
   ASSIGN_OR_RETURN(config.rope_theta, fields.Number("rope_theta", 10000.0));
-  ASSIGN_OR_RETURN(int32_t max_position,
-                   fields.Int("max_position_embeddings", std::nullopt, 1));
+  ASSIGN_OR_RETURN(int32_t max_position, fields.Int("max_position_embeddings", std::nullopt, 1));
   config.max_position = max_position;
   ASSIGN_OR_RETURN(config.tie_word_embeddings, fields.Bool("tie_word_embeddings", false));
   ASSIGN_OR_RETURN(config.bos_token_id, fields.TokenId("bos_token_id"));
@@ -243,8 +243,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   RETURN_IF_ERROR(fields.RejectUnless("partial_rotary_factor", "partial rotary", Json(1.0)));
   if (IsMixtralLike(t)) RETURN_IF_ERROR(CheckSlidingWindow(fields, config.max_position));
   if (t == "qwen2" || IsQwenMoe(t)) {
-    RETURN_IF_ERROR(fields.RejectUnless("use_sliding_window", "sliding-window attention",
-                                        Json(false)));
+    RETURN_IF_ERROR(
+        fields.RejectUnless("use_sliding_window", "sliding-window attention", Json(false)));
   }
   if (t == "qwen2" || t == "qwen2_moe") {
     config.attention_bias = true;
@@ -304,8 +304,8 @@ std::string ModelConfigToJson(const ModelConfig& config) {
     if (t == "qwen2_moe") json["shared_expert_intermediate_size"] = 0;
   }
   static const std::pair<const char*, const char*> kArchitectures[] = {
-      {"llama", "LlamaForCausalLM"},     {"mistral", "MistralForCausalLM"},
-      {"qwen2", "Qwen2ForCausalLM"},     {"mixtral", "MixtralForCausalLM"},
+      {"llama", "LlamaForCausalLM"},        {"mistral", "MistralForCausalLM"},
+      {"qwen2", "Qwen2ForCausalLM"},        {"mixtral", "MixtralForCausalLM"},
       {"qwen2_moe", "Qwen2MoeForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"}};
   for (const auto& [type, architecture] : kArchitectures) {
     if (t == type) json["architectures"].push_back(architecture);

@@ -16,11 +16,12 @@ using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
 Json Llama() {
-  return {{"model_type", "llama"},     {"vocab_size", 300},        {"hidden_size", 64},
-          {"intermediate_size", 128},  {"num_hidden_layers", 2},   {"num_attention_heads", 4},
-          {"num_key_value_heads", 2},  {"rms_norm_eps", 1e-5},     {"rope_theta", 500000.0},
-          {"max_position_embeddings", 1024}, {"tie_word_embeddings", true},
-          {"hidden_act", "silu"},      {"eos_token_id", {257, 3}}, {"rope_scaling", nullptr}};
+  return {
+      {"model_type", "llama"},           {"vocab_size", 300},           {"hidden_size", 64},
+      {"intermediate_size", 128},        {"num_hidden_layers", 2},      {"num_attention_heads", 4},
+      {"num_key_value_heads", 2},        {"rms_norm_eps", 1e-5},        {"rope_theta", 500000.0},
+      {"max_position_embeddings", 1024}, {"tie_word_embeddings", true}, {"hidden_act", "silu"},
+      {"eos_token_id", {257, 3}},        {"rope_scaling", nullptr}};
 }
 
 absl::StatusOr<ModelConfig> Parse(const Json& json) {
@@ -110,17 +111,17 @@ TEST(ModelConfigTest, RejectionsNameTheField) {
       json["moe_intermediate_size"] = 32;
     }
     json[rejection.field] = rejection.value;
-    EXPECT_THAT(Parse(json), StatusIs(absl::StatusCode::kInvalidArgument,
-                                      HasSubstr(rejection.field)))
+    EXPECT_THAT(Parse(json),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(rejection.field)))
         << rejection.field << " = " << rejection.value.dump();
-    EXPECT_THAT(Parse(json), StatusIs(absl::StatusCode::kInvalidArgument,
-                                      HasSubstr("dir/config.json")));
+    EXPECT_THAT(Parse(json),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dir/config.json")));
   }
 }
 
 TEST(ModelConfigTest, MissingRequiredFieldIsNamed) {
-  for (const char* field : {"vocab_size", "hidden_size", "num_hidden_layers",
-                            "num_attention_heads", "max_position_embeddings", "model_type"}) {
+  for (const char* field : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                            "max_position_embeddings", "model_type"}) {
     Json json = Llama();
     json.erase(field);
     EXPECT_THAT(Parse(json), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(field)));
@@ -128,8 +129,8 @@ TEST(ModelConfigTest, MissingRequiredFieldIsNamed) {
   Json moe = Llama();
   moe["model_type"] = "mixtral";
   moe["num_experts_per_tok"] = 2;
-  EXPECT_THAT(Parse(moe), StatusIs(absl::StatusCode::kInvalidArgument,
-                                   HasSubstr("num_local_experts")));
+  EXPECT_THAT(Parse(moe),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_local_experts")));
 }
 
 TEST(ModelConfigTest, NotJsonIsAnError) {

@@ -72,7 +72,7 @@ struct ContextChunk {
   int64_t position = 0;         // absolute position of tokens[0]
   bool last_chunk = false;      // sample the first token (and K drafts) after this chunk
   sched::SamplingParams sampling;
-  int num_draft_tokens = 0;     // K, proposals after the last chunk
+  int num_draft_tokens = 0;  // K, proposals after the last chunk
 };
 
 // Where a generation step starts when the engine has no state for the sequence.
@@ -88,7 +88,7 @@ struct GenerationStep {
   std::optional<SequenceSeed> seed;  // set iff the engine holds no state for kv
   int num_draft_tokens = 0;          // K (0: no speculation)
   sched::SamplingParams sampling;
-  bool is_dummy = false;             // pad dummy: computed like any step, result ignored
+  bool is_dummy = false;  // pad dummy: computed like any step, result ignored
 };
 
 struct Batch {
@@ -110,8 +110,8 @@ struct SequenceResult {
   // Context (last chunk): the first sampled token. Generation: accepted drafts followed
   // by the bonus token (1 + num_accepted tokens). Empty for a non-last context chunk.
   std::vector<int32_t> tokens;
-  int num_proposed = 0;              // drafts verified this step
-  int num_accepted = 0;              // of those, accepted
+  int num_proposed = 0;  // drafts verified this step
+  int num_accepted = 0;  // of those, accepted
   // Context (last chunk) with speculation: the K drafts proposed after the first token
   // (what a context instance hands over). Otherwise may be empty.
   std::vector<int32_t> next_drafts;

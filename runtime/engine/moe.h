@@ -61,8 +61,8 @@ class MoeBlock {
 
   const ModelConfig& config_;
   const ExpertGroup group_;
-  std::vector<Tags> tags_;    // per layer
-  std::vector<int> owner_;    // owner_[expert]: its rank
+  std::vector<Tags> tags_;  // per layer
+  std::vector<int> owner_;  // owner_[expert]: its rank
 };
 
 }  // namespace lockstep::engine

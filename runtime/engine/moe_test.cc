@@ -50,7 +50,8 @@ TEST(ExpertShardingTest, RangesPartitionTheExperts) {
         const ExpertRange range = ExpertsOfRank(experts, rank, world);
         EXPECT_EQ(range.first, next);
         EXPECT_LE(range.end - range.first, (experts + world - 1) / world);
-        for (int e = range.first; e < range.end; ++e) EXPECT_EQ(ExpertOwner(experts, world, e), rank);
+        for (int e = range.first; e < range.end; ++e)
+          EXPECT_EQ(ExpertOwner(experts, world, e), rank);
         next = range.end;
       }
       EXPECT_EQ(next, experts);
@@ -61,18 +62,22 @@ TEST(ExpertShardingTest, RangesPartitionTheExperts) {
 // Wraps a communicator and records the tag of every collective call.
 class RecordingCommunicator final : public comm::Communicator {
  public:
-  explicit RecordingCommunicator(std::unique_ptr<comm::Communicator> inner) : inner_(std::move(inner)) {}
+  explicit RecordingCommunicator(std::unique_ptr<comm::Communicator> inner)
+      : inner_(std::move(inner)) {}
   int rank() const override { return inner_->rank(); }
   int world_size() const override { return inner_->world_size(); }
-  absl::Status AllReduce(absl::Span<int64_t> data, comm::ReduceOp op, const comm::CallOptions& o) override {
+  absl::Status AllReduce(absl::Span<int64_t> data, comm::ReduceOp op,
+                         const comm::CallOptions& o) override {
     Record(o);
     return inner_->AllReduce(data, op, o);
   }
-  absl::Status AllGather(absl::Span<const int64_t> in, absl::Span<int64_t> out, const comm::CallOptions& o) override {
+  absl::Status AllGather(absl::Span<const int64_t> in, absl::Span<int64_t> out,
+                         const comm::CallOptions& o) override {
     Record(o);
     return inner_->AllGather(in, out, o);
   }
-  absl::StatusOr<std::vector<std::string>> AllGatherBytes(absl::string_view data, const comm::CallOptions& o) override {
+  absl::StatusOr<std::vector<std::string>> AllGatherBytes(absl::string_view data,
+                                                          const comm::CallOptions& o) override {
     Record(o);
     return inner_->AllGatherBytes(data, o);
   }
@@ -80,11 +85,13 @@ class RecordingCommunicator final : public comm::Communicator {
     Record(o);
     return inner_->Broadcast(data, root, o);
   }
-  absl::StatusOr<std::vector<std::string>> Gather(absl::string_view data, int root, const comm::CallOptions& o) override {
+  absl::StatusOr<std::vector<std::string>> Gather(absl::string_view data, int root,
+                                                  const comm::CallOptions& o) override {
     Record(o);
     return inner_->Gather(data, root, o);
   }
-  absl::Status AllToAll(absl::Span<const int64_t> send, absl::Span<int64_t> recv, const comm::CallOptions& o) override {
+  absl::Status AllToAll(absl::Span<const int64_t> send, absl::Span<int64_t> recv,
+                        const comm::CallOptions& o) override {
     Record(o);
     return inner_->AllToAll(send, recv, o);
   }
@@ -141,12 +148,15 @@ TEST(MoeTest, ShardedForwardEqualsSingleRankBitwise) {
   auto group = MakeGroup();
   std::vector<std::unique_ptr<Transformer>> ranks;
   for (int r = 0; r < kRanks; ++r) {
-    ranks.push_back(std::move(
-        Transformer::Load(dir, "target", ExpertGroup{group[r].get(), r, kRanks, absl::Seconds(30)})).value());
+    ranks.push_back(
+        std::move(Transformer::Load(dir, "target",
+                                    ExpertGroup{group[r].get(), r, kRanks, absl::Seconds(30)}))
+            .value());
   }
   HostPool single_pool(single->Layout(8), 128, seed);
   std::vector<std::unique_ptr<HostPool>> pools;
-  for (int r = 0; r < kRanks; ++r) pools.push_back(std::make_unique<HostPool>(single->Layout(8), 128, seed + r));
+  for (int r = 0; r < kRanks; ++r)
+    pools.push_back(std::make_unique<HostPool>(single->Layout(8), 128, seed + r));
   for (int round = 0; round < 6; ++round) {
     // Rank r gets (round + r) % 4 sequences of random length (0 for some ranks).
     std::vector<std::vector<std::vector<int32_t>>> prompts(kRanks);
@@ -159,7 +169,8 @@ TEST(MoeTest, ShardedForwardEqualsSingleRankBitwise) {
     }
     std::vector<std::vector<float>> logits(kRanks);
     std::vector<absl::Status> status(kRanks);
-    auto forward = [&](const Transformer& model, HostPool& pool, const std::vector<std::vector<int32_t>>& seqs,
+    auto forward = [&](const Transformer& model, HostPool& pool,
+                       const std::vector<std::vector<int32_t>>& seqs,
                        std::vector<float>& out) -> absl::Status {
       std::vector<std::vector<BlockId>> blocks(seqs.size());
       std::vector<ForwardRow> rows;
@@ -176,7 +187,8 @@ TEST(MoeTest, ShardedForwardEqualsSingleRankBitwise) {
         }
       }
       Arena arena;
-      absl::StatusOr<const float*> result = model.Forward({rows, kv, logit_rows}, pool.view(), arena, nullptr);
+      absl::StatusOr<const float*> result =
+          model.Forward({rows, kv, logit_rows}, pool.view(), arena, nullptr);
       if (!result.ok()) return result.status();
       out.assign(*result, *result + rows.size() * model.config().vocab_size);
       for (auto& b : blocks) {
@@ -186,7 +198,8 @@ TEST(MoeTest, ShardedForwardEqualsSingleRankBitwise) {
     };
     std::vector<std::thread> threads;
     for (int r = 0; r < kRanks; ++r) {
-      threads.emplace_back([&, r] { status[r] = forward(*ranks[r], *pools[r], prompts[r], logits[r]); });
+      threads.emplace_back(
+          [&, r] { status[r] = forward(*ranks[r], *pools[r], prompts[r], logits[r]); });
     }
     for (std::thread& t : threads) t.join();
     for (int r = 0; r < kRanks; ++r) {
@@ -234,7 +247,8 @@ TEST(MoeTest, FourRankEnginesEqualOneRankEngine) {
 
   // Reference: one rank, plain decoding.
   TestEngine solo = MakeTestEngine({.model_dir = dir, .pool_seed = seed});
-  MiniHost solo_host(solo.engine.get(), solo.target.get(), nullptr, {.chunk_size = 16, .max_batch = 4});
+  MiniHost solo_host(solo.engine.get(), solo.target.get(), nullptr,
+                     {.chunk_size = 16, .max_batch = 4});
   for (const auto& rank_requests : requests) {
     for (const HostRequest& request : rank_requests) solo_host.Add(request);
   }
@@ -252,9 +266,12 @@ TEST(MoeTest, FourRankEnginesEqualOneRankEngine) {
                                       .rank = r,
                                       .world_size = kRanks,
                                       .pool_seed = seed + r}));
-    hosts.push_back(std::make_unique<MiniHost>(
-        engines[r].engine.get(), engines[r].target.get(), engines[r].draft.get(),
-        HostOptions{.chunk_size = 8 + 5 * r, .max_batch = 1 + r, .num_draft_tokens = k, .dummy_id = -1 - r}));
+    hosts.push_back(std::make_unique<MiniHost>(engines[r].engine.get(), engines[r].target.get(),
+                                               engines[r].draft.get(),
+                                               HostOptions{.chunk_size = 8 + 5 * r,
+                                                           .max_batch = 1 + r,
+                                                           .num_draft_tokens = k,
+                                                           .dummy_id = -1 - r}));
     for (const HostRequest& request : requests[r]) hosts[r]->Add(request);
   }
   std::vector<std::string> expected_tags;
@@ -308,8 +325,11 @@ TEST(MoeTest, InvalidBatchOnOneRankKeepsTheRanksInLockstep) {
   auto group = MakeGroup();
   std::vector<TestEngine> engines;
   for (int r = 0; r < kRanks; ++r) {
-    engines.push_back(MakeTestEngine({.model_dir = dir, .num_blocks = 16, .communicator = group[r].get(),
-                                      .rank = r, .world_size = kRanks}));
+    engines.push_back(MakeTestEngine({.model_dir = dir,
+                                      .num_blocks = 16,
+                                      .communicator = group[r].get(),
+                                      .rank = r,
+                                      .world_size = kRanks}));
   }
   for (int step = 0; step < 2; ++step) {
     for (int r = 0; r < kRanks; ++r) {
@@ -319,7 +339,8 @@ TEST(MoeTest, InvalidBatchOnOneRankKeepsTheRanksInLockstep) {
     }
     std::vector<std::string> first_tags;
     for (int r = 0; r < kRanks; ++r) {
-      absl::StatusOr<BatchResult> result = engines[r].engine->Collect(StepId(step), absl::Seconds(30));
+      absl::StatusOr<BatchResult> result =
+          engines[r].engine->Collect(StepId(step), absl::Seconds(30));
       if (step == 0 && r == 1) {
         EXPECT_THAT(result, ::lockstep::testing::StatusIs(absl::StatusCode::kInvalidArgument));
       } else {
@@ -338,8 +359,11 @@ TEST(MoeTest, InvalidBatchOnOneRankKeepsTheRanksInLockstep) {
 TEST(MoeTest, DeadPeerFailsTheBatchNotTheProcess) {
   const std::string dir = PresetModelDir("tiny-moe");
   std::vector<std::unique_ptr<comm::Communicator>> group = comm::MakeInProcessGroup(2);
-  TestEngine engine = MakeTestEngine({.model_dir = dir, .num_blocks = 16, .communicator = group[0].get(),
-                                      .rank = 0, .world_size = 2,
+  TestEngine engine = MakeTestEngine({.model_dir = dir,
+                                      .num_blocks = 16,
+                                      .communicator = group[0].get(),
+                                      .rank = 0,
+                                      .world_size = 2,
                                       .collective_timeout = absl::Seconds(20)});
   dynamic_cast<comm::InProcessCommunicator&>(*group[1]).MarkDead();
   engine.engine->Launch(OneChunk(0, 1, {BlockId(0)}));

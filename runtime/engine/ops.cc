@@ -95,7 +95,8 @@ __attribute__((target("avx2,fma"))) void WeightedSumAvx2(const float* weights, c
     for (int t = 0; t < count; ++t) {
       const __m256 w = _mm256_set1_ps(weights[t]);
       const float* v = values + static_cast<size_t>(t) * n + c;
-      for (int r = 0; r < vectors; ++r) acc[r] = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8 * r), acc[r]);
+      for (int r = 0; r < vectors; ++r)
+        acc[r] = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8 * r), acc[r]);
     }
     for (int r = 0; r < vectors; ++r) _mm256_storeu_ps(out + c + 8 * r, acc[r]);
   }
@@ -164,8 +165,8 @@ __attribute__((target("avx2,fma"))) inline __m256 ExpAvx2(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP4));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP5));
   const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-  const __m256i bits = _mm256_slli_epi32(
-      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
 }
 
@@ -222,7 +223,8 @@ __attribute__((target("avx2,fma"))) void SoftmaxAvx2(float* x, int n) {
   const __m128 u = _mm_add_ps(s, _mm_movehl_ps(s, s));
   const float inv = 1.0f / (_mm_cvtss_f32(_mm_add_ss(u, _mm_shuffle_ps(u, u, 1))) + tail);
   const __m256 inv8 = _mm256_set1_ps(inv);
-  for (int i = 0; i < full; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv8));
+  for (int i = 0; i < full; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv8));
   for (int i = full; i < n; ++i) x[i] *= inv;
 }
 
@@ -277,7 +279,6 @@ void RmsNorm(const float* x, const float* weight, int n, float eps, float* out) 
   for (int i = 0; i < n; ++i) out[i] = (x[i] * scale) * weight[i];
 }
 
-
 void SiluMul(const float* gate, const float* up, int n, float* out) {
   if (HasAvx2()) {
     SiluMulAvx2(gate, up, n, out);
@@ -316,6 +317,5 @@ void ApplyRope(float* x, int num_heads, int head_dim, const float* cos, const fl
     }
   }
 }
-
 
 }  // namespace lockstep::engine

@@ -41,14 +41,16 @@ TEST(OpsTest, DotManyAndWeightedSumMatchTheSingleKernelsBitwise) {
       const std::vector<float> weights_b = Random(count, rng);
       std::vector<float> pair_a = Random(n, rng), pair_b = Random(n, rng);
       std::vector<float> single_a = pair_a, single_b = pair_b;
-      WeightedSumPair(weights.data(), weights_b.data(), keys.data(), count, n, pair_a.data(), pair_b.data());
+      WeightedSumPair(weights.data(), weights_b.data(), keys.data(), count, n, pair_a.data(),
+                      pair_b.data());
       WeightedSum(weights.data(), keys.data(), count, n, single_a.data());
       WeightedSum(weights_b.data(), keys.data(), count, n, single_b.data());
       ASSERT_EQ(pair_a, single_a) << "n=" << n << " count=" << count;
       ASSERT_EQ(pair_b, single_b) << "n=" << n << " count=" << count;
       for (int t = 0; t < count; ++t) {
         const float one = Dot(q.data(), keys.data() + static_cast<size_t>(t) * n, n) * 0.3f;
-        ASSERT_EQ(std::memcmp(&many[t], &one, sizeof(float)), 0) << "n=" << n << " count=" << count << " t=" << t;
+        ASSERT_EQ(std::memcmp(&many[t], &one, sizeof(float)), 0)
+            << "n=" << n << " count=" << count << " t=" << t;
         Axpy(weights[t], keys.data() + static_cast<size_t>(t) * n, expected_sum.data(), n);
       }
       ASSERT_EQ(sum, expected_sum) << "n=" << n << " count=" << count;

@@ -19,13 +19,15 @@ void ForEachRun(const KvPoolView& pool, const SequenceKv& seq, int layer, int kv
   const int64_t pool_end = std::min(end, seq.spec_base);
   for (int64_t start = 0; start < pool_end; start += tpb) {
     const int64_t block = seq.blocks[start / tpb].value();
-    const float* data = pool.storage + static_cast<size_t>(block) * layout.BlockFloats() + head_offset;
+    const float* data =
+        pool.storage + static_cast<size_t>(block) * layout.BlockFloats() + head_offset;
     fn(start, data, std::min(tpb, pool_end - start));
   }
   if (end > seq.spec_base) {
-    const float* data = seq.spec + (static_cast<size_t>((layer * 2 + kv) * layout.num_kv_heads + head) *
-                                    seq.spec_tokens) *
-                                       layout.head_dim;
+    const float* data =
+        seq.spec +
+        (static_cast<size_t>((layer * 2 + kv) * layout.num_kv_heads + head) * seq.spec_tokens) *
+            layout.head_dim;
     fn(seq.spec_base, data, end - seq.spec_base);
   }
 }
@@ -33,7 +35,8 @@ void ForEachRun(const KvPoolView& pool, const SequenceKv& seq, int layer, int kv
 }  // namespace
 
 size_t SpecBufferFloats(const kv::BlockLayout& layout, int tokens) {
-  return static_cast<size_t>(layout.num_layers) * 2 * layout.num_kv_heads * tokens * layout.head_dim;
+  return static_cast<size_t>(layout.num_layers) * 2 * layout.num_kv_heads * tokens *
+         layout.head_dim;
 }
 
 float* KvSlot(const KvPoolView& pool, const SequenceKv& seq, int layer, int kv, int head,
@@ -53,8 +56,10 @@ void WriteKv(const KvPoolView& pool, const SequenceKv& seq, int layer, int64_t p
              const float* k, const float* v) {
   const int head_dim = pool.layout.head_dim;
   for (int h = 0; h < pool.layout.num_kv_heads; ++h) {
-    std::memcpy(KvSlot(pool, seq, layer, 0, h, position), k + h * head_dim, head_dim * sizeof(float));
-    std::memcpy(KvSlot(pool, seq, layer, 1, h, position), v + h * head_dim, head_dim * sizeof(float));
+    std::memcpy(KvSlot(pool, seq, layer, 0, h, position), k + h * head_dim,
+                head_dim * sizeof(float));
+    std::memcpy(KvSlot(pool, seq, layer, 1, h, position), v + h * head_dim,
+                head_dim * sizeof(float));
   }
 }
 

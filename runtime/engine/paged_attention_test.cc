@@ -15,7 +15,8 @@ using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::TestSeed;
 
 // Dense causal attention in double for one query over keys [0, position].
-std::vector<double> DenseAttention(const std::vector<float>& q, const std::vector<std::vector<float>>& k,
+std::vector<double> DenseAttention(const std::vector<float>& q,
+                                   const std::vector<std::vector<float>>& k,
                                    const std::vector<std::vector<float>>& v, int64_t position,
                                    int num_heads, int kv_heads, int head_dim) {
   std::vector<double> out(static_cast<size_t>(num_heads) * head_dim, 0.0);
@@ -26,7 +27,8 @@ std::vector<double> DenseAttention(const std::vector<float>& q, const std::vecto
     double max_s = -1e300;
     for (int64_t j = 0; j <= position; ++j) {
       double dot = 0;
-      for (int d = 0; d < head_dim; ++d) dot += double{q[h * head_dim + d]} * k[j][g * head_dim + d];
+      for (int d = 0; d < head_dim; ++d)
+        dot += double{q[h * head_dim + d]} * k[j][g * head_dim + d];
       s[j] = dot / std::sqrt(static_cast<double>(head_dim));
       max_s = std::max(max_s, s[j]);
     }
@@ -57,8 +59,8 @@ TEST(PagedAttentionTest, EqualsDenseReference) {
     const int64_t length = 1 + static_cast<int64_t>(rng() % 90);
     const int spec_tokens = static_cast<int>(rng() % 4);  // tail kept in a spec buffer
     SCOPED_TRACE(::testing::Message() << "trial " << trial << " tpb " << tokens_per_block
-                                    << " heads " << num_heads << "/" << kv_heads << " hd "
-                                    << head_dim << " len " << length << " spec " << spec_tokens);
+                                      << " heads " << num_heads << "/" << kv_heads << " hd "
+                                      << head_dim << " len " << length << " spec " << spec_tokens);
     const kv::BlockLayout layout{layers, kv_heads, head_dim, tokens_per_block};
     const int num_blocks = static_cast<int>(layout.BlocksFor(length)) * 2 + 3;
     std::vector<float> storage(num_blocks * layout.BlockFloats(), std::nanf(""));
@@ -86,14 +88,16 @@ TEST(PagedAttentionTest, EqualsDenseReference) {
     int64_t position = 0;
     std::vector<float> scores((length + 1) * (num_heads / kv_heads)), out(num_heads * head_dim);
     while (position < length) {
-      const int64_t chunk = std::min<int64_t>(length - position, 1 + static_cast<int64_t>(rng() % 20));
+      const int64_t chunk =
+          std::min<int64_t>(length - position, 1 + static_cast<int64_t>(rng() % 20));
       for (int64_t p = position; p < position + chunk; ++p) {
         WriteKv(pool, seq, layer, p, k[p].data(), v[p].data());
       }
       for (int64_t p = position; p < position + chunk; ++p) {
         AttendRow(pool, seq, layer, q[p].data(), p, num_heads,
                   1.0f / std::sqrt(static_cast<float>(head_dim)), scores.data(), out.data());
-        const std::vector<double> expected = DenseAttention(q[p], k, v, p, num_heads, kv_heads, head_dim);
+        const std::vector<double> expected =
+            DenseAttention(q[p], k, v, p, num_heads, kv_heads, head_dim);
         for (size_t i = 0; i < out.size(); ++i) {
           ASSERT_LE(std::fabs(out[i] - expected[i]), 1e-5 * std::max(1.0, std::fabs(expected[i])))
               << "position " << p << " element " << i;

@@ -2,8 +2,8 @@
 //
 // ParallelFor splits [0, n) into contiguous chunks and runs them on the pool and the
 // calling thread; each chunk also gets the index (< num_threads()) of the thread that
-// runs it, for per-thread scratch. Work items must be independent: each output is written by exactly
-// one item, so results never depend on the thread count.
+// runs it, for per-thread scratch. Work items must be independent: each output is written by
+// exactly one item, so results never depend on the thread count.
 //
 // Thread safety: ParallelFor is called by one thread at a time (the engine thread).
 #ifndef LOCKSTEP_RUNTIME_ENGINE_PARALLEL_H_
@@ -40,8 +40,8 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t job_ ABSL_GUARDED_BY(mu_) = 0;   // increments per ParallelFor
-  int pending_ ABSL_GUARDED_BY(mu_) = 0;    // workers still running the current job
+  uint64_t job_ ABSL_GUARDED_BY(mu_) = 0;  // increments per ParallelFor
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;   // workers still running the current job
   // The current job (valid while pending_ > 0 or the caller runs its share).
   const absl::FunctionRef<void(int64_t, int64_t, int)>* fn_ = nullptr;
   int64_t n_ = 0;

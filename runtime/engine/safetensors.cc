@@ -23,10 +23,14 @@ namespace {
 using Json = nlohmann::json;
 
 bool ParseDType(const std::string& name, DType* dtype) {
-  if (name == "F32") *dtype = DType::kF32;
-  else if (name == "F16") *dtype = DType::kF16;
-  else if (name == "BF16") *dtype = DType::kBF16;
-  else return false;
+  if (name == "F32")
+    *dtype = DType::kF32;
+  else if (name == "F16")
+    *dtype = DType::kF16;
+  else if (name == "BF16")
+    *dtype = DType::kBF16;
+  else
+    return false;
   return true;
 }
 
@@ -47,9 +51,8 @@ absl::Status ParseEntry(const std::string& path, const std::string& name, const 
   auto dtype = entry.find("dtype");
   auto shape = entry.find("shape");
   auto offsets = entry.find("data_offsets");
-  if (dtype == entry.end() || !dtype->is_string() || shape == entry.end() ||
-      !shape->is_array() || offsets == entry.end() || !offsets->is_array() ||
-      offsets->size() != 2) {
+  if (dtype == entry.end() || !dtype->is_string() || shape == entry.end() || !shape->is_array() ||
+      offsets == entry.end() || !offsets->is_array() || offsets->size() != 2) {
     return Corrupt(path, absl::StrCat(where, " needs dtype, shape and data_offsets[2]"));
   }
   view->name = name;
@@ -71,9 +74,9 @@ absl::Status ParseEntry(const std::string& path, const std::string& name, const 
   const Json& end = (*offsets)[1];
   if (!begin.is_number_unsigned() || !end.is_number_unsigned() ||
       begin.get<uint64_t>() > end.get<uint64_t>() || end.get<uint64_t>() > data_size) {
-    return Corrupt(path, absl::StrCat(where, " data_offsets ", offsets->dump(),
-                                      " fall outside the ", data_size,
-                                      "-byte data section (truncated file?)"));
+    return Corrupt(path,
+                   absl::StrCat(where, " data_offsets ", offsets->dump(), " fall outside the ",
+                                data_size, "-byte data section (truncated file?)"));
   }
   view->bytes = end.get<uint64_t>() - begin.get<uint64_t>();
   view->data = data + begin.get<uint64_t>();
@@ -93,9 +96,12 @@ absl::Status ParseEntry(const std::string& path, const std::string& name, const 
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
   }
   return "?";
 }
@@ -149,9 +155,9 @@ uint16_t FloatToF16(float value) {
   std::memcpy(&word, &value, 4);
   const uint16_t sign = static_cast<uint16_t>((word >> 16) & 0x8000u);
   const uint32_t abs = word & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // overflow (and inf)
-  if (abs < 0x38800000u) {                        // subnormal or zero in f16
+  if (abs > 0x7f800000u) return sign | 0x7e00u;              // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;             // overflow (and inf)
+  if (abs < 0x38800000u) {                                   // subnormal or zero in f16
     const float magnitude = std::fabs(value) * 16777216.0f;  // 2^24
     return sign | static_cast<uint16_t>(std::nearbyint(magnitude));
   }
@@ -273,8 +279,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsModel>> SafetensorsModel::Open(const s
     }
     const std::string shard = it.value().get<std::string>();
     if (shard.empty() || shard.find('/') != std::string::npos || shard == "..") {
-      return Corrupt(index_path, absl::StrCat("tensor '", it.key(), "': bad shard name '",
-                                              shard, "'"));
+      return Corrupt(index_path,
+                     absl::StrCat("tensor '", it.key(), "': bad shard name '", shard, "'"));
     }
     SafetensorsFile*& file = shards[shard];
     if (file == nullptr) {
@@ -328,9 +334,9 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorT
     int64_t elements = 1;
     for (int64_t dim : tensor->shape) elements *= dim;
     if (elements != static_cast<int64_t>(tensor->values.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", tensor->name, "': ",
-                                                     tensor->values.size(), " values for shape ",
-                                                     ShapeString(tensor->shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", tensor->name, "': ", tensor->values.size(), " values for shape ",
+                       ShapeString(tensor->shape)));
     }
     const size_t begin = data.size();
     for (float value : tensor->values) {

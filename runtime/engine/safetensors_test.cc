@@ -69,10 +69,10 @@ TEST(SafetensorsTest, MissingTensorAndWrongShapeNameFileAndTensor) {
   EXPECT_THAT((*model)->ReadFloat("c.weight", {3}),
               StatusIs(absl::StatusCode::kNotFound,
                        AllOf(HasSubstr("c.weight"), HasSubstr("model.safetensors"))));
-  EXPECT_THAT((*model)->ReadFloat("a.weight", {3, 2}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("a.weight"), HasSubstr("model.safetensors"),
-                             HasSubstr("[2, 3]"))));
+  EXPECT_THAT(
+      (*model)->ReadFloat("a.weight", {3, 2}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("a.weight"), HasSubstr("model.safetensors"), HasSubstr("[2, 3]"))));
 }
 
 // Every prefix of a valid file fails to open with an error naming the file; none
@@ -91,8 +91,9 @@ TEST(SafetensorsTest, TruncatedFilesFailCleanly) {
   }
   // Truncated inside the data: the error names the tensor.
   ASSERT_THAT(WriteStringToFile(path, bytes->substr(0, bytes->size() - 1)), IsOk());
-  EXPECT_THAT(SafetensorsFile::Open(path),
-              StatusIs(absl::StatusCode::kDataLoss, AllOf(HasSubstr("b.bias"), HasSubstr("truncated"))));
+  EXPECT_THAT(
+      SafetensorsFile::Open(path),
+      StatusIs(absl::StatusCode::kDataLoss, AllOf(HasSubstr("b.bias"), HasSubstr("truncated"))));
 }
 
 TEST(SafetensorsTest, InconsistentHeadersAreErrors) {
@@ -119,19 +120,24 @@ TEST(SafetensorsTest, InconsistentHeadersAreErrors) {
   };
   for (const Case& c : cases) {
     write_header(c.header, 16);
-    EXPECT_THAT(SafetensorsFile::Open(path), StatusIs(absl::StatusCode::kDataLoss, HasSubstr(c.expect)))
+    EXPECT_THAT(SafetensorsFile::Open(path),
+                StatusIs(absl::StatusCode::kDataLoss, HasSubstr(c.expect)))
         << c.header;
   }
   // Header length larger than the file.
-  ASSERT_THAT(WriteStringToFile(path, std::string("\xff\xff\xff\xff\x00\x00\x00\x00{}", 10)), IsOk());
-  EXPECT_THAT(SafetensorsFile::Open(path), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("header")));
+  ASSERT_THAT(WriteStringToFile(path, std::string("\xff\xff\xff\xff\x00\x00\x00\x00{}", 10)),
+              IsOk());
+  EXPECT_THAT(SafetensorsFile::Open(path),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("header")));
 }
 
 TEST(SafetensorsTest, ShardedModelWithIndex) {
   const std::string dir = TempDir("sharded");
   std::vector<TensorToWrite> tensors = TwoTensors(DType::kBF16);
-  ASSERT_THAT(WriteSafetensors(JoinPath(dir, "model-00001-of-00002.safetensors"), {tensors[0]}), IsOk());
-  ASSERT_THAT(WriteSafetensors(JoinPath(dir, "model-00002-of-00002.safetensors"), {tensors[1]}), IsOk());
+  ASSERT_THAT(WriteSafetensors(JoinPath(dir, "model-00001-of-00002.safetensors"), {tensors[0]}),
+              IsOk());
+  ASSERT_THAT(WriteSafetensors(JoinPath(dir, "model-00002-of-00002.safetensors"), {tensors[1]}),
+              IsOk());
   const std::string index = R"({"metadata": {}, "weight_map": {
       "a.weight": "model-00001-of-00002.safetensors",
       "b.bias": "model-00002-of-00002.safetensors"}})";

@@ -9,7 +9,8 @@
 namespace lockstep::engine {
 namespace {
 
-sched::SamplingParams Params(float temperature, int top_k = 0, float top_p = 1.0f, uint64_t seed = 5) {
+sched::SamplingParams Params(float temperature, int top_k = 0, float top_p = 1.0f,
+                             uint64_t seed = 5) {
   sched::SamplingParams params;
   params.temperature = temperature;
   params.top_k = top_k;

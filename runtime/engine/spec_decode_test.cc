@@ -70,7 +70,8 @@ RunOutput Generate(const std::string& dir, int k, const std::vector<HostRequest>
                 {.chunk_size = 24, .max_batch = 16, .num_draft_tokens = k, .overlap = overlap});
   for (const HostRequest& request : requests) host.Add(request);
   LOCKSTEP_CHECK_OK(host.Run());
-  EXPECT_TRUE(host.pools_clean()) << "the engine wrote outside its grant or into a free block (K=" << k << ")";
+  EXPECT_TRUE(host.pools_clean()) << "the engine wrote outside its grant or into a free block (K="
+                                  << k << ")";
   RunOutput out;
   for (const HostRequest& request : requests) {
     out.tokens.push_back(host.output(request.id).tokens);
@@ -85,7 +86,8 @@ TEST(SpecDecodeTest, GreedyWithSpeculationEqualsWithout) {
   SCOPED_TRACE(SeedTrace(seed));
   for (const char* preset : {"tiny", "tiny-moe"}) {
     const std::string dir = PresetModelDir(preset);
-    const std::vector<HostRequest> requests = Prompts(preset == std::string("tiny") ? 100 : 30, seed, 24, false);
+    const std::vector<HostRequest> requests =
+        Prompts(preset == std::string("tiny") ? 100 : 30, seed, 24, false);
     const RunOutput plain = Generate(dir, 0, requests, false, seed);
     for (int k = 1; k <= 4; ++k) {
       const RunOutput spec = Generate(dir, k, requests, /*overlap=*/k % 2 == 0, seed + k);
@@ -93,8 +95,9 @@ TEST(SpecDecodeTest, GreedyWithSpeculationEqualsWithout) {
         ASSERT_EQ(spec.tokens[r], plain.tokens[r]) << preset << " K=" << k << " request " << r;
       }
       const double rate = static_cast<double>(spec.accepted) / static_cast<double>(spec.proposed);
-      std::printf("%s K=%d: greedy draft acceptance %.3f (%lld of %lld proposed)\n", preset, k, rate,
-                  static_cast<long long>(spec.accepted), static_cast<long long>(spec.proposed));
+      std::printf("%s K=%d: greedy draft acceptance %.3f (%lld of %lld proposed)\n", preset, k,
+                  rate, static_cast<long long>(spec.accepted),
+                  static_cast<long long>(spec.proposed));
       EXPECT_GT(rate, 0.0) << preset << " K=" << k;
       EXPECT_LT(rate, 1.0) << preset << " K=" << k;
     }
@@ -128,10 +131,16 @@ TEST(SpecDecodeTest, DisaggregatedDecodeEqualsContinuous) {
     const std::vector<HostRequest> requests = Prompts(6, seed + k, max_tokens, k == 3);
     const RunOutput continuous = Generate(dir, k, requests, false, seed);
     const std::string draft_dir = k > 0 ? JoinPath(dir, "draft") : "";
-    TestEngine context = MakeTestEngine({.model_dir = dir, .draft_dir = draft_dir, .num_draft_tokens = k,
-                                         .tokens_per_block = 4, .pool_seed = seed});
-    TestEngine generation = MakeTestEngine({.model_dir = dir, .draft_dir = draft_dir, .num_draft_tokens = k,
-                                            .tokens_per_block = 4, .pool_seed = seed + 99});
+    TestEngine context = MakeTestEngine({.model_dir = dir,
+                                         .draft_dir = draft_dir,
+                                         .num_draft_tokens = k,
+                                         .tokens_per_block = 4,
+                                         .pool_seed = seed});
+    TestEngine generation = MakeTestEngine({.model_dir = dir,
+                                            .draft_dir = draft_dir,
+                                            .num_draft_tokens = k,
+                                            .tokens_per_block = 4,
+                                            .pool_seed = seed + 99});
     int64_t step = 0;
     for (size_t r = 0; r < requests.size(); ++r) {
       const HostRequest& request = requests[r];
@@ -151,7 +160,8 @@ TEST(SpecDecodeTest, DisaggregatedDecodeEqualsContinuous) {
       chunk.sampling = request.sampling;
       chunk.num_draft_tokens = k;
       context.engine->Launch(batch);
-      absl::StatusOr<BatchResult> first = context.engine->Collect(StepId(step++), absl::Seconds(30));
+      absl::StatusOr<BatchResult> first =
+          context.engine->Collect(StepId(step++), absl::Seconds(30));
       ASSERT_THAT(first, IsOk());
       ASSERT_EQ(first->sequences[0].tokens.size(), 1u);
       ASSERT_EQ(first->sequences[0].next_drafts.size(), static_cast<size_t>(k));
@@ -162,14 +172,15 @@ TEST(SpecDecodeTest, DisaggregatedDecodeEqualsContinuous) {
         LOCKSTEP_CHECK_OK(to.Cover(dst, prompt));
         for (size_t b = 0; b < dst.size(); ++b) {
           const size_t floats = from.layout().BlockFloats();
-          std::memcpy(to.storage() + dst[b].value() * floats, from.storage() + src[b].value() * floats,
-                      floats * sizeof(float));
+          std::memcpy(to.storage() + dst[b].value() * floats,
+                      from.storage() + src[b].value() * floats, floats * sizeof(float));
         }
         return dst;
       };
       std::vector<BlockId> gen_blocks = transfer(*context.target, *generation.target, blocks);
-      std::vector<BlockId> gen_draft = k > 0 ? transfer(*context.draft, *generation.draft, draft_blocks)
-                                             : std::vector<BlockId>{};
+      std::vector<BlockId> gen_draft =
+          k > 0 ? transfer(*context.draft, *generation.draft, draft_blocks)
+                : std::vector<BlockId>{};
       // Decode on the generation engine: seeded first step, then its own state.
       std::vector<int32_t> tokens = first->sequences[0].tokens;
       int64_t history = prompt;
@@ -186,7 +197,8 @@ TEST(SpecDecodeTest, DisaggregatedDecodeEqualsContinuous) {
         g.num_draft_tokens = k;
         g.sampling = request.sampling;
         generation.engine->Launch(gen);
-        absl::StatusOr<BatchResult> out = generation.engine->Collect(StepId(step++), absl::Seconds(30));
+        absl::StatusOr<BatchResult> out =
+            generation.engine->Collect(StepId(step++), absl::Seconds(30));
         ASSERT_THAT(out, IsOk());
         for (int32_t t : out->sequences[0].tokens) {
           if (static_cast<int>(tokens.size()) < max_tokens) tokens.push_back(t);

@@ -7,18 +7,24 @@ namespace {
 
 const char* DensePartName(ExpertPart part) {
   switch (part) {
-    case ExpertPart::kGate: return "gate_proj";
-    case ExpertPart::kUp: return "up_proj";
-    case ExpertPart::kDown: return "down_proj";
+    case ExpertPart::kGate:
+      return "gate_proj";
+    case ExpertPart::kUp:
+      return "up_proj";
+    case ExpertPart::kDown:
+      return "down_proj";
   }
   return "?";
 }
 
 const char* MixtralPartName(ExpertPart part) {
   switch (part) {
-    case ExpertPart::kGate: return "w1";
-    case ExpertPart::kUp: return "w3";
-    case ExpertPart::kDown: return "w2";
+    case ExpertPart::kGate:
+      return "w1";
+    case ExpertPart::kUp:
+      return "w3";
+    case ExpertPart::kDown:
+      return "w2";
   }
   return "?";
 }
@@ -64,31 +70,42 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config) {
     const std::pair<const char*, int64_t> projections[] = {
         {"q_proj", config.q_dim()}, {"k_proj", config.kv_dim()}, {"v_proj", config.kv_dim()}};
     for (const auto& [proj, rows] : projections) {
-      specs.push_back({AttentionName(i, proj, "weight"), {rows, hidden}, TensorRole::kAttentionIn, i});
+      specs.push_back(
+          {AttentionName(i, proj, "weight"), {rows, hidden}, TensorRole::kAttentionIn, i});
       if (config.attention_bias) {
         specs.push_back({AttentionName(i, proj, "bias"), {rows}, TensorRole::kAttentionBias, i});
       }
     }
-    specs.push_back(
-        {AttentionName(i, "o_proj", "weight"), {hidden, config.q_dim()}, TensorRole::kAttentionOut, i});
+    specs.push_back({AttentionName(i, "o_proj", "weight"),
+                     {hidden, config.q_dim()},
+                     TensorRole::kAttentionOut,
+                     i});
     if (config.qk_norm) {
-      specs.push_back({LayerName(i, "self_attn.q_norm.weight"), {config.head_dim}, TensorRole::kNorm, i});
-      specs.push_back({LayerName(i, "self_attn.k_norm.weight"), {config.head_dim}, TensorRole::kNorm, i});
+      specs.push_back(
+          {LayerName(i, "self_attn.q_norm.weight"), {config.head_dim}, TensorRole::kNorm, i});
+      specs.push_back(
+          {LayerName(i, "self_attn.k_norm.weight"), {config.head_dim}, TensorRole::kNorm, i});
     }
-    specs.push_back({LayerName(i, "post_attention_layernorm.weight"), {hidden}, TensorRole::kNorm, i});
+    specs.push_back(
+        {LayerName(i, "post_attention_layernorm.weight"), {hidden}, TensorRole::kNorm, i});
     if (config.is_moe() && config.moe_layer[i]) {
       const int64_t width = config.moe_intermediate_size;
-      specs.push_back({RouterName(config, i), {config.num_experts, hidden}, TensorRole::kRouter, i});
+      specs.push_back(
+          {RouterName(config, i), {config.num_experts, hidden}, TensorRole::kRouter, i});
       for (int e = 0; e < config.num_experts; ++e) {
-        specs.push_back({ExpertName(config, i, e, ExpertPart::kGate), {width, hidden}, TensorRole::kMlpIn, i});
-        specs.push_back({ExpertName(config, i, e, ExpertPart::kUp), {width, hidden}, TensorRole::kMlpIn, i});
-        specs.push_back({ExpertName(config, i, e, ExpertPart::kDown), {hidden, width}, TensorRole::kMlpOut, i});
+        specs.push_back(
+            {ExpertName(config, i, e, ExpertPart::kGate), {width, hidden}, TensorRole::kMlpIn, i});
+        specs.push_back(
+            {ExpertName(config, i, e, ExpertPart::kUp), {width, hidden}, TensorRole::kMlpIn, i});
+        specs.push_back(
+            {ExpertName(config, i, e, ExpertPart::kDown), {hidden, width}, TensorRole::kMlpOut, i});
       }
     } else {
       const int64_t width = config.intermediate_size;
       specs.push_back({DenseMlpName(i, ExpertPart::kGate), {width, hidden}, TensorRole::kMlpIn, i});
       specs.push_back({DenseMlpName(i, ExpertPart::kUp), {width, hidden}, TensorRole::kMlpIn, i});
-      specs.push_back({DenseMlpName(i, ExpertPart::kDown), {hidden, width}, TensorRole::kMlpOut, i});
+      specs.push_back(
+          {DenseMlpName(i, ExpertPart::kDown), {hidden, width}, TensorRole::kMlpOut, i});
     }
   }
   specs.push_back({FinalNormName(), {hidden}, TensorRole::kNorm});

@@ -106,9 +106,8 @@ void Transformer::Attention(int layer, const ForwardInput& input, const KvPoolVi
   }
 }
 
-absl::StatusOr<const float*> Transformer::Forward(const ForwardInput& input,
-                                                  const KvPoolView& pool, Arena& arena,
-                                                  ThreadPool* threads) const {
+absl::StatusOr<const float*> Transformer::Forward(const ForwardInput& input, const KvPoolView& pool,
+                                                  Arena& arena, ThreadPool* threads) const {
   const int m = static_cast<int>(input.rows.size());
   const int hidden = config_.hidden_size;
   const int half = config_.head_dim / 2;
@@ -136,17 +135,17 @@ absl::StatusOr<const float*> Transformer::Forward(const ForwardInput& input,
   for (int layer = 0; layer < config_.num_layers; ++layer) {
     const LayerWeights& w = weights_.layers[layer];
     for (int i = 0; i < m; ++i) {
-      RmsNorm(h + static_cast<size_t>(i) * hidden, w.attn_norm.data(), hidden,
-              eps_, normed + static_cast<size_t>(i) * hidden);
+      RmsNorm(h + static_cast<size_t>(i) * hidden, w.attn_norm.data(), hidden, eps_,
+              normed + static_cast<size_t>(i) * hidden);
     }
-    Gemm(normed, m, hidden, w.qkv, w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(), qkv,
-         qkv_width, threads);
+    Gemm(normed, m, hidden, w.qkv, w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(), qkv, qkv_width,
+         threads);
     Attention(layer, input, pool, qkv, cos, sin, attn, arena, threads);
     Gemm(attn, m, config_.q_dim(), w.o, nullptr, delta, hidden, threads);
     AddInPlace(h, delta, all);
     for (int i = 0; i < m; ++i) {
-      RmsNorm(h + static_cast<size_t>(i) * hidden, w.mlp_norm.data(), hidden,
-              eps_, normed + static_cast<size_t>(i) * hidden);
+      RmsNorm(h + static_cast<size_t>(i) * hidden, w.mlp_norm.data(), hidden, eps_,
+              normed + static_cast<size_t>(i) * hidden);
     }
     if (w.is_moe) {
       RETURN_IF_ERROR(moe_.Forward(layer, w.moe, normed, m, delta, arena, threads));
@@ -166,8 +165,7 @@ absl::StatusOr<const float*> Transformer::Forward(const ForwardInput& input,
     RmsNorm(h + static_cast<size_t>(input.logit_rows[j]) * hidden, weights_.final_norm.data(),
             hidden, eps_, final_rows + static_cast<size_t>(j) * hidden);
   }
-  float* logits =
-      arena.Alloc<float>((static_cast<size_t>(num_logits) + 1) * config_.vocab_size);
+  float* logits = arena.Alloc<float>((static_cast<size_t>(num_logits) + 1) * config_.vocab_size);
   Gemm(final_rows, num_logits, hidden, weights_.lm_head, nullptr, logits, config_.vocab_size,
        threads);
   return logits;

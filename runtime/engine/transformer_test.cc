@@ -62,7 +62,8 @@ std::vector<std::vector<float>> Forward(const Transformer& model, HostPool& pool
     }
   }
   Arena arena;
-  absl::StatusOr<const float*> logits = model.Forward({rows, seqs, logit_rows}, pool.view(), arena, threads);
+  absl::StatusOr<const float*> logits =
+      model.Forward({rows, seqs, logit_rows}, pool.view(), arena, threads);
   LOCKSTEP_CHECK_OK(logits.status());
   const int vocab = model.config().vocab_size;
   std::vector<std::vector<float>> out;
@@ -129,7 +130,8 @@ std::vector<double> ReferenceLogits(const std::string& dir, const std::vector<in
       k[t] = matvec(read(AttentionName(l, "k_proj", "weight")), x, config.kv_dim());
       v[t] = matvec(read(AttentionName(l, "v_proj", "weight")), x, config.kv_dim());
       if (config.attention_bias) {
-        for (auto [vec, proj] : {std::pair{&q[t], "q_proj"}, {&k[t], "k_proj"}, {&v[t], "v_proj"}}) {
+        for (auto [vec, proj] :
+             {std::pair{&q[t], "q_proj"}, {&k[t], "k_proj"}, {&v[t], "v_proj"}}) {
           const std::vector<double> bias = read(AttentionName(l, proj, "bias"));
           for (size_t i = 0; i < vec->size(); ++i) (*vec)[i] += bias[i];
         }
@@ -170,9 +172,11 @@ std::vector<double> ReferenceLogits(const std::string& dir, const std::vector<in
           for (int d = 0; d < hd; ++d) attn[hh * hd + d] += s[j] / z * v[j][g * hd + d];
         }
       }
-      const std::vector<double> o = matvec(read(AttentionName(l, "o_proj", "weight")), attn, hidden);
+      const std::vector<double> o =
+          matvec(read(AttentionName(l, "o_proj", "weight")), attn, hidden);
       for (int i = 0; i < hidden; ++i) h[t][i] += o[i];
-      const std::vector<double> x = rms(h[t], read(LayerName(l, "post_attention_layernorm.weight")));
+      const std::vector<double> x =
+          rms(h[t], read(LayerName(l, "post_attention_layernorm.weight")));
       std::vector<double> mlp(hidden, 0.0);
       if (config.is_moe() && config.moe_layer[l]) {
         std::vector<double> logits = matvec(read(RouterName(config, l)), x, config.num_experts);
@@ -181,14 +185,16 @@ std::vector<double> ReferenceLogits(const std::string& dir, const std::vector<in
         for (double& p : logits) p /= z;
         std::vector<int> order(config.num_experts);
         for (int e = 0; e < config.num_experts; ++e) order[e] = e;
-        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int a, int b) { return logits[a] > logits[b]; });
         double sum = 0;
         for (int j = 0; j < config.num_experts_per_tok; ++j) sum += logits[order[j]];
         for (int j = 0; j < config.num_experts_per_tok; ++j) {
           const int e = order[j];
           const double weight = config.norm_topk_prob ? logits[e] / sum : logits[e];
           const std::vector<double> y =
-              swiglu(x, ExpertName(config, l, e, ExpertPart::kGate), ExpertName(config, l, e, ExpertPart::kUp),
+              swiglu(x, ExpertName(config, l, e, ExpertPart::kGate),
+                     ExpertName(config, l, e, ExpertPart::kUp),
                      ExpertName(config, l, e, ExpertPart::kDown), config.moe_intermediate_size);
           for (int i = 0; i < hidden; ++i) mlp[i] += weight * y[i];
         }
@@ -245,7 +251,8 @@ TEST(TransformerTest, MatchesDoublePrecisionReference) {
     HostPool pool(model->Layout(4), 64, seed);
     std::vector<BlockId> blocks;
     const std::vector<int32_t> tokens = RandomTokens(19, rng);
-    const std::vector<std::vector<float>> logits = Forward(*model, pool, {{&blocks, 0, tokens}}, nullptr);
+    const std::vector<std::vector<float>> logits =
+        Forward(*model, pool, {{&blocks, 0, tokens}}, nullptr);
     const std::vector<double> reference = ReferenceLogits(dir, tokens);
     double max_error = 0, max_value = 0;
     for (size_t v = 0; v < reference.size(); ++v) {
@@ -265,7 +272,8 @@ TEST(TransformerTest, ChunkedPrefillEqualsOneShotBitwise) {
     const std::vector<int32_t> prompt = RandomTokens(61, rng);
     HostPool pool(model->Layout(8), 64, seed);
     std::vector<BlockId> one_shot;
-    const std::vector<float> expected = Forward(*model, pool, {{&one_shot, 0, prompt}}, nullptr).back();
+    const std::vector<float> expected =
+        Forward(*model, pool, {{&one_shot, 0, prompt}}, nullptr).back();
     for (const std::vector<int>& splits : {std::vector<int>{1, 60}, {7, 13, 41}, {32, 29}}) {
       std::vector<BlockId> chunked;
       std::vector<float> last;
@@ -277,12 +285,15 @@ TEST(TransformerTest, ChunkedPrefillEqualsOneShotBitwise) {
       }
       ASSERT_EQ(last, expected) << preset << " split starting " << splits[0];
       // And greedy decoding from both caches stays identical.
-      int32_t a = ArgMax(expected.data(), model->config().vocab_size), b = ArgMax(last.data(), model->config().vocab_size);
+      int32_t a = ArgMax(expected.data(), model->config().vocab_size),
+              b = ArgMax(last.data(), model->config().vocab_size);
       for (int step = 0; step < 5; ++step) {
         ASSERT_EQ(a, b);
         const int64_t pos = static_cast<int64_t>(prompt.size()) + step;
-        a = ArgMax(Forward(*model, pool, {{&one_shot, pos, {a}}}, nullptr).back().data(), model->config().vocab_size);
-        b = ArgMax(Forward(*model, pool, {{&chunked, pos, {b}}}, nullptr).back().data(), model->config().vocab_size);
+        a = ArgMax(Forward(*model, pool, {{&one_shot, pos, {a}}}, nullptr).back().data(),
+                   model->config().vocab_size);
+        b = ArgMax(Forward(*model, pool, {{&chunked, pos, {b}}}, nullptr).back().data(),
+                   model->config().vocab_size);
       }
       for (BlockId block : chunked) pool.Free(block);
     }
@@ -301,7 +312,8 @@ TEST(TransformerTest, LogitsAreBatchInvariant) {
     HostPool pool(model->Layout(16), 256, seed);
     const std::vector<int32_t> probe = RandomTokens(23, rng);
     std::vector<BlockId> alone_blocks;
-    const std::vector<std::vector<float>> alone = Forward(*model, pool, {{&alone_blocks, 0, probe}}, nullptr);
+    const std::vector<std::vector<float>> alone =
+        Forward(*model, pool, {{&alone_blocks, 0, probe}}, nullptr);
     for (int trial = 0; trial < 4; ++trial) {
       std::vector<std::vector<BlockId>> others(1 + trial);
       std::vector<Piece> pieces;

@@ -28,8 +28,8 @@ absl::StatusOr<std::vector<float>> ReadVector(const SafetensorsModel& tensors,
 }
 
 absl::StatusOr<SwiGluWeights> ReadSwiGlu(const SafetensorsModel& tensors, const std::string& gate,
-                                         const std::string& up, const std::string& down,
-                                         int width, int hidden) {
+                                         const std::string& up, const std::string& down, int width,
+                                         int hidden) {
   SwiGluWeights mlp;
   mlp.width = width;
   ASSIGN_OR_RETURN(mlp.gate_up, ReadStacked(tensors, {{gate, width}, {up, width}}, hidden));
@@ -41,7 +41,8 @@ absl::StatusOr<LayerWeights> ReadLayer(const SafetensorsModel& tensors, const Mo
                                        int i, int rank, int world_size) {
   const int hidden = config.hidden_size;
   LayerWeights layer;
-  ASSIGN_OR_RETURN(layer.attn_norm, ReadVector(tensors, LayerName(i, "input_layernorm.weight"), hidden));
+  ASSIGN_OR_RETURN(layer.attn_norm,
+                   ReadVector(tensors, LayerName(i, "input_layernorm.weight"), hidden));
   ASSIGN_OR_RETURN(layer.mlp_norm,
                    ReadVector(tensors, LayerName(i, "post_attention_layernorm.weight"), hidden));
   ASSIGN_OR_RETURN(layer.qkv, ReadStacked(tensors,
@@ -59,20 +60,19 @@ absl::StatusOr<LayerWeights> ReadLayer(const SafetensorsModel& tensors, const Mo
     }
   }
   if (config.qk_norm) {
-    ASSIGN_OR_RETURN(layer.q_norm, ReadVector(tensors, LayerName(i, "self_attn.q_norm.weight"),
-                                              config.head_dim));
-    ASSIGN_OR_RETURN(layer.k_norm, ReadVector(tensors, LayerName(i, "self_attn.k_norm.weight"),
-                                              config.head_dim));
+    ASSIGN_OR_RETURN(layer.q_norm,
+                     ReadVector(tensors, LayerName(i, "self_attn.q_norm.weight"), config.head_dim));
+    ASSIGN_OR_RETURN(layer.k_norm,
+                     ReadVector(tensors, LayerName(i, "self_attn.k_norm.weight"), config.head_dim));
   }
-  ASSIGN_OR_RETURN(layer.o,
-                   ReadStacked(tensors, {{AttentionName(i, "o_proj", "weight"), hidden}},
-                               config.q_dim()));
+  ASSIGN_OR_RETURN(layer.o, ReadStacked(tensors, {{AttentionName(i, "o_proj", "weight"), hidden}},
+                                        config.q_dim()));
   layer.is_moe = config.is_moe() && config.moe_layer[i];
   if (!layer.is_moe) {
-    ASSIGN_OR_RETURN(layer.mlp, ReadSwiGlu(tensors, DenseMlpName(i, ExpertPart::kGate),
-                                           DenseMlpName(i, ExpertPart::kUp),
-                                           DenseMlpName(i, ExpertPart::kDown),
-                                           config.intermediate_size, hidden));
+    ASSIGN_OR_RETURN(
+        layer.mlp,
+        ReadSwiGlu(tensors, DenseMlpName(i, ExpertPart::kGate), DenseMlpName(i, ExpertPart::kUp),
+                   DenseMlpName(i, ExpertPart::kDown), config.intermediate_size, hidden));
     return layer;
   }
   ASSIGN_OR_RETURN(layer.moe.router,

@@ -35,8 +35,8 @@ struct SwiGluWeights {
 };
 
 struct MoeWeights {
-  PackedMatrix router;                // [num_experts, hidden]
-  ExpertRange local;                  // the experts this rank holds
+  PackedMatrix router;                 // [num_experts, hidden]
+  ExpertRange local;                   // the experts this rank holds
   std::vector<SwiGluWeights> experts;  // experts[e - local.first]
 };
 
@@ -46,7 +46,7 @@ struct LayerWeights {
   std::vector<float> qkv_bias;  // empty without attention bias
   std::vector<float> q_norm;    // empty without q/k norm
   std::vector<float> k_norm;
-  PackedMatrix o;               // [hidden, q_dim]
+  PackedMatrix o;  // [hidden, q_dim]
   std::vector<float> mlp_norm;
   bool is_moe = false;
   SwiGluWeights mlp;  // dense layers

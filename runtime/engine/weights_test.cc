@@ -67,18 +67,18 @@ TEST(WeightsTest, WrongShapeNamesTensorFileAndShapes) {
     }
   }
   const std::string dir = WriteWith("shape", Tiny(), tensors);
-  EXPECT_THAT(LoadStatus(dir),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr(name), HasSubstr("model.safetensors"), HasSubstr("[32, 128]"),
-                             HasSubstr("[64, 128]"))));
+  EXPECT_THAT(LoadStatus(dir), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        AllOf(HasSubstr(name), HasSubstr("model.safetensors"),
+                                              HasSubstr("[32, 128]"), HasSubstr("[64, 128]"))));
 }
 
 TEST(WeightsTest, ConfigThatDisagreesWithTheWeights) {
   ModelConfig config = Tiny();
   config.hidden_size = 64;
   const std::string dir = WriteWith("mismatch", config, TinyTensors());
-  EXPECT_THAT(LoadStatus(dir), StatusIs(absl::StatusCode::kInvalidArgument,
-                                        AllOf(HasSubstr("model.embed_tokens.weight"), HasSubstr("[272, 128]"))));
+  EXPECT_THAT(LoadStatus(dir),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("model.embed_tokens.weight"), HasSubstr("[272, 128]"))));
 }
 
 TEST(WeightsTest, TruncatedAndCorruptFilesAreErrorsNotCrashes) {
@@ -123,7 +123,8 @@ std::vector<float> PromptLogits(const std::string& dir) {
 TEST(WeightsTest, HalfPrecisionFilesLoadAsFloat) {
   const std::vector<float> f32 = PromptLogits(WriteWith("f32", Tiny(), TinyTensors(DType::kF32)));
   for (DType dtype : {DType::kBF16, DType::kF16}) {
-    const std::vector<float> half = PromptLogits(WriteWith(DTypeName(dtype), Tiny(), TinyTensors(dtype)));
+    const std::vector<float> half =
+        PromptLogits(WriteWith(DTypeName(dtype), Tiny(), TinyTensors(dtype)));
     double max_diff = 0, max_value = 0;
     for (size_t i = 0; i < f32.size(); ++i) {
       max_diff = std::max(max_diff, std::fabs(double{f32[i]} - half[i]));
@@ -143,11 +144,14 @@ TEST(WeightsTest, ShardedModelEqualsSingleFile) {
   std::string index = "{\"weight_map\": {";
   for (size_t i = 0; i < tensors.size(); ++i) {
     shards[i % 2].push_back(tensors[i]);
-    index += (i ? ", \"" : "\"") + tensors[i].name + "\": \"part-" + std::to_string(i % 2) + ".safetensors\"";
+    index += (i ? ", \"" : "\"") + tensors[i].name + "\": \"part-" + std::to_string(i % 2) +
+             ".safetensors\"";
   }
   index += "}}";
   for (int s = 0; s < 2; ++s) {
-    ASSERT_THAT(WriteSafetensors(JoinPath(dir, "part-" + std::to_string(s) + ".safetensors"), shards[s]), IsOk());
+    ASSERT_THAT(
+        WriteSafetensors(JoinPath(dir, "part-" + std::to_string(s) + ".safetensors"), shards[s]),
+        IsOk());
   }
   ASSERT_THAT(WriteStringToFile(JoinPath(dir, "model.safetensors.index.json"), index), IsOk());
   EXPECT_EQ(PromptLogits(dir), PromptLogits(WriteWith("single", Tiny(), tensors)));
@@ -155,7 +159,8 @@ TEST(WeightsTest, ShardedModelEqualsSingleFile) {
 
 TEST(WeightsTest, ExpertParallelRankLoadsOnlyItsExperts) {
   const ModelConfig config = *PresetConfig("tiny-moe");
-  const std::string dir = WriteWith("moe", config, GenerateTensors(config, 1, DType::kF32, nullptr, 0.0));
+  const std::string dir =
+      WriteWith("moe", config, GenerateTensors(config, 1, DType::kF32, nullptr, 0.0));
   auto tensors = std::move(SafetensorsModel::Open(dir)).value();
   absl::StatusOr<ModelWeights> weights = LoadWeights(*tensors, config, 1, 4);
   ASSERT_THAT(weights, IsOk());

@@ -81,16 +81,15 @@ struct ExecutorSnapshot {
 class Executor {
  public:
   struct Deps {
-    comm::Communicator* comm = nullptr;             // the executor's group; not owned
-    engine::ModelEngine* engine = nullptr;          // not owned
-    std::unique_ptr<kv::KvManager> kv;              // owned
-    transfer::Transceiver* transceiver = nullptr;   // not owned; null without disagg
-    Clock* clock = nullptr;                         // not owned
-    ResponseSink* sink = nullptr;                   // leader only; not owned
+    comm::Communicator* comm = nullptr;            // the executor's group; not owned
+    engine::ModelEngine* engine = nullptr;         // not owned
+    std::unique_ptr<kv::KvManager> kv;             // owned
+    transfer::Transceiver* transceiver = nullptr;  // not owned; null without disagg
+    Clock* clock = nullptr;                        // not owned
+    ResponseSink* sink = nullptr;                  // leader only; not owned
   };
 
-  static absl::StatusOr<std::unique_ptr<Executor>> Create(const ExecutorConfig& config,
-                                                          Deps deps);
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(const ExecutorConfig& config, Deps deps);
   ~Executor();
 
   // Any thread: where the leader's clients put requests, cancels and the drain order.
@@ -166,8 +165,8 @@ class Executor {
   void RemoveDummy();
   InFlightBatch Launch(const sched::ScheduleDecision& decision);
   absl::Status Complete(const InFlightBatch& batch);
-  void ApplyResult(const InFlightEntry& entry, const engine::SequenceResult& result,
-                   absl::Time now, StepStats* stats);
+  void ApplyResult(const InFlightEntry& entry, const engine::SequenceResult& result, absl::Time now,
+                   StepStats* stats);
   void ApplyKvUpdate(const InFlightEntry& entry, int64_t used, kv::PoolKind pool,
                      uint64_t generation, int64_t grant);
   absl::Status Respond();

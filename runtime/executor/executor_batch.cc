@@ -94,7 +94,8 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
       engine::SequenceSeed seed;
       seed.history = static_cast<int64_t>(r->prompt().size());
       seed.last_token = source.first_token;
-      if (static_cast<int>(source.first_drafts.size()) == k) seed.draft_tokens = source.first_drafts;
+      if (static_cast<int>(source.first_drafts.size()) == k)
+        seed.draft_tokens = source.first_drafts;
       step.seed = std::move(seed);
       r->TransitionTo(RequestState::kGenerationInProgress);
     }
@@ -130,14 +131,13 @@ absl::Status Executor::Complete(const InFlightBatch& batch) {
   absl::StatusOr<engine::BatchResult> result = engine_->Collect(batch.step, config_.engine_timeout);
   if (!result.ok() && absl::IsDeadlineExceeded(result.status())) {
     // The engine is stuck: this rank cannot take part in the next forward.
-    return absl::DeadlineExceededError(absl::StrCat("engine step ", batch.step.value(),
-                                                    " did not finish in time: ",
-                                                    result.status().message()));
+    return absl::DeadlineExceededError(
+        absl::StrCat("engine step ", batch.step.value(),
+                     " did not finish in time: ", result.status().message()));
   }
   if (result.ok() && result->sequences.size() != batch.entries.size()) {
     result = absl::InternalError(absl::StrCat("engine returned ", result->sequences.size(),
-                                              " results for ", batch.entries.size(),
-                                              " sequences"));
+                                              " results for ", batch.entries.size(), " sequences"));
   }
   if (!result.ok()) {
     // A failed batch fails its requests; the loop goes on.
@@ -169,8 +169,7 @@ void Executor::ApplyKvUpdate(const InFlightEntry& e, int64_t used, kv::PoolKind 
     // The draft pool keeps the K positions proposed after a last context chunk.
     const bool keep_grant = pool == kv::PoolKind::kDraft && e.is_context && e.last_chunk;
     update.history = e.is_context ? e.position + e.num_tokens : info->history + used;
-    update.capacity =
-        std::max(update.history, info->capacity - (keep_grant ? 0 : grant - used));
+    update.capacity = std::max(update.history, info->capacity - (keep_grant ? 0 : grant - used));
   } else {
     update.history = 0;  // addressed to a cache that is gone: the manager says stale
   }
@@ -181,9 +180,9 @@ void Executor::ApplyKvUpdate(const InFlightEntry& e, int64_t used, kv::PoolKind 
     LOCKSTEP_LOG_ERROR("exec", "KV update of request {} in the {} pool failed: {}", e.id,
                        kv::PoolKindName(pool), applied.status().ToString());
     if (Request* r = Find(e.id); r != nullptr && !r->finished() && !r->is_dummy()) {
-      FailRequest(r, absl::InternalError(absl::StrCat("KV update failed: ",
-                                                      applied.status().message())),
-                  false);
+      FailRequest(
+          r, absl::InternalError(absl::StrCat("KV update failed: ", applied.status().message())),
+          false);
     }
     return;
   }
@@ -207,8 +206,7 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
     return;  // paused and re-created since: recomputation reproduces these tokens
   }
   if (e.is_context) {
-    if (config_.scheduler.prefix_reuse &&
-        kv_->config().draft_mode != kv::DraftMode::kUnpaired) {
+    if (config_.scheduler.prefix_reuse && kv_->config().draft_mode != kv::DraftMode::kUnpaired) {
       // Publish the full blocks computed so far for prefix reuse.
       const auto& tokens = r->context_tokens();
       const int64_t n = std::min<int64_t>(info->history, static_cast<int64_t>(tokens.size()));
@@ -237,8 +235,7 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
   response.step = step_;
   response.tokens.assign(r->output_tokens().begin() + static_cast<int64_t>(before),
                          r->output_tokens().end());
-  for (int i = 0; i < appended.num_appended && i < static_cast<int>(result.logprobs.size());
-       ++i) {
+  for (int i = 0; i < appended.num_appended && i < static_cast<int>(result.logprobs.size()); ++i) {
     response.logprobs.push_back(result.logprobs[i]);
   }
   r->MarkStreamed();

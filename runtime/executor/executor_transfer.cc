@@ -48,8 +48,9 @@ void Executor::StartReadyReceives() {
       continue;
     }
     if (transceiver_ == nullptr) {
-      FailRequest(r, absl::FailedPreconditionError(
-                         "generation-only request on an instance without KV transfer"),
+      FailRequest(r,
+                  absl::FailedPreconditionError(
+                      "generation-only request on an instance without KV transfer"),
                   /*transfer=*/true);
       continue;
     }
@@ -64,10 +65,10 @@ void Executor::StartReadyReceives() {
     spec.deadline = r->transfer_deadline();
     const absl::Status started = transceiver_->StartReceive(spec);
     if (!started.ok()) {
-      FailRequest(r, absl::Status(started.code(),
-                                  absl::StrCat("KV receive from ", source.instance, " rank ",
-                                               source.rank, " could not start: ",
-                                               started.message())),
+      FailRequest(r,
+                  absl::Status(started.code(),
+                               absl::StrCat("KV receive from ", source.instance, " rank ",
+                                            source.rank, " could not start: ", started.message())),
                   /*transfer=*/true);
       continue;
     }
@@ -79,10 +80,10 @@ void Executor::StartReadyReceives() {
 
 void Executor::StartSend(Request* request) {
   if (transceiver_ == nullptr) {
-    FailRequest(request,
-                absl::FailedPreconditionError(
-                    "context-only request on an instance without KV transfer"),
-                /*transfer=*/true);
+    FailRequest(
+        request,
+        absl::FailedPreconditionError("context-only request on an instance without KV transfer"),
+        /*transfer=*/true);
     return;
   }
   transfer::SendSpec spec;
@@ -160,7 +161,8 @@ void Executor::PollTransfers() {
     for (kv::PoolKind pool : {kv::PoolKind::kTarget, kv::PoolKind::kDraft}) {
       if (!kv_->Has(r->id(), pool)) continue;
       const kv::BlockLayout& layout = kv_->layout(pool);
-      counters_.kv_bytes_received += layout.BlocksFor(prompt) * static_cast<int64_t>(layout.BlockBytes());
+      counters_.kv_bytes_received +=
+          layout.BlocksFor(prompt) * static_cast<int64_t>(layout.BlockBytes());
     }
   }
   // Receives past their deadline: cancel, then fail when the transceiver confirms.
@@ -171,8 +173,8 @@ void Executor::PollTransfers() {
     }
     const sched::ContextSource& source = *r->context_source();
     cancelling_.emplace(r->id(), absl::DeadlineExceededError(absl::StrCat(
-                                     "KV transfer from ", source.instance, " rank ",
-                                     source.rank, " did not complete within ",
+                                     "KV transfer from ", source.instance, " rank ", source.rank,
+                                     " did not complete within ",
                                      absl::FormatDuration(config_.transfer_deadline))));
     transceiver_->Cancel(r->id());
   }

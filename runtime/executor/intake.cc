@@ -73,9 +73,8 @@ absl::StatusOr<IntakeBatch> IntakeBatch::Decode(const std::string& bytes) {
     int64_t id = 0, arrival = 0;
     uint8_t type = 0, has_source = 0;
     int32_t pin = -1;
-    if (!r.Get(&id) || !r.Get(&type) || !r.GetVector(&s.prompt) ||
-        !GetSampling(r, &s.sampling) || !r.Get(&pin) || !r.Get(&arrival) ||
-        !r.Get(&has_source) || type > 2) {
+    if (!r.Get(&id) || !r.Get(&type) || !r.GetVector(&s.prompt) || !GetSampling(r, &s.sampling) ||
+        !r.Get(&pin) || !r.Get(&arrival) || !r.Get(&has_source) || type > 2) {
       return absl::DataLossError("intake batch: malformed request");
     }
     s.id = RequestId(id);

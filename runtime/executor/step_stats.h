@@ -30,7 +30,7 @@ struct StepStats {
 struct ExecutorCounters {
   int64_t steps = 0;
   int64_t vetoed_steps = 0;
-  int64_t padded_steps = 0;      // this rank forwarded only the dummy
+  int64_t padded_steps = 0;  // this rank forwarded only the dummy
   int64_t dummies_created = 0;
   int64_t dummies_refused = 0;   // padding needed but refused (compat at the cap, no KV)
   int64_t deferred_updates = 0;  // steps whose previous-batch update was deferred
@@ -38,16 +38,16 @@ struct ExecutorCounters {
   int64_t completed = 0;
   int64_t failed = 0;
   int64_t cancelled = 0;
-  int64_t rejected = 0;          // refused at intake (validation, draining)
-  int64_t prompt_tokens = 0;     // of requests admitted on this rank
+  int64_t rejected = 0;       // refused at intake (validation, draining)
+  int64_t prompt_tokens = 0;  // of requests admitted on this rank
   int64_t generated_tokens = 0;
   int64_t drafts_proposed = 0;
   int64_t drafts_accepted = 0;
   int64_t paused = 0;
   int64_t no_progress = 0;
   int64_t transfers_received = 0;
-  int64_t kv_bytes_received = 0;   // target + draft blocks of completed receives
-  int64_t kv_receive_micros = 0;   // summed from StartReceive to completion
+  int64_t kv_bytes_received = 0;  // target + draft blocks of completed receives
+  int64_t kv_receive_micros = 0;  // summed from StartReceive to completion
   int64_t transfers_sent = 0;
   int64_t transfer_failures = 0;
   int64_t audit_violations = 0;
@@ -57,16 +57,26 @@ struct ExecutorCounters {
 // the instance-wide value is their sum over ranks. The others (steps, vetoed steps)
 // are the same on every rank.
 inline constexpr int64_t ExecutorCounters::*kPerRankCounters[] = {
-    &ExecutorCounters::padded_steps,       &ExecutorCounters::dummies_created,
-    &ExecutorCounters::dummies_refused,    &ExecutorCounters::deferred_updates,
-    &ExecutorCounters::stale_updates,      &ExecutorCounters::completed,
-    &ExecutorCounters::failed,             &ExecutorCounters::cancelled,
-    &ExecutorCounters::rejected,           &ExecutorCounters::prompt_tokens,
-    &ExecutorCounters::generated_tokens,   &ExecutorCounters::drafts_proposed,
-    &ExecutorCounters::drafts_accepted,    &ExecutorCounters::paused,
-    &ExecutorCounters::no_progress,        &ExecutorCounters::transfers_received,
-    &ExecutorCounters::kv_bytes_received,  &ExecutorCounters::kv_receive_micros,
-    &ExecutorCounters::transfers_sent,     &ExecutorCounters::transfer_failures,
+    &ExecutorCounters::padded_steps,
+    &ExecutorCounters::dummies_created,
+    &ExecutorCounters::dummies_refused,
+    &ExecutorCounters::deferred_updates,
+    &ExecutorCounters::stale_updates,
+    &ExecutorCounters::completed,
+    &ExecutorCounters::failed,
+    &ExecutorCounters::cancelled,
+    &ExecutorCounters::rejected,
+    &ExecutorCounters::prompt_tokens,
+    &ExecutorCounters::generated_tokens,
+    &ExecutorCounters::drafts_proposed,
+    &ExecutorCounters::drafts_accepted,
+    &ExecutorCounters::paused,
+    &ExecutorCounters::no_progress,
+    &ExecutorCounters::transfers_received,
+    &ExecutorCounters::kv_bytes_received,
+    &ExecutorCounters::kv_receive_micros,
+    &ExecutorCounters::transfers_sent,
+    &ExecutorCounters::transfer_failures,
     &ExecutorCounters::audit_violations,
 };
 inline constexpr int kNumPerRankCounters =

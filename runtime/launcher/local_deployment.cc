@@ -43,8 +43,8 @@ absl::StatusOr<std::unique_ptr<LocalDeployment>> LocalDeployment::Start(
 }
 
 absl::StatusOr<std::unique_ptr<LocalDeployment>> LocalDeployment::StartFile(
-    const std::string& config_path, const std::string& run_dir,
-    const std::string& lockstep_binary, absl::Duration ready_timeout) {
+    const std::string& config_path, const std::string& run_dir, const std::string& lockstep_binary,
+    absl::Duration ready_timeout) {
   std::filesystem::create_directories(run_dir);
   auto d = absl::WrapUnique(new LocalDeployment());
   ASSIGN_OR_RETURN(d->config_, config::LoadDeploymentConfig(config_path));
@@ -79,8 +79,7 @@ absl::Status LocalDeployment::WaitHealthy(absl::Duration timeout) {
       timeout);
 }
 
-std::pair<int, std::string> LocalDeployment::Post(const std::string& path,
-                                                  const std::string& body,
+std::pair<int, std::string> LocalDeployment::Post(const std::string& path, const std::string& body,
                                                   absl::Duration timeout) const {
   const auto [host, port] = HostPort(plan_.router_http);
   httplib::Client client(host, port);

@@ -28,10 +28,10 @@ namespace lockstep::launcher {
 struct GrpcResult {
   std::vector<int32_t> tokens;
   std::string text;
-  int finish_reason = 0;   // v1::FinishReason
-  int error_code = 0;      // canonical code; 0 when OK
+  int finish_reason = 0;  // v1::FinishReason
+  int error_code = 0;     // canonical code; 0 when OK
   std::string error_message;
-  int responses = 0;       // stream messages received
+  int responses = 0;  // stream messages received
 };
 
 class LocalDeployment {
@@ -40,9 +40,10 @@ class LocalDeployment {
   // `run_dir`/deployment.yaml, so relative paths in it resolve against `run_dir`),
   // using the `lockstep` executable at `lockstep_binary`, and waits until every
   // instance is healthy.
-  static absl::StatusOr<std::unique_ptr<LocalDeployment>> Start(
-      const std::string& yaml, const std::string& run_dir, const std::string& lockstep_binary,
-      absl::Duration ready_timeout);
+  static absl::StatusOr<std::unique_ptr<LocalDeployment>> Start(const std::string& yaml,
+                                                                const std::string& run_dir,
+                                                                const std::string& lockstep_binary,
+                                                                absl::Duration ready_timeout);
   // The same for a deployment file on disk.
   static absl::StatusOr<std::unique_ptr<LocalDeployment>> StartFile(
       const std::string& config_path, const std::string& run_dir,

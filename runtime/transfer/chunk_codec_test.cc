@@ -25,7 +25,8 @@ std::string Flatten(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
   EXPECT_TRUE(buffer.Dump(&slices).ok());
   std::string out;
-  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const grpc::Slice& s : slices)
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
   return out;
 }
 
@@ -85,8 +86,8 @@ TEST(ChunkCodecTest, GeneratedCodeReadsWhatEncodeChunkWrites) {
 TEST(ChunkCodecTest, CopiesWithoutKeepAlive) {
   std::vector<uint8_t> block(64, 5);
   const ByteRange piece{block.data(), block.size()};
-  const grpc::ByteBuffer buffer = EncodeChunk({lockstep::v1::KV_POOL_TARGET, 0, 0}, {&piece, 1},
-                                              {}, nullptr);
+  const grpc::ByteBuffer buffer =
+      EncodeChunk({lockstep::v1::KV_POOL_TARGET, 0, 0}, {&piece, 1}, {}, nullptr);
   block.assign(64, 9);
   absl::StatusOr<DecodedChunk> chunk = DecodeChunk(buffer);
   ASSERT_THAT(chunk.status(), IsOk());
@@ -121,8 +122,8 @@ TEST(ChunkCodecTest, DecodesGeneratedMessagesAcrossSlices) {
     EXPECT_EQ(chunk->header.first_block, message.first_block());
     EXPECT_EQ(chunk->header.block_offset, message.block_offset());
     EXPECT_EQ(PayloadOf(*chunk), payload);
-    EXPECT_EQ(chunk->block_crc32c, std::vector<uint32_t>(message.block_crc32c().begin(),
-                                                         message.block_crc32c().end()));
+    EXPECT_EQ(chunk->block_crc32c,
+              std::vector<uint32_t>(message.block_crc32c().begin(), message.block_crc32c().end()));
     EXPECT_EQ(chunk->trailer.has_value(), message.has_trailer());
     // A sub-range of the payload comes back in order.
     if (payload.size() > 10) {

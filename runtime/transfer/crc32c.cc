@@ -187,10 +187,8 @@ __attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq"))) uint32_t Ex
 }
 
 bool HasWide() {
-  static const bool has = __builtin_cpu_supports("sse4.2") &&
-                          __builtin_cpu_supports("pclmul") &&
-                          __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512vl") &&
+  static const bool has = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul") &&
+                          __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                           __builtin_cpu_supports("vpclmulqdq");
   return has;
 }

@@ -42,9 +42,9 @@ TEST(Crc32cTest, MatchesPortableOnRandomSpans) {
   for (uint8_t& b : data) b = static_cast<uint8_t>(rng());
   // Around the wide path's 256-byte rounds and 16-byte folds, and the crc32 path's
   // 768-byte and 24 KiB rounds.
-  std::vector<size_t> sizes = {0,   1,   7,   8,   9,   15,  16,  255, 256, 257, 271, 272,
-                               511, 512, 767, 768, 769, 1031, 3 * 8192 - 1, 3 * 8192,
-                               3 * 8192 + 13, 32768, 40000};
+  std::vector<size_t> sizes = {
+      0,   1,   7,   8,   9,   15,   16,           255,      256,           257,   271,  272,
+      511, 512, 767, 768, 769, 1031, 3 * 8192 - 1, 3 * 8192, 3 * 8192 + 13, 32768, 40000};
   for (int i = 0; i < 40; ++i) sizes.push_back(rng() % (data.size() - 8));
   for (size_t size : sizes) {
     for (size_t offset : {0, 1, 3, 7}) {

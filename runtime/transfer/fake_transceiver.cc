@@ -18,15 +18,15 @@ absl::Duration FakeTransceiver::Latency() {
 absl::Status FakeTransceiver::Start(TransferKind kind, RequestId id, uint64_t generation,
                                     absl::Time limit, absl::Status expiry) {
   if (pending_.contains(id)) {
-    return absl::AlreadyExistsError(absl::StrCat("a transfer of request ", id.value(),
-                                                 " is already in flight"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("a transfer of request ", id.value(), " is already in flight"));
   }
   const absl::Time done = clock_->Now() + Latency();
   const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
   Pending p{kind, generation, done, absl::OkStatus()};
   if (u < options_.failure_rate) {
-    p.status = absl::UnavailableError(absl::StrCat("injected transfer failure of request ",
-                                                   id.value()));
+    p.status =
+        absl::UnavailableError(absl::StrCat("injected transfer failure of request ", id.value()));
   } else if (done > limit) {
     p.at = limit;
     p.status = std::move(expiry);
@@ -46,10 +46,10 @@ absl::Status FakeTransceiver::StartReceive(const ReceiveSpec& spec) {
     for (int pool = 0; pool < 2; ++pool) {
       for (BlockId b : pool == 0 ? spec.blocks.target_blocks : spec.blocks.draft_blocks) {
         if (auto step = options_.tracker->Holder(pool, b.value())) {
-          return absl::InternalError(absl::StrCat(
-              "KV receive of request ", spec.blocks.id.value(), " into ",
-              pool == 0 ? "target" : "draft", " block ", b.value(),
-              " that engine batch ", *step, " may still write"));
+          return absl::InternalError(absl::StrCat("KV receive of request ", spec.blocks.id.value(),
+                                                  " into ", pool == 0 ? "target" : "draft",
+                                                  " block ", b.value(), " that engine batch ",
+                                                  *step, " may still write"));
         }
       }
     }
@@ -78,8 +78,8 @@ std::vector<TransferEvent> FakeTransceiver::Poll() {
 void FakeTransceiver::Cancel(RequestId id) {
   auto it = pending_.find(id);
   if (it == pending_.end()) return;
-  cancelled_.push_back({it->second.kind, id, it->second.generation,
-                        absl::CancelledError("transfer cancelled")});
+  cancelled_.push_back(
+      {it->second.kind, id, it->second.generation, absl::CancelledError("transfer cancelled")});
   pending_.erase(it);
 }
 

@@ -39,8 +39,8 @@ absl::StatusOr<std::unique_ptr<GrpcTransceiver>> GrpcTransceiver::Create(
   ASSIGN_OR_RETURN(t->server_,
                    KvTransferServer::Start(o.server, o.descriptor, o.slabs, t->claims_, o.hooks));
   t->receivers_ = std::make_unique<ReceiveWorkers>(
-      o.max_concurrent_receives,
-      std::make_unique<KvPuller>(o.descriptor, o.slabs, o.name, o.hooks), t->events_);
+      o.max_concurrent_receives, std::make_unique<KvPuller>(o.descriptor, o.slabs, o.name, o.hooks),
+      t->events_);
   return t;
 }
 

@@ -27,10 +27,10 @@ using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::StatusIs;
 using ::lockstep::testing::TestSeed;
 using ::testing::AnyOf;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
 using testing::AwaitEvents;
 using testing::CompareMovedBlocks;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using testing::MakeRank;
 using testing::RandomBlocks;
 using testing::RankConfig;
@@ -105,8 +105,7 @@ class GrpcTransceiverFaultTest : public ::testing::Test {
     sent_ = RandomBlocks(RequestId(11), 40, d_, draft, 64, 0, rng_);
     received_ = RandomBlocks(RequestId(22), 40, d_, draft, 64, 0, rng_);
     ASSERT_THAT(ctx->StartSend({sent_, clock_.Now() + absl::Minutes(1)}), IsOk());
-    ASSERT_THAT(gen->StartReceive(Receive(received_, ctx->address(), sent_.id, deadline)),
-                IsOk());
+    ASSERT_THAT(gen->StartReceive(Receive(received_, ctx->address(), sent_.id, deadline)), IsOk());
   }
 
   // Exactly one event from `rank`, which must then have nothing in flight.

@@ -38,9 +38,9 @@ using ::lockstep::testing::IsOk;
 using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::StatusIs;
 using ::lockstep::testing::TestSeed;
-using ::testing::IsEmpty;
 using testing::AwaitEvents;
 using testing::CompareMovedBlocks;
+using ::testing::IsEmpty;
 using testing::MakeRank;
 using testing::RandomBlocks;
 using testing::RankConfig;
@@ -189,8 +189,8 @@ TEST_F(GrpcTransceiverProcessTest, KilledContextRankFailsTheReceiveUnavailable) 
   absl::StatusOr<std::unique_ptr<TestRank>> gen = MakeRank(config, &clock_, 0);
   ASSERT_THAT(gen.status(), IsOk());
   std::mt19937_64 rng(seed_ + 7);
-  const LocalBlocks blocks = RandomBlocks(RequestId(50), kTokens, SmallDescriptor(), true, 64,
-                                          0, rng);
+  const LocalBlocks blocks =
+      RandomBlocks(RequestId(50), kTokens, SmallDescriptor(), true, 64, 0, rng);
   ASSERT_THAT((**gen)->StartReceive(Receive(blocks, address, RequestId(1), absl::Minutes(5))),
               IsOk());
   ASSERT_TRUE(first_chunk.WaitForNotificationWithTimeout(kWait));
@@ -213,8 +213,8 @@ TEST_F(GrpcTransceiverProcessTest, StoppedContextRankFailsAtTheDeadlineThenServe
   std::mt19937_64 rng(seed_ + 7);
   const LocalBlocks stalled =
       RandomBlocks(RequestId(50), kTokens, SmallDescriptor(), true, 64, 0, rng);
-  const LocalBlocks later = RandomBlocks(RequestId(51), kTokens, SmallDescriptor(), true, 64, 0,
-                                         rng);
+  const LocalBlocks later =
+      RandomBlocks(RequestId(51), kTokens, SmallDescriptor(), true, 64, 0, rng);
   child.Signal(SIGSTOP);
   ASSERT_THAT(
       (**gen)->StartReceive(Receive(stalled, address, RequestId(1), absl::Milliseconds(500))),

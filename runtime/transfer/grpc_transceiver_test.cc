@@ -25,10 +25,10 @@ using ::lockstep::testing::IsOk;
 using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::StatusIs;
 using ::lockstep::testing::TestSeed;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
 using testing::AwaitEvents;
 using testing::CompareMovedBlocks;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using testing::MakeRank;
 using testing::RandomBlocks;
 using testing::RankConfig;
@@ -139,8 +139,10 @@ TEST_F(GrpcTransceiverTest, ManyConcurrentTransfers) {
                   seed_ + 1);
   std::vector<std::unique_ptr<TestRank>> gens;
   for (int g = 0; g < 2; ++g) {
-    gens.push_back(Rank({.name = absl::StrCat("gen rank ", g), .descriptor = d,
-                         .num_blocks = 512, .max_concurrent_receives = 3},
+    gens.push_back(Rank({.name = absl::StrCat("gen rank ", g),
+                         .descriptor = d,
+                         .num_blocks = 512,
+                         .max_concurrent_receives = 3},
                         0));
     ASSERT_TRUE(gens.back());
   }
@@ -164,11 +166,11 @@ TEST_F(GrpcTransceiverTest, ManyConcurrentTransfers) {
     const int64_t target = d.target->BlocksFor(tokens);
     const int64_t draft = d.draft->BlocksFor(tokens);
     const bool with_draft = r % 3 != 0;
-    LocalBlocks s{RequestId(100 + r), 10, take(ctx_ids, ctx_next, target),
+    LocalBlocks s{RequestId(100 + r),    10, take(ctx_ids, ctx_next, target),
                   with_draft ? 20u : 0u, {}, tokens};
     if (with_draft) s.draft_blocks = take(ctx_ids, ctx_next, draft);
     const int g = r % 2;
-    LocalBlocks v{RequestId(500 + r), 30, take(gen_ids[g], gen_next[g], target),
+    LocalBlocks v{RequestId(500 + r),    30, take(gen_ids[g], gen_next[g], target),
                   with_draft ? 40u : 0u, {}, tokens};
     if (with_draft) v.draft_blocks = take(gen_ids[g], gen_next[g], draft);
     ASSERT_THAT((*ctx)->StartSend(Send(s)), IsOk());
@@ -274,8 +276,9 @@ TEST_F(GrpcTransceiverTest, RequestShapeMismatchFails) {
   ASSERT_THAT((*gen)->StartReceive(Receive(no_draft, *ctx, sent2.id)), IsOk());
   got = AwaitEvents(*gen, 1, kWait);
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_THAT(got[0].status, StatusIs(absl::StatusCode::kFailedPrecondition,
-                                      HasSubstr("draft cache: context present, generation absent")));
+  EXPECT_THAT(got[0].status,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("draft cache: context present, generation absent")));
   ASSERT_EQ(AwaitEvents(*ctx, 1, kWait).size(), 1u);
 }
 

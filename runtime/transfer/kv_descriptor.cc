@@ -36,8 +36,7 @@ absl::Status CheckPool(PoolKind kind, const std::optional<BlockLayout>& context,
   };
   for (const auto& f : kFields) {
     if ((*context).*f.field != (*generation).*f.field) {
-      return Differ(absl::StrCat(pool, " ", f.name), (*context).*f.field,
-                    (*generation).*f.field);
+      return Differ(absl::StrCat(pool, " ", f.name), (*context).*f.field, (*generation).*f.field);
     }
   }
   return absl::OkStatus();
@@ -100,9 +99,8 @@ absl::Status CheckLocalBlocks(const LocalBlocks& blocks, const KvDescriptor& des
     }
     const char* pool = kv::PoolKindName(kind);
     if (!descriptor.pool(kind).has_value() || slabs.pool(kind).base == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("request ", id, " has a ", pool, " cache but this rank has no ", pool,
-                       " pool"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request ", id, " has a ", pool, " cache but this rank has no ", pool, " pool"));
     }
     const int64_t need = descriptor.pool(kind)->BlocksFor(blocks.num_tokens);
     if (static_cast<int64_t>(table.size()) < need) {
@@ -112,9 +110,9 @@ absl::Status CheckLocalBlocks(const LocalBlocks& blocks, const KvDescriptor& des
     }
     for (int64_t i = 0; i < need; ++i) {
       if (table[i].value() < 0 || table[i].value() >= slabs.pool(kind).num_blocks) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "request ", id, ": ", pool, " block ", table[i].value(), " (table index ", i,
-            ") is outside the pool's ", slabs.pool(kind).num_blocks, " blocks"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("request ", id, ": ", pool, " block ", table[i].value(), " (table index ",
+                         i, ") is outside the pool's ", slabs.pool(kind).num_blocks, " blocks"));
       }
     }
   }

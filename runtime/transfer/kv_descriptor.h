@@ -53,8 +53,8 @@ struct KvSlabs {
 
 // The bytes of block `block` of a pool.
 inline uint8_t* BlockData(const PoolSlab& slab, const kv::BlockLayout& layout, BlockId block) {
-  return reinterpret_cast<uint8_t*>(slab.base + static_cast<size_t>(block.value()) *
-                                                    layout.BlockFloats());
+  return reinterpret_cast<uint8_t*>(slab.base +
+                                    static_cast<size_t>(block.value()) * layout.BlockFloats());
 }
 
 // Whether `blocks` can be moved under `descriptor` / `slabs`: at least one token; the

@@ -19,10 +19,10 @@ using ::testing::HasSubstr;
 KvDescriptor Base() {
   KvDescriptor d;
   d.model = "tiny-moe@1";
-  d.target = kv::BlockLayout{.num_layers = 4, .num_kv_heads = 2, .head_dim = 32,
-                             .tokens_per_block = 16};
-  d.draft = kv::BlockLayout{.num_layers = 1, .num_kv_heads = 2, .head_dim = 32,
-                            .tokens_per_block = 16};
+  d.target =
+      kv::BlockLayout{.num_layers = 4, .num_kv_heads = 2, .head_dim = 32, .tokens_per_block = 16};
+  d.draft =
+      kv::BlockLayout{.num_layers = 1, .num_kv_heads = 2, .head_dim = 32, .tokens_per_block = 16};
   return d;
 }
 
@@ -52,8 +52,7 @@ TEST(KvDescriptorTest, EachMismatchNamesTheFieldAndBothValues) {
        "target num_kv_heads: context 2, generation 4"},
       {[](KvDescriptor& d) { d.target->head_dim = 64; },
        "target head_dim: context 32, generation 64"},
-      {[](KvDescriptor& d) { d.draft.reset(); },
-       "draft pool: context present, generation absent"},
+      {[](KvDescriptor& d) { d.draft.reset(); }, "draft pool: context present, generation absent"},
       {[](KvDescriptor& d) { d.draft->tokens_per_block = 8; },
        "draft tokens_per_block: context 16, generation 8"},
       {[](KvDescriptor& d) { d.draft->num_layers = 2; },

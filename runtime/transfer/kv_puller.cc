@@ -37,15 +37,14 @@ class BlockWriter {
       return absl::DataLossError("the stream carries more than the request's blocks");
     }
     const Pool& pool = pools_[pool_];
-    const lockstep::v1::KvPool wire_pool = pool.kind == PoolKind::kTarget
-                                               ? lockstep::v1::KV_POOL_TARGET
-                                               : lockstep::v1::KV_POOL_DRAFT;
+    const lockstep::v1::KvPool wire_pool =
+        pool.kind == PoolKind::kTarget ? lockstep::v1::KV_POOL_TARGET : lockstep::v1::KV_POOL_DRAFT;
     if (chunk.header.pool != wire_pool || chunk.header.first_block != block_ ||
         chunk.header.block_offset != static_cast<int64_t>(offset_)) {
       return absl::DataLossError(absl::StrCat(
           "chunk out of place: it starts at ", lockstep::v1::KvPool_Name(chunk.header.pool),
-          " block ", chunk.header.first_block, " byte ", chunk.header.block_offset,
-          ", expected ", kv::PoolKindName(pool.kind), " block ", block_, " byte ", offset_));
+          " block ", chunk.header.first_block, " byte ", chunk.header.block_offset, ", expected ",
+          kv::PoolKindName(pool.kind), " block ", block_, " byte ", offset_));
     }
     const PayloadView& payload = chunk.payload;
     const size_t left_in_pool =
@@ -58,14 +57,13 @@ class BlockWriter {
     size_t crc_index = 0;
     for (size_t at = 0; at < payload.size();) {
       const size_t take = std::min(pool.block_bytes - offset_, payload.size() - at);
-      payload.ForEachRun(at, take, [&](const uint8_t* data, size_t n) {
-        crc_ = Crc32cExtend(crc_, data, n);
-      });
+      payload.ForEachRun(
+          at, take, [&](const uint8_t* data, size_t n) { crc_ = Crc32cExtend(crc_, data, n); });
       const BlockId local = (*pool.table)[block_];
       if (offset_ + take == pool.block_bytes) {
         if (crc_index == chunk.block_crc32c.size()) {
-          return absl::DataLossError(absl::StrCat("no checksum for ", kv::PoolKindName(pool.kind),
-                                                  " block ", block_));
+          return absl::DataLossError(
+              absl::StrCat("no checksum for ", kv::PoolKindName(pool.kind), " block ", block_));
         }
         const uint32_t sent = chunk.block_crc32c[crc_index++];
         if (crc_ != sent) {
@@ -132,11 +130,11 @@ class BlockWriter {
   }
 
   std::vector<Pool> pools_;
-  size_t pool_ = 0;     // the pool being written
-  int32_t block_ = 0;   // the block being written (table index)
-  size_t offset_ = 0;   // bytes of it written
-  uint32_t crc_ = 0;    // CRC32C of those bytes
-  int64_t bytes_ = 0;   // payload bytes written in all
+  size_t pool_ = 0;    // the pool being written
+  int32_t block_ = 0;  // the block being written (table index)
+  size_t offset_ = 0;  // bytes of it written
+  uint32_t crc_ = 0;   // CRC32C of those bytes
+  int64_t bytes_ = 0;  // payload bytes written in all
   bool trailer_seen_ = false;
 };
 
@@ -222,9 +220,9 @@ absl::Status KvPuller::Pull(RawPullStub& stub, const LocalBlocks& blocks,
     if (!local.ok()) return Prefixed(local.code(), source, local.message());
     if (finished.error_code() == grpc::StatusCode::CANCELLED) {
       // Not by us: the context rank aborted the stream.
-      return Prefixed(absl::StatusCode::kUnavailable, source,
-                      absl::StrCat("the context rank ended the stream: ",
-                                   finished.error_message()));
+      return Prefixed(
+          absl::StatusCode::kUnavailable, source,
+          absl::StrCat("the context rank ended the stream: ", finished.error_message()));
     }
     if (!finished.ok()) {
       return Prefixed(FromGrpcStatus(finished).code(), source, finished.error_message());

@@ -57,9 +57,9 @@ absl::Status KvTransferServerOptions::Validate() const {
   return absl::OkStatus();
 }
 
-KvTransferServer::KvTransferServer(const KvTransferServerOptions& options,
-                                   KvDescriptor descriptor, KvSlabs slabs,
-                                   std::shared_ptr<SendClaims> claims, TransferHooks hooks)
+KvTransferServer::KvTransferServer(const KvTransferServerOptions& options, KvDescriptor descriptor,
+                                   KvSlabs slabs, std::shared_ptr<SendClaims> claims,
+                                   TransferHooks hooks)
     : options_(options),
       descriptor_(std::move(descriptor)),
       slabs_(slabs),
@@ -88,8 +88,8 @@ absl::StatusOr<std::unique_ptr<KvTransferServer>> KvTransferServer::Start(
     return absl::UnavailableError(
         absl::StrCat("KV transfer service cannot listen on ", options.listen_address));
   }
-  server->address_ = absl::StrCat(
-      options.listen_address.substr(0, options.listen_address.rfind(':')), ":", port);
+  server->address_ =
+      absl::StrCat(options.listen_address.substr(0, options.listen_address.rfind(':')), ":", port);
   return server;
 }
 
@@ -165,9 +165,9 @@ absl::Status KvTransferServer::CheckRequest(const PullRequest& request,
                                             const SendSpec& spec) const {
   absl::StatusOr<KvDescriptor> theirs = FromProto(request.kv());
   if (!theirs.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("the pull by ", request.requester(),
-                                                   " carries a bad descriptor: ",
-                                                   theirs.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the pull by ", request.requester(),
+                     " carries a bad descriptor: ", theirs.status().message()));
   }
   RETURN_IF_ERROR(CheckCompatible(descriptor_, *theirs));
   const LocalBlocks& blocks = spec.blocks;
@@ -186,9 +186,9 @@ absl::Status KvTransferServer::CheckRequest(const PullRequest& request,
     const int64_t have =
         kind == PoolKind::kTarget ? request.target_blocks() : request.draft_blocks();
     if (have < need) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          kv::PoolKindName(kind), " blocks allocated by ", request.requester(), ": ", have,
-          ", the request's ", blocks.num_tokens, " tokens need ", need));
+      return absl::FailedPreconditionError(
+          absl::StrCat(kv::PoolKindName(kind), " blocks allocated by ", request.requester(), ": ",
+                       have, ", the request's ", blocks.num_tokens, " tokens need ", need));
     }
   }
   return absl::OkStatus();

@@ -34,8 +34,8 @@ class KvTransferServerTest : public ::testing::Test {
     seed_ = TestSeed();
     std::mt19937_64 rng(seed_);
     descriptor_.model = "m";
-    descriptor_.target = kv::BlockLayout{.num_layers = 1, .num_kv_heads = 1, .head_dim = 8,
-                                         .tokens_per_block = 16};  // 1 KiB blocks
+    descriptor_.target = kv::BlockLayout{
+        .num_layers = 1, .num_kv_heads = 1, .head_dim = 8, .tokens_per_block = 16};  // 1 KiB blocks
     slab_.resize(kBlocks * descriptor_.target->BlockFloats());
     for (float& f : slab_) f = static_cast<float>(rng() % 1000) / 7.0f;
     KvTransferServerOptions options;
@@ -74,8 +74,8 @@ TEST_F(KvTransferServerTest, GeneratedClientReadsTheStream) {
   SendSpec spec;
   spec.blocks.id = RequestId(9);
   spec.blocks.num_tokens = 83;
-  spec.blocks.target_blocks = {BlockId(3), BlockId(0), BlockId(15), BlockId(7), BlockId(8),
-                               BlockId(1)};
+  spec.blocks.target_blocks = {BlockId(3), BlockId(0), BlockId(15),
+                               BlockId(7), BlockId(8), BlockId(1)};
   spec.lease_expiry = clock_.Now() + absl::Minutes(1);
   ASSERT_THAT(claims_->Add(spec), IsOk());
 
@@ -107,8 +107,8 @@ TEST_F(KvTransferServerTest, GeneratedClientReadsTheStream) {
   ASSERT_EQ(payload.size(), 6 * block_bytes);
   ASSERT_EQ(crcs.size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
-    const float* block = slab_.data() + spec.blocks.target_blocks[i].value() *
-                                            descriptor_.target->BlockFloats();
+    const float* block =
+        slab_.data() + spec.blocks.target_blocks[i].value() * descriptor_.target->BlockFloats();
     EXPECT_EQ(std::memcmp(payload.data() + i * block_bytes, block, block_bytes), 0) << i;
     EXPECT_EQ(crcs[i], Crc32c(block, block_bytes)) << i;
   }

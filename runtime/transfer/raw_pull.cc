@@ -19,9 +19,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 }
 
 const std::string& PullMethodName() {
-  static const std::string* const name =
-      new std::string(absl::StrCat("/", lockstep::v1::KvTransferService::service_full_name(),
-                                   "/Pull"));
+  static const std::string* const name = new std::string(
+      absl::StrCat("/", lockstep::v1::KvTransferService::service_full_name(), "/Pull"));
   return *name;
 }
 

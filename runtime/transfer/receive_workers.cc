@@ -90,9 +90,8 @@ void ReceiveWorkers::Loop() {
     std::shared_ptr<PullControl> control = std::make_shared<PullControl>();
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return shut_down_ || !queue_.empty();
-      };
+      auto ready = [this]()
+                       ABSL_SHARED_LOCKS_REQUIRED(mu_) { return shut_down_ || !queue_.empty(); };
       // Idle: wake now and then; the condition is rechecked on every wake.
       while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1))) {
       }
@@ -105,7 +104,8 @@ void ReceiveWorkers::Loop() {
       source = receive.source;
       deadline = receive.deadline;
     }
-    absl::Status status = puller_->Pull(StubFor(source.address), blocks, source, deadline, *control);
+    absl::Status status =
+        puller_->Pull(StubFor(source.address), blocks, source, deadline, *control);
     absl::MutexLock lock(&mu_);
     receives_.erase(id);
     if (!shut_down_) {

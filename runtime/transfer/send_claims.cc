@@ -102,8 +102,7 @@ void SendClaims::EndPull(RequestId id, uint64_t generation, absl::Status status)
   events_->Push({TransferKind::kSend, id, generation, std::move(status)});
 }
 
-void SendClaims::AbortAll(std::vector<std::shared_ptr<ActivePull>> pulls,
-                          const absl::Status& why) {
+void SendClaims::AbortAll(std::vector<std::shared_ptr<ActivePull>> pulls, const absl::Status& why) {
   for (const std::shared_ptr<ActivePull>& pull : pulls) pull->Abort(why);  // first reason wins
   // `pulls` may hold the last references: they are dropped here, outside mu_.
 }

@@ -1,7 +1,7 @@
 #include "runtime/transfer/stream_copy.h"
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 
 #if defined(__x86_64__)

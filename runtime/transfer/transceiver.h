@@ -29,10 +29,10 @@ namespace lockstep::transfer {
 
 // Where a context request's KV lives: enough for a generation rank to pull it.
 struct ContextHandle {
-  std::string instance;   // context instance name
-  int32_t rank = 0;       // context rank holding the blocks
-  std::string address;    // host:port of that rank's KV transfer service
-  RequestId request_id;   // the request id on the context instance
+  std::string instance;     // context instance name
+  int32_t rank = 0;         // context rank holding the blocks
+  std::string address;      // host:port of that rank's KV transfer service
+  RequestId request_id;     // the request id on the context instance
   absl::Time lease_expiry;  // the claim expires at this time (context clock)
 };
 

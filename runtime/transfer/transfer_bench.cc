@@ -16,8 +16,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,10 +50,10 @@ constexpr int64_t kTokensPerBlock = 16;
 KvDescriptor TinyMoe() {
   KvDescriptor d;
   d.model = "tiny-moe";
-  d.target = kv::BlockLayout{.num_layers = 4, .num_kv_heads = 2, .head_dim = 32,
-                             .tokens_per_block = kTokensPerBlock};
-  d.draft = kv::BlockLayout{.num_layers = 1, .num_kv_heads = 2, .head_dim = 32,
-                            .tokens_per_block = kTokensPerBlock};
+  d.target = kv::BlockLayout{
+      .num_layers = 4, .num_kv_heads = 2, .head_dim = 32, .tokens_per_block = kTokensPerBlock};
+  d.draft = kv::BlockLayout{
+      .num_layers = 1, .num_kv_heads = 2, .head_dim = 32, .tokens_per_block = kTokensPerBlock};
   return d;
 }
 
@@ -110,8 +110,8 @@ struct Kv {
                      d.target->BlockBytes()});
     }
     for (int64_t i = 0; i < blocks; ++i) {
-      out.push_back({draft.data() + draft_table[i].value() * d.draft->BlockFloats(),
-                     d.draft->BlockBytes()});
+      out.push_back(
+          {draft.data() + draft_table[i].value() * d.draft->BlockFloats(), d.draft->BlockBytes()});
     }
     return out;
   }
@@ -211,8 +211,7 @@ int RunContext(int commands, int replies, size_t chunk_bytes) {
     }
     close(fd);
   });
-  const std::string hello =
-      absl::StrCat((*ctx)->address(), " ", ntohs(addr.sin_port), "\n");
+  const std::string hello = absl::StrCat((*ctx)->address(), " ", ntohs(addr.sin_port), "\n");
   WriteFull(replies, hello.data(), hello.size());
   Command command;
   while (ReadFull(commands, &command, sizeof(command)) && command.op != 2) {
@@ -267,10 +266,10 @@ void CheckBitExact(int64_t blocks, const char* what) {
   const Kv reference(/*table_seed=*/1, /*fill=*/true);
   const KvDescriptor d = TinyMoe();
   for (int64_t i = 0; i < blocks; ++i) {
-    const float* want = reference.target.data() +
-                        reference.target_table[i].value() * d.target->BlockFloats();
-    const float* got = bench->kv->target.data() +
-                       bench->kv->target_table[i].value() * d.target->BlockFloats();
+    const float* want =
+        reference.target.data() + reference.target_table[i].value() * d.target->BlockFloats();
+    const float* got =
+        bench->kv->target.data() + bench->kv->target_table[i].value() * d.target->BlockFloats();
     const float* want_draft =
         reference.draft.data() + reference.draft_table[i].value() * d.draft->BlockFloats();
     const float* got_draft =
@@ -371,9 +370,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
       std::printf(
           "blocks %s: gRPC %.2f GB/s, raw TCP %.2f GB/s, ratio %.2f; CPU gRPC %.0f ms/GB, raw "
           "TCP %.0f ms/GB, raw/gRPC %.2f\n",
-          size.substr(0, size.find('/')).c_str(), grpc / 1e9, raw->second / 1e9,
-          grpc / raw->second, grpc_cpu->second, raw_cpu->second,
-          raw_cpu->second / grpc_cpu->second);
+          size.substr(0, size.find('/')).c_str(), grpc / 1e9, raw->second / 1e9, grpc / raw->second,
+          grpc_cpu->second, raw_cpu->second, raw_cpu->second / grpc_cpu->second);
     }
   }
 
@@ -443,9 +441,13 @@ int main(int argc, char** argv) {
 
   for (const int64_t blocks : {64, 256}) {
     benchmark::RegisterBenchmark("BM_GrpcTransfer", BM_GrpcTransfer)
-        ->Arg(blocks)->UseRealTime()->Unit(benchmark::kMillisecond);
+        ->Arg(blocks)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("BM_RawTcp", BM_RawTcp)
-        ->Arg(blocks)->UseRealTime()->Unit(benchmark::kMillisecond);
+        ->Arg(blocks)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("BM_Crc32c", BM_Crc32c);
   std::string repetitions = "--benchmark_repetitions=10";
@@ -456,7 +458,9 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&bench_argc, bench_args.data());
   const char* poller = std::getenv("GRPC_POLL_STRATEGY");
   std::printf("chunk %zu KiB, CRC32C %s, gRPC poller %s\n", chunk_bytes >> 10,
-              Crc32cIsWide() ? "512-bit clmul" : Crc32cIsAccelerated() ? "sse4.2" : "portable",
+              Crc32cIsWide()          ? "512-bit clmul"
+              : Crc32cIsAccelerated() ? "sse4.2"
+                                      : "portable",
               poller != nullptr ? poller : "default (epoll1)");
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);

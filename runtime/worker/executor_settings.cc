@@ -16,7 +16,8 @@ uint64_t ModelSalt(const config::ModelConfig& model) {
 
 absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::DeploymentConfig& deployment,
                                                         const config::InstanceConfig& instance,
-                                                        int rank, const kv::BlockLayout& target_layout,
+                                                        int rank,
+                                                        const kv::BlockLayout& target_layout,
                                                         const kv::BlockLayout& draft_layout) {
   exec::ExecutorConfig c;
   c.instance = instance.name;
@@ -76,8 +77,7 @@ absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::Deployment
   c.transfer_deadline = absl::Milliseconds(instance.transfer.deadline_ms);
   c.claim_lease = absl::Milliseconds(instance.transfer.lease_ms);
   if (absl::Status s = c.Validate(); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("instance ", instance.name, ": ", s.message()));
+    return absl::InvalidArgumentError(absl::StrCat("instance ", instance.name, ": ", s.message()));
   }
   return c;
 }

@@ -14,7 +14,8 @@ namespace lockstep::worker {
 // `target_layout` / `draft_layout`: the block layouts the models need (from the engine).
 absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::DeploymentConfig& deployment,
                                                         const config::InstanceConfig& instance,
-                                                        int rank, const kv::BlockLayout& target_layout,
+                                                        int rank,
+                                                        const kv::BlockLayout& target_layout,
                                                         const kv::BlockLayout& draft_layout);
 
 // A stable identity of the served model (name and paths), mixed into prefix-reuse

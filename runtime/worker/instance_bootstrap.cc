@@ -30,9 +30,10 @@ std::string RandomNonce() {
   return absl::StrCat(absl::Hex(value, absl::kZeroPad16));
 }
 
-absl::StatusOr<std::unique_ptr<comm::Communicator>> MakeGroup(
-    comm::RendezvousClient* client, const BootstrapOptions& options, const std::string& prefix,
-    absl::Duration remaining) {
+absl::StatusOr<std::unique_ptr<comm::Communicator>> MakeGroup(comm::RendezvousClient* client,
+                                                              const BootstrapOptions& options,
+                                                              const std::string& prefix,
+                                                              absl::Duration remaining) {
   comm::RendezvousStore store(client, remaining);
   comm::GlooOptions g;
   g.rank = options.rank;
@@ -80,10 +81,10 @@ absl::StatusOr<InstanceGroups> BootstrapInstance(const BootstrapOptions& options
     const std::string nonce = RandomNonce();
     while (true) {
       if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "instance ", options.instance, " rank ", options.rank,
-            ": the leader did not start the instance within ",
-            absl::FormatDuration(options.timeout)));
+        return absl::DeadlineExceededError(
+            absl::StrCat("instance ", options.instance, " rank ", options.rank,
+                         ": the leader did not start the instance within ",
+                         absl::FormatDuration(options.timeout)));
       }
       absl::StatusOr<std::string> leader = client->Get("leader");
       if (leader.ok()) {

@@ -50,8 +50,7 @@ void SetLogprobs(const std::vector<engine::TokenLogprob>& in, v1::TokenLogprobs*
 absl::StatusOr<exec::NewRequestSpec> ToRequestSpec(const v1::GenerateRequest& request,
                                                    absl::Time now) {
   exec::NewRequestSpec spec;
-  if (request.request_id() == 0 ||
-      request.request_id() > static_cast<uint64_t>(INT64_MAX)) {
+  if (request.request_id() == 0 || request.request_id() > static_cast<uint64_t>(INT64_MAX)) {
     return absl::InvalidArgumentError(
         absl::StrCat("request_id must be in [1, 2^63), got ", request.request_id()));
   }
@@ -91,8 +90,8 @@ absl::StatusOr<exec::NewRequestSpec> ToRequestSpec(const v1::GenerateRequest& re
       break;
     }
     default:
-      return absl::InvalidArgumentError(absl::StrCat("type: unknown request type ",
-                                                     static_cast<int>(request.type())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("type: unknown request type ", static_cast<int>(request.type())));
   }
   return spec;
 }

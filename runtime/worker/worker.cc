@@ -37,13 +37,13 @@ absl::Status Worker::Init() {
   const config::DeploymentConfig& d = options_.deployment;
   instance_ = d.FindInstance(options_.instance);
   if (instance_ == nullptr) {
-    return absl::NotFoundError(absl::StrCat("instance '", options_.instance,
-                                            "' is not in the deployment config"));
+    return absl::NotFoundError(
+        absl::StrCat("instance '", options_.instance, "' is not in the deployment config"));
   }
   if (instance_->world_size != options_.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--world-size ", options_.world_size, " but instance ", instance_->name,
-        " has world_size ", instance_->world_size));
+    return absl::InvalidArgumentError(absl::StrCat("--world-size ", options_.world_size,
+                                                   " but instance ", instance_->name,
+                                                   " has world_size ", instance_->world_size));
   }
   if (options_.rank < 0 || options_.rank >= options_.world_size) {
     return absl::InvalidArgumentError(
@@ -118,8 +118,8 @@ absl::Status Worker::Init() {
     RETURN_IF_ERROR(StartService());
     if (options_.register_with_router) heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   }
-  LOCKSTEP_LOG_INFO("worker", "instance {} rank {} of {} ready{}", instance_->name,
-                    options_.rank, options_.world_size,
+  LOCKSTEP_LOG_INFO("worker", "instance {} rank {} of {} ready{}", instance_->name, options_.rank,
+                    options_.world_size,
                     service_address_.empty() ? "" : absl::StrCat(" at ", service_address_));
   return absl::OkStatus();
 }
@@ -155,8 +155,7 @@ HealthView Worker::Health() const {
     view.message = "this instance lost a rank";
     return view;
   }
-  const absl::Duration since =
-      absl::Now() - absl::FromUnixNanos(last_progress_nanos_.load());
+  const absl::Duration since = absl::Now() - absl::FromUnixNanos(last_progress_nanos_.load());
   const absl::Duration limit = absl::Milliseconds(instance_->executor.step_timeout_ms);
   if (since > limit) {
     view.state = v1::HealthResponse::STATE_NOT_PROGRESSING;
@@ -190,9 +189,8 @@ absl::Status Worker::Run() {
     last_progress_nanos_.store(absl::ToUnixNanos(absl::Now()));
     if (!step.ok()) {
       failed_.store(true);
-      const absl::Status why = absl::UnavailableError(
-          absl::StrCat("instance ", instance_->name, " rank ", options_.rank,
-                       " stopped: ", step.message()));
+      const absl::Status why = absl::UnavailableError(absl::StrCat(
+          "instance ", instance_->name, " rank ", options_.rank, " stopped: ", step.message()));
       LOCKSTEP_LOG_ERROR("worker", "{}", why.ToString());
       streams_.FailAll(why);
       return why;
@@ -210,8 +208,8 @@ void Worker::HeartbeatLoop() {
   auto stub = v1::RouterService::NewStub(channel);
   absl::Duration interval = absl::Milliseconds(options_.deployment.router.heartbeat_interval_ms);
   bool registered = false;
-  while (!stopping_.WaitForNotificationWithTimeout(registered ? interval
-                                                              : absl::Milliseconds(100))) {
+  while (
+      !stopping_.WaitForNotificationWithTimeout(registered ? interval : absl::Milliseconds(100))) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
     if (!registered) {

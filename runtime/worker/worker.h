@@ -36,7 +36,7 @@ struct WorkerOptions {
   std::string instance;
   int rank = 0;
   int world_size = 1;
-  std::string rendezvous_address;  // the router's gRPC address (rendezvous + registry)
+  std::string rendezvous_address;              // the router's gRPC address (rendezvous + registry)
   std::string listen_address = "127.0.0.1:0";  // the leader's WorkerService
   absl::Duration bootstrap_timeout = absl::Seconds(60);
   // Register with the router at `rendezvous_address` and heartbeat (leader).

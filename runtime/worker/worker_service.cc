@@ -7,8 +7,7 @@ namespace lockstep::worker {
 
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 grpc::Status WorkerServiceImpl::Generate(grpc::ServerContext* context,

@@ -13,8 +13,8 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/router/chat_template.h"
 #include "runtime/launcher/local_deployment.h"
+#include "runtime/router/chat_template.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/reference.h"
 #include "tokenizer/byte_tokenizer.h"
@@ -27,7 +27,8 @@ using nlohmann::json;
 std::string Yaml(const std::string& model_dir) {
   return absl::StrCat(R"(model:
   name: tiny-moe
-  path: )", model_dir, R"(
+  path: )",
+                      model_dir, R"(
 router:
   policy: round_robin
   heartbeat_interval_ms: 200
@@ -102,9 +103,8 @@ TEST(AggDep2Test, TwoHundredRequestsMatchTheInProcessEngine) {
       ReferenceGenerate(model, "", 0, refs);
   ASSERT_TRUE(expected.ok()) << expected.status();
 
-  absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d =
-      launcher::LocalDeployment::Start(Yaml(model), tmp + "/run", LockstepBinary(),
-                                        absl::Seconds(120));
+  absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d = launcher::LocalDeployment::Start(
+      Yaml(model), tmp + "/run", LockstepBinary(), absl::Seconds(120));
   ASSERT_TRUE(d.ok()) << d.status();
 
   absl::Mutex mu;
@@ -122,8 +122,8 @@ TEST(AggDep2Test, TwoHundredRequestsMatchTheInProcessEngine) {
       if (r.tokens != (*expected)[i]) return fail(i, "grpc tokens differ");
       return;
     }
-    json body = {{"model", "tiny-moe"}, {"max_tokens", c.max_tokens}, {"temperature", 0},
-                 {"seed", c.seed}};
+    json body = {
+        {"model", "tiny-moe"}, {"max_tokens", c.max_tokens}, {"temperature", 0}, {"seed", c.seed}};
     std::string path = "/v1/completions";
     if (c.kind == Kind::kChat) {
       path = "/v1/chat/completions";
@@ -144,8 +144,7 @@ TEST(AggDep2Test, TwoHundredRequestsMatchTheInProcessEngine) {
       if (!r.is_object()) return fail(i, "not JSON: " + text);
       got = c.kind == Kind::kChat ? r["choices"][0]["message"].value("content", "")
                                   : r["choices"][0].value("text", "");
-      if (r["usage"].value("completion_tokens", -1) !=
-          static_cast<int>((*expected)[i].size())) {
+      if (r["usage"].value("completion_tokens", -1) != static_cast<int>((*expected)[i].size())) {
         return fail(i, "usage.completion_tokens differs");
       }
     }

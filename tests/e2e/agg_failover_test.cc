@@ -1,8 +1,8 @@
 // A rank killed mid-load (SIGKILL): the router marks its instance unhealthy within 5 s,
 // every request in flight on it ends with an error (no client waits forever), the
 // router stays up, and once the instance is relaunched it serves again.
-#include <csignal>
 #include <atomic>
+#include <csignal>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -19,7 +19,8 @@ namespace {
 std::string Yaml(const std::string& model_dir) {
   return absl::StrCat(R"(model:
   name: tiny-moe
-  path: )", model_dir, R"(
+  path: )",
+                      model_dir, R"(
 router:
   heartbeat_interval_ms: 200
   heartbeat_timeout_ms: 1500
@@ -43,7 +44,7 @@ TEST(AggFailoverTest, KilledRankFailsInFlightRequestsAndInstanceComesBack) {
   ASSERT_TRUE(EnsureTinyMoe(model).ok());
   absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> started =
       launcher::LocalDeployment::Start(Yaml(model), tmp + "/run", LockstepBinary(),
-                                        absl::Seconds(120));
+                                       absl::Seconds(120));
   ASSERT_TRUE(started.ok()) << started.status();
   launcher::LocalDeployment& d = **started;
   const std::vector<int32_t> prompt = {72, 101, 108, 108, 111, 32, 119, 111};
@@ -55,7 +56,8 @@ TEST(AggFailoverTest, KilledRankFailsInFlightRequestsAndInstanceComesBack) {
   for (int t = 0; t < 6; ++t) {
     clients.emplace_back([&, t] {
       const absl::Time start = absl::Now();
-      const launcher::GrpcResult r = d.Generate(prompt, 400, static_cast<uint64_t>(t), absl::Seconds(60));
+      const launcher::GrpcResult r =
+          d.Generate(prompt, 400, static_cast<uint64_t>(t), absl::Seconds(60));
       const int64_t ms = absl::ToInt64Milliseconds(absl::Now() - start);
       int64_t prev = slowest_ms.load();
       while (ms > prev && !slowest_ms.compare_exchange_weak(prev, ms)) {

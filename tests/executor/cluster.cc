@@ -32,8 +32,7 @@ ScriptedCluster::ScriptedCluster(const ClusterOptions& options) : options_(optio
                          : options.transfer_latency;
     to.max_latency = to.min_latency;
     to.failure_rate = options.transfer_failure_rate;
-    transceivers_.push_back(
-        std::make_unique<transfer::FakeTransceiver>(to, clocks_.back().get()));
+    transceivers_.push_back(std::make_unique<transfer::FakeTransceiver>(to, clocks_.back().get()));
 
     exec::ExecutorConfig ec;
     ec.instance = "test";
@@ -165,7 +164,8 @@ std::vector<int32_t> ScriptedCluster::ExpectedTokens(const exec::NewRequestSpec&
 std::vector<std::string> ScriptedCluster::AuditAll() const {
   std::vector<std::string> out;
   for (int r = 0; r < options_.ranks; ++r) {
-    for (const std::string& v : executors_[r]->Audit()) out.push_back(absl::StrCat("rank ", r, ": ", v));
+    for (const std::string& v : executors_[r]->Audit())
+      out.push_back(absl::StrCat("rank ", r, ": ", v));
   }
   return out;
 }

@@ -46,8 +46,8 @@ ClusterOptions Dep4(sched::DummyPolicy policy) {
   o.tokens_per_block = 4;
   o.num_blocks = 64;
   // Rank 1's transfers are slow: its requests sit in the transfer states for 40 steps.
-  o.rank_transfer_latency = {absl::Milliseconds(2), absl::Milliseconds(40),
-                             absl::Milliseconds(2), absl::Milliseconds(2)};
+  o.rank_transfer_latency = {absl::Milliseconds(2), absl::Milliseconds(40), absl::Milliseconds(2),
+                             absl::Milliseconds(2)};
   return o;
 }
 
@@ -64,8 +64,8 @@ TEST_P(MotivatingFailureTest, DummyVetoRollbackAndDeferredUpdate) {
       cluster.MakeRequest(2, 8, 120, /*rank=*/2),  // W: keeps the instance busy
   };
   for (const auto& s : specs) cluster.Submit(s);
-  ASSERT_TRUE(cluster.StepUntil(
-      [&] { return cluster.rank(1).counters().transfers_received >= 1; }, 200));
+  ASSERT_TRUE(
+      cluster.StepUntil([&] { return cluster.rank(1).counters().transfers_received >= 1; }, 200));
   // S decodes on rank 1; now L1 and L2 arrive for rank 1 (L2 waits at the leader for a
   // slot until S finishes), and rank 1's receives take 40 steps.
   specs.push_back(cluster.MakeRequest(3, 8, 4, /*rank=*/1));
@@ -79,8 +79,8 @@ TEST_P(MotivatingFailureTest, DummyVetoRollbackAndDeferredUpdate) {
     const int64_t refused1 = cluster.rank(1).counters().dummies_refused;
     const int64_t created0 = cluster.rank(0).counters().dummies_created;
     const int64_t deferred0 = cluster.rank(0).counters().deferred_updates;
-    const bool rank0_padded_last = !cluster.rank(0).step_stats().empty() &&
-                                   cluster.rank(0).step_stats().last().padded;
+    const bool rank0_padded_last =
+        !cluster.rank(0).step_stats().empty() && cluster.rank(0).step_stats().last().padded;
     ASSERT_TRUE(cluster.StepAll().ok());
     const std::vector<std::string> audit = cluster.AuditAll();
     ASSERT_TRUE(audit.empty()) << "step " << cluster.steps() << ": " << audit[0];
@@ -90,8 +90,8 @@ TEST_P(MotivatingFailureTest, DummyVetoRollbackAndDeferredUpdate) {
 
     const exec::StepStats& last0 = cluster.rank(0).step_stats().last();
     if (last0.vetoed && cluster.rank(1).counters().dummies_refused > refused1 &&  // step 1
-        cluster.rank(0).counters().dummies_created > created0 &&                 // step 2
-        cluster.rank(0).counters().deferred_updates > deferred0 &&               // step 4
+        cluster.rank(0).counters().dummies_created > created0 &&                  // step 2
+        cluster.rank(0).counters().deferred_updates > deferred0 &&                // step 4
         rank0_padded_last) {  // the deferred batch holds the previous dummy
       if (!chain_seen) stale_before = cluster.rank(0).counters().stale_updates;
       chain_seen = true;

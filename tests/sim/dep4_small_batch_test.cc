@@ -48,17 +48,19 @@ TEST_P(Dep4SmallBatchTest, EveryRequestCompletes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    BatchSizesAndPolicies, Dep4SmallBatchTest,
-    ::testing::Values(Param{2, sched::DummyPolicy::kCompat}, Param{2, sched::DummyPolicy::kReserved},
-                      Param{3, sched::DummyPolicy::kCompat}, Param{3, sched::DummyPolicy::kReserved},
-                      Param{4, sched::DummyPolicy::kCompat}, Param{4, sched::DummyPolicy::kReserved},
-                      Param{16, sched::DummyPolicy::kCompat},
-                      Param{16, sched::DummyPolicy::kReserved}),
-    [](const auto& info) {
-      return "mbs" + std::to_string(info.param.max_batch_size) + "_" +
-             sched::DummyPolicyName(info.param.policy);
-    });
+INSTANTIATE_TEST_SUITE_P(BatchSizesAndPolicies, Dep4SmallBatchTest,
+                         ::testing::Values(Param{2, sched::DummyPolicy::kCompat},
+                                           Param{2, sched::DummyPolicy::kReserved},
+                                           Param{3, sched::DummyPolicy::kCompat},
+                                           Param{3, sched::DummyPolicy::kReserved},
+                                           Param{4, sched::DummyPolicy::kCompat},
+                                           Param{4, sched::DummyPolicy::kReserved},
+                                           Param{16, sched::DummyPolicy::kCompat},
+                                           Param{16, sched::DummyPolicy::kReserved}),
+                         [](const auto& info) {
+                           return "mbs" + std::to_string(info.param.max_batch_size) + "_" +
+                                  sched::DummyPolicyName(info.param.policy);
+                         });
 
 }  // namespace
 }  // namespace lockstep::sim

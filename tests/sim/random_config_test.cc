@@ -23,8 +23,9 @@ TEST(RandomConfigTest, ManySeeds) {
     const SimSummary summary = RunSimulation(config);
     if (!summary.ok()) {
       ++failed;
-      ADD_FAILURE() << config.ToString() << "\n" << summary.ToString()
-                    << "\nreplay: lockstep sim --random-config --seed " << seed;
+      ADD_FAILURE() << config.ToString() << "\n"
+                    << summary.ToString() << "\nreplay: lockstep sim --random-config --seed "
+                    << seed;
     }
   }
   EXPECT_EQ(failed, 0);

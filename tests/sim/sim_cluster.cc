@@ -103,13 +103,11 @@ SimSummary RunSimulation(const SimConfig& config) {
   engine_options.threaded = config.threaded_engine;
   engine_options.tokens_per_block = config.tokens_per_block;
   engine_options.target_num_blocks = config.num_blocks;
-  engine_options.draft_num_blocks = config.draft_mode == kv::DraftMode::kNone
-                                        ? 0
-                                        : config.draft_num_blocks;
+  engine_options.draft_num_blocks =
+      config.draft_mode == kv::DraftMode::kNone ? 0 : config.draft_num_blocks;
   const engine::FakeEngine reference(engine_options);
-  const std::vector<SimRequest> workload =
-      GenerateWorkload(config.workload, config.seed, n, config.scheduler.num_draft_tokens,
-                       reference);
+  const std::vector<SimRequest> workload = GenerateWorkload(
+      config.workload, config.seed, n, config.scheduler.num_draft_tokens, reference);
 
   SimSummary summary;
   summary.requests = static_cast<int64_t>(workload.size());
@@ -136,8 +134,8 @@ SimSummary RunSimulation(const SimConfig& config) {
       if (f.rank != r) continue;
       if (f.kind == SimFault::Kind::kVeto) {
         // This rank reports an empty batch: the whole fleet skips the forward.
-        rules.push_back(comm::FaultRule::Mutate(r, "vote", f.step,
-                                                [](absl::Span<int64_t> v) { v[0] = 1; }));
+        rules.push_back(
+            comm::FaultRule::Mutate(r, "vote", f.step, [](absl::Span<int64_t> v) { v[0] = 1; }));
       } else {
         rules.push_back(comm::FaultRule::Delay(r, "loads", f.step, f.delay));
       }
@@ -262,12 +260,14 @@ SimSummary RunSimulation(const SimConfig& config) {
     // Every pool back to its baseline: only prefix-cache blocks may stay.
     const kv::ManagerStats kv = executors[r]->kv().Stats();
     if (kv.target.used_blocks != 0 || kv.target.num_caches != 0) {
-      violation(r, c.steps, absl::StrCat("target pool not at baseline: ", kv.target.used_blocks,
-                                         " blocks in ", kv.target.num_caches, " caches"));
+      violation(r, c.steps,
+                absl::StrCat("target pool not at baseline: ", kv.target.used_blocks, " blocks in ",
+                             kv.target.num_caches, " caches"));
     }
     if (kv.draft && (kv.draft->used_blocks != 0 || kv.draft->num_caches != 0)) {
-      violation(r, c.steps, absl::StrCat("draft pool not at baseline: ", kv.draft->used_blocks,
-                                         " blocks in ", kv.draft->num_caches, " caches"));
+      violation(r, c.steps,
+                absl::StrCat("draft pool not at baseline: ", kv.draft->used_blocks, " blocks in ",
+                             kv.draft->num_caches, " caches"));
     }
   }
   if (summary.steps > 0) {
@@ -300,15 +300,17 @@ SimSummary RunSimulation(const SimConfig& config) {
     const int64_t first = req.spec.context_source.has_value() ? 1 : 0;
     const int64_t expected = req.spec.sampling.max_tokens - first;
     if (static_cast<int64_t>(o.tokens.size()) != expected) {
-      violation(0, summary.steps, absl::StrCat("request ", req.spec.id.value(), " got ",
-                                               o.tokens.size(), " tokens, expected ", expected));
+      violation(0, summary.steps,
+                absl::StrCat("request ", req.spec.id.value(), " got ", o.tokens.size(),
+                             " tokens, expected ", expected));
       continue;
     }
     for (int64_t i = 0; i < expected; ++i) {
       const int32_t want = reference.TargetToken(req.spec.sampling.seed, prompt + first + i);
       if (o.tokens[i] != want) {
-        violation(0, summary.steps, absl::StrCat("request ", req.spec.id.value(), " token ", i,
-                                                 " is ", o.tokens[i], ", expected ", want));
+        violation(0, summary.steps,
+                  absl::StrCat("request ", req.spec.id.value(), " token ", i, " is ", o.tokens[i],
+                               ", expected ", want));
         break;
       }
     }

@@ -58,8 +58,8 @@ struct SimConfig {
 
 struct SimSummary {
   int64_t requests = 0;
-  int64_t completed = 0;   // finished by length or stop
-  int64_t failed = 0;      // finished with an error
+  int64_t completed = 0;  // finished by length or stop
+  int64_t failed = 0;     // finished with an error
   int64_t cancelled = 0;
   int64_t steps = 0;
   int64_t vetoed_steps = 0;      // on the leader (every rank sees the same vetoes)

@@ -67,9 +67,10 @@ int RunSimCommand(const std::vector<std::string>& args) {
     }
   }
   if (seeds > 1) {
-    std::printf("mean over %lld seeds: %.1f vetoed steps per 1000, %.2f generated tokens per step\n",
-                static_cast<long long>(seeds), vetoes_per_1000 / static_cast<double>(seeds),
-                tokens_per_step / static_cast<double>(seeds));
+    std::printf(
+        "mean over %lld seeds: %.1f vetoed steps per 1000, %.2f generated tokens per step\n",
+        static_cast<long long>(seeds), vetoes_per_1000 / static_cast<double>(seeds),
+        tokens_per_step / static_cast<double>(seeds));
   }
   std::printf("%lld passed, %lld failed\n", static_cast<long long>(passed),
               static_cast<long long>(failed));

@@ -4,9 +4,8 @@
 
 namespace lockstep::sim {
 
-std::vector<SimRequest> GenerateWorkload(const WorkloadConfig& config, uint64_t seed,
-                                         int num_ranks, int num_draft_tokens,
-                                         const engine::FakeEngine& engine) {
+std::vector<SimRequest> GenerateWorkload(const WorkloadConfig& config, uint64_t seed, int num_ranks,
+                                         int num_draft_tokens, const engine::FakeEngine& engine) {
   std::mt19937_64 rng(seed);
   auto uniform = [&](int64_t lo, int64_t hi) {
     return lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));

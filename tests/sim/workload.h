@@ -38,9 +38,8 @@ struct SimRequest {
 
 // `engine` supplies the token function, so generation-only requests carry the first
 // token and drafts their context leg would have produced. `num_draft_tokens` is K.
-std::vector<SimRequest> GenerateWorkload(const WorkloadConfig& config, uint64_t seed,
-                                         int num_ranks, int num_draft_tokens,
-                                         const engine::FakeEngine& engine);
+std::vector<SimRequest> GenerateWorkload(const WorkloadConfig& config, uint64_t seed, int num_ranks,
+                                         int num_draft_tokens, const engine::FakeEngine& engine);
 
 }  // namespace lockstep::sim
 

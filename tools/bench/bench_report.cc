@@ -64,17 +64,17 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
   int64_t proposed = 0, accepted = 0, kv_bytes = 0;
   double kv_seconds = 0;
   for (const InstanceDelta& i : instances) {
-    per_instance.push_back({{"name", i.name},
-                            {"role", i.role},
-                            {"steps", i.steps},
-                            {"vetoed_steps", i.vetoed_steps},
-                            {"vetoed_per_1000_steps",
-                             i.steps > 0 ? 1000.0 * static_cast<double>(i.vetoed_steps) /
-                                               static_cast<double>(i.steps)
-                                         : 0.0},
-                            {"padded_steps", i.padded_steps},
-                            {"draft_tokens_proposed", i.drafts_proposed},
-                            {"draft_tokens_accepted", i.drafts_accepted}});
+    per_instance.push_back(
+        {{"name", i.name},
+         {"role", i.role},
+         {"steps", i.steps},
+         {"vetoed_steps", i.vetoed_steps},
+         {"vetoed_per_1000_steps",
+          i.steps > 0 ? 1000.0 * static_cast<double>(i.vetoed_steps) / static_cast<double>(i.steps)
+                      : 0.0},
+         {"padded_steps", i.padded_steps},
+         {"draft_tokens_proposed", i.drafts_proposed},
+         {"draft_tokens_accepted", i.drafts_accepted}});
     proposed += i.drafts_proposed;
     accepted += i.drafts_accepted;
     kv_bytes += i.kv_bytes_received;
@@ -84,7 +84,8 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
   report["draft_acceptance"] =
       proposed > 0 ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0;
   report["kv_transfer_bytes"] = kv_bytes;
-  report["kv_transfer_gb_per_s"] = kv_seconds > 0 ? static_cast<double>(kv_bytes) / kv_seconds / 1e9 : 0.0;
+  report["kv_transfer_gb_per_s"] =
+      kv_seconds > 0 ? static_cast<double>(kv_bytes) / kv_seconds / 1e9 : 0.0;
   return report;
 }
 
@@ -95,10 +96,10 @@ std::string FormatReport(const json& r) {
       "  TTFT         p50 %.1f ms, p99 %.1f ms\n"
       "  TPOT         p50 %.1f ms, p99 %.1f ms\n",
       r["requests"].get<int64_t>(), r["completed"].get<int64_t>(), r["failed"].get<int64_t>(),
-      r["concurrency"].get<int64_t>(), r["wall_s"].get<double>(),
-      r["requests_per_s"].get<double>(), r["output_tokens_per_s"].get<double>(),
-      r["ttft_ms"]["p50"].get<double>(), r["ttft_ms"]["p99"].get<double>(),
-      r["tpot_ms"]["p50"].get<double>(), r["tpot_ms"]["p99"].get<double>());
+      r["concurrency"].get<int64_t>(), r["wall_s"].get<double>(), r["requests_per_s"].get<double>(),
+      r["output_tokens_per_s"].get<double>(), r["ttft_ms"]["p50"].get<double>(),
+      r["ttft_ms"]["p99"].get<double>(), r["tpot_ms"]["p50"].get<double>(),
+      r["tpot_ms"]["p99"].get<double>());
   for (const json& i : r["instances"]) {
     absl::StrAppendFormat(&out, "  %-12s %-10s %d steps, %d vetoed (%.1f per 1000), %d padded\n",
                           i["name"].get<std::string>(), i["role"].get<std::string>(),

@@ -25,10 +25,11 @@ absl::StatusOr<std::map<std::string, InstanceDelta>> ReadInstanceCounters(
   grpc::ClientContext list_context;
   list_context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::ListInstancesResponse list;
-  const grpc::Status listed = router->ListInstances(&list_context, v1::ListInstancesRequest(), &list);
+  const grpc::Status listed =
+      router->ListInstances(&list_context, v1::ListInstancesRequest(), &list);
   if (!listed.ok()) {
-    return absl::UnavailableError(absl::StrCat("ListInstances on ", router_grpc_address, ": ",
-                                               listed.error_message()));
+    return absl::UnavailableError(
+        absl::StrCat("ListInstances on ", router_grpc_address, ": ", listed.error_message()));
   }
   std::map<std::string, InstanceDelta> out;
   for (const v1::InstanceInfo& info : list.instances()) {

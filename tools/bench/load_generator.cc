@@ -27,7 +27,8 @@ struct Planned {
 std::vector<Planned> Plan(const LoadOptions& o) {
   std::mt19937_64 rng(o.seed);
   auto uniform = [&](int64_t lo, int64_t hi) {
-    return lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(1, hi - lo + 1)));
+    return lo +
+           static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(1, hi - lo + 1)));
   };
   std::vector<Planned> out;
   for (int64_t i = 0; i < o.requests; ++i) {
@@ -138,7 +139,8 @@ LoadResult RunLoad(const LoadOptions& options) {
   std::atomic<int64_t> next{0}, done{0}, failed{0};
   const absl::Time start = absl::Now();
   std::vector<std::thread> clients;
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(options.concurrency, options.requests));
+  const int64_t threads =
+      std::max<int64_t>(1, std::min<int64_t>(options.concurrency, options.requests));
   for (int64_t t = 0; t < threads; ++t) {
     clients.emplace_back([&] {
       for (int64_t i = next++; i < static_cast<int64_t>(plan.size()); i = next++) {

@@ -46,8 +46,8 @@ bool FlagSet::WasSet(const std::string& name) const {
 absl::Status FlagSet::Assign(Flag& flag, const std::string& value) {
   flag.set = true;
   auto bad = [&](const char* type) {
-    return absl::InvalidArgumentError(absl::StrCat(command_, ": flag --", flag.name,
-                                                   " expects ", type, ", got '", value, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(command_, ": flag --", flag.name, " expects ", type, ", got '", value, "'"));
   };
   if (auto* s = std::get_if<std::string*>(&flag.target)) {
     **s = value;
@@ -123,9 +123,8 @@ std::string FlagSet::Usage() const {
   size_t width = 0;
   for (const Flag& flag : flags_) width = std::max(width, flag.name.size());
   for (const Flag& flag : flags_) {
-    absl::StrAppendFormat(&out, "  --%-*s  %s (default: %s)\n", static_cast<int>(width),
-                          flag.name, flag.help,
-                          flag.default_text.empty() ? "\"\"" : flag.default_text);
+    absl::StrAppendFormat(&out, "  --%-*s  %s (default: %s)\n", static_cast<int>(width), flag.name,
+                          flag.help, flag.default_text.empty() ? "\"\"" : flag.default_text);
   }
   return out;
 }

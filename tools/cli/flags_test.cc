@@ -30,8 +30,8 @@ struct Fixture {
 
 TEST(FlagSetTest, ParsesBothSpellingsAndPositionals) {
   Fixture f;
-  ASSERT_THAT(f.flags.Parse({"--seeds", "10", "pos1", "--batch=4", "--rate", "0.25",
-                             "--verbose", "--name=x", "--", "--not-a-flag"}),
+  ASSERT_THAT(f.flags.Parse({"--seeds", "10", "pos1", "--batch=4", "--rate", "0.25", "--verbose",
+                             "--name=x", "--", "--not-a-flag"}),
               IsOk());
   EXPECT_EQ(f.seeds, 10);
   EXPECT_EQ(f.batch, 4);

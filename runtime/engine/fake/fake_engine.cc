@@ -145,8 +145,8 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
     } else if (it != states_.end() && it->second.generation == g.kv.generation) {
       state = it->second;
     } else {
-      return absl::InternalError(absl::StrCat("request ", g.kv.id.value(),
-                                              " has no engine state and no seed"));
+      return absl::InternalError(
+          absl::StrCat("request ", g.kv.id.value(), " has no engine state and no seed"));
     }
     const int k = g.num_draft_tokens;
     if (static_cast<int>(drafts.size()) != k) {
@@ -203,9 +203,8 @@ void FakeEngine::Loop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](FakeEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
-            return e->stop_ || !e->queue_.empty();
-          },
+          +[](FakeEngine* e)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) { return e->stop_ || !e->queue_.empty(); },
           this));
       if (stop_) return;
       batch = std::move(queue_.front());
@@ -233,9 +232,8 @@ absl::StatusOr<BatchResult> FakeEngine::Collect(StepId step, absl::Duration time
   done_.pop_front();
   if (options_.tracker != nullptr) options_.tracker->Collected(done_step.value());
   if (done_step != step) {
-    return absl::FailedPreconditionError(absl::StrCat("fake engine: collected step ",
-                                                      step.value(), " but the oldest is ",
-                                                      done_step.value()));
+    return absl::FailedPreconditionError(absl::StrCat("fake engine: collected step ", step.value(),
+                                                      " but the oldest is ", done_step.value()));
   }
   return std::move(result);
 }

@@ -130,8 +130,9 @@ absl::Status MiniHost::Collect() {
     Seq& seq = seqs_.at(res.id.value());
     --seq.in_flight;
     if (!options_.overlap) {
-      pools_clean_ = pools_clean_ && target_->Untouched(seq.blocks, seq.target_limit, INT64_MAX) &&
-                     (draft_ == nullptr || draft_->Untouched(seq.draft_blocks, seq.draft_limit, INT64_MAX));
+      pools_clean_ =
+          pools_clean_ && target_->Untouched(seq.blocks, seq.target_limit, INT64_MAX) &&
+          (draft_ == nullptr || draft_->Untouched(seq.draft_blocks, seq.draft_limit, INT64_MAX));
     }
     if (res.tokens.empty()) continue;  // a context chunk before the last
     ++seq.out.steps;

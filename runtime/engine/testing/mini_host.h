@@ -75,13 +75,13 @@ class MiniHost {
     uint64_t draft_generation = 0;
     std::vector<BlockId> blocks;
     std::vector<BlockId> draft_blocks;
-    int64_t prefilled = 0;       // prompt tokens launched
-    int64_t history = 0;         // known history (collected steps)
-    int64_t bound = 0;           // history after every launched step, at most
-    int in_flight = 0;           // launched, not collected steps
-    int64_t target_limit = 0;    // the launched step may write below these positions
+    int64_t prefilled = 0;     // prompt tokens launched
+    int64_t history = 0;       // known history (collected steps)
+    int64_t bound = 0;         // history after every launched step, at most
+    int in_flight = 0;         // launched, not collected steps
+    int64_t target_limit = 0;  // the launched step may write below these positions
     int64_t draft_limit = 0;
-    bool first_token = false;    // the last chunk was collected
+    bool first_token = false;  // the last chunk was collected
     bool finished = false;
     bool released = false;
     HostOutput out;
@@ -98,7 +98,7 @@ class MiniHost {
   HostPool* draft_;
   const HostOptions options_;
   std::map<int64_t, Seq> seqs_;
-  std::vector<int64_t> order_;                 // admission order
+  std::vector<int64_t> order_;                  // admission order
   std::deque<std::vector<int64_t>> in_flight_;  // per launched step: its sequences
   std::deque<StepId> steps_;
   int64_t next_step_ = 0;

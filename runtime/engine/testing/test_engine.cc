@@ -9,7 +9,8 @@ namespace lockstep::engine::testing {
 
 TestEngine MakeTestEngine(const TestEngineOptions& options) {
   TestEngine result;
-  absl::StatusOr<kv::BlockLayout> layout = ModelBlockLayout(options.model_dir, options.tokens_per_block);
+  absl::StatusOr<kv::BlockLayout> layout =
+      ModelBlockLayout(options.model_dir, options.tokens_per_block);
   LOCKSTEP_CHECK_OK(layout.status());
   result.target = std::make_unique<HostPool>(*layout, options.num_blocks, options.pool_seed);
   CpuEngineOptions engine;
@@ -21,7 +22,8 @@ TestEngine MakeTestEngine(const TestEngineOptions& options) {
     absl::StatusOr<kv::BlockLayout> draft_layout =
         ModelBlockLayout(options.draft_dir, options.tokens_per_block);
     LOCKSTEP_CHECK_OK(draft_layout.status());
-    result.draft = std::make_unique<HostPool>(*draft_layout, options.num_blocks, options.pool_seed + 1);
+    result.draft =
+        std::make_unique<HostPool>(*draft_layout, options.num_blocks, options.pool_seed + 1);
     engine.draft_model_dir = options.draft_dir;
     engine.num_draft_tokens = options.num_draft_tokens;
     engine.draft_storage = result.draft->storage();

@@ -13,7 +13,8 @@
 namespace lockstep::engine::testing {
 
 std::string PresetModelDir(const std::string& preset, uint64_t seed) {
-  const std::string dir = JoinPath(std::getenv("TEST_TMPDIR"), absl::StrCat("model_", preset, "_", seed));
+  const std::string dir =
+      JoinPath(std::getenv("TEST_TMPDIR"), absl::StrCat("model_", preset, "_", seed));
   if (!std::filesystem::exists(JoinPath(dir, "draft/model.safetensors"))) {
     MakeModelOptions options;
     options.preset = preset;
@@ -26,7 +27,8 @@ std::string PresetModelDir(const std::string& preset, uint64_t seed) {
 }
 
 std::string CustomModelDir(const ModelConfig& config, const std::string& name, uint64_t seed) {
-  const std::string dir = JoinPath(std::getenv("TEST_TMPDIR"), absl::StrCat("custom_", name, "_", seed));
+  const std::string dir =
+      JoinPath(std::getenv("TEST_TMPDIR"), absl::StrCat("custom_", name, "_", seed));
   const absl::Status status = WriteModel(config, dir, seed, DType::kF32);
   LOCKSTEP_CHECK(status.ok()) << status;
   return dir;
@@ -66,7 +68,8 @@ absl::Status HostPool::Cover(std::vector<BlockId>& blocks, int64_t tokens) {
 
 bool HostPool::FreeBlocksUntouched() const {
   for (BlockId block : free_) {
-    const float* data = storage_.data() + static_cast<size_t>(block.value()) * layout_.BlockFloats();
+    const float* data =
+        storage_.data() + static_cast<size_t>(block.value()) * layout_.BlockFloats();
     for (size_t i = 0; i < layout_.BlockFloats(); ++i) {
       if (data[i] != kSentinel) return false;
     }
@@ -75,7 +78,8 @@ bool HostPool::FreeBlocksUntouched() const {
 }
 
 template <typename Fn>
-void HostPool::ForEachSlot(const std::vector<BlockId>& blocks, int64_t from, int64_t to, Fn&& fn) const {
+void HostPool::ForEachSlot(const std::vector<BlockId>& blocks, int64_t from, int64_t to,
+                           Fn&& fn) const {
   to = std::min<int64_t>(to, static_cast<int64_t>(blocks.size()) * layout_.tokens_per_block);
   for (int64_t p = std::max<int64_t>(from, 0); p < to; ++p) {
     const size_t block =

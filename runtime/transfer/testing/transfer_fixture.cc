@@ -38,10 +38,10 @@ bool HasPool(const LocalBlocks& blocks, PoolKind kind) {
 KvDescriptor SmallDescriptor() {
   KvDescriptor d;
   d.model = "tiny-moe-test";
-  d.target = kv::BlockLayout{.num_layers = 2, .num_kv_heads = 2, .head_dim = 8,
-                             .tokens_per_block = 4};
-  d.draft = kv::BlockLayout{.num_layers = 1, .num_kv_heads = 2, .head_dim = 8,
-                            .tokens_per_block = 4};
+  d.target =
+      kv::BlockLayout{.num_layers = 2, .num_kv_heads = 2, .head_dim = 8, .tokens_per_block = 4};
+  d.draft =
+      kv::BlockLayout{.num_layers = 1, .num_kv_heads = 2, .head_dim = 8, .tokens_per_block = 4};
   return d;
 }
 
@@ -84,8 +84,8 @@ LocalBlocks RandomBlocks(RequestId id, int64_t num_tokens, const KvDescriptor& d
   b.id = id;
   b.generation = 1000 + static_cast<uint64_t>(id.value());
   b.num_tokens = num_tokens;
-  b.target_blocks = RandomTable(
-      static_cast<int>(descriptor.target->BlocksFor(num_tokens)) + extra, num_blocks, rng);
+  b.target_blocks = RandomTable(static_cast<int>(descriptor.target->BlocksFor(num_tokens)) + extra,
+                                num_blocks, rng);
   if (draft) {
     b.draft_generation = 2000 + static_cast<uint64_t>(id.value());
     b.draft_blocks = RandomTable(static_cast<int>(descriptor.draft->BlocksFor(num_tokens)) + extra,
@@ -112,8 +112,8 @@ std::vector<std::string> CompareMovedBlocks(const TestRank& from_rank, const Loc
   for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
     if (!HasPool(from, kind)) continue;
     const kv::BlockLayout& layout = *descriptor.pool(kind);
-    const float* from_slab = kind == PoolKind::kTarget ? from_rank.target.data()
-                                                       : from_rank.draft.data();
+    const float* from_slab =
+        kind == PoolKind::kTarget ? from_rank.target.data() : from_rank.draft.data();
     const float* to_slab = kind == PoolKind::kTarget ? to_rank.target.data() : to_rank.draft.data();
     for (int64_t i = 0; i < layout.BlocksFor(from.num_tokens); ++i) {
       const float* a = from_slab + Table(from, kind)[i].value() * layout.BlockFloats();
