@@ -40,7 +40,7 @@ absl::StatusOr<std::unique_ptr<GrpcTransceiver>> GrpcTransceiver::Create(
                    KvTransferServer::Start(o.server, o.descriptor, o.slabs, t->claims_, o.hooks));
   t->receivers_ = std::make_unique<ReceiveWorkers>(
       o.max_concurrent_receives, std::make_unique<KvPuller>(o.descriptor, o.slabs, o.name, o.hooks),
-      t->events_);
+      t->events_, o.pull_over_tcp);
   return t;
 }
 

@@ -1,7 +1,9 @@
 // GrpcTransceiver: the real Transceiver (transceiver.h), one per rank, both sides in one
 // object. As a context rank it serves KvTransferService (kv_transfer_server.h) for the
 // requests it holds under transfer claims (send_claims.h); as a generation rank it pulls
-// its requests' KV on its own receive threads (receive_workers.h, kv_puller.h).
+// its requests' KV on its own receive threads (receive_workers.h, kv_puller.h). gRPC
+// carries the control (claims, refusals, the data plane's address); the KV bytes go
+// over the TCP data plane (tcp_wire.h), or over gRPC when either side has it off.
 //
 //   GrpcTransceiverOptions options;
 //   options.name = "gen0 rank 2";
@@ -49,6 +51,9 @@ struct GrpcTransceiverOptions {
   KvTransferServerOptions server;
   // Receives pulled at once (threads); more wait in order.
   int max_concurrent_receives = 4;
+  // Pull over a context rank's TCP data plane when it has one (served when
+  // server.tcp_data_plane); otherwise, or when false, over gRPC.
+  bool pull_over_tcp = true;
   // Test hooks; empty in production.
   TransferHooks hooks;
 
@@ -76,6 +81,12 @@ class GrpcTransceiver : public Transceiver {
 
   // "host:port" of this rank's KV transfer service, for peers to pull from.
   const std::string& address() const { return server_->address(); }
+  // "host:port" of its TCP data plane; empty without one.
+  std::string data_plane_address() const { return server_->tcp_address(); }
+
+  // Receives pulled over a peer's TCP data plane, and over gRPC.
+  int64_t pulls_over_tcp() const { return receivers_->pulls_over_tcp(); }
+  int64_t pulls_over_grpc() const { return receivers_->pulls_over_grpc(); }
 
   // Blocks until an ended transfer waits to be polled, or `timeout` passes; true when
   // one waits. For callers with nothing else to do (tests, benchmarks); lease expiry is

@@ -75,7 +75,8 @@ TransferHooks HoldSendUntilAbort(int64_t index, Gate& gate) {
   return hooks;
 }
 
-class GrpcTransceiverFaultTest : public ::testing::Test {
+// Parameter: over the TCP data plane (true) or gRPC only.
+class GrpcTransceiverFaultTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     seed_ = TestSeed();
@@ -83,6 +84,7 @@ class GrpcTransceiverFaultTest : public ::testing::Test {
   }
 
   std::unique_ptr<TestRank> Rank(RankConfig config, uint64_t fill_seed) {
+    config.tcp_data_plane = GetParam();
     absl::StatusOr<std::unique_ptr<TestRank>> rank = MakeRank(config, &clock_, fill_seed);
     EXPECT_THAT(rank.status(), IsOk());
     return rank.ok() ? std::move(*rank) : nullptr;
@@ -127,7 +129,7 @@ class GrpcTransceiverFaultTest : public ::testing::Test {
 
 // A byte flipped on the wire after the checksums were computed: the receive fails with
 // DataLoss naming the block, which is never written.
-TEST_F(GrpcTransceiverFaultTest, CorruptChunkFailsNamingTheBlock) {
+TEST_P(GrpcTransceiverFaultTest, CorruptChunkFailsNamingTheBlock) {
   SCOPED_TRACE(SeedTrace(seed_));
   TransferHooks corrupt;
   corrupt.before_send_chunk = [](const SendChunkInfo& chunk, std::string* payload,
@@ -144,16 +146,19 @@ TEST_F(GrpcTransceiverFaultTest, CorruptChunkFailsNamingTheBlock) {
               StatusIs(absl::StatusCode::kDataLoss,
                        HasSubstr(absl::StrCat("KV block 4 of the target pool (local block ",
                                               received_.target_blocks[4].value(), ")"))));
-  // Blocks 0..3 arrived; block 4 failed before it was written; nothing after it.
-  LocalBlocks first_four = received_;
-  first_four.num_tokens = 16;
-  EXPECT_THAT(TouchedOutside(*gen, {first_four}, d_), IsEmpty());
+  // Blocks 0..3 arrived; nothing after the corrupt chunk was written. Over gRPC, block 4
+  // failed before it was written; the data plane reads a chunk into its blocks before
+  // checking them, so it wrote the corrupt chunk (blocks 4..7), which the failure
+  // leaves unusable.
+  LocalBlocks written = received_;
+  written.num_tokens = GetParam() ? 32 : 16;
+  EXPECT_THAT(TouchedOutside(*gen, {written}, d_), IsEmpty());
   OnlyEvent(*ctx);  // the claim ended once (the serving side may or may not have finished)
 }
 
 // Cancel on the generation side while the receiving thread is inside a chunk: no event
 // until that thread has stopped, then kCancelled, and no write after it.
-TEST_F(GrpcTransceiverFaultTest, CancelledReceiveReportsAfterTheWriterStopped) {
+TEST_P(GrpcTransceiverFaultTest, CancelledReceiveReportsAfterTheWriterStopped) {
   SCOPED_TRACE(SeedTrace(seed_));
   Gate writer;
   Gate server;
@@ -186,7 +191,7 @@ TEST_F(GrpcTransceiverFaultTest, CancelledReceiveReportsAfterTheWriterStopped) {
 
 // Cancel on the context side while the serving thread is inside a chunk: the claim's
 // event waits for that thread, then says kCancelled; the receive fails.
-TEST_F(GrpcTransceiverFaultTest, CancelledSendReportsAfterTheServerStopped) {
+TEST_P(GrpcTransceiverFaultTest, CancelledSendReportsAfterTheServerStopped) {
   SCOPED_TRACE(SeedTrace(seed_));
   Gate server;
   auto ctx = Rank({.name = "ctx", .descriptor = d_, .hooks = HoldSendAt(1, server)}, seed_ + 1);
@@ -205,7 +210,7 @@ TEST_F(GrpcTransceiverFaultTest, CancelledSendReportsAfterTheServerStopped) {
 
 // The context rank shuts down in the middle of a stream: the receive fails Unavailable
 // at once, well inside its deadline.
-TEST_F(GrpcTransceiverFaultTest, ContextShutdownMidStreamFailsUnavailable) {
+TEST_P(GrpcTransceiverFaultTest, ContextShutdownMidStreamFailsUnavailable) {
   SCOPED_TRACE(SeedTrace(seed_));
   Gate server;
   auto ctx =
@@ -221,7 +226,7 @@ TEST_F(GrpcTransceiverFaultTest, ContextShutdownMidStreamFailsUnavailable) {
 
 // A context rank that stops sending mid-stream: the receive fails DeadlineExceeded at
 // its deadline; the claim ends once.
-TEST_F(GrpcTransceiverFaultTest, StalledContextFailsAtTheDeadline) {
+TEST_P(GrpcTransceiverFaultTest, StalledContextFailsAtTheDeadline) {
   SCOPED_TRACE(SeedTrace(seed_));
   Gate server;
   auto ctx = Rank({.name = "ctx", .descriptor = d_, .hooks = HoldSendAt(1, server)}, seed_ + 1);
@@ -235,7 +240,7 @@ TEST_F(GrpcTransceiverFaultTest, StalledContextFailsAtTheDeadline) {
 }
 
 // A second pull of a claim being pulled is refused; the first goes on and completes.
-TEST_F(GrpcTransceiverFaultTest, SecondPullOfAClaimIsRefused) {
+TEST_P(GrpcTransceiverFaultTest, SecondPullOfAClaimIsRefused) {
   SCOPED_TRACE(SeedTrace(seed_));
   Gate server;
   auto ctx = Rank({.name = "ctx", .descriptor = d_, .hooks = HoldSendAt(1, server)}, seed_ + 1);
@@ -258,7 +263,7 @@ TEST_F(GrpcTransceiverFaultTest, SecondPullOfAClaimIsRefused) {
 
 // The lease passes while the claim is being pulled: the pull is aborted and the claim
 // ends once, with kDeadlineExceeded, after the serving thread stopped.
-TEST_F(GrpcTransceiverFaultTest, LeaseExpiringDuringAPullAbortsIt) {
+TEST_P(GrpcTransceiverFaultTest, LeaseExpiringDuringAPullAbortsIt) {
   SCOPED_TRACE(SeedTrace(seed_));
   Gate server;
   auto ctx =
@@ -274,7 +279,7 @@ TEST_F(GrpcTransceiverFaultTest, LeaseExpiringDuringAPullAbortsIt) {
 }
 
 // With one receive thread busy, a queued receive is cancelled at once.
-TEST_F(GrpcTransceiverFaultTest, QueuedReceiveIsCancelledAtOnce) {
+TEST_P(GrpcTransceiverFaultTest, QueuedReceiveIsCancelledAtOnce) {
   SCOPED_TRACE(SeedTrace(seed_));
   Gate server;
   auto ctx = Rank({.name = "ctx", .descriptor = d_, .hooks = HoldSendAt(1, server)}, seed_ + 1);
@@ -295,7 +300,7 @@ TEST_F(GrpcTransceiverFaultTest, QueuedReceiveIsCancelledAtOnce) {
   EXPECT_THAT(OnlyEvent(*ctx).status, IsOk());
 }
 
-TEST_F(GrpcTransceiverFaultTest, UnreachableContextRankFailsUnavailable) {
+TEST_P(GrpcTransceiverFaultTest, UnreachableContextRankFailsUnavailable) {
   SCOPED_TRACE(SeedTrace(seed_));
   auto gone = Rank({.name = "gone", .descriptor = d_}, 0);
   auto gen = Rank({.name = "gen", .descriptor = d_}, 0);
@@ -307,6 +312,11 @@ TEST_F(GrpcTransceiverFaultTest, UnreachableContextRankFailsUnavailable) {
   EXPECT_THAT(OnlyEvent(*gen).status, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(TouchedOutside(*gen, {}, d_), IsEmpty());
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, GrpcTransceiverFaultTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "TcpDataPlane" : "Grpc";
+                         });
 
 }  // namespace
 }  // namespace lockstep::transfer

@@ -38,7 +38,8 @@ using testing::TouchedOutside;
 
 constexpr absl::Duration kWait = absl::Seconds(20);
 
-class GrpcTransceiverTest : public ::testing::Test {
+// Parameter: over the TCP data plane (true) or gRPC only.
+class GrpcTransceiverTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     seed_ = TestSeed();
@@ -46,6 +47,7 @@ class GrpcTransceiverTest : public ::testing::Test {
   }
 
   std::unique_ptr<TestRank> Rank(RankConfig config, uint64_t fill_seed) {
+    config.tcp_data_plane = GetParam();
     absl::StatusOr<std::unique_ptr<TestRank>> rank = MakeRank(config, &clock_, fill_seed);
     EXPECT_THAT(rank.status(), IsOk());
     return rank.ok() ? std::move(*rank) : nullptr;
@@ -71,7 +73,7 @@ class GrpcTransceiverTest : public ::testing::Test {
   FakeClock clock_;
 };
 
-TEST_F(GrpcTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
+TEST_P(GrpcTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
   SCOPED_TRACE(SeedTrace(seed_));
   const KvDescriptor d = SmallDescriptor();
   auto ctx = Rank({.name = "ctx0 rank 0", .descriptor = d}, seed_ + 1);
@@ -101,6 +103,10 @@ TEST_F(GrpcTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
 
   EXPECT_THAT(CompareMovedBlocks(*ctx, sent, *gen, received, d), IsEmpty());
   EXPECT_THAT(TouchedOutside(*gen, {received}, d), IsEmpty());  // only the named blocks
+  // The transport the parameter names carried it.
+  EXPECT_EQ((*ctx)->data_plane_address().empty(), !GetParam());
+  EXPECT_EQ((*gen)->pulls_over_tcp(), GetParam() ? 1 : 0);
+  EXPECT_EQ((*gen)->pulls_over_grpc(), GetParam() ? 0 : 1);
   EXPECT_THAT((*gen)->Poll(), IsEmpty());
   EXPECT_THAT((*ctx)->Poll(), IsEmpty());
   EXPECT_EQ((*ctx)->InFlight(), 0);
@@ -109,7 +115,7 @@ TEST_F(GrpcTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
 
 // Blocks of 32 KiB in chunks of 4 KiB: each block is split over 8 chunks, its checksum
 // travelling with the last; and a rank without a draft pool.
-TEST_F(GrpcTransceiverTest, SplitsBlocksLargerThanAChunk) {
+TEST_P(GrpcTransceiverTest, SplitsBlocksLargerThanAChunk) {
   SCOPED_TRACE(SeedTrace(seed_));
   KvDescriptor d = SmallDescriptor();
   d.target->head_dim = 64;
@@ -132,7 +138,7 @@ TEST_F(GrpcTransceiverTest, SplitsBlocksLargerThanAChunk) {
 
 // Many transfers at once, more than the receive threads and the serving turns, to two
 // generation ranks: every one completes bit-exact with exactly one event per side.
-TEST_F(GrpcTransceiverTest, ManyConcurrentTransfers) {
+TEST_P(GrpcTransceiverTest, ManyConcurrentTransfers) {
   SCOPED_TRACE(SeedTrace(seed_));
   const KvDescriptor d = SmallDescriptor();
   auto ctx = Rank({.name = "ctx", .descriptor = d, .num_blocks = 512, .max_concurrent_pulls = 3},
@@ -208,7 +214,7 @@ TEST_F(GrpcTransceiverTest, ManyConcurrentTransfers) {
 
 // A descriptor mismatch fails the receive and ends the claim, both with
 // FailedPrecondition naming the field and both values.
-TEST_F(GrpcTransceiverTest, IncompatibleRanksFailNamingTheField) {
+TEST_P(GrpcTransceiverTest, IncompatibleRanksFailNamingTheField) {
   SCOPED_TRACE(SeedTrace(seed_));
   const KvDescriptor d = SmallDescriptor();
   auto ctx = Rank({.name = "ctx", .descriptor = d}, seed_ + 1);
@@ -254,7 +260,7 @@ TEST_F(GrpcTransceiverTest, IncompatibleRanksFailNamingTheField) {
 }
 
 // The request's shape must match too: its prompt length and whether it has draft KV.
-TEST_F(GrpcTransceiverTest, RequestShapeMismatchFails) {
+TEST_P(GrpcTransceiverTest, RequestShapeMismatchFails) {
   SCOPED_TRACE(SeedTrace(seed_));
   const KvDescriptor d = SmallDescriptor();
   auto ctx = Rank({.name = "ctx", .descriptor = d}, seed_ + 1);
@@ -284,7 +290,7 @@ TEST_F(GrpcTransceiverTest, RequestShapeMismatchFails) {
 
 // An unpulled claim ends exactly once when its lease passes (on the injected clock, at
 // Poll); a later pull finds nothing.
-TEST_F(GrpcTransceiverTest, LeaseExpiryReleasesTheClaimOnce) {
+TEST_P(GrpcTransceiverTest, LeaseExpiryReleasesTheClaimOnce) {
   SCOPED_TRACE(SeedTrace(seed_));
   const KvDescriptor d = SmallDescriptor();
   auto ctx = Rank({.name = "ctx", .descriptor = d}, seed_ + 1);
@@ -315,7 +321,7 @@ TEST_F(GrpcTransceiverTest, LeaseExpiryReleasesTheClaimOnce) {
 
 // A pull that arrives after the lease passed, before any Poll noticed, is refused and
 // ends the claim then (still once).
-TEST_F(GrpcTransceiverTest, PullAfterLeaseEndsTheClaimOnce) {
+TEST_P(GrpcTransceiverTest, PullAfterLeaseEndsTheClaimOnce) {
   SCOPED_TRACE(SeedTrace(seed_));
   const KvDescriptor d = SmallDescriptor();
   auto ctx = Rank({.name = "ctx", .descriptor = d}, seed_ + 1);
@@ -336,7 +342,7 @@ TEST_F(GrpcTransceiverTest, PullAfterLeaseEndsTheClaimOnce) {
   EXPECT_EQ((*ctx)->InFlight(), 0);
 }
 
-TEST_F(GrpcTransceiverTest, CancelBeforeAnyPullEndsAtOnce) {
+TEST_P(GrpcTransceiverTest, CancelBeforeAnyPullEndsAtOnce) {
   SCOPED_TRACE(SeedTrace(seed_));
   const KvDescriptor d = SmallDescriptor();
   auto ctx = Rank({.name = "ctx", .descriptor = d}, seed_ + 1);
@@ -353,7 +359,7 @@ TEST_F(GrpcTransceiverTest, CancelBeforeAnyPullEndsAtOnce) {
   EXPECT_EQ((*ctx)->InFlight(), 0);
 }
 
-TEST_F(GrpcTransceiverTest, RejectsBadArgumentsWithoutStarting) {
+TEST_P(GrpcTransceiverTest, RejectsBadArgumentsWithoutStarting) {
   SCOPED_TRACE(SeedTrace(seed_));
   const KvDescriptor d = SmallDescriptor();
   auto rank = Rank({.name = "r", .descriptor = d, .num_blocks = 16}, 0);
@@ -389,6 +395,11 @@ TEST_F(GrpcTransceiverTest, RejectsBadArgumentsWithoutStarting) {
   EXPECT_THAT(GrpcTransceiver::Create(bad, &clock_).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no storage")));
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, GrpcTransceiverTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "TcpDataPlane" : "Grpc";
+                         });
 
 }  // namespace
 }  // namespace lockstep::transfer

@@ -2,9 +2,10 @@
 // request's ContextHandle, whose chunks are checked and written straight into the
 // blocks the generation rank allocated, at the same indexes of its block tables.
 //
-// Each block is checked against its CRC32C before its last bytes are written (with
-// streaming stores, stream_copy.h, fenced before the pull returns); a block
-// larger than a chunk has its earlier parts written as they come. A failed receive
+// Over gRPC (Pull), each block is checked against its CRC32C before its last bytes are
+// written (with streaming stores, stream_copy.h, fenced before the pull returns); a
+// block larger than a chunk has its earlier parts written as they come. Over the TCP
+// data plane (PullTcp), a chunk is read into its blocks and then checked. A failed receive
 // therefore leaves its blocks with unspecified contents: they must not be used (the
 // executor fails the request and releases them).
 //
@@ -22,6 +23,7 @@
 #include "grpcpp/client_context.h"
 #include "runtime/transfer/kv_descriptor.h"
 #include "runtime/transfer/raw_pull.h"
+#include "runtime/transfer/tcp_wire.h"
 #include "runtime/transfer/transceiver.h"
 #include "runtime/transfer/transfer_hooks.h"
 
@@ -58,6 +60,19 @@ class KvPuller {
   //   FailedPrecondition: descriptors differ, ...), prefixed with where it came from.
   absl::Status Pull(RawPullStub& stub, const LocalBlocks& blocks, const ContextHandle& source,
                     absl::Time deadline, PullControl& control) const;
+
+  // What a pull over the TCP data plane left of its connection.
+  struct TcpOutcome {
+    bool answered = false;  // a frame arrived (the context rank saw the request)
+    bool reusable = false;  // the pull ended with its status frame: the next may follow
+  };
+
+  // The same pull over a connection to the context rank's data plane (tcp_wire.h):
+  // each chunk's payload is read straight into the blocks, then checked there. Same
+  // outcomes as Pull; cancel and the deadline are noticed within a poll slice.
+  absl::Status PullTcp(const TcpSocket& socket, const LocalBlocks& blocks,
+                       const ContextHandle& source, absl::Time deadline, PullControl& control,
+                       TcpOutcome* outcome) const;
 
  private:
   const KvDescriptor descriptor_;

@@ -39,6 +39,25 @@ class DetachOnReturn {
   ActivePull* pull_;
 };
 
+// A gRPC server stream: chunks reference the slab through gRPC slices.
+class GrpcChunkSink : public ChunkSink {
+ public:
+  explicit GrpcChunkSink(grpc::ServerWriter<grpc::ByteBuffer>* writer) : writer_(writer) {}
+
+  // `abort` cancels the call (ActivePull holds its ServerContext), which fails the write.
+  bool Write(const ChunkHeader& header, absl::Span<const ByteRange> pieces,
+             absl::Span<const uint32_t> crcs, const std::shared_ptr<const void>& keep_alive,
+             const absl::Notification& /*abort*/) override {
+    return writer_->Write(EncodeChunk(header, pieces, crcs, keep_alive));
+  }
+  bool WriteTrailer(const lockstep::v1::PullTrailer& trailer) override {
+    return writer_->Write(EncodeTrailer(trailer));
+  }
+
+ private:
+  grpc::ServerWriter<grpc::ByteBuffer>* const writer_;
+};
+
 }  // namespace
 
 absl::Status KvTransferServerOptions::Validate() const {
@@ -77,6 +96,16 @@ absl::StatusOr<std::unique_ptr<KvTransferServer>> KvTransferServer::Start(
   RETURN_IF_ERROR(descriptor.Validate());
   std::unique_ptr<KvTransferServer> server(new KvTransferServer(
       options, std::move(descriptor), slabs, std::move(claims), std::move(hooks)));
+  const std::string host = options.listen_address.substr(0, options.listen_address.rfind(':'));
+  if (options.tcp_data_plane) {
+    KvTransferServer* self = server.get();
+    TcpDataServer::Handler handler = [self](const PullRequest& request, absl::Time deadline,
+                                            ChunkSink& sink) {
+      return self->ServePull(request, deadline, /*context=*/nullptr, sink);
+    };
+    ASSIGN_OR_RETURN(server->tcp_, TcpDataServer::Start(host, std::move(handler)));
+    server->service_.set_tcp_address(server->tcp_->address());
+  }
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &port);
@@ -88,8 +117,7 @@ absl::StatusOr<std::unique_ptr<KvTransferServer>> KvTransferServer::Start(
     return absl::UnavailableError(
         absl::StrCat("KV transfer service cannot listen on ", options.listen_address));
   }
-  server->address_ =
-      absl::StrCat(options.listen_address.substr(0, options.listen_address.rfind(':')), ":", port);
+  server->address_ = absl::StrCat(host, ":", port);
   return server;
 }
 
@@ -101,8 +129,10 @@ void KvTransferServer::Shutdown(absl::Duration grace) {
     if (shut_down_) return;
     shut_down_ = true;
   }
-  if (server_ == nullptr) return;  // never started
+  if (server_ == nullptr && tcp_ == nullptr) return;  // never started
   claims_->Shutdown();
+  if (tcp_ != nullptr) tcp_->Shutdown();
+  if (server_ == nullptr) return;
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
 }
@@ -124,27 +154,32 @@ void KvTransferServer::ReleaseTurn() {
 
 grpc::Status KvTransferServer::Serve(grpc::ServerContext* context, const PullRequest& request,
                                      grpc::ServerWriter<grpc::ByteBuffer>* writer) {
-  const RequestId id(request.context_request_id());
-  absl::Time deadline = absl::Now() + options_.max_queue_wait;
+  absl::Time deadline = absl::InfiniteFuture();
   if (context->deadline() != std::chrono::system_clock::time_point::max()) {
-    deadline = std::min(deadline, absl::FromChrono(context->deadline()));
+    deadline = absl::FromChrono(context->deadline());
   }
-  if (!AcquireTurn(deadline)) {
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        absl::StrCat("no turn to serve the pull of request ", id.value(), " by ",
-                                     request.requester(), ": ", options_.max_concurrent_pulls,
-                                     " pulls running (or shutting down)"));
+  GrpcChunkSink sink(writer);
+  return ToGrpcStatus(ServePull(request, deadline, context, sink));
+}
+
+absl::Status KvTransferServer::ServePull(const PullRequest& request, absl::Time deadline,
+                                         grpc::ServerContext* context, ChunkSink& sink) {
+  const RequestId id(request.context_request_id());
+  if (!AcquireTurn(std::min(absl::Now() + options_.max_queue_wait, deadline))) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no turn to serve the pull of request ", id.value(), " by ", request.requester(), ": ",
+        options_.max_concurrent_pulls, " pulls running (or shutting down)"));
   }
   absl::Status outcome;
   {
     absl::StatusOr<std::shared_ptr<ActivePull>> pull = claims_->BeginPull(id, context);
     if (!pull.ok()) {
       ReleaseTurn();
-      return ToGrpcStatus(pull.status());
+      return pull.status();
     }
     DetachOnReturn detach(pull->get());
     outcome = CheckRequest(request, (*pull)->spec());
-    if (outcome.ok()) outcome = Stream(*pull, writer);
+    if (outcome.ok()) outcome = Stream(*pull, sink);
     (*pull)->Finish(outcome);
     if (const std::optional<absl::Status> aborted = (*pull)->aborted()) {
       outcome = absl::Status(
@@ -158,7 +193,7 @@ grpc::Status KvTransferServer::Serve(grpc::ServerContext* context, const PullReq
     LOCKSTEP_LOG_WARN("transfer", "pull of request {} by {} failed: {}", id.value(),
                       request.requester(), outcome.ToString());
   }
-  return ToGrpcStatus(outcome);
+  return outcome;
 }
 
 absl::Status KvTransferServer::CheckRequest(const PullRequest& request,
@@ -195,7 +230,7 @@ absl::Status KvTransferServer::CheckRequest(const PullRequest& request,
 }
 
 absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull,
-                                      grpc::ServerWriter<grpc::ByteBuffer>* writer) const {
+                                      ChunkSink& sink) const {
   const LocalBlocks& blocks = pull->spec().blocks;
   const std::shared_ptr<const void> keep_alive = pull;
   lockstep::v1::PullTrailer trailer;
@@ -237,7 +272,7 @@ absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull,
         }
       }
       const size_t payload_bytes = options_.chunk_bytes - room;
-      grpc::ByteBuffer message;
+      bool written;
       if (hooks_.before_send_chunk) {
         copy.clear();
         for (const ByteRange& piece : pieces) {
@@ -246,11 +281,11 @@ absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull,
         hooks_.before_send_chunk({blocks.id, index, header}, &copy, pull->abort_signal());
         if (pull->aborted().has_value()) return absl::AbortedError("aborted");
         const ByteRange whole{reinterpret_cast<const uint8_t*>(copy.data()), copy.size()};
-        message = EncodeChunk(header, {&whole, 1}, crcs, nullptr);
+        written = sink.Write(header, {&whole, 1}, crcs, nullptr, pull->abort_signal());
       } else {
-        message = EncodeChunk(header, pieces, crcs, keep_alive);
+        written = sink.Write(header, pieces, crcs, keep_alive, pull->abort_signal());
       }
-      if (!writer->Write(message)) {
+      if (!written) {
         return absl::UnavailableError(absl::StrCat(
             "the stream to the generation rank closed after ", trailer.payload_bytes(),
             " bytes (cancelled by the puller, its deadline passed, or the connection broke)"));
@@ -264,7 +299,7 @@ absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull,
       trailer.set_draft_blocks(count);
     }
   }
-  if (!writer->Write(EncodeTrailer(trailer))) {
+  if (!sink.WriteTrailer(trailer)) {
     return absl::UnavailableError("the stream to the generation rank closed before the trailer");
   }
   return absl::OkStatus();

@@ -1,5 +1,6 @@
 // KvTransferService on a context rank: serves Pull for the requests held under
-// transfer claims (send_claims.h). Each Pull checks the requester's KV descriptor and
+// transfer claims (send_claims.h), over gRPC and over the TCP data plane
+// (tcp_data_server.h) alike. Each Pull checks the requester's KV descriptor and
 // the request's shape, then streams the claim's target blocks and then its draft
 // blocks in table order, in chunks of at most `chunk_bytes`, with a CRC32C per block
 // and a trailer with the counts. The payload is referenced in the KV slab, not copied
@@ -8,7 +9,8 @@
 // A mismatch, a refused or failed stream and an abort all end the claim (one kSend
 // event, see send_claims.h); a Pull for no claim, or for a claim being pulled, does not.
 //
-// Thread safety: thread-safe. Pulls run on gRPC's server threads, at most
+// Thread safety: thread-safe. Pulls run on gRPC's server threads and the data plane's
+// connection threads, at most
 // `max_concurrent_pulls` at once (more wait up to `max_queue_wait` for a turn).
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_KV_TRANSFER_SERVER_H_
 #define LOCKSTEP_RUNTIME_TRANSFER_KV_TRANSFER_SERVER_H_
@@ -23,9 +25,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "runtime/transfer/chunk_sink.h"
 #include "runtime/transfer/kv_descriptor.h"
 #include "runtime/transfer/raw_pull.h"
 #include "runtime/transfer/send_claims.h"
+#include "runtime/transfer/tcp_data_server.h"
 #include "runtime/transfer/transfer_hooks.h"
 
 namespace lockstep::transfer {
@@ -40,6 +44,9 @@ struct KvTransferServerOptions {
   // How long a pull waits for a turn (also bounded by its deadline) before it is
   // refused with RESOURCE_EXHAUSTED (the claim stays).
   absl::Duration max_queue_wait = absl::Seconds(10);
+  // Also serve pulls on a TCP data plane (tcp_data_server.h) at a free port of the
+  // listen host, advertised through KvTransferService.DataPlane.
+  bool tcp_data_plane = true;
 
   absl::Status Validate() const;
 };
@@ -56,6 +63,8 @@ class KvTransferServer {
 
   // "host:port" with the port actually bound.
   const std::string& address() const { return address_; }
+  // The TCP data plane's "host:port"; empty without one.
+  std::string tcp_address() const { return tcp_ == nullptr ? "" : tcp_->address(); }
 
   // Aborts running pulls (their claims end with kUnavailable), refuses new ones, and
   // stops the server; calls still running after `grace` are cancelled. Blocks until
@@ -68,11 +77,14 @@ class KvTransferServer {
 
   grpc::Status Serve(grpc::ServerContext* context, const lockstep::v1::PullRequest& request,
                      grpc::ServerWriter<grpc::ByteBuffer>* writer) ABSL_LOCKS_EXCLUDED(mu_);
+  // One pull, from either transport: waits for a turn, begins the claim's pull (under
+  // `context` when it came over gRPC), checks and streams it into `sink`.
+  absl::Status ServePull(const lockstep::v1::PullRequest& request, absl::Time deadline,
+                         grpc::ServerContext* context, ChunkSink& sink) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether the requester's descriptor and allocation fit the claim.
   absl::Status CheckRequest(const lockstep::v1::PullRequest& request, const SendSpec& spec) const;
   // Streams the claim's blocks and the trailer; the outcome of the pull.
-  absl::Status Stream(const std::shared_ptr<ActivePull>& pull,
-                      grpc::ServerWriter<grpc::ByteBuffer>* writer) const;
+  absl::Status Stream(const std::shared_ptr<ActivePull>& pull, ChunkSink& sink) const;
   // Waits for one of the `max_concurrent_pulls` turns until `deadline`.
   bool AcquireTurn(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   void ReleaseTurn() ABSL_LOCKS_EXCLUDED(mu_);
@@ -83,6 +95,7 @@ class KvTransferServer {
   const std::shared_ptr<SendClaims> claims_;
   const TransferHooks hooks_;
   RawPullService service_;
+  std::unique_ptr<TcpDataServer> tcp_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
 

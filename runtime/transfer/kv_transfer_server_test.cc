@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/status_macros.h"
 #include "common/testing/seed.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -16,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "proto/kv_transfer.grpc.pb.h"
 #include "runtime/transfer/crc32c.h"
+#include "runtime/transfer/tcp_wire.h"
 
 namespace lockstep::transfer {
 namespace {
@@ -173,6 +175,46 @@ TEST(KvTransferServerOptionsTest, Validate) {
   options = {};
   options.listen_address = "nowhere";
   EXPECT_THAT(options.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// The data plane is advertised through DataPlane and speaks tcp_wire.h: a refusal is a
+// status frame and the connection serves the next pull; a malformed request is refused
+// and the connection closed.
+TEST_F(KvTransferServerTest, DataPlaneAnswersOnTheSameConnectionAndRefusesGarbage) {
+  grpc::ClientContext context;
+  lockstep::v1::DataPlaneInfo info;
+  ASSERT_TRUE(stub_->DataPlane(&context, lockstep::v1::DataPlaneRequest(), &info).ok());
+  ASSERT_EQ(info.tcp_address(), server_->tcp_address());
+  ASSERT_FALSE(info.tcp_address().empty());
+  absl::StatusOr<TcpSocket> socket =
+      ConnectTcp(info.tcp_address(), absl::Now() + absl::Seconds(10));
+  ASSERT_THAT(socket.status(), IsOk());
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  const auto read_status = [&](const TcpSocket& s) -> absl::Status {
+    FrameHeader frame;
+    RETURN_IF_ERROR(RecvAll(s, &frame, sizeof(frame), deadline, nullptr));
+    if (frame.kind != FrameKind::kStatus) return absl::InternalError("not a status frame");
+    std::string text(frame.size, '\0');
+    RETURN_IF_ERROR(RecvAll(s, text.data(), text.size(), deadline, nullptr));
+    return StatusFromFrame(frame, text);
+  };
+  for (int i = 0; i < 2; ++i) {  // no claim: refused, twice on one connection
+    const std::string bytes = Request(404, 16, 1).SerializeAsString();
+    RequestPrefix prefix;
+    prefix.request_bytes = static_cast<uint32_t>(bytes.size());
+    prefix.timeout_ms = 10'000;
+    ASSERT_THAT(SendAll(*socket, &prefix, sizeof(prefix), deadline, nullptr), IsOk());
+    ASSERT_THAT(SendAll(*socket, bytes.data(), bytes.size(), deadline, nullptr), IsOk());
+    EXPECT_THAT(read_status(*socket), StatusIs(absl::StatusCode::kNotFound, HasSubstr("404")));
+  }
+  RequestPrefix garbage;
+  garbage.magic = 0x12345678;
+  ASSERT_THAT(SendAll(*socket, &garbage, sizeof(garbage), deadline, nullptr), IsOk());
+  EXPECT_THAT(read_status(*socket),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a KV pull request")));
+  char byte;
+  EXPECT_THAT(RecvAll(*socket, &byte, 1, deadline, nullptr),
+              StatusIs(absl::StatusCode::kUnavailable));  // closed
 }
 
 }  // namespace

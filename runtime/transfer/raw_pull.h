@@ -18,6 +18,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/impl/rpc_method.h"
 #include "proto/kv_transfer.grpc.pb.h"
@@ -31,17 +33,23 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // "/lockstep.v1.KvTransferService/Pull".
 const std::string& PullMethodName();
 
+// The whole KvTransferService: Pull through `handler`, DataPlane answering
+// `tcp_address` (empty: no TCP data plane).
 class RawPullService : public grpc::Service {
  public:
   using Handler = std::function<grpc::Status(grpc::ServerContext*, const lockstep::v1::PullRequest&,
                                              grpc::ServerWriter<grpc::ByteBuffer>*)>;
   explicit RawPullService(Handler handler);
 
+  // Before the server starts.
+  void set_tcp_address(std::string address) { tcp_address_ = std::move(address); }
+
  private:
   grpc::Status Pull(grpc::ServerContext* context, const lockstep::v1::PullRequest* request,
                     grpc::ServerWriter<grpc::ByteBuffer>* writer);
 
   Handler handler_;
+  std::string tcp_address_;
 };
 
 // The client side, one per channel (like a generated stub).
@@ -54,9 +62,14 @@ class RawPullStub {
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> Pull(
       grpc::ClientContext* context, const lockstep::v1::PullRequest& request);
 
+  // The context rank's TCP data plane address ("" when it has none), asked by
+  // `deadline`.
+  absl::StatusOr<std::string> DataPlaneAddress(absl::Time deadline);
+
  private:
   std::shared_ptr<grpc::Channel> channel_;
   grpc::internal::RpcMethod method_;
+  std::unique_ptr<lockstep::v1::KvTransferService::Stub> stub_;
 };
 
 }  // namespace lockstep::transfer

@@ -10,8 +10,8 @@
 namespace lockstep::transfer {
 
 ReceiveWorkers::ReceiveWorkers(int num_threads, std::unique_ptr<KvPuller> puller,
-                               std::shared_ptr<EventQueue> events)
-    : puller_(std::move(puller)), events_(std::move(events)) {
+                               std::shared_ptr<EventQueue> events, bool pull_over_tcp)
+    : puller_(std::move(puller)), events_(std::move(events)), pull_over_tcp_(pull_over_tcp) {
   for (int i = 0; i < std::max(1, num_threads); ++i) threads_.emplace_back([this] { Loop(); });
 }
 
@@ -81,6 +81,39 @@ RawPullStub& ReceiveWorkers::StubFor(const std::string& address) {
   return *stub;
 }
 
+absl::Status ReceiveWorkers::Pull(const LocalBlocks& blocks, const ContextHandle& source,
+                                  absl::Time deadline, PullControl& control) {
+  RawPullStub& stub = StubFor(source.address);
+  const auto over_grpc = [&] {
+    ++pulls_over_grpc_;
+    return puller_->Pull(stub, blocks, source, deadline, control);
+  };
+  if (!pull_over_tcp_) return over_grpc();
+  for (bool fresh : {false, true}) {
+    if (control.cancelled()) {
+      return absl::CancelledError(
+          absl::StrCat("KV receive of request ", blocks.id.value(), " cancelled"));
+    }
+    absl::StatusOr<DataConnections::Lease> lease =
+        connections_.Take(source.address, stub, deadline, fresh);
+    if (absl::IsNotFound(lease.status())) break;  // the peer serves Pull only
+    if (!lease.ok()) {
+      return absl::Status(lease.status().code(),
+                          absl::StrCat("pull of request ", source.request_id.value(), " from ",
+                                       source.address, ": ", lease.status().message()));
+    }
+    KvPuller::TcpOutcome outcome;
+    if (!fresh) ++pulls_over_tcp_;
+    absl::Status status =
+        puller_->PullTcp(lease->socket, blocks, source, deadline, control, &outcome);
+    if (outcome.reusable) connections_.Return(source.address, std::move(lease->socket));
+    // An idle connection the peer had closed: once more, on a new one.
+    if (lease->pooled && !outcome.answered && absl::IsUnavailable(status)) continue;
+    return status;
+  }
+  return over_grpc();
+}
+
 void ReceiveWorkers::Loop() {
   for (;;) {
     RequestId id;
@@ -104,8 +137,7 @@ void ReceiveWorkers::Loop() {
       source = receive.source;
       deadline = receive.deadline;
     }
-    absl::Status status =
-        puller_->Pull(StubFor(source.address), blocks, source, deadline, *control);
+    absl::Status status = Pull(blocks, source, deadline, *control);
     absl::MutexLock lock(&mu_);
     receives_.erase(id);
     if (!shut_down_) {

@@ -9,7 +9,9 @@
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_RECEIVE_WORKERS_H_
 #define LOCKSTEP_RUNTIME_TRANSFER_RECEIVE_WORKERS_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
@@ -21,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "runtime/transfer/data_connections.h"
 #include "runtime/transfer/event_queue.h"
 #include "runtime/transfer/kv_puller.h"
 #include "runtime/transfer/raw_pull.h"
@@ -29,8 +32,10 @@ namespace lockstep::transfer {
 
 class ReceiveWorkers {
  public:
+  // With `pull_over_tcp`, a pull goes over the context rank's TCP data plane when it
+  // has one (data_connections.h), else over gRPC.
   ReceiveWorkers(int num_threads, std::unique_ptr<KvPuller> puller,
-                 std::shared_ptr<EventQueue> events);
+                 std::shared_ptr<EventQueue> events, bool pull_over_tcp = true);
   ~ReceiveWorkers();  // Shutdown()
   ReceiveWorkers(const ReceiveWorkers&) = delete;
   ReceiveWorkers& operator=(const ReceiveWorkers&) = delete;
@@ -50,6 +55,10 @@ class ReceiveWorkers {
   // Receives started and not yet ended.
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Pulls that went over a TCP data plane, and over gRPC.
+  int64_t pulls_over_tcp() const { return pulls_over_tcp_.load(); }
+  int64_t pulls_over_grpc() const { return pulls_over_grpc_.load(); }
+
  private:
   struct Receive {
     LocalBlocks blocks;
@@ -59,11 +68,18 @@ class ReceiveWorkers {
   };
 
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  // One pull, over the data plane or gRPC.
+  absl::Status Pull(const LocalBlocks& blocks, const ContextHandle& source, absl::Time deadline,
+                    PullControl& control) ABSL_LOCKS_EXCLUDED(mu_);
   // The stub for `address` (one channel per context rank, kept for reuse).
   RawPullStub& StubFor(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::unique_ptr<KvPuller> puller_;
   const std::shared_ptr<EventQueue> events_;
+  const bool pull_over_tcp_;
+  std::atomic<int64_t> pulls_over_tcp_{0};
+  std::atomic<int64_t> pulls_over_grpc_{0};
+  DataConnections connections_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<RequestId, Receive> receives_ ABSL_GUARDED_BY(mu_);
   std::deque<RequestId> queue_ ABSL_GUARDED_BY(mu_);  // queued, not running

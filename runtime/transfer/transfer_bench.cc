@@ -1,8 +1,9 @@
 // transfer_bench: KV transfer throughput between two processes over loopback — a
 // context rank (a child process, forked before any gRPC object exists) and a
-// generation rank (this process) — through GrpcTransceiver, against a raw TCP stream
-// of the same bytes (the same blocks, read from the same slab and received straight
-// into the same destination blocks with readv) measured in the same run.
+// generation rank (this process) — through GrpcTransceiver, over its TCP data plane
+// (BM_DataPlane, the default) and over gRPC only (BM_GrpcTransfer), against a raw TCP
+// stream of the same bytes (the same blocks, read from the same slab and received
+// straight into the same destination blocks with readv) measured in the same run.
 //
 //   bazel run -c opt //runtime/transfer:transfer_bench
 //   (defaults: --benchmark_repetitions=10 --benchmark_enable_random_interleaving=true)
@@ -12,7 +13,7 @@
 // (2.5 or 10 MiB). Every series is checked bit-exact once after it is timed. Besides
 // throughput, each series reports the CPU time both processes spent per GB moved
 // (getrusage), which a loaded host disturbs less than wall time. The last lines print
-// the gRPC / raw TCP ratios of the medians.
+// the data plane / raw TCP and gRPC / raw TCP ratios of the medians.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -239,7 +240,8 @@ struct Bench {
   std::string grpc_address;
   int raw_fd = -1;
   std::unique_ptr<Kv> kv;
-  std::unique_ptr<GrpcTransceiver> gen;
+  std::unique_ptr<GrpcTransceiver> gen;       // pulls over the TCP data plane
+  std::unique_ptr<GrpcTransceiver> gen_grpc;  // pulls over gRPC
   int64_t next_id = 1;
 };
 Bench* bench = nullptr;
@@ -286,7 +288,7 @@ void ClearDestination() {
   std::fill(bench->kv->draft.begin(), bench->kv->draft.end(), 0.0f);
 }
 
-void BM_GrpcTransfer(benchmark::State& state) {
+void Transfer(benchmark::State& state, GrpcTransceiver& gen, const char* what) {
   const int64_t blocks = state.range(0);
   ClearDestination();
   const int64_t cpu = BothCpuNanos();
@@ -305,17 +307,21 @@ void BM_GrpcTransfer(benchmark::State& state) {
     spec.source.address = bench->grpc_address;
     spec.source.request_id = RequestId(id);
     spec.deadline = SystemClock::Get()->Now() + absl::Seconds(60);
-    if (!bench->gen->StartReceive(spec).ok()) Die("StartReceive failed");
+    if (!gen.StartReceive(spec).ok()) Die("StartReceive failed");
     std::vector<TransferEvent> events;
     while (events.empty()) {
-      bench->gen->WaitForEvent(absl::Seconds(60));
-      events = bench->gen->Poll();
+      gen.WaitForEvent(absl::Seconds(60));
+      events = gen.Poll();
     }
     if (!events[0].status.ok()) Die(events[0].status.ToString());
   }
   Report(state, blocks, BothCpuNanos() - cpu);
-  CheckBitExact(blocks, "gRPC");
+  CheckBitExact(blocks, what);
 }
+
+void BM_DataPlane(benchmark::State& state) { Transfer(state, *bench->gen, "data plane"); }
+
+void BM_GrpcTransfer(benchmark::State& state) { Transfer(state, *bench->gen_grpc, "gRPC"); }
 
 void BM_RawTcp(benchmark::State& state) {
   const int64_t blocks = state.range(0);
@@ -353,12 +359,18 @@ class RatioReporter : public benchmark::ConsoleReporter {
     ConsoleReporter::ReportRuns(runs);
   }
 
-  // gRPC against raw TCP, per request size: throughput and its ratio, CPU per GB of
-  // both processes and the ratio raw / gRPC (1.0: the same cost).
+  // Each transport against raw TCP, per request size: throughput and its ratio, CPU per
+  // GB of both processes and the ratio raw / transport (1.0: the same cost).
   void PrintRatios() const {
+    for (const char* series : {"BM_DataPlane/", "BM_GrpcTransfer/"}) PrintRatios(series);
+  }
+
+ private:
+  void PrintRatios(const std::string& series) const {
+    const char* label = series == "BM_DataPlane/" ? "data plane" : "gRPC";
     for (const auto& [key, grpc] : medians_) {
       const auto& [name, counter] = key;
-      if (name.rfind("BM_GrpcTransfer/", 0) != 0 || counter != "bytes_per_second") continue;
+      if (name.rfind(series, 0) != 0 || counter != "bytes_per_second") continue;
       const std::string size = name.substr(name.find('/') + 1);
       const std::string raw_name = "BM_RawTcp/" + size;
       auto raw = medians_.find({raw_name, counter});
@@ -368,14 +380,14 @@ class RatioReporter : public benchmark::ConsoleReporter {
         continue;
       }
       std::printf(
-          "blocks %s: gRPC %.2f GB/s, raw TCP %.2f GB/s, ratio %.2f; CPU gRPC %.0f ms/GB, raw "
-          "TCP %.0f ms/GB, raw/gRPC %.2f\n",
-          size.substr(0, size.find('/')).c_str(), grpc / 1e9, raw->second / 1e9, grpc / raw->second,
-          grpc_cpu->second, raw_cpu->second, raw_cpu->second / grpc_cpu->second);
+          "blocks %s: %s %.2f GB/s, raw TCP %.2f GB/s, ratio %.2f; CPU %s %.0f ms/GB, raw "
+          "TCP %.0f ms/GB, raw/%s %.2f\n",
+          size.substr(0, size.find('/')).c_str(), label, grpc / 1e9, raw->second / 1e9,
+          grpc / raw->second, label, grpc_cpu->second, raw_cpu->second, label,
+          raw_cpu->second / grpc_cpu->second);
     }
   }
 
- private:
   std::map<std::pair<std::string, std::string>, double> medians_;
 };
 
@@ -428,6 +440,11 @@ int main(int argc, char** argv) {
       GrpcTransceiver::Create(options, lockstep::SystemClock::Get());
   if (!gen.ok()) Die(gen.status().ToString());
   state.gen = std::move(*gen);
+  options.pull_over_tcp = false;
+  absl::StatusOr<std::unique_ptr<GrpcTransceiver>> gen_grpc =
+      GrpcTransceiver::Create(options, lockstep::SystemClock::Get());
+  if (!gen_grpc.ok()) Die(gen_grpc.status().ToString());
+  state.gen_grpc = std::move(*gen_grpc);
   state.raw_fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -440,6 +457,10 @@ int main(int argc, char** argv) {
   setsockopt(state.raw_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 
   for (const int64_t blocks : {64, 256}) {
+    benchmark::RegisterBenchmark("BM_DataPlane", BM_DataPlane)
+        ->Arg(blocks)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("BM_GrpcTransfer", BM_GrpcTransfer)
         ->Arg(blocks)
         ->UseRealTime()
@@ -465,6 +486,11 @@ int main(int argc, char** argv) {
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.PrintRatios();
+  std::printf(
+      "pulls: BM_DataPlane %lld over TCP (%lld over gRPC), BM_GrpcTransfer %lld over gRPC\n",
+      static_cast<long long>(state.gen->pulls_over_tcp()),
+      static_cast<long long>(state.gen->pulls_over_grpc()),
+      static_cast<long long>(state.gen_grpc->pulls_over_grpc()));
 
   const int64_t stop = 0;
   WriteFull(state.raw_fd, &stop, sizeof(stop));
@@ -472,6 +498,7 @@ int main(int argc, char** argv) {
   const Command quit{2, 0, 0};
   WriteFull(state.commands, &quit, sizeof(quit));
   state.gen.reset();
+  state.gen_grpc.reset();
   waitpid(child, nullptr, 0);
   return 0;
 }

@@ -65,6 +65,8 @@ absl::StatusOr<std::unique_ptr<TestRank>> MakeRank(const RankConfig& config, Clo
   options.server.max_concurrent_pulls = config.max_concurrent_pulls;
   options.max_concurrent_receives = config.max_concurrent_receives;
   options.hooks = config.hooks;
+  options.server.tcp_data_plane = config.tcp_data_plane;
+  options.pull_over_tcp = config.tcp_data_plane;
   ASSIGN_OR_RETURN(rank->transceiver, GrpcTransceiver::Create(std::move(options), clock));
   return rank;
 }

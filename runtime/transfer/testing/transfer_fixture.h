@@ -37,6 +37,8 @@ struct RankConfig {
   int max_concurrent_pulls = 8;
   int max_concurrent_receives = 4;
   TransferHooks hooks;
+  // Serve and pull over the TCP data plane (else gRPC only).
+  bool tcp_data_plane = true;
 };
 
 // The slabs are filled from `seed` (0: a constant sentinel).

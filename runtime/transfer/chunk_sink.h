@@ -1,0 +1,37 @@
+// Where the context rank's serving thread writes one pull's stream (kv_transfer_server.h):
+// a gRPC server stream, or a connection of the TCP data plane (tcp_data_server.h).
+//
+// Thread safety: used by one serving thread.
+#ifndef LOCKSTEP_RUNTIME_TRANSFER_CHUNK_SINK_H_
+#define LOCKSTEP_RUNTIME_TRANSFER_CHUNK_SINK_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/synchronization/notification.h"
+#include "absl/types/span.h"
+#include "proto/kv_transfer.pb.h"
+#include "runtime/transfer/chunk_codec.h"
+
+namespace lockstep::transfer {
+
+class ChunkSink {
+ public:
+  virtual ~ChunkSink() = default;
+
+  // Sends one chunk: `pieces` concatenated, with the CRC32C of every block it completes.
+  // `keep_alive` is held for as long as the sink references the pieces after returning
+  // (see chunk_codec.h); a sink that copies them ignores it. A write stops early once
+  // `abort` is notified. False when the stream is gone (the puller cancelled, the
+  // deadline passed, the connection broke, or `abort`).
+  virtual bool Write(const ChunkHeader& header, absl::Span<const ByteRange> pieces,
+                     absl::Span<const uint32_t> crcs, const std::shared_ptr<const void>& keep_alive,
+                     const absl::Notification& abort) = 0;
+
+  // Sends the trailer, after every block; false as for Write.
+  virtual bool WriteTrailer(const lockstep::v1::PullTrailer& trailer) = 0;
+};
+
+}  // namespace lockstep::transfer
+
+#endif  // LOCKSTEP_RUNTIME_TRANSFER_CHUNK_SINK_H_
