@@ -185,6 +185,7 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   MapReader transfer(reader.Child("transfer"), reader.PathOf("transfer"), errors);
   transfer.Int("deadline_ms", &instance.transfer.deadline_ms);
   transfer.Int("lease_ms", &instance.transfer.lease_ms);
+  transfer.Bool("tcp_data_plane", &instance.transfer.tcp_data_plane);
   transfer.Finish();
   reader.Finish();
 }

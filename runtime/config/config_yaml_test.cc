@@ -30,6 +30,7 @@ TEST(ConfigYamlTest, MinimalFileGetsDefaults) {
   EXPECT_EQ(config->instances[0].executor.max_batch_size, 8);
   EXPECT_EQ(config->instances[0].executor.dummy_policy, DummyPolicy::kReserved);
   EXPECT_TRUE(config->instances[0].kv.prefix_reuse);
+  EXPECT_TRUE(config->instances[0].transfer.tcp_data_plane);
 }
 
 TEST(ConfigYamlTest, RelativeModelPathsResolveAgainstTheConfigDirectory) {
@@ -82,6 +83,17 @@ TEST(ConfigYamlTest, DisaggregatedExampleParses) {
   EXPECT_EQ(gen->executor.draft_pool, DraftPool::kUnpaired);
   EXPECT_FALSE(config->model.draft_path.empty());
   EXPECT_EQ(config->router.policy, RoutingPolicy::kLeastLoad);
+  EXPECT_TRUE(ctx->transfer.tcp_data_plane);
+  EXPECT_TRUE(gen->transfer.tcp_data_plane);
+}
+
+TEST(ConfigYamlTest, TcpDataPlaneCanBeTurnedOff) {
+  absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(
+      "model: {name: m, path: p}\n"
+      "instances: [{name: a, role: aggregated, transfer: {tcp_data_plane: false}}]\n",
+      "");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_FALSE(config->instances[0].transfer.tcp_data_plane);
 }
 
 struct BadYaml {

@@ -130,6 +130,9 @@ struct TransferSettings {
   int64_t deadline_ms = 10000;
   // A context rank releases an unclaimed request's KV after this; >= deadline_ms.
   int64_t lease_ms = 30000;
+  // KV bytes go over a plain TCP data plane (gRPC carries the control); false: over
+  // gRPC streams. A rank serves and pulls over TCP only where both sides have it on.
+  bool tcp_data_plane = true;
 };
 
 // `instances[i]:` — one DEP-N group of ranks.

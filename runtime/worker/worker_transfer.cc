@@ -1,6 +1,8 @@
-// The KV transceiver of a context or generation rank: the gRPC KV transfer service,
-// listening on the host of the worker's --listen address (a port of its own).
+// The KV transceiver of a context or generation rank: the gRPC KV transfer service and
+// its TCP data plane, listening on the host of the worker's --listen address (ports of
+// their own).
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "runtime/transfer/grpc_transceiver.h"
 #include "runtime/transfer/kv_descriptor.h"
@@ -20,9 +22,14 @@ absl::StatusOr<std::unique_ptr<transfer::Transceiver>> Worker::CreateTransceiver
   options.slabs = transfer::SlabsOf(kv);
   const std::string& listen = options_.listen_address;
   options.server.listen_address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":0");
+  options.server.tcp_data_plane = instance_->transfer.tcp_data_plane;
+  options.pull_over_tcp = instance_->transfer.tcp_data_plane;
   ASSIGN_OR_RETURN(std::unique_ptr<transfer::GrpcTransceiver> transceiver,
                    transfer::GrpcTransceiver::Create(std::move(options), SystemClock::Get()));
   transceiver_address_ = transceiver->address();
+  LOCKSTEP_LOG_INFO(
+      "worker", "KV transfer service at {}, TCP data plane at {}", transceiver->address(),
+      transceiver->data_plane_address().empty() ? "(off)" : transceiver->data_plane_address());
   return std::unique_ptr<transfer::Transceiver>(std::move(transceiver));
 }
 
