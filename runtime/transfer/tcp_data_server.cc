@@ -15,6 +15,9 @@ namespace {
 constexpr absl::Duration kRequestTimeout = absl::Seconds(10);
 // A pull's deadline when the puller gave none.
 constexpr absl::Duration kDefaultPullTimeout = absl::Minutes(10);
+// How often idle threads (accepting, between pulls) check for shutdown; Shutdown also
+// wakes them by shutting their sockets down.
+constexpr absl::Duration kIdleSlice = absl::Milliseconds(250);
 
 // Frames written straight from the KV slab with one gathered socket write per chunk.
 class TcpChunkSink : public ChunkSink {
@@ -103,6 +106,7 @@ void TcpDataServer::Shutdown() {
     shut_down_ = true;
   }
   stopping_.store(true);
+  listener_.ShutdownBoth();  // wakes the accept thread's poll
   if (accept_thread_.joinable()) accept_thread_.join();
   std::list<Connection> connections;
   {
@@ -128,7 +132,7 @@ void TcpDataServer::Reap() {
 void TcpDataServer::AcceptLoop() {
   const StopFn stop = [this] { return stopping_.load(std::memory_order_relaxed); };
   for (;;) {
-    absl::StatusOr<TcpSocket> accepted = AcceptTcp(listener_, stop);
+    absl::StatusOr<TcpSocket> accepted = AcceptTcp(listener_, stop, kIdleSlice);
     if (!accepted.ok()) {
       if (!stop()) {
         LOCKSTEP_LOG_ERROR("transfer", "data plane {} stops accepting: {}", address_,
@@ -155,7 +159,9 @@ void TcpDataServer::Serve(Connection* connection) {
   for (;;) {
     RequestPrefix prefix;
     // Idle between pulls: no deadline, only shutdown (or the puller closing) ends it.
-    if (!RecvAll(socket, &prefix, sizeof(prefix), absl::InfiniteFuture(), stop).ok()) break;
+    if (!RecvAll(socket, &prefix, sizeof(prefix), absl::InfiniteFuture(), stop, kIdleSlice).ok()) {
+      break;
+    }
     const absl::Time now = absl::Now();
     const absl::Time deadline = prefix.timeout_ms > 0 ? now + absl::Milliseconds(prefix.timeout_ms)
                                                       : now + kDefaultPullTimeout;

@@ -24,9 +24,6 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "the TCP wire is little-endian");
 
-// How long one poll waits before `stop` and the deadline are checked again.
-constexpr int kSliceMs = 20;
-
 absl::Status Errno(absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
@@ -39,13 +36,12 @@ void Configure(int fd) {
 
 // Waits for `events` on `fd` for at most one slice; OK when the caller should retry the
 // operation (ready, or the slice passed), otherwise why it must stop.
-absl::Status WaitSlice(int fd, short events, absl::Time deadline, const StopFn& stop) {
+absl::Status WaitSlice(int fd, short events, absl::Time deadline, const StopFn& stop,
+                       absl::Duration slice) {
   if (stop && stop()) return absl::CancelledError("stopped");
   const absl::Duration left = deadline - absl::Now();
   if (left <= absl::ZeroDuration()) return absl::DeadlineExceededError("deadline exceeded");
-  const int ms = left >= absl::Milliseconds(kSliceMs)
-                     ? kSliceMs
-                     : static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
+  const int ms = static_cast<int>(absl::ToInt64Milliseconds(std::min(left, slice))) + 1;
   pollfd p{fd, events, 0};
   if (poll(&p, 1, ms) < 0 && errno != EINTR) return Errno("poll");
   return absl::OkStatus();
@@ -53,7 +49,7 @@ absl::Status WaitSlice(int fd, short events, absl::Time deadline, const StopFn& 
 
 // Moves all of `iov` through sendmsg or readv, resuming after partial transfers.
 absl::Status Transfer(const TcpSocket& socket, std::vector<iovec> iov, absl::Time deadline,
-                      const StopFn& stop, bool reading) {
+                      const StopFn& stop, bool reading, absl::Duration slice = kPollSlice) {
   size_t first = 0;
   while (first < iov.size() && iov[first].iov_len == 0) ++first;
   while (first < iov.size()) {
@@ -73,7 +69,8 @@ absl::Status Transfer(const TcpSocket& socket, std::vector<iovec> iov, absl::Tim
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         return Errno(reading ? "read from the data connection" : "write to the data connection");
       }
-      const absl::Status wait = WaitSlice(socket.fd(), reading ? POLLIN : POLLOUT, deadline, stop);
+      const absl::Status wait =
+          WaitSlice(socket.fd(), reading ? POLLIN : POLLOUT, deadline, stop, slice);
       if (!wait.ok()) return wait;
       continue;
     }
@@ -131,7 +128,8 @@ absl::StatusOr<std::pair<TcpSocket, int>> ListenTcp(const std::string& host) {
   return std::make_pair(std::move(socket), static_cast<int>(ntohs(addr.sin_port)));
 }
 
-absl::StatusOr<TcpSocket> AcceptTcp(const TcpSocket& listener, const StopFn& stop) {
+absl::StatusOr<TcpSocket> AcceptTcp(const TcpSocket& listener, const StopFn& stop,
+                                    absl::Duration slice) {
   for (;;) {
     const int fd = accept(listener.fd(), nullptr, nullptr);
     if (fd >= 0) {
@@ -141,7 +139,7 @@ absl::StatusOr<TcpSocket> AcceptTcp(const TcpSocket& listener, const StopFn& sto
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
       return Errno("accept");
     }
-    const absl::Status wait = WaitSlice(listener.fd(), POLLIN, absl::InfiniteFuture(), stop);
+    const absl::Status wait = WaitSlice(listener.fd(), POLLIN, absl::InfiniteFuture(), stop, slice);
     if (!wait.ok()) return wait;
   }
 }
@@ -209,8 +207,8 @@ absl::Status RecvAll(const TcpSocket& socket, std::vector<iovec> iov, absl::Time
 }
 
 absl::Status RecvAll(const TcpSocket& socket, void* data, size_t size, absl::Time deadline,
-                     const StopFn& stop) {
-  return RecvAll(socket, {{data, size}}, deadline, stop);
+                     const StopFn& stop, absl::Duration slice) {
+  return Transfer(socket, {{data, size}}, deadline, stop, /*reading=*/true, slice);
 }
 
 absl::Status SendStatusFrame(const TcpSocket& socket, const absl::Status& status,

@@ -62,6 +62,9 @@ static_assert(sizeof(FrameHeader) == 32);
 // Predicate checked between poll slices; true stops the transfer.
 using StopFn = std::function<bool()>;
 
+// How long a blocked call waits before it checks `stop` and its deadline again.
+inline constexpr absl::Duration kPollSlice = absl::Milliseconds(20);
+
 // A connected or listening socket; closes on destruction.
 class TcpSocket {
  public:
@@ -84,8 +87,10 @@ class TcpSocket {
 // Listens on `host` ("127.0.0.1", "0.0.0.0", a name) at a free port; the port bound.
 absl::StatusOr<std::pair<TcpSocket, int>> ListenTcp(const std::string& host);
 
-// Waits until a connection arrives (returned), `stop` holds, or an error.
-absl::StatusOr<TcpSocket> AcceptTcp(const TcpSocket& listener, const StopFn& stop);
+// Waits until a connection arrives (returned), `stop` holds (checked every `slice`),
+// or an error.
+absl::StatusOr<TcpSocket> AcceptTcp(const TcpSocket& listener, const StopFn& stop,
+                                    absl::Duration slice = kPollSlice);
 
 // Connects to "host:port" by `deadline`.
 absl::StatusOr<TcpSocket> ConnectTcp(const std::string& address, absl::Time deadline);
@@ -102,7 +107,7 @@ absl::Status SendAll(const TcpSocket& socket, const void* data, size_t size, abs
 absl::Status RecvAll(const TcpSocket& socket, std::vector<iovec> iov, absl::Time deadline,
                      const StopFn& stop);
 absl::Status RecvAll(const TcpSocket& socket, void* data, size_t size, absl::Time deadline,
-                     const StopFn& stop);
+                     const StopFn& stop, absl::Duration slice = kPollSlice);
 
 // The status frame that ends a pull, and its reading back.
 absl::Status SendStatusFrame(const TcpSocket& socket, const absl::Status& status,
