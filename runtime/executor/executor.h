@@ -147,7 +147,7 @@ class Executor {
 
   Executor(const ExecutorConfig& config, Deps deps);
 
-  // Step phases (executor.cc, executor_batch.cc, executor_transfer.cc).
+  // Step phases (executor.cc, executor_intake.cc, executor_batch.cc, executor_transfer.cc).
   absl::StatusOr<InstanceView> Intake();
   absl::Status ValidateNew(const NewRequestSpec& spec) const;
   void AdmitAssigned(std::vector<NewRequestSpec> specs);
