@@ -42,13 +42,17 @@ absl::Status ApplyChunk(BlockWriter& writer, const DecodedChunk& chunk,
   return absl::OkStatus();
 }
 
-absl::Status Prefixed(absl::StatusCode code, const ContextHandle& source,
-                      absl::string_view message) {
+}  // namespace
+
+absl::Status PullError(absl::StatusCode code, const ContextHandle& source,
+                       absl::string_view message) {
   return absl::Status(code, absl::StrCat("pull of request ", source.request_id.value(), " from ",
                                          source.address, ": ", message));
 }
 
-}  // namespace
+absl::Status ReceiveCancelledError(RequestId id) {
+  return absl::CancelledError(absl::StrCat("KV receive of request ", id.value(), " cancelled"));
+}
 
 void PullControl::Attach(grpc::ClientContext* context) {
   absl::MutexLock lock(&mu_);
@@ -79,9 +83,8 @@ KvPuller::KvPuller(KvDescriptor descriptor, KvSlabs slabs, std::string requester
       requester_(std::move(requester)),
       hooks_(std::move(hooks)) {}
 
-absl::Status KvPuller::Pull(RawPullStub& stub, const LocalBlocks& blocks,
-                            const ContextHandle& source, absl::Time deadline,
-                            PullControl& control) const {
+lockstep::v1::PullRequest KvPuller::Request(const LocalBlocks& blocks,
+                                            const ContextHandle& source) const {
   lockstep::v1::PullRequest request;
   request.set_context_request_id(source.request_id.value());
   request.set_requester(requester_);
@@ -91,6 +94,13 @@ absl::Status KvPuller::Pull(RawPullStub& stub, const LocalBlocks& blocks,
   request.set_target_blocks(static_cast<int32_t>(blocks.target_blocks.size()));
   request.set_draft_blocks(
       blocks.draft_generation == 0 ? 0 : static_cast<int32_t>(blocks.draft_blocks.size()));
+  return request;
+}
+
+absl::Status KvPuller::Pull(RawPullStub& stub, const LocalBlocks& blocks,
+                            const ContextHandle& source, absl::Time deadline,
+                            PullControl& control) const {
+  const lockstep::v1::PullRequest request = Request(blocks, source);
 
   // Streaming stores must be ordered before the event that reports this pull (whatever
   // its outcome: the blocks may be reused at once).
@@ -119,22 +129,21 @@ absl::Status KvPuller::Pull(RawPullStub& stub, const LocalBlocks& blocks,
     const grpc::Status finished = reader->Finish();
     control.Detach();
     if (control.cancelled()) {
-      return absl::CancelledError(
-          absl::StrCat("KV receive of request ", blocks.id.value(), " cancelled"));
+      return ReceiveCancelledError(blocks.id);
     }
-    if (!local.ok()) return Prefixed(local.code(), source, local.message());
+    if (!local.ok()) return PullError(local.code(), source, local.message());
     if (finished.error_code() == grpc::StatusCode::CANCELLED) {
       // Not by us: the context rank aborted the stream.
-      return Prefixed(
+      return PullError(
           absl::StatusCode::kUnavailable, source,
           absl::StrCat("the context rank ended the stream: ", finished.error_message()));
     }
     if (!finished.ok()) {
-      return Prefixed(FromGrpcStatus(finished).code(), source, finished.error_message());
+      return PullError(FromGrpcStatus(finished).code(), source, finished.error_message());
     }
   }
   const absl::Status complete = writer.Finish();
-  if (!complete.ok()) return Prefixed(complete.code(), source, complete.message());
+  if (!complete.ok()) return PullError(complete.code(), source, complete.message());
   return absl::OkStatus();
 }
 
@@ -145,21 +154,12 @@ absl::Status KvPuller::PullTcp(const TcpSocket& socket, const LocalBlocks& block
   const StopFn stop = [&control] { return control.cancelled(); };
   const auto fail = [&](const absl::Status& status) {
     if (control.cancelled() || absl::IsCancelled(status)) {
-      return absl::CancelledError(
-          absl::StrCat("KV receive of request ", blocks.id.value(), " cancelled"));
+      return ReceiveCancelledError(blocks.id);
     }
-    return Prefixed(status.code(), source, status.message());
+    return PullError(status.code(), source, status.message());
   };
 
-  lockstep::v1::PullRequest request;
-  request.set_context_request_id(source.request_id.value());
-  request.set_requester(requester_);
-  request.set_requester_request_id(blocks.id.value());
-  ToProto(descriptor_, request.mutable_kv());
-  request.set_num_tokens(blocks.num_tokens);
-  request.set_target_blocks(static_cast<int32_t>(blocks.target_blocks.size()));
-  request.set_draft_blocks(
-      blocks.draft_generation == 0 ? 0 : static_cast<int32_t>(blocks.draft_blocks.size()));
+  const lockstep::v1::PullRequest request = Request(blocks, source);
   const std::string bytes = request.SerializeAsString();
   RequestPrefix prefix;
   prefix.request_bytes = static_cast<uint32_t>(bytes.size());
@@ -228,9 +228,9 @@ absl::Status KvPuller::PullTcp(const TcpSocket& socket, const LocalBlocks& block
         if (!io.ok()) return fail(io);
         outcome->reusable = true;
         const absl::Status served = StatusFromFrame(frame, text);
-        if (!served.ok()) return Prefixed(served.code(), source, served.message());
+        if (!served.ok()) return PullError(served.code(), source, served.message());
         const absl::Status complete = writer.Finish();
-        if (!complete.ok()) return Prefixed(complete.code(), source, complete.message());
+        if (!complete.ok()) return PullError(complete.code(), source, complete.message());
         return absl::OkStatus();
       }
       default:

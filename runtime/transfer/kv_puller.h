@@ -29,6 +29,13 @@
 
 namespace lockstep::transfer {
 
+// A pull's failure, prefixed with the request and where it came from.
+absl::Status PullError(absl::StatusCode code, const ContextHandle& source,
+                       absl::string_view message);
+
+// The outcome of a receive cancelled on this side.
+absl::Status ReceiveCancelledError(RequestId id);
+
 // Cancels one running pull from another thread.
 class PullControl {
  public:
@@ -75,6 +82,9 @@ class KvPuller {
                        TcpOutcome* outcome) const;
 
  private:
+  // What this rank asks the context rank for.
+  lockstep::v1::PullRequest Request(const LocalBlocks& blocks, const ContextHandle& source) const;
+
   const KvDescriptor descriptor_;
   const KvSlabs slabs_;
   const std::string requester_;

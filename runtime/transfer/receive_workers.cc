@@ -91,16 +91,13 @@ absl::Status ReceiveWorkers::Pull(const LocalBlocks& blocks, const ContextHandle
   if (!pull_over_tcp_) return over_grpc();
   for (bool fresh : {false, true}) {
     if (control.cancelled()) {
-      return absl::CancelledError(
-          absl::StrCat("KV receive of request ", blocks.id.value(), " cancelled"));
+      return ReceiveCancelledError(blocks.id);
     }
     absl::StatusOr<DataConnections::Lease> lease =
         connections_.Take(source.address, stub, deadline, fresh);
     if (absl::IsNotFound(lease.status())) break;  // the peer serves Pull only
     if (!lease.ok()) {
-      return absl::Status(lease.status().code(),
-                          absl::StrCat("pull of request ", source.request_id.value(), " from ",
-                                       source.address, ": ", lease.status().message()));
+      return PullError(lease.status().code(), source, lease.status().message());
     }
     KvPuller::TcpOutcome outcome;
     if (!fresh) ++pulls_over_tcp_;
