@@ -229,6 +229,16 @@ void Executor::EmitResponse(Request* request) {
   outbox_.push_back(std::move(r));
 }
 
+void Executor::EmitFinal(RequestId id, sched::FinishReason reason, absl::Status status) {
+  Response r;
+  r.id = id;
+  r.step = step_;
+  r.finished = true;
+  r.finish_reason = reason;
+  r.status = std::move(status);
+  outbox_.push_back(std::move(r));
+}
+
 void Executor::FailRequest(Request* request, absl::Status status, bool transfer) {
   LOCKSTEP_LOG_WARN("exec", "request {} failed: {}", request->id(), status.ToString());
   request->Finish(sched::FinishReason::kError, std::move(status), clock_->Now(), transfer);
@@ -300,13 +310,7 @@ void Executor::EnforceDrainDeadline() {
   // rank, so every rank drops it).
   for (const NewRequestSpec& spec : queue_) {
     if (!is_leader()) break;
-    Response r;
-    r.id = spec.id;
-    r.step = step_;
-    r.finished = true;
-    r.finish_reason = sched::FinishReason::kError;
-    r.status = late;
-    outbox_.push_back(std::move(r));
+    EmitFinal(spec.id, sched::FinishReason::kError, late);
     ++counters_.failed;
   }
   queue_.clear();

@@ -173,6 +173,9 @@ class Executor {
   void TerminateFinished();
   void FailRequest(sched::Request* request, absl::Status status, bool transfer);
   void EmitResponse(sched::Request* request);
+  // The final response for a request that never got a Request (refused, or cancelled or
+  // failed while queued at the leader): leader only.
+  void EmitFinal(RequestId id, sched::FinishReason reason, absl::Status status);
   void Release(RequestId id);
   void PublishSnapshot();
   void EnforceDrainDeadline();

@@ -31,13 +31,7 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
             absl::StrCat("instance ", config_.instance, " is draining: not accepting requests"));
       }
       if (!valid.ok()) {
-        Response r;
-        r.id = spec.id;
-        r.step = step_;
-        r.finished = true;
-        r.finish_reason = sched::FinishReason::kError;
-        r.status = valid;
-        outbox_.push_back(std::move(r));
+        EmitFinal(spec.id, sched::FinishReason::kError, valid);
         ++counters_.rejected;
         continue;
       }
@@ -208,13 +202,7 @@ void Executor::HandleCancel(RequestId id) {
     if (it->id != id) continue;
     queue_.erase(it);
     if (is_leader()) {
-      Response r;
-      r.id = id;
-      r.step = step_;
-      r.finished = true;
-      r.finish_reason = sched::FinishReason::kCancelled;
-      r.status = cancelled;
-      outbox_.push_back(std::move(r));
+      EmitFinal(id, sched::FinishReason::kCancelled, cancelled);
       ++counters_.cancelled;
     }
     return;
