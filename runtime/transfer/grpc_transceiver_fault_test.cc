@@ -25,18 +25,18 @@ namespace {
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::StatusIs;
-using ::lockstep::testing::TestSeed;
 using ::testing::AnyOf;
 using testing::AwaitEvents;
 using testing::CompareMovedBlocks;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using testing::MakeRank;
 using testing::RandomBlocks;
 using testing::RankConfig;
 using testing::SmallDescriptor;
 using testing::TestRank;
 using testing::TouchedOutside;
+using testing::TransportName;
+using testing::TransportTest;
 
 constexpr absl::Duration kWait = absl::Seconds(20);
 constexpr absl::Duration kHold = absl::Seconds(15);  // longest a hook holds a thread
@@ -75,30 +75,11 @@ TransferHooks HoldSendUntilAbort(int64_t index, Gate& gate) {
   return hooks;
 }
 
-// Parameter: over the TCP data plane (true) or gRPC only.
-class GrpcTransceiverFaultTest : public ::testing::TestWithParam<bool> {
+class GrpcTransceiverFaultTest : public TransportTest {
  protected:
-  void SetUp() override {
-    seed_ = TestSeed();
-    rng_.seed(seed_);
-  }
-
-  std::unique_ptr<TestRank> Rank(RankConfig config, uint64_t fill_seed) {
-    config.tcp_data_plane = GetParam();
-    absl::StatusOr<std::unique_ptr<TestRank>> rank = MakeRank(config, &clock_, fill_seed);
-    EXPECT_THAT(rank.status(), IsOk());
-    return rank.ok() ? std::move(*rank) : nullptr;
-  }
-
   ReceiveSpec Receive(LocalBlocks blocks, const std::string& address, RequestId remote_id,
                       absl::Duration timeout = kWait) {
-    ReceiveSpec spec;
-    spec.blocks = std::move(blocks);
-    spec.source.instance = "ctx0";
-    spec.source.address = address;
-    spec.source.request_id = remote_id;
-    spec.deadline = clock_.Now() + timeout;
-    return spec;
+    return TransportTest::Receive(std::move(blocks), address, remote_id, timeout);
   }
 
   // Starts a send of a 40-token request (10 target blocks, 4 per chunk) on `ctx` and its
@@ -119,9 +100,6 @@ class GrpcTransceiverFaultTest : public ::testing::TestWithParam<bool> {
     return events.empty() ? TransferEvent{} : events[0];
   }
 
-  uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
-  FakeClock clock_;
   const KvDescriptor d_ = SmallDescriptor();
   LocalBlocks sent_;
   LocalBlocks received_;
@@ -313,10 +291,7 @@ TEST_P(GrpcTransceiverFaultTest, UnreachableContextRankFailsUnavailable) {
   EXPECT_THAT(TouchedOutside(*gen, {}, d_), IsEmpty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, GrpcTransceiverFaultTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "TcpDataPlane" : "Grpc";
-                         });
+INSTANTIATE_TEST_SUITE_P(Transports, GrpcTransceiverFaultTest, ::testing::Bool(), TransportName);
 
 }  // namespace
 }  // namespace lockstep::transfer

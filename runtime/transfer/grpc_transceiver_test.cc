@@ -24,53 +24,31 @@ namespace {
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::StatusIs;
-using ::lockstep::testing::TestSeed;
 using testing::AwaitEvents;
 using testing::CompareMovedBlocks;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using testing::MakeRank;
 using testing::RandomBlocks;
 using testing::RankConfig;
 using testing::SmallDescriptor;
 using testing::TestRank;
 using testing::TouchedOutside;
+using testing::TransportName;
+using testing::TransportTest;
 
 constexpr absl::Duration kWait = absl::Seconds(20);
 
-// Parameter: over the TCP data plane (true) or gRPC only.
-class GrpcTransceiverTest : public ::testing::TestWithParam<bool> {
+class GrpcTransceiverTest : public TransportTest {
  protected:
-  void SetUp() override {
-    seed_ = TestSeed();
-    rng_.seed(seed_);
-  }
-
-  std::unique_ptr<TestRank> Rank(RankConfig config, uint64_t fill_seed) {
-    config.tcp_data_plane = GetParam();
-    absl::StatusOr<std::unique_ptr<TestRank>> rank = MakeRank(config, &clock_, fill_seed);
-    EXPECT_THAT(rank.status(), IsOk());
-    return rank.ok() ? std::move(*rank) : nullptr;
-  }
-
   SendSpec Send(LocalBlocks blocks, absl::Duration lease = absl::Minutes(1)) {
     return SendSpec{std::move(blocks), clock_.Now() + lease};
   }
 
   ReceiveSpec Receive(LocalBlocks blocks, const TestRank& from, RequestId remote_id,
                       absl::Duration timeout = kWait) {
-    ReceiveSpec spec;
-    spec.blocks = std::move(blocks);
-    spec.source.instance = "ctx0";
-    spec.source.address = from.transceiver->address();
-    spec.source.request_id = remote_id;
-    spec.deadline = clock_.Now() + timeout;
-    return spec;
+    return TransportTest::Receive(std::move(blocks), from.transceiver->address(), remote_id,
+                                  timeout);
   }
-
-  uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
-  FakeClock clock_;
 };
 
 TEST_P(GrpcTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
@@ -396,10 +374,7 @@ TEST_P(GrpcTransceiverTest, RejectsBadArgumentsWithoutStarting) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no storage")));
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, GrpcTransceiverTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "TcpDataPlane" : "Grpc";
-                         });
+INSTANTIATE_TEST_SUITE_P(Transports, GrpcTransceiverTest, ::testing::Bool(), TransportName);
 
 }  // namespace
 }  // namespace lockstep::transfer

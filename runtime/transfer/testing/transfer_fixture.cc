@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "common/testing/seed.h"
 
 namespace lockstep::transfer::testing {
 namespace {
@@ -157,6 +158,33 @@ std::vector<std::string> TouchedOutside(const TestRank& rank, const std::vector<
     }
   }
   return touched;
+}
+
+void TransportTest::SetUp() {
+  seed_ = ::lockstep::testing::TestSeed();
+  rng_.seed(seed_);
+}
+
+std::unique_ptr<TestRank> TransportTest::Rank(RankConfig config, uint64_t fill_seed) {
+  config.tcp_data_plane = GetParam();
+  absl::StatusOr<std::unique_ptr<TestRank>> rank = MakeRank(config, &clock_, fill_seed);
+  EXPECT_TRUE(rank.ok()) << rank.status();
+  return rank.ok() ? std::move(*rank) : nullptr;
+}
+
+ReceiveSpec TransportTest::Receive(LocalBlocks blocks, const std::string& address,
+                                   RequestId remote_id, absl::Duration timeout) {
+  ReceiveSpec spec;
+  spec.blocks = std::move(blocks);
+  spec.source.instance = "ctx0";
+  spec.source.address = address;
+  spec.source.request_id = remote_id;
+  spec.deadline = clock_.Now() + timeout;
+  return spec;
+}
+
+std::string TransportName(const ::testing::TestParamInfo<bool>& info) {
+  return info.param ? "TcpDataPlane" : "Grpc";
 }
 
 }  // namespace lockstep::transfer::testing

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "gtest/gtest.h"
 #include "runtime/transfer/grpc_transceiver.h"
 
 namespace lockstep::transfer::testing {
@@ -66,6 +67,27 @@ std::vector<std::string> CompareMovedBlocks(const TestRank& from_rank, const Loc
 // Blocks of `rank` not in `used` (per pool) that differ from the sentinel fill.
 std::vector<std::string> TouchedOutside(const TestRank& rank, const std::vector<LocalBlocks>& used,
                                         const KvDescriptor& descriptor);
+
+// Base of the transceiver tests, parameterized by transport: the TCP data plane (true)
+// or gRPC only. Seeded randomness (the seed from TestSeed) and a fake clock.
+class TransportTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override;
+
+  // A rank on the parameter's transport; null (and a failure) if it cannot start.
+  std::unique_ptr<TestRank> Rank(RankConfig config, uint64_t fill_seed);
+
+  // A receive of `blocks` from request `remote_id` of the rank serving at `address`.
+  ReceiveSpec Receive(LocalBlocks blocks, const std::string& address, RequestId remote_id,
+                      absl::Duration timeout);
+
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+  FakeClock clock_;
+};
+
+// Names the parameter in test names.
+std::string TransportName(const ::testing::TestParamInfo<bool>& info);
 
 }  // namespace lockstep::transfer::testing
 
