@@ -94,8 +94,9 @@ bool IsLegalTransition(RequestState from, RequestState to) {
     case S::kGenerationInProgress:
       return to == S::kGenerationToComplete || to == S::kContextInit;
     case S::kGenerationToComplete:
-      // A context-only request whose last chunk is in flight hands off its KV next.
-      return to == S::kCtxTransferInProgress;
+      // A context-only request whose last chunk is in flight hands off its KV next, or
+      // fails if the send cannot start.
+      return to == S::kCtxTransferInProgress || to == S::kTransferError;
     case S::kCtxTransferInProgress:
       return to == S::kCtxTransferComplete || to == S::kTransferError;
     default:

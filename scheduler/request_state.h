@@ -4,7 +4,8 @@
 // -> kGenerationComplete. A generation-only request enters a generation instance as
 // kGenInit (waiting for KV) -> kGenTransferInProgress -> kGenTransferComplete ->
 // kGenerationInProgress. A context-only request whose prefill ended goes to
-// kCtxTransferInProgress -> kCtxTransferComplete. Errors end in kTransferError or
+// kCtxTransferInProgress -> kCtxTransferComplete (or kTransferError, from
+// kGenerationToComplete, when the send cannot start). Errors end in kTransferError or
 // kError. Only kContextInit, kGenTransferComplete and kGenerationInProgress are
 // schedulable.
 #ifndef LOCKSTEP_SCHEDULER_REQUEST_STATE_H_

@@ -78,6 +78,20 @@ TEST(RequestTest, FinishSetsTerminalState) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
 }
 
+// A context-only request whose last chunk landed but whose KV send could not start
+// fails as a transfer error (it never reaches kCtxTransferInProgress).
+TEST(RequestTest, RefusedSendEndsInTransferError) {
+  Request r(RequestId(5), RequestType::kContextOnly, {1, 2}, Params(4), absl::UnixEpoch());
+  r.set_context_position(2);
+  r.TransitionTo(RequestState::kGenerationToComplete);
+  r.Finish(FinishReason::kError, absl::UnavailableError("send refused"), absl::UnixEpoch(),
+           /*transfer=*/true);
+  EXPECT_EQ(r.state(), RequestState::kTransferError);
+  EXPECT_TRUE(r.finished());
+  EXPECT_EQ(r.finish_reason(), FinishReason::kError);
+  EXPECT_EQ(r.status().message(), "send refused");
+}
+
 TEST(RequestStateTest, TransitionTable) {
   using S = RequestState;
   EXPECT_TRUE(IsLegalTransition(S::kGenInit, S::kGenTransferInProgress));
@@ -88,6 +102,8 @@ TEST(RequestStateTest, TransitionTable) {
   EXPECT_FALSE(IsLegalTransition(S::kGenerationComplete, S::kGenerationInProgress));
   EXPECT_FALSE(IsLegalTransition(S::kGenerationToComplete, S::kGenerationInProgress));
   EXPECT_TRUE(IsLegalTransition(S::kGenerationToComplete, S::kCtxTransferInProgress));
+  EXPECT_TRUE(IsLegalTransition(S::kGenerationToComplete, S::kTransferError));
+  EXPECT_FALSE(IsLegalTransition(S::kGenerationInProgress, S::kTransferError));
   EXPECT_TRUE(IsSchedulable(S::kGenTransferComplete));
   EXPECT_FALSE(IsSchedulable(S::kGenInit));
   EXPECT_FALSE(IsSchedulable(S::kGenerationToComplete));

@@ -158,6 +158,8 @@ class Executor {
   // freed after a launch may still be written by that batch), then start.
   void QueueReceives(const sched::ScheduleDecision& decision);
   void StartReadyReceives();
+  // Hands a context-only request's KV to a transfer claim. If the send cannot start
+  // the request fails (kTransferError) without a response: the caller sends it.
   void StartSend(sched::Request* request);
   void PadBeforeSchedule(const InstanceView& view);
   void PadAfterSchedule(const InstanceView& view, sched::ScheduleDecision* decision,

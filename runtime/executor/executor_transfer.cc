@@ -79,22 +79,29 @@ void Executor::StartReadyReceives() {
 }
 
 void Executor::StartSend(Request* request) {
-  if (transceiver_ == nullptr) {
-    FailRequest(
-        request,
-        absl::FailedPreconditionError("context-only request on an instance without KV transfer"),
-        /*transfer=*/true);
+  absl::Status started =
+      absl::FailedPreconditionError("the instance has no KV transfer configured");
+  if (transceiver_ != nullptr) {
+    transfer::SendSpec spec;
+    spec.blocks = BlocksOf(*kv_, request->id(), static_cast<int64_t>(request->prompt().size()));
+    spec.lease_expiry = clock_->Now() + config_.claim_lease;
+    started = transceiver_->StartSend(spec);
+  }
+  if (started.ok()) {
+    request->TransitionTo(RequestState::kCtxTransferInProgress);
     return;
   }
-  transfer::SendSpec spec;
-  spec.blocks = BlocksOf(*kv_, request->id(), static_cast<int64_t>(request->prompt().size()));
-  spec.lease_expiry = clock_->Now() + config_.claim_lease;
-  const absl::Status started = transceiver_->StartSend(spec);
-  if (!started.ok()) {
-    FailRequest(request, started, /*transfer=*/true);
-    return;
-  }
-  request->TransitionTo(RequestState::kCtxTransferInProgress);
+  // Not FailRequest: the caller's response for this step carries the error, and a
+  // second final response would answer the request twice. No claim was taken, so the
+  // KV is released when the request terminates after that response.
+  absl::Status failed(started.code(), absl::StrCat("KV send of request ", request->id().value(),
+                                                   " could not start: ", started.message()));
+  LOCKSTEP_LOG_WARN("exec", "request {} failed: {}", request->id(), failed.ToString());
+  request->Finish(sched::FinishReason::kError, std::move(failed), clock_->Now(),
+                  /*transfer=*/true);
+  ++errors_since_vote_;
+  ++counters_.failed;
+  ++counters_.transfer_failures;
 }
 
 void Executor::PollTransfers() {
