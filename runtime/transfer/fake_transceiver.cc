@@ -15,6 +15,10 @@ absl::Duration FakeTransceiver::Latency() {
   return absl::Microseconds(lo + static_cast<int64_t>(rng_() % static_cast<uint64_t>(hi - lo + 1)));
 }
 
+double FakeTransceiver::Uniform() {
+  return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+}
+
 absl::Status FakeTransceiver::Start(TransferKind kind, RequestId id, uint64_t generation,
                                     absl::Time limit, absl::Status expiry) {
   if (pending_.contains(id)) {
@@ -22,11 +26,12 @@ absl::Status FakeTransceiver::Start(TransferKind kind, RequestId id, uint64_t ge
         absl::StrCat("a transfer of request ", id.value(), " is already in flight"));
   }
   const absl::Time done = clock_->Now() + Latency();
-  const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+  const double u = Uniform();
   Pending p{kind, generation, done, absl::OkStatus()};
   if (u < options_.failure_rate) {
     p.status =
         absl::UnavailableError(absl::StrCat("injected transfer failure of request ", id.value()));
+    injected_.push_back({InjectedFault::Kind::kTransferFailure, id});
   } else if (done > limit) {
     p.at = limit;
     p.status = std::move(expiry);
@@ -37,7 +42,14 @@ absl::Status FakeTransceiver::Start(TransferKind kind, RequestId id, uint64_t ge
 }
 
 absl::Status FakeTransceiver::StartSend(const SendSpec& spec) {
-  return Start(TransferKind::kSend, spec.blocks.id, spec.blocks.generation, spec.lease_expiry,
+  // The rate draws only when set, so configurations without refusals replay as before.
+  const RequestId id = spec.blocks.id;
+  if ((options_.refuse_send && options_.refuse_send(id)) ||
+      (options_.send_refusal_rate > 0 && Uniform() < options_.send_refusal_rate)) {
+    injected_.push_back({InjectedFault::Kind::kSendRefusal, id});
+    return absl::UnavailableError(absl::StrCat("injected send refusal of request ", id.value()));
+  }
+  return Start(TransferKind::kSend, id, spec.blocks.generation, spec.lease_expiry,
                absl::DeadlineExceededError("transfer claim lease expired"));
 }
 

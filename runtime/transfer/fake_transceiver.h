@@ -5,13 +5,18 @@
 //
 // A receive completes `latency` after it starts (uniform in [min, max]), or fails with
 // probability `failure_rate`, or expires at its deadline; a send (claim) completes when
-// the fake pull does, or expires at its lease. Events come out of Poll in time order.
+// the fake pull does, or expires at its lease. StartSend itself may refuse a send (as a
+// real transceiver does at shutdown or on a duplicate claim), with probability
+// `send_refusal_rate` or when `refuse_send` says so. Events come out of Poll in time
+// order. Every injected failure and refusal is recorded, so a test can tell injected
+// faults from real ones.
 //
 // Thread safety: single-threaded (the executor thread).
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_FAKE_TRANSCEIVER_H_
 #define LOCKSTEP_RUNTIME_TRANSFER_FAKE_TRANSCEIVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <random>
 #include <utility>
@@ -28,9 +33,20 @@ struct FakeTransceiverOptions {
   absl::Duration min_latency = absl::Milliseconds(1);
   absl::Duration max_latency = absl::Milliseconds(20);
   double failure_rate = 0.0;
+  // StartSend refuses (Unavailable) with this probability, or when the predicate says
+  // so (checked first; for scripted tests).
+  double send_refusal_rate = 0.0;
+  std::function<bool(RequestId)> refuse_send;
   // When set, a receive into a block that an uncollected engine batch holds is refused
   // (Internal): the executor must never hand such blocks to a receive.
   const engine::BlockWriteTracker* tracker = nullptr;
+};
+
+// A failure the fake injected: a transfer that will fail, or a refused send.
+struct InjectedFault {
+  enum class Kind { kTransferFailure, kSendRefusal };
+  Kind kind;
+  RequestId id;
 };
 
 class FakeTransceiver : public Transceiver {
@@ -44,6 +60,8 @@ class FakeTransceiver : public Transceiver {
   int64_t InFlight() const override { return static_cast<int64_t>(pending_.size()); }
 
   int64_t started() const { return started_; }
+  // Every injected fault so far, in order.
+  const std::vector<InjectedFault>& injected() const { return injected_; }
 
  private:
   struct Pending {
@@ -53,6 +71,7 @@ class FakeTransceiver : public Transceiver {
     absl::Status status;
   };
   absl::Duration Latency();
+  double Uniform();
   absl::Status Start(TransferKind kind, RequestId id, uint64_t generation, absl::Time limit,
                      absl::Status expiry);
 
@@ -63,6 +82,7 @@ class FakeTransceiver : public Transceiver {
   std::map<RequestId, Pending> pending_;
   std::vector<TransferEvent> cancelled_;
   int64_t started_ = 0;
+  std::vector<InjectedFault> injected_;
 };
 
 }  // namespace lockstep::transfer

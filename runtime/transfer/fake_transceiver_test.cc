@@ -66,5 +66,47 @@ TEST(FakeTransceiverTest, RefusesAReceiveIntoBlocksABatchStillHolds) {
   EXPECT_THAT(t.StartReceive(Receive(1, clock.Now() + absl::Seconds(1), {3})), IsOk());
 }
 
+SendSpec Send(int64_t id, absl::Time lease) {
+  SendSpec s;
+  s.blocks.id = RequestId(id);
+  s.blocks.target_blocks.push_back(BlockId(1));
+  s.lease_expiry = lease;
+  return s;
+}
+
+TEST(FakeTransceiverTest, RefusesSendsByPredicateAndRecordsThem) {
+  FakeClock clock;
+  FakeTransceiverOptions o;
+  o.refuse_send = [](RequestId id) { return id.value() == 2; };
+  FakeTransceiver t(o, &clock);
+  EXPECT_THAT(t.StartSend(Send(1, clock.Now() + absl::Seconds(1))), IsOk());
+  EXPECT_THAT(t.StartSend(Send(2, clock.Now() + absl::Seconds(1))),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("send refusal of request 2")));
+  EXPECT_EQ(t.InFlight(), 1);  // a refused send holds nothing
+  ASSERT_EQ(t.injected().size(), 1u);
+  EXPECT_EQ(t.injected()[0].kind, InjectedFault::Kind::kSendRefusal);
+  EXPECT_EQ(t.injected()[0].id, RequestId(2));
+}
+
+TEST(FakeTransceiverTest, SendRefusalRateIsSeeded) {
+  auto refused = [](uint64_t seed) {
+    FakeClock clock;
+    FakeTransceiverOptions o;
+    o.seed = seed;
+    o.send_refusal_rate = 0.5;
+    FakeTransceiver t(o, &clock);
+    std::vector<int64_t> ids;
+    for (int64_t id = 1; id <= 64; ++id) {
+      if (!t.StartSend(Send(id, clock.Now() + absl::Seconds(1))).ok()) ids.push_back(id);
+    }
+    EXPECT_EQ(t.injected().size(), ids.size()) << "seed " << seed;
+    return ids;
+  };
+  const std::vector<int64_t> a = refused(3);
+  EXPECT_EQ(a, refused(3));
+  EXPECT_GT(a.size(), 8u);
+  EXPECT_LT(a.size(), 56u);
+}
+
 }  // namespace
 }  // namespace lockstep::transfer

@@ -32,6 +32,7 @@ ScriptedCluster::ScriptedCluster(const ClusterOptions& options) : options_(optio
                          : options.transfer_latency;
     to.max_latency = to.min_latency;
     to.failure_rate = options.transfer_failure_rate;
+    to.refuse_send = options.refuse_send;
     transceivers_.push_back(std::make_unique<transfer::FakeTransceiver>(to, clocks_.back().get()));
 
     exec::ExecutorConfig ec;
@@ -59,7 +60,7 @@ ScriptedCluster::ScriptedCluster(const ClusterOptions& options) : options_(optio
     auto kv = kv::KvManager::Create(ec.kv);
     LOCKSTEP_CHECK_OK(kv.status());
     deps.kv = std::move(*kv);
-    deps.transceiver = transceivers_.back().get();
+    deps.transceiver = options.with_transceiver ? transceivers_.back().get() : nullptr;
     deps.clock = clocks_.back().get();
     deps.sink = r == 0 ? this : nullptr;
     auto e = exec::Executor::Create(ec, std::move(deps));
@@ -177,6 +178,7 @@ void ScriptedCluster::OnResponses(std::vector<exec::Response> responses) {
     s.tokens.insert(s.tokens.end(), r.tokens.begin(), r.tokens.end());
     if (r.context) s.context = r.context;
     if (r.finished) {
+      ++s.num_finished;
       s.finished = true;
       s.reason = r.finish_reason;
       s.status = r.status;

@@ -6,6 +6,7 @@
 #ifndef LOCKSTEP_TESTS_EXECUTOR_CLUSTER_H_
 #define LOCKSTEP_TESTS_EXECUTOR_CLUSTER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -36,6 +37,9 @@ struct ClusterOptions {
   std::vector<absl::Duration> rank_transfer_latency;
   absl::Duration transfer_deadline = absl::Seconds(10);
   double transfer_failure_rate = 0.0;
+  // The transceiver refuses these sends (FakeTransceiverOptions::refuse_send).
+  std::function<bool(RequestId)> refuse_send;
+  bool with_transceiver = true;  // false: the executors get none
   absl::Duration collective_timeout = absl::Seconds(30);
   absl::Duration drain_timeout = absl::Seconds(120);
   std::vector<comm::FaultRule> faults;
@@ -48,6 +52,7 @@ struct Stream {
   sched::FinishReason reason = sched::FinishReason::kNone;
   absl::Status status;
   std::optional<sched::ContextSource> context;
+  int num_finished = 0;  // final responses received (exactly one when all is well)
 };
 
 class ScriptedCluster : public exec::ResponseSink {
