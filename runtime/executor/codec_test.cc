@@ -57,6 +57,7 @@ TEST(IntakeCodecTest, RoundTrip) {
   absl::StatusOr<IntakeBatch> got = IntakeBatch::Decode(b.Encode());
   ASSERT_THAT(got, IsOk());
   EXPECT_TRUE(got->drain);
+  EXPECT_FALSE(got->drain_expired);
   EXPECT_THAT(got->cancels, ElementsAre(RequestId(4)));
   ASSERT_EQ(got->requests.size(), 1u);
   const NewRequestSpec& r = got->requests[0];
@@ -68,6 +69,16 @@ TEST(IntakeCodecTest, RoundTrip) {
   EXPECT_EQ(r.arrival, absl::FromUnixSeconds(100));
   ASSERT_TRUE(r.context_source.has_value());
   EXPECT_THAT(r.context_source->first_drafts, ElementsAre(12, 13, 14));
+}
+
+TEST(IntakeCodecTest, DrainExpiredRoundTrips) {
+  IntakeBatch b;
+  b.drain_expired = true;
+  EXPECT_FALSE(b.empty());
+  absl::StatusOr<IntakeBatch> got = IntakeBatch::Decode(b.Encode());
+  ASSERT_THAT(got, IsOk());
+  EXPECT_FALSE(got->drain);
+  EXPECT_TRUE(got->drain_expired);
 }
 
 TEST(IntakeCodecTest, TruncatedInputIsDataLoss) {

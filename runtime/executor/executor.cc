@@ -294,7 +294,7 @@ void Executor::Release(RequestId id) {
 }
 
 void Executor::EnforceDrainDeadline() {
-  if (!draining_ || clock_->Now() < drain_deadline_) return;
+  if (!drain_expired_) return;  // decided by the leader's clock, broadcast at intake
   const absl::Status late = absl::UnavailableError(absl::StrCat(
       "instance ", config_.instance, " drain deadline exceeded; request not finished"));
   for (const auto& r : active_) {

@@ -2,8 +2,9 @@
 //
 //   1. Transfers: poll KV receives and sends (rank-local); promote finished receives;
 //      fail expired ones.
-//   2. Intake: the leader broadcasts new requests, cancels and the drain order; all
-//      ranks all-gather their loads and assign new requests with AssignRanks.
+//   2. Intake: the leader broadcasts new requests, cancels, the drain order and (by its
+//      clock) the drain deadline's expiry; all ranks all-gather their loads and assign
+//      new requests with AssignRanks.
 //   3. Pre-schedule pad: the instance has work but this rank has nothing schedulable.
 //   4. Schedule (growth recorded in a Rollback).
 //   5. Post-schedule pad: this rank scheduled nothing although the instance has work.
@@ -223,7 +224,8 @@ class Executor {
   // Receives whose cancellation was requested (deadline or client cancel).
   absl::flat_hash_map<RequestId, absl::Status> cancelling_;
   bool draining_ = false;
-  absl::Time drain_deadline_ = absl::InfiniteFuture();
+  absl::Time drain_deadline_ = absl::InfiniteFuture();  // leader only (its clock)
+  bool drain_expired_ = false;  // the leader broadcast that the deadline passed
   bool drained_ = false;
   bool idle_ = true;
   bool busy_ = false;

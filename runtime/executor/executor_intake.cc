@@ -24,6 +24,9 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
     inbox_.TakeAll(&raw);
     batch.cancels = std::move(raw.cancels);
     batch.drain = raw.drain;
+    // Only the leader's clock decides the drain deadline; the flag makes every rank act
+    // on it in the same step.
+    batch.drain_expired = draining_ && clock_->Now() >= drain_deadline_;
     for (NewRequestSpec& spec : raw.requests) {
       absl::Status valid = ValidateNew(spec);
       if (valid.ok() && (draining_ || batch.drain)) {
@@ -45,9 +48,10 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   }
   if (batch.drain && !draining_) {
     draining_ = true;
-    drain_deadline_ = clock_->Now() + config_.drain_timeout;
+    if (is_leader()) drain_deadline_ = clock_->Now() + config_.drain_timeout;
     LOCKSTEP_LOG_INFO("exec", "draining: finishing {} live requests", LiveIds().size());
   }
+  if (batch.drain_expired) drain_expired_ = true;
   for (NewRequestSpec& spec : batch.requests) queue_.push_back(std::move(spec));
   for (RequestId id : batch.cancels) HandleCancel(id);
 

@@ -5,6 +5,10 @@
 namespace lockstep::exec {
 namespace {
 
+// The header's flag bits.
+constexpr uint8_t kDrainFlag = 1;
+constexpr uint8_t kDrainExpiredFlag = 2;
+
 void PutSampling(WireWriter& w, const sched::SamplingParams& s) {
   w.Put(s.max_tokens);
   w.Put(s.temperature);
@@ -29,7 +33,7 @@ bool GetSampling(WireReader& r, sched::SamplingParams* s) {
 
 std::string IntakeBatch::Encode() const {
   WireWriter w;
-  w.Put<uint8_t>(drain);
+  w.Put<uint8_t>((drain ? kDrainFlag : 0) | (drain_expired ? kDrainExpiredFlag : 0));
   w.Put<uint32_t>(static_cast<uint32_t>(cancels.size()));
   for (RequestId id : cancels) w.Put(id.value());
   w.Put<uint32_t>(static_cast<uint32_t>(requests.size()));
@@ -58,10 +62,14 @@ std::string IntakeBatch::Encode() const {
 absl::StatusOr<IntakeBatch> IntakeBatch::Decode(const std::string& bytes) {
   IntakeBatch b;
   WireReader r(bytes);
-  uint8_t drain = 0;
+  uint8_t flags = 0;
   uint32_t n = 0;
-  if (!r.Get(&drain) || !r.Get(&n)) return absl::DataLossError("intake batch: truncated header");
-  b.drain = drain != 0;
+  if (!r.Get(&flags) || !r.Get(&n)) return absl::DataLossError("intake batch: truncated header");
+  if ((flags & ~(kDrainFlag | kDrainExpiredFlag)) != 0) {
+    return absl::DataLossError("intake batch: unknown flags");
+  }
+  b.drain = (flags & kDrainFlag) != 0;
+  b.drain_expired = (flags & kDrainExpiredFlag) != 0;
   for (uint32_t i = 0; i < n; ++i) {
     int64_t id = 0;
     if (!r.Get(&id)) return absl::DataLossError("intake batch: truncated cancels");

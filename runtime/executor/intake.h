@@ -36,8 +36,11 @@ struct IntakeBatch {
   std::vector<NewRequestSpec> requests;
   std::vector<RequestId> cancels;
   bool drain = false;
+  // The drain deadline passed on the leader's clock: every rank fails what is left in
+  // the same step (no rank decides this on its own clock).
+  bool drain_expired = false;
 
-  bool empty() const { return requests.empty() && cancels.empty() && !drain; }
+  bool empty() const { return requests.empty() && cancels.empty() && !drain && !drain_expired; }
   std::string Encode() const;
   static absl::StatusOr<IntakeBatch> Decode(const std::string& bytes);
 };
