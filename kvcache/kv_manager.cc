@@ -265,6 +265,8 @@ std::vector<RequestId> KvManager::Ids(PoolKind pool) const {
   return p == nullptr ? std::vector<RequestId>() : p->Ids();
 }
 
+uint64_t KvManager::next_generation() const { return impl_->next_generation; }
+
 const BlockLayout& KvManager::layout(PoolKind pool) const {
   const KvPool* p = impl_->pool(pool);
   return p == nullptr ? impl_->config.draft.layout : p->layout();

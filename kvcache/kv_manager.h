@@ -140,6 +140,9 @@ class KvManager {
   absl::Span<const BlockId> BlockTable(RequestId id, PoolKind pool) const;
   // Every id with a cache in `pool`, ascending.
   std::vector<RequestId> Ids(PoolKind pool) const;
+  // Every generation issued so far is below this value; caches created later get one
+  // at or above it.
+  uint64_t next_generation() const;
 
   // The pool's layout (the configured draft layout when there is no draft pool).
   const BlockLayout& layout(PoolKind pool) const;
