@@ -1,0 +1,160 @@
+#include "runtime/comm/shm_call.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace lockstep::comm::internal {
+namespace {
+
+// "AllReduce('vote') with 4 elements (max)": what a rank's round header says it called.
+std::string DescribeHeader(const ShmRoundHeader& h) {
+  const int64_t code = h.info & 0xff;
+  if (code > static_cast<int64_t>(CollectiveOp::kBarrier)) return "an unknown op";
+  const auto op = static_cast<CollectiveOp>(code);
+  std::string out =
+      DescribeCall(op, absl::string_view(h.tag, std::min<size_t>(h.tag_length, kShmTagBytes)));
+  if (h.round != 0) return absl::StrCat("round ", h.round, " of ", out);
+  const int64_t n = h.num_args > 0 ? h.args[0] : 0;
+  switch (op) {
+    case CollectiveOp::kAllReduce:
+      return absl::StrCat(out, " with ", n, " elements (",
+                          ReduceOpName(static_cast<ReduceOp>(h.num_args > 1 ? h.args[1] : 0)), ")");
+    case CollectiveOp::kAllGather:
+      return absl::StrCat(out, " with ", n, " elements");
+    case CollectiveOp::kAllToAll:
+      return absl::StrCat(out, " with ", n, " elements per rank");
+    case CollectiveOp::kBroadcast:
+    case CollectiveOp::kGather:
+      return absl::StrCat(out, " with root ", n);
+    default:
+      return out;
+  }
+}
+
+}  // namespace
+
+ShmCall::ShmCall(ShmGroup& group, CollectiveOp op, const CallOptions& options)
+    : group_(group),
+      segment_(group.segment()),
+      op_(op),
+      tag_(options.tag),
+      timeout_(options.timeout),
+      deadline_(absl::Now() + options.timeout),
+      chunk_(static_cast<int64_t>(group.segment().layout().chunk_bytes)) {}
+
+void ShmCall::WriteHeader(uint64_t parity, int64_t round, std::initializer_list<int64_t> args) {
+  ShmRoundHeader& h = segment_.round_header(group_.rank(), parity);
+  h.fp = fp_;
+  h.info = info_;
+  h.round = round;
+  h.payload_bytes = static_cast<int64_t>(payload_.size());
+  h.num_args = std::min<int64_t>(args.size(), 3);
+  std::copy_n(args.begin(), h.num_args, h.args);
+  h.tag_length = static_cast<uint32_t>(std::min(tag_.size(), kShmTagBytes));
+  std::memcpy(h.tag, tag_.data(), h.tag_length);
+}
+
+absl::Status ShmCall::PublishAndWait() {
+  group_.Publish();
+  absl::Status status = group_.WaitForRound(deadline_);
+  if (status.ok()) return status;
+  std::string message = absl::StrCat(DescribeCall(op_, tag_), " on rank ", group_.rank(),
+                                     " of shm group '", group_.name(), "': ", status.message());
+  if (absl::IsDeadlineExceeded(status)) {
+    absl::StrAppend(&message, " within ", absl::FormatDuration(timeout_));
+  }
+  return absl::Status(status.code(), message);
+}
+
+absl::Status ShmCall::Desync(int a, int b, uint64_t parity) const {
+  return absl::InternalError(absl::StrCat(
+      "collective desync: rank ", a, " called ", DescribeHeader(segment_.round_header(a, parity)),
+      ", rank ", b, " called ", DescribeHeader(segment_.round_header(b, parity))));
+}
+
+absl::Status ShmCall::Start(int64_t fp, std::initializer_list<int64_t> args,
+                            absl::Span<const int64_t> fields, const absl::Status& local,
+                            absl::string_view payload) {
+  const int world = group_.world();
+  const int rank = group_.rank();
+  fp_ = fp;
+  info_ = static_cast<int64_t>(op_) | (local.ok() ? 0 : kShmInvalidFlag);
+  payload_ = local.ok() ? payload : absl::string_view();
+  round0_parity_ = group_.parity();
+  WriteHeader(round0_parity_, 0, args);
+  if (local.ok()) {
+    std::copy_n(fields.begin(), std::min<size_t>(fields.size(), 2 * world),
+                segment_.fields(rank, round0_parity_));
+  }
+  const size_t first = std::min<size_t>(payload_.size(), chunk_);
+  if (first > 0) std::memcpy(segment_.data(rank, round0_parity_), payload_.data(), first);
+  if (absl::Status status = PublishAndWait(); !status.ok()) return status;
+
+  const ShmRoundHeader& h0 = segment_.round_header(0, round0_parity_);
+  for (int r = 0; r < world; ++r) {
+    const ShmRoundHeader& h = segment_.round_header(r, round0_parity_);
+    if (h.fp != h0.fp || h.round != 0 || h0.round != 0) {
+      return Desync(0, r == 0 ? 1 : r, round0_parity_);
+    }
+  }
+  if (!local.ok()) return local;
+  int64_t longest = 0;
+  fields_.resize(world);
+  sizes_.resize(world);
+  for (int r = 0; r < world; ++r) {
+    const ShmRoundHeader& h = segment_.round_header(r, round0_parity_);
+    if (h.info & kShmInvalidFlag) {
+      return InvalidCallArgument(op_, tag_, r, "invalid arguments (that rank's error says which)");
+    }
+    fields_[r] = segment_.fields(r, round0_parity_);
+    sizes_[r] = h.payload_bytes;
+    longest = std::max(longest, h.payload_bytes);
+  }
+  rounds_ = std::max<int64_t>(1, (longest + chunk_ - 1) / chunk_);
+  return absl::OkStatus();
+}
+
+absl::Status ShmCall::Transfer(ChunkFn consume) {
+  const int world = group_.world();
+  const int rank = group_.rank();
+  chunks_.resize(world);
+  for (int64_t round = 0; round < rounds_; ++round) {
+    const int64_t begin = round * chunk_;
+    uint64_t parity = round0_parity_;
+    if (round > 0) {
+      parity = group_.parity();
+      WriteHeader(parity, round, {});
+      if (begin < static_cast<int64_t>(payload_.size())) {
+        const size_t n = std::min<size_t>(payload_.size() - begin, chunk_);
+        std::memcpy(segment_.data(rank, parity), payload_.data() + begin, n);
+      }
+      if (absl::Status status = PublishAndWait(); !status.ok()) return status;
+      for (int r = 0; r < world; ++r) {
+        const ShmRoundHeader& h = segment_.round_header(r, parity);
+        if (h.fp != fp_ || h.round != round) return Desync(rank, r, parity);
+      }
+    }
+    for (int r = 0; r < world; ++r) chunks_[r] = segment_.data(r, parity);
+    consume(begin, chunks_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmCall::Transfer(absl::Span<const Read> reads) {
+  return Transfer([&](int64_t begin, absl::Span<const char* const> chunks) {
+    for (const Read& read : reads) {
+      const int64_t end = std::min({read.offset + read.length, begin + chunk_, sizes_[read.from]});
+      const int64_t start = std::max(read.offset, begin);
+      if (start < end) {
+        std::memcpy(read.dst + (start - read.offset), chunks[read.from] + (start - begin),
+                    end - start);
+      }
+    }
+  });
+}
+
+}  // namespace lockstep::comm::internal

@@ -1,0 +1,93 @@
+// ShmCall: one collective call of a ShmCommunicator, as rounds of its ShmGroup.
+//
+// Every operation is the same exchange: each rank publishes a header (the call's
+// fingerprint, op, tag, arguments, up to 2 * world int64 fields, its payload size)
+// and a payload (bytes that some or all peers read). Round 0 carries the header and
+// the first chunk_bytes of every payload; if a payload is longer, rounds 1, 2, ...
+// carry the next chunks (every rank derives the same round count from the headers).
+// After round 0 every rank checks that all ranks called the same op with the same tag
+// and arguments (Internal "collective desync: rank 0 called X, rank r called Y"), and
+// that all arguments were valid (InvalidArgument, naming the rank); every rank sees
+// the same headers, so all reach the same verdict. Later rounds check that no peer
+// has moved on to another call.
+//
+// Internal to ShmCommunicator. Thread safety: one call, one thread.
+#ifndef LOCKSTEP_RUNTIME_COMM_SHM_CALL_H_
+#define LOCKSTEP_RUNTIME_COMM_SHM_CALL_H_
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "runtime/comm/collective_op.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/shm_group.h"
+
+namespace lockstep::comm::internal {
+
+class ShmCall {
+ public:
+  // `group` and `options.tag` must outlive the call.
+  ShmCall(ShmGroup& group, CollectiveOp op, const CallOptions& options);
+
+  // Round 0. `fp` is CallFingerprint(op, tag, args); `fields` (at most 2 * world)
+  // are published for the peers; `local` is this rank's argument error (then it
+  // publishes no payload and returns `local` after the round, so that the peers learn
+  // of it). `payload` must stay valid until Transfer returns.
+  absl::Status Start(int64_t fp, std::initializer_list<int64_t> args,
+                     absl::Span<const int64_t> fields, const absl::Status& local,
+                     absl::string_view payload);
+
+  // After Start: rank r's fields and payload size.
+  int64_t field(int r, int i) const { return fields_[r][i]; }
+  int64_t payload_bytes(int r) const { return sizes_[r]; }
+
+  // Runs the payload rounds (round 0's is already published) and calls
+  // consume(begin, chunks) once per round, where chunks[r] holds rank r's payload
+  // bytes from `begin` on (up to chunk_bytes of them, fewer at the end).
+  using ChunkFn = absl::FunctionRef<void(int64_t begin, absl::Span<const char* const> chunks)>;
+  absl::Status Transfer(ChunkFn consume);
+
+  // The common case: copies bytes [offset, offset + length) of rank `from`'s payload
+  // to `dst`, for every read.
+  struct Read {
+    int from = 0;
+    int64_t offset = 0;
+    int64_t length = 0;
+    char* dst = nullptr;
+  };
+  absl::Status Transfer(absl::Span<const Read> reads);
+
+  int64_t chunk_bytes() const { return chunk_; }
+
+ private:
+  // Writes this rank's round header for round `round` into buffer `parity`.
+  void WriteHeader(uint64_t parity, int64_t round, std::initializer_list<int64_t> args);
+  // Publishes this rank's buffer and waits for the peers'.
+  absl::Status PublishAndWait();
+  absl::Status Desync(int a, int b, uint64_t parity) const;
+
+  ShmGroup& group_;
+  const ShmSegment& segment_;
+  const CollectiveOp op_;
+  const absl::string_view tag_;
+  const absl::Duration timeout_;
+  const absl::Time deadline_;
+  const int64_t chunk_;
+  int64_t fp_ = 0;
+  int64_t info_ = 0;
+  absl::string_view payload_;
+  uint64_t round0_parity_ = 0;
+  int64_t rounds_ = 1;
+  std::vector<const int64_t*> fields_;
+  std::vector<int64_t> sizes_;
+  std::vector<const char*> chunks_;
+};
+
+}  // namespace lockstep::comm::internal
+
+#endif  // LOCKSTEP_RUNTIME_COMM_SHM_CALL_H_

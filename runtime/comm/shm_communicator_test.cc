@@ -1,0 +1,461 @@
+// ShmCommunicator with its ranks as threads of this process and as real processes
+// (the test binary re-executes itself once per rank, testing/rank_processes.h).
+#include "runtime/comm/shm_communicator.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "common/testing/seed.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/comm/shm_segment.h"
+#include "runtime/comm/testing/conformance.h"
+#include "runtime/comm/testing/rank_processes.h"
+
+namespace lockstep::comm {
+namespace {
+
+using ::lockstep::comm::testing::RankProcessRole;
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::SeedTrace;
+using ::lockstep::testing::StatusIs;
+using ::lockstep::testing::TestSeed;
+using ::testing::HasSubstr;
+
+constexpr int64_t kSmallChunk = 256;  // Forces multi-round calls in the conformance suite.
+
+CallOptions Tag(absl::string_view tag, absl::Duration timeout = absl::Seconds(10)) {
+  CallOptions options;
+  options.tag = tag;
+  options.timeout = timeout;
+  return options;
+}
+
+// A segment name no other test, process or run uses (the pid and a counter stand in
+// for the instance's epoch).
+std::string FreshName(absl::string_view what) {
+  static std::atomic<int> counter{0};
+  return ShmSegmentName("shmtest", absl::StrCat(getpid(), "x", counter++), what);
+}
+
+bool NameExists(const std::string& name) {
+  struct stat st;
+  return stat(absl::StrCat("/dev/shm/", name).c_str(), &st) == 0;
+}
+
+ShmOptions Options(const std::string& name, int rank, int world, int64_t chunk) {
+  ShmOptions options;
+  options.name = name;
+  options.rank = rank;
+  options.world_size = world;
+  options.chunk_bytes = chunk;
+  options.connect_timeout = absl::Seconds(20);
+  return options;
+}
+
+// ---- Ranks as threads.
+
+using Group = std::vector<std::unique_ptr<Communicator>>;
+using RankFn = std::function<absl::Status(Communicator&)>;
+
+// Creates the ranks of one group, one thread each (Create blocks until all attach).
+Group MakeThreadGroup(int world, int64_t chunk = int64_t{1} << 20,
+                      std::string name = FreshName("threads")) {
+  Group group(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      auto comm = ShmCommunicator::Create(Options(name, r, world, chunk));
+      EXPECT_THAT(comm, IsOk()) << "rank " << r;
+      if (comm.ok()) group[r] = *std::move(comm);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return group;
+}
+
+std::vector<absl::Status> RunRanks(Group& group, const std::vector<RankFn>& fns) {
+  std::vector<absl::Status> results(group.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < group.size(); ++r) {
+    threads.emplace_back([&, r] { results[r] = fns[r](*group[r]); });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+std::vector<absl::Status> RunAll(Group& group, const RankFn& fn) {
+  return RunRanks(group, std::vector<RankFn>(group.size(), fn));
+}
+
+class ShmThreadsConformanceTest : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
+
+TEST_P(ShmThreadsConformanceTest, EveryOpMatchesTheReference) {
+  const auto [world, chunk] = GetParam();
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Group group = MakeThreadGroup(world, chunk);
+  ASSERT_TRUE(group.back() != nullptr);
+  for (const absl::Status& s : RunAll(group, [&](Communicator& comm) {
+         return testing::RunConformance(comm, seed, /*rounds=*/4);
+       })) {
+    EXPECT_THAT(s, IsOk());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldsAndChunks, ShmThreadsConformanceTest,
+                         ::testing::Combine(::testing::Values(1, 2, 4, 8),
+                                            ::testing::Values(kSmallChunk, int64_t{1} << 20)));
+
+TEST(ShmCommunicatorTest, NameIsUnlinkedOnceEveryRankAttached) {
+  const std::string name = FreshName("unlinked");
+  Group group = MakeThreadGroup(3, 4096, name);
+  ASSERT_TRUE(group.back() != nullptr);
+  EXPECT_FALSE(NameExists(name));
+  for (const absl::Status& s :
+       RunAll(group, [](Communicator& comm) { return comm.Barrier(Tag("still works")); })) {
+    EXPECT_THAT(s, IsOk());
+  }
+}
+
+TEST(ShmCommunicatorTest, ManySmallCollectivesStayInStep) {
+  Group group = MakeThreadGroup(4);
+  for (const absl::Status& s : RunAll(group, [](Communicator& comm) -> absl::Status {
+         for (int64_t step = 0; step < 2000; ++step) {
+           int64_t vote[4] = {comm.rank() + step, step % 2 == 0 ? comm.rank() : -comm.rank(), 1, 0};
+           RETURN_IF_ERROR(comm.AllReduce(absl::MakeSpan(vote), ReduceOp::kMax, Tag("vote")));
+           if (vote[0] != 3 + step || vote[1] != (step % 2 == 0 ? 3 : 0)) {
+             return absl::InternalError(absl::StrCat("step ", step, " got ", vote[0]));
+           }
+         }
+         return absl::OkStatus();
+       })) {
+    EXPECT_THAT(s, IsOk());
+  }
+}
+
+TEST(ShmCommunicatorTest, OtherOpIsADesyncOnEveryRank) {
+  Group group = MakeThreadGroup(4);
+  RankFn vote = [](Communicator& comm) {
+    int64_t v = 1;
+    return comm.AllReduce(absl::MakeSpan(&v, 1), ReduceOp::kSum, Tag("vote"));
+  };
+  RankFn gather = [](Communicator& comm) { return comm.Gather("x", 0, Tag("responses")).status(); };
+  for (const absl::Status& s : RunRanks(group, {vote, vote, gather, vote})) {
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal,
+                            "collective desync: rank 0 called AllReduce('vote') with 1 elements "
+                            "(sum), rank 2 called Gather('responses') with root 0"));
+  }
+  int64_t v = 0;
+  EXPECT_THAT(group[1]->AllReduce(absl::MakeSpan(&v, 1), ReduceOp::kSum, Tag("vote")),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("collective desync")));
+}
+
+TEST(ShmCommunicatorTest, OtherTagSizeRootOrReduceOpIsADesync) {
+  struct Case {
+    RankFn rank0, others;
+    std::string want;
+  };
+  auto reduce = [](int64_t n, ReduceOp op, absl::string_view tag) {
+    return RankFn([=](Communicator& comm) {
+      std::vector<int64_t> v(n, 1);
+      return comm.AllReduce(absl::MakeSpan(v), op, Tag(tag));
+    });
+  };
+  auto broadcast = [](int root) {
+    return RankFn([=](Communicator& comm) {
+      std::string data = "x";
+      return comm.Broadcast(&data, root, Tag("intake"));
+    });
+  };
+  const std::vector<Case> cases = {
+      {reduce(1, ReduceOp::kSum, "a"), reduce(1, ReduceOp::kSum, "b"),
+       "rank 0 called AllReduce('a') with 1 elements (sum), rank 1 called AllReduce('b')"},
+      {reduce(4, ReduceOp::kSum, "v"), reduce(3, ReduceOp::kSum, "v"),
+       "rank 0 called AllReduce('v') with 4 elements (sum), rank 1 called AllReduce('v') with 3 "
+       "elements (sum)"},
+      {reduce(2, ReduceOp::kMax, "v"), reduce(2, ReduceOp::kMin, "v"), "(max), rank 1"},
+      {broadcast(0), broadcast(1),
+       "Broadcast('intake') with root 0, rank 1 called "
+       "Broadcast('intake') with root 1"},
+  };
+  for (const Case& c : cases) {
+    Group group = MakeThreadGroup(3);
+    for (const absl::Status& s : RunRanks(group, {c.rank0, c.others, c.others})) {
+      EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal, HasSubstr(c.want)));
+    }
+  }
+}
+
+TEST(ShmCommunicatorTest, AllToAllVCountMismatchFailsEveryRank) {
+  Group group = MakeThreadGroup(2);
+  for (const absl::Status& s : RunAll(group, [](Communicator& comm) {
+         std::vector<float> send(4, 1.0f);
+         std::vector<float> recv(4);
+         const std::vector<int64_t> send_counts = {2, 2};
+         const std::vector<int64_t> recv_counts =
+             comm.rank() == 1 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{2, 2};
+         return comm.AllToAllV(send, send_counts, absl::MakeSpan(recv), recv_counts, Tag("moe.l3"));
+       })) {
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal,
+                            HasSubstr("rank 0 sends 2 floats to rank 1, which expects 1")));
+  }
+}
+
+TEST(ShmCommunicatorTest, BadArgumentsFailEveryRank) {
+  Group group = MakeThreadGroup(3);
+  for (const absl::Status& s : RunAll(group, [](Communicator& comm) {
+         return comm.Gather("x", 7, Tag("responses")).status();
+       })) {
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("root 7")));
+  }
+  group = MakeThreadGroup(2);
+  std::vector<absl::Status> results = RunAll(group, [](Communicator& comm) {
+    std::vector<int64_t> out(comm.rank() == 1 ? 3 : 2);
+    return comm.AllGather(std::vector<int64_t>{1}, absl::MakeSpan(out), Tag("load"));
+  });
+  EXPECT_THAT(results[0], StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("AllGather('load') on rank 1: invalid arguments")));
+  EXPECT_THAT(results[1], StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("AllGather('load') on rank 1: out has 3 elements")));
+}
+
+TEST(ShmCommunicatorTest, MissingRankTimesOutNamingTheCallAndTheRank) {
+  Group group = MakeThreadGroup(4);
+  RankFn vote = [](Communicator& comm) {
+    int64_t v = 1;
+    return comm.AllReduce(absl::MakeSpan(&v, 1), ReduceOp::kSum,
+                          Tag("vote", absl::Milliseconds(100)));
+  };
+  RankFn absent = [](Communicator&) { return absl::OkStatus(); };
+  std::vector<absl::Status> results = RunRanks(group, {vote, vote, vote, absent});
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(results[r], StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                     HasSubstr("AllReduce('vote') on rank")));
+    EXPECT_THAT(results[r], StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                     HasSubstr("rank(s) 3 did not arrive within 100ms")));
+  }
+  // The late rank finds its peers broken at once (not at its own deadline).
+  EXPECT_THAT(group[3]->Barrier(Tag("late", absl::Seconds(30))),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("failed an earlier call")));
+  EXPECT_THAT(group[0]->Barrier(Tag("again")), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST(ShmCommunicatorTest, DestroyedMemberMakesPeersUnavailable) {
+  Group group = MakeThreadGroup(3);
+  group[1].reset();
+  for (int r : {0, 2}) {
+    // A long timeout: only the departure of rank 1 can end these calls early.
+    EXPECT_THAT(group[r]->Barrier(Tag("step", absl::Seconds(30))),
+                StatusIs(absl::StatusCode::kUnavailable, HasSubstr("rank 1 left the group")));
+  }
+}
+
+TEST(ShmCommunicatorTest, MissingPeerTimesOutTheBootstrapAndLeavesNoName) {
+  const std::string name = FreshName("lonely");
+  ShmOptions options = Options(name, 0, 2, 4096);
+  options.connect_timeout = absl::Milliseconds(100);
+  EXPECT_THAT(ShmCommunicator::Create(options),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("rank(s) 1 did not attach")));
+  EXPECT_FALSE(NameExists(name));
+}
+
+TEST(ShmCommunicatorTest, ANewEpochNeverSeesTheOldSegment) {
+  // A crashed launch left its segment behind, mid-run: every slot attached, far along.
+  const std::string old_name = FreshName("epoch1");
+  auto stale = internal::ShmSegment::Create(old_name, 2, 4096);
+  ASSERT_THAT(stale, IsOk());
+  for (int r = 0; r < 2; ++r) {
+    (*stale)->control(r).seq.store(1001);
+    (*stale)->control(r).state.store(static_cast<uint32_t>(internal::ShmRankState::kAttached));
+  }
+  // Its name is never reused: a group under the old epoch cannot even be created.
+  ShmOptions reuse = Options(old_name, 0, 2, 4096);
+  reuse.connect_timeout = absl::Milliseconds(50);
+  EXPECT_THAT(ShmCommunicator::Create(reuse), StatusIs(absl::StatusCode::kAlreadyExists));
+  // The relaunch, under a new epoch, starts from scratch.
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Group group = MakeThreadGroup(2, 4096, FreshName("epoch2"));
+  ASSERT_TRUE(group.back() != nullptr);
+  EXPECT_EQ(static_cast<ShmCommunicator&>(*group[0]).rounds_published(), 0u);
+  for (const absl::Status& s : RunAll(group, [&](Communicator& comm) {
+         return testing::RunConformance(comm, seed, /*rounds=*/1);
+       })) {
+    EXPECT_THAT(s, IsOk());
+  }
+  EXPECT_EQ((*stale)->control(0).seq.load(), 1001u);  // Untouched.
+  EXPECT_THAT(UnlinkShmSegment(old_name), IsOk());    // What the next bootstrap does.
+  EXPECT_FALSE(NameExists(old_name));
+}
+
+// ---- Ranks as processes. args: segment name, seed, chunk bytes.
+
+struct RankArgs {
+  std::string name;
+  uint64_t seed = 1;
+  int64_t chunk = int64_t{1} << 20;
+};
+
+RankArgs ParseArgs(const RankProcessRole& role) {
+  RankArgs args;
+  args.name = role.args.at(0);
+  if (role.args.size() > 1) (void)absl::SimpleAtoi(role.args[1], &args.seed);
+  if (role.args.size() > 2) (void)absl::SimpleAtoi(role.args[2], &args.chunk);
+  return args;
+}
+
+absl::Status Expect(bool condition, absl::string_view what, const absl::Status& status) {
+  if (condition) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("expected ", what, ", got ", status.ToString()));
+}
+
+absl::Status RunConformanceRank(const RankProcessRole& role) {
+  const RankArgs args = ParseArgs(role);
+  ASSIGN_OR_RETURN(auto comm, ShmCommunicator::Create(
+                                  Options(args.name, role.rank, role.world_size, args.chunk)));
+  return testing::RunConformance(*comm, args.seed, /*rounds=*/3);
+}
+
+// Two groups in the same processes, used concurrently (executor and engine threads).
+absl::Status RunTwoGroupsRank(const RankProcessRole& role) {
+  const RankArgs args = ParseArgs(role);
+  ASSIGN_OR_RETURN(auto executor, ShmCommunicator::Create(Options(args.name + "-exec", role.rank,
+                                                                  role.world_size, 4096)));
+  ASSIGN_OR_RETURN(auto engine, ShmCommunicator::Create(Options(args.name + "-engine", role.rank,
+                                                                role.world_size, 256)));
+  absl::Status engine_status;
+  std::thread engine_thread(
+      [&] { engine_status = testing::RunConformance(*engine, args.seed + 1, /*rounds=*/3); });
+  absl::Status executor_status = testing::RunConformance(*executor, args.seed, /*rounds=*/3);
+  engine_thread.join();
+  RETURN_IF_ERROR(executor_status);
+  return engine_status;
+}
+
+// The last rank SIGKILLs itself in the middle of a many-round all-to-all-v (once it
+// has published 3 of its rounds); the others must see Unavailable, not wait for their
+// 30 s deadline.
+absl::Status RunSigkillRank(const RankProcessRole& role) {
+  const RankArgs args = ParseArgs(role);
+  const int world = role.world_size;
+  ASSIGN_OR_RETURN(auto comm, ShmCommunicator::Create(Options(args.name, role.rank, world, 4096)));
+  RETURN_IF_ERROR(comm->Barrier(Tag("ready")));
+  const int64_t per_peer = 4096;  // floats: 16 KiB per peer, 16 rounds of 4 KiB at 4 ranks
+  std::vector<float> send(per_peer * world, 1.0f);
+  std::vector<float> recv(per_peer * world);
+  const std::vector<int64_t> counts(world, per_peer);
+  std::thread killer;
+  if (role.rank == world - 1) {
+    const uint64_t start = comm->rounds_published();
+    killer = std::thread([&comm, start] {
+      while (comm->rounds_published() < start + 3) sched_yield();
+      raise(SIGKILL);
+    });
+  }
+  const absl::Time begin = absl::Now();
+  for (int call = 0; call < 100; ++call) {
+    absl::Status status =
+        comm->AllToAllV(send, counts, absl::MakeSpan(recv), counts, Tag("moe", absl::Seconds(30)));
+    if (status.ok()) continue;  // The death may come in a later call.
+    RETURN_IF_ERROR(
+        Expect(absl::IsUnavailable(status) &&
+                   absl::StrContains(status.message(), absl::StrCat("rank ", world - 1, " (pid")),
+               "Unavailable naming the dead rank", status));
+    std::fprintf(stderr, "rank %d after %s: %s\n", role.rank,
+                 absl::FormatDuration(absl::Now() - begin).c_str(), status.ToString().c_str());
+    absl::Status again = comm->Barrier(Tag("after"));
+    return Expect(absl::IsFailedPrecondition(again), "FailedPrecondition", again);
+  }
+  if (killer.joinable()) killer.join();
+  return absl::InternalError("the dead rank was never noticed");
+}
+
+int RunRank(const RankProcessRole& role) {
+  absl::Status status = absl::InvalidArgumentError("unknown scenario " + role.scenario);
+  if (role.scenario == "conformance") status = RunConformanceRank(role);
+  if (role.scenario == "two_groups") status = RunTwoGroupsRank(role);
+  if (role.scenario == "sigkill") status = RunSigkillRank(role);
+  if (!status.ok()) {
+    std::fprintf(stderr, "rank %d of '%s' failed: %s\n", role.rank, role.scenario.c_str(),
+                 status.ToString().c_str());
+  }
+  return status.ok() ? 0 : 1;
+}
+
+constexpr absl::Duration kRunTimeout = absl::Seconds(45);
+
+void ExpectAllExitedZero(const absl::StatusOr<std::vector<testing::RankExit>>& exits) {
+  ASSERT_THAT(exits, IsOk());
+  for (size_t r = 0; r < exits->size(); ++r) {
+    const testing::RankExit& exit = (*exits)[r];
+    EXPECT_TRUE(exit.exited && exit.exit_code == 0)
+        << "rank " << r << ": " << testing::DescribeExit(exit) << " (its stderr is above)";
+  }
+}
+
+std::vector<std::string> ProcessArgs(absl::string_view what, int64_t chunk) {
+  return {FreshName(what), absl::StrCat(TestSeed()), absl::StrCat(chunk)};
+}
+
+class ShmProcessConformanceTest : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
+
+TEST_P(ShmProcessConformanceTest, EveryOpMatchesTheReference) {
+  const auto [world, chunk] = GetParam();
+  SCOPED_TRACE(SeedTrace(TestSeed()));
+  const std::vector<std::string> args = ProcessArgs("conformance", chunk);
+  ExpectAllExitedZero(testing::RunRankProcesses("conformance", world, args, kRunTimeout));
+  EXPECT_FALSE(NameExists(args[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, ShmProcessConformanceTest,
+                         ::testing::Values(std::tuple{1, int64_t{1} << 20},
+                                           std::tuple{2, int64_t{1} << 20},
+                                           std::tuple{4, kSmallChunk}, std::tuple{8, kSmallChunk}));
+
+TEST(ShmProcessTest, TwoGroupsInTheSameProcessesStayIndependent) {
+  SCOPED_TRACE(SeedTrace(TestSeed()));
+  ExpectAllExitedZero(
+      testing::RunRankProcesses("two_groups", 3, ProcessArgs("two", 0), kRunTimeout));
+}
+
+TEST(ShmProcessTest, SigkilledPeerMidCollectiveIsUnavailableOnTheSurvivors) {
+  absl::StatusOr<std::vector<testing::RankExit>> exits =
+      testing::RunRankProcesses("sigkill", 4, ProcessArgs("sigkill", 4096), kRunTimeout);
+  ASSERT_THAT(exits, IsOk());
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE((*exits)[r].exited && (*exits)[r].exit_code == 0)
+        << "rank " << r << ": " << testing::DescribeExit((*exits)[r]);
+  }
+  EXPECT_EQ((*exits)[3].signal, SIGKILL) << testing::DescribeExit((*exits)[3]);
+}
+
+}  // namespace
+}  // namespace lockstep::comm
+
+int main(int argc, char** argv) {
+  if (std::optional<lockstep::comm::testing::RankProcessRole> role =
+          lockstep::comm::testing::GetRankProcessRole()) {
+    return lockstep::comm::RunRank(*role);
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

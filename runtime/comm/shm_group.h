@@ -1,0 +1,99 @@
+// ShmGroup: this rank's membership of a ShmCommunicator group — the mapped segment,
+// the rounds it has published, and the waiting for its peers.
+//
+// Rounds. Every collective is one or more rounds. In round k a rank writes its buffer
+// k % 2, then publishes seq = k + 1, then waits until every rank's seq >= k + 1 and
+// reads the peers' buffers k % 2. A rank can only start round k + 2 (and overwrite
+// buffer k % 2) after every peer has published k + 2 - 1 = k + 1, i.e. after every peer
+// has finished reading round k: two buffers need no second barrier.
+//
+// Waiting: poll the peers' seq for `spin` (yielding while the machine is
+// oversubscribed), then sleep on the group's futex word. A publisher wakes sleepers
+// only when its own publish completes the round (at most one futex wake per round); a
+// rank that leaves, breaks or dies wakes everyone. Sleepers wake every
+// `liveness_interval` to check, through pidfds opened at attach time, that the peers
+// they wait for still exist, so a SIGKILLed peer is Unavailable within that interval,
+// never a hang. Every wait is bounded by the call's deadline.
+//
+// Join: rank 0 creates the segment, the others open it; each attaches to its slot
+// (pid, state) and waits until every rank has attached. Rank 0 then unlinks the name:
+// from there on nothing is left in /dev/shm, whatever happens to the processes. A Join
+// that fails unlinks the name too. Only a crash between creation and the last attach
+// leaves the name behind; the next epoch's bootstrap removes it (instance_bootstrap).
+//
+// Thread safety: one thread at a time (the owning ShmCommunicator's).
+#ifndef LOCKSTEP_RUNTIME_COMM_SHM_GROUP_H_
+#define LOCKSTEP_RUNTIME_COMM_SHM_GROUP_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/comm/shm_options.h"
+#include "runtime/comm/shm_segment.h"
+
+namespace lockstep::comm::internal {
+
+class ShmGroup {
+ public:
+  // Blocks until every rank has attached, or options.connect_timeout.
+  static absl::StatusOr<std::unique_ptr<ShmGroup>> Join(const ShmOptions& options);
+
+  ShmGroup(const ShmGroup&) = delete;
+  ShmGroup& operator=(const ShmGroup&) = delete;
+  // Marks this rank kLeft (unless broken) and wakes the peers.
+  ~ShmGroup();
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  const std::string& name() const { return segment_->name(); }
+  const ShmSegment& segment() const { return *segment_; }
+  // The index of the next round this rank will publish; its buffer is parity().
+  uint64_t seq() const { return seq_; }
+  uint64_t parity() const { return seq_ & 1; }
+
+  // Publishes the round whose buffer this rank has just written (seq() advances).
+  void Publish();
+  // Waits until every rank has published the round this rank published last.
+  // DeadlineExceeded at `deadline`, naming the missing ranks; Unavailable when a
+  // missing rank left, broke or died, and also when a rank that did publish gave up
+  // on this round since (broke with DeadlineExceeded or Unavailable: this rank came
+  // too late). The caller adds which call it was.
+  absl::Status WaitForRound(absl::Time deadline);
+
+  // Marks this rank broken by an error with `code`: peers waiting for it fail at
+  // once with Unavailable.
+  void MarkBroken(absl::StatusCode code);
+
+ private:
+  ShmGroup(const ShmOptions& options, std::unique_ptr<ShmSegment> segment);
+
+  absl::Status WaitForAllPublished(absl::Time deadline);
+  // Whether every rank's seq >= target; else the first missing rank in *missing.
+  bool AllPublished(uint64_t target, int* missing) const;
+  // Unavailable if `r` left, broke, or (checked with `check_pids`) exited.
+  absl::Status PeerGone(int r, bool check_pids);
+  void WakeAll();
+  void SetState(ShmRankState state);
+  absl::Status Attach(absl::Time deadline);
+  void OpenPeerPidfds();
+
+  const int rank_;
+  const int world_;
+  const ShmOptions options_;
+  std::unique_ptr<ShmSegment> segment_;
+  const bool oversubscribed_;  // more ranks than hardware threads
+  uint64_t seq_ = 0;
+  // pidfd of each peer process (-1: same process, or not opened); dead_[r] once its
+  // exit was seen.
+  std::vector<int> pidfds_;
+  std::vector<bool> dead_;
+};
+
+}  // namespace lockstep::comm::internal
+
+#endif  // LOCKSTEP_RUNTIME_COMM_SHM_GROUP_H_

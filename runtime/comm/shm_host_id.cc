@@ -1,0 +1,43 @@
+#include "runtime/comm/shm_host_id.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace lockstep::comm {
+namespace {
+
+// What an unreadable part becomes: unique to this process, so it matches nobody.
+std::string Unknown() { return absl::StrCat("unknown-pid-", getpid()); }
+
+std::string BootId() {
+  std::ifstream file("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!std::getline(file, id)) return Unknown();
+  id = std::string(absl::StripAsciiWhitespace(id));
+  return id.empty() ? Unknown() : id;
+}
+
+std::string HostName() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return Unknown();
+  return name;
+}
+
+std::string IpcNamespace() {
+  char target[256] = {};
+  const ssize_t n = readlink("/proc/self/ns/ipc", target, sizeof(target) - 1);
+  if (n <= 0) return Unknown();
+  return std::string(target, n);
+}
+
+}  // namespace
+
+std::string ShmHostId() { return absl::StrCat(BootId(), "/", HostName(), "/", IpcNamespace()); }
+
+}  // namespace lockstep::comm

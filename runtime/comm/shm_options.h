@@ -1,0 +1,33 @@
+// Options of one rank of a ShmCommunicator group (see shm_communicator.h).
+#ifndef LOCKSTEP_RUNTIME_COMM_SHM_OPTIONS_H_
+#define LOCKSTEP_RUNTIME_COMM_SHM_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace lockstep::comm {
+
+struct ShmOptions {
+  // The segment's shm_open name without the leading '/': unique per group and per
+  // launch (ShmSegmentName(instance, epoch, group)). [A-Za-z0-9._-], at most 200.
+  std::string name;
+  int rank = 0;
+  int world_size = 1;
+  // Payload bytes a rank moves per round (larger payloads take several rounds). Used
+  // by rank 0, which creates the segment; the others adopt the segment's. The segment
+  // takes about world_size * 2 * chunk_bytes of /dev/shm.
+  int64_t chunk_bytes = int64_t{1} << 20;
+  // Bound on the bootstrap: until every rank has attached.
+  absl::Duration connect_timeout = absl::Seconds(30);
+  // How long a waiting rank busy-polls before it sleeps on the futex. While more
+  // ranks than hardware threads are attached, the poll yields the CPU between checks.
+  absl::Duration spin = absl::Microseconds(20);
+  // How often a sleeping rank checks whether the peers it waits for still exist.
+  absl::Duration liveness_interval = absl::Milliseconds(10);
+};
+
+}  // namespace lockstep::comm
+
+#endif  // LOCKSTEP_RUNTIME_COMM_SHM_OPTIONS_H_
