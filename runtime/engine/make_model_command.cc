@@ -15,7 +15,7 @@ int RunMakeModel(const std::vector<std::string>& args) {
   std::string dtype = "f32";
   cli::FlagSet flags("make-model");
   flags.AddString("preset", &options.preset, "tiny | tiny-moe");
-  flags.AddString("out", &options.out_dir, "output directory (the draft goes to OUT/draft)");
+  flags.AddPath("out", &options.out_dir, "output directory (the draft goes to OUT/draft)");
   flags.AddInt("seed", &seed, "seed of the random weights");
   flags.AddDouble("draft-perturbation", &options.draft_perturbation,
                   "relative noise added to the draft's copy of the target layers");

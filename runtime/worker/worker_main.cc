@@ -31,7 +31,7 @@ int RunWorker(const std::vector<std::string>& args) {
   std::string config_path, role, instance, rendezvous, listen = "127.0.0.1:0";
   int rank = 0, world_size = 1;
   int64_t bootstrap_timeout_s = 60;
-  flags.AddString("config", &config_path, "deployment YAML file");
+  flags.AddPath("config", &config_path, "deployment YAML file");
   flags.AddString("role", &role, "aggregated, context or generation (checked against the file)");
   flags.AddString("instance", &instance, "instance name in the file");
   flags.AddInt("rank", &rank, "this rank");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -9,8 +11,27 @@
 
 namespace lockstep::cli {
 
+std::string ResolvePath(const std::string& path, const std::string& working_dir) {
+  if (path.empty() || working_dir.empty() || std::filesystem::path(path).is_absolute()) {
+    return path;
+  }
+  std::string resolved = (std::filesystem::path(working_dir) / path).lexically_normal().string();
+  if (resolved.size() > 1 && resolved.back() == '/') resolved.pop_back();  // "dir/." -> "dir"
+  return resolved;
+}
+
+std::string ResolveUserPath(const std::string& path) {
+  const char* working_dir = std::getenv("BUILD_WORKING_DIRECTORY");
+  return ResolvePath(path, working_dir != nullptr ? working_dir : "");
+}
+
 void FlagSet::AddString(const std::string& name, std::string* out, const std::string& help) {
   flags_.push_back({name, out, help, *out});
+}
+
+void FlagSet::AddPath(const std::string& name, std::string* out, const std::string& help) {
+  flags_.push_back({name, out, help, *out});
+  flags_.back().path = true;
 }
 
 void FlagSet::AddInt(const std::string& name, int64_t* out, const std::string& help) {
@@ -102,6 +123,10 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
       }
     }
     if (absl::Status s = Assign(*flag, value); !s.ok()) return s;
+  }
+  for (Flag& flag : flags_) {
+    if (flag.path)
+      *std::get<std::string*>(flag.target) = ResolveUserPath(*std::get<std::string*>(flag.target));
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,10 @@
 //   RETURN_IF_ERROR(flags.Parse(args));   // "--seeds 10" or "--seeds=10"
 //
 // Errors name the flag: unknown flag, missing value, or a value of the wrong type.
+//
+// Path flags (AddPath) are resolved with ResolveUserPath after parsing, defaults
+// included, so `bazel run //tools:lockstep -- bench --config deploy/...` reads the
+// file the user meant, not one in the runfiles tree Bazel runs the binary in.
 #ifndef LOCKSTEP_TOOLS_CLI_FLAGS_H_
 #define LOCKSTEP_TOOLS_CLI_FLAGS_H_
 
@@ -21,11 +25,20 @@
 
 namespace lockstep::cli {
 
+// `path` as the user meant it: a relative path is taken against `working_dir` when that
+// is non-empty; absolute and empty paths are returned as they are.
+std::string ResolvePath(const std::string& path, const std::string& working_dir);
+// ResolvePath against $BUILD_WORKING_DIRECTORY (the directory `bazel run` was started
+// in); unchanged when it is not set. For every path a command takes from its user.
+std::string ResolveUserPath(const std::string& path);
+
 class FlagSet {
  public:
   explicit FlagSet(std::string command) : command_(std::move(command)) {}
 
   void AddString(const std::string& name, std::string* out, const std::string& help);
+  // A file or directory: after parsing, `*out` (set or default) is ResolveUserPath'd.
+  void AddPath(const std::string& name, std::string* out, const std::string& help);
   void AddInt(const std::string& name, int64_t* out, const std::string& help);
   void AddInt(const std::string& name, int* out, const std::string& help);
   void AddDouble(const std::string& name, double* out, const std::string& help);
@@ -56,6 +69,7 @@ class FlagSet {
     std::string help;
     std::string default_text;
     bool set = false;
+    bool path = false;
   };
 
   Flag* Find(const std::string& name);

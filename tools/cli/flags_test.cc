@@ -1,5 +1,7 @@
 #include "tools/cli/flags.h"
 
+#include <cstdlib>
+
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -78,6 +80,53 @@ TEST(FlagSetTest, ParseCommandLineExitCodes) {
   Fixture ok;
   EXPECT_EQ(ok.flags.ParseCommandLine({"--seeds", "3"}), std::nullopt);
   EXPECT_EQ(ok.seeds, 3);
+}
+
+}  // namespace
+}  // namespace lockstep::cli
+
+namespace lockstep::cli {
+namespace {
+
+TEST(ResolvePathTest, RelativePathsJoinTheWorkingDirectory) {
+  EXPECT_EQ(ResolvePath("deploy/local/a.yaml", "/home/u/repo"), "/home/u/repo/deploy/local/a.yaml");
+  EXPECT_EQ(ResolvePath("./out/../runs/x", "/w"), "/w/runs/x");
+  EXPECT_EQ(ResolvePath(".", "/w"), "/w");
+  EXPECT_EQ(ResolvePath("/etc/abs.yaml", "/w"), "/etc/abs.yaml");
+  EXPECT_EQ(ResolvePath("", "/w"), "");
+  EXPECT_EQ(ResolvePath("rel/x", ""), "rel/x");  // not under `bazel run`: as given
+}
+
+// Sets BUILD_WORKING_DIRECTORY for one test, as `bazel run` does.
+class BazelRunEnv {
+ public:
+  explicit BazelRunEnv(const char* dir) { setenv("BUILD_WORKING_DIRECTORY", dir, 1); }
+  ~BazelRunEnv() { unsetenv("BUILD_WORKING_DIRECTORY"); }
+};
+
+TEST(ResolvePathTest, PathFlagsResolveAgainstBuildWorkingDirectory) {
+  BazelRunEnv env("/home/u/repo");
+  FlagSet flags("bench");
+  std::string config, json = "out.json", name, unset;
+  flags.AddPath("config", &config, "deployment");
+  flags.AddPath("json", &json, "report");
+  flags.AddPath("unset", &unset, "empty stays empty");
+  flags.AddString("name", &name, "not a path");
+  ASSERT_THAT(flags.Parse({"--config", "deploy/local/a.yaml", "--name", "x/y"}), IsOk());
+  EXPECT_EQ(config, "/home/u/repo/deploy/local/a.yaml");
+  EXPECT_EQ(json, "/home/u/repo/out.json");  // defaults too
+  EXPECT_EQ(unset, "");
+  EXPECT_EQ(name, "x/y");
+  EXPECT_EQ(ResolveUserPath("runs/bench-1"), "/home/u/repo/runs/bench-1");
+}
+
+TEST(ResolvePathTest, WithoutBazelRunPathsStayAsGiven) {
+  unsetenv("BUILD_WORKING_DIRECTORY");
+  FlagSet flags("bench");
+  std::string config;
+  flags.AddPath("config", &config, "deployment");
+  ASSERT_THAT(flags.Parse({"--config=deploy/local/a.yaml"}), IsOk());
+  EXPECT_EQ(config, "deploy/local/a.yaml");
 }
 
 }  // namespace
