@@ -38,7 +38,7 @@ int RunDemo(const std::vector<std::string>& args) {
   load.requests = 64;
   load.concurrency = 8;
   load.max_output_tokens = 48;
-  flags.AddString("config", &config_path, "the deployment to run");
+  flags.AddPath("config", &config_path, "the deployment to run");
   flags.AddInt("requests", &load.requests, "requests in the workload");
   flags.AddInt("concurrency", &load.concurrency, "requests in flight at once");
   if (std::optional<int> exit_code = flags.ParseCommandLine(args)) return *exit_code;
@@ -52,7 +52,8 @@ int RunDemo(const std::vector<std::string>& args) {
     std::fprintf(stderr, "demo: %s\n", s.ToString().c_str());
     return 1;
   }
-  const std::string run_dir = absl::StrCat("runs/demo-", absl::ToUnixSeconds(absl::Now()));
+  const std::string run_dir =
+      cli::ResolveUserPath(absl::StrCat("runs/demo-", absl::ToUnixSeconds(absl::Now())));
   std::printf("demo: launching %s (logs in %s)\n", config_path.c_str(), run_dir.c_str());
   absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d =
       launcher::LocalDeployment::StartFile(config_path, run_dir, "/proc/self/exe",
@@ -71,6 +72,7 @@ int RunDemo(const std::vector<std::string>& args) {
   load.http_address = (*d)->http_address();
   load.model = config->model.name;
   load.api_key = config->router.api_key;
+  load.request_timeout = absl::Seconds(config->router.request_timeout_s);
   const auto before = bench::ReadInstanceCounters((*d)->grpc_address());
   std::printf("demo: sending %lld requests, %lld at a time\n",
               static_cast<long long>(load.requests), static_cast<long long>(load.concurrency));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "runtime/config/deployment_config.h"
 #include "runtime/launcher/local_deployment.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/instance_stats.h"
@@ -20,7 +21,8 @@ int RunBench(const std::vector<std::string>& args) {
   std::string config_path, http, grpc, json_path, run_dir, model = "tiny-moe";
   LoadOptions load;
   int64_t ready_timeout_s = 180;
-  flags.AddString("config", &config_path, "start this deployment (YAML) for the run");
+  int64_t request_timeout_s = 0;
+  flags.AddPath("config", &config_path, "start this deployment (YAML) for the run");
   flags.AddString("http", &http, "router HTTP address of a running deployment");
   flags.AddString("grpc", &grpc, "router gRPC address of a running deployment (for counters)");
   flags.AddString("model", &model, "model name (with --http)");
@@ -32,22 +34,31 @@ int RunBench(const std::vector<std::string>& args) {
   flags.AddInt("max-output", &load.max_output_tokens, "most output tokens");
   int64_t seed = 1;
   flags.AddInt("seed", &seed, "workload seed");
-  flags.AddString("json", &json_path, "also write the figures to this JSON file");
-  flags.AddString("run-dir", &run_dir, "logs of a started deployment (default runs/bench-TIME)");
+  flags.AddPath("json", &json_path, "also write the figures to this JSON file");
+  flags.AddPath("run-dir", &run_dir, "logs of a started deployment (default runs/bench-TIME)");
   flags.AddInt("ready-timeout-s", &ready_timeout_s, "wait this long for the deployment");
+  flags.AddInt("request-timeout-s", &request_timeout_s,
+               "a request may wait this long for its next byte (0: the config's "
+               "router.request_timeout_s; with --http, that field's default)");
   if (std::optional<int> exit_code = flags.ParseCommandLine(args)) return *exit_code;
   if (config_path.empty() == http.empty()) {
     std::fprintf(stderr, "bench: give either --config FILE or --http HOST:PORT\n");
     return 2;
   }
-  if (load.requests < 1 || load.concurrency < 1) {
-    std::fprintf(stderr, "bench: --requests and --concurrency must be >= 1\n");
+  if (load.requests < 1 || load.concurrency < 1 || request_timeout_s < 0) {
+    std::fprintf(stderr,
+                 "bench: --requests and --concurrency must be >= 1, --request-timeout-s >= 0\n");
     return 2;
   }
+  // The client waits as long as the router lets a request run, so a request queued
+  // behind others under load is not failed by the client first.
+  int64_t router_timeout_s = config::RouterConfig().request_timeout_s;
   SetLogLevel(spdlog::level::warn);
   std::unique_ptr<launcher::LocalDeployment> deployment;
   if (!config_path.empty()) {
-    if (run_dir.empty()) run_dir = absl::StrCat("runs/bench-", absl::ToUnixSeconds(absl::Now()));
+    if (run_dir.empty()) {
+      run_dir = cli::ResolveUserPath(absl::StrCat("runs/bench-", absl::ToUnixSeconds(absl::Now())));
+    }
     std::fprintf(stderr, "bench: starting %s (logs in %s)\n", config_path.c_str(), run_dir.c_str());
     absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> started =
         launcher::LocalDeployment::StartFile(config_path, run_dir, "/proc/self/exe",
@@ -61,7 +72,10 @@ int RunBench(const std::vector<std::string>& args) {
     grpc = deployment->grpc_address();
     model = deployment->config().model.name;
     load.api_key = deployment->config().router.api_key;
+    router_timeout_s = deployment->config().router.request_timeout_s;
   }
+  load.request_timeout =
+      absl::Seconds(request_timeout_s > 0 ? request_timeout_s : router_timeout_s);
   load.seed = static_cast<uint64_t>(seed);
   load.http_address = http;
   load.model = model;

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "tools/bench/http_error.h"
 
 namespace lockstep::bench {
 namespace {
@@ -48,10 +49,9 @@ RequestOutcome RunOne(const LoadOptions& o, const Planned& p) {
   const size_t colon = o.http_address.rfind(':');
   httplib::Client client(o.http_address.substr(0, colon),
                          std::atoi(o.http_address.substr(colon + 1).c_str()));
-  const int64_t seconds = absl::ToInt64Seconds(o.request_timeout);
-  client.set_connection_timeout(10, 0);
-  client.set_read_timeout(seconds, 0);
-  client.set_write_timeout(seconds, 0);
+  client.set_connection_timeout(absl::ToChronoMicroseconds(o.connect_timeout));
+  client.set_read_timeout(absl::ToChronoMicroseconds(o.request_timeout));
+  client.set_write_timeout(absl::ToChronoMicroseconds(o.request_timeout));
   const json body = {{"model", o.model},
                      {"prompt", p.prompt},
                      {"max_tokens", p.max_tokens},
@@ -63,6 +63,7 @@ RequestOutcome RunOne(const LoadOptions& o, const Planned& p) {
   httplib::Headers headers;
   if (!o.api_key.empty()) headers.emplace("Authorization", "Bearer " + o.api_key);
   const absl::Time start = absl::Now();
+  absl::Time last_byte = start;  // a read error this long after it was a timeout
   std::string pending;
   bool first = true;
   bool done = false;
@@ -95,6 +96,7 @@ RequestOutcome RunOne(const LoadOptions& o, const Planned& p) {
   request.body = body.dump();
   request.set_header("Content-Type", "application/json");
   request.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    last_byte = absl::Now();
     pending.append(data, n);
     size_t pos;
     while ((pos = pending.find('\n')) != std::string::npos) {
@@ -108,7 +110,8 @@ RequestOutcome RunOne(const LoadOptions& o, const Planned& p) {
   const bool sent = client.send(request, response, error);
   out.latency = absl::Now() - start;
   if (!sent) {
-    out.error = absl::StrCat("transport error ", static_cast<int>(error));
+    out.error =
+        DescribeHttpError(error, absl::Now() - last_byte, o.request_timeout, o.connect_timeout);
   } else if (response.status != 200) {
     out.error = absl::StrCat("HTTP ", response.status, " ", pending.substr(0, 200));
   } else if (out.error.empty() && !done) {

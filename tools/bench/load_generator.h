@@ -25,13 +25,16 @@ struct LoadOptions {
   int64_t min_output_tokens = 16;
   int64_t max_output_tokens = 64;
   uint64_t seed = 1;
-  absl::Duration request_timeout = absl::Minutes(5);
+  // How long a request may wait for its next byte (its first token under load, too);
+  // callers pass the router's request_timeout_s so the client never gives up first.
+  absl::Duration request_timeout = absl::Seconds(600);
+  absl::Duration connect_timeout = absl::Seconds(10);
   bool progress = true;  // a progress bar on stderr
 };
 
 struct RequestOutcome {
   bool ok = false;
-  std::string error;
+  std::string error;  // in words ("read timed out after 600 s", "HTTP 503 ...")
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;
   absl::Duration ttft;     // until the first token arrived
