@@ -163,11 +163,15 @@ void HttpFrontend::Models(httplib::Response& res) {
 void HttpFrontend::Health(httplib::Response& res) {
   json instances = json::array();
   for (const InstanceState& state : registry_.Snapshot()) {
-    instances.push_back({{"name", state.name},
-                         {"role", std::string(config::InstanceRoleName(state.role))},
-                         {"state", std::string(InstanceHealthName(state.health))},
-                         {"reason", state.reason},
-                         {"address", state.address}});
+    instances.push_back(
+        {{"name", state.name},
+         {"role", std::string(config::InstanceRoleName(state.role))},
+         {"state", std::string(InstanceHealthName(state.health))},
+         {"reason", state.reason},
+         {"unhealthy_since_ms", state.unhealthy_since == absl::InfinitePast()
+                                    ? json()
+                                    : json(absl::ToUnixMillis(state.unhealthy_since))},
+         {"address", state.address}});
   }
   json body = {{"status", runner_.CanRoute() ? "ok" : "no_route"}, {"instances", instances}};
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");

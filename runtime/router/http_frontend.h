@@ -3,8 +3,11 @@
 //   POST /v1/completions, /v1/chat/completions   (streaming as server-sent events)
 //   GET  /v1/models                              the served model
 //   GET  /health                                 200 while the router runs, with each
-//                                                instance's state; "status" is "ok"
-//                                                when some route exists, else "no_route"
+//                                                instance's state (and, when unhealthy,
+//                                                since when: "unhealthy_since_ms", Unix
+//                                                milliseconds by the router's clock);
+//                                                "status" is "ok" when some route
+//                                                exists, else "no_route"
 //   GET  /metrics                                Prometheus text
 //
 // With an API key, /v1/* need `Authorization: Bearer <key>` (401 otherwise). A bad

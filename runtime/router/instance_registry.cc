@@ -76,6 +76,7 @@ absl::Status InstanceRegistry::Register(const std::string& name, config::Instanc
   entry.state.registered = true;
   entry.state.health = InstanceHealth::kHealthy;
   entry.state.reason.clear();
+  entry.state.unhealthy_since = absl::InfinitePast();
   entry.state.last_heartbeat = clock_.Now();
   entry.state.epoch = next_epoch_++;
   entry.state.has_stats = false;
@@ -95,9 +96,11 @@ bool InstanceRegistry::Heartbeat(const std::string& name, const LoadReport& load
   return true;
 }
 
-bool InstanceRegistry::MarkUnhealthy(Entry& entry, Cause cause, std::string reason) {
+bool InstanceRegistry::MarkUnhealthy(Entry& entry, Cause cause, std::string reason,
+                                     absl::Time now) {
   const bool was_serving = entry.state.health == InstanceHealth::kHealthy ||
                            entry.state.health == InstanceHealth::kDraining;
+  if (entry.state.health != InstanceHealth::kUnhealthy) entry.state.unhealthy_since = now;
   entry.state.health = InstanceHealth::kUnhealthy;
   entry.state.reason = std::move(reason);
   entry.cause = cause;
@@ -112,6 +115,7 @@ bool InstanceRegistry::ReportPollOk(const InstanceTarget& target, bool draining)
   entry.failed_polls = 0;
   if (entry.cause == Cause::kHeartbeat) return false;  // only Register restores it
   entry.cause = Cause::kNone;
+  entry.state.unhealthy_since = absl::InfinitePast();
   entry.state.health = draining ? InstanceHealth::kDraining : InstanceHealth::kHealthy;
   entry.state.reason = draining ? "draining" : "";
   return false;
@@ -126,7 +130,7 @@ bool InstanceRegistry::ReportPollFailed(const InstanceTarget& target, const std:
   ++entry.failed_polls;
   if (entry.cause == Cause::kHeartbeat) return false;  // already out
   if (!immediate && entry.failed_polls < options_.failed_polls_to_unhealthy) return false;
-  return MarkUnhealthy(entry, immediate ? Cause::kNoProgress : Cause::kPoll, reason);
+  return MarkUnhealthy(entry, immediate ? Cause::kNoProgress : Cause::kPoll, reason, clock_.Now());
 }
 
 void InstanceRegistry::ReportStats(const InstanceTarget& target, const v1::StatsResponse& stats) {
@@ -148,7 +152,8 @@ std::vector<std::string> InstanceRegistry::ExpireHeartbeats() {
     if (MarkUnhealthy(
             entry, Cause::kHeartbeat,
             fmt::format("no heartbeat for {} ms (timeout {} ms)", absl::ToInt64Milliseconds(age),
-                        absl::ToInt64Milliseconds(options_.heartbeat_timeout)))) {
+                        absl::ToInt64Milliseconds(options_.heartbeat_timeout)),
+            now)) {
       expired.push_back(name);
     }
   }

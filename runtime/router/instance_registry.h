@@ -54,6 +54,9 @@ struct InstanceState {
   bool registered = false;
   InstanceHealth health = InstanceHealth::kUnknown;
   std::string reason;  // why not healthy
+  // When it last went from serving (or unknown) to unhealthy, by the router's clock;
+  // InfinitePast while it is not unhealthy.
+  absl::Time unhealthy_since = absl::InfinitePast();
   absl::Time last_heartbeat = absl::InfinitePast();
   LoadReport load;
   int64_t in_flight = 0;
@@ -127,8 +130,9 @@ class InstanceRegistry {
     int failed_polls = 0;
   };
 
-  // Sets `entry` unhealthy; true if it was healthy or draining (had flows to cancel).
-  static bool MarkUnhealthy(Entry& entry, Cause cause, std::string reason);
+  // Sets `entry` unhealthy (since `now`, unless it already was); true if it was healthy
+  // or draining (had flows to cancel).
+  static bool MarkUnhealthy(Entry& entry, Cause cause, std::string reason, absl::Time now);
 
   const Options options_;
   Clock& clock_;

@@ -125,6 +125,34 @@ TEST_F(InstanceRegistryTest, FailedPollsMakeAnInstanceUnhealthyAndAGoodPollResto
   EXPECT_FALSE(registry.IsHealthy("agg0"));
 }
 
+TEST_F(InstanceRegistryTest, UnhealthySinceIsWhenItStoppedServing) {
+  InstanceRegistry registry(Options(), {}, clock_);
+  LOCKSTEP_ASSERT_OK(registry.Register("agg0", InstanceRole::kAggregated, 1, "h:1", "tiny"));
+  const InstanceTarget target = TargetOf(registry, "agg0");
+  EXPECT_EQ(StateOf(registry, "agg0").unhealthy_since, absl::InfinitePast());
+  clock_.Advance(absl::Seconds(1));
+  registry.ReportPollFailed(target, "refused", false);
+  EXPECT_EQ(StateOf(registry, "agg0").unhealthy_since, absl::InfinitePast());  // tolerated
+  clock_.Advance(absl::Seconds(1));
+  const absl::Time second_failure = clock_.Now();
+  registry.ReportPollFailed(target, "refused", false);
+  clock_.Advance(absl::Seconds(5));
+  registry.ReportPollFailed(target, "stuck", /*immediate=*/true);  // still out: time kept
+  EXPECT_EQ(StateOf(registry, "agg0").unhealthy_since, second_failure);
+  registry.ReportPollOk(target, false);
+  EXPECT_EQ(StateOf(registry, "agg0").unhealthy_since, absl::InfinitePast());
+
+  // Missed heartbeats: since the check that noticed; cleared by a new registration.
+  clock_.Advance(absl::Seconds(3));
+  const absl::Time expired = clock_.Now();
+  EXPECT_THAT(registry.ExpireHeartbeats(), ElementsAre("agg0"));
+  clock_.Advance(absl::Seconds(1));
+  registry.ExpireHeartbeats();
+  EXPECT_EQ(StateOf(registry, "agg0").unhealthy_since, expired);
+  LOCKSTEP_ASSERT_OK(registry.Register("agg0", InstanceRole::kAggregated, 1, "h:2", "tiny"));
+  EXPECT_EQ(StateOf(registry, "agg0").unhealthy_since, absl::InfinitePast());
+}
+
 TEST_F(InstanceRegistryTest, ReportsForAnOlderEpochAreIgnored) {
   InstanceRegistry registry(Options(), {}, clock_);
   LOCKSTEP_ASSERT_OK(registry.Register("agg0", InstanceRole::kAggregated, 1, "h:1", "tiny"));

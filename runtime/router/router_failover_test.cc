@@ -128,6 +128,7 @@ TEST_F(RouterFailoverTest, InstanceDyingMidStreamEndsTheRequestAndReplacementSer
   HttpResult health = http_->Get("/health");
   EXPECT_EQ(health.json["instances"][0]["state"], "unhealthy");
   EXPECT_THAT(health.json["instances"][0]["reason"].get<std::string>(), HasSubstr("health check"));
+  EXPECT_TRUE(health.json["instances"][0]["unhealthy_since_ms"].is_number_integer()) << health.body;
 
   // A replacement process registers under the same name and serves.
   absl::StatusOr<std::unique_ptr<FakeWorker>> replacement =
@@ -136,6 +137,7 @@ TEST_F(RouterFailoverTest, InstanceDyingMidStreamEndsTheRequestAndReplacementSer
   HttpResult ok = http_->Post("/v1/completions", Body("again", 2, false));
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ((*replacement)->requests().size(), 1u);
+  EXPECT_TRUE(http_->Get("/health").json["instances"][0]["unhealthy_since_ms"].is_null());
 }
 
 TEST_F(RouterFailoverTest, NonStreamingRequestOnADeadInstanceGetsAnHttpError) {

@@ -152,13 +152,15 @@ TEST_F(DisaggFaultsTest, CancelMidTransferStopContextRankKillGenerationRank) {
       const pid_t pid = d.PidOf("gen0/rank2");
       if (pid > 0 && kill(pid, SIGKILL) == 0) killed = true;
     });
-    const absl::Time start = absl::Now();
     const std::vector<launcher::GrpcResult> results = RunConcurrently(d, 16, 60);
     killer.join();
     ASSERT_TRUE(killed.load());
-    EXPECT_LT(absl::Now() - start, absl::Seconds(60)) << "a client waited too long";
     int failed = 0;
-    for (const launcher::GrpcResult& r : results) failed += r.error_code != 0;
+    for (const launcher::GrpcResult& r : results) {
+      failed += r.error_code != 0;
+      // Ended by the router, not by the client's own deadline (RunConcurrently's 60 s).
+      EXPECT_NE(r.error_code, grpc::StatusCode::DEADLINE_EXCEEDED) << r.error_message;
+    }
     EXPECT_GT(failed, 0) << "requests in flight on the dead instance must fail";
     // The surviving generation ranks stop too (they cannot step without their peer);
     // the context instance releases the claims nobody will pull (failed pulls, leases).
