@@ -2,64 +2,75 @@
 
 #include <filesystem>
 
-#include "absl/strings/numbers.h"
 #include "fmt/format.h"
+#include "runtime/router/router_address.h"
 
 namespace lockstep::launcher {
 namespace {
 
-// `configured` (host:port) with port 0 replaced by a free port; the host is kept.
-absl::StatusOr<std::string> Resolve(const std::string& configured, const PlanOptions& options) {
-  const size_t colon = configured.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos ||
-      !absl::SimpleAtoi(absl::string_view(configured).substr(colon + 1), &port)) {
-    return absl::InvalidArgumentError(fmt::format("not host:port: '{}'", configured));
-  }
-  if (port != 0) return configured;
-  absl::StatusOr<int> free = options.pick_port();
-  if (!free.ok()) return free.status();
-  return fmt::format("{}:{}", configured.substr(0, colon), *free);
-}
-
-std::string LogPath(const PlanOptions& options, const std::string& file) {
+std::string InRunDir(const PlanOptions& options, const std::string& file) {
   return (std::filesystem::path(options.run_dir) / file).string();
 }
 
 }  // namespace
 
-absl::StatusOr<LaunchPlan> BuildLaunchPlan(const config::DeploymentConfig& config,
-                                           const PlanOptions& options) {
-  LaunchPlan plan;
-  absl::StatusOr<std::string> http = Resolve(config.router.http_listen, options);
-  if (!http.ok()) return http.status();
-  absl::StatusOr<std::string> grpc = Resolve(config.router.grpc_listen, options);
-  if (!grpc.ok()) return grpc.status();
-  plan.router_http = *http;
-  plan.router_grpc = *grpc;
-  plan.router = {"router",
-                 {options.lockstep_binary, "router", "--config", options.config_path,
-                  "--http-listen", plan.router_http, "--grpc-listen", plan.router_grpc},
-                 LogPath(options, "router.log")};
+std::string RouterAddressFile(const PlanOptions& options) {
+  return InRunDir(options, "router.address.json");
+}
+
+ProcessSpec RouterProcess(const config::DeploymentConfig& config, const PlanOptions& options) {
+  return {"router",
+          {options.lockstep_binary, "router", "--config", options.config_path, "--http-listen",
+           config.router.http_listen, "--grpc-listen", config.router.grpc_listen, "--address-file",
+           RouterAddressFile(options)},
+          InRunDir(options, "router.log")};
+}
+
+std::vector<ProcessSpec> WorkerProcesses(const config::DeploymentConfig& config,
+                                         const PlanOptions& options,
+                                         const std::string& router_grpc) {
+  std::vector<ProcessSpec> workers;
   for (const config::InstanceConfig& instance : config.instances) {
     for (int64_t rank = 0; rank < instance.world_size; ++rank) {
-      std::string listen;
-      if (rank == 0 && !instance.leader_address.empty()) {
-        listen = instance.leader_address;
-      } else {
-        absl::StatusOr<int> port = options.pick_port();
-        if (!port.ok()) return port.status();
-        listen = fmt::format("127.0.0.1:{}", *port);
-      }
-      plan.workers.push_back({fmt::format("{}/rank{}", instance.name, rank),
-                              {options.lockstep_binary, "worker", "--config", options.config_path,
-                               "--role", std::string(config::InstanceRoleName(instance.role)),
-                               "--instance", instance.name, "--rank", fmt::format("{}", rank),
-                               "--world-size", fmt::format("{}", instance.world_size),
-                               "--rendezvous", plan.router_grpc, "--listen", listen},
-                              LogPath(options, fmt::format("{}.rank{}.log", instance.name, rank))});
+      const std::string listen = rank == 0 && !instance.leader_address.empty()
+                                     ? instance.leader_address
+                                     : std::string("127.0.0.1:0");
+      workers.push_back({fmt::format("{}/rank{}", instance.name, rank),
+                         {options.lockstep_binary, "worker", "--config", options.config_path,
+                          "--role", std::string(config::InstanceRoleName(instance.role)),
+                          "--instance", instance.name, "--rank", fmt::format("{}", rank),
+                          "--world-size", fmt::format("{}", instance.world_size), "--rendezvous",
+                          router_grpc, "--listen", listen},
+                         InRunDir(options, fmt::format("{}.rank{}.log", instance.name, rank))});
     }
   }
+  return workers;
+}
+
+absl::StatusOr<LaunchPlan> StartRouter(const config::DeploymentConfig& config,
+                                       const PlanOptions& options, ProcessSupervisor& supervisor,
+                                       absl::Duration timeout, int wake_fd) {
+  const std::string address_file = RouterAddressFile(options);
+  std::error_code ignored;
+  std::filesystem::remove(address_file, ignored);  // one from an earlier run is stale
+  LaunchPlan plan;
+  plan.router = RouterProcess(config, options);
+  if (absl::Status status = supervisor.Start(plan.router); !status.ok()) return status;
+  absl::StatusOr<router::RouterAddress> address = absl::NotFoundError("");
+  absl::Status ready = supervisor.WaitReady(
+      [&] {
+        address = router::ReadRouterAddress(address_file);
+        return address.ok();
+      },
+      timeout, absl::Milliseconds(50), wake_fd);
+  if (!ready.ok()) {
+    return absl::Status(
+        ready.code(), fmt::format("the router did not report its addresses in {}: {}", address_file,
+                                  std::string(ready.message())));
+  }
+  plan.router_http = address->http;
+  plan.router_grpc = address->grpc;
+  plan.workers = WorkerProcesses(config, options, plan.router_grpc);
   return plan;
 }
 

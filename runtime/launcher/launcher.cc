@@ -17,7 +17,6 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "runtime/config/config_yaml.h"
-#include "runtime/launcher/free_port.h"
 #include "runtime/launcher/launch_plan.h"
 #include "runtime/launcher/process_supervisor.h"
 #include "tools/cli/flags.h"
@@ -181,15 +180,9 @@ int Launch(const LaunchFlags& flags, int signal_fd) {
     Complain(fmt::format("cannot create run directory {}: {}", flags.run_dir, ec.message()));
     return 2;
   }
-  absl::StatusOr<LaunchPlan> plan =
-      BuildLaunchPlan(*config, {.lockstep_binary = flags.lockstep_binary,
-                                .config_path = flags.config_path,
-                                .run_dir = flags.run_dir,
-                                .pick_port = [] { return PickFreePort("127.0.0.1"); }});
-  if (!plan.ok()) {
-    Complain(plan.status().ToString());
-    return 2;
-  }
+  const PlanOptions plan_options = {.lockstep_binary = flags.lockstep_binary,
+                                    .config_path = flags.config_path,
+                                    .run_dir = flags.run_dir};
   const absl::Duration ready_timeout = absl::Seconds(flags.ready_timeout_s);
   const absl::Duration grace = absl::Seconds(flags.grace_s);
   ProcessSupervisor supervisor;
@@ -202,17 +195,17 @@ int Launch(const LaunchFlags& flags, int signal_fd) {
     return status.code() == absl::StatusCode::kCancelled ? 0 : 1;
   };
 
-  Say(fmt::format("run directory {} ({} processes)", flags.run_dir, plan->workers.size() + 1));
-  if (absl::Status status = supervisor.Start(plan->router); !status.ok()) return fail(status);
+  Say(fmt::format("run directory {}", flags.run_dir));
+  absl::StatusOr<LaunchPlan> plan =
+      StartRouter(*config, plan_options, supervisor, ready_timeout, signal_fd);
+  if (!plan.ok()) return fail(plan.status());
   const std::string http = plan->router_http;
-  absl::Status ready = supervisor.WaitReady([&] { return GetJson(http, "/health").is_object(); },
-                                            ready_timeout, absl::Milliseconds(100), signal_fd);
-  if (!ready.ok()) return fail(ready);
   for (const ProcessSpec& worker : plan->workers) {
     if (absl::Status status = supervisor.Start(worker); !status.ok()) return fail(status);
   }
-  ready = supervisor.WaitReady([&] { return AllInstancesHealthy(http, *config); }, ready_timeout,
-                               absl::Milliseconds(200), signal_fd);
+  const absl::Status ready =
+      supervisor.WaitReady([&] { return AllInstancesHealthy(http, *config); }, ready_timeout,
+                           absl::Milliseconds(200), signal_fd);
   if (!ready.ok()) return fail(ready);
 
   WriteEndpoints(flags.run_dir, *plan, *config);
@@ -237,10 +230,10 @@ int Launch(const LaunchFlags& flags, int signal_fd) {
 int RunLaunch(const std::vector<std::string>& args) {
   LaunchFlags flags;
   cli::FlagSet flag_set("launch");
-  flag_set.AddString("config", &flags.config_path, "deployment YAML (or the first argument)");
-  flag_set.AddString("run-dir", &flags.run_dir, "directory for logs (default runs/launch-TIME)");
-  flag_set.AddString("lockstep", &flags.lockstep_binary,
-                     "the lockstep binary to start (default: this one)");
+  flag_set.AddPath("config", &flags.config_path, "deployment YAML (or the first argument)");
+  flag_set.AddPath("run-dir", &flags.run_dir, "directory for logs (default runs/launch-TIME)");
+  flag_set.AddPath("lockstep", &flags.lockstep_binary,
+                   "the lockstep binary to start (default: this one)");
   flag_set.AddInt("ready-timeout-s", &flags.ready_timeout_s, "seconds to wait for readiness");
   flag_set.AddInt("grace-s", &flags.grace_s, "seconds between SIGTERM and SIGKILL on stop");
   flag_set.AddBool("restart-instances", &flags.restart_instances,
@@ -255,13 +248,13 @@ int RunLaunch(const std::vector<std::string>& args) {
     return 0;
   }
   if (flags.config_path.empty() && !flag_set.positional().empty()) {
-    flags.config_path = flag_set.positional()[0];
+    flags.config_path = cli::ResolveUserPath(flag_set.positional()[0]);
   }
   if (flags.config_path.empty()) {
     Complain("usage: lockstep launch CONFIG [flags]");
     return 2;
   }
-  if (flags.run_dir.empty()) flags.run_dir = DefaultRunDir();
+  if (flags.run_dir.empty()) flags.run_dir = cli::ResolveUserPath(DefaultRunDir());
   if (flags.lockstep_binary.empty()) flags.lockstep_binary = SelfExecutable();
   if (flags.ready_timeout_s < 1 || flags.grace_s < 0) {
     Complain("--ready-timeout-s must be >= 1 and --grace-s >= 0");

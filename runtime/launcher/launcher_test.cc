@@ -157,8 +157,10 @@ pid_t ChildWith(pid_t launcher, const std::string& needle) {
   return -1;
 }
 
-// The state of `instance` in the router's /health ("" when it cannot be read).
-std::string InstanceState(const std::string& http, const std::string& instance) {
+// A field ("state", "address") of `instance` in the router's /health ("" when it
+// cannot be read).
+std::string InstanceField(const std::string& http, const std::string& instance,
+                          const std::string& field) {
   httplib::Client client(http.substr(0, http.rfind(':')),
                          std::stoi(http.substr(http.rfind(':') + 1)));
   client.set_read_timeout(5, 0);
@@ -167,9 +169,13 @@ std::string InstanceState(const std::string& http, const std::string& instance) 
   const json health = json::parse(result->body, nullptr, false);
   if (!health.is_object()) return "";
   for (const json& entry : health.value("instances", json::array())) {
-    if (entry.value("name", "") == instance) return entry.value("state", "");
+    if (entry.value("name", "") == instance) return entry.value(field, "");
   }
   return "";
+}
+
+std::string InstanceState(const std::string& http, const std::string& instance) {
+  return InstanceField(http, instance, "state");
 }
 
 // Re-evaluates `condition` every 50 ms until it holds or `timeout` passes.
@@ -217,11 +223,15 @@ TEST_F(LauncherTest, RestartsAnInstanceThatLostARank) {
   ASSERT_FALSE(http.empty()) << Slurp(launcher_log_);
   const pid_t rank1 = ChildWith(launcher_pid_, "--rank 1 ");
   ASSERT_GT(rank1, 0);
+  const std::string old_leader = InstanceField(http, "agg0", "address");
+  ASSERT_FALSE(old_leader.empty());
   ASSERT_EQ(kill(rank1, SIGKILL), 0);
+  // The new leader listens on a port of its own (port 0) and registers it.
   ASSERT_TRUE(PollUntil(
       [&] {
         const pid_t again = ChildWith(launcher_pid_, "--rank 1 ");
-        return again > 0 && again != rank1 && InstanceState(http, "agg0") == "healthy";
+        return again > 0 && again != rank1 && InstanceState(http, "agg0") == "healthy" &&
+               InstanceField(http, "agg0", "address") != old_leader;
       },
       kDeadline))
       << Slurp(launcher_log_);

@@ -14,7 +14,6 @@
 #include "httplib.h"
 #include "proto/router.grpc.pb.h"
 #include "runtime/config/config_yaml.h"
-#include "runtime/launcher/free_port.h"
 
 namespace lockstep::launcher {
 namespace {
@@ -55,13 +54,9 @@ absl::StatusOr<std::unique_ptr<LocalDeployment>> LocalDeployment::StartFile(
 absl::Status LocalDeployment::Launch(const std::string& config_path, const std::string& run_dir,
                                      const std::string& lockstep_binary,
                                      absl::Duration ready_timeout) {
-  PlanOptions options;
-  options.lockstep_binary = lockstep_binary;
-  options.config_path = config_path;
-  options.run_dir = run_dir;
-  options.pick_port = [] { return PickFreePort(); };
-  ASSIGN_OR_RETURN(plan_, BuildLaunchPlan(config_, options));
-  RETURN_IF_ERROR(supervisor_.Start(plan_.router));
+  const PlanOptions options = {
+      .lockstep_binary = lockstep_binary, .config_path = config_path, .run_dir = run_dir};
+  ASSIGN_OR_RETURN(plan_, StartRouter(config_, options, supervisor_, ready_timeout));
   for (const ProcessSpec& w : plan_.workers) RETURN_IF_ERROR(supervisor_.Start(w));
   return WaitHealthy(ready_timeout);
 }

@@ -1,6 +1,7 @@
 // LocalDeployment: a whole deployment as child processes of the caller — the router
-// and every rank of every instance (launch_plan.h), on loopback with free ports, each
-// logging to a file in the run directory — plus small clients for its HTTP and gRPC
+// and every rank of every instance (launch_plan.h), on loopback with ports the
+// processes bind themselves (port 0) and report, each logging to a file in the run
+// directory — plus small clients for its HTTP and gRPC
 // APIs. Used by end-to-end tests, `lockstep bench` and the demo. Every wait is
 // bounded; the destructor stops every child (SIGTERM, then SIGKILL).
 //

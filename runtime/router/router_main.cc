@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "runtime/config/config_yaml.h"
+#include "runtime/router/router_address.h"
 #include "runtime/router/router_daemon.h"
 #include "tools/cli/flags.h"
 
@@ -16,10 +17,13 @@ int RunRouter(const std::vector<std::string>& args) {
   std::string config_path;
   std::string http_listen;
   std::string grpc_listen;
+  std::string address_file;
   cli::FlagSet flags("router");
-  flags.AddString("config", &config_path, "deployment YAML file (required)");
+  flags.AddPath("config", &config_path, "deployment YAML file (required)");
   flags.AddString("http-listen", &http_listen, "host:port for HTTP (overrides router.http_listen)");
   flags.AddString("grpc-listen", &grpc_listen, "host:port for gRPC (overrides router.grpc_listen)");
+  flags.AddPath("address-file", &address_file,
+                "once serving, write the bound addresses here (JSON; for port 0)");
   if (std::optional<int> exit_code = flags.ParseCommandLine(args)) return *exit_code;
   if (config_path.empty()) {
     std::fprintf(stderr, "lockstep router: --config is required\n%s", flags.Usage().c_str());
@@ -51,6 +55,14 @@ int RunRouter(const std::vector<std::string>& args) {
   std::printf("lockstep router: http %s grpc %s\n", (*router)->http_address().c_str(),
               (*router)->grpc_address().c_str());
   std::fflush(stdout);
+  if (!address_file.empty()) {
+    const absl::Status written =
+        WriteRouterAddress(address_file, {(*router)->http_address(), (*router)->grpc_address()});
+    if (!written.ok()) {
+      std::fprintf(stderr, "lockstep router: %s\n", written.ToString().c_str());
+      return 1;
+    }
+  }
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   LOCKSTEP_LOG_INFO("router", "signal {}: shutting down", signal_number);
