@@ -21,6 +21,15 @@ void SendError(httplib::Response& res, const absl::Status& status) {
   res.set_content(ErrorBody(status), "application/json");
 }
 
+// 405 for a method an endpoint does not take, with Allow and an OpenAI error body.
+void MethodNotAllowed(const httplib::Request& req, httplib::Response& res, const char* allow) {
+  res.status = 405;
+  res.set_header("Allow", allow);
+  res.set_content(ErrorBody(absl::InvalidArgumentError(fmt::format(
+                      "Invalid method for URL ({} {}); use {}", req.method, req.path, allow))),
+                  "application/json");
+}
+
 // Collects a non-streaming response.
 class CollectSink : public TokenSink {
  public:
@@ -100,6 +109,16 @@ HttpFrontend::HttpFrontend(Options options, RequestRunner& runner, InstanceRegis
   server_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGenerate(ApiKind::kChat, req, res);
   });
+  // Other methods on the POST-only endpoints get 405, not the 404 of an unknown route.
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    const auto post_only = [](const httplib::Request& req, httplib::Response& res) {
+      MethodNotAllowed(req, res, "POST");
+    };
+    server_.Get(path, post_only);
+    server_.Put(path, post_only);
+    server_.Patch(path, post_only);
+    server_.Delete(path, post_only);
+  }
   server_.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     if (Authorized(req, res)) Models(res);
   });

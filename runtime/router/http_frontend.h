@@ -11,7 +11,9 @@
 //   GET  /metrics                                Prometheus text
 //
 // With an API key, /v1/* need `Authorization: Bearer <key>` (401 otherwise). A bad
-// request gets 400 with an OpenAI error body; no route to any instance gets 503.
+// request gets 400 with an OpenAI error body, an unknown model 404 (code
+// "model_not_found"), another method than POST on the generation endpoints 405 (with
+// `Allow: POST`); no route to any instance gets 503.
 // While a stream is idle, an SSE comment (": keep-alive") is written every
 // `keepalive_interval` from the sweeper thread, so a client that left is noticed and
 // its request cancelled even before the next token. (A non-streaming request cannot

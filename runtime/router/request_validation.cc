@@ -36,10 +36,11 @@ std::string ErrorCodeOf(const absl::Status& status) { return Payload(status, kCo
 
 absl::Status ValidateRouterRequest(const RouterRequest& request, const RequestLimits& limits) {
   if (request.model != limits.model) {
-    return WithCode(InvalidParam("model", fmt::format("The model '{}' does not exist; this "
-                                                      "router serves '{}'",
-                                                      request.model, limits.model)),
-                    "model_not_found");
+    // NOT_FOUND, not INVALID_ARGUMENT: OpenAI clients expect 404 for an unknown model.
+    absl::Status status = absl::NotFoundError(fmt::format(
+        "The model '{}' does not exist; this router serves '{}'", request.model, limits.model));
+    status.SetPayload(kParamPayload, absl::Cord("model"));
+    return WithCode(std::move(status), "model_not_found");
   }
   if (request.prompt.empty()) return InvalidParam("prompt", "The prompt is empty");
   if (static_cast<int64_t>(request.prompt.size()) > limits.max_prompt_tokens) {

@@ -1,6 +1,7 @@
 // Checks a RouterRequest against what the router serves, for both client APIs. An
 // invalid request gets INVALID_ARGUMENT naming the offending parameter, which the HTTP
-// API reports as the OpenAI error's "param" (and gRPC as INVALID_ARGUMENT).
+// API reports as the OpenAI error's "param" (and gRPC as INVALID_ARGUMENT). A model
+// other than the served one is NOT_FOUND (HTTP 404, code "model_not_found").
 #ifndef LOCKSTEP_RUNTIME_ROUTER_REQUEST_VALIDATION_H_
 #define LOCKSTEP_RUNTIME_ROUTER_REQUEST_VALIDATION_H_
 

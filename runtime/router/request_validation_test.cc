@@ -44,8 +44,6 @@ TEST_P(ValidationTest, NamesTheParameter) {
 INSTANTIATE_TEST_SUITE_P(
     Requests, ValidationTest,
     ::testing::Values(
-        Bad{"model", [](auto& r) { r.model = "gpt-4"; }, "model",
-            "The model 'gpt-4' does not exist"},
         Bad{"empty", [](auto& r) { r.prompt.clear(); }, "prompt", "The prompt is empty"},
         Bad{"too_long", [](auto& r) { r.prompt.assign(9, 'a'); }, "prompt",
             "The prompt has 9 tokens; the maximum is 8"},
@@ -65,6 +63,16 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"stop_ids", [](auto& r) { r.sampling.stop_token_ids = {999}; }, "stop_token_ids",
             "token 999 is outside the vocabulary"}),
     [](const ::testing::TestParamInfo<Bad>& info) { return info.param.label; });
+
+TEST(RequestValidationTest, AnUnknownModelIsNotFound) {
+  RouterRequest request = Valid();
+  request.model = "gpt-4";
+  const absl::Status status = ValidateRouterRequest(request, kLimits);
+  EXPECT_THAT(status,
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("The model 'gpt-4' does not exist")));
+  EXPECT_EQ(ParamOf(status), "model");
+  EXPECT_EQ(ErrorCodeOf(status), "model_not_found");
+}
 
 TEST(RequestValidationTest, AcceptsAValidRequestAndTagsCodes) {
   EXPECT_THAT(ValidateRouterRequest(Valid(), kLimits), IsOk());

@@ -252,7 +252,7 @@ TEST_F(RouterDaemonTest, BadInputsGetOpenAiErrorsAndTheRouterKeepsServing) {
   const std::vector<BadRequest> cases = {
       {"malformed", "/v1/completions", "{\"model\": ", 400, "", "not valid JSON"},
       {"not_object", "/v1/completions", "42", 400, "", "JSON object"},
-      {"unknown_model", "/v1/completions", R"({"model": "gpt-9", "prompt": "x"})", 400, "model",
+      {"unknown_model", "/v1/completions", R"({"model": "gpt-9", "prompt": "x"})", 404, "model",
        "does not exist"},
       {"max_tokens_zero", "/v1/completions", R"({"model": "tiny", "prompt": "x", "max_tokens": 0})",
        400, "max_tokens", "max_tokens must be >= 1"},
@@ -289,6 +289,45 @@ TEST_F(RouterDaemonTest, BadInputsGetOpenAiErrorsAndTheRouterKeepsServing) {
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(workers_["agg0"]->requests().size(), 1u);  // nothing bad reached the worker
   EXPECT_EQ(router_->metrics().RequestCount("invalid"), 12);
+}
+
+TEST_F(RouterDaemonTest, UnknownModelIs404AndGetOnPostEndpointsIs405) {
+  StartAggregated(1, config::RoutingPolicy::kRoundRobin);
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "stream" : "whole");
+    const HttpResult unknown = http_->Post(
+        "/v1/chat/completions", json{{"model", "gpt-9"},
+                                     {"messages", {{{"role", "user"}, {"content", "x"}}}},
+                                     {"stream", stream}}
+                                    .dump());
+    EXPECT_EQ(unknown.status, 404) << unknown.body;
+    EXPECT_EQ(unknown.json, json::parse(R"({"error": {
+        "message": "The model 'gpt-9' does not exist; this router serves 'tiny'",
+        "type": "invalid_request_error", "param": "model", "code": "model_not_found"}})"));
+  }
+
+  const std::string& address = router_->http_address();
+  httplib::Client client(address.substr(0, address.rfind(':')),
+                         std::stoi(address.substr(address.rfind(':') + 1)));
+  client.set_read_timeout(10, 0);
+  for (const std::string path : {"/v1/completions", "/v1/chat/completions"}) {
+    SCOPED_TRACE(path);
+    for (const std::string method : {"GET", "PUT", "DELETE"}) {
+      httplib::Result r = method == "GET"   ? client.Get(path.c_str())
+                          : method == "PUT" ? client.Put(path.c_str(), "{}", "application/json")
+                                            : client.Delete(path.c_str());
+      ASSERT_TRUE(r) << method;
+      EXPECT_EQ(r->status, 405) << method << " " << r->body;
+      EXPECT_EQ(r->get_header_value("Allow"), "POST") << method;
+      const json body = json::parse(r->body, nullptr, false);
+      ASSERT_TRUE(body.is_object()) << r->body;
+      EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+      EXPECT_EQ(body["error"]["message"],
+                "Invalid method for URL (" + method + " " + path + "); use POST");
+    }
+  }
+  EXPECT_EQ(http_->Get("/v1/nothing").status, 404);  // an unknown route stays 404
+  EXPECT_EQ(http_->Post("/v1/completions", CompletionBody("ok", 1)).status, 200);
 }
 
 TEST_F(RouterDaemonTest, ApiKeyIsRequiredOnTheApi) {
