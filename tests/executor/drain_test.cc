@@ -61,15 +61,15 @@ void ExpectEachAnsweredOnceByTheDeadline(ScriptedCluster& c) {
 // A follower whose clock runs ahead does not expire the drain on its own.
 TEST(DrainTest, FollowerClockAheadWaitsForTheLeader) {
   ScriptedCluster c(OneSlotPerRank());
-  StartDraining(c);
+  ASSERT_NO_FATAL_FAILURE(StartDraining(c));
   c.clock(1).Advance(absl::Seconds(10));  // far past the deadline, on rank 1 only
   for (int i = 0; i < 10; ++i) {
-    StepInAgreement(c);
+    ASSERT_NO_FATAL_FAILURE(StepInAgreement(c));
     ASSERT_EQ(c.rank(1).counters().failed, 0) << "rank 1 expired the drain on its own clock";
     ASSERT_EQ(c.rank(1).LiveIds().size(), 1u);
   }
   for (int i = 0; i < 200 && !(c.rank(0).drained() && c.rank(1).drained()); ++i) {
-    StepInAgreement(c);
+    ASSERT_NO_FATAL_FAILURE(StepInAgreement(c));
   }
   ASSERT_TRUE(c.rank(0).drained() && c.rank(1).drained());
   ExpectEachAnsweredOnceByTheDeadline(c);
@@ -79,9 +79,9 @@ TEST(DrainTest, FollowerClockAheadWaitsForTheLeader) {
 // whatever its own clock says.
 TEST(DrainTest, LeaderClockDecidesForEveryRank) {
   ScriptedCluster c(OneSlotPerRank());
-  StartDraining(c);
+  ASSERT_NO_FATAL_FAILURE(StartDraining(c));
   c.clock(0).Advance(absl::Seconds(10));  // past the deadline on the leader only
-  StepInAgreement(c);
+  ASSERT_NO_FATAL_FAILURE(StepInAgreement(c));
   for (int r = 0; r < c.ranks(); ++r) {
     EXPECT_EQ(c.rank(r).queued_requests(), 0) << "rank " << r;
     EXPECT_THAT(c.rank(r).LiveIds(), IsEmpty()) << "rank " << r;
@@ -89,7 +89,7 @@ TEST(DrainTest, LeaderClockDecidesForEveryRank) {
   EXPECT_EQ(c.rank(1).counters().failed, 1);  // its running request, in the same step
   ExpectEachAnsweredOnceByTheDeadline(c);
   for (int i = 0; i < 20 && !(c.rank(0).drained() && c.rank(1).drained()); ++i) {
-    StepInAgreement(c);
+    ASSERT_NO_FATAL_FAILURE(StepInAgreement(c));
   }
   EXPECT_TRUE(c.rank(0).drained() && c.rank(1).drained());
   ExpectEachAnsweredOnceByTheDeadline(c);

@@ -69,7 +69,7 @@ TEST(SendFailureTest, RefusedSendFailsTheRequestAndTheRankGoesOn) {
   c.Submit(ok0);
   c.Submit(refused);
   c.Submit(ok1);
-  RunLegs(c, {ok0.id, refused.id, ok1.id});
+  ASSERT_NO_FATAL_FAILURE(RunLegs(c, {ok0.id, refused.id, ok1.id}));
 
   const Stream s = c.stream(refused.id);
   EXPECT_TRUE(s.finished);
@@ -96,9 +96,9 @@ TEST(SendFailureTest, RefusedSendFailsTheRequestAndTheRankGoesOn) {
   // The rank keeps serving: a later request on it hands off its KV as usual.
   const exec::NewRequestSpec later = c.MakeRequest(4, 7, 8, 1);
   c.Submit(later);
-  RunLegs(c, {later.id});
+  ASSERT_NO_FATAL_FAILURE(RunLegs(c, {later.id}));
   EXPECT_TRUE(c.stream(later.id).context.has_value());
-  ExpectReleased(c);
+  ASSERT_NO_FATAL_FAILURE(ExpectReleased(c));
   EXPECT_THAT(c.AuditAll(), IsEmpty());
 }
 
@@ -110,7 +110,7 @@ TEST(SendFailureTest, NoTransceiverFailsTheRequestAndTheRankGoesOn) {
   const exec::NewRequestSpec b = c.MakeRequest(2, 5, 8, 1);
   c.Submit(a);
   c.Submit(b);
-  RunLegs(c, {a.id, b.id});
+  ASSERT_NO_FATAL_FAILURE(RunLegs(c, {a.id, b.id}));
   for (const auto& spec : {a, b}) {
     const Stream s = c.stream(spec.id);
     EXPECT_EQ(s.num_finished, 1) << spec.id;
@@ -118,7 +118,7 @@ TEST(SendFailureTest, NoTransceiverFailsTheRequestAndTheRankGoesOn) {
     EXPECT_EQ(s.status.code(), absl::StatusCode::kFailedPrecondition) << spec.id;
     EXPECT_THAT(std::string(s.status.message()), HasSubstr("no KV transfer")) << spec.id;
   }
-  ExpectReleased(c);
+  ASSERT_NO_FATAL_FAILURE(ExpectReleased(c));
   EXPECT_THAT(c.AuditAll(), IsEmpty());
 }
 
