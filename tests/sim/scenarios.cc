@@ -82,6 +82,15 @@ SimConfig RandomConfig(uint64_t seed) {
       c.faults.push_back(f);
     }
   }
+  // Drawn last, so the draws above (and the configurations of existing seeds) stay.
+  if (c.role == exec::Role::kAggregated && pick(0, 2) == 0) {
+    c.role = exec::Role::kContext;
+    c.workload.context_only = true;
+    if (!c.faults.empty()) {
+      c.send_refusal_rate = 0.1;
+      c.transfer_failure_rate = 0.05;  // sends that fail after the hand-off
+    }
+  }
   return c;
 }
 

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -20,9 +21,12 @@ namespace {
 // What the leader's sink saw of one request.
 struct Outcome {
   std::vector<int32_t> tokens;
-  bool finished = false;
+  bool handed_off = false;  // a context-only leg handed off its KV
+  int answers = 0;          // final responses and hand-offs: exactly one when all is well
   sched::FinishReason reason = sched::FinishReason::kNone;
   absl::Status status;
+  int64_t step = 0;  // step and rank of the last answer
+  int32_t rank = 0;
 };
 
 class CollectingSink : public exec::ResponseSink {
@@ -32,14 +36,18 @@ class CollectingSink : public exec::ResponseSink {
     for (exec::Response& r : responses) {
       Outcome& o = outcomes_[r.id];
       o.tokens.insert(o.tokens.end(), r.tokens.begin(), r.tokens.end());
+      if (!r.finished && !r.context.has_value()) continue;
+      if (o.answers++ == 0) ++finished_;  // the leg ended
+      o.step = r.step;
+      o.rank = r.rank;
+      o.handed_off = o.handed_off || (r.context.has_value() && !r.finished);
       if (r.finished) {
-        if (!o.finished) ++finished_;
-        o.finished = true;
         o.reason = r.finish_reason;
         o.status = r.status;
       }
     }
   }
+  // Requests whose leg ended (a final response or a KV hand-off).
   int64_t finished() const {
     absl::MutexLock lock(&mu_);
     return finished_;
@@ -76,21 +84,23 @@ kv::KvManagerConfig KvConfig(const SimConfig& c) {
 std::string SimConfig::ToString() const {
   return absl::StrFormat(
       "seed=%d ranks=%d role=%s max_batch_size=%d K=%d draft_pool=%s dummy_policy=%s "
-      "requests=%d blocks=%d gen_only=%d faults=%d transfer_failure_rate=%.2f",
+      "requests=%d blocks=%d gen_only=%d faults=%d transfer_failure_rate=%.2f "
+      "send_refusal_rate=%.2f",
       seed, ranks, exec::RoleName(role), scheduler.max_batch_size, scheduler.num_draft_tokens,
       kv::DraftModeName(draft_mode), sched::DummyPolicyName(scheduler.dummy_policy),
       workload.num_requests, num_blocks, workload.generation_only, faults.size(),
-      transfer_failure_rate);
+      transfer_failure_rate, send_refusal_rate);
 }
 
 std::string SimSummary::ToString() const {
   std::string out = absl::StrFormat(
-      "requests %d: completed %d, failed %d, cancelled %d | steps %d, vetoed %d (%.1f per "
-      "1000), padded %d, dummies refused %d, deferred updates %d, stale updates skipped %d, "
-      "paused %d, no-progress %d | tokens %d (%.2f per step), drafts accepted %d/%d",
-      requests, completed, failed, cancelled, steps, vetoed_steps, vetoes_per_1000_steps,
-      padded_steps, dummies_refused, deferred_updates, stale_updates, paused, no_progress,
-      generated_tokens, tokens_per_step, drafts_accepted, drafts_proposed);
+      "requests %d: completed %d, handed off %d, failed %d, cancelled %d | steps %d, vetoed "
+      "%d (%.1f per 1000), padded %d, dummies refused %d, deferred updates %d, stale updates "
+      "skipped %d, paused %d, no-progress %d | tokens %d (%.2f per step), drafts accepted "
+      "%d/%d",
+      requests, completed, handed_off, failed, cancelled, steps, vetoed_steps,
+      vetoes_per_1000_steps, padded_steps, dummies_refused, deferred_updates, stale_updates, paused,
+      no_progress, generated_tokens, tokens_per_step, drafts_accepted, drafts_proposed);
   for (const std::string& v : violations) absl::StrAppend(&out, "\n  VIOLATION: ", v);
   return out;
 }
@@ -151,6 +161,7 @@ SimSummary RunSimulation(const SimConfig& config) {
     t.min_latency = config.transfer_min_latency;
     t.max_latency = config.transfer_max_latency;
     t.failure_rate = config.transfer_failure_rate;
+    t.send_refusal_rate = config.send_refusal_rate;
     t.tracker = trackers.back().get();
     transceivers.push_back(std::make_unique<transfer::FakeTransceiver>(t, clocks.back().get()));
 
@@ -277,40 +288,71 @@ SimSummary RunSimulation(const SimConfig& config) {
         1000.0 * static_cast<double>(summary.vetoed_steps) / static_cast<double>(summary.steps);
   }
 
+  // Which requests had a fault injected: a failed receive (generation-only) or a
+  // refused send (context-only) explains an error; only a client cancel explains a
+  // cancellation.
+  absl::flat_hash_set<std::pair<RequestId, transfer::InjectedFault::Kind>> injected;
+  for (const auto& t : transceivers) {
+    for (const transfer::InjectedFault& f : t->injected()) {
+      injected.insert({f.id, f.kind});
+      if (f.kind == transfer::InjectedFault::Kind::kSendRefusal) ++summary.send_refusals;
+    }
+  }
+
   // Outcomes and token correctness.
   const auto outcomes = sink.outcomes();
   for (const SimRequest& req : workload) {
+    const int64_t id = req.spec.id.value();
     auto it = outcomes.find(req.spec.id);
-    if (it == outcomes.end() || !it->second.finished) {
-      violation(0, summary.steps, absl::StrCat("request ", req.spec.id.value(), " never finished"));
+    if (it == outcomes.end() || it->second.answers == 0) {
+      violation(0, summary.steps, absl::StrCat("request ", id, " never finished"));
       continue;
     }
     const Outcome& o = it->second;
+    if (o.answers > 1) {
+      violation(o.rank, o.step,
+                absl::StrCat("request ", id, " was answered ", o.answers, " times"));
+    }
     if (o.reason == sched::FinishReason::kCancelled) {
       ++summary.cancelled;
+      if (req.cancel_after_steps < 0) {
+        violation(o.rank, o.step,
+                  absl::StrCat(
+                      "request ", id,
+                      " was cancelled, but the client never cancelled it: ", o.status.ToString()));
+      }
       continue;
     }
     if (o.reason == sched::FinishReason::kError) {
       ++summary.failed;
+      const auto cause = req.spec.type == sched::RequestType::kContextOnly
+                             ? transfer::InjectedFault::Kind::kSendRefusal
+                             : transfer::InjectedFault::Kind::kTransferFailure;
+      if (!injected.contains({req.spec.id, cause})) {
+        violation(o.rank, o.step,
+                  absl::StrCat("request ", id, " failed without an injected fault to explain it: ",
+                               o.status.ToString()));
+      }
       continue;
     }
-    ++summary.completed;
-    // Generation-only streams omit the first token (the context leg sent it).
+    o.handed_off ? ++summary.handed_off : ++summary.completed;
+    // Generation-only streams omit the first token (the context leg sent it); a
+    // context-only leg that handed off its KV produced only the first token.
     const int64_t prompt = static_cast<int64_t>(req.spec.prompt.size());
     const int64_t first = req.spec.context_source.has_value() ? 1 : 0;
-    const int64_t expected = req.spec.sampling.max_tokens - first;
+    const int64_t expected = o.handed_off ? 1 : req.spec.sampling.max_tokens - first;
     if (static_cast<int64_t>(o.tokens.size()) != expected) {
-      violation(0, summary.steps,
-                absl::StrCat("request ", req.spec.id.value(), " got ", o.tokens.size(),
-                             " tokens, expected ", expected));
+      violation(
+          o.rank, o.step,
+          absl::StrCat("request ", id, " got ", o.tokens.size(), " tokens, expected ", expected));
       continue;
     }
     for (int64_t i = 0; i < expected; ++i) {
       const int32_t want = reference.TargetToken(req.spec.sampling.seed, prompt + first + i);
       if (o.tokens[i] != want) {
-        violation(0, summary.steps,
-                  absl::StrCat("request ", req.spec.id.value(), " token ", i, " is ", o.tokens[i],
-                               ", expected ", want));
+        violation(
+            o.rank, o.step,
+            absl::StrCat("request ", id, " token ", i, " is ", o.tokens[i], ", expected ", want));
         break;
       }
     }

@@ -5,9 +5,11 @@
 // Executor::Step() on its own thread; the collectives keep them in lockstep.
 //
 // At the end the leader sends the drain order; every rank stops when the drain is
-// complete everywhere. The run then checks that every pool is back to its baseline
-// and that every completed request's tokens are the ones the engine's token function
-// defines (greedy correctness through pauses, vetoes, deferrals and stale updates).
+// complete everywhere. The run then checks that every pool is back to its baseline,
+// that every request was answered exactly once, that every completed request's tokens
+// are the ones the engine's token function defines (greedy correctness through pauses,
+// vetoes, deferrals and stale updates), and that every request that failed or was
+// cancelled is explained by a fault the run injected into it.
 #ifndef LOCKSTEP_TESTS_SIM_SIM_CLUSTER_H_
 #define LOCKSTEP_TESTS_SIM_SIM_CLUSTER_H_
 
@@ -35,7 +37,9 @@ struct SimFault {
 struct SimConfig {
   uint64_t seed = 1;
   int ranks = 4;
-  exec::Role role = exec::Role::kAggregated;  // kGeneration: generation-only workload
+  // kGeneration: generation-only workload; kContext: context-only (legs end at the KV
+  // hand-off).
+  exec::Role role = exec::Role::kAggregated;
   sched::SchedulerConfig scheduler;
   kv::DraftMode draft_mode = kv::DraftMode::kNone;
   int32_t tokens_per_block = 16;
@@ -47,6 +51,8 @@ struct SimConfig {
   absl::Duration transfer_min_latency = absl::Milliseconds(1);
   absl::Duration transfer_max_latency = absl::Milliseconds(30);
   double transfer_failure_rate = 0.0;
+  // Context role: the transceiver refuses this fraction of sends (the request fails).
+  double send_refusal_rate = 0.0;
   absl::Duration transfer_deadline = absl::Seconds(10);
   std::vector<SimFault> faults;
   absl::Duration step_time = absl::Milliseconds(1);
@@ -58,9 +64,10 @@ struct SimConfig {
 
 struct SimSummary {
   int64_t requests = 0;
-  int64_t completed = 0;  // finished by length or stop
-  int64_t failed = 0;     // finished with an error
-  int64_t cancelled = 0;
+  int64_t completed = 0;   // finished by length or stop
+  int64_t handed_off = 0;  // context-only legs that handed off their KV
+  int64_t failed = 0;      // finished with an error (each explained by an injected fault)
+  int64_t cancelled = 0;   // each cancelled by the client
   int64_t steps = 0;
   int64_t vetoed_steps = 0;      // on the leader (every rank sees the same vetoes)
   int64_t padded_steps = 0;      // summed over ranks
@@ -73,10 +80,12 @@ struct SimSummary {
   int64_t drafts_proposed = 0;
   int64_t drafts_accepted = 0;
   int64_t transfer_failures = 0;
+  int64_t send_refusals = 0;  // sends the transceiver was told to refuse
   double tokens_per_step = 0;
   double vetoes_per_1000_steps = 0;
-  // Problems: audit violations, wrong tokens, leaked blocks, a rank's error. Each line
-  // names the seed, step and rank.
+  // Problems: audit violations, wrong tokens, leaked blocks, a rank's error, a request
+  // answered twice or failed without an injected fault. Each line names the seed, step
+  // and rank.
   std::vector<std::string> violations;
 
   bool ok() const { return violations.empty(); }

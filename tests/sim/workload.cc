@@ -40,6 +40,8 @@ std::vector<SimRequest> GenerateWorkload(const WorkloadConfig& config, uint64_t 
         c.first_drafts.push_back(engine.DraftToken(s.sampling.seed, prompt + 1 + k));
       }
       s.context_source = std::move(c);
+    } else if (config.context_only) {
+      s.type = sched::RequestType::kContextOnly;
     }
     if (unit() < config.cancel_fraction) r.cancel_after_steps = uniform(0, 40);
     out.push_back(std::move(r));

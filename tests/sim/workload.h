@@ -21,8 +21,10 @@ struct WorkloadConfig {
   int32_t min_output = 4;
   int32_t max_output = 48;
   // Generation-only requests (disaggregated decode), with their context produced by
-  // the fake context leg. Otherwise aggregated.
+  // the fake context leg; or context-only requests (disaggregated prefill, whose leg
+  // ends when the KV is handed off). Otherwise aggregated.
   bool generation_only = false;
+  bool context_only = false;
   // Fraction of requests that pin a rank.
   double pinned_fraction = 0.0;
   // Fraction of requests cancelled by the client some steps after arrival.
