@@ -78,6 +78,7 @@ absl::Status Executor::Step() {
   const absl::Time start = clock_->Now();
   current_ = StepStats();
   current_.step = step_;
+  step_violations_.clear();
 
   // Transfers are polled (rank-locally) before the load all-gather, so that a receive
   // that just finished counts as schedulable in every rank's pad decision.
@@ -86,6 +87,9 @@ absl::Status Executor::Step() {
   EnforceDrainDeadline();
   PadBeforeSchedule(view);
 
+  // With the audit on: the pools as they were before the schedule (§7.4).
+  std::optional<kv::KvSnapshot> before;
+  if (config_.audit_every_step) before = kv::TakeSnapshot(*kv_);
   sched::Rollback rollback;
   const std::vector<Request*> active = ActiveView();
   sched::ScheduleDecision decision = scheduler_.Schedule(active, in_flight_.has_value(), &rollback);
@@ -99,12 +103,16 @@ absl::Status Executor::Step() {
   mine.empty_batch = decision.empty() ? 1 : 0;
   mine.nonempty_batch = decision.empty() ? 0 : 1;
   mine.errors = errors_since_vote_;
+  current_.errors = static_cast<int32_t>(errors_since_vote_);
+  counters_.errors += errors_since_vote_;
   mine.busy =
       (!LiveIds().empty() || !claims_.empty() || in_flight_.has_value() || !queue_.empty()) ? 1 : 0;
   errors_since_vote_ = 0;
   auto encoded = mine.Encode();
   RETURN_IF_ERROR(comm_->AllReduce(absl::MakeSpan(encoded), comm::ReduceOp::kMax, Call("vote")));
   const StepVote vote = StepVote::Decode(encoded);
+  current_.max_rank_errors = static_cast<int32_t>(vote.errors);
+  if (vote.errors > 0) ++counters_.error_steps;
   const bool can_queue = vote.can_queue();
   const bool local_nonempty = !decision.empty();
 
@@ -124,6 +132,7 @@ absl::Status Executor::Step() {
   // A dummy never outlives its step: a committed one was just launched (its blocks are
   // written only by that batch), a pending one was rolled back.
   RemoveDummy();
+  if (before.has_value() && !can_queue) AuditUnforwardedStep(*before, decision);
 
   // The deferral table: process the previous batch unless the fleet vetoed while this
   // rank had a batch (its host update then waits for the next forward).
@@ -141,6 +150,7 @@ absl::Status Executor::Step() {
   StartReadyReceives();
 
   RETURN_IF_ERROR(Respond());
+  BindCaches();
 
   idle_ = vote.nonempty_batch == 0;
   busy_ = vote.busy != 0;
@@ -171,6 +181,7 @@ void Executor::PadBeforeSchedule(const InstanceView& view) {
   if (view.schedulable == 0 || sched::Scheduler::CountSchedulable(active) > 0) return;
   if (config_.scheduler.dummy_policy == sched::DummyPolicy::kCompat && scheduler_.AtCap(active)) {
     ++counters_.dummies_refused;  // the anchor's refusal: a full rank cannot pad
+    current_.pad_refusal = PadRefusal::kAtCap;
     return;
   }
   auto dummy = Request::MakeDummy(kv_->dummy_id(), clock_->Now());
@@ -178,21 +189,31 @@ void Executor::PadBeforeSchedule(const InstanceView& view) {
   by_id_[dummy->id()] = dummy.get();
   active_.push_back(std::move(dummy));
   ++counters_.dummies_created;
+  current_.pad_source = PadSource::kBeforeSchedule;
 }
 
 void Executor::PadAfterSchedule(const InstanceView& view, sched::ScheduleDecision* decision,
                                 sched::Rollback* rollback) {
   if (!decision->empty() || view.schedulable == 0) return;
-  if (dummy_ != nullptr || (config_.scheduler.dummy_policy == sched::DummyPolicy::kCompat &&
-                            scheduler_.AtCap(ActiveView()))) {
-    ++counters_.dummies_refused;  // no KV for the dummy, or a full rank under compat
+  if (dummy_ != nullptr) {
+    // The pre-schedule dummy got no KV: one dummy per rank, never a second.
+    ++counters_.dummies_refused;
+    current_.pad_refusal = PadRefusal::kDummyExists;
+    return;
+  }
+  if (config_.scheduler.dummy_policy == sched::DummyPolicy::kCompat &&
+      scheduler_.AtCap(ActiveView())) {
+    ++counters_.dummies_refused;
+    current_.pad_refusal = PadRefusal::kAtCap;
     return;
   }
   auto dummy = Request::MakeDummy(kv_->dummy_id(), clock_->Now());
   if (!scheduler_.ScheduleDummy(dummy.get(), rollback)) {
     ++counters_.dummies_refused;
+    current_.pad_refusal = PadRefusal::kNoKv;
     return;
   }
+  current_.pad_source = PadSource::kAfterSchedule;
   dummy_ = dummy.get();
   by_id_[dummy->id()] = dummy.get();
   decision->generation.push_back(dummy.get());
@@ -291,6 +312,7 @@ void Executor::Release(RequestId id) {
   if (auto info = kv_->Info(id, kv::PoolKind::kTarget)) ref.generation = info->generation;
   if (auto info = kv_->Info(id, kv::PoolKind::kDraft)) ref.draft_generation = info->generation;
   if (kv_->Release(id) > 0) released_.push_back(std::move(ref));
+  bindings_.erase(id);
 }
 
 void Executor::EnforceDrainDeadline() {
@@ -316,7 +338,7 @@ void Executor::EnforceDrainDeadline() {
   queue_.clear();
 }
 
-// ---- Snapshot and audit. ----
+// ---- Snapshot (the audit is in executor_audit.cc). ----
 
 void Executor::PublishSnapshot() {
   ExecutorSnapshot s;
@@ -341,47 +363,6 @@ void Executor::PublishSnapshot() {
 ExecutorSnapshot Executor::Snapshot() const {
   absl::MutexLock lock(&snapshot_mu_);
   return snapshot_;
-}
-
-std::vector<std::string> Executor::DescribeRequests() const {
-  std::vector<std::string> out;
-  for (const auto& r : active_) {
-    std::string line = r->DebugString();
-    if (const auto info = kv_->Info(r->id(), kv::PoolKind::kTarget)) {
-      absl::StrAppend(&line, " kv[gen ", info->generation, " hist ", info->history, " cap ",
-                      info->capacity, "]");
-    }
-    out.push_back(std::move(line));
-  }
-  for (const auto& [id, r] : claims_) out.push_back(absl::StrCat("claimed ", r->DebugString()));
-  absl::StrAppend(&out.emplace_back(), "queued ", queue_.size(), ", free blocks ",
-                  kv_->Stats().target.free_blocks);
-  return out;
-}
-
-std::vector<std::string> Executor::Audit() const {
-  std::vector<std::string> out = kv_->Audit(LiveIds(), ClaimedIds(), dummy_ != nullptr);
-  if (dummy_ != nullptr) out.push_back("a pad dummy survived the end of its step");
-  for (const auto& r : active_) {
-    const bool has_cache = kv_->Has(r->id(), kv::PoolKind::kTarget);
-    if (r->finished()) {
-      out.push_back(absl::StrCat(r->DebugString(), " is finished but still active"));
-    }
-    if (r->state() == RequestState::kGenTransferInProgress && !has_cache) {
-      out.push_back(absl::StrCat(r->DebugString(), " receives KV into no cache"));
-    }
-    if ((r->state() == RequestState::kGenerationInProgress ||
-         r->state() == RequestState::kGenerationToComplete) &&
-        !has_cache) {
-      out.push_back(absl::StrCat(r->DebugString(), " decodes without a cache"));
-    }
-  }
-  for (const auto& [id, r] : claims_) {
-    if (!kv_->Has(id, kv::PoolKind::kTarget)) {
-      out.push_back(absl::StrCat("claimed request ", id.value(), " has no cache to send"));
-    }
-  }
-  return out;
 }
 
 }  // namespace lockstep::exec

@@ -15,7 +15,9 @@
 //      the fleet vetoed while this rank had a batch. Updates carry the cache
 //      generation they were computed for; stale ones are skipped and counted.
 //   9. Respond: gather responses to the leader; terminate finished requests.
-//  10. Audit (optional): every invariant of DESIGN.md §7.
+//  10. Audit (optional): every invariant of DESIGN.md §7. With `audit_every_step` the
+//      pools are also compared with a copy taken before the schedule when the step was
+//      not forwarded (growth never survives a veto).
 //
 // Every rank runs the same collectives in the same order every step, whatever its
 // local state; rank-local outcomes (errors, finished transfers) are published at the
@@ -29,6 +31,7 @@
 #ifndef LOCKSTEP_RUNTIME_EXECUTOR_EXECUTOR_H_
 #define LOCKSTEP_RUNTIME_EXECUTOR_EXECUTOR_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -43,6 +46,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/ids.h"
+#include "kvcache/audit.h"
 #include "kvcache/kv_manager.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/engine/model_engine.h"
@@ -113,7 +117,9 @@ class Executor {
   const kv::KvManager& kv() const { return *kv_; }
   const ExecutorCounters& counters() const { return counters_; }
   const StepStatsRing& step_stats() const { return stats_ring_; }
-  // Every invariant violation of DESIGN.md §7 visible on this rank now.
+  // Every invariant violation of DESIGN.md §7 visible on this rank now, and those the
+  // last step found on its way (a veto that left growth behind, a cache older than its
+  // owner).
   std::vector<std::string> Audit() const;
   // Live requests on this rank (not the dummy), and requests held by transfer claims.
   std::vector<RequestId> LiveIds() const;
@@ -140,6 +146,11 @@ class Executor {
   struct InFlightBatch {
     StepId step;
     std::vector<InFlightEntry> entries;
+  };
+  // The caches an owner (live request or claim) holds, by generation (DESIGN.md §7.6).
+  struct CacheBinding {
+    uint64_t first_seen = 0;  // KvManager::next_generation() when the owner was first seen
+    std::array<uint64_t, 2> generation{};  // by PoolKind; 0: none
   };
   // Local facts every rank learns from the load all-gather.
   struct InstanceView {
@@ -181,6 +192,13 @@ class Executor {
   void EmitFinal(RequestId id, sched::FinishReason reason, absl::Status status);
   void Release(RequestId id);
   void PublishSnapshot();
+  // Audit (executor_audit.cc). Binds every owner's new caches and drops closed ones.
+  void BindCaches();
+  // Compares the pools after a step that was not forwarded with `before`.
+  void AuditUnforwardedStep(const kv::KvSnapshot& before, const sched::ScheduleDecision& decision);
+  // Tokens a cache may hold beyond its history now: its grant in the batch in flight,
+  // the K draft positions an unpaired mirror keeps, the prompt a receive writes.
+  int64_t CapacityAllowance(RequestId id, kv::PoolKind pool, uint64_t generation) const;
   void EnforceDrainDeadline();
 
   sched::Request* Find(RequestId id) const;
@@ -240,6 +258,10 @@ class Executor {
   // When each receive in flight started (for the transfer throughput counters).
   absl::flat_hash_map<RequestId, absl::Time> receive_started_;
   ExecutorCounters counters_;
+  // Cache identity of every owner, and violations found during the step (audit).
+  absl::flat_hash_map<RequestId, CacheBinding> bindings_;
+  uint64_t bind_watermark_ = 0;
+  std::vector<std::string> step_violations_;
   StepStatsRing stats_ring_;
   StepStats current_;
 

@@ -140,9 +140,13 @@ absl::Status Executor::Complete(const InFlightBatch& batch) {
                                               " results for ", batch.entries.size(), " sequences"));
   }
   if (!result.ok()) {
-    // A failed batch fails its requests; the loop goes on.
+    // A failed batch fails its requests; the loop goes on. The failure is this rank's
+    // error even when no request is left to fail (a dummy-only batch).
     const absl::Status failure = absl::InternalError(
         absl::StrCat("engine step ", batch.step.value(), " failed: ", result.status().message()));
+    LOCKSTEP_LOG_ERROR("exec", "{} ({} sequences)", failure.ToString(), batch.entries.size());
+    ++counters_.engine_failures;
+    ++errors_since_vote_;
     for (const InFlightEntry& e : batch.entries) {
       Request* r = e.is_dummy ? nullptr : Find(e.id);
       if (r != nullptr && !r->finished()) FailRequest(r, failure, /*transfer=*/false);
@@ -186,7 +190,15 @@ void Executor::ApplyKvUpdate(const InFlightEntry& e, int64_t used, kv::PoolKind 
     }
     return;
   }
-  if (*applied == kv::UpdateResult::kStale) ++counters_.stale_updates;
+  if (*applied != kv::UpdateResult::kStale) return;
+  if (e.is_dummy) {
+    // Routine: the dummy's caches were released in the step that launched it.
+    ++counters_.dummy_updates_dropped;
+    ++current_.dummy_updates_dropped;
+  } else {
+    ++counters_.stale_updates;
+    ++current_.stale_updates;
+  }
 }
 
 void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult& result,

@@ -1,6 +1,6 @@
-// Per-step facts (scheduled, padded, vetoed, deferred, tokens, drafts, free blocks,
-// step time) in a fixed-size ring, and running counters. Tests and the Stats RPC read
-// these rather than log lines.
+// Per-step facts (scheduled, padded, vetoed, deferred, errors, stale updates, tokens,
+// drafts, free blocks, step time) in a fixed-size ring, and running counters. Tests and
+// the Stats RPC read these rather than log lines.
 #ifndef LOCKSTEP_RUNTIME_EXECUTOR_STEP_STATS_H_
 #define LOCKSTEP_RUNTIME_EXECUTOR_STEP_STATS_H_
 
@@ -11,15 +11,41 @@
 
 namespace lockstep::exec {
 
+// Where this rank's pad dummy came from in a step (DESIGN.md §3 steps 3 and 5).
+enum class PadSource : int8_t {
+  kNone,
+  kBeforeSchedule,  // nothing schedulable here while the instance had work
+  kAfterSchedule,   // schedulable requests here, but the schedule took none
+};
+
+// Why this rank did not pad although it needed to (the last refusal of the step).
+enum class PadRefusal : int8_t {
+  kNone,
+  kAtCap,        // compat: the rank is at max_num_active_requests
+  kNoKv,         // the post-schedule dummy found no blocks
+  kDummyExists,  // the pre-schedule dummy got no blocks; no second dummy
+};
+
 struct StepStats {
   int64_t step = 0;
   int32_t scheduled_context = 0;
   int32_t scheduled_generation = 0;  // including the dummy
   bool padded = false;               // this rank forwarded only the pad dummy
-  bool vetoed = false;               // the fleet skipped the forward
-  bool deferred = false;             // the previous batch's update was deferred
-  int64_t tokens = 0;                // tokens in this rank's batch
-  int64_t generated_tokens = 0;      // tokens appended by this step's completion
+  PadSource pad_source = PadSource::kNone;
+  PadRefusal pad_refusal = PadRefusal::kNone;
+  bool vetoed = false;    // the fleet skipped the forward
+  bool deferred = false;  // the previous batch's update was deferred
+  // Rank-local errors (failed requests, failed engine batches) this rank published at
+  // this step's vote, and the most any rank published (the reduced vote).
+  int32_t errors = 0;
+  int32_t max_rank_errors = 0;
+  // KV updates of a completed batch skipped because their cache was closed or
+  // re-created since the launch, and pad-dummy updates dropped (the dummy's caches never
+  // outlive the step that launched it).
+  int32_t stale_updates = 0;
+  int32_t dummy_updates_dropped = 0;
+  int64_t tokens = 0;            // tokens in this rank's batch
+  int64_t generated_tokens = 0;  // tokens appended by this step's completion
   int32_t drafts_proposed = 0;
   int32_t drafts_accepted = 0;
   int32_t free_blocks = 0;
@@ -34,7 +60,13 @@ struct ExecutorCounters {
   int64_t dummies_created = 0;
   int64_t dummies_refused = 0;   // padding needed but refused (compat at the cap, no KV)
   int64_t deferred_updates = 0;  // steps whose previous-batch update was deferred
-  int64_t stale_updates = 0;     // deferred KV updates skipped (cache re-bound or closed)
+  // KV updates skipped because their cache was closed or re-created since the launch
+  // (request terminated, cancelled or paused while its update was deferred or in flight).
+  int64_t stale_updates = 0;
+  int64_t dummy_updates_dropped = 0;  // pad-dummy updates: its caches died with its step
+  int64_t errors = 0;                 // rank-local errors published at the vote
+  int64_t error_steps = 0;            // steps at whose vote some rank published an error
+  int64_t engine_failures = 0;        // engine batches that failed (dummy-only ones too)
   int64_t completed = 0;
   int64_t failed = 0;
   int64_t cancelled = 0;
@@ -54,14 +86,17 @@ struct ExecutorCounters {
 };
 
 // The counters that differ between ranks (each counts its own requests and steps);
-// the instance-wide value is their sum over ranks. The others (steps, vetoed steps)
-// are the same on every rank.
+// the instance-wide value is their sum over ranks. The others (steps, vetoed steps,
+// error steps) are the same on every rank.
 inline constexpr int64_t ExecutorCounters::*kPerRankCounters[] = {
     &ExecutorCounters::padded_steps,
     &ExecutorCounters::dummies_created,
     &ExecutorCounters::dummies_refused,
     &ExecutorCounters::deferred_updates,
     &ExecutorCounters::stale_updates,
+    &ExecutorCounters::dummy_updates_dropped,
+    &ExecutorCounters::errors,
+    &ExecutorCounters::engine_failures,
     &ExecutorCounters::completed,
     &ExecutorCounters::failed,
     &ExecutorCounters::cancelled,

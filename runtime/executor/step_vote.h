@@ -3,7 +3,8 @@
 // AllReduce(kMax) of `StepVote::kFields` int64 values.
 //
 // Reading the reduced vote: `can_queue` (the forward runs on every rank) iff no rank's
-// batch is empty; every rank takes the same branch on the same reduced value.
+// batch is empty; every rank takes the same branch on the same reduced value. `errors`
+// (failed requests and engine batches) goes to StepStats and the error-step counter.
 #ifndef LOCKSTEP_RUNTIME_EXECUTOR_STEP_VOTE_H_
 #define LOCKSTEP_RUNTIME_EXECUTOR_STEP_VOTE_H_
 
@@ -19,7 +20,7 @@ struct StepVote {
 
   int64_t empty_batch = 0;     // this rank scheduled nothing (vetoes the forward)
   int64_t nonempty_batch = 0;  // this rank scheduled something
-  int64_t errors = 0;          // requests this rank failed since the last vote
+  int64_t errors = 0;          // rank-local errors since the last vote (reduced: the most)
   int64_t busy = 0;            // this rank holds requests, claims or a batch in flight
 
   std::array<int64_t, kFields> Encode() const {

@@ -2,11 +2,37 @@
 
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "runtime/comm/in_process_communicator.h"
 
 namespace lockstep::testing {
+namespace {
+
+// Runs every batch on the fake engine, then fails the selected ones.
+class FailingEngine : public engine::ModelEngine {
+ public:
+  FailingEngine(engine::ModelEngine* inner, std::function<bool(const engine::Batch&)> fail)
+      : inner_(inner), fail_(std::move(fail)) {}
+  engine::EngineInfo info() const override { return inner_->info(); }
+  void Launch(engine::Batch batch) override {
+    if (fail_(batch)) failing_.insert(batch.step);
+    inner_->Launch(std::move(batch));
+  }
+  absl::StatusOr<engine::BatchResult> Collect(StepId step, absl::Duration timeout) override {
+    absl::StatusOr<engine::BatchResult> result = inner_->Collect(step, timeout);
+    if (failing_.erase(step) > 0) return absl::InternalError("injected engine failure");
+    return result;
+  }
+
+ private:
+  engine::ModelEngine* inner_;
+  std::function<bool(const engine::Batch&)> fail_;
+  absl::flat_hash_set<StepId> failing_;
+};
+
+}  // namespace
 
 ScriptedCluster::ScriptedCluster(const ClusterOptions& options) : options_(options) {
   const int n = options.ranks;
@@ -54,9 +80,16 @@ ScriptedCluster::ScriptedCluster(const ClusterOptions& options) : options_(optio
     ec.drain_timeout = options.drain_timeout;
     ec.transfer_deadline = options.transfer_deadline;
     ec.transfer_address = absl::StrCat("test-rank-", r);
+    ec.audit_every_step = true;  // also compares the pools across every unforwarded step
     exec::Executor::Deps deps;
     deps.comm = faulty_.back().get();
     deps.engine = engines_.back().get();
+    if (options.fail_batch) {
+      failing_engines_.push_back(std::make_unique<FailingEngine>(
+          engines_.back().get(),
+          [fail = options.fail_batch, r](const engine::Batch& b) { return fail(r, b); }));
+      deps.engine = failing_engines_.back().get();
+    }
     auto kv = kv::KvManager::Create(ec.kv);
     LOCKSTEP_CHECK_OK(kv.status());
     deps.kv = std::move(*kv);

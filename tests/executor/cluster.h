@@ -43,6 +43,8 @@ struct ClusterOptions {
   absl::Duration collective_timeout = absl::Seconds(30);
   absl::Duration drain_timeout = absl::Seconds(120);
   std::vector<comm::FaultRule> faults;
+  // The engine of `rank` fails the batches this selects (Collect returns Internal).
+  std::function<bool(int rank, const engine::Batch& batch)> fail_batch;
 };
 
 // The leader's view of one request's responses.
@@ -101,6 +103,7 @@ class ScriptedCluster : public exec::ResponseSink {
   std::vector<std::unique_ptr<comm::FaultyCommunicator>> faulty_;
   std::vector<std::unique_ptr<FakeClock>> clocks_;
   std::vector<std::unique_ptr<engine::FakeEngine>> engines_;
+  std::vector<std::unique_ptr<engine::ModelEngine>> failing_engines_;  // with fail_batch
   std::vector<std::unique_ptr<transfer::FakeTransceiver>> transceivers_;
   std::vector<std::unique_ptr<exec::Executor>> executors_;
   int64_t steps_ = 0;

@@ -7,52 +7,13 @@
 #include "gtest/gtest.h"
 #include "runtime/comm/faulty_communicator.h"
 #include "tests/executor/cluster.h"
+#include "tests/executor/scenario.h"
 
 namespace lockstep::testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-ClusterOptions Base(int ranks, exec::Role role = exec::Role::kAggregated) {
-  ClusterOptions o;
-  o.ranks = ranks;
-  o.role = role;
-  o.scheduler.max_batch_size = 4;
-  o.scheduler.max_num_active_requests = 4;
-  o.scheduler.max_num_tokens = 128;
-  o.scheduler.prefix_reuse = false;
-  o.tokens_per_block = 4;
-  o.num_blocks = 64;
-  return o;
-}
-
-ClusterOptions WithDraft(ClusterOptions o, kv::DraftMode mode, int k = 3) {
-  o.scheduler.num_draft_tokens = k;
-  o.draft_mode = mode;
-  return o;
-}
-
-// Steps until every submitted request finished, checking the audit after every step.
-void RunToEnd(ScriptedCluster& c, int64_t expected, int max_steps = 2000) {
-  for (int i = 0; i < max_steps && !c.AllFinished(expected); ++i) {
-    ASSERT_TRUE(c.StepAll().ok()) << "step " << c.steps();
-    const std::vector<std::string> audit = c.AuditAll();
-    ASSERT_THAT(audit, IsEmpty()) << "step " << c.steps();
-  }
-  ASSERT_TRUE(c.AllFinished(expected)) << "not finished after " << max_steps << " steps";
-}
-
-void ExpectBaseline(ScriptedCluster& c) {
-  for (int r = 0; r < c.ranks(); ++r) {
-    const kv::ManagerStats s = c.rank(r).kv().Stats();
-    EXPECT_EQ(s.target.used_blocks, 0) << "rank " << r;
-    EXPECT_EQ(s.target.num_caches, 0) << "rank " << r;
-    if (s.draft) {
-      EXPECT_EQ(s.draft->used_blocks, 0) << "rank " << r;
-    }
-  }
-}
 
 // Checklist: a rank with only GENERATION_TO_COMPLETE requests while a peer has work
 // must pad (its request is in flight, not schedulable).
@@ -62,37 +23,62 @@ TEST(EdgeCasesTest, RankWithOnlyToCompleteRequestsPads) {
   auto b = c.MakeRequest(2, 4, 30, 1);  // rank 1: long
   c.Submit(a);
   c.Submit(b);
+  ASSERT_NO_FATAL_FAILURE(StepAudited(c));  // step 0: both prefill; a is now to-complete
+  ASSERT_EQ(c.rank(0).LiveIds(), std::vector<RequestId>{a.id});
+  ASSERT_THAT(c.rank(0).DescribeRequests()[0], HasSubstr("generation_to_complete"));
+  ASSERT_NO_FATAL_FAILURE(StepAudited(c));  // step 1: rank 0 holds only `a`, in flight
+  const exec::StepStats s = c.rank(0).step_stats().last();
+  EXPECT_TRUE(s.padded);
+  EXPECT_EQ(s.pad_source, exec::PadSource::kBeforeSchedule);
+  EXPECT_FALSE(s.vetoed);
   RunToEnd(c, 2);
   EXPECT_EQ(c.rank(0).counters().vetoed_steps, 0);
-  EXPECT_GT(c.rank(0).counters().padded_steps, 0);
   EXPECT_EQ(c.stream(a.id).tokens, c.ExpectedTokens(a));
   EXPECT_EQ(c.stream(b.id).tokens, c.ExpectedTokens(b));
+  // Every dummy update is dropped as such; no real request's update went stale.
+  EXPECT_GT(c.rank(0).counters().dummy_updates_dropped, 0);
+  EXPECT_EQ(c.rank(0).counters().stale_updates, 0);
 }
 
 // Checklist: ranks that only await KV transfers are not schedulable; they pad only when
 // some rank has forward work, and nobody pads (or vetoes) when every rank only waits.
 TEST(EdgeCasesTest, RanksOnlyAwaitingTransfersDoNotPad) {
   ClusterOptions o = Base(2, exec::Role::kGeneration);
-  o.transfer_latency = absl::Milliseconds(20);
+  o.rank_transfer_latency = {absl::Milliseconds(20), absl::Milliseconds(40)};
   ScriptedCluster c(o);
   c.Submit(c.MakeRequest(1, 4, 4, 0));
-  c.Submit(c.MakeRequest(2, 4, 4, 1));
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(c.StepAll().ok());
-  // Both requests are receiving: no pads, no vetoes, no forwards.
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(c.rank(r).counters().dummies_created, 0) << r;
-    EXPECT_EQ(c.rank(r).counters().vetoed_steps, 0) << r;
+  c.Submit(c.MakeRequest(2, 4, 30, 1));
+  while (c.rank(0).counters().transfers_received == 0) {
+    ASSERT_LT(c.steps(), 100);
+    ASSERT_NO_FATAL_FAILURE(StepAudited(c));
   }
+  // Until rank 0's KV arrived (polled at the start of its last step) both only received:
+  // no pads, no vetoes. From then on rank 0 has work and rank 1, still receiving, pads.
+  const int64_t arrived = c.steps() - 1;
+  ASSERT_GT(arrived, 10);
+  EXPECT_EQ(c.rank(1).counters().transfers_received, 0);
+  const auto padded = [](const exec::StepStats& s) {
+    return s.pad_source != exec::PadSource::kNone;
+  };
+  EXPECT_FALSE(FirstStep(c, 0, padded).has_value());
+  const std::optional<exec::StepStats> first = FirstStep(c, 1, padded);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->step, arrived);
+  EXPECT_EQ(first->pad_source, exec::PadSource::kBeforeSchedule);
+  EXPECT_TRUE(first->padded);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(c.rank(r).counters().vetoed_steps, 0) << r;
   RunToEnd(c, 2);
   ExpectBaseline(c);
 }
 
-// Checklist: the pre-schedule dummy cannot get KV (compat: no reservation) -> no dummy,
-// no leak, fleet veto, retry next step; everything still completes.
+// Checklist: the pre-schedule dummy cannot get KV (compat: no reservation) -> no dummy
+// forwarded, no second dummy after the schedule, no leak (the audit compares the pools
+// with the state before the schedule), fleet veto, retry next step.
 TEST(EdgeCasesTest, DummyWithoutKvVetoesWithoutLeaking) {
   ClusterOptions o = Base(2);
   o.scheduler.dummy_policy = sched::DummyPolicy::kCompat;
-  o.num_blocks = 8;  // 32 tokens per rank
+  o.scheduler.max_num_active_requests = 8;  // below the cap: only KV can refuse the pad
+  o.num_blocks = 8;                         // 32 tokens per rank
   ScriptedCluster c(o);
   // Rank 0: four one-token requests fill its whole pool during prefill and then wait
   // (to-complete) for their token; nothing is left for a dummy. Rank 1 has work.
@@ -100,11 +86,21 @@ TEST(EdgeCasesTest, DummyWithoutKvVetoesWithoutLeaking) {
   for (int i = 1; i <= 4; ++i) specs.push_back(c.MakeRequest(i, 8, 1, 0));
   specs.push_back(c.MakeRequest(5, 4, 12, 1));
   for (const auto& s : specs) c.Submit(s);
+  ASSERT_NO_FATAL_FAILURE(StepAudited(c));
+  ASSERT_EQ(c.rank(0).kv().Stats().target.free_blocks, 0);
+  ASSERT_NO_FATAL_FAILURE(StepAudited(c));
+  const exec::StepStats s = c.rank(0).step_stats().last();
+  EXPECT_EQ(s.pad_source, exec::PadSource::kBeforeSchedule);  // created, got no blocks
+  EXPECT_EQ(s.pad_refusal, exec::PadRefusal::kDummyExists);   // no second dummy
+  EXPECT_FALSE(s.padded);
+  EXPECT_TRUE(s.vetoed);
+  EXPECT_TRUE(c.rank(1).step_stats().last().deferred);
   RunToEnd(c, 5);
-  EXPECT_GT(c.rank(0).counters().dummies_refused, 0);
-  EXPECT_GT(c.rank(0).counters().vetoed_steps, 0);
+  EXPECT_EQ(c.rank(0).counters().vetoed_steps, 1);
   ExpectBaseline(c);
-  for (const auto& s : specs) EXPECT_EQ(c.stream(s.id).tokens, c.ExpectedTokens(s)) << s.id;
+  for (const auto& spec : specs) {
+    EXPECT_EQ(c.stream(spec.id).tokens, c.ExpectedTokens(spec)) << spec.id;
+  }
 }
 
 // Checklist: a rank holding requests but scheduling nothing at max_num_active_requests
@@ -123,11 +119,22 @@ TEST(EdgeCasesTest, FullRankCannotPadUnderCompatButCanUnderReserved) {
     c.Submit(c.MakeRequest(2, 8, 4, 1));  // rank 1: full, receiving for 30 steps
     RunToEnd(c, 2);
     ExpectBaseline(c);
+    // Rank 1 only receives while rank 0 decodes: it must pad before the schedule.
+    const auto receiving = [](const exec::StepStats& s) { return s.step >= 5 && s.step < 20; };
+    const auto refused = FirstStep(c, 1, [&](const exec::StepStats& s) {
+      return receiving(s) && s.pad_refusal == exec::PadRefusal::kAtCap && s.vetoed;
+    });
+    const auto padded = FirstStep(c, 1, [&](const exec::StepStats& s) {
+      return receiving(s) && s.pad_source == exec::PadSource::kBeforeSchedule && s.padded;
+    });
     if (policy == sched::DummyPolicy::kCompat) {
       EXPECT_GT(c.rank(0).counters().vetoed_steps, 0);
-      EXPECT_GT(c.rank(1).counters().dummies_refused, 0);
+      EXPECT_TRUE(refused.has_value());
+      EXPECT_FALSE(padded.has_value());
     } else {
       EXPECT_EQ(c.rank(0).counters().vetoed_steps, 0);
+      EXPECT_FALSE(refused.has_value());
+      EXPECT_TRUE(padded.has_value());
     }
   }
 }
@@ -146,7 +153,14 @@ TEST(EdgeCasesTest, RepeatedVetoesWithPairedDraftPool) {
   c.Submit(a);
   RunToEnd(c, 1);
   EXPECT_GE(c.rank(0).counters().vetoed_steps, 10);
-  EXPECT_GE(c.rank(1).counters().dummies_created, 10);
+  // Rank 1 had a dummy with caches in both pools in each vetoed step; the audit found
+  // both pools as before the schedule after each veto.
+  int pending_dummy_vetoes = 0;
+  for (const exec::StepStats& s : c.rank(1).step_stats().Snapshot()) {
+    pending_dummy_vetoes += s.vetoed && s.pad_source == exec::PadSource::kBeforeSchedule &&
+                            s.pad_refusal == exec::PadRefusal::kNone;
+  }
+  EXPECT_EQ(pending_dummy_vetoes, 10);
   ExpectBaseline(c);
   EXPECT_EQ(c.stream(a.id).tokens, c.ExpectedTokens(a));
 }
@@ -156,39 +170,64 @@ TEST(EdgeCasesTest, RepeatedVetoesWithPairedDraftPool) {
 // previous batch is processed and cleared.
 TEST(EdgeCasesTest, DeferralTable) {
   ClusterOptions o = Base(2);
-  o.faults.push_back(
-      comm::FaultRule::Mutate(1, "vote", 6, [](absl::Span<int64_t> v) { v[0] = 1; }));
+  o.scheduler.dummy_policy = sched::DummyPolicy::kCompat;
+  o.scheduler.max_num_active_requests = 1;
   ScriptedCluster c(o);
-  c.Submit(c.MakeRequest(1, 4, 30, 0));
-  c.Submit(c.MakeRequest(2, 4, 30, 1));
-  for (int i = 0; i < 7; ++i) ASSERT_TRUE(c.StepAll().ok());
+  auto a = c.MakeRequest(1, 4, 30, 0);
+  auto b = c.MakeRequest(2, 4, 1, 1);  // rank 1: one token, then to-complete
+  c.Submit(a);
+  c.Submit(b);
+  ASSERT_NO_FATAL_FAILURE(StepAudited(c));  // step 0: both prefill
+  ASSERT_TRUE(c.rank(1).has_batch_in_flight());
+  // Step 1: rank 1 holds only `b` (in flight) and is at the cap, so compat refuses its
+  // pad: its batch is empty and the fleet vetoes.
+  ASSERT_NO_FATAL_FAILURE(StepAudited(c));
   const exec::StepStats s0 = c.rank(0).step_stats().last();
+  const exec::StepStats s1 = c.rank(1).step_stats().last();
   EXPECT_TRUE(s0.vetoed);
-  EXPECT_TRUE(s0.deferred);  // rank 0 had a batch: deferred
+  EXPECT_TRUE(s0.deferred);  // rank 0 had a batch: its previous batch waits
   EXPECT_TRUE(c.rank(0).has_batch_in_flight());
-  EXPECT_TRUE(c.rank(1).step_stats().last().vetoed);
+  EXPECT_TRUE(s1.vetoed);
+  EXPECT_EQ(s1.pad_refusal, exec::PadRefusal::kAtCap);
+  EXPECT_FALSE(s1.deferred);  // rank 1's batch was empty: the previous one was processed
+  EXPECT_FALSE(c.rank(1).has_batch_in_flight());  // ... and cleared
+  EXPECT_EQ(s1.generated_tokens, 1);
+  EXPECT_TRUE(c.stream(b.id).finished);
   RunToEnd(c, 2);
   ExpectBaseline(c);
+  EXPECT_EQ(c.stream(a.id).tokens, c.ExpectedTokens(a));
+  EXPECT_EQ(c.stream(b.id).tokens, c.ExpectedTokens(b));
 }
 
-// Checklist: a deferred batch processed after its request was cancelled: the update is
-// skipped safely and nothing leaks.
+// Checklist: a deferred batch processed after its request was cancelled and terminated:
+// the update addressed to the closed cache is skipped (stale) and nothing leaks.
 TEST(EdgeCasesTest, CancelWhileUpdateIsDeferred) {
   ClusterOptions o = Base(2);
-  o.faults.push_back(
-      comm::FaultRule::Mutate(1, "vote", 8, [](absl::Span<int64_t> v) { v[0] = 1; }));
+  o.faults = {VetoAt(1, 7), VetoAt(1, 8)};
   ScriptedCluster c(o);
   auto a = c.MakeRequest(1, 4, 50, 0);
+  auto b = c.MakeRequest(2, 4, 50, 0);  // keeps rank 0's batch non-empty
   c.Submit(a);
-  c.Submit(c.MakeRequest(2, 4, 50, 1));
-  for (int i = 0; i < 9; ++i) ASSERT_TRUE(c.StepAll().ok());
-  ASSERT_TRUE(c.rank(0).step_stats().last().deferred);
+  c.Submit(b);
+  c.Submit(c.MakeRequest(3, 4, 50, 1));
+  for (int i = 0; i < 8; ++i) ASSERT_NO_FATAL_FAILURE(StepAudited(c));
+  ASSERT_TRUE(c.rank(0).step_stats().last().deferred);  // step 7: holds a's update
   c.Cancel(a.id);
-  RunToEnd(c, 2);
-  const Stream s = c.stream(a.id);
-  EXPECT_EQ(s.reason, sched::FinishReason::kCancelled);
-  EXPECT_THAT(std::string(s.status.message()), HasSubstr("cancelled"));
-  EXPECT_GT(c.rank(0).counters().stale_updates, 0);
+  ASSERT_NO_FATAL_FAILURE(StepAudited(c));  // step 8: cancelled, vetoed, terminated
+  ASSERT_TRUE(c.rank(0).step_stats().last().deferred);
+  EXPECT_EQ(c.stream(a.id).reason, sched::FinishReason::kCancelled);
+  EXPECT_FALSE(c.rank(0).kv().Has(a.id, kv::PoolKind::kTarget));
+  ASSERT_NO_FATAL_FAILURE(StepAudited(c));  // step 9: the deferred batch completes
+  const exec::StepStats s = c.rank(0).step_stats().last();
+  EXPECT_FALSE(s.vetoed);
+  EXPECT_EQ(s.stale_updates, 1);  // a's; b's update applied
+  EXPECT_EQ(s.dummy_updates_dropped, 0);
+  RunToEnd(c, 3);
+  const Stream st = c.stream(a.id);
+  EXPECT_EQ(st.num_finished, 1);
+  EXPECT_THAT(std::string(st.status.message()), HasSubstr("cancelled"));
+  EXPECT_EQ(c.rank(0).counters().stale_updates, 1);
+  EXPECT_EQ(c.stream(b.id).tokens, c.ExpectedTokens(b));
   ExpectBaseline(c);
 }
 

@@ -18,9 +18,10 @@
 //   4. Because its own batch was not empty, rank 0 defers the update of its previous
 //      batch, which holds the previous dummy (same fixed id).
 //   5. When the update finally runs, it addresses the old dummy's cache generation; the
-//      caches under that id are closed or re-created, so the update is skipped as stale
-//      (the anchor resized the leaked capacity-0 mirror to history 3: "History length
-//      cannot exceed capacity", and the crash handler killed every rank).
+//      caches under that id are closed or re-created, so the update is dropped (counted
+//      as a dummy update, not a stale one) and nothing is resized (the anchor resized the
+//      leaked capacity-0 mirror to history 3: "History length cannot exceed capacity",
+//      and the crash handler killed every rank).
 // With dummy_policy reserved the chain cannot start: rank 1 pads from its reserved
 // slot and blocks, so there is no veto at all.
 #include <vector>
@@ -74,7 +75,7 @@ TEST_P(MotivatingFailureTest, DummyVetoRollbackAndDeferredUpdate) {
   cluster.Submit(specs[3]);
 
   bool chain_seen = false;
-  int64_t stale_before = 0;
+  int64_t dropped_before = 0;
   for (int step = 0; step < 400 && !cluster.AllFinished(4); ++step) {
     const int64_t refused1 = cluster.rank(1).counters().dummies_refused;
     const int64_t created0 = cluster.rank(0).counters().dummies_created;
@@ -93,7 +94,7 @@ TEST_P(MotivatingFailureTest, DummyVetoRollbackAndDeferredUpdate) {
         cluster.rank(0).counters().dummies_created > created0 &&                  // step 2
         cluster.rank(0).counters().deferred_updates > deferred0 &&                // step 4
         rank0_padded_last) {  // the deferred batch holds the previous dummy
-      if (!chain_seen) stale_before = cluster.rank(0).counters().stale_updates;
+      if (!chain_seen) dropped_before = cluster.rank(0).counters().dummy_updates_dropped;
       chain_seen = true;
     }
   }
@@ -101,8 +102,8 @@ TEST_P(MotivatingFailureTest, DummyVetoRollbackAndDeferredUpdate) {
 
   if (policy == sched::DummyPolicy::kCompat) {
     EXPECT_TRUE(chain_seen) << "the scripted chain did not happen";
-    // Step 5: the deferred dummy update ran later and was skipped as stale.
-    EXPECT_GT(cluster.rank(0).counters().stale_updates, stale_before);
+    // Step 5: the deferred dummy update ran later and was dropped.
+    EXPECT_GT(cluster.rank(0).counters().dummy_updates_dropped, dropped_before);
     EXPECT_GT(cluster.rank(0).counters().vetoed_steps, 0);
   } else {
     EXPECT_FALSE(chain_seen);

@@ -1,0 +1,104 @@
+// Counters that mean what they say: rank-local errors travel in the vote and are
+// counted per step and per rank; a failed engine batch is an error even when it held
+// only the pad dummy; dummy updates are dropped as such, and only a real request's
+// update to a closed or re-created cache counts as stale.
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/executor/cluster.h"
+#include "tests/executor/scenario.h"
+
+namespace lockstep::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+bool DummyOnly(const engine::Batch& batch) {
+  return batch.context.empty() && batch.generation.size() == 1 && batch.generation[0].is_dummy;
+}
+
+// Rank 1 only pads while rank 0 decodes; rank 1's engine fails its step-3 batch, which
+// holds nothing but the dummy. The failure is counted and published at the next vote.
+TEST(StepCountersTest, EngineFailureOfADummyOnlyBatchIsAnError) {
+  constexpr int64_t kFailedStep = 3;
+  ClusterOptions o = Base(2);
+  o.fail_batch = [](int rank, const engine::Batch& batch) {
+    return rank == 1 && batch.step.value() == kFailedStep && DummyOnly(batch);
+  };
+  ScriptedCluster c(o);
+  auto a = c.MakeRequest(1, 4, 12, 0);
+  c.Submit(a);
+  RunToEnd(c, 1);
+  ASSERT_TRUE(c.rank(1).step_stats().Snapshot()[kFailedStep].padded);
+
+  EXPECT_EQ(c.rank(1).counters().engine_failures, 1);
+  EXPECT_EQ(c.rank(1).counters().errors, 1);
+  EXPECT_EQ(c.rank(1).counters().failed, 0);  // no request to fail
+  EXPECT_EQ(c.rank(0).counters().errors, 0);
+  // Collected at step 4 (after that step's vote), published at step 5's vote.
+  for (int r = 0; r < 2; ++r) {
+    const auto voted = FirstStep(c, r, [](const exec::StepStats& s) { return s.max_rank_errors; });
+    ASSERT_TRUE(voted.has_value()) << "rank " << r;
+    EXPECT_EQ(voted->step, kFailedStep + 2) << "rank " << r;
+    EXPECT_EQ(voted->max_rank_errors, 1) << "rank " << r;
+    EXPECT_EQ(voted->errors, r == 1 ? 1 : 0) << "rank " << r;
+    EXPECT_EQ(c.rank(r).counters().error_steps, 1) << "rank " << r;
+  }
+  EXPECT_EQ(c.rank(0).Snapshot().instance_counters.errors, 1);
+  EXPECT_EQ(c.rank(0).Snapshot().instance_counters.engine_failures, 1);
+  EXPECT_EQ(c.stream(a.id).tokens, c.ExpectedTokens(a));
+  ExpectBaseline(c);
+}
+
+// A failed batch with real requests fails each of them: one error for the batch and
+// one per request, in the same vote.
+TEST(StepCountersTest, EngineFailureFailsTheRequestsOfItsBatch) {
+  ClusterOptions o = Base(2);
+  o.fail_batch = [](int rank, const engine::Batch& batch) {
+    return rank == 0 && batch.step.value() == 2;
+  };
+  ScriptedCluster c(o);
+  auto a = c.MakeRequest(1, 4, 12, 0);
+  auto b = c.MakeRequest(2, 4, 12, 0);
+  auto other = c.MakeRequest(3, 4, 12, 1);
+  for (const auto& s : {a, b, other}) c.Submit(s);
+  RunToEnd(c, 3);
+  for (const auto& s : {a, b}) {
+    EXPECT_EQ(c.stream(s.id).reason, sched::FinishReason::kError) << s.id;
+    EXPECT_THAT(std::string(c.stream(s.id).status.message()),
+                HasSubstr("engine step 2 failed: injected engine failure"));
+  }
+  EXPECT_EQ(c.stream(other.id).tokens, c.ExpectedTokens(other));
+  EXPECT_EQ(c.rank(0).counters().engine_failures, 1);
+  EXPECT_EQ(c.rank(0).counters().failed, 2);
+  EXPECT_EQ(c.rank(0).counters().errors, 3);
+  const auto voted = FirstStep(c, 1, [](const exec::StepStats& s) { return s.max_rank_errors; });
+  ASSERT_TRUE(voted.has_value());
+  EXPECT_EQ(voted->max_rank_errors, 3);
+  EXPECT_EQ(voted->errors, 0);
+  ExpectBaseline(c);
+}
+
+// Padding is routine: its updates are dropped and counted apart, so ranks that only
+// pad count no stale update at all.
+TEST(StepCountersTest, DummyUpdatesAreNotStaleUpdates) {
+  ClusterOptions o = WithDraft(Base(3), kv::DraftMode::kUnpaired);
+  ScriptedCluster c(o);
+  auto a = c.MakeRequest(1, 6, 20, 0);
+  c.Submit(a);
+  RunToEnd(c, 1);
+  for (int i = 0; i < 2; ++i) ASSERT_NO_FATAL_FAILURE(StepAudited(c));  // idle: all collected
+  for (int r = 1; r < 3; ++r) {
+    const exec::ExecutorCounters& n = c.rank(r).counters();
+    // The target and draft update of every forwarded dummy.
+    EXPECT_GT(n.padded_steps, 10) << "rank " << r;
+    EXPECT_EQ(n.dummy_updates_dropped, 2 * n.padded_steps) << "rank " << r;
+    EXPECT_EQ(n.stale_updates, 0) << "rank " << r;
+  }
+  EXPECT_EQ(c.stream(a.id).tokens, c.ExpectedTokens(a));
+}
+
+}  // namespace
+}  // namespace lockstep::testing
