@@ -2,18 +2,27 @@
 // of a MoE-sized all-to-all-v, for InProcessCommunicator (threads) and
 // GlooCommunicator (one process per rank over loopback TCP), next to the raw gloo
 // calls (gloo::AllreduceOptions / AlltoallvOptions used directly) in the same
-// processes and the same run.
+// processes and the same run; then the step's collectives (the 4-int64 vote, the
+// 200-byte intake broadcast and response gather, the 2 MiB-per-rank all-to-all-v) over
+// ShmCommunicator against GlooCommunicator, paired call by call in the same processes,
+// with the in-process figures of the same run in the summary.
 //
-//   bazel run -c opt //runtime/comm:comm_bench [-- --iters=3000 --moe_iters=100]
+//   bazel run -c opt //runtime/comm:comm_bench [-- --iters=3000 --moe_iters=100
+//       --shm_chunk_kib=256 --shm_spin_us=20 --compare_only]
 //
 // Rank processes re-execute this binary (testing/rank_processes.h); rank 0 prints.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +39,8 @@
 #include "gloo/rendezvous/file_store.h"
 #include "runtime/comm/gloo_communicator.h"
 #include "runtime/comm/in_process_communicator.h"
+#include "runtime/comm/shm_communicator.h"
+#include "runtime/comm/shm_segment.h"
 #include "runtime/comm/testing/rank_processes.h"
 
 namespace lockstep::comm {
@@ -106,76 +117,152 @@ double MoeBytesPerRank(int rank, int world) {
   return 4.0 * std::accumulate(counts.begin(), counts.end(), int64_t{0});
 }
 
+// The step's collectives compared across transports (keys of the summary).
+constexpr const char* kCompareOps[] = {"vote", "broadcast", "gather", "alltoallv"};
+constexpr int64_t kVoteElements = 4;
+constexpr size_t kSmallPayload = 200;
+
+// Median microseconds per op key, in-process (threads) then gloo and shm (processes).
+using Medians = std::map<std::string, double>;
+
 // ---- In-process: ranks as threads of this process.
 
-void RunInProcess(int world, int iters, int moe_iters) {
-  for (int64_t n : {1, 8}) {
-    auto group = MakeInProcessGroup(world);
-    std::vector<double> rank0_us;
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r) {
-      threads.emplace_back([&, r] {
-        std::vector<int64_t> vote(n, r);
-        for (int i = 0; i < iters; ++i) {
-          const double us = TimeUs([&] {
-            Check(group[r]->AllReduce(absl::MakeSpan(vote), ReduceOp::kMax, Tag("vote")),
-                  "in-process AllReduce");
-          });
-          if (r == 0) rank0_us.push_back(us);
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    PrintRow("in-process allreduce", world, n, Summarize(rank0_us));
-  }
+// Runs fn(comm, rank) `iters` times on every rank (one thread each) of a fresh group;
+// returns rank 0's times.
+std::vector<double> InProcessSeries(int world, int iters,
+                                    const std::function<void(Communicator&, int)>& fn) {
   auto group = MakeInProcessGroup(world);
   std::vector<double> rank0_us;
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      std::vector<int64_t> send_counts = MoeCounts(r, world);
-      std::vector<int64_t> recv_counts = MoeRecvCounts(r, world);
-      std::vector<float> send(kMoeTokens * kMoeHidden, 1.0f);
-      std::vector<float> recv(std::accumulate(recv_counts.begin(), recv_counts.end(), 0));
-      for (int i = 0; i < moe_iters; ++i) {
-        const double us = TimeUs([&] {
-          Check(
-              group[r]->AllToAllV(send, send_counts, absl::MakeSpan(recv), recv_counts, Tag("moe")),
-              "in-process AllToAllV");
-        });
+      for (int i = 0; i < iters; ++i) {
+        const double us = TimeUs([&] { fn(*group[r], r); });
         if (r == 0) rank0_us.push_back(us);
       }
     });
   }
   for (std::thread& t : threads) t.join();
-  const Stats s = Summarize(rank0_us);
+  return rank0_us;
+}
+
+Medians RunInProcess(int world, int iters, int moe_iters) {
+  Medians medians;
+  for (int64_t n : {int64_t{1}, kVoteElements, int64_t{8}}) {
+    const Stats s = Summarize(InProcessSeries(world, iters, [n](Communicator& comm, int r) {
+      std::vector<int64_t> vote(n, r);
+      Check(comm.AllReduce(absl::MakeSpan(vote), ReduceOp::kMax, Tag("vote")),
+            "in-process AllReduce");
+    }));
+    PrintRow("in-process allreduce", world, n, s);
+    if (n == kVoteElements) medians["vote"] = s.median_us;
+  }
+  const std::string payload(kSmallPayload, 'x');
+  medians["broadcast"] = Summarize(InProcessSeries(world, iters, [&](Communicator& comm, int r) {
+                           std::string intake = r == 0 ? payload : "";
+                           Check(comm.Broadcast(&intake, 0, Tag("intake")), "in-process Broadcast");
+                         })).median_us;
+  medians["gather"] =
+      Summarize(InProcessSeries(world, iters, [&](Communicator& comm, int) {
+        Check(comm.Gather(payload, 0, Tag("responses")).status(), "in-process Gather");
+      })).median_us;
+  const Stats s = Summarize(InProcessSeries(world, moe_iters, [world](Communicator& comm, int r) {
+    static thread_local std::vector<float> send;
+    static thread_local std::vector<float> recv;
+    const std::vector<int64_t> send_counts = MoeCounts(r, world);
+    const std::vector<int64_t> recv_counts = MoeRecvCounts(r, world);
+    send.assign(kMoeTokens * kMoeHidden, 1.0f);
+    recv.resize(std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0}));
+    Check(comm.AllToAllV(send, send_counts, absl::MakeSpan(recv), recv_counts, Tag("moe")),
+          "in-process AllToAllV");
+  }));
+  medians["alltoallv"] = s.median_us;
   std::printf("%-24s ranks=%d %lld tokens x %lld floats: median=%8.1f us  %6.2f GB/s per rank\n",
               "in-process alltoallv", world, static_cast<long long>(kMoeTokens),
               static_cast<long long>(kMoeHidden), s.median_us,
               MoeBytesPerRank(0, world) / (s.median_us * 1e3));
+  return medians;
 }
 
-// ---- Gloo: this process is one rank. args: store directory, iterations.
+// ---- Shm against gloo, paired call by call in the same rank processes.
 
-void RunGlooRank(const testing::RankProcessRole& role) {
-  const int rank = role.rank;
-  const int world = role.world_size;
-  int iters = 0;
-  int moe_iters = 0;
-  if (role.args.size() < 3 || !absl::SimpleAtoi(role.args[1], &iters) ||
-      !absl::SimpleAtoi(role.args[2], &moe_iters)) {
-    std::exit(2);
+// Runs gloo_fn and shm_fn in alternating blocks of `block` calls (which goes first
+// alternates too) after a warm-up, so that each call is measured in a steady run of
+// its own transport while the machine's load hits both alike. On rank 0 prints both
+// and appends "<key> <gloo median> <shm median> <median of the per-block-pair ratios
+// of medians>" to `results`.
+void ComparePaired(absl::string_view key, int rank, int world, int iters, int block,
+                   const std::function<void()>& gloo_fn, const std::function<void()>& shm_fn,
+                   std::ofstream& results) {
+  for (int i = 0; i < std::min(iters, 2 * block); ++i) {
+    gloo_fn();
+    shm_fn();
   }
-  gloo::rendezvous::FileStore store(role.args[0]);
+  std::vector<double> gloo_us;
+  std::vector<double> shm_us;
+  std::vector<double> ratios;
+  for (int b = 0; b * block < iters; ++b) {
+    std::vector<double> g;
+    std::vector<double> s;
+    for (int k = 0; k < 2; ++k) {
+      const bool gloo_turn = (b + k) % 2 == 0;
+      for (int i = 0; i < block; ++i) {
+        (gloo_turn ? g : s).push_back(TimeUs(gloo_turn ? gloo_fn : shm_fn));
+      }
+    }
+    ratios.push_back(Summarize(g).median_us / Summarize(s).median_us);
+    gloo_us.insert(gloo_us.end(), g.begin(), g.end());
+    shm_us.insert(shm_us.end(), s.begin(), s.end());
+  }
+  if (rank != 0) return;
+  const Stats g = Summarize(gloo_us);
+  const Stats s = Summarize(shm_us);
+  PrintRow(absl::StrCat("gloo ", key), world, 0, g);
+  PrintRow(absl::StrCat("shm ", key), world, 0, s);
+  results << key << " " << g.median_us << " " << s.median_us << " " << Summarize(ratios).median_us
+          << "\n";
+}
 
-  GlooOptions options;
-  options.rank = rank;
-  options.world_size = world;
-  options.store = &store;
-  options.prefix = "bench";
-  auto comm = GlooCommunicator::Create(options);
-  Check(comm.status(), "GlooCommunicator::Create");
+void CompareShmAndGloo(int rank, int world, int iters, int moe_iters, Communicator& gloo,
+                       Communicator& shm, const std::string& results_path) {
+  std::ofstream results;
+  if (rank == 0) results.open(results_path);
+  std::vector<int64_t> vote(kVoteElements, rank);
+  auto vote_on = [&](Communicator& comm) {
+    return
+        [&] { Check(comm.AllReduce(absl::MakeSpan(vote), ReduceOp::kMax, Tag("vote")), "vote"); };
+  };
+  ComparePaired("vote", rank, world, iters, 100, vote_on(gloo), vote_on(shm), results);
+  const std::string payload(kSmallPayload, 'x');
+  auto broadcast_on = [&](Communicator& comm) {
+    return [&] {
+      std::string intake = rank == 0 ? payload : "";
+      Check(comm.Broadcast(&intake, 0, Tag("intake")), "Broadcast");
+    };
+  };
+  ComparePaired("broadcast", rank, world, iters, 100, broadcast_on(gloo), broadcast_on(shm),
+                results);
+  auto gather_on = [&](Communicator& comm) {
+    return [&] { Check(comm.Gather(payload, 0, Tag("responses")).status(), "Gather"); };
+  };
+  ComparePaired("gather", rank, world, iters, 100, gather_on(gloo), gather_on(shm), results);
+  const std::vector<int64_t> send_counts = MoeCounts(rank, world);
+  const std::vector<int64_t> recv_counts = MoeRecvCounts(rank, world);
+  std::vector<float> send(kMoeTokens * kMoeHidden, 1.0f);
+  std::vector<float> recv(std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0}));
+  auto a2av_on = [&](Communicator& comm) {
+    return [&] {
+      Check(comm.AllToAllV(send, send_counts, absl::MakeSpan(recv), recv_counts, Tag("moe")),
+            "AllToAllV");
+    };
+  };
+  ComparePaired("alltoallv", rank, world, moe_iters, 10, a2av_on(gloo), a2av_on(shm), results);
+}
 
+// ---- Gloo against raw gloo: this process is one rank.
+
+void RunGlooSections(int rank, int world, int iters, int moe_iters,
+                     std::unique_ptr<GlooCommunicator>* comm) {
   // The raw baseline runs on the same gloo context (connections, event loop thread).
   const std::shared_ptr<gloo::Context>& raw = (*comm)->gloo_context();
 
@@ -309,36 +396,108 @@ void RunGlooRank(const testing::RankProcessRole& role) {
   std::fflush(stdout);
 }
 
+// One rank process. args: gloo store directory (also holds rank 0's results), iterations,
+// all-to-all-v iterations, shm segment name, shm chunk bytes, compare only (0 or 1),
+// shm spin microseconds.
+void RunRank(const testing::RankProcessRole& role) {
+  const int rank = role.rank;
+  const int world = role.world_size;
+  int iters = 0;
+  int moe_iters = 0;
+  int64_t chunk = 0;
+  int compare_only = 0;
+  int spin_us = 0;
+  if (role.args.size() < 7 || !absl::SimpleAtoi(role.args[6], &spin_us) ||
+      !absl::SimpleAtoi(role.args[1], &iters) || !absl::SimpleAtoi(role.args[2], &moe_iters) ||
+      !absl::SimpleAtoi(role.args[4], &chunk) || !absl::SimpleAtoi(role.args[5], &compare_only)) {
+    std::exit(2);
+  }
+  gloo::rendezvous::FileStore store(role.args[0]);
+  GlooOptions options;
+  options.rank = rank;
+  options.world_size = world;
+  options.store = &store;
+  options.prefix = "bench";
+  auto gloo = GlooCommunicator::Create(options);
+  Check(gloo.status(), "GlooCommunicator::Create");
+  ShmOptions shm_options;
+  shm_options.name = role.args[3];
+  shm_options.rank = rank;
+  shm_options.world_size = world;
+  shm_options.chunk_bytes = chunk;
+  shm_options.spin = absl::Microseconds(spin_us);
+  auto shm = ShmCommunicator::Create(shm_options);
+  Check(shm.status(), "ShmCommunicator::Create");
+  if (!compare_only) RunGlooSections(rank, world, iters, moe_iters, &*gloo);
+  CompareShmAndGloo(rank, world, iters, moe_iters, **gloo, **shm,
+                    absl::StrCat(role.args[0], "/compare.txt"));
+  std::fflush(stdout);
+}
+
+// The summary of one world size: in-process, gloo and shm medians of the same run.
+void PrintSummary(int world, const Medians& in_process, const std::string& results_path) {
+  std::ifstream results(results_path);
+  std::map<std::string, std::vector<double>> rows;  // gloo, shm, paired ratio
+  std::string key;
+  double gloo_us = 0, shm_us = 0, ratio = 0;
+  while (results >> key >> gloo_us >> shm_us >> ratio) rows[key] = {gloo_us, shm_us, ratio};
+  std::printf("summary ranks=%d, median us: %-12s %10s %10s %10s %9s %9s %11s\n", world, "op",
+              "in-process", "gloo", "shm", "gloo/shm", "paired", "shm/in-proc");
+  for (const char* op : kCompareOps) {
+    auto it = rows.find(op);
+    if (it == rows.end()) continue;
+    const std::vector<double>& r = it->second;
+    const double ip = in_process.count(op) ? in_process.at(op) : 0;
+    std::printf("summary ranks=%d, median us: %-12s %10.1f %10.1f %10.1f %8.1fx %8.1fx %10.2fx\n",
+                world, op, ip, r[0], r[1], r[0] / r[1], r[2], r[1] / ip);
+  }
+  std::fflush(stdout);
+}
+
 int Main(int argc, char** argv) {
   if (std::optional<testing::RankProcessRole> role = testing::GetRankProcessRole()) {
-    RunGlooRank(*role);
+    RunRank(*role);
     return 0;
   }
   int iters = 3000;
   int moe_iters = 100;
+  int64_t chunk_kib = ShmOptions().chunk_bytes >> 10;
+  int spin_us = absl::ToInt64Microseconds(ShmOptions().spin);
+  bool compare_only = false;
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (absl::ConsumePrefix(&arg, "--iters=") && !absl::SimpleAtoi(arg, &iters)) return 2;
     if (absl::ConsumePrefix(&arg, "--moe_iters=") && !absl::SimpleAtoi(arg, &moe_iters)) return 2;
+    if (absl::ConsumePrefix(&arg, "--shm_chunk_kib=") && !absl::SimpleAtoi(arg, &chunk_kib)) {
+      return 2;
+    }
+    if (absl::ConsumePrefix(&arg, "--shm_spin_us=") && !absl::SimpleAtoi(arg, &spin_us)) return 2;
+    if (arg == "--compare_only") compare_only = true;
   }
   std::printf(
-      "comm_bench: %d iterations per all-reduce series, %d per all-to-all-v; "
-      "%u hardware threads\n",
-      iters, moe_iters, std::thread::hardware_concurrency());
+      "comm_bench: %d iterations per small-op series, %d per all-to-all-v; shm chunk %lld KiB, "
+      "spin %d us; %u hardware threads\n",
+      iters, moe_iters, static_cast<long long>(chunk_kib), spin_us,
+      std::thread::hardware_concurrency());
   for (int world : {2, 4}) {
-    RunInProcess(world, iters * 5, moe_iters);
+    const Medians in_process = RunInProcess(world, iters * 5, moe_iters);
     std::fflush(stdout);
+    const std::string dir = testing::MakeTempDir("comm_bench");
+    const std::string shm_name =
+        ShmSegmentName("comm_bench", absl::StrCat(getpid(), "w", world), "bench");
     auto exits = testing::RunRankProcesses(
-        "gloo", world,
-        {testing::MakeTempDir("comm_bench"), absl::StrCat(iters), absl::StrCat(moe_iters)},
-        absl::Minutes(5));
-    Check(exits.status(), "gloo rank processes");
+        "ranks", world,
+        {dir, absl::StrCat(iters), absl::StrCat(moe_iters), shm_name,
+         absl::StrCat(chunk_kib * 1024), compare_only ? "1" : "0", absl::StrCat(spin_us)},
+        absl::Minutes(8));
+    Check(exits.status(), "rank processes");
     for (const testing::RankExit& exit : *exits) {
       if (!exit.exited || exit.exit_code != 0) {
-        std::fprintf(stderr, "a gloo rank failed: %s\n", testing::DescribeExit(exit).c_str());
+        std::fprintf(stderr, "a rank failed: %s\n", testing::DescribeExit(exit).c_str());
         return 1;
       }
     }
+    PrintSummary(world, in_process, absl::StrCat(dir, "/compare.txt"));
   }
   return 0;
 }

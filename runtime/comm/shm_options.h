@@ -17,8 +17,10 @@ struct ShmOptions {
   int world_size = 1;
   // Payload bytes a rank moves per round (larger payloads take several rounds). Used
   // by rank 0, which creates the segment; the others adopt the segment's. The segment
-  // takes about world_size * 2 * chunk_bytes of /dev/shm.
-  int64_t chunk_bytes = int64_t{1} << 20;
+  // takes about world_size * 2 * chunk_bytes of /dev/shm. 256 KiB rounds stay in the
+  // L2 cache between the writer's and the readers' copies: on the 2-core VM a 2 MiB
+  // all-to-all-v took 140 us with them, 330-590 us with 1-4 MiB (docs/perf.md).
+  int64_t chunk_bytes = int64_t{256} << 10;
   // Bound on the bootstrap: until every rank has attached.
   absl::Duration connect_timeout = absl::Seconds(30);
   // How long a waiting rank busy-polls before it sleeps on the futex. While more
