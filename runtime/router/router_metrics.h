@@ -14,7 +14,8 @@
 //   instance_healthy{instance,role,state}     1 when taking new requests
 //   instance_router_in_flight{instance}
 //   instance_steps_total / _vetoed_steps_total / _padded_steps_total /
-//   _deferred_updates_total / _stale_updates_total /
+//   _deferred_updates_total / _stale_updates_total / _dummy_updates_dropped_total /
+//   _rank_errors_total / _error_steps_total / _engine_failures_total /
 //   _draft_tokens_proposed_total / _draft_tokens_accepted_total{instance}
 //   instance_active_requests / instance_queued_requests{instance}
 //   instance_free_blocks{instance,rank,pool}

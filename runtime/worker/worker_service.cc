@@ -107,6 +107,10 @@ grpc::Status WorkerServiceImpl::Stats(grpc::ServerContext*, const v1::StatsReque
   response->set_transfers_received(c.transfers_received);
   response->set_transfers_sent(c.transfers_sent);
   response->set_transfer_failures(c.transfer_failures);
+  response->set_rank_errors(c.errors);
+  response->set_error_steps(c.error_steps);
+  response->set_dummy_updates_dropped(c.dummy_updates_dropped);
+  response->set_engine_failures(c.engine_failures);
   for (size_t r = 0; r < snap.free_target_blocks.size(); ++r) {
     v1::PoolStats* p = response->add_pools();
     p->set_rank(static_cast<int32_t>(r));
