@@ -350,6 +350,28 @@ TEST(KvManagerTest, FreshUpdatesApplyAndBadLengthsAreErrors) {
   EXPECT_EQ(m->Stats().stale_updates, 1);
 }
 
+// A deferred update to a suspended cache is stale (the cache cannot be resized); once
+// resumed, the same cache takes the update.
+TEST(KvManagerTest, SuspendedCacheTakesNoUpdate) {
+  std::unique_ptr<KvManager> m = Make(DraftMode::kUnpaired, 8, 8);
+  const RequestId id(1);
+  ASSERT_THAT(m->CreateCache(id), IsOk());
+  ASSERT_THAT(m->AdmitMirror(id), IsOk());
+  ASSERT_THAT(m->Resize(id, kTarget, 8, 4), IsOk());
+  ASSERT_THAT(m->Resize(id, kDraft, 8, 4), IsOk());
+  ASSERT_THAT(m->Suspend(id), IsOk());
+  for (const PoolKind pool : {kTarget, kDraft}) {
+    const CacheUpdate update{id, pool, m->Info(id, pool)->generation, 8, 6};
+    EXPECT_EQ(m->ApplyUpdate(update).value_or(UpdateResult::kApplied), UpdateResult::kStale);
+    EXPECT_EQ(m->Info(id, pool)->history, 4);
+  }
+  EXPECT_EQ(m->Stats().stale_updates, 2);
+  ASSERT_THAT(m->Resume(id), IsOk());
+  const CacheUpdate update{id, kTarget, m->Info(id, kTarget)->generation, 8, 6};
+  EXPECT_EQ(m->ApplyUpdate(update).value_or(UpdateResult::kStale), UpdateResult::kApplied);
+  EXPECT_EQ(m->Info(id, kTarget)->history, 6);
+}
+
 TEST(KvManagerTest, GenerationsAreUniqueAcrossPoolsAndNeverReused) {
   std::unique_ptr<KvManager> m = Make(DraftMode::kUnpaired, 8, 8);
   std::vector<uint64_t> seen;
