@@ -195,7 +195,9 @@ int Launch(const LaunchFlags& flags, int signal_fd) {
     return status.code() == absl::StatusCode::kCancelled ? 0 : 1;
   };
 
-  Say(fmt::format("run directory {}", flags.run_dir));
+  int64_t processes = 1;  // the router
+  for (const config::InstanceConfig& instance : config->instances) processes += instance.world_size;
+  Say(fmt::format("run directory {} ({} processes)", flags.run_dir, processes));
   absl::StatusOr<LaunchPlan> plan =
       StartRouter(*config, plan_options, supervisor, ready_timeout, signal_fd);
   if (!plan.ok()) return fail(plan.status());
