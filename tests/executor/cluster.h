@@ -83,6 +83,7 @@ class ScriptedCluster : public exec::ResponseSink {
 
   exec::Executor& rank(int r) { return *executors_[r]; }
   const engine::FakeEngine& engine(int r) const { return *engines_[r]; }
+  const transfer::FakeTransceiver& transceiver(int r) const { return *transceivers_[r]; }
   // Each rank's own clock; a test may advance one to make the ranks' clocks disagree.
   FakeClock& clock(int r) { return *clocks_[r]; }
   int ranks() const { return options_.ranks; }

@@ -254,11 +254,15 @@ TEST(EdgeCasesTest, TransferFailureFailsOnlyItsRequest) {
   }
   EXPECT_GT(failed, 0);
   EXPECT_GT(ok, 0);
+  // Each failure was a rank-local error published at that step's vote, seen by both.
+  EXPECT_EQ(c.rank(0).counters().errors + c.rank(1).counters().errors, failed);
+  EXPECT_GT(c.rank(0).counters().error_steps, 0);
+  EXPECT_EQ(c.rank(0).counters().error_steps, c.rank(1).counters().error_steps);
   ExpectBaseline(c);
 }
 
-// Checklist: a receive past its deadline is cancelled, then its request fails with
-// DeadlineExceeded; its blocks are freed.
+// Checklist (timeout without an in-flight cancel): the transceiver expires a receive at
+// its deadline; the request fails with DeadlineExceeded and its blocks are freed.
 TEST(EdgeCasesTest, TransferDeadline) {
   ClusterOptions o = Base(1, exec::Role::kGeneration);
   o.transfer_latency = absl::Milliseconds(500);
@@ -269,7 +273,39 @@ TEST(EdgeCasesTest, TransferDeadline) {
   RunToEnd(c, 1);
   const Stream s = c.stream(a.id);
   EXPECT_EQ(s.status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(std::string(s.status.message()), HasSubstr("KV transfer from ctx rank 0"));
+  EXPECT_THAT(std::string(s.status.message()),
+              HasSubstr("KV transfer from ctx rank 0 failed: KV receive deadline exceeded"));
+  ExpectBaseline(c);
+}
+
+// Checklist (timeout with an in-flight cancel): at the drain deadline a receive still
+// in flight is cancelled; its request fails only once the transceiver confirms that
+// the receive stopped, and its blocks stay allocated until then.
+TEST(EdgeCasesTest, DrainDeadlineCancelsAReceiveAndWaitsForTheTransceiver) {
+  ClusterOptions o = Base(1, exec::Role::kGeneration);
+  o.transfer_latency = absl::Milliseconds(500);
+  o.drain_timeout = absl::Milliseconds(5);
+  ScriptedCluster c(o);
+  auto a = c.MakeRequest(1, 6, 6);
+  c.Submit(a);
+  ASSERT_TRUE(c.StepUntil([&] { return c.transceiver(0).InFlight() == 1; }, 10));
+  c.rank(0).inbox().Drain();
+  // The step that cancels the receive keeps its blocks and the request; the next one
+  // gets the transceiver's confirmation and fails the request.
+  while (c.transceiver(0).InFlight() == 1) {
+    ASSERT_LT(c.steps(), 50);
+    ASSERT_NO_FATAL_FAILURE(StepAudited(c));
+  }
+  EXPECT_TRUE(c.rank(0).kv().Has(a.id, kv::PoolKind::kTarget));
+  EXPECT_FALSE(c.stream(a.id).finished);
+  ASSERT_NO_FATAL_FAILURE(StepAudited(c));
+  EXPECT_FALSE(c.rank(0).kv().Has(a.id, kv::PoolKind::kTarget));
+  const Stream s = c.stream(a.id);
+  EXPECT_TRUE(s.finished);
+  EXPECT_EQ(s.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.status.message()), HasSubstr("drain deadline"));
+  EXPECT_EQ(c.rank(0).counters().transfer_failures, 1);
+  ASSERT_TRUE(c.StepUntil([&] { return c.rank(0).drained(); }, 20));
   ExpectBaseline(c);
 }
 
