@@ -1,6 +1,7 @@
 #include "runtime/comm/shm_host_id.h"
 
 #include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -29,15 +30,16 @@ std::string HostName() {
   return name;
 }
 
-std::string IpcNamespace() {
-  char target[256] = {};
-  const ssize_t n = readlink("/proc/self/ns/ipc", target, sizeof(target) - 1);
-  if (n <= 0) return Unknown();
-  return std::string(target, n);
+// The tmpfs behind /dev/shm (where shm_open names live): bind mounts of one tmpfs
+// share its device number, separate tmpfs mounts (containers) do not.
+std::string ShmMount() {
+  struct stat st;
+  if (stat("/dev/shm", &st) != 0) return Unknown();
+  return absl::StrCat("shm-dev:", st.st_dev, ":", st.st_ino);
 }
 
 }  // namespace
 
-std::string ShmHostId() { return absl::StrCat(BootId(), "/", HostName(), "/", IpcNamespace()); }
+std::string ShmHostId() { return absl::StrCat(BootId(), "/", HostName(), "/", ShmMount()); }
 
 }  // namespace lockstep::comm

@@ -2,12 +2,13 @@
 // through the rendezvous so that `auto` transport selection can tell whether every
 // rank of a group can reach the same /dev/shm.
 //
-// "<boot id>/<hostname>/<ipc namespace>": the kernel's boot id (one per boot of one
-// machine or VM), the hostname (containers on one machine differ here), and the IPC
-// namespace (two processes can share POSIX shared memory only inside one). Equal ids
-// mean the same kernel, the same host name and the same IPC namespace; a part that
-// cannot be read is replaced by a value unique to this process, so that such a rank
-// never looks co-located with anyone (auto then picks gloo).
+// "<boot id>/<hostname>/shm-dev:<device>:<inode>": the kernel's boot id (one per
+// boot of one machine or VM), the hostname (containers on one machine usually differ
+// here), and the filesystem behind /dev/shm, where shm_open names live (two processes
+// share POSIX shared memory only through one such mount). Equal ids mean the same
+// kernel, host name and /dev/shm; a part that cannot be read is replaced by a value
+// unique to this process, so that such a rank never looks co-located with anyone
+// (auto then picks gloo).
 //
 // Thread safety: thread-safe.
 #ifndef LOCKSTEP_RUNTIME_COMM_SHM_HOST_ID_H_

@@ -105,10 +105,10 @@ TEST(ShmSegmentTest, OpenRefusesASegmentOthersCanRead) {
   EXPECT_THAT(UnlinkShmSegment(name), IsOk());
 }
 
-TEST(ShmHostIdTest, StableAndNamesBootHostAndIpcNamespace) {
+TEST(ShmHostIdTest, StableAndNamesBootHostAndShmMount) {
   const std::string id = ShmHostId();
   EXPECT_EQ(id, ShmHostId());
-  EXPECT_THAT(id, HasSubstr("ipc:["));
+  EXPECT_THAT(id, HasSubstr("/shm-dev:"));
   EXPECT_EQ(std::count(id.begin(), id.end(), '/'), 2) << id;
 }
 

@@ -187,6 +187,11 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   transfer.Int("lease_ms", &instance.transfer.lease_ms);
   transfer.Bool("tcp_data_plane", &instance.transfer.tcp_data_plane);
   transfer.Finish();
+
+  MapReader comm(reader.Child("comm"), reader.PathOf("comm"), errors);
+  comm.Enumerated("vote_transport", &instance.comm.vote_transport, &ParseCommTransport);
+  comm.Enumerated("engine_transport", &instance.comm.engine_transport, &ParseCommTransport);
+  comm.Finish();
   reader.Finish();
 }
 

@@ -31,6 +31,8 @@ TEST(ConfigYamlTest, MinimalFileGetsDefaults) {
   EXPECT_EQ(config->instances[0].executor.dummy_policy, DummyPolicy::kReserved);
   EXPECT_TRUE(config->instances[0].kv.prefix_reuse);
   EXPECT_TRUE(config->instances[0].transfer.tcp_data_plane);
+  EXPECT_EQ(config->instances[0].comm.vote_transport, CommTransport::kGloo);
+  EXPECT_EQ(config->instances[0].comm.engine_transport, CommTransport::kGloo);
 }
 
 TEST(ConfigYamlTest, RelativeModelPathsResolveAgainstTheConfigDirectory) {
@@ -96,6 +98,18 @@ TEST(ConfigYamlTest, TcpDataPlaneCanBeTurnedOff) {
   EXPECT_FALSE(config->instances[0].transfer.tcp_data_plane);
 }
 
+TEST(ConfigYamlTest, CommTransportsAreChosenPerGroup) {
+  absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(
+      "model: {name: m, path: p}\n"
+      "instances: [{name: a, role: aggregated,\n"
+      "             comm: {vote_transport: shm, engine_transport: auto}}]\n",
+      "");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->instances[0].comm.vote_transport, CommTransport::kShm);
+  EXPECT_EQ(config->instances[0].comm.engine_transport, CommTransport::kAuto);
+  EXPECT_EQ(CommTransportName(CommTransport::kAuto), "auto");
+}
+
 struct BadYaml {
   std::string label;
   std::string yaml;
@@ -147,6 +161,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "model: {name: m, path: p}\nrouter: {policy: random}\n"
                 "instances: [{name: a, role: aggregated}]\n",
                 "router.policy: must be one of round_robin | least_load"},
+        BadYaml{"bad_transport",
+                "model: {name: m, path: p}\n"
+                "instances: [{name: a, role: aggregated, comm: {vote_transport: tcp}}]\n",
+                "instances[0].comm.vote_transport: must be one of gloo | shm | auto, got 'tcp'"},
         BadYaml{"instances_map", "model: {name: m, path: p}\ninstances: {name: a}\n",
                 "instances: must be a sequence"},
         BadYaml{"section_scalar",

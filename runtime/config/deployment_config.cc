@@ -28,6 +28,8 @@ constexpr NameTable<DraftPool, 3> kDraftPoolNames = {{{DraftPool::kNone, "none"}
                                                       {DraftPool::kUnpaired, "unpaired"}}};
 constexpr NameTable<RoutingPolicy, 2> kPolicyNames = {
     {{RoutingPolicy::kRoundRobin, "round_robin"}, {RoutingPolicy::kLeastLoad, "least_load"}}};
+constexpr NameTable<CommTransport, 3> kTransportNames = {
+    {{CommTransport::kGloo, "gloo"}, {CommTransport::kShm, "shm"}, {CommTransport::kAuto, "auto"}}};
 
 template <typename Enum, size_t N>
 std::string_view NameOf(const NameTable<Enum, N>& table, Enum value) {
@@ -150,6 +152,9 @@ std::string_view EngineKindName(EngineKind engine) { return NameOf(kEngineNames,
 std::string_view DummyPolicyName(DummyPolicy policy) { return NameOf(kDummyNames, policy); }
 std::string_view DraftPoolName(DraftPool pool) { return NameOf(kDraftPoolNames, pool); }
 std::string_view RoutingPolicyName(RoutingPolicy policy) { return NameOf(kPolicyNames, policy); }
+std::string_view CommTransportName(CommTransport transport) {
+  return NameOf(kTransportNames, transport);
+}
 
 absl::StatusOr<InstanceRole> ParseInstanceRole(std::string_view name) {
   return ParseName(kRoleNames, name);
@@ -165,6 +170,9 @@ absl::StatusOr<DraftPool> ParseDraftPool(std::string_view name) {
 }
 absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name) {
   return ParseName(kPolicyNames, name);
+}
+absl::StatusOr<CommTransport> ParseCommTransport(std::string_view name) {
+  return ParseName(kTransportNames, name);
 }
 
 absl::Status ValidateHostPort(std::string_view field, std::string_view address) {

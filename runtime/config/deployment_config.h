@@ -32,6 +32,10 @@ enum class DummyPolicy { kReserved, kCompat };
 enum class DraftPool { kNone, kPaired, kUnpaired };
 // How the router picks an instance. YAML: round_robin | least_load.
 enum class RoutingPolicy { kRoundRobin, kLeastLoad };
+// How the ranks of an instance exchange collectives. YAML: gloo (TCP, any hosts) |
+// shm (shared memory; every rank on one host) | auto (shm when the rendezvous shows
+// every rank on one host, else gloo).
+enum class CommTransport { kGloo, kShm, kAuto };
 
 // The YAML spelling of each value, and its inverse (an error lists the valid names).
 std::string_view InstanceRoleName(InstanceRole role);
@@ -39,11 +43,13 @@ std::string_view EngineKindName(EngineKind engine);
 std::string_view DummyPolicyName(DummyPolicy policy);
 std::string_view DraftPoolName(DraftPool pool);
 std::string_view RoutingPolicyName(RoutingPolicy policy);
+std::string_view CommTransportName(CommTransport transport);
 absl::StatusOr<InstanceRole> ParseInstanceRole(std::string_view name);
 absl::StatusOr<EngineKind> ParseEngineKind(std::string_view name);
 absl::StatusOr<DummyPolicy> ParseDummyPolicy(std::string_view name);
 absl::StatusOr<DraftPool> ParseDraftPool(std::string_view name);
 absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name);
+absl::StatusOr<CommTransport> ParseCommTransport(std::string_view name);
 
 // `model:` — the served model. Relative paths are resolved against the directory of the
 // config file when the file is loaded (so a config works from any current directory);
@@ -135,6 +141,16 @@ struct TransferSettings {
   bool tcp_data_plane = true;
 };
 
+// `instances[i].comm:` — the transports of the instance's two collective groups.
+// Explicit `shm` with ranks on several hosts fails the bootstrap on every rank.
+struct CommSettings {
+  // The executor's step collectives (intake broadcast, load all-gather, vote,
+  // response gather).
+  CommTransport vote_transport = CommTransport::kGloo;
+  // The engine's expert-parallel group (the MoE all-to-all-v).
+  CommTransport engine_transport = CommTransport::kGloo;
+};
+
 // `instances[i]:` — one DEP-N group of ranks.
 struct InstanceConfig {
   // Unique; letters, digits, '_', '-'. Required.
@@ -150,6 +166,7 @@ struct InstanceConfig {
   ExecutorSettings executor;
   KvSettings kv;
   TransferSettings transfer;
+  CommSettings comm;
 };
 
 // The whole file.

@@ -71,6 +71,8 @@ absl::Status Worker::Init() {
   boot.rank = options_.rank;
   boot.world_size = options_.world_size;
   boot.timeout = options_.bootstrap_timeout;
+  boot.vote_transport = instance_->comm.vote_transport;
+  boot.engine_transport = instance_->comm.engine_transport;
   ASSIGN_OR_RETURN(groups_, BootstrapInstance(boot));
 
   if (instance_->engine == config::EngineKind::kCpu) {
