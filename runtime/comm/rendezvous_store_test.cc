@@ -1,15 +1,11 @@
 #include "runtime/comm/rendezvous_store.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/testing/refusing_port.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -46,33 +42,8 @@ TEST(RendezvousStoreTest, FailuresAreRecordedNotThrown) {
               StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("group/1")));
 }
 
-// A loopback port held bound but not listening: connecting is refused, and no other
-// process can take the port while this holds it (unlike a port closed after use).
-class RefusingPort {
- public:
-  RefusingPort() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(address);
-    if (fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-      port_ = ntohs(address.sin_port);
-    }
-  }
-  ~RefusingPort() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
-
 TEST(RendezvousStoreTest, UnreachableServiceIsAnErrorWithinTheDeadline) {
-  RefusingPort refusing;
+  testing::RefusingPort refusing;
   ASSERT_GT(refusing.port(), 0);
   const std::string address = "127.0.0.1:" + std::to_string(refusing.port());
   auto client = RendezvousClient::Connect(address, "launch-1", absl::Milliseconds(200));

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/testing/refusing_port.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -103,13 +104,10 @@ TEST(TcpWireTest, StatusFrameRoundTrip) {
 TEST(TcpWireTest, ConnectErrorsNameTheAddress) {
   EXPECT_THAT(ConnectTcp("no-port", absl::Now() + absl::Seconds(1)).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  // A port nobody listens on: take one, then close it.
-  int port;
-  {
-    absl::StatusOr<std::pair<TcpSocket, int>> listening = ListenTcp("127.0.0.1");
-    ASSERT_THAT(listening.status(), IsOk());
-    port = listening->second;
-  }
+  // A port nobody listens on, held for the whole test.
+  testing::RefusingPort refusing;
+  ASSERT_GT(refusing.port(), 0);
+  const int port = refusing.port();
   const absl::Status refused =
       ConnectTcp(absl::StrCat("127.0.0.1:", port), absl::Now() + absl::Seconds(5)).status();
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable));
