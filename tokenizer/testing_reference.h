@@ -1,0 +1,46 @@
+// Test-only access to the JavaScript tokenizer reference that
+// tokenizer/testdata/setup_reference.sh installs (real tokenizer.json files and
+// @huggingface/tokenizers) in tokenizer/testdata/reference/node_modules.
+//
+// FindReference looks in $LOCKSTEP_TOKENIZER_REFERENCE if set, else in the workspace
+// folder that the test's runfile tokenizer/testdata/reference/package.json links to,
+// and fails (never skips) when the install is missing.
+#ifndef LOCKSTEP_TOKENIZER_TESTING_REFERENCE_H_
+#define LOCKSTEP_TOKENIZER_TESTING_REFERENCE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace lockstep::tok::testing {
+
+struct ReferenceResult {
+  std::vector<int32_t> ids;  // encode without special tokens
+  std::string text;          // decode(ids)
+  bool has_ids_special = false;
+  std::vector<int32_t> ids_special;  // encode with special tokens
+};
+
+class Reference {
+ public:
+  // The tokenizer.json of `name` (llama3, qwen3, llama2, gemma3, deepseek_v3).
+  std::string TokenizerJson(const std::string& name) const;
+
+  // Runs the reference on `corpus` (node js_reference.cjs encode ...).
+  absl::StatusOr<std::vector<ReferenceResult>> Encode(const std::string& name,
+                                                      const std::vector<std::string>& corpus) const;
+
+  // Runs `node js_reference.cjs bench` on a text file; returns MB/s.
+  absl::StatusOr<double> BenchEncode(const std::string& name, const std::string& text_path) const;
+
+  std::string dir;     // .../tokenizer/testdata/reference
+  std::string script;  // .../tokenizer/testdata/js_reference.cjs
+};
+
+absl::StatusOr<Reference> FindReference();
+
+}  // namespace lockstep::tok::testing
+
+#endif  // LOCKSTEP_TOKENIZER_TESTING_REFERENCE_H_
