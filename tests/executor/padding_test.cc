@@ -53,6 +53,8 @@ TEST_P(PostSchedulePadTest, RankThatSchedulesNothing) {
   EXPECT_EQ(s.vetoed, !pads || p.forced_veto);
   EXPECT_EQ(s.padded, pads && !p.forced_veto);  // forwarded only the dummy
   EXPECT_EQ(c.rank(0).counters().dummies_created, pads ? 1 : 0);
+  // The blocked first chunk holds nothing: its cache was released in the same pass.
+  EXPECT_FALSE(c.rank(0).kv().Has(specs[p.to_complete_prompts.size()].id, kv::PoolKind::kTarget));
   // Forwarded or rolled back, the dummy is gone (the audit also compared the pools of
   // a vetoed step with the state before its schedule).
   EXPECT_FALSE(c.rank(0).kv().Has(c.rank(0).kv().dummy_id(), kv::PoolKind::kTarget));
