@@ -1,5 +1,6 @@
 // The pad dummy after the schedule (DESIGN.md §3 step 5), and the dummy's place in the
 // counts that balance ranks (docs/executor-edge-cases.md, "Padding and veto").
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct PostPadCase {
   exec::PadSource source;
   exec::PadRefusal refusal;
 };
+
+void PrintTo(const PostPadCase& c, std::ostream* os) { *os << c.name; }
 
 class PostSchedulePadTest : public ::testing::TestWithParam<PostPadCase> {};
 
