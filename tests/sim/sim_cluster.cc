@@ -176,6 +176,8 @@ SimSummary RunSimulation(const SimConfig& config) {
     ec.engine_timeout = absl::Seconds(60);
     ec.transfer_deadline = config.transfer_deadline;
     ec.transfer_address = "sim";
+    // The executor's own audit also compares the pools across every unforwarded step.
+    ec.audit_every_step = config.audit;
     exec::Executor::Deps deps;
     deps.comm = faulty.back().get();
     deps.engine = engines.back().get();
@@ -266,7 +268,9 @@ SimSummary RunSimulation(const SimConfig& config) {
     summary.drafts_accepted += c.drafts_accepted;
     summary.transfer_failures += c.transfer_failures;
     if (c.audit_violations > 0) {
-      violation(r, c.steps, absl::StrCat(c.audit_violations, " KV updates failed"));
+      violation(r, c.steps,
+                absl::StrCat(c.audit_violations,
+                             " audit violations or failed KV updates counted by the executor"));
     }
     // Every pool back to its baseline: only prefix-cache blocks may stay.
     const kv::ManagerStats kv = executors[r]->kv().Stats();
