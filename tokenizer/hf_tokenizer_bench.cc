@@ -206,6 +206,7 @@ void BM_DecodeStreamPerToken(benchmark::State& state, const std::string& name) {
   }
   benchmark::DoNotOptimize(out);
   state.SetItemsProcessed(static_cast<int64_t>(ids.size() * state.iterations()));
+  state.counters["tokens"] = static_cast<double>(ids.size());
 }
 
 void Register() {
