@@ -1,5 +1,13 @@
-// Injected time. Every deadline, timeout and latency in the project reads a `Clock`,
-// so simulations and tests replay exactly with a `FakeClock`.
+// Injected time. The logic of the executor, the transceiver's claims and the router reads
+// a `Clock`, so simulations and tests replay it exactly with a `FakeClock`: step timing,
+// arrival and first-token times, the drain deadline, KV receive deadlines and claim
+// leases, the worker's Generate request timeout, heartbeat expiry, the router's request
+// timeout, SSE idleness and latency metrics. Whatever waits in the kernel or on the
+// network uses real time instead: collective timeouts, the engine step timeout,
+// bootstrap and rendezvous, gRPC and TCP deadlines (a clock deadline is converted into a
+// remaining duration where the two meet), worker health and stop deadlines, the
+// leader's idle wait, the Generate read slices, health polls, KV transfer waits, server
+// shutdown graces and the launcher. docs/threading.md §6 lists each one.
 //
 // Thread safety: both implementations are thread-safe.
 #ifndef LOCKSTEP_COMMON_CLOCK_H_

@@ -6,7 +6,9 @@
 //   ASSIGN_OR_RETURN(value_, ComputeValue());
 //
 // Do not use these between two collectives of a step: every rank must reach every
-// collective (DESIGN.md §3). Turn the local error into a vote instead.
+// collective (docs/design.md §3). Handle the local error on this rank instead (fail the
+// request: its final response goes out at the response gather, and the vote only
+// carries a count, `StepVote::errors`).
 #ifndef LOCKSTEP_COMMON_STATUS_MACROS_H_
 #define LOCKSTEP_COMMON_STATUS_MACROS_H_
 

@@ -1,4 +1,4 @@
-// Step-level KV audits (DESIGN.md §7.1, §7.4, §7.6) over KvManager's public view, for
+// Step-level KV audits (docs/design.md §7.1, §7.4, §7.6) over KvManager's public view, for
 // the executor's per-step audit. KvManager::Audit checks what one moment's state must
 // satisfy on its own (lengths, refcounts, owners by id); these checks compare it with
 // what the caller knows: which cache each owner holds (by generation), the pools as they

@@ -1,7 +1,8 @@
 // Where KV block storage comes from. A pool asks for ONE contiguous slab of
 // `num_blocks * BlockFloats()` floats at construction and returns it at destruction
-// (block_layout.h). The host allocator backs the CPU engine; a device allocator (CUDA)
-// implements the same interface in a leaf target.
+// (block_layout.h). The host allocator backs the CPU engine. A device allocator (CUDA)
+// is planned, not built (docs/design.md §10); it would implement this interface in a leaf
+// target.
 #ifndef LOCKSTEP_KVCACHE_BLOCK_ALLOCATOR_H_
 #define LOCKSTEP_KVCACHE_BLOCK_ALLOCATOR_H_
 

@@ -1,5 +1,5 @@
 // KvManager: the KV pools of one rank, target and optional draft, and the only way to
-// create, size and free per-request caches (DESIGN.md §1, §5, §7).
+// create, size and free per-request caches (docs/design.md §1, §5, §7).
 //
 // Pools. The target pool always exists. The draft pool is absent, *paired* (every
 // target resize is applied to the draft cache of the same id atomically: if the draft
@@ -8,7 +8,7 @@
 //
 // One release path. `Release(id)` frees `id` in every pool that holds it. There is no
 // per-pool free in this API, so a rollback can never leave a cache behind in a pool
-// it forgot (the motivating failure, DESIGN.md §1).
+// it forgot (the motivating failure, docs/design.md §1).
 //
 // Cache identity. Every cache gets a generation number unique for the life of the
 // manager (never reused, also across pools). An update computed for a deferred step
@@ -154,7 +154,7 @@ class KvManager {
 
   ManagerStats Stats() const;
 
-  // ---- Audit (DESIGN.md §7). ----
+  // ---- Audit (docs/design.md §7). ----
 
   // Every violation as one line of text (empty when clean): a cache owned by no live
   // request, claim or current dummy (`dummy_active` says whether the dummy is live);

@@ -232,7 +232,7 @@ TEST(KvManagerTest, UnpairedMirrorLifecycle) {
   EXPECT_THAT(m->Audit({}, {}, false), IsEmpty());
 }
 
-// DESIGN.md §1 at this level. Step N: dummy D1 forwarded; its completion update
+// docs/design.md §1 at this level. Step N: dummy D1 forwarded; its completion update
 // (history 3, capacity kept) is deferred. Step N+1: D2 (same id) is created, grown,
 // and its unpaired mirror admitted at capacity 0; the veto rolls D2 back through
 // Release. The deferred update for D1 then finds nothing of its own: stale, no error.

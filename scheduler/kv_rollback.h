@@ -1,5 +1,5 @@
 // Rollback: undoes exactly one step's KV growth, in every pool, when the step is vetoed
-// (DESIGN.md §3 step 6, invariant §7.4).
+// (docs/design.md §3 step 6, invariant §7.4).
 //
 // The scheduler records every cache it creates and every capacity it raises; Undo
 // releases the created ids (through KvManager::Release, so every pool that holds them

@@ -2,7 +2,7 @@
 //
 // Every rank runs this pure function on the same inputs (the all-gathered loads and
 // the leader's broadcast of new requests) and gets the same answer, so no extra
-// collective is needed to agree on who owns what (DESIGN.md §3 step 1, §7.7).
+// collective is needed to agree on who owns what (docs/design.md §3 step 1, §7.7).
 //
 // Rule (the anchor's, trtllm-executor-notes §7.4):
 //   1. Pinned requests go to their rank if it is below the per-rank cap.

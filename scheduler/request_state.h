@@ -1,4 +1,4 @@
-// Request states and types (DESIGN.md §4), and the table of legal transitions.
+// Request states and types (docs/design.md §4), and the table of legal transitions.
 //
 // Chronological states: kContextInit -> kGenerationInProgress -> kGenerationToComplete
 // -> kGenerationComplete. A generation-only request enters a generation instance as

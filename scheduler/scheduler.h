@@ -1,4 +1,4 @@
-// The per-rank scheduling policy (DESIGN.md §3 step 4), in the anchor's order:
+// The per-rank scheduling policy (docs/design.md §3 step 4), in the anchor's order:
 //
 //  1. Generation steps first, oldest first: each grows the request's caches by 1 + K
 //     tokens in the target pool and, with speculation, in the draft pool (an unpaired

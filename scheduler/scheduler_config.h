@@ -9,7 +9,7 @@
 
 namespace lockstep::sched {
 
-// How a rank pads a step in which it has nothing to forward (DESIGN.md §1).
+// How a rank pads a step in which it has nothing to forward (docs/design.md §1).
 enum class DummyPolicy {
   // TensorRT-LLM's behaviour: the dummy competes for KV like any request and is refused
   // at max_num_active_requests, so a full rank vetoes the forward on every rank.

@@ -1,4 +1,4 @@
-// The collective interface between the ranks of one instance (DESIGN.md §3, §8).
+// The collective interface between the ranks of one instance (docs/design.md §3, §8).
 //
 // Every call is collective: all ranks of the group call the same operations, with the
 // same tag, in the same order. Each call has a timeout; expiry returns

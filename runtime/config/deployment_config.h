@@ -1,5 +1,5 @@
 // The deployment configuration: one YAML file describes the router, the model and
-// every instance (DESIGN.md §2). The router reads all of it; a worker reads the model
+// every instance (docs/design.md §2). The router reads all of it; a worker reads the model
 // and its own instance's section; the launcher reads it to start every process.
 //
 //   ASSIGN_OR_RETURN(DeploymentConfig config, LoadDeploymentConfig("deploy/local/agg_dep2.yaml"));
@@ -22,13 +22,13 @@
 
 namespace lockstep::config {
 
-// What an instance serves (DESIGN.md §2). YAML: aggregated | context | generation.
+// What an instance serves (docs/design.md §2). YAML: aggregated | context | generation.
 enum class InstanceRole { kAggregated, kContext, kGeneration };
 // YAML: cpu (the CPU transformer engine) | fake (a deterministic test engine).
 enum class EngineKind { kCpu, kFake };
-// How a rank pads an empty batch (DESIGN.md §1). YAML: reserved | compat.
+// How a rank pads an empty batch (docs/design.md §1). YAML: reserved | compat.
 enum class DummyPolicy { kReserved, kCompat };
-// The draft model's KV pool (DESIGN.md §5). YAML: none | paired | unpaired.
+// The draft model's KV pool (docs/design.md §5). YAML: none | paired | unpaired.
 enum class DraftPool { kNone, kPaired, kUnpaired };
 // How the router picks an instance. YAML: round_robin | least_load.
 enum class RoutingPolicy { kRoundRobin, kLeastLoad };
@@ -114,7 +114,7 @@ struct ExecutorSettings {
   int64_t step_timeout_ms = 30000;
   // BLAS threads per rank for the CPU engine.
   int64_t blas_threads = 1;
-  // Run the invariant audit (DESIGN.md §7) after every step; violations are logged and
+  // Run the invariant audit (docs/design.md §7) after every step; violations are logged and
   // counted in Stats. Costs a little host time per step; on in tests.
   bool audit_every_step = false;
 };

@@ -8,7 +8,7 @@
 // the batch holds, even when the batch is empty or invalid (then the forwards run with
 // no rows and the error is returned afterwards), so all ranks stay in lockstep.
 //
-// Speculative decoding (DESIGN.md §6). Drafts are the draft model's greedy choices. A
+// Speculative decoding (docs/design.md §6). Drafts are the draft model's greedy choices. A
 // step verifies the drafts proposed at the end of the previous step (or the seed's;
 // a seed without drafts: none this step) and ends by proposing the next step's.
 // Verification samples the target token of every verified position with the

@@ -1,6 +1,6 @@
 // The model engine interface: the executor launches a batch asynchronously and collects
 // its sampled tokens later, so the host prepares step N+1 while step N computes (the
-// overlap loop, DESIGN.md §3).
+// overlap loop, docs/design.md §3).
 //
 // Engine-side sequence state. Because step N+1 is launched before the host has seen
 // step N's tokens, the engine keeps, per sequence (keyed by request id and target

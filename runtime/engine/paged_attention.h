@@ -1,4 +1,4 @@
-// Attention over K/V kept in place in the KV pool's blocks (DESIGN.md §5): a sequence's
+// Attention over K/V kept in place in the KV pool's blocks (docs/design.md §5): a sequence's
 // token at position p lives in block blocks[p / tokens_per_block], slot
 // p % tokens_per_block, at the offsets of kv::BlockLayout. Nothing is gathered into a
 // contiguous copy; keys are visited block by block.

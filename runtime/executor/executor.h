@@ -1,8 +1,9 @@
-// Executor: the step loop of one rank (DESIGN.md §3), for the overlap loop.
+// Executor: the step loop of one rank (docs/design.md §3), for the overlap loop. Phases
+// carry docs/design.md's numbers; phase 2 runs first, then 1, then 3 to 10 in order.
 //
-//   1. Transfers: poll KV receives and sends (rank-local); promote finished receives;
-//      fail expired ones.
-//   2. Intake: the leader broadcasts new requests, cancels, the drain order and (by its
+//   2. Transfers (first): poll KV receives and sends (rank-local); promote finished
+//      receives; fail expired ones.
+//   1. Intake: the leader broadcasts new requests, cancels, the drain order and (by its
 //      clock) the drain deadline's expiry; all ranks all-gather their loads and assign
 //      new requests with AssignRanks.
 //   3. Pre-schedule pad: the instance has work but this rank has nothing schedulable.
@@ -15,7 +16,7 @@
 //      the fleet vetoed while this rank had a batch. Updates carry the cache
 //      generation they were computed for; stale ones are skipped and counted.
 //   9. Respond: gather responses to the leader; terminate finished requests.
-//  10. Audit (optional): every invariant of DESIGN.md §7. With `audit_every_step` the
+//  10. Audit (optional): every invariant of docs/design.md §7. With `audit_every_step` the
 //      pools are also compared with a copy taken before the schedule when the step was
 //      not forwarded (growth never survives a veto).
 //
@@ -117,7 +118,7 @@ class Executor {
   const kv::KvManager& kv() const { return *kv_; }
   const ExecutorCounters& counters() const { return counters_; }
   const StepStatsRing& step_stats() const { return stats_ring_; }
-  // Every invariant violation of DESIGN.md §7 visible on this rank now, and those the
+  // Every invariant violation of docs/design.md §7 visible on this rank now, and those the
   // last step found on its way (a veto that left growth behind, a cache older than its
   // owner).
   std::vector<std::string> Audit() const;
@@ -147,7 +148,7 @@ class Executor {
     StepId step;
     std::vector<InFlightEntry> entries;
   };
-  // The caches an owner (live request or claim) holds, by generation (DESIGN.md §7.6).
+  // The caches an owner (live request or claim) holds, by generation (docs/design.md §7.6).
   struct CacheBinding {
     uint64_t first_seen = 0;  // KvManager::next_generation() when the owner was first seen
     std::array<uint64_t, 2> generation{};  // by PoolKind; 0: none

@@ -1,4 +1,4 @@
-// The executor's view of the invariant audit (DESIGN.md §7, step 10): owners by cache
+// The executor's view of the invariant audit (docs/design.md §7, step 10): owners by cache
 // identity, growth against the batch in flight, pools across a step that was not
 // forwarded. Part of Executor; runs on the executor thread.
 #include <algorithm>

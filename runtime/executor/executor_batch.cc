@@ -1,4 +1,4 @@
-// Launch of a step's batch and completion of the previous one (DESIGN.md §3 steps
+// Launch of a step's batch and completion of the previous one (docs/design.md §3 steps
 // 7–8). Part of Executor; runs on the executor thread.
 #include <algorithm>
 

@@ -39,7 +39,7 @@ struct ExecutorConfig {
   // the context handle of context-only responses.
   std::string transfer_address;
 
-  // Run the invariant audit (DESIGN.md §7) after every step.
+  // Run the invariant audit (docs/design.md §7) after every step.
   bool audit_every_step = false;
   // Steps kept in the StepStats ring buffer.
   int32_t stats_ring_size = 1024;

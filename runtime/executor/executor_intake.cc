@@ -1,4 +1,4 @@
-// Intake as the executor drives it (DESIGN.md §3 step 1): the leader's inbox broadcast
+// Intake as the executor drives it (docs/design.md §3 step 1): the leader's inbox broadcast
 // to every rank, validation, deterministic rank assignment, admission and cancels.
 // Part of Executor; runs on the executor thread.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Disaggregated KV transfer as the executor drives it (DESIGN.md §3 step 2, §4):
+// Disaggregated KV transfer as the executor drives it (docs/design.md §3 step 2, §4):
 // receives on generation instances, sends under transfer claims on context instances.
 // Part of Executor; runs on the executor thread; never blocks on the network.
 #include "absl/strings/str_cat.h"

@@ -1,6 +1,6 @@
 // What enters an instance: new requests, cancellations and the drain order. The leader
 // collects them from client threads (Inbox) and broadcasts them to every rank at the
-// top of each step (DESIGN.md §3 step 1).
+// top of each step (docs/design.md §3 step 1).
 #ifndef LOCKSTEP_RUNTIME_EXECUTOR_INTAKE_H_
 #define LOCKSTEP_RUNTIME_EXECUTOR_INTAKE_H_
 

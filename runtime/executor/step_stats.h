@@ -11,7 +11,7 @@
 
 namespace lockstep::exec {
 
-// Where this rank's pad dummy came from in a step (DESIGN.md §3 steps 3 and 5).
+// Where this rank's pad dummy came from in a step (docs/design.md §3 steps 3 and 5).
 enum class PadSource : int8_t {
   kNone,
   kBeforeSchedule,  // nothing schedulable here while the instance had work

@@ -1,5 +1,5 @@
 // The step vote: one small, fixed-size all-reduce per step that every rank joins
-// (DESIGN.md §3 step 6). Each field is reduced with max, so the vote is a single
+// (docs/design.md §3 step 6). Each field is reduced with max, so the vote is a single
 // AllReduce(kMax) of `StepVote::kFields` int64 values.
 //
 // Reading the reduced vote: `can_queue` (the forward runs on every rank) iff no rank's

@@ -1,4 +1,4 @@
-// The context side's transfer claims (DESIGN.md §7.8): the blocks of finished context
+// The context side's transfer claims (docs/design.md §7.8): the blocks of finished context
 // requests offered to the generation rank that will pull them.
 //
 // A claim ends exactly once, with one kSend event:

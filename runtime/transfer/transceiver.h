@@ -1,4 +1,4 @@
-// Disaggregated KV transfer, as the executor sees it (DESIGN.md §2, §4, §7.8).
+// Disaggregated KV transfer, as the executor sees it (docs/design.md §2, §4, §7.8).
 //
 // Context side: when a context-only request finishes its prefill, the executor keeps
 // its caches alive under a *transfer claim* and calls StartSend; the generation rank
@@ -10,7 +10,10 @@
 // and the transceiver writes the pulled blocks straight into them.
 //
 // Nothing here blocks: progress is reported by Poll, which the executor calls once per
-// step, and the results are voted on at the next synchronized point.
+// step (rank-locally, before intake), and each result is handled on its own rank: a send
+// event ends its claim; a failed receive fails its request, whose final response goes
+// out at the step's response gather and which is counted in the next vote's
+// `StepVote::errors` (and `StepStats::errors`). No rank waits on another's transfers.
 //
 // Thread safety: all methods are called from the executor thread; implementations do
 // their network work on threads of their own.

@@ -1,4 +1,4 @@
-// Worker: one rank of an instance as a process (DESIGN.md §2). It bootstraps the
+// Worker: one rank of an instance as a process (docs/design.md §2). It bootstraps the
 // instance's collectives through the rendezvous service, loads the engine, sizes the
 // KV pools from the model, runs the executor loop on its own thread, and — on the
 // leader — hosts WorkerService, registers with the router and heartbeats.
@@ -8,8 +8,10 @@
 // rank can no longer take part in collectives (then every open stream ends with an
 // error and Run returns it). Idle leaders wait on their inbox instead of spinning.
 //
-// Threads: the executor loop (Run's caller), gRPC server threads (leader), and the
-// heartbeat thread (leader). Only the loop touches executor state.
+// Threads: docs/threading.md §1 lists every thread of a worker (the executor loop is
+// Run's caller; the engine thread and its pool; gloo event loops; WorkerService handlers
+// and the heartbeat on the leader; KV transfer serving and receive threads on context
+// and generation ranks). Only the loop touches executor state.
 #ifndef LOCKSTEP_RUNTIME_WORKER_WORKER_H_
 #define LOCKSTEP_RUNTIME_WORKER_WORKER_H_
 

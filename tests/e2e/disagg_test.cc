@@ -1,5 +1,5 @@
 // End to end, disaggregated serving in the shape of the motivating deployment
-// (DESIGN.md §1): a context instance DEP2 and a generation instance DEP4 with
+// (docs/design.md §1): a context instance DEP2 and a generation instance DEP4 with
 // max_batch_size 2 per rank, speculative decoding K = 3 with an unpaired draft pool,
 // the tiny-moe target and draft, as real processes. About 200 requests complete with 0
 // errors, every greedy output equals aggregated serving of the same prompt and seed,

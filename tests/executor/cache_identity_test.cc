@@ -1,4 +1,4 @@
-// Cache identity across a deferral (DESIGN.md §7.6): an update computed for a cache
+// Cache identity across a deferral (docs/design.md §7.6): an update computed for a cache
 // applies to that cache only. When the request's id has a new cache by the time a
 // deferred update runs (paused and recomputed, or cancelled and its id submitted
 // again), the update is skipped as stale and the new cache keeps its own lengths.

@@ -1,4 +1,4 @@
-// The failure that started the project (DESIGN.md §1), built step by step on four real
+// The failure that started the project (docs/design.md §1), built step by step on four real
 // executors, under both dummy policies.
 //
 // Deployment: a DEP4 generation instance, speculative decoding with K = 3, the draft

@@ -1,4 +1,4 @@
-// The pad dummy after the schedule (DESIGN.md §3 step 5), and the dummy's place in the
+// The pad dummy after the schedule (docs/design.md §3 step 5), and the dummy's place in the
 // counts that balance ranks (docs/executor-edge-cases.md, "Padding and veto").
 #include <ostream>
 #include <string>
