@@ -4,7 +4,7 @@
 
 #include "common/log.h"
 #include "fmt/format.h"
-#include "runtime/router/role_wire.h"
+#include "runtime/config/role_wire.h"
 #include "runtime/router/sampling_convert.h"
 #include "tokenizer/utf8_stream_decoder.h"
 
@@ -97,7 +97,7 @@ grpc::Status GrpcFrontend::ListInstances(grpc::ServerContext*, const v1::ListIns
   for (const InstanceState& state : registry_.Snapshot()) {
     v1::InstanceInfo* info = response->add_instances();
     info->set_name(state.name);
-    info->set_role(RoleToWire(state.role));
+    info->set_role(config::RoleToWire(state.role));
     info->set_world_size(state.world_size);
     info->set_leader_address(state.address);
     info->set_model(state.model);
@@ -118,7 +118,7 @@ grpc::Status GrpcFrontend::ListInstances(grpc::ServerContext*, const v1::ListIns
 
 grpc::Status GrpcFrontend::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
                                     v1::RegisterResponse* response) {
-  absl::StatusOr<config::InstanceRole> role = RoleFromWire(request->role());
+  absl::StatusOr<config::InstanceRole> role = config::RoleFromWire(request->role());
   absl::Status status = role.status();
   if (status.ok()) {
     status = registry_.Register(request->instance(), *role, request->world_size(),

@@ -6,9 +6,9 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "proto/router.grpc.pb.h"
+#include "runtime/config/role_wire.h"
 #include "runtime/engine/cpu_engine.h"
 #include "runtime/engine/fake/fake_engine.h"
-#include "runtime/router/role_wire.h"
 #include "runtime/worker/executor_settings.h"
 
 namespace lockstep::worker {
@@ -217,7 +217,7 @@ void Worker::HeartbeatLoop() {
     if (!registered) {
       v1::RegisterRequest request;
       request.set_instance(instance_->name);
-      request.set_role(router::RoleToWire(instance_->role));
+      request.set_role(config::RoleToWire(instance_->role));
       request.set_world_size(static_cast<int32_t>(instance_->world_size));
       request.set_leader_address(service_address_);
       request.set_model(options_.deployment.model.name);

@@ -6,13 +6,13 @@
 #include "absl/time/clock.h"
 #include "proto/router.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
-#include "runtime/router/role_wire.h"
+#include "runtime/config/role_wire.h"
 
 namespace lockstep::bench {
 namespace {
 
 std::string RoleName(v1::InstanceRole role) {
-  absl::StatusOr<config::InstanceRole> r = router::RoleFromWire(role);
+  absl::StatusOr<config::InstanceRole> r = config::RoleFromWire(role);
   return r.ok() ? std::string(config::InstanceRoleName(*r)) : "unknown";
 }
 
