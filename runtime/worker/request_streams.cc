@@ -9,10 +9,10 @@ void ResponseQueue::Push(exec::Response response) {
   queue_.push_back(std::move(response));
 }
 
-std::optional<exec::Response> ResponseQueue::Next(absl::Time deadline) {
+std::optional<exec::Response> ResponseQueue::Next(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty(); };
-  if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) return std::nullopt;
+  if (!mu_.AwaitWithTimeout(absl::Condition(&ready), timeout)) return std::nullopt;
   exec::Response r = std::move(queue_.front());
   queue_.pop_front();
   return r;

@@ -26,8 +26,9 @@ namespace lockstep::worker {
 class ResponseQueue {
  public:
   void Push(exec::Response response) ABSL_LOCKS_EXCLUDED(mu_);
-  // The next response, or nullopt if none arrived before `deadline`.
-  std::optional<exec::Response> Next(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // The next response, or nullopt if none arrived within `timeout` of real time (a
+  // network read: not the injected Clock, whose time may be anywhere).
+  std::optional<exec::Response> Next(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::Mutex mu_;

@@ -51,8 +51,10 @@ grpc::Status WorkerServiceImpl::Generate(grpc::ServerContext* context,
                                 absl::StrCat("request ", id.value(), " did not finish within ",
                                              absl::FormatDuration(options_.request_timeout)));
     }
+    // The request and cancel deadlines are on the injected clock; the read waits in real
+    // time, at most a 100 ms slice and at most what is left until the cancel deadline.
     std::optional<exec::Response> next =
-        (*queue)->Next(std::min(now + absl::Milliseconds(100), cancel_deadline));
+        (*queue)->Next(std::min(absl::Milliseconds(100), cancel_deadline - now));
     if (!next.has_value()) continue;
     const v1::GenerateResponse out = ToProto(*next);
     if (!cancel_sent && !writer->Write(out)) cancel(absl::Seconds(5));  // the client left
