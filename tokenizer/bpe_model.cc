@@ -37,7 +37,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
   auto bpe = std::unique_ptr<BpeModel>(new BpeModel);
   bpe->byte_level_ = byte_level;
   if (const auto dropout = model.find("dropout");
-      dropout != model.end() && !dropout->is_null() && dropout->get<double>() != 0.0) {
+      dropout != model.end() && !dropout->is_null() &&
+      !(dropout->is_number() && dropout->get<double>() == 0.0)) {
     return absl::UnimplementedError("model BPE: 'dropout' is not supported");
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {

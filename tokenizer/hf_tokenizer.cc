@@ -32,7 +32,10 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(std::string_v
   }
   const nlohmann::json& model = FieldOrNull(doc, "model");
   if (!model.is_object()) return InSource(source, absl::InvalidArgumentError("no 'model'"));
-  const std::string type = model.value("type", model.contains("merges") ? "BPE" : "");
+  const auto type_field = model.find("type");
+  const std::string type = type_field == model.end() ? (model.contains("merges") ? "BPE" : "")
+                           : type_field->is_string() ? type_field->get<std::string>()
+                                                     : type_field->dump();
   if (type != "BPE") {
     return InSource(source, absl::UnimplementedError(
                                 fmt::format("model type '{}' is not supported (only BPE)", type)));

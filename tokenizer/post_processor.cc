@@ -35,7 +35,8 @@ absl::Status PostProcessor::AddConfig(const nlohmann::json& config) {
   bool seen_sequence = false;
   for (const nlohmann::json& piece : *single) {
     if (piece.contains("Sequence")) {
-      if (seen_sequence || piece["Sequence"].value("id", "") != "A") {
+      const absl::StatusOr<std::string> id = StringField(piece["Sequence"], "id", "Sequence");
+      if (seen_sequence || !id.ok() || *id != "A") {
         return absl::InvalidArgumentError(
             "post_processor TemplateProcessing: 'single' must hold sequence A once");
       }
@@ -47,7 +48,8 @@ absl::Status PostProcessor::AddConfig(const nlohmann::json& config) {
       return absl::InvalidArgumentError(
           fmt::format("post_processor TemplateProcessing: bad piece {}", piece.dump()));
     }
-    const std::string name = special->value("id", "");
+    ASSIGN_OR_RETURN(const std::string name,
+                     StringField(*special, "id", "post_processor TemplateProcessing"));
     const auto entry = specials->find(name);
     if (entry == specials->end() || !entry->contains("ids") || !(*entry)["ids"].is_array()) {
       return absl::InvalidArgumentError(
