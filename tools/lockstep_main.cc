@@ -4,13 +4,13 @@
 #include <string>
 #include <vector>
 
-#include "runtime/engine/make_model_command.h"
-#include "runtime/launcher/launcher.h"
-#include "runtime/router/router_main.h"
-#include "runtime/worker/worker_main.h"
-#include "tests/sim/sim_command.h"
 #include "tools/bench/bench_command.h"
 #include "tools/cli/command.h"
+#include "tools/cli/launch_command.h"
+#include "tools/cli/make_model_command.h"
+#include "tools/cli/router_command.h"
+#include "tools/cli/sim_command.h"
+#include "tools/cli/worker_command.h"
 #include "tools/demo.h"
 
 namespace lockstep {
@@ -20,12 +20,12 @@ std::vector<cli::Command> Commands() {
   return {
       {"demo", "run the end-to-end demo", RunDemo},
       {"make-model", "write a tiny random model (+ draft) for the CPU engine",
-       engine::RunMakeModel},
-      {"router", "run the router (OpenAI HTTP API, gRPC, metrics)", router::RunRouter},
+       cli::RunMakeModelCommand},
+      {"router", "run the router (OpenAI HTTP API, gRPC, metrics)", cli::RunRouterCommand},
       {"launch", "start a local deployment (router + every rank) from a YAML file",
-       launcher::RunLaunch},
-      {"sim", "run the deterministic multi-rank simulator", sim::RunSimCommand},
-      {"worker", "run one rank of an instance", worker::RunWorker},
+       cli::RunLaunchCommand},
+      {"sim", "run the deterministic multi-rank simulator", cli::RunSimCommand},
+      {"worker", "run one rank of an instance", cli::RunWorkerCommand},
       {"bench", "run a workload against a deployment and report latency and throughput",
        bench::RunBench},
   };

@@ -8,7 +8,6 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine/file_io.h"
-#include "runtime/engine/make_model_command.h"
 #include "runtime/engine/model_config.h"
 #include "runtime/engine/safetensors.h"
 #include "runtime/engine/tensor_names.h"
@@ -125,17 +124,6 @@ TEST(MakeModelTest, RejectsBadOptions) {
   options.preset = "tiny";
   options.out_dir = "";
   EXPECT_THAT(MakeModel(options), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("out")));
-}
-
-TEST(MakeModelTest, CommandWritesFilesAndRejectsBadFlags) {
-  const std::string out = OutDir("command");
-  EXPECT_EQ(RunMakeModel({"--preset", "tiny", "--out", out, "--seed", "3", "--dtype", "bf16"}), 0);
-  auto tensors = SafetensorsModel::Open(out);
-  ASSERT_THAT(tensors, IsOk());
-  EXPECT_EQ((*(*tensors)->Find("model.norm.weight"))->dtype, DType::kBF16);
-  EXPECT_EQ(RunMakeModel({"--preset", "tiny", "--out", out, "--dtype", "int8"}), 2);
-  EXPECT_EQ(RunMakeModel({"--preset", "nope", "--out", out}), 2);
-  EXPECT_EQ(RunMakeModel({"--bogus"}), 2);
 }
 
 }  // namespace

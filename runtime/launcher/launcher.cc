@@ -12,14 +12,12 @@
 #include <map>
 #include <set>
 
-#include "absl/time/clock.h"
 #include "fmt/format.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "runtime/config/config_yaml.h"
 #include "runtime/launcher/launch_plan.h"
 #include "runtime/launcher/process_supervisor.h"
-#include "tools/cli/flags.h"
 
 namespace lockstep::launcher {
 namespace {
@@ -65,18 +63,6 @@ bool AllInstancesHealthy(const std::string& http, const config::DeploymentConfig
   return healthy == config.instances.size();
 }
 
-std::string DefaultRunDir() {
-  return fmt::format("runs/launch-{}-{}",
-                     absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()),
-                     getpid());
-}
-
-std::string SelfExecutable() {
-  std::error_code ec;
-  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? "" : self.string();
-}
-
 void WriteEndpoints(const std::string& run_dir, const LaunchPlan& plan,
                     const config::DeploymentConfig& config) {
   json instances = json::array();
@@ -95,25 +81,15 @@ void WriteEndpoints(const std::string& run_dir, const LaunchPlan& plan,
   std::filesystem::rename(tmp, path, ec);  // atomic: readers never see half a file
 }
 
-struct LaunchFlags {
-  std::string config_path;
-  std::string run_dir;
-  std::string lockstep_binary;
-  int64_t ready_timeout_s = 120;
-  int64_t grace_s = 10;
-  bool restart_instances = false;
-  int64_t max_restarts = 3;
-};
-
 // The instance a worker process belongs to ("gen0/rank2" -> "gen0").
 std::string InstanceOf(const std::string& process) { return process.substr(0, process.find('/')); }
 
 // Keeps the deployment running until a stop signal (returns 0). A dead router ends it
 // (`fail`); a dead rank takes its instance down, since the other ranks cannot step
 // without it, and with --restart-instances the instance starts again.
-int Supervise(ProcessSupervisor& supervisor, const LaunchPlan& plan, const LaunchFlags& flags,
+int Supervise(ProcessSupervisor& supervisor, const LaunchPlan& plan, const LaunchOptions& options,
               int signal_fd, const std::function<int(const absl::Status&)>& fail) {
-  const absl::Duration grace = absl::Seconds(flags.grace_s);
+  const absl::Duration grace = options.grace;
   std::deque<ChildExit> pending;
   std::set<std::string> stopping;  // ranks stopped on purpose: their exits are expected
   std::map<std::string, int64_t> restarts;
@@ -151,13 +127,13 @@ int Supervise(ProcessSupervisor& supervisor, const LaunchPlan& plan, const Launc
       stopping.insert(others.begin(), others.end());
       for (const ChildExit& stopped : supervisor.Stop(others, grace)) pending.push_back(stopped);
     }
-    if (!flags.restart_instances || restarts[instance] >= flags.max_restarts) {
+    if (!options.restart_instances || restarts[instance] >= options.max_restarts) {
       Complain(fmt::format("instance {} is down; the router no longer routes to it", instance));
       continue;
     }
     ++restarts[instance];
     Say(fmt::format("restarting instance {} (restart {} of {})", instance, restarts[instance],
-                    flags.max_restarts));
+                    options.max_restarts));
     for (const ProcessSpec& worker : plan.workers) {
       if (InstanceOf(worker.name) != instance || supervisor.PidOf(worker.name) >= 0) continue;
       if (absl::Status status = supervisor.Start(worker); !status.ok()) {
@@ -168,23 +144,24 @@ int Supervise(ProcessSupervisor& supervisor, const LaunchPlan& plan, const Launc
 }
 
 // Starts everything, then supervises (see Supervise).
-int Launch(const LaunchFlags& flags, int signal_fd) {
-  absl::StatusOr<config::DeploymentConfig> config = config::LoadDeploymentConfig(flags.config_path);
+int Launch(const LaunchOptions& options, int signal_fd) {
+  absl::StatusOr<config::DeploymentConfig> config =
+      config::LoadDeploymentConfig(options.config_path);
   if (!config.ok()) {
     Complain(std::string(config.status().message()));
     return 2;
   }
   std::error_code ec;
-  std::filesystem::create_directories(flags.run_dir, ec);
+  std::filesystem::create_directories(options.run_dir, ec);
   if (ec) {
-    Complain(fmt::format("cannot create run directory {}: {}", flags.run_dir, ec.message()));
+    Complain(fmt::format("cannot create run directory {}: {}", options.run_dir, ec.message()));
     return 2;
   }
-  const PlanOptions plan_options = {.lockstep_binary = flags.lockstep_binary,
-                                    .config_path = flags.config_path,
-                                    .run_dir = flags.run_dir};
-  const absl::Duration ready_timeout = absl::Seconds(flags.ready_timeout_s);
-  const absl::Duration grace = absl::Seconds(flags.grace_s);
+  const PlanOptions plan_options = {.lockstep_binary = options.lockstep_binary,
+                                    .config_path = options.config_path,
+                                    .run_dir = options.run_dir};
+  const absl::Duration ready_timeout = options.ready_timeout;
+  const absl::Duration grace = options.grace;
   ProcessSupervisor supervisor;
   auto fail = [&](const absl::Status& status) {
     Complain(std::string(status.message()));
@@ -197,7 +174,7 @@ int Launch(const LaunchFlags& flags, int signal_fd) {
 
   int64_t processes = 1;  // the router
   for (const config::InstanceConfig& instance : config->instances) processes += instance.world_size;
-  Say(fmt::format("run directory {} ({} processes)", flags.run_dir, processes));
+  Say(fmt::format("run directory {} ({} processes)", options.run_dir, processes));
   absl::StatusOr<LaunchPlan> plan =
       StartRouter(*config, plan_options, supervisor, ready_timeout, signal_fd);
   if (!plan.ok()) return fail(plan.status());
@@ -210,7 +187,7 @@ int Launch(const LaunchFlags& flags, int signal_fd) {
                            absl::Milliseconds(200), signal_fd);
   if (!ready.ok()) return fail(ready);
 
-  WriteEndpoints(flags.run_dir, *plan, *config);
+  WriteEndpoints(options.run_dir, *plan, *config);
   Say("ready");
   std::printf("  OpenAI API  http://%s/v1  (model %s)\n", http.c_str(), config->model.name.c_str());
   std::printf("  gRPC        %s\n", plan->router_grpc.c_str());
@@ -220,48 +197,16 @@ int Launch(const LaunchFlags& flags, int signal_fd) {
                 std::string(config::InstanceRoleName(instance.role)).c_str(),
                 static_cast<long long>(instance.world_size));
   }
-  std::printf("  logs        %s\n", flags.run_dir.c_str());
+  std::printf("  logs        %s\n", options.run_dir.c_str());
   std::printf("Ctrl-C stops everything.\n");
   std::fflush(stdout);
 
-  return Supervise(supervisor, *plan, flags, signal_fd, fail);
+  return Supervise(supervisor, *plan, options, signal_fd, fail);
 }
 
 }  // namespace
 
-int RunLaunch(const std::vector<std::string>& args) {
-  LaunchFlags flags;
-  cli::FlagSet flag_set("launch");
-  flag_set.AddPath("config", &flags.config_path, "deployment YAML (or the first argument)");
-  flag_set.AddPath("run-dir", &flags.run_dir, "directory for logs (default runs/launch-TIME)");
-  flag_set.AddPath("lockstep", &flags.lockstep_binary,
-                   "the lockstep binary to start (default: this one)");
-  flag_set.AddInt("ready-timeout-s", &flags.ready_timeout_s, "seconds to wait for readiness");
-  flag_set.AddInt("grace-s", &flags.grace_s, "seconds between SIGTERM and SIGKILL on stop");
-  flag_set.AddBool("restart-instances", &flags.restart_instances,
-                   "start an instance again when one of its ranks dies");
-  flag_set.AddInt("max-restarts", &flags.max_restarts, "restarts per instance at most");
-  if (absl::Status status = flag_set.Parse(args); !status.ok()) {
-    Complain(fmt::format("{}\n{}", std::string(status.message()), flag_set.Usage()));
-    return 2;
-  }
-  if (flag_set.help_requested()) {
-    std::printf("usage: lockstep launch CONFIG [flags]\n%s", flag_set.Usage().c_str());
-    return 0;
-  }
-  if (flags.config_path.empty() && !flag_set.positional().empty()) {
-    flags.config_path = cli::ResolveUserPath(flag_set.positional()[0]);
-  }
-  if (flags.config_path.empty()) {
-    Complain("usage: lockstep launch CONFIG [flags]");
-    return 2;
-  }
-  if (flags.run_dir.empty()) flags.run_dir = cli::ResolveUserPath(DefaultRunDir());
-  if (flags.lockstep_binary.empty()) flags.lockstep_binary = SelfExecutable();
-  if (flags.ready_timeout_s < 1 || flags.grace_s < 0) {
-    Complain("--ready-timeout-s must be >= 1 and --grace-s >= 0");
-    return 2;
-  }
+int RunLaunch(const LaunchOptions& options) {
   // Stop signals arrive through a signalfd in the supervision loop (children get a
   // clean mask, see process_supervisor.cc). A broken pipe must not kill the launcher.
   sigset_t stop_signals;
@@ -275,7 +220,7 @@ int RunLaunch(const std::vector<std::string>& args) {
     Complain("signalfd failed");
     return 1;
   }
-  const int code = Launch(flags, signal_fd);
+  const int code = Launch(options, signal_fd);
   close(signal_fd);
   return code;
 }

@@ -9,7 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "gtest/gtest.h"
-#include "tests/sim/scenarios.h"
+#include "runtime/sim/scenarios.h"
 
 namespace lockstep::sim {
 namespace {

@@ -1,5 +1,5 @@
 #include "gtest/gtest.h"
-#include "tests/sim/sim_cluster.h"
+#include "runtime/sim/sim_cluster.h"
 
 namespace lockstep::sim {
 namespace {

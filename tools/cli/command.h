@@ -1,6 +1,6 @@
-// A subcommand of the `lockstep` CLI. Each package that offers one exposes a function
-// `int RunX(const std::vector<std::string>& args)` and a `Command` entry; main lists
-// them explicitly (no static registration).
+// A subcommand of the `lockstep` CLI: a function `int RunX(const std::vector<std::string>&
+// args)` (tools/cli/*_command.h, tools/bench, tools/demo.h) that parses the flags into a
+// library's options; main lists them explicitly (no static registration).
 #ifndef LOCKSTEP_TOOLS_CLI_COMMAND_H_
 #define LOCKSTEP_TOOLS_CLI_COMMAND_H_
 

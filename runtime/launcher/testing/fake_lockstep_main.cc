@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "runtime/config/config_yaml.h"
-#include "runtime/launcher/launcher.h"
-#include "runtime/router/router_main.h"
 #include "runtime/router/testing/fake_worker.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/launch_command.h"
+#include "tools/cli/router_command.h"
 
 namespace {
 
@@ -66,8 +66,8 @@ int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
-  if (command == "router") return lockstep::router::RunRouter(args);
-  if (command == "launch") return lockstep::launcher::RunLaunch(args);
+  if (command == "router") return lockstep::cli::RunRouterCommand(args);
+  if (command == "launch") return lockstep::cli::RunLaunchCommand(args);
   if (command == "worker") return RunFakeWorker(args);
   std::fprintf(stderr, "fake lockstep: unknown command %s\n", command.c_str());
   return 2;

@@ -1,4 +1,4 @@
-#include "tests/sim/workload.h"
+#include "runtime/sim/workload.h"
 
 #include <random>
 

@@ -1,4 +1,4 @@
-#include "tests/sim/sim_cluster.h"
+#include "runtime/sim/sim_cluster.h"
 
 #include <memory>
 #include <thread>

@@ -1,16 +1,16 @@
-#include "tests/sim/sim_command.h"
+#include "tools/cli/sim_command.h"
 
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "tests/sim/scenarios.h"
+#include "runtime/sim/scenarios.h"
 #include "tools/cli/flags.h"
 
-namespace lockstep::sim {
+namespace lockstep::cli {
 
 int RunSimCommand(const std::vector<std::string>& args) {
-  cli::FlagSet flags("sim");
+  FlagSet flags("sim");
   std::string scenario = "dep4-small-batch";
   int max_batch_size = 2;
   std::string policy_name = "reserved";
@@ -44,11 +44,12 @@ int RunSimCommand(const std::vector<std::string>& args) {
   double vetoes_per_1000 = 0, tokens_per_step = 0;
   for (int64_t i = 0; i < seeds; ++i) {
     const uint64_t s = static_cast<uint64_t>(seed + i);
-    SimConfig config;
+    sim::SimConfig config;
     if (random_config) {
-      config = RandomConfig(s);
+      config = sim::RandomConfig(s);
     } else {
-      absl::StatusOr<SimConfig> named = ScenarioByName(scenario, max_batch_size, policy, s);
+      absl::StatusOr<sim::SimConfig> named =
+          sim::ScenarioByName(scenario, max_batch_size, policy, s);
       if (!named.ok()) {
         std::fprintf(stderr, "sim: %s\n", std::string(named.status().message()).c_str());
         return 2;
@@ -56,7 +57,7 @@ int RunSimCommand(const std::vector<std::string>& args) {
       config = *named;
     }
     if (requests > 0) config.workload.num_requests = requests;
-    const SimSummary summary = RunSimulation(config);
+    const sim::SimSummary summary = sim::RunSimulation(config);
     const bool ok = summary.ok() && (random_config || summary.failed == 0);
     ok ? ++passed : ++failed;
     vetoes_per_1000 += summary.vetoes_per_1000_steps;
@@ -77,4 +78,4 @@ int RunSimCommand(const std::vector<std::string>& args) {
   return failed == 0 ? 0 : 1;
 }
 
-}  // namespace lockstep::sim
+}  // namespace lockstep::cli

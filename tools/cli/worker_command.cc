@@ -1,4 +1,4 @@
-#include "runtime/worker/worker_main.h"
+#include "tools/cli/worker_command.h"
 
 #include <csignal>
 #include <cstdio>
@@ -9,10 +9,10 @@
 #include "runtime/worker/worker.h"
 #include "tools/cli/flags.h"
 
-namespace lockstep::worker {
+namespace lockstep::cli {
 namespace {
 
-Worker* g_worker = nullptr;
+worker::Worker* g_worker = nullptr;
 
 void OnSignal(int) {
   if (g_worker != nullptr) g_worker->RequestStop();
@@ -26,8 +26,8 @@ int Fail(const std::string& message) {
 
 }  // namespace
 
-int RunWorker(const std::vector<std::string>& args) {
-  cli::FlagSet flags("worker");
+int RunWorkerCommand(const std::vector<std::string>& args) {
+  FlagSet flags("worker");
   std::string config_path, role, instance, rendezvous, listen = "127.0.0.1:0";
   int rank = 0, world_size = 1;
   int64_t bootstrap_timeout_s = 60;
@@ -53,7 +53,7 @@ int RunWorker(const std::vector<std::string>& args) {
     return Fail(absl::StrCat("--role ", role, " but instance ", instance, " is ", actual, " in ",
                              config_path));
   }
-  WorkerOptions options;
+  worker::WorkerOptions options;
   options.deployment = *std::move(deployment);
   options.instance = instance;
   options.rank = rank;
@@ -61,7 +61,8 @@ int RunWorker(const std::vector<std::string>& args) {
   options.rendezvous_address = rendezvous;
   options.listen_address = listen;
   options.bootstrap_timeout = absl::Seconds(bootstrap_timeout_s);
-  absl::StatusOr<std::unique_ptr<Worker>> worker = Worker::Start(std::move(options));
+  absl::StatusOr<std::unique_ptr<worker::Worker>> worker =
+      worker::Worker::Start(std::move(options));
   if (!worker.ok()) return Fail(worker.status().ToString());
   g_worker = worker->get();
   std::signal(SIGTERM, OnSignal);
@@ -72,4 +73,4 @@ int RunWorker(const std::vector<std::string>& args) {
   return 0;
 }
 
-}  // namespace lockstep::worker
+}  // namespace lockstep::cli

@@ -1,4 +1,4 @@
-#include "runtime/engine/make_model_command.h"
+#include "tools/cli/make_model_command.h"
 
 #include <cstdio>
 
@@ -7,13 +7,13 @@
 #include "runtime/engine/make_model.h"
 #include "tools/cli/flags.h"
 
-namespace lockstep::engine {
+namespace lockstep::cli {
 
-int RunMakeModel(const std::vector<std::string>& args) {
-  MakeModelOptions options;
+int RunMakeModelCommand(const std::vector<std::string>& args) {
+  engine::MakeModelOptions options;
   int64_t seed = static_cast<int64_t>(options.seed);
   std::string dtype = "f32";
-  cli::FlagSet flags("make-model");
+  FlagSet flags("make-model");
   flags.AddString("preset", &options.preset, "tiny | tiny-moe");
   flags.AddPath("out", &options.out_dir, "output directory (the draft goes to OUT/draft)");
   flags.AddInt("seed", &seed, "seed of the random weights");
@@ -28,17 +28,17 @@ int RunMakeModel(const std::vector<std::string>& args) {
   options.seed = static_cast<uint64_t>(seed);
   if (status.ok()) {
     if (dtype == "f32") {
-      options.dtype = DType::kF32;
+      options.dtype = engine::DType::kF32;
     } else if (dtype == "bf16") {
-      options.dtype = DType::kBF16;
+      options.dtype = engine::DType::kBF16;
     } else if (dtype == "f16") {
-      options.dtype = DType::kF16;
+      options.dtype = engine::DType::kF16;
     } else {
       status = absl::InvalidArgumentError(
           absl::StrCat("--dtype: '", dtype, "' is not f32, bf16 or f16"));
     }
   }
-  if (status.ok()) status = MakeModel(options);
+  if (status.ok()) status = engine::MakeModel(options);
   if (!status.ok()) {
     std::fprintf(stderr, "make-model: %s\n", std::string(status.message()).c_str());
     return 2;
@@ -48,4 +48,4 @@ int RunMakeModel(const std::vector<std::string>& args) {
   return 0;
 }
 
-}  // namespace lockstep::engine
+}  // namespace lockstep::cli

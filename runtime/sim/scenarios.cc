@@ -1,4 +1,4 @@
-#include "tests/sim/scenarios.h"
+#include "runtime/sim/scenarios.h"
 
 #include <random>
 

@@ -1,7 +1,7 @@
 // Workloads for the simulator: an arrival process, prompt and output length
 // distributions, and the request type mix, generated from a seed.
-#ifndef LOCKSTEP_TESTS_SIM_WORKLOAD_H_
-#define LOCKSTEP_TESTS_SIM_WORKLOAD_H_
+#ifndef LOCKSTEP_RUNTIME_SIM_WORKLOAD_H_
+#define LOCKSTEP_RUNTIME_SIM_WORKLOAD_H_
 
 #include <cstdint>
 #include <vector>
@@ -45,4 +45,4 @@ std::vector<SimRequest> GenerateWorkload(const WorkloadConfig& config, uint64_t 
 
 }  // namespace lockstep::sim
 
-#endif  // LOCKSTEP_TESTS_SIM_WORKLOAD_H_
+#endif  // LOCKSTEP_RUNTIME_SIM_WORKLOAD_H_

@@ -1,12 +1,12 @@
 // Named simulator scenarios and the random-configuration generator.
-#ifndef LOCKSTEP_TESTS_SIM_SCENARIOS_H_
-#define LOCKSTEP_TESTS_SIM_SCENARIOS_H_
+#ifndef LOCKSTEP_RUNTIME_SIM_SCENARIOS_H_
+#define LOCKSTEP_RUNTIME_SIM_SCENARIOS_H_
 
 #include <cstdint>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "tests/sim/sim_cluster.h"
+#include "runtime/sim/sim_cluster.h"
 
 namespace lockstep::sim {
 
@@ -27,4 +27,4 @@ absl::StatusOr<SimConfig> ScenarioByName(absl::string_view name, int32_t max_bat
 
 }  // namespace lockstep::sim
 
-#endif  // LOCKSTEP_TESTS_SIM_SCENARIOS_H_
+#endif  // LOCKSTEP_RUNTIME_SIM_SCENARIOS_H_

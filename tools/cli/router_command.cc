@@ -1,4 +1,4 @@
-#include "runtime/router/router_main.h"
+#include "tools/cli/router_command.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -11,14 +11,14 @@
 #include "runtime/router/router_daemon.h"
 #include "tools/cli/flags.h"
 
-namespace lockstep::router {
+namespace lockstep::cli {
 
-int RunRouter(const std::vector<std::string>& args) {
+int RunRouterCommand(const std::vector<std::string>& args) {
   std::string config_path;
   std::string http_listen;
   std::string grpc_listen;
   std::string address_file;
-  cli::FlagSet flags("router");
+  FlagSet flags("router");
   flags.AddPath("config", &config_path, "deployment YAML file (required)");
   flags.AddString("http-listen", &http_listen, "host:port for HTTP (overrides router.http_listen)");
   flags.AddString("grpc-listen", &grpc_listen, "host:port for gRPC (overrides router.grpc_listen)");
@@ -46,8 +46,8 @@ int RunRouter(const std::vector<std::string>& args) {
   }
   if (!http_listen.empty()) config->router.http_listen = http_listen;
   if (!grpc_listen.empty()) config->router.grpc_listen = grpc_listen;
-  absl::StatusOr<std::unique_ptr<RouterDaemon>> router =
-      RouterDaemon::Start(*std::move(config), RouterDaemon::Options());
+  absl::StatusOr<std::unique_ptr<router::RouterDaemon>> router =
+      router::RouterDaemon::Start(*std::move(config), router::RouterDaemon::Options());
   if (!router.ok()) {
     std::fprintf(stderr, "lockstep router: %s\n", router.status().ToString().c_str());
     return 1;
@@ -56,8 +56,8 @@ int RunRouter(const std::vector<std::string>& args) {
               (*router)->grpc_address().c_str());
   std::fflush(stdout);
   if (!address_file.empty()) {
-    const absl::Status written =
-        WriteRouterAddress(address_file, {(*router)->http_address(), (*router)->grpc_address()});
+    const absl::Status written = router::WriteRouterAddress(
+        address_file, {(*router)->http_address(), (*router)->grpc_address()});
     if (!written.ok()) {
       std::fprintf(stderr, "lockstep router: %s\n", written.ToString().c_str());
       return 1;
@@ -71,4 +71,4 @@ int RunRouter(const std::vector<std::string>& args) {
   return 0;
 }
 
-}  // namespace lockstep::router
+}  // namespace lockstep::cli

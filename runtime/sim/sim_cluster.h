@@ -10,8 +10,8 @@
 // are the ones the engine's token function defines (greedy correctness through pauses,
 // vetoes, deferrals and stale updates), and that every request that failed or was
 // cancelled is explained by a fault the run injected into it.
-#ifndef LOCKSTEP_TESTS_SIM_SIM_CLUSTER_H_
-#define LOCKSTEP_TESTS_SIM_SIM_CLUSTER_H_
+#ifndef LOCKSTEP_RUNTIME_SIM_SIM_CLUSTER_H_
+#define LOCKSTEP_RUNTIME_SIM_SIM_CLUSTER_H_
 
 #include <cstdint>
 #include <string>
@@ -20,8 +20,8 @@
 #include "absl/time/time.h"
 #include "kvcache/kv_manager.h"
 #include "runtime/executor/executor_config.h"
+#include "runtime/sim/workload.h"
 #include "scheduler/scheduler_config.h"
-#include "tests/sim/workload.h"
 
 namespace lockstep::sim {
 
@@ -98,4 +98,4 @@ SimSummary RunSimulation(const SimConfig& config);
 
 }  // namespace lockstep::sim
 
-#endif  // LOCKSTEP_TESTS_SIM_SIM_CLUSTER_H_
+#endif  // LOCKSTEP_RUNTIME_SIM_SIM_CLUSTER_H_
