@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "runtime/engine/fake/block_write_tracker.h"
+#include "runtime/testing/block_write_tracker.h"
 #include "runtime/transfer/transceiver.h"
 
 namespace lockstep::transfer {

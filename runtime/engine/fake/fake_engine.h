@@ -18,8 +18,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "runtime/engine/fake/block_write_tracker.h"
 #include "runtime/engine/model_engine.h"
+#include "runtime/testing/block_write_tracker.h"
 
 namespace lockstep::engine {
 

@@ -5,8 +5,8 @@
 // transceiver refuses it, so the simulator fails loudly instead of silently.
 //
 // Thread safety: thread-safe.
-#ifndef LOCKSTEP_RUNTIME_ENGINE_FAKE_BLOCK_WRITE_TRACKER_H_
-#define LOCKSTEP_RUNTIME_ENGINE_FAKE_BLOCK_WRITE_TRACKER_H_
+#ifndef LOCKSTEP_RUNTIME_TESTING_BLOCK_WRITE_TRACKER_H_
+#define LOCKSTEP_RUNTIME_TESTING_BLOCK_WRITE_TRACKER_H_
 
 #include <cstdint>
 #include <map>
@@ -44,4 +44,4 @@ class BlockWriteTracker {
 
 }  // namespace lockstep::engine
 
-#endif  // LOCKSTEP_RUNTIME_ENGINE_FAKE_BLOCK_WRITE_TRACKER_H_
+#endif  // LOCKSTEP_RUNTIME_TESTING_BLOCK_WRITE_TRACKER_H_

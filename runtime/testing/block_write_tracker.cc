@@ -1,4 +1,4 @@
-#include "runtime/engine/fake/block_write_tracker.h"
+#include "runtime/testing/block_write_tracker.h"
 
 #include <algorithm>
 
