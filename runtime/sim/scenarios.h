@@ -10,7 +10,7 @@
 
 namespace lockstep::sim {
 
-// The shape of the motivating failure (DESIGN.md §1): DEP4 generation instance,
+// The shape of the motivating failure (docs/design.md §1): DEP4 generation instance,
 // generation-only requests arriving with transfer latency, K = 3 with an unpaired draft
 // pool, `max_batch_size` (and max_num_active_requests) per rank small.
 SimConfig Dep4SmallBatch(int32_t max_batch_size, sched::DummyPolicy policy, uint64_t seed,

@@ -1,4 +1,4 @@
-// The small-batch DEP4 workload (the motivating deployment's shape, DESIGN.md §1):
+// The small-batch DEP4 workload (the motivating deployment's shape, docs/design.md §1):
 // DEP4 generation instance, generation-only requests with transfer latency, K = 3 with
 // an unpaired draft pool, max_batch_size 2, 3, 4 and 16 per rank, 1600 requests per
 // run, both dummy policies. Every request completes with the right tokens, no errors,
