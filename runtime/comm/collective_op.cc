@@ -1,6 +1,7 @@
 #include "runtime/comm/collective_op.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/hash.h"
 
 namespace lockstep::comm {
 
@@ -75,16 +76,16 @@ absl::Status CheckAllToAllVCounts(absl::string_view tag, int rank, absl::string_
 
 int64_t CallFingerprint(CollectiveOp op, absl::string_view tag,
                         std::initializer_list<int64_t> args) {
-  // FNV-1a over the op, the tag bytes and the arguments.
-  uint64_t h = 0xcbf29ce484222325ULL;
-  auto mix = [&h](uint64_t byte) { h = (h ^ byte) * 0x100000001b3ULL; };
-  mix(static_cast<uint64_t>(op));
-  for (char c : tag) mix(static_cast<unsigned char>(c));
-  mix(0xff);
+  // FNV-1a over the op, the tag bytes and the arguments (little-endian).
+  Fnv1a64 h;
+  h.AddByte(static_cast<uint8_t>(op));
+  h.Add(tag);
+  h.AddByte(0xff);
   for (int64_t arg : args) {
-    for (int shift = 0; shift < 64; shift += 8) mix((static_cast<uint64_t>(arg) >> shift) & 0xff);
+    for (int shift = 0; shift < 64; shift += 8)
+      h.AddByte(static_cast<uint8_t>(static_cast<uint64_t>(arg) >> shift));
   }
-  return static_cast<int64_t>(h & ((uint64_t{1} << 40) - 1));
+  return static_cast<int64_t>(h.value() & ((uint64_t{1} << 40) - 1));
 }
 
 }  // namespace lockstep::comm

@@ -5,16 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
 
 namespace lockstep::comm {
 namespace {
-
-// gRPC and absl share the canonical status codes.
-absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(what, ": ", status.error_message()));
-}
 
 void PrepareContext(grpc::ClientContext& context, absl::Time deadline) {
   context.set_deadline(absl::ToChronoTime(deadline));
@@ -45,8 +39,8 @@ absl::Status RendezvousClient::Set(absl::string_view key, absl::string_view valu
   lockstep::v1::RendezvousSetResponse response;
   grpc::ClientContext context;
   PrepareContext(context, absl::Now() + rpc_timeout_);
-  return FromGrpc(stub_->Set(&context, request, &response),
-                  absl::StrCat("rendezvous Set '", key, "'"));
+  return FromGrpcStatus(stub_->Set(&context, request, &response),
+                        absl::StrCat("rendezvous Set '", key, "'"));
 }
 
 absl::StatusOr<std::string> RendezvousClient::Get(absl::string_view key) {
@@ -56,8 +50,8 @@ absl::StatusOr<std::string> RendezvousClient::Get(absl::string_view key) {
   lockstep::v1::RendezvousGetResponse response;
   grpc::ClientContext context;
   PrepareContext(context, absl::Now() + rpc_timeout_);
-  absl::Status status = FromGrpc(stub_->Get(&context, request, &response),
-                                 absl::StrCat("rendezvous Get '", key, "'"));
+  absl::Status status = FromGrpcStatus(stub_->Get(&context, request, &response),
+                                       absl::StrCat("rendezvous Get '", key, "'"));
   if (!status.ok()) return status;
   return std::move(*response.mutable_value());
 }
@@ -80,7 +74,7 @@ absl::Status RendezvousClient::Wait(const std::vector<std::string>& keys, absl::
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && absl::Now() < deadline) {
       continue;
     }
-    return FromGrpc(status, absl::StrCat("rendezvous Wait in key space '", key_space_, "'"));
+    return FromGrpcStatus(status, absl::StrCat("rendezvous Wait in key space '", key_space_, "'"));
   }
 }
 

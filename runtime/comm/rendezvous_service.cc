@@ -8,7 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/host_port.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 
 namespace lockstep::comm {
 namespace {
@@ -148,8 +150,8 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
     return absl::UnavailableError(
         absl::StrCat("rendezvous server could not listen on '", address, "'"));
   }
-  std::string host = address.substr(0, address.rfind(':'));
-  std::string bound = absl::StrCat(host, ":", port);
+  ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(address));
+  std::string bound = listen.WithPort(port).ToString();
   LOCKSTEP_LOG_INFO("comm", "rendezvous service listening on {}", bound);
   return std::unique_ptr<RendezvousServer>(
       new RendezvousServer(std::move(service), std::move(server), port, std::move(bound)));

@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/host_port.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 
@@ -176,19 +176,11 @@ absl::StatusOr<CommTransport> ParseCommTransport(std::string_view name) {
 }
 
 absl::Status ValidateHostPort(std::string_view field, std::string_view address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: must be host:port, got '{}'", field, address));
-  }
-  int port = -1;
-  if (!absl::SimpleAtoi(absl::string_view(address.data() + colon + 1, address.size() - colon - 1),
-                        &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: port must be a number in [0, 65535], got '{}'", field, address));
-  }
-  return absl::OkStatus();
+  const absl::StatusOr<HostPort> parsed =
+      ParseHostPort(absl::string_view(address.data(), address.size()));
+  if (parsed.ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      fmt::format("{}: {}", field, std::string(parsed.status().message())));
 }
 
 absl::Status DeploymentConfig::Validate() const {

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/hash.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine/file_io.h"
@@ -20,24 +21,17 @@ constexpr double kHeadGain = 1.0;    // strength of the next-token map in the LM
 constexpr double kHeadNoise = 0.5;   // unstructured part of the LM head
 constexpr double kRouterGain = 3.0;  // sharpness of MoE routing
 
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // A counter-based stream: the values of a tensor depend only on (seed, name, salt).
 class Stream {
  public:
   Stream(uint64_t seed, absl::string_view name, absl::string_view salt) {
-    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of salt + name
-    for (char c : salt) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
-    h = (h ^ 0xff) * 0x100000001b3ull;
-    for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
-    state_ = SplitMix(seed ^ SplitMix(h));
+    Fnv1a64 h;  // of salt + name
+    h.Add(salt);
+    h.AddByte(0xff);
+    h.Add(name);
+    state_ = SplitMix64(seed ^ SplitMix64(h.value()));
   }
-  uint64_t Next() { return SplitMix(state_++); }
+  uint64_t Next() { return SplitMix64(state_++); }
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
   // Irwin-Hall(4), rescaled to unit variance: plain arithmetic, so files are
   // reproducible bit for bit on any machine.

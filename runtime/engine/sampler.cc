@@ -3,15 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/hash.h"
+
 namespace lockstep::engine {
 namespace {
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Orders token ids by logit, highest first; ties by lower id.
 struct ByLogit {
@@ -24,9 +19,9 @@ struct ByLogit {
 }  // namespace
 
 double CounterUniform(uint64_t seed, int64_t position, DrawPurpose purpose) {
-  uint64_t h = Mix(seed);
-  h = Mix(h ^ static_cast<uint64_t>(position));
-  h = Mix(h ^ static_cast<uint64_t>(purpose));
+  uint64_t h = SplitMix64(seed);
+  h = SplitMix64(h ^ static_cast<uint64_t>(position));
+  h = SplitMix64(h ^ static_cast<uint64_t>(purpose));
   return static_cast<double>(h >> 11) * 0x1.0p-53;
 }
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "common/host_port.h"
 #include "fmt/format.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -36,8 +37,9 @@ void Complain(const std::string& line) {
 
 // GET `path` from the router's HTTP API; the parsed JSON, or null.
 json GetJson(const std::string& address, const std::string& path) {
-  const size_t colon = address.rfind(':');
-  httplib::Client client(address.substr(0, colon), std::atoi(address.c_str() + colon + 1));
+  const absl::StatusOr<HostPort> router = ParseHostPort(address);
+  if (!router.ok()) return json();
+  httplib::Client client(router->host, router->port);
   client.set_connection_timeout(1, 0);
   client.set_read_timeout(2, 0);
   httplib::Result result = client.Get(path.c_str());

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "absl/synchronization/mutex.h"
+#include "common/host_port.h"
 #include "common/testing/status_matchers.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
@@ -128,8 +129,8 @@ TEST_F(LauncherTest, ServesThenStopsEverythingOnSigterm) {
   std::map<pid_t, std::string> children = ChildrenOf(launcher_pid_);
   ASSERT_EQ(children.size(), 3u);  // router + two ranks
 
-  httplib::Client client(http.substr(0, http.rfind(':')),
-                         std::stoi(http.substr(http.rfind(':') + 1)));
+  const HostPort endpoint = ParseHostPort(http).value();
+  httplib::Client client(endpoint.host, endpoint.port);
   client.set_read_timeout(20, 0);
   httplib::Result result =
       client.Post("/v1/completions", R"({"model": "tiny", "prompt": "launched", "max_tokens": 4})",
@@ -161,8 +162,8 @@ pid_t ChildWith(pid_t launcher, const std::string& needle) {
 // cannot be read).
 std::string InstanceField(const std::string& http, const std::string& instance,
                           const std::string& field) {
-  httplib::Client client(http.substr(0, http.rfind(':')),
-                         std::stoi(http.substr(http.rfind(':') + 1)));
+  const HostPort endpoint = ParseHostPort(http).value();
+  httplib::Client client(endpoint.host, endpoint.port);
   client.set_read_timeout(5, 0);
   httplib::Result result = client.Get("/health");
   if (!result || result->status != 200) return "";
@@ -236,8 +237,8 @@ TEST_F(LauncherTest, RestartsAnInstanceThatLostARank) {
       kDeadline))
       << Slurp(launcher_log_);
   EXPECT_THAT(Slurp(launcher_log_), HasSubstr("restarting instance agg0 (restart 1 of 3)"));
-  httplib::Client client(http.substr(0, http.rfind(':')),
-                         std::stoi(http.substr(http.rfind(':') + 1)));
+  const HostPort endpoint = ParseHostPort(http).value();
+  httplib::Client client(endpoint.host, endpoint.port);
   client.set_read_timeout(20, 0);
   httplib::Result result =
       client.Post("/v1/completions", R"({"model": "tiny", "prompt": "again", "max_tokens": 3})",

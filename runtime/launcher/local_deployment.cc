@@ -10,20 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "common/host_port.h"
 #include "common/status_macros.h"
 #include "httplib.h"
 #include "proto/router.grpc.pb.h"
 #include "runtime/config/config_yaml.h"
 
 namespace lockstep::launcher {
-namespace {
-
-std::pair<std::string, int> HostPort(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  return {address.substr(0, colon), std::atoi(address.substr(colon + 1).c_str())};
-}
-
-}  // namespace
+namespace {}  // namespace
 
 absl::StatusOr<std::unique_ptr<LocalDeployment>> LocalDeployment::Start(
     const std::string& yaml, const std::string& run_dir, const std::string& lockstep_binary,
@@ -76,8 +70,9 @@ absl::Status LocalDeployment::WaitHealthy(absl::Duration timeout) {
 
 std::pair<int, std::string> LocalDeployment::Post(const std::string& path, const std::string& body,
                                                   absl::Duration timeout) const {
-  const auto [host, port] = HostPort(plan_.router_http);
-  httplib::Client client(host, port);
+  const absl::StatusOr<HostPort> router = ParseHostPort(plan_.router_http);
+  if (!router.ok()) return {0, router.status().ToString()};
+  httplib::Client client(router->host, router->port);
   const int64_t seconds = absl::ToInt64Seconds(timeout);
   client.set_read_timeout(seconds, 0);
   client.set_write_timeout(seconds, 0);
@@ -88,8 +83,9 @@ std::pair<int, std::string> LocalDeployment::Post(const std::string& path, const
 }
 
 std::pair<int, std::string> LocalDeployment::Get(const std::string& path) const {
-  const auto [host, port] = HostPort(plan_.router_http);
-  httplib::Client client(host, port);
+  const absl::StatusOr<HostPort> router = ParseHostPort(plan_.router_http);
+  if (!router.ok()) return {0, router.status().ToString()};
+  httplib::Client client(router->host, router->port);
   client.set_read_timeout(10, 0);
   client.set_connection_timeout(5, 0);
   httplib::Result r = client.Get(path);

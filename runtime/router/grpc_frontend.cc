@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/grpc_status.h"
 #include "common/log.h"
 #include "fmt/format.h"
 #include "runtime/config/role_wire.h"
@@ -39,11 +40,6 @@ class GrpcSink : public TokenSink {
 };
 
 }  // namespace
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 GrpcFrontend::GrpcFrontend(Options options, RequestRunner& runner, InstanceRegistry& registry,
                            RouterMetrics& metrics, const tok::ByteTokenizer& tokenizer)

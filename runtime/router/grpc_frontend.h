@@ -18,9 +18,6 @@
 
 namespace lockstep::router {
 
-// The gRPC status for an absl status (the canonical codes share their numbers).
-grpc::Status ToGrpcStatus(const absl::Status& status);
-
 class GrpcFrontend final : public v1::RouterService::Service {
  public:
   struct Options {

@@ -5,8 +5,9 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/host_port.h"
 #include "common/log.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
@@ -138,13 +139,12 @@ HttpFrontend::HttpFrontend(Options options, RequestRunner& runner, InstanceRegis
 HttpFrontend::~HttpFrontend() { Stop(); }
 
 absl::StatusOr<int> HttpFrontend::Start(const std::string& listen) {
-  const size_t colon = listen.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port)) {
-    return absl::InvalidArgumentError(
-        fmt::format("http_listen must be host:port, got '{}'", listen));
+  const absl::StatusOr<HostPort> address = ParseHostPort(listen);
+  if (!address.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("http_listen: ", address.status().message()));
   }
-  const std::string host = listen.substr(0, colon);
+  const std::string& host = address->host;
+  int port = address->port;
   if (port == 0) {
     port = server_.bind_to_any_port(host);
   } else if (!server_.bind_to_port(host, port)) {

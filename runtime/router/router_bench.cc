@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "common/host_port.h"
 #include "common/log.h"
 #include "grpcpp/grpcpp.h"
 #include "httplib.h"
@@ -110,8 +111,8 @@ BENCHMARK(BM_RouterGrpc)->UseRealTime();
 void BM_RouterHttp(benchmark::State& state) {
   Setup& setup = GetSetup();
   const std::string& address = setup.router->http_address();
-  httplib::Client client(address.substr(0, address.rfind(':')),
-                         std::stoi(address.substr(address.rfind(':') + 1)));
+  const HostPort endpoint = ParseHostPort(address).value();
+  httplib::Client client(endpoint.host, endpoint.port);
   client.set_keep_alive(true);
   client.set_tcp_nodelay(true);
   const std::string body = R"({"model": "tiny", "prompt": "h", "max_tokens": 1})";

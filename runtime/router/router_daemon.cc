@@ -3,13 +3,19 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/host_port.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "fmt/format.h"
 
 namespace lockstep::router {
 namespace {
 
-std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
+// `listen` with the port the server bound.
+absl::StatusOr<std::string> Bound(const std::string& listen, int port) {
+  ASSIGN_OR_RETURN(const HostPort address, ParseHostPort(listen));
+  return address.WithPort(port).ToString();
+}
 
 }  // namespace
 
@@ -77,11 +83,11 @@ absl::Status RouterDaemon::StartServing() {
   if (grpc_server_ == nullptr || grpc_port <= 0) {
     return absl::UnavailableError(fmt::format("cannot listen for gRPC on {}", rc.grpc_listen));
   }
-  grpc_address_ = fmt::format("{}:{}", HostOf(rc.grpc_listen), grpc_port);
+  ASSIGN_OR_RETURN(grpc_address_, Bound(rc.grpc_listen, grpc_port));
 
   absl::StatusOr<int> http_port = http_frontend_->Start(rc.http_listen);
   if (!http_port.ok()) return http_port.status();
-  http_address_ = fmt::format("{}:{}", HostOf(rc.http_listen), *http_port);
+  ASSIGN_OR_RETURN(http_address_, Bound(rc.http_listen, *http_port));
 
   const absl::Duration check_interval = absl::Milliseconds(rc.health_check_interval_ms);
   monitor_thread_ = std::thread([this, check_interval] {

@@ -6,6 +6,8 @@
 #include <map>
 #include <thread>
 
+#include "common/host_port.h"
+#include "common/testing/poll_until.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -307,8 +309,8 @@ TEST_F(RouterDaemonTest, UnknownModelIs404AndGetOnPostEndpointsIs405) {
   }
 
   const std::string& address = router_->http_address();
-  httplib::Client client(address.substr(0, address.rfind(':')),
-                         std::stoi(address.substr(address.rfind(':') + 1)));
+  const HostPort endpoint = ParseHostPort(address).value();
+  httplib::Client client(endpoint.host, endpoint.port);
   client.set_read_timeout(10, 0);
   for (const std::string path : {"/v1/completions", "/v1/chat/completions"}) {
     SCOPED_TRACE(path);

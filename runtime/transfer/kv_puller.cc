@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "runtime/transfer/block_writer.h"
 #include "runtime/transfer/chunk_codec.h"

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "common/host_port.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "runtime/transfer/crc32c.h"
@@ -69,9 +71,8 @@ absl::Status KvTransferServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_concurrent_pulls must be >= 1, got ", max_concurrent_pulls));
   }
-  if (listen_address.rfind(':') == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("listen_address '", listen_address, "' is not host:port"));
+  if (const absl::StatusOr<HostPort> listen = ParseHostPort(listen_address); !listen.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("listen_address: ", listen.status().message()));
   }
   return absl::OkStatus();
 }
@@ -96,7 +97,8 @@ absl::StatusOr<std::unique_ptr<KvTransferServer>> KvTransferServer::Start(
   RETURN_IF_ERROR(descriptor.Validate());
   std::unique_ptr<KvTransferServer> server(new KvTransferServer(
       options, std::move(descriptor), slabs, std::move(claims), std::move(hooks)));
-  const std::string host = options.listen_address.substr(0, options.listen_address.rfind(':'));
+  ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(options.listen_address));
+  const std::string& host = listen.host;
   if (options.tcp_data_plane) {
     KvTransferServer* self = server.get();
     TcpDataServer::Handler handler = [self](const PullRequest& request, absl::Time deadline,
@@ -117,7 +119,7 @@ absl::StatusOr<std::unique_ptr<KvTransferServer>> KvTransferServer::Start(
     return absl::UnavailableError(
         absl::StrCat("KV transfer service cannot listen on ", options.listen_address));
   }
-  server->address_ = absl::StrCat(host, ":", port);
+  server->address_ = listen.WithPort(port).ToString();
   return server;
 }
 

@@ -26,10 +26,6 @@
 
 namespace lockstep::transfer {
 
-// Status at the gRPC edge (the codes are the same numbers on both sides).
-grpc::Status ToGrpcStatus(const absl::Status& status);
-absl::Status FromGrpcStatus(const grpc::Status& status);
-
 // "/lockstep.v1.KvTransferService/Pull".
 const std::string& PullMethodName();
 

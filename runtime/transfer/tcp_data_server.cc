@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/host_port.h"
 #include "common/log.h"
 
 namespace lockstep::transfer {
@@ -84,7 +85,7 @@ absl::StatusOr<std::unique_ptr<TcpDataServer>> TcpDataServer::Start(const std::s
   absl::StatusOr<std::pair<TcpSocket, int>> listening = ListenTcp(host);
   if (!listening.ok()) return listening.status();
   std::unique_ptr<TcpDataServer> server(
-      new TcpDataServer(std::move(listening->first), absl::StrCat(host, ":", listening->second),
+      new TcpDataServer(std::move(listening->first), HostPort{host, listening->second}.ToString(),
                         std::move(handler), max_connections));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;

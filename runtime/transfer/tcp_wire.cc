@@ -15,9 +15,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/host_port.h"
 
 namespace lockstep::transfer {
 namespace {
@@ -145,18 +145,17 @@ absl::StatusOr<TcpSocket> AcceptTcp(const TcpSocket& listener, const StopFn& sto
 }
 
 absl::StatusOr<TcpSocket> ConnectTcp(const std::string& address, absl::Time deadline) {
-  const size_t colon = address.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+  const absl::StatusOr<HostPort> parsed = ParseHostPort(address);
+  if (!parsed.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("data plane address '", address, "' is not host:port"));
+        absl::StrCat("data plane address: ", parsed.status().message()));
   }
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  const std::string host = address.substr(0, colon);
-  if (getaddrinfo(host.c_str(), address.substr(colon + 1).c_str(), &hints, &found) != 0 ||
+  const std::string& host = parsed->host;
+  if (getaddrinfo(host.c_str(), absl::StrCat(parsed->port).c_str(), &hints, &found) != 0 ||
       found == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot resolve data plane host '", host, "'"));
   }

@@ -38,6 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "common/clock.h"
+#include "common/hash.h"
 #include "runtime/transfer/crc32c.h"
 #include "runtime/transfer/grpc_transceiver.h"
 
@@ -73,10 +74,8 @@ struct Kv {
       uint64_t x = kFillSeed;
       for (std::vector<float>* slab : {&target, &draft}) {
         for (float& f : *slab) {
-          uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-          z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-          z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-          f = static_cast<float>((z ^ (z >> 31)) >> 40);
+          f = static_cast<float>(SplitMix64(x) >> 40);
+          x += kSplitMix64Gamma;
         }
       }
     }

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/host_port.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "proto/router.grpc.pb.h"
@@ -145,8 +146,8 @@ absl::Status Worker::StartService() {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options_.listen_address, " for WorkerService"));
   }
-  const std::string host = options_.listen_address.substr(0, options_.listen_address.rfind(':'));
-  service_address_ = absl::StrCat(host, ":", port);
+  ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(options_.listen_address));
+  service_address_ = listen.WithPort(port).ToString();
   return absl::OkStatus();
 }
 

@@ -1,14 +1,10 @@
 #include "runtime/worker/worker_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "runtime/worker/proto_convert.h"
 
 namespace lockstep::worker {
-
-grpc::Status ToGrpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 grpc::Status WorkerServiceImpl::Generate(grpc::ServerContext* context,
                                          const v1::GenerateRequest* request,
@@ -20,14 +16,14 @@ grpc::Status WorkerServiceImpl::Generate(grpc::ServerContext* context,
                                      options_.model, " is)"));
   }
   absl::StatusOr<exec::NewRequestSpec> spec = ToRequestSpec(*request, clock.Now());
-  if (!spec.ok()) return ToGrpc(spec.status());
+  if (!spec.ok()) return ToGrpcStatus(spec.status());
   if (options_.health().state == v1::HealthResponse::STATE_DRAINING) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                         absl::StrCat("instance ", options_.instance, " is draining"));
   }
   const RequestId id = spec->id;
   absl::StatusOr<std::shared_ptr<ResponseQueue>> queue = options_.streams->Open(id);
-  if (!queue.ok()) return ToGrpc(queue.status());
+  if (!queue.ok()) return ToGrpcStatus(queue.status());
   options_.executor->inbox().Push(*std::move(spec));
 
   const absl::Time deadline = clock.Now() + options_.request_timeout;

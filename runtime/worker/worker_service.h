@@ -53,9 +53,6 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   const WorkerServiceOptions options_;
 };
 
-// absl status code <-> gRPC status (the canonical codes share values).
-grpc::Status ToGrpc(const absl::Status& status);
-
 }  // namespace lockstep::worker
 
 #endif  // LOCKSTEP_RUNTIME_WORKER_WORKER_SERVICE_H_

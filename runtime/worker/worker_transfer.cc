@@ -2,6 +2,7 @@
 // its TCP data plane, listening on the host of the worker's --listen address (ports of
 // their own).
 #include "absl/strings/str_cat.h"
+#include "common/host_port.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "runtime/transfer/grpc_transceiver.h"
@@ -20,8 +21,8 @@ absl::StatusOr<std::unique_ptr<transfer::Transceiver>> Worker::CreateTransceiver
   options.descriptor = transfer::DescribeKv(
       kv, absl::StrCat(model.name, "@", absl::Hex(ModelSalt(model), absl::kZeroPad16)));
   options.slabs = transfer::SlabsOf(kv);
-  const std::string& listen = options_.listen_address;
-  options.server.listen_address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":0");
+  ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(options_.listen_address));
+  options.server.listen_address = listen.WithPort(0).ToString();
   options.server.tcp_data_plane = instance_->transfer.tcp_data_plane;
   options.pull_over_tcp = instance_->transfer.tcp_data_plane;
   ASSIGN_OR_RETURN(std::unique_ptr<transfer::GrpcTransceiver> transceiver,

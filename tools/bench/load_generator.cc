@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/host_port.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "tools/bench/http_error.h"
@@ -46,9 +47,8 @@ std::vector<Planned> Plan(const LoadOptions& o) {
 // One streaming completion; parses the server-sent events as they arrive.
 RequestOutcome RunOne(const LoadOptions& o, const Planned& p) {
   RequestOutcome out;
-  const size_t colon = o.http_address.rfind(':');
-  httplib::Client client(o.http_address.substr(0, colon),
-                         std::atoi(o.http_address.substr(colon + 1).c_str()));
+  const HostPort router = ParseHostPort(o.http_address).value_or(HostPort{o.http_address, 0});
+  httplib::Client client(router.host, router.port);
   client.set_connection_timeout(absl::ToChronoMicroseconds(o.connect_timeout));
   client.set_read_timeout(absl::ToChronoMicroseconds(o.request_timeout));
   client.set_write_timeout(absl::ToChronoMicroseconds(o.request_timeout));

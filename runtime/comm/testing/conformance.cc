@@ -5,27 +5,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "common/hash.h"
 #include "common/status_macros.h"
 
 namespace lockstep::comm::testing {
 namespace {
-
-// SplitMix64: a deterministic mix of the input words (the same in every process).
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // A value generator keyed by (seed, round, op, rank, peer): every rank can replay any
 // other rank's inputs.
 class Gen {
  public:
   Gen(uint64_t seed, int round, int op, int rank, int peer = 0)
-      : state_(Mix(Mix(Mix(Mix(Mix(seed) ^ round) ^ op) ^ rank) ^ peer)) {}
+      : state_(SplitMix64(SplitMix64(SplitMix64(SplitMix64(SplitMix64(seed) ^ round) ^ op) ^ rank) ^
+                          peer)) {}
 
-  uint64_t Next() { return state_ = Mix(state_); }
+  uint64_t Next() { return state_ = SplitMix64(state_); }
   // Uniform in [lo, hi].
   int64_t Int(int64_t lo, int64_t hi) {
     return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1));

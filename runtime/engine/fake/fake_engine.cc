@@ -5,19 +5,9 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/hash.h"
 
 namespace lockstep::engine {
-namespace {
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
 FakeEngine::FakeEngine(const FakeEngineOptions& options) : options_(options) {
   if (options_.threaded) thread_ = std::thread([this] { Loop(); });
 }
@@ -36,11 +26,12 @@ EngineInfo FakeEngine::info() const {
 
 int32_t FakeEngine::TargetToken(uint64_t seed, int64_t position) const {
   // Bytes only: never BOS/EOS, so requests end by length or by their stop tokens.
-  return static_cast<int32_t>(Mix(seed * 1000003u + static_cast<uint64_t>(position)) % 256);
+  return static_cast<int32_t>(SplitMix64(seed * 1000003u + static_cast<uint64_t>(position)) % 256);
 }
 
 int32_t FakeEngine::DraftToken(uint64_t seed, int64_t position) const {
-  const uint64_t h = Mix(Mix(seed ^ options_.draft_seed) + static_cast<uint64_t>(position));
+  const uint64_t h =
+      SplitMix64(SplitMix64(seed ^ options_.draft_seed) + static_cast<uint64_t>(position));
   const double u = static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);
   const int32_t target = TargetToken(seed, position);
   return u < options_.draft_acceptance ? target : (target + 1) % 256;

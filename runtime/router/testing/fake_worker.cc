@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/grpc_status.h"
+#include "common/host_port.h"
+#include "common/status_macros.h"
 #include "fmt/format.h"
 
 namespace lockstep::router::testing {
@@ -29,8 +32,8 @@ absl::StatusOr<std::unique_ptr<FakeWorker>> FakeWorker::Start(Options options) {
     return absl::UnavailableError(
         fmt::format("fake worker: cannot start a gRPC server on {}", worker->options_.listen));
   }
-  const std::string& listen = worker->options_.listen;
-  worker->address_ = fmt::format("{}:{}", listen.substr(0, listen.rfind(':')), port);
+  ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(worker->options_.listen));
+  worker->address_ = listen.WithPort(port).ToString();
   return worker;
 }
 
@@ -69,10 +72,7 @@ absl::Status FakeWorker::Register(const std::string& router_address) {
   grpc::ClientContext call;
   SetDeadline(call, absl::Seconds(5));
   grpc::Status status = RouterStub(router_address)->Register(&call, request, &response);
-  if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-  }
-  return absl::OkStatus();
+  return FromGrpcStatus(status);
 }
 
 absl::StatusOr<bool> FakeWorker::Heartbeat(const std::string& router_address) {

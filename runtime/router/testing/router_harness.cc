@@ -1,6 +1,6 @@
 #include "runtime/router/testing/router_harness.h"
 
-#include "absl/synchronization/mutex.h"
+#include "common/host_port.h"
 #include "fmt/format.h"
 
 namespace lockstep::router::testing {
@@ -8,9 +8,8 @@ namespace {
 
 using nlohmann::json;
 
-std::pair<std::string, int> SplitAddress(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  return {address.substr(0, colon), std::atoi(address.c_str() + colon + 1)};
+HostPort SplitAddress(const std::string& address) {
+  return ParseHostPort(address).value_or(HostPort{address, 0});
 }
 
 HttpResult ToResult(const httplib::Result& result, std::string body) {
@@ -68,7 +67,7 @@ absl::StatusOr<std::unique_ptr<FakeWorker>> StartWorker(RouterDaemon& router,
 }
 
 HttpClient::HttpClient(const std::string& address, absl::Duration timeout)
-    : client_(SplitAddress(address).first, SplitAddress(address).second) {
+    : client_(SplitAddress(address).host, SplitAddress(address).port) {
   const time_t seconds = absl::ToInt64Seconds(timeout);
   client_.set_connection_timeout(seconds, 0);
   client_.set_read_timeout(seconds, 0);
