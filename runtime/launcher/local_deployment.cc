@@ -17,8 +17,6 @@
 #include "runtime/config/config_yaml.h"
 
 namespace lockstep::launcher {
-namespace {}  // namespace
-
 absl::StatusOr<std::unique_ptr<LocalDeployment>> LocalDeployment::Start(
     const std::string& yaml, const std::string& run_dir, const std::string& lockstep_binary,
     absl::Duration ready_timeout) {

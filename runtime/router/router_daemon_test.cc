@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "common/host_port.h"
-#include "common/testing/poll_until.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"

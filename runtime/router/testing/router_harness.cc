@@ -1,5 +1,6 @@
 #include "runtime/router/testing/router_harness.h"
 
+#include "absl/synchronization/mutex.h"
 #include "common/host_port.h"
 #include "fmt/format.h"
 
