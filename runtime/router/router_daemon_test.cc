@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/host_port.h"
+#include "common/testing/poll_until.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -21,6 +22,7 @@ namespace {
 
 using config::InstanceRole;
 using ::lockstep::testing::IsOk;
+using ::lockstep::testing::PollUntil;
 using nlohmann::json;
 using ::testing::ElementsAre;
 using testing::FakeWorker;
@@ -139,7 +141,7 @@ TEST_F(RouterDaemonTest, LeastLoadSendsTheNextRequestToTheIdleInstance) {
   for (auto& [name, worker] : workers_) worker->SetStallAfter(0);
   const std::string address = router_->http_address();
   std::thread first([&] { HttpClient(address).Post("/v1/completions", CompletionBody("x", 3)); });
-  ASSERT_TRUE(testing::PollUntil([&] {
+  ASSERT_TRUE(PollUntil([&] {
     return workers_["agg0"]->AwaitStalled(1, absl::ZeroDuration()) ||
            workers_["agg1"]->AwaitStalled(1, absl::ZeroDuration());
   }));
@@ -223,7 +225,7 @@ TEST_F(DisaggregatedTest, FirstTokenStreamsBeforeTheGenerationLegProduces) {
                              });
   });
   ASSERT_TRUE(workers_["gen0"]->AwaitStalled(1, absl::Seconds(10)));
-  EXPECT_TRUE(testing::PollUntil([&] {
+  EXPECT_TRUE(PollUntil([&] {
     absl::MutexLock lock(&mu);
     return testing::SseText(seen) == first;
   }));
@@ -367,7 +369,7 @@ TEST_F(RouterDaemonTest, MetricsParseAndCountRequestsAndInstanceStats) {
   ASSERT_EQ(http_->Post("/v1/completions", "{bad").status, 400);
   // Wait until a Stats poll has seen all 12 tokens.
   absl::StatusOr<testing::ParsedMetrics> metrics;
-  ASSERT_TRUE(testing::PollUntil([&] {
+  ASSERT_TRUE(PollUntil([&] {
     HttpResult result = http_->Get("/metrics");
     metrics = testing::ParsePrometheusText(result.body);
     return metrics.ok() &&

@@ -5,6 +5,7 @@
 // registers again.
 #include <thread>
 
+#include "common/testing/poll_until.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -18,6 +19,7 @@ namespace {
 
 using config::InstanceRole;
 using ::lockstep::testing::IsOk;
+using ::lockstep::testing::PollUntil;
 using nlohmann::json;
 using testing::FakeWorker;
 using ::testing::HasSubstr;
@@ -122,7 +124,7 @@ TEST_F(RouterFailoverTest, InstanceDyingMidStreamEndsTheRequestAndReplacementSer
   EXPECT_EQ(testing::SseData(result.body).back(), "[DONE]");
 
   // Failed health polls take it out of rotation.
-  ASSERT_TRUE(testing::PollUntil([&] { return !Healthy(); }));
+  ASSERT_TRUE(PollUntil([&] { return !Healthy(); }));
   HttpResult refused = http_->Post("/v1/completions", Body("x", 2, false));
   EXPECT_EQ(refused.status, 503);
   HttpResult health = http_->Get("/health");
@@ -165,7 +167,7 @@ TEST_F(RouterFailoverTest, NoProgressReportEndsRequestsAtOnce) {
   // A serving report brings it back (it never stopped heartbeating or registering).
   worker_->SetStallAfter(-1);
   worker_->SetHealth(v1::HealthResponse::STATE_SERVING);
-  ASSERT_TRUE(testing::PollUntil([&] { return Healthy(); }));
+  ASSERT_TRUE(PollUntil([&] { return Healthy(); }));
   EXPECT_EQ(http_->Post("/v1/completions", Body("ok", 1, false)).status, 200);
 }
 
@@ -181,7 +183,7 @@ TEST_F(RouterFailoverTest, ClientHangingUpCancelsTheWorkerStream) {
   // The router notices on its next keep-alive write, cancels the stream and tells the worker.
   EXPECT_TRUE(worker_->AwaitStreamsCancelled(1, absl::Seconds(10)));
   EXPECT_TRUE(worker_->AwaitCancelRpc(id, absl::Seconds(10)));
-  EXPECT_TRUE(testing::PollUntil([&] { return router_->flows().size() == 0; }));
+  EXPECT_TRUE(PollUntil([&] { return router_->flows().size() == 0; }));
   EXPECT_EQ(router_->metrics().RequestCount("cancelled"), 1);
   EXPECT_TRUE(Healthy());
 }

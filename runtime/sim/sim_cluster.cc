@@ -8,11 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "common/clock.h"
-#include "runtime/comm/faulty_communicator.h"
-#include "runtime/comm/in_process_communicator.h"
 #include "runtime/engine/fake/fake_engine.h"
 #include "runtime/executor/executor.h"
+#include "runtime/sim/rank_stack.h"
 #include "runtime/transfer/fake_transceiver.h"
 
 namespace lockstep::sim {
@@ -63,20 +61,306 @@ class CollectingSink : public exec::ResponseSink {
   int64_t finished_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-kv::KvManagerConfig KvConfig(const SimConfig& c) {
-  kv::KvManagerConfig kv;
-  // The fake engine touches no KV: one float per token keeps the slabs tiny.
-  kv.target.layout = {1, 1, 1, c.tokens_per_block};
-  kv.target.num_blocks = c.num_blocks;
-  kv.target.enable_prefix_reuse = c.scheduler.prefix_reuse;
-  kv.draft_mode = c.draft_mode;
-  kv.draft.layout = kv.target.layout;
-  kv.draft.num_blocks = c.draft_num_blocks;
-  kv.draft.enable_prefix_reuse = c.scheduler.prefix_reuse;
-  if (c.scheduler.dummy_policy == sched::DummyPolicy::kReserved) {
-    kv.dummy_reserved_tokens = static_cast<int32_t>(c.scheduler.generation_step_tokens());
+engine::FakeEngineOptions EngineOptions(const SimConfig& config) {
+  engine::FakeEngineOptions options;
+  options.draft_acceptance = config.draft_acceptance;
+  options.draft_seed = config.seed;
+  options.threaded = config.threaded_engine;
+  options.tokens_per_block = config.tokens_per_block;
+  options.target_num_blocks = config.num_blocks;
+  options.draft_num_blocks =
+      config.draft_mode == kv::DraftMode::kNone ? 0 : config.draft_num_blocks;
+  return options;
+}
+
+// The collective faults of SimConfig::faults.
+std::vector<comm::FaultRule> FaultRules(const SimConfig& config) {
+  std::vector<comm::FaultRule> rules;
+  for (const SimFault& f : config.faults) {
+    if (f.kind == SimFault::Kind::kVeto) {
+      // This rank reports an empty batch: the whole fleet skips the forward.
+      rules.push_back(
+          comm::FaultRule::Mutate(f.rank, "vote", f.step, [](absl::Span<int64_t> v) { v[0] = 1; }));
+    } else {
+      rules.push_back(comm::FaultRule::Delay(f.rank, "loads", f.step, f.delay));
+    }
   }
-  return kv;
+  return rules;
+}
+
+// One run: Build the ranks, Drive them until they drain, then Summarize.
+class Simulation {
+ public:
+  explicit Simulation(const SimConfig& config)
+      : config_(config),
+        reference_(EngineOptions(config)),
+        workload_(GenerateWorkload(config.workload, config.seed, config.ranks,
+                                   config.scheduler.num_draft_tokens, reference_)) {
+    summary_.requests = static_cast<int64_t>(workload_.size());
+  }
+
+  SimSummary Run() {
+    if (!Build()) return summary_;
+    Drive();
+    Summarize();
+    return summary_;
+  }
+
+ private:
+  // The leader's side of the client: what has arrived, the cancels it owes.
+  struct ClientState {
+    size_t next_arrival = 0;
+    std::vector<std::pair<int64_t, RequestId>> cancels;  // (step, id)
+    bool drain_sent = false;
+  };
+
+  bool Build();
+  void Drive();
+  void RunRank(int r);
+  void FeedLeader(int64_t step, exec::Executor& leader, ClientState& client);
+  void Summarize();
+  void CountRank(int r);
+  // Which requests had a fault injected, by kind.
+  absl::flat_hash_set<std::pair<RequestId, transfer::InjectedFault::Kind>> InjectedFaults();
+  void CheckOutcome(
+      const SimRequest& req, const absl::flat_hash_map<RequestId, Outcome>& outcomes,
+      const absl::flat_hash_set<std::pair<RequestId, transfer::InjectedFault::Kind>>& injected);
+  void CheckTokens(const SimRequest& req, const Outcome& o);
+  void Violation(int rank, int64_t step, const std::string& what) {
+    AddViolation(absl::StrCat("rank ", rank, ": ", what), step);
+  }
+  void AddViolation(const std::string& what, int64_t step) {
+    absl::MutexLock lock(&violations_mu_);
+    if (summary_.violations.size() < 20) {
+      summary_.violations.push_back(absl::StrCat("seed ", config_.seed, " step ", step, " ", what));
+    }
+  }
+
+  const SimConfig& config_;
+  const engine::FakeEngine reference_;
+  const std::vector<SimRequest> workload_;
+  SimSummary summary_;
+  absl::Mutex violations_mu_;
+  CollectingSink sink_;
+  std::unique_ptr<RankStacks> stacks_;
+  absl::Time start_;
+};
+
+bool Simulation::Build() {
+  RankStackOptions options;
+  options.ranks = config_.ranks;
+  options.executor.instance = "sim";
+  options.executor.role = config_.role;
+  options.executor.scheduler = config_.scheduler;
+  options.executor.kv =
+      FakeKvConfig(config_.scheduler, config_.draft_mode, config_.tokens_per_block,
+                   config_.num_blocks, config_.draft_num_blocks);
+  options.executor.collective_timeout = absl::Seconds(60);
+  options.executor.engine_timeout = absl::Seconds(60);
+  options.executor.transfer_deadline = config_.transfer_deadline;
+  // The executor's own audit also compares the pools across every unforwarded step.
+  options.executor.audit_every_step = config_.audit;
+  options.engine = EngineOptions(config_);
+  options.track_block_writes = true;
+  options.transceiver = [this](int r) {
+    transfer::FakeTransceiverOptions t;
+    t.seed = config_.seed * 131 + static_cast<uint64_t>(r);
+    t.min_latency = config_.transfer_min_latency;
+    t.max_latency = config_.transfer_max_latency;
+    t.failure_rate = config_.transfer_failure_rate;
+    t.send_refusal_rate = config_.send_refusal_rate;
+    return t;
+  };
+  options.faults = FaultRules(config_);
+  options.sink = &sink_;
+  absl::StatusOr<std::unique_ptr<RankStacks>> stacks = RankStacks::Build(options);
+  if (!stacks.ok()) {
+    AddViolation(std::string(stacks.status().message()), 0);
+    return false;
+  }
+  stacks_ = *std::move(stacks);
+  start_ = stacks_->rank(0).clock->Now();
+  return true;
+}
+
+void Simulation::Drive() {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < config_.ranks; ++r) threads.emplace_back([this, r] { RunRank(r); });
+  for (std::thread& t : threads) t.join();
+}
+
+void Simulation::RunRank(int r) {
+  exec::Executor& e = *stacks_->rank(r).executor;
+  FakeClock& clock = *stacks_->rank(r).clock;
+  ClientState client;
+  for (int64_t step = 0; step < config_.max_steps; ++step) {
+    clock.Advance(config_.step_time);
+    if (r == 0) FeedLeader(step, e, client);
+    const absl::Status s = e.Step();
+    if (!s.ok()) {
+      Violation(r, step, absl::StrCat("step failed: ", s.ToString()));
+      return;
+    }
+    if (config_.audit) {
+      for (const std::string& v : e.Audit()) Violation(r, step, absl::StrCat("audit: ", v));
+    }
+    if (e.drained()) return;
+  }
+  std::string state;
+  for (const std::string& line : e.DescribeRequests()) absl::StrAppend(&state, "\n    ", line);
+  Violation(r, config_.max_steps, absl::StrCat("did not finish within max_steps:", state));
+}
+
+void Simulation::FeedLeader(int64_t step, exec::Executor& leader, ClientState& client) {
+  const absl::Time now = stacks_->rank(0).clock->Now();
+  while (client.next_arrival < workload_.size() &&
+         start_ + workload_[client.next_arrival].arrival <= now) {
+    const SimRequest& req = workload_[client.next_arrival++];
+    exec::NewRequestSpec spec = req.spec;
+    spec.arrival = now;
+    leader.inbox().Push(std::move(spec));
+    if (req.cancel_after_steps >= 0) {
+      client.cancels.emplace_back(step + req.cancel_after_steps, req.spec.id);
+    }
+  }
+  for (auto it = client.cancels.begin(); it != client.cancels.end();) {
+    if (it->first <= step) {
+      leader.inbox().Cancel(it->second);
+      it = client.cancels.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!client.drain_sent && client.next_arrival == workload_.size() &&
+      sink_.finished() >= static_cast<int64_t>(workload_.size())) {
+    leader.inbox().Drain();
+    client.drain_sent = true;
+  }
+}
+
+void Simulation::Summarize() {
+  for (int r = 0; r < config_.ranks; ++r) CountRank(r);
+  if (summary_.steps > 0) {
+    summary_.tokens_per_step =
+        static_cast<double>(summary_.generated_tokens) / static_cast<double>(summary_.steps);
+    summary_.vetoes_per_1000_steps =
+        1000.0 * static_cast<double>(summary_.vetoed_steps) / static_cast<double>(summary_.steps);
+  }
+  const auto injected = InjectedFaults();
+  const auto outcomes = sink_.outcomes();
+  for (const SimRequest& req : workload_) CheckOutcome(req, outcomes, injected);
+}
+
+void Simulation::CountRank(int r) {
+  const exec::Executor& e = *stacks_->rank(r).executor;
+  const exec::ExecutorCounters& c = e.counters();
+  if (r == 0) {
+    summary_.steps = c.steps;
+    summary_.vetoed_steps = c.vetoed_steps;
+  }
+  summary_.padded_steps += c.padded_steps;
+  summary_.dummies_refused += c.dummies_refused;
+  summary_.deferred_updates += c.deferred_updates;
+  summary_.stale_updates += c.stale_updates;
+  summary_.paused += c.paused;
+  summary_.no_progress += c.no_progress;
+  summary_.generated_tokens += c.generated_tokens;
+  summary_.drafts_proposed += c.drafts_proposed;
+  summary_.drafts_accepted += c.drafts_accepted;
+  summary_.transfer_failures += c.transfer_failures;
+  if (c.audit_violations > 0) {
+    Violation(r, c.steps,
+              absl::StrCat(c.audit_violations,
+                           " audit violations or failed KV updates counted by the executor"));
+  }
+  // Every pool back to its baseline: only prefix-cache blocks may stay.
+  const kv::ManagerStats kv = e.kv().Stats();
+  if (kv.target.used_blocks != 0 || kv.target.num_caches != 0) {
+    Violation(r, c.steps,
+              absl::StrCat("target pool not at baseline: ", kv.target.used_blocks, " blocks in ",
+                           kv.target.num_caches, " caches"));
+  }
+  if (kv.draft && (kv.draft->used_blocks != 0 || kv.draft->num_caches != 0)) {
+    Violation(r, c.steps,
+              absl::StrCat("draft pool not at baseline: ", kv.draft->used_blocks, " blocks in ",
+                           kv.draft->num_caches, " caches"));
+  }
+}
+
+// A failed receive (generation-only) or a refused send (context-only) explains an
+// error; only a client cancel explains a cancellation.
+absl::flat_hash_set<std::pair<RequestId, transfer::InjectedFault::Kind>>
+Simulation::InjectedFaults() {
+  absl::flat_hash_set<std::pair<RequestId, transfer::InjectedFault::Kind>> injected;
+  for (int r = 0; r < config_.ranks; ++r) {
+    for (const transfer::InjectedFault& f : stacks_->rank(r).transceiver->injected()) {
+      injected.insert({f.id, f.kind});
+      if (f.kind == transfer::InjectedFault::Kind::kSendRefusal) ++summary_.send_refusals;
+    }
+  }
+  return injected;
+}
+
+void Simulation::CheckOutcome(
+    const SimRequest& req, const absl::flat_hash_map<RequestId, Outcome>& outcomes,
+    const absl::flat_hash_set<std::pair<RequestId, transfer::InjectedFault::Kind>>& injected) {
+  const int64_t id = req.spec.id.value();
+  auto it = outcomes.find(req.spec.id);
+  if (it == outcomes.end() || it->second.answers == 0) {
+    Violation(0, summary_.steps, absl::StrCat("request ", id, " never finished"));
+    return;
+  }
+  const Outcome& o = it->second;
+  if (o.answers > 1) {
+    Violation(o.rank, o.step, absl::StrCat("request ", id, " was answered ", o.answers, " times"));
+  }
+  if (o.reason == sched::FinishReason::kCancelled) {
+    ++summary_.cancelled;
+    if (req.cancel_after_steps < 0) {
+      Violation(o.rank, o.step,
+                absl::StrCat("request ", id, " was cancelled, but the client never cancelled it: ",
+                             o.status.ToString()));
+    }
+    return;
+  }
+  if (o.reason == sched::FinishReason::kError) {
+    ++summary_.failed;
+    const auto cause = req.spec.type == sched::RequestType::kContextOnly
+                           ? transfer::InjectedFault::Kind::kSendRefusal
+                           : transfer::InjectedFault::Kind::kTransferFailure;
+    if (!injected.contains({req.spec.id, cause})) {
+      Violation(o.rank, o.step,
+                absl::StrCat("request ", id, " failed without an injected fault to explain it: ",
+                             o.status.ToString()));
+    }
+    return;
+  }
+  o.handed_off ? ++summary_.handed_off : ++summary_.completed;
+  CheckTokens(req, o);
+}
+
+// Generation-only streams omit the first token (the context leg sent it); a
+// context-only leg that handed off its KV produced only the first token.
+void Simulation::CheckTokens(const SimRequest& req, const Outcome& o) {
+  const int64_t id = req.spec.id.value();
+  const int64_t prompt = static_cast<int64_t>(req.spec.prompt.size());
+  const int64_t first = req.spec.context_source.has_value() ? 1 : 0;
+  const int64_t expected = o.handed_off ? 1 : req.spec.sampling.max_tokens - first;
+  if (static_cast<int64_t>(o.tokens.size()) != expected) {
+    Violation(
+        o.rank, o.step,
+        absl::StrCat("request ", id, " got ", o.tokens.size(), " tokens, expected ", expected));
+    return;
+  }
+  for (int64_t i = 0; i < expected; ++i) {
+    const int32_t want = reference_.TargetToken(req.spec.sampling.seed, prompt + first + i);
+    if (o.tokens[i] != want) {
+      Violation(
+          o.rank, o.step,
+          absl::StrCat("request ", id, " token ", i, " is ", o.tokens[i], ", expected ", want));
+      return;
+    }
+  }
 }
 
 }  // namespace
@@ -105,263 +389,6 @@ std::string SimSummary::ToString() const {
   return out;
 }
 
-SimSummary RunSimulation(const SimConfig& config) {
-  const int n = config.ranks;
-  engine::FakeEngineOptions engine_options;
-  engine_options.draft_acceptance = config.draft_acceptance;
-  engine_options.draft_seed = config.seed;
-  engine_options.threaded = config.threaded_engine;
-  engine_options.tokens_per_block = config.tokens_per_block;
-  engine_options.target_num_blocks = config.num_blocks;
-  engine_options.draft_num_blocks =
-      config.draft_mode == kv::DraftMode::kNone ? 0 : config.draft_num_blocks;
-  const engine::FakeEngine reference(engine_options);
-  const std::vector<SimRequest> workload = GenerateWorkload(
-      config.workload, config.seed, n, config.scheduler.num_draft_tokens, reference);
-
-  SimSummary summary;
-  summary.requests = static_cast<int64_t>(workload.size());
-  absl::Mutex violations_mu;
-  auto violation = [&](int rank, int64_t step, const std::string& what) {
-    absl::MutexLock lock(&violations_mu);
-    if (summary.violations.size() < 20) {
-      summary.violations.push_back(
-          absl::StrCat("seed ", config.seed, " step ", step, " rank ", rank, ": ", what));
-    }
-  };
-
-  std::vector<std::unique_ptr<comm::Communicator>> group = comm::MakeInProcessGroup(n);
-  std::vector<std::unique_ptr<comm::FaultyCommunicator>> faulty;
-  std::vector<std::unique_ptr<FakeClock>> clocks;
-  std::vector<std::unique_ptr<engine::BlockWriteTracker>> trackers;
-  std::vector<std::unique_ptr<engine::FakeEngine>> engines;
-  std::vector<std::unique_ptr<transfer::FakeTransceiver>> transceivers;
-  std::vector<std::unique_ptr<exec::Executor>> executors;
-  CollectingSink sink;
-  for (int r = 0; r < n; ++r) {
-    std::vector<comm::FaultRule> rules;
-    for (const SimFault& f : config.faults) {
-      if (f.rank != r) continue;
-      if (f.kind == SimFault::Kind::kVeto) {
-        // This rank reports an empty batch: the whole fleet skips the forward.
-        rules.push_back(
-            comm::FaultRule::Mutate(r, "vote", f.step, [](absl::Span<int64_t> v) { v[0] = 1; }));
-      } else {
-        rules.push_back(comm::FaultRule::Delay(r, "loads", f.step, f.delay));
-      }
-    }
-    faulty.push_back(std::make_unique<comm::FaultyCommunicator>(group[r].get(), rules));
-    clocks.push_back(std::make_unique<FakeClock>());
-    trackers.push_back(std::make_unique<engine::BlockWriteTracker>());
-    engine::FakeEngineOptions rank_engine = engine_options;
-    rank_engine.tracker = trackers.back().get();
-    engines.push_back(std::make_unique<engine::FakeEngine>(rank_engine));
-    transfer::FakeTransceiverOptions t;
-    t.seed = config.seed * 131 + static_cast<uint64_t>(r);
-    t.min_latency = config.transfer_min_latency;
-    t.max_latency = config.transfer_max_latency;
-    t.failure_rate = config.transfer_failure_rate;
-    t.send_refusal_rate = config.send_refusal_rate;
-    t.tracker = trackers.back().get();
-    transceivers.push_back(std::make_unique<transfer::FakeTransceiver>(t, clocks.back().get()));
-
-    exec::ExecutorConfig ec;
-    ec.instance = "sim";
-    ec.role = config.role;
-    ec.rank = r;
-    ec.world_size = n;
-    ec.scheduler = config.scheduler;
-    ec.kv = KvConfig(config);
-    ec.collective_timeout = absl::Seconds(60);
-    ec.engine_timeout = absl::Seconds(60);
-    ec.transfer_deadline = config.transfer_deadline;
-    ec.transfer_address = "sim";
-    // The executor's own audit also compares the pools across every unforwarded step.
-    ec.audit_every_step = config.audit;
-    exec::Executor::Deps deps;
-    deps.comm = faulty.back().get();
-    deps.engine = engines.back().get();
-    absl::StatusOr<std::unique_ptr<kv::KvManager>> kv = kv::KvManager::Create(ec.kv);
-    if (!kv.ok()) {
-      violation(r, 0, absl::StrCat("KV manager: ", kv.status().ToString()));
-      return summary;
-    }
-    deps.kv = std::move(*kv);
-    deps.transceiver = transceivers.back().get();
-    deps.clock = clocks.back().get();
-    deps.sink = r == 0 ? &sink : nullptr;
-    absl::StatusOr<std::unique_ptr<exec::Executor>> e = exec::Executor::Create(ec, std::move(deps));
-    if (!e.ok()) {
-      violation(r, 0, absl::StrCat("executor: ", e.status().ToString()));
-      return summary;
-    }
-    executors.push_back(std::move(*e));
-  }
-
-  const absl::Time start = clocks[0]->Now();
-  auto run_rank = [&](int r) {
-    exec::Executor& e = *executors[r];
-    FakeClock& clock = *clocks[r];
-    size_t next_arrival = 0;
-    std::vector<std::pair<int64_t, RequestId>> cancels;  // (step, id)
-    bool drain_sent = false;
-    for (int64_t step = 0; step < config.max_steps; ++step) {
-      clock.Advance(config.step_time);
-      if (r == 0) {
-        const absl::Time now = clock.Now();
-        while (next_arrival < workload.size() && start + workload[next_arrival].arrival <= now) {
-          const SimRequest& req = workload[next_arrival++];
-          exec::NewRequestSpec spec = req.spec;
-          spec.arrival = now;
-          e.inbox().Push(std::move(spec));
-          if (req.cancel_after_steps >= 0) {
-            cancels.emplace_back(step + req.cancel_after_steps, req.spec.id);
-          }
-        }
-        for (auto it = cancels.begin(); it != cancels.end();) {
-          if (it->first <= step) {
-            e.inbox().Cancel(it->second);
-            it = cancels.erase(it);
-          } else {
-            ++it;
-          }
-        }
-        if (!drain_sent && next_arrival == workload.size() &&
-            sink.finished() >= static_cast<int64_t>(workload.size())) {
-          e.inbox().Drain();
-          drain_sent = true;
-        }
-      }
-      const absl::Status s = e.Step();
-      if (!s.ok()) {
-        violation(r, step, absl::StrCat("step failed: ", s.ToString()));
-        return;
-      }
-      if (config.audit) {
-        for (const std::string& v : e.Audit()) violation(r, step, absl::StrCat("audit: ", v));
-      }
-      if (e.drained()) return;
-    }
-    std::string state;
-    for (const std::string& line : e.DescribeRequests()) absl::StrAppend(&state, "\n    ", line);
-    violation(r, config.max_steps, absl::StrCat("did not finish within max_steps:", state));
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back(run_rank, r);
-  for (std::thread& t : threads) t.join();
-
-  // Counters.
-  for (int r = 0; r < n; ++r) {
-    const exec::ExecutorCounters& c = executors[r]->counters();
-    if (r == 0) {
-      summary.steps = c.steps;
-      summary.vetoed_steps = c.vetoed_steps;
-    }
-    summary.padded_steps += c.padded_steps;
-    summary.dummies_refused += c.dummies_refused;
-    summary.deferred_updates += c.deferred_updates;
-    summary.stale_updates += c.stale_updates;
-    summary.paused += c.paused;
-    summary.no_progress += c.no_progress;
-    summary.generated_tokens += c.generated_tokens;
-    summary.drafts_proposed += c.drafts_proposed;
-    summary.drafts_accepted += c.drafts_accepted;
-    summary.transfer_failures += c.transfer_failures;
-    if (c.audit_violations > 0) {
-      violation(r, c.steps,
-                absl::StrCat(c.audit_violations,
-                             " audit violations or failed KV updates counted by the executor"));
-    }
-    // Every pool back to its baseline: only prefix-cache blocks may stay.
-    const kv::ManagerStats kv = executors[r]->kv().Stats();
-    if (kv.target.used_blocks != 0 || kv.target.num_caches != 0) {
-      violation(r, c.steps,
-                absl::StrCat("target pool not at baseline: ", kv.target.used_blocks, " blocks in ",
-                             kv.target.num_caches, " caches"));
-    }
-    if (kv.draft && (kv.draft->used_blocks != 0 || kv.draft->num_caches != 0)) {
-      violation(r, c.steps,
-                absl::StrCat("draft pool not at baseline: ", kv.draft->used_blocks, " blocks in ",
-                             kv.draft->num_caches, " caches"));
-    }
-  }
-  if (summary.steps > 0) {
-    summary.tokens_per_step =
-        static_cast<double>(summary.generated_tokens) / static_cast<double>(summary.steps);
-    summary.vetoes_per_1000_steps =
-        1000.0 * static_cast<double>(summary.vetoed_steps) / static_cast<double>(summary.steps);
-  }
-
-  // Which requests had a fault injected: a failed receive (generation-only) or a
-  // refused send (context-only) explains an error; only a client cancel explains a
-  // cancellation.
-  absl::flat_hash_set<std::pair<RequestId, transfer::InjectedFault::Kind>> injected;
-  for (const auto& t : transceivers) {
-    for (const transfer::InjectedFault& f : t->injected()) {
-      injected.insert({f.id, f.kind});
-      if (f.kind == transfer::InjectedFault::Kind::kSendRefusal) ++summary.send_refusals;
-    }
-  }
-
-  // Outcomes and token correctness.
-  const auto outcomes = sink.outcomes();
-  for (const SimRequest& req : workload) {
-    const int64_t id = req.spec.id.value();
-    auto it = outcomes.find(req.spec.id);
-    if (it == outcomes.end() || it->second.answers == 0) {
-      violation(0, summary.steps, absl::StrCat("request ", id, " never finished"));
-      continue;
-    }
-    const Outcome& o = it->second;
-    if (o.answers > 1) {
-      violation(o.rank, o.step,
-                absl::StrCat("request ", id, " was answered ", o.answers, " times"));
-    }
-    if (o.reason == sched::FinishReason::kCancelled) {
-      ++summary.cancelled;
-      if (req.cancel_after_steps < 0) {
-        violation(o.rank, o.step,
-                  absl::StrCat(
-                      "request ", id,
-                      " was cancelled, but the client never cancelled it: ", o.status.ToString()));
-      }
-      continue;
-    }
-    if (o.reason == sched::FinishReason::kError) {
-      ++summary.failed;
-      const auto cause = req.spec.type == sched::RequestType::kContextOnly
-                             ? transfer::InjectedFault::Kind::kSendRefusal
-                             : transfer::InjectedFault::Kind::kTransferFailure;
-      if (!injected.contains({req.spec.id, cause})) {
-        violation(o.rank, o.step,
-                  absl::StrCat("request ", id, " failed without an injected fault to explain it: ",
-                               o.status.ToString()));
-      }
-      continue;
-    }
-    o.handed_off ? ++summary.handed_off : ++summary.completed;
-    // Generation-only streams omit the first token (the context leg sent it); a
-    // context-only leg that handed off its KV produced only the first token.
-    const int64_t prompt = static_cast<int64_t>(req.spec.prompt.size());
-    const int64_t first = req.spec.context_source.has_value() ? 1 : 0;
-    const int64_t expected = o.handed_off ? 1 : req.spec.sampling.max_tokens - first;
-    if (static_cast<int64_t>(o.tokens.size()) != expected) {
-      violation(
-          o.rank, o.step,
-          absl::StrCat("request ", id, " got ", o.tokens.size(), " tokens, expected ", expected));
-      continue;
-    }
-    for (int64_t i = 0; i < expected; ++i) {
-      const int32_t want = reference.TargetToken(req.spec.sampling.seed, prompt + first + i);
-      if (o.tokens[i] != want) {
-        violation(
-            o.rank, o.step,
-            absl::StrCat("request ", id, " token ", i, " is ", o.tokens[i], ", expected ", want));
-        break;
-      }
-    }
-  }
-  return summary;
-}
+SimSummary RunSimulation(const SimConfig& config) { return Simulation(config).Run(); }
 
 }  // namespace lockstep::sim

@@ -1,8 +1,9 @@
-// SimCluster: one instance of N ranks in one process — InProcessCommunicator, the
-// FakeEngine, the FakeTransceiver, a FakeClock per rank (all advanced by the same
-// step time, so runs replay exactly) — driven by a seeded workload, with the invariant
-// audit of docs/design.md §7 run on every rank after every step. Each rank runs its real
-// Executor::Step() on its own thread; the collectives keep them in lockstep.
+// The simulator: one instance of N ranks in one process (RankStacks, rank_stack.h) —
+// InProcessCommunicator, the FakeEngine, the FakeTransceiver, a FakeClock per rank (all
+// advanced by the same step time, so runs replay exactly) — driven by a seeded
+// workload, with the invariant audit of docs/design.md §7 run on every rank after every
+// step. Each rank runs its real Executor::Step() on its own thread; the collectives
+// keep them in lockstep.
 //
 // At the end the leader sends the drain order; every rank stops when the drain is
 // complete everywhere. The run then checks that every pool is back to its baseline,

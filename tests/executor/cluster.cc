@@ -5,7 +5,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
-#include "runtime/comm/in_process_communicator.h"
 
 namespace lockstep::testing {
 namespace {
@@ -32,74 +31,54 @@ class FailingEngine : public engine::ModelEngine {
   absl::flat_hash_set<StepId> failing_;
 };
 
+sim::RankStackOptions StackOptions(const ClusterOptions& options, exec::ResponseSink* sink) {
+  sim::RankStackOptions s;
+  s.ranks = options.ranks;
+  s.executor.instance = "test";
+  s.executor.role = options.role;
+  s.executor.scheduler = options.scheduler;
+  s.executor.kv = sim::FakeKvConfig(options.scheduler, options.draft_mode, options.tokens_per_block,
+                                    options.num_blocks, options.num_blocks);
+  s.executor.collective_timeout = options.collective_timeout;
+  s.executor.drain_timeout = options.drain_timeout;
+  s.executor.transfer_deadline = options.transfer_deadline;
+  s.executor.audit_every_step = true;  // also compares the pools across every unforwarded step
+  s.engine.draft_acceptance = options.draft_acceptance;
+  s.engine.threaded = false;
+  s.engine.tokens_per_block = options.tokens_per_block;
+  s.engine.target_num_blocks = options.num_blocks;
+  s.engine.draft_num_blocks = options.num_blocks;
+  s.transceiver = [options](int r) {
+    transfer::FakeTransceiverOptions t;
+    t.seed = static_cast<uint64_t>(r);
+    t.min_latency = r < static_cast<int>(options.rank_transfer_latency.size())
+                        ? options.rank_transfer_latency[r]
+                        : options.transfer_latency;
+    t.max_latency = t.min_latency;
+    t.failure_rate = options.transfer_failure_rate;
+    t.refuse_send = options.refuse_send;
+    return t;
+  };
+  s.attach_transceiver = options.with_transceiver;
+  s.faults = options.faults;
+  if (options.fail_batch) {
+    s.wrap_engine = [fail = options.fail_batch](int r, engine::ModelEngine* fake) {
+      return std::make_unique<FailingEngine>(
+          fake, [fail, r](const engine::Batch& b) { return fail(r, b); });
+    };
+  }
+  s.sink = sink;
+  return s;
+}
+
 }  // namespace
 
 ScriptedCluster::ScriptedCluster(const ClusterOptions& options) : options_(options) {
   const int n = options.ranks;
-  group_ = comm::MakeInProcessGroup(n);
-  engine::FakeEngineOptions eo;
-  eo.draft_acceptance = options.draft_acceptance;
-  eo.threaded = false;
-  eo.tokens_per_block = options.tokens_per_block;
-  eo.target_num_blocks = options.num_blocks;
-  eo.draft_num_blocks = options.num_blocks;
-  for (int r = 0; r < n; ++r) {
-    std::vector<comm::FaultRule> rules;
-    for (const comm::FaultRule& f : options.faults) {
-      if (f.rank == r) rules.push_back(f);
-    }
-    faulty_.push_back(std::make_unique<comm::FaultyCommunicator>(group_[r].get(), rules));
-    clocks_.push_back(std::make_unique<FakeClock>());
-    engines_.push_back(std::make_unique<engine::FakeEngine>(eo));
-    transfer::FakeTransceiverOptions to;
-    to.seed = static_cast<uint64_t>(r);
-    to.min_latency = r < static_cast<int>(options.rank_transfer_latency.size())
-                         ? options.rank_transfer_latency[r]
-                         : options.transfer_latency;
-    to.max_latency = to.min_latency;
-    to.failure_rate = options.transfer_failure_rate;
-    to.refuse_send = options.refuse_send;
-    transceivers_.push_back(std::make_unique<transfer::FakeTransceiver>(to, clocks_.back().get()));
-
-    exec::ExecutorConfig ec;
-    ec.instance = "test";
-    ec.role = options.role;
-    ec.rank = r;
-    ec.world_size = n;
-    ec.scheduler = options.scheduler;
-    ec.kv.target.layout = {1, 1, 1, options.tokens_per_block};
-    ec.kv.target.num_blocks = options.num_blocks;
-    ec.kv.target.enable_prefix_reuse = options.scheduler.prefix_reuse;
-    ec.kv.draft_mode = options.draft_mode;
-    ec.kv.draft = ec.kv.target;
-    if (options.scheduler.dummy_policy == sched::DummyPolicy::kReserved) {
-      ec.kv.dummy_reserved_tokens =
-          static_cast<int32_t>(options.scheduler.generation_step_tokens());
-    }
-    ec.collective_timeout = options.collective_timeout;
-    ec.drain_timeout = options.drain_timeout;
-    ec.transfer_deadline = options.transfer_deadline;
-    ec.transfer_address = absl::StrCat("test-rank-", r);
-    ec.audit_every_step = true;  // also compares the pools across every unforwarded step
-    exec::Executor::Deps deps;
-    deps.comm = faulty_.back().get();
-    deps.engine = engines_.back().get();
-    if (options.fail_batch) {
-      failing_engines_.push_back(std::make_unique<FailingEngine>(
-          engines_.back().get(),
-          [fail = options.fail_batch, r](const engine::Batch& b) { return fail(r, b); }));
-      deps.engine = failing_engines_.back().get();
-    }
-    auto kv = kv::KvManager::Create(ec.kv);
-    LOCKSTEP_CHECK_OK(kv.status());
-    deps.kv = std::move(*kv);
-    deps.transceiver = options.with_transceiver ? transceivers_.back().get() : nullptr;
-    deps.clock = clocks_.back().get();
-    deps.sink = r == 0 ? this : nullptr;
-    auto e = exec::Executor::Create(ec, std::move(deps));
-    LOCKSTEP_CHECK_OK(e.status());
-    executors_.push_back(std::move(*e));
-  }
+  absl::StatusOr<std::unique_ptr<sim::RankStacks>> stacks =
+      sim::RankStacks::Build(StackOptions(options, this));
+  LOCKSTEP_CHECK_OK(stacks.status());
+  stacks_ = *std::move(stacks);
   {
     absl::MutexLock lock(&step_mu_);
     steps_done_.assign(n, 0);
@@ -127,8 +106,9 @@ void ScriptedCluster::RankLoop(int rank) {
       step_mu_.Await(absl::Condition(&ready));
       if (stop_) return;
     }
-    clocks_[rank]->Advance(options_.step_time);
-    absl::Status status = executors_[rank]->Step();
+    sim::RankStack& stack = stacks_->rank(rank);
+    stack.clock->Advance(options_.step_time);
+    absl::Status status = stack.executor->Step();
     ++done;
     absl::MutexLock lock(&step_mu_);
     step_results_[rank] = std::move(status);
@@ -171,9 +151,9 @@ exec::NewRequestSpec ScriptedCluster::MakeRequest(int64_t id, int prompt_len, in
     c.instance = "ctx";
     c.address = "ctx-rank-0";
     c.remote_id = s.id;
-    c.first_token = engines_[0]->TargetToken(s.sampling.seed, prompt_len);
+    c.first_token = engine(0).TargetToken(s.sampling.seed, prompt_len);
     for (int k = 0; k < options_.scheduler.num_draft_tokens; ++k) {
-      c.first_drafts.push_back(engines_[0]->DraftToken(s.sampling.seed, prompt_len + 1 + k));
+      c.first_drafts.push_back(engine(0).DraftToken(s.sampling.seed, prompt_len + 1 + k));
     }
     s.context_source = std::move(c);
   }
@@ -181,8 +161,8 @@ exec::NewRequestSpec ScriptedCluster::MakeRequest(int64_t id, int prompt_len, in
 }
 
 void ScriptedCluster::Submit(exec::NewRequestSpec spec) {
-  spec.arrival = clocks_[0]->Now();
-  executors_[0]->inbox().Push(std::move(spec));
+  spec.arrival = clock(0).Now();
+  rank(0).inbox().Push(std::move(spec));
 }
 
 std::vector<int32_t> ScriptedCluster::ExpectedTokens(const exec::NewRequestSpec& spec) const {
@@ -190,7 +170,7 @@ std::vector<int32_t> ScriptedCluster::ExpectedTokens(const exec::NewRequestSpec&
   const int first = spec.context_source.has_value() ? 1 : 0;
   std::vector<int32_t> out;
   for (int64_t i = first; i < spec.sampling.max_tokens; ++i) {
-    out.push_back(engines_[0]->TargetToken(spec.sampling.seed, prompt + i));
+    out.push_back(engine(0).TargetToken(spec.sampling.seed, prompt + i));
   }
   return out;
 }
@@ -198,7 +178,7 @@ std::vector<int32_t> ScriptedCluster::ExpectedTokens(const exec::NewRequestSpec&
 std::vector<std::string> ScriptedCluster::AuditAll() const {
   std::vector<std::string> out;
   for (int r = 0; r < options_.ranks; ++r) {
-    for (const std::string& v : executors_[r]->Audit())
+    for (const std::string& v : stacks_->rank(r).executor->Audit())
       out.push_back(absl::StrCat("rank ", r, ": ", v));
   }
   return out;

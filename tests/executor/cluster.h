@@ -1,8 +1,8 @@
 // ScriptedCluster: N executors of one instance in one process, stepped in lockstep by
 // a test: each StepAll() runs one real Executor::Step() on every rank (one thread per
 // rank, joined before it returns), so the test can inspect every rank between steps.
-// InProcessCommunicator, FakeEngine (inline), FakeTransceiver and a FakeClock per rank
-// advanced by the same step time.
+// The ranks are built by sim::RankStacks (InProcessCommunicator, FakeEngine inline,
+// FakeTransceiver, a FakeClock per rank advanced by the same step time).
 #ifndef LOCKSTEP_TESTS_EXECUTOR_CLUSTER_H_
 #define LOCKSTEP_TESTS_EXECUTOR_CLUSTER_H_
 
@@ -19,6 +19,7 @@
 #include "runtime/comm/faulty_communicator.h"
 #include "runtime/engine/fake/fake_engine.h"
 #include "runtime/executor/executor.h"
+#include "runtime/sim/rank_stack.h"
 #include "runtime/transfer/fake_transceiver.h"
 
 namespace lockstep::testing {
@@ -79,13 +80,15 @@ class ScriptedCluster : public exec::ResponseSink {
   exec::NewRequestSpec MakeRequest(int64_t id, int prompt_len, int max_tokens,
                                    std::optional<int> pinned_rank = std::nullopt) const;
   void Submit(exec::NewRequestSpec spec);
-  void Cancel(RequestId id) { executors_[0]->inbox().Cancel(id); }
+  void Cancel(RequestId id) { rank(0).inbox().Cancel(id); }
 
-  exec::Executor& rank(int r) { return *executors_[r]; }
-  const engine::FakeEngine& engine(int r) const { return *engines_[r]; }
-  const transfer::FakeTransceiver& transceiver(int r) const { return *transceivers_[r]; }
+  exec::Executor& rank(int r) { return *stacks_->rank(r).executor; }
+  const engine::FakeEngine& engine(int r) const { return *stacks_->rank(r).engine; }
+  const transfer::FakeTransceiver& transceiver(int r) const {
+    return *stacks_->rank(r).transceiver;
+  }
   // Each rank's own clock; a test may advance one to make the ranks' clocks disagree.
-  FakeClock& clock(int r) { return *clocks_[r]; }
+  FakeClock& clock(int r) { return *stacks_->rank(r).clock; }
   int ranks() const { return options_.ranks; }
   int64_t steps() const { return steps_; }
 
@@ -100,13 +103,7 @@ class ScriptedCluster : public exec::ResponseSink {
 
  private:
   ClusterOptions options_;
-  std::vector<std::unique_ptr<comm::Communicator>> group_;
-  std::vector<std::unique_ptr<comm::FaultyCommunicator>> faulty_;
-  std::vector<std::unique_ptr<FakeClock>> clocks_;
-  std::vector<std::unique_ptr<engine::FakeEngine>> engines_;
-  std::vector<std::unique_ptr<engine::ModelEngine>> failing_engines_;  // with fail_batch
-  std::vector<std::unique_ptr<transfer::FakeTransceiver>> transceivers_;
-  std::vector<std::unique_ptr<exec::Executor>> executors_;
+  std::unique_ptr<sim::RankStacks> stacks_;
   int64_t steps_ = 0;
 
   // One persistent thread per rank (the executor thread that owns that rank's state).

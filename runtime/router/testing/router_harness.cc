@@ -1,6 +1,5 @@
 #include "runtime/router/testing/router_harness.h"
 
-#include "absl/synchronization/mutex.h"
 #include "common/host_port.h"
 #include "fmt/format.h"
 
@@ -127,18 +126,6 @@ std::string SseText(const std::string& stream) {
     }
   }
   return text;
-}
-
-bool PollUntil(const std::function<bool()>& condition, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::Mutex mu;
-  absl::CondVar never;
-  absl::MutexLock lock(&mu);
-  while (!condition()) {
-    if (absl::Now() >= deadline) return false;
-    never.WaitWithTimeout(&mu, absl::Milliseconds(5));
-  }
-  return true;
 }
 
 }  // namespace lockstep::router::testing

@@ -62,9 +62,6 @@ std::vector<std::string> SseData(const std::string& stream);
 // The concatenated choices[0] text (completions) or delta.content (chat) of the events.
 std::string SseText(const std::string& stream);
 
-// Re-evaluates `condition` every few milliseconds until it holds or `timeout` passes.
-bool PollUntil(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(10));
-
 }  // namespace lockstep::router::testing
 
 #endif  // LOCKSTEP_RUNTIME_ROUTER_TESTING_ROUTER_HARNESS_H_

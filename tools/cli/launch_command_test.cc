@@ -13,8 +13,8 @@
 #include <map>
 #include <sstream>
 
-#include "absl/synchronization/mutex.h"
 #include "common/host_port.h"
+#include "common/testing/poll_until.h"
 #include "common/testing/status_matchers.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
@@ -28,10 +28,12 @@ namespace lockstep::launcher {
 namespace {
 
 using ::lockstep::testing::IsOk;
+using ::lockstep::testing::PollUntil;
 using nlohmann::json;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kDeadline = absl::Seconds(60);
+constexpr absl::Duration kPoll = absl::Milliseconds(50);  // PollUntil interval
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
@@ -92,7 +94,7 @@ instances:
 
   // Starts the launcher and waits for its endpoints; returns the router's HTTP address.
   std::string Launch(const std::vector<std::string>& extra_flags = {}) {
-    const std::string binary = std::filesystem::absolute("runtime/launcher/fake_lockstep").string();
+    const std::string binary = std::filesystem::absolute("tools/cli/fake_lockstep").string();
     const std::string run_dir = (dir_ / "run").string();
     launcher_log_ = (dir_ / "launcher.log").string();
     std::vector<std::string> argv = {binary,
@@ -179,19 +181,6 @@ std::string InstanceState(const std::string& http, const std::string& instance) 
   return InstanceField(http, instance, "state");
 }
 
-// Re-evaluates `condition` every 50 ms until it holds or `timeout` passes.
-bool PollUntil(const std::function<bool()>& condition, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::Mutex mu;
-  absl::CondVar never;
-  absl::MutexLock lock(&mu);
-  while (!condition()) {
-    if (absl::Now() >= deadline) return false;
-    never.WaitWithTimeout(&mu, absl::Milliseconds(50));
-  }
-  return true;
-}
-
 TEST_F(LauncherTest, ADeadRankTakesItsInstanceDownAndTheRouterStaysUp) {
   const std::string http = Launch();
   ASSERT_FALSE(http.empty()) << Slurp(launcher_log_);
@@ -204,7 +193,8 @@ TEST_F(LauncherTest, ADeadRankTakesItsInstanceDownAndTheRouterStaysUp) {
   ASSERT_EQ(kill(rank1, SIGKILL), 0);
   // Its peer is stopped; the router is not, and stops routing to the instance.
   EXPECT_TRUE(AwaitGone(rank0, kDeadline));
-  EXPECT_TRUE(PollUntil([&] { return InstanceState(http, "agg0") == "unhealthy"; }, kDeadline));
+  EXPECT_TRUE(
+      PollUntil([&] { return InstanceState(http, "agg0") == "unhealthy"; }, kDeadline, kPoll));
   EXPECT_EQ(ChildWith(launcher_pid_, " router "), router);
   const std::string log = Slurp(launcher_log_);
   EXPECT_THAT(log, HasSubstr(fmt::format("agg0/rank1 (pid {}) was killed by signal 9", rank1)));
@@ -234,7 +224,7 @@ TEST_F(LauncherTest, RestartsAnInstanceThatLostARank) {
         return again > 0 && again != rank1 && InstanceState(http, "agg0") == "healthy" &&
                InstanceField(http, "agg0", "address") != old_leader;
       },
-      kDeadline))
+      kDeadline, kPoll))
       << Slurp(launcher_log_);
   EXPECT_THAT(Slurp(launcher_log_), HasSubstr("restarting instance agg0 (restart 1 of 3)"));
   const HostPort endpoint = ParseHostPort(http).value();
