@@ -11,7 +11,6 @@
 //       --shm_chunk_kib=256 --shm_spin_us=20 --compare_only]
 //
 // Rank processes re-execute this binary (testing/rank_processes.h); rank 0 prints.
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +21,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -483,8 +483,8 @@ int Main(int argc, char** argv) {
     const Medians in_process = RunInProcess(world, iters * 5, moe_iters);
     std::fflush(stdout);
     const std::string dir = testing::MakeTempDir("comm_bench");
-    const std::string shm_name =
-        ShmSegmentName("comm_bench", absl::StrCat(getpid(), "w", world), "bench");
+    const std::string shm_name = ShmSegmentName(
+        "comm_bench", absl::StrCat(absl::Hex(std::random_device()()), "w", world), "bench");
     auto exits = testing::RunRankProcesses(
         "ranks", world,
         {dir, absl::StrCat(iters), absl::StrCat(moe_iters), shm_name,

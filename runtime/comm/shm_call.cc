@@ -58,6 +58,16 @@ void ShmCall::WriteHeader(uint64_t parity, int64_t round, std::initializer_list<
   std::memcpy(h.tag, tag_.data(), h.tag_length);
 }
 
+void ShmCall::CopyIn(uint64_t parity, int64_t begin) {
+  const int64_t end = std::min<int64_t>(payload_.size(), begin + chunk_);
+  char* const dst = segment_.data(group_.rank(), parity);
+  auto copy = [&](int64_t from, int64_t to) {
+    if (from < to) std::memcpy(dst + (from - begin), payload_.data() + from, to - from);
+  };
+  copy(begin, std::min(end, private_begin_));
+  copy(std::max(begin, private_end_), end);
+}
+
 absl::Status ShmCall::PublishAndWait() {
   group_.Publish();
   absl::Status status = group_.WaitForRound(deadline_);
@@ -78,7 +88,8 @@ absl::Status ShmCall::Desync(int a, int b, uint64_t parity) const {
 
 absl::Status ShmCall::Start(int64_t fp, std::initializer_list<int64_t> args,
                             absl::Span<const int64_t> fields, const absl::Status& local,
-                            absl::string_view payload) {
+                            absl::string_view payload, int64_t private_offset,
+                            int64_t private_length) {
   const int world = group_.world();
   const int rank = group_.rank();
   fp_ = fp;
@@ -90,8 +101,9 @@ absl::Status ShmCall::Start(int64_t fp, std::initializer_list<int64_t> args,
     std::copy_n(fields.begin(), std::min<size_t>(fields.size(), 2 * world),
                 segment_.fields(rank, round0_parity_));
   }
-  const size_t first = std::min<size_t>(payload_.size(), chunk_);
-  if (first > 0) std::memcpy(segment_.data(rank, round0_parity_), payload_.data(), first);
+  private_begin_ = private_offset;
+  private_end_ = private_offset + private_length;
+  CopyIn(round0_parity_, 0);
   if (absl::Status status = PublishAndWait(); !status.ok()) return status;
 
   const ShmRoundHeader& h0 = segment_.round_header(0, round0_parity_);
@@ -128,10 +140,7 @@ absl::Status ShmCall::Transfer(ChunkFn consume) {
     if (round > 0) {
       parity = group_.parity();
       WriteHeader(parity, round, {});
-      if (begin < static_cast<int64_t>(payload_.size())) {
-        const size_t n = std::min<size_t>(payload_.size() - begin, chunk_);
-        std::memcpy(segment_.data(rank, parity), payload_.data() + begin, n);
-      }
+      CopyIn(parity, begin);
       if (absl::Status status = PublishAndWait(); !status.ok()) return status;
       for (int r = 0; r < world; ++r) {
         const ShmRoundHeader& h = segment_.round_header(r, parity);
@@ -145,14 +154,15 @@ absl::Status ShmCall::Transfer(ChunkFn consume) {
 }
 
 absl::Status ShmCall::Transfer(absl::Span<const Read> reads) {
+  const int rank = group_.rank();
   return Transfer([&](int64_t begin, absl::Span<const char* const> chunks) {
     for (const Read& read : reads) {
       const int64_t end = std::min({read.offset + read.length, begin + chunk_, sizes_[read.from]});
       const int64_t start = std::max(read.offset, begin);
-      if (start < end) {
-        std::memcpy(read.dst + (start - read.offset), chunks[read.from] + (start - begin),
-                    end - start);
-      }
+      if (start >= end) continue;
+      const char* src =
+          read.from == rank ? payload_.data() + start : chunks[read.from] + (start - begin);
+      std::memcpy(read.dst + (start - read.offset), src, end - start);
     }
   });
 }

@@ -37,10 +37,13 @@ class ShmCall {
   // Round 0. `fp` is CallFingerprint(op, tag, args); `fields` (at most 2 * world)
   // are published for the peers; `local` is this rank's argument error (then it
   // publishes no payload and returns `local` after the round, so that the peers learn
-  // of it). `payload` must stay valid until Transfer returns.
+  // of it). `payload` must stay valid until Transfer returns. Bytes [private_offset,
+  // private_offset + private_length) of it are read by this rank only (its own block
+  // of an all-to-all): they never go through the segment.
   absl::Status Start(int64_t fp, std::initializer_list<int64_t> args,
                      absl::Span<const int64_t> fields, const absl::Status& local,
-                     absl::string_view payload);
+                     absl::string_view payload, int64_t private_offset = 0,
+                     int64_t private_length = 0);
 
   // After Start: rank r's fields and payload size.
   int64_t field(int r, int i) const { return fields_[r][i]; }
@@ -53,7 +56,7 @@ class ShmCall {
   absl::Status Transfer(ChunkFn consume);
 
   // The common case: copies bytes [offset, offset + length) of rank `from`'s payload
-  // to `dst`, for every read.
+  // to `dst`, for every read (this rank's own bytes straight from its payload).
   struct Read {
     int from = 0;
     int64_t offset = 0;
@@ -67,6 +70,9 @@ class ShmCall {
  private:
   // Writes this rank's round header for round `round` into buffer `parity`.
   void WriteHeader(uint64_t parity, int64_t round, std::initializer_list<int64_t> args);
+  // Copies this rank's payload bytes of the round starting at `begin` (except the
+  // private range) into its buffer `parity`.
+  void CopyIn(uint64_t parity, int64_t begin);
   // Publishes this rank's buffer and waits for the peers'.
   absl::Status PublishAndWait();
   absl::Status Desync(int a, int b, uint64_t parity) const;
@@ -81,6 +87,8 @@ class ShmCall {
   int64_t fp_ = 0;
   int64_t info_ = 0;
   absl::string_view payload_;
+  int64_t private_begin_ = 0;
+  int64_t private_end_ = 0;
   uint64_t round0_parity_ = 0;
   int64_t rounds_ = 1;
   std::vector<const int64_t*> fields_;

@@ -196,7 +196,7 @@ absl::Status ShmCommunicator::AllToAll(absl::Span<const int64_t> send, absl::Spa
                      " elements; both must be the same multiple of the world size ", world_size_));
   }
   return Run(CollectiveOp::kAllToAll, options, [&](ShmCall& call) -> absl::Status {
-    RETURN_IF_ERROR(call.Start(fp, {n}, {}, local, Bytes(send)));
+    RETURN_IF_ERROR(call.Start(fp, {n}, {}, local, Bytes(send), rank_ * n * 8, n * 8));
     std::vector<ShmCall::Read> reads;
     for (int s = 0; s < world_size_; ++s) {
       reads.push_back({s, rank_ * n * 8, n * 8, reinterpret_cast<char*>(recv.data() + s * n)});
@@ -219,12 +219,17 @@ absl::Status ShmCommunicator::AllToAllV(absl::Span<const float> send,
   return Run(CollectiveOp::kAllToAllV, options, [&](ShmCall& call) -> absl::Status {
     std::vector<int64_t> fields;
     int64_t send_total = 0;
+    int64_t own_offset = 0;  // Floats before this rank's own block.
     if (local.ok()) {
       fields.assign(send_counts.begin(), send_counts.end());
       fields.insert(fields.end(), recv_counts.begin(), recv_counts.end());
-      for (int64_t c : send_counts) send_total += c;
+      for (int r = 0; r < world_size_; ++r) {
+        if (r == rank_) own_offset = send_total;
+        send_total += send_counts[r];
+      }
     }
-    RETURN_IF_ERROR(call.Start(fp, {}, fields, local, Bytes(send.subspan(0, send_total))));
+    RETURN_IF_ERROR(call.Start(fp, {}, fields, local, Bytes(send.subspan(0, send_total)),
+                               own_offset * 4, local.ok() ? send_counts[rank_] * 4 : 0));
     const int world = world_size_;
     for (int s = 0; s < world; ++s) {
       for (int r = 0; r < world; ++r) {
@@ -265,13 +270,16 @@ absl::StatusOr<std::vector<std::string>> ShmCommunicator::AllToAllBytes(
   RETURN_IF_ERROR(Run(CollectiveOp::kAllToAllBytes, options, [&](ShmCall& call) -> absl::Status {
     std::vector<int64_t> sizes;
     std::string flat;
+    int64_t own_offset = 0;
     if (local.ok()) {
-      for (const std::string& s : send) {
-        sizes.push_back(s.size());
-        flat += s;
+      for (int r = 0; r < world_size_; ++r) {
+        if (r == rank_) own_offset = flat.size();
+        sizes.push_back(send[r].size());
+        flat += send[r];
       }
     }
-    RETURN_IF_ERROR(call.Start(fp, {}, sizes, local, flat));
+    RETURN_IF_ERROR(
+        call.Start(fp, {}, sizes, local, flat, own_offset, local.ok() ? sizes[rank_] : 0));
     result.resize(world_size_);
     std::vector<ShmCall::Read> reads;
     for (int s = 0; s < world_size_; ++s) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -49,11 +50,14 @@ CallOptions Tag(absl::string_view tag, absl::Duration timeout = absl::Seconds(10
   return options;
 }
 
-// A segment name no other test, process or run uses (the pid and a counter stand in
-// for the instance's epoch).
+// A segment name no other test, process or run uses: a random token (like an
+// instance's epoch; not the pid, which repeats across the PID namespaces of parallel
+// sandboxed runs that share /dev/shm) and a counter.
 std::string FreshName(absl::string_view what) {
+  static const std::string token =
+      absl::StrCat(absl::Hex((uint64_t{std::random_device()()} << 32) ^ std::random_device()()));
   static std::atomic<int> counter{0};
-  return ShmSegmentName("shmtest", absl::StrCat(getpid(), "x", counter++), what);
+  return ShmSegmentName("shmtest", absl::StrCat(token, "x", counter++), what);
 }
 
 bool NameExists(const std::string& name) {

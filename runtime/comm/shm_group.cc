@@ -214,6 +214,8 @@ absl::Status ShmGroup::PeerGone(int r, bool check_pids) {
     return absl::UnavailableError(absl::StrCat("rank ", r, " left the group"));
   }
   if (state == ShmRankState::kBroken) {
+    // That rank gave up because of some rank that left or died: name the cause.
+    if (absl::Status cause = FindDepartedPeer(); !cause.ok()) return cause;
     return absl::UnavailableError(absl::StrCat(
         "rank ", r, " failed an earlier call (",
         absl::StatusCodeToString(static_cast<absl::StatusCode>(peer.broken_code.load())), ")"));
@@ -229,6 +231,16 @@ absl::Status ShmGroup::PeerGone(int r, bool check_pids) {
   }
   if (dead_[r]) {
     return absl::UnavailableError(absl::StrCat("rank ", r, " (pid ", pid, ") exited"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmGroup::FindDepartedPeer() {
+  for (int r = 0; r < world_; ++r) {
+    if (r == rank_) continue;
+    const auto state = static_cast<ShmRankState>(segment_->control(r).state.load());
+    if (state == ShmRankState::kBroken) continue;
+    if (absl::Status gone = PeerGone(r, /*check_pids=*/true); !gone.ok()) return gone;
   }
   return absl::OkStatus();
 }

@@ -75,8 +75,11 @@ class ShmGroup {
   absl::Status WaitForAllPublished(absl::Time deadline);
   // Whether every rank's seq >= target; else the first missing rank in *missing.
   bool AllPublished(uint64_t target, int* missing) const;
-  // Unavailable if `r` left, broke, or (checked with `check_pids`) exited.
+  // Unavailable if `r` left, broke, or (checked with `check_pids`) exited. For a
+  // broken rank, names the rank that left or exited if there is one (the cause).
   absl::Status PeerGone(int r, bool check_pids);
+  // Unavailable naming the first peer that left or exited, else OK.
+  absl::Status FindDepartedPeer();
   void WakeAll();
   void SetState(ShmRankState state);
   absl::Status Attach(absl::Time deadline);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <random>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -22,10 +23,13 @@ using ::lockstep::testing::IsOk;
 using ::lockstep::testing::StatusIs;
 using ::testing::HasSubstr;
 
-// A name no other test (or test run) uses.
+// A name no other test or run uses (random: parallel sandboxed runs share /dev/shm
+// but may have the same pids).
 std::string UniqueName(absl::string_view what) {
+  static const std::string token =
+      absl::StrCat(absl::Hex((uint64_t{std::random_device()()} << 32) ^ std::random_device()()));
   static int counter = 0;
-  return ShmSegmentName("segtest", absl::StrCat(getpid(), "x", ++counter), what);
+  return ShmSegmentName("segtest", absl::StrCat(token, "x", ++counter), what);
 }
 
 bool Exists(const std::string& name) {
