@@ -1,7 +1,5 @@
 #include "runtime/launcher/launcher.h"
 
-#include <signal.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +11,7 @@
 #include <set>
 
 #include "common/host_port.h"
+#include "common/stop_signal.h"
 #include "fmt/format.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -90,19 +89,16 @@ std::string InstanceOf(const std::string& process) { return process.substr(0, pr
 // (`fail`); a dead rank takes its instance down, since the other ranks cannot step
 // without it, and with --restart-instances the instance starts again.
 int Supervise(ProcessSupervisor& supervisor, const LaunchPlan& plan, const LaunchOptions& options,
-              int signal_fd, const std::function<int(const absl::Status&)>& fail) {
+              const StopSignal& stop, const std::function<int(const absl::Status&)>& fail) {
   const absl::Duration grace = options.grace;
   std::deque<ChildExit> pending;
   std::set<std::string> stopping;  // ranks stopped on purpose: their exits are expected
   std::map<std::string, int64_t> restarts;
   while (true) {
     if (pending.empty()) {
-      ProcessSupervisor::WaitResult result = supervisor.Wait(absl::Hours(1), signal_fd);
+      ProcessSupervisor::WaitResult result = supervisor.Wait(absl::Hours(1), stop.fd());
       if (result.woke) {
-        signalfd_siginfo info;
-        ssize_t ignored = read(signal_fd, &info, sizeof(info));
-        (void)ignored;
-        Say(fmt::format("signal {}: stopping the deployment", info.ssi_signo));
+        Say(fmt::format("signal {}: stopping the deployment", stop.signal_number()));
         for (const ChildExit& exit : supervisor.StopAll(grace)) {
           if (!exit.clean()) Complain(exit.Describe());
         }
@@ -146,7 +142,7 @@ int Supervise(ProcessSupervisor& supervisor, const LaunchPlan& plan, const Launc
 }
 
 // Starts everything, then supervises (see Supervise).
-int Launch(const LaunchOptions& options, int signal_fd) {
+int Launch(const LaunchOptions& options, const StopSignal& stop) {
   absl::StatusOr<config::DeploymentConfig> config =
       config::LoadDeploymentConfig(options.config_path);
   if (!config.ok()) {
@@ -178,7 +174,7 @@ int Launch(const LaunchOptions& options, int signal_fd) {
   for (const config::InstanceConfig& instance : config->instances) processes += instance.world_size;
   Say(fmt::format("run directory {} ({} processes)", options.run_dir, processes));
   absl::StatusOr<LaunchPlan> plan =
-      StartRouter(*config, plan_options, supervisor, ready_timeout, signal_fd);
+      StartRouter(*config, plan_options, supervisor, ready_timeout, stop.fd());
   if (!plan.ok()) return fail(plan.status());
   const std::string http = plan->router_http;
   for (const ProcessSpec& worker : plan->workers) {
@@ -186,7 +182,7 @@ int Launch(const LaunchOptions& options, int signal_fd) {
   }
   const absl::Status ready =
       supervisor.WaitReady([&] { return AllInstancesHealthy(http, *config); }, ready_timeout,
-                           absl::Milliseconds(200), signal_fd);
+                           absl::Milliseconds(200), stop.fd());
   if (!ready.ok()) return fail(ready);
 
   WriteEndpoints(options.run_dir, *plan, *config);
@@ -203,28 +199,15 @@ int Launch(const LaunchOptions& options, int signal_fd) {
   std::printf("Ctrl-C stops everything.\n");
   std::fflush(stdout);
 
-  return Supervise(supervisor, *plan, options, signal_fd, fail);
+  return Supervise(supervisor, *plan, options, stop, fail);
 }
 
 }  // namespace
 
 int RunLaunch(const LaunchOptions& options) {
-  // Stop signals arrive through a signalfd in the supervision loop (children get a
-  // clean mask, see process_supervisor.cc). A broken pipe must not kill the launcher.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  const int signal_fd = signalfd(-1, &stop_signals, SFD_CLOEXEC);
-  if (signal_fd < 0) {
-    Complain("signalfd failed");
-    return 1;
-  }
-  const int code = Launch(options, signal_fd);
-  close(signal_fd);
-  return code;
+  // Stop signals wake the supervision loop through the stop fd (children start with
+  // default handlers, see process_supervisor.cc). A broken pipe must not kill the launcher.
+  return Launch(options, StopSignal::Install());
 }
 
 }  // namespace lockstep::launcher

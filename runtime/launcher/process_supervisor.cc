@@ -30,11 +30,12 @@ void SignalChild(pid_t pid, int sig) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(126);  // the parent died before prctl
-  // The launcher blocks and ignores signals for itself; the child starts clean.
+  // The launcher handles and ignores signals for itself; the child starts clean
+  // (handlers first, so no stop signal reaches the launcher's handler here).
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD}) signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD}) signal(sig, SIG_DFL);
   const int null_fd = open("/dev/null", O_RDONLY);
   if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
   dup2(log_fd, STDOUT_FILENO);

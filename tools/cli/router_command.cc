@@ -1,11 +1,9 @@
 #include "tools/cli/router_command.h"
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <cstdio>
 
 #include "common/log.h"
+#include "common/stop_signal.h"
 #include "runtime/config/config_yaml.h"
 #include "runtime/router/router_address.h"
 #include "runtime/router/router_daemon.h"
@@ -29,14 +27,8 @@ int RunRouterCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "lockstep router: --config is required\n%s", flags.Usage().c_str());
     return 2;
   }
-  // Block the stop signals in every thread (threads inherit the mask), and take them
-  // synchronously below. A client that disconnects must not kill the process.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // Before any thread starts; a client that disconnects must not kill the process.
+  const StopSignal& stop = StopSignal::Install();
 
   InitLogging({.role = "router"});
   absl::StatusOr<config::DeploymentConfig> config = config::LoadDeploymentConfig(config_path);
@@ -63,9 +55,8 @@ int RunRouterCommand(const std::vector<std::string>& args) {
       return 1;
     }
   }
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  LOCKSTEP_LOG_INFO("router", "signal {}: shutting down", signal_number);
+  stop.WaitUntil(absl::InfiniteFuture());
+  LOCKSTEP_LOG_INFO("router", "signal {}: shutting down", stop.signal_number());
   (*router)->Shutdown();
   FlushAllLoggers();
   return 0;

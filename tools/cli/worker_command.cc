@@ -1,22 +1,18 @@
 #include "tools/cli/worker_command.h"
 
-#include <csignal>
 #include <cstdio>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/log.h"
+#include "common/stop_signal.h"
 #include "runtime/config/config_yaml.h"
 #include "runtime/worker/worker.h"
 #include "tools/cli/flags.h"
 
 namespace lockstep::cli {
 namespace {
-
-worker::Worker* g_worker = nullptr;
-
-void OnSignal(int) {
-  if (g_worker != nullptr) g_worker->RequestStop();
-}
 
 int Fail(const std::string& message) {
   LOCKSTEP_LOG_ERROR("worker", "{}", message);
@@ -64,11 +60,20 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   absl::StatusOr<std::unique_ptr<worker::Worker>> worker =
       worker::Worker::Start(std::move(options));
   if (!worker.ok()) return Fail(worker.status().ToString());
-  g_worker = worker->get();
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
+  // A stop signal asks the instance to drain; Run returns once it has.
+  const StopSignal& stop = StopSignal::Install();
+  absl::Notification ran;
+  std::thread on_stop([&] {
+    while (!ran.HasBeenNotified()) {
+      if (stop.WaitUntil(absl::Now() + absl::Milliseconds(100))) {
+        (*worker)->RequestStop();
+        return;
+      }
+    }
+  });
   const absl::Status run = (*worker)->Run();
-  g_worker = nullptr;
+  ran.Notify();
+  on_stop.join();
   if (!run.ok()) return Fail(run.ToString());
   return 0;
 }
