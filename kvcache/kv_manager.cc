@@ -260,6 +260,22 @@ absl::Span<const BlockId> KvManager::BlockTable(RequestId id, PoolKind pool) con
   return cache->blocks();
 }
 
+BlockRefs KvManager::BlockRefsOf(RequestId id) const {
+  BlockRefs refs;
+  refs.id = id;
+  if (const std::optional<CacheInfo> target = Info(id, PoolKind::kTarget)) {
+    refs.generation = target->generation;
+  }
+  const absl::Span<const BlockId> target_blocks = BlockTable(id, PoolKind::kTarget);
+  refs.blocks.assign(target_blocks.begin(), target_blocks.end());
+  if (const std::optional<CacheInfo> draft = Info(id, PoolKind::kDraft)) {
+    refs.draft_generation = draft->generation;
+    const absl::Span<const BlockId> draft_blocks = BlockTable(id, PoolKind::kDraft);
+    refs.draft_blocks.assign(draft_blocks.begin(), draft_blocks.end());
+  }
+  return refs;
+}
+
 std::vector<RequestId> KvManager::Ids(PoolKind pool) const {
   const KvPool* p = impl_->pool(pool);
   return p == nullptr ? std::vector<RequestId>() : p->Ids();

@@ -138,6 +138,9 @@ class KvManager {
   std::optional<CacheInfo> Info(RequestId id, PoolKind pool) const;
   // Empty span when there is no such cache. Valid until the next mutating call.
   absl::Span<const BlockId> BlockTable(RequestId id, PoolKind pool) const;
+  // Both caches of `id` with copies of their block tables; a pool without a cache of
+  // `id` contributes generation 0 and an empty table.
+  BlockRefs BlockRefsOf(RequestId id) const;
   // Every id with a cache in `pool`, ascending.
   std::vector<RequestId> Ids(PoolKind pool) const;
   // Every generation issued so far is below this value; caches created later get one

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/ids.h"
@@ -58,6 +59,17 @@ struct CacheUpdate {
   uint64_t generation = 0;          // the cache it was computed for
   std::optional<int64_t> capacity;  // nullopt: keep the current capacity
   int64_t history = 0;
+};
+
+// The caches of one request and their block tables, copied (KvManager::BlockRefsOf):
+// what the engine reads and writes for a sequence in a step (model_engine.h), and what
+// a KV transfer sends from or receives into (transceiver.h).
+struct BlockRefs {
+  RequestId id;
+  uint64_t generation = 0;        // target cache generation (identity of the cache)
+  std::vector<BlockId> blocks;    // target pool block table
+  uint64_t draft_generation = 0;  // 0: no draft cache
+  std::vector<BlockId> draft_blocks;
 };
 
 enum class UpdateResult { kApplied, kStale };

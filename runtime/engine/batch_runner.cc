@@ -11,7 +11,7 @@
 namespace lockstep::engine {
 namespace {
 
-absl::Status BadRequest(const KvRef& kv, absl::string_view problem) {
+absl::Status BadRequest(const kv::BlockRefs& kv, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("request ", kv.id.value(), " (cache generation ",
                                                  kv.generation, "): ", problem));
 }
@@ -30,7 +30,7 @@ BatchRunner::BatchRunner(const Transformer* target, KvPoolView target_pool,
 
 absl::StatusOr<BatchResult> BatchRunner::Run(const Batch& batch) {
   arena_.Reset();
-  for (const KvRef& kv : batch.released) EraseState(Key{kv.id.value(), kv.generation});
+  for (const kv::BlockRefs& kv : batch.released) EraseState(Key{kv.id.value(), kv.generation});
   created_.clear();
   absl::Status status = Plan(batch);
   const bool empty = !status.ok();
@@ -188,7 +188,7 @@ absl::Status BatchRunner::Plan(const Batch& batch) {
     return absl::InvalidArgumentError(
         absl::StrCat("request ", *duplicate, " appears twice in the batch"));
   }
-  auto next = [&](const KvRef& kv, bool context, int index) -> SeqWork* {
+  auto next = [&](const kv::BlockRefs& kv, bool context, int index) -> SeqWork* {
     if (num_work_ == static_cast<int>(work_.size())) work_.emplace_back();
     SeqWork& work = work_[num_work_++];
     work.context = context;

@@ -84,7 +84,7 @@ class BatchRunner {
     bool dummy = false;
     int index = 0;  // into batch.context or batch.generation
     Key key;
-    const KvRef* kv = nullptr;
+    const kv::BlockRefs* kv = nullptr;
     const sched::SamplingParams* sampling = nullptr;
     bool last_chunk = false;  // context: sample after this chunk
     // Where the target rows start: the chunk position, or the step's history.

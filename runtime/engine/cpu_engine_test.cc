@@ -119,7 +119,7 @@ absl::StatusOr<BatchResult> RunBatch(ModelEngine& engine, Batch batch) {
 
 ContextChunk Chunk(int64_t id, std::vector<BlockId> blocks, std::vector<int32_t> tokens) {
   ContextChunk chunk;
-  chunk.kv = KvRef{RequestId(id), 1, std::move(blocks)};
+  chunk.kv = kv::BlockRefs{RequestId(id), 1, std::move(blocks)};
   chunk.tokens = std::move(tokens);
   chunk.last_chunk = true;
   return chunk;
@@ -152,7 +152,7 @@ TEST(CpuEngineTest, InvalidBatchesFailWithTheRequestNamed) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("twice")));
 
   GenerationStep unknown;
-  unknown.kv = KvRef{RequestId(9), 4, two};
+  unknown.kv = kv::BlockRefs{RequestId(9), 4, two};
   Batch gen;
   gen.step = StepId(step++);
   gen.generation.push_back(unknown);

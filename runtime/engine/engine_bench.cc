@@ -60,8 +60,8 @@ struct BenchEngine {
     options.target_num_blocks = sequences * per_seq;
     engine = std::move(CreateCpuEngine(options)).value();
   }
-  KvRef Kv(int i) const {
-    KvRef kv{RequestId(i), 1};
+  kv::BlockRefs Kv(int i) const {
+    kv::BlockRefs kv{RequestId(i), 1};
     for (int b = 0; b < per_seq; ++b) kv.blocks.push_back(BlockId(i * per_seq + b));
     return kv;
   }

@@ -33,7 +33,7 @@
 //  * The engine writes nowhere else; block tables in the batch cover the capacity.
 //
 // Sequence identity: state is keyed by request id and target cache generation. A
-// KvRef with a new generation for a known id (a request recomputed after a pause, the
+// BlockRefs with a new generation for a known id (a request recomputed after a pause, the
 // next pad dummy) is a new sequence: drop the old state.
 //
 // Ordering: batches run in launch order on the engine's own thread. A block freed by
@@ -52,22 +52,15 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/ids.h"
+#include "kvcache/kv_types.h"
 #include "scheduler/sampling_params.h"
 
 namespace lockstep::engine {
 
-// The KV a sequence uses this step: block tables snapshotted at launch.
-struct KvRef {
-  RequestId id;
-  uint64_t generation = 0;        // target cache generation (identity of the cache)
-  std::vector<BlockId> blocks;    // target pool block table
-  uint64_t draft_generation = 0;  // 0: no draft cache
-  std::vector<BlockId> draft_blocks;
-};
-
-// One chunk of prefill.
+// One chunk of prefill. `kv` (in every step type): the sequence's block tables,
+// snapshotted at launch.
 struct ContextChunk {
-  KvRef kv;
+  kv::BlockRefs kv;
   std::vector<int32_t> tokens;  // the chunk's tokens
   int64_t position = 0;         // absolute position of tokens[0]
   bool last_chunk = false;      // sample the first token (and K drafts) after this chunk
@@ -84,7 +77,7 @@ struct SequenceSeed {
 
 // One decoding step: verify K drafts (if any) and sample, then propose K new drafts.
 struct GenerationStep {
-  KvRef kv;
+  kv::BlockRefs kv;
   std::optional<SequenceSeed> seed;  // set iff the engine holds no state for kv
   int num_draft_tokens = 0;          // K (0: no speculation)
   sched::SamplingParams sampling;
@@ -96,7 +89,7 @@ struct Batch {
   std::vector<ContextChunk> context;
   std::vector<GenerationStep> generation;
   // Sequences whose engine-side state can be dropped before this batch runs.
-  std::vector<KvRef> released;
+  std::vector<kv::BlockRefs> released;
 };
 
 struct TokenLogprob {

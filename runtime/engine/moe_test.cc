@@ -312,7 +312,7 @@ Batch OneChunk(int64_t step, int64_t id, std::vector<BlockId> blocks) {
   Batch batch;
   batch.step = StepId(step);
   ContextChunk& chunk = batch.context.emplace_back();
-  chunk.kv = KvRef{RequestId(id), 1, std::move(blocks)};
+  chunk.kv = kv::BlockRefs{RequestId(id), 1, std::move(blocks)};
   chunk.tokens = {kByteBosToken, 72, 105};
   chunk.last_chunk = true;
   return batch;

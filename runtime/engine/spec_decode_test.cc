@@ -154,7 +154,7 @@ TEST(SpecDecodeTest, DisaggregatedDecodeEqualsContinuous) {
       Batch batch;
       batch.step = StepId(step);
       ContextChunk& chunk = batch.context.emplace_back();
-      chunk.kv = KvRef{RequestId(request.id), 1, blocks, k > 0 ? 2u : 0u, draft_blocks};
+      chunk.kv = kv::BlockRefs{RequestId(request.id), 1, blocks, k > 0 ? 2u : 0u, draft_blocks};
       chunk.tokens = request.prompt;
       chunk.last_chunk = true;
       chunk.sampling = request.sampling;
@@ -192,7 +192,7 @@ TEST(SpecDecodeTest, DisaggregatedDecodeEqualsContinuous) {
         Batch gen;
         gen.step = StepId(step);
         GenerationStep& g = gen.generation.emplace_back();
-        g.kv = KvRef{RequestId(request.id), 7, gen_blocks, k > 0 ? 8u : 0u, gen_draft};
+        g.kv = kv::BlockRefs{RequestId(request.id), 7, gen_blocks, k > 0 ? 8u : 0u, gen_draft};
         if (s == 0) g.seed = SequenceSeed{prompt, tokens[0], first->sequences[0].next_drafts};
         g.num_draft_tokens = k;
         g.sampling = request.sampling;

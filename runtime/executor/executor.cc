@@ -307,7 +307,7 @@ void Executor::TerminateFinished() {
 }
 
 void Executor::Release(RequestId id) {
-  engine::KvRef ref;
+  kv::BlockRefs ref;
   ref.id = id;
   if (auto info = kv_->Info(id, kv::PoolKind::kTarget)) ref.generation = info->generation;
   if (auto info = kv_->Info(id, kv::PoolKind::kDraft)) ref.draft_generation = info->generation;

@@ -236,7 +236,7 @@ class Executor {
   sched::Request* dummy_ = nullptr;
   std::optional<InFlightBatch> in_flight_;
   // Caches released since the last launch: the engine may drop their state.
-  std::vector<engine::KvRef> released_;
+  std::vector<kv::BlockRefs> released_;
   // Responses produced on this rank since the last gather.
   std::vector<Response> outbox_;
   int64_t errors_since_vote_ = 0;

@@ -15,20 +15,10 @@ using sched::RequestType;
 
 namespace {
 
-engine::KvRef MakeRef(const kv::KvManager& kv, RequestId id) {
-  engine::KvRef ref;
-  ref.id = id;
-  const auto target = kv.Info(id, kv::PoolKind::kTarget);
-  LOCKSTEP_CHECK(target.has_value()) << "launching request " << id << " without a cache";
-  ref.generation = target->generation;
-  const auto blocks = kv.BlockTable(id, kv::PoolKind::kTarget);
-  ref.blocks.assign(blocks.begin(), blocks.end());
-  if (const auto draft = kv.Info(id, kv::PoolKind::kDraft)) {
-    ref.draft_generation = draft->generation;
-    const auto draft_blocks = kv.BlockTable(id, kv::PoolKind::kDraft);
-    ref.draft_blocks.assign(draft_blocks.begin(), draft_blocks.end());
-  }
-  return ref;
+kv::BlockRefs MakeRef(const kv::KvManager& kv, RequestId id) {
+  LOCKSTEP_CHECK(kv.Has(id, kv::PoolKind::kTarget))
+      << "launching request " << id << " without a cache";
+  return kv.BlockRefsOf(id);
 }
 
 }  // namespace

@@ -10,25 +10,6 @@ namespace lockstep::exec {
 using sched::Request;
 using sched::RequestState;
 
-namespace {
-
-transfer::LocalBlocks BlocksOf(const kv::KvManager& kv, RequestId id, int64_t num_tokens) {
-  transfer::LocalBlocks b;
-  b.id = id;
-  b.num_tokens = num_tokens;
-  if (const auto info = kv.Info(id, kv::PoolKind::kTarget)) b.generation = info->generation;
-  const auto target = kv.BlockTable(id, kv::PoolKind::kTarget);
-  b.target_blocks.assign(target.begin(), target.end());
-  if (const auto info = kv.Info(id, kv::PoolKind::kDraft)) {
-    b.draft_generation = info->generation;
-    const auto draft = kv.BlockTable(id, kv::PoolKind::kDraft);
-    b.draft_blocks.assign(draft.begin(), draft.end());
-  }
-  return b;
-}
-
-}  // namespace
-
 void Executor::QueueReceives(const sched::ScheduleDecision& decision) {
   for (Request* r : decision.transfer_receives) pending_receives_.emplace_back(r->id(), step_);
 }
@@ -56,7 +37,8 @@ void Executor::StartReadyReceives() {
     }
     const sched::ContextSource& source = *r->context_source();
     transfer::ReceiveSpec spec;
-    spec.blocks = BlocksOf(*kv_, r->id(), static_cast<int64_t>(r->prompt().size()));
+    spec.blocks = kv_->BlockRefsOf(r->id());
+    spec.num_tokens = static_cast<int64_t>(r->prompt().size());
     spec.source.instance = source.instance;
     spec.source.rank = source.rank;
     spec.source.address = source.address;
@@ -83,7 +65,8 @@ void Executor::StartSend(Request* request) {
       absl::FailedPreconditionError("the instance has no KV transfer configured");
   if (transceiver_ != nullptr) {
     transfer::SendSpec spec;
-    spec.blocks = BlocksOf(*kv_, request->id(), static_cast<int64_t>(request->prompt().size()));
+    spec.blocks = kv_->BlockRefsOf(request->id());
+    spec.num_tokens = static_cast<int64_t>(request->prompt().size());
     spec.lease_expiry = clock_->Now() + config_.claim_lease;
     started = transceiver_->StartSend(spec);
   }

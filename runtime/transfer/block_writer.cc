@@ -10,15 +10,14 @@ namespace lockstep::transfer {
 
 using kv::PoolKind;
 
-BlockWriter::BlockWriter(const LocalBlocks& blocks, const KvDescriptor& descriptor,
-                         const KvSlabs& slabs) {
+BlockWriter::BlockWriter(const kv::BlockRefs& blocks, int64_t num_tokens,
+                         const KvDescriptor& descriptor, const KvSlabs& slabs) {
   for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
     if (kind == PoolKind::kDraft && blocks.draft_generation == 0) continue;
     const kv::BlockLayout& layout = *descriptor.pool(kind);
     pools_.push_back({kind, &layout, &slabs.pool(kind),
-                      kind == PoolKind::kTarget ? &blocks.target_blocks : &blocks.draft_blocks,
-                      static_cast<int32_t>(layout.BlocksFor(blocks.num_tokens)),
-                      layout.BlockBytes()});
+                      kind == PoolKind::kTarget ? &blocks.blocks : &blocks.draft_blocks,
+                      static_cast<int32_t>(layout.BlocksFor(num_tokens)), layout.BlockBytes()});
   }
 }
 

@@ -35,8 +35,10 @@ class BlockWriter {
     bool ends_block = false;  // the run holds the block's last bytes
   };
 
-  // `blocks` were checked with CheckLocalBlocks; all three must outlive the writer.
-  BlockWriter(const LocalBlocks& blocks, const KvDescriptor& descriptor, const KvSlabs& slabs);
+  // `blocks` and `num_tokens` were checked with CheckBlockRefs; `blocks`, `descriptor`
+  // and `slabs` must outlive the writer.
+  BlockWriter(const kv::BlockRefs& blocks, int64_t num_tokens, const KvDescriptor& descriptor,
+              const KvSlabs& slabs);
 
   // Checks a chunk of `size` payload bytes carrying `num_crcs` checksums and fills
   // `runs` with where its bytes go. DataLoss when the chunk is out of place, overruns

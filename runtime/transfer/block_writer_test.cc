@@ -26,8 +26,7 @@ class BlockWriterTest : public ::testing::Test {
     slabs_.target = {slab_.data(), 8};
     blocks_.id = RequestId(1);
     blocks_.generation = 1;
-    blocks_.num_tokens = 40;  // 3 blocks, the last partial
-    blocks_.target_blocks = {BlockId(5), BlockId(2), BlockId(7)};
+    blocks_.blocks = {BlockId(5), BlockId(2), BlockId(7)};
   }
 
   uint8_t* Block(int32_t id) {
@@ -38,11 +37,12 @@ class BlockWriterTest : public ::testing::Test {
   KvDescriptor descriptor_;
   std::vector<float> slab_;
   KvSlabs slabs_;
-  LocalBlocks blocks_;
+  kv::BlockRefs blocks_;
+  int64_t num_tokens_ = 40;  // 3 blocks, the last partial
 };
 
 TEST_F(BlockWriterTest, PlacesRunsAcrossBlockBoundariesAndChecksEachBlock) {
-  BlockWriter writer(blocks_, descriptor_, slabs_);
+  BlockWriter writer(blocks_, num_tokens_, descriptor_, slabs_);
   std::vector<uint8_t> payload(3 * kBlockBytes);
   for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 7);
   std::vector<BlockWriter::Run> runs;
@@ -81,7 +81,7 @@ TEST_F(BlockWriterTest, PlacesRunsAcrossBlockBoundariesAndChecksEachBlock) {
 }
 
 TEST_F(BlockWriterTest, RefusesChunksOutOfPlaceOverrunningOrWithWrongChecksumCounts) {
-  BlockWriter writer(blocks_, descriptor_, slabs_);
+  BlockWriter writer(blocks_, num_tokens_, descriptor_, slabs_);
   std::vector<BlockWriter::Run> runs;
   EXPECT_THAT(writer.Place({lockstep::v1::KV_POOL_TARGET, 1, 0}, 16, 0, &runs),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("out of place")));

@@ -56,7 +56,7 @@ absl::Status FakeTransceiver::StartSend(const SendSpec& spec) {
 absl::Status FakeTransceiver::StartReceive(const ReceiveSpec& spec) {
   if (options_.tracker != nullptr) {
     for (int pool = 0; pool < 2; ++pool) {
-      for (BlockId b : pool == 0 ? spec.blocks.target_blocks : spec.blocks.draft_blocks) {
+      for (BlockId b : pool == 0 ? spec.blocks.blocks : spec.blocks.draft_blocks) {
         if (auto step = options_.tracker->Holder(pool, b.value())) {
           return absl::InternalError(absl::StrCat("KV receive of request ", spec.blocks.id.value(),
                                                   " into ", pool == 0 ? "target" : "draft",

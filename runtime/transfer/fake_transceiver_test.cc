@@ -14,7 +14,7 @@ using ::testing::HasSubstr;
 ReceiveSpec Receive(int64_t id, absl::Time deadline, std::vector<int32_t> blocks = {1}) {
   ReceiveSpec s;
   s.blocks.id = RequestId(id);
-  for (int32_t b : blocks) s.blocks.target_blocks.push_back(BlockId(b));
+  for (int32_t b : blocks) s.blocks.blocks.push_back(BlockId(b));
   s.deadline = deadline;
   return s;
 }
@@ -69,7 +69,7 @@ TEST(FakeTransceiverTest, RefusesAReceiveIntoBlocksABatchStillHolds) {
 SendSpec Send(int64_t id, absl::Time lease) {
   SendSpec s;
   s.blocks.id = RequestId(id);
-  s.blocks.target_blocks.push_back(BlockId(1));
+  s.blocks.blocks.push_back(BlockId(1));
   s.lease_expiry = lease;
   return s;
 }

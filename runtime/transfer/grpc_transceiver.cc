@@ -50,21 +50,24 @@ GrpcTransceiver::~GrpcTransceiver() {
 }
 
 absl::Status GrpcTransceiver::StartSend(const SendSpec& spec) {
-  RETURN_IF_ERROR(CheckLocalBlocks(spec.blocks, options_.descriptor, options_.slabs));
+  RETURN_IF_ERROR(
+      CheckBlockRefs(spec.blocks, spec.num_tokens, options_.descriptor, options_.slabs));
   RETURN_IF_ERROR(claims_->Add(spec));
   ++in_flight_;
   return absl::OkStatus();
 }
 
 absl::Status GrpcTransceiver::StartReceive(const ReceiveSpec& spec) {
-  RETURN_IF_ERROR(CheckLocalBlocks(spec.blocks, options_.descriptor, options_.slabs));
+  RETURN_IF_ERROR(
+      CheckBlockRefs(spec.blocks, spec.num_tokens, options_.descriptor, options_.slabs));
   if (spec.source.address.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "request ", spec.blocks.id.value(), ": the context handle has no KV transfer address"));
   }
   // The deadline is on the executor's clock; the pull's is real time.
-  const absl::Time deadline = absl::Now() + (spec.deadline - clock_->Now());
-  RETURN_IF_ERROR(receivers_->Start(spec.blocks, spec.source, deadline));
+  ReceiveSpec pull = spec;
+  pull.deadline = absl::Now() + (spec.deadline - clock_->Now());
+  RETURN_IF_ERROR(receivers_->Start(pull));
   ++in_flight_;
   return absl::OkStatus();
 }

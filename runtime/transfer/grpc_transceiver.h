@@ -70,7 +70,7 @@ class GrpcTransceiver : public Transceiver {
   GrpcTransceiver& operator=(const GrpcTransceiver&) = delete;
 
   // InvalidArgument when the blocks do not fit the local pools (kv_descriptor.h
-  // CheckLocalBlocks); AlreadyExists when the id already has a claim.
+  // CheckBlockRefs); AlreadyExists when the id already has a claim.
   absl::Status StartSend(const SendSpec& spec) override;
   // As StartSend, plus InvalidArgument without a source address; AlreadyExists when
   // the id is already receiving.

@@ -33,6 +33,7 @@ using ::testing::IsEmpty;
 using testing::RandomBlocks;
 using testing::RankConfig;
 using testing::SmallDescriptor;
+using testing::TestBlocks;
 using testing::TestRank;
 using testing::TouchedOutside;
 using testing::TransportName;
@@ -77,7 +78,7 @@ TransferHooks HoldSendUntilAbort(int64_t index, Gate& gate) {
 
 class GrpcTransceiverFaultTest : public TransportTest {
  protected:
-  ReceiveSpec Receive(LocalBlocks blocks, const std::string& address, RequestId remote_id,
+  ReceiveSpec Receive(TestBlocks blocks, const std::string& address, RequestId remote_id,
                       absl::Duration timeout = kWait) {
     return TransportTest::Receive(std::move(blocks), address, remote_id, timeout);
   }
@@ -87,7 +88,7 @@ class GrpcTransceiverFaultTest : public TransportTest {
   void StartPair(TestRank& ctx, TestRank& gen, bool draft, absl::Duration deadline = kWait) {
     sent_ = RandomBlocks(RequestId(11), 40, d_, draft, 64, 0, rng_);
     received_ = RandomBlocks(RequestId(22), 40, d_, draft, 64, 0, rng_);
-    ASSERT_THAT(ctx->StartSend({sent_, clock_.Now() + absl::Minutes(1)}), IsOk());
+    ASSERT_THAT(ctx->StartSend({sent_, sent_.num_tokens, clock_.Now() + absl::Minutes(1)}), IsOk());
     ASSERT_THAT(gen->StartReceive(Receive(received_, ctx->address(), sent_.id, deadline)), IsOk());
   }
 
@@ -101,8 +102,8 @@ class GrpcTransceiverFaultTest : public TransportTest {
   }
 
   const KvDescriptor d_ = SmallDescriptor();
-  LocalBlocks sent_;
-  LocalBlocks received_;
+  TestBlocks sent_;
+  TestBlocks received_;
 };
 
 // A byte flipped on the wire after the checksums were computed: the receive fails with
@@ -123,12 +124,12 @@ TEST_P(GrpcTransceiverFaultTest, CorruptChunkFailsNamingTheBlock) {
   EXPECT_THAT(got.status,
               StatusIs(absl::StatusCode::kDataLoss,
                        HasSubstr(absl::StrCat("KV block 4 of the target pool (local block ",
-                                              received_.target_blocks[4].value(), ")"))));
+                                              received_.blocks[4].value(), ")"))));
   // Blocks 0..3 arrived; nothing after the corrupt chunk was written. Over gRPC, block 4
   // failed before it was written; the data plane reads a chunk into its blocks before
   // checking them, so it wrote the corrupt chunk (blocks 4..7), which the failure
   // leaves unusable.
-  LocalBlocks written = received_;
+  TestBlocks written = received_;
   written.num_tokens = GetParam() ? 32 : 16;
   EXPECT_THAT(TouchedOutside(*gen, {written}, d_), IsEmpty());
   OnlyEvent(*ctx);  // the claim ended once (the serving side may or may not have finished)
@@ -227,7 +228,7 @@ TEST_P(GrpcTransceiverFaultTest, SecondPullOfAClaimIsRefused) {
   ASSERT_TRUE(ctx && gen && other);
   StartPair(*ctx, *gen, /*draft=*/true);
   ASSERT_TRUE(server.AwaitReached());
-  const LocalBlocks second = RandomBlocks(RequestId(33), 40, d_, true, 64, 0, rng_);
+  const TestBlocks second = RandomBlocks(RequestId(33), 40, d_, true, 64, 0, rng_);
   ASSERT_THAT((*other)->StartReceive(Receive(second, (*ctx)->address(), sent_.id)), IsOk());
   EXPECT_THAT(OnlyEvent(*other).status,
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already being pulled")));
@@ -265,7 +266,7 @@ TEST_P(GrpcTransceiverFaultTest, QueuedReceiveIsCancelledAtOnce) {
   ASSERT_TRUE(ctx && gen);
   StartPair(*ctx, *gen, /*draft=*/false);
   ASSERT_TRUE(server.AwaitReached());
-  const LocalBlocks queued = RandomBlocks(RequestId(44), 8, d_, false, 64, 0, rng_);
+  const TestBlocks queued = RandomBlocks(RequestId(44), 8, d_, false, 64, 0, rng_);
   ASSERT_THAT((*gen)->StartReceive(Receive(queued, (*ctx)->address(), RequestId(12345))), IsOk());
   (*gen)->Cancel(queued.id);
   std::vector<TransferEvent> events = (*gen)->Poll();
@@ -285,7 +286,7 @@ TEST_P(GrpcTransceiverFaultTest, UnreachableContextRankFailsUnavailable) {
   ASSERT_TRUE(gone && gen);
   const std::string address = (*gone)->address();
   gone.reset();
-  const LocalBlocks blocks = RandomBlocks(RequestId(1), 8, d_, false, 64, 0, rng_);
+  const TestBlocks blocks = RandomBlocks(RequestId(1), 8, d_, false, 64, 0, rng_);
   ASSERT_THAT((*gen)->StartReceive(Receive(blocks, address, RequestId(1))), IsOk());
   EXPECT_THAT(OnlyEvent(*gen).status, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(TouchedOutside(*gen, {}, d_), IsEmpty());

@@ -45,6 +45,7 @@ using testing::MakeRank;
 using testing::RandomBlocks;
 using testing::RankConfig;
 using testing::SmallDescriptor;
+using testing::TestBlocks;
 using testing::TestRank;
 
 constexpr char kChildEnv[] = "LOCKSTEP_TRANSFER_CHILD";  // "<seed>,<hold>"
@@ -54,9 +55,9 @@ constexpr absl::Duration kWait = absl::Seconds(20);
 
 // The claims the child offers, request ids 1..kClaims; the same sequence in both
 // processes for the same seed.
-std::vector<LocalBlocks> ChildClaims(uint64_t seed) {
+std::vector<TestBlocks> ChildClaims(uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::vector<LocalBlocks> claims;
+  std::vector<TestBlocks> claims;
   for (int i = 1; i <= kClaims; ++i) {
     claims.push_back(RandomBlocks(RequestId(i), kTokens, SmallDescriptor(), true, 64, 0, rng));
   }
@@ -80,8 +81,10 @@ int RunChild(const std::string& spec) {
   }
   absl::StatusOr<std::unique_ptr<TestRank>> rank = MakeRank(config, SystemClock::Get(), seed);
   if (!rank.ok()) return 3;
-  for (const LocalBlocks& claim : ChildClaims(seed)) {
-    if (!(**rank)->StartSend({claim, SystemClock::Get()->Now() + absl::Minutes(5)}).ok()) {
+  for (const TestBlocks& claim : ChildClaims(seed)) {
+    if (!(**rank)
+             ->StartSend({claim, claim.num_tokens, SystemClock::Get()->Now() + absl::Minutes(5)})
+             .ok()) {
       return 4;
     }
   }
@@ -161,10 +164,11 @@ class GrpcTransceiverProcessTest : public ::testing::Test {
  protected:
   void SetUp() override { seed_ = TestSeed(); }
 
-  ReceiveSpec Receive(const LocalBlocks& blocks, const std::string& address, RequestId remote,
+  ReceiveSpec Receive(const TestBlocks& blocks, const std::string& address, RequestId remote,
                       absl::Duration timeout) {
     ReceiveSpec spec;
     spec.blocks = blocks;
+    spec.num_tokens = blocks.num_tokens;
     spec.source.instance = "ctx child";
     spec.source.address = address;
     spec.source.request_id = remote;
@@ -189,7 +193,7 @@ TEST_F(GrpcTransceiverProcessTest, KilledContextRankFailsTheReceiveUnavailable) 
   absl::StatusOr<std::unique_ptr<TestRank>> gen = MakeRank(config, &clock_, 0);
   ASSERT_THAT(gen.status(), IsOk());
   std::mt19937_64 rng(seed_ + 7);
-  const LocalBlocks blocks =
+  const TestBlocks blocks =
       RandomBlocks(RequestId(50), kTokens, SmallDescriptor(), true, 64, 0, rng);
   ASSERT_THAT((**gen)->StartReceive(Receive(blocks, address, RequestId(1), absl::Minutes(5))),
               IsOk());
@@ -211,9 +215,9 @@ TEST_F(GrpcTransceiverProcessTest, StoppedContextRankFailsAtTheDeadlineThenServe
   absl::StatusOr<std::unique_ptr<TestRank>> gen = MakeRank({.name = "gen"}, &clock_, 0);
   ASSERT_THAT(gen.status(), IsOk());
   std::mt19937_64 rng(seed_ + 7);
-  const LocalBlocks stalled =
+  const TestBlocks stalled =
       RandomBlocks(RequestId(50), kTokens, SmallDescriptor(), true, 64, 0, rng);
-  const LocalBlocks later =
+  const TestBlocks later =
       RandomBlocks(RequestId(51), kTokens, SmallDescriptor(), true, 64, 0, rng);
   child.Signal(SIGSTOP);
   ASSERT_THAT(

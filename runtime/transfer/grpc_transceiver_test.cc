@@ -31,6 +31,7 @@ using ::testing::IsEmpty;
 using testing::RandomBlocks;
 using testing::RankConfig;
 using testing::SmallDescriptor;
+using testing::TestBlocks;
 using testing::TestRank;
 using testing::TouchedOutside;
 using testing::TransportName;
@@ -40,11 +41,11 @@ constexpr absl::Duration kWait = absl::Seconds(20);
 
 class GrpcTransceiverTest : public TransportTest {
  protected:
-  SendSpec Send(LocalBlocks blocks, absl::Duration lease = absl::Minutes(1)) {
-    return SendSpec{std::move(blocks), clock_.Now() + lease};
+  SendSpec Send(const TestBlocks& blocks, absl::Duration lease = absl::Minutes(1)) {
+    return SendSpec{blocks, blocks.num_tokens, clock_.Now() + lease};
   }
 
-  ReceiveSpec Receive(LocalBlocks blocks, const TestRank& from, RequestId remote_id,
+  ReceiveSpec Receive(TestBlocks blocks, const TestRank& from, RequestId remote_id,
                       absl::Duration timeout = kWait) {
     return TransportTest::Receive(std::move(blocks), from.transceiver->address(), remote_id,
                                   timeout);
@@ -59,8 +60,8 @@ TEST_P(GrpcTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
   ASSERT_TRUE(ctx && gen);
   // 23 tokens: 5 full blocks and a partial one in each pool; the generation side
   // allocated two more blocks than move.
-  const LocalBlocks sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/true, 64, 0, rng_);
-  const LocalBlocks received = RandomBlocks(RequestId(40), 23, d, /*draft=*/true, 64, 2, rng_);
+  const TestBlocks sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/true, 64, 0, rng_);
+  const TestBlocks received = RandomBlocks(RequestId(40), 23, d, /*draft=*/true, 64, 2, rng_);
   ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
   ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
   EXPECT_EQ((*ctx)->InFlight(), 1);
@@ -102,8 +103,8 @@ TEST_P(GrpcTransceiverTest, SplitsBlocksLargerThanAChunk) {
   auto ctx = Rank({.name = "ctx", .descriptor = d, .num_blocks = 12}, seed_ + 1);
   auto gen = Rank({.name = "gen", .descriptor = d, .num_blocks = 12}, 0);
   ASSERT_TRUE(ctx && gen);
-  const LocalBlocks sent = RandomBlocks(RequestId(1), 70, d, false, 12, 0, rng_);
-  const LocalBlocks received = RandomBlocks(RequestId(2), 70, d, false, 12, 0, rng_);
+  const TestBlocks sent = RandomBlocks(RequestId(1), 70, d, false, 12, 0, rng_);
+  const TestBlocks received = RandomBlocks(RequestId(2), 70, d, false, 12, 0, rng_);
   ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
   ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
   const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
@@ -132,8 +133,8 @@ TEST_P(GrpcTransceiverTest, ManyConcurrentTransfers) {
   }
   ASSERT_TRUE(ctx);
   constexpr int kRequests = 24;
-  std::vector<LocalBlocks> sent, received;
-  std::vector<std::vector<LocalBlocks>> per_gen(2);
+  std::vector<TestBlocks> sent, received;
+  std::vector<std::vector<TestBlocks>> per_gen(2);
   // Disjoint tables on each side: carve the ids of a shuffled pool.
   std::vector<BlockId> ctx_ids = testing::RandomTable(512, 512, rng_);
   std::vector<std::vector<BlockId>> gen_ids = {testing::RandomTable(512, 512, rng_),
@@ -150,12 +151,13 @@ TEST_P(GrpcTransceiverTest, ManyConcurrentTransfers) {
     const int64_t target = d.target->BlocksFor(tokens);
     const int64_t draft = d.draft->BlocksFor(tokens);
     const bool with_draft = r % 3 != 0;
-    LocalBlocks s{RequestId(100 + r),    10, take(ctx_ids, ctx_next, target),
-                  with_draft ? 20u : 0u, {}, tokens};
+    TestBlocks s{{RequestId(100 + r), 10, take(ctx_ids, ctx_next, target), with_draft ? 20u : 0u},
+                 tokens};
     if (with_draft) s.draft_blocks = take(ctx_ids, ctx_next, draft);
     const int g = r % 2;
-    LocalBlocks v{RequestId(500 + r),    30, take(gen_ids[g], gen_next[g], target),
-                  with_draft ? 40u : 0u, {}, tokens};
+    TestBlocks v{
+        {RequestId(500 + r), 30, take(gen_ids[g], gen_next[g], target), with_draft ? 40u : 0u},
+        tokens};
     if (with_draft) v.draft_blocks = take(gen_ids[g], gen_next[g], draft);
     ASSERT_THAT((*ctx)->StartSend(Send(s)), IsOk());
     ASSERT_THAT((*gens[g])->StartReceive(Receive(v, *ctx, s.id)), IsOk());
@@ -219,8 +221,8 @@ TEST_P(GrpcTransceiverTest, IncompatibleRanksFailNamingTheField) {
     c.mutate(theirs);
     auto gen = Rank({.name = "gen", .descriptor = theirs}, 0);
     ASSERT_TRUE(gen);
-    const LocalBlocks sent = RandomBlocks(RequestId(id), 9, d, false, 64, 0, rng_);
-    const LocalBlocks received = RandomBlocks(RequestId(id), 9, theirs, false, 64, 0, rng_);
+    const TestBlocks sent = RandomBlocks(RequestId(id), 9, d, false, 64, 0, rng_);
+    const TestBlocks received = RandomBlocks(RequestId(id), 9, theirs, false, 64, 0, rng_);
     ++id;
     ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
     ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
@@ -244,8 +246,8 @@ TEST_P(GrpcTransceiverTest, RequestShapeMismatchFails) {
   auto ctx = Rank({.name = "ctx", .descriptor = d}, seed_ + 1);
   auto gen = Rank({.name = "gen", .descriptor = d}, 0);
   ASSERT_TRUE(ctx && gen);
-  const LocalBlocks sent = RandomBlocks(RequestId(1), 10, d, true, 64, 0, rng_);
-  LocalBlocks longer = RandomBlocks(RequestId(2), 11, d, true, 64, 0, rng_);
+  const TestBlocks sent = RandomBlocks(RequestId(1), 10, d, true, 64, 0, rng_);
+  TestBlocks longer = RandomBlocks(RequestId(2), 11, d, true, 64, 0, rng_);
   ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
   ASSERT_THAT((*gen)->StartReceive(Receive(longer, *ctx, sent.id)), IsOk());
   std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
@@ -254,8 +256,8 @@ TEST_P(GrpcTransceiverTest, RequestShapeMismatchFails) {
                                       HasSubstr("num_tokens: context 10, generation 11")));
   ASSERT_EQ(AwaitEvents(*ctx, 1, kWait).size(), 1u);
 
-  const LocalBlocks sent2 = RandomBlocks(RequestId(3), 10, d, true, 64, 0, rng_);
-  const LocalBlocks no_draft = RandomBlocks(RequestId(4), 10, d, false, 64, 0, rng_);
+  const TestBlocks sent2 = RandomBlocks(RequestId(3), 10, d, true, 64, 0, rng_);
+  const TestBlocks no_draft = RandomBlocks(RequestId(4), 10, d, false, 64, 0, rng_);
   ASSERT_THAT((*ctx)->StartSend(Send(sent2)), IsOk());
   ASSERT_THAT((*gen)->StartReceive(Receive(no_draft, *ctx, sent2.id)), IsOk());
   got = AwaitEvents(*gen, 1, kWait);
@@ -274,7 +276,7 @@ TEST_P(GrpcTransceiverTest, LeaseExpiryReleasesTheClaimOnce) {
   auto ctx = Rank({.name = "ctx", .descriptor = d}, seed_ + 1);
   auto gen = Rank({.name = "gen", .descriptor = d}, 0);
   ASSERT_TRUE(ctx && gen);
-  const LocalBlocks sent = RandomBlocks(RequestId(5), 10, d, true, 64, 0, rng_);
+  const TestBlocks sent = RandomBlocks(RequestId(5), 10, d, true, 64, 0, rng_);
   ASSERT_THAT((*ctx)->StartSend(Send(sent, absl::Seconds(5))), IsOk());
   clock_.Advance(absl::Seconds(4));
   EXPECT_THAT((*ctx)->Poll(), IsEmpty());
@@ -288,7 +290,7 @@ TEST_P(GrpcTransceiverTest, LeaseExpiryReleasesTheClaimOnce) {
   EXPECT_THAT((*ctx)->Poll(), IsEmpty());
   EXPECT_EQ((*ctx)->InFlight(), 0);
 
-  const LocalBlocks received = RandomBlocks(RequestId(6), 10, d, true, 64, 0, rng_);
+  const TestBlocks received = RandomBlocks(RequestId(6), 10, d, true, 64, 0, rng_);
   ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
   const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
   ASSERT_EQ(got.size(), 1u);
@@ -305,10 +307,10 @@ TEST_P(GrpcTransceiverTest, PullAfterLeaseEndsTheClaimOnce) {
   auto ctx = Rank({.name = "ctx", .descriptor = d}, seed_ + 1);
   auto gen = Rank({.name = "gen", .descriptor = d}, 0);
   ASSERT_TRUE(ctx && gen);
-  const LocalBlocks sent = RandomBlocks(RequestId(5), 10, d, false, 64, 0, rng_);
+  const TestBlocks sent = RandomBlocks(RequestId(5), 10, d, false, 64, 0, rng_);
   ASSERT_THAT((*ctx)->StartSend(Send(sent, absl::Seconds(5))), IsOk());
   clock_.Advance(absl::Seconds(6));
-  const LocalBlocks received = RandomBlocks(RequestId(6), 10, d, false, 64, 0, rng_);
+  const TestBlocks received = RandomBlocks(RequestId(6), 10, d, false, 64, 0, rng_);
   ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
   const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
   ASSERT_EQ(got.size(), 1u);
@@ -325,7 +327,7 @@ TEST_P(GrpcTransceiverTest, CancelBeforeAnyPullEndsAtOnce) {
   const KvDescriptor d = SmallDescriptor();
   auto ctx = Rank({.name = "ctx", .descriptor = d}, seed_ + 1);
   ASSERT_TRUE(ctx);
-  const LocalBlocks sent = RandomBlocks(RequestId(5), 10, d, false, 64, 0, rng_);
+  const TestBlocks sent = RandomBlocks(RequestId(5), 10, d, false, 64, 0, rng_);
   ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
   (*ctx)->Cancel(sent.id);
   (*ctx)->Cancel(sent.id);  // already ended: nothing more
@@ -342,21 +344,21 @@ TEST_P(GrpcTransceiverTest, RejectsBadArgumentsWithoutStarting) {
   const KvDescriptor d = SmallDescriptor();
   auto rank = Rank({.name = "r", .descriptor = d, .num_blocks = 16}, 0);
   ASSERT_TRUE(rank);
-  LocalBlocks ok = RandomBlocks(RequestId(1), 10, d, true, 16, 0, rng_);
+  TestBlocks ok = RandomBlocks(RequestId(1), 10, d, true, 16, 0, rng_);
   ASSERT_THAT((*rank)->StartSend(Send(ok)), IsOk());
   EXPECT_THAT((*rank)->StartSend(Send(ok)), StatusIs(absl::StatusCode::kAlreadyExists));
 
-  LocalBlocks outside = ok;
+  TestBlocks outside = ok;
   outside.id = RequestId(2);
-  outside.target_blocks[1] = BlockId(16);
+  outside.blocks[1] = BlockId(16);
   EXPECT_THAT((*rank)->StartSend(Send(outside)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outside the pool")));
-  LocalBlocks short_table = ok;
+  TestBlocks short_table = ok;
   short_table.id = RequestId(3);
   short_table.draft_blocks.pop_back();
   EXPECT_THAT((*rank)->StartSend(Send(short_table)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("draft table has 2 blocks")));
-  LocalBlocks empty = ok;
+  TestBlocks empty = ok;
   empty.id = RequestId(4);
   empty.num_tokens = 0;
   EXPECT_THAT((*rank)->StartSend(Send(empty)), StatusIs(absl::StatusCode::kInvalidArgument));

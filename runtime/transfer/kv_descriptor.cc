@@ -80,16 +80,16 @@ absl::Status KvDescriptor::Validate() const {
   return absl::OkStatus();
 }
 
-absl::Status CheckLocalBlocks(const LocalBlocks& blocks, const KvDescriptor& descriptor,
-                              const KvSlabs& slabs) {
+absl::Status CheckBlockRefs(const kv::BlockRefs& blocks, int64_t num_tokens,
+                            const KvDescriptor& descriptor, const KvSlabs& slabs) {
   const int64_t id = blocks.id.value();
-  if (blocks.num_tokens < 1) {
+  if (num_tokens < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("request ", id, ": num_tokens ", blocks.num_tokens, " is not positive"));
+        absl::StrCat("request ", id, ": num_tokens ", num_tokens, " is not positive"));
   }
   for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
     const bool target = kind == PoolKind::kTarget;
-    const std::vector<BlockId>& table = target ? blocks.target_blocks : blocks.draft_blocks;
+    const std::vector<BlockId>& table = target ? blocks.blocks : blocks.draft_blocks;
     if (!target && blocks.draft_generation == 0) {
       if (!table.empty()) {
         return absl::InvalidArgumentError(
@@ -102,10 +102,10 @@ absl::Status CheckLocalBlocks(const LocalBlocks& blocks, const KvDescriptor& des
       return absl::InvalidArgumentError(absl::StrCat(
           "request ", id, " has a ", pool, " cache but this rank has no ", pool, " pool"));
     }
-    const int64_t need = descriptor.pool(kind)->BlocksFor(blocks.num_tokens);
+    const int64_t need = descriptor.pool(kind)->BlocksFor(num_tokens);
     if (static_cast<int64_t>(table.size()) < need) {
       return absl::InvalidArgumentError(absl::StrCat("request ", id, ": ", pool, " table has ",
-                                                     table.size(), " blocks, ", blocks.num_tokens,
+                                                     table.size(), " blocks, ", num_tokens,
                                                      " tokens need ", need));
     }
     for (int64_t i = 0; i < need; ++i) {

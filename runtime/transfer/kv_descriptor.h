@@ -57,12 +57,13 @@ inline uint8_t* BlockData(const PoolSlab& slab, const kv::BlockLayout& layout, B
                                     static_cast<size_t>(block.value()) * layout.BlockFloats());
 }
 
-// Whether `blocks` can be moved under `descriptor` / `slabs`: at least one token; the
-// target table (and the draft table, when the request has a draft cache: a non-zero
-// draft_generation) holds the BlocksFor(num_tokens) blocks that move, every one of them
-// in its slab; a draft cache only with a draft pool. InvalidArgument naming the problem.
-absl::Status CheckLocalBlocks(const LocalBlocks& blocks, const KvDescriptor& descriptor,
-                              const KvSlabs& slabs);
+// Whether the KV of `num_tokens` tokens in `blocks` can be moved under `descriptor` /
+// `slabs`: at least one token; the target table (and the draft table, when the request
+// has a draft cache: a non-zero draft_generation) holds the BlocksFor(num_tokens)
+// blocks that move, every one of them in its slab; a draft cache only with a draft
+// pool. InvalidArgument naming the problem.
+absl::Status CheckBlockRefs(const kv::BlockRefs& blocks, int64_t num_tokens,
+                            const KvDescriptor& descriptor, const KvSlabs& slabs);
 
 // OK when KV produced under `context` can be used under `generation`; otherwise
 // FailedPrecondition naming the first differing field and both values, e.g.

@@ -84,24 +84,26 @@ KvPuller::KvPuller(KvDescriptor descriptor, KvSlabs slabs, std::string requester
       requester_(std::move(requester)),
       hooks_(std::move(hooks)) {}
 
-lockstep::v1::PullRequest KvPuller::Request(const LocalBlocks& blocks,
-                                            const ContextHandle& source) const {
+lockstep::v1::PullRequest KvPuller::Request(const ReceiveSpec& spec) const {
+  const kv::BlockRefs& blocks = spec.blocks;
+  const ContextHandle& source = spec.source;
   lockstep::v1::PullRequest request;
   request.set_context_request_id(source.request_id.value());
   request.set_requester(requester_);
   request.set_requester_request_id(blocks.id.value());
   ToProto(descriptor_, request.mutable_kv());
-  request.set_num_tokens(blocks.num_tokens);
-  request.set_target_blocks(static_cast<int32_t>(blocks.target_blocks.size()));
+  request.set_num_tokens(spec.num_tokens);
+  request.set_target_blocks(static_cast<int32_t>(blocks.blocks.size()));
   request.set_draft_blocks(
       blocks.draft_generation == 0 ? 0 : static_cast<int32_t>(blocks.draft_blocks.size()));
   return request;
 }
 
-absl::Status KvPuller::Pull(RawPullStub& stub, const LocalBlocks& blocks,
-                            const ContextHandle& source, absl::Time deadline,
+absl::Status KvPuller::Pull(RawPullStub& stub, const ReceiveSpec& spec,
                             PullControl& control) const {
-  const lockstep::v1::PullRequest request = Request(blocks, source);
+  const kv::BlockRefs& blocks = spec.blocks;
+  const ContextHandle& source = spec.source;
+  const lockstep::v1::PullRequest request = Request(spec);
 
   // Streaming stores must be ordered before the event that reports this pull (whatever
   // its outcome: the blocks may be reused at once).
@@ -109,8 +111,8 @@ absl::Status KvPuller::Pull(RawPullStub& stub, const LocalBlocks& blocks,
     ~FenceOnReturn() { StreamCopyFence(); }
   } fence;
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(deadline));
-  BlockWriter writer(blocks, descriptor_, slabs_);
+  context.set_deadline(absl::ToChronoTime(spec.deadline));
+  BlockWriter writer(blocks, spec.num_tokens, descriptor_, slabs_);
   std::vector<BlockWriter::Run> runs;
   absl::Status local;  // a failure found here (malformed stream, checksum)
   control.Attach(&context);
@@ -148,9 +150,11 @@ absl::Status KvPuller::Pull(RawPullStub& stub, const LocalBlocks& blocks,
   return absl::OkStatus();
 }
 
-absl::Status KvPuller::PullTcp(const TcpSocket& socket, const LocalBlocks& blocks,
-                               const ContextHandle& source, absl::Time deadline,
+absl::Status KvPuller::PullTcp(const TcpSocket& socket, const ReceiveSpec& spec,
                                PullControl& control, TcpOutcome* outcome) const {
+  const kv::BlockRefs& blocks = spec.blocks;
+  const ContextHandle& source = spec.source;
+  const absl::Time deadline = spec.deadline;
   *outcome = {};
   const StopFn stop = [&control] { return control.cancelled(); };
   const auto fail = [&](const absl::Status& status) {
@@ -160,7 +164,7 @@ absl::Status KvPuller::PullTcp(const TcpSocket& socket, const LocalBlocks& block
     return PullError(status.code(), source, status.message());
   };
 
-  const lockstep::v1::PullRequest request = Request(blocks, source);
+  const lockstep::v1::PullRequest request = Request(spec);
   const std::string bytes = request.SerializeAsString();
   RequestPrefix prefix;
   prefix.request_bytes = static_cast<uint32_t>(bytes.size());
@@ -170,7 +174,7 @@ absl::Status KvPuller::PullTcp(const TcpSocket& socket, const LocalBlocks& block
               deadline, stop);
   if (!io.ok()) return fail(io);
 
-  BlockWriter writer(blocks, descriptor_, slabs_);
+  BlockWriter writer(blocks, spec.num_tokens, descriptor_, slabs_);
   std::vector<BlockWriter::Run> runs;
   std::vector<uint32_t> crcs;
   std::vector<iovec> iov;

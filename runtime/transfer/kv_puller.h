@@ -58,15 +58,15 @@ class KvPuller {
   // the puller.
   KvPuller(KvDescriptor descriptor, KvSlabs slabs, std::string requester, TransferHooks hooks);
 
-  // Pulls into `blocks` (checked with CheckLocalBlocks) until the stream ends or
-  // `deadline` (real time). Blocks the calling thread. The outcome:
+  // Pulls `spec.source`'s KV into `spec.blocks` (checked with CheckBlockRefs) until the
+  // stream ends or `spec.deadline`, here in real time. Blocks the calling thread. The
+  // outcome:
   //   OK; Cancelled after control.Cancel() (no block is written after it returns);
   //   DataLoss naming the block whose checksum failed, or a malformed stream;
   //   DeadlineExceeded; Unavailable when the context rank is unreachable, dies, or
   //   ends the stream; the context rank's refusal otherwise (NotFound: no claim,
   //   FailedPrecondition: descriptors differ, ...), prefixed with where it came from.
-  absl::Status Pull(RawPullStub& stub, const LocalBlocks& blocks, const ContextHandle& source,
-                    absl::Time deadline, PullControl& control) const;
+  absl::Status Pull(RawPullStub& stub, const ReceiveSpec& spec, PullControl& control) const;
 
   // What a pull over the TCP data plane left of its connection.
   struct TcpOutcome {
@@ -77,13 +77,12 @@ class KvPuller {
   // The same pull over a connection to the context rank's data plane (tcp_wire.h):
   // each chunk's payload is read straight into the blocks, then checked there. Same
   // outcomes as Pull; cancel and the deadline are noticed within a poll slice.
-  absl::Status PullTcp(const TcpSocket& socket, const LocalBlocks& blocks,
-                       const ContextHandle& source, absl::Time deadline, PullControl& control,
+  absl::Status PullTcp(const TcpSocket& socket, const ReceiveSpec& spec, PullControl& control,
                        TcpOutcome* outcome) const;
 
  private:
   // What this rank asks the context rank for.
-  lockstep::v1::PullRequest Request(const LocalBlocks& blocks, const ContextHandle& source) const;
+  lockstep::v1::PullRequest Request(const ReceiveSpec& spec) const;
 
   const KvDescriptor descriptor_;
   const KvSlabs slabs_;

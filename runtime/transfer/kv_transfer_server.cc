@@ -207,9 +207,9 @@ absl::Status KvTransferServer::CheckRequest(const PullRequest& request,
                      " carries a bad descriptor: ", theirs.status().message()));
   }
   RETURN_IF_ERROR(CheckCompatible(descriptor_, *theirs));
-  const LocalBlocks& blocks = spec.blocks;
-  if (request.num_tokens() != blocks.num_tokens) {
-    return Mismatch("num_tokens", blocks.num_tokens, request.num_tokens());
+  const kv::BlockRefs& blocks = spec.blocks;
+  if (request.num_tokens() != spec.num_tokens) {
+    return Mismatch("num_tokens", spec.num_tokens, request.num_tokens());
   }
   const bool our_draft = blocks.draft_generation != 0;
   const bool their_draft = request.draft_blocks() > 0;
@@ -219,13 +219,13 @@ absl::Status KvTransferServer::CheckRequest(const PullRequest& request,
   }
   for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
     if (kind == PoolKind::kDraft && !our_draft) continue;
-    const int64_t need = descriptor_.pool(kind)->BlocksFor(blocks.num_tokens);
+    const int64_t need = descriptor_.pool(kind)->BlocksFor(spec.num_tokens);
     const int64_t have =
         kind == PoolKind::kTarget ? request.target_blocks() : request.draft_blocks();
     if (have < need) {
       return absl::FailedPreconditionError(
           absl::StrCat(kv::PoolKindName(kind), " blocks allocated by ", request.requester(), ": ",
-                       have, ", the request's ", blocks.num_tokens, " tokens need ", need));
+                       have, ", the request's ", spec.num_tokens, " tokens need ", need));
     }
   }
   return absl::OkStatus();
@@ -233,7 +233,8 @@ absl::Status KvTransferServer::CheckRequest(const PullRequest& request,
 
 absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull,
                                       ChunkSink& sink) const {
-  const LocalBlocks& blocks = pull->spec().blocks;
+  const kv::BlockRefs& blocks = pull->spec().blocks;
+  const int64_t num_tokens = pull->spec().num_tokens;
   const std::shared_ptr<const void> keep_alive = pull;
   lockstep::v1::PullTrailer trailer;
   int64_t index = 0;
@@ -244,8 +245,8 @@ absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull,
     if (kind == PoolKind::kDraft && blocks.draft_generation == 0) continue;
     const kv::BlockLayout& layout = *descriptor_.pool(kind);
     const std::vector<BlockId>& table =
-        kind == PoolKind::kTarget ? blocks.target_blocks : blocks.draft_blocks;
-    const int32_t count = static_cast<int32_t>(layout.BlocksFor(blocks.num_tokens));
+        kind == PoolKind::kTarget ? blocks.blocks : blocks.draft_blocks;
+    const int32_t count = static_cast<int32_t>(layout.BlocksFor(num_tokens));
     const size_t block_bytes = layout.BlockBytes();
     int32_t block = 0;
     size_t offset = 0;  // within `block`

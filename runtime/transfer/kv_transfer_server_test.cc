@@ -75,9 +75,8 @@ TEST_F(KvTransferServerTest, GeneratedClientReadsTheStream) {
   // 83 tokens: 6 blocks of 16 tokens, the last one partial; 4 blocks per chunk.
   SendSpec spec;
   spec.blocks.id = RequestId(9);
-  spec.blocks.num_tokens = 83;
-  spec.blocks.target_blocks = {BlockId(3), BlockId(0), BlockId(15),
-                               BlockId(7), BlockId(8), BlockId(1)};
+  spec.num_tokens = 83;
+  spec.blocks.blocks = {BlockId(3), BlockId(0), BlockId(15), BlockId(7), BlockId(8), BlockId(1)};
   spec.lease_expiry = clock_.Now() + absl::Minutes(1);
   ASSERT_THAT(claims_->Add(spec), IsOk());
 
@@ -110,7 +109,7 @@ TEST_F(KvTransferServerTest, GeneratedClientReadsTheStream) {
   ASSERT_EQ(crcs.size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
     const float* block =
-        slab_.data() + spec.blocks.target_blocks[i].value() * descriptor_.target->BlockFloats();
+        slab_.data() + spec.blocks.blocks[i].value() * descriptor_.target->BlockFloats();
     EXPECT_EQ(std::memcmp(payload.data() + i * block_bytes, block, block_bytes), 0) << i;
     EXPECT_EQ(crcs[i], Crc32c(block, block_bytes)) << i;
   }
@@ -131,8 +130,8 @@ TEST_F(KvTransferServerTest, RefusesUnknownClaimsAndBadDescriptors) {
 
   SendSpec spec;
   spec.blocks.id = RequestId(2);
-  spec.blocks.num_tokens = 16;
-  spec.blocks.target_blocks = {BlockId(4)};
+  spec.num_tokens = 16;
+  spec.blocks.blocks = {BlockId(4)};
   spec.lease_expiry = clock_.Now() + absl::Minutes(1);
   ASSERT_THAT(claims_->Add(spec), IsOk());
   lockstep::v1::PullRequest bad = Request(2, 16, 1);

@@ -17,16 +17,16 @@ ReceiveWorkers::ReceiveWorkers(int num_threads, std::unique_ptr<KvPuller> puller
 
 ReceiveWorkers::~ReceiveWorkers() { Shutdown(); }
 
-absl::Status ReceiveWorkers::Start(const LocalBlocks& blocks, const ContextHandle& source,
-                                   absl::Time deadline) {
+absl::Status ReceiveWorkers::Start(const ReceiveSpec& spec) {
+  const RequestId id = spec.blocks.id;
   absl::MutexLock lock(&mu_);
   if (shut_down_) return absl::UnavailableError("the KV receive threads are shutting down");
-  if (receives_.contains(blocks.id)) {
+  if (receives_.contains(id)) {
     return absl::AlreadyExistsError(
-        absl::StrCat("request ", blocks.id.value(), " is already receiving KV"));
+        absl::StrCat("request ", id.value(), " is already receiving KV"));
   }
-  receives_.emplace(blocks.id, Receive{blocks, source, deadline, nullptr});
-  queue_.push_back(blocks.id);
+  receives_.emplace(id, Receive{spec, nullptr});
+  queue_.push_back(id);
   return absl::OkStatus();
 }
 
@@ -38,7 +38,7 @@ void ReceiveWorkers::Cancel(RequestId id) {
     if (it == receives_.end()) return;
     if (it->second.control == nullptr) {  // still queued
       queue_.erase(std::find(queue_.begin(), queue_.end(), id));
-      events_->Push({TransferKind::kReceive, id, it->second.blocks.generation,
+      events_->Push({TransferKind::kReceive, id, it->second.spec.blocks.generation,
                      absl::CancelledError(absl::StrCat("KV receive of request ", id.value(),
                                                        " cancelled before it started"))});
       receives_.erase(it);
@@ -81,28 +81,27 @@ RawPullStub& ReceiveWorkers::StubFor(const std::string& address) {
   return *stub;
 }
 
-absl::Status ReceiveWorkers::Pull(const LocalBlocks& blocks, const ContextHandle& source,
-                                  absl::Time deadline, PullControl& control) {
+absl::Status ReceiveWorkers::Pull(const ReceiveSpec& spec, PullControl& control) {
+  const ContextHandle& source = spec.source;
   RawPullStub& stub = StubFor(source.address);
   const auto over_grpc = [&] {
     ++pulls_over_grpc_;
-    return puller_->Pull(stub, blocks, source, deadline, control);
+    return puller_->Pull(stub, spec, control);
   };
   if (!pull_over_tcp_) return over_grpc();
   for (bool fresh : {false, true}) {
     if (control.cancelled()) {
-      return ReceiveCancelledError(blocks.id);
+      return ReceiveCancelledError(spec.blocks.id);
     }
     absl::StatusOr<DataConnections::Lease> lease =
-        connections_.Take(source.address, stub, deadline, fresh);
+        connections_.Take(source.address, stub, spec.deadline, fresh);
     if (absl::IsNotFound(lease.status())) break;  // the peer serves Pull only
     if (!lease.ok()) {
       return PullError(lease.status().code(), source, lease.status().message());
     }
     KvPuller::TcpOutcome outcome;
     if (!fresh) ++pulls_over_tcp_;
-    absl::Status status =
-        puller_->PullTcp(lease->socket, blocks, source, deadline, control, &outcome);
+    absl::Status status = puller_->PullTcp(lease->socket, spec, control, &outcome);
     if (outcome.reusable) connections_.Return(source.address, std::move(lease->socket));
     // An idle connection the peer had closed: once more, on a new one.
     if (lease->pooled && !outcome.answered && absl::IsUnavailable(status)) continue;
@@ -114,9 +113,7 @@ absl::Status ReceiveWorkers::Pull(const LocalBlocks& blocks, const ContextHandle
 void ReceiveWorkers::Loop() {
   for (;;) {
     RequestId id;
-    LocalBlocks blocks;
-    ContextHandle source;
-    absl::Time deadline;
+    ReceiveSpec spec;
     std::shared_ptr<PullControl> control = std::make_shared<PullControl>();
     {
       absl::MutexLock lock(&mu_);
@@ -130,15 +127,13 @@ void ReceiveWorkers::Loop() {
       queue_.pop_front();
       Receive& receive = receives_.at(id);
       receive.control = control;
-      blocks = receive.blocks;
-      source = receive.source;
-      deadline = receive.deadline;
+      spec = receive.spec;
     }
-    absl::Status status = Pull(blocks, source, deadline, *control);
+    absl::Status status = Pull(spec, *control);
     absl::MutexLock lock(&mu_);
     receives_.erase(id);
     if (!shut_down_) {
-      events_->Push({TransferKind::kReceive, id, blocks.generation, std::move(status)});
+      events_->Push({TransferKind::kReceive, id, spec.blocks.generation, std::move(status)});
     }
   }
 }

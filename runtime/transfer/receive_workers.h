@@ -40,10 +40,9 @@ class ReceiveWorkers {
   ReceiveWorkers(const ReceiveWorkers&) = delete;
   ReceiveWorkers& operator=(const ReceiveWorkers&) = delete;
 
-  // Queues a receive of `blocks` from `source`, to finish by `deadline` (real time).
-  // AlreadyExists while `blocks.id` has a receive; Unavailable after Shutdown.
-  absl::Status Start(const LocalBlocks& blocks, const ContextHandle& source, absl::Time deadline)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues the receive `spec`, to finish by `spec.deadline`, here in real time.
+  // AlreadyExists while `spec.blocks.id` has a receive; Unavailable after Shutdown.
+  absl::Status Start(const ReceiveSpec& spec) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Ends the receive of `id` with kCancelled: at once if it is queued, else when its
   // pull has stopped. No-op for an unknown id.
@@ -61,16 +60,13 @@ class ReceiveWorkers {
 
  private:
   struct Receive {
-    LocalBlocks blocks;
-    ContextHandle source;
-    absl::Time deadline;
+    ReceiveSpec spec;                      // deadline in real time
     std::shared_ptr<PullControl> control;  // set while running
   };
 
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   // One pull, over the data plane or gRPC.
-  absl::Status Pull(const LocalBlocks& blocks, const ContextHandle& source, absl::Time deadline,
-                    PullControl& control) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Pull(const ReceiveSpec& spec, PullControl& control) ABSL_LOCKS_EXCLUDED(mu_);
   // The stub for `address` (one channel per context rank, kept for reuse).
   RawPullStub& StubFor(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
 

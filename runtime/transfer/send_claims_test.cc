@@ -21,8 +21,8 @@ class SendClaimsTest : public ::testing::Test {
     SendSpec spec;
     spec.blocks.id = RequestId(id);
     spec.blocks.generation = 100 + static_cast<uint64_t>(id);
-    spec.blocks.num_tokens = 1;
-    spec.blocks.target_blocks = {BlockId(0)};
+    spec.num_tokens = 1;
+    spec.blocks.blocks = {BlockId(0)};
     spec.lease_expiry = clock_.Now() + lease;
     return spec;
   }

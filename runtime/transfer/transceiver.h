@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/ids.h"
+#include "kvcache/kv_types.h"
 
 namespace lockstep::transfer {
 
@@ -39,23 +40,16 @@ struct ContextHandle {
   absl::Time lease_expiry;  // the claim expires at this time (context clock)
 };
 
-// Blocks of one request in the local pools.
-struct LocalBlocks {
-  RequestId id;
-  uint64_t generation = 0;  // target cache generation
-  std::vector<BlockId> target_blocks;
-  uint64_t draft_generation = 0;  // 0: no draft cache
-  std::vector<BlockId> draft_blocks;
-  int64_t num_tokens = 0;  // tokens whose KV moves (the prompt length)
-};
-
+// `blocks`: the request's caches in the local pools (KvManager::BlockRefsOf).
 struct SendSpec {
-  LocalBlocks blocks;
+  kv::BlockRefs blocks;
+  int64_t num_tokens = 0;   // tokens whose KV moves (the prompt length)
   absl::Time lease_expiry;  // release the claim at this time if nobody pulled
 };
 
 struct ReceiveSpec {
-  LocalBlocks blocks;
+  kv::BlockRefs blocks;
+  int64_t num_tokens = 0;  // tokens whose KV moves (the prompt length)
   ContextHandle source;
   absl::Time deadline;  // fail the receive if it has not completed by then
 };

@@ -90,13 +90,12 @@ struct Kv {
 
   KvSlabs slabs() { return {{target.data(), kPoolBlocks}, {draft.data(), kPoolBlocks}}; }
 
-  LocalBlocks Blocks(int64_t id, int64_t blocks) const {
-    LocalBlocks b;
+  kv::BlockRefs Blocks(int64_t id, int64_t blocks) const {
+    kv::BlockRefs b;
     b.id = RequestId(id);
     b.generation = 1;
     b.draft_generation = 1;
-    b.num_tokens = blocks * kTokensPerBlock;
-    b.target_blocks.assign(target_table.begin(), target_table.begin() + blocks);
+    b.blocks.assign(target_table.begin(), target_table.begin() + blocks);
     b.draft_blocks.assign(draft_table.begin(), draft_table.begin() + blocks);
     return b;
   }
@@ -221,8 +220,9 @@ int RunContext(int commands, int replies, size_t chunk_bytes) {
       continue;
     }
     (*ctx)->Poll();  // ends the finished claims' bookkeeping
-    const absl::Status started = (*ctx)->StartSend(
-        {kv.Blocks(command.id, command.blocks), SystemClock::Get()->Now() + absl::Minutes(1)});
+    const absl::Status started =
+        (*ctx)->StartSend({kv.Blocks(command.id, command.blocks), command.blocks * kTokensPerBlock,
+                           SystemClock::Get()->Now() + absl::Minutes(1)});
     const int64_t ok = started.ok() ? 1 : 0;
     WriteFull(replies, &ok, sizeof(ok));
   }
@@ -303,6 +303,7 @@ void Transfer(benchmark::State& state, GrpcTransceiver& gen, const char* what) {
     state.ResumeTiming();
     ReceiveSpec spec;
     spec.blocks = bench->kv->Blocks(id, blocks);
+    spec.num_tokens = blocks * kTokensPerBlock;
     spec.source.address = bench->grpc_address;
     spec.source.request_id = RequestId(id);
     spec.deadline = SystemClock::Get()->Now() + absl::Seconds(60);

@@ -42,8 +42,8 @@ int64_t FakeEngine::batches_run() const {
   return batches_run_;
 }
 
-absl::Status FakeEngine::CheckCoverage(const KvRef& kv, int64_t target_end, int64_t draft_end,
-                                       int64_t write_start) const {
+absl::Status FakeEngine::CheckCoverage(const kv::BlockRefs& kv, int64_t target_end,
+                                       int64_t draft_end, int64_t write_start) const {
   if (!options_.check_kv_contract) return absl::OkStatus();
   const int64_t tpb = options_.tokens_per_block;
   const int64_t target_cap = static_cast<int64_t>(kv.blocks.size()) * tpb;
@@ -81,7 +81,7 @@ absl::Status FakeEngine::CheckCoverage(const KvRef& kv, int64_t target_end, int6
 }
 
 absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
-  for (const KvRef& ref : batch.released) {
+  for (const kv::BlockRefs& ref : batch.released) {
     auto it = states_.find(ref.id);
     if (it != states_.end() && it->second.generation == ref.generation) states_.erase(it);
   }
@@ -89,7 +89,7 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
   // Blocks written this step, per pool: a block written by one sequence must not be in
   // another sequence's table in the same batch.
   absl::flat_hash_map<int32_t, RequestId> written;
-  auto claim_writes = [&](const KvRef& kv, int64_t start, int64_t end) -> absl::Status {
+  auto claim_writes = [&](const kv::BlockRefs& kv, int64_t start, int64_t end) -> absl::Status {
     if (!options_.check_kv_contract) return absl::OkStatus();
     for (int64_t b = start / tpb; b * tpb < end && b < static_cast<int64_t>(kv.blocks.size());
          ++b) {
@@ -169,7 +169,7 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
 void FakeEngine::Launch(Batch batch) {
   if (options_.tracker != nullptr) {
     std::vector<BlockWriteTracker::Block> blocks;
-    auto add = [&](const KvRef& kv) {
+    auto add = [&](const kv::BlockRefs& kv) {
       for (BlockId b : kv.blocks) blocks.push_back({0, b.value()});
       for (BlockId b : kv.draft_blocks) blocks.push_back({1, b.value()});
     };

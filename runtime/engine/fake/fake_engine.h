@@ -69,7 +69,7 @@ class FakeEngine : public ModelEngine {
   };
 
   absl::StatusOr<BatchResult> Run(const Batch& batch);
-  absl::Status CheckCoverage(const KvRef& kv, int64_t target_end, int64_t draft_end,
+  absl::Status CheckCoverage(const kv::BlockRefs& kv, int64_t target_end, int64_t draft_end,
                              int64_t write_start) const;
   void Loop();
 

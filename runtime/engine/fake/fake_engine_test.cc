@@ -21,8 +21,8 @@ FakeEngineOptions Options(bool threaded) {
   return o;
 }
 
-KvRef Ref(int64_t id, std::vector<int32_t> blocks, bool draft = false) {
-  KvRef r;
+kv::BlockRefs Ref(int64_t id, std::vector<int32_t> blocks, bool draft = false) {
+  kv::BlockRefs r;
   r.id = RequestId(id);
   r.generation = static_cast<uint64_t>(id);
   for (int32_t b : blocks) r.blocks.push_back(BlockId(b));

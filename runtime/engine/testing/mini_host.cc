@@ -42,8 +42,8 @@ absl::Status MiniHost::Grow(Seq& seq, int64_t target_tokens, int64_t draft_token
 }
 
 void MiniHost::Release(Seq& seq, Batch& batch) {
-  batch.released.push_back(KvRef{RequestId(seq.request.id), seq.generation, seq.blocks,
-                                 seq.draft_generation, seq.draft_blocks});
+  batch.released.push_back(kv::BlockRefs{RequestId(seq.request.id), seq.generation, seq.blocks,
+                                         seq.draft_generation, seq.draft_blocks});
   for (BlockId block : seq.blocks) target_->Free(block);
   for (BlockId block : seq.draft_blocks) draft_->Free(block);
   seq.blocks.clear();
@@ -66,7 +66,7 @@ absl::Status MiniHost::Launch(bool pad) {
     if (seq.finished || seq.released) continue;
     if (seq.in_flight > (options_.overlap ? 1 : 0)) continue;
     const int64_t prompt = static_cast<int64_t>(seq.request.prompt.size());
-    const KvRef kv{RequestId(id), seq.generation, {}, seq.draft_generation, {}};
+    const kv::BlockRefs kv{RequestId(id), seq.generation, {}, seq.draft_generation, {}};
     if (seq.prefilled < prompt) {
       const int64_t n = std::min<int64_t>(options_.chunk_size, prompt - seq.prefilled);
       const bool last = seq.prefilled + n == prompt;
@@ -106,8 +106,8 @@ absl::Status MiniHost::Launch(bool pad) {
   }
   if (ids.empty() && pad) {
     GenerationStep& step = batch.generation.emplace_back();
-    step.kv = KvRef{RequestId(options_.dummy_id), next_generation_++, dummy_blocks_,
-                    draft_ != nullptr ? next_generation_++ : 0, dummy_draft_blocks_};
+    step.kv = kv::BlockRefs{RequestId(options_.dummy_id), next_generation_++, dummy_blocks_,
+                            draft_ != nullptr ? next_generation_++ : 0, dummy_draft_blocks_};
     step.seed = SequenceSeed{0, 0, {}};
     step.num_draft_tokens = k;
     step.is_dummy = true;

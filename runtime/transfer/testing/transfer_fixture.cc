@@ -26,11 +26,11 @@ void Fill(std::vector<float>& slab, uint64_t seed) {
   }
 }
 
-const std::vector<BlockId>& Table(const LocalBlocks& blocks, PoolKind kind) {
-  return kind == PoolKind::kTarget ? blocks.target_blocks : blocks.draft_blocks;
+const std::vector<BlockId>& Table(const kv::BlockRefs& blocks, PoolKind kind) {
+  return kind == PoolKind::kTarget ? blocks.blocks : blocks.draft_blocks;
 }
 
-bool HasPool(const LocalBlocks& blocks, PoolKind kind) {
+bool HasPool(const kv::BlockRefs& blocks, PoolKind kind) {
   return kind == PoolKind::kTarget || blocks.draft_generation != 0;
 }
 
@@ -81,14 +81,14 @@ std::vector<BlockId> RandomTable(int count, int32_t num_blocks, std::mt19937_64&
   return table;
 }
 
-LocalBlocks RandomBlocks(RequestId id, int64_t num_tokens, const KvDescriptor& descriptor,
-                         bool draft, int32_t num_blocks, int extra, std::mt19937_64& rng) {
-  LocalBlocks b;
+TestBlocks RandomBlocks(RequestId id, int64_t num_tokens, const KvDescriptor& descriptor,
+                        bool draft, int32_t num_blocks, int extra, std::mt19937_64& rng) {
+  TestBlocks b;
   b.id = id;
   b.generation = 1000 + static_cast<uint64_t>(id.value());
   b.num_tokens = num_tokens;
-  b.target_blocks = RandomTable(static_cast<int>(descriptor.target->BlocksFor(num_tokens)) + extra,
-                                num_blocks, rng);
+  b.blocks = RandomTable(static_cast<int>(descriptor.target->BlocksFor(num_tokens)) + extra,
+                         num_blocks, rng);
   if (draft) {
     b.draft_generation = 2000 + static_cast<uint64_t>(id.value());
     b.draft_blocks = RandomTable(static_cast<int>(descriptor.draft->BlocksFor(num_tokens)) + extra,
@@ -108,8 +108,8 @@ std::vector<TransferEvent> AwaitEvents(TestRank& rank, size_t count, absl::Durat
   }
 }
 
-std::vector<std::string> CompareMovedBlocks(const TestRank& from_rank, const LocalBlocks& from,
-                                            const TestRank& to_rank, const LocalBlocks& to,
+std::vector<std::string> CompareMovedBlocks(const TestRank& from_rank, const TestBlocks& from,
+                                            const TestRank& to_rank, const TestBlocks& to,
                                             const KvDescriptor& descriptor) {
   std::vector<std::string> diffs;
   for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
@@ -130,14 +130,14 @@ std::vector<std::string> CompareMovedBlocks(const TestRank& from_rank, const Loc
   return diffs;
 }
 
-std::vector<std::string> TouchedOutside(const TestRank& rank, const std::vector<LocalBlocks>& used,
+std::vector<std::string> TouchedOutside(const TestRank& rank, const std::vector<TestBlocks>& used,
                                         const KvDescriptor& descriptor) {
   std::vector<std::string> touched;
   for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
     if (!descriptor.pool(kind).has_value()) continue;
     const kv::BlockLayout& layout = *descriptor.pool(kind);
     absl::flat_hash_set<int32_t> in_use;
-    for (const LocalBlocks& b : used) {
+    for (const TestBlocks& b : used) {
       if (!HasPool(b, kind)) continue;
       for (int64_t i = 0; i < layout.BlocksFor(b.num_tokens); ++i) {
         in_use.insert(Table(b, kind)[i].value());
@@ -172,9 +172,10 @@ std::unique_ptr<TestRank> TransportTest::Rank(RankConfig config, uint64_t fill_s
   return rank.ok() ? std::move(*rank) : nullptr;
 }
 
-ReceiveSpec TransportTest::Receive(LocalBlocks blocks, const std::string& address,
+ReceiveSpec TransportTest::Receive(TestBlocks blocks, const std::string& address,
                                    RequestId remote_id, absl::Duration timeout) {
   ReceiveSpec spec;
+  spec.num_tokens = blocks.num_tokens;
   spec.blocks = std::move(blocks);
   spec.source.instance = "ctx0";
   spec.source.address = address;

@@ -49,10 +49,16 @@ absl::StatusOr<std::unique_ptr<TestRank>> MakeRank(const RankConfig& config, Clo
 // `count` distinct block ids in [0, num_blocks), in random order.
 std::vector<BlockId> RandomTable(int count, int32_t num_blocks, std::mt19937_64& rng);
 
+// A request's blocks with the number of tokens that move: what a SendSpec or a
+// ReceiveSpec carries.
+struct TestBlocks : kv::BlockRefs {
+  int64_t num_tokens = 0;
+};
+
 // Blocks of request `id` with `num_tokens` tokens: random target (and, with `draft`,
 // draft) tables, `extra` blocks longer than needed.
-LocalBlocks RandomBlocks(RequestId id, int64_t num_tokens, const KvDescriptor& descriptor,
-                         bool draft, int32_t num_blocks, int extra, std::mt19937_64& rng);
+TestBlocks RandomBlocks(RequestId id, int64_t num_tokens, const KvDescriptor& descriptor,
+                        bool draft, int32_t num_blocks, int extra, std::mt19937_64& rng);
 
 // Polls `rank` until `count` events have come or `timeout` passed (bounded waits on
 // WaitForEvent between polls). Returns what came.
@@ -60,12 +66,12 @@ std::vector<TransferEvent> AwaitEvents(TestRank& rank, size_t count, absl::Durat
 
 // The differences between the moved blocks of `from` (in `from_rank`) and of `to` (in
 // `to_rank`), one line each; empty when bit-exact.
-std::vector<std::string> CompareMovedBlocks(const TestRank& from_rank, const LocalBlocks& from,
-                                            const TestRank& to_rank, const LocalBlocks& to,
+std::vector<std::string> CompareMovedBlocks(const TestRank& from_rank, const TestBlocks& from,
+                                            const TestRank& to_rank, const TestBlocks& to,
                                             const KvDescriptor& descriptor);
 
 // Blocks of `rank` not in `used` (per pool) that differ from the sentinel fill.
-std::vector<std::string> TouchedOutside(const TestRank& rank, const std::vector<LocalBlocks>& used,
+std::vector<std::string> TouchedOutside(const TestRank& rank, const std::vector<TestBlocks>& used,
                                         const KvDescriptor& descriptor);
 
 // Base of the transceiver tests, parameterized by transport: the TCP data plane (true)
@@ -78,7 +84,7 @@ class TransportTest : public ::testing::TestWithParam<bool> {
   std::unique_ptr<TestRank> Rank(RankConfig config, uint64_t fill_seed);
 
   // A receive of `blocks` from request `remote_id` of the rank serving at `address`.
-  ReceiveSpec Receive(LocalBlocks blocks, const std::string& address, RequestId remote_id,
+  ReceiveSpec Receive(TestBlocks blocks, const std::string& address, RequestId remote_id,
                       absl::Duration timeout);
 
   uint64_t seed_ = 0;
