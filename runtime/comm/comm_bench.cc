@@ -8,7 +8,7 @@
 // with the in-process figures of the same run in the summary.
 //
 //   bazel run -c opt //runtime/comm:comm_bench [-- --iters=3000 --moe_iters=100
-//       --shm_chunk_kib=256 --shm_spin_us=20 --compare_only]
+//       --shm_chunk_kib=256 --shm_spin_us=20 --shm_direct=1 --compare_only]
 //
 // Rank processes re-execute this binary (testing/rank_processes.h); rank 0 prints.
 
@@ -398,7 +398,7 @@ void RunGlooSections(int rank, int world, int iters, int moe_iters,
 
 // One rank process. args: gloo store directory (also holds rank 0's results), iterations,
 // all-to-all-v iterations, shm segment name, shm chunk bytes, compare only (0 or 1),
-// shm spin microseconds.
+// shm spin microseconds, shm direct reads (0 or 1).
 void RunRank(const testing::RankProcessRole& role) {
   const int rank = role.rank;
   const int world = role.world_size;
@@ -407,9 +407,11 @@ void RunRank(const testing::RankProcessRole& role) {
   int64_t chunk = 0;
   int compare_only = 0;
   int spin_us = 0;
-  if (role.args.size() < 7 || !absl::SimpleAtoi(role.args[6], &spin_us) ||
-      !absl::SimpleAtoi(role.args[1], &iters) || !absl::SimpleAtoi(role.args[2], &moe_iters) ||
-      !absl::SimpleAtoi(role.args[4], &chunk) || !absl::SimpleAtoi(role.args[5], &compare_only)) {
+  int direct = 1;
+  if (role.args.size() < 8 || !absl::SimpleAtoi(role.args[6], &spin_us) ||
+      !absl::SimpleAtoi(role.args[7], &direct) || !absl::SimpleAtoi(role.args[1], &iters) ||
+      !absl::SimpleAtoi(role.args[2], &moe_iters) || !absl::SimpleAtoi(role.args[4], &chunk) ||
+      !absl::SimpleAtoi(role.args[5], &compare_only)) {
     std::exit(2);
   }
   gloo::rendezvous::FileStore store(role.args[0]);
@@ -426,6 +428,7 @@ void RunRank(const testing::RankProcessRole& role) {
   shm_options.world_size = world;
   shm_options.chunk_bytes = chunk;
   shm_options.spin = absl::Microseconds(spin_us);
+  shm_options.direct_copy = direct != 0;
   auto shm = ShmCommunicator::Create(shm_options);
   Check(shm.status(), "ShmCommunicator::Create");
   if (!compare_only) RunGlooSections(rank, world, iters, moe_iters, &*gloo);
@@ -464,6 +467,7 @@ int Main(int argc, char** argv) {
   int64_t chunk_kib = ShmOptions().chunk_bytes >> 10;
   int spin_us = absl::ToInt64Microseconds(ShmOptions().spin);
   bool compare_only = false;
+  int direct = 1;
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (absl::ConsumePrefix(&arg, "--iters=") && !absl::SimpleAtoi(arg, &iters)) return 2;
@@ -472,12 +476,13 @@ int Main(int argc, char** argv) {
       return 2;
     }
     if (absl::ConsumePrefix(&arg, "--shm_spin_us=") && !absl::SimpleAtoi(arg, &spin_us)) return 2;
+    if (absl::ConsumePrefix(&arg, "--shm_direct=") && !absl::SimpleAtoi(arg, &direct)) return 2;
     if (arg == "--compare_only") compare_only = true;
   }
   std::printf(
       "comm_bench: %d iterations per small-op series, %d per all-to-all-v; shm chunk %lld KiB, "
-      "spin %d us; %u hardware threads\n",
-      iters, moe_iters, static_cast<long long>(chunk_kib), spin_us,
+      "spin %d us, direct reads %s; %u hardware threads\n",
+      iters, moe_iters, static_cast<long long>(chunk_kib), spin_us, direct ? "on" : "off",
       std::thread::hardware_concurrency());
   for (int world : {2, 4}) {
     const Medians in_process = RunInProcess(world, iters * 5, moe_iters);
@@ -485,11 +490,12 @@ int Main(int argc, char** argv) {
     const std::string dir = testing::MakeTempDir("comm_bench");
     const std::string shm_name = ShmSegmentName(
         "comm_bench", absl::StrCat(absl::Hex(std::random_device()()), "w", world), "bench");
-    auto exits = testing::RunRankProcesses(
-        "ranks", world,
-        {dir, absl::StrCat(iters), absl::StrCat(moe_iters), shm_name,
-         absl::StrCat(chunk_kib * 1024), compare_only ? "1" : "0", absl::StrCat(spin_us)},
-        absl::Minutes(8));
+    auto exits =
+        testing::RunRankProcesses("ranks", world,
+                                  {dir, absl::StrCat(iters), absl::StrCat(moe_iters), shm_name,
+                                   absl::StrCat(chunk_kib * 1024), compare_only ? "1" : "0",
+                                   absl::StrCat(spin_us), absl::StrCat(direct)},
+                                  absl::Minutes(8));
     Check(exits.status(), "rank processes");
     for (const testing::RankExit& exit : *exits) {
       if (!exit.exited || exit.exit_code != 0) {

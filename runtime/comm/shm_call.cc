@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/comm/shm_direct.h"
 
 namespace lockstep::comm::internal {
 namespace {
@@ -88,22 +89,30 @@ absl::Status ShmCall::Desync(int a, int b, uint64_t parity) const {
 
 absl::Status ShmCall::Start(int64_t fp, std::initializer_list<int64_t> args,
                             absl::Span<const int64_t> fields, const absl::Status& local,
-                            absl::string_view payload, int64_t private_offset,
+                            absl::string_view payload, bool allow_direct, int64_t private_offset,
                             int64_t private_length) {
   const int world = group_.world();
   const int rank = group_.rank();
   fp_ = fp;
-  info_ = static_cast<int64_t>(op_) | (local.ok() ? 0 : kShmInvalidFlag);
   payload_ = local.ok() ? payload : absl::string_view();
+  // A direct payload stays where it is; peers read it in place if the call goes
+  // direct, which it does whenever any rank's payload is direct.
+  const bool direct_payload = allow_direct && group_.direct() &&
+                              static_cast<int64_t>(payload_.size()) >=
+                                  std::max<int64_t>(1, group_.options().direct_min_bytes);
+  info_ = static_cast<int64_t>(op_) | (local.ok() ? 0 : kShmInvalidFlag) |
+          (direct_payload ? kShmDirectFlag : 0);
   round0_parity_ = group_.parity();
   WriteHeader(round0_parity_, 0, args);
+  segment_.round_header(rank, round0_parity_).payload_address =
+      static_cast<int64_t>(reinterpret_cast<uintptr_t>(payload_.data()));
   if (local.ok()) {
     std::copy_n(fields.begin(), std::min<size_t>(fields.size(), 2 * world),
                 segment_.fields(rank, round0_parity_));
   }
   private_begin_ = private_offset;
   private_end_ = private_offset + private_length;
-  CopyIn(round0_parity_, 0);
+  if (!direct_payload) CopyIn(round0_parity_, 0);
   if (absl::Status status = PublishAndWait(); !status.ok()) return status;
 
   const ShmRoundHeader& h0 = segment_.round_header(0, round0_parity_);
@@ -125,27 +134,71 @@ absl::Status ShmCall::Start(int64_t fp, std::initializer_list<int64_t> args,
     fields_[r] = segment_.fields(r, round0_parity_);
     sizes_[r] = h.payload_bytes;
     longest = std::max(longest, h.payload_bytes);
+    direct_ = direct_ || (h.info & kShmDirectFlag) != 0;
   }
-  rounds_ = std::max<int64_t>(1, (longest + chunk_ - 1) / chunk_);
+  rounds_ = direct_ ? 2 : std::max<int64_t>(1, (longest + chunk_ - 1) / chunk_);
   return absl::OkStatus();
 }
 
-absl::Status ShmCall::Transfer(ChunkFn consume) {
-  const int world = group_.world();
+absl::Status ShmCall::NextRound(int64_t round, int64_t begin, uint64_t* parity) {
+  *parity = group_.parity();
+  WriteHeader(*parity, round, {});
+  if (!direct_) CopyIn(*parity, begin);
+  if (absl::Status status = PublishAndWait(); !status.ok()) return status;
+  for (int r = 0; r < group_.world(); ++r) {
+    const ShmRoundHeader& h = segment_.round_header(r, *parity);
+    if (h.fp != fp_ || h.round != round) return Desync(group_.rank(), r, *parity);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmCall::TransferDirect(absl::Span<const Read> reads) {
   const int rank = group_.rank();
+  absl::Status read_status;
+  int failed_peer = -1;
+  for (const Read& read : reads) {
+    const int64_t length = std::min(read.length, sizes_[read.from] - read.offset);
+    if (length <= 0) continue;
+    if (read.from == rank) {
+      // memmove: an all-gather's input may be its own block of the output.
+      std::memmove(read.dst, payload_.data() + read.offset, length);
+      continue;
+    }
+    const auto address = static_cast<uint64_t>(
+        segment_.round_header(read.from, round0_parity_).payload_address + read.offset);
+    read_status = ReadPeerMemory(group_.pid(read.from), address, read.dst, length);
+    if (!read_status.ok()) {
+      failed_peer = read.from;
+      break;
+    }
+  }
+  if (!read_status.ok()) {
+    // Most likely the peer died under the read: say so, as a wait would.
+    absl::Status gone = absl::IsUnavailable(read_status) ? group_.NotePeerExited(failed_peer)
+                                                         : group_.CheckPeer(failed_peer);
+    if (!gone.ok()) {
+      return absl::UnavailableError(absl::StrCat(DescribeCall(op_, tag_), " on rank ", rank,
+                                                 " of shm group '", group_.name(),
+                                                 "': ", gone.message()));
+    }
+    return absl::InternalError(absl::StrCat(DescribeCall(op_, tag_), " on rank ", rank,
+                                            " of shm group '", group_.name(),
+                                            "': direct read failed: ", read_status.message()));
+  }
+  // Every receiver is done with every sender's buffer once all publish this round.
+  uint64_t parity = 0;
+  return NextRound(1, 0, &parity);
+}
+
+absl::Status ShmCall::Transfer(ChunkFn consume) {
+  if (direct_) return absl::InternalError("a direct shm call must use Transfer(reads)");
+  const int world = group_.world();
   chunks_.resize(world);
   for (int64_t round = 0; round < rounds_; ++round) {
     const int64_t begin = round * chunk_;
     uint64_t parity = round0_parity_;
     if (round > 0) {
-      parity = group_.parity();
-      WriteHeader(parity, round, {});
-      CopyIn(parity, begin);
-      if (absl::Status status = PublishAndWait(); !status.ok()) return status;
-      for (int r = 0; r < world; ++r) {
-        const ShmRoundHeader& h = segment_.round_header(r, parity);
-        if (h.fp != fp_ || h.round != round) return Desync(rank, r, parity);
-      }
+      if (absl::Status status = NextRound(round, begin, &parity); !status.ok()) return status;
     }
     for (int r = 0; r < world; ++r) chunks_[r] = segment_.data(r, parity);
     consume(begin, chunks_);
@@ -154,6 +207,7 @@ absl::Status ShmCall::Transfer(ChunkFn consume) {
 }
 
 absl::Status ShmCall::Transfer(absl::Span<const Read> reads) {
+  if (direct_) return TransferDirect(reads);
   const int rank = group_.rank();
   return Transfer([&](int64_t begin, absl::Span<const char* const> chunks) {
     for (const Read& read : reads) {
@@ -162,7 +216,7 @@ absl::Status ShmCall::Transfer(absl::Span<const Read> reads) {
       if (start >= end) continue;
       const char* src =
           read.from == rank ? payload_.data() + start : chunks[read.from] + (start - begin);
-      std::memcpy(read.dst + (start - read.offset), src, end - start);
+      std::memmove(read.dst + (start - read.offset), src, end - start);  // See TransferDirect.
     }
   });
 }

@@ -11,12 +11,19 @@
 // the same headers, so all reach the same verdict. Later rounds check that no peer
 // has moved on to another call.
 //
+// Direct calls (ShmOptions::direct_copy, for ops that read payloads through
+// Transfer(reads) only): a rank whose payload is large publishes its address instead
+// of its first chunk; if any rank did, every receiver reads every peer's bytes in
+// place (shm_direct.h), and a second round keeps each sender in the call until every
+// receiver is done with its buffer.
+//
 // Internal to ShmCommunicator. Thread safety: one call, one thread.
 #ifndef LOCKSTEP_RUNTIME_COMM_SHM_CALL_H_
 #define LOCKSTEP_RUNTIME_COMM_SHM_CALL_H_
 
 #include <cstdint>
 #include <initializer_list>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -40,10 +47,11 @@ class ShmCall {
   // of it). `payload` must stay valid until Transfer returns. Bytes [private_offset,
   // private_offset + private_length) of it are read by this rank only (its own block
   // of an all-to-all): they never go through the segment.
+  // `allow_direct`: the op reads payloads only through Transfer(reads).
   absl::Status Start(int64_t fp, std::initializer_list<int64_t> args,
                      absl::Span<const int64_t> fields, const absl::Status& local,
-                     absl::string_view payload, int64_t private_offset = 0,
-                     int64_t private_length = 0);
+                     absl::string_view payload, bool allow_direct = false,
+                     int64_t private_offset = 0, int64_t private_length = 0);
 
   // After Start: rank r's fields and payload size.
   int64_t field(int r, int i) const { return fields_[r][i]; }
@@ -76,6 +84,11 @@ class ShmCall {
   // Publishes this rank's buffer and waits for the peers'.
   absl::Status PublishAndWait();
   absl::Status Desync(int a, int b, uint64_t parity) const;
+  // Runs a later round: publishes this rank's header (and its chunk of the payload
+  // starting at `begin`, unless direct), waits, checks that every peer is in this
+  // round of this call. Sets *parity to the round's buffer.
+  absl::Status NextRound(int64_t round, int64_t begin, uint64_t* parity);
+  absl::Status TransferDirect(absl::Span<const Read> reads);
 
   ShmGroup& group_;
   const ShmSegment& segment_;
@@ -89,6 +102,7 @@ class ShmCall {
   absl::string_view payload_;
   int64_t private_begin_ = 0;
   int64_t private_end_ = 0;
+  bool direct_ = false;  // this call reads payloads in place (agreed after round 0)
   uint64_t round0_parity_ = 0;
   int64_t rounds_ = 1;
   std::vector<const int64_t*> fields_;

@@ -124,7 +124,7 @@ absl::Status ShmCommunicator::AllGather(absl::Span<const int64_t> in, absl::Span
         absl::StrCat("out has ", out.size(), " elements, expected ", world_size_, " * ", n));
   }
   return Run(CollectiveOp::kAllGather, options, [&](ShmCall& call) -> absl::Status {
-    RETURN_IF_ERROR(call.Start(fp, {n}, {}, local, Bytes(in)));
+    RETURN_IF_ERROR(call.Start(fp, {n}, {}, local, Bytes(in), /*allow_direct=*/true));
     std::vector<ShmCall::Read> reads;
     for (int s = 0; s < world_size_; ++s) {
       reads.push_back({s, 0, n * 8, reinterpret_cast<char*>(out.data() + s * n)});
@@ -138,7 +138,7 @@ absl::StatusOr<std::vector<std::string>> ShmCommunicator::AllGatherBytes(
   const int64_t fp = CallFingerprint(CollectiveOp::kAllGatherBytes, options.tag);
   std::vector<std::string> result;
   RETURN_IF_ERROR(Run(CollectiveOp::kAllGatherBytes, options, [&](ShmCall& call) -> absl::Status {
-    RETURN_IF_ERROR(call.Start(fp, {}, {}, absl::OkStatus(), data));
+    RETURN_IF_ERROR(call.Start(fp, {}, {}, absl::OkStatus(), data, /*allow_direct=*/true));
     result.resize(world_size_);
     std::vector<ShmCall::Read> reads;
     for (int s = 0; s < world_size_; ++s) {
@@ -156,7 +156,7 @@ absl::Status ShmCommunicator::Broadcast(std::string* data, int root, const CallO
       BadRoot(CollectiveOp::kBroadcast, options.tag, rank_, root, world_size_);
   return Run(CollectiveOp::kBroadcast, options, [&](ShmCall& call) -> absl::Status {
     const absl::string_view payload = rank_ == root ? absl::string_view(*data) : "";
-    RETURN_IF_ERROR(call.Start(fp, {root}, {}, local, payload));
+    RETURN_IF_ERROR(call.Start(fp, {root}, {}, local, payload, /*allow_direct=*/true));
     if (rank_ == root) return call.Transfer(absl::Span<const ShmCall::Read>());
     data->resize(call.payload_bytes(root));
     const ShmCall::Read read = {root, 0, call.payload_bytes(root), data->data()};
@@ -170,7 +170,7 @@ absl::StatusOr<std::vector<std::string>> ShmCommunicator::Gather(absl::string_vi
   const absl::Status local = BadRoot(CollectiveOp::kGather, options.tag, rank_, root, world_size_);
   std::vector<std::string> result;
   RETURN_IF_ERROR(Run(CollectiveOp::kGather, options, [&](ShmCall& call) -> absl::Status {
-    RETURN_IF_ERROR(call.Start(fp, {root}, {}, local, data));
+    RETURN_IF_ERROR(call.Start(fp, {root}, {}, local, data, /*allow_direct=*/true));
     std::vector<ShmCall::Read> reads;
     if (rank_ == root) {
       result.resize(world_size_);
@@ -196,7 +196,8 @@ absl::Status ShmCommunicator::AllToAll(absl::Span<const int64_t> send, absl::Spa
                      " elements; both must be the same multiple of the world size ", world_size_));
   }
   return Run(CollectiveOp::kAllToAll, options, [&](ShmCall& call) -> absl::Status {
-    RETURN_IF_ERROR(call.Start(fp, {n}, {}, local, Bytes(send), rank_ * n * 8, n * 8));
+    RETURN_IF_ERROR(
+        call.Start(fp, {n}, {}, local, Bytes(send), /*allow_direct=*/true, rank_ * n * 8, n * 8));
     std::vector<ShmCall::Read> reads;
     for (int s = 0; s < world_size_; ++s) {
       reads.push_back({s, rank_ * n * 8, n * 8, reinterpret_cast<char*>(recv.data() + s * n)});
@@ -229,7 +230,8 @@ absl::Status ShmCommunicator::AllToAllV(absl::Span<const float> send,
       }
     }
     RETURN_IF_ERROR(call.Start(fp, {}, fields, local, Bytes(send.subspan(0, send_total)),
-                               own_offset * 4, local.ok() ? send_counts[rank_] * 4 : 0));
+                               /*allow_direct=*/true, own_offset * 4,
+                               local.ok() ? send_counts[rank_] * 4 : 0));
     const int world = world_size_;
     for (int s = 0; s < world; ++s) {
       for (int r = 0; r < world; ++r) {
@@ -278,8 +280,8 @@ absl::StatusOr<std::vector<std::string>> ShmCommunicator::AllToAllBytes(
         flat += send[r];
       }
     }
-    RETURN_IF_ERROR(
-        call.Start(fp, {}, sizes, local, flat, own_offset, local.ok() ? sizes[rank_] : 0));
+    RETURN_IF_ERROR(call.Start(fp, {}, sizes, local, flat, /*allow_direct=*/true, own_offset,
+                               local.ok() ? sizes[rank_] : 0));
     result.resize(world_size_);
     std::vector<ShmCall::Read> reads;
     for (int s = 0; s < world_size_; ++s) {

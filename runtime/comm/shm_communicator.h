@@ -8,11 +8,14 @@
 //   options.world_size = 4;
 //   ASSIGN_OR_RETURN(std::unique_ptr<ShmCommunicator> comm, ShmCommunicator::Create(options));
 //
-// Transport (shm_segment.h, shm_group.h, shm_call.h): one segment per group, a slot
-// per rank with sequence-numbered double round buffers, spin-then-futex waiting. A call
-// is a header round that carries up to chunk_bytes of every rank's payload (the vote,
-// the intake broadcast and the response gather are one round), plus one round per
-// further chunk for large payloads (the MoE all-to-all-v): two memcpys per byte.
+// Transport (shm_segment.h, shm_group.h, shm_call.h, shm_direct.h): one segment per
+// group, a slot per rank with sequence-numbered double round buffers, spin-then-futex
+// waiting. A call is a header round that carries up to chunk_bytes of every rank's
+// payload (the vote, the intake broadcast and the response gather are one round).
+// Larger payloads (the MoE all-to-all-v) are either read by each receiver straight
+// from the sender's buffer (one copy, process_vm_readv; when every rank can, probed at
+// join) plus one round that releases the senders, or staged through the segment in
+// one round per further chunk (two copies).
 //
 // Contract (communicator.h), as for GlooCommunicator, with the same fingerprints
 // (collective_op.h):

@@ -42,6 +42,15 @@ using ::lockstep::testing::TestSeed;
 using ::testing::HasSubstr;
 
 constexpr int64_t kSmallChunk = 256;  // Forces multi-round calls in the conformance suite.
+constexpr int64_t kStaged = -1;       // direct_min: no direct reads at all
+constexpr int64_t kAlwaysDirect = 1;  // direct_min: every payload read in place
+constexpr int64_t kDefaultDirect = int64_t{64} << 10;
+
+// How payloads move: the round size, and from what size they are read in place.
+struct Mode {
+  int64_t chunk = int64_t{1} << 20;
+  int64_t direct_min = kDefaultDirect;
+};
 
 CallOptions Tag(absl::string_view tag, absl::Duration timeout = absl::Seconds(10)) {
   CallOptions options;
@@ -65,12 +74,14 @@ bool NameExists(const std::string& name) {
   return stat(absl::StrCat("/dev/shm/", name).c_str(), &st) == 0;
 }
 
-ShmOptions Options(const std::string& name, int rank, int world, int64_t chunk) {
+ShmOptions Options(const std::string& name, int rank, int world, Mode mode = {}) {
   ShmOptions options;
   options.name = name;
   options.rank = rank;
   options.world_size = world;
-  options.chunk_bytes = chunk;
+  options.chunk_bytes = mode.chunk;
+  options.direct_copy = mode.direct_min != kStaged;
+  options.direct_min_bytes = std::max<int64_t>(mode.direct_min, 1);
   options.connect_timeout = absl::Seconds(20);
   return options;
 }
@@ -81,13 +92,12 @@ using Group = std::vector<std::unique_ptr<Communicator>>;
 using RankFn = std::function<absl::Status(Communicator&)>;
 
 // Creates the ranks of one group, one thread each (Create blocks until all attach).
-Group MakeThreadGroup(int world, int64_t chunk = int64_t{1} << 20,
-                      std::string name = FreshName("threads")) {
+Group MakeThreadGroup(int world, Mode mode = {}, std::string name = FreshName("threads")) {
   Group group(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      auto comm = ShmCommunicator::Create(Options(name, r, world, chunk));
+      auto comm = ShmCommunicator::Create(Options(name, r, world, mode));
       EXPECT_THAT(comm, IsOk()) << "rank " << r;
       if (comm.ok()) group[r] = *std::move(comm);
     });
@@ -110,13 +120,13 @@ std::vector<absl::Status> RunAll(Group& group, const RankFn& fn) {
   return RunRanks(group, std::vector<RankFn>(group.size(), fn));
 }
 
-class ShmThreadsConformanceTest : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
+class ShmThreadsConformanceTest : public ::testing::TestWithParam<std::tuple<int, Mode>> {};
 
 TEST_P(ShmThreadsConformanceTest, EveryOpMatchesTheReference) {
-  const auto [world, chunk] = GetParam();
+  const auto [world, mode] = GetParam();
   const uint64_t seed = TestSeed();
   SCOPED_TRACE(SeedTrace(seed));
-  Group group = MakeThreadGroup(world, chunk);
+  Group group = MakeThreadGroup(world, mode);
   ASSERT_TRUE(group.back() != nullptr);
   for (const absl::Status& s : RunAll(group, [&](Communicator& comm) {
          return testing::RunConformance(comm, seed, /*rounds=*/4);
@@ -125,13 +135,15 @@ TEST_P(ShmThreadsConformanceTest, EveryOpMatchesTheReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldsAndChunks, ShmThreadsConformanceTest,
+// Staged in many rounds, the defaults, and every payload read in place.
+INSTANTIATE_TEST_SUITE_P(WorldsAndModes, ShmThreadsConformanceTest,
                          ::testing::Combine(::testing::Values(1, 2, 4, 8),
-                                            ::testing::Values(kSmallChunk, int64_t{1} << 20)));
+                                            ::testing::Values(Mode{kSmallChunk, kStaged}, Mode{},
+                                                              Mode{4096, kAlwaysDirect})));
 
 TEST(ShmCommunicatorTest, NameIsUnlinkedOnceEveryRankAttached) {
   const std::string name = FreshName("unlinked");
-  Group group = MakeThreadGroup(3, 4096, name);
+  Group group = MakeThreadGroup(3, {4096}, name);
   ASSERT_TRUE(group.back() != nullptr);
   EXPECT_FALSE(NameExists(name));
   for (const absl::Status& s :
@@ -275,7 +287,7 @@ TEST(ShmCommunicatorTest, DestroyedMemberMakesPeersUnavailable) {
 
 TEST(ShmCommunicatorTest, MissingPeerTimesOutTheBootstrapAndLeavesNoName) {
   const std::string name = FreshName("lonely");
-  ShmOptions options = Options(name, 0, 2, 4096);
+  ShmOptions options = Options(name, 0, 2);
   options.connect_timeout = absl::Milliseconds(100);
   EXPECT_THAT(ShmCommunicator::Create(options),
               StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("rank(s) 1 did not attach")));
@@ -292,13 +304,13 @@ TEST(ShmCommunicatorTest, ANewEpochNeverSeesTheOldSegment) {
     (*stale)->control(r).state.store(static_cast<uint32_t>(internal::ShmRankState::kAttached));
   }
   // Its name is never reused: a group under the old epoch cannot even be created.
-  ShmOptions reuse = Options(old_name, 0, 2, 4096);
+  ShmOptions reuse = Options(old_name, 0, 2);
   reuse.connect_timeout = absl::Milliseconds(50);
   EXPECT_THAT(ShmCommunicator::Create(reuse), StatusIs(absl::StatusCode::kAlreadyExists));
   // The relaunch, under a new epoch, starts from scratch.
   const uint64_t seed = TestSeed();
   SCOPED_TRACE(SeedTrace(seed));
-  Group group = MakeThreadGroup(2, 4096, FreshName("epoch2"));
+  Group group = MakeThreadGroup(2, {4096}, FreshName("epoch2"));
   ASSERT_TRUE(group.back() != nullptr);
   EXPECT_EQ(static_cast<ShmCommunicator&>(*group[0]).rounds_published(), 0u);
   for (const absl::Status& s : RunAll(group, [&](Communicator& comm) {
@@ -311,19 +323,20 @@ TEST(ShmCommunicatorTest, ANewEpochNeverSeesTheOldSegment) {
   EXPECT_FALSE(NameExists(old_name));
 }
 
-// ---- Ranks as processes. args: segment name, seed, chunk bytes.
+// ---- Ranks as processes. args: segment name, seed, chunk bytes, direct_min.
 
 struct RankArgs {
   std::string name;
   uint64_t seed = 1;
-  int64_t chunk = int64_t{1} << 20;
+  Mode mode;
 };
 
 RankArgs ParseArgs(const RankProcessRole& role) {
   RankArgs args;
   args.name = role.args.at(0);
   if (role.args.size() > 1) (void)absl::SimpleAtoi(role.args[1], &args.seed);
-  if (role.args.size() > 2) (void)absl::SimpleAtoi(role.args[2], &args.chunk);
+  if (role.args.size() > 2) (void)absl::SimpleAtoi(role.args[2], &args.mode.chunk);
+  if (role.args.size() > 3) (void)absl::SimpleAtoi(role.args[3], &args.mode.direct_min);
   return args;
 }
 
@@ -335,7 +348,7 @@ absl::Status Expect(bool condition, absl::string_view what, const absl::Status& 
 absl::Status RunConformanceRank(const RankProcessRole& role) {
   const RankArgs args = ParseArgs(role);
   ASSIGN_OR_RETURN(auto comm, ShmCommunicator::Create(
-                                  Options(args.name, role.rank, role.world_size, args.chunk)));
+                                  Options(args.name, role.rank, role.world_size, args.mode)));
   return testing::RunConformance(*comm, args.seed, /*rounds=*/3);
 }
 
@@ -343,9 +356,10 @@ absl::Status RunConformanceRank(const RankProcessRole& role) {
 absl::Status RunTwoGroupsRank(const RankProcessRole& role) {
   const RankArgs args = ParseArgs(role);
   ASSIGN_OR_RETURN(auto executor, ShmCommunicator::Create(Options(args.name + "-exec", role.rank,
-                                                                  role.world_size, 4096)));
-  ASSIGN_OR_RETURN(auto engine, ShmCommunicator::Create(Options(args.name + "-engine", role.rank,
-                                                                role.world_size, 256)));
+                                                                  role.world_size, {4096})));
+  ASSIGN_OR_RETURN(auto engine,
+                   ShmCommunicator::Create(Options(args.name + "-engine", role.rank,
+                                                   role.world_size, {kSmallChunk, kAlwaysDirect})));
   absl::Status engine_status;
   std::thread engine_thread(
       [&] { engine_status = testing::RunConformance(*engine, args.seed + 1, /*rounds=*/3); });
@@ -355,13 +369,16 @@ absl::Status RunTwoGroupsRank(const RankProcessRole& role) {
   return engine_status;
 }
 
-// The last rank SIGKILLs itself in the middle of a many-round all-to-all-v (once it
-// has published 3 of its rounds); the others must see Unavailable, not wait for their
-// 30 s deadline.
+// The last rank SIGKILLs itself in the middle of an all-to-all-v: staged in many
+// rounds, once it has published 3 of them; direct, once it has published round 0
+// (peers may be reading its memory). The others must see Unavailable naming it, not
+// wait for their 30 s deadline.
 absl::Status RunSigkillRank(const RankProcessRole& role) {
   const RankArgs args = ParseArgs(role);
   const int world = role.world_size;
-  ASSIGN_OR_RETURN(auto comm, ShmCommunicator::Create(Options(args.name, role.rank, world, 4096)));
+  const uint64_t rounds_before_death = args.mode.direct_min == kStaged ? 3 : 1;
+  ASSIGN_OR_RETURN(auto comm,
+                   ShmCommunicator::Create(Options(args.name, role.rank, world, args.mode)));
   RETURN_IF_ERROR(comm->Barrier(Tag("ready")));
   const int64_t per_peer = 4096;  // floats: 16 KiB per peer, 16 rounds of 4 KiB at 4 ranks
   std::vector<float> send(per_peer * world, 1.0f);
@@ -370,8 +387,8 @@ absl::Status RunSigkillRank(const RankProcessRole& role) {
   std::thread killer;
   if (role.rank == world - 1) {
     const uint64_t start = comm->rounds_published();
-    killer = std::thread([&comm, start] {
-      while (comm->rounds_published() < start + 3) sched_yield();
+    killer = std::thread([&comm, start, rounds_before_death] {
+      while (comm->rounds_published() < start + rounds_before_death) sched_yield();
       raise(SIGKILL);
     });
   }
@@ -416,34 +433,38 @@ void ExpectAllExitedZero(const absl::StatusOr<std::vector<testing::RankExit>>& e
   }
 }
 
-std::vector<std::string> ProcessArgs(absl::string_view what, int64_t chunk) {
-  return {FreshName(what), absl::StrCat(TestSeed()), absl::StrCat(chunk)};
+std::vector<std::string> ProcessArgs(absl::string_view what, Mode mode = {}) {
+  return {FreshName(what), absl::StrCat(TestSeed()), absl::StrCat(mode.chunk),
+          absl::StrCat(mode.direct_min)};
 }
 
-class ShmProcessConformanceTest : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
+class ShmProcessConformanceTest : public ::testing::TestWithParam<std::tuple<int, Mode>> {};
 
 TEST_P(ShmProcessConformanceTest, EveryOpMatchesTheReference) {
-  const auto [world, chunk] = GetParam();
+  const auto [world, mode] = GetParam();
   SCOPED_TRACE(SeedTrace(TestSeed()));
-  const std::vector<std::string> args = ProcessArgs("conformance", chunk);
+  const std::vector<std::string> args = ProcessArgs("conformance", mode);
   ExpectAllExitedZero(testing::RunRankProcesses("conformance", world, args, kRunTimeout));
   EXPECT_FALSE(NameExists(args[0]));
 }
 
+// Direct reads across processes (process_vm_readv) at 2 and 8 ranks, staged at 4.
 INSTANTIATE_TEST_SUITE_P(Worlds, ShmProcessConformanceTest,
-                         ::testing::Values(std::tuple{1, int64_t{1} << 20},
-                                           std::tuple{2, int64_t{1} << 20},
-                                           std::tuple{4, kSmallChunk}, std::tuple{8, kSmallChunk}));
+                         ::testing::Values(std::tuple{1, Mode{}},
+                                           std::tuple{2, Mode{4096, kAlwaysDirect}},
+                                           std::tuple{4, Mode{kSmallChunk, kStaged}},
+                                           std::tuple{8, Mode{kSmallChunk, kAlwaysDirect}}));
 
 TEST(ShmProcessTest, TwoGroupsInTheSameProcessesStayIndependent) {
   SCOPED_TRACE(SeedTrace(TestSeed()));
-  ExpectAllExitedZero(
-      testing::RunRankProcesses("two_groups", 3, ProcessArgs("two", 0), kRunTimeout));
+  ExpectAllExitedZero(testing::RunRankProcesses("two_groups", 3, ProcessArgs("two"), kRunTimeout));
 }
 
-TEST(ShmProcessTest, SigkilledPeerMidCollectiveIsUnavailableOnTheSurvivors) {
+class ShmSigkillTest : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(ShmSigkillTest, SigkilledPeerMidCollectiveIsUnavailableOnTheSurvivors) {
   absl::StatusOr<std::vector<testing::RankExit>> exits =
-      testing::RunRankProcesses("sigkill", 4, ProcessArgs("sigkill", 4096), kRunTimeout);
+      testing::RunRankProcesses("sigkill", 4, ProcessArgs("sigkill", GetParam()), kRunTimeout);
   ASSERT_THAT(exits, IsOk());
   for (int r = 0; r < 3; ++r) {
     EXPECT_TRUE((*exits)[r].exited && (*exits)[r].exit_code == 0)
@@ -451,6 +472,9 @@ TEST(ShmProcessTest, SigkilledPeerMidCollectiveIsUnavailableOnTheSurvivors) {
   }
   EXPECT_EQ((*exits)[3].signal, SIGKILL) << testing::DescribeExit((*exits)[3]);
 }
+
+INSTANTIATE_TEST_SUITE_P(StagedAndDirect, ShmSigkillTest,
+                         ::testing::Values(Mode{4096, kStaged}, Mode{4096, kAlwaysDirect}));
 
 }  // namespace
 }  // namespace lockstep::comm

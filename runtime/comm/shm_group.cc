@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "runtime/comm/shm_direct.h"
 
 namespace lockstep::comm::internal {
 namespace {
@@ -43,6 +45,8 @@ void FutexWait(std::atomic<uint32_t>& word, uint32_t expected, absl::Duration ti
 void FutexWakeAll(std::atomic<uint32_t>& word) {
   syscall(SYS_futex, FutexAddress(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
+
+constexpr uint64_t kProbeCookie = 0x6c6f636b73746570ULL;  // "lockstep"
 
 // RAII count of a rank inside the sleep protocol (see WaitForRound).
 class Sleeper {
@@ -81,6 +85,7 @@ absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Join(const ShmOptions& optio
   if (status.ok()) {
     group.reset(new ShmGroup(options, *std::move(segment)));
     status = group->Attach(deadline);
+    if (status.ok()) status = group->AgreeOnDirectReads(deadline);
   }
   if (!status.ok()) {
     group.reset();
@@ -105,6 +110,7 @@ ShmGroup::ShmGroup(const ShmOptions& options, std::unique_ptr<ShmSegment> segmen
       segment_(std::move(segment)),
       oversubscribed_(static_cast<unsigned>(options.world_size) >
                       std::max(1u, std::thread::hardware_concurrency())),
+      cookie_(kProbeCookie ^ static_cast<uint64_t>(options.rank)),
       pidfds_(options.world_size, -1),
       dead_(options.world_size, false) {}
 
@@ -131,7 +137,33 @@ void ShmGroup::WakeAll() {
 
 void ShmGroup::MarkBroken(absl::StatusCode code) {
   segment_->control(rank_).broken_code.store(static_cast<uint32_t>(code));
+  segment_->control(rank_).broken_cause.store(gone_rank_ + 1);
   SetState(ShmRankState::kBroken);
+}
+
+template <typename Pending>
+absl::Status ShmGroup::WaitForSlots(absl::Time deadline, absl::string_view what, Pending pending) {
+  ShmGroupHeader& header = segment_->header();
+  while (true) {
+    Sleeper sleeper(header.sleepers);
+    const uint32_t word = header.futex.load();
+    std::vector<int> missing;
+    for (int r = 0; r < world_; ++r) {
+      const auto state = static_cast<ShmRankState>(segment_->control(r).state.load());
+      if (state == ShmRankState::kLeft || state == ShmRankState::kBroken) {
+        return absl::UnavailableError(absl::StrCat("rank ", r, " left before every rank ", what));
+      }
+      if (pending(r)) missing.push_back(r);
+    }
+    if (missing.empty()) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("rank(s) ", absl::StrJoin(missing, ", "), " did not ", what, " within ",
+                       absl::FormatDuration(options_.connect_timeout)));
+    }
+    FutexWait(header.futex, word, std::min(deadline - now, absl::Milliseconds(100)));
+  }
 }
 
 absl::Status ShmGroup::Attach(absl::Time deadline) {
@@ -142,34 +174,34 @@ absl::Status ShmGroup::Attach(absl::Time deadline) {
         absl::StrCat("rank ", rank_, " is already attached (pid ", mine.pid.load(), ")"));
   }
   mine.pid.store(static_cast<int32_t>(getpid()));
+  mine.probe_address.store(reinterpret_cast<uint64_t>(&cookie_));
   if (!mine.state.compare_exchange_strong(expected,
                                           static_cast<uint32_t>(ShmRankState::kAttached))) {
     return absl::AlreadyExistsError(absl::StrCat("rank ", rank_, " is already attached"));
   }
   WakeAll();
-  ShmGroupHeader& header = segment_->header();
-  while (true) {
-    Sleeper sleeper(header.sleepers);
-    const uint32_t word = header.futex.load();
-    std::vector<int> missing;
-    for (int r = 0; r < world_; ++r) {
-      const auto state = static_cast<ShmRankState>(segment_->control(r).state.load());
-      if (state == ShmRankState::kEmpty) missing.push_back(r);
-      if (state == ShmRankState::kLeft || state == ShmRankState::kBroken) {
-        return absl::UnavailableError(
-            absl::StrCat("rank ", r, " left before every rank had attached"));
-      }
-    }
-    if (missing.empty()) break;
-    const absl::Time now = absl::Now();
-    if (now >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("rank(s) ", absl::StrJoin(missing, ", "), " did not attach within ",
-                       absl::FormatDuration(options_.connect_timeout)));
-    }
-    FutexWait(header.futex, word, std::min(deadline - now, absl::Milliseconds(100)));
-  }
+  RETURN_IF_ERROR(WaitForSlots(deadline, "attach", [&](int r) {
+    return segment_->control(r).state.load() == static_cast<uint32_t>(ShmRankState::kEmpty);
+  }));
   OpenPeerPidfds();
+  return absl::OkStatus();
+}
+
+absl::Status ShmGroup::AgreeOnDirectReads(absl::Time deadline) {
+  bool can_read = options_.direct_copy;
+  for (int r = 0; r < world_ && can_read; ++r) {
+    const ShmSlotControl& peer = segment_->control(r);
+    can_read = r == rank_ || CanReadPeerMemory(peer.pid.load(), peer.probe_address.load(),
+                                               kProbeCookie ^ static_cast<uint64_t>(r));
+  }
+  segment_->control(rank_).direct_state.store(can_read ? 1 : 2);
+  WakeAll();
+  RETURN_IF_ERROR(WaitForSlots(deadline, "probe its peers", [&](int r) {
+    return segment_->control(r).direct_state.load() == 0;
+  }));
+  direct_ = true;
+  for (int r = 0; r < world_; ++r)
+    direct_ = direct_ && segment_->control(r).direct_state.load() == 1;
   return absl::OkStatus();
 }
 
@@ -211,11 +243,19 @@ absl::Status ShmGroup::PeerGone(int r, bool check_pids) {
   const ShmSlotControl& peer = segment_->control(r);
   const auto state = static_cast<ShmRankState>(peer.state.load());
   if (state == ShmRankState::kLeft) {
+    gone_rank_ = r;
     return absl::UnavailableError(absl::StrCat("rank ", r, " left the group"));
   }
   if (state == ShmRankState::kBroken) {
     // That rank gave up because of some rank that left or died: name the cause.
     if (absl::Status cause = FindDepartedPeer(); !cause.ok()) return cause;
+    const int cause = peer.broken_cause.load() - 1;
+    if (cause >= 0 && cause != rank_) {
+      gone_rank_ = cause;
+      return absl::UnavailableError(absl::StrCat("rank ", cause, " (pid ",
+                                                 segment_->control(cause).pid.load(),
+                                                 ") is gone (rank ", r, " saw it leave or exit)"));
+    }
     return absl::UnavailableError(absl::StrCat(
         "rank ", r, " failed an earlier call (",
         absl::StatusCodeToString(static_cast<absl::StatusCode>(peer.broken_code.load())), ")"));
@@ -230,9 +270,15 @@ absl::Status ShmGroup::PeerGone(int r, bool check_pids) {
     }
   }
   if (dead_[r]) {
+    gone_rank_ = r;
     return absl::UnavailableError(absl::StrCat("rank ", r, " (pid ", pid, ") exited"));
   }
   return absl::OkStatus();
+}
+
+absl::Status ShmGroup::NotePeerExited(int r) {
+  dead_[r] = true;
+  return PeerGone(r, /*check_pids=*/false);
 }
 
 absl::Status ShmGroup::FindDepartedPeer() {

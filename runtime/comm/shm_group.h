@@ -25,6 +25,8 @@
 #ifndef LOCKSTEP_RUNTIME_COMM_SHM_GROUP_H_
 #define LOCKSTEP_RUNTIME_COMM_SHM_GROUP_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -69,6 +71,17 @@ class ShmGroup {
   // once with Unavailable.
   void MarkBroken(absl::StatusCode code);
 
+  // Unavailable if rank `r` left, broke or exited (its pid checked now), else OK.
+  absl::Status CheckPeer(int r) { return PeerGone(r, /*check_pids=*/true); }
+  // Records that rank `r` exited (seen by a failed direct read); returns Unavailable
+  // saying so.
+  absl::Status NotePeerExited(int r);
+
+  // Whether every rank can read every peer's memory (agreed at Join).
+  bool direct() const { return direct_; }
+  const ShmOptions& options() const { return options_; }
+  pid_t pid(int rank) const { return segment_->control(rank).pid.load(); }
+
  private:
   ShmGroup(const ShmOptions& options, std::unique_ptr<ShmSegment> segment);
 
@@ -83,6 +96,11 @@ class ShmGroup {
   void WakeAll();
   void SetState(ShmRankState state);
   absl::Status Attach(absl::Time deadline);
+  // Probes every peer's memory and waits for every rank's verdict (sets direct_).
+  absl::Status AgreeOnDirectReads(absl::Time deadline);
+  // Waits until pending(r) is false for every rank r; `what` names the wait.
+  template <typename Pending>
+  absl::Status WaitForSlots(absl::Time deadline, absl::string_view what, Pending pending);
   void OpenPeerPidfds();
 
   const int rank_;
@@ -91,6 +109,9 @@ class ShmGroup {
   std::unique_ptr<ShmSegment> segment_;
   const bool oversubscribed_;  // more ranks than hardware threads
   uint64_t seq_ = 0;
+  int gone_rank_ = -1;  // the last peer this rank saw leave or exit (told to peers on break)
+  bool direct_ = false;
+  const uint64_t cookie_;  // the word peers probe (shm_direct.h); its address is published
   // pidfd of each peer process (-1: same process, or not opened); dead_[r] once its
   // exit was seen.
   std::vector<int> pidfds_;

@@ -28,6 +28,14 @@ struct ShmOptions {
   absl::Duration spin = absl::Microseconds(20);
   // How often a sleeping rank checks whether the peers it waits for still exist.
   absl::Duration liveness_interval = absl::Milliseconds(10);
+  // Ops whose receivers read distinct parts of each payload (all-to-alls, gathers,
+  // broadcasts) move a payload of at least direct_min_bytes with one copy: each
+  // receiver reads the sender's buffer in place (shm_direct.h), then one more round
+  // tells the senders they may return. Used only if every rank can read every peer
+  // (probed at join; every rank must set the same direct_copy). Otherwise, and for
+  // smaller payloads, bytes are staged through the segment (two copies).
+  bool direct_copy = true;
+  int64_t direct_min_bytes = int64_t{64} << 10;
 };
 
 }  // namespace lockstep::comm

@@ -4,7 +4,8 @@
 //   page 0      ShmGroupHeader: magic (set last by the creator), world size, chunk
 //               size, and the group's futex word and sleeper count
 //   slot r      (one per rank, page-aligned) ShmSlotControl: the rank's published
-//               round count `seq`, its pid and its state; then two round buffers
+//               round count `seq`, its pid, its state and whether it can read its
+//               peers' memory directly (shm_direct.h); then two round buffers
 //               (round k uses buffer k % 2), each a ShmRoundHeader, 2 * world int64
 //               header fields, and `chunk_bytes` of payload
 //
@@ -46,7 +47,7 @@ namespace internal {
 inline constexpr uint64_t kShmMagic = 0x314d48535054534cULL;  // "LSTPSHM1"
 inline constexpr uint32_t kShmLayoutVersion = 1;
 inline constexpr size_t kShmPageBytes = 4096;
-inline constexpr size_t kShmTagBytes = 60;
+inline constexpr size_t kShmTagBytes = 52;
 inline constexpr int kShmMaxWorld = 1024;
 
 // A rank's slot state. Only its owner writes it; kEmpty -> kAttached -> kLeft|kBroken.
@@ -65,10 +66,13 @@ struct ShmGroupHeader {
 };
 
 struct alignas(64) ShmSlotControl {
-  std::atomic<uint64_t> seq;          // rounds this rank has published
-  std::atomic<int32_t> pid;           // set before state becomes kAttached
-  std::atomic<uint32_t> state;        // ShmRankState
-  std::atomic<uint32_t> broken_code;  // absl::StatusCode, set before state kBroken
+  std::atomic<uint64_t> seq;            // rounds this rank has published
+  std::atomic<int32_t> pid;             // set before state becomes kAttached
+  std::atomic<uint32_t> state;          // ShmRankState
+  std::atomic<uint32_t> broken_code;    // absl::StatusCode, set before state kBroken
+  std::atomic<int32_t> broken_cause;    // 1 + the rank whose departure broke it, or 0
+  std::atomic<uint32_t> direct_state;   // 0 probing, 1 reads every peer, 2 cannot
+  std::atomic<uint64_t> probe_address;  // a word of this rank's memory peers probe
 };
 
 // What a rank writes at the start of a round buffer. Round 0 of a call carries the
@@ -81,12 +85,15 @@ struct ShmRoundHeader {
   int64_t payload_bytes;  // round 0: this rank's payload size
   int64_t args[3];        // round 0: the arguments the fingerprint covers
   int64_t num_args;
+  int64_t payload_address;  // round 0 of a direct call: where peers read the payload
   uint32_t tag_length;
   char tag[kShmTagBytes];  // truncated copy of the call's tag (for messages)
 };
 static_assert(sizeof(ShmRoundHeader) == 128);
 
-inline constexpr int64_t kShmInvalidFlag = 1 << 8;
+// Bits of ShmRoundHeader::info above the op.
+inline constexpr int64_t kShmInvalidFlag = 1 << 8;  // the rank's own arguments are bad
+inline constexpr int64_t kShmDirectFlag = 1 << 9;   // its payload is read in place
 
 // Byte sizes and offsets of a segment for (world, chunk).
 struct ShmLayout {
