@@ -8,7 +8,7 @@
 // with the in-process figures of the same run in the summary.
 //
 //   bazel run -c opt //runtime/comm:comm_bench [-- --iters=3000 --moe_iters=100
-//       --shm_chunk_kib=256 --shm_spin_us=20 --shm_direct=1 --compare_only]
+//       --shm_chunk_kib=256 --shm_spin_us=50 --shm_direct=1 --compare_only]
 //
 // Rank processes re-execute this binary (testing/rank_processes.h); rank 0 prints.
 

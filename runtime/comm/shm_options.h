@@ -25,7 +25,10 @@ struct ShmOptions {
   absl::Duration connect_timeout = absl::Seconds(30);
   // How long a waiting rank busy-polls before it sleeps on the futex. While more
   // ranks than hardware threads are attached, the poll yields the CPU between checks.
-  absl::Duration spin = absl::Microseconds(20);
+  // It must outlast a futex wake-up: on the 2-core VM an idle vCPU took ~35 us to
+  // wake, and with a 20 us spin two ranks fell into a cycle of putting each other to
+  // sleep (35 us per vote instead of 1 us; docs/perf.md).
+  absl::Duration spin = absl::Microseconds(50);
   // How often a sleeping rank checks whether the peers it waits for still exist.
   absl::Duration liveness_interval = absl::Milliseconds(10);
   // Ops whose receivers read distinct parts of each payload (all-to-alls, gathers,
