@@ -195,6 +195,31 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   reader.Finish();
 }
 
+void ReadPlacement(MapReader& reader, PlacementConfig& placement) {
+  reader.Int("gpus_per_node", &placement.gpus_per_node);
+  reader.Int("nodes_per_instance", &placement.nodes_per_instance);
+  reader.Bool("numa_bind", &placement.numa_bind);
+  reader.String("topology_key", &placement.topology_key);
+  reader.Bool("compute_domain", &placement.compute_domain);
+  const YAML::Node env = reader.Child("env");
+  if (env.IsDefined() && !env.IsNull()) {
+    if (!env.IsMap()) {
+      reader.Error(reader.PathOf("env"), "must be a mapping of variable names to values", env);
+    } else {
+      for (auto it = env.begin(); it != env.end(); ++it) {
+        const std::string name = it->first.IsScalar() ? it->first.Scalar() : "?";
+        if (!it->second.IsScalar()) {
+          reader.Error(absl::StrCat(reader.PathOf("env"), ".", name), "must be a string",
+                       it->second);
+          continue;
+        }
+        placement.env.emplace_back(name, it->second.Scalar());
+      }
+    }
+  }
+  reader.Finish();
+}
+
 std::string Resolve(std::string_view base_dir, const std::string& path) {
   if (path.empty() || base_dir.empty()) return path;
   std::filesystem::path p(path);
@@ -219,6 +244,8 @@ absl::StatusOr<DeploymentConfig> ParseUnchecked(std::string_view yaml_text,
   ReadModel(model, config.model);
   MapReader router(top.Child("router"), "router", errors);
   ReadRouter(router, config.router);
+  MapReader placement(top.Child("placement"), "placement", errors);
+  ReadPlacement(placement, config.placement);
   const YAML::Node instances = top.Child("instances");
   if (instances.IsDefined() && !instances.IsNull()) {
     if (!instances.IsSequence()) {

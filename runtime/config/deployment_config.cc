@@ -145,6 +145,66 @@ void ValidateInstance(const InstanceConfig& instance, const std::string& prefix,
   }
 }
 
+bool IsEnvName(std::string_view name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  for (char c : name) {
+    if (!IsNameChar(c, /*allow_dot=*/false) || c == '-') return false;
+  }
+  return true;
+}
+
+// A Kubernetes label key: an optional DNS prefix and '/', then a name of letters,
+// digits, '-', '_' and '.'.
+bool IsLabelKey(std::string_view key) {
+  if (key.empty() || key.size() > 316) return false;
+  for (char c : key) {
+    if (!IsNameChar(c, /*allow_dot=*/true) && c != '/') return false;
+  }
+  return key.find('/') == key.rfind('/') && key.front() != '/' && key.back() != '/';
+}
+
+void ValidatePlacement(const PlacementConfig& placement,
+                       const std::vector<InstanceConfig>& instances, Problems& problems) {
+  problems.InRange("placement.gpus_per_node", placement.gpus_per_node, 0, 64);
+  problems.InRange("placement.nodes_per_instance", placement.nodes_per_instance, 1, 64);
+  if (placement.nodes_per_instance >= 1) {
+    for (size_t i = 0; i < instances.size(); ++i) {
+      const int64_t world = instances[i].world_size;
+      const std::string field = absl::StrCat("instances[", i, "].world_size");
+      if (world % placement.nodes_per_instance != 0) {
+        problems.Add(field, absl::StrCat("must be a multiple of placement.nodes_per_instance (",
+                                         placement.nodes_per_instance, "), got ", world));
+      } else if (placement.gpus_per_node > 0 &&
+                 world / placement.nodes_per_instance > placement.gpus_per_node) {
+        problems.Add("placement.gpus_per_node",
+                     absl::StrCat("must be >= the ranks per node of ", instances[i].name, " (",
+                                  field, " / nodes_per_instance = ",
+                                  world / placement.nodes_per_instance, "), got ",
+                                  placement.gpus_per_node));
+      }
+    }
+  }
+  absl::flat_hash_set<std::string> env_names;
+  for (const auto& [name, value] : placement.env) {
+    const std::string field = absl::StrCat("placement.env.", name);
+    if (!IsEnvName(name)) {
+      problems.Add(field, "must be a variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    } else if (name.rfind("LOCKSTEP_", 0) == 0) {
+      problems.Add(field, "LOCKSTEP_* variables are set by Lockstep itself");
+    } else if (!env_names.insert(name).second) {
+      problems.Add(field, "is set twice");
+    }
+  }
+  if (!placement.topology_key.empty() && !IsLabelKey(placement.topology_key)) {
+    problems.Add("placement.topology_key",
+                 absl::StrCat("must be a node label key like nvidia.com/gpu.clique, got '",
+                              placement.topology_key, "'"));
+  }
+  if (placement.compute_domain && placement.gpus_per_node == 0) {
+    problems.Add("placement.compute_domain", "needs placement.gpus_per_node > 0");
+  }
+}
+
 }  // namespace
 
 std::string_view InstanceRoleName(InstanceRole role) { return NameOf(kRoleNames, role); }
@@ -219,6 +279,7 @@ absl::Status DeploymentConfig::Validate() const {
                                                     instance.executor.spec_k));
     }
   }
+  ValidatePlacement(placement, instances, problems);
   if (has_context != has_generation) {
     problems.Add("instances", has_context
                                   ? "a context instance needs at least one generation instance"

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -169,11 +170,36 @@ struct InstanceConfig {
   CommSettings comm;
 };
 
+// `placement:` — how the instances map onto nodes in a multi-node deployment
+// (`lockstep plan slurm`, `lockstep render k8s`, `lockstep instance`); the local
+// launcher ignores it. One node runs the ranks of one instance (or of its share of one).
+struct PlacementConfig {
+  // GPUs per node, one rank per GPU; 0: the ranks use no GPU (engine cpu or fake). A
+  // node holds world_size / nodes_per_instance ranks, which must not exceed it. 0..64.
+  int64_t gpus_per_node = 0;
+  // Nodes one instance spans (LeaderWorkerSets on Kubernetes when > 1); every
+  // world_size must be a multiple of it. 1..64.
+  int64_t nodes_per_instance = 1;
+  // Run each rank under `numactl --membind` to the NUMA nodes that have CPUs (Grace
+  // nodes, whose GPU memory also shows up as NUMA nodes).
+  bool numa_bind = false;
+  // Environment of every rank (e.g. NCCL_* variables), in file order. Names are
+  // [A-Za-z_][A-Za-z0-9_]*, and LOCKSTEP_* is reserved.
+  std::vector<std::pair<std::string, std::string>> env;
+  // Kubernetes: the node label whose value an instance's pods share (e.g.
+  // nvidia.com/gpu.clique: one NVLink domain); empty: no affinity.
+  std::string topology_key;
+  // Kubernetes: every worker pod claims a ComputeDomain (multi-node NVLink on GB200 /
+  // GB300 NVL72). Needs gpus_per_node > 0.
+  bool compute_domain = false;
+};
+
 // The whole file.
 struct DeploymentConfig {
   ModelConfig model;
   RouterConfig router;
   std::vector<InstanceConfig> instances;  // at least one
+  PlacementConfig placement;
 
   // Checks every field and the rules between them: unique instance names, context and
   // generation instances come together, spec_k > 0 needs model.draft_path. Reports
