@@ -23,18 +23,22 @@ absl::StatusOr<std::unique_ptr<BlockPool>> BlockPool::Create(const BlockLayout& 
         "reserved blocks (", num_reserved, ") must be in [0, num_blocks = ", num_blocks, "]"));
   }
   if (allocator == nullptr) return absl::InvalidArgumentError("block allocator is null");
-  if (layout.BlockFloats() > std::numeric_limits<size_t>::max() / static_cast<size_t>(num_blocks)) {
+  if (layout.BlockBytes() > std::numeric_limits<size_t>::max() / static_cast<size_t>(num_blocks)) {
     return absl::InvalidArgumentError(absl::StrCat("pool of ", num_blocks, " blocks of ",
                                                    layout.ToString(), " overflows size_t"));
   }
-  ASSIGN_OR_RETURN(float* storage,
-                   allocator->Allocate(static_cast<size_t>(num_blocks) * layout.BlockFloats()));
-  return std::unique_ptr<BlockPool>(
+  ASSIGN_OR_RETURN(std::byte * storage,
+                   allocator->Allocate(static_cast<size_t>(num_blocks) * layout.BlockBytes()));
+  // The pool owns the slab from here on, so a failed copier frees it.
+  std::unique_ptr<BlockPool> pool(
       new BlockPool(layout, num_blocks, num_reserved, allocator, storage));
+  ASSIGN_OR_RETURN(pool->copier_, allocator->MakeCopier(storage, layout, num_blocks));
+  if (pool->copier_ == nullptr) return absl::InternalError("the block allocator made no copier");
+  return pool;
 }
 
 BlockPool::BlockPool(const BlockLayout& layout, int32_t num_blocks, int32_t num_reserved,
-                     BlockAllocator* allocator, float* storage)
+                     BlockAllocator* allocator, std::byte* storage)
     : layout_(layout),
       num_reserved_(num_reserved),
       allocator_(allocator),
@@ -48,7 +52,10 @@ BlockPool::BlockPool(const BlockLayout& layout, int32_t num_blocks, int32_t num_
   }
 }
 
-BlockPool::~BlockPool() { allocator_->Free(storage_, meta_.size() * layout_.BlockFloats()); }
+BlockPool::~BlockPool() {
+  copier_.reset();
+  allocator_->Free(storage_, meta_.size() * layout_.BlockBytes());
+}
 
 size_t BlockPool::Index(BlockId block) const {
   LOCKSTEP_DCHECK(block.value() >= 0 && static_cast<size_t>(block.value()) < meta_.size())

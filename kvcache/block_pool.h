@@ -1,5 +1,6 @@
 // BlockPool: the blocks of one KV pool. One contiguous storage slab from a
-// BlockAllocator (block b at b * BlockFloats(), block_layout.h), a reference count per
+// BlockAllocator (block b at byte b * BlockBytes(), block_layout.h) and the allocator's
+// copier over it (block_copier.h), a reference count per
 // block and two LIFO free lists: the general one and the dummy reserve (the highest
 // block ids, used only by the pad dummy). A block with refcount 0 is on exactly one
 // free list; a block with refcount > 0 is on none.
@@ -10,6 +11,7 @@
 #ifndef LOCKSTEP_KVCACHE_BLOCK_POOL_H_
 #define LOCKSTEP_KVCACHE_BLOCK_POOL_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -19,7 +21,9 @@
 #include "absl/status/statusor.h"
 #include "common/ids.h"
 #include "kvcache/block_allocator.h"
+#include "kvcache/block_copier.h"
 #include "kvcache/block_layout.h"
+#include "kvcache/memory_kind.h"
 
 namespace lockstep::kv {
 
@@ -65,10 +69,11 @@ class BlockPool {
   }
 
   const BlockLayout& layout() const { return layout_; }
-  float* storage() const { return storage_; }
-  float* BlockData(BlockId block) const {
-    return storage_ + static_cast<size_t>(Index(block)) * layout_.BlockFloats();
-  }
+  // The slab; device memory when memory_kind() is kDevice (never dereference it then).
+  std::byte* storage() const { return storage_; }
+  MemoryKind memory_kind() const { return allocator_->memory_kind(); }
+  // The copier over the slab; lives as long as the pool.
+  BlockCopier* copier() const { return copier_.get(); }
 
   // Appends one line per broken free-list invariant, each starting with `prefix`.
   void AuditInto(const std::string& prefix, std::vector<std::string>* out) const;
@@ -80,7 +85,7 @@ class BlockPool {
   };
 
   BlockPool(const BlockLayout& layout, int32_t num_blocks, int32_t num_reserved,
-            BlockAllocator* allocator, float* storage);
+            BlockAllocator* allocator, std::byte* storage);
   size_t Index(BlockId block) const;
   void Push(FreeList& list, int32_t block);
   int32_t Pop(FreeList& list);
@@ -88,7 +93,8 @@ class BlockPool {
   const BlockLayout layout_;
   const int32_t num_reserved_;
   BlockAllocator* const allocator_;
-  float* const storage_;
+  std::byte* const storage_;
+  std::unique_ptr<BlockCopier> copier_;  // set by Create; destroyed before the slab
   std::vector<Meta> meta_;
   FreeList general_;
   FreeList reserve_;

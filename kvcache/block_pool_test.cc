@@ -19,19 +19,27 @@ using ::testing::IsEmpty;
 // Host memory with a ledger, or a refusal when `fail` is set.
 class LedgerAllocator : public BlockAllocator {
  public:
-  absl::StatusOr<float*> Allocate(size_t num_floats) override {
+  absl::StatusOr<std::byte*> Allocate(size_t bytes) override {
     if (fail) return absl::ResourceExhaustedError("ledger allocator refuses");
     ++allocations;
-    outstanding += num_floats;
-    return host_.Allocate(num_floats);
+    outstanding += bytes;
+    return host_.Allocate(bytes);
   }
-  void Free(float* p, size_t num_floats) override {
-    outstanding -= num_floats;
-    host_.Free(p, num_floats);
+  void Free(std::byte* p, size_t bytes) override {
+    outstanding -= bytes;
+    host_.Free(p, bytes);
+  }
+  MemoryKind memory_kind() const override { return MemoryKind::kHost; }
+  absl::StatusOr<std::unique_ptr<BlockCopier>> MakeCopier(std::byte* base,
+                                                          const BlockLayout& layout,
+                                                          int32_t num_blocks) override {
+    ++copiers;
+    return host_.MakeCopier(base, layout, num_blocks);
   }
 
   bool fail = false;
   int allocations = 0;
+  int copiers = 0;
   size_t outstanding = 0;
 
  private:
@@ -61,13 +69,19 @@ TEST(BlockPoolTest, OneSlabFromTheAllocatorReturnedAtDestruction) {
     std::unique_ptr<BlockPool> pool = MakePool(8, 0, &alloc);
     ASSERT_NE(pool, nullptr);
     EXPECT_EQ(alloc.allocations, 1);
-    EXPECT_EQ(alloc.outstanding, 8 * SmallLayout().BlockFloats());
-    // Block b starts at b * BlockFloats(); writing one block leaves its neighbours alone.
-    EXPECT_EQ(pool->BlockData(BlockId(3)), pool->storage() + 3 * SmallLayout().BlockFloats());
-    float* b3 = pool->BlockData(BlockId(3));
-    for (size_t i = 0; i < SmallLayout().BlockFloats(); ++i) b3[i] = 7.0f;
-    EXPECT_EQ(pool->BlockData(BlockId(2))[SmallLayout().BlockFloats() - 1], 0.0f);
-    EXPECT_EQ(pool->BlockData(BlockId(4))[0], 0.0f);
+    EXPECT_EQ(alloc.copiers, 1);
+    EXPECT_EQ(pool->memory_kind(), MemoryKind::kHost);
+    const size_t block_bytes = SmallLayout().BlockBytes();
+    EXPECT_EQ(alloc.outstanding, 8 * block_bytes);
+    // Block b starts at byte b * BlockBytes(); writing one block through the copier
+    // leaves its neighbours alone.
+    ASSERT_NE(pool->copier(), nullptr);
+    std::vector<std::byte> ones(block_bytes, std::byte{1});
+    ASSERT_THAT(pool->copier()->CopyIn(ones, {{BlockId(3), 0, block_bytes}}), IsOk());
+    EXPECT_EQ(pool->storage()[3 * block_bytes], std::byte{1});
+    EXPECT_EQ(pool->storage()[4 * block_bytes - 1], std::byte{1});
+    EXPECT_EQ(pool->storage()[3 * block_bytes - 1], std::byte{0});
+    EXPECT_EQ(pool->storage()[4 * block_bytes], std::byte{0});
   }
   EXPECT_EQ(alloc.outstanding, 0u);
 }

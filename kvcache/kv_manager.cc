@@ -288,10 +288,17 @@ const BlockLayout& KvManager::layout(PoolKind pool) const {
   return p == nullptr ? impl_->config.draft.layout : p->layout();
 }
 
-float* KvManager::Storage(PoolKind pool) const {
+std::byte* KvManager::Storage(PoolKind pool) const {
   const KvPool* p = impl_->pool(pool);
   return p == nullptr ? nullptr : p->storage();
 }
+
+BlockCopier* KvManager::Copier(PoolKind pool) const {
+  const KvPool* p = impl_->pool(pool);
+  return p == nullptr ? nullptr : p->copier();
+}
+
+MemoryKind KvManager::memory_kind() const { return impl_->target().memory_kind(); }
 
 int32_t KvManager::num_blocks(PoolKind pool) const {
   const KvPool* p = impl_->pool(pool);

@@ -31,6 +31,7 @@
 #ifndef LOCKSTEP_KVCACHE_KV_MANAGER_H_
 #define LOCKSTEP_KVCACHE_KV_MANAGER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -42,8 +43,10 @@
 #include "absl/types/span.h"
 #include "common/ids.h"
 #include "kvcache/block_allocator.h"
+#include "kvcache/block_copier.h"
 #include "kvcache/block_layout.h"
 #include "kvcache/kv_types.h"
+#include "kvcache/memory_kind.h"
 
 namespace lockstep::kv {
 
@@ -149,9 +152,16 @@ class KvManager {
 
   // The pool's layout (the configured draft layout when there is no draft pool).
   const BlockLayout& layout(PoolKind pool) const;
-  // Base of the pool's contiguous storage: block b starts at
-  // Storage(pool) + b * layout(pool).BlockFloats(). Null / 0 for an absent pool.
-  float* Storage(PoolKind pool) const;
+  // Base of the pool's contiguous storage: block b starts at byte
+  // Storage(pool) + b * layout(pool).BlockBytes(). Null for an absent pool. Device
+  // memory when memory_kind() is kDevice: only an engine on that device may use it.
+  std::byte* Storage(PoolKind pool) const;
+  // The copier over the pool's storage (block_copier.h), the way everything but the
+  // engine reads and writes blocks; null for an absent pool. Lives as long as the
+  // manager; thread-safe (unlike the manager).
+  BlockCopier* Copier(PoolKind pool) const;
+  // Where every pool's storage lives (the allocator's memory kind).
+  MemoryKind memory_kind() const;
   int32_t num_blocks(PoolKind pool) const;
   int32_t tokens_per_block(PoolKind pool) const { return layout(pool).tokens_per_block; }
 

@@ -173,7 +173,8 @@ class Harness {
   float* Slot(RequestId id, PoolKind pool, int64_t position) {
     const BlockLayout& layout = m_->layout(pool);
     const BlockId block = m_->BlockTable(id, pool)[position / layout.tokens_per_block];
-    return m_->Storage(pool) + static_cast<size_t>(block.value()) * layout.BlockFloats() +
+    return reinterpret_cast<float*>(m_->Storage(pool)) +
+           static_cast<size_t>(block.value()) * layout.BlockElements() +
            layout.Offset(0, 0, 0, static_cast<int>(position % layout.tokens_per_block));
   }
   // "Computes" KV for positions [from, to): writes each token into its K slot.

@@ -1,5 +1,7 @@
 #include "kvcache/kv_manager.h"
 
+#include <cstddef>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -71,23 +73,34 @@ TEST(KvManagerTest, CreateValidatesConfig) {
   EXPECT_LT(m->dummy_id().value(), 0);
   EXPECT_NE(m->Storage(kTarget), nullptr);
   EXPECT_EQ(m->Storage(kDraft), nullptr);
+  EXPECT_EQ(m->memory_kind(), MemoryKind::kHost);
+  ASSERT_NE(m->Copier(kTarget), nullptr);
+  EXPECT_EQ(m->Copier(kTarget)->num_blocks(), 4);
+  EXPECT_EQ(m->Copier(kDraft), nullptr);
   EXPECT_EQ(m->num_blocks(kTarget), 4);
   EXPECT_EQ(m->num_blocks(kDraft), 0);
   EXPECT_EQ(m->tokens_per_block(kTarget), 4);
 }
 
 TEST(KvManagerTest, UsesTheGivenAllocator) {
+  // Host memory that calls itself device memory and counts its bytes.
   struct Counting : BlockAllocator {
-    absl::StatusOr<float*> Allocate(size_t n) override {
-      floats += n;
+    absl::StatusOr<std::byte*> Allocate(size_t n) override {
+      bytes += n;
       return host.Allocate(n);
     }
-    void Free(float* p, size_t n) override {
-      floats -= n;
+    void Free(std::byte* p, size_t n) override {
+      bytes -= n;
       host.Free(p, n);
     }
+    MemoryKind memory_kind() const override { return MemoryKind::kDevice; }
+    absl::StatusOr<std::unique_ptr<BlockCopier>> MakeCopier(std::byte* base,
+                                                            const BlockLayout& layout,
+                                                            int32_t num_blocks) override {
+      return host.MakeCopier(base, layout, num_blocks);
+    }
     HostAllocator host;
-    size_t floats = 0;
+    size_t bytes = 0;
   } counting;
   KvManagerConfig config;
   config.target = Pool(8);
@@ -96,9 +109,12 @@ TEST(KvManagerTest, UsesTheGivenAllocator) {
   {
     absl::StatusOr<std::unique_ptr<KvManager>> m = KvManager::Create(config, &counting);
     ASSERT_THAT(m, IsOk());
-    EXPECT_EQ(counting.floats, (8 + 4) * config.target.layout.BlockFloats());
+    EXPECT_EQ(counting.bytes, (8 + 4) * config.target.layout.BlockBytes());
+    EXPECT_EQ((*m)->memory_kind(), MemoryKind::kDevice);
+    EXPECT_NE((*m)->Copier(kTarget), nullptr);
+    EXPECT_NE((*m)->Copier(kDraft), nullptr);
   }
-  EXPECT_EQ(counting.floats, 0u);
+  EXPECT_EQ(counting.bytes, 0u);
 }
 
 TEST(KvManagerTest, ResizeRulesAndExactMessages) {
@@ -539,17 +555,21 @@ TEST(KvManagerTest, StorageIsOneSlabPerPool) {
   ASSERT_THAT(m->CreateCache(RequestId(1)), IsOk());
   ASSERT_THAT(m->Resize(RequestId(1), kTarget, 8, 0), IsOk());
   const BlockLayout& layout = m->layout(kTarget);
-  float* target = m->Storage(kTarget);
-  float* draft = m->Storage(kDraft);
-  ASSERT_NE(draft, nullptr);
+  std::byte* target = m->Storage(kTarget);
+  ASSERT_NE(m->Storage(kDraft), nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(target) % 64, 0u);
-  // Write K of token 3 of block table entry 0 through the layout; read it back.
+  // Write K of token 3 of block table entry 0 through the layout; read it back through
+  // the copier.
   const BlockId b = m->BlockTable(RequestId(1), kTarget)[0];
-  float* p =
-      target + static_cast<size_t>(b.value()) * layout.BlockFloats() + layout.Offset(0, 0, 0, 3);
-  p[0] = 1.25f;
-  EXPECT_EQ(target[static_cast<size_t>(b.value()) * layout.BlockFloats() + 3 * layout.head_dim],
-            1.25f);
+  const size_t at = static_cast<size_t>(b.value()) * layout.BlockBytes() + layout.ByteOffset(0, 0, 0, 3);
+  const float value = 1.25f;
+  std::memcpy(target + at, &value, sizeof(value));
+  float read = 0;
+  ASSERT_THAT(m->Copier(kTarget)->CopyOut(
+                  {{b, 3 * layout.head_dim * sizeof(float), sizeof(float)}},
+                  absl::MakeSpan(reinterpret_cast<std::byte*>(&read), sizeof(read))),
+              IsOk());
+  EXPECT_EQ(read, 1.25f);
   EXPECT_EQ(m->Stats().target.total_blocks, 8);
   EXPECT_EQ(m->Stats().draft->total_blocks, 4);
 }

@@ -27,10 +27,12 @@
 #include "absl/types/span.h"
 #include "common/ids.h"
 #include "kvcache/block_allocator.h"
+#include "kvcache/block_copier.h"
 #include "kvcache/block_hash.h"
 #include "kvcache/block_pool.h"
 #include "kvcache/kv_cache.h"
 #include "kvcache/kv_types.h"
+#include "kvcache/memory_kind.h"
 #include "kvcache/radix_tree.h"
 
 namespace lockstep::kv {
@@ -64,7 +66,9 @@ class KvPool {
   const BlockLayout& layout() const { return blocks_->layout(); }
   int tokens_per_block() const { return layout().tokens_per_block; }
   bool prefix_reuse() const { return prefix_reuse_; }
-  float* storage() const { return blocks_->storage(); }
+  std::byte* storage() const { return blocks_->storage(); }
+  MemoryKind memory_kind() const { return blocks_->memory_kind(); }
+  BlockCopier* copier() const { return blocks_->copier(); }
   int32_t num_blocks() const { return blocks_->num_blocks(); }
   // Tokens the whole pool holds; no cache's capacity can exceed it.
   int64_t max_tokens() const { return int64_t{num_blocks()} * tokens_per_block(); }

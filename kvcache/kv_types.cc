@@ -44,8 +44,7 @@ absl::Status PoolConfig::Validate() const {
   if (num_blocks < 1) {
     return absl::InvalidArgumentError(absl::StrCat("num_blocks must be >= 1, got ", num_blocks));
   }
-  if (layout.BlockFloats() >
-      std::numeric_limits<size_t>::max() / sizeof(float) / static_cast<size_t>(num_blocks)) {
+  if (layout.BlockBytes() > std::numeric_limits<size_t>::max() / static_cast<size_t>(num_blocks)) {
     return absl::InvalidArgumentError(
         absl::StrCat(num_blocks, " blocks of ", layout.ToString(), " do not fit in memory"));
   }

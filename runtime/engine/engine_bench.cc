@@ -52,7 +52,7 @@ struct BenchEngine {
     const std::string dir = ModelDir(preset);
     layout = *ModelBlockLayout(dir, kTokensPerBlock);
     per_seq = static_cast<int>(layout.BlocksFor(tokens));
-    slab.assign(static_cast<size_t>(sequences) * per_seq * layout.BlockFloats(), 0.0f);
+    slab.assign(static_cast<size_t>(sequences) * per_seq * layout.BlockElements(), 0.0f);
     CpuEngineOptions options;
     options.model_dir = dir;
     options.target_storage = slab.data();
@@ -208,7 +208,7 @@ void BM_ForwardVsSgemm(benchmark::State& state, const char* preset) {
   auto model = std::move(Transformer::Load(ModelDir(preset), "target", ExpertGroup{})).value();
   const kv::BlockLayout layout = model->Layout(16);
   const int per_seq = static_cast<int>(layout.BlocksFor(prefill ? rows : kContext + 1));
-  std::vector<float> slab(static_cast<size_t>(sequences) * per_seq * layout.BlockFloats(), 0.0f);
+  std::vector<float> slab(static_cast<size_t>(sequences) * per_seq * layout.BlockElements(), 0.0f);
   const KvPoolView pool{slab.data(), layout, sequences * per_seq};
   std::vector<std::vector<BlockId>> tables(sequences);
   std::vector<SequenceKv> seqs;

@@ -20,7 +20,7 @@ void ForEachRun(const KvPoolView& pool, const SequenceKv& seq, int layer, int kv
   for (int64_t start = 0; start < pool_end; start += tpb) {
     const int64_t block = seq.blocks[start / tpb].value();
     const float* data =
-        pool.storage + static_cast<size_t>(block) * layout.BlockFloats() + head_offset;
+        pool.storage + static_cast<size_t>(block) * layout.BlockElements() + head_offset;
     fn(start, data, std::min(tpb, pool_end - start));
   }
   if (end > seq.spec_base) {
@@ -48,7 +48,7 @@ float* KvSlot(const KvPoolView& pool, const SequenceKv& seq, int layer, int kv, 
   }
   const int64_t tpb = layout.tokens_per_block;
   const int64_t block = seq.blocks[position / tpb].value();
-  return pool.storage + static_cast<size_t>(block) * layout.BlockFloats() +
+  return pool.storage + static_cast<size_t>(block) * layout.BlockElements() +
          layout.Offset(layer, kv, head, static_cast<int>(position % tpb));
 }
 

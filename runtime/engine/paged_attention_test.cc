@@ -63,7 +63,7 @@ TEST(PagedAttentionTest, EqualsDenseReference) {
                                       << head_dim << " len " << length << " spec " << spec_tokens);
     const kv::BlockLayout layout{layers, kv_heads, head_dim, tokens_per_block};
     const int num_blocks = static_cast<int>(layout.BlocksFor(length)) * 2 + 3;
-    std::vector<float> storage(num_blocks * layout.BlockFloats(), std::nanf(""));
+    std::vector<float> storage(num_blocks * layout.BlockElements(), std::nanf(""));
     std::vector<BlockId> blocks;
     std::vector<int> ids(num_blocks);
     for (int i = 0; i < num_blocks; ++i) ids[i] = i;

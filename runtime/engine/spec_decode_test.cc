@@ -171,7 +171,7 @@ TEST(SpecDecodeTest, DisaggregatedDecodeEqualsContinuous) {
         std::vector<BlockId> dst;
         LOCKSTEP_CHECK_OK(to.Cover(dst, prompt));
         for (size_t b = 0; b < dst.size(); ++b) {
-          const size_t floats = from.layout().BlockFloats();
+          const size_t floats = from.layout().BlockElements();
           std::memcpy(to.storage() + dst[b].value() * floats,
                       from.storage() + src[b].value() * floats, floats * sizeof(float));
         }

@@ -36,9 +36,9 @@ struct KvDescriptor {
 };
 
 // One pool's storage: block b occupies `layout.BlockBytes()` bytes at
-// `base + b * layout.BlockFloats()`.
+// `base + b * layout.BlockBytes()`.
 struct PoolSlab {
-  float* base = nullptr;
+  std::byte* base = nullptr;
   int32_t num_blocks = 0;
 };
 
@@ -54,7 +54,7 @@ struct KvSlabs {
 // The bytes of block `block` of a pool.
 inline uint8_t* BlockData(const PoolSlab& slab, const kv::BlockLayout& layout, BlockId block) {
   return reinterpret_cast<uint8_t*>(slab.base +
-                                    static_cast<size_t>(block.value()) * layout.BlockFloats());
+                                    static_cast<size_t>(block.value()) * layout.BlockBytes());
 }
 
 // Whether the KV of `num_tokens` tokens in `blocks` can be moved under `descriptor` /

@@ -77,15 +77,21 @@ absl::Status Worker::Init() {
   ASSIGN_OR_RETURN(groups_, BootstrapInstance(boot));
 
   if (instance_->engine == config::EngineKind::kCpu) {
+    if (kv->memory_kind() != kv::MemoryKind::kHost) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the CPU engine needs KV pools in host memory, they are in ",
+                       kv::MemoryKindName(kv->memory_kind()), " memory"));
+    }
+    // Host f32 slabs (CheckPool in cpu_engine.cc holds the layouts to f32).
     engine::CpuEngineOptions e;
     e.model_dir = d.model.path;
     e.num_draft_tokens = k;
     if (k > 0) e.draft_model_dir = d.model.draft_path;
-    e.target_storage = kv->Storage(kv::PoolKind::kTarget);
+    e.target_storage = reinterpret_cast<float*>(kv->Storage(kv::PoolKind::kTarget));
     e.target_layout = target_layout;
     e.target_num_blocks = kv->num_blocks(kv::PoolKind::kTarget);
     if (kv->has_draft()) {
-      e.draft_storage = kv->Storage(kv::PoolKind::kDraft);
+      e.draft_storage = reinterpret_cast<float*>(kv->Storage(kv::PoolKind::kDraft));
       e.draft_layout = draft_layout;
       e.draft_num_blocks = kv->num_blocks(kv::PoolKind::kDraft);
     }

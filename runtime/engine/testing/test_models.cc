@@ -37,7 +37,7 @@ std::string CustomModelDir(const ModelConfig& config, const std::string& name, u
 HostPool::HostPool(const kv::BlockLayout& layout, int32_t num_blocks, uint64_t seed)
     : layout_(layout),
       num_blocks_(num_blocks),
-      storage_(static_cast<size_t>(num_blocks) * layout.BlockFloats(), kSentinel),
+      storage_(static_cast<size_t>(num_blocks) * layout.BlockElements(), kSentinel),
       rng_(seed) {
   for (int32_t b = 0; b < num_blocks; ++b) free_.push_back(BlockId(b));
   std::shuffle(free_.begin(), free_.end(), rng_);
@@ -51,8 +51,8 @@ absl::StatusOr<BlockId> HostPool::Allocate() {
 }
 
 void HostPool::Free(BlockId block) {
-  std::fill_n(storage_.data() + static_cast<size_t>(block.value()) * layout_.BlockFloats(),
-              layout_.BlockFloats(), kSentinel);
+  std::fill_n(storage_.data() + static_cast<size_t>(block.value()) * layout_.BlockElements(),
+              layout_.BlockElements(), kSentinel);
   // Insert at a random place so reuse order stays scattered.
   free_.insert(free_.begin() + static_cast<int64_t>(rng_() % (free_.size() + 1)), block);
 }
@@ -69,8 +69,8 @@ absl::Status HostPool::Cover(std::vector<BlockId>& blocks, int64_t tokens) {
 bool HostPool::FreeBlocksUntouched() const {
   for (BlockId block : free_) {
     const float* data =
-        storage_.data() + static_cast<size_t>(block.value()) * layout_.BlockFloats();
-    for (size_t i = 0; i < layout_.BlockFloats(); ++i) {
+        storage_.data() + static_cast<size_t>(block.value()) * layout_.BlockElements();
+    for (size_t i = 0; i < layout_.BlockElements(); ++i) {
       if (data[i] != kSentinel) return false;
     }
   }
@@ -83,7 +83,7 @@ void HostPool::ForEachSlot(const std::vector<BlockId>& blocks, int64_t from, int
   to = std::min<int64_t>(to, static_cast<int64_t>(blocks.size()) * layout_.tokens_per_block);
   for (int64_t p = std::max<int64_t>(from, 0); p < to; ++p) {
     const size_t block =
-        static_cast<size_t>(blocks[p / layout_.tokens_per_block].value()) * layout_.BlockFloats();
+        static_cast<size_t>(blocks[p / layout_.tokens_per_block].value()) * layout_.BlockElements();
     for (int l = 0; l < layout_.num_layers; ++l) {
       for (int kv = 0; kv < 2; ++kv) {
         for (int h = 0; h < layout_.num_kv_heads; ++h) {

@@ -1,0 +1,75 @@
+#include "kvcache/block_copier.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace lockstep::kv {
+
+BlockCopier::BlockCopier(const BlockLayout& layout, int32_t num_blocks)
+    : layout_(layout), num_blocks_(num_blocks) {}
+
+absl::Status BlockCopier::CheckSpans(absl::Span<const BlockSpan> spans, size_t host_bytes) const {
+  const size_t block_bytes = layout_.BlockBytes();
+  size_t total = 0;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const BlockSpan& s = spans[i];
+    if (s.block.value() < 0 || s.block.value() >= num_blocks_) {
+      return absl::InvalidArgumentError(absl::StrCat("span ", i, " names block ", s.block.value(),
+                                                     " of a pool of ", num_blocks_, " blocks"));
+    }
+    if (s.offset > block_bytes || s.length > block_bytes - s.offset) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("span ", i, " (", s.length, " bytes at byte ", s.offset, " of block ",
+                       s.block.value(), ") runs past the block's ", block_bytes, " bytes"));
+    }
+    total += s.length;
+  }
+  if (total != host_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the spans hold ", total,
+                                                   " bytes but the host buffer has ", host_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlockCopier::CopyOut(absl::Span<const BlockSpan> spans, absl::Span<std::byte> host) {
+  if (absl::Status s = CheckSpans(spans, host.size()); !s.ok()) return s;
+  return DoCopyOut(spans, host);
+}
+
+absl::Status BlockCopier::CopyIn(absl::Span<const std::byte> host,
+                                 absl::Span<const BlockSpan> spans) {
+  if (absl::Status s = CheckSpans(spans, host.size()); !s.ok()) return s;
+  return DoCopyIn(host, spans);
+}
+
+HostBlockCopier::HostBlockCopier(std::byte* base, const BlockLayout& layout, int32_t num_blocks)
+    : BlockCopier(layout, num_blocks), base_(base) {}
+
+absl::Status HostBlockCopier::DoCopyOut(absl::Span<const BlockSpan> spans,
+                                        absl::Span<std::byte> host) {
+  const size_t per_block = block_bytes();
+  std::byte* out = host.data();
+  for (const BlockSpan& s : spans) {
+    if (s.length == 0) continue;
+    std::memcpy(out, base_ + static_cast<size_t>(s.block.value()) * per_block + s.offset,
+                s.length);
+    out += s.length;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostBlockCopier::DoCopyIn(absl::Span<const std::byte> host,
+                                       absl::Span<const BlockSpan> spans) {
+  const size_t per_block = block_bytes();
+  const std::byte* in = host.data();
+  for (const BlockSpan& s : spans) {
+    if (s.length == 0) continue;
+    std::memcpy(base_ + static_cast<size_t>(s.block.value()) * per_block + s.offset, in,
+                s.length);
+    in += s.length;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep::kv
