@@ -37,12 +37,6 @@ uint32_t PayloadTag(CollectiveOp op) { return 16 + static_cast<uint32_t>(op); }
 constexpr int64_t kInline = kGlooInlineElements;
 constexpr int64_t kInlineBlock = kInline + 2;
 
-// The info word: the op, and whether the rank's own arguments were invalid.
-constexpr int64_t kInvalidFlag = 1 << 8;
-int64_t Info(CollectiveOp op, const absl::Status& local) {
-  return static_cast<int64_t>(op) | (local.ok() ? 0 : kInvalidFlag);
-}
-
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 ReduceFn ReduceFunction(ReduceOp op) {
   switch (op) {
@@ -162,34 +156,9 @@ absl::StatusOr<std::chrono::milliseconds> GlooCall::Remaining() const {
   return std::max(absl::ToChronoMilliseconds(left), std::chrono::milliseconds(1));
 }
 
-absl::Status GlooCall::CheckAgreement(absl::Span<const int64_t> blocks, size_t stride, size_t fp_at,
-                                      int64_t fp, const absl::Status& local) const {
-  auto fp_of = [&](int r) { return blocks[r * stride + fp_at]; };
-  auto info_of = [&](int r) { return blocks[r * stride + fp_at + 1]; };
-  auto describe = [&](int r) {
-    if (fp_of(r) == fp) return DescribeCall(op_, tag_);
-    const int64_t code = info_of(r) & 0xff;
-    return absl::StrCat(code <= static_cast<int64_t>(CollectiveOp::kBarrier)
-                            ? CollectiveOpName(static_cast<CollectiveOp>(code))
-                            : "UnknownOp",
-                        "(another tag or size)");
-  };
-  for (int r = 1; r < world(); ++r) {
-    if (fp_of(r) != fp_of(0)) {
-      return absl::InternalError(absl::StrCat("collective desync: rank 0 called ", describe(0),
-                                              ", rank ", r, " called ", describe(r)));
-    }
-  }
-  if (!local.ok()) return local;
-  for (int r = 0; r < world(); ++r) {
-    if (info_of(r) & kInvalidFlag) {
-      return InvalidCallArgument(op_, tag_, r, "invalid arguments (that rank's error says which)");
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status GlooCall::InlineAllReduce(absl::Span<int64_t> data, ReduceOp reduce, int64_t fp) {
+absl::Status GlooCall::InlineAllReduce(absl::Span<int64_t> data, ReduceOp reduce,
+                                       const CallSpec& spec) {
+  const int64_t fp = spec.fp;
   InlineBlock block = {};
   std::copy(data.begin(), data.end(), block.values);
   block.fp_low = fp;
@@ -238,13 +207,13 @@ absl::StatusOr<std::vector<int64_t>> GlooCall::GatherRows(absl::Span<const int64
 }
 
 absl::Status GlooCall::InlineAllGather(absl::Span<const int64_t> in, absl::Span<int64_t> out,
-                                       int64_t fp, const absl::Status& local) {
+                                       const CallSpec& spec) {
   int64_t mine[kInlineBlock] = {};
   std::copy(in.begin(), in.end(), mine);
-  mine[kInline] = fp;
-  mine[kInline + 1] = Info(op_, local);
+  mine[kInline] = spec.fp;
+  mine[kInline + 1] = WireInfo(spec);
   ASSIGN_OR_RETURN(std::vector<int64_t> all, GatherRows(mine, kInlineAllGatherTag));
-  RETURN_IF_ERROR(CheckAgreement(all, kInlineBlock, kInline, fp, local));
+  RETURN_IF_ERROR(CheckWireBlocks(spec, world(), all, kInlineBlock, kInline));
   const size_t n = in.size();
   for (int r = 0; r < world(); ++r) {
     std::copy_n(all.begin() + r * kInlineBlock, n, out.begin() + r * n);
@@ -253,59 +222,32 @@ absl::Status GlooCall::InlineAllGather(absl::Span<const int64_t> in, absl::Span<
 }
 
 absl::Status GlooCall::InlineAllToAll(absl::Span<const int64_t> send, absl::Span<int64_t> recv,
-                                      int64_t fp, const absl::Status& local) {
+                                      const CallSpec& spec) {
   // Each rank's row: its blocks for every rank (kInline each), its fingerprint, info.
   const size_t n = send.size() / world();
   const size_t width = kInline * world() + 2;
   std::vector<int64_t> mine(width, 0);
-  if (local.ok()) {
+  if (spec.local.ok()) {
     for (int r = 0; r < world(); ++r) {
       std::copy_n(send.begin() + r * n, n, mine.begin() + r * kInline);
     }
   }
-  mine[width - 2] = fp;
-  mine[width - 1] = Info(op_, local);
+  mine[width - 2] = spec.fp;
+  mine[width - 1] = WireInfo(spec);
   ASSIGN_OR_RETURN(std::vector<int64_t> all, GatherRows(mine, kInlineAllToAllTag));
-  RETURN_IF_ERROR(CheckAgreement(all, width, width - 2, fp, local));
+  RETURN_IF_ERROR(CheckWireBlocks(spec, world(), all, width, width - 2));
   for (int s = 0; s < world(); ++s) {
     std::copy_n(all.begin() + s * width + rank() * kInline, n, recv.begin() + s * n);
   }
   return absl::OkStatus();
 }
 
-std::vector<size_t> GlooHeaders::column(size_t i) const {
-  std::vector<size_t> out(world_);
-  for (int r = 0; r < world_; ++r) out[r] = static_cast<size_t>(field(r, i));
-  return out;
-}
-
-absl::string_view GlooHeaders::inline_bytes(int r) const {
-  const int64_t length = rows_[r * width_ + InlineLengthAt()];
-  if (length <= 0) return {};
-  return absl::string_view(reinterpret_cast<const char*>(&rows_[r * width_ + InlineLengthAt() + 1]),
-                           static_cast<size_t>(length));
-}
-
-absl::StatusOr<GlooHeaders> GlooCall::ExchangeHeaders(int64_t fp, absl::Span<const int64_t> fields,
-                                                      const absl::Status& local,
+absl::StatusOr<WireHeaders> GlooCall::ExchangeHeaders(const CallSpec& spec,
+                                                      absl::Span<const int64_t> fields,
                                                       absl::string_view inline_data) {
-  const size_t width = HeaderWidth();
-  const size_t length_at = 2 + 2 * static_cast<size_t>(world());
-  std::vector<int64_t> mine(width, 0);
-  mine[0] = fp;
-  mine[1] = Info(op_, local);
-  std::copy_n(fields.begin(), std::min<size_t>(fields.size(), length_at - 2), mine.begin() + 2);
-  if (inline_data.size() <= kGlooHeaderInlineBytes) {
-    mine[length_at] = static_cast<int64_t>(inline_data.size());
-    if (!inline_data.empty()) {
-      std::memcpy(&mine[length_at + 1], inline_data.data(), inline_data.size());
-    }
-  } else {
-    mine[length_at] = -1;
-  }
+  const std::vector<int64_t> mine = EncodeWireHeader(spec, world(), fields, inline_data);
   ASSIGN_OR_RETURN(std::vector<int64_t> all, GatherRows(mine, kHeaderTag));
-  RETURN_IF_ERROR(CheckAgreement(all, width, 0, fp, local));
-  return GlooHeaders(std::move(all), width, world());
+  return CheckWireHeaders(spec, world(), std::move(all));
 }
 
 absl::Status GlooCall::AllReduce(int64_t* data, size_t n, ReduceOp reduce) {

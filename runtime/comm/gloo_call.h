@@ -1,7 +1,7 @@
 // GlooCall: one collective call of a GlooCommunicator on its gloo context, with the
 // call's deadline shared by all its rounds, and the rounds of the wire protocol
 // described in gloo_communicator.h (inline rounds that carry the call's fingerprint,
-// the fixed-width header exchange, and payload rounds with agreed sizes).
+// the header exchange of collective_wire.h, and payload rounds with agreed sizes).
 //
 // Internal to GlooCommunicator. Methods may throw gloo exceptions (gloo reports every
 // transport error that way); GlooCommunicator::Run catches and converts them.
@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "runtime/comm/collective_op.h"
+#include "runtime/comm/collective_wire.h"
 #include "runtime/comm/communicator.h"
 
 namespace gloo {
@@ -32,33 +33,6 @@ namespace lockstep::comm::internal {
 
 // Elements per block that fixed-size ops send in one round.
 inline constexpr int64_t kGlooInlineElements = 30;
-// Bytes of payload a header may carry, so that small variable-size ops (the intake
-// broadcast, the response gather) finish in the header round.
-inline constexpr size_t kGlooHeaderInlineBytes = 256;
-
-// Every rank's header after an exchange.
-class GlooHeaders {
- public:
-  GlooHeaders(std::vector<int64_t> rows, size_t width, int world)
-      : rows_(std::move(rows)), width_(width), world_(world) {}
-
-  // Field i (after fingerprint and info) of rank r's header.
-  int64_t field(int r, size_t i) const { return rows_[r * width_ + 2 + i]; }
-  // Field i of every rank, as sizes.
-  std::vector<size_t> column(size_t i) const;
-  // Rank r's inline bytes: its whole data if it fitted (see has_inline), else empty.
-  absl::string_view inline_bytes(int r) const;
-  bool has_inline(int r) const { return rows_[r * width_ + InlineLengthAt()] >= 0; }
-
- private:
-  friend class GlooCall;
-  size_t InlineLengthAt() const { return 2 + 2 * static_cast<size_t>(world_); }
-
-  std::vector<int64_t> rows_;
-  size_t width_;
-  int world_;
-};
-
 class GlooCall {
  public:
   // `context` must outlive the call.
@@ -67,27 +41,20 @@ class GlooCall {
 
   int rank() const;
   int world() const;
-  // Int64 words per rank in a header: fingerprint, info, 2 * world fields, the inline
-  // length (-1: did not fit) and kGlooHeaderInlineBytes of inline data.
-  size_t HeaderWidth() const {
-    return 3 + 2 * static_cast<size_t>(world()) + kGlooHeaderInlineBytes / sizeof(int64_t);
-  }
-
   // One round each, every block padded to kGlooInlineElements + 2 and carrying the
-  // fingerprint `fp` (and for gathers, whether the rank's own arguments were valid:
-  // `local` is that rank's argument error, returned after the round so that peers
-  // learn of it). Fail with Internal on a fingerprint mismatch.
-  absl::Status InlineAllReduce(absl::Span<int64_t> data, ReduceOp reduce, int64_t fp);
-  absl::Status InlineAllGather(absl::Span<const int64_t> in, absl::Span<int64_t> out, int64_t fp,
-                               const absl::Status& local);
-  absl::Status InlineAllToAll(absl::Span<const int64_t> send, absl::Span<int64_t> recv, int64_t fp,
-                              const absl::Status& local);
+  // call's fingerprint and info word (collective_wire.h; for gathers, a rank's own
+  // argument error spec.local is returned after the round, so that peers learn of
+  // it). Fail with Internal on a fingerprint mismatch.
+  absl::Status InlineAllReduce(absl::Span<int64_t> data, ReduceOp reduce, const CallSpec& spec);
+  absl::Status InlineAllGather(absl::Span<const int64_t> in, absl::Span<int64_t> out,
+                               const CallSpec& spec);
+  absl::Status InlineAllToAll(absl::Span<const int64_t> send, absl::Span<int64_t> recv,
+                              const CallSpec& spec);
 
-  // All-gathers [fp, info, fields..., inline data] from every rank (at most 2 * world
-  // fields; `inline_data` travels only if it fits kGlooHeaderInlineBytes) and checks
-  // that every rank called this op with this tag and valid arguments.
-  absl::StatusOr<GlooHeaders> ExchangeHeaders(int64_t fp, absl::Span<const int64_t> fields,
-                                              const absl::Status& local,
+  // The header round of collective_wire.h: all-gathers every rank's header (`fields`,
+  // and `inline_data` if it fits kWireInlineBytes) and checks them.
+  absl::StatusOr<WireHeaders> ExchangeHeaders(const CallSpec& spec,
+                                              absl::Span<const int64_t> fields,
                                               absl::string_view inline_data = {});
 
   // Payload rounds; sizes must already agree across ranks.
@@ -107,9 +74,6 @@ class GlooCall {
  private:
   // Time left for the next round (at least 1 ms), or DeadlineExceeded.
   absl::StatusOr<std::chrono::milliseconds> Remaining() const;
-  // Checks the (fingerprint, info) pair at `fp_at` of each rank's block.
-  absl::Status CheckAgreement(absl::Span<const int64_t> blocks, size_t stride, size_t fp_at,
-                              int64_t fp, const absl::Status& local) const;
   // All-gathers `mine` (the same size on every rank) through one all-reduce of the
   // world x width block; returns rank r's row at r * mine.size().
   absl::StatusOr<std::vector<int64_t>> GatherRows(absl::Span<const int64_t> mine, uint32_t tag);

@@ -14,22 +14,14 @@
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
+#include "runtime/comm/collective_wire.h"
 #include "runtime/comm/gloo_call.h"
 
 namespace lockstep::comm {
 
 using internal::GlooCall;
-using internal::GlooHeaders;
 
 namespace {
-
-// Whether every rank's data travelled inside its header.
-bool AllInline(const GlooHeaders& headers, int world) {
-  for (int r = 0; r < world; ++r) {
-    if (!headers.has_inline(r)) return false;
-  }
-  return true;
-}
 
 bool IsTimeout(absl::string_view what) {
   return absl::StrContains(what, "Timed out") || absl::StrContains(what, "timeout") ||
@@ -110,8 +102,9 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options,
 
 GlooCommunicator::~GlooCommunicator() = default;
 
-absl::Status GlooCommunicator::Run(CollectiveOp op, const CallOptions& options,
+absl::Status GlooCommunicator::Run(const CallSpec& spec, const CallOptions& options,
                                    absl::FunctionRef<absl::Status(GlooCall&)> body) {
+  const CollectiveOp op = spec.op;
   if (!broken_.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("gloo communicator of group '", prefix_, "' rank ", rank_,
@@ -151,67 +144,49 @@ absl::Status GlooCommunicator::Run(CollectiveOp op, const CallOptions& options,
 
 absl::Status GlooCommunicator::AllReduce(absl::Span<int64_t> data, ReduceOp op,
                                          const CallOptions& options) {
-  const int64_t n = data.size();
-  const int64_t fp =
-      CallFingerprint(CollectiveOp::kAllReduce, options.tag, {n, static_cast<int64_t>(op)});
-  return Run(CollectiveOp::kAllReduce, options, [&](GlooCall& call) -> absl::Status {
-    if (n <= kInlineElements) return call.InlineAllReduce(data, op, fp);
-    RETURN_IF_ERROR(call.ExchangeHeaders(fp, {}, absl::OkStatus()).status());
-    return call.AllReduce(data.data(), n, op);
+  const CallSpec spec = SpecAllReduce(options.tag, data.size(), op);
+  return Run(spec, options, [&](GlooCall& call) -> absl::Status {
+    if (data.size() <= kInlineElements) return call.InlineAllReduce(data, op, spec);
+    RETURN_IF_ERROR(call.ExchangeHeaders(spec, {}).status());
+    return call.AllReduce(data.data(), data.size(), op);
   });
 }
 
 absl::Status GlooCommunicator::Barrier(const CallOptions& options) {
-  const int64_t fp = CallFingerprint(CollectiveOp::kBarrier, options.tag);
-  return Run(CollectiveOp::kBarrier, options,
-             [&](GlooCall& call) { return call.InlineAllReduce({}, ReduceOp::kSum, fp); });
+  const CallSpec spec = SpecBarrier(options.tag);
+  return Run(spec, options,
+             [&](GlooCall& call) { return call.InlineAllReduce({}, ReduceOp::kSum, spec); });
 }
 
 absl::Status GlooCommunicator::AllGather(absl::Span<const int64_t> in, absl::Span<int64_t> out,
                                          const CallOptions& options) {
-  const int64_t n = in.size();
-  const int64_t fp = CallFingerprint(CollectiveOp::kAllGather, options.tag, {n});
-  absl::Status local;
-  if (out.size() != in.size() * world_size_) {
-    local = InvalidCallArgument(
-        CollectiveOp::kAllGather, options.tag, rank_,
-        absl::StrCat("out has ", out.size(), " elements, expected ", world_size_, " * ", n));
-  }
-  return Run(CollectiveOp::kAllGather, options, [&](GlooCall& call) -> absl::Status {
-    if (n <= kInlineElements) return call.InlineAllGather(in, out, fp, local);
-    RETURN_IF_ERROR(call.ExchangeHeaders(fp, {}, local).status());
-    return call.AllGather(in.data(), out.data(), n);
+  const CallSpec spec = SpecAllGather(options.tag, rank_, world_size_, in.size(), out.size());
+  return Run(spec, options, [&](GlooCall& call) -> absl::Status {
+    if (in.size() <= kInlineElements) return call.InlineAllGather(in, out, spec);
+    RETURN_IF_ERROR(call.ExchangeHeaders(spec, {}).status());
+    return call.AllGather(in.data(), out.data(), in.size());
   });
 }
 
 absl::Status GlooCommunicator::AllToAll(absl::Span<const int64_t> send, absl::Span<int64_t> recv,
                                         const CallOptions& options) {
-  const int64_t n = send.size() / world_size_;  // Per block.
-  const int64_t fp = CallFingerprint(CollectiveOp::kAllToAll, options.tag, {n});
-  absl::Status local;
-  if (send.size() % world_size_ != 0 || recv.size() != send.size()) {
-    local = InvalidCallArgument(
-        CollectiveOp::kAllToAll, options.tag, rank_,
-        absl::StrCat("send has ", send.size(), " and recv ", recv.size(),
-                     " elements; both must be the same multiple of the world size ", world_size_));
-  }
-  return Run(CollectiveOp::kAllToAll, options, [&](GlooCall& call) -> absl::Status {
-    if (n <= kInlineElements) return call.InlineAllToAll(send, recv, fp, local);
-    RETURN_IF_ERROR(call.ExchangeHeaders(fp, {}, local).status());
+  const CallSpec spec = SpecAllToAll(options.tag, rank_, world_size_, send.size(), recv.size());
+  return Run(spec, options, [&](GlooCall& call) -> absl::Status {
+    if (spec.args[0] <= kInlineElements) return call.InlineAllToAll(send, recv, spec);
+    RETURN_IF_ERROR(call.ExchangeHeaders(spec, {}).status());
     return call.AllToAll(send.data(), recv.data(), send.size());
   });
 }
 
 absl::StatusOr<std::vector<std::string>> GlooCommunicator::AllGatherBytes(
     absl::string_view data, const CallOptions& options) {
-  const int64_t fp = CallFingerprint(CollectiveOp::kAllGatherBytes, options.tag);
+  const CallSpec spec = SpecAllGatherBytes(options.tag);
   std::vector<std::string> result;
-  RETURN_IF_ERROR(Run(CollectiveOp::kAllGatherBytes, options, [&](GlooCall& call) -> absl::Status {
+  RETURN_IF_ERROR(Run(spec, options, [&](GlooCall& call) -> absl::Status {
     const int64_t size = data.size();
-    ASSIGN_OR_RETURN(GlooHeaders headers,
-                     call.ExchangeHeaders(fp, {&size, 1}, absl::OkStatus(), data));
+    ASSIGN_OR_RETURN(WireHeaders headers, call.ExchangeHeaders(spec, {&size, 1}, data));
     const std::vector<size_t> sizes = headers.column(0);
-    if (AllInline(headers, world_size_)) {
+    if (headers.all_inline()) {
       for (int r = 0; r < world_size_; ++r) result.emplace_back(headers.inline_bytes(r));
       return absl::OkStatus();
     }
@@ -226,18 +201,12 @@ absl::StatusOr<std::vector<std::string>> GlooCommunicator::AllGatherBytes(
 }
 
 absl::Status GlooCommunicator::Broadcast(std::string* data, int root, const CallOptions& options) {
-  const int64_t fp = CallFingerprint(CollectiveOp::kBroadcast, options.tag, {root});
-  absl::Status local;
-  if (root < 0 || root >= world_size_) {
-    local =
-        InvalidCallArgument(CollectiveOp::kBroadcast, options.tag, rank_,
-                            absl::StrCat("root ", root, " is outside the group of ", world_size_));
-  }
-  return Run(CollectiveOp::kBroadcast, options, [&](GlooCall& call) -> absl::Status {
+  const CallSpec spec = SpecRooted(CollectiveOp::kBroadcast, options.tag, rank_, world_size_, root);
+  return Run(spec, options, [&](GlooCall& call) -> absl::Status {
     const int64_t size = data->size();
     ASSIGN_OR_RETURN(
-        GlooHeaders headers,
-        call.ExchangeHeaders(fp, {&size, 1}, local,
+        WireHeaders headers,
+        call.ExchangeHeaders(spec, {&size, 1},
                              rank_ == root ? absl::string_view(*data) : absl::string_view()));
     const size_t root_size = headers.field(root, 0);
     if (headers.has_inline(root)) {
@@ -254,19 +223,13 @@ absl::Status GlooCommunicator::Broadcast(std::string* data, int root, const Call
 
 absl::StatusOr<std::vector<std::string>> GlooCommunicator::Gather(absl::string_view data, int root,
                                                                   const CallOptions& options) {
-  const int64_t fp = CallFingerprint(CollectiveOp::kGather, options.tag, {root});
-  absl::Status local;
-  if (root < 0 || root >= world_size_) {
-    local =
-        InvalidCallArgument(CollectiveOp::kGather, options.tag, rank_,
-                            absl::StrCat("root ", root, " is outside the group of ", world_size_));
-  }
+  const CallSpec spec = SpecRooted(CollectiveOp::kGather, options.tag, rank_, world_size_, root);
   std::vector<std::string> result;
-  RETURN_IF_ERROR(Run(CollectiveOp::kGather, options, [&](GlooCall& call) -> absl::Status {
+  RETURN_IF_ERROR(Run(spec, options, [&](GlooCall& call) -> absl::Status {
     const int64_t size = data.size();
-    ASSIGN_OR_RETURN(GlooHeaders headers, call.ExchangeHeaders(fp, {&size, 1}, local, data));
+    ASSIGN_OR_RETURN(WireHeaders headers, call.ExchangeHeaders(spec, {&size, 1}, data));
     const std::vector<size_t> sizes = headers.column(0);
-    if (AllInline(headers, world_size_)) {
+    if (headers.all_inline()) {
       if (rank_ == root) {
         for (int r = 0; r < world_size_; ++r) result.emplace_back(headers.inline_bytes(r));
       }
@@ -285,30 +248,15 @@ absl::Status GlooCommunicator::AllToAllV(absl::Span<const float> send,
                                          absl::Span<float> recv,
                                          absl::Span<const int64_t> recv_counts,
                                          const CallOptions& options) {
-  const int64_t fp = CallFingerprint(CollectiveOp::kAllToAllV, options.tag);
-  absl::Status local =
-      CheckAllToAllVCounts(options.tag, rank_, "send", send_counts, send.size(), world_size_);
-  if (local.ok()) {
-    local = CheckAllToAllVCounts(options.tag, rank_, "recv", recv_counts, recv.size(), world_size_);
-  }
-  return Run(CollectiveOp::kAllToAllV, options, [&](GlooCall& call) -> absl::Status {
-    std::vector<int64_t> fields(2 * world_size_, 0);
-    if (local.ok()) {
-      std::copy(send_counts.begin(), send_counts.end(), fields.begin());
-      std::copy(recv_counts.begin(), recv_counts.end(), fields.begin() + world_size_);
-    }
-    ASSIGN_OR_RETURN(GlooHeaders headers, call.ExchangeHeaders(fp, fields, local));
-    for (int s = 0; s < world_size_; ++s) {
-      for (int r = 0; r < world_size_; ++r) {
-        const int64_t sent = headers.field(s, r);
-        const int64_t expected = headers.field(r, world_size_ + s);
-        if (sent != expected) {
-          return absl::InternalError(absl::StrCat(
-              "collective desync: ", DescribeCall(CollectiveOp::kAllToAllV, options.tag), ": rank ",
-              s, " sends ", sent, " floats to rank ", r, ", which expects ", expected));
-        }
-      }
-    }
+  const CallSpec spec = SpecAllToAllV(options.tag, rank_, world_size_, send_counts, send.size(),
+                                      recv_counts, recv.size());
+  return Run(spec, options, [&](GlooCall& call) -> absl::Status {
+    std::vector<int64_t> fields(send_counts.begin(), send_counts.end());
+    fields.insert(fields.end(), recv_counts.begin(), recv_counts.end());
+    ASSIGN_OR_RETURN(WireHeaders headers, call.ExchangeHeaders(spec, fields));
+    RETURN_IF_ERROR(CheckAllToAllVPairs(
+        spec, world_size_, "floats", [&](int s, int r) { return headers.field(s, r); },
+        [&](int r, int s) { return headers.field(r, world_size_ + s); }));
     return call.AllToAllV(send.data(), std::vector<int64_t>(send_counts.begin(), send_counts.end()),
                           recv.data(),
                           std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
@@ -317,25 +265,18 @@ absl::Status GlooCommunicator::AllToAllV(absl::Span<const float> send,
 
 absl::StatusOr<std::vector<std::string>> GlooCommunicator::AllToAllBytes(
     const std::vector<std::string>& send, const CallOptions& options) {
-  const int64_t fp = CallFingerprint(CollectiveOp::kAllToAllBytes, options.tag);
-  absl::Status local;
-  if (send.size() != static_cast<size_t>(world_size_)) {
-    local =
-        InvalidCallArgument(CollectiveOp::kAllToAllBytes, options.tag, rank_,
-                            absl::StrCat("send has ", send.size(),
-                                         " entries, expected one per rank (", world_size_, ")"));
-  }
+  const CallSpec spec = SpecAllToAllBytes(options.tag, rank_, world_size_, send.size());
   std::vector<std::string> result;
-  RETURN_IF_ERROR(Run(CollectiveOp::kAllToAllBytes, options, [&](GlooCall& call) -> absl::Status {
+  RETURN_IF_ERROR(Run(spec, options, [&](GlooCall& call) -> absl::Status {
     std::vector<int64_t> send_sizes(world_size_, 0);
     std::string flat_send;
-    if (local.ok()) {
+    if (spec.local.ok()) {
       for (int r = 0; r < world_size_; ++r) {
         send_sizes[r] = send[r].size();
         flat_send += send[r];
       }
     }
-    ASSIGN_OR_RETURN(GlooHeaders headers, call.ExchangeHeaders(fp, send_sizes, local));
+    ASSIGN_OR_RETURN(WireHeaders headers, call.ExchangeHeaders(spec, send_sizes));
     std::vector<size_t> recv_sizes = headers.column(rank_);
     std::vector<int64_t> recv_counts(recv_sizes.begin(), recv_sizes.end());
     size_t total = 0;

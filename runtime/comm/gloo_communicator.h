@@ -15,11 +15,12 @@
 //    rank checks the fingerprints. The all-reduce block travels as ONE gloo element
 //    with a custom reduction (values by the op, fingerprints by min and max), so gloo's
 //    ring moves a single segment, exactly as for a one-int64 all-reduce.
-//  * All other ops first all-gather a fixed-width header per rank (fingerprint, op,
-//    sizes or counts), check that every rank called the same op with the same tag and
-//    compatible sizes, and only then exchange the payload with exact sizes. Payloads
-//    of up to 256 bytes per rank (Broadcast, Gather, AllGatherBytes) travel inside the
-//    header, so the executor's intake and response exchanges take one round.
+//  * All other ops first all-gather the fixed-width header of collective_wire.h per
+//    rank (fingerprint, op, tag, sizes or counts), check that every rank called the
+//    same op with the same tag and compatible sizes, and only then exchange the payload
+//    with exact sizes. Payloads of up to 256 bytes per rank (Broadcast, Gather,
+//    AllGatherBytes) travel inside the header, so the executor's intake and response
+//    exchanges take one round.
 // A mismatch returns Internal("collective desync: ...") on every rank that can see it;
 // a rank whose own arguments are invalid returns InvalidArgument and its peers learn
 // it from the header. Calls that do not even use the same gloo operation (say
@@ -126,7 +127,7 @@ class GlooCommunicator final : public Communicator {
 
   // Runs `body` for one call: refuses if broken, converts gloo exceptions to a Status,
   // and marks the communicator broken on any error.
-  absl::Status Run(CollectiveOp op, const CallOptions& options,
+  absl::Status Run(const CallSpec& spec, const CallOptions& options,
                    absl::FunctionRef<absl::Status(internal::GlooCall&)> body);
 
   const int rank_;

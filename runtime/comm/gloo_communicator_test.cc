@@ -160,8 +160,9 @@ absl::Status RunDesyncRank(const RankProcessRole& role) {
   ASSIGN_OR_RETURN(auto headers, store.Connect(role, "desync-header"));
   absl::Status status = role.rank == 1 ? headers->Gather("r", 0, Tag("responses")).status()
                                        : headers->AllGatherBytes("r", Tag("responses")).status();
-  RETURN_IF_ERROR(ExpectDesync(status, role.rank == 1 ? "rank 1 called Gather('responses')"
-                                                      : "rank 1 called Gather(another tag"));
+  RETURN_IF_ERROR(ExpectDesync(status,
+                               "rank 0 called AllGatherBytes('responses'), rank 1 called "
+                               "Gather('responses') with root 0"));
 
   ASSIGN_OR_RETURN(auto inline_group, store.Connect(role, "desync-inline"));
   int64_t vote = 1;

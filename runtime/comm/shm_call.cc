@@ -16,24 +16,10 @@ std::string DescribeHeader(const ShmRoundHeader& h) {
   const int64_t code = h.info & 0xff;
   if (code > static_cast<int64_t>(CollectiveOp::kBarrier)) return "an unknown op";
   const auto op = static_cast<CollectiveOp>(code);
-  std::string out =
-      DescribeCall(op, absl::string_view(h.tag, std::min<size_t>(h.tag_length, kShmTagBytes)));
-  if (h.round != 0) return absl::StrCat("round ", h.round, " of ", out);
-  const int64_t n = h.num_args > 0 ? h.args[0] : 0;
-  switch (op) {
-    case CollectiveOp::kAllReduce:
-      return absl::StrCat(out, " with ", n, " elements (",
-                          ReduceOpName(static_cast<ReduceOp>(h.num_args > 1 ? h.args[1] : 0)), ")");
-    case CollectiveOp::kAllGather:
-      return absl::StrCat(out, " with ", n, " elements");
-    case CollectiveOp::kAllToAll:
-      return absl::StrCat(out, " with ", n, " elements per rank");
-    case CollectiveOp::kBroadcast:
-    case CollectiveOp::kGather:
-      return absl::StrCat(out, " with root ", n);
-    default:
-      return out;
-  }
+  const absl::string_view tag(h.tag, std::min<size_t>(h.tag_length, kShmTagBytes));
+  if (h.round != 0) return absl::StrCat("round ", h.round, " of ", DescribeCall(op, tag));
+  return DescribeCallArgs(op, tag,
+                          absl::Span<const int64_t>(h.args, std::clamp<int64_t>(h.num_args, 0, 3)));
 }
 
 }  // namespace
@@ -47,7 +33,7 @@ ShmCall::ShmCall(ShmGroup& group, CollectiveOp op, const CallOptions& options)
       deadline_(absl::Now() + options.timeout),
       chunk_(static_cast<int64_t>(group.segment().layout().chunk_bytes)) {}
 
-void ShmCall::WriteHeader(uint64_t parity, int64_t round, std::initializer_list<int64_t> args) {
+void ShmCall::WriteHeader(uint64_t parity, int64_t round, absl::Span<const int64_t> args) {
   ShmRoundHeader& h = segment_.round_header(group_.rank(), parity);
   h.fp = fp_;
   h.info = info_;
@@ -87,13 +73,13 @@ absl::Status ShmCall::Desync(int a, int b, uint64_t parity) const {
       ", rank ", b, " called ", DescribeHeader(segment_.round_header(b, parity))));
 }
 
-absl::Status ShmCall::Start(int64_t fp, std::initializer_list<int64_t> args,
-                            absl::Span<const int64_t> fields, const absl::Status& local,
+absl::Status ShmCall::Start(const CallSpec& spec, absl::Span<const int64_t> fields,
                             absl::string_view payload, bool allow_direct, int64_t private_offset,
                             int64_t private_length) {
   const int world = group_.world();
   const int rank = group_.rank();
-  fp_ = fp;
+  const absl::Status& local = spec.local;
+  fp_ = spec.fp;
   payload_ = local.ok() ? payload : absl::string_view();
   // A direct payload stays where it is; peers read it in place if the call goes
   // direct, which it does whenever any rank's payload is direct.
@@ -103,7 +89,7 @@ absl::Status ShmCall::Start(int64_t fp, std::initializer_list<int64_t> args,
   info_ = static_cast<int64_t>(op_) | (local.ok() ? 0 : kShmInvalidFlag) |
           (direct_payload ? kShmDirectFlag : 0);
   round0_parity_ = group_.parity();
-  WriteHeader(round0_parity_, 0, args);
+  WriteHeader(round0_parity_, 0, spec.arg_span());
   segment_.round_header(rank, round0_parity_).payload_address =
       static_cast<int64_t>(reinterpret_cast<uintptr_t>(payload_.data()));
   if (local.ok()) {

@@ -22,7 +22,6 @@
 #define LOCKSTEP_RUNTIME_COMM_SHM_CALL_H_
 
 #include <cstdint>
-#include <initializer_list>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -41,15 +40,14 @@ class ShmCall {
   // `group` and `options.tag` must outlive the call.
   ShmCall(ShmGroup& group, CollectiveOp op, const CallOptions& options);
 
-  // Round 0. `fp` is CallFingerprint(op, tag, args); `fields` (at most 2 * world)
-  // are published for the peers; `local` is this rank's argument error (then it
-  // publishes no payload and returns `local` after the round, so that the peers learn
-  // of it). `payload` must stay valid until Transfer returns. Bytes [private_offset,
+  // Round 0 of the call `spec` (collective_op.h; its op must be this call's): its
+  // fingerprint and arguments, and `fields` (at most 2 * world), are published for
+  // the peers; spec.local is this rank's argument error (then it publishes no payload
+  // and returns spec.local after the round, so that the peers learn of it). `payload` must stay valid until Transfer returns. Bytes [private_offset,
   // private_offset + private_length) of it are read by this rank only (its own block
   // of an all-to-all): they never go through the segment.
   // `allow_direct`: the op reads payloads only through Transfer(reads).
-  absl::Status Start(int64_t fp, std::initializer_list<int64_t> args,
-                     absl::Span<const int64_t> fields, const absl::Status& local,
+  absl::Status Start(const CallSpec& spec, absl::Span<const int64_t> fields,
                      absl::string_view payload, bool allow_direct = false,
                      int64_t private_offset = 0, int64_t private_length = 0);
 
@@ -77,7 +75,7 @@ class ShmCall {
 
  private:
   // Writes this rank's round header for round `round` into buffer `parity`.
-  void WriteHeader(uint64_t parity, int64_t round, std::initializer_list<int64_t> args);
+  void WriteHeader(uint64_t parity, int64_t round, absl::Span<const int64_t> args);
   // Copies this rank's payload bytes of the round starting at `begin` (except the
   // private range) into its buffer `parity`.
   void CopyIn(uint64_t parity, int64_t begin);

@@ -40,7 +40,6 @@
 #define LOCKSTEP_RUNTIME_COMM_SHM_COMMUNICATOR_H_
 
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,7 +101,7 @@ class ShmCommunicator final : public Communicator {
 
   // Runs `body` for one call: refuses if broken, and marks the communicator (and its
   // slot, for the peers) broken on any error.
-  absl::Status Run(CollectiveOp op, const CallOptions& options,
+  absl::Status Run(const CallSpec& spec, const CallOptions& options,
                    absl::FunctionRef<absl::Status(internal::ShmCall&)> body);
 
   const std::unique_ptr<internal::ShmGroup> group_;

@@ -1,5 +1,8 @@
-// ShmCommunicator with its ranks as threads of this process and as real processes
-// (the test binary re-executes itself once per rank, testing/rank_processes.h).
+// ShmCommunicator's own behaviour, with its ranks as threads of this process and as
+// real processes (the test binary re-executes itself once per rank,
+// testing/rank_processes.h): its payload modes (staged rounds, direct reads), segment
+// names and epochs, SIGKILLed peers. The shared contract and the conformance suite at
+// the default options run in communicator_contract_test.
 #include "runtime/comm/shm_communicator.h"
 
 #include <sched.h>
@@ -30,6 +33,7 @@
 #include "runtime/comm/shm_segment.h"
 #include "runtime/comm/testing/conformance.h"
 #include "runtime/comm/testing/rank_processes.h"
+#include "runtime/comm/testing/thread_groups.h"
 
 namespace lockstep::comm {
 namespace {
@@ -59,15 +63,7 @@ CallOptions Tag(absl::string_view tag, absl::Duration timeout = absl::Seconds(10
   return options;
 }
 
-// A segment name no other test, process or run uses: a random token (like an
-// instance's epoch; not the pid, which repeats across the PID namespaces of parallel
-// sandboxed runs that share /dev/shm) and a counter.
-std::string FreshName(absl::string_view what) {
-  static const std::string token =
-      absl::StrCat(absl::Hex((uint64_t{std::random_device()()} << 32) ^ std::random_device()()));
-  static std::atomic<int> counter{0};
-  return ShmSegmentName("shmtest", absl::StrCat(token, "x", counter++), what);
-}
+std::string FreshName(absl::string_view what) { return testing::FreshShmName(what); }
 
 bool NameExists(const std::string& name) {
   struct stat st;
@@ -138,7 +134,7 @@ TEST_P(ShmThreadsConformanceTest, EveryOpMatchesTheReference) {
 // Staged in many rounds, the defaults, and every payload read in place.
 INSTANTIATE_TEST_SUITE_P(WorldsAndModes, ShmThreadsConformanceTest,
                          ::testing::Combine(::testing::Values(1, 2, 4, 8),
-                                            ::testing::Values(Mode{kSmallChunk, kStaged}, Mode{},
+                                            ::testing::Values(Mode{kSmallChunk, kStaged},
                                                               Mode{4096, kAlwaysDirect})));
 
 TEST(ShmCommunicatorTest, NameIsUnlinkedOnceEveryRankAttached) {
@@ -150,39 +146,6 @@ TEST(ShmCommunicatorTest, NameIsUnlinkedOnceEveryRankAttached) {
        RunAll(group, [](Communicator& comm) { return comm.Barrier(Tag("still works")); })) {
     EXPECT_THAT(s, IsOk());
   }
-}
-
-TEST(ShmCommunicatorTest, ManySmallCollectivesStayInStep) {
-  Group group = MakeThreadGroup(4);
-  for (const absl::Status& s : RunAll(group, [](Communicator& comm) -> absl::Status {
-         for (int64_t step = 0; step < 2000; ++step) {
-           int64_t vote[4] = {comm.rank() + step, step % 2 == 0 ? comm.rank() : -comm.rank(), 1, 0};
-           RETURN_IF_ERROR(comm.AllReduce(absl::MakeSpan(vote), ReduceOp::kMax, Tag("vote")));
-           if (vote[0] != 3 + step || vote[1] != (step % 2 == 0 ? 3 : 0)) {
-             return absl::InternalError(absl::StrCat("step ", step, " got ", vote[0]));
-           }
-         }
-         return absl::OkStatus();
-       })) {
-    EXPECT_THAT(s, IsOk());
-  }
-}
-
-TEST(ShmCommunicatorTest, OtherOpIsADesyncOnEveryRank) {
-  Group group = MakeThreadGroup(4);
-  RankFn vote = [](Communicator& comm) {
-    int64_t v = 1;
-    return comm.AllReduce(absl::MakeSpan(&v, 1), ReduceOp::kSum, Tag("vote"));
-  };
-  RankFn gather = [](Communicator& comm) { return comm.Gather("x", 0, Tag("responses")).status(); };
-  for (const absl::Status& s : RunRanks(group, {vote, vote, gather, vote})) {
-    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal,
-                            "collective desync: rank 0 called AllReduce('vote') with 1 elements "
-                            "(sum), rank 2 called Gather('responses') with root 0"));
-  }
-  int64_t v = 0;
-  EXPECT_THAT(group[1]->AllReduce(absl::MakeSpan(&v, 1), ReduceOp::kSum, Tag("vote")),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("collective desync")));
 }
 
 TEST(ShmCommunicatorTest, OtherTagSizeRootOrReduceOpIsADesync) {
@@ -218,70 +181,6 @@ TEST(ShmCommunicatorTest, OtherTagSizeRootOrReduceOpIsADesync) {
     for (const absl::Status& s : RunRanks(group, {c.rank0, c.others, c.others})) {
       EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal, HasSubstr(c.want)));
     }
-  }
-}
-
-TEST(ShmCommunicatorTest, AllToAllVCountMismatchFailsEveryRank) {
-  Group group = MakeThreadGroup(2);
-  for (const absl::Status& s : RunAll(group, [](Communicator& comm) {
-         std::vector<float> send(4, 1.0f);
-         std::vector<float> recv(4);
-         const std::vector<int64_t> send_counts = {2, 2};
-         const std::vector<int64_t> recv_counts =
-             comm.rank() == 1 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{2, 2};
-         return comm.AllToAllV(send, send_counts, absl::MakeSpan(recv), recv_counts, Tag("moe.l3"));
-       })) {
-    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal,
-                            HasSubstr("rank 0 sends 2 floats to rank 1, which expects 1")));
-  }
-}
-
-TEST(ShmCommunicatorTest, BadArgumentsFailEveryRank) {
-  Group group = MakeThreadGroup(3);
-  for (const absl::Status& s : RunAll(group, [](Communicator& comm) {
-         return comm.Gather("x", 7, Tag("responses")).status();
-       })) {
-    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("root 7")));
-  }
-  group = MakeThreadGroup(2);
-  std::vector<absl::Status> results = RunAll(group, [](Communicator& comm) {
-    std::vector<int64_t> out(comm.rank() == 1 ? 3 : 2);
-    return comm.AllGather(std::vector<int64_t>{1}, absl::MakeSpan(out), Tag("load"));
-  });
-  EXPECT_THAT(results[0], StatusIs(absl::StatusCode::kInvalidArgument,
-                                   HasSubstr("AllGather('load') on rank 1: invalid arguments")));
-  EXPECT_THAT(results[1], StatusIs(absl::StatusCode::kInvalidArgument,
-                                   HasSubstr("AllGather('load') on rank 1: out has 3 elements")));
-}
-
-TEST(ShmCommunicatorTest, MissingRankTimesOutNamingTheCallAndTheRank) {
-  Group group = MakeThreadGroup(4);
-  RankFn vote = [](Communicator& comm) {
-    int64_t v = 1;
-    return comm.AllReduce(absl::MakeSpan(&v, 1), ReduceOp::kSum,
-                          Tag("vote", absl::Milliseconds(100)));
-  };
-  RankFn absent = [](Communicator&) { return absl::OkStatus(); };
-  std::vector<absl::Status> results = RunRanks(group, {vote, vote, vote, absent});
-  for (int r = 0; r < 3; ++r) {
-    EXPECT_THAT(results[r], StatusIs(absl::StatusCode::kDeadlineExceeded,
-                                     HasSubstr("AllReduce('vote') on rank")));
-    EXPECT_THAT(results[r], StatusIs(absl::StatusCode::kDeadlineExceeded,
-                                     HasSubstr("rank(s) 3 did not arrive within 100ms")));
-  }
-  // The late rank finds its peers broken at once (not at its own deadline).
-  EXPECT_THAT(group[3]->Barrier(Tag("late", absl::Seconds(30))),
-              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("failed an earlier call")));
-  EXPECT_THAT(group[0]->Barrier(Tag("again")), StatusIs(absl::StatusCode::kFailedPrecondition));
-}
-
-TEST(ShmCommunicatorTest, DestroyedMemberMakesPeersUnavailable) {
-  Group group = MakeThreadGroup(3);
-  group[1].reset();
-  for (int r : {0, 2}) {
-    // A long timeout: only the departure of rank 1 can end these calls early.
-    EXPECT_THAT(group[r]->Barrier(Tag("step", absl::Seconds(30))),
-                StatusIs(absl::StatusCode::kUnavailable, HasSubstr("rank 1 left the group")));
   }
 }
 
