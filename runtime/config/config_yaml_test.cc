@@ -164,7 +164,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadYaml{"bad_transport",
                 "model: {name: m, path: p}\n"
                 "instances: [{name: a, role: aggregated, comm: {vote_transport: tcp}}]\n",
-                "instances[0].comm.vote_transport: must be one of gloo | shm | auto, got 'tcp'"},
+                "instances[0].comm.vote_transport: must be one of gloo | shm | auto | nccl, got "
+                "'tcp'"},
+        BadYaml{"nccl_needs_cuda",
+                "model: {name: m, path: p}\n"
+                "instances: [{name: a, role: aggregated, comm: {engine_transport: nccl}}]\n",
+                "instances[0].comm.engine_transport: nccl needs the CUDA engine and a GPU per "
+                "rank, but the engine is cpu (use gloo, shm or auto)"},
         BadYaml{"instances_map", "model: {name: m, path: p}\ninstances: {name: a}\n",
                 "instances: must be a sequence"},
         BadYaml{"section_scalar",

@@ -28,8 +28,10 @@ constexpr NameTable<DraftPool, 3> kDraftPoolNames = {{{DraftPool::kNone, "none"}
                                                       {DraftPool::kUnpaired, "unpaired"}}};
 constexpr NameTable<RoutingPolicy, 2> kPolicyNames = {
     {{RoutingPolicy::kRoundRobin, "round_robin"}, {RoutingPolicy::kLeastLoad, "least_load"}}};
-constexpr NameTable<CommTransport, 3> kTransportNames = {
-    {{CommTransport::kGloo, "gloo"}, {CommTransport::kShm, "shm"}, {CommTransport::kAuto, "auto"}}};
+constexpr NameTable<CommTransport, 4> kTransportNames = {{{CommTransport::kGloo, "gloo"},
+                                                          {CommTransport::kShm, "shm"},
+                                                          {CommTransport::kAuto, "auto"},
+                                                          {CommTransport::kNccl, "nccl"}}};
 
 template <typename Enum, size_t N>
 std::string_view NameOf(const NameTable<Enum, N>& table, Enum value) {
@@ -135,6 +137,18 @@ void ValidateInstance(const InstanceConfig& instance, const std::string& prefix,
   problems.AtLeast(kv + ".num_blocks", instance.kv.num_blocks, 1);
   if (e.draft_pool != DraftPool::kNone) {
     problems.AtLeast(kv + ".draft_num_blocks", instance.kv.draft_num_blocks, 1);
+  }
+  // NCCL runs on the GPUs the CUDA engine holds, one per rank; the CPU and fake
+  // engines have none.
+  for (const auto& [field, transport] : {std::pair{"vote_transport", instance.comm.vote_transport},
+                                         std::pair{"engine_transport",
+                                                   instance.comm.engine_transport}}) {
+    if (transport == CommTransport::kNccl) {
+      problems.Add(prefix + ".comm." + field,
+                   fmt::format("nccl needs the CUDA engine and a GPU per rank, but the engine "
+                               "is {} (use gloo, shm or auto)",
+                               EngineKindName(instance.engine)));
+    }
   }
   const std::string tr = prefix + ".transfer";
   problems.AtLeast(tr + ".deadline_ms", instance.transfer.deadline_ms, 1);

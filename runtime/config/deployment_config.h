@@ -35,8 +35,9 @@ enum class DraftPool { kNone, kPaired, kUnpaired };
 enum class RoutingPolicy { kRoundRobin, kLeastLoad };
 // How the ranks of an instance exchange collectives. YAML: gloo (TCP, any hosts) |
 // shm (shared memory; every rank on one host) | auto (shm when the rendezvous shows
-// every rank on one host, else gloo).
-enum class CommTransport { kGloo, kShm, kAuto };
+// every rank on one host, else gloo) | nccl (NCCL on the GPUs; needs the CUDA engine
+// and a GPU per rank, so no engine of this build accepts it yet: validation says so).
+enum class CommTransport { kGloo, kShm, kAuto, kNccl };
 
 // The YAML spelling of each value, and its inverse (an error lists the valid names).
 std::string_view InstanceRoleName(InstanceRole role);

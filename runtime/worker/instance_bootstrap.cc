@@ -49,6 +49,9 @@ absl::StatusOr<std::string> Resolve(config::CommTransport wanted, absl::string_v
             absl::StrCat(field, " is shm, but the ranks are not on one host: ", split));
       }
       return std::string(kShm);
+    case config::CommTransport::kNccl:  // Refused by config validation before this.
+      return absl::FailedPreconditionError(
+          absl::StrCat(field, " is nccl, which needs the CUDA engine and a GPU per rank"));
   }
   return absl::InvalidArgumentError(absl::StrCat(field, ": unknown transport"));
 }
