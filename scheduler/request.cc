@@ -70,6 +70,7 @@ void Request::RecordAcceptance(int proposed, int accepted) {
       << "accepted " << accepted << " of " << proposed << " drafts for request " << id_;
   drafts_proposed_ += proposed;
   drafts_accepted_ += accepted;
+  dynamic_k_.Observe(proposed, accepted);
 }
 
 void Request::AddInFlight(int delta) {

@@ -19,6 +19,8 @@
 #include "common/ids.h"
 #include "scheduler/request_state.h"
 #include "scheduler/sampling_params.h"
+#include "spec_decode/dynamic_k.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::sched {
 
@@ -91,7 +93,11 @@ class Request {
   void set_draft_tokens(std::vector<int32_t> drafts) { draft_tokens_ = std::move(drafts); }
   int64_t drafts_proposed() const { return drafts_proposed_; }
   int64_t drafts_accepted() const { return drafts_accepted_; }
+  // Counts a verified step and feeds the request's dynamic K.
   void RecordAcceptance(int proposed, int accepted);
+  // K chosen from this request's acceptance rate (spec::DynamicK), capped by the
+  // largest K anywhere; callers cap it by the instance's K.
+  const spec::DynamicK& dynamic_k() const { return dynamic_k_; }
   // Generation steps whose results have been applied.
   int64_t decoding_iter() const { return decoding_iter_; }
   void IncrementDecodingIter() { ++decoding_iter_; }
@@ -147,6 +153,7 @@ class Request {
   std::vector<int32_t> draft_tokens_;
   int64_t drafts_proposed_ = 0;
   int64_t drafts_accepted_ = 0;
+  spec::DynamicK dynamic_k_{spec::kMaxDraftTokens};
   int64_t decoding_iter_ = 0;
   int in_flight_steps_ = 0;
   int num_pauses_ = 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "scheduler/request.h"
+#include "spec_decode/budget.h"
 
 namespace lockstep::sched {
 
@@ -14,13 +15,18 @@ struct ScheduledChunk {
   int64_t position = 0;    // first token of the chunk (after prefix reuse)
   int64_t num_tokens = 0;  // chunk length
   bool last_chunk = false;
+  // KV granted for it (and, for a last chunk, the drafts it proposes).
+  spec::Grant grant;
 };
 
 struct ScheduleDecision {
   // Prefill chunks, first-come-first-served.
   std::vector<ScheduledChunk> context;
-  // Generation steps (each 1 + K tokens), oldest first; the dummy, if any, last.
+  // Generation steps (each 1 + K tokens, K per request), oldest first; the dummy, if
+  // any, last. generation_grants[i] is generation[i]'s budget: add both with
+  // AddGeneration.
   std::vector<Request*> generation;
+  std::vector<spec::Grant> generation_grants;
   // Requests paused this pass (KV released, back to kContextInit for recompute).
   std::vector<Request*> paused;
   // Generation-only requests whose blocks were allocated this pass: start their
@@ -32,6 +38,10 @@ struct ScheduleDecision {
   // Schedulable requests existed, nothing was scheduled and nothing is in flight.
   bool no_progress = false;
 
+  void AddGeneration(Request* request, const spec::Grant& grant) {
+    generation.push_back(request);
+    generation_grants.push_back(grant);
+  }
   int64_t batch_size() const { return static_cast<int64_t>(context.size() + generation.size()); }
   bool empty() const { return context.empty() && generation.empty(); }
 };

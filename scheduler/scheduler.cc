@@ -32,6 +32,12 @@ Scheduler::Scheduler(const SchedulerConfig& config, kv::KvManager* kv) : config_
   LOCKSTEP_CHECK_OK(config_.Validate());
 }
 
+int32_t Scheduler::DraftTokensFor(const Request& request) const {
+  if (!config_.speculating()) return 0;
+  if (!config_.dynamic_draft_tokens || request.is_dummy()) return config_.num_draft_tokens;
+  return std::min<int32_t>(request.dynamic_k().k(), config_.num_draft_tokens);
+}
+
 bool Scheduler::UseReuse() const {
   return config_.prefix_reuse && kv_->config().draft_mode != kv::DraftMode::kUnpaired;
 }
@@ -154,9 +160,7 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
                                      Rollback* rollback) {
   ++stats_.passes;
   ScheduleDecision decision;
-  const int64_t step_tokens = config_.generation_step_tokens();
-  const bool spec = config_.num_draft_tokens > 0;
-  const bool paired = kv_->config().draft_mode == kv::DraftMode::kPaired;
+  const kv::DraftMode draft_pool = kv_->config().draft_mode;
   auto full = [&] {
     return decision.batch_size() >= config_.max_batch_size ||
            decision.num_tokens >= config_.max_num_tokens;
@@ -181,9 +185,11 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
   for (Request* r : order) {
     if (full()) break;
     if (!IsGenerationCandidate(*r)) continue;
+    const spec::Grant grant = spec::GenerationGrant(DraftTokensFor(*r), draft_pool);
+    const int64_t step_tokens = grant.target_tokens;
     if (decision.num_tokens + step_tokens > config_.max_num_tokens) break;
     if (r->is_dummy()) {
-      if (GrowBy(r, step_tokens, rollback)) decision.generation.push_back(r);
+      if (GrowBy(r, step_tokens, rollback)) decision.AddGeneration(r, grant);
       continue;
     }
     bool grown = GrowBy(r, step_tokens, rollback);
@@ -192,7 +198,7 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
       grown = GrowBy(r, step_tokens, rollback);
     }
     if (!grown) continue;  // refused this step; it keeps its KV, older requests may pause it
-    decision.generation.push_back(r);
+    decision.AddGeneration(r, grant);
     decision.num_tokens += step_tokens;
   }
 
@@ -226,9 +232,9 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
         std::min({remaining, config_.chunk_size, config_.max_num_tokens - decision.num_tokens});
     if (chunk <= 0) break;
     const bool last = chunk == remaining;
-    const int64_t extra = last && spec ? config_.num_draft_tokens : 0;
-    const int64_t target_cap = position + chunk + (paired ? extra : 0);
-    const int64_t draft_cap = position + chunk + extra;
+    const spec::Grant grant = spec::ContextGrant(chunk, last, DraftTokensFor(*r), draft_pool);
+    const int64_t target_cap = position + grant.target_tokens;
+    const int64_t draft_cap = position + std::max(grant.draft_tokens, grant.target_tokens);
     auto grow = [&] {
       return GrowCaches(*kv_, config_, id, kv_->Info(id, kv::PoolKind::kTarget)->capacity,
                         target_cap, draft_cap, rollback);
@@ -249,7 +255,7 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
       }
       break;  // strict FCFS: nobody younger jumps ahead of this request
     }
-    decision.context.push_back({r, position, chunk, last});
+    decision.context.push_back({r, position, chunk, last, grant});
     decision.num_tokens += chunk;
   }
 

@@ -66,6 +66,10 @@ class Scheduler {
     return CountActive(active) >= config_.max_num_active_requests;
   }
 
+  // K of `request`'s next step (0: no speculation): the instance's K, or with dynamic
+  // K the request's own choice capped by it (the dummy always takes the instance's).
+  int32_t DraftTokensFor(const Request& request) const;
+
   const SchedulerConfig& config() const { return config_; }
   const SchedulerStats& stats() const { return stats_; }
 

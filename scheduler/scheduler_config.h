@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::sched {
 
@@ -31,15 +32,22 @@ struct SchedulerConfig {
   int32_t max_num_active_requests = 16;
   // Largest prefill chunk per request per step (chunked prefill).
   int64_t chunk_size = 256;
-  // Draft tokens proposed and verified per generation step (K); 0 disables speculation.
+  // Draft tokens proposed and verified per generation step (K; with dynamic K, the
+  // most); 0 disables speculation.
   int32_t num_draft_tokens = 0;
+  // Who proposes the drafts. kDraftModel needs a draft KV pool, kNgram none.
+  spec::Method spec_method = spec::Method::kDraftModel;
+  // K per request and step from its acceptance rate (spec::DynamicK), at most
+  // num_draft_tokens; the KV grant follows it.
+  bool dynamic_draft_tokens = false;
   // Reuse committed prefixes for new context caches (only without an unpaired draft
   // pool: a mirror has no prefix to reuse, and the draft must prefill what the target
   // prefills).
   bool prefix_reuse = true;
   DummyPolicy dummy_policy = DummyPolicy::kReserved;
 
-  // Tokens of KV one generation step grows a cache by.
+  bool speculating() const { return num_draft_tokens > 0 && spec_method != spec::Method::kNone; }
+  // Most tokens of KV one generation step grows a cache by (the dummy's, always).
   int64_t generation_step_tokens() const { return 1 + num_draft_tokens; }
 
   absl::Status Validate() const {

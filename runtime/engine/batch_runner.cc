@@ -7,6 +7,7 @@
 #include "common/check.h"
 #include "common/status_macros.h"
 #include "runtime/engine/sampler.h"
+#include "spec_decode/acceptance.h"
 
 namespace lockstep::engine {
 namespace {
@@ -20,13 +21,14 @@ absl::Status BadRequest(const kv::BlockRefs& kv, absl::string_view problem) {
 
 BatchRunner::BatchRunner(const Transformer* target, KvPoolView target_pool,
                          const Transformer* draft, KvPoolView draft_pool, int num_draft_tokens,
-                         ThreadPool* threads)
+                         ThreadPool* threads, spec::Drafter* token_drafter)
     : target_(target),
       target_pool_(target_pool),
       draft_(draft),
       draft_pool_(draft_pool),
-      num_draft_tokens_(draft == nullptr ? 0 : num_draft_tokens),
-      threads_(threads) {}
+      num_draft_tokens_(draft == nullptr && token_drafter == nullptr ? 0 : num_draft_tokens),
+      threads_(threads),
+      token_drafter_(draft == nullptr ? token_drafter : nullptr) {}
 
 absl::StatusOr<BatchResult> BatchRunner::Run(const Batch& batch) {
   arena_.Reset();
@@ -38,6 +40,7 @@ absl::StatusOr<BatchResult> BatchRunner::Run(const Batch& batch) {
   absl::StatusOr<const float*> logits = TargetForward(batch, empty);
   if (status.ok() && !logits.ok()) status = logits.status();
   if (status.ok()) Accept(*logits);
+  if (status.ok() && token_drafter_ != nullptr) status = TokenDrafts(batch);
   absl::Status draft_status = DraftPasses(batch, !status.ok());
   if (status.ok()) status = draft_status;
   if (!status.ok()) {
@@ -122,7 +125,7 @@ absl::Status BatchRunner::PlanContext(const ContextChunk& chunk, SeqWork& work) 
   work.draft_end = chunk.position;  // earlier chunks are in the pool
   work.draft_limit = chunk.position + n;
   work.last_chunk = chunk.last_chunk;
-  work.propose = work.draft_kv && chunk.last_chunk
+  work.propose = (work.draft_kv || token_drafter_ != nullptr) && chunk.last_chunk
                      ? std::clamp(chunk.num_draft_tokens, 0, num_draft_tokens_)
                      : 0;
   if (chunk.last_chunk) work.state = &StateFor(work.key);
@@ -172,7 +175,9 @@ absl::Status BatchRunner::PlanGeneration(const GenerationStep& step, SeqWork& wo
   work.draft_limit = work.start + std::max(step.num_draft_tokens, 0);
   work.sampling = &step.sampling;
   work.dummy = step.is_dummy;
-  work.propose = work.draft_kv ? std::clamp(step.num_draft_tokens, 0, num_draft_tokens_) : 0;
+  work.propose = work.draft_kv || token_drafter_ != nullptr
+                     ? std::clamp(step.num_draft_tokens, 0, num_draft_tokens_)
+                     : 0;
   work.state = &StateFor(work.key);
   return absl::OkStatus();
 }
@@ -265,23 +270,54 @@ void BatchRunner::Accept(const float* logits) {
       }
       continue;
     }
-    // Sample every verified position with the request's own draw; accept drafts while
-    // they equal the sampled token.
-    for (int j = 0; j <= work.verify; ++j) {
-      const int32_t token = SampleToken(logits + static_cast<size_t>(work.first_logit + j) * vocab,
-                                        vocab, *work.sampling, work.start + 1 + j, arena_);
-      work.tokens.push_back(token);
-      if (j == work.verify || token != work.drafts[j]) {
-        work.accepted = j;
-        break;
-      }
-    }
+    // Sample the verified positions with the request's own draw, as far as the drafts
+    // are accepted.
+    work.accepted = spec::AcceptDrafts(work.drafts, [&](int j) {
+                      work.tokens.push_back(SampleToken(
+                          logits + static_cast<size_t>(work.first_logit + j) * vocab, vocab,
+                          *work.sampling, work.start + 1 + j, arena_));
+                      return work.tokens.back();
+                    }).accepted;
     work.next_start = work.start + 1 + work.accepted;
   }
 }
 
+absl::Status BatchRunner::TokenDrafts(const Batch& batch) {
+  queries_.clear();
+  query_work_.clear();
+  for (int i = 0; i < num_work_; ++i) {
+    SeqWork& work = work_[i];
+    if (work.state == nullptr) continue;  // a non-last context chunk
+    std::vector<int32_t>& tokens = work.state->tokens;
+    if (work.context) {
+      const ContextChunk& chunk = batch.context[work.index];
+      tokens = chunk.earlier_tokens;
+      tokens.insert(tokens.end(), chunk.tokens.begin(), chunk.tokens.end());
+    } else if (const std::optional<SequenceSeed>& seed = batch.generation[work.index].seed) {
+      tokens = seed->tokens;
+      tokens.push_back(seed->last_token);
+    }
+    tokens.insert(tokens.end(), work.tokens.begin(), work.tokens.end());
+    if (work.propose > 0) {
+      queries_.push_back({tokens, work.propose});
+      query_work_.push_back(i);
+    }
+  }
+  proposals_.resize(queries_.size());
+  RETURN_IF_ERROR(token_drafter_->Propose(
+      queries_, absl::MakeSpan(proposals_.data(), queries_.size())));
+  for (size_t q = 0; q < queries_.size(); ++q) {
+    std::vector<int32_t>& drafts = proposals_[q];
+    if (static_cast<int>(drafts.size()) > queries_[q].max_drafts) {
+      drafts.resize(queries_[q].max_drafts);
+    }
+    work_[query_work_[q]].state->drafts.swap(drafts);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BatchRunner::DraftPasses(const Batch& batch, bool empty) {
-  if (num_draft_tokens_ == 0) return absl::OkStatus();
+  if (draft_ == nullptr || num_draft_tokens_ == 0) return absl::OkStatus();
   const bool collectives = draft_->collectives_per_forward() > 0;
   const int vocab = draft_->config().vocab_size;
   const kv::BlockLayout& layout = draft_pool_.layout;

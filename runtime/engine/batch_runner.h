@@ -1,7 +1,9 @@
-// Runs one Batch (model_engine.h) on the target model and, with speculation, the draft
-// model: one target forward over every context chunk and generation step (each step
-// verifying its drafts), sampling and acceptance, then exactly K draft passes that
-// catch the draft KV up and propose K new drafts per sequence.
+// Runs one Batch (model_engine.h) on the target model and, with speculation, a drafter:
+// one target forward over every context chunk and generation step (each step
+// verifying its drafts), sampling and acceptance (spec_decode/acceptance.h), then the
+// proposals for the next step: with a draft model, exactly K draft passes that catch
+// the draft KV up and propose up to K new drafts per sequence; with a token drafter
+// (spec::Drafter, e.g. n-gram), a call on each sequence's tokens, no KV.
 //
 // Collectives: every Run makes target.collectives_per_forward() +
 // K * draft.collectives_per_forward() collective calls, in the same order, whatever
@@ -42,6 +44,7 @@
 #include "runtime/engine/paged_attention.h"
 #include "runtime/engine/parallel.h"
 #include "runtime/engine/transformer.h"
+#include "spec_decode/drafter.h"
 
 namespace lockstep::engine {
 
@@ -57,14 +60,18 @@ struct SequenceState {
   std::vector<float> spec_kv;
   int spec_len = 0;
   uint64_t draft_generation = 0;
+  // With a token drafter: the tokens at [0, history] (the last is last_token).
+  std::vector<int32_t> tokens;
 };
 
 class BatchRunner {
  public:
-  // `draft` may be null (then num_draft_tokens must be 0). Pointers are not owned and
-  // must outlive the runner; `threads` may be null.
+  // At most one of `draft` (a draft model) and `token_drafter` is set; with neither,
+  // num_draft_tokens (the largest K) is treated as 0. Pointers are not owned and must
+  // outlive the runner; `threads` may be null.
   BatchRunner(const Transformer* target, KvPoolView target_pool, const Transformer* draft,
-              KvPoolView draft_pool, int num_draft_tokens, ThreadPool* threads);
+              KvPoolView draft_pool, int num_draft_tokens, ThreadPool* threads,
+              spec::Drafter* token_drafter = nullptr);
 
   // Runs `batch`. Invalid input (a token outside the vocabulary, a block table that
   // does not cover the positions, an unknown block, a generation step without state or
@@ -125,6 +132,8 @@ class BatchRunner {
   void Accept(const float* logits);
   // The K draft passes (with no rows when `empty`).
   absl::Status DraftPasses(const Batch& batch, bool empty);
+  // With a token drafter: extends each sequence's tokens and proposes its next drafts.
+  absl::Status TokenDrafts(const Batch& batch);
   BatchResult Results(const Batch& batch, const float* logits);
   // Drops every state this Run created or touched (after a failure).
   void ForgetBatchStates();
@@ -135,6 +144,7 @@ class BatchRunner {
   const KvPoolView draft_pool_;
   const int num_draft_tokens_;
   ThreadPool* const threads_;
+  spec::Drafter* const token_drafter_;
 
   absl::node_hash_map<int64_t, SequenceState> states_;  // by request id
   Arena arena_;
@@ -146,6 +156,9 @@ class BatchRunner {
   std::vector<SequenceKv> seqs_;
   std::vector<int32_t> logit_rows_;
   std::vector<int64_t> batch_ids_;  // request ids in this batch (duplicate check)
+  std::vector<spec::DraftQuery> queries_;
+  std::vector<int> query_work_;  // queries_[q] belongs to work_[query_work_[q]]
+  std::vector<std::vector<int32_t>> proposals_;
 };
 
 }  // namespace lockstep::engine

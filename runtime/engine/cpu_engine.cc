@@ -12,11 +12,18 @@
 #include "runtime/engine/model_config.h"
 #include "runtime/engine/parallel.h"
 #include "runtime/engine/transformer.h"
+#include "spec_decode/ngram_drafter.h"
 
 namespace lockstep::engine {
 namespace {
 
-constexpr int kMaxDraftTokens = 16;
+constexpr int kMaxDraftTokens = spec::kMaxDraftTokens;
+
+// The token drafter `options` asks for, or null.
+std::unique_ptr<spec::Drafter> MakeTokenDrafter(const CpuEngineOptions& options) {
+  if (options.spec_method != spec::Method::kNgram || options.num_draft_tokens == 0) return nullptr;
+  return std::make_unique<spec::NgramDrafter>(options.ngram_max);
+}
 
 // Checks a pool against the model it holds KV for; errors name both.
 absl::Status CheckPool(const char* name, const float* storage, const kv::BlockLayout& layout,
@@ -42,12 +49,13 @@ class CpuEngine final : public ModelEngine {
             const CpuEngineOptions& options)
       : target_(std::move(target)),
         draft_(std::move(draft)),
+        token_drafter_(MakeTokenDrafter(options)),
         threads_(options.num_threads),
         runner_(target_.get(),
                 {options.target_storage, options.target_layout, options.target_num_blocks},
                 draft_.get(),
                 {options.draft_storage, options.draft_layout, options.draft_num_blocks},
-                options.num_draft_tokens, &threads_),
+                options.num_draft_tokens, &threads_, token_drafter_.get()),
         thread_([this] { Loop(); }) {}
 
   ~CpuEngine() override {
@@ -127,6 +135,7 @@ class CpuEngine final : public ModelEngine {
 
   const std::unique_ptr<Transformer> target_;
   const std::unique_ptr<Transformer> draft_;
+  const std::unique_ptr<spec::Drafter> token_drafter_;  // n-gram, or null
   ThreadPool threads_;
   BatchRunner runner_;  // used by thread_ only
 
@@ -167,8 +176,15 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
     return absl::InvalidArgumentError(absl::StrCat(
         "num_draft_tokens must be in [0, ", kMaxDraftTokens, "], got ", options.num_draft_tokens));
   }
-  if (options.num_draft_tokens > 0 && options.draft_model_dir.empty()) {
+  const bool draft_model =
+      options.num_draft_tokens > 0 && options.spec_method == spec::Method::kDraftModel;
+  if (draft_model && options.draft_model_dir.empty()) {
     return absl::InvalidArgumentError("num_draft_tokens > 0 needs draft_model_dir");
+  }
+  if (options.spec_method == spec::Method::kNgram &&
+      (options.ngram_max < 1 || options.ngram_max > spec::kMaxNgram)) {
+    return absl::InvalidArgumentError(absl::StrCat("ngram_max must be in [1, ", spec::kMaxNgram,
+                                                   "], got ", options.ngram_max));
   }
   const ExpertGroup group{options.communicator, options.rank, options.world_size,
                           options.collective_timeout};
@@ -177,7 +193,7 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
   RETURN_IF_ERROR(CheckPool("target", options.target_storage, options.target_layout,
                             options.target_num_blocks, *target, options.model_dir));
   std::unique_ptr<Transformer> draft;
-  if (options.num_draft_tokens > 0) {
+  if (draft_model) {
     ASSIGN_OR_RETURN(draft, Transformer::Load(options.draft_model_dir, "draft", group));
     RETURN_IF_ERROR(CheckPool("draft", options.draft_storage, options.draft_layout,
                               options.draft_num_blocks, *draft, options.draft_model_dir));

@@ -25,17 +25,23 @@
 #include "kvcache/block_layout.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/engine/model_engine.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::engine {
 
 struct CpuEngineOptions {
   // Directory with config.json and model.safetensors (or shards + index).
   std::string model_dir;
-  // Draft model directory; empty: no speculation.
+  // How drafts are made: kDraftModel loads `draft_model_dir` (its KV in the draft
+  // pool); kNgram is the prompt-lookup drafter (no draft model, no draft pool).
+  spec::Method spec_method = spec::Method::kDraftModel;
+  // Draft model directory (kDraftModel).
   std::string draft_model_dir;
-  // K, drafts proposed per generation step (1..16 with a draft model; 0: the draft is
-  // not loaded).
+  // K, the most drafts proposed per generation step (1..16; 0: no speculation, the
+  // draft is not loaded).
   int num_draft_tokens = 0;
+  // kNgram: the longest match tried (spec::NgramDrafter).
+  int ngram_max = 3;
 
   // The KV pools (host slabs, not owned; they must outlive the engine), sized with
   // ModelBlockLayout. The layouts must match the models (layers, kv heads, head dim).

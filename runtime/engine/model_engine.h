@@ -66,20 +66,28 @@ struct ContextChunk {
   bool last_chunk = false;      // sample the first token (and K drafts) after this chunk
   sched::SamplingParams sampling;
   int num_draft_tokens = 0;  // K, proposals after the last chunk
+  // N-gram drafting, last chunk only: the tokens at [0, position) (the drafter looks
+  // for matches in the whole sequence).
+  std::vector<int32_t> earlier_tokens;
 };
 
 // Where a generation step starts when the engine has no state for the sequence.
 struct SequenceSeed {
   int64_t history = 0;                // KV valid for [0, history)
   int32_t last_token = 0;             // at position `history`
-  std::vector<int32_t> draft_tokens;  // proposals to verify (size K), may be empty
+  std::vector<int32_t> draft_tokens;  // proposals to verify (at most K), may be empty
+  // N-gram drafting: the tokens at [0, history) (empty: the drafter sees only the
+  // tokens from here on).
+  std::vector<int32_t> tokens;
 };
 
-// One decoding step: verify K drafts (if any) and sample, then propose K new drafts.
+// One decoding step: verify up to K drafts (if any) and sample (spec_decode/acceptance.h),
+// then propose up to K new drafts. K may change from step to step (dynamic K): a step
+// verifies at most its own K of the drafts proposed before it.
 struct GenerationStep {
   kv::BlockRefs kv;
   std::optional<SequenceSeed> seed;  // set iff the engine holds no state for kv
-  int num_draft_tokens = 0;          // K (0: no speculation)
+  int num_draft_tokens = 0;          // K of this step (0: no speculation)
   sched::SamplingParams sampling;
   bool is_dummy = false;  // pad dummy: computed like any step, result ignored
 };

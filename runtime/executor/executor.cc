@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "runtime/executor/step_vote.h"
+#include "spec_decode/budget.h"
 
 namespace lockstep::exec {
 
@@ -216,7 +217,9 @@ void Executor::PadAfterSchedule(const InstanceView& view, sched::ScheduleDecisio
   current_.pad_source = PadSource::kAfterSchedule;
   dummy_ = dummy.get();
   by_id_[dummy->id()] = dummy.get();
-  decision->generation.push_back(dummy.get());
+  decision->AddGeneration(dummy.get(),
+                          spec::GenerationGrant(scheduler_.DraftTokensFor(*dummy),
+                                                kv_->config().draft_mode));
   active_.push_back(std::move(dummy));
   ++counters_.dummies_created;
 }

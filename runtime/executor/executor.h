@@ -141,8 +141,9 @@ class Executor {
     bool is_dummy = false;
     int64_t position = 0;      // context: first token of the chunk
     int64_t num_tokens = 0;    // context: chunk length
-    int64_t target_grant = 0;  // capacity this step granted in the target pool
-    int64_t draft_grant = 0;   // ... and in the draft pool
+    int32_t num_draft_tokens = 0;  // K of this step (from its spec::Grant)
+    int64_t target_grant = 0;      // capacity this step granted in the target pool
+    int64_t draft_grant = 0;       // ... and in the draft pool
   };
   struct InFlightBatch {
     StepId step;
@@ -204,7 +205,6 @@ class Executor {
 
   sched::Request* Find(RequestId id) const;
   std::vector<sched::Request*> ActiveView() const;
-  bool UsesDraft() const { return kv_->has_draft() && config_.scheduler.num_draft_tokens > 0; }
   int32_t eos_token_id() const { return engine_info_.eos_token_id; }
   bool is_leader() const { return config_.rank == 0; }
   comm::CallOptions Call(const char* tag) const {

@@ -6,6 +6,7 @@
 #include "common/check.h"
 #include "common/log.h"
 #include "runtime/executor/executor.h"
+#include "spec_decode/budget.h"
 
 namespace lockstep::exec {
 
@@ -24,8 +25,6 @@ kv::BlockRefs MakeRef(const kv::KvManager& kv, RequestId id) {
 }  // namespace
 
 Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision) {
-  const int k = UsesDraft() ? config_.scheduler.num_draft_tokens : 0;
-  const bool paired = kv_->config().draft_mode == kv::DraftMode::kPaired;
   engine::Batch batch;
   batch.step = StepId(step_);
   batch.released = std::move(released_);
@@ -42,7 +41,7 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
     chunk.position = c.position;
     chunk.last_chunk = c.last_chunk;
     chunk.sampling = r->sampling();
-    chunk.num_draft_tokens = k;
+    chunk.num_draft_tokens = c.grant.num_draft_tokens;
 
     InFlightEntry e;
     e.id = r->id();
@@ -52,9 +51,9 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
     e.last_chunk = c.last_chunk;
     e.position = c.position;
     e.num_tokens = c.num_tokens;
-    const int64_t extra = c.last_chunk ? k : 0;
-    e.target_grant = c.num_tokens + (paired ? extra : 0);
-    e.draft_grant = c.num_tokens + extra;
+    e.num_draft_tokens = c.grant.num_draft_tokens;
+    e.target_grant = c.grant.target_tokens;
+    e.draft_grant = c.grant.draft_tokens;
     in_flight.entries.push_back(e);
     batch.context.push_back(std::move(chunk));
 
@@ -71,7 +70,10 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
     }
   }
 
-  for (Request* r : decision.generation) {
+  for (size_t i = 0; i < decision.generation.size(); ++i) {
+    Request* r = decision.generation[i];
+    const spec::Grant& grant = decision.generation_grants[i];
+    const int k = grant.num_draft_tokens;
     engine::GenerationStep step;
     step.kv = MakeRef(*kv_, r->id());
     step.num_draft_tokens = k;
@@ -84,8 +86,11 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
       engine::SequenceSeed seed;
       seed.history = static_cast<int64_t>(r->prompt().size());
       seed.last_token = source.first_token;
-      if (static_cast<int>(source.first_drafts.size()) == k)
-        seed.draft_tokens = source.first_drafts;
+      // The context's drafts, as many as this step verifies.
+      seed.draft_tokens.assign(
+          source.first_drafts.begin(),
+          source.first_drafts.begin() +
+              std::min<size_t>(source.first_drafts.size(), static_cast<size_t>(k)));
       step.seed = std::move(seed);
       r->TransitionTo(RequestState::kGenerationInProgress);
     }
@@ -94,8 +99,9 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
     e.target_generation = step.kv.generation;
     e.draft_generation = step.kv.draft_generation;
     e.is_dummy = r->is_dummy();
-    e.target_grant = 1 + k;
-    e.draft_grant = 1 + k;
+    e.num_draft_tokens = k;
+    e.target_grant = grant.target_tokens;
+    e.draft_grant = grant.draft_tokens;
     in_flight.entries.push_back(e);
     batch.generation.push_back(std::move(step));
 
@@ -193,8 +199,7 @@ void Executor::ApplyKvUpdate(const InFlightEntry& e, int64_t used, kv::PoolKind 
 
 void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult& result,
                            absl::Time now, StepStats* stats) {
-  const int k = UsesDraft() ? config_.scheduler.num_draft_tokens : 0;
-  const int accepted = std::clamp(result.num_accepted, 0, k);
+  const int accepted = std::clamp(result.num_accepted, 0, e.num_draft_tokens);
   const int64_t used = e.is_context ? e.num_tokens : 1 + accepted;
   ApplyKvUpdate(e, used, kv::PoolKind::kTarget, e.target_generation, e.target_grant);
   if (kv_->config().draft_mode == kv::DraftMode::kUnpaired && e.draft_generation != 0) {

@@ -1,6 +1,7 @@
 #include "runtime/executor/executor_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::exec {
 
@@ -30,9 +31,16 @@ absl::Status ExecutorConfig::Validate() const {
   if (absl::Status s = kv.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("kv: ", s.message()));
   }
-  if (scheduler.num_draft_tokens > 0 && kv.draft_mode == kv::DraftMode::kNone) {
+  if (scheduler.speculating() && scheduler.spec_method == spec::Method::kDraftModel &&
+      kv.draft_mode == kv::DraftMode::kNone) {
     return absl::InvalidArgumentError(
         "scheduler.num_draft_tokens > 0 needs a draft pool (kv.draft_mode paired or unpaired)");
+  }
+  if (scheduler.spec_method == spec::Method::kNgram && kv.draft_mode != kv::DraftMode::kNone) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler.spec_method ngram keeps no draft KV: kv.draft_mode must be none, "
+                     "got ",
+                     kv::DraftModeName(kv.draft_mode)));
   }
   if (scheduler.dummy_policy == sched::DummyPolicy::kReserved &&
       kv.dummy_reserved_tokens < scheduler.generation_step_tokens()) {

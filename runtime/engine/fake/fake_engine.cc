@@ -6,6 +6,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/hash.h"
+#include "spec_decode/acceptance.h"
+#include "spec_decode/ngram_drafter.h"
 
 namespace lockstep::engine {
 FakeEngine::FakeEngine(const FakeEngineOptions& options) : options_(options) {
@@ -103,12 +105,15 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
     return absl::OkStatus();
   };
 
+  const bool ngram = options_.spec_method == spec::Method::kNgram;
   BatchResult result;
   result.step = batch.step;
   for (const ContextChunk& c : batch.context) {
     const int64_t end = c.position + static_cast<int64_t>(c.tokens.size());
     const int k = c.num_draft_tokens;
-    const int64_t draft_end = k > 0 ? end + (c.last_chunk ? k : 0) : 0;
+    // The fake draft model prefills every chunk and writes K proposals after the last.
+    const int64_t draft_end =
+        !ngram && c.kv.draft_generation != 0 ? end + (c.last_chunk ? k : 0) : 0;
     if (absl::Status s = CheckCoverage(c.kv, end, draft_end, c.position); !s.ok()) return s;
     if (absl::Status s = claim_writes(c.kv, c.position, end); !s.ok()) return s;
     SequenceResult r;
@@ -118,8 +123,17 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
       const uint64_t seed = c.sampling.seed;
       const int32_t first = TargetToken(seed, end);
       r.tokens.push_back(first);
-      for (int i = 0; i < k; ++i) r.next_drafts.push_back(DraftToken(seed, end + 1 + i));
-      states_[c.kv.id] = SequenceState{c.kv.generation, end, first};
+      SequenceState state{c.kv.generation, end, first, {}, {}};
+      if (ngram) {
+        state.tokens = c.earlier_tokens;
+        state.tokens.insert(state.tokens.end(), c.tokens.begin(), c.tokens.end());
+        state.tokens.push_back(first);
+        spec::NgramDrafter::ProposeOne(state.tokens, options_.ngram_max, k, &state.drafts);
+        r.next_drafts = state.drafts;
+      } else {
+        for (int i = 0; i < k; ++i) r.next_drafts.push_back(DraftToken(seed, end + 1 + i));
+      }
+      states_[c.kv.id] = std::move(state);
     } else {
       states_.erase(c.kv.id);
     }
@@ -131,36 +145,49 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
     const uint64_t seed = g.sampling.seed;
     auto it = states_.find(g.kv.id);
     if (g.seed.has_value()) {
-      state = SequenceState{g.kv.generation, g.seed->history, g.seed->last_token};
+      state = SequenceState{g.kv.generation, g.seed->history, g.seed->last_token, {}, {}};
       drafts = g.seed->draft_tokens;
+      if (ngram) {
+        state.tokens = g.seed->tokens;
+        state.tokens.push_back(g.seed->last_token);
+      }
     } else if (it != states_.end() && it->second.generation == g.kv.generation) {
-      state = it->second;
+      state = std::move(it->second);
+      if (ngram) drafts = std::move(state.drafts);
     } else {
       return absl::InternalError(
           absl::StrCat("request ", g.kv.id.value(), " has no engine state and no seed"));
     }
     const int k = g.num_draft_tokens;
-    if (static_cast<int>(drafts.size()) != k) {
+    if (ngram) {
+      if (static_cast<int>(drafts.size()) > k) drafts.resize(k);  // this step's K is smaller
+    } else if (static_cast<int>(drafts.size()) != k) {
       drafts.clear();
       for (int i = 0; i < k; ++i) drafts.push_back(DraftToken(seed, state.history + 1 + i));
     }
     const int64_t h = state.history;
-    if (absl::Status s = CheckCoverage(g.kv, h + 1 + k, k > 0 ? h + k : 0, h); !s.ok()) {
+    if (absl::Status s = CheckCoverage(g.kv, h + 1 + k, !ngram && k > 0 ? h + k : 0, h);
+        !s.ok()) {
       return s;
     }
     if (absl::Status s = claim_writes(g.kv, h, h + 1 + k); !s.ok()) return s;
     SequenceResult r;
     r.id = g.kv.id;
     r.generation = g.kv.generation;
-    int accepted = 0;
-    while (accepted < k && drafts[accepted] == TargetToken(seed, h + 1 + accepted)) ++accepted;
-    for (int i = 0; i <= accepted; ++i) r.tokens.push_back(TargetToken(seed, h + 1 + i));
-    r.num_proposed = k;
-    r.num_accepted = accepted;
-    state.history = h + 1 + accepted;
-    state.last_token = r.tokens.back();
+    const spec::Verdict verdict = spec::AcceptDrafts(drafts, [&](int j) {
+      r.tokens.push_back(TargetToken(seed, h + 1 + j));
+      return r.tokens.back();
+    });
+    r.num_proposed = static_cast<int>(drafts.size());
+    r.num_accepted = verdict.accepted;
+    state.history = h + 1 + verdict.accepted;
+    state.last_token = verdict.bonus;
     state.generation = g.kv.generation;
-    states_[g.kv.id] = state;
+    if (ngram) {
+      state.tokens.insert(state.tokens.end(), r.tokens.begin(), r.tokens.end());
+      spec::NgramDrafter::ProposeOne(state.tokens, options_.ngram_max, k, &state.drafts);
+    }
+    states_[g.kv.id] = std::move(state);
     result.sequences.push_back(std::move(r));
   }
   return result;

@@ -14,12 +14,14 @@
 #include <deque>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/engine/model_engine.h"
 #include "runtime/testing/block_write_tracker.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::engine {
 
@@ -28,7 +30,11 @@ struct FakeEngineOptions {
   // Never produced by the token function: requests end by length (or stop tokens).
   int32_t eos_token_id = 257;
   int64_t max_position = int64_t{1} << 30;
-  // Probability that a draft token equals the target token at its position.
+  // Who drafts: kDraftModel is a fake draft model (below) with draft KV; kNgram is the
+  // real n-gram drafter over the sequence's tokens, without draft KV.
+  spec::Method spec_method = spec::Method::kDraftModel;
+  int32_t ngram_max = 3;
+  // Probability that a fake draft-model token equals the target token at its position.
   double draft_acceptance = 0.6;
   uint64_t draft_seed = 0;
   // Run batches on a thread of their own (true) or during Launch (false).
@@ -66,6 +72,9 @@ class FakeEngine : public ModelEngine {
     uint64_t generation = 0;
     int64_t history = 0;
     int32_t last_token = 0;
+    // kNgram only: the tokens at [0, history] and the drafts for the next step.
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> drafts;
   };
 
   absl::StatusOr<BatchResult> Run(const Batch& batch);
