@@ -37,7 +37,14 @@ kv::KvManagerConfig FakeKvConfig(const sched::SchedulerConfig& scheduler, kv::Dr
 absl::StatusOr<std::unique_ptr<RankStacks>> RankStacks::Build(const RankStackOptions& options) {
   const int n = options.ranks;
   std::unique_ptr<RankStacks> stacks(new RankStacks());
-  stacks->group_ = comm::MakeInProcessGroup(n);
+  if (options.make_group) {
+    absl::StatusOr<std::vector<std::unique_ptr<comm::Communicator>>> group =
+        options.make_group(n);
+    if (!group.ok()) return group.status();
+    stacks->group_ = *std::move(group);
+  } else {
+    stacks->group_ = comm::MakeInProcessGroup(n);
+  }
   stacks->ranks_.resize(n);
   for (int r = 0; r < n; ++r) {
     RankStack& s = stacks->ranks_[r];

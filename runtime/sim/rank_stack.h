@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "kvcache/kv_manager.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/comm/faulty_communicator.h"
 #include "runtime/engine/fake/fake_engine.h"
 #include "runtime/executor/executor.h"
@@ -46,6 +47,10 @@ struct RankStackOptions {
   std::function<std::unique_ptr<engine::ModelEngine>(int rank, engine::ModelEngine* fake)>
       wrap_engine;
   exec::ResponseSink* sink = nullptr;  // the leader's; not owned
+  // The ranks' communicators (rank r at index r), under the fault wrappers. Default:
+  // one InProcessCommunicator group; tests/sim runs the simulator over shm too.
+  std::function<absl::StatusOr<std::vector<std::unique_ptr<comm::Communicator>>>(int ranks)>
+      make_group;
 };
 
 // One rank's executor and everything it points to. Declared in construction order:

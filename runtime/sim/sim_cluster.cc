@@ -173,6 +173,7 @@ bool Simulation::Build() {
   };
   options.faults = FaultRules(config_);
   options.sink = &sink_;
+  options.make_group = config_.make_group;
   absl::StatusOr<std::unique_ptr<RankStacks>> stacks = RankStacks::Build(options);
   if (!stacks.ok()) {
     AddViolation(std::string(stacks.status().message()), 0);

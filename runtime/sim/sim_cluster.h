@@ -15,11 +15,15 @@
 #define LOCKSTEP_RUNTIME_SIM_SIM_CLUSTER_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "kvcache/kv_manager.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/executor/executor_config.h"
 #include "runtime/sim/workload.h"
 #include "scheduler/scheduler_config.h"
@@ -59,6 +63,9 @@ struct SimConfig {
   absl::Duration step_time = absl::Milliseconds(1);
   int64_t max_steps = 200000;
   bool audit = true;
+  // The ranks' communicators (RankStackOptions::make_group); default in-process.
+  std::function<absl::StatusOr<std::vector<std::unique_ptr<comm::Communicator>>>(int ranks)>
+      make_group;
 
   std::string ToString() const;
 };
