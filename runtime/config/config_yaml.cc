@@ -68,6 +68,17 @@ class MapReader {
     *out = parsed;
   }
 
+  void Double(const std::string& key, double* out) {
+    YAML::Node value = Child(key);
+    if (!value.IsDefined()) return;
+    double parsed = 0;
+    if (!value.IsScalar() || !absl::SimpleAtod(value.Scalar(), &parsed)) {
+      Error(PathOf(key), absl::StrCat("must be a number, got ", Describe(value)), value);
+      return;
+    }
+    *out = parsed;
+  }
+
   void Bool(const std::string& key, bool* out) {
     YAML::Node value = Child(key);
     if (!value.IsDefined()) return;
@@ -177,7 +188,13 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
 
   MapReader kv(reader.Child("kv"), reader.PathOf("kv"), errors);
   kv.Int("tokens_per_block", &instance.kv.tokens_per_block);
-  kv.Int("num_blocks", &instance.kv.num_blocks);
+  if (YAML::Node n = kv.Child("num_blocks");
+      n.IsDefined() && n.IsScalar() && n.Scalar() == "auto") {
+    instance.kv.num_blocks_auto = true;
+  } else {
+    kv.Int("num_blocks", &instance.kv.num_blocks);
+  }
+  kv.Double("free_memory_fraction", &instance.kv.free_memory_fraction);
   kv.Int("draft_num_blocks", &instance.kv.draft_num_blocks);
   kv.Bool("prefix_reuse", &instance.kv.prefix_reuse);
   kv.Finish();

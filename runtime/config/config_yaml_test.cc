@@ -110,6 +110,16 @@ TEST(ConfigYamlTest, CommTransportsAreChosenPerGroup) {
   EXPECT_EQ(CommTransportName(CommTransport::kAuto), "auto");
 }
 
+TEST(ConfigYamlTest, FreeMemoryFractionParses) {
+  absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(
+      "model: {name: m, path: p}\n"
+      "instances: [{name: a, role: aggregated, kv: {free_memory_fraction: 0.75}}]\n",
+      "");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->instances[0].kv.free_memory_fraction, 0.75);
+  EXPECT_FALSE(config->instances[0].kv.num_blocks_auto);
+}
+
 struct BadYaml {
   std::string label;
   std::string yaml;
@@ -171,6 +181,15 @@ INSTANTIATE_TEST_SUITE_P(
                 "instances: [{name: a, role: aggregated, comm: {engine_transport: nccl}}]\n",
                 "instances[0].comm.engine_transport: nccl needs the CUDA engine and a GPU per "
                 "rank, but the engine is cpu (use gloo, shm or auto)"},
+        BadYaml{"num_blocks_auto_on_cpu",
+                "model: {name: m, path: p}\n"
+                "instances: [{name: a, role: aggregated, kv: {num_blocks: auto}}]\n",
+                "instances[0].kv.num_blocks: auto sizes the pool from free GPU memory and needs "
+                "a GPU engine, but the engine is cpu"},
+        BadYaml{"bad_fraction",
+                "model: {name: m, path: p}\n"
+                "instances: [{name: a, role: aggregated, kv: {free_memory_fraction: most}}]\n",
+                "instances[0].kv.free_memory_fraction: must be a number, got 'most'"},
         BadYaml{"instances_map", "model: {name: m, path: p}\ninstances: {name: a}\n",
                 "instances: must be a sequence"},
         BadYaml{"section_scalar",

@@ -134,7 +134,19 @@ void ValidateInstance(const InstanceConfig& instance, const std::string& prefix,
   }
   const std::string kv = prefix + ".kv";
   problems.InRange(kv + ".tokens_per_block", instance.kv.tokens_per_block, 1, 4096);
-  problems.AtLeast(kv + ".num_blocks", instance.kv.num_blocks, 1);
+  if (!instance.kv.num_blocks_auto) {
+    problems.AtLeast(kv + ".num_blocks", instance.kv.num_blocks, 1);
+  } else {
+    // No engine of this build holds a GPU, so none can size its pool from device memory.
+    problems.Add(kv + ".num_blocks",
+                 fmt::format("auto sizes the pool from free GPU memory and needs a GPU engine, "
+                             "but the engine is {} (give a block count)",
+                             EngineKindName(instance.engine)));
+  }
+  if (!(instance.kv.free_memory_fraction > 0 && instance.kv.free_memory_fraction < 1)) {
+    problems.Add(kv + ".free_memory_fraction",
+                 fmt::format("must be > 0 and < 1, got {}", instance.kv.free_memory_fraction));
+  }
   if (e.draft_pool != DraftPool::kNone) {
     problems.AtLeast(kv + ".draft_num_blocks", instance.kv.draft_num_blocks, 1);
   }
@@ -247,6 +259,21 @@ absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name) {
 }
 absl::StatusOr<CommTransport> ParseCommTransport(std::string_view name) {
   return ParseName(kTransportNames, name);
+}
+
+absl::StatusOr<int64_t> AutoKvNumBlocks(const KvSettings& kv, std::string_view field,
+                                        uint64_t free_bytes, uint64_t block_bytes) {
+  if (block_bytes == 0) {
+    return absl::InvalidArgumentError(fmt::format("{}: auto with a block of 0 bytes", field));
+  }
+  const long double budget = static_cast<long double>(free_bytes) * kv.free_memory_fraction;
+  const int64_t blocks = static_cast<int64_t>(budget / static_cast<long double>(block_bytes));
+  if (blocks < 1) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "{}: auto gives no block: {} of {} free bytes is less than one block of {} bytes", field,
+        kv.free_memory_fraction, free_bytes, block_bytes));
+  }
+  return blocks;
 }
 
 absl::Status ValidateHostPort(std::string_view field, std::string_view address) {

@@ -124,8 +124,15 @@ struct ExecutorSettings {
 // `instances[i].kv:` — the KV pools of every rank of the instance.
 struct KvSettings {
   int64_t tokens_per_block = 16;
-  // Target pool size per rank, in blocks.
+  // Target pool size per rank, in blocks. YAML: a count, or `auto` (num_blocks_auto).
   int64_t num_blocks = 1024;
+  // `num_blocks: auto`: the pool takes `free_memory_fraction` of the device memory that
+  // is free once the weights, communicators and draft pool are in place
+  // (AutoKvNumBlocks); num_blocks is ignored. Needs a GPU engine: the cpu and fake
+  // engines need a count (validation says so).
+  bool num_blocks_auto = false;
+  // Share of free device memory that `num_blocks: auto` gives the target pool; in (0, 1).
+  double free_memory_fraction = 0.9;
   // Draft pool size per rank, in blocks (used when executor.draft_pool is not none).
   int64_t draft_num_blocks = 1024;
   // Publish full blocks and reuse matching prompt prefixes.
@@ -210,6 +217,14 @@ struct DeploymentConfig {
   // The instance named `name`, or null.
   const InstanceConfig* FindInstance(std::string_view name) const;
 };
+
+// The target pool's block count under `num_blocks: auto`:
+// floor(free_bytes * kv.free_memory_fraction / block_bytes), where `free_bytes` is the
+// device memory free after the weights, communicators and draft pool. `field` names
+// kv.num_blocks in errors: ResourceExhausted when that is not even one block,
+// InvalidArgument for block_bytes 0.
+absl::StatusOr<int64_t> AutoKvNumBlocks(const KvSettings& kv, std::string_view field,
+                                        uint64_t free_bytes, uint64_t block_bytes);
 
 // Validates "host:port" (port 0..65535, host non-empty). `field` names it in errors.
 absl::Status ValidateHostPort(std::string_view field, std::string_view address);

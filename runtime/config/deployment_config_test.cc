@@ -107,6 +107,16 @@ INSTANTIATE_TEST_SUITE_P(
                  "instances[0].kv.tokens_per_block: must be in [1, 4096], got 0"},
         BadField{"num_blocks", [](auto& c) { c.instances[0].kv.num_blocks = 0; },
                  "instances[0].kv.num_blocks: must be >= 1, got 0"},
+        BadField{"num_blocks_auto_on_cpu",
+                 [](auto& c) { c.instances[0].kv.num_blocks_auto = true; },
+                 "instances[0].kv.num_blocks: auto sizes the pool from free GPU memory and needs "
+                 "a GPU engine, but the engine is cpu (give a block count)"},
+        BadField{"free_memory_fraction_one",
+                 [](auto& c) { c.instances[1].kv.free_memory_fraction = 1.0; },
+                 "instances[1].kv.free_memory_fraction: must be > 0 and < 1, got 1"},
+        BadField{"free_memory_fraction_zero",
+                 [](auto& c) { c.instances[0].kv.free_memory_fraction = 0; },
+                 "instances[0].kv.free_memory_fraction: must be > 0 and < 1, got 0"},
         BadField{"draft_blocks", [](auto& c) { c.instances[1].kv.draft_num_blocks = 0; },
                  "instances[1].kv.draft_num_blocks: must be >= 1, got 0"},
         BadField{"lease", [](auto& c) { c.instances[1].transfer.lease_ms = 5; },
@@ -143,6 +153,29 @@ TEST(DeploymentConfigTest, EnumNamesRoundTrip) {
   EXPECT_THAT(ParseRoutingPolicy("random"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("must be one of round_robin | least_load, got 'random'")));
+}
+
+TEST(AutoKvNumBlocksTest, TakesTheFractionOfFreeMemoryInWholeBlocks) {
+  KvSettings kv;
+  kv.free_memory_fraction = 0.9;
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  // 0.9 * 10 GiB = 9216 MiB: 9216 blocks of 1 MiB, 4608 of 2 MiB, 3 of 3000 MiB.
+  EXPECT_EQ(*AutoKvNumBlocks(kv, "kv.num_blocks", 10240 * kMiB, kMiB), 9216);
+  EXPECT_EQ(*AutoKvNumBlocks(kv, "kv.num_blocks", 10240 * kMiB, 2 * kMiB), 4608);
+  EXPECT_EQ(*AutoKvNumBlocks(kv, "kv.num_blocks", 10240 * kMiB, 3000 * kMiB), 3);
+  kv.free_memory_fraction = 0.5;
+  EXPECT_EQ(*AutoKvNumBlocks(kv, "kv.num_blocks", 141 * 1024 * kMiB, 64 * 1024), 1155072);
+}
+
+TEST(AutoKvNumBlocksTest, LessThanOneBlockOrAZeroBlockIsAnErrorNamingTheField) {
+  KvSettings kv;
+  EXPECT_THAT(AutoKvNumBlocks(kv, "instances[0].kv.num_blocks", 1000, 1000),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("instances[0].kv.num_blocks: auto gives no block: 0.9 of 1000 "
+                                 "free bytes is less than one block of 1000 bytes")));
+  EXPECT_THAT(
+      AutoKvNumBlocks(kv, "instances[0].kv.num_blocks", 1000, 0),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("instances[0].kv.num_blocks")));
 }
 
 TEST(DeploymentConfigTest, FindInstance) {
