@@ -1,48 +1,53 @@
 #include "runtime/router/grpc_frontend.h"
 
+#include <string_view>
 #include <utility>
 
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "fmt/format.h"
 #include "runtime/config/role_wire.h"
+#include "runtime/router/generated_text.h"
 #include "runtime/router/sampling_convert.h"
-#include "tokenizer/utf8_stream_decoder.h"
 
 namespace lockstep::router {
 namespace {
 
-// Streams a request's tokens (and their text) to a gRPC client.
+// Streams a request's tokens (and their text, cut at the request's stop strings) to a
+// gRPC client.
 class GrpcSink : public TokenSink {
  public:
   GrpcSink(grpc::ServerContext& context, grpc::ServerWriter<v1::RouterGenerateResponse>& writer,
-           const tok::ByteTokenizer& tokenizer, uint64_t request_id)
-      : context_(context), writer_(writer), tokenizer_(tokenizer), request_id_(request_id) {}
+           const ServingTokenizer& tokenizer, const RouterRequest& request, uint64_t request_id)
+      : context_(context),
+        writer_(writer),
+        text_(tokenizer, request.stop),
+        request_id_(request_id) {}
 
-  bool OnTokens(const TokenDelta& delta) override {
+  SinkAction OnTokens(const TokenDelta& delta) override {
     v1::RouterGenerateResponse response;
     response.set_request_id(request_id_);
     response.mutable_token_ids()->Assign(delta.token_ids.begin(), delta.token_ids.end());
-    response.set_text(decoder_.Push(tokenizer_.TokenBytes(delta.token_ids)));
+    response.set_text(text_.Push(delta.token_ids));
     for (const v1::TokenLogprobs& lp : delta.logprobs) *response.add_logprobs() = lp;
-    return writer_.Write(response);
+    if (!writer_.Write(response)) return SinkAction::kClientGone;
+    return text_.stopped() ? SinkAction::kStop : SinkAction::kContinue;
   }
   bool ClientConnected() override { return !context_.IsCancelled(); }
 
-  std::string FlushText() { return decoder_.Flush(); }
+  std::string FlushText() { return text_.Finish(); }
 
  private:
   grpc::ServerContext& context_;
   grpc::ServerWriter<v1::RouterGenerateResponse>& writer_;
-  const tok::ByteTokenizer& tokenizer_;
+  GeneratedText text_;
   const uint64_t request_id_;
-  tok::Utf8StreamDecoder decoder_;
 };
 
 }  // namespace
 
 GrpcFrontend::GrpcFrontend(Options options, RequestRunner& runner, InstanceRegistry& registry,
-                           RouterMetrics& metrics, const tok::ByteTokenizer& tokenizer)
+                           RouterMetrics& metrics, const ServingTokenizer& tokenizer)
     : options_(std::move(options)),
       runner_(runner),
       registry_(registry),
@@ -52,6 +57,16 @@ GrpcFrontend::GrpcFrontend(Options options, RequestRunner& runner, InstanceRegis
 grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
                                     const v1::RouterGenerateRequest* request,
                                     grpc::ServerWriter<v1::RouterGenerateResponse>* writer) {
+  // The same API key as the HTTP API (docs/security.md).
+  const auto authorization = context->client_metadata().find("authorization");
+  if (!options_.api_keys.AllowsAuthorization(
+          authorization == context->client_metadata().end()
+              ? std::string_view()
+              : std::string_view(authorization->second.data(), authorization->second.size()))) {
+    metrics_.Unauthorized();
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "Incorrect or missing API key; send metadata authorization: Bearer <key>");
+  }
   RouterRequest routed;
   routed.model = request->model();
   if (request->has_tokens()) {
@@ -60,6 +75,7 @@ grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
     routed.prompt = tokenizer_.Encode(request->text());
   }
   routed.sampling = SamplingFromWire(request->sampling());
+  routed.stop.assign(request->stop().begin(), request->stop().end());
   absl::Status status = ValidateRouterRequest(routed, options_.limits);
   if (status.ok() && !runner_.CanRoute()) {
     status = absl::UnavailableError(fmt::format(
@@ -74,7 +90,7 @@ grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
                                      fmt::format("{}: {}", param, std::string(status.message()))));
   }
   const uint64_t id = runner_.NewRequestId();
-  GrpcSink sink(*context, *writer, tokenizer_, id);
+  GrpcSink sink(*context, *writer, tokenizer_, routed, id);
   const RequestResult result = runner_.Run(routed, id, sink);
   if (!result.status.ok()) return ToGrpcStatus(result.status);
   v1::RouterGenerateResponse last;

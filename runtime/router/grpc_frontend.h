@@ -10,11 +10,12 @@
 
 #include "absl/time/time.h"
 #include "proto/router.grpc.pb.h"
+#include "runtime/security/api_keys.h"
 #include "runtime/router/instance_registry.h"
 #include "runtime/router/request_runner.h"
 #include "runtime/router/request_validation.h"
 #include "runtime/router/router_metrics.h"
-#include "tokenizer/byte_tokenizer.h"
+#include "runtime/router/serving_tokenizer.h"
 
 namespace lockstep::router {
 
@@ -24,11 +25,13 @@ class GrpcFrontend final : public v1::RouterService::Service {
     RequestLimits limits;
     absl::Duration heartbeat_interval = absl::Milliseconds(500);
     absl::Duration heartbeat_timeout = absl::Seconds(2);
+    // Generate's clients send `authorization: Bearer KEY` metadata (none: anyone).
+    security::ApiKeys api_keys;
   };
 
   // Every reference must outlive the frontend.
   GrpcFrontend(Options options, RequestRunner& runner, InstanceRegistry& registry,
-               RouterMetrics& metrics, const tok::ByteTokenizer& tokenizer);
+               RouterMetrics& metrics, const ServingTokenizer& tokenizer);
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::RouterGenerateRequest* request,
                         grpc::ServerWriter<v1::RouterGenerateResponse>* writer) override;
@@ -44,7 +47,7 @@ class GrpcFrontend final : public v1::RouterService::Service {
   RequestRunner& runner_;
   InstanceRegistry& registry_;
   RouterMetrics& metrics_;
-  const tok::ByteTokenizer& tokenizer_;
+  const ServingTokenizer& tokenizer_;
 };
 
 }  // namespace lockstep::router

@@ -1,8 +1,11 @@
 #include "runtime/router/http_frontend.h"
 
+#include <functional>
 #include <memory>
 #include <random>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +14,7 @@
 #include "common/log.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "runtime/router/tokenize_api.h"
 
 namespace lockstep::router {
 namespace {
@@ -22,6 +26,15 @@ void SendError(httplib::Response& res, const absl::Status& status) {
   res.set_content(ErrorBody(status), "application/json");
 }
 
+// A JSON body, or the error.
+void Respond(httplib::Response& res, const absl::StatusOr<std::string>& body) {
+  if (!body.ok()) {
+    SendError(res, body.status());
+    return;
+  }
+  res.set_content(*body, "application/json");
+}
+
 // 405 for a method an endpoint does not take, with Allow and an OpenAI error body.
 void MethodNotAllowed(const httplib::Request& req, httplib::Response& res, const char* allow) {
   res.status = 405;
@@ -31,13 +44,19 @@ void MethodNotAllowed(const httplib::Request& req, httplib::Response& res, const
                   "application/json");
 }
 
+// What a sink does after its writer took new tokens.
+SinkAction AfterTokens(const OpenAiResponseWriter& writer, bool client_ok) {
+  if (!client_ok) return SinkAction::kClientGone;
+  return writer.stopped() ? SinkAction::kStop : SinkAction::kContinue;
+}
+
 // Collects a non-streaming response.
 class CollectSink : public TokenSink {
  public:
   explicit CollectSink(OpenAiResponseWriter& writer) : writer_(writer) {}
-  bool OnTokens(const TokenDelta& delta) override {
+  SinkAction OnTokens(const TokenDelta& delta) override {
     writer_.Append(delta);
-    return true;
+    return AfterTokens(writer_, true);
   }
   bool ClientConnected() override { return true; }
 
@@ -45,21 +64,15 @@ class CollectSink : public TokenSink {
   OpenAiResponseWriter& writer_;
 };
 
-// Writes server-sent events to one HTTP response. OnTokens runs on the handler thread,
-// ClientConnected on the sweeper thread; the mutex serializes their writes.
-class SseSink : public TokenSink {
+// One HTTP response of server-sent events, shared by the choices of a request: each
+// choice's thread writes its events, the sweeper thread keep-alive comments; the mutex
+// serializes the writes.
+class SseChannel {
  public:
-  SseSink(httplib::DataSink& sink, OpenAiResponseWriter& writer, Clock& clock,
-          absl::Duration keepalive)
-      : sink_(sink), writer_(writer), clock_(clock), keepalive_(keepalive) {
+  SseChannel(httplib::DataSink& sink, Clock& clock, absl::Duration keepalive)
+      : sink_(sink), clock_(clock), keepalive_(keepalive) {
     last_write_ = clock_.Now();
   }
-
-  bool OnTokens(const TokenDelta& delta) override {
-    return Write(writer_.StreamEvent(delta), /*only_if_idle=*/false);
-  }
-
-  bool ClientConnected() override { return Write(": keep-alive\n\n", /*only_if_idle=*/true); }
 
   // Writes `data` (nothing when empty); false once the client is gone.
   bool Write(const std::string& data, bool only_if_idle) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -75,12 +88,48 @@ class SseSink : public TokenSink {
  private:
   absl::Mutex mu_;
   httplib::DataSink& sink_ ABSL_GUARDED_BY(mu_);
-  OpenAiResponseWriter& writer_;
   Clock& clock_;
   const absl::Duration keepalive_;
   absl::Time last_write_ ABSL_GUARDED_BY(mu_);
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+// Streams one choice to an SseChannel. OnTokens runs on the choice's thread,
+// ClientConnected on the sweeper thread.
+class SseSink : public TokenSink {
+ public:
+  SseSink(SseChannel& channel, OpenAiResponseWriter& writer) : channel_(channel), writer_(writer) {}
+
+  SinkAction OnTokens(const TokenDelta& delta) override {
+    const bool ok = channel_.Write(writer_.StreamEvent(delta), /*only_if_idle=*/false);
+    return AfterTokens(writer_, ok);
+  }
+
+  bool ClientConnected() override { return channel_.Write(": keep-alive\n\n", true); }
+
+ private:
+  SseChannel& channel_;
+  OpenAiResponseWriter& writer_;
+};
+
+// The n choices of one request: what each runs and writes, and how it ended. Shared
+// by the handler and, when streaming, the content provider.
+struct Choices {
+  std::vector<RouterRequest> requests;
+  std::vector<uint64_t> ids;
+  std::vector<std::unique_ptr<OpenAiResponseWriter>> writers;
+  std::vector<RequestResult> results;
+};
+
+// Runs `run(i)` for i in [0, n): index 0 on the calling thread, the others on threads
+// of their own; returns when all have returned.
+void RunChoices(int32_t n, const std::function<void(int32_t)>& run) {
+  std::vector<std::thread> threads;
+  threads.reserve(n > 0 ? n - 1 : 0);
+  for (int32_t i = 1; i < n; ++i) threads.emplace_back(run, i);
+  run(0);
+  for (std::thread& thread : threads) thread.join();
+}
 
 uint64_t RandomSeed() {
   std::random_device device;
@@ -90,8 +139,7 @@ uint64_t RandomSeed() {
 }  // namespace
 
 HttpFrontend::HttpFrontend(Options options, RequestRunner& runner, InstanceRegistry& registry,
-                           RouterMetrics& metrics, const tok::ByteTokenizer& tokenizer,
-                           Clock& clock)
+                           RouterMetrics& metrics, const ServingTokenizer& tokenizer, Clock& clock)
     : options_(std::move(options)),
       runner_(runner),
       registry_(registry),
@@ -110,8 +158,15 @@ HttpFrontend::HttpFrontend(Options options, RequestRunner& runner, InstanceRegis
   server_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGenerate(ApiKind::kChat, req, res);
   });
+  server_.Post("/v1/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (Authorized(req, res)) Respond(res, Tokenize(req.body, tokenizer_, options_.limits));
+  });
+  server_.Post("/v1/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (Authorized(req, res)) Respond(res, Detokenize(req.body, tokenizer_, options_.limits));
+  });
   // Other methods on the POST-only endpoints get 405, not the 404 of an unknown route.
-  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+  for (const char* path :
+       {"/v1/completions", "/v1/chat/completions", "/v1/tokenize", "/v1/detokenize"}) {
     const auto post_only = [](const httplib::Request& req, httplib::Response& res) {
       MethodNotAllowed(req, res, "POST");
     };
@@ -164,8 +219,7 @@ void HttpFrontend::Stop() {
 }
 
 bool HttpFrontend::Authorized(const httplib::Request& req, httplib::Response& res) {
-  if (options_.api_key.empty()) return true;
-  if (req.get_header_value("Authorization") == "Bearer " + options_.api_key) return true;
+  if (options_.api_keys.AllowsAuthorization(req.get_header_value("Authorization"))) return true;
   metrics_.Unauthorized();
   SendError(res, absl::UnauthenticatedError(
                      "Incorrect or missing API key; send 'Authorization: Bearer <key>'"));
@@ -212,29 +266,56 @@ void HttpFrontend::HandleGenerate(ApiKind kind, const httplib::Request& req,
     return;
   }
   if (!parsed->has_seed) parsed->request.sampling.seed = RandomSeed();
-  const uint64_t id = runner_.NewRequestId();
+  // One worker request per choice, each with its own id and seed.
+  auto choices = std::make_shared<Choices>();
+  const uint64_t first_id = runner_.NewRequestId();
+  const std::string id =
+      fmt::format("{}-{}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl", first_id);
   const int64_t created = absl::ToUnixSeconds(clock_.Now());
-  auto writer = std::make_shared<OpenAiResponseWriter>(
-      *parsed, fmt::format("{}-{}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl", id), created,
-      tokenizer_);
+  for (int32_t i = 0; i < parsed->n; ++i) {
+    RouterRequest request = parsed->request;
+    request.sampling.seed = ChoiceSeed(parsed->request.sampling.seed, i);
+    choices->requests.push_back(std::move(request));
+    choices->ids.push_back(i == 0 ? first_id : runner_.NewRequestId());
+    choices->writers.push_back(
+        std::make_unique<OpenAiResponseWriter>(*parsed, id, created, tokenizer_, i));
+  }
+  choices->results.resize(parsed->n);
   if (!parsed->stream) {
-    CollectSink sink(*writer);
-    const RequestResult result = runner_.Run(parsed->request, id, sink);
-    if (!result.status.ok()) {
-      SendError(res, result.status);
-      return;
+    std::vector<json> bodies(parsed->n);
+    RunChoices(parsed->n, [&](int32_t i) {
+      CollectSink sink(*choices->writers[i]);
+      choices->results[i] = runner_.Run(choices->requests[i], choices->ids[i], sink);
+      if (choices->results[i].status.ok()) {
+        bodies[i] = choices->writers[i]->FinishedChoice(choices->results[i]);
+      }
+    });
+    for (const RequestResult& result : choices->results) {
+      if (!result.status.ok()) {
+        SendError(res, result.status);
+        return;
+      }
     }
-    res.set_content(writer->Body(result), "application/json");
+    res.set_content(choices->writers[0]->Body(bodies, choices->results), "application/json");
     return;
   }
-  auto request = std::make_shared<RouterRequest>(std::move(parsed->request));
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream", [this, request, writer, id](size_t, httplib::DataSink& data_sink) {
-        SseSink sink(data_sink, *writer, clock_, options_.keepalive_interval);
-        const RequestResult result = runner_.Run(*request, id, sink);
-        sink.Write(result.status.ok() ? writer->StreamEnd(result) : ErrorEvent(result.status),
-                   /*only_if_idle=*/false);
+      "text/event-stream", [this, choices](size_t, httplib::DataSink& data_sink) {
+        SseChannel channel(data_sink, clock_, options_.keepalive_interval);
+        RunChoices(static_cast<int32_t>(choices->writers.size()), [&](int32_t i) {
+          SseSink sink(channel, *choices->writers[i]);
+          RequestResult& result = choices->results[i];
+          result = runner_.Run(choices->requests[i], choices->ids[i], sink);
+          if (result.status.ok()) channel.Write(choices->writers[i]->StreamFinish(result), false);
+        });
+        absl::Status failure;
+        for (const RequestResult& result : choices->results) {
+          if (failure.ok()) failure = result.status;
+        }
+        channel.Write(
+            failure.ok() ? choices->writers[0]->StreamTail(choices->results) : ErrorEvent(failure),
+            /*only_if_idle=*/false);
         data_sink.done();
         return true;
       });

@@ -1,6 +1,8 @@
 // The router's OpenAI-compatible HTTP API (cpp-httplib):
 //
-//   POST /v1/completions, /v1/chat/completions   (streaming as server-sent events)
+//   POST /v1/completions, /v1/chat/completions   (streaming as server-sent events;
+//                                                n choices run as n worker requests)
+//   POST /v1/tokenize, /v1/detokenize            (tokenize_api.h)
 //   GET  /v1/models                              the served model
 //   GET  /health                                 200 while the router runs, with each
 //                                                instance's state (and, when unhealthy,
@@ -36,14 +38,15 @@
 #include "runtime/router/request_runner.h"
 #include "runtime/router/request_validation.h"
 #include "runtime/router/router_metrics.h"
-#include "tokenizer/byte_tokenizer.h"
+#include "runtime/security/api_keys.h"
+#include "runtime/router/serving_tokenizer.h"
 
 namespace lockstep::router {
 
 class HttpFrontend {
  public:
   struct Options {
-    std::string api_key;  // empty: no authentication
+    security::ApiKeys api_keys;  // none: no authentication
     int threads = 64;
     absl::Duration keepalive_interval = absl::Seconds(1);
     RequestLimits limits;
@@ -51,7 +54,7 @@ class HttpFrontend {
 
   // Every reference must outlive the frontend.
   HttpFrontend(Options options, RequestRunner& runner, InstanceRegistry& registry,
-               RouterMetrics& metrics, const tok::ByteTokenizer& tokenizer, Clock& clock);
+               RouterMetrics& metrics, const ServingTokenizer& tokenizer, Clock& clock);
   ~HttpFrontend();
 
   // Binds `listen` (host:port; port 0 picks one) and serves on a thread of its own.
@@ -70,7 +73,7 @@ class HttpFrontend {
   RequestRunner& runner_;
   InstanceRegistry& registry_;
   RouterMetrics& metrics_;
-  const tok::ByteTokenizer& tokenizer_;
+  const ServingTokenizer& tokenizer_;
   Clock& clock_;
   httplib::Server server_;
   std::thread thread_;

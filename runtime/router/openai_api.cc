@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "common/hash.h"
 #include "common/status_macros.h"
 #include "fmt/format.h"
 #include "runtime/router/chat_template.h"
@@ -78,6 +79,10 @@ class Fields {
     const json* value = Get(key);
     if (value != nullptr && *value != allowed) FailWith(key, fmt::format("{} {}", key, what));
   }
+  // Fields that change the output and are not implemented: any value but null fails.
+  void Unsupported(const char* key, const char* why) {
+    if (Get(key) != nullptr) FailWith(key, fmt::format("{} is not supported{}", key, why));
+  }
 
   const absl::Status& status() const { return status_; }
 
@@ -87,20 +92,23 @@ class Fields {
 };
 
 absl::StatusOr<std::vector<int32_t>> ParsePrompt(const json& prompt,
-                                                 const tok::ByteTokenizer& tokenizer) {
-  if (prompt.is_string()) return tokenizer.Encode(prompt.get<std::string>());
+                                                 const ServingTokenizer& tokenizer) {
+  // A completion prompt gets the tokenizer's special tokens (e.g. BOS), as in vLLM.
+  if (prompt.is_string()) return tokenizer.Encode(prompt.get<std::string>(), true);
   if (!prompt.is_array()) {
     return InvalidParam("prompt", fmt::format("prompt must be a string or an array of token "
                                               "ids, got {}",
                                               prompt.type_name()));
   }
   if (prompt.size() == 1 && prompt[0].is_string()) {
-    return tokenizer.Encode(prompt[0].get<std::string>());
+    return tokenizer.Encode(prompt[0].get<std::string>(), true);
   }
   std::vector<int32_t> ids;
   for (const json& id : prompt) {
     if (id.is_string() || id.is_array()) {
-      return InvalidParam("prompt", "only one prompt per request is supported (n = 1)");
+      return InvalidParam("prompt",
+                          "only one prompt per request is supported (use n for "
+                          "several choices)");
     }
     if (!id.is_number_integer() || id.get<int64_t>() < std::numeric_limits<int32_t>::min() ||
         id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
@@ -112,7 +120,7 @@ absl::StatusOr<std::vector<int32_t>> ParsePrompt(const json& prompt,
   return ids;
 }
 
-absl::StatusOr<std::string> ParseMessages(const json& messages) {
+absl::StatusOr<std::string> RenderMessages(const json& messages) {
   if (!messages.is_array()) {
     return InvalidParam("messages",
                         fmt::format("messages must be an array, got {}", messages.type_name()));
@@ -149,10 +157,85 @@ absl::StatusOr<std::string> ParseMessages(const json& messages) {
   return RenderChatPrompt(parsed);
 }
 
+// `stop`: null, a string, or an array of at most kMaxStopStrings strings.
+void ParseStop(Fields& f, std::vector<std::string>* out) {
+  const json* stop = f.Get("stop");
+  if (stop == nullptr) return;
+  if (stop->is_string()) {
+    if (!stop->get<std::string>().empty()) out->push_back(stop->get<std::string>());
+    return;
+  }
+  if (!stop->is_array()) {
+    f.Fail("stop", "a string or an array of strings", *stop);
+    return;
+  }
+  if (stop->size() > kMaxStopStrings) {
+    f.FailWith("stop", fmt::format("stop may hold at most {} sequences, got {}", kMaxStopStrings,
+                                   stop->size()));
+    return;
+  }
+  for (size_t i = 0; i < stop->size(); ++i) {
+    const json& item = (*stop)[i];
+    if (!item.is_string() || item.get<std::string>().empty()) {
+      f.FailWith("stop", fmt::format("stop[{}] must be a non-empty string", i));
+      return;
+    }
+    out->push_back(item.get<std::string>());
+  }
+}
+
+// Fields that would change the output and are not implemented, for both APIs.
+void RejectUnsupported(ApiKind kind, Fields& f) {
+  for (const char* key :
+       {"min_p", "typical_p", "top_a", "use_beam_search", "length_penalty", "guided_json",
+        "guided_regex", "guided_choice", "guided_grammar", "guided_decoding_backend",
+        "structured_outputs", "bad_words", "allowed_token_ids", "prompt_logprobs",
+        "truncate_prompt_tokens", "logit_bias", "min_tokens", "repetition_penalty"}) {
+    f.Unsupported(key, "");
+  }
+  f.OnlyDefault("include_stop_str_in_output", false, "is not supported (must be false)");
+  f.OnlyDefault("skip_special_tokens", true, "is not supported (must be true)");
+  f.OnlyDefault("spaces_between_special_tokens", true, "is not supported (must be true)");
+  f.OnlyDefault("presence_penalty", 0, "is not supported (must be 0)");
+  f.OnlyDefault("frequency_penalty", 0, "is not supported (must be 0)");
+  if (kind == ApiKind::kCompletion) {
+    f.OnlyDefault("suffix", "", "is not supported (must be empty)");
+    return;
+  }
+  const char* no_tools = " (tool calls are not parsed from the output)";
+  if (const json* tools = f.Get("tools"); tools != nullptr && !tools->empty()) {
+    f.FailWith("tools", fmt::format("tools is not supported{}", no_tools));
+  }
+  for (const char* key : {"tool_choice", "function_call"}) {
+    f.OnlyDefault(key, "none", "is not supported (tool calls are not parsed from the output)");
+  }
+  if (const json* functions = f.Get("functions"); functions != nullptr && !functions->empty()) {
+    f.FailWith("functions", fmt::format("functions is not supported{}", no_tools));
+  }
+  if (const json* format = f.Get("response_format");
+      format != nullptr && !(format->is_object() && format->value("type", json()) == "text")) {
+    f.FailWith("response_format", "response_format is not supported (only {\"type\": \"text\"})");
+  }
+  f.OnlyDefault("modalities", json::array({"text"}), "is not supported (only [\"text\"])");
+  for (const char* key : {"audio", "prediction", "reasoning_effort", "web_search_options"}) {
+    f.Unsupported(key, "");
+  }
+}
+
 }  // namespace
 
+absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const json& messages,
+                                                      const ServingTokenizer& tokenizer) {
+  ASSIGN_OR_RETURN(const std::string text, RenderMessages(messages));
+  return tokenizer.Encode(text);  // the template writes any special tokens
+}
+
+uint64_t ChoiceSeed(uint64_t seed, int32_t index) {
+  return index == 0 ? seed : SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(index)));
+}
+
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view body,
-                                                 const tok::ByteTokenizer& tokenizer) {
+                                                 const ServingTokenizer& tokenizer) {
   const json doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     return InvalidParam("", "The request body is not valid JSON");
@@ -175,8 +258,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
   } else {
     const json* messages = f.Get("messages");
     if (messages == nullptr) return InvalidParam("messages", "messages is required");
-    ASSIGN_OR_RETURN(std::string text, ParseMessages(*messages));
-    request.prompt = tokenizer.Encode(text);
+    ASSIGN_OR_RETURN(request.prompt, EncodeChatPrompt(*messages, tokenizer));
   }
 
   int64_t i64 = 0;
@@ -215,25 +297,26 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
       Fields(*options).Bool("include_usage", &out.include_usage);
     }
   }
+  if (f.Int("n", &i64, 1, kMaxChoices)) out.n = static_cast<int32_t>(i64);
   if (kind == ApiKind::kCompletion) {
     if (f.Int("logprobs", &i64, 0, 20)) {
       out.want_logprobs = true;
       out.top_logprobs = static_cast<int32_t>(i64);
     }
-    f.OnlyDefault("echo", false, "is not supported (must be false)");
-    f.OnlyDefault("best_of", 1, "is not supported (must be 1)");
+    f.Bool("echo", &out.echo);
+    if (out.echo && out.want_logprobs) {
+      f.FailWith("echo", "echo with logprobs is not supported (prompt logprobs are not computed)");
+    }
+    if (const json* best_of = f.Get("best_of");
+        best_of != nullptr && *best_of != 1 && *best_of != out.n) {
+      f.FailWith("best_of", "best_of is not supported (must be 1 or n)");
+    }
   } else {
     f.Bool("logprobs", &out.want_logprobs);
     if (f.Int("top_logprobs", &i64, 0, 20)) out.top_logprobs = static_cast<int32_t>(i64);
   }
-  f.OnlyDefault("n", 1, "must be 1");
-  f.OnlyDefault("presence_penalty", 0, "is not supported (must be 0)");
-  f.OnlyDefault("frequency_penalty", 0, "is not supported (must be 0)");
-  if (const json* stop = f.Get("stop")) {
-    if (!(stop->is_array() && stop->empty()) && !(stop->is_string() && stop->empty())) {
-      f.FailWith("stop", "stop sequences are not supported; use stop_token_ids");
-    }
-  }
+  ParseStop(f, &request.stop);
+  RejectUnsupported(kind, f);
   if (const json* user = f.Get("user"); user != nullptr && !user->is_string()) {
     f.Fail("user", "a string", *user);
   }
@@ -305,15 +388,20 @@ std::string_view FinishReasonName(v1::FinishReason reason) {
 }
 
 OpenAiResponseWriter::OpenAiResponseWriter(const OpenAiRequest& request, std::string id,
-                                           int64_t created, const tok::ByteTokenizer& tokenizer)
+                                           int64_t created, const ServingTokenizer& tokenizer,
+                                           int32_t index)
     : kind_(request.kind),
       id_(std::move(id)),
       model_(request.request.model),
       created_(created),
+      index_(index),
       want_logprobs_(request.want_logprobs),
       top_logprobs_(request.top_logprobs),
       include_usage_(request.include_usage),
-      tokenizer_(tokenizer) {}
+      tokenizer_(tokenizer),
+      text_stream_(tokenizer, request.request.stop) {
+  if (request.echo) echo_ = tokenizer.Decode(request.request.prompt, /*skip_special_tokens=*/true);
+}
 
 json OpenAiResponseWriter::Envelope(bool chunk) const {
   const char* object = kind_ == ApiKind::kChat
@@ -324,7 +412,7 @@ json OpenAiResponseWriter::Envelope(bool chunk) const {
 
 json OpenAiResponseWriter::Choice(const std::string& text, const json& logprobs,
                                   const json& finish_reason, bool chunk) {
-  json choice = {{"index", 0}};
+  json choice = {{"index", index_}};
   if (kind_ == ApiKind::kCompletion) {
     choice["text"] = text;
   } else if (chunk) {
@@ -343,31 +431,23 @@ json OpenAiResponseWriter::Choice(const std::string& text, const json& logprobs,
   return choice;
 }
 
-std::string OpenAiResponseWriter::TokenText(int32_t id) const {
-  if (tok::ByteTokenizer::IsByteToken(id)) {
-    if (id < 0x80) return std::string(1, static_cast<char>(id));
-    return fmt::format("bytes:\\x{:02x}", id);
-  }
-  if (id == tokenizer_.bos_token_id()) return "<|bos|>";
-  if (id == tokenizer_.eos_token_id()) return "<|eos|>";
-  return fmt::format("<|{}|>", id);
-}
-
 json OpenAiResponseWriter::Logprobs(const TokenDelta& delta) {
   if (!want_logprobs_) return json();
-  auto bytes_of = [](int32_t id) {
-    return tok::ByteTokenizer::IsByteToken(id) ? json::array({id}) : json::array();
+  auto bytes_of = [this](int32_t id) {
+    json bytes = json::array();
+    for (unsigned char c : tokenizer_.TokenBytes(id)) bytes.push_back(c);
+    return bytes;
   };
   if (kind_ == ApiKind::kChat) {
     json content = json::array();
     for (const v1::TokenLogprobs& lp : delta.logprobs) {
       json top = json::array();
       for (int i = 0; i < lp.top_size() && i < top_logprobs_; ++i) {
-        top.push_back({{"token", TokenText(lp.top(i).token_id())},
+        top.push_back({{"token", tokenizer_.TokenName(lp.top(i).token_id())},
                        {"logprob", lp.top(i).logprob()},
                        {"bytes", bytes_of(lp.top(i).token_id())}});
       }
-      content.push_back({{"token", TokenText(lp.token_id())},
+      content.push_back({{"token", tokenizer_.TokenName(lp.token_id())},
                          {"logprob", lp.logprob()},
                          {"bytes", bytes_of(lp.token_id())},
                          {"top_logprobs", top}});
@@ -377,15 +457,15 @@ json OpenAiResponseWriter::Logprobs(const TokenDelta& delta) {
   json tokens = json::array(), token_logprobs = json::array(), tops = json::array(),
        offsets = json::array();
   for (const v1::TokenLogprobs& lp : delta.logprobs) {
-    tokens.push_back(TokenText(lp.token_id()));
+    tokens.push_back(tokenizer_.TokenName(lp.token_id()));
     token_logprobs.push_back(lp.logprob());
     json top = json::object();
     for (int i = 0; i < lp.top_size() && i < top_logprobs_; ++i) {
-      top[TokenText(lp.top(i).token_id())] = lp.top(i).logprob();
+      top[tokenizer_.TokenName(lp.top(i).token_id())] = lp.top(i).logprob();
     }
     tops.push_back(top);
     offsets.push_back(text_offset_);
-    text_offset_ += tokenizer_.TokenBytes({lp.token_id()}).size();
+    text_offset_ += tokenizer_.TokenBytes(lp.token_id()).size();
   }
   return json{{"tokens", tokens},
               {"token_logprobs", token_logprobs},
@@ -404,14 +484,16 @@ void OpenAiResponseWriter::MergeLogprobs(json& into, const json& more) const {
   }
 }
 
-json OpenAiResponseWriter::Usage(const RequestResult& result) const {
-  return {{"prompt_tokens", result.prompt_tokens},
-          {"completion_tokens", result.completion_tokens},
-          {"total_tokens", result.prompt_tokens + result.completion_tokens}};
+std::string OpenAiResponseWriter::NextText(const TokenDelta& delta) {
+  return std::exchange(echo_, "") + text_stream_.Push(delta.token_ids);
+}
+
+std::string OpenAiResponseWriter::FinishText() {
+  return std::exchange(echo_, "") + text_stream_.Finish();
 }
 
 std::string OpenAiResponseWriter::StreamEvent(const TokenDelta& delta) {
-  const std::string text = decoder_.Push(tokenizer_.TokenBytes(delta.token_ids));
+  const std::string text = NextText(delta);
   const json logprobs = Logprobs(delta);
   if (text.empty() && logprobs.is_null() && (kind_ == ApiKind::kCompletion || sent_role_)) {
     return "";  // e.g. the first bytes of a multi-byte character
@@ -421,32 +503,62 @@ std::string OpenAiResponseWriter::StreamEvent(const TokenDelta& delta) {
   return "data: " + Dump(event) + "\n\n";
 }
 
-std::string OpenAiResponseWriter::StreamEnd(const RequestResult& result) {
+std::string OpenAiResponseWriter::StreamFinish(const RequestResult& result) {
   json event = Envelope(true);
-  event["choices"] = json::array({Choice(
-      decoder_.Flush(), json(), std::string(FinishReasonName(result.finish_reason)), true)});
-  std::string out = "data: " + Dump(event) + "\n\n";
+  event["choices"] = json::array(
+      {Choice(FinishText(), json(), std::string(FinishReasonName(result.finish_reason)), true)});
+  return "data: " + Dump(event) + "\n\n";
+}
+
+namespace {
+
+json Usage(const std::vector<RequestResult>& results) {
+  // Every choice runs the same prompt: it counts once.
+  const int64_t prompt = results.empty() ? 0 : results[0].prompt_tokens;
+  int64_t completion = 0;
+  for (const RequestResult& result : results) completion += result.completion_tokens;
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
+}  // namespace
+
+std::string OpenAiResponseWriter::StreamTail(const std::vector<RequestResult>& results) const {
+  std::string out;
   if (include_usage_) {
     json usage = Envelope(true);
     usage["choices"] = json::array();
-    usage["usage"] = Usage(result);
+    usage["usage"] = Usage(results);
     out += "data: " + Dump(usage) + "\n\n";
   }
   return out + "data: [DONE]\n\n";
 }
 
+std::string OpenAiResponseWriter::StreamEnd(const RequestResult& result) {
+  return StreamFinish(result) + StreamTail({result});
+}
+
 void OpenAiResponseWriter::Append(const TokenDelta& delta) {
-  text_ += decoder_.Push(tokenizer_.TokenBytes(delta.token_ids));
+  text_ += NextText(delta);
   MergeLogprobs(logprobs_, Logprobs(delta));
 }
 
-std::string OpenAiResponseWriter::Body(const RequestResult& result) {
-  text_ += decoder_.Flush();
+json OpenAiResponseWriter::FinishedChoice(const RequestResult& result) {
+  text_ += FinishText();
+  return Choice(text_, logprobs_, std::string(FinishReasonName(result.finish_reason)), false);
+}
+
+std::string OpenAiResponseWriter::Body(const std::vector<json>& choices,
+                                       const std::vector<RequestResult>& results) const {
   json body = Envelope(false);
-  body["choices"] = json::array(
-      {Choice(text_, logprobs_, std::string(FinishReasonName(result.finish_reason)), false)});
-  body["usage"] = Usage(result);
+  body["choices"] = choices;
+  body["usage"] = Usage(results);
   return Dump(body);
+}
+
+std::string OpenAiResponseWriter::Body(const RequestResult& result) {
+  return Body({FinishedChoice(result)}, {result});
 }
 
 }  // namespace lockstep::router

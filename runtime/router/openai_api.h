@@ -4,15 +4,25 @@
 //
 // Accepted request fields: model, prompt (string, [string], or [token ids]) or
 // messages (chat), max_tokens (chat also max_completion_tokens), temperature (default
-// 1), top_p, seed, n (1 only), stream, stream_options.include_usage, logprobs
-// (completions: top-n count; chat: bool with top_logprobs), echo (false only), stop
-// (null or empty only), presence_penalty / frequency_penalty (0 only), best_of (1
-// only), user (ignored); extensions: top_k, ignore_eos, stop_token_ids. Other fields
-// are ignored. A field of the wrong JSON type is INVALID_ARGUMENT naming it.
+// 1), top_p, seed, n (1..128: n choices, choice i sampled with ChoiceSeed(seed, i)),
+// stream, stream_options.include_usage, logprobs (completions: top-n count; chat: bool
+// with top_logprobs), echo (completions: the prompt text starts each choice's text;
+// not with logprobs), stop (a string or up to 4 strings: generation ends at the first,
+// which is not returned; finish_reason "stop"), best_of (1 or n), suffix (empty only),
+// presence_penalty / frequency_penalty (0 only), user and other fields that do not
+// change the output (ignored); extensions: top_k, ignore_eos, stop_token_ids. A field
+// of the wrong JSON type is INVALID_ARGUMENT naming it. Fields that would change the
+// output but are not implemented (tools, response_format other than text, guided
+// decoding, beam search, min_p, logit_bias, ...) are INVALID_ARGUMENT naming the field,
+// never silently ignored. Unknown fields are ignored.
+//
+// Usage with n > 1: prompt_tokens once, completion_tokens summed over the choices.
 //
 // Streaming: each event is `data: {json}\n\n`, the stream ends with `data: [DONE]\n\n`;
-// text is decoded with a Utf8StreamDecoder so no event splits a character. An error
-// after the stream began is sent as `data: {"error": {...}}` before [DONE].
+// text is decoded incrementally (GeneratedText) so no event splits a character, and
+// only text that could still begin a stop string is held back. With n > 1 the events
+// of the choices interleave, each naming its index. An error after the stream began is
+// sent as `data: {"error": {...}}` before [DONE].
 #ifndef LOCKSTEP_RUNTIME_ROUTER_OPENAI_API_H_
 #define LOCKSTEP_RUNTIME_ROUTER_OPENAI_API_H_
 
@@ -23,13 +33,16 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "runtime/router/generated_text.h"
+#include "runtime/router/request_validation.h"
 #include "runtime/router/router_request.h"
-#include "tokenizer/byte_tokenizer.h"
-#include "tokenizer/utf8_stream_decoder.h"
+#include "runtime/router/serving_tokenizer.h"
 
 namespace lockstep::router {
 
 enum class ApiKind { kCompletion, kChat };
+
+inline constexpr int32_t kMaxChoices = 128;
 
 struct OpenAiRequest {
   ApiKind kind = ApiKind::kCompletion;
@@ -39,10 +52,21 @@ struct OpenAiRequest {
   bool include_usage = false;
   bool want_logprobs = false;
   int32_t top_logprobs = 0;  // alternatives per token in the response
+  int32_t n = 1;             // choices
+  bool echo = false;         // completions: each choice's text starts with the prompt
 };
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view body,
-                                                 const tok::ByteTokenizer& tokenizer);
+                                                 const ServingTokenizer& tokenizer);
+
+// The prompt ids of a chat request's `messages` (rendered by the chat template);
+// INVALID_ARGUMENT naming "messages" when they are malformed.
+absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const nlohmann::json& messages,
+                                                      const ServingTokenizer& tokenizer);
+
+// The seed of choice `index` of a request with `seed`: choice 0 keeps the request's
+// seed (so n = 1 samples as before), the others derive theirs from it.
+uint64_t ChoiceSeed(uint64_t seed, int32_t index);
 
 // The HTTP status for an error status, and the OpenAI error body
 // {"error": {"message", "type", "param", "code"}}.
@@ -53,19 +77,33 @@ std::string ErrorEvent(const absl::Status& status);  // "data: {error}\n\ndata: 
 // "length", "stop", "cancelled", or null-like "" when not finished.
 std::string_view FinishReasonName(v1::FinishReason reason);
 
-// The response of one request. Thread-compatible; used by the request's thread.
+// The response of one choice of a request (`index`), and the parts of the response
+// that cover all choices (usage, [DONE], the whole body). Thread-compatible; each
+// choice's writer is used by the thread running that choice.
 class OpenAiResponseWriter {
  public:
   OpenAiResponseWriter(const OpenAiRequest& request, std::string id, int64_t created,
-                       const tok::ByteTokenizer& tokenizer);
+                       const ServingTokenizer& tokenizer, int32_t index = 0);
+
+  // The output reached a stop string: the request should end (SinkAction::kStop).
+  bool stopped() const { return text_stream_.stopped(); }
 
   // Streaming: the event for new tokens ("" when there is nothing to send yet).
   std::string StreamEvent(const TokenDelta& delta);
-  // Streaming: the last events (finish reason, usage when asked, [DONE]).
+  // Streaming: this choice's last event (the rest of its text, the finish reason).
+  std::string StreamFinish(const RequestResult& result);
+  // Streaming, after every choice finished: the usage event when asked, then [DONE].
+  std::string StreamTail(const std::vector<RequestResult>& results) const;
+  // Streaming with one choice: StreamFinish, then StreamTail.
   std::string StreamEnd(const RequestResult& result);
 
-  // Non-streaming: collect tokens, then the whole body.
+  // Non-streaming: collect tokens, then this choice's object, or the whole body.
   void Append(const TokenDelta& delta);
+  nlohmann::json FinishedChoice(const RequestResult& result);
+  // The body for the choices of every writer (in index order) and their results.
+  std::string Body(const std::vector<nlohmann::json>& choices,
+                   const std::vector<RequestResult>& results) const;
+  // One choice: FinishedChoice, then Body.
   std::string Body(const RequestResult& result);
 
  private:
@@ -75,18 +113,21 @@ class OpenAiResponseWriter {
   // The logprobs object for `delta` (null when not asked); `text_offset` advances.
   nlohmann::json Logprobs(const TokenDelta& delta);
   void MergeLogprobs(nlohmann::json& into, const nlohmann::json& more) const;
-  nlohmann::json Usage(const RequestResult& result) const;
-  std::string TokenText(int32_t id) const;
+  // The text of new tokens, with the echoed prompt before the first.
+  std::string NextText(const TokenDelta& delta);
+  std::string FinishText();
 
   const ApiKind kind_;
   const std::string id_;
   const std::string model_;
   const int64_t created_;
+  const int32_t index_;
   const bool want_logprobs_;
   const int32_t top_logprobs_;
   const bool include_usage_;
-  const tok::ByteTokenizer& tokenizer_;
-  tok::Utf8StreamDecoder decoder_;
+  const ServingTokenizer& tokenizer_;
+  GeneratedText text_stream_;
+  std::string echo_;  // the prompt text still to send (echo)
   bool sent_role_ = false;
   int64_t text_offset_ = 0;
   std::string text_;         // non-streaming

@@ -8,6 +8,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/router/request_validation.h"
+#include "runtime/router/serving_tokenizer.h"
+#include "tokenizer/byte_tokenizer.h"
 
 namespace lockstep::router {
 namespace {
@@ -18,8 +20,8 @@ using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const tok::ByteTokenizer& Tokenizer() {
-  static const tok::ByteTokenizer tokenizer = *tok::ByteTokenizer::Create(300, 256, 257);
+const ServingTokenizer& Tokenizer() {
+  static const ServingTokenizer tokenizer(*tok::ByteTokenizer::Create(300, 256, 257));
   return tokenizer;
 }
 
@@ -122,12 +124,46 @@ INSTANTIATE_TEST_SUITE_P(
                 "temperature must be a number"},
         BadBody{kC, R"({"model": "m", "prompt": "x", "stream": 1})", "stream",
                 "stream must be a boolean"},
-        BadBody{kC, R"({"model": "m", "prompt": "x", "n": 2})", "n", "n must be 1"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "n": 0})", "n", "n must be in [1, 128]"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "n": 129})", "n", "n must be in [1, 128]"},
         BadBody{kC, R"({"model": "m", "prompt": "x", "logprobs": 30})", "logprobs",
                 "logprobs must be in [0, 20]"},
-        BadBody{kC, R"({"model": "m", "prompt": "x", "echo": true})", "echo", "not supported"},
-        BadBody{kC, R"({"model": "m", "prompt": "x", "stop": ["\n"]})", "stop",
-                "stop sequences are not supported"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "echo": true, "logprobs": 1})", "echo",
+                "not supported"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "echo": 1})", "echo",
+                "echo must be a boolean"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", "stop",
+                "at most 4 sequences, got 5"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "stop": ["a", 1]})", "stop",
+                "stop[1] must be a non-empty string"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "stop": ["a", ""]})", "stop",
+                "stop[1] must be a non-empty string"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "stop": 3})", "stop",
+                "stop must be a string or an array of strings"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "best_of": 3})", "best_of", "not supported"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "suffix": "s"})", "suffix", "not supported"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "min_p": 0.1})", "min_p", "not supported"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "guided_json": {}})", "guided_json",
+                "not supported"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "use_beam_search": true})", "use_beam_search",
+                "not supported"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "include_stop_str_in_output": true})",
+                "include_stop_str_in_output", "not supported"},
+        BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                           "tools": [{"type": "function"}]})",
+                "tools", "not supported"},
+        BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                           "tool_choice": "auto"})",
+                "tool_choice", "not supported"},
+        BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                           "response_format": {"type": "json_object"}})",
+                "response_format", "not supported"},
+        BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                           "modalities": ["text", "audio"]})",
+                "modalities", "not supported"},
+        BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                           "reasoning_effort": "high"})",
+                "reasoning_effort", "not supported"},
         BadBody{kC, R"({"model": "m", "prompt": "x", "presence_penalty": 1})", "presence_penalty",
                 "not supported"},
         BadBody{kC, R"({"model": "m", "prompt": "x", "stop_token_ids": [1, "a"]})",
@@ -147,6 +183,88 @@ INSTANTIATE_TEST_SUITE_P(
                            "logprobs": 1})",
                 "logprobs", "logprobs must be a boolean"}));
 
+// Splits an SSE stream into the JSON payloads of its data events ([DONE] kept as is).
+std::vector<std::string> Events(const std::string& stream) {
+  std::vector<std::string> events;
+  size_t pos = 0;
+  while ((pos = stream.find("data: ", pos)) != std::string::npos) {
+    const size_t end = stream.find("\n\n", pos);
+    events.push_back(stream.substr(pos + 6, end - pos - 6));
+    pos = end + 2;
+  }
+  return events;
+}
+
+TEST(OpenAiApiTest, ParsesStopStringsNChoicesAndEcho) {
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
+      kC, R"({"model": "m", "prompt": "x", "stop": "\n\n", "n": 3, "best_of": 3, "echo": true,
+              "suffix": "", "tools": [], "tool_choice": "none"})",
+      Tokenizer());
+  ASSERT_THAT(parsed, IsOk());
+  EXPECT_THAT(parsed->request.stop, ElementsAre("\n\n"));
+  EXPECT_EQ(parsed->n, 3);
+  EXPECT_TRUE(parsed->echo);
+  parsed =
+      ParseOpenAiRequest(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                 "stop": ["a", "bc", "d", "e"], "response_format": {"type": "text"},
+                 "modalities": ["text"], "parallel_tool_calls": true})",
+                         Tokenizer());
+  ASSERT_THAT(parsed, IsOk());
+  EXPECT_THAT(parsed->request.stop, ElementsAre("a", "bc", "d", "e"));
+  EXPECT_EQ(parsed->n, 1);
+}
+
+TEST(OpenAiApiTest, ChoiceSeedsDiffer) {
+  EXPECT_EQ(ChoiceSeed(42, 0), 42u);
+  EXPECT_NE(ChoiceSeed(42, 1), 42u);
+  EXPECT_NE(ChoiceSeed(42, 1), ChoiceSeed(42, 2));
+  EXPECT_NE(ChoiceSeed(42, 1), ChoiceSeed(43, 1));
+}
+
+TEST(OpenAiApiTest, StopStringEndsTheTextAndIsNotReturned) {
+  OpenAiRequest request = *ParseOpenAiRequest(
+      kC, R"({"model": "m", "prompt": "x", "stream": true, "stop": ["!!"]})", Tokenizer());
+  OpenAiResponseWriter writer(request, "cmpl-1", 1, Tokenizer());
+  std::string stream = writer.StreamEvent({{'h', 'i', '!'}, {}});
+  EXPECT_FALSE(writer.stopped());
+  stream += writer.StreamEvent({{'!', 'x'}, {}});
+  EXPECT_TRUE(writer.stopped());
+  RequestResult result;
+  result.finish_reason = v1::FINISH_REASON_STOP;
+  stream += writer.StreamEnd(result);
+  const std::vector<std::string> events = Events(stream);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(json::parse(events[0])["choices"][0]["text"], "hi");
+  EXPECT_EQ(json::parse(events[1])["choices"][0]["text"], "");
+  EXPECT_EQ(json::parse(events[1])["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(events[2], "[DONE]");
+}
+
+TEST(OpenAiApiTest, EchoAndSeveralChoicesInOneBody) {
+  OpenAiRequest request = *ParseOpenAiRequest(
+      kC, R"({"model": "m", "prompt": "Q:", "echo": true, "n": 2})", Tokenizer());
+  std::vector<json> choices;
+  std::vector<RequestResult> results(2);
+  for (int i = 0; i < 2; ++i) {
+    OpenAiResponseWriter writer(request, "cmpl-3", 1, Tokenizer(), i);
+    writer.Append({{static_cast<int32_t>('a' + i)}, {}});
+    results[i].finish_reason = v1::FINISH_REASON_LENGTH;
+    results[i].prompt_tokens = 2;
+    results[i].completion_tokens = 1 + i;
+    choices.push_back(writer.FinishedChoice(results[i]));
+  }
+  OpenAiResponseWriter any(request, "cmpl-3", 1, Tokenizer());
+  const json body = json::parse(any.Body(choices, results));
+  ASSERT_EQ(body["choices"].size(), 2u);
+  EXPECT_EQ(body["choices"][0]["index"], 0);
+  EXPECT_EQ(body["choices"][0]["text"], "Q:a");
+  EXPECT_EQ(body["choices"][1]["index"], 1);
+  EXPECT_EQ(body["choices"][1]["text"], "Q:b");
+  // The prompt counts once; completions add up.
+  EXPECT_EQ(body["usage"],
+            (json{{"prompt_tokens", 2}, {"completion_tokens", 3}, {"total_tokens", 5}}));
+}
+
 TEST(OpenAiApiTest, ErrorBodyIsOpenAiShaped) {
   const absl::Status status = InvalidParam("max_tokens", "max_tokens must be >= 1, got 0");
   EXPECT_EQ(HttpStatusOf(status), 400);
@@ -161,18 +279,6 @@ TEST(OpenAiApiTest, ErrorBodyIsOpenAiShaped) {
   EXPECT_EQ(json::parse(ErrorBody(absl::UnauthenticatedError("x")))["error"]["type"],
             "authentication_error");
   EXPECT_THAT(ErrorEvent(status), ::testing::EndsWith("\n\ndata: [DONE]\n\n"));
-}
-
-// Splits an SSE stream into the JSON payloads of its data events ([DONE] kept as is).
-std::vector<std::string> Events(const std::string& stream) {
-  std::vector<std::string> events;
-  size_t pos = 0;
-  while ((pos = stream.find("data: ", pos)) != std::string::npos) {
-    const size_t end = stream.find("\n\n", pos);
-    events.push_back(stream.substr(pos + 6, end - pos - 6));
-    pos = end + 2;
-  }
-  return events;
 }
 
 TEST(OpenAiApiTest, StreamingCompletionNeverSplitsACharacter) {

@@ -145,15 +145,17 @@ void RequestRunner::RunRoute(FlowHandle& flow, const RouterRequest& request, abs
   if (request.sampling.logprobs > 0 && context.has_first_logprobs()) {
     first.logprobs.push_back(context.first_logprobs());
   }
-  if (!Deliver(first, progress, sink)) {
+  const SinkAction action = Deliver(first, progress, sink);
+  if (action == SinkAction::kClientGone) {
     flow.Cancel(absl::CancelledError("the client disconnected"));
     CancelOnWorker(*ctx, claim_id);
     result.status = flow.cancel_reason();
     return;
   }
-  if (progress.completion_tokens >= request.sampling.max_tokens) {
+  if (action == SinkAction::kStop || progress.completion_tokens >= request.sampling.max_tokens) {
     CancelOnWorker(*ctx, claim_id);  // nothing left to generate: release the claim
-    result.finish_reason = v1::FINISH_REASON_LENGTH;
+    result.finish_reason =
+        action == SinkAction::kStop ? v1::FINISH_REASON_STOP : v1::FINISH_REASON_LENGTH;
     return;
   }
 
@@ -197,6 +199,7 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
   v1::GenerateResponse response;
   bool finished = false;
   bool client_gone = false;
+  bool stopped = false;  // the sink reached a stop string before the worker finished
   while (reader->Read(&response)) {
     if (response.finish_reason() == v1::FINISH_REASON_ERROR || response.error_code() != 0) {
       out.status =
@@ -209,9 +212,16 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
       TokenDelta delta;
       delta.token_ids.assign(response.token_ids().begin(), response.token_ids().end());
       delta.logprobs.assign(response.logprobs().begin(), response.logprobs().end());
-      if (!Deliver(delta, progress, sink)) {
+      const SinkAction action = Deliver(delta, progress, sink);
+      if (action == SinkAction::kClientGone) {
         flow.Cancel(absl::CancelledError("the client disconnected"));
         client_gone = true;
+        break;
+      }
+      if (action == SinkAction::kStop) {
+        out.finish_reason = v1::FINISH_REASON_STOP;
+        finished = response.finished();
+        stopped = !finished;
         break;
       }
     }
@@ -232,6 +242,10 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
   const grpc::Status rpc = reader->Finish();
   flow.EndLeg();
   if (finished) return out;
+  if (stopped) {
+    CancelOnWorker(target, id);  // the output is complete; the worker need not go on
+    return out;
+  }
 
   const absl::Status cancel = flow.cancel_reason();
   if (!cancel.ok()) {
@@ -257,7 +271,7 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
   return out;
 }
 
-bool RequestRunner::Deliver(const TokenDelta& delta, Progress& progress, TokenSink& sink) {
+SinkAction RequestRunner::Deliver(const TokenDelta& delta, Progress& progress, TokenSink& sink) {
   const absl::Time now = clock_.Now();
   const int64_t n = static_cast<int64_t>(delta.token_ids.size());
   if (!progress.first_token_seen) {

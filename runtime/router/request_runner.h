@@ -9,6 +9,8 @@
 // handle, the first token and the first draft tokens. Otherwise UNAVAILABLE.
 //
 // Ends. Every request ends within `request_timeout` (the gRPC deadline of each leg).
+// A request also ends, as finished with FINISH_REASON_STOP, when its sink says the
+// output is complete (a stop string); it is then cancelled on the worker.
 // A leg ends early when the client goes (TokenSink), when its instance becomes
 // unhealthy (the health monitor cancels it through the FlowTracker), or when the
 // worker reports an error; the result's status then says which, naming the instance.
@@ -74,7 +76,7 @@ class RequestRunner {
                 Progress& progress, TokenSink& sink, RequestResult& result);
   // Best-effort Cancel RPC to `target` for `request_id` (bounded by cancel_timeout).
   void CancelOnWorker(const InstanceTarget& target, uint64_t request_id);
-  bool Deliver(const TokenDelta& delta, Progress& progress, TokenSink& sink);
+  SinkAction Deliver(const TokenDelta& delta, Progress& progress, TokenSink& sink);
 
   const Options options_;
   InstanceRegistry& registry_;

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/cord.h"
+#include "common/status_macros.h"
 #include "fmt/format.h"
 
 namespace lockstep::router {
@@ -34,14 +35,29 @@ absl::Status InvalidParam(std::string_view param, std::string_view message) {
 std::string ParamOf(const absl::Status& status) { return Payload(status, kParamPayload); }
 std::string ErrorCodeOf(const absl::Status& status) { return Payload(status, kCodePayload); }
 
-absl::Status ValidateRouterRequest(const RouterRequest& request, const RequestLimits& limits) {
-  if (request.model != limits.model) {
-    // NOT_FOUND, not INVALID_ARGUMENT: OpenAI clients expect 404 for an unknown model.
-    absl::Status status = absl::NotFoundError(fmt::format(
-        "The model '{}' does not exist; this router serves '{}'", request.model, limits.model));
-    status.SetPayload(kParamPayload, absl::Cord("model"));
-    return WithCode(std::move(status), "model_not_found");
+absl::Status ValidateModel(const std::string& model, const RequestLimits& limits) {
+  if (model == limits.model) return absl::OkStatus();
+  // NOT_FOUND, not INVALID_ARGUMENT: OpenAI clients expect 404 for an unknown model.
+  absl::Status status = absl::NotFoundError(
+      fmt::format("The model '{}' does not exist; this router serves '{}'", model, limits.model));
+  status.SetPayload(kParamPayload, absl::Cord("model"));
+  return WithCode(std::move(status), "model_not_found");
+}
+
+absl::Status ValidateTokenIds(absl::Span<const int32_t> ids, const RequestLimits& limits,
+                              std::string_view param, std::string_view what) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= limits.vocab_size) {
+      return InvalidParam(param, fmt::format("{} {} at position {} is outside the vocabulary "
+                                             "[0, {})",
+                                             what, ids[i], i, limits.vocab_size));
+    }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRouterRequest(const RouterRequest& request, const RequestLimits& limits) {
+  if (absl::Status status = ValidateModel(request.model, limits); !status.ok()) return status;
   if (request.prompt.empty()) return InvalidParam("prompt", "The prompt is empty");
   if (static_cast<int64_t>(request.prompt.size()) > limits.max_prompt_tokens) {
     return WithCode(
@@ -49,12 +65,14 @@ absl::Status ValidateRouterRequest(const RouterRequest& request, const RequestLi
                                            request.prompt.size(), limits.max_prompt_tokens)),
         "context_length_exceeded");
   }
-  for (size_t i = 0; i < request.prompt.size(); ++i) {
-    const int32_t id = request.prompt[i];
-    if (id < 0 || id >= limits.vocab_size) {
-      return InvalidParam("prompt", fmt::format("Prompt token {} at position {} is outside the "
-                                                "vocabulary [0, {})",
-                                                id, i, limits.vocab_size));
+  RETURN_IF_ERROR(ValidateTokenIds(request.prompt, limits, "prompt", "Prompt token"));
+  if (request.stop.size() > kMaxStopStrings) {
+    return InvalidParam("stop", fmt::format("stop may hold at most {} sequences, got {}",
+                                            kMaxStopStrings, request.stop.size()));
+  }
+  for (size_t i = 0; i < request.stop.size(); ++i) {
+    if (request.stop[i].empty()) {
+      return InvalidParam("stop", fmt::format("stop[{}] must be a non-empty string", i));
     }
   }
   if (absl::Status status = request.sampling.Validate(limits.vocab_size); !status.ok()) {

@@ -10,9 +10,12 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "runtime/router/router_request.h"
 
 namespace lockstep::router {
+
+inline constexpr size_t kMaxStopStrings = 4;  // as OpenAI allows
 
 struct RequestLimits {
   std::string model;
@@ -21,6 +24,12 @@ struct RequestLimits {
 };
 
 absl::Status ValidateRouterRequest(const RouterRequest& request, const RequestLimits& limits);
+// NOT_FOUND (code "model_not_found") unless `model` is the served one.
+absl::Status ValidateModel(const std::string& model, const RequestLimits& limits);
+// INVALID_ARGUMENT naming `param` for an id outside [0, vocab_size) ("{what} 7 at
+// position 2 is outside ...").
+absl::Status ValidateTokenIds(absl::Span<const int32_t> ids, const RequestLimits& limits,
+                              std::string_view param, std::string_view what = "Token");
 
 // INVALID_ARGUMENT with `message`, remembering `param` for ParamOf().
 absl::Status InvalidParam(std::string_view param, std::string_view message);

@@ -22,25 +22,28 @@ absl::StatusOr<std::string> Bound(const std::string& listen, int port) {
 absl::StatusOr<std::unique_ptr<RouterDaemon>> RouterDaemon::Start(config::DeploymentConfig config,
                                                                   Options options) {
   if (absl::Status status = config.Validate(); !status.ok()) return status;
-  std::optional<tok::ByteTokenizer> tokenizer = options.tokenizer;
-  if (!tokenizer.has_value()) {
+  std::shared_ptr<const ServingTokenizer> tokenizer = options.serving_tokenizer;
+  if (tokenizer == nullptr && options.tokenizer.has_value()) {
+    tokenizer = std::make_shared<const ServingTokenizer>(*options.tokenizer);
+  }
+  if (tokenizer == nullptr) {
     absl::StatusOr<tok::ByteTokenizer> loaded =
         tok::ByteTokenizer::LoadFromModelDir(config.model.path);
     if (!loaded.ok()) return loaded.status();
-    tokenizer = *loaded;
+    tokenizer = std::make_shared<const ServingTokenizer>(*loaded);
   }
   auto daemon = std::unique_ptr<RouterDaemon>(
-      new RouterDaemon(std::move(config), std::move(options), *tokenizer));
+      new RouterDaemon(std::move(config), std::move(options), std::move(tokenizer)));
   if (absl::Status status = daemon->StartServing(); !status.ok()) return status;
   return daemon;
 }
 
 RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options,
-                           tok::ByteTokenizer tokenizer)
+                           std::shared_ptr<const ServingTokenizer> tokenizer)
     : config_(std::move(config)),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : *SystemClock::Get()),
-      tokenizer_(tokenizer) {
+      tokenizer_(std::move(tokenizer)) {
   const config::RouterConfig& rc = config_.router;
   registry_ = std::make_unique<InstanceRegistry>(
       InstanceRegistry::Options{.model = config_.model.name,
@@ -57,18 +60,19 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options,
       std::max(absl::Milliseconds(rc.health_check_interval_ms), absl::Seconds(1)));
   const RequestLimits limits{.model = config_.model.name,
                              .max_prompt_tokens = rc.max_prompt_tokens,
-                             .vocab_size = tokenizer_.vocab_size()};
+                             .vocab_size = tokenizer_->vocab_size()};
   grpc_frontend_ = std::make_unique<GrpcFrontend>(
       GrpcFrontend::Options{.limits = limits,
                             .heartbeat_interval = absl::Milliseconds(rc.heartbeat_interval_ms),
-                            .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms)},
-      *runner_, *registry_, metrics_, tokenizer_);
+                            .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms),
+                            .api_keys = security::ApiKeys({rc.api_key})},
+      *runner_, *registry_, metrics_, *tokenizer_);
   http_frontend_ = std::make_unique<HttpFrontend>(
-      HttpFrontend::Options{.api_key = rc.api_key,
+      HttpFrontend::Options{.api_keys = security::ApiKeys({rc.api_key}),
                             .threads = static_cast<int>(rc.http_threads),
                             .keepalive_interval = options_.keepalive_interval,
                             .limits = limits},
-      *runner_, *registry_, metrics_, tokenizer_, clock_);
+      *runner_, *registry_, metrics_, *tokenizer_, clock_);
 }
 
 absl::Status RouterDaemon::StartServing() {

@@ -35,6 +35,7 @@
 #include "runtime/router/instance_registry.h"
 #include "runtime/router/request_runner.h"
 #include "runtime/router/router_metrics.h"
+#include "runtime/router/serving_tokenizer.h"
 #include "runtime/router/worker_stubs.h"
 #include "tokenizer/byte_tokenizer.h"
 
@@ -46,6 +47,8 @@ class RouterDaemon {
     Clock* clock = nullptr;  // null: SystemClock::Get()
     // null: loaded from the model directory (config.model.path).
     std::optional<tok::ByteTokenizer> tokenizer;
+    // Takes precedence over `tokenizer` when set.
+    std::shared_ptr<const ServingTokenizer> serving_tokenizer;
     absl::Duration sweep_interval = absl::Milliseconds(100);
     absl::Duration keepalive_interval = absl::Seconds(1);
     // More services hosted on the gRPC port; not owned.
@@ -66,13 +69,14 @@ class RouterDaemon {
   FlowTracker& flows() { return flows_; }
 
  private:
-  RouterDaemon(config::DeploymentConfig config, Options options, tok::ByteTokenizer tokenizer);
+  RouterDaemon(config::DeploymentConfig config, Options options,
+               std::shared_ptr<const ServingTokenizer> tokenizer);
   absl::Status StartServing();
 
   const config::DeploymentConfig config_;
   Options options_;
   Clock& clock_;
-  const tok::ByteTokenizer tokenizer_;
+  const std::shared_ptr<const ServingTokenizer> tokenizer_;
   RouterMetrics metrics_;
   FlowTracker flows_;
   WorkerStubs stubs_;

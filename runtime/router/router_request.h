@@ -17,6 +17,9 @@ struct RouterRequest {
   std::string model;
   std::vector<int32_t> prompt;  // token ids
   sched::SamplingParams sampling;
+  // Stop strings (the OpenAI `stop`): the router ends the request at the first one in
+  // the generated text (GeneratedText), which is not returned.
+  std::vector<std::string> stop;
 };
 
 // New tokens of one request.
@@ -25,13 +28,22 @@ struct TokenDelta {
   std::vector<v1::TokenLogprobs> logprobs;  // one per token when asked for
 };
 
+// What the runner does after a TokenSink took new tokens.
+enum class SinkAction {
+  kContinue,
+  // The output is complete (it reached a stop string): the request ends as finished
+  // with FINISH_REASON_STOP and is cancelled on the worker.
+  kStop,
+  // The client is gone: the request is cancelled.
+  kClientGone,
+};
+
 // Receives a request's output while it runs.
 class TokenSink {
  public:
   virtual ~TokenSink() = default;
-  // Called on the thread running the request. Returns false when the client is gone
-  // (the request is then cancelled).
-  virtual bool OnTokens(const TokenDelta& delta) = 0;
+  // Called on the thread running the request.
+  virtual SinkAction OnTokens(const TokenDelta& delta) = 0;
   // Polled from the router's sweeper thread while the request runs; false once the
   // client has gone. Must be thread-safe.
   virtual bool ClientConnected() = 0;

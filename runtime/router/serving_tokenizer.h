@@ -1,0 +1,77 @@
+// The tokenizer the router serves a model with: the model's Hugging Face
+// `tokenizer.json` (tok::HfTokenizer), or Lockstep's byte-level tokenizer
+// (tok::ByteTokenizer) for models that have none. Text in (Encode), text out (Decode,
+// and one TextStream per generated sequence, which never splits a character), and the
+// display form of single tokens for logprobs.
+//
+// Generated text skips special tokens (an EOS such as "<|eot_id|>" is not text);
+// Decode shows them unless asked not to.
+//
+// Immutable after construction; thread-safe. A TextStream belongs to one sequence and
+// must not outlive its tokenizer.
+#ifndef LOCKSTEP_RUNTIME_ROUTER_SERVING_TOKENIZER_H_
+#define LOCKSTEP_RUNTIME_ROUTER_SERVING_TOKENIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "tokenizer/byte_tokenizer.h"
+#include "tokenizer/decode_stream.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/utf8_stream_decoder.h"
+
+namespace lockstep::router {
+
+class ServingTokenizer {
+ public:
+  explicit ServingTokenizer(tok::ByteTokenizer byte);
+  explicit ServingTokenizer(std::shared_ptr<const tok::HfTokenizer> hf);
+
+  // Incremental detokenization of one generated sequence (special tokens skipped).
+  class TextStream {
+   public:
+    // The text the new `ids` complete (valid UTF-8; maybe empty).
+    std::string Push(absl::Span<const int32_t> ids);
+    // Ends the stream: an unfinished character becomes U+FFFD.
+    std::string Flush();
+
+   private:
+    friend class ServingTokenizer;
+    explicit TextStream(const ServingTokenizer* owner);
+
+    const ServingTokenizer* owner_;
+    std::optional<tok::DecodeStream> hf_;
+    tok::Utf8StreamDecoder utf8_;
+  };
+
+  TextStream NewTextStream() const { return TextStream(this); }
+
+  // The ids of `text`. With `add_special_tokens`, the tokenizer's post-processor adds
+  // its special tokens (e.g. BOS) — the byte-level tokenizer adds none.
+  std::vector<int32_t> Encode(std::string_view text, bool add_special_tokens = false) const;
+  // The text of `ids`; ids outside the vocabulary are skipped.
+  std::string Decode(absl::Span<const int32_t> ids, bool skip_special_tokens = false) const;
+
+  // How a single token is shown in logprobs: its text, or for a byte token that is not
+  // a whole character "bytes:\xNN" (the OpenAI convention); special tokens by name.
+  std::string TokenName(int32_t id) const;
+  // The bytes of a single token's text (logprobs "bytes", "text_offset").
+  std::string TokenBytes(int32_t id) const;
+
+  int32_t vocab_size() const;
+  bool is_hf() const { return hf_ != nullptr; }
+  const tok::HfTokenizer* hf() const { return hf_.get(); }
+
+ private:
+  std::optional<tok::ByteTokenizer> byte_;
+  std::shared_ptr<const tok::HfTokenizer> hf_;
+};
+
+}  // namespace lockstep::router
+
+#endif  // LOCKSTEP_RUNTIME_ROUTER_SERVING_TOKENIZER_H_

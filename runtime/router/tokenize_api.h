@@ -1,0 +1,33 @@
+// POST /v1/tokenize and /v1/detokenize (the vLLM extension), answered by the router
+// with the served model's tokenizer, without any worker:
+//
+//   /v1/tokenize    {"model", "prompt": text, "add_special_tokens": bool (default true)}
+//                   or {"model", "messages": [...]} (the chat template's prompt)
+//                -> {"tokens": [ids], "count": n, "max_model_len": max prompt tokens}
+//   /v1/detokenize  {"model", "tokens": [ids]} -> {"prompt": text}
+//
+// Errors as for the generation endpoints: INVALID_ARGUMENT naming the field, NOT_FOUND
+// for another model. Thread-safe (pure functions of their arguments).
+#ifndef LOCKSTEP_RUNTIME_ROUTER_TOKENIZE_API_H_
+#define LOCKSTEP_RUNTIME_ROUTER_TOKENIZE_API_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "runtime/router/request_validation.h"
+#include "runtime/router/serving_tokenizer.h"
+
+namespace lockstep::router {
+
+// The response body of /v1/tokenize for request `body`.
+absl::StatusOr<std::string> Tokenize(std::string_view body, const ServingTokenizer& tokenizer,
+                                     const RequestLimits& limits);
+
+// The response body of /v1/detokenize for request `body`.
+absl::StatusOr<std::string> Detokenize(std::string_view body, const ServingTokenizer& tokenizer,
+                                       const RequestLimits& limits);
+
+}  // namespace lockstep::router
+
+#endif  // LOCKSTEP_RUNTIME_ROUTER_TOKENIZE_API_H_

@@ -1,0 +1,68 @@
+#include "runtime/router/tokenize_api.h"
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "runtime/router/request_validation.h"
+#include "runtime/router/serving_tokenizer.h"
+#include "tokenizer/byte_tokenizer.h"
+
+namespace lockstep::router {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::StatusIs;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+const ServingTokenizer& Tokenizer() {
+  static const ServingTokenizer tokenizer(*tok::ByteTokenizer::Create(300, 256, 257));
+  return tokenizer;
+}
+
+const RequestLimits kLimits{.model = "m", .max_prompt_tokens = 100, .vocab_size = 300};
+
+TEST(TokenizeApiTest, TokenizesAPromptAndAChat) {
+  absl::StatusOr<std::string> body =
+      Tokenize(R"({"model": "m", "prompt": "hé"})", Tokenizer(), kLimits);
+  ASSERT_THAT(body, IsOk());
+  EXPECT_EQ(json::parse(*body),
+            (json{{"tokens", {'h', 0xC3, 0xA9}}, {"count", 3}, {"max_model_len", 100}}));
+
+  body = Tokenize(R"({"model": "m", "messages": [{"role": "user", "content": "q"}]})", Tokenizer(),
+                  kLimits);
+  ASSERT_THAT(body, IsOk());
+  EXPECT_EQ(Tokenizer().Decode(json::parse(*body)["tokens"].get<std::vector<int32_t>>()),
+            "<|user|>\nq\n<|assistant|>\n");
+}
+
+TEST(TokenizeApiTest, DetokenizeIsTheInverse) {
+  absl::StatusOr<std::string> body =
+      Detokenize(R"({"model": "m", "tokens": [104, 195, 169, 257]})", Tokenizer(), kLimits);
+  ASSERT_THAT(body, IsOk());
+  EXPECT_EQ(json::parse(*body)["prompt"], "h\xC3\xA9");
+}
+
+TEST(TokenizeApiTest, ErrorsNameTheField) {
+  absl::StatusOr<std::string> body =
+      Tokenize(R"({"model": "other", "prompt": "x"})", Tokenizer(), kLimits);
+  EXPECT_THAT(body, StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(ErrorCodeOf(body.status()), "model_not_found");
+  body = Tokenize(R"({"model": "m"})", Tokenizer(), kLimits);
+  EXPECT_EQ(ParamOf(body.status()), "prompt");
+  body =
+      Tokenize(R"({"model": "m", "prompt": "x", "add_special_tokens": 1})", Tokenizer(), kLimits);
+  EXPECT_EQ(ParamOf(body.status()), "add_special_tokens");
+  body = Tokenize(R"({"model": "m", "messages": [{"role": "robot", "content": "x"}]})", Tokenizer(),
+                  kLimits);
+  EXPECT_EQ(ParamOf(body.status()), "messages");
+  body = Detokenize(R"({"model": "m", "tokens": [1, 300]})", Tokenizer(), kLimits);
+  EXPECT_THAT(body, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Token 300")));
+  EXPECT_EQ(ParamOf(body.status()), "tokens");
+  body = Detokenize(R"({"model": "m", "tokens": "abc"})", Tokenizer(), kLimits);
+  EXPECT_EQ(ParamOf(body.status()), "tokens");
+}
+
+}  // namespace
+}  // namespace lockstep::router
