@@ -10,7 +10,6 @@
 
 #include "absl/time/time.h"
 #include "proto/router.grpc.pb.h"
-#include "runtime/security/api_keys.h"
 #include "runtime/router/instance_registry.h"
 #include "runtime/router/request_runner.h"
 #include "runtime/router/request_validation.h"
@@ -25,8 +24,6 @@ class GrpcFrontend final : public v1::RouterService::Service {
     RequestLimits limits;
     absl::Duration heartbeat_interval = absl::Milliseconds(500);
     absl::Duration heartbeat_timeout = absl::Seconds(2);
-    // Generate's clients send `authorization: Bearer KEY` metadata (none: anyone).
-    security::ApiKeys api_keys;
   };
 
   // Every reference must outlive the frontend.

@@ -219,7 +219,8 @@ void HttpFrontend::Stop() {
 }
 
 bool HttpFrontend::Authorized(const httplib::Request& req, httplib::Response& res) {
-  if (options_.api_keys.AllowsAuthorization(req.get_header_value("Authorization"))) return true;
+  if (options_.api_key.empty()) return true;
+  if (req.get_header_value("Authorization") == "Bearer " + options_.api_key) return true;
   metrics_.Unauthorized();
   SendError(res, absl::UnauthenticatedError(
                      "Incorrect or missing API key; send 'Authorization: Bearer <key>'"));

@@ -38,7 +38,6 @@
 #include "runtime/router/request_runner.h"
 #include "runtime/router/request_validation.h"
 #include "runtime/router/router_metrics.h"
-#include "runtime/security/api_keys.h"
 #include "runtime/router/serving_tokenizer.h"
 
 namespace lockstep::router {
@@ -46,7 +45,7 @@ namespace lockstep::router {
 class HttpFrontend {
  public:
   struct Options {
-    security::ApiKeys api_keys;  // none: no authentication
+    std::string api_key;  // empty: no authentication
     int threads = 64;
     absl::Duration keepalive_interval = absl::Seconds(1);
     RequestLimits limits;

@@ -64,11 +64,10 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options,
   grpc_frontend_ = std::make_unique<GrpcFrontend>(
       GrpcFrontend::Options{.limits = limits,
                             .heartbeat_interval = absl::Milliseconds(rc.heartbeat_interval_ms),
-                            .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms),
-                            .api_keys = security::ApiKeys({rc.api_key})},
+                            .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms)},
       *runner_, *registry_, metrics_, *tokenizer_);
   http_frontend_ = std::make_unique<HttpFrontend>(
-      HttpFrontend::Options{.api_keys = security::ApiKeys({rc.api_key}),
+      HttpFrontend::Options{.api_key = rc.api_key,
                             .threads = static_cast<int>(rc.http_threads),
                             .keepalive_interval = options_.keepalive_interval,
                             .limits = limits},
