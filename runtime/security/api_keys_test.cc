@@ -1,0 +1,48 @@
+#include "runtime/security/api_keys.h"
+
+#include <fstream>
+#include <string>
+
+#include "common/testing/status_matchers.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::security {
+namespace {
+
+using ::lockstep::testing::StatusIs;
+
+TEST(ApiKeysTest, NoKeysAllowsEveryone) {
+  ApiKeys keys;
+  EXPECT_FALSE(keys.required());
+  EXPECT_TRUE(keys.AllowsAuthorization(""));
+  EXPECT_TRUE(keys.Allows("anything"));
+  EXPECT_FALSE(ApiKeys({""}).required());
+}
+
+TEST(ApiKeysTest, BearerHeaderMustNameAKey) {
+  ApiKeys keys({"k1", "k2"});
+  EXPECT_TRUE(keys.required());
+  EXPECT_TRUE(keys.AllowsAuthorization("Bearer k1"));
+  EXPECT_TRUE(keys.AllowsAuthorization("Bearer k2"));
+  EXPECT_FALSE(keys.AllowsAuthorization("Bearer k3"));
+  EXPECT_FALSE(keys.AllowsAuthorization("Bearer k1 "));
+  EXPECT_FALSE(keys.AllowsAuthorization("k1"));
+  EXPECT_FALSE(keys.AllowsAuthorization("Basic k1"));
+  EXPECT_FALSE(keys.AllowsAuthorization(""));
+  EXPECT_FALSE(keys.Allows(""));
+}
+
+TEST(ApiKeysTest, LoadsTheConfigKeyAndTheFile) {
+  const std::string path = ::testing::TempDir() + "/api_keys";
+  std::ofstream(path) << "# clients\nfile-key\n";
+  absl::StatusOr<ApiKeys> keys_or = ApiKeys::Load("config-key", path);
+  LOCKSTEP_ASSERT_OK(keys_or.status());
+  ApiKeys keys = *keys_or;
+  EXPECT_TRUE(keys.Allows("config-key"));
+  EXPECT_TRUE(keys.Allows("file-key"));
+  EXPECT_FALSE(keys.Allows("other"));
+  EXPECT_THAT(ApiKeys::Load("", "/nonexistent/keys"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+}  // namespace
+}  // namespace lockstep::security
