@@ -53,11 +53,11 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> ReferenceGenerate(
   e.model_dir = model_dir;
   e.draft_model_dir = draft_dir;
   e.num_draft_tokens = num_draft_tokens;
-  e.target_storage = kv->Storage(kv::PoolKind::kTarget);
+  e.target_storage = reinterpret_cast<float*>(kv->Storage(kv::PoolKind::kTarget));  // host f32
   e.target_layout = config.kv.target.layout;
   e.target_num_blocks = config.kv.target.num_blocks;
   if (num_draft_tokens > 0) {
-    e.draft_storage = kv->Storage(kv::PoolKind::kDraft);
+    e.draft_storage = reinterpret_cast<float*>(kv->Storage(kv::PoolKind::kDraft));
     e.draft_layout = config.kv.draft.layout;
     e.draft_num_blocks = config.kv.draft.num_blocks;
   }
