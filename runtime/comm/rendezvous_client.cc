@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "runtime/security/grpc_credentials.h"
 
 namespace lockstep::comm {
 namespace {
@@ -27,7 +28,7 @@ std::unique_ptr<RendezvousClient> RendezvousClient::Connect(const std::string& a
                                                             std::string key_space,
                                                             absl::Duration rpc_timeout) {
   return std::make_unique<RendezvousClient>(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()), std::move(key_space),
+      security::CreateChannel(address), std::move(key_space),
       rpc_timeout);
 }
 

@@ -11,6 +11,7 @@
 #include "common/host_port.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "runtime/security/grpc_credentials.h"
 
 namespace lockstep::comm {
 namespace {
@@ -143,7 +144,7 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
   auto service = std::make_unique<RendezvousServiceImpl>(options);
   int port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(address, security::ServerCredentials(), &port);
   builder.RegisterService(service.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

@@ -18,6 +18,7 @@
 #include "runtime/config/config_yaml.h"
 #include "runtime/launcher/launch_plan.h"
 #include "runtime/launcher/process_supervisor.h"
+#include "runtime/security/cluster_security.h"
 
 namespace lockstep::launcher {
 namespace {
@@ -153,6 +154,12 @@ int Launch(const LaunchOptions& options, const StopSignal& stop) {
   std::filesystem::create_directories(options.run_dir, ec);
   if (ec) {
     Complain(fmt::format("cannot create run directory {}: {}", options.run_dir, ec.message()));
+    return 2;
+  }
+  // The deployment's processes share a cluster token (docs/security.md).
+  if (absl::StatusOr<std::string> token = security::EnsureLocalClusterToken(options.run_dir);
+      !token.ok()) {
+    Complain(std::string(token.status().message()));
     return 2;
   }
   const PlanOptions plan_options = {.lockstep_binary = options.lockstep_binary,

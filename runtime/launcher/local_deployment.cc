@@ -15,6 +15,8 @@
 #include "httplib.h"
 #include "proto/router.grpc.pb.h"
 #include "runtime/config/config_yaml.h"
+#include "runtime/security/cluster_security.h"
+#include "runtime/security/grpc_credentials.h"
 
 namespace lockstep::launcher {
 absl::StatusOr<std::unique_ptr<LocalDeployment>> LocalDeployment::Start(
@@ -48,6 +50,7 @@ absl::Status LocalDeployment::Launch(const std::string& config_path, const std::
                                      absl::Duration ready_timeout) {
   const PlanOptions options = {
       .lockstep_binary = lockstep_binary, .config_path = config_path, .run_dir = run_dir};
+  RETURN_IF_ERROR(security::EnsureLocalClusterToken(run_dir).status());
   ASSIGN_OR_RETURN(plan_, StartRouter(config_, options, supervisor_, ready_timeout));
   for (const ProcessSpec& w : plan_.workers) RETURN_IF_ERROR(supervisor_.Start(w));
   return WaitHealthy(ready_timeout);
@@ -93,10 +96,13 @@ std::pair<int, std::string> LocalDeployment::Get(const std::string& path) const 
 
 GrpcResult LocalDeployment::Generate(const std::vector<int32_t>& prompt, int max_tokens,
                                      uint64_t seed, absl::Duration timeout) const {
-  auto channel = grpc::CreateChannel(plan_.router_grpc, grpc::InsecureChannelCredentials());
+  auto channel = security::CreateChannel(plan_.router_grpc);
   auto stub = v1::RouterService::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (!config_.router.api_key.empty()) {
+    context.AddMetadata("authorization", "Bearer " + config_.router.api_key);
+  }
   v1::RouterGenerateRequest request;
   request.set_model(config_.model.name);
   for (int32_t t : prompt) request.mutable_tokens()->add_ids(t);
@@ -126,7 +132,7 @@ GrpcResult LocalDeployment::Generate(const std::vector<int32_t>& prompt, int max
 }
 
 std::string LocalDeployment::InstanceState(const std::string& instance) const {
-  auto channel = grpc::CreateChannel(plan_.router_grpc, grpc::InsecureChannelCredentials());
+  auto channel = security::CreateChannel(plan_.router_grpc);
   auto stub = v1::RouterService::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
@@ -161,7 +167,7 @@ bool LocalDeployment::WaitFor(const std::function<bool()>& done, absl::Duration 
 }
 
 int64_t LocalDeployment::LoadOf(const std::string& instance) const {
-  auto channel = grpc::CreateChannel(plan_.router_grpc, grpc::InsecureChannelCredentials());
+  auto channel = security::CreateChannel(plan_.router_grpc);
   auto stub = v1::RouterService::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));

@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/security/cluster_security.h"
+#include "runtime/transfer/tcp_auth.h"
 
 namespace lockstep::transfer {
 namespace {
@@ -59,6 +61,8 @@ absl::StatusOr<DataConnections::Lease> DataConnections::Take(const std::string& 
     peers_.erase(grpc_address);  // ask again: the peer may have moved
     return connected.status();
   }
+  const std::string token = security::ProcessClusterSecurity().cluster_token;
+  if (absl::Status sent = SendTcpToken(*connected, token, set_up); !sent.ok()) return sent;
   return Lease{std::move(*connected), /*pooled=*/false};
 }
 

@@ -11,6 +11,7 @@
 #include "common/host_port.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "runtime/security/grpc_credentials.h"
 #include "runtime/transfer/crc32c.h"
 
 namespace lockstep::transfer {
@@ -110,7 +111,7 @@ absl::StatusOr<std::unique_ptr<KvTransferServer>> KvTransferServer::Start(
   }
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options.listen_address, security::ServerCredentials(), &port);
   builder.RegisterService(&server->service_);
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   builder.SetMaxSendMessageSize(static_cast<int>(kMaxChunkMessageBytes));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "runtime/security/grpc_credentials.h"
 #include "runtime/transfer/chunk_codec.h"
 
 namespace lockstep::transfer {
@@ -76,7 +77,7 @@ RawPullStub& ReceiveWorkers::StubFor(const std::string& address) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(static_cast<int>(kMaxChunkMessageBytes));
     stub = std::make_unique<RawPullStub>(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+        security::CreateChannel(address, args));
   }
   return *stub;
 }

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/host_port.h"
 #include "common/log.h"
+#include "runtime/transfer/tcp_auth.h"
 
 namespace lockstep::transfer {
 namespace {
@@ -157,6 +158,7 @@ void TcpDataServer::AcceptLoop() {
 void TcpDataServer::Serve(Connection* connection) {
   const TcpSocket& socket = connection->socket;
   const StopFn stop = [this] { return stopping_.load(std::memory_order_relaxed); };
+  bool authenticated = cluster_token_.empty();
   for (;;) {
     RequestPrefix prefix;
     // Idle between pulls: no deadline, only shutdown (or the puller closing) ends it.
@@ -166,6 +168,16 @@ void TcpDataServer::Serve(Connection* connection) {
     const absl::Time now = absl::Now();
     const absl::Time deadline = prefix.timeout_ms > 0 ? now + absl::Milliseconds(prefix.timeout_ms)
                                                       : now + kDefaultPullTimeout;
+    if (!authenticated || prefix.magic == kTcpAuthMagic) {
+      const absl::Status auth =
+          CheckTcpToken(socket, prefix, cluster_token_, now + kRequestTimeout, stop);
+      if (auth.ok()) {
+        authenticated = true;
+        continue;
+      }
+      SendStatusFrame(socket, auth, now + kRequestTimeout, stop).IgnoreError();
+      break;
+    }
     lockstep::v1::PullRequest request;
     absl::Status bad;
     if (prefix.magic != kTcpWireMagic || prefix.request_bytes > kMaxTcpRequestBytes) {

@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/kv_transfer.pb.h"
+#include "runtime/security/cluster_security.h"
 #include "runtime/transfer/chunk_sink.h"
 #include "runtime/transfer/tcp_wire.h"
 
@@ -68,6 +69,8 @@ class TcpDataServer {
   const std::string address_;
   const Handler handler_;
   const int max_connections_;
+  // Pullers must present it first on each connection (tcp_auth.h); empty: no check.
+  const std::string cluster_token_ = security::ProcessClusterSecurity().cluster_token;
   std::atomic<bool> stopping_{false};
   std::thread accept_thread_;
 

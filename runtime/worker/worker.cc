@@ -10,6 +10,7 @@
 #include "runtime/config/role_wire.h"
 #include "runtime/engine/cpu_engine.h"
 #include "runtime/engine/fake/fake_engine.h"
+#include "runtime/security/grpc_credentials.h"
 #include "runtime/worker/executor_settings.h"
 
 namespace lockstep::worker {
@@ -145,7 +146,7 @@ absl::Status Worker::StartService() {
   service_ = std::make_unique<WorkerServiceImpl>(std::move(o));
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options_.listen_address, security::ServerCredentials(), &port);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port == 0) {
@@ -213,7 +214,7 @@ absl::Status Worker::Run() {
 
 void Worker::HeartbeatLoop() {
   auto channel =
-      grpc::CreateChannel(options_.rendezvous_address, grpc::InsecureChannelCredentials());
+      security::CreateChannel(options_.rendezvous_address);
   auto stub = v1::RouterService::NewStub(channel);
   absl::Duration interval = absl::Milliseconds(options_.deployment.router.heartbeat_interval_ms);
   bool registered = false;
