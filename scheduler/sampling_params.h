@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,8 +30,26 @@ struct SamplingParams {
   bool ignore_eos = false;
   // Return the top-n log-probabilities for each generated token; 0 for none.
   int32_t logprobs = 0;
+  // Penalties on the logits (runtime/engine/sampler.h ProcessLogits), as in OpenAI and
+  // vLLM: presence and frequency over the generated tokens, in [-2, 2]; repetition
+  // (Hugging Face style, divides positive logits, multiplies negative ones) over the
+  // prompt and generated tokens, in (0, 2], 1 disables.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+  // EOS (unless ignore_eos) and the stop tokens cannot end generation before this many
+  // tokens were generated.
+  int32_t min_tokens = 0;
+  // Added to the logits of these tokens (OpenAI logit_bias: ids in the vocabulary, bias
+  // in [-100, 100]).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   bool greedy() const { return temperature == 0.0f; }
+  // The sampler needs the sequence's tokens (penalties, min_tokens).
+  bool UsesHistory() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f ||
+           min_tokens > 0;
+  }
 
   // Errors name the offending field.
   absl::Status Validate(int32_t vocab_size) const {
@@ -49,6 +68,32 @@ struct SamplingParams {
     if (logprobs < 0 || logprobs > 20) {
       return absl::InvalidArgumentError(
           absl::StrCat("logprobs must be in [0, 20], got ", logprobs));
+    }
+    if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("presence_penalty must be in [-2, 2], got ", presence_penalty));
+    }
+    if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("frequency_penalty must be in [-2, 2], got ", frequency_penalty));
+    }
+    if (!(repetition_penalty > 0.0f && repetition_penalty <= 2.0f)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("repetition_penalty must be in (0, 2], got ", repetition_penalty));
+    }
+    if (min_tokens < 0 || min_tokens > max_tokens) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "min_tokens must be in [0, max_tokens = ", max_tokens, "], got ", min_tokens));
+    }
+    for (const auto& [t, bias] : logit_bias) {
+      if (t < 0 || t >= vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "logit_bias: token ", t, " is outside the vocabulary [0, ", vocab_size, ")"));
+      }
+      if (!(bias >= -100.0f && bias <= 100.0f)) {
+        return absl::InvalidArgumentError(absl::StrCat("logit_bias: the bias of token ", t,
+                                                       " must be in [-100, 100], got ", bias));
+      }
     }
     for (int32_t t : stop_token_ids) {
       if (t < 0 || t >= vocab_size) {

@@ -39,7 +39,8 @@ absl::StatusOr<BatchResult> BatchRunner::Run(const Batch& batch) {
   // From here on every rank makes the same collectives, whatever happened above.
   absl::StatusOr<const float*> logits = TargetForward(batch, empty);
   if (status.ok() && !logits.ok()) status = logits.status();
-  if (status.ok()) Accept(*logits);
+  if (status.ok()) Accept(batch, *logits);
+  if (status.ok()) ExtendTokens(batch);
   if (status.ok() && token_drafter_ != nullptr) status = TokenDrafts(batch);
   absl::Status draft_status = DraftPasses(batch, !status.ok());
   if (status.ok()) status = draft_status;
@@ -258,27 +259,77 @@ absl::StatusOr<const float*> BatchRunner::TargetForward(const Batch& batch, bool
   return target_->Forward({rows_, seqs_, logit_rows_}, target_pool_, arena_, threads_);
 }
 
-void BatchRunner::Accept(const float* logits) {
+SamplingHistory BatchRunner::HistoryOf(const Batch& batch, const SeqWork& work) {
+  std::vector<int32_t>& tokens = history_tokens_;
+  int64_t prompt_length = 0;
+  if (work.context) {
+    const ContextChunk& chunk = batch.context[work.index];
+    tokens = chunk.earlier_tokens;
+    tokens.insert(tokens.end(), chunk.tokens.begin(), chunk.tokens.end());
+    prompt_length = chunk.prompt_length >= 0 ? chunk.prompt_length : tokens.size();
+  } else if (const std::optional<SequenceSeed>& seed = batch.generation[work.index].seed) {
+    // The seed's history is the prompt (its tokens, when the host sent them).
+    tokens = seed->tokens;
+    prompt_length = static_cast<int64_t>(tokens.size());
+    tokens.push_back(seed->last_token);
+  } else {
+    tokens = work.state->tokens;
+    prompt_length = work.state->prompt_length;
+  }
+  prompt_length = std::min<int64_t>(prompt_length, tokens.size());
+  const absl::Span<const int32_t> all(tokens);
+  return SamplingHistory{all.subspan(0, prompt_length),
+                         all.subspan(prompt_length),
+                         {},
+                         target_->config().eos_token_id};
+}
+
+void BatchRunner::Accept(const Batch& batch, const float* logits) {
   const int vocab = target_->config().vocab_size;
   for (int i = 0; i < num_work_; ++i) {
     SeqWork& work = work_[i];
+    SamplingHistory history;
+    if (work.sampling->UsesHistory() && (!work.context || work.last_chunk)) {
+      history = HistoryOf(batch, work);
+    }
     if (work.context) {
       work.next_start = work.start + work.num_rows;
       if (work.last_chunk) {
         work.tokens.push_back(SampleToken(logits + static_cast<size_t>(work.first_logit) * vocab,
-                                          vocab, *work.sampling, work.next_start, arena_));
+                                          vocab, *work.sampling, work.next_start, arena_, history));
       }
       continue;
     }
     // Sample the verified positions with the request's own draw, as far as the drafts
-    // are accepted.
+    // are accepted; each position sees the tokens accepted before it.
     work.accepted = spec::AcceptDrafts(work.drafts, [&](int j) {
-                      work.tokens.push_back(SampleToken(
-                          logits + static_cast<size_t>(work.first_logit + j) * vocab, vocab,
-                          *work.sampling, work.start + 1 + j, arena_));
+                      history.pending = absl::MakeConstSpan(work.tokens);
+                      work.tokens.push_back(
+                          SampleToken(logits + static_cast<size_t>(work.first_logit + j) * vocab,
+                                      vocab, *work.sampling, work.start + 1 + j, arena_, history));
                       return work.tokens.back();
                     }).accepted;
     work.next_start = work.start + 1 + work.accepted;
+  }
+}
+
+void BatchRunner::ExtendTokens(const Batch& batch) {
+  for (int i = 0; i < num_work_; ++i) {
+    SeqWork& work = work_[i];
+    if (work.state == nullptr) continue;  // a non-last context chunk
+    if (token_drafter_ == nullptr && !work.sampling->UsesHistory()) continue;
+    std::vector<int32_t>& tokens = work.state->tokens;
+    if (work.context) {
+      const ContextChunk& chunk = batch.context[work.index];
+      tokens = chunk.earlier_tokens;
+      tokens.insert(tokens.end(), chunk.tokens.begin(), chunk.tokens.end());
+      work.state->prompt_length = chunk.prompt_length >= 0 ? chunk.prompt_length : tokens.size();
+    } else if (const std::optional<SequenceSeed>& seed = batch.generation[work.index].seed) {
+      tokens = seed->tokens;
+      work.state->prompt_length = static_cast<int64_t>(tokens.size());
+      tokens.push_back(seed->last_token);
+    }
+    tokens.insert(tokens.end(), work.tokens.begin(), work.tokens.end());
   }
 }
 
@@ -287,25 +338,16 @@ absl::Status BatchRunner::TokenDrafts(const Batch& batch) {
   query_work_.clear();
   for (int i = 0; i < num_work_; ++i) {
     SeqWork& work = work_[i];
-    if (work.state == nullptr) continue;  // a non-last context chunk
-    std::vector<int32_t>& tokens = work.state->tokens;
-    if (work.context) {
-      const ContextChunk& chunk = batch.context[work.index];
-      tokens = chunk.earlier_tokens;
-      tokens.insert(tokens.end(), chunk.tokens.begin(), chunk.tokens.end());
-    } else if (const std::optional<SequenceSeed>& seed = batch.generation[work.index].seed) {
-      tokens = seed->tokens;
-      tokens.push_back(seed->last_token);
-    }
-    tokens.insert(tokens.end(), work.tokens.begin(), work.tokens.end());
+    if (work.state == nullptr) continue;                      // a non-last context chunk
+    const std::vector<int32_t>& tokens = work.state->tokens;  // ExtendTokens filled them
     if (work.propose > 0) {
       queries_.push_back({tokens, work.propose});
       query_work_.push_back(i);
     }
   }
   proposals_.resize(queries_.size());
-  RETURN_IF_ERROR(token_drafter_->Propose(
-      queries_, absl::MakeSpan(proposals_.data(), queries_.size())));
+  RETURN_IF_ERROR(
+      token_drafter_->Propose(queries_, absl::MakeSpan(proposals_.data(), queries_.size())));
   for (size_t q = 0; q < queries_.size(); ++q) {
     std::vector<int32_t>& drafts = proposals_[q];
     if (static_cast<int>(drafts.size()) > queries_[q].max_drafts) {

@@ -43,6 +43,7 @@
 #include "runtime/engine/model_engine.h"
 #include "runtime/engine/paged_attention.h"
 #include "runtime/engine/parallel.h"
+#include "runtime/engine/sampler.h"
 #include "runtime/engine/transformer.h"
 #include "spec_decode/drafter.h"
 
@@ -60,8 +61,11 @@ struct SequenceState {
   std::vector<float> spec_kv;
   int spec_len = 0;
   uint64_t draft_generation = 0;
-  // With a token drafter: the tokens at [0, history] (the last is last_token).
+  // With a token drafter, or sampling that looks at the sequence: the tokens at
+  // [0, history] (the last is last_token), of which the first prompt_length are the
+  // prompt.
   std::vector<int32_t> tokens;
+  int64_t prompt_length = 0;
 };
 
 class BatchRunner {
@@ -129,7 +133,13 @@ class BatchRunner {
   // One target forward over every sequence (or none); returns the logits.
   absl::StatusOr<const float*> TargetForward(const Batch& batch, bool empty);
   // Sampling and acceptance from the target logits.
-  void Accept(const float* logits);
+  void Accept(const Batch& batch, const float* logits);
+  // The sequence's tokens before this step (into history_tokens_) and the sampling
+  // history over them, for work that samples with penalties or min_tokens.
+  SamplingHistory HistoryOf(const Batch& batch, const SeqWork& work);
+  // Keeps SequenceState::tokens (and prompt_length) up to date with this step's tokens,
+  // for the token drafter and the penalties.
+  void ExtendTokens(const Batch& batch);
   // The K draft passes (with no rows when `empty`).
   absl::Status DraftPasses(const Batch& batch, bool empty);
   // With a token drafter: extends each sequence's tokens and proposes its next drafts.
@@ -155,7 +165,8 @@ class BatchRunner {
   std::vector<ForwardRow> rows_;
   std::vector<SequenceKv> seqs_;
   std::vector<int32_t> logit_rows_;
-  std::vector<int64_t> batch_ids_;  // request ids in this batch (duplicate check)
+  std::vector<int64_t> batch_ids_;       // request ids in this batch (duplicate check)
+  std::vector<int32_t> history_tokens_;  // HistoryOf's scratch
   std::vector<spec::DraftQuery> queries_;
   std::vector<int> query_work_;  // queries_[q] belongs to work_[query_work_[q]]
   std::vector<std::vector<int32_t>> proposals_;

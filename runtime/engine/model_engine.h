@@ -66,9 +66,13 @@ struct ContextChunk {
   bool last_chunk = false;      // sample the first token (and K drafts) after this chunk
   sched::SamplingParams sampling;
   int num_draft_tokens = 0;  // K, proposals after the last chunk
-  // N-gram drafting, last chunk only: the tokens at [0, position) (the drafter looks
-  // for matches in the whole sequence).
+  // N-gram drafting, and sampling that looks at the sequence (penalties, min_tokens),
+  // last chunk only: the tokens at [0, position) (the drafter looks for matches in the
+  // whole sequence).
   std::vector<int32_t> earlier_tokens;
+  // Tokens of the sequence that are its prompt (the rest was generated before a
+  // recompute); -1: all of them.
+  int64_t prompt_length = -1;
 };
 
 // Where a generation step starts when the engine has no state for the sequence.
@@ -76,8 +80,9 @@ struct SequenceSeed {
   int64_t history = 0;                // KV valid for [0, history)
   int32_t last_token = 0;             // at position `history`
   std::vector<int32_t> draft_tokens;  // proposals to verify (at most K), may be empty
-  // N-gram drafting: the tokens at [0, history) (empty: the drafter sees only the
-  // tokens from here on).
+  // N-gram drafting and sampling that looks at the sequence: the tokens at
+  // [0, history), the prompt (empty: the drafter and the penalties see only the tokens
+  // from here on).
   std::vector<int32_t> tokens;
 };
 

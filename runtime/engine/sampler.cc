@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "common/hash.h"
 
@@ -33,8 +34,54 @@ int32_t ArgMax(const float* logits, int vocab) {
   return best;
 }
 
+const float* ProcessLogits(const float* logits, int vocab, const sched::SamplingParams& params,
+                           const SamplingHistory& history, Arena& arena) {
+  const int64_t generated = static_cast<int64_t>(history.output.size() + history.pending.size());
+  const bool min_tokens = generated < params.min_tokens;
+  const bool repetition = params.repetition_penalty != 1.0f;
+  const bool counts = params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f;
+  if (params.logit_bias.empty() && !min_tokens && !repetition && !counts) return logits;
+  float* out = arena.Alloc<float>(vocab);
+  std::copy(logits, logits + vocab, out);
+  auto in_vocab = [vocab](int32_t t) { return t >= 0 && t < vocab; };
+  for (const auto& [t, bias] : params.logit_bias) {
+    if (in_vocab(t)) out[t] += bias;
+  }
+  if (min_tokens) {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    if (!params.ignore_eos && in_vocab(history.eos_token_id)) out[history.eos_token_id] = kNegInf;
+    for (int32_t t : params.stop_token_ids) {
+      if (in_vocab(t)) out[t] = kNegInf;
+    }
+  }
+  if (!repetition && !counts) return out;
+  // Occurrences in the output, and whether a token appeared at all (prompt or output).
+  int32_t* count = arena.Alloc<int32_t>(vocab);
+  uint8_t* seen = arena.Alloc<uint8_t>(vocab);
+  std::fill(count, count + vocab, 0);
+  std::fill(seen, seen + vocab, 0);
+  for (int32_t t : history.prompt) {
+    if (in_vocab(t)) seen[t] = 1;
+  }
+  for (absl::Span<const int32_t> part : {history.output, history.pending}) {
+    for (int32_t t : part) {
+      if (in_vocab(t)) ++count[t], seen[t] = 1;
+    }
+  }
+  for (int32_t t = 0; t < vocab; ++t) {
+    if (repetition && seen[t]) {
+      out[t] = out[t] > 0 ? out[t] / params.repetition_penalty : out[t] * params.repetition_penalty;
+    }
+    if (count[t] > 0) {
+      out[t] -= params.frequency_penalty * static_cast<float>(count[t]) + params.presence_penalty;
+    }
+  }
+  return out;
+}
+
 int32_t SampleToken(const float* logits, int vocab, const sched::SamplingParams& params,
-                    int64_t position, Arena& arena) {
+                    int64_t position, Arena& arena, const SamplingHistory& history) {
+  logits = ProcessLogits(logits, vocab, params, history, arena);
   if (params.greedy()) return ArgMax(logits, vocab);
   // Candidates: every token in id order, or the top-k / top-p set in logit order.
   int32_t* ids = arena.Alloc<int32_t>(vocab);

@@ -1,6 +1,7 @@
 #include "runtime/engine/sampler.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -106,6 +107,68 @@ TEST(SamplerTest, LogprobsAreNormalisedAndSorted) {
   EXPECT_EQ(lp[3].token, 4);
   EXPECT_FLOAT_EQ(lp[0].logprob, lp[3].logprob);
   EXPECT_EQ(TokenLogprobs(logits.data(), 5, 2, 0, arena).size(), 1u);
+}
+
+// Hand-computed expectations, vLLM's order: bias and min_tokens, then repetition over
+// prompt + output, then frequency and presence over the output.
+TEST(SamplerTest, ProcessLogitsAppliesBiasMinTokensAndPenalties) {
+  Arena arena;
+  const std::vector<float> logits = {1.0f, -2.0f, 3.0f, 0.5f, 2.0f, -1.0f};
+  sched::SamplingParams params = Params(1.0f);
+  const std::vector<int32_t> prompt = {1};
+  const std::vector<int32_t> output = {2, 2};
+  const std::vector<int32_t> pending = {3};
+  const SamplingHistory history{prompt, output, pending, /*eos_token_id=*/5};
+  // Nothing applies: the logits themselves.
+  EXPECT_EQ(ProcessLogits(logits.data(), 6, params, history, arena), logits.data());
+
+  params.logit_bias = {{0, 10.0f}, {4, -1.5f}};
+  params.min_tokens = 4;  // 3 generated so far: EOS (5) and stop token 4 are masked
+  params.stop_token_ids = {4};
+  params.repetition_penalty = 2.0f;
+  params.frequency_penalty = 0.5f;
+  params.presence_penalty = 0.25f;
+  const float* out = ProcessLogits(logits.data(), 6, params, history, arena);
+  ASSERT_NE(out, logits.data());
+  EXPECT_FLOAT_EQ(out[0], 11.0f);                        // bias only
+  EXPECT_FLOAT_EQ(out[1], -4.0f);                        // in the prompt: repetition
+  EXPECT_FLOAT_EQ(out[2], 3.0f / 2 - 2 * 0.5f - 0.25f);  // twice in the output
+  EXPECT_FLOAT_EQ(out[3], 0.5f / 2 - 0.5f - 0.25f);      // pending counts as output
+  EXPECT_EQ(out[4], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(out[5], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(logits[0], 1.0f);  // the input is not changed
+
+  // Once min_tokens tokens exist, EOS and the stop tokens are free again.
+  const std::vector<int32_t> longer = {2, 2, 3};
+  out = ProcessLogits(logits.data(), 6, params, {prompt, longer, pending, 5}, arena);
+  EXPECT_FLOAT_EQ(out[4], 2.0f - 1.5f);
+  EXPECT_FLOAT_EQ(out[5], -1.0f);
+  // ignore_eos leaves EOS alone but still masks the stop tokens.
+  params.ignore_eos = true;
+  out = ProcessLogits(logits.data(), 6, params, history, arena);
+  EXPECT_FLOAT_EQ(out[5], -1.0f);
+  EXPECT_EQ(out[4], -std::numeric_limits<float>::infinity());
+}
+
+TEST(SamplerTest, PenaltiesSteerGreedyAndSampledChoicesDeterministically) {
+  Arena arena;
+  const std::vector<float> logits = {2.0f, 1.9f, 0.0f};
+  sched::SamplingParams greedy = Params(0.0f);
+  const std::vector<int32_t> output = {0};
+  EXPECT_EQ(SampleToken(logits.data(), 3, greedy, 4, arena, {{}, output, {}, -1}), 0);
+  greedy.presence_penalty = 0.5f;
+  EXPECT_EQ(SampleToken(logits.data(), 3, greedy, 4, arena, {{}, output, {}, -1}), 1);
+  greedy.presence_penalty = 0.0f;
+  greedy.logit_bias = {{2, 100.0f}};
+  EXPECT_EQ(SampleToken(logits.data(), 3, greedy, 4, arena), 2);
+  // Stochastic: a pure function of (seed, position, history).
+  sched::SamplingParams sampled = Params(1.0f);
+  sampled.frequency_penalty = 1.0f;
+  for (int p = 0; p < 50; ++p) {
+    const int32_t a = SampleToken(logits.data(), 3, sampled, p, arena, {{}, output, {}, -1});
+    arena.Reset();
+    EXPECT_EQ(a, SampleToken(logits.data(), 3, sampled, p, arena, {{}, output, {}, -1}));
+  }
 }
 
 }  // namespace

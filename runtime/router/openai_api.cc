@@ -1,6 +1,10 @@
 #include "runtime/router/openai_api.h"
 
+#include <algorithm>
 #include <limits>
+#include <utility>
+
+#include "absl/strings/numbers.h"
 
 #include "common/hash.h"
 #include "common/status_macros.h"
@@ -184,20 +188,38 @@ void ParseStop(Fields& f, std::vector<std::string>* out) {
   }
 }
 
+// `logit_bias`: an object from token ids (as strings, the JSON way) to numbers.
+void ParseLogitBias(Fields& f, std::vector<std::pair<int32_t, float>>* out) {
+  const json* bias = f.Get("logit_bias");
+  if (bias == nullptr) return;
+  if (!bias->is_object()) {
+    f.Fail("logit_bias", "an object from token ids to numbers", *bias);
+    return;
+  }
+  for (const auto& [key, value] : bias->items()) {
+    int32_t id = 0;
+    if (!absl::SimpleAtoi(key, &id) || !value.is_number()) {
+      f.FailWith("logit_bias",
+                 fmt::format("logit_bias must map token ids to numbers, got \"{}\": {}", key,
+                             Dump(value)));
+      return;
+    }
+    out->emplace_back(id, value.get<float>());
+  }
+  std::sort(out->begin(), out->end());
+}
+
 // Fields that would change the output and are not implemented, for both APIs.
 void RejectUnsupported(ApiKind kind, Fields& f) {
-  for (const char* key :
-       {"min_p", "typical_p", "top_a", "use_beam_search", "length_penalty", "guided_json",
-        "guided_regex", "guided_choice", "guided_grammar", "guided_decoding_backend",
-        "structured_outputs", "bad_words", "allowed_token_ids", "prompt_logprobs",
-        "truncate_prompt_tokens", "logit_bias", "min_tokens", "repetition_penalty"}) {
+  for (const char* key : {"min_p", "typical_p", "top_a", "use_beam_search", "length_penalty",
+                          "guided_json", "guided_regex", "guided_choice", "guided_grammar",
+                          "guided_decoding_backend", "structured_outputs", "bad_words",
+                          "allowed_token_ids", "prompt_logprobs", "truncate_prompt_tokens"}) {
     f.Unsupported(key, "");
   }
   f.OnlyDefault("include_stop_str_in_output", false, "is not supported (must be false)");
   f.OnlyDefault("skip_special_tokens", true, "is not supported (must be true)");
   f.OnlyDefault("spaces_between_special_tokens", true, "is not supported (must be true)");
-  f.OnlyDefault("presence_penalty", 0, "is not supported (must be 0)");
-  f.OnlyDefault("frequency_penalty", 0, "is not supported (must be 0)");
   if (kind == ApiKind::kCompletion) {
     f.OnlyDefault("suffix", "", "is not supported (must be empty)");
     return;
@@ -276,6 +298,15 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
     out.has_seed = true;
   }
   f.Bool("ignore_eos", &sampling.ignore_eos);
+  if (f.Number("presence_penalty", &number)) sampling.presence_penalty = static_cast<float>(number);
+  if (f.Number("frequency_penalty", &number)) {
+    sampling.frequency_penalty = static_cast<float>(number);
+  }
+  if (f.Number("repetition_penalty", &number)) {
+    sampling.repetition_penalty = static_cast<float>(number);
+  }
+  if (f.Int("min_tokens", &i64, 0)) sampling.min_tokens = static_cast<int32_t>(i64);
+  ParseLogitBias(f, &sampling.logit_bias);
   if (const json* stops = f.Get("stop_token_ids")) {
     if (!stops->is_array()) {
       f.Fail("stop_token_ids", "an array of integers", *stops);

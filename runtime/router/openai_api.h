@@ -9,11 +9,12 @@
 // with top_logprobs), echo (completions: the prompt text starts each choice's text;
 // not with logprobs), stop (a string or up to 4 strings: generation ends at the first,
 // which is not returned; finish_reason "stop"), best_of (1 or n), suffix (empty only),
-// presence_penalty / frequency_penalty (0 only), user and other fields that do not
-// change the output (ignored); extensions: top_k, ignore_eos, stop_token_ids. A field
+// presence_penalty, frequency_penalty, logit_bias ({"token id": bias}), user and other
+// fields that do not change the output (ignored); extensions: top_k, ignore_eos,
+// stop_token_ids, repetition_penalty, min_tokens. A field
 // of the wrong JSON type is INVALID_ARGUMENT naming it. Fields that would change the
 // output but are not implemented (tools, response_format other than text, guided
-// decoding, beam search, min_p, logit_bias, ...) are INVALID_ARGUMENT naming the field,
+// decoding, beam search, min_p, ...) are INVALID_ARGUMENT naming the field,
 // never silently ignored. Unknown fields are ignored.
 //
 // Usage with n > 1: prompt_tokens once, completion_tokens summed over the choices.

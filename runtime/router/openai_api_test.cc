@@ -164,8 +164,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
                            "reasoning_effort": "high"})",
                 "reasoning_effort", "not supported"},
-        BadBody{kC, R"({"model": "m", "prompt": "x", "presence_penalty": 1})", "presence_penalty",
-                "not supported"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "presence_penalty": "1"})", "presence_penalty",
+                "presence_penalty must be a number"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "logit_bias": {"a": 1}})", "logit_bias",
+                "logit_bias must map token ids to numbers"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "logit_bias": [1]})", "logit_bias",
+                "logit_bias must be an object"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "min_tokens": -1})", "min_tokens",
+                "min_tokens must be in"},
         BadBody{kC, R"({"model": "m", "prompt": "x", "stop_token_ids": [1, "a"]})",
                 "stop_token_ids", "must be an array of integers"},
         BadBody{kC, R"({"model": "m", "prompt": "x", "seed": "s"})", "seed",
@@ -212,6 +218,22 @@ TEST(OpenAiApiTest, ParsesStopStringsNChoicesAndEcho) {
   ASSERT_THAT(parsed, IsOk());
   EXPECT_THAT(parsed->request.stop, ElementsAre("a", "bc", "d", "e"));
   EXPECT_EQ(parsed->n, 1);
+}
+
+TEST(OpenAiApiTest, ParsesPenaltiesMinTokensAndLogitBias) {
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
+      kC, R"({"model": "m", "prompt": "x", "presence_penalty": 0.5, "frequency_penalty": -1,
+              "repetition_penalty": 1.2, "min_tokens": 3, "logit_bias": {"65": -100, "7": 2.5}})",
+      Tokenizer());
+  ASSERT_THAT(parsed, IsOk());
+  const sched::SamplingParams& s = parsed->request.sampling;
+  EXPECT_EQ(s.presence_penalty, 0.5f);
+  EXPECT_EQ(s.frequency_penalty, -1.0f);
+  EXPECT_EQ(s.repetition_penalty, 1.2f);
+  EXPECT_EQ(s.min_tokens, 3);
+  EXPECT_THAT(s.logit_bias, ElementsAre(std::pair<int32_t, float>{7, 2.5f},
+                                        std::pair<int32_t, float>{65, -100.0f}));
+  EXPECT_TRUE(s.UsesHistory());
 }
 
 TEST(OpenAiApiTest, ChoiceSeedsDiffer) {

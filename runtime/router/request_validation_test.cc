@@ -61,7 +61,35 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"logprobs", [](auto& r) { r.sampling.logprobs = 21; }, "logprobs",
             "logprobs must be in [0, 20]"},
         Bad{"stop_ids", [](auto& r) { r.sampling.stop_token_ids = {999}; }, "stop_token_ids",
-            "token 999 is outside the vocabulary"}),
+            "token 999 is outside the vocabulary"},
+        Bad{"stop_count",
+            [](auto& r) {
+              r.stop = {"a", "b", "c", "d", "e"};
+            },
+            "stop", "at most 4 sequences, got 5"},
+        Bad{"stop_empty",
+            [](auto& r) {
+              r.stop = {"a", ""};
+            },
+            "stop", "stop[1] must be a non-empty string"},
+        Bad{"presence", [](auto& r) { r.sampling.presence_penalty = 2.5f; }, "presence_penalty",
+            "presence_penalty must be in [-2, 2]"},
+        Bad{"frequency", [](auto& r) { r.sampling.frequency_penalty = -3; }, "frequency_penalty",
+            "frequency_penalty must be in [-2, 2]"},
+        Bad{"repetition", [](auto& r) { r.sampling.repetition_penalty = 0; }, "repetition_penalty",
+            "repetition_penalty must be in (0, 2]"},
+        Bad{"min_tokens", [](auto& r) { r.sampling.min_tokens = r.sampling.max_tokens + 1; },
+            "min_tokens", "min_tokens must be in [0, max_tokens"},
+        Bad{"bias_token",
+            [](auto& r) {
+              r.sampling.logit_bias = {{300, 1.0f}};
+            },
+            "logit_bias", "token 300 is outside the vocabulary"},
+        Bad{"bias_value",
+            [](auto& r) {
+              r.sampling.logit_bias = {{3, 101.0f}};
+            },
+            "logit_bias", "must be in [-100, 100]"}),
     [](const ::testing::TestParamInfo<Bad>& info) { return info.param.label; });
 
 TEST(RequestValidationTest, AnUnknownModelIsNotFound) {

@@ -1,7 +1,10 @@
 // SamplingParams between the scheduler's struct and the wire (proto/worker.proto).
-// On the wire, top_p 0 means "unset" (1, disabled).
+// On the wire, top_p and repetition_penalty 0 mean "unset" (1, disabled); logit_bias
+// comes back sorted by token id.
 #ifndef LOCKSTEP_RUNTIME_ROUTER_SAMPLING_CONVERT_H_
 #define LOCKSTEP_RUNTIME_ROUTER_SAMPLING_CONVERT_H_
+
+#include <algorithm>
 
 #include "proto/worker.pb.h"
 #include "scheduler/sampling_params.h"
@@ -18,6 +21,11 @@ inline void SamplingToWire(const sched::SamplingParams& params, v1::SamplingPara
                                          params.stop_token_ids.end());
   wire->set_ignore_eos(params.ignore_eos);
   wire->set_logprobs(params.logprobs);
+  wire->set_presence_penalty(params.presence_penalty);
+  wire->set_frequency_penalty(params.frequency_penalty);
+  wire->set_repetition_penalty(params.repetition_penalty);
+  wire->set_min_tokens(params.min_tokens);
+  for (const auto& [token, bias] : params.logit_bias) (*wire->mutable_logit_bias())[token] = bias;
 }
 
 inline sched::SamplingParams SamplingFromWire(const v1::SamplingParams& wire) {
@@ -30,6 +38,12 @@ inline sched::SamplingParams SamplingFromWire(const v1::SamplingParams& wire) {
   params.stop_token_ids.assign(wire.stop_token_ids().begin(), wire.stop_token_ids().end());
   params.ignore_eos = wire.ignore_eos();
   params.logprobs = wire.logprobs();
+  params.presence_penalty = wire.presence_penalty();
+  params.frequency_penalty = wire.frequency_penalty();
+  params.repetition_penalty = wire.repetition_penalty() == 0.0f ? 1.0f : wire.repetition_penalty();
+  params.min_tokens = wire.min_tokens();
+  params.logit_bias.assign(wire.logit_bias().begin(), wire.logit_bias().end());
+  std::sort(params.logit_bias.begin(), params.logit_bias.end());
   return params;
 }
 

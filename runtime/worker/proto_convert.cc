@@ -1,5 +1,7 @@
 #include "runtime/worker/proto_convert.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace lockstep::worker {
@@ -15,6 +17,12 @@ sched::SamplingParams ToSampling(const v1::SamplingParams& s) {
   out.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   out.ignore_eos = s.ignore_eos();
   out.logprobs = s.logprobs();
+  out.presence_penalty = s.presence_penalty();
+  out.frequency_penalty = s.frequency_penalty();
+  out.repetition_penalty = s.repetition_penalty() == 0.0f ? 1.0f : s.repetition_penalty();
+  out.min_tokens = s.min_tokens();
+  out.logit_bias.assign(s.logit_bias().begin(), s.logit_bias().end());
+  std::sort(out.logit_bias.begin(), out.logit_bias.end());
   return out;
 }
 
