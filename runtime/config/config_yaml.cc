@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "spec_decode/speculative_config.h"
 #include "yaml-cpp/yaml.h"
 
 namespace lockstep::config {
@@ -204,6 +205,14 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   transfer.Int("lease_ms", &instance.transfer.lease_ms);
   transfer.Bool("tcp_data_plane", &instance.transfer.tcp_data_plane);
   transfer.Finish();
+
+  MapReader speculative(reader.Child("speculative"), reader.PathOf("speculative"), errors);
+  SpeculativeSettings& s = instance.speculative;
+  speculative.Enumerated("method", &s.method, &spec::ParseMethod);
+  speculative.Int("num_draft_tokens", &s.num_draft_tokens);
+  speculative.Bool("dynamic", &s.dynamic);
+  speculative.Int("ngram_max", &s.ngram_max);
+  speculative.Finish();
 
   MapReader comm(reader.Child("comm"), reader.PathOf("comm"), errors);
   comm.Enumerated("vote_transport", &instance.comm.vote_transport, &ParseCommTransport);

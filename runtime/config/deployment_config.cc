@@ -97,6 +97,60 @@ class Problems {
   std::vector<std::string> lines_;
 };
 
+// The speculative block was written (not all defaults).
+bool HasSpeculativeBlock(const SpeculativeSettings& s) {
+  return s.method != spec::Method::kNone || s.num_draft_tokens != 0 || s.dynamic ||
+         s.ngram_max != SpeculativeSettings().ngram_max;
+}
+
+// `speculative:` (or its alias `executor.spec_k`) and the draft pool it needs.
+void ValidateSpeculative(const InstanceConfig& instance, const std::string& prefix,
+                         Problems& problems) {
+  const ExecutorSettings& e = instance.executor;
+  const std::string ex = prefix + ".executor";
+  if (!HasSpeculativeBlock(instance.speculative)) {
+    problems.InRange(ex + ".spec_k", e.spec_k, 0, 16);
+    if (e.spec_k > 0 && e.draft_pool == DraftPool::kNone) {
+      problems.Add(
+          ex + ".draft_pool",
+          absl::StrCat("must be paired or unpaired when spec_k > 0 (spec_k is ", e.spec_k, ")"));
+    }
+    if (e.spec_k == 0 && e.draft_pool != DraftPool::kNone) {
+      problems.Add(ex + ".draft_pool", fmt::format("must be none when spec_k is 0, got {}",
+                                                   DraftPoolName(e.draft_pool)));
+    }
+    return;
+  }
+  const SpeculativeSettings& s = instance.speculative;
+  const std::string sp = prefix + ".speculative";
+  const std::string_view method = spec::MethodName(s.method);
+  if (e.spec_k != 0) {
+    problems.Add(ex + ".spec_k",
+                 absl::StrCat("is an alias of ", sp, ".num_draft_tokens: give one, not both"));
+  }
+  if (s.method == spec::Method::kNone) {
+    if (s.num_draft_tokens != 0) {
+      problems.Add(sp + ".num_draft_tokens",
+                   absl::StrCat("must be 0 with method none, got ", s.num_draft_tokens));
+    }
+    if (s.dynamic) problems.Add(sp + ".dynamic", "needs a method (draft_model or ngram)");
+  } else {
+    problems.InRange(sp + ".num_draft_tokens", s.num_draft_tokens, 1, spec::kMaxDraftTokens);
+  }
+  problems.InRange(sp + ".ngram_max", s.ngram_max, 1, spec::kMaxNgram);
+  if (s.method == spec::Method::kDraftModel && e.draft_pool == DraftPool::kNone) {
+    problems.Add(ex + ".draft_pool", "must be paired or unpaired with speculative.method "
+                                     "draft_model (the draft model's KV lives there)");
+  }
+  if (s.method != spec::Method::kDraftModel && e.draft_pool != DraftPool::kNone) {
+    problems.Add(ex + ".draft_pool",
+                 fmt::format("must be none with speculative.method {} ({}), got {}", method,
+                             s.method == spec::Method::kNgram ? "it keeps no draft KV"
+                                                              : "nothing drafts",
+                             DraftPoolName(e.draft_pool)));
+  }
+}
+
 void ValidateInstance(const InstanceConfig& instance, const std::string& prefix,
                       Problems& problems) {
   problems.Name(prefix + ".name", instance.name, /*allow_dot=*/false);
@@ -109,28 +163,25 @@ void ValidateInstance(const InstanceConfig& instance, const std::string& prefix,
   problems.AtLeast(ex + ".max_batch_size", e.max_batch_size, 1);
   problems.AtLeast(ex + ".max_num_tokens", e.max_num_tokens, 1);
   problems.AtLeast(ex + ".max_num_active_requests", e.max_num_active_requests, 1);
-  problems.InRange(ex + ".spec_k", e.spec_k, 0, 16);
   problems.AtLeast(ex + ".chunk_size", e.chunk_size, 1);
   problems.AtLeast(ex + ".step_timeout_ms", e.step_timeout_ms, 1);
   problems.InRange(ex + ".blas_threads", e.blas_threads, 1, 256);
-  if (e.spec_k > 0 && e.draft_pool == DraftPool::kNone) {
-    problems.Add(
-        ex + ".draft_pool",
-        absl::StrCat("must be paired or unpaired when spec_k > 0 (spec_k is ", e.spec_k, ")"));
-  }
-  if (e.spec_k == 0 && e.draft_pool != DraftPool::kNone) {
-    problems.Add(ex + ".draft_pool",
-                 fmt::format("must be none when spec_k is 0, got {}", DraftPoolName(e.draft_pool)));
-  }
+  ValidateSpeculative(instance, prefix, problems);
   if (e.chunk_size >= 1 && e.max_num_tokens >= 1 && e.chunk_size > e.max_num_tokens) {
     problems.Add(ex + ".chunk_size", absl::StrCat("must be <= max_num_tokens (", e.max_num_tokens,
                                                   "), got ", e.chunk_size));
   }
-  if (e.max_batch_size >= 1 && e.spec_k >= 0 && e.spec_k <= 16 &&
-      e.max_num_tokens < e.max_batch_size * (1 + e.spec_k)) {
+  const int64_t k = HasSpeculativeBlock(instance.speculative)
+                        ? instance.speculative.num_draft_tokens
+                        : e.spec_k;
+  if (e.max_batch_size >= 1 && k >= 0 && k <= spec::kMaxDraftTokens &&
+      e.max_num_tokens < e.max_batch_size * (1 + k)) {
     problems.Add(ex + ".max_num_tokens",
-                 absl::StrCat("must be >= max_batch_size * (1 + spec_k) = ",
-                              e.max_batch_size * (1 + e.spec_k), ", got ", e.max_num_tokens));
+                 absl::StrCat("must be >= max_batch_size * (1 + ",
+                              HasSpeculativeBlock(instance.speculative)
+                                  ? "speculative.num_draft_tokens"
+                                  : "spec_k",
+                              ") = ", e.max_batch_size * (1 + k), ", got ", e.max_num_tokens));
   }
   const std::string kv = prefix + ".kv";
   problems.InRange(kv + ".tokens_per_block", instance.kv.tokens_per_block, 1, 4096);
@@ -315,9 +366,17 @@ absl::Status DeploymentConfig::Validate() const {
     }
     has_context |= instance.role == InstanceRole::kContext;
     has_generation |= instance.role == InstanceRole::kGeneration;
-    if (instance.executor.spec_k > 0 && model.draft_path.empty()) {
-      problems.Add("model.draft_path", absl::StrCat("is required: ", prefix, ".executor.spec_k is ",
-                                                    instance.executor.spec_k));
+    if (model.draft_path.empty()) {
+      if (HasSpeculativeBlock(instance.speculative)) {
+        if (instance.speculative.method == spec::Method::kDraftModel) {
+          problems.Add("model.draft_path",
+                       absl::StrCat("is required: ", prefix, ".speculative.method is draft_model"));
+        }
+      } else if (instance.executor.spec_k > 0) {
+        problems.Add("model.draft_path", absl::StrCat("is required: ", prefix,
+                                                      ".executor.spec_k is ",
+                                                      instance.executor.spec_k));
+      }
     }
   }
   ValidatePlacement(placement, instances, problems);
@@ -327,6 +386,21 @@ absl::Status DeploymentConfig::Validate() const {
                                   : "a generation instance needs at least one context instance");
   }
   return problems.ToStatus();
+}
+
+spec::SpeculativeConfig EffectiveSpeculative(const InstanceConfig& instance) {
+  spec::SpeculativeConfig out;
+  const SpeculativeSettings& s = instance.speculative;
+  out.ngram_max = static_cast<int32_t>(s.ngram_max);
+  if (HasSpeculativeBlock(s)) {
+    out.method = s.method;
+    out.num_draft_tokens = static_cast<int32_t>(s.num_draft_tokens);
+    out.dynamic = s.dynamic;
+  } else if (instance.executor.spec_k > 0) {
+    out.method = spec::Method::kDraftModel;
+    out.num_draft_tokens = static_cast<int32_t>(instance.executor.spec_k);
+  }
+  return out;
 }
 
 const InstanceConfig* DeploymentConfig::FindInstance(std::string_view name) const {

@@ -20,6 +20,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kvcache/kv_types.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::config {
 
@@ -29,8 +31,9 @@ enum class InstanceRole { kAggregated, kContext, kGeneration };
 enum class EngineKind { kCpu, kFake };
 // How a rank pads an empty batch (docs/design.md §1). YAML: reserved | compat.
 enum class DummyPolicy { kReserved, kCompat };
-// The draft model's KV pool (docs/design.md §5). YAML: none | paired | unpaired.
-enum class DraftPool { kNone, kPaired, kUnpaired };
+// The draft model's KV pool (docs/design.md §5). YAML: none | paired | unpaired. The
+// KV manager's own type: the config names it, the manager builds it.
+using DraftPool = kv::DraftMode;
 // How the router picks an instance. YAML: round_robin | least_load.
 enum class RoutingPolicy { kRoundRobin, kLeastLoad };
 // How the ranks of an instance exchange collectives. YAML: gloo (TCP, any hosts) |
@@ -63,7 +66,7 @@ struct ModelConfig {
   // Model directory (weights, lockstep_tokenizer.json). Required.
   std::string path;
   // Draft model directory for speculative decoding; empty: no draft model. Required
-  // when any instance has `executor.spec_k > 0`.
+  // when any instance speculates with method draft_model (or `executor.spec_k > 0`).
   std::string draft_path;
 };
 
@@ -106,9 +109,11 @@ struct ExecutorSettings {
   // reserved: the pad dummy has its own slot and blocks and never vetoes;
   // compat: the TensorRT-LLM behaviour (the dummy competes for a slot).
   DummyPolicy dummy_policy = DummyPolicy::kReserved;
-  // Draft tokens per generation request (speculative decoding); 0 disables. <= 16.
+  // Alias kept for older files: `spec_k: K` (K > 0) means `speculative: {method:
+  // draft_model, num_draft_tokens: K}`. 0..16; give either it or `speculative`.
   int64_t spec_k = 0;
-  // The draft model's KV pool; must be `none` exactly when spec_k is 0.
+  // The draft model's KV pool: paired or unpaired with method draft_model, none
+  // otherwise (the n-gram drafter keeps no draft KV).
   DraftPool draft_pool = DraftPool::kNone;
   // Prefill chunk length in tokens; <= max_num_tokens.
   int64_t chunk_size = 64;
@@ -160,6 +165,20 @@ struct CommSettings {
   CommTransport engine_transport = CommTransport::kGloo;
 };
 
+// `instances[i].speculative:` — speculative decoding (docs/design.md §6), e.g.
+//   speculative: {method: ngram, num_draft_tokens: 4, dynamic: true, ngram_max: 3}
+struct SpeculativeSettings {
+  // none | draft_model (a second model, model.draft_path, its KV in executor.draft_pool)
+  // | ngram (prompt lookup: copies what followed the last match; no draft model or KV).
+  spec::Method method = spec::Method::kNone;
+  // K, the most drafts per generation step: 1..16 with a method, 0 with none.
+  int64_t num_draft_tokens = 0;
+  // Choose K per request and step from its acceptance rate, at most num_draft_tokens.
+  bool dynamic = false;
+  // ngram: the longest match tried (n from ngram_max down to 1), 1..16.
+  int64_t ngram_max = 3;
+};
+
 // `instances[i]:` — one DEP-N group of ranks.
 struct InstanceConfig {
   // Unique; letters, digits, '_', '-'. Required.
@@ -176,7 +195,13 @@ struct InstanceConfig {
   KvSettings kv;
   TransferSettings transfer;
   CommSettings comm;
+  SpeculativeSettings speculative;
 };
+
+// What `instance` speculates with: its `speculative` block, or the `executor.spec_k`
+// alias when the block is absent (method none when neither is set). Valid after
+// DeploymentConfig::Validate().
+spec::SpeculativeConfig EffectiveSpeculative(const InstanceConfig& instance);
 
 // `placement:` — how the instances map onto nodes in a multi-node deployment
 // (`lockstep plan slurm`, `lockstep render k8s`, `lockstep instance`); the local

@@ -25,6 +25,10 @@ kv::BlockRefs MakeRef(const kv::KvManager& kv, RequestId id) {
 }  // namespace
 
 Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision) {
+  // A token drafter (n-gram) looks for matches in the whole sequence: hand it the
+  // tokens the engine has not seen in this sequence's chunks.
+  const bool token_drafter = config_.scheduler.speculating() &&
+                             config_.scheduler.spec_method == spec::Method::kNgram;
   engine::Batch batch;
   batch.step = StepId(step_);
   batch.released = std::move(released_);
@@ -45,6 +49,9 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
     if (r->sampling().UsesHistory()) {  // penalties and min_tokens see the whole sequence
       chunk.prompt_length = static_cast<int64_t>(r->prompt().size());
       if (c.last_chunk) chunk.earlier_tokens.assign(tokens.begin(), tokens.begin() + c.position);
+    }
+    if (token_drafter && c.last_chunk) {
+      chunk.earlier_tokens.assign(tokens.begin(), tokens.begin() + c.position);
     }
 
     InFlightEntry e;
@@ -91,6 +98,7 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
       seed.history = static_cast<int64_t>(r->prompt().size());
       seed.last_token = source.first_token;
       if (r->sampling().UsesHistory()) seed.tokens = r->prompt();
+      if (token_drafter) seed.tokens = r->prompt();
       // The context's drafts, as many as this step verifies.
       seed.draft_tokens.assign(
           source.first_drafts.begin(),

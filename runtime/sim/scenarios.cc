@@ -3,6 +3,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::sim {
 
@@ -90,6 +91,14 @@ SimConfig RandomConfig(uint64_t seed) {
       c.send_refusal_rate = 0.1;
       c.transfer_failure_rate = 0.05;  // sends that fail after the hand-off
     }
+  }
+  // The drafter (n-gram: no draft pool) and dynamic K, drawn after everything above.
+  if (c.scheduler.num_draft_tokens > 0) {
+    if (pick(0, 2) == 0) {
+      c.scheduler.spec_method = spec::Method::kNgram;
+      c.draft_mode = kv::DraftMode::kNone;
+    }
+    c.scheduler.dynamic_draft_tokens = pick(0, 1) == 1;
   }
   return c;
 }

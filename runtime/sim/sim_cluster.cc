@@ -12,6 +12,7 @@
 #include "runtime/executor/executor.h"
 #include "runtime/sim/rank_stack.h"
 #include "runtime/transfer/fake_transceiver.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::sim {
 namespace {
@@ -70,6 +71,7 @@ engine::FakeEngineOptions EngineOptions(const SimConfig& config) {
   options.target_num_blocks = config.num_blocks;
   options.draft_num_blocks =
       config.draft_mode == kv::DraftMode::kNone ? 0 : config.draft_num_blocks;
+  options.spec_method = config.scheduler.spec_method;
   return options;
 }
 
@@ -368,10 +370,11 @@ void Simulation::CheckTokens(const SimRequest& req, const Outcome& o) {
 
 std::string SimConfig::ToString() const {
   return absl::StrFormat(
-      "seed=%d ranks=%d role=%s max_batch_size=%d K=%d draft_pool=%s dummy_policy=%s "
-      "requests=%d blocks=%d gen_only=%d faults=%d transfer_failure_rate=%.2f "
+      "seed=%d ranks=%d role=%s max_batch_size=%d K=%d method=%s dynamic_k=%d draft_pool=%s "
+      "dummy_policy=%s requests=%d blocks=%d gen_only=%d faults=%d transfer_failure_rate=%.2f "
       "send_refusal_rate=%.2f",
       seed, ranks, exec::RoleName(role), scheduler.max_batch_size, scheduler.num_draft_tokens,
+      spec::MethodName(scheduler.spec_method), scheduler.dynamic_draft_tokens,
       kv::DraftModeName(draft_mode), sched::DummyPolicyName(scheduler.dummy_policy),
       workload.num_requests, num_blocks, workload.generation_only, faults.size(),
       transfer_failure_rate, send_refusal_rate);

@@ -36,9 +36,7 @@ std::vector<SimRequest> GenerateWorkload(const WorkloadConfig& config, uint64_t 
       c.address = "sim";
       c.remote_id = s.id;
       c.first_token = engine.TargetToken(s.sampling.seed, prompt);
-      for (int k = 0; k < num_draft_tokens; ++k) {
-        c.first_drafts.push_back(engine.DraftToken(s.sampling.seed, prompt + 1 + k));
-      }
+      c.first_drafts = engine.ContextDrafts(s.sampling.seed, s.prompt, num_draft_tokens);
       s.context_source = std::move(c);
     } else if (config.context_only) {
       s.type = sched::RequestType::kContextOnly;

@@ -1,6 +1,7 @@
 #include "runtime/worker/executor_settings.h"
 
 #include "absl/strings/str_cat.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::worker {
 
@@ -39,7 +40,10 @@ absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::Deployment
   c.scheduler.max_num_tokens = e.max_num_tokens;
   c.scheduler.max_num_active_requests = static_cast<int32_t>(e.max_num_active_requests);
   c.scheduler.chunk_size = e.chunk_size;
-  c.scheduler.num_draft_tokens = static_cast<int32_t>(e.spec_k);
+  const spec::SpeculativeConfig speculative = config::EffectiveSpeculative(instance);
+  c.scheduler.num_draft_tokens = speculative.enabled() ? speculative.num_draft_tokens : 0;
+  c.scheduler.spec_method = speculative.method;
+  c.scheduler.dynamic_draft_tokens = speculative.dynamic;
   c.scheduler.prefix_reuse = instance.kv.prefix_reuse;
   c.scheduler.dummy_policy = e.dummy_policy == config::DummyPolicy::kCompat
                                  ? sched::DummyPolicy::kCompat
@@ -50,17 +54,7 @@ absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::Deployment
   c.kv.target.num_blocks = static_cast<int32_t>(instance.kv.num_blocks);
   c.kv.target.enable_prefix_reuse = instance.kv.prefix_reuse;
   c.kv.target.reuse_salt = salt;
-  switch (e.draft_pool) {
-    case config::DraftPool::kNone:
-      c.kv.draft_mode = kv::DraftMode::kNone;
-      break;
-    case config::DraftPool::kPaired:
-      c.kv.draft_mode = kv::DraftMode::kPaired;
-      break;
-    case config::DraftPool::kUnpaired:
-      c.kv.draft_mode = kv::DraftMode::kUnpaired;
-      break;
-  }
+  c.kv.draft_mode = e.draft_pool;
   c.kv.draft.layout = draft_layout;
   c.kv.draft.num_blocks = static_cast<int32_t>(instance.kv.draft_num_blocks);
   c.kv.draft.enable_prefix_reuse = instance.kv.prefix_reuse;

@@ -12,6 +12,7 @@
 #include "runtime/engine/fake/fake_engine.h"
 #include "runtime/security/grpc_credentials.h"
 #include "runtime/worker/executor_settings.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::worker {
 namespace {
@@ -51,7 +52,8 @@ absl::Status Worker::Init() {
     return absl::InvalidArgumentError(
         absl::StrCat("--rank must be in [0, ", options_.world_size, "), got ", options_.rank));
   }
-  const int k = static_cast<int>(instance_->executor.spec_k);
+  const spec::SpeculativeConfig speculative = config::EffectiveSpeculative(*instance_);
+  const int k = speculative.enabled() ? speculative.num_draft_tokens : 0;
   const int tpb = static_cast<int>(instance_->kv.tokens_per_block);
 
   // Layouts first: a bad model fails fast, before waiting for peers.
@@ -59,7 +61,7 @@ absl::Status Worker::Init() {
   kv::BlockLayout draft_layout{1, 1, 1, tpb};
   if (instance_->engine == config::EngineKind::kCpu) {
     ASSIGN_OR_RETURN(target_layout, engine::ModelBlockLayout(d.model.path, tpb));
-    if (k > 0) {
+    if (speculative.needs_draft_kv()) {
       ASSIGN_OR_RETURN(draft_layout, engine::ModelBlockLayout(d.model.draft_path, tpb));
     }
   }
@@ -86,8 +88,10 @@ absl::Status Worker::Init() {
     // Host f32 slabs (CheckPool in cpu_engine.cc holds the layouts to f32).
     engine::CpuEngineOptions e;
     e.model_dir = d.model.path;
+    e.spec_method = speculative.method;
     e.num_draft_tokens = k;
-    if (k > 0) e.draft_model_dir = d.model.draft_path;
+    e.ngram_max = speculative.ngram_max;
+    if (speculative.needs_draft_kv()) e.draft_model_dir = d.model.draft_path;
     e.target_storage = reinterpret_cast<float*>(kv->Storage(kv::PoolKind::kTarget));
     e.target_layout = target_layout;
     e.target_num_blocks = kv->num_blocks(kv::PoolKind::kTarget);
@@ -108,6 +112,8 @@ absl::Status Worker::Init() {
     e.tokens_per_block = tpb;
     e.target_num_blocks = kv->num_blocks(kv::PoolKind::kTarget);
     e.draft_num_blocks = kv->has_draft() ? kv->num_blocks(kv::PoolKind::kDraft) : 0;
+    e.spec_method = speculative.method;
+    e.ngram_max = speculative.ngram_max;
     engine_ = std::make_unique<engine::FakeEngine>(e);
   }
   if (instance_->role != config::InstanceRole::kAggregated) {

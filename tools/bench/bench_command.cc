@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "runtime/config/deployment_config.h"
 #include "runtime/launcher/local_deployment.h"
+#include "spec_decode/speculative_config.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/instance_stats.h"
 #include "tools/bench/load_generator.h"
@@ -34,6 +35,10 @@ int RunBench(const std::vector<std::string>& args) {
   flags.AddInt("max-output", &load.max_output_tokens, "most output tokens");
   int64_t seed = 1;
   flags.AddInt("seed", &seed, "workload seed");
+  std::string workload = "default";
+  flags.AddString("workload", &workload,
+                  "default (random letters) | repetitive (a short span repeated: text the "
+                  "model can copy)");
   flags.AddPath("json", &json_path, "also write the figures to this JSON file");
   flags.AddPath("run-dir", &run_dir, "logs of a started deployment (default runs/bench-TIME)");
   flags.AddInt("ready-timeout-s", &ready_timeout_s, "wait this long for the deployment");
@@ -43,6 +48,12 @@ int RunBench(const std::vector<std::string>& args) {
   if (std::optional<int> exit_code = flags.ParseCommandLine(args)) return *exit_code;
   if (config_path.empty() == http.empty()) {
     std::fprintf(stderr, "bench: give either --config FILE or --http HOST:PORT\n");
+    return 2;
+  }
+  if (absl::StatusOr<LoadOptions::Workload> parsed = ParseWorkload(workload); parsed.ok()) {
+    load.workload = *parsed;
+  } else {
+    std::fprintf(stderr, "bench: --workload: %s\n", std::string(parsed.status().message()).c_str());
     return 2;
   }
   if (load.requests < 1 || load.concurrency < 1 || request_timeout_s < 0) {
@@ -86,6 +97,16 @@ int RunBench(const std::vector<std::string>& args) {
   if (!grpc.empty()) {
     absl::StatusOr<std::map<std::string, InstanceDelta>> after = ReadInstanceCounters(grpc);
     if (after.ok()) deltas = Subtract(*after, before);
+  }
+  if (deployment != nullptr) {
+    for (InstanceDelta& d : deltas) {
+      if (const config::InstanceConfig* instance = deployment->config().FindInstance(d.name)) {
+        const spec::SpeculativeConfig s = config::EffectiveSpeculative(*instance);
+        d.speculative = s.enabled() ? absl::StrCat(spec::MethodName(s.method), " K=",
+                                                   s.num_draft_tokens, s.dynamic ? " dynamic" : "")
+                                    : "none";
+      }
+    }
   }
   const nlohmann::json report = MakeReport(load, result, deltas);
   std::printf("%s", FormatReport(report).c_str());

@@ -51,6 +51,7 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
       {"completed", completed},
       {"failed", failed},
       {"concurrency", options.concurrency},
+      {"workload", WorkloadName(options.workload)},
       {"wall_s", seconds},
       {"requests_per_s", static_cast<double>(completed) / seconds},
       {"prompt_tokens", prompt_tokens},
@@ -73,8 +74,16 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
           i.steps > 0 ? 1000.0 * static_cast<double>(i.vetoed_steps) / static_cast<double>(i.steps)
                       : 0.0},
          {"padded_steps", i.padded_steps},
+         {"generated_tokens", i.generated_tokens},
+         {"tokens_per_step", i.steps > 0 ? static_cast<double>(i.generated_tokens) /
+                                               static_cast<double>(i.steps)
+                                         : 0.0},
+         {"speculative", i.speculative},
          {"draft_tokens_proposed", i.drafts_proposed},
-         {"draft_tokens_accepted", i.drafts_accepted}});
+         {"draft_tokens_accepted", i.drafts_accepted},
+         {"draft_acceptance", i.drafts_proposed > 0 ? static_cast<double>(i.drafts_accepted) /
+                                                          static_cast<double>(i.drafts_proposed)
+                                                    : 0.0}});
     proposed += i.drafts_proposed;
     accepted += i.drafts_accepted;
     kv_bytes += i.kv_bytes_received;
@@ -106,6 +115,14 @@ std::string FormatReport(const json& r) {
                           i["steps"].get<int64_t>(), i["vetoed_steps"].get<int64_t>(),
                           i["vetoed_per_1000_steps"].get<double>(),
                           i["padded_steps"].get<int64_t>());
+    if (i.contains("tokens_per_step")) {
+      const std::string spec = i.value("speculative", std::string());
+      absl::StrAppendFormat(&out, "  %-12s %.3f tokens per step; drafts %s%d of %d accepted\n",
+                            "", i["tokens_per_step"].get<double>(),
+                            spec.empty() ? "" : absl::StrCat("(", spec, ") "),
+                            i["draft_tokens_accepted"].get<int64_t>(),
+                            i["draft_tokens_proposed"].get<int64_t>());
+    }
   }
   absl::StrAppendFormat(&out, "  drafts       %.1f%% accepted\n",
                         100.0 * r["draft_acceptance"].get<double>());

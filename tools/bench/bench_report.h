@@ -21,6 +21,9 @@ struct InstanceDelta {
   int64_t drafts_proposed = 0;
   int64_t drafts_accepted = 0;
   int64_t generated_tokens = 0;
+  // How the instance speculates, from the deployment config when the bench started it
+  // ("ngram K=4 dynamic"); empty when unknown.
+  std::string speculative;
   int64_t kv_bytes_received = 0;
   double kv_receive_seconds = 0;
 };

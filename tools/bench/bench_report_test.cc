@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tools/bench/load_generator.h"
 
 namespace lockstep::bench {
 namespace {
@@ -49,6 +50,34 @@ TEST(BenchReportTest, ReportHasTheRequiredKeysAndCounts) {
   const std::string text = FormatReport(r);
   EXPECT_THAT(text, ::testing::HasSubstr("completed 2, failed 1"));
   EXPECT_THAT(text, ::testing::HasSubstr("error: HTTP 503"));
+}
+
+TEST(BenchReportTest, TokensPerStepAndSpeculationPerInstance) {
+  LoadOptions options;
+  options.workload = LoadOptions::Workload::kRepetitive;
+  LoadResult result;
+  result.wall = absl::Seconds(1);
+  InstanceDelta agg;
+  agg.name = "agg0";
+  agg.role = "aggregated";
+  agg.steps = 40;
+  agg.generated_tokens = 100;
+  agg.drafts_proposed = 80;
+  agg.drafts_accepted = 60;
+  agg.speculative = "ngram K=4 dynamic";
+  const nlohmann::json r = MakeReport(options, result, {agg});
+  EXPECT_EQ(r["workload"], "repetitive");
+  EXPECT_DOUBLE_EQ(r["instances"][0]["tokens_per_step"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(r["instances"][0]["draft_acceptance"].get<double>(), 0.75);
+  EXPECT_THAT(FormatReport(r),
+              ::testing::HasSubstr("2.500 tokens per step; drafts (ngram K=4 dynamic) 60 of 80"));
+}
+
+TEST(BenchReportTest, WorkloadNames) {
+  EXPECT_EQ(*ParseWorkload("repetitive"), LoadOptions::Workload::kRepetitive);
+  EXPECT_EQ(*ParseWorkload("default"), LoadOptions::Workload::kDefault);
+  EXPECT_FALSE(ParseWorkload("chatty").ok());
+  EXPECT_STREQ(WorkloadName(LoadOptions::Workload::kRepetitive), "repetitive");
 }
 
 }  // namespace

@@ -36,13 +36,35 @@ std::vector<Planned> Plan(const LoadOptions& o) {
   for (int64_t i = 0; i < o.requests; ++i) {
     Planned p;
     const int64_t n = uniform(o.min_prompt_bytes, o.max_prompt_bytes);
-    for (int64_t c = 0; c < n; ++c) p.prompt.push_back(static_cast<char>('a' + rng() % 26));
+    if (o.workload == LoadOptions::Workload::kRepetitive) {
+      std::string span;
+      for (int64_t c = uniform(8, 24); c > 0; --c) span.push_back(static_cast<char>('a' + rng() % 26));
+      while (static_cast<int64_t>(p.prompt.size()) < n) p.prompt += span;
+      p.prompt.resize(static_cast<size_t>(n));
+    } else {
+      for (int64_t c = 0; c < n; ++c) p.prompt.push_back(static_cast<char>('a' + rng() % 26));
+    }
     p.max_tokens = uniform(o.min_output_tokens, o.max_output_tokens);
     p.seed = rng();
     out.push_back(std::move(p));
   }
   return out;
 }
+
+}  // namespace
+
+absl::StatusOr<LoadOptions::Workload> ParseWorkload(absl::string_view name) {
+  if (name == "default") return LoadOptions::Workload::kDefault;
+  if (name == "repetitive") return LoadOptions::Workload::kRepetitive;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown workload '", name, "' (default or repetitive)"));
+}
+
+const char* WorkloadName(LoadOptions::Workload workload) {
+  return workload == LoadOptions::Workload::kRepetitive ? "repetitive" : "default";
+}
+
+namespace {
 
 // One streaming completion; parses the server-sent events as they arrive.
 RequestOutcome RunOne(const LoadOptions& o, const Planned& p) {

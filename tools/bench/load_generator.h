@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace lockstep::bench {
@@ -25,6 +27,11 @@ struct LoadOptions {
   int64_t min_output_tokens = 16;
   int64_t max_output_tokens = 64;
   uint64_t seed = 1;
+  // What the prompts look like: kDefault, random letters; kRepetitive, a short random
+  // span (8..24 letters) repeated to the prompt's length, so the continuation the model
+  // settles into repeats text it has seen (what prompt-lookup drafting copies).
+  enum class Workload { kDefault, kRepetitive };
+  Workload workload = Workload::kDefault;
   // How long a request may wait for its next byte (its first token under load, too);
   // callers pass the router's request_timeout_s so the client never gives up first.
   absl::Duration request_timeout = absl::Seconds(600);
@@ -47,6 +54,10 @@ struct LoadResult {
 };
 
 LoadResult RunLoad(const LoadOptions& options);
+
+// "default" | "repetitive"; InvalidArgument naming both otherwise.
+absl::StatusOr<LoadOptions::Workload> ParseWorkload(absl::string_view name);
+const char* WorkloadName(LoadOptions::Workload workload);
 
 }  // namespace lockstep::bench
 

@@ -39,6 +39,20 @@ int32_t FakeEngine::DraftToken(uint64_t seed, int64_t position) const {
   return u < options_.draft_acceptance ? target : (target + 1) % 256;
 }
 
+std::vector<int32_t> FakeEngine::ContextDrafts(uint64_t seed, const std::vector<int32_t>& prompt,
+                                               int k) const {
+  const int64_t end = static_cast<int64_t>(prompt.size());
+  std::vector<int32_t> drafts;
+  if (options_.spec_method == spec::Method::kNgram) {
+    std::vector<int32_t> tokens = prompt;
+    tokens.push_back(TargetToken(seed, end));
+    spec::NgramDrafter::ProposeOne(tokens, options_.ngram_max, k, &drafts);
+  } else {
+    for (int i = 0; i < k; ++i) drafts.push_back(DraftToken(seed, end + 1 + i));
+  }
+  return drafts;
+}
+
 int64_t FakeEngine::batches_run() const {
   absl::MutexLock lock(&mu_);
   return batches_run_;

@@ -63,6 +63,10 @@ class FakeEngine : public ModelEngine {
   int32_t TargetToken(uint64_t seed, int64_t position) const;
   // The draft token proposed for `position`.
   int32_t DraftToken(uint64_t seed, int64_t position) const;
+  // The K drafts a context leg hands over after the last chunk of `prompt` (the fake
+  // draft model's, or the n-gram drafter's over the prompt and the first token).
+  std::vector<int32_t> ContextDrafts(uint64_t seed, const std::vector<int32_t>& prompt,
+                                     int k) const;
 
   // Batches run so far.
   int64_t batches_run() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -51,10 +51,16 @@ void MiniHost::Release(Seq& seq, Batch& batch) {
   seq.released = true;
 }
 
+int MiniHost::NextK(const Seq& seq) const {
+  if (!options_.dynamic) return options_.num_draft_tokens;
+  return std::min(seq.dynamic_k.k(), options_.num_draft_tokens);
+}
+
 absl::Status MiniHost::Launch(bool pad) {
   Batch batch;
   batch.step = StepId(next_step_++);
-  const int k = options_.num_draft_tokens;
+  const int max_k = options_.num_draft_tokens;
+  const bool draft_kv = options_.spec_method == spec::Method::kDraftModel;
   std::vector<int64_t> ids;
   for (int64_t id : order_) {
     Seq& seq = seqs_[id];
@@ -67,11 +73,18 @@ absl::Status MiniHost::Launch(bool pad) {
     if (seq.in_flight > (options_.overlap ? 1 : 0)) continue;
     const int64_t prompt = static_cast<int64_t>(seq.request.prompt.size());
     const kv::BlockRefs kv{RequestId(id), seq.generation, {}, seq.draft_generation, {}};
+    const int k = NextK(seq);
     if (seq.prefilled < prompt) {
       const int64_t n = std::min<int64_t>(options_.chunk_size, prompt - seq.prefilled);
       const bool last = seq.prefilled + n == prompt;
       RETURN_IF_ERROR(Grow(seq, seq.prefilled + n, seq.prefilled + n + (last ? k : 0)));
-      ContextChunk& chunk = batch.context.emplace_back();
+      if (last && !draft_kv) {
+        batch.context.emplace_back().earlier_tokens.assign(
+            seq.request.prompt.begin(), seq.request.prompt.begin() + seq.prefilled);
+      } else {
+        batch.context.emplace_back();
+      }
+      ContextChunk& chunk = batch.context.back();
       chunk.kv = kv;
       chunk.tokens.assign(seq.request.prompt.begin() + seq.prefilled,
                           seq.request.prompt.begin() + seq.prefilled + n);
@@ -91,6 +104,7 @@ absl::Status MiniHost::Launch(bool pad) {
       seq.target_limit = seq.bound + 1 + k;
       seq.draft_limit = seq.bound + k;
       seq.bound += 1 + k;
+      seq.step_k.push_back(k);
     }
     ++seq.in_flight;
     ids.push_back(id);
@@ -108,8 +122,8 @@ absl::Status MiniHost::Launch(bool pad) {
     GenerationStep& step = batch.generation.emplace_back();
     step.kv = kv::BlockRefs{RequestId(options_.dummy_id), next_generation_++, dummy_blocks_,
                             draft_ != nullptr ? next_generation_++ : 0, dummy_draft_blocks_};
-    step.seed = SequenceSeed{0, 0, {}};
-    step.num_draft_tokens = k;
+    step.seed = SequenceSeed{0, 0, {}, {}};
+    step.num_draft_tokens = max_k;
     step.is_dummy = true;
   }
   steps_.push_back(batch.step);
@@ -124,7 +138,6 @@ absl::Status MiniHost::Collect() {
   in_flight_.pop_front();
   ASSIGN_OR_RETURN(BatchResult result, engine_->Collect(step, absl::Seconds(60)));
   if (result.step != step) return absl::InternalError("engine returned another step");
-  const int k = options_.num_draft_tokens;
   for (const SequenceResult& res : result.sequences) {
     if (res.id.value() == options_.dummy_id) continue;
     Seq& seq = seqs_.at(res.id.value());
@@ -137,10 +150,18 @@ absl::Status MiniHost::Collect() {
     if (res.tokens.empty()) continue;  // a context chunk before the last
     ++seq.out.steps;
     if (seq.first_token) {  // a generation step
+      const int k = seq.step_k.front();
+      seq.step_k.pop_front();
+      if (res.num_proposed > k || res.num_accepted > res.num_proposed) {
+        return absl::InternalError(absl::StrCat("request ", res.id.value(), ": ",
+                                                res.num_accepted, " of ", res.num_proposed,
+                                                " drafts accepted in a step with K=", k));
+      }
       seq.history += static_cast<int64_t>(res.tokens.size());
       seq.bound -= (1 + k) - static_cast<int64_t>(res.tokens.size());
       seq.out.proposed += res.num_proposed;
       seq.out.accepted += res.num_accepted;
+      seq.dynamic_k.Observe(res.num_proposed, res.num_accepted);
     }
     seq.first_token = true;
     for (size_t i = 0; i < res.tokens.size() && !seq.finished; ++i) {

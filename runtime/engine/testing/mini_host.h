@@ -22,6 +22,8 @@
 #include "runtime/engine/model_engine.h"
 #include "runtime/engine/testing/test_models.h"
 #include "scheduler/sampling_params.h"
+#include "spec_decode/dynamic_k.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::engine::testing {
 
@@ -34,7 +36,10 @@ struct HostRequest {
 struct HostOptions {
   int chunk_size = 64;        // context tokens per chunk
   int max_batch = 8;          // sequences per step
-  int num_draft_tokens = 0;   // K (needs an engine with a draft model)
+  int num_draft_tokens = 0;   // K (needs an engine with a drafter)
+  // kNgram: drafts without draft KV (the engine's n-gram drafter; no draft pool).
+  spec::Method spec_method = spec::Method::kDraftModel;
+  bool dynamic = false;       // K per request and step (spec::DynamicK), at most K
   bool overlap = false;       // launch step N+1 before collecting step N
   int32_t eos_token_id = -1;  // stop at this token unless sampling.ignore_eos
   int64_t dummy_id = -1;
@@ -85,7 +90,12 @@ class MiniHost {
     bool finished = false;
     bool released = false;
     HostOutput out;
+    spec::DynamicK dynamic_k{spec::kMaxDraftTokens};
+    std::deque<int> step_k;  // K of each launched, not collected generation step
   };
+
+  // K of `seq`'s next step.
+  int NextK(const Seq& seq) const;
 
   static constexpr int kCheckEvery = 8;
 

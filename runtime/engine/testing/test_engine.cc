@@ -18,6 +18,9 @@ TestEngine MakeTestEngine(const TestEngineOptions& options) {
   engine.target_storage = result.target->storage();
   engine.target_layout = *layout;
   engine.target_num_blocks = options.num_blocks;
+  engine.spec_method = options.spec_method;
+  engine.ngram_max = options.ngram_max;
+  if (options.spec_method == spec::Method::kNgram) engine.num_draft_tokens = options.num_draft_tokens;
   if (!options.draft_dir.empty()) {
     absl::StatusOr<kv::BlockLayout> draft_layout =
         ModelBlockLayout(options.draft_dir, options.tokens_per_block);

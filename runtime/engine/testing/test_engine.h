@@ -10,6 +10,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/engine/model_engine.h"
 #include "runtime/engine/testing/test_models.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::engine::testing {
 
@@ -17,6 +18,9 @@ struct TestEngineOptions {
   std::string model_dir;
   std::string draft_dir;  // empty: no draft
   int num_draft_tokens = 0;
+  // kNgram: the n-gram drafter with K = num_draft_tokens (no draft_dir, no draft pool).
+  spec::Method spec_method = spec::Method::kDraftModel;
+  int ngram_max = 3;
   int tokens_per_block = 8;
   int32_t num_blocks = 512;
   int num_threads = 1;

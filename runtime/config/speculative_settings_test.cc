@@ -1,0 +1,116 @@
+// The `speculative:` block: YAML parsing, validation with errors that name the field,
+// and the `executor.spec_k` alias.
+#include <string>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/config/config_yaml.h"
+#include "runtime/config/deployment_config.h"
+#include "spec_decode/speculative_config.h"
+
+namespace lockstep::config {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::StatusIs;
+using ::testing::HasSubstr;
+
+absl::StatusOr<DeploymentConfig> Parse(const std::string& instance_fields,
+                                       const std::string& draft_path = "") {
+  const std::string yaml =
+      "model: {name: tiny-moe, path: /m" +
+      (draft_path.empty() ? std::string() : ", draft_path: " + draft_path) +
+      "}\ninstances:\n  - {name: agg0, role: aggregated, " + instance_fields + "}\n";
+  return ParseDeploymentConfig(yaml, "");
+}
+
+absl::Status Validated(const std::string& instance_fields, const std::string& draft_path = "") {
+  absl::StatusOr<DeploymentConfig> config = Parse(instance_fields, draft_path);
+  if (!config.ok()) return config.status();
+  return config->Validate();
+}
+
+TEST(SpeculativeSettingsTest, ParsesTheBlock) {
+  absl::StatusOr<DeploymentConfig> config = Parse(
+      "speculative: {method: ngram, num_draft_tokens: 4, dynamic: true, ngram_max: 5}");
+  ASSERT_THAT(config, IsOk());
+  ASSERT_THAT(config->Validate(), IsOk());
+  const SpeculativeSettings& s = config->instances[0].speculative;
+  EXPECT_EQ(s.method, spec::Method::kNgram);
+  EXPECT_EQ(s.num_draft_tokens, 4);
+  EXPECT_TRUE(s.dynamic);
+  EXPECT_EQ(s.ngram_max, 5);
+  const spec::SpeculativeConfig effective = EffectiveSpeculative(config->instances[0]);
+  EXPECT_EQ(effective.method, spec::Method::kNgram);
+  EXPECT_EQ(effective.num_draft_tokens, 4);
+  EXPECT_TRUE(effective.dynamic);
+  EXPECT_EQ(effective.ngram_max, 5);
+  EXPECT_THAT(effective.Validate(), IsOk());
+}
+
+TEST(SpeculativeSettingsTest, SpecKIsAnAliasOfDraftModelWithK) {
+  absl::StatusOr<DeploymentConfig> config =
+      Parse("executor: {spec_k: 3, draft_pool: paired}", "/d");
+  ASSERT_THAT(config, IsOk());
+  ASSERT_THAT(config->Validate(), IsOk());
+  const spec::SpeculativeConfig effective = EffectiveSpeculative(config->instances[0]);
+  EXPECT_EQ(effective.method, spec::Method::kDraftModel);
+  EXPECT_EQ(effective.num_draft_tokens, 3);
+  EXPECT_FALSE(effective.dynamic);
+  EXPECT_FALSE(EffectiveSpeculative(Parse("world_size: 1")->instances[0]).enabled());
+}
+
+TEST(SpeculativeSettingsTest, ErrorsNameTheProblem) {
+  EXPECT_THAT(Validated("speculative: {method: draft_model, num_draft_tokens: 3}, "
+                        "executor: {draft_pool: paired}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("model.draft_path: is required: instances[0].speculative.method "
+                                 "is draft_model")));
+  EXPECT_THAT(Validated("speculative: {method: draft_model, num_draft_tokens: 3}", "/d"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].executor.draft_pool: must be paired or unpaired "
+                                 "with speculative.method draft_model")));
+  EXPECT_THAT(Validated("speculative: {method: ngram, num_draft_tokens: 17}, "
+                        "executor: {max_num_tokens: 4096}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].speculative.num_draft_tokens: must be in [1, 16], "
+                                 "got 17")));
+  EXPECT_THAT(Validated("speculative: {method: ngram, num_draft_tokens: 0}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].speculative.num_draft_tokens: must be in [1, 16], "
+                                 "got 0")));
+  EXPECT_THAT(Validated("speculative: {method: ngram, num_draft_tokens: 3}, "
+                        "executor: {draft_pool: unpaired}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].executor.draft_pool: must be none with "
+                                 "speculative.method ngram (it keeps no draft KV), got unpaired")));
+  EXPECT_THAT(Validated("speculative: {method: ngram, num_draft_tokens: 3, ngram_max: 0}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].speculative.ngram_max: must be in [1, 16], got 0")));
+  EXPECT_THAT(Validated("speculative: {method: none, num_draft_tokens: 2}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].speculative.num_draft_tokens: must be 0 with "
+                                 "method none, got 2")));
+  EXPECT_THAT(Validated("speculative: {dynamic: true}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].speculative.dynamic: needs a method")));
+  EXPECT_THAT(Validated("speculative: {method: ngram, num_draft_tokens: 2}, "
+                        "executor: {spec_k: 2}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].executor.spec_k: is an alias of "
+                                 "instances[0].speculative.num_draft_tokens: give one, not both")));
+  EXPECT_THAT(Validated("speculative: {method: ngram, num_draft_tokens: 8}, "
+                        "executor: {max_batch_size: 8, max_num_tokens: 64}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].executor.max_num_tokens: must be >= max_batch_size "
+                                 "* (1 + speculative.num_draft_tokens) = 72, got 64")));
+  EXPECT_THAT(Parse("speculative: {method: medusa}").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].speculative.method")));
+  EXPECT_THAT(Parse("speculative: {k: 3}").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("speculative.k")));
+}
+
+}  // namespace
+}  // namespace lockstep::config
