@@ -64,8 +64,8 @@ DeviceProbe ProbeDevices() {
     if (err == cudaSuccess) err = cudaSetDevice(i);
     if (err == cudaSuccess) err = cudaMemGetInfo(&info.free_bytes, &info.total_bytes);
     if (err != cudaSuccess) {
-      probe.device_error = absl::StrCat("device ", i, ": ", cudaGetErrorName(err), ": ",
-                                        cudaGetErrorString(err));
+      probe.device_error =
+          absl::StrCat("device ", i, ": ", cudaGetErrorName(err), ": ", cudaGetErrorString(err));
     }
     probe.devices.push_back(std::move(info));
   }
@@ -76,13 +76,11 @@ DeviceProbe ProbeDevices() {
 std::string DeviceProbe::ToString() const {
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   std::string out = absl::StrCat(
-      "driver (CUDA) ", CudaVersionString(driver_version), "\n",
-      "cuda runtime ", CudaVersionString(runtime_version), "\n",
-      "cublas ", TripleVersionString(cublas_version), "\n",
-      "cublasLt ", TripleVersionString(cublaslt_version), "\n",
-      "nccl ", TripleVersionString(nccl_version), "\n",
-      "devices ", devices.size(), device_error.empty() ? "" : absl::StrCat(" (", device_error, ")"),
-      "\n");
+      "driver (CUDA) ", CudaVersionString(driver_version), "\n", "cuda runtime ",
+      CudaVersionString(runtime_version), "\n", "cublas ", TripleVersionString(cublas_version),
+      "\n", "cublasLt ", TripleVersionString(cublaslt_version), "\n", "nccl ",
+      TripleVersionString(nccl_version), "\n", "devices ", devices.size(),
+      device_error.empty() ? "" : absl::StrCat(" (", device_error, ")"), "\n");
   for (const DeviceInfo& d : devices) {
     absl::StrAppendFormat(&out, "device %d: %s, sm_%d%d, %d SMs, %.1f GiB total, %.1f GiB free\n",
                           d.index, d.name, d.compute_major, d.compute_minor, d.sm_count,

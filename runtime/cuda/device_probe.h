@@ -21,11 +21,11 @@ struct DeviceInfo {
 };
 
 struct DeviceProbe {
-  int driver_version = 0;         // CUDA version the driver supports, e.g. 13000; 0: none
-  int runtime_version = 0;        // libcudart, e.g. 13000
-  int cublas_version = 0;         // libcublas major*10000 + minor*100 + patch
-  size_t cublaslt_version = 0;    // cublasLtGetVersion(), e.g. 130100
-  int nccl_version = 0;           // ncclGetVersion(), e.g. 22809 for 2.28.9
+  int driver_version = 0;       // CUDA version the driver supports, e.g. 13000; 0: none
+  int runtime_version = 0;      // libcudart, e.g. 13000
+  int cublas_version = 0;       // libcublas major*10000 + minor*100 + patch
+  size_t cublaslt_version = 0;  // cublasLtGetVersion(), e.g. 130100
+  int nccl_version = 0;         // ncclGetVersion(), e.g. 22809 for 2.28.9
   std::vector<DeviceInfo> devices;
   std::string device_error;  // why `devices` is empty, if it is
 

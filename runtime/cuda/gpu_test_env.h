@@ -23,15 +23,15 @@ bool GpuRequired();
 
 }  // namespace lockstep::cuda::testing
 
-#define LOCKSTEP_SKIP_WITHOUT_GPU()                                                      \
-  do {                                                                                   \
+#define LOCKSTEP_SKIP_WITHOUT_GPU()                                                        \
+  do {                                                                                     \
     if (const ::absl::Status lockstep_gpu_ = ::lockstep::cuda::testing::DeviceAvailable(); \
-        !lockstep_gpu_.ok()) {                                                           \
-      if (::lockstep::cuda::testing::GpuRequired()) {                                    \
-        FAIL() << "LOCKSTEP_REQUIRE_GPU=1 but " << lockstep_gpu_;                         \
-      }                                                                                  \
-      GTEST_SKIP() << lockstep_gpu_;                                                     \
-    }                                                                                    \
+        !lockstep_gpu_.ok()) {                                                             \
+      if (::lockstep::cuda::testing::GpuRequired()) {                                      \
+        FAIL() << "LOCKSTEP_REQUIRE_GPU=1 but " << lockstep_gpu_;                          \
+      }                                                                                    \
+      GTEST_SKIP() << lockstep_gpu_;                                                       \
+    }                                                                                      \
   } while (false)
 
 #endif  // LOCKSTEP_RUNTIME_CUDA_GPU_TEST_ENV_H_
