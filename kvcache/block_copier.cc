@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "kvcache/stream_copy.h"
 
 namespace lockstep::kv {
 
@@ -65,10 +66,10 @@ absl::Status HostBlockCopier::DoCopyIn(absl::Span<const std::byte> host,
   const std::byte* in = host.data();
   for (const BlockSpan& s : spans) {
     if (s.length == 0) continue;
-    std::memcpy(base_ + static_cast<size_t>(s.block.value()) * per_block + s.offset, in,
-                s.length);
+    StreamCopy(base_ + static_cast<size_t>(s.block.value()) * per_block + s.offset, in, s.length);
     in += s.length;
   }
+  StreamCopyFence();  // the blocks are complete for whoever reads them next
   return absl::OkStatus();
 }
 

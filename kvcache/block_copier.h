@@ -79,7 +79,8 @@ class BlockCopier {
   const int32_t num_blocks_;
 };
 
-// Host slabs: memcpy. Stateless after construction, so calls may run concurrently.
+// Host slabs: memcpy out; in, streaming stores (stream_copy.h) fenced before CopyIn
+// returns. Stateless after construction, so calls may run concurrently.
 class HostBlockCopier : public BlockCopier {
  public:
   // `base` is the slab of `num_blocks` blocks of `layout`, host memory.

@@ -4,14 +4,12 @@
 #ifndef LOCKSTEP_KVCACHE_MEMORY_KIND_H_
 #define LOCKSTEP_KVCACHE_MEMORY_KIND_H_
 
-#include <string_view>
-
 namespace lockstep::kv {
 
 enum class MemoryKind { kHost, kDevice };
 
 // "host" or "device".
-constexpr std::string_view MemoryKindName(MemoryKind kind) {
+constexpr const char* MemoryKindName(MemoryKind kind) {
   return kind == MemoryKind::kHost ? "host" : "device";
 }
 

@@ -11,20 +11,19 @@ namespace lockstep::transfer {
 using kv::PoolKind;
 
 BlockWriter::BlockWriter(const kv::BlockRefs& blocks, int64_t num_tokens,
-                         const KvDescriptor& descriptor, const KvSlabs& slabs) {
+                         const KvDescriptor& descriptor, const KvCopiers& copiers) {
   for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
     if (kind == PoolKind::kDraft && blocks.draft_generation == 0) continue;
     const kv::BlockLayout& layout = *descriptor.pool(kind);
-    pools_.push_back({kind, &layout, &slabs.pool(kind),
+    pools_.push_back({kind, copiers.pool(kind),
                       kind == PoolKind::kTarget ? &blocks.blocks : &blocks.draft_blocks,
                       static_cast<int32_t>(layout.BlocksFor(num_tokens)), layout.BlockBytes()});
   }
 }
 
-absl::Status BlockWriter::Place(const ChunkHeader& header, size_t size, size_t num_crcs,
-                                std::vector<Run>* runs) {
-  runs->clear();
-  crc_index_ = 0;
+absl::Status BlockWriter::Place(const ChunkHeader& header, size_t size, size_t num_crcs) {
+  spans_.clear();
+  placed_ = false;
   if (trailer_seen_) return absl::DataLossError("a chunk arrived after the trailer");
   if (pool_ == pools_.size()) {
     return absl::DataLossError("the stream carries more than the request's blocks");
@@ -50,44 +49,61 @@ absl::Status BlockWriter::Place(const ChunkHeader& header, size_t size, size_t n
   size_t completed = 0;
   for (size_t at = 0; at < size;) {
     const size_t take = std::min(pool.block_bytes - offset, size - at);
-    const bool ends = offset + take == pool.block_bytes;
-    runs->push_back(
-        {BlockData(*pool.slab, *pool.layout, (*pool.table)[block]) + offset, take, ends});
+    spans_.push_back({(*pool.table)[block], offset, take});
     at += take;
     offset += take;
-    if (ends) {
+    if (offset == pool.block_bytes) {
       ++completed;
       ++block;
       offset = 0;
     }
   }
   if (completed != num_crcs) {
+    spans_.clear();
     return absl::DataLossError(absl::StrCat("a chunk carries ", num_crcs, " checksums for ",
                                             completed, " completed blocks"));
   }
+  placed_bytes_ = size;
+  placed_ = true;
   return absl::OkStatus();
 }
 
-void BlockWriter::Checksum(const uint8_t* data, size_t n) { crc_ = Crc32cExtend(crc_, data, n); }
-
-absl::Status BlockWriter::EndRun(const Run& run, absl::Span<const uint32_t> crcs) {
+absl::Status BlockWriter::Write(absl::Span<const std::byte> payload,
+                                absl::Span<const uint32_t> crcs) {
+  if (!placed_ || payload.size() != placed_bytes_) {
+    return absl::InternalError(absl::StrCat("a payload of ", payload.size(),
+                                            " bytes written without a chunk placed for it"));
+  }
+  placed_ = false;
   const Pool& pool = pools_[pool_];
-  if (run.ends_block) {
-    const uint32_t sent = crcs[crc_index_++];
-    if (crc_ != sent) {
+  // Checksums first: a block that fails its check is never written.
+  uint32_t crc = crc_;
+  size_t offset = offset_;
+  size_t crc_index = 0;
+  const std::byte* data = payload.data();
+  for (size_t i = 0; i < spans_.size(); ++i) {
+    const kv::BlockSpan& span = spans_[i];
+    crc = Crc32cExtend(crc, data, span.length);
+    data += span.length;
+    offset += span.length;
+    if (offset < pool.block_bytes) continue;
+    const uint32_t sent = crcs[crc_index++];
+    if (crc != sent) {
       return absl::DataLossError(absl::StrFormat(
           "KV block %d of the %s pool (local block %d) failed its checksum: sent %08x, "
           "received bytes give %08x",
-          block_, kv::PoolKindName(pool.kind), (*pool.table)[block_].value(), sent, crc_));
+          block_ + static_cast<int32_t>(crc_index) - 1, kv::PoolKindName(pool.kind),
+          span.block.value(), sent, crc));
     }
+    crc = 0;
+    offset = 0;
   }
-  bytes_ += static_cast<int64_t>(run.size);
-  offset_ += run.size;
-  if (offset_ == pool.block_bytes) {
-    offset_ = 0;
-    crc_ = 0;
-    ++block_;
-  }
+  const absl::Status copied = pool.copier->CopyIn(payload, spans_);
+  if (!copied.ok()) return copied;
+  bytes_ += static_cast<int64_t>(payload.size());
+  block_ += static_cast<int32_t>(crc_index);
+  offset_ = offset;
+  crc_ = crc;
   if (block_ == pool.count) {
     ++pool_;
     block_ = 0;

@@ -1,13 +1,14 @@
 // Where a pull's chunks go on the generation rank, and their checks: the chunks of a
 // pull cover the target blocks, then the draft blocks, each in block-table order, and
 // land at the same indexes of the local block tables. Shared by both transports
-// (kv_puller.h): gRPC copies a chunk out of its receive buffers, the TCP data plane
-// reads it straight into the blocks.
+// (kv_puller.h): each brings a chunk's payload into host memory (gRPC: its receive
+// buffers, the TCP data plane: a staging buffer) and hands it to Write, which checks it
+// and copies it into the blocks through the pools' copiers (kvcache/block_copier.h).
 //
-// For each chunk: Place() checks that it starts where the stream is and lists the runs
-// of local block memory its payload fills; then, for every run in order, the run's bytes
-// go through Checksum() and EndRun() (which compares a completed block's CRC32C with the
-// sent one and moves the position on); a trailer goes to ApplyTrailer().
+// For each chunk: Place() checks that it starts where the stream is and fits the
+// request's blocks; Write() checks the CRC32C of every block the chunk completes against
+// the sent ones and only then copies the chunk into the blocks, moving the position on.
+// A trailer goes to ApplyTrailer().
 //
 // Thread safety: thread-compatible; one per pull.
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_BLOCK_WRITER_H_
@@ -19,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "kvcache/block_copier.h"
 #include "proto/kv_transfer.pb.h"
 #include "runtime/transfer/chunk_codec.h"
 #include "runtime/transfer/kv_descriptor.h"
@@ -28,31 +30,23 @@ namespace lockstep::transfer {
 
 class BlockWriter {
  public:
-  // One contiguous part of a chunk's payload, inside one local block.
-  struct Run {
-    uint8_t* dest = nullptr;
-    size_t size = 0;
-    bool ends_block = false;  // the run holds the block's last bytes
-  };
-
   // `blocks` and `num_tokens` were checked with CheckBlockRefs; `blocks`, `descriptor`
-  // and `slabs` must outlive the writer.
+  // and the copiers must outlive the writer.
   BlockWriter(const kv::BlockRefs& blocks, int64_t num_tokens, const KvDescriptor& descriptor,
-              const KvSlabs& slabs);
+              const KvCopiers& copiers);
 
-  // Checks a chunk of `size` payload bytes carrying `num_crcs` checksums and fills
-  // `runs` with where its bytes go. DataLoss when the chunk is out of place, overruns
-  // the request's blocks, comes after the trailer, or carries the wrong number of
-  // checksums. Changes no position.
-  absl::Status Place(const ChunkHeader& header, size_t size, size_t num_crcs,
-                     std::vector<Run>* runs);
+  // Checks a chunk of `size` payload bytes carrying `num_crcs` checksums and remembers
+  // where its bytes go. DataLoss when the chunk is out of place, overruns the request's
+  // blocks, comes after the trailer, or carries the wrong number of checksums. Changes
+  // no position.
+  absl::Status Place(const ChunkHeader& header, size_t size, size_t num_crcs);
 
-  // Feeds `n` received bytes of the current run into the running block checksum.
-  void Checksum(const uint8_t* data, size_t n);
-
-  // Ends a run placed by the last Place(): for a run that completes its block, the
-  // checksum must equal the next of `crcs` (DataLoss naming the block otherwise).
-  absl::Status EndRun(const Run& run, absl::Span<const uint32_t> crcs);
+  // The payload of the chunk the last successful Place() accepted (`payload.size()` is
+  // its size; `crcs` its checksums): DataLoss naming the block when a completed block's
+  // CRC32C differs from the sent one, and then nothing of the chunk is written;
+  // otherwise copies it into the blocks and moves the position past it. A copier error
+  // is returned as is.
+  absl::Status Write(absl::Span<const std::byte> payload, absl::Span<const uint32_t> crcs);
 
   // The last message: it must follow every block and match the counts.
   absl::Status ApplyTrailer(const lockstep::v1::PullTrailer& trailer);
@@ -63,21 +57,23 @@ class BlockWriter {
  private:
   struct Pool {
     kv::PoolKind kind;
-    const kv::BlockLayout* layout;
-    const PoolSlab* slab;
+    kv::BlockCopier* copier;
     const std::vector<BlockId>* table;
     int32_t count;  // blocks that move
     size_t block_bytes;
   };
 
   std::vector<Pool> pools_;
-  size_t pool_ = 0;       // the pool being written
-  int32_t block_ = 0;     // the block being written (table index)
-  size_t offset_ = 0;     // bytes of it written
-  uint32_t crc_ = 0;      // CRC32C of those bytes
-  size_t crc_index_ = 0;  // checksums of the current chunk used
-  int64_t bytes_ = 0;     // payload bytes written in all
+  size_t pool_ = 0;     // the pool being written
+  int32_t block_ = 0;   // the block being written (table index)
+  size_t offset_ = 0;   // bytes of it written
+  uint32_t crc_ = 0;    // CRC32C of those bytes
+  int64_t bytes_ = 0;   // payload bytes written in all
   bool trailer_seen_ = false;
+  // The placed chunk: its bytes' places and the number of blocks it completes.
+  std::vector<kv::BlockSpan> spans_;
+  size_t placed_bytes_ = 0;
+  bool placed_ = false;
 };
 
 }  // namespace lockstep::transfer

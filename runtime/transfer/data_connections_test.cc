@@ -1,5 +1,6 @@
 #include "runtime/transfer/data_connections.h"
 
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "kvcache/block_copier.h"
 #include "runtime/transfer/kv_transfer_server.h"
 
 namespace lockstep::transfer {
@@ -27,7 +29,7 @@ class DataConnectionsTest : public ::testing::Test {
     KvTransferServerOptions options;
     options.tcp_data_plane = tcp_data_plane;
     absl::StatusOr<std::unique_ptr<KvTransferServer>> server = KvTransferServer::Start(
-        options, descriptor, KvSlabs{{slab_.data(), 4}, {}}, SendClaims::Create(&clock_, events_));
+        options, descriptor, KvCopiers{&copier_, nullptr}, SendClaims::Create(&clock_, events_));
     EXPECT_THAT(server.status(), IsOk());
     return server.ok() ? std::move(*server) : nullptr;
   }
@@ -40,7 +42,11 @@ class DataConnectionsTest : public ::testing::Test {
   absl::Time Deadline() const { return absl::Now() + absl::Seconds(20); }
 
   FakeClock clock_;
-  std::vector<float> slab_ = std::vector<float>(4 * 256);
+  std::vector<std::byte> slab_ = std::vector<std::byte>(4 * 1024);
+  kv::HostBlockCopier copier_{
+      slab_.data(),
+      kv::BlockLayout{.num_layers = 1, .num_kv_heads = 1, .head_dim = 8, .tokens_per_block = 16},
+      4};
   std::shared_ptr<EventQueue> events_ = std::make_shared<EventQueue>();
   DataConnections connections_;
 };

@@ -11,12 +11,8 @@ namespace lockstep::transfer {
 absl::Status GrpcTransceiverOptions::Validate() const {
   if (name.empty()) return absl::InvalidArgumentError("transceiver: name is empty");
   RETURN_IF_ERROR(descriptor.Validate());
-  for (kv::PoolKind kind : {kv::PoolKind::kTarget, kv::PoolKind::kDraft}) {
-    if (descriptor.pool(kind).has_value() &&
-        (slabs.pool(kind).base == nullptr || slabs.pool(kind).num_blocks <= 0)) {
-      return absl::InvalidArgumentError(absl::StrCat("transceiver: the ", kv::PoolKindName(kind),
-                                                     " pool is described but has no storage"));
-    }
+  if (absl::Status s = CheckCopiers(descriptor, copiers); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("transceiver: ", s.message()));
   }
   if (max_concurrent_receives < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -37,9 +33,9 @@ absl::StatusOr<std::unique_ptr<GrpcTransceiver>> GrpcTransceiver::Create(
   std::unique_ptr<GrpcTransceiver> t(new GrpcTransceiver(std::move(options), clock));
   const GrpcTransceiverOptions& o = t->options_;
   ASSIGN_OR_RETURN(t->server_,
-                   KvTransferServer::Start(o.server, o.descriptor, o.slabs, t->claims_, o.hooks));
+                   KvTransferServer::Start(o.server, o.descriptor, o.copiers, t->claims_, o.hooks));
   t->receivers_ = std::make_unique<ReceiveWorkers>(
-      o.max_concurrent_receives, std::make_unique<KvPuller>(o.descriptor, o.slabs, o.name, o.hooks),
+      o.max_concurrent_receives, std::make_unique<KvPuller>(o.descriptor, o.copiers, o.name, o.hooks),
       t->events_, o.pull_over_tcp);
   return t;
 }
@@ -51,7 +47,7 @@ GrpcTransceiver::~GrpcTransceiver() {
 
 absl::Status GrpcTransceiver::StartSend(const SendSpec& spec) {
   RETURN_IF_ERROR(
-      CheckBlockRefs(spec.blocks, spec.num_tokens, options_.descriptor, options_.slabs));
+      CheckBlockRefs(spec.blocks, spec.num_tokens, options_.descriptor, options_.copiers));
   RETURN_IF_ERROR(claims_->Add(spec));
   ++in_flight_;
   return absl::OkStatus();
@@ -59,7 +55,7 @@ absl::Status GrpcTransceiver::StartSend(const SendSpec& spec) {
 
 absl::Status GrpcTransceiver::StartReceive(const ReceiveSpec& spec) {
   RETURN_IF_ERROR(
-      CheckBlockRefs(spec.blocks, spec.num_tokens, options_.descriptor, options_.slabs));
+      CheckBlockRefs(spec.blocks, spec.num_tokens, options_.descriptor, options_.copiers));
   if (spec.source.address.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "request ", spec.blocks.id.value(), ": the context handle has no KV transfer address"));

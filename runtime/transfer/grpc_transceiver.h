@@ -8,7 +8,7 @@
 //   GrpcTransceiverOptions options;
 //   options.name = "gen0 rank 2";
 //   options.descriptor = DescribeKv(kv, "tiny-moe@<revision>");
-//   options.slabs = SlabsOf(kv);
+//   options.copiers = CopiersOf(kv);
 //   ASSIGN_OR_RETURN(auto transceiver, GrpcTransceiver::Create(options, clock));
 //   // advertise transceiver->address() as this rank's KV transfer address
 //
@@ -44,9 +44,10 @@ namespace lockstep::transfer {
 struct GrpcTransceiverOptions {
   // Names this rank in messages to and from peers (e.g. "gen0 rank 2").
   std::string name;
-  // What the local KV means and where it lives; the slabs must outlive the transceiver.
+  // What the local KV means and how to reach it; the copiers must outlive the
+  // transceiver.
   KvDescriptor descriptor;
-  KvSlabs slabs;
+  KvCopiers copiers;
   // The service: listen address (127.0.0.1:0 by default), chunk size, concurrent pulls.
   KvTransferServerOptions server;
   // Receives pulled at once (threads); more wait in order.

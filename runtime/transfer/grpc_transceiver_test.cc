@@ -92,6 +92,46 @@ TEST_P(GrpcTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
   EXPECT_EQ((*gen)->InFlight(), 0);
 }
 
+// Both ranks' pools in fake device memory (an address range any direct access crashes,
+// reached only through the copiers): the transfer works unchanged, through the copiers
+// alone, with bf16 blocks and some of them larger than a chunk.
+TEST_P(GrpcTransceiverTest, MovesDevicePoolsThroughTheCopiersOnly) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  KvDescriptor d = SmallDescriptor();
+  d.dtype = "bf16";
+  d.target->element_bytes = 2;
+  d.target->head_dim = 128;  // 8 KiB blocks in 4 KiB chunks; 256 B draft blocks
+  d.draft->element_bytes = 2;
+  auto ctx = Rank({.name = "ctx0 rank 0", .descriptor = d, .device_memory = true}, seed_ + 1);
+  auto gen = Rank({.name = "gen0 rank 1", .descriptor = d, .device_memory = true}, 0);
+  ASSERT_TRUE(ctx && gen);
+  ASSERT_NE(ctx->device, nullptr);
+  EXPECT_EQ(ctx->kv->memory_kind(), kv::MemoryKind::kDevice);
+  const int64_t out_before = ctx->device->copy_out_calls();
+  const int64_t in_before = gen->device->copy_in_calls();
+  const int64_t bytes_before = gen->device->bytes_in();
+  const TestBlocks sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/true, 64, 0, rng_);
+  const TestBlocks received = RandomBlocks(RequestId(40), 23, d, /*draft=*/true, 64, 1, rng_);
+  ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+  ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
+  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(got[0].status, IsOk());
+  ASSERT_EQ(AwaitEvents(*ctx, 1, kWait).size(), 1u);
+
+  // 6 target blocks of 8 KiB and 6 draft blocks of 256 B went out and in through the
+  // copiers (one call per chunk: 12 target chunks, 1 draft chunk).
+  ASSERT_EQ(d.target->BlockBytes(), 8192u);
+  ASSERT_EQ(d.draft->BlockBytes(), 256u);
+  const int64_t bytes = 6 * 8192 + 6 * 256;
+  EXPECT_EQ(ctx->device->copy_out_calls() - out_before, 13);
+  EXPECT_EQ(gen->device->copy_in_calls() - in_before, 13);
+  EXPECT_EQ(gen->device->bytes_in() - bytes_before, bytes);
+  EXPECT_THAT(CompareMovedBlocks(*ctx, sent, *gen, received, d), IsEmpty());
+  EXPECT_THAT(TouchedOutside(*gen, {received}, d), IsEmpty());
+  EXPECT_EQ((*gen)->pulls_over_tcp(), GetParam() ? 1 : 0);
+}
+
 // Blocks of 32 KiB in chunks of 4 KiB: each block is split over 8 chunks, its checksum
 // travelling with the last; and a rank without a draft pool.
 TEST_P(GrpcTransceiverTest, SplitsBlocksLargerThanAChunk) {
@@ -206,7 +246,12 @@ TEST_P(GrpcTransceiverTest, IncompatibleRanksFailNamingTheField) {
   const std::vector<Case> cases = {
       {[](KvDescriptor& g) { g.model = "other"; },
        "model: context 'tiny-moe-test', generation 'other'"},
-      {[](KvDescriptor& g) { g.dtype = "bf16"; }, "dtype: context f32, generation bf16"},
+      {[](KvDescriptor& g) {
+         g.dtype = "bf16";
+         g.target->element_bytes = 2;
+         g.draft->element_bytes = 2;
+       },
+       "dtype: context f32, generation bf16"},
       {[](KvDescriptor& g) { g.target->tokens_per_block = 8; },
        "tokens_per_block: context 4, generation 8"},
       {[](KvDescriptor& g) { g.target->num_layers = 1; }, "num_layers: context 2, generation 1"},
@@ -373,7 +418,7 @@ TEST_P(GrpcTransceiverTest, RejectsBadArgumentsWithoutStarting) {
   bad.name = "x";
   bad.descriptor = d;
   EXPECT_THAT(GrpcTransceiver::Create(bad, &clock_).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no storage")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("has no copier")));
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, GrpcTransceiverTest, ::testing::Bool(), TransportName);

@@ -33,6 +33,7 @@ absl::Status CheckPool(PoolKind kind, const std::optional<BlockLayout>& context,
       {"num_layers", &BlockLayout::num_layers},
       {"num_kv_heads", &BlockLayout::num_kv_heads},
       {"head_dim", &BlockLayout::head_dim},
+      {"element_bytes", &BlockLayout::element_bytes},
   };
   for (const auto& f : kFields) {
     if ((*context).*f.field != (*generation).*f.field) {
@@ -51,9 +52,12 @@ void LayoutToProto(const BlockLayout& layout, lockstep::v1::KvPoolDescriptor* pr
   l->set_tokens_per_block(layout.tokens_per_block);
 }
 
-std::optional<BlockLayout> LayoutFromProto(const lockstep::v1::KvPoolDescriptor& proto) {
+// The wire carries the element size as the descriptor's dtype.
+std::optional<BlockLayout> LayoutFromProto(const lockstep::v1::KvPoolDescriptor& proto,
+                                           int element_bytes) {
   if (!proto.present()) return std::nullopt;
   BlockLayout layout;
+  layout.element_bytes = element_bytes;
   layout.num_layers = proto.layout().num_layers();
   layout.num_kv_heads = proto.layout().num_kv_heads();
   layout.head_dim = proto.layout().head_dim();
@@ -63,9 +67,21 @@ std::optional<BlockLayout> LayoutFromProto(const lockstep::v1::KvPoolDescriptor&
 
 }  // namespace
 
+absl::StatusOr<int> DtypeElementBytes(absl::string_view dtype) {
+  if (dtype == "f32") return 4;
+  if (dtype == "bf16" || dtype == "f16") return 2;
+  return absl::InvalidArgumentError(
+      absl::StrCat("KV dtype '", dtype, "' is not one of f32, bf16, f16"));
+}
+
 absl::Status KvDescriptor::Validate() const {
   if (model.empty()) return absl::InvalidArgumentError("KV descriptor: model is empty");
   if (dtype.empty()) return absl::InvalidArgumentError("KV descriptor: dtype is empty");
+  const absl::StatusOr<int> element_bytes = DtypeElementBytes(dtype);
+  if (!element_bytes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV descriptor: ", element_bytes.status().message()));
+  }
   if (!target.has_value()) {
     return absl::InvalidArgumentError("KV descriptor: the target pool is absent");
   }
@@ -76,12 +92,35 @@ absl::Status KvDescriptor::Validate() const {
       return absl::InvalidArgumentError(
           absl::StrCat("KV descriptor: ", kv::PoolKindName(kind), " layout: ", valid.message()));
     }
+    if (pool(kind)->element_bytes != *element_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "KV descriptor: ", kv::PoolKindName(kind), " layout has element_bytes ",
+          pool(kind)->element_bytes, " but dtype ", dtype, " has ", *element_bytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCopiers(const KvDescriptor& descriptor, const KvCopiers& copiers) {
+  for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
+    if (!descriptor.pool(kind).has_value()) continue;
+    const char* pool = kv::PoolKindName(kind);
+    const kv::BlockCopier* copier = copiers.pool(kind);
+    if (copier == nullptr || copier->num_blocks() <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the ", pool, " pool is described but has no copier (or no blocks)"));
+    }
+    if (!(copier->layout() == *descriptor.pool(kind))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the ", pool, " pool's copier has layout ", copier->layout().ToString(),
+          ", the descriptor ", descriptor.pool(kind)->ToString()));
+    }
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckBlockRefs(const kv::BlockRefs& blocks, int64_t num_tokens,
-                            const KvDescriptor& descriptor, const KvSlabs& slabs) {
+                            const KvDescriptor& descriptor, const KvCopiers& copiers) {
   const int64_t id = blocks.id.value();
   if (num_tokens < 1) {
     return absl::InvalidArgumentError(
@@ -98,7 +137,7 @@ absl::Status CheckBlockRefs(const kv::BlockRefs& blocks, int64_t num_tokens,
       continue;
     }
     const char* pool = kv::PoolKindName(kind);
-    if (!descriptor.pool(kind).has_value() || slabs.pool(kind).base == nullptr) {
+    if (!descriptor.pool(kind).has_value() || copiers.pool(kind) == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           "request ", id, " has a ", pool, " cache but this rank has no ", pool, " pool"));
     }
@@ -109,10 +148,11 @@ absl::Status CheckBlockRefs(const kv::BlockRefs& blocks, int64_t num_tokens,
                                                      " tokens need ", need));
     }
     for (int64_t i = 0; i < need; ++i) {
-      if (table[i].value() < 0 || table[i].value() >= slabs.pool(kind).num_blocks) {
+      const int32_t num_blocks = copiers.pool(kind)->num_blocks();
+      if (table[i].value() < 0 || table[i].value() >= num_blocks) {
         return absl::InvalidArgumentError(
             absl::StrCat("request ", id, ": ", pool, " block ", table[i].value(), " (table index ",
-                         i, ") is outside the pool's ", slabs.pool(kind).num_blocks, " blocks"));
+                         i, ") is outside the pool's ", num_blocks, " blocks"));
       }
     }
   }
@@ -138,11 +178,8 @@ KvDescriptor DescribeKv(const kv::KvManager& kv, std::string model, std::string 
   return d;
 }
 
-KvSlabs SlabsOf(const kv::KvManager& kv) {
-  KvSlabs slabs;
-  slabs.target = {kv.Storage(PoolKind::kTarget), kv.num_blocks(PoolKind::kTarget)};
-  if (kv.has_draft()) slabs.draft = {kv.Storage(PoolKind::kDraft), kv.num_blocks(PoolKind::kDraft)};
-  return slabs;
+KvCopiers CopiersOf(const kv::KvManager& kv) {
+  return {kv.Copier(PoolKind::kTarget), kv.Copier(PoolKind::kDraft)};
 }
 
 void ToProto(const KvDescriptor& descriptor, lockstep::v1::KvDescriptor* proto) {
@@ -156,8 +193,10 @@ absl::StatusOr<KvDescriptor> FromProto(const lockstep::v1::KvDescriptor& proto) 
   KvDescriptor d;
   d.model = proto.model();
   d.dtype = proto.dtype();
-  d.target = LayoutFromProto(proto.target());
-  d.draft = LayoutFromProto(proto.draft());
+  // An unknown dtype fails Validate below.
+  const int element_bytes = DtypeElementBytes(d.dtype).value_or(4);
+  d.target = LayoutFromProto(proto.target(), element_bytes);
+  d.draft = LayoutFromProto(proto.draft(), element_bytes);
   RETURN_IF_ERROR(d.Validate());
   return d;
 }

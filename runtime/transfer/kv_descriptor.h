@@ -1,9 +1,10 @@
 // The local KV as the transfer sees it: what it means (KvDescriptor: model identity,
-// element type, the block layout of each pool) and where it lives (KvSlabs: the base of
-// each pool's contiguous storage). Two ranks may exchange KV only when their
-// descriptors match field for field (CheckCompatible).
+// element type, the block layout of each pool) and how to reach it (KvCopiers: the
+// copier of each pool, kvcache/block_copier.h). The transfer never sees a block's
+// address, so the pools may be host or device memory. Two ranks may exchange KV only
+// when their descriptors match field for field (CheckCompatible).
 //
-// Thread safety: value types.
+// Thread safety: value types; the copiers they point to are thread-safe.
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_KV_DESCRIPTOR_H_
 #define LOCKSTEP_RUNTIME_TRANSFER_KV_DESCRIPTOR_H_
 
@@ -14,7 +15,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/ids.h"
+#include "kvcache/block_copier.h"
 #include "kvcache/block_layout.h"
 #include "kvcache/kv_manager.h"
 #include "proto/kv_transfer.pb.h"
@@ -31,49 +34,46 @@ struct KvDescriptor {
   const std::optional<kv::BlockLayout>& pool(kv::PoolKind kind) const {
     return kind == kv::PoolKind::kTarget ? target : draft;
   }
-  // A target pool with a valid layout, a valid draft layout if any, a model and dtype.
+  // A target pool with a valid layout, a valid draft layout if any, a model, and a
+  // known dtype (DtypeElementBytes) whose size every layout's element_bytes matches.
   absl::Status Validate() const;
 };
 
-// One pool's storage: block b occupies `layout.BlockBytes()` bytes at
-// `base + b * layout.BlockBytes()`.
-struct PoolSlab {
-  std::byte* base = nullptr;
-  int32_t num_blocks = 0;
-};
+// Bytes per element of a KV dtype: "f32" 4, "bf16" and "f16" 2. InvalidArgument for
+// another name.
+absl::StatusOr<int> DtypeElementBytes(absl::string_view dtype);
 
-struct KvSlabs {
-  PoolSlab target;
-  PoolSlab draft;
+// The copier of each local pool (not owned; null for an absent pool).
+struct KvCopiers {
+  kv::BlockCopier* target = nullptr;
+  kv::BlockCopier* draft = nullptr;
 
-  const PoolSlab& pool(kv::PoolKind kind) const {
+  kv::BlockCopier* pool(kv::PoolKind kind) const {
     return kind == kv::PoolKind::kTarget ? target : draft;
   }
 };
 
-// The bytes of block `block` of a pool.
-inline uint8_t* BlockData(const PoolSlab& slab, const kv::BlockLayout& layout, BlockId block) {
-  return reinterpret_cast<uint8_t*>(slab.base +
-                                    static_cast<size_t>(block.value()) * layout.BlockBytes());
-}
+// Whether `copiers` serve `descriptor`: a copier for every pool the descriptor has,
+// with the same layout. InvalidArgument naming the pool otherwise.
+absl::Status CheckCopiers(const KvDescriptor& descriptor, const KvCopiers& copiers);
 
 // Whether the KV of `num_tokens` tokens in `blocks` can be moved under `descriptor` /
-// `slabs`: at least one token; the target table (and the draft table, when the request
-// has a draft cache: a non-zero draft_generation) holds the BlocksFor(num_tokens)
-// blocks that move, every one of them in its slab; a draft cache only with a draft
+// `copiers`: at least one token; the target table (and the draft table, when the
+// request has a draft cache: a non-zero draft_generation) holds the BlocksFor(num_tokens)
+// blocks that move, every one of them in its pool; a draft cache only with a draft
 // pool. InvalidArgument naming the problem.
 absl::Status CheckBlockRefs(const kv::BlockRefs& blocks, int64_t num_tokens,
-                            const KvDescriptor& descriptor, const KvSlabs& slabs);
+                            const KvDescriptor& descriptor, const KvCopiers& copiers);
 
 // OK when KV produced under `context` can be used under `generation`; otherwise
 // FailedPrecondition naming the first differing field and both values, e.g.
 // "KV descriptors differ: target tokens_per_block: context 16, generation 32".
 absl::Status CheckCompatible(const KvDescriptor& context, const KvDescriptor& generation);
 
-// The descriptor and slabs of a KvManager's pools. The slabs stay valid while the
+// The descriptor and copiers of a KvManager's pools. The copiers stay valid while the
 // manager lives.
 KvDescriptor DescribeKv(const kv::KvManager& kv, std::string model, std::string dtype = "f32");
-KvSlabs SlabsOf(const kv::KvManager& kv);
+KvCopiers CopiersOf(const kv::KvManager& kv);
 
 // Wire conversion. FromProto validates (InvalidArgument naming the field).
 void ToProto(const KvDescriptor& descriptor, lockstep::v1::KvDescriptor* proto);

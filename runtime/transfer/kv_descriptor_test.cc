@@ -114,17 +114,69 @@ TEST(KvDescriptorTest, DescribesAKvManager) {
   ASSERT_THAT(kv.status(), IsOk());
   const KvDescriptor d = DescribeKv(**kv, "tiny-moe@1");
   EXPECT_THAT(CheckCompatible(d, Base()), IsOk());
-  const KvSlabs slabs = SlabsOf(**kv);
-  EXPECT_EQ(slabs.target.base, (*kv)->Storage(kv::PoolKind::kTarget));
-  EXPECT_EQ(slabs.target.num_blocks, 8);
-  EXPECT_EQ(slabs.draft.base, (*kv)->Storage(kv::PoolKind::kDraft));
-  EXPECT_EQ(slabs.draft.num_blocks, 5);
+  const KvCopiers copiers = CopiersOf(**kv);
+  EXPECT_EQ(copiers.target, (*kv)->Copier(kv::PoolKind::kTarget));
+  ASSERT_NE(copiers.target, nullptr);
+  EXPECT_EQ(copiers.target->num_blocks(), 8);
+  EXPECT_EQ(copiers.draft, (*kv)->Copier(kv::PoolKind::kDraft));
+  ASSERT_NE(copiers.draft, nullptr);
+  EXPECT_EQ(copiers.draft->num_blocks(), 5);
+  EXPECT_THAT(CheckCopiers(d, copiers), IsOk());
 
   config.draft_mode = kv::DraftMode::kNone;
   kv = kv::KvManager::Create(config);
   ASSERT_THAT(kv.status(), IsOk());
   EXPECT_FALSE(DescribeKv(**kv, "m").draft.has_value());
-  EXPECT_EQ(SlabsOf(**kv).draft.base, nullptr);
+  EXPECT_EQ(CopiersOf(**kv).draft, nullptr);
+  // A descriptor with a draft pool is not served by copiers without one.
+  EXPECT_THAT(CheckCopiers(d, CopiersOf(**kv)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("draft pool")));
+}
+
+TEST(KvDescriptorTest, CheckBlockRefsKeepsBlocksInsideTheCopiersPools) {
+  kv::KvManagerConfig config;
+  config.target.layout = *Base().target;
+  config.target.num_blocks = 4;
+  absl::StatusOr<std::unique_ptr<kv::KvManager>> kv = kv::KvManager::Create(config);
+  ASSERT_THAT(kv.status(), IsOk());
+  KvDescriptor d = Base();
+  d.draft.reset();
+  kv::BlockRefs blocks;
+  blocks.id = RequestId(3);
+  blocks.blocks = {BlockId(3), BlockId(0)};
+  EXPECT_THAT(CheckBlockRefs(blocks, 32, d, CopiersOf(**kv)), IsOk());
+  blocks.blocks = {BlockId(3), BlockId(4)};
+  EXPECT_THAT(CheckBlockRefs(blocks, 32, d, CopiersOf(**kv)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("target block 4 (table index 1) is outside the pool's 4 blocks")));
+  blocks.draft_generation = 7;
+  blocks.draft_blocks = {BlockId(0)};
+  EXPECT_THAT(CheckBlockRefs(blocks, 16, d, CopiersOf(**kv)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no draft pool")));
+}
+
+TEST(KvDescriptorTest, TheDtypeSizesTheElementsOnBothSidesOfTheWire) {
+  EXPECT_EQ(*DtypeElementBytes("f32"), 4);
+  EXPECT_EQ(*DtypeElementBytes("bf16"), 2);
+  EXPECT_THAT(DtypeElementBytes("f64"), StatusIs(absl::StatusCode::kInvalidArgument));
+  KvDescriptor d = Base();
+  d.dtype = "bf16";
+  EXPECT_THAT(d.Validate(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("element_bytes 4 but dtype bf16 has 2")));
+  d.target->element_bytes = 2;
+  d.draft->element_bytes = 2;
+  ASSERT_THAT(d.Validate(), IsOk());
+  lockstep::v1::KvDescriptor proto;
+  ToProto(d, &proto);
+  absl::StatusOr<KvDescriptor> back = FromProto(proto);
+  ASSERT_THAT(back.status(), IsOk());
+  EXPECT_EQ(back->target, d.target);  // element_bytes 2 restored from the dtype
+  EXPECT_EQ(back->draft, d.draft);
+  // An f32 peer of the same shape is not compatible.
+  EXPECT_THAT(CheckCompatible(Base(), d), StatusIs(absl::StatusCode::kFailedPrecondition));
+  proto.set_dtype("int4");
+  EXPECT_THAT(FromProto(proto).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'int4'")));
 }
 
 }  // namespace

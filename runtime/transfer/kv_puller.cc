@@ -1,6 +1,8 @@
 #include "runtime/transfer/kv_puller.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -10,15 +12,14 @@
 #include "runtime/transfer/block_writer.h"
 #include "runtime/transfer/chunk_codec.h"
 #include "runtime/transfer/crc32c.h"
-#include "runtime/transfer/stream_copy.h"
 
 namespace lockstep::transfer {
 namespace {
 
-// Checks a gRPC chunk and copies its payload out of gRPC's buffers into the blocks; a
-// block's checksum is verified before its last bytes are written.
+// Checks a gRPC chunk and copies its payload out of gRPC's buffers into the blocks (in
+// place when it arrived in one slice, else gathered into `staging` first).
 absl::Status ApplyChunk(BlockWriter& writer, const DecodedChunk& chunk,
-                        std::vector<BlockWriter::Run>& runs) {
+                        std::vector<std::byte>& staging) {
   if (chunk.trailer.has_value()) {
     if (chunk.payload.size() != 0) {
       return absl::DataLossError(
@@ -26,21 +27,23 @@ absl::Status ApplyChunk(BlockWriter& writer, const DecodedChunk& chunk,
     }
     return writer.ApplyTrailer(*chunk.trailer);
   }
-  RETURN_IF_ERROR(
-      writer.Place(chunk.header, chunk.payload.size(), chunk.block_crc32c.size(), &runs));
-  size_t at = 0;
-  for (const BlockWriter::Run& run : runs) {
-    chunk.payload.ForEachRun(at, run.size,
-                             [&](const uint8_t* data, size_t n) { writer.Checksum(data, n); });
-    RETURN_IF_ERROR(writer.EndRun(run, chunk.block_crc32c));
-    uint8_t* dest = run.dest;
-    chunk.payload.ForEachRun(at, run.size, [&](const uint8_t* data, size_t n) {
-      StreamCopy(dest, data, n);
-      dest += n;
-    });
-    at += run.size;
+  const size_t size = chunk.payload.size();
+  RETURN_IF_ERROR(writer.Place(chunk.header, size, chunk.block_crc32c.size()));
+  const uint8_t* first = nullptr;
+  int runs = 0;
+  chunk.payload.ForEachRun(0, size, [&](const uint8_t* data, size_t) {
+    if (runs++ == 0) first = data;
+  });
+  if (runs <= 1) {
+    return writer.Write({reinterpret_cast<const std::byte*>(first), size}, chunk.block_crc32c);
   }
-  return absl::OkStatus();
+  staging.resize(size);
+  size_t at = 0;
+  chunk.payload.ForEachRun(0, size, [&](const uint8_t* data, size_t n) {
+    std::memcpy(staging.data() + at, data, n);
+    at += n;
+  });
+  return writer.Write(staging, chunk.block_crc32c);
 }
 
 }  // namespace
@@ -77,10 +80,10 @@ bool PullControl::cancelled() const {
   return cancelled_;
 }
 
-KvPuller::KvPuller(KvDescriptor descriptor, KvSlabs slabs, std::string requester,
+KvPuller::KvPuller(KvDescriptor descriptor, KvCopiers copiers, std::string requester,
                    TransferHooks hooks)
     : descriptor_(std::move(descriptor)),
-      slabs_(slabs),
+      copiers_(copiers),
       requester_(std::move(requester)),
       hooks_(std::move(hooks)) {}
 
@@ -105,15 +108,10 @@ absl::Status KvPuller::Pull(RawPullStub& stub, const ReceiveSpec& spec,
   const ContextHandle& source = spec.source;
   const lockstep::v1::PullRequest request = Request(spec);
 
-  // Streaming stores must be ordered before the event that reports this pull (whatever
-  // its outcome: the blocks may be reused at once).
-  struct FenceOnReturn {
-    ~FenceOnReturn() { StreamCopyFence(); }
-  } fence;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(spec.deadline));
-  BlockWriter writer(blocks, spec.num_tokens, descriptor_, slabs_);
-  std::vector<BlockWriter::Run> runs;
+  BlockWriter writer(blocks, spec.num_tokens, descriptor_, copiers_);
+  std::vector<std::byte> staging;
   absl::Status local;  // a failure found here (malformed stream, checksum)
   control.Attach(&context);
   {
@@ -122,7 +120,7 @@ absl::Status KvPuller::Pull(RawPullStub& stub, const ReceiveSpec& spec,
     for (int64_t index = 0; reader->Read(&message); ++index) {
       if (control.cancelled()) break;  // no block is written after a cancel
       absl::StatusOr<DecodedChunk> chunk = DecodeChunk(message);
-      local = chunk.ok() ? ApplyChunk(writer, *chunk, runs) : chunk.status();
+      local = chunk.ok() ? ApplyChunk(writer, *chunk, staging) : chunk.status();
       if (!local.ok()) {
         context.TryCancel();
         break;
@@ -174,10 +172,9 @@ absl::Status KvPuller::PullTcp(const TcpSocket& socket, const ReceiveSpec& spec,
               deadline, stop);
   if (!io.ok()) return fail(io);
 
-  BlockWriter writer(blocks, spec.num_tokens, descriptor_, slabs_);
-  std::vector<BlockWriter::Run> runs;
+  BlockWriter writer(blocks, spec.num_tokens, descriptor_, copiers_);
   std::vector<uint32_t> crcs;
-  std::vector<iovec> iov;
+  std::vector<std::byte> staging;
   std::string text;
   for (int64_t index = 0;;) {
     FrameHeader frame;
@@ -194,19 +191,16 @@ absl::Status KvPuller::PullTcp(const TcpSocket& socket, const ReceiveSpec& spec,
         crcs.resize(frame.num_crcs);
         const ChunkHeader header{static_cast<lockstep::v1::KvPool>(frame.pool), frame.first_block,
                                  frame.block_offset};
-        io = writer.Place(header, frame.size, crcs.size(), &runs);
+        io = writer.Place(header, frame.size, crcs.size());
         if (!io.ok()) return fail(io);
-        // The checksums and the payload in one read, the payload straight into the blocks.
-        iov.clear();
-        iov.push_back({crcs.data(), crcs.size() * sizeof(uint32_t)});
-        for (const BlockWriter::Run& run : runs) iov.push_back({run.dest, run.size});
-        io = RecvAll(socket, iov, deadline, stop);
+        // The checksums and the payload in one read, the payload into the staging buffer.
+        staging.resize(frame.size);
+        io = RecvAll(socket,
+                     {{crcs.data(), crcs.size() * sizeof(uint32_t)}, {staging.data(), staging.size()}},
+                     deadline, stop);
         if (!io.ok()) return fail(io);
-        for (const BlockWriter::Run& run : runs) {
-          writer.Checksum(run.dest, run.size);
-          io = writer.EndRun(run, crcs);
-          if (!io.ok()) return fail(io);
-        }
+        io = writer.Write(staging, crcs);
+        if (!io.ok()) return fail(io);
         if (hooks_.after_receive_chunk) hooks_.after_receive_chunk(blocks.id, index);
         ++index;
         break;

@@ -1,13 +1,14 @@
 // One KV receive on a generation rank: a Pull from the context rank named by the
-// request's ContextHandle, whose chunks are checked and written straight into the
-// blocks the generation rank allocated, at the same indexes of its block tables.
+// request's ContextHandle, whose chunks are checked and written into the blocks the
+// generation rank allocated, at the same indexes of its block tables, through the
+// pools' copiers (BlockWriter; the blocks may be device memory).
 //
-// Over gRPC (Pull), each block is checked against its CRC32C before its last bytes are
-// written (with streaming stores, stream_copy.h, fenced before the pull returns); a
-// block larger than a chunk has its earlier parts written as they come. Over the TCP
-// data plane (PullTcp), a chunk is read into its blocks and then checked. A failed receive
-// therefore leaves its blocks with unspecified contents: they must not be used (the
-// executor fails the request and releases them).
+// Each chunk's payload is checked in host memory (gRPC: in its receive buffers, gathered
+// when it spans several; the TCP data plane: read into a staging buffer), and each block
+// against its CRC32C before its last bytes are written; a block larger than a chunk has
+// its earlier parts written as they come. A failed receive therefore leaves its blocks
+// with unspecified contents: they must not be used (the executor fails the request and
+// releases them).
 //
 // Thread safety: KvPuller is immutable and may run pulls on several threads at once,
 // into disjoint blocks. PullControl is thread-safe.
@@ -54,9 +55,10 @@ class PullControl {
 
 class KvPuller {
  public:
-  // `requester` names this rank in the context rank's messages; `slabs` must outlive
-  // the puller.
-  KvPuller(KvDescriptor descriptor, KvSlabs slabs, std::string requester, TransferHooks hooks);
+  // `requester` names this rank in the context rank's messages; the copiers must
+  // outlive the puller.
+  KvPuller(KvDescriptor descriptor, KvCopiers copiers, std::string requester,
+           TransferHooks hooks);
 
   // Pulls `spec.source`'s KV into `spec.blocks` (checked with CheckBlockRefs) until the
   // stream ends or `spec.deadline`, here in real time. Blocks the calling thread. The
@@ -75,7 +77,7 @@ class KvPuller {
   };
 
   // The same pull over a connection to the context rank's data plane (tcp_wire.h):
-  // each chunk's payload is read straight into the blocks, then checked there. Same
+  // each chunk's payload is read into a staging buffer, checked, then copied in. Same
   // outcomes as Pull; cancel and the deadline are noticed within a poll slice.
   absl::Status PullTcp(const TcpSocket& socket, const ReceiveSpec& spec, PullControl& control,
                        TcpOutcome* outcome) const;
@@ -85,7 +87,7 @@ class KvPuller {
   lockstep::v1::PullRequest Request(const ReceiveSpec& spec) const;
 
   const KvDescriptor descriptor_;
-  const KvSlabs slabs_;
+  const KvCopiers copiers_;
   const std::string requester_;
   const TransferHooks hooks_;
 };

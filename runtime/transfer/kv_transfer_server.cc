@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "common/host_port.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "kvcache/block_copier.h"
 #include "runtime/security/grpc_credentials.h"
 #include "runtime/transfer/crc32c.h"
 
@@ -79,11 +82,11 @@ absl::Status KvTransferServerOptions::Validate() const {
 }
 
 KvTransferServer::KvTransferServer(const KvTransferServerOptions& options, KvDescriptor descriptor,
-                                   KvSlabs slabs, std::shared_ptr<SendClaims> claims,
+                                   KvCopiers copiers, std::shared_ptr<SendClaims> claims,
                                    TransferHooks hooks)
     : options_(options),
       descriptor_(std::move(descriptor)),
-      slabs_(slabs),
+      copiers_(copiers),
       claims_(std::move(claims)),
       hooks_(std::move(hooks)),
       service_([this](grpc::ServerContext* context, const PullRequest& request,
@@ -92,12 +95,13 @@ KvTransferServer::KvTransferServer(const KvTransferServerOptions& options, KvDes
       }) {}
 
 absl::StatusOr<std::unique_ptr<KvTransferServer>> KvTransferServer::Start(
-    const KvTransferServerOptions& options, KvDescriptor descriptor, KvSlabs slabs,
+    const KvTransferServerOptions& options, KvDescriptor descriptor, KvCopiers copiers,
     std::shared_ptr<SendClaims> claims, TransferHooks hooks) {
   RETURN_IF_ERROR(options.Validate());
   RETURN_IF_ERROR(descriptor.Validate());
+  RETURN_IF_ERROR(CheckCopiers(descriptor, copiers));
   std::unique_ptr<KvTransferServer> server(new KvTransferServer(
-      options, std::move(descriptor), slabs, std::move(claims), std::move(hooks)));
+      options, std::move(descriptor), copiers, std::move(claims), std::move(hooks)));
   ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(options.listen_address));
   const std::string& host = listen.host;
   if (options.tcp_data_plane) {
@@ -236,15 +240,15 @@ absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull,
                                       ChunkSink& sink) const {
   const kv::BlockRefs& blocks = pull->spec().blocks;
   const int64_t num_tokens = pull->spec().num_tokens;
-  const std::shared_ptr<const void> keep_alive = pull;
   lockstep::v1::PullTrailer trailer;
   int64_t index = 0;
-  std::vector<ByteRange> pieces;
+  std::vector<kv::BlockSpan> spans;
   std::vector<uint32_t> crcs;
   std::string copy;
   for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
     if (kind == PoolKind::kDraft && blocks.draft_generation == 0) continue;
     const kv::BlockLayout& layout = *descriptor_.pool(kind);
+    kv::BlockCopier& copier = *copiers_.pool(kind);
     const std::vector<BlockId>& table =
         kind == PoolKind::kTarget ? blocks.blocks : blocks.draft_blocks;
     const int32_t count = static_cast<int32_t>(layout.BlocksFor(num_tokens));
@@ -255,19 +259,29 @@ absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull,
     while (block < count) {
       if (pull->aborted().has_value()) return absl::AbortedError("aborted");  // Serve says why
       const ChunkHeader header{WirePool(kind), block, static_cast<int64_t>(offset)};
-      pieces.clear();
+      spans.clear();
       crcs.clear();
       size_t room = options_.chunk_bytes;
       // Whole blocks while they fit; a block larger than a chunk is split.
-      while (block < count && room > 0) {
-        const size_t left = block_bytes - offset;
-        if (left > room && !pieces.empty()) break;
+      for (int32_t b = block; b < count && room > 0;) {
+        const size_t start = b == block ? offset : 0;
+        const size_t left = block_bytes - start;
+        if (left > room && !spans.empty()) break;
         const size_t take = std::min(left, room);
-        const uint8_t* data = BlockData(slabs_.pool(kind), layout, table[block]) + offset;
-        crc = Crc32cExtend(crc, data, take);
-        pieces.push_back({data, take});
+        spans.push_back({table[b], start, take});
         room -= take;
-        offset += take;
+        if (start + take == block_bytes) ++b;
+      }
+      const size_t payload_bytes = options_.chunk_bytes - room;
+      // The chunk's bytes out of the blocks (wherever they live) into host memory, where
+      // they are checksummed and sent.
+      const std::shared_ptr<absl::Span<std::byte>> buffer = buffers_.Take(payload_bytes);
+      RETURN_IF_ERROR(copier.CopyOut(spans, *buffer));
+      const std::byte* data = buffer->data();
+      for (const kv::BlockSpan& span : spans) {
+        crc = Crc32cExtend(crc, data, span.length);
+        data += span.length;
+        offset += span.length;
         if (offset == block_bytes) {
           crcs.push_back(crc);
           crc = 0;
@@ -275,19 +289,16 @@ absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull,
           ++block;
         }
       }
-      const size_t payload_bytes = options_.chunk_bytes - room;
+      const ByteRange whole{reinterpret_cast<const uint8_t*>(buffer->data()), buffer->size()};
       bool written;
       if (hooks_.before_send_chunk) {
-        copy.clear();
-        for (const ByteRange& piece : pieces) {
-          copy.append(reinterpret_cast<const char*>(piece.data), piece.size);
-        }
+        copy.assign(reinterpret_cast<const char*>(whole.data), whole.size);
         hooks_.before_send_chunk({blocks.id, index, header}, &copy, pull->abort_signal());
         if (pull->aborted().has_value()) return absl::AbortedError("aborted");
-        const ByteRange whole{reinterpret_cast<const uint8_t*>(copy.data()), copy.size()};
-        written = sink.Write(header, {&whole, 1}, crcs, nullptr, pull->abort_signal());
+        const ByteRange changed{reinterpret_cast<const uint8_t*>(copy.data()), copy.size()};
+        written = sink.Write(header, {&changed, 1}, crcs, nullptr, pull->abort_signal());
       } else {
-        written = sink.Write(header, pieces, crcs, keep_alive, pull->abort_signal());
+        written = sink.Write(header, {&whole, 1}, crcs, buffer, pull->abort_signal());
       }
       if (!written) {
         return absl::UnavailableError(absl::StrCat(

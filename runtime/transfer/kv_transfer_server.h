@@ -3,8 +3,10 @@
 // (tcp_data_server.h) alike. Each Pull checks the requester's KV descriptor and
 // the request's shape, then streams the claim's target blocks and then its draft
 // blocks in table order, in chunks of at most `chunk_bytes`, with a CRC32C per block
-// and a trailer with the counts. The payload is referenced in the KV slab, not copied
-// (chunk_codec.h); the claim's event waits until gRPC has let go of it.
+// and a trailer with the counts. Each chunk's bytes are copied out of the blocks through
+// the pool's copier (kvcache/block_copier.h; the pools may be device memory) into a
+// host send buffer (send_buffers.h), checksummed there and sent from it; gRPC
+// references the buffer, not the blocks, so the claim may end once the trailer is out.
 //
 // A mismatch, a refused or failed stream and an abort all end the claim (one kSend
 // event, see send_claims.h); a Pull for no claim, or for a claim being pulled, does not.
@@ -28,6 +30,7 @@
 #include "runtime/transfer/chunk_sink.h"
 #include "runtime/transfer/kv_descriptor.h"
 #include "runtime/transfer/raw_pull.h"
+#include "runtime/transfer/send_buffers.h"
 #include "runtime/transfer/send_claims.h"
 #include "runtime/transfer/tcp_data_server.h"
 #include "runtime/transfer/transfer_hooks.h"
@@ -53,9 +56,9 @@ struct KvTransferServerOptions {
 
 class KvTransferServer {
  public:
-  // Listens and serves. `slabs` must stay valid until the server is destroyed.
+  // Listens and serves. The copiers must stay valid until the server is destroyed.
   static absl::StatusOr<std::unique_ptr<KvTransferServer>> Start(
-      const KvTransferServerOptions& options, KvDescriptor descriptor, KvSlabs slabs,
+      const KvTransferServerOptions& options, KvDescriptor descriptor, KvCopiers copiers,
       std::shared_ptr<SendClaims> claims, TransferHooks hooks = {});
   ~KvTransferServer();  // Shutdown(1s) if not done
   KvTransferServer(const KvTransferServer&) = delete;
@@ -72,8 +75,8 @@ class KvTransferServer {
   void Shutdown(absl::Duration grace) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  KvTransferServer(const KvTransferServerOptions& options, KvDescriptor descriptor, KvSlabs slabs,
-                   std::shared_ptr<SendClaims> claims, TransferHooks hooks);
+  KvTransferServer(const KvTransferServerOptions& options, KvDescriptor descriptor,
+                   KvCopiers copiers, std::shared_ptr<SendClaims> claims, TransferHooks hooks);
 
   grpc::Status Serve(grpc::ServerContext* context, const lockstep::v1::PullRequest& request,
                      grpc::ServerWriter<grpc::ByteBuffer>* writer) ABSL_LOCKS_EXCLUDED(mu_);
@@ -91,7 +94,8 @@ class KvTransferServer {
 
   const KvTransferServerOptions options_;
   const KvDescriptor descriptor_;
-  const KvSlabs slabs_;
+  const KvCopiers copiers_;
+  mutable SendBuffers buffers_;
   const std::shared_ptr<SendClaims> claims_;
   const TransferHooks hooks_;
   RawPullService service_;

@@ -1,7 +1,9 @@
 // KvTransferServer against the generated client stub of proto/kv_transfer.proto: the
-// raw, zero-copy stream is an ordinary lockstep.v1.BlockChunk stream on the wire.
+// raw stream is an ordinary lockstep.v1.BlockChunk stream on the wire. The pool is fake
+// device memory: the server reaches it only through its copier.
 #include "runtime/transfer/kv_transfer_server.h"
 
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -15,6 +17,8 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "kvcache/block_copier.h"
+#include "kvcache/testing/fake_device_allocator.h"
 #include "proto/kv_transfer.grpc.pb.h"
 #include "runtime/transfer/crc32c.h"
 #include "runtime/transfer/tcp_wire.h"
@@ -38,12 +42,23 @@ class KvTransferServerTest : public ::testing::Test {
     descriptor_.model = "m";
     descriptor_.target = kv::BlockLayout{
         .num_layers = 1, .num_kv_heads = 1, .head_dim = 8, .tokens_per_block = 16};  // 1 KiB blocks
-    slab_.resize(kBlocks * descriptor_.target->BlockFloats());
-    for (float& f : slab_) f = static_cast<float>(rng() % 1000) / 7.0f;
+    const size_t block_bytes = descriptor_.target->BlockBytes();
+    absl::StatusOr<std::byte*> slab = device_.Allocate(kBlocks * block_bytes);
+    ASSERT_THAT(slab, IsOk());
+    slab_ = *slab;
+    absl::StatusOr<std::unique_ptr<kv::BlockCopier>> copier =
+        device_.MakeCopier(slab_, *descriptor_.target, kBlocks);
+    ASSERT_THAT(copier, IsOk());
+    copier_ = std::move(*copier);
+    contents_.resize(kBlocks * block_bytes);
+    for (std::byte& b : contents_) b = static_cast<std::byte>(rng());
+    std::vector<kv::BlockSpan> all;
+    for (int32_t b = 0; b < kBlocks; ++b) all.push_back({BlockId(b), 0, block_bytes});
+    ASSERT_THAT(copier_->CopyIn(contents_, all), IsOk());
     KvTransferServerOptions options;
     options.chunk_bytes = 4 << 10;
-    absl::StatusOr<std::unique_ptr<KvTransferServer>> server = KvTransferServer::Start(
-        options, descriptor_, KvSlabs{{slab_.data(), kBlocks}, {}}, claims_);
+    absl::StatusOr<std::unique_ptr<KvTransferServer>> server =
+        KvTransferServer::Start(options, descriptor_, KvCopiers{copier_.get(), nullptr}, claims_);
     ASSERT_THAT(server.status(), IsOk());
     server_ = std::move(*server);
     stub_ = lockstep::v1::KvTransferService::NewStub(
@@ -60,10 +75,20 @@ class KvTransferServerTest : public ::testing::Test {
     return request;
   }
 
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown(absl::Seconds(1));
+    server_.reset();
+    copier_.reset();
+    if (slab_ != nullptr) device_.Free(slab_, kBlocks * descriptor_.target->BlockBytes());
+  }
+
   uint64_t seed_ = 0;
   FakeClock clock_;
   KvDescriptor descriptor_;
-  std::vector<float> slab_;
+  kv::testing::FakeDeviceAllocator device_;
+  std::byte* slab_ = nullptr;
+  std::unique_ptr<kv::BlockCopier> copier_;
+  std::vector<std::byte> contents_;  // what the pool holds, block after block
   std::shared_ptr<EventQueue> events_ = std::make_shared<EventQueue>();
   std::shared_ptr<SendClaims> claims_ = SendClaims::Create(&clock_, events_);
   std::unique_ptr<KvTransferServer> server_;
@@ -108,11 +133,13 @@ TEST_F(KvTransferServerTest, GeneratedClientReadsTheStream) {
   ASSERT_EQ(payload.size(), 6 * block_bytes);
   ASSERT_EQ(crcs.size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
-    const float* block =
-        slab_.data() + spec.blocks.blocks[i].value() * descriptor_.target->BlockFloats();
+    const std::byte* block = contents_.data() + spec.blocks.blocks[i].value() * block_bytes;
     EXPECT_EQ(std::memcmp(payload.data() + i * block_bytes, block, block_bytes), 0) << i;
     EXPECT_EQ(crcs[i], Crc32c(block, block_bytes)) << i;
   }
+  // One copy out per chunk (after the one copy in that filled the pool).
+  EXPECT_EQ(device_.copy_out_calls(), 2);
+  EXPECT_EQ(device_.bytes_out(), static_cast<int64_t>(6 * block_bytes));
   ASSERT_TRUE(events_->WaitNonEmpty(absl::Seconds(20)));
   const std::vector<TransferEvent> events = events_->Drain();
   ASSERT_EQ(events.size(), 1u);
@@ -153,13 +180,25 @@ TEST(KvTransferServerStartTest, AnAddressItCannotBindIsAnError) {
   KvDescriptor descriptor;
   descriptor.model = "m";
   descriptor.target = kv::BlockLayout{};
-  std::vector<float> slab(descriptor.target->BlockFloats());
+  std::vector<std::byte> slab(descriptor.target->BlockBytes());
+  kv::HostBlockCopier copier(slab.data(), *descriptor.target, 1);
+  const std::shared_ptr<SendClaims> claims =
+      SendClaims::Create(&clock, std::make_shared<EventQueue>());
   KvTransferServerOptions options;
   options.listen_address = "203.0.113.1:0";  // TEST-NET-3: not an address of this host
-  EXPECT_THAT(KvTransferServer::Start(options, descriptor, KvSlabs{{slab.data(), 1}, {}},
-                                      SendClaims::Create(&clock, std::make_shared<EventQueue>()))
+  EXPECT_THAT(KvTransferServer::Start(options, descriptor, KvCopiers{&copier, nullptr}, claims)
                   .status(),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("cannot listen on 203.0.113.1")));
+  // A copier whose layout is not the descriptor's, or none, is refused before listening.
+  kv::BlockLayout other = *descriptor.target;
+  other.head_dim = 2;
+  kv::HostBlockCopier wrong(slab.data(), other, 1);
+  options.listen_address = "127.0.0.1:0";
+  EXPECT_THAT(KvTransferServer::Start(options, descriptor, KvCopiers{&wrong, nullptr}, claims)
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("copier has layout")));
+  EXPECT_THAT(KvTransferServer::Start(options, descriptor, KvCopiers{}, claims).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("has no copier")));
 }
 
 TEST(KvTransferServerOptionsTest, Validate) {

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +40,7 @@
 #include "benchmark/benchmark.h"
 #include "common/clock.h"
 #include "common/hash.h"
+#include "kvcache/block_copier.h"
 #include "runtime/transfer/crc32c.h"
 #include "runtime/transfer/grpc_transceiver.h"
 
@@ -68,8 +70,8 @@ KvDescriptor TinyMoe() {
 struct Kv {
   explicit Kv(uint64_t table_seed, bool fill) {
     const KvDescriptor d = TinyMoe();
-    target.resize(kPoolBlocks * d.target->BlockFloats());
-    draft.resize(kPoolBlocks * d.draft->BlockFloats());
+    target.resize(kPoolBlocks * d.target->BlockElements());
+    draft.resize(kPoolBlocks * d.draft->BlockElements());
     if (fill) {  // splitmix64 of the position: cheap, and the same in both processes
       uint64_t x = kFillSeed;
       for (std::vector<float>* slab : {&target, &draft}) {
@@ -88,7 +90,15 @@ struct Kv {
     }
   }
 
-  KvSlabs slabs() { return {{target.data(), kPoolBlocks}, {draft.data(), kPoolBlocks}}; }
+  // The transfer reaches the pools through host copiers, as a worker's does.
+  KvCopiers copiers() {
+    const KvDescriptor d = TinyMoe();
+    target_copier = std::make_unique<kv::HostBlockCopier>(
+        reinterpret_cast<std::byte*>(target.data()), *d.target, kPoolBlocks);
+    draft_copier = std::make_unique<kv::HostBlockCopier>(
+        reinterpret_cast<std::byte*>(draft.data()), *d.draft, kPoolBlocks);
+    return {target_copier.get(), draft_copier.get()};
+  }
 
   kv::BlockRefs Blocks(int64_t id, int64_t blocks) const {
     kv::BlockRefs b;
@@ -105,17 +115,18 @@ struct Kv {
     const KvDescriptor d = TinyMoe();
     std::vector<iovec> out;
     for (int64_t i = 0; i < blocks; ++i) {
-      out.push_back({target.data() + target_table[i].value() * d.target->BlockFloats(),
+      out.push_back({target.data() + target_table[i].value() * d.target->BlockElements(),
                      d.target->BlockBytes()});
     }
     for (int64_t i = 0; i < blocks; ++i) {
       out.push_back(
-          {draft.data() + draft_table[i].value() * d.draft->BlockFloats(), d.draft->BlockBytes()});
+          {draft.data() + draft_table[i].value() * d.draft->BlockElements(), d.draft->BlockBytes()});
     }
     return out;
   }
 
   std::vector<float> target, draft;
+  std::unique_ptr<kv::HostBlockCopier> target_copier, draft_copier;
   std::vector<BlockId> target_table, draft_table;
 };
 
@@ -184,7 +195,7 @@ int RunContext(int commands, int replies, size_t chunk_bytes) {
   GrpcTransceiverOptions options;
   options.name = "ctx bench";
   options.descriptor = TinyMoe();
-  options.slabs = kv.slabs();
+  options.copiers = kv.copiers();
   options.server.chunk_bytes = chunk_bytes;
   absl::StatusOr<std::unique_ptr<GrpcTransceiver>> ctx =
       GrpcTransceiver::Create(options, SystemClock::Get());
@@ -268,13 +279,13 @@ void CheckBitExact(int64_t blocks, const char* what) {
   const KvDescriptor d = TinyMoe();
   for (int64_t i = 0; i < blocks; ++i) {
     const float* want =
-        reference.target.data() + reference.target_table[i].value() * d.target->BlockFloats();
+        reference.target.data() + reference.target_table[i].value() * d.target->BlockElements();
     const float* got =
-        bench->kv->target.data() + bench->kv->target_table[i].value() * d.target->BlockFloats();
+        bench->kv->target.data() + bench->kv->target_table[i].value() * d.target->BlockElements();
     const float* want_draft =
-        reference.draft.data() + reference.draft_table[i].value() * d.draft->BlockFloats();
+        reference.draft.data() + reference.draft_table[i].value() * d.draft->BlockElements();
     const float* got_draft =
-        bench->kv->draft.data() + bench->kv->draft_table[i].value() * d.draft->BlockFloats();
+        bench->kv->draft.data() + bench->kv->draft_table[i].value() * d.draft->BlockElements();
     if (std::memcmp(want, got, d.target->BlockBytes()) != 0 ||
         std::memcmp(want_draft, got_draft, d.draft->BlockBytes()) != 0) {
       Die(absl::StrCat(what, ": block ", i, " differs after the transfer"));
@@ -435,7 +446,7 @@ int main(int argc, char** argv) {
   GrpcTransceiverOptions options;
   options.name = "gen bench";
   options.descriptor = TinyMoe();
-  options.slabs = state.kv->slabs();
+  options.copiers = state.kv->copiers();
   absl::StatusOr<std::unique_ptr<GrpcTransceiver>> gen =
       GrpcTransceiver::Create(options, lockstep::SystemClock::Get());
   if (!gen.ok()) Die(gen.status().ToString());

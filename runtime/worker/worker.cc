@@ -67,7 +67,8 @@ absl::Status Worker::Init() {
   }
   ASSIGN_OR_RETURN(exec::ExecutorConfig config,
                    MakeExecutorConfig(d, *instance_, options_.rank, target_layout, draft_layout));
-  ASSIGN_OR_RETURN(std::unique_ptr<kv::KvManager> kv, kv::KvManager::Create(config.kv));
+  ASSIGN_OR_RETURN(std::unique_ptr<kv::KvManager> kv,
+                   kv::KvManager::Create(config.kv, options_.kv_allocator));
 
   BootstrapOptions boot;
   boot.rendezvous_address = options_.rendezvous_address;

@@ -25,6 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
+#include "kvcache/block_allocator.h"
 #include "runtime/config/deployment_config.h"
 #include "runtime/executor/executor.h"
 #include "runtime/worker/instance_bootstrap.h"
@@ -43,6 +44,11 @@ struct WorkerOptions {
   absl::Duration bootstrap_timeout = absl::Seconds(60);
   // Register with the router at `rendezvous_address` and heartbeat (leader).
   bool register_with_router = true;
+  // Where the KV pools live (not owned; must outlive the worker). Null: host memory.
+  // A device allocator (a CUDA build's) brings its copier, through which the KV
+  // transfer reaches the pools (kvcache/block_copier.h); the CPU engine needs host
+  // memory.
+  kv::BlockAllocator* kv_allocator = nullptr;
 };
 
 class Worker {

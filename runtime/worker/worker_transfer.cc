@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<transfer::Transceiver>> Worker::CreateTransceiver
   const config::ModelConfig& model = options_.deployment.model;
   options.descriptor = transfer::DescribeKv(
       kv, absl::StrCat(model.name, "@", absl::Hex(ModelSalt(model), absl::kZeroPad16)));
-  options.slabs = transfer::SlabsOf(kv);
+  options.copiers = transfer::CopiersOf(kv);
   ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(options_.listen_address));
   options.server.listen_address = listen.WithPort(0).ToString();
   options.server.tcp_data_plane = instance_->transfer.tcp_data_plane;

@@ -1,6 +1,7 @@
 #include "runtime/transfer/testing/transfer_fixture.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <numeric>
 #include <utility>
@@ -18,12 +19,32 @@ using kv::PoolKind;
 
 constexpr uint32_t kSentinel = 0x5eed5eedu;
 
-void Fill(std::vector<float>& slab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  for (float& f : slab) {
-    const uint32_t bits = seed == 0 ? kSentinel : static_cast<uint32_t>(rng());
-    std::memcpy(&f, &bits, sizeof(bits));
+// Spans covering blocks [0, num_blocks) of a pool whole.
+std::vector<kv::BlockSpan> AllBlocks(const kv::BlockCopier& copier) {
+  std::vector<kv::BlockSpan> spans;
+  for (int32_t b = 0; b < copier.num_blocks(); ++b) {
+    spans.push_back({BlockId(b), 0, copier.block_bytes()});
   }
+  return spans;
+}
+
+// Fills a pool with 32-bit words from `seed` (0: the sentinel).
+absl::Status Fill(kv::BlockCopier& copier, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint32_t> words(static_cast<size_t>(copier.num_blocks()) * copier.block_bytes() /
+                              sizeof(uint32_t));
+  for (uint32_t& w : words) w = seed == 0 ? kSentinel : static_cast<uint32_t>(rng());
+  return copier.CopyIn({reinterpret_cast<const std::byte*>(words.data()),
+                        words.size() * sizeof(uint32_t)},
+                       AllBlocks(copier));
+}
+
+// The bytes of one block, read through the copier.
+std::vector<std::byte> ReadBlock(kv::BlockCopier& copier, BlockId block) {
+  std::vector<std::byte> out(copier.block_bytes());
+  const absl::Status read = copier.CopyOut({{block, 0, out.size()}}, absl::MakeSpan(out));
+  EXPECT_TRUE(read.ok()) << read;
+  return out;
 }
 
 const std::vector<BlockId>& Table(const kv::BlockRefs& blocks, PoolKind kind) {
@@ -49,19 +70,30 @@ KvDescriptor SmallDescriptor() {
 absl::StatusOr<std::unique_ptr<TestRank>> MakeRank(const RankConfig& config, Clock* clock,
                                                    uint64_t seed) {
   auto rank = std::make_unique<TestRank>();
+  if (config.device_memory) {
+    auto device = std::make_unique<kv::testing::FakeDeviceAllocator>();
+    rank->device = device.get();
+    rank->allocator = std::move(device);
+  } else {
+    rank->allocator = std::make_unique<kv::HostAllocator>();
+  }
+  kv::KvManagerConfig pools;
+  pools.target.layout = *config.descriptor.target;
+  pools.target.num_blocks = config.num_blocks;
+  if (config.descriptor.draft.has_value()) {
+    pools.draft_mode = kv::DraftMode::kUnpaired;
+    pools.draft.layout = *config.descriptor.draft;
+    pools.draft.num_blocks = config.num_blocks;
+  }
+  ASSIGN_OR_RETURN(rank->kv, kv::KvManager::Create(pools, rank->allocator.get()));
+  RETURN_IF_ERROR(Fill(rank->copier(PoolKind::kTarget), seed));
+  if (config.descriptor.draft.has_value()) {
+    RETURN_IF_ERROR(Fill(rank->copier(PoolKind::kDraft), seed == 0 ? 0 : seed + 1));
+  }
   GrpcTransceiverOptions options;
   options.name = config.name;
   options.descriptor = config.descriptor;
-  rank->target.resize(static_cast<size_t>(config.num_blocks) *
-                      config.descriptor.target->BlockFloats());
-  Fill(rank->target, seed);
-  options.slabs.target = {rank->target.data(), config.num_blocks};
-  if (config.descriptor.draft.has_value()) {
-    rank->draft.resize(static_cast<size_t>(config.num_blocks) *
-                       config.descriptor.draft->BlockFloats());
-    Fill(rank->draft, seed == 0 ? 0 : seed + 1);
-    options.slabs.draft = {rank->draft.data(), config.num_blocks};
-  }
+  options.copiers = CopiersOf(*rank->kv);
   options.server.chunk_bytes = config.chunk_bytes;
   options.server.max_concurrent_pulls = config.max_concurrent_pulls;
   options.max_concurrent_receives = config.max_concurrent_receives;
@@ -115,13 +147,9 @@ std::vector<std::string> CompareMovedBlocks(const TestRank& from_rank, const Tes
   for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
     if (!HasPool(from, kind)) continue;
     const kv::BlockLayout& layout = *descriptor.pool(kind);
-    const float* from_slab =
-        kind == PoolKind::kTarget ? from_rank.target.data() : from_rank.draft.data();
-    const float* to_slab = kind == PoolKind::kTarget ? to_rank.target.data() : to_rank.draft.data();
     for (int64_t i = 0; i < layout.BlocksFor(from.num_tokens); ++i) {
-      const float* a = from_slab + Table(from, kind)[i].value() * layout.BlockFloats();
-      const float* b = to_slab + Table(to, kind)[i].value() * layout.BlockFloats();
-      if (std::memcmp(a, b, layout.BlockBytes()) != 0) {
+      if (ReadBlock(from_rank.copier(kind), Table(from, kind)[i]) !=
+          ReadBlock(to_rank.copier(kind), Table(to, kind)[i])) {
         diffs.push_back(absl::StrCat(kv::PoolKindName(kind), " block ", i, " of request ",
                                      from.id.value(), " differs"));
       }
@@ -143,13 +171,13 @@ std::vector<std::string> TouchedOutside(const TestRank& rank, const std::vector<
         in_use.insert(Table(b, kind)[i].value());
       }
     }
-    const std::vector<float>& slab = kind == PoolKind::kTarget ? rank.target : rank.draft;
-    const size_t num_blocks = slab.size() / layout.BlockFloats();
-    for (size_t block = 0; block < num_blocks; ++block) {
-      if (in_use.contains(static_cast<int32_t>(block))) continue;
-      for (size_t f = 0; f < layout.BlockFloats(); ++f) {
+    kv::BlockCopier& copier = rank.copier(kind);
+    for (int32_t block = 0; block < copier.num_blocks(); ++block) {
+      if (in_use.contains(block)) continue;
+      const std::vector<std::byte> bytes = ReadBlock(copier, BlockId(block));
+      for (size_t at = 0; at + sizeof(uint32_t) <= bytes.size(); at += sizeof(uint32_t)) {
         uint32_t bits;
-        std::memcpy(&bits, &slab[block * layout.BlockFloats() + f], sizeof(bits));
+        std::memcpy(&bits, bytes.data() + at, sizeof(bits));
         if (bits != kSentinel) {
           touched.push_back(absl::StrCat(kv::PoolKindName(kind), " block ", block));
           break;

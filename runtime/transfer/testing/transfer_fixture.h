@@ -1,6 +1,7 @@
-// Test scaffolding for the gRPC transceiver: ranks with their own KV slabs (plain
-// vectors, filled with seeded random bytes or a sentinel), block tables with distinct
-// ids, and bounded waits for transfer events. Testonly.
+// Test scaffolding for the gRPC transceiver: ranks with their own KV pools (a KvManager
+// on host memory, or on fake device memory that only the pools' copiers reach; filled
+// with seeded random bytes or a sentinel), block tables with distinct ids, and bounded
+// waits for transfer events. The helpers read the pools through their copiers. Testonly.
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_TESTING_TRANSFER_FIXTURE_H_
 #define LOCKSTEP_RUNTIME_TRANSFER_TESTING_TRANSFER_FIXTURE_H_
 
@@ -14,6 +15,10 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
+#include "kvcache/block_allocator.h"
+#include "kvcache/block_copier.h"
+#include "kvcache/kv_manager.h"
+#include "kvcache/testing/fake_device_allocator.h"
 #include "runtime/transfer/grpc_transceiver.h"
 
 namespace lockstep::transfer::testing {
@@ -21,13 +26,16 @@ namespace lockstep::transfer::testing {
 // A small tiny-moe-like shape: 1 KiB target blocks, 512 B draft blocks, 4 tokens each.
 KvDescriptor SmallDescriptor();
 
-// One rank: its slabs and its transceiver.
+// One rank: its pools and its transceiver (destroyed in the reverse order).
 struct TestRank {
-  std::vector<float> target;
-  std::vector<float> draft;
+  std::unique_ptr<kv::BlockAllocator> allocator;
+  // Set when the pools are fake device memory: counts the copiers' calls.
+  kv::testing::FakeDeviceAllocator* device = nullptr;
+  std::unique_ptr<kv::KvManager> kv;
   std::unique_ptr<GrpcTransceiver> transceiver;
 
   GrpcTransceiver* operator->() { return transceiver.get(); }
+  kv::BlockCopier& copier(kv::PoolKind kind) const { return *kv->Copier(kind); }
 };
 
 struct RankConfig {
@@ -40,9 +48,11 @@ struct RankConfig {
   TransferHooks hooks;
   // Serve and pull over the TCP data plane (else gRPC only).
   bool tcp_data_plane = true;
+  // The pools in fake device memory (kvcache/testing/fake_device_allocator.h), else host.
+  bool device_memory = false;
 };
 
-// The slabs are filled from `seed` (0: a constant sentinel).
+// The pools are filled from `seed` (0: a constant sentinel).
 absl::StatusOr<std::unique_ptr<TestRank>> MakeRank(const RankConfig& config, Clock* clock,
                                                    uint64_t seed);
 

@@ -1,4 +1,4 @@
-#include "runtime/transfer/stream_copy.h"
+#include "kvcache/stream_copy.h"
 
 #include <cstdint>
 #include <random>
@@ -7,7 +7,7 @@
 #include "common/testing/seed.h"
 #include "gtest/gtest.h"
 
-namespace lockstep::transfer {
+namespace lockstep::kv {
 namespace {
 
 using ::lockstep::testing::SeedTrace;
@@ -41,4 +41,4 @@ TEST(StreamCopyTest, CopiesExactlyAtAnyAlignment) {
 }
 
 }  // namespace
-}  // namespace lockstep::transfer
+}  // namespace lockstep::kv

@@ -1,4 +1,4 @@
-#include "runtime/transfer/stream_copy.h"
+#include "kvcache/stream_copy.h"
 
 #include <atomic>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <immintrin.h>
 #endif
 
-namespace lockstep::transfer {
+namespace lockstep::kv {
 namespace {
 
 // Below this, a streaming copy saves too little to pay for its fence.
@@ -73,4 +73,4 @@ void StreamCopyFence() {
 
 bool StreamCopyIsAccelerated() { return HasAvx2(); }
 
-}  // namespace lockstep::transfer
+}  // namespace lockstep::kv
