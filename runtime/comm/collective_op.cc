@@ -134,9 +134,8 @@ std::string DescribeCallArgs(CollectiveOp op, absl::string_view tag,
   const int64_t n = args.empty() ? 0 : args[0];
   switch (op) {
     case CollectiveOp::kAllReduce:
-      return absl::StrCat(
-          out, " with ", n, " elements (",
-          ReduceOpName(static_cast<ReduceOp>(args.size() > 1 ? args[1] : 0)), ")");
+      return absl::StrCat(out, " with ", n, " elements (",
+                          ReduceOpName(static_cast<ReduceOp>(args.size() > 1 ? args[1] : 0)), ")");
     case CollectiveOp::kAllGather:
       return absl::StrCat(out, " with ", n, " elements");
     case CollectiveOp::kAllToAll:
@@ -222,9 +221,9 @@ CallSpec SpecAllToAllV(absl::string_view tag, int rank, int world,
 CallSpec SpecAllToAllBytes(absl::string_view tag, int rank, int world, size_t send_entries) {
   absl::Status local;
   if (send_entries != static_cast<size_t>(world)) {
-    local = InvalidCallArgument(CollectiveOp::kAllToAllBytes, tag, rank,
-                                absl::StrCat("send has ", send_entries,
-                                             " entries, expected one per rank (", world, ")"));
+    local = InvalidCallArgument(
+        CollectiveOp::kAllToAllBytes, tag, rank,
+        absl::StrCat("send has ", send_entries, " entries, expected one per rank (", world, ")"));
   }
   return MakeSpec(CollectiveOp::kAllToAllBytes, tag, {}, std::move(local));
 }
@@ -237,10 +236,9 @@ absl::Status CheckAllToAllVPairs(const CallSpec& spec, int world, absl::string_v
       const int64_t out = sent(s, r);
       const int64_t in = expected(r, s);
       if (out != in) {
-        return absl::InternalError(absl::StrCat("collective desync: ",
-                                                DescribeCall(spec.op, spec.tag), ": rank ", s,
-                                                " sends ", out, " ", unit, " to rank ", r,
-                                                ", which expects ", in));
+        return absl::InternalError(
+            absl::StrCat("collective desync: ", DescribeCall(spec.op, spec.tag), ": rank ", s,
+                         " sends ", out, " ", unit, " to rank ", r, ", which expects ", in));
       }
     }
   }

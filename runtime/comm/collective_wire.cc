@@ -126,8 +126,8 @@ absl::StatusOr<WireHeaders> CheckWireHeaders(const CallSpec& spec, int world,
                                              std::vector<int64_t> rows) {
   const size_t width = WireHeaderWords(world);
   if (rows.size() != width * world) {
-    return absl::InternalError(absl::StrCat("collective wire: ", rows.size(),
-                                            " header words, expected ", width * world));
+    return absl::InternalError(
+        absl::StrCat("collective wire: ", rows.size(), " header words, expected ", width * world));
   }
   const int64_t* data = rows.data();
   absl::Status status = CheckAgreement(

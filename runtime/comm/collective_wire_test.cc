@@ -77,8 +77,8 @@ TEST(CollectiveWireTest, CompactBlocksNameThePeersOp) {
 }
 
 TEST(CollectiveWireTest, AllToAllVPairsMustAgree) {
-  const CallSpec spec = SpecAllToAllV("moe.l3", 0, 2, std::vector<int64_t>{2, 2}, 4,
-                                      std::vector<int64_t>{2, 2}, 4);
+  const CallSpec spec =
+      SpecAllToAllV("moe.l3", 0, 2, std::vector<int64_t>{2, 2}, 4, std::vector<int64_t>{2, 2}, 4);
   // counts[s][r]: what s sends to r; expects[r][s]: what r expects from s.
   const int64_t counts[2][2] = {{2, 2}, {2, 2}};
   const int64_t expects[2][2] = {{2, 2}, {1, 2}};

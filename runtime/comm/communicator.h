@@ -7,10 +7,20 @@
 // desync ...") where the implementation can tell. After any error the communicator is
 // broken: later calls fail at once with FailedPrecondition naming the first error.
 //
-// Implementations: InProcessCommunicator (ranks as threads; deterministic reduction
-// order, checks op/tag agreement), FaultyCommunicator (wraps another; injects failures,
-// delays and input mutations at the k-th call of a tag on rank r), GlooCommunicator
-// (processes over TCP). NCCL later.
+// Implementations:
+//  * InProcessCommunicator: ranks as threads; deterministic reduction order, checks
+//    op/tag agreement.
+//  * FaultyCommunicator: wraps another; injects failures, delays and input mutations
+//    at the k-th call of a tag on rank r.
+//  * GlooCommunicator: processes on any hosts, over TCP.
+//  * ShmCommunicator: processes (or threads) of one host, over a shared-memory segment.
+//  * NcclCommunicator: over the fixed-size primitives of a device collective library
+//    (cuda::NcclGroup on GPUs; fake primitives in CPU tests).
+// gloo and NCCL cannot compare calls directly: they exchange the header of
+// collective_wire.h first. Every implementation validates a call's arguments through
+// the same per-op functions (collective_op.h), and testing/conformance.h with
+// communicator_contract_test.cc hold each of them to this contract. The worker picks
+// gloo, shm or auto (shm when every rank is on one host) per group from the config.
 //
 // Thread safety: one thread at a time per Communicator object. The executor thread and
 // the engine thread each own their own Communicator (separate groups), so their

@@ -139,10 +139,10 @@ TEST_P(ContractTest, OtherTagSizeOrRootIsADesync) {
     });
   };
   const std::vector<std::pair<RankFn, RankFn>> cases = {
-      {reduce(1, "a"), reduce(1, "b")},  // tag
-      {reduce(4, "v"), reduce(3, "v")},  // size
+      {reduce(1, "a"), reduce(1, "b")},    // tag
+      {reduce(4, "v"), reduce(3, "v")},    // size
       {reduce(40, "v"), reduce(41, "v")},  // size, beyond any inline block
-      {broadcast(0), broadcast(1)},      // root
+      {broadcast(0), broadcast(1)},        // root
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(absl::StrCat("case ", i));
@@ -186,8 +186,8 @@ TEST_P(ContractTest, BadArgumentsFailEveryRank) {
          std::vector<int64_t> out(comm.rank() == 1 ? 3 : 2);
          return comm.AllGather(std::vector<int64_t>{1}, absl::MakeSpan(out), Tag("load"));
        })) {
-    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
-                            HasSubstr("AllGather('load') on rank 1")));
+    EXPECT_THAT(
+        s, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("AllGather('load') on rank 1")));
   }
 }
 
@@ -228,15 +228,16 @@ TEST_P(ContractTest, DestroyedMemberMakesPeersUnavailable) {
   for (std::thread& t : threads) t.join();
   const bool named = TraitsOf(GetParam()).names_the_failed_peer;
   for (int r : {0, 2}) {
-    EXPECT_THAT(results[r], StatusIs(absl::StatusCode::kUnavailable,
-                                     HasSubstr(named ? "rank 1" : "")))
+    EXPECT_THAT(results[r],
+                StatusIs(absl::StatusCode::kUnavailable, HasSubstr(named ? "rank 1" : "")))
         << "rank " << r;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Transports, ContractTest, ::testing::ValuesIn(kAll),
-    [](const ::testing::TestParamInfo<Transport>& info) { return TransportName(info.param); });
+INSTANTIATE_TEST_SUITE_P(Transports, ContractTest, ::testing::ValuesIn(kAll),
+                         [](const ::testing::TestParamInfo<Transport>& info) {
+                           return TransportName(info.param);
+                         });
 
 }  // namespace
 }  // namespace lockstep::comm

@@ -60,9 +60,8 @@ class NcclCall {
   // A round that would start after the deadline does not start.
   absl::Status BeforePrimitive() const {
     if (absl::Now() < deadline_) return absl::OkStatus();
-    return absl::DeadlineExceededError(absl::StrCat(Where(), " timed out after ",
-                                                    absl::FormatDuration(timeout_),
-                                                    " between rounds"));
+    return absl::DeadlineExceededError(absl::StrCat(
+        Where(), " timed out after ", absl::FormatDuration(timeout_), " between rounds"));
   }
   absl::Status Named(absl::Status status) {
     if (status.ok()) return status;
@@ -105,14 +104,14 @@ std::vector<std::string> SplitPadded(const std::string& flat, size_t stride,
 // send_offsets[r] of `send`) to every rank r and receives recv_sizes[r] bytes into
 // `recv` + recv_offsets[r]: its own block by a copy, the others in one group.
 absl::Status Exchange(NcclCall& call, int rank, const char* send,
-                      absl::Span<const int64_t> send_offsets,
-                      absl::Span<const int64_t> send_sizes, char* recv,
-                      absl::Span<const int64_t> recv_offsets,
+                      absl::Span<const int64_t> send_offsets, absl::Span<const int64_t> send_sizes,
+                      char* recv, absl::Span<const int64_t> recv_offsets,
                       absl::Span<const int64_t> recv_sizes) {
   std::vector<PeerTransfer> transfers;
   for (int r = 0; r < static_cast<int>(send_sizes.size()); ++r) {
     if (r == rank) {
-      if (recv_sizes[r] > 0) std::memmove(recv + recv_offsets[r], send + send_offsets[r], recv_sizes[r]);
+      if (recv_sizes[r] > 0)
+        std::memmove(recv + recv_offsets[r], send + send_offsets[r], recv_sizes[r]);
       continue;
     }
     if (send_sizes[r] == 0 && recv_sizes[r] == 0) continue;
@@ -200,7 +199,8 @@ absl::Status NcclCommunicator::AllGather(absl::Span<const int64_t> in, absl::Spa
     if (bytes <= kWireInlineBytes) {
       ASSIGN_OR_RETURN(WireHeaders headers, call.Headers({}, Bytes(in)));
       for (int r = 0; r < world_size_; ++r) {
-        if (bytes > 0) std::memcpy(out.data() + r * in.size(), headers.inline_bytes(r).data(), bytes);
+        if (bytes > 0)
+          std::memcpy(out.data() + r * in.size(), headers.inline_bytes(r).data(), bytes);
       }
       return absl::OkStatus();
     }
@@ -275,7 +275,8 @@ absl::StatusOr<std::vector<std::string>> NcclCommunicator::Gather(absl::string_v
     RETURN_IF_ERROR(Exchange(call, rank_, data.data(), send_offsets, send_sizes, flat.data(),
                              recv_offsets, recv_sizes));
     if (rank_ == root) {
-      for (int r = 0; r < world_size_; ++r) result.push_back(flat.substr(recv_offsets[r], recv_sizes[r]));
+      for (int r = 0; r < world_size_; ++r)
+        result.push_back(flat.substr(recv_offsets[r], recv_sizes[r]));
     }
     return absl::OkStatus();
   }));

@@ -107,8 +107,8 @@ TEST(NcclCommunicatorTest, LargeFixedOpsAgreeOnSizesThenMovePayloads) {
 TEST(NcclCommunicatorTest, NeverCompletingPrimitiveIsDeadlineExceededAndAbortsOnce) {
   FakeGroup group(2);
   group.primitives[1]->HangAt(0);
-  std::vector<absl::Status> results = group.Run(
-      [](Communicator& comm) { return Vote(comm, 1, absl::Milliseconds(200)); });
+  std::vector<absl::Status> results =
+      group.Run([](Communicator& comm) { return Vote(comm, 1, absl::Milliseconds(200)); });
   EXPECT_THAT(results[0], IsOk());  // Rank 1's part was enqueued; only its wait hangs.
   EXPECT_THAT(results[1], StatusIs(absl::StatusCode::kDeadlineExceeded,
                                    HasSubstr("AllReduce('vote') on rank 1 of nccl group "
@@ -164,10 +164,10 @@ TEST(NcclCommunicatorTest, BrokenGroupIsFailedPreconditionWithoutTouchingThePrim
   group.Run([](Communicator& comm) { return Vote(comm, 1, absl::Milliseconds(200)); });
   const int64_t before = group.primitives[0]->operations();
   std::vector<float> recv(2);
-  EXPECT_THAT(group.comms[0]->AllToAllV(std::vector<float>{1, 2}, std::vector<int64_t>{1, 1},
-                                        absl::MakeSpan(recv), std::vector<int64_t>{1, 1},
-                                        Tag("moe.l0")),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("ncclSystemError")));
+  EXPECT_THAT(
+      group.comms[0]->AllToAllV(std::vector<float>{1, 2}, std::vector<int64_t>{1, 1},
+                                absl::MakeSpan(recv), std::vector<int64_t>{1, 1}, Tag("moe.l0")),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("ncclSystemError")));
   EXPECT_EQ(group.primitives[0]->operations(), before);
   EXPECT_EQ(group.primitives[0]->aborts(), 1);
 }

@@ -43,9 +43,9 @@ class ShmCall {
   // Round 0 of the call `spec` (collective_op.h; its op must be this call's): its
   // fingerprint and arguments, and `fields` (at most 2 * world), are published for
   // the peers; spec.local is this rank's argument error (then it publishes no payload
-  // and returns spec.local after the round, so that the peers learn of it). `payload` must stay valid until Transfer returns. Bytes [private_offset,
-  // private_offset + private_length) of it are read by this rank only (its own block
-  // of an all-to-all): they never go through the segment.
+  // and returns spec.local after the round, so that the peers learn of it). `payload` must stay
+  // valid until Transfer returns. Bytes [private_offset, private_offset + private_length) of it are
+  // read by this rank only (its own block of an all-to-all): they never go through the segment.
   // `allow_direct`: the op reads payloads only through Transfer(reads).
   absl::Status Start(const CallSpec& spec, absl::Span<const int64_t> fields,
                      absl::string_view payload, bool allow_direct = false,

@@ -149,8 +149,7 @@ absl::Status ShmCommunicator::AllToAll(absl::Span<const int64_t> send, absl::Spa
   const CallSpec spec = SpecAllToAll(options.tag, rank_, world_size_, send.size(), recv.size());
   const int64_t n = spec.args[0];  // Per block.
   return Run(spec, options, [&](ShmCall& call) -> absl::Status {
-    RETURN_IF_ERROR(
-        call.Start(spec, {}, Bytes(send), /*allow_direct=*/true, rank_ * n * 8, n * 8));
+    RETURN_IF_ERROR(call.Start(spec, {}, Bytes(send), /*allow_direct=*/true, rank_ * n * 8, n * 8));
     std::vector<ShmCall::Read> reads;
     for (int s = 0; s < world_size_; ++s) {
       reads.push_back({s, rank_ * n * 8, n * 8, reinterpret_cast<char*>(recv.data() + s * n)});

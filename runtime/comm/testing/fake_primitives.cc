@@ -87,8 +87,8 @@ class FakeFabric {
       leave();
       for (int r : late) {
         if (!gone_[r].empty()) {
-          return absl::UnavailableError(absl::StrCat("peer rank ", r, " of fake group '", name_,
-                                                     "' ", gone_[r]));
+          return absl::UnavailableError(
+              absl::StrCat("peer rank ", r, " of fake group '", name_, "' ", gone_[r]));
         }
       }
       return absl::DeadlineExceededError(absl::StrCat(
@@ -139,8 +139,8 @@ class FakeFabric {
   // What NCCL needs and cannot check: the same operation and sizes on every rank.
   absl::Status Agree(int64_t k, absl::Span<const FakePost* const> posts) const {
     auto bad = [&](const std::string& what) {
-      return absl::InternalError(absl::StrCat("fake primitives of group '", name_,
-                                              "', operation ", k, ": ", what,
+      return absl::InternalError(absl::StrCat("fake primitives of group '", name_, "', operation ",
+                                              k, ": ", what,
                                               ": NCCL would hang or corrupt memory here"));
     };
     const FakePost& p0 = *posts[0];
@@ -148,8 +148,8 @@ class FakeFabric {
       const FakePost& p = *posts[r];
       if (p.kind != p0.kind) return bad(absl::StrCat("rank ", r, " runs another operation"));
       if (p.kind != FakePost::Kind::kSendRecv && (p.size != p0.size || p.root != p0.root)) {
-        return bad(absl::StrCat("rank 0 passes ", p0.size, " bytes (root ", p0.root, "), rank ",
-                                r, " ", p.size, " bytes (root ", p.root, ")"));
+        return bad(absl::StrCat("rank 0 passes ", p0.size, " bytes (root ", p0.root, "), rank ", r,
+                                " ", p.size, " bytes (root ", p.root, ")"));
       }
     }
     if (p0.kind != FakePost::Kind::kSendRecv) return absl::OkStatus();
