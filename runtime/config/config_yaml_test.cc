@@ -57,6 +57,8 @@ TEST(ConfigYamlTest, AggregatedExampleParses) {
   EXPECT_EQ(config->instances[0].role, InstanceRole::kAggregated);
   EXPECT_EQ(config->instances[0].world_size, 2);
   EXPECT_EQ(config->instances[0].executor.spec_k, 0);
+  EXPECT_EQ(config->instances[0].comm.vote_transport, CommTransport::kAuto);
+  EXPECT_EQ(config->instances[0].comm.engine_transport, CommTransport::kAuto);
 }
 
 TEST(ConfigYamlTest, FakeEngineBenchmarkExampleParses) {
@@ -87,6 +89,8 @@ TEST(ConfigYamlTest, DisaggregatedExampleParses) {
   EXPECT_EQ(config->router.policy, RoutingPolicy::kLeastLoad);
   EXPECT_TRUE(ctx->transfer.tcp_data_plane);
   EXPECT_TRUE(gen->transfer.tcp_data_plane);
+  EXPECT_EQ(gen->comm.engine_transport, CommTransport::kAuto);
+  EXPECT_EQ(ctx->comm.vote_transport, CommTransport::kAuto);
 }
 
 TEST(ConfigYamlTest, TcpDataPlaneCanBeTurnedOff) {
