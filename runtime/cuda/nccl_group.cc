@@ -316,6 +316,54 @@ absl::Status NcclGroup::GroupedSendRecv(absl::Span<const PeerTransfer> transfers
   return absl::OkStatus();
 }
 
+absl::Status NcclGroup::DeviceAllToAllV(const void* send, absl::Span<const int64_t> send_counts,
+                                        void* recv, absl::Span<const int64_t> recv_counts,
+                                        ncclDataType_t type, absl::Time deadline) {
+  if (comm_ == nullptr) return absl::FailedPreconditionError("nccl group aborted");
+  const int world = options_.world_size;
+  if (send_counts.size() != static_cast<size_t>(world) ||
+      recv_counts.size() != static_cast<size_t>(world)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device all-to-all-v of nccl group '", options_.name, "': ", send_counts.size(),
+        " send and ", recv_counts.size(), " receive counts for ", world, " ranks"));
+  }
+  size_t element = 0;
+  switch (type) {
+    case ncclInt8:
+    case ncclUint8:
+      element = 1;
+      break;
+    case ncclFloat16:
+    case ncclBfloat16:
+      element = 2;
+      break;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      element = 4;
+      break;
+    default:
+      element = 8;
+      break;
+  }
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  RETURN_IF_ERROR(Settle(ncclGroupStart(), "ncclGroupStart", deadline));
+  for (int r = 0; r < world; ++r) {
+    if (send_counts[r] > 0) {
+      RETURN_IF_ERROR(
+          Settle(ncclSend(in, send_counts[r], type, r, comm_, stream_), "ncclSend", deadline));
+    }
+    if (recv_counts[r] > 0) {
+      RETURN_IF_ERROR(
+          Settle(ncclRecv(out, recv_counts[r], type, r, comm_, stream_), "ncclRecv", deadline));
+    }
+    in += send_counts[r] * element;
+    out += recv_counts[r] * element;
+  }
+  return Settle(ncclGroupEnd(), "ncclGroupEnd", deadline);
+}
+
 absl::StatusOr<std::unique_ptr<comm::Communicator>> CreateNcclCommunicator(
     const NcclGroupOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<NcclGroup> group, NcclGroup::Create(options));

@@ -109,6 +109,17 @@ class NcclGroup final : public comm::CollectivePrimitives {
   // Waits until the work enqueued so far on stream() is done (see the file comment).
   absl::Status Wait(absl::Time deadline);
 
+  // The engine's MoE dispatch and combine on device memory, stream-ordered: enqueues
+  // one grouped exchange on stream() that sends send_counts[r] elements of `type` from
+  // `send` (blocks back to back, rank order) to each rank r and receives
+  // recv_counts[r] from each into `recv`, and returns without waiting (Wait, or an
+  // event on stream(), orders later work). The counts must already agree pairwise
+  // (exchange them first, e.g. with the communicator's AllToAll): NCCL cannot check.
+  // Blocks to and from this rank itself are sent too (NCCL copies them).
+  absl::Status DeviceAllToAllV(const void* send, absl::Span<const int64_t> send_counts, void* recv,
+                               absl::Span<const int64_t> recv_counts, ncclDataType_t type,
+                               absl::Time deadline);
+
  private:
   explicit NcclGroup(const NcclGroupOptions& options) : options_(options) {}
   absl::Status Start(absl::Time deadline);

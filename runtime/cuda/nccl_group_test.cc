@@ -4,6 +4,8 @@
 // (runtime/comm/communicator_contract_test, nccl_communicator_test).
 #include "runtime/cuda/nccl_group.h"
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -72,6 +74,30 @@ TEST(NcclGroupTest, TheVoteTakesMicroseconds) {
   std::printf("NCCL world-1 vote (4 int64, max): p50 %s, p99 %s\n",
               absl::FormatDuration(times[kVotes / 2]).c_str(),
               absl::FormatDuration(times[kVotes * 99 / 100]).c_str());
+}
+
+TEST(NcclGroupTest, DeviceAllToAllVIsStreamOrderedOnDeviceMemory) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  auto group = NcclGroup::Create(Solo(1));
+  ASSERT_THAT(group, IsOk());
+  const std::vector<float> host = {1.5f, -2.0f, 3.25f};
+  float* send = nullptr;
+  float* recv = nullptr;
+  ASSERT_EQ(cudaMalloc(&send, sizeof(float) * host.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&recv, sizeof(float) * host.size()), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(send, host.data(), sizeof(float) * host.size(), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  const std::vector<int64_t> counts = {static_cast<int64_t>(host.size())};
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  ASSERT_THAT((*group)->DeviceAllToAllV(send, counts, recv, counts, ncclFloat32, deadline), IsOk());
+  std::vector<float> got(host.size());
+  ASSERT_EQ(cudaMemcpyAsync(got.data(), recv, sizeof(float) * got.size(), cudaMemcpyDeviceToHost,
+                            (*group)->stream()),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize((*group)->stream()), cudaSuccess);
+  EXPECT_EQ(got, host);
+  cudaFree(send);
+  cudaFree(recv);
 }
 
 }  // namespace
