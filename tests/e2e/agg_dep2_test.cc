@@ -42,7 +42,8 @@ instances:
     executor: {max_batch_size: 8, max_num_tokens: 512, max_num_active_requests: 32,
                chunk_size: 64}
     kv: {tokens_per_block: 16, num_blocks: 512}
-)");
+)",
+                      CommSettings(kE2eComm));
 }
 
 enum class Kind { kHttp, kHttpStream, kChat, kGrpc };
@@ -106,6 +107,7 @@ TEST(AggDep2Test, TwoHundredRequestsMatchTheInProcessEngine) {
   absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d = launcher::LocalDeployment::Start(
       Yaml(model), tmp + "/run", LockstepBinary(), absl::Seconds(120));
   ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(CheckTransport(**d, kE2eComm), "");
 
   absl::Mutex mu;
   std::vector<std::string> failures;

@@ -40,9 +40,10 @@ TEST(DisaggTest, CtxDep2GenDep4MatchesAggregatedServing) {
   ASSERT_TRUE(expected.ok()) << expected.status();
 
   absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d =
-      launcher::LocalDeployment::Start(DisaggYaml(model, /*fault_timeouts=*/false), tmp + "/run",
-                                       LockstepBinary(), absl::Seconds(180));
+      launcher::LocalDeployment::Start(DisaggYaml(model, /*fault_timeouts=*/false, kE2eComm),
+                                       tmp + "/run", LockstepBinary(), absl::Seconds(180));
   ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(CheckTransport(**d, kE2eComm), "");
   absl::Mutex mu;
   std::vector<std::string> failures;
   std::vector<std::thread> clients;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -35,9 +36,27 @@ std::string LockstepBinary() {
                       "/tools/lockstep");
 }
 
-std::string DisaggYaml(const std::string& model_dir, bool fault_timeouts) {
+std::string CommSettings(absl::string_view transport) {
+  return absl::StrCat("    comm: {vote_transport: ", transport, ", engine_transport: ", transport,
+                      "}\n");
+}
+
+std::string CheckTransport(const launcher::LocalDeployment& d, absl::string_view transport) {
+  const std::string want = absl::StrCat("executor collectives over ", transport,
+                                        ", engine collectives over ", transport);
+  std::string problems;
+  for (const launcher::ProcessSpec& p : d.plan().workers) {
+    if (!absl::StrContains(d.LogOf(p.name), want)) {
+      absl::StrAppend(&problems, p.name, " did not log '", want, "'\n");
+    }
+  }
+  return problems;
+}
+
+std::string DisaggYaml(const std::string& model_dir, bool fault_timeouts, absl::string_view comm) {
   const std::string transfer =
-      fault_timeouts ? "    transfer: {deadline_ms: 1500, lease_ms: 4000}\n" : "";
+      absl::StrCat(fault_timeouts ? "    transfer: {deadline_ms: 1500, lease_ms: 4000}\n" : "",
+                   CommSettings(comm));
   return absl::StrCat(R"(model:
   name: tiny-moe
   path: )",

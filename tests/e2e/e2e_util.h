@@ -6,10 +6,27 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "proto/worker.pb.h"
 #include "runtime/launcher/local_deployment.h"
 
 namespace lockstep::e2e {
+
+// The collective transport (comm.vote_transport and comm.engine_transport) of the
+// test's deployments: shm in the *_shm_test targets, which compile their test with
+// LOCKSTEP_E2E_SHM; gloo otherwise. Internal linkage: each test binary has its own.
+#ifdef LOCKSTEP_E2E_SHM
+constexpr absl::string_view kE2eComm = "shm";
+#else
+constexpr absl::string_view kE2eComm = "gloo";
+#endif
+
+// An instance's `comm:` line (YAML, 4 spaces in) for `transport`.
+std::string CommSettings(absl::string_view transport);
+
+// "" when every rank of `d` logged that both its collective groups use `transport`;
+// otherwise the ranks that did not.
+std::string CheckTransport(const launcher::LocalDeployment& d, absl::string_view transport);
 
 // Writes a tiny-moe model (and its draft) into `dir` unless one is there.
 absl::Status EnsureTinyMoe(const std::string& dir);
@@ -20,8 +37,9 @@ std::string LockstepBinary();
 // The deployment of the disaggregated tests: context DEP2 + generation DEP4 with
 // max_batch_size 2 per rank, K = 3, unpaired draft pools, the audit on every step. With
 // `fault_timeouts`, short heartbeat, transfer-deadline and lease settings so that
-// faults resolve within seconds.
-std::string DisaggYaml(const std::string& model_dir, bool fault_timeouts);
+// faults resolve within seconds. Both instances use `comm` (gloo | shm | auto).
+std::string DisaggYaml(const std::string& model_dir, bool fault_timeouts,
+                       absl::string_view comm = "gloo");
 
 // The test's temporary directory.
 std::string TestTmpDir();
