@@ -161,6 +161,7 @@ void ReadRouter(MapReader& reader, RouterConfig& router) {
   reader.Int("request_timeout_s", &router.request_timeout_s);
   reader.Int("max_prompt_tokens", &router.max_prompt_tokens);
   reader.Int("http_threads", &router.http_threads);
+  reader.Int("max_concurrent_requests", &router.max_concurrent_requests);
   reader.Finish();
 }
 

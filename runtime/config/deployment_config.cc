@@ -352,6 +352,8 @@ absl::Status DeploymentConfig::Validate() const {
   problems.AtLeast("router.request_timeout_s", router.request_timeout_s, 1);
   problems.AtLeast("router.max_prompt_tokens", router.max_prompt_tokens, 1);
   problems.InRange("router.http_threads", router.http_threads, 1, 4096);
+  problems.InRange("router.max_concurrent_requests", router.max_concurrent_requests, 0,
+                   router.http_threads - 1);
 
   if (instances.empty()) problems.Add("instances", "must list at least one instance");
   absl::flat_hash_set<std::string> names;

@@ -94,6 +94,10 @@ struct RouterConfig {
   int64_t max_prompt_tokens = 2048;
   // Threads serving HTTP connections; a streaming request holds one while it runs.
   int64_t http_threads = 64;
+  // Most generation requests in flight through the router (HTTP and gRPC together);
+  // one more is refused at once: HTTP 429 with Retry-After, gRPC RESOURCE_EXHAUSTED.
+  // 0: no limit. Below http_threads, so that a refusal never waits for a thread.
+  int64_t max_concurrent_requests = 0;
 };
 
 // `instances[i].executor:` — the executor loop of every rank of the instance.

@@ -57,6 +57,22 @@ GrpcFrontend::GrpcFrontend(Options options, RequestRunner& runner, InstanceRegis
 grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
                                     const v1::RouterGenerateRequest* request,
                                     grpc::ServerWriter<v1::RouterGenerateResponse>* writer) {
+  // The same API key as the HTTP API (docs/security.md).
+  const auto authorization = context->client_metadata().find("authorization");
+  if (!options_.api_keys.AllowsAuthorization(
+          authorization == context->client_metadata().end()
+              ? std::string_view()
+              : std::string_view(authorization->second.data(), authorization->second.size()))) {
+    metrics_.Unauthorized();
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "Incorrect or missing API key; send metadata authorization: Bearer <key>");
+  }
+  const Admission::Ticket ticket = options_.admission->TryAdmit();  // held until we return
+  if (ticket == nullptr) {
+    const absl::Status refused = options_.admission->RefusalStatus();
+    metrics_.RequestFinished(refused);
+    return ToGrpcStatus(refused);
+  }
   RouterRequest routed;
   routed.model = request->model();
   if (request->has_tokens()) {

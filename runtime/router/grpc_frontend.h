@@ -9,7 +9,11 @@
 #define LOCKSTEP_RUNTIME_ROUTER_GRPC_FRONTEND_H_
 
 #include "absl/time/time.h"
+#include <memory>
+
 #include "proto/router.grpc.pb.h"
+#include "runtime/router/admission.h"
+#include "runtime/security/api_keys.h"
 #include "runtime/router/instance_registry.h"
 #include "runtime/router/request_runner.h"
 #include "runtime/router/request_validation.h"
@@ -24,6 +28,10 @@ class GrpcFrontend final : public v1::RouterService::Service {
     RequestLimits limits;
     absl::Duration heartbeat_interval = absl::Milliseconds(500);
     absl::Duration heartbeat_timeout = absl::Seconds(2);
+    // Generate's clients send `authorization: Bearer KEY` metadata (none: anyone).
+    security::ApiKeys api_keys;
+    // Shared with the HTTP frontend; the default admits every request.
+    std::shared_ptr<Admission> admission = std::make_shared<Admission>(0);
   };
 
   // Every reference must outlive the frontend.

@@ -3,6 +3,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -219,8 +220,7 @@ void HttpFrontend::Stop() {
 }
 
 bool HttpFrontend::Authorized(const httplib::Request& req, httplib::Response& res) {
-  if (options_.api_key.empty()) return true;
-  if (req.get_header_value("Authorization") == "Bearer " + options_.api_key) return true;
+  if (options_.api_keys.AllowsAuthorization(req.get_header_value("Authorization"))) return true;
   metrics_.Unauthorized();
   SendError(res, absl::UnauthenticatedError(
                      "Incorrect or missing API key; send 'Authorization: Bearer <key>'"));
@@ -254,6 +254,15 @@ void HttpFrontend::Health(httplib::Response& res) {
 void HttpFrontend::HandleGenerate(ApiKind kind, const httplib::Request& req,
                                   httplib::Response& res) {
   if (!Authorized(req, res)) return;
+  // Held until the response is over (for a stream: captured by its provider).
+  Admission::Ticket ticket = options_.admission->TryAdmit();
+  if (ticket == nullptr) {
+    const absl::Status refused = options_.admission->RefusalStatus();
+    metrics_.RequestFinished(refused);
+    res.set_header("Retry-After", std::to_string(kAdmissionRetryAfterSeconds));
+    SendError(res, refused);
+    return;
+  }
   absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(kind, req.body, tokenizer_);
   absl::Status status =
       parsed.ok() ? ValidateRouterRequest(parsed->request, options_.limits) : parsed.status();
@@ -302,7 +311,7 @@ void HttpFrontend::HandleGenerate(ApiKind kind, const httplib::Request& req,
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream", [this, choices](size_t, httplib::DataSink& data_sink) {
+      "text/event-stream", [this, choices, ticket](size_t, httplib::DataSink& data_sink) {
         SseChannel channel(data_sink, clock_, options_.keepalive_interval);
         RunChoices(static_cast<int32_t>(choices->writers.size()), [&](int32_t i) {
           SseSink sink(channel, *choices->writers[i]);

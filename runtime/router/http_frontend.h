@@ -33,11 +33,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "httplib.h"
+#include "runtime/router/admission.h"
 #include "runtime/router/instance_registry.h"
 #include "runtime/router/openai_api.h"
 #include "runtime/router/request_runner.h"
 #include "runtime/router/request_validation.h"
 #include "runtime/router/router_metrics.h"
+#include "runtime/security/api_keys.h"
 #include "runtime/router/serving_tokenizer.h"
 
 namespace lockstep::router {
@@ -45,7 +47,9 @@ namespace lockstep::router {
 class HttpFrontend {
  public:
   struct Options {
-    std::string api_key;  // empty: no authentication
+    security::ApiKeys api_keys;  // none: no authentication
+    // Shared with the gRPC frontend; the default admits every request.
+    std::shared_ptr<Admission> admission = std::make_shared<Admission>(0);
     int threads = 64;
     absl::Duration keepalive_interval = absl::Seconds(1);
     RequestLimits limits;

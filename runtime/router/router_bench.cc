@@ -16,6 +16,7 @@
 #include "httplib.h"
 #include "proto/router.grpc.pb.h"
 #include "runtime/router/testing/router_harness.h"
+#include "runtime/security/grpc_credentials.h"
 
 namespace lockstep::router {
 namespace {
@@ -63,7 +64,7 @@ class Latencies {
 void BM_WorkerGrpcDirect(benchmark::State& state) {
   Setup& setup = GetSetup();
   auto stub = v1::WorkerService::NewStub(
-      grpc::CreateChannel(setup.worker->address(), grpc::InsecureChannelCredentials()));
+      security::CreateChannel(setup.worker->address()));
   v1::GenerateRequest request;
   request.set_model(testing::kModel);
   request.add_prompt_token_ids('h');
@@ -88,7 +89,7 @@ BENCHMARK(BM_WorkerGrpcDirect)->UseRealTime();
 void BM_RouterGrpc(benchmark::State& state) {
   Setup& setup = GetSetup();
   auto stub = v1::RouterService::NewStub(
-      grpc::CreateChannel(setup.router->grpc_address(), grpc::InsecureChannelCredentials()));
+      security::CreateChannel(setup.router->grpc_address()));
   v1::RouterGenerateRequest request;
   request.set_model(testing::kModel);
   request.mutable_tokens()->add_ids('h');

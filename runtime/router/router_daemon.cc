@@ -7,6 +7,10 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "fmt/format.h"
+#include "runtime/router/admission.h"
+#include "runtime/security/api_keys.h"
+#include "runtime/security/cluster_security.h"
+#include "runtime/security/grpc_credentials.h"
 
 namespace lockstep::router {
 namespace {
@@ -61,13 +65,18 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options,
   const RequestLimits limits{.model = config_.model.name,
                              .max_prompt_tokens = rc.max_prompt_tokens,
                              .vocab_size = tokenizer_->vocab_size()};
+  // One limit for HTTP and gRPC requests together (docs/security.md §5).
+  const auto admission = std::make_shared<Admission>(rc.max_concurrent_requests);
   grpc_frontend_ = std::make_unique<GrpcFrontend>(
       GrpcFrontend::Options{.limits = limits,
                             .heartbeat_interval = absl::Milliseconds(rc.heartbeat_interval_ms),
-                            .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms)},
+                            .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms),
+                            .api_keys = security::ApiKeys({rc.api_key}),
+                            .admission = admission},
       *runner_, *registry_, metrics_, *tokenizer_);
   http_frontend_ = std::make_unique<HttpFrontend>(
-      HttpFrontend::Options{.api_key = rc.api_key,
+      HttpFrontend::Options{.api_keys = security::ApiKeys({rc.api_key}),
+                            .admission = admission,
                             .threads = static_cast<int>(rc.http_threads),
                             .keepalive_interval = options_.keepalive_interval,
                             .limits = limits},
@@ -78,7 +87,12 @@ absl::Status RouterDaemon::StartServing() {
   const config::RouterConfig& rc = config_.router;
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(rc.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port);
+  // RouterService.Generate is for clients (their API key); every other method is internal.
+  builder.AddListeningPort(
+      rc.grpc_listen,
+      security::ServerCredentials(security::ProcessClusterSecurity(),
+                                  {"/lockstep.v1.RouterService/Generate"}),
+      &grpc_port);
   builder.RegisterService(grpc_frontend_.get());
   builder.RegisterService(&rendezvous_);
   for (grpc::Service* service : options_.extra_services) builder.RegisterService(service);

@@ -3,6 +3,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "runtime/security/grpc_credentials.h"
 
 namespace lockstep::router {
 
@@ -20,7 +21,7 @@ std::shared_ptr<v1::WorkerService::Stub> WorkerStubs::Get(const std::string& add
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+      security::CreateChannel(address, args);
   auto stub = std::shared_ptr<v1::WorkerService::Stub>(v1::WorkerService::NewStub(channel));
   stubs_[address] = Entry{std::move(channel), stub};
   return stub;

@@ -20,6 +20,8 @@
 #include "kvcache/block_copier.h"
 #include "kvcache/testing/fake_device_allocator.h"
 #include "proto/kv_transfer.grpc.pb.h"
+#include "runtime/security/cluster_security.h"
+#include "runtime/security/grpc_credentials.h"
 #include "runtime/transfer/crc32c.h"
 #include "runtime/transfer/tcp_wire.h"
 
@@ -253,6 +255,52 @@ TEST_F(KvTransferServerTest, DataPlaneAnswersOnTheSameConnectionAndRefusesGarbag
   char byte;
   EXPECT_THAT(RecvAll(*socket, &byte, 1, deadline, nullptr),
               StatusIs(absl::StatusCode::kUnavailable));  // closed
+}
+
+}  // namespace
+}  // namespace lockstep::transfer
+
+namespace lockstep::transfer {
+namespace {
+
+// With a cluster token, each KvTransferService method needs it: without it or with a
+// wrong one the call is UNAUTHENTICATED and serves nothing; with it the call is served
+// (here: no such claim).
+TEST_F(KvTransferServerTest, EveryMethodNeedsTheClusterToken) {
+  security::ClusterSecurity cluster;
+  cluster.cluster_token = "kv-token";
+  std::unique_ptr<KvTransferServer> server;
+  {
+    security::ScopedClusterSecurity scoped(cluster);
+    absl::StatusOr<std::unique_ptr<KvTransferServer>> started = KvTransferServer::Start(
+        KvTransferServerOptions{}, descriptor_, KvCopiers{copier_.get(), nullptr}, claims_);
+    ASSERT_THAT(started.status(), IsOk());
+    server = std::move(*started);
+  }
+  for (const std::string token : {"", "kv-tokem", "kv-token"}) {
+    SCOPED_TRACE("token \"" + token + "\"");
+    security::ClusterSecurity client;
+    client.cluster_token = token;
+    auto stub = lockstep::v1::KvTransferService::NewStub(
+        security::CreateChannel(server->address(), client));
+    const bool right = token == "kv-token";
+
+    grpc::ClientContext data_plane_context;
+    lockstep::v1::DataPlaneInfo info;
+    const grpc::Status data_plane =
+        stub->DataPlane(&data_plane_context, lockstep::v1::DataPlaneRequest(), &info);
+    EXPECT_EQ(data_plane.error_code(),
+              right ? grpc::StatusCode::OK : grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(info.tcp_address().empty(), !right);
+
+    grpc::ClientContext pull_context;
+    auto reader = stub->Pull(&pull_context, Request(404, 16, 1));
+    lockstep::v1::BlockChunk chunk;
+    EXPECT_FALSE(reader->Read(&chunk));
+    EXPECT_EQ(reader->Finish().error_code(),
+              right ? grpc::StatusCode::NOT_FOUND : grpc::StatusCode::UNAUTHENTICATED);
+  }
+  server->Shutdown(absl::Seconds(1));
 }
 
 }  // namespace

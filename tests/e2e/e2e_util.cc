@@ -13,6 +13,7 @@
 #include "proto/router.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
 #include "runtime/engine/make_model.h"
+#include "runtime/security/grpc_credentials.h"
 
 namespace lockstep::e2e {
 
@@ -97,7 +98,7 @@ std::string TestTmpDir() {
 absl::StatusOr<v1::StatsResponse> InstanceStats(const launcher::LocalDeployment& d,
                                                 const std::string& instance) {
   auto router = v1::RouterService::NewStub(
-      grpc::CreateChannel(d.grpc_address(), grpc::InsecureChannelCredentials()));
+      security::CreateChannel(d.grpc_address()));
   grpc::ClientContext list_context;
   list_context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::ListInstancesResponse list;
@@ -107,7 +108,7 @@ absl::StatusOr<v1::StatsResponse> InstanceStats(const launcher::LocalDeployment&
   for (const v1::InstanceInfo& info : list.instances()) {
     if (info.name() != instance) continue;
     auto worker = v1::WorkerService::NewStub(
-        grpc::CreateChannel(info.leader_address(), grpc::InsecureChannelCredentials()));
+        security::CreateChannel(info.leader_address()));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
     v1::StatsResponse stats;

@@ -7,6 +7,7 @@
 #include "proto/router.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
 #include "runtime/config/role_wire.h"
+#include "runtime/security/grpc_credentials.h"
 
 namespace lockstep::bench {
 namespace {
@@ -21,7 +22,7 @@ std::string RoleName(v1::InstanceRole role) {
 absl::StatusOr<std::map<std::string, InstanceDelta>> ReadInstanceCounters(
     const std::string& router_grpc_address) {
   auto router = v1::RouterService::NewStub(
-      grpc::CreateChannel(router_grpc_address, grpc::InsecureChannelCredentials()));
+      security::CreateChannel(router_grpc_address));
   grpc::ClientContext list_context;
   list_context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::ListInstancesResponse list;
@@ -38,7 +39,7 @@ absl::StatusOr<std::map<std::string, InstanceDelta>> ReadInstanceCounters(
     d.role = RoleName(info.role());
     if (!info.leader_address().empty()) {
       auto worker = v1::WorkerService::NewStub(
-          grpc::CreateChannel(info.leader_address(), grpc::InsecureChannelCredentials()));
+          security::CreateChannel(info.leader_address()));
       grpc::ClientContext context;
       context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
       v1::StatsResponse stats;

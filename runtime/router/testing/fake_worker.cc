@@ -7,6 +7,7 @@
 #include "common/host_port.h"
 #include "common/status_macros.h"
 #include "fmt/format.h"
+#include "runtime/security/grpc_credentials.h"
 
 namespace lockstep::router::testing {
 namespace {
@@ -25,7 +26,7 @@ absl::StatusOr<std::unique_ptr<FakeWorker>> FakeWorker::Start(Options options) {
   auto worker = std::unique_ptr<FakeWorker>(new FakeWorker(std::move(options)));
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(worker->options_.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(worker->options_.listen, security::ServerCredentials(), &port);
   builder.RegisterService(worker.get());
   worker->server_ = builder.BuildAndStart();
   if (worker->server_ == nullptr || port <= 0) {
@@ -58,7 +59,7 @@ std::string FakeWorker::ExpectedText(const std::string& prompt, int max_tokens) 
 
 std::unique_ptr<v1::RouterService::Stub> FakeWorker::RouterStub(const std::string& router_address) {
   return v1::RouterService::NewStub(
-      grpc::CreateChannel(router_address, grpc::InsecureChannelCredentials()));
+      security::CreateChannel(router_address));
 }
 
 absl::Status FakeWorker::Register(const std::string& router_address) {

@@ -1,0 +1,60 @@
+#include "runtime/router/admission.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace lockstep::router {
+namespace {
+
+TEST(AdmissionTest, RefusesBeyondTheLimitAndReleasesWithTheLastCopy) {
+  Admission admission(2);
+  Admission::Ticket a = admission.TryAdmit();
+  Admission::Ticket b = admission.TryAdmit();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(admission.TryAdmit(), nullptr);
+  EXPECT_EQ(admission.refused(), 1);
+  EXPECT_EQ(admission.RefusalStatus().code(), absl::StatusCode::kResourceExhausted);
+  Admission::Ticket copy = a;  // e.g. captured by a streaming response
+  a.reset();
+  EXPECT_EQ(admission.TryAdmit(), nullptr);
+  copy.reset();
+  EXPECT_EQ(admission.in_flight(), 1);
+  EXPECT_NE(admission.TryAdmit(), nullptr);  // admitted, then released at once
+  EXPECT_EQ(admission.in_flight(), 1);
+}
+
+TEST(AdmissionTest, NoLimitAdmitsEveryone) {
+  Admission admission(0);
+  std::vector<Admission::Ticket> tickets;
+  for (int i = 0; i < 1000; ++i) tickets.push_back(admission.TryAdmit());
+  for (const Admission::Ticket& t : tickets) EXPECT_NE(t, nullptr);
+  EXPECT_EQ(admission.in_flight(), 1000);
+}
+
+TEST(AdmissionTest, ConcurrentCallersNeverExceedTheLimit) {
+  Admission admission(3);
+  std::atomic<int64_t> most{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) {
+        Admission::Ticket ticket = admission.TryAdmit();
+        if (ticket == nullptr) continue;
+        int64_t now = admission.in_flight();
+        int64_t seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_LE(most.load(), 3);
+  EXPECT_EQ(admission.in_flight(), 0);
+}
+
+}  // namespace
+}  // namespace lockstep::router
