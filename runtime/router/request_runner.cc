@@ -89,6 +89,9 @@ void RequestRunner::RunRoute(FlowHandle& flow, const RouterRequest& request, abs
   wire.set_request_id(result.request_id);
   wire.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
   SamplingToWire(request.sampling, wire.mutable_sampling());
+  if (!request.sampling.ignore_eos) {
+    for (int32_t id : options_.eos_token_ids) wire.mutable_sampling()->add_stop_token_ids(id);
+  }
   wire.set_model(request.model);
 
   if (registry_.HasHealthy(InstanceRole::kAggregated)) {

@@ -26,6 +26,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -44,6 +45,9 @@ class RequestRunner {
     absl::Duration request_timeout = absl::Minutes(10);
     // Deadline of the best-effort Cancel RPCs.
     absl::Duration cancel_timeout = absl::Seconds(1);
+    // Ids that end generation like the engine's EOS (the model's generation_config.json):
+    // added to each request's stop tokens unless it ignores EOS.
+    std::vector<int32_t> eos_token_ids;
   };
 
   // Every reference must outlive the runner.

@@ -26,28 +26,25 @@ absl::StatusOr<std::string> Bound(const std::string& listen, int port) {
 absl::StatusOr<std::unique_ptr<RouterDaemon>> RouterDaemon::Start(config::DeploymentConfig config,
                                                                   Options options) {
   if (absl::Status status = config.Validate(); !status.ok()) return status;
-  std::shared_ptr<const ServingTokenizer> tokenizer = options.serving_tokenizer;
-  if (tokenizer == nullptr && options.tokenizer.has_value()) {
-    tokenizer = std::make_shared<const ServingTokenizer>(*options.tokenizer);
-  }
-  if (tokenizer == nullptr) {
-    absl::StatusOr<tok::ByteTokenizer> loaded =
-        tok::ByteTokenizer::LoadFromModelDir(config.model.path);
-    if (!loaded.ok()) return loaded.status();
-    tokenizer = std::make_shared<const ServingTokenizer>(*loaded);
+  ModelText text;
+  if (options.serving_tokenizer != nullptr) {
+    text.tokenizer = options.serving_tokenizer;
+  } else if (options.tokenizer.has_value()) {
+    text.tokenizer = std::make_shared<const ServingTokenizer>(*options.tokenizer);
+  } else {
+    ASSIGN_OR_RETURN(text, LoadModelText(config.model.path));
   }
   auto daemon = std::unique_ptr<RouterDaemon>(
-      new RouterDaemon(std::move(config), std::move(options), std::move(tokenizer)));
+      new RouterDaemon(std::move(config), std::move(options), std::move(text)));
   if (absl::Status status = daemon->StartServing(); !status.ok()) return status;
   return daemon;
 }
 
-RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options,
-                           std::shared_ptr<const ServingTokenizer> tokenizer)
+RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, ModelText text)
     : config_(std::move(config)),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : *SystemClock::Get()),
-      tokenizer_(std::move(tokenizer)) {
+      tokenizer_(std::move(text.tokenizer)) {
   const config::RouterConfig& rc = config_.router;
   registry_ = std::make_unique<InstanceRegistry>(
       InstanceRegistry::Options{.model = config_.model.name,
@@ -55,8 +52,9 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options,
                                 .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms)},
       config_.instances, clock_);
   runner_ = std::make_unique<RequestRunner>(
-      RequestRunner::Options{.request_timeout = absl::Seconds(rc.request_timeout_s)}, *registry_,
-      stubs_, flows_, metrics_, clock_);
+      RequestRunner::Options{.request_timeout = absl::Seconds(rc.request_timeout_s),
+                             .eos_token_ids = std::move(text.eos_token_ids)},
+      *registry_, stubs_, flows_, metrics_, clock_);
   // A poll may take longer than the interval on a loaded machine; a missed answer
   // should mean a stalled or dead leader, not a busy one.
   monitor_ = std::make_unique<HealthMonitor>(

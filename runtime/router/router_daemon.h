@@ -34,6 +34,7 @@
 #include "runtime/router/http_frontend.h"
 #include "runtime/router/instance_registry.h"
 #include "runtime/router/request_runner.h"
+#include "runtime/router/model_text.h"
 #include "runtime/router/router_metrics.h"
 #include "runtime/router/serving_tokenizer.h"
 #include "runtime/router/worker_stubs.h"
@@ -45,7 +46,8 @@ class RouterDaemon {
  public:
   struct Options {
     Clock* clock = nullptr;  // null: SystemClock::Get()
-    // null: loaded from the model directory (config.model.path).
+    // null: loaded from the model directory (config.model.path, model_text.h), with
+    // the end-of-generation ids of its generation_config.json.
     std::optional<tok::ByteTokenizer> tokenizer;
     // Takes precedence over `tokenizer` when set.
     std::shared_ptr<const ServingTokenizer> serving_tokenizer;
@@ -69,8 +71,7 @@ class RouterDaemon {
   FlowTracker& flows() { return flows_; }
 
  private:
-  RouterDaemon(config::DeploymentConfig config, Options options,
-               std::shared_ptr<const ServingTokenizer> tokenizer);
+  RouterDaemon(config::DeploymentConfig config, Options options, ModelText text);
   absl::Status StartServing();
 
   const config::DeploymentConfig config_;

@@ -1,0 +1,133 @@
+#include "runtime/router/model_text.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "common/status_macros.h"
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+#include "tokenizer/byte_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
+
+namespace lockstep::router {
+namespace {
+
+using nlohmann::json;
+
+// The JSON object in `path`, or null when the file does not exist.
+absl::StatusOr<json> ReadJsonIfPresent(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (!std::filesystem::exists(path)) return json();
+    return absl::NotFoundError(fmt::format("cannot read {}", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  json doc = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return absl::InvalidArgumentError(fmt::format("{} is not a JSON object", path));
+  }
+  return doc;
+}
+
+// bos_token / eos_token: a string, or an AddedToken object {"content": ...}.
+absl::StatusOr<std::string> SpecialToken(const json& config, const char* key,
+                                         const std::string& file) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::string();
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
+    return (*it)["content"].get<std::string>();
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("{}: {} must be a string or {{\"content\": ...}}", file, key));
+}
+
+absl::StatusOr<std::string> ChatTemplate(const json& config, const std::string& file) {
+  auto it = config.find("chat_template");
+  if (it == config.end() || it->is_null()) return std::string();
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array()) {
+    for (const json& named : *it) {
+      if (named.is_object() && named.value("name", json()) == "default" &&
+          named.value("template", json()).is_string()) {
+        return named["template"].get<std::string>();
+      }
+    }
+  }
+  return absl::InvalidArgumentError(fmt::format(
+      "{}: chat_template must be a string or a list holding a \"default\" template", file));
+}
+
+}  // namespace
+
+absl::StatusOr<ModelText> LoadModelText(const std::string& dir) {
+  ModelText text;
+  const std::string tokenizer_path = dir + "/tokenizer.json";
+  if (!std::filesystem::exists(tokenizer_path)) {
+    ASSIGN_OR_RETURN(tok::ByteTokenizer byte, tok::ByteTokenizer::LoadFromModelDir(dir));
+    text.bos_token_id = byte.bos_token_id();
+    text.eos_token_id = byte.eos_token_id();
+    text.tokenizer = std::make_shared<const ServingTokenizer>(std::move(byte));
+    return text;
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<tok::HfTokenizer> hf,
+                   tok::HfTokenizer::LoadFromFile(tokenizer_path));
+  const tok::HfTokenizer& tokenizer = *hf;
+  text.tokenizer = std::make_shared<const ServingTokenizer>(
+      std::shared_ptr<const tok::HfTokenizer>(std::move(hf)));
+
+  const std::string config_path = dir + "/tokenizer_config.json";
+  ASSIGN_OR_RETURN(const json config, ReadJsonIfPresent(config_path));
+  if (config.is_object()) {
+    ASSIGN_OR_RETURN(text.bos_token, SpecialToken(config, "bos_token", config_path));
+    ASSIGN_OR_RETURN(text.eos_token, SpecialToken(config, "eos_token", config_path));
+    ASSIGN_OR_RETURN(text.chat_template, ChatTemplate(config, config_path));
+  }
+  auto id_of = [&](const std::string& token, const char* key) -> absl::StatusOr<int32_t> {
+    std::optional<int32_t> id = tokenizer.TokenToId(token);
+    if (!id.has_value()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: {} '{}' is not a token of {}", config_path, key, token, tokenizer_path));
+    }
+    return *id;
+  };
+  if (!text.bos_token.empty()) {
+    ASSIGN_OR_RETURN(text.bos_token_id, id_of(text.bos_token, "bos_token"));
+  }
+  if (!text.eos_token.empty()) {
+    ASSIGN_OR_RETURN(text.eos_token_id, id_of(text.eos_token, "eos_token"));
+  }
+
+  const std::string generation_path = dir + "/generation_config.json";
+  ASSIGN_OR_RETURN(const json generation, ReadJsonIfPresent(generation_path));
+  const json eos = generation.is_object() ? generation.value("eos_token_id", json()) : json();
+  if (eos.is_number_integer()) {
+    text.eos_token_ids.push_back(eos.get<int32_t>());
+  } else if (eos.is_array()) {
+    for (const json& id : eos) {
+      if (!id.is_number_integer()) {
+        return absl::InvalidArgumentError(
+            fmt::format("{}: eos_token_id must be an id or a list of ids", generation_path));
+      }
+      text.eos_token_ids.push_back(id.get<int32_t>());
+    }
+  } else if (!eos.is_null()) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: eos_token_id must be an id or a list of ids", generation_path));
+  } else if (text.eos_token_id.has_value()) {
+    text.eos_token_ids.push_back(*text.eos_token_id);
+  }
+  for (int32_t id : text.eos_token_ids) {
+    if (id < 0 || id >= tokenizer.vocab_size()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: eos_token_id {} is outside the vocabulary [0, {})", generation_path, id,
+                      tokenizer.vocab_size()));
+    }
+  }
+  return text;
+}
+
+}  // namespace lockstep::router

@@ -1,0 +1,131 @@
+#include "runtime/router/model_text.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "runtime/router/generated_text.h"
+
+namespace lockstep::router {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+// The GPT-2 byte-level form of byte `b`, as UTF-8.
+std::string ByteLevelChar(int b) {
+  auto printable = [](int c) {
+    return (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF);
+  };
+  int code = b;
+  if (!printable(b)) {
+    code = 256;
+    for (int c = 0; c < b; ++c) code += printable(c) ? 0 : 1;
+  }
+  std::string out;
+  if (code < 0x80) {
+    out += static_cast<char>(code);
+  } else {
+    out += static_cast<char>(0xC0 | (code >> 6));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  }
+  return out;
+}
+
+// A byte-level BPE: ids 0..255 are the bytes, 256 is "he", two special tokens.
+json TokenizerJson() {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[ByteLevelChar(b)] = b;
+  vocab["he"] = 256;
+  return {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"h e"}}}},
+          {"added_tokens",
+           {{{"id", 300}, {"content", "<|end|>"}, {"special", true}, {"normalized", false}},
+            {{"id", 301}, {"content", "<s>"}, {"special", true}, {"normalized", false}}}},
+          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+          {"decoder", {{"type", "ByteLevel"}}}};
+}
+
+class ModelTextTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(std::getenv("TEST_TMPDIR")) /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::create_directories(dir_);
+  }
+  void Write(const std::string& name, const json& doc) { std::ofstream(dir_ / name) << doc.dump(); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ModelTextTest, ReadsTheTokenizerItsSpecialTokensTemplateAndEosIds) {
+  Write("tokenizer.json", TokenizerJson());
+  Write("tokenizer_config.json", {{"bos_token", "<s>"},
+                                  {"eos_token", {{"content", "<|end|>"}, {"lstrip", false}}},
+                                  {"chat_template", "{{ bos_token }}{{ messages[0].content }}"}});
+  Write("generation_config.json", {{"eos_token_id", {300, 7}}});
+  absl::StatusOr<ModelText> text = LoadModelText(dir_.string());
+  ASSERT_THAT(text, IsOk());
+  EXPECT_TRUE(text->tokenizer->is_hf());
+  EXPECT_EQ(text->bos_token, "<s>");
+  EXPECT_EQ(text->bos_token_id, 301);
+  EXPECT_EQ(text->eos_token, "<|end|>");
+  EXPECT_EQ(text->eos_token_id, 300);
+  EXPECT_THAT(text->eos_token_ids, ElementsAre(300, 7));
+  EXPECT_EQ(text->chat_template, "{{ bos_token }}{{ messages[0].content }}");
+
+  // Text in and out through the HF tokenizer; generated text skips special tokens and
+  // stop strings work on the decoded text.
+  const ServingTokenizer& tokenizer = *text->tokenizer;
+  EXPECT_THAT(tokenizer.Encode("he he<|end|>"), ElementsAre(256, 0x20, 256, 300));
+  EXPECT_EQ(tokenizer.Decode({256, 0x20, 256, 300}), "he he<|end|>");
+  GeneratedText generated(tokenizer, {" h"});
+  EXPECT_EQ(generated.Push({256, 300}), "he");
+  EXPECT_EQ(generated.Push({0x20}), "");
+  EXPECT_EQ(generated.Push({256}), "");
+  EXPECT_TRUE(generated.stopped());
+  EXPECT_EQ(tokenizer.TokenName(300), "<|end|>");
+  EXPECT_EQ(tokenizer.TokenBytes(0x20), " ");
+}
+
+TEST_F(ModelTextTest, EosFallsBackToTheTokenizerConfigAndErrorsNameTheFile) {
+  Write("tokenizer.json", TokenizerJson());
+  Write("tokenizer_config.json", {{"eos_token", "<|end|>"}});
+  absl::StatusOr<ModelText> text = LoadModelText(dir_.string());
+  ASSERT_THAT(text, IsOk());
+  EXPECT_THAT(text->eos_token_ids, ElementsAre(300));
+  EXPECT_EQ(text->chat_template, "");
+
+  Write("tokenizer_config.json", {{"eos_token", "<|missing|>"}});
+  EXPECT_THAT(LoadModelText(dir_.string()).status().message(),
+              HasSubstr("tokenizer_config.json: eos_token '<|missing|>' is not a token"));
+}
+
+TEST_F(ModelTextTest, GenerationConfigIdsMustBeInTheVocabulary) {
+  Write("tokenizer.json", TokenizerJson());
+  Write("generation_config.json", {{"eos_token_id", 5000}});
+  const std::string message(LoadModelText(dir_.string()).status().message());
+  EXPECT_THAT(message, HasSubstr("generation_config.json: eos_token_id 5000 is outside the "
+                                 "vocabulary"))
+      << message;
+}
+
+TEST_F(ModelTextTest, WithoutTokenizerJsonTheByteTokenizerServes) {
+  std::ofstream(dir_ / "lockstep_tokenizer.json")
+      << R"({"type": "byte_level", "vocab_size": 300, "bos_token_id": 256, "eos_token_id": 257})";
+  absl::StatusOr<ModelText> text = LoadModelText(dir_.string());
+  ASSERT_THAT(text, IsOk());
+  EXPECT_FALSE(text->tokenizer->is_hf());
+  EXPECT_EQ(text->eos_token_id, 257);
+  EXPECT_TRUE(text->eos_token_ids.empty());
+  EXPECT_THAT(text->tokenizer->Encode("hi"), ElementsAre('h', 'i'));
+}
+
+}  // namespace
+}  // namespace lockstep::router
