@@ -1,6 +1,7 @@
 #include "runtime/engine/make_model.h"
 
 #include <cmath>
+#include <filesystem>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -113,6 +114,12 @@ absl::Status WriteTokenizer(const ModelConfig& config, const std::string& dir) {
 
 absl::Status MakeModelOptions::Validate() const {
   if (out_dir.empty()) return absl::InvalidArgumentError("out: an output directory is required");
+  if (vocab_size < 0 || (vocab_size > 0 && (eos_token_id < 0 || eos_token_id >= vocab_size ||
+                                            bos_token_id >= vocab_size))) {
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer ids: vocab_size ", vocab_size,
+                                                   ", bos ", bos_token_id, ", eos ", eos_token_id,
+                                                   " do not fit a vocabulary"));
+  }
   if (!(draft_perturbation >= 0.0 && draft_perturbation <= 10.0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("draft_perturbation must be in [0, 10], got ", draft_perturbation));
@@ -213,11 +220,24 @@ absl::Status WriteModel(const ModelConfig& config, const std::string& dir, uint6
 absl::Status MakeModel(const MakeModelOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   ASSIGN_OR_RETURN(ModelConfig target, PresetConfig(options.preset));
+  const bool real_tokenizer = options.vocab_size > 0;
+  if (real_tokenizer) {
+    target.vocab_size = options.vocab_size;
+    target.bos_token_id = options.bos_token_id;
+    target.eos_token_id = options.eos_token_id;
+  }
   RETURN_IF_ERROR(WriteModel(target, options.out_dir, options.seed, options.dtype));
-  if (!options.with_draft) return absl::OkStatus();
-  const ModelConfig draft = DraftConfigFor(target);
-  return WriteModel(draft, JoinPath(options.out_dir, "draft"), options.seed, options.dtype, &target,
-                    options.draft_perturbation);
+  if (options.with_draft) {
+    const ModelConfig draft = DraftConfigFor(target);
+    RETURN_IF_ERROR(WriteModel(draft, JoinPath(options.out_dir, "draft"), options.seed,
+                               options.dtype, &target, options.draft_perturbation));
+  }
+  if (real_tokenizer) {  // the byte-level tokenizer does not describe this model
+    std::error_code ignored;
+    std::filesystem::remove(JoinPath(options.out_dir, "lockstep_tokenizer.json"), ignored);
+    std::filesystem::remove(JoinPath(options.out_dir, "draft/lockstep_tokenizer.json"), ignored);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace lockstep::engine

@@ -37,6 +37,12 @@ struct MakeModelOptions {
   double draft_perturbation = kDefaultDraftPerturbation;
   bool with_draft = true;
   DType dtype = DType::kF32;  // storage type of the weights
+  // A real tokenizer's vocabulary size and BOS / EOS ids (make-model --tokenizer): the
+  // model gets them instead of the byte-level tokenizer's, and no
+  // lockstep_tokenizer.json is written. 0 / -1: the preset's.
+  int32_t vocab_size = 0;
+  int32_t bos_token_id = -1;
+  int32_t eos_token_id = -1;
 
   absl::Status Validate() const;
 };
