@@ -4,7 +4,8 @@
   * `name`_test: a cc_test that runs the corpus and a bounded number of seeded mutations
     through fuzz_driver.cc (part of `bazel test`, a few seconds);
   * `name`: the libFuzzer binary (clang's -fsanitize=fuzzer), tagged manual, for long
-    runs: `bazel run --config=fuzz //fuzz:NAME -- -max_total_time=3600 $PWD/fuzz/corpus/NAME`.
+    runs: `bazel run --config=fuzz //fuzz:NAME -- -max_total_time=3600 NEW_DIR $PWD/fuzz/corpus/NAME`
+    (libFuzzer adds new inputs to NEW_DIR, the first directory).
 """
 
 def lockstep_fuzzer(name, srcs, deps, corpus):
