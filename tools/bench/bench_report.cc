@@ -78,6 +78,12 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
          {"tokens_per_step", i.steps > 0 ? static_cast<double>(i.generated_tokens) /
                                                static_cast<double>(i.steps)
                                          : 0.0},
+         // Per sequence: a sequence step emits its accepted drafts plus one token.
+         {"tokens_per_sequence_step",
+          i.generated_tokens > i.drafts_accepted
+              ? static_cast<double>(i.generated_tokens) /
+                    static_cast<double>(i.generated_tokens - i.drafts_accepted)
+              : 0.0},
          {"speculative", i.speculative},
          {"draft_tokens_proposed", i.drafts_proposed},
          {"draft_tokens_accepted", i.drafts_accepted},
@@ -117,8 +123,11 @@ std::string FormatReport(const json& r) {
                           i["padded_steps"].get<int64_t>());
     if (i.contains("tokens_per_step")) {
       const std::string spec = i.value("speculative", std::string());
-      absl::StrAppendFormat(&out, "  %-12s %.3f tokens per step; drafts %s%d of %d accepted\n",
+      absl::StrAppendFormat(&out,
+                            "  %-12s %.3f tokens per step (%.3f per sequence step); drafts %s%d "
+                            "of %d accepted\n",
                             "", i["tokens_per_step"].get<double>(),
+                            i["tokens_per_sequence_step"].get<double>(),
                             spec.empty() ? "" : absl::StrCat("(", spec, ") "),
                             i["draft_tokens_accepted"].get<int64_t>(),
                             i["draft_tokens_proposed"].get<int64_t>());

@@ -60,17 +60,20 @@ TEST(BenchReportTest, TokensPerStepAndSpeculationPerInstance) {
   InstanceDelta agg;
   agg.name = "agg0";
   agg.role = "aggregated";
-  agg.steps = 40;
+  agg.steps = 20;  // two sequences in every step
   agg.generated_tokens = 100;
   agg.drafts_proposed = 80;
   agg.drafts_accepted = 60;
   agg.speculative = "ngram K=4 dynamic";
   const nlohmann::json r = MakeReport(options, result, {agg});
   EXPECT_EQ(r["workload"], "repetitive");
-  EXPECT_DOUBLE_EQ(r["instances"][0]["tokens_per_step"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(r["instances"][0]["tokens_per_step"].get<double>(), 5.0);
   EXPECT_DOUBLE_EQ(r["instances"][0]["draft_acceptance"].get<double>(), 0.75);
+  // 100 tokens from 40 sequence steps: 60 accepted drafts plus one token per step.
+  EXPECT_DOUBLE_EQ(r["instances"][0]["tokens_per_sequence_step"].get<double>(), 2.5);
   EXPECT_THAT(FormatReport(r),
-              ::testing::HasSubstr("2.500 tokens per step; drafts (ngram K=4 dynamic) 60 of 80"));
+              ::testing::HasSubstr("5.000 tokens per step (2.500 per sequence step); drafts "
+                                   "(ngram K=4 dynamic) 60 of 80"));
 }
 
 TEST(BenchReportTest, WorkloadNames) {
