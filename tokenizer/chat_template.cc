@@ -107,8 +107,11 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string_view source,
   if (!parsed.ok()) return parsed.status();
   ChatTemplate chat;
   chat.source_ = std::string(source);
-  chat.bos_token_ = special_tokens.value("bos_token", "");
-  chat.eos_token_ = special_tokens.value("eos_token", "");
+  for (auto [name, out] : {std::pair{"bos_token", &chat.bos_token_}, {"eos_token", &chat.eos_token_}}) {
+    if (special_tokens.contains(name) && special_tokens[name].is_string()) {
+      *out = special_tokens[name].get<std::string>();
+    }
+  }
   chat.special_tokens_ = std::move(special_tokens);
   chat.template_ = std::move(*parsed);
   return chat;

@@ -204,5 +204,14 @@ TEST(RenderErrorTest, PythonTypeErrors) {
                                 "cannot assign attribute on non-namespace object"));
 }
 
+TEST(RenderErrorTest, RecursionAndNestingAreBounded) {
+  EXPECT_TRUE(absl::StrContains(
+      Render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").status().message(),
+      "RecursionError"));
+  const std::string deep = "{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}";
+  EXPECT_TRUE(absl::StrContains(Template::Parse(deep).status().message(),
+                                "line 1: expression nested too deeply"));
+}
+
 }  // namespace
 }  // namespace lockstep::tok::jinja

@@ -184,12 +184,8 @@ class Parser {
         return false;
       }
     } else {
-      static const std::set<std::string> kKnown = {
-          "extends", "include", "import", "from", "block", "with", "autoescape", "do",
-          "trans", "pluralize", "endblock", "endwith"};
-      if (kKnown.count(name) || name.rfind("end", 0) != 0) {
-        return Fail(line, absl::StrCat("unsupported tag '", name, "'"));
-      }
+      // include, extends, import, block, with, autoescape, do, trans, ...
+      if (name.rfind("end", 0) != 0) return Fail(line, absl::StrCat("unsupported tag '", name, "'"));
       return Fail(line, absl::StrCat("unexpected '", name, "' (no block is open that it ends)"));
     }
     if (!node) return false;
@@ -385,7 +381,11 @@ class Parser {
   }
 
   ExprPtr ParseExpression(bool with_condexpr) {
-    return with_condexpr ? CondExpr() : Or();
+    if (depth_ >= kMaxDepth) return FailExpr(Cur().line, "expression nested too deeply");
+    ++depth_;
+    ExprPtr e = with_condexpr ? CondExpr() : Or();
+    --depth_;
+    return e;
   }
 
   ExprPtr CondExpr() {
@@ -781,8 +781,11 @@ class Parser {
     return test;
   }
 
+  static constexpr int kMaxDepth = 100;
+
   const std::vector<Token>& tokens_;
   size_t pos_ = 0;
+  int depth_ = 0;  // nested ParseExpression calls
   absl::Status error_;
   int loop_depth_ = 0;
   std::set<std::string> assigned_;  // names a template may bind to a callable

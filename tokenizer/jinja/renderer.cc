@@ -222,6 +222,18 @@ class Renderer {
     pinned_.push_back(defining);
     Scope* const scope = defining.get();
     return Value::FromFunction(name, [this, &body, &params, scope](const CallArgs& args) -> absl::StatusOr<Value> {
+      if (call_depth_ >= kMaxCallDepth) {
+        return absl::InvalidArgumentError("RecursionError: maximum macro call depth exceeded");
+      }
+      ++call_depth_;
+      absl::StatusOr<Value> result = CallMacro(body, params, scope, args);
+      --call_depth_;
+      return result;
+    });
+  }
+
+  absl::StatusOr<Value> CallMacro(const Body& body, const Params& params, Scope* scope,
+                                  const CallArgs& args) {
       const ScopePtr inner = Child(scope->shared_from_this());
       std::vector<Value> varargs;
       Dict kwargs;
@@ -257,7 +269,6 @@ class Renderer {
       Flow flow = Flow::kNormal;
       if (absl::Status s = Render(body, inner, &text, &flow); !s.ok()) return s;
       return Value::String(std::move(text));
-    });
   }
 
   absl::StatusOr<CallArgs> Arguments(const Expr& e, size_t first, const ScopePtr& scope) {
@@ -415,7 +426,10 @@ class Renderer {
     return Value::Bool(true);
   }
 
+  static constexpr int kMaxCallDepth = 200;
+
   std::vector<ScopePtr> pinned_;  // scopes that macros refer to
+  int call_depth_ = 0;            // macro calls in progress
 };
 
 }  // namespace
