@@ -76,8 +76,6 @@ absl::StatusOr<ModelText> LoadModelText(const std::string& dir) {
   ASSIGN_OR_RETURN(std::unique_ptr<tok::HfTokenizer> hf,
                    tok::HfTokenizer::LoadFromFile(tokenizer_path));
   const tok::HfTokenizer& tokenizer = *hf;
-  text.tokenizer = std::make_shared<const ServingTokenizer>(
-      std::shared_ptr<const tok::HfTokenizer>(std::move(hf)));
 
   const std::string config_path = dir + "/tokenizer_config.json";
   ASSIGN_OR_RETURN(const json config, ReadJsonIfPresent(config_path));
@@ -86,6 +84,20 @@ absl::StatusOr<ModelText> LoadModelText(const std::string& dir) {
     ASSIGN_OR_RETURN(text.eos_token, SpecialToken(config, "eos_token", config_path));
     ASSIGN_OR_RETURN(text.chat_template, ChatTemplate(config, config_path));
   }
+  std::shared_ptr<const tok::ChatTemplate> chat;
+  if (!text.chat_template.empty()) {
+    // A template the interpreter cannot render is a load error, never a request's.
+    absl::StatusOr<tok::ChatTemplate> parsed =
+        tok::ChatTemplate::FromTokenizerConfigFile(config_path);
+    if (!parsed.ok()) {
+      return absl::Status(parsed.status().code(),
+                          fmt::format("{}: chat_template: {}", config_path,
+                                      std::string(parsed.status().message())));
+    }
+    chat = std::make_shared<const tok::ChatTemplate>(*std::move(parsed));
+  }
+  text.tokenizer = std::make_shared<const ServingTokenizer>(
+      std::shared_ptr<const tok::HfTokenizer>(std::move(hf)), std::move(chat));
   auto id_of = [&](const std::string& token, const char* key) -> absl::StatusOr<int32_t> {
     std::optional<int32_t> id = tokenizer.TokenToId(token);
     if (!id.has_value()) {

@@ -34,7 +34,9 @@ struct ModelText {
   // Ids that end generation besides the engine's EOS (generation_config.json, else the
   // eos_token), each in the vocabulary.
   std::vector<int32_t> eos_token_ids;
-  std::string chat_template;  // "" when the model has none
+  // "" when the model has none; else it is parsed at load (a template the Jinja
+  // interpreter cannot render fails LoadModelText) and the tokenizer carries it.
+  std::string chat_template;
 };
 
 // Loads the files above from `dir`; a directory without tokenizer.json has the

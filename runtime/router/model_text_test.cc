@@ -49,6 +49,11 @@ TEST_F(ModelTextTest, ReadsTheTokenizerItsSpecialTokensTemplateAndEosIds) {
   EXPECT_EQ(text->eos_token_id, 300);
   EXPECT_THAT(text->eos_token_ids, ElementsAre(300, 7));
   EXPECT_EQ(text->chat_template, "{{ bos_token }}{{ messages[0].content }}");
+  ASSERT_NE(text->tokenizer->chat_template(), nullptr);
+  EXPECT_EQ(
+      *text->tokenizer->chat_template()->Render(
+          nlohmann::ordered_json::parse(R"([{"role": "user", "content": "hi"}])"), nullptr, true),
+      "<s>hi");
 
   // Text in and out through the HF tokenizer; generated text skips special tokens and
   // stop strings work on the decoded text.
@@ -75,6 +80,13 @@ TEST_F(ModelTextTest, EosFallsBackToTheTokenizerConfigAndErrorsNameTheFile) {
   Write("tokenizer_config.json", {{"eos_token", "<|missing|>"}});
   EXPECT_THAT(LoadModelText(dir_.string()).status().message(),
               HasSubstr("tokenizer_config.json: eos_token '<|missing|>' is not a token"));
+}
+
+TEST_F(ModelTextTest, AnUnsupportedChatTemplateIsALoadError) {
+  Write("tokenizer.json", TokenizerJson());
+  Write("tokenizer_config.json", {{"chat_template", "{% frobnicate %}"}});
+  EXPECT_THAT(LoadModelText(dir_.string()).status().message(),
+              HasSubstr("tokenizer_config.json: chat_template:"));
 }
 
 TEST_F(ModelTextTest, GenerationConfigIdsMustBeInTheVocabulary) {

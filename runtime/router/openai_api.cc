@@ -248,6 +248,24 @@ void RejectUnsupported(ApiKind kind, Fields& f) {
 
 absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const json& messages,
                                                       const ServingTokenizer& tokenizer) {
+  if (const tok::ChatTemplate* chat = tokenizer.chat_template()) {
+    if (!messages.is_array() || messages.empty()) {
+      return InvalidParam("messages", "messages must be a non-empty array");
+    }
+    for (size_t i = 0; i < messages.size(); ++i) {
+      if (!messages[i].is_object() || !messages[i].value("role", json()).is_string()) {
+        return InvalidParam("messages",
+                            fmt::format("messages[{}] must be an object with a string role", i));
+      }
+    }
+    absl::StatusOr<std::string> text =
+        chat->Render(nlohmann::ordered_json(messages), nullptr, /*add_generation_prompt=*/true);
+    if (!text.ok()) {
+      return InvalidParam("messages", fmt::format("the model's chat template failed: {}",
+                                                  std::string(text.status().message())));
+    }
+    return tokenizer.Encode(*text);  // the template writes any special tokens
+  }
   ASSIGN_OR_RETURN(const std::string text, RenderMessages(messages));
   return tokenizer.Encode(text);  // the template writes any special tokens
 }

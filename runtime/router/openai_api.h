@@ -17,6 +17,10 @@
 // decoding, beam search, min_p, ...) are INVALID_ARGUMENT naming the field,
 // never silently ignored. Unknown fields are ignored.
 //
+// Chat prompts: the model's chat template (tokenizer_config.json, rendered with
+// add_generation_prompt) when it has one, else chat_template.h's fixed template; a
+// template error while rendering is INVALID_ARGUMENT naming "messages".
+//
 // Usage with n > 1: prompt_tokens once, completion_tokens summed over the choices.
 //
 // Streaming: each event is `data: {json}\n\n`, the stream ends with `data: [DONE]\n\n`;

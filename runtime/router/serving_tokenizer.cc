@@ -8,8 +8,9 @@ namespace lockstep::router {
 
 ServingTokenizer::ServingTokenizer(tok::ByteTokenizer byte) : byte_(std::move(byte)) {}
 
-ServingTokenizer::ServingTokenizer(std::shared_ptr<const tok::HfTokenizer> hf)
-    : hf_(std::move(hf)) {}
+ServingTokenizer::ServingTokenizer(std::shared_ptr<const tok::HfTokenizer> hf,
+                                   std::shared_ptr<const tok::ChatTemplate> chat)
+    : hf_(std::move(hf)), chat_(std::move(chat)) {}
 
 ServingTokenizer::TextStream::TextStream(const ServingTokenizer* owner) : owner_(owner) {
   if (owner_->hf_ != nullptr)

@@ -21,6 +21,7 @@
 
 #include "absl/types/span.h"
 #include "tokenizer/byte_tokenizer.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/decode_stream.h"
 #include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/utf8_stream_decoder.h"
@@ -30,7 +31,9 @@ namespace lockstep::router {
 class ServingTokenizer {
  public:
   explicit ServingTokenizer(tok::ByteTokenizer byte);
-  explicit ServingTokenizer(std::shared_ptr<const tok::HfTokenizer> hf);
+  // `chat` (may be null): the model's chat template (tokenizer_config.json).
+  explicit ServingTokenizer(std::shared_ptr<const tok::HfTokenizer> hf,
+                            std::shared_ptr<const tok::ChatTemplate> chat = nullptr);
 
   // Incremental detokenization of one generated sequence (special tokens skipped).
   class TextStream {
@@ -66,10 +69,13 @@ class ServingTokenizer {
   int32_t vocab_size() const;
   bool is_hf() const { return hf_ != nullptr; }
   const tok::HfTokenizer* hf() const { return hf_.get(); }
+  // The model's chat template, or null (then chat prompts use chat_template.h's).
+  const tok::ChatTemplate* chat_template() const { return chat_.get(); }
 
  private:
   std::optional<tok::ByteTokenizer> byte_;
   std::shared_ptr<const tok::HfTokenizer> hf_;
+  std::shared_ptr<const tok::ChatTemplate> chat_;
 };
 
 }  // namespace lockstep::router
