@@ -6,8 +6,12 @@
 
 #include "tools/bench/bench_command.h"
 #include "tools/cli/command.h"
+#include "tools/cli/instance_command.h"
 #include "tools/cli/launch_command.h"
 #include "tools/cli/make_model_command.h"
+#include "tools/cli/plan_command.h"
+#include "tools/cli/probe_command.h"
+#include "tools/cli/render_command.h"
 #include "tools/cli/router_command.h"
 #include "tools/cli/sim_command.h"
 #include "tools/cli/worker_command.h"
@@ -26,6 +30,13 @@ std::vector<cli::Command> Commands() {
        cli::RunLaunchCommand},
       {"sim", "run the deterministic multi-rank simulator", cli::RunSimCommand},
       {"worker", "run one rank of an instance", cli::RunWorkerCommand},
+      {"instance", "run this node's ranks of one instance; exit when one fails",
+       cli::RunInstanceCommand},
+      {"probe", "exit 0 iff an instance leader answers Health as serving", cli::RunProbeCommand},
+      {"plan", "print the Slurm job script of a deployment (plan slurm CONFIG --nodes ...)",
+       cli::RunPlanCommand},
+      {"render", "write Kubernetes manifests (render k8s CONFIG --image I --out DIR)",
+       cli::RunRenderCommand},
       {"bench", "run a workload against a deployment and report latency and throughput",
        bench::RunBench},
   };

@@ -75,6 +75,7 @@ absl::Status Worker::Init() {
   boot.instance = instance_->name;
   boot.rank = options_.rank;
   boot.world_size = options_.world_size;
+  boot.hostname = options_.gloo_host;
   boot.timeout = options_.bootstrap_timeout;
   boot.vote_transport = instance_->comm.vote_transport;
   boot.engine_transport = instance_->comm.engine_transport;

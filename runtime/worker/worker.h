@@ -41,6 +41,7 @@ struct WorkerOptions {
   int world_size = 1;
   std::string rendezvous_address;              // the router's gRPC address (rendezvous + registry)
   std::string listen_address = "127.0.0.1:0";  // the leader's WorkerService
+  std::string gloo_host = "127.0.0.1";         // where this rank's gloo device listens
   absl::Duration bootstrap_timeout = absl::Seconds(60);
   // Register with the router at `rendezvous_address` and heartbeat (leader).
   bool register_with_router = true;

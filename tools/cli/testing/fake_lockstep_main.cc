@@ -1,5 +1,5 @@
-// A stand-in for the `lockstep` binary in launcher tests: `router` and `launch` are
-// the real subcommands; `worker` is a fake rank: the leader (rank 0) serves a fake
+// A stand-in for the `lockstep` binary in launcher tests: `router`, `launch`,
+// `instance` and `probe` are the real subcommands; `worker` is a fake rank: the leader (rank 0) serves a fake
 // WorkerService on --listen, registers at --rendezvous and heartbeats; every rank exits
 // 0 on SIGTERM.
 #include <signal.h>
@@ -11,14 +11,16 @@
 #include "runtime/config/config_yaml.h"
 #include "runtime/router/testing/fake_worker.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/instance_command.h"
 #include "tools/cli/launch_command.h"
+#include "tools/cli/probe_command.h"
 #include "tools/cli/router_command.h"
 
 namespace {
 
 int RunFakeWorker(const std::vector<std::string>& args) {
-  std::string config_path, role, instance, rendezvous, listen;
-  int64_t rank = 0, world_size = 1;
+  std::string config_path, role, instance, rendezvous, listen, advertise_address;
+  int64_t rank = 0, world_size = 1, device = 0;
   lockstep::cli::FlagSet flags("worker");
   flags.AddString("config", &config_path, "");
   flags.AddString("role", &role, "");
@@ -27,6 +29,8 @@ int RunFakeWorker(const std::vector<std::string>& args) {
   flags.AddInt("world-size", &world_size, "");
   flags.AddString("rendezvous", &rendezvous, "");
   flags.AddString("listen", &listen, "");
+  flags.AddInt("device", &device, "");
+  flags.AddString("advertise-address", &advertise_address, "");
   if (!flags.Parse(args).ok()) return 2;
   sigset_t term;
   sigemptyset(&term);
@@ -68,6 +72,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "router") return lockstep::cli::RunRouterCommand(args);
   if (command == "launch") return lockstep::cli::RunLaunchCommand(args);
+  if (command == "instance") return lockstep::cli::RunInstanceCommand(args);
+  if (command == "probe") return lockstep::cli::RunProbeCommand(args);
   if (command == "worker") return RunFakeWorker(args);
   std::fprintf(stderr, "fake lockstep: unknown command %s\n", command.c_str());
   return 2;
