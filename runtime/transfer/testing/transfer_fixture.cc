@@ -70,7 +70,10 @@ KvDescriptor SmallDescriptor() {
 absl::StatusOr<std::unique_ptr<TestRank>> MakeRank(const RankConfig& config, Clock* clock,
                                                    uint64_t seed) {
   auto rank = std::make_unique<TestRank>();
-  if (config.device_memory) {
+  if (config.make_allocator) {
+    rank->allocator = config.make_allocator();
+    if (rank->allocator == nullptr) return absl::InvalidArgumentError("make_allocator gave none");
+  } else if (config.device_memory) {
     auto device = std::make_unique<kv::testing::FakeDeviceAllocator>();
     rank->device = device.get();
     rank->allocator = std::move(device);

@@ -6,6 +6,7 @@
 #define LOCKSTEP_RUNTIME_TRANSFER_TESTING_TRANSFER_FIXTURE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -50,6 +51,9 @@ struct RankConfig {
   bool tcp_data_plane = true;
   // The pools in fake device memory (kvcache/testing/fake_device_allocator.h), else host.
   bool device_memory = false;
+  // When set, the pools live in what this allocator hands out (a real device allocator in
+  // the GPU checks); it takes precedence over `device_memory`.
+  std::function<std::unique_ptr<kv::BlockAllocator>()> make_allocator;
 };
 
 // The pools are filled from `seed` (0: a constant sentinel).
