@@ -46,11 +46,10 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
     chunk.last_chunk = c.last_chunk;
     chunk.sampling = r->sampling();
     chunk.num_draft_tokens = c.grant.num_draft_tokens;
-    if (r->sampling().UsesHistory()) {  // penalties and min_tokens see the whole sequence
-      chunk.prompt_length = static_cast<int64_t>(r->prompt().size());
-      if (c.last_chunk) chunk.earlier_tokens.assign(tokens.begin(), tokens.begin() + c.position);
-    }
-    if (token_drafter && c.last_chunk) {
+    // Penalties and min_tokens, and a token drafter, see the whole sequence.
+    const bool uses_history = r->sampling().UsesHistory();
+    if (uses_history) chunk.prompt_length = static_cast<int64_t>(r->prompt().size());
+    if (c.last_chunk && (uses_history || token_drafter)) {
       chunk.earlier_tokens.assign(tokens.begin(), tokens.begin() + c.position);
     }
 
@@ -97,8 +96,7 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
       engine::SequenceSeed seed;
       seed.history = static_cast<int64_t>(r->prompt().size());
       seed.last_token = source.first_token;
-      if (r->sampling().UsesHistory()) seed.tokens = r->prompt();
-      if (token_drafter) seed.tokens = r->prompt();
+      if (r->sampling().UsesHistory() || token_drafter) seed.tokens = r->prompt();
       // The context's drafts, as many as this step verifies.
       seed.draft_tokens.assign(
           source.first_drafts.begin(),
