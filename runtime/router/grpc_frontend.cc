@@ -8,7 +8,7 @@
 #include "fmt/format.h"
 #include "runtime/config/role_wire.h"
 #include "runtime/router/generated_text.h"
-#include "runtime/router/sampling_convert.h"
+#include "runtime/config/sampling_wire.h"
 
 namespace lockstep::router {
 namespace {
@@ -80,7 +80,7 @@ grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
   } else {
     routed.prompt = tokenizer_.Encode(request->text());
   }
-  routed.sampling = SamplingFromWire(request->sampling());
+  routed.sampling = config::SamplingFromWire(request->sampling());
   routed.stop.assign(request->stop().begin(), request->stop().end());
   absl::Status status = ValidateRouterRequest(routed, options_.limits);
   if (status.ok() && !runner_.CanRoute()) {

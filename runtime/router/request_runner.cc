@@ -7,7 +7,7 @@
 #include "common/log.h"
 #include "fmt/format.h"
 #include "grpcpp/grpcpp.h"
-#include "runtime/router/sampling_convert.h"
+#include "runtime/config/sampling_wire.h"
 
 namespace lockstep::router {
 namespace {
@@ -88,7 +88,7 @@ void RequestRunner::RunRoute(FlowHandle& flow, const RouterRequest& request, abs
   v1::GenerateRequest wire;
   wire.set_request_id(result.request_id);
   wire.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
-  SamplingToWire(request.sampling, wire.mutable_sampling());
+  config::SamplingToWire(request.sampling, wire.mutable_sampling());
   if (!request.sampling.ignore_eos) {
     for (int32_t id : options_.eos_token_ids) wire.mutable_sampling()->add_stop_token_ids(id);
   }

@@ -1,30 +1,10 @@
 #include "runtime/worker/proto_convert.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
+#include "runtime/config/sampling_wire.h"
 
 namespace lockstep::worker {
 namespace {
-
-sched::SamplingParams ToSampling(const v1::SamplingParams& s) {
-  sched::SamplingParams out;
-  out.max_tokens = s.max_tokens();
-  out.temperature = s.temperature();
-  out.top_k = s.top_k();
-  out.top_p = s.top_p() == 0.0f ? 1.0f : s.top_p();  // unset on the wire means disabled
-  out.seed = s.seed();
-  out.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
-  out.ignore_eos = s.ignore_eos();
-  out.logprobs = s.logprobs();
-  out.presence_penalty = s.presence_penalty();
-  out.frequency_penalty = s.frequency_penalty();
-  out.repetition_penalty = s.repetition_penalty() == 0.0f ? 1.0f : s.repetition_penalty();
-  out.min_tokens = s.min_tokens();
-  out.logit_bias.assign(s.logit_bias().begin(), s.logit_bias().end());
-  std::sort(out.logit_bias.begin(), out.logit_bias.end());
-  return out;
-}
 
 v1::FinishReason ToProto(sched::FinishReason reason) {
   switch (reason) {
@@ -64,7 +44,7 @@ absl::StatusOr<exec::NewRequestSpec> ToRequestSpec(const v1::GenerateRequest& re
   }
   spec.id = RequestId(static_cast<int64_t>(request.request_id()));
   spec.prompt.assign(request.prompt_token_ids().begin(), request.prompt_token_ids().end());
-  spec.sampling = ToSampling(request.sampling());
+  spec.sampling = config::SamplingFromWire(request.sampling());
   spec.arrival = now;
   switch (request.type()) {
     case v1::REQUEST_TYPE_AGGREGATED:

@@ -1,15 +1,16 @@
-// SamplingParams between the scheduler's struct and the wire (proto/worker.proto).
+// SamplingParams between the scheduler's struct and the wire (proto/worker.proto), for the
+// router (sending) and the worker and the router's gRPC API (receiving).
 // On the wire, top_p and repetition_penalty 0 mean "unset" (1, disabled); logit_bias
 // comes back sorted by token id.
-#ifndef LOCKSTEP_RUNTIME_ROUTER_SAMPLING_CONVERT_H_
-#define LOCKSTEP_RUNTIME_ROUTER_SAMPLING_CONVERT_H_
+#ifndef LOCKSTEP_RUNTIME_CONFIG_SAMPLING_WIRE_H_
+#define LOCKSTEP_RUNTIME_CONFIG_SAMPLING_WIRE_H_
 
 #include <algorithm>
 
 #include "proto/worker.pb.h"
 #include "scheduler/sampling_params.h"
 
-namespace lockstep::router {
+namespace lockstep::config {
 
 inline void SamplingToWire(const sched::SamplingParams& params, v1::SamplingParams* wire) {
   wire->set_max_tokens(params.max_tokens);
@@ -47,6 +48,6 @@ inline sched::SamplingParams SamplingFromWire(const v1::SamplingParams& wire) {
   return params;
 }
 
-}  // namespace lockstep::router
+}  // namespace lockstep::config
 
-#endif  // LOCKSTEP_RUNTIME_ROUTER_SAMPLING_CONVERT_H_
+#endif  // LOCKSTEP_RUNTIME_CONFIG_SAMPLING_WIRE_H_
