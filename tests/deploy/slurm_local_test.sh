@@ -57,10 +57,11 @@ job_id=""
 # Kills (TERM, then KILL after a deadline) every process whose command line mentions
 # this test's directory: ranks or routers a dying slurmd might leave behind.
 kill_leftovers() {
-  local pids=() pid
+  local pids=() pid cmdline
   for pid in $(ls /proc | grep -E '^[0-9]+$'); do
     [[ $pid -eq $$ ]] && continue
-    if tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$dir/"; then pids+=("$pid"); fi
+    cmdline="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" || continue
+    if [[ $cmdline == *"$dir/"* ]]; then pids+=("$pid"); fi
   done
   [[ ${#pids[@]} -eq 0 ]] && return 0
   log "stopping ${#pids[@]} leftover process(es): ${pids[*]}"
@@ -242,11 +243,16 @@ log "20 requests: $summary"
 # ---- 5. SIGKILL a generation rank mid-generation ------------------------------------
 # The pid of gen0's rank 1: an srun task whose environment says SLURM_PROCID=1 and whose
 # command line runs this config's gen0.
+# (No `tr | grep -q` pipelines here or in kill_leftovers: under pipefail, grep quitting at
+# its first match can end tr with SIGPIPE and fail the pipeline, which made this miss the
+# process now and then.)
 gen_rank_pid() {
-  local pid
+  local pid cmdline environ
   for pid in $(ls /proc | grep -E '^[0-9]+$'); do
-    tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "worker --config $config --instance gen0" || continue
-    tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" | grep -qx "SLURM_PROCID=1" || continue
+    cmdline="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" || continue
+    [[ $cmdline == *"worker --config $config --instance gen0"* ]] || continue
+    environ="$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ")" || continue
+    [[ $'\n'$environ$'\n' == *$'\n'SLURM_PROCID=1$'\n'* ]] || continue
     echo "$pid"
     return 0
   done
