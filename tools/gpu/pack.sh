@@ -102,7 +102,7 @@ main() {
       is_provided_lib "$(basename "$dep")" && continue
       libs["$(basename "$dep")"]="$dep"
     done < <(ldd "$path" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }')
-    if ldd "$path" | grep -q 'not found'; then
+    if ldd "$path" | grep 'not found' >/dev/null; then  # not -q: no SIGPIPE under pipefail
       ldd "$path" | grep 'not found' >&2
       die "$label has unresolved libraries here"
     fi
