@@ -1,0 +1,52 @@
+// Plain structs shared by the host planners and the attention kernels (no absl, no
+// CUDA types: .cu files include this header).
+#ifndef LOCKSTEP_RUNTIME_CUDA_KERNELS_ATTENTION_DESC_H_
+#define LOCKSTEP_RUNTIME_CUDA_KERNELS_ATTENTION_DESC_H_
+
+#include <cstdint>
+
+namespace lockstep::cuda::kernels {
+
+// The KV pool on the device in the kv::BlockLayout order (layers x {K, V} x kv_heads x
+// tokens_per_block x head_dim per block, bf16 elements), and the packed block tables:
+// block_table[seq * table_stride + i] is the i-th block of sequence `seq`.
+struct PagedKvDesc {
+  void* storage = nullptr;  // __nv_bfloat16[num_blocks * BlockElements()]
+  int32_t num_layers = 1;
+  int32_t num_kv_heads = 1;
+  int32_t head_dim = 1;
+  int32_t tokens_per_block = 16;
+  const int32_t* block_table = nullptr;  // device
+  int32_t table_stride = 0;
+};
+
+// One query row of decode attention: it attends to positions [0, context_len) of
+// sequence `seq`; its splits own partial slots [split_begin, split_begin + num_splits),
+// split s covering [s * split_tokens, min(context_len, (s + 1) * split_tokens)).
+struct DecodeRowDesc {
+  int32_t seq = 0;
+  int32_t context_len = 0;
+  int32_t split_begin = 0;
+  int32_t num_splits = 0;
+  int32_t split_tokens = 0;
+};
+
+// One CTA column of the split kernel: split `split` of query row `row`.
+struct DecodeWorkItem {
+  int32_t row = 0;
+  int32_t split = 0;
+};
+
+// One CTA column of the prefill kernel: query rows [row_begin, row_begin + num_rows) of
+// the packed Q, all of sequence `seq`; row row_begin + i sits at position
+// first_position + i and attends causally to [0, first_position + i].
+struct PrefillTileDesc {
+  int32_t seq = 0;
+  int32_t row_begin = 0;
+  int32_t num_rows = 0;
+  int32_t first_position = 0;
+};
+
+}  // namespace lockstep::cuda::kernels
+
+#endif  // LOCKSTEP_RUNTIME_CUDA_KERNELS_ATTENTION_DESC_H_
