@@ -1,7 +1,6 @@
 #include "runtime/engine/batch_runner.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
@@ -19,8 +18,8 @@ absl::Status BadRequest(const kv::BlockRefs& kv, absl::string_view problem) {
 
 }  // namespace
 
-BatchRunner::BatchRunner(const Transformer* target, KvPoolView target_pool,
-                         const Transformer* draft, KvPoolView draft_pool, int num_draft_tokens,
+BatchRunner::BatchRunner(const ForwardModel* target, KvPoolView target_pool,
+                         const ForwardModel* draft, KvPoolView draft_pool, int num_draft_tokens,
                          ThreadPool* threads, spec::Drafter* token_drafter)
     : target_(target),
       target_pool_(target_pool),
@@ -362,7 +361,6 @@ absl::Status BatchRunner::DraftPasses(const Batch& batch, bool empty) {
   if (draft_ == nullptr || num_draft_tokens_ == 0) return absl::OkStatus();
   const bool collectives = draft_->collectives_per_forward() > 0;
   const int vocab = draft_->config().vocab_size;
-  const kv::BlockLayout& layout = draft_pool_.layout;
   const int spec_tokens = num_draft_tokens_ + 1;
   // Sequences the draft works on: seqs_[s] belongs to work_[draft_work[s]].
   seqs_.clear();
@@ -379,17 +377,8 @@ absl::Status BatchRunner::DraftPasses(const Batch& batch, bool empty) {
     if (copy_end > work.draft_end) {
       const SequenceKv spec{absl::MakeConstSpan(blocks), work.draft_end, work.state->spec_kv.data(),
                             spec_tokens};
-      const SequenceKv in_pool{absl::MakeConstSpan(blocks)};
-      for (int64_t p = work.draft_end; p < copy_end; ++p) {
-        for (int l = 0; l < layout.num_layers; ++l) {
-          for (int kv = 0; kv < 2; ++kv) {
-            for (int h = 0; h < layout.num_kv_heads; ++h) {
-              std::memcpy(KvSlot(draft_pool_, in_pool, l, kv, h, p),
-                          KvSlot(draft_pool_, spec, l, kv, h, p), layout.head_dim * sizeof(float));
-            }
-          }
-        }
-      }
+      draft_->CopyKv(draft_pool_, spec, SequenceKv{absl::MakeConstSpan(blocks)}, work.draft_end,
+                     copy_end);
     }
     pool_valid[seqs_.size()] = std::max(copy_end, work.draft_end);
     draft_work[seqs_.size()] = i;

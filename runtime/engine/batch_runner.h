@@ -1,4 +1,5 @@
-// Runs one Batch (model_engine.h) on the target model and, with speculation, a drafter:
+// Runs one Batch (model_engine.h) on the target model and, with speculation, a drafter
+// (the models are ForwardModels, forward_model.h: the CPU transformer or a device's):
 // one target forward over every context chunk and generation step (each step
 // verifying its drafts), sampling and acceptance (spec_decode/acceptance.h), then the
 // proposals for the next step: with a draft model, exactly K draft passes that catch
@@ -40,11 +41,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/engine/arena.h"
+#include "runtime/engine/forward_model.h"
 #include "runtime/engine/model_engine.h"
 #include "runtime/engine/paged_attention.h"
 #include "runtime/engine/parallel.h"
 #include "runtime/engine/sampler.h"
-#include "runtime/engine/transformer.h"
 #include "spec_decode/drafter.h"
 
 namespace lockstep::engine {
@@ -73,7 +74,7 @@ class BatchRunner {
   // At most one of `draft` (a draft model) and `token_drafter` is set; with neither,
   // num_draft_tokens (the largest K) is treated as 0. Pointers are not owned and must
   // outlive the runner; `threads` may be null.
-  BatchRunner(const Transformer* target, KvPoolView target_pool, const Transformer* draft,
+  BatchRunner(const ForwardModel* target, KvPoolView target_pool, const ForwardModel* draft,
               KvPoolView draft_pool, int num_draft_tokens, ThreadPool* threads,
               spec::Drafter* token_drafter = nullptr);
 
@@ -148,9 +149,9 @@ class BatchRunner {
   // Drops every state this Run created or touched (after a failure).
   void ForgetBatchStates();
 
-  const Transformer* const target_;
+  const ForwardModel* const target_;
   const KvPoolView target_pool_;
-  const Transformer* const draft_;
+  const ForwardModel* const draft_;
   const KvPoolView draft_pool_;
   const int num_draft_tokens_;
   ThreadPool* const threads_;

@@ -58,6 +58,21 @@ int Transformer::collectives_per_forward() const {
   return moe_layers * moe_.collectives_per_layer();
 }
 
+void Transformer::CopyKv(const KvPoolView& pool, const SequenceKv& from, const SequenceKv& to,
+                         int64_t begin, int64_t end) const {
+  const kv::BlockLayout& layout = pool.layout;
+  for (int64_t p = begin; p < end; ++p) {
+    for (int l = 0; l < layout.num_layers; ++l) {
+      for (int kv = 0; kv < 2; ++kv) {
+        for (int h = 0; h < layout.num_kv_heads; ++h) {
+          std::memcpy(KvSlot(pool, to, l, kv, h, p), KvSlot(pool, from, l, kv, h, p),
+                      layout.head_dim * sizeof(float));
+        }
+      }
+    }
+  }
+}
+
 void Transformer::Attention(int layer, const ForwardInput& input, const KvPoolView& pool,
                             float* qkv, const float* cos, const float* sin, float* out,
                             Arena& arena, ThreadPool* threads) const {

@@ -1,5 +1,6 @@
-// The forward of one decoder-only transformer over a batch of token rows from many
-// sequences (context chunks, generation tokens, verify tokens, draft proposals).
+// The CPU ForwardModel (forward_model.h): the forward of one decoder-only transformer
+// over a batch of token rows from many sequences (context chunks, generation tokens,
+// verify tokens, draft proposals).
 //
 // Per layer: RMSNorm -> fused QKV (+bias) -> [q/k norm] -> RoPE -> K/V written in place
 // into each sequence's pool blocks (or spec buffer) -> paged causal attention per row
@@ -24,6 +25,7 @@
 #include "absl/types/span.h"
 #include "kvcache/block_layout.h"
 #include "runtime/engine/arena.h"
+#include "runtime/engine/forward_model.h"
 #include "runtime/engine/model_config.h"
 #include "runtime/engine/moe.h"
 #include "runtime/engine/paged_attention.h"
@@ -32,22 +34,7 @@
 
 namespace lockstep::engine {
 
-struct ForwardRow {
-  int32_t token = 0;
-  int64_t position = 0;
-  int32_t seq = 0;  // index into ForwardInput::seqs
-};
-
-// The rows of one sequence are contiguous and in increasing position; a row attends to
-// every earlier position of its sequence (already in KV, or written by an earlier row
-// of this forward).
-struct ForwardInput {
-  absl::Span<const ForwardRow> rows;
-  absl::Span<const SequenceKv> seqs;
-  absl::Span<const int32_t> logit_rows;  // rows whose logits are returned, in order
-};
-
-class Transformer {
+class Transformer final : public ForwardModel {
  public:
   // Reads config.json and the safetensors of `dir`; with expert parallelism loads only
   // this rank's experts. `name` prefixes collective tags ("target", "draft").
@@ -59,18 +46,14 @@ class Transformer {
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
 
-  const ModelConfig& config() const { return config_; }
-  // The block layout of this model's KV for `tokens_per_block`.
-  kv::BlockLayout Layout(int tokens_per_block) const;
-
-  // Runs the forward, reading and writing K/V in `pool`. Returns the logits,
-  // [logit_rows.size(), vocab] in `arena`. Inputs are trusted (validated by the
-  // caller): tokens in the vocabulary, block tables covering every position. Only a
-  // Communicator failure is an error. Makes collectives_per_forward() collectives.
+  // ForwardModel (forward_model.h).
+  const ModelConfig& config() const override { return config_; }
+  kv::BlockLayout Layout(int tokens_per_block) const override;
   absl::StatusOr<const float*> Forward(const ForwardInput& input, const KvPoolView& pool,
-                                       Arena& arena, ThreadPool* threads) const;
-
-  int collectives_per_forward() const;
+                                       Arena& arena, ThreadPool* threads) const override;
+  void CopyKv(const KvPoolView& pool, const SequenceKv& from, const SequenceKv& to, int64_t begin,
+              int64_t end) const override;
+  int collectives_per_forward() const override;
 
  private:
   Transformer(ModelConfig config, ModelWeights weights, const std::string& name, ExpertGroup group);
