@@ -59,6 +59,7 @@
 #include "scheduler/kv_rollback.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::exec {
 
@@ -112,6 +113,10 @@ class Executor {
 
   // Any thread.
   ExecutorSnapshot Snapshot() const ABSL_LOCKS_EXCLUDED(snapshot_mu_);
+  // The method proposing drafts; kNone when the instance does not speculate.
+  spec::Method spec_method() const {
+    return config_.scheduler.speculating() ? config_.scheduler.spec_method : spec::Method::kNone;
+  }
 
   // ---- Executor thread (tests, simulator). ----
   const ExecutorConfig& config() const { return config_; }

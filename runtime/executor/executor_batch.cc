@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "runtime/executor/executor.h"
 #include "spec_decode/budget.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::exec {
 
@@ -233,6 +234,8 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
     if (!e.last_chunk) return;
   } else {
     r->RecordAcceptance(result.num_proposed, std::min(result.num_accepted, result.num_proposed));
+    ++counters_.draft_k_steps[static_cast<size_t>(
+        std::clamp(e.num_draft_tokens, 0, spec::kMaxDraftTokens))];
     stats->drafts_proposed += result.num_proposed;
     stats->drafts_accepted += result.num_accepted;
     counters_.drafts_proposed += result.num_proposed;

@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "runtime/executor/executor.h"
 #include "scheduler/rank_assignment.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::exec {
 
@@ -63,7 +64,8 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   }
   const kv::ManagerStats kv_stats = kv_->Stats();
   constexpr int kLoadFields = 7;
-  constexpr int kFields = kLoadFields + kNumPerRankCounters;
+  constexpr int kKFields = spec::kMaxDraftTokens + 1;  // draft_k_steps
+  constexpr int kFields = kLoadFields + kNumPerRankCounters + kKFields;
   int64_t local[kFields] = {sched::Scheduler::CountActive(active),
                             tokens,
                             sched::Scheduler::CountSchedulable(active),
@@ -73,6 +75,9 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
                             kv_stats.draft ? kv_stats.draft->used_blocks : 0};
   for (int i = 0; i < kNumPerRankCounters; ++i) {
     local[kLoadFields + i] = counters_.*kPerRankCounters[i];
+  }
+  for (int k = 0; k < kKFields; ++k) {
+    local[kLoadFields + kNumPerRankCounters + k] = counters_.draft_k_steps[static_cast<size_t>(k)];
   }
   std::vector<int64_t> all(kFields * static_cast<size_t>(config_.world_size));
   RETURN_IF_ERROR(comm_->AllGather(absl::MakeConstSpan(local), absl::MakeSpan(all), Call("loads")));
@@ -84,6 +89,7 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   used_draft_blocks_.resize(config_.world_size);
   instance_counters_ = counters_;
   for (int i = 0; i < kNumPerRankCounters; ++i) instance_counters_.*kPerRankCounters[i] = 0;
+  instance_counters_.draft_k_steps.fill(0);
   for (int r = 0; r < config_.world_size; ++r) {
     const int64_t* f = &all[kFields * r];
     loads[r] = {f[0], f[1]};
@@ -94,6 +100,10 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
     used_draft_blocks_[r] = f[6];
     for (int i = 0; i < kNumPerRankCounters; ++i) {
       instance_counters_.*kPerRankCounters[i] += f[kLoadFields + i];
+    }
+    for (int k = 0; k < kKFields; ++k) {
+      instance_counters_.draft_k_steps[static_cast<size_t>(k)] +=
+          f[kLoadFields + kNumPerRankCounters + k];
     }
   }
   if (queue_.empty()) return view;

@@ -4,10 +4,12 @@
 #ifndef LOCKSTEP_RUNTIME_EXECUTOR_STEP_STATS_H_
 #define LOCKSTEP_RUNTIME_EXECUTOR_STEP_STATS_H_
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::exec {
 
@@ -75,6 +77,9 @@ struct ExecutorCounters {
   int64_t generated_tokens = 0;
   int64_t drafts_proposed = 0;
   int64_t drafts_accepted = 0;
+  // Generation steps of requests by K (index): the drafts asked of each sequence-step.
+  // Per rank, summed over ranks like kPerRankCounters.
+  std::array<int64_t, spec::kMaxDraftTokens + 1> draft_k_steps{};
   int64_t paused = 0;
   int64_t no_progress = 0;
   int64_t transfers_received = 0;

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "runtime/worker/draft_stats.h"
 #include "runtime/worker/proto_convert.h"
 
 namespace lockstep::worker {
@@ -52,7 +53,8 @@ grpc::Status WorkerServiceImpl::Generate(grpc::ServerContext* context,
     std::optional<exec::Response> next =
         (*queue)->Next(std::min(absl::Milliseconds(100), cancel_deadline - now));
     if (!next.has_value()) continue;
-    const v1::GenerateResponse out = ToProto(*next);
+    v1::GenerateResponse out = ToProto(*next);
+    SetRequestDrafts(options_.executor->spec_method(), *next, &out);
     if (!cancel_sent && !writer->Write(out)) cancel(absl::Seconds(5));  // the client left
     if (out.finished()) {
       options_.streams->Close(id);
@@ -109,6 +111,7 @@ grpc::Status WorkerServiceImpl::Stats(grpc::ServerContext*, const v1::StatsReque
   response->set_error_steps(c.error_steps);
   response->set_dummy_updates_dropped(c.dummy_updates_dropped);
   response->set_engine_failures(c.engine_failures);
+  SetDraftStats(options_.executor->spec_method(), c, response);
   for (size_t r = 0; r < snap.free_target_blocks.size(); ++r) {
     v1::PoolStats* p = response->add_pools();
     p->set_rank(static_cast<int32_t>(r));

@@ -2,11 +2,14 @@
 // counted per step and per rank; a failed engine batch is an error even when it held
 // only the pad dummy; dummy updates are dropped as such, and only a real request's
 // update to a closed or re-created cache counts as stale.
+#include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "spec_decode/speculative_config.h"
 #include "tests/executor/cluster.h"
 #include "tests/executor/scenario.h"
 
@@ -98,6 +101,44 @@ TEST(StepCountersTest, DummyUpdatesAreNotStaleUpdates) {
     EXPECT_EQ(n.stale_updates, 0) << "rank " << r;
   }
   EXPECT_EQ(c.stream(a.id).tokens, c.ExpectedTokens(a));
+}
+
+// Every verified generation step is counted under the K it ran with; with dynamic K
+// and half the drafts rejected, K moves below its maximum. The instance's counts are
+// the sum of the ranks' (as of the last load all-gather).
+TEST(StepCountersTest, DraftKStepsCountEveryGenerationStepByItsK) {
+  constexpr int kMaxK = 4;
+  ClusterOptions o = WithDraft(Base(2), kv::DraftMode::kUnpaired, kMaxK);
+  o.scheduler.dynamic_draft_tokens = true;
+  o.draft_acceptance = 0.5;
+  ScriptedCluster c(o);
+  std::vector<exec::NewRequestSpec> specs;
+  for (int i = 0; i < 4; ++i) specs.push_back(c.MakeRequest(i + 1, 6, 40, i % 2));
+  for (const auto& s : specs) c.Submit(s);
+  RunToEnd(c, 4);
+  for (int i = 0; i < 2; ++i) ASSERT_NO_FATAL_FAILURE(StepAudited(c));  // idle: all gathered
+
+  std::array<int64_t, spec::kMaxDraftTokens + 1> sum{};
+  for (int r = 0; r < 2; ++r) {
+    const exec::ExecutorCounters& n = c.rank(r).counters();
+    int64_t steps = 0, most_drafts = 0, used_buckets = 0;
+    for (size_t k = 0; k < n.draft_k_steps.size(); ++k) {
+      if (static_cast<int>(k) > kMaxK) EXPECT_EQ(n.draft_k_steps[k], 0) << "rank " << r << " K " << k;
+      steps += n.draft_k_steps[k];
+      most_drafts += static_cast<int64_t>(k) * n.draft_k_steps[k];
+      used_buckets += n.draft_k_steps[k] > 0 ? 1 : 0;
+      sum[k] += n.draft_k_steps[k];
+    }
+    EXPECT_GT(steps, 0) << "rank " << r;
+    EXPECT_GT(n.drafts_proposed, 0) << "rank " << r;
+    EXPECT_LE(n.drafts_proposed, most_drafts) << "rank " << r;
+    EXPECT_LE(n.drafts_accepted, n.drafts_proposed) << "rank " << r;
+    EXPECT_GE(used_buckets, 2) << "rank " << r << ": dynamic K never moved";
+  }
+  const exec::ExecutorSnapshot snap = c.rank(0).Snapshot();
+  EXPECT_EQ(snap.instance_counters.draft_k_steps, sum);
+  EXPECT_EQ(c.rank(0).spec_method(), spec::Method::kDraftModel);
+  for (const auto& s : specs) EXPECT_EQ(c.stream(s.id).tokens, c.ExpectedTokens(s));
 }
 
 }  // namespace

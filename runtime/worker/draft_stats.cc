@@ -1,0 +1,27 @@
+#include "runtime/worker/draft_stats.h"
+
+namespace lockstep::worker {
+
+void SetDraftStats(spec::Method method, const exec::ExecutorCounters& counters,
+                   v1::StatsResponse* out) {
+  if (method != spec::Method::kNone) {
+    v1::DraftTokens* drafts = out->add_drafts_by_method();
+    drafts->set_method(spec::MethodName(method));
+    drafts->set_proposed(counters.drafts_proposed);
+    drafts->set_accepted(counters.drafts_accepted);
+  }
+  size_t end = counters.draft_k_steps.size();
+  while (end > 0 && counters.draft_k_steps[end - 1] == 0) --end;
+  for (size_t k = 0; k < end; ++k) out->add_draft_k_steps(counters.draft_k_steps[k]);
+}
+
+void SetRequestDrafts(spec::Method method, const exec::Response& response,
+                      v1::GenerateResponse* out) {
+  if (method == spec::Method::kNone || response.drafts_proposed == 0) return;
+  v1::DraftTokens* drafts = out->mutable_drafts();
+  drafts->set_method(spec::MethodName(method));
+  drafts->set_proposed(response.drafts_proposed);
+  drafts->set_accepted(response.drafts_accepted);
+}
+
+}  // namespace lockstep::worker

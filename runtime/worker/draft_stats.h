@@ -1,0 +1,25 @@
+// Speculative decoding on the wire (proto/worker.proto DraftTokens): an instance's
+// drafts by method and its generation steps by K for Stats, and one request's drafts
+// for its Generate responses, from the executor's counters.
+#ifndef LOCKSTEP_RUNTIME_WORKER_DRAFT_STATS_H_
+#define LOCKSTEP_RUNTIME_WORKER_DRAFT_STATS_H_
+
+#include "proto/worker.pb.h"
+#include "runtime/executor/response.h"
+#include "runtime/executor/step_stats.h"
+#include "spec_decode/speculative_config.h"
+
+namespace lockstep::worker {
+
+// `drafts_by_method`: one entry for `method` (none for kNone); `draft_k_steps`: the
+// steps by K up to the largest K that ran (empty before any generation step).
+void SetDraftStats(spec::Method method, const exec::ExecutorCounters& counters,
+                   v1::StatsResponse* out);
+
+// `drafts`, once the request has proposed any (its counts so far on this instance).
+void SetRequestDrafts(spec::Method method, const exec::Response& response,
+                      v1::GenerateResponse* out);
+
+}  // namespace lockstep::worker
+
+#endif  // LOCKSTEP_RUNTIME_WORKER_DRAFT_STATS_H_

@@ -1,0 +1,57 @@
+#include "runtime/worker/draft_stats.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::worker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+TEST(DraftStatsTest, StatsCarryTheMethodsDraftsAndTheStepsByKUpToTheLargestK) {
+  exec::ExecutorCounters c;
+  c.drafts_proposed = 40;
+  c.drafts_accepted = 25;
+  c.draft_k_steps[0] = 2;
+  c.draft_k_steps[2] = 5;
+  c.draft_k_steps[4] = 6;
+  v1::StatsResponse out;
+  SetDraftStats(spec::Method::kNgram, c, &out);
+  ASSERT_EQ(out.drafts_by_method_size(), 1);
+  EXPECT_EQ(out.drafts_by_method(0).method(), "ngram");
+  EXPECT_EQ(out.drafts_by_method(0).proposed(), 40);
+  EXPECT_EQ(out.drafts_by_method(0).accepted(), 25);
+  EXPECT_THAT(out.draft_k_steps(), ElementsAre(2, 0, 5, 0, 6));
+}
+
+TEST(DraftStatsTest, WithoutSpeculationNoMethodAndEveryStepAtKZero) {
+  exec::ExecutorCounters c;
+  v1::StatsResponse idle;
+  SetDraftStats(spec::Method::kNone, c, &idle);
+  EXPECT_THAT(idle.drafts_by_method(), IsEmpty());
+  EXPECT_THAT(idle.draft_k_steps(), IsEmpty());
+  c.draft_k_steps[0] = 9;
+  v1::StatsResponse out;
+  SetDraftStats(spec::Method::kNone, c, &out);
+  EXPECT_THAT(out.drafts_by_method(), IsEmpty());
+  EXPECT_THAT(out.draft_k_steps(), ElementsAre(9));
+}
+
+TEST(DraftStatsTest, ARequestsDraftsOnceItProposedAny) {
+  exec::Response r;
+  v1::GenerateResponse none;
+  SetRequestDrafts(spec::Method::kDraftModel, r, &none);
+  EXPECT_FALSE(none.has_drafts());
+  r.drafts_proposed = 12;
+  r.drafts_accepted = 7;
+  v1::GenerateResponse out;
+  SetRequestDrafts(spec::Method::kDraftModel, r, &out);
+  ASSERT_TRUE(out.has_drafts());
+  EXPECT_EQ(out.drafts().method(), "draft_model");
+  EXPECT_EQ(out.drafts().proposed(), 12);
+  EXPECT_EQ(out.drafts().accepted(), 7);
+}
+
+}  // namespace
+}  // namespace lockstep::worker
