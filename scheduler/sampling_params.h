@@ -43,6 +43,12 @@ struct SamplingParams {
   // Added to the logits of these tokens (OpenAI logit_bias: ids in the vocabulary, bias
   // in [-100, 100]).
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // A continuation of a request (the router migrates a request whose instance failed):
+  // the last this-many prompt tokens were generated earlier, so the penalties and
+  // min_tokens count them as output, and the continuation samples exactly as the
+  // original would have (the draw for position p is the same, positions being
+  // absolute). max_tokens then counts only the tokens still to generate.
+  int32_t num_generated_in_prompt = 0;
 
   bool greedy() const { return temperature == 0.0f; }
   // The sampler needs the sequence's tokens (penalties, min_tokens).
@@ -81,9 +87,15 @@ struct SamplingParams {
       return absl::InvalidArgumentError(
           absl::StrCat("repetition_penalty must be in (0, 2], got ", repetition_penalty));
     }
-    if (min_tokens < 0 || min_tokens > max_tokens) {
+    if (num_generated_in_prompt < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("num_generated_in_prompt must be >= 0, got ",
+                                                     num_generated_in_prompt));
+    }
+    // A continuation's min_tokens counts the tokens generated before it.
+    const int64_t most_tokens = int64_t{max_tokens} + num_generated_in_prompt;
+    if (min_tokens < 0 || min_tokens > most_tokens) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "min_tokens must be in [0, max_tokens = ", max_tokens, "], got ", min_tokens));
+          "min_tokens must be in [0, max_tokens = ", most_tokens, "], got ", min_tokens));
     }
     for (const auto& [t, bias] : logit_bias) {
       if (t < 0 || t >= vocab_size) {

@@ -26,6 +26,7 @@ inline void SamplingToWire(const sched::SamplingParams& params, v1::SamplingPara
   wire->set_frequency_penalty(params.frequency_penalty);
   wire->set_repetition_penalty(params.repetition_penalty);
   wire->set_min_tokens(params.min_tokens);
+  wire->set_num_generated_in_prompt(params.num_generated_in_prompt);
   for (const auto& [token, bias] : params.logit_bias) (*wire->mutable_logit_bias())[token] = bias;
 }
 
@@ -43,6 +44,7 @@ inline sched::SamplingParams SamplingFromWire(const v1::SamplingParams& wire) {
   params.frequency_penalty = wire.frequency_penalty();
   params.repetition_penalty = wire.repetition_penalty() == 0.0f ? 1.0f : wire.repetition_penalty();
   params.min_tokens = wire.min_tokens();
+  params.num_generated_in_prompt = wire.num_generated_in_prompt();
   params.logit_bias.assign(wire.logit_bias().begin(), wire.logit_bias().end());
   std::sort(params.logit_bias.begin(), params.logit_bias.end());
   return params;

@@ -36,7 +36,14 @@ int32_t ArgMax(const float* logits, int vocab) {
 
 const float* ProcessLogits(const float* logits, int vocab, const sched::SamplingParams& params,
                            const SamplingHistory& history, Arena& arena) {
-  const int64_t generated = static_cast<int64_t>(history.output.size() + history.pending.size());
+  // A continuation's last num_generated_in_prompt prompt tokens are earlier output.
+  const size_t earlier = std::min(
+      static_cast<size_t>(std::max(params.num_generated_in_prompt, 0)), history.prompt.size());
+  const absl::Span<const int32_t> prompt =
+      history.prompt.subspan(0, history.prompt.size() - earlier);
+  const absl::Span<const int32_t> earlier_output = history.prompt.subspan(prompt.size());
+  const int64_t generated =
+      static_cast<int64_t>(earlier + history.output.size() + history.pending.size());
   const bool min_tokens = generated < params.min_tokens;
   const bool repetition = params.repetition_penalty != 1.0f;
   const bool counts = params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f;
@@ -60,10 +67,10 @@ const float* ProcessLogits(const float* logits, int vocab, const sched::Sampling
   uint8_t* seen = arena.Alloc<uint8_t>(vocab);
   std::fill(count, count + vocab, 0);
   std::fill(seen, seen + vocab, 0);
-  for (int32_t t : history.prompt) {
+  for (int32_t t : prompt) {
     if (in_vocab(t)) seen[t] = 1;
   }
-  for (absl::Span<const int32_t> part : {history.output, history.pending}) {
+  for (absl::Span<const int32_t> part : {earlier_output, history.output, history.pending}) {
     for (int32_t t : part) {
       if (in_vocab(t)) ++count[t], seen[t] = 1;
     }

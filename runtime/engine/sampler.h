@@ -33,6 +33,8 @@ int32_t ArgMax(const float* logits, int vocab);
 // What the sampler knows of the sequence before the sampled position, for the
 // penalties and min_tokens (params.UsesHistory()). The generated tokens are `output`
 // followed by `pending` (e.g. the drafts accepted earlier in the same step).
+// For a continuation (params.num_generated_in_prompt = g), the last g tokens of `prompt`
+// were generated earlier and count as output before `output`.
 struct SamplingHistory {
   absl::Span<const int32_t> prompt;
   absl::Span<const int32_t> output;

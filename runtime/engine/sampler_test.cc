@@ -171,5 +171,36 @@ TEST(SamplerTest, PenaltiesSteerGreedyAndSampledChoicesDeterministically) {
   }
 }
 
+// A continuation whose prompt ends with the earlier output processes the logits as the
+// original did: the moved tokens count for the penalties and min_tokens as output.
+TEST(SamplerTest, AContinuationSeesItsEarlierOutputAsOutput) {
+  const std::vector<float> logits = {0.5f, -1.0f, 2.0f, 0.25f, 1.5f, -0.5f};
+  sched::SamplingParams params = Params(0.0f);
+  params.presence_penalty = 0.7f;
+  params.frequency_penalty = 0.3f;
+  params.repetition_penalty = 1.4f;
+  params.min_tokens = 4;
+  params.stop_token_ids = {3};
+  const std::vector<int32_t> prompt = {0, 1};
+  const std::vector<int32_t> output = {2, 4, 2};
+  Arena arena;
+  const SamplingHistory original{prompt, output, {}, 5};
+  const float* want = ProcessLogits(logits.data(), 6, params, original, arena);
+  for (int moved = 0; moved <= 3; ++moved) {
+    std::vector<int32_t> continued = prompt;
+    continued.insert(continued.end(), output.begin(), output.begin() + moved);
+    const std::vector<int32_t> rest(output.begin() + moved, output.end());
+    sched::SamplingParams cont = params;
+    cont.num_generated_in_prompt = moved;
+    const float* got = ProcessLogits(logits.data(), 6, cont, {continued, rest, {}, 5}, arena);
+    for (int t = 0; t < 6; ++t) EXPECT_EQ(got[t], want[t]) << "moved " << moved << " token " << t;
+    // Without the offset the moved tokens would count as prompt: different logits.
+    if (moved > 0) {
+      const float* naive = ProcessLogits(logits.data(), 6, params, {continued, rest, {}, 5}, arena);
+      EXPECT_NE(std::vector<float>(naive, naive + 6), std::vector<float>(want, want + 6));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::engine

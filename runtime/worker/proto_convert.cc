@@ -45,6 +45,12 @@ absl::StatusOr<exec::NewRequestSpec> ToRequestSpec(const v1::GenerateRequest& re
   spec.id = RequestId(static_cast<int64_t>(request.request_id()));
   spec.prompt.assign(request.prompt_token_ids().begin(), request.prompt_token_ids().end());
   spec.sampling = config::SamplingFromWire(request.sampling());
+  const int32_t generated = spec.sampling.num_generated_in_prompt;
+  if (generated < 0 || generated > static_cast<int64_t>(spec.prompt.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.num_generated_in_prompt must be in [0, prompt length = ",
+                     spec.prompt.size(), "], got ", generated));
+  }
   spec.arrival = now;
   switch (request.type()) {
     case v1::REQUEST_TYPE_AGGREGATED:

@@ -61,6 +61,21 @@ TEST(ProtoConvertTest, BadIdsAreRefused) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("request_id")));
 }
 
+TEST(ProtoConvertTest, AContinuationOffsetMustLieInThePrompt) {
+  v1::GenerateRequest r = Base();
+  r.mutable_sampling()->set_num_generated_in_prompt(2);  // the whole prompt was generated
+  absl::StatusOr<exec::NewRequestSpec> s = ToRequestSpec(r, absl::UnixEpoch());
+  ASSERT_THAT(s, IsOk());
+  EXPECT_EQ(s->sampling.num_generated_in_prompt, 2);
+  for (int32_t bad : {-1, 3}) {
+    r.mutable_sampling()->set_num_generated_in_prompt(bad);
+    EXPECT_THAT(ToRequestSpec(r, absl::UnixEpoch()),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("sampling.num_generated_in_prompt")))
+        << bad;
+  }
+}
+
 TEST(ProtoConvertTest, ContextHandOffCarriesTheFirstTokenOnlyInTheContextResult) {
   exec::Response r;
   r.id = RequestId(42);

@@ -78,7 +78,8 @@ absl::Status MiniHost::Launch(bool pad) {
       const int64_t n = std::min<int64_t>(options_.chunk_size, prompt - seq.prefilled);
       const bool last = seq.prefilled + n == prompt;
       RETURN_IF_ERROR(Grow(seq, seq.prefilled + n, seq.prefilled + n + (last ? k : 0)));
-      if (last && !draft_kv) {
+      // The n-gram drafter, the penalties and min_tokens see the whole sequence.
+      if (last && (!draft_kv || seq.request.sampling.UsesHistory())) {
         batch.context.emplace_back().earlier_tokens.assign(
             seq.request.prompt.begin(), seq.request.prompt.begin() + seq.prefilled);
       } else {
