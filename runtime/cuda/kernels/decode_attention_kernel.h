@@ -1,0 +1,53 @@
+// Launcher of paged decode attention (flash-decoding): each query row attends to
+// positions [0, context_len) of its sequence through the device block table; its
+// context is cut into splits by the host plan (decode_split_plan.h, which depends only
+// on the row's own length), a split kernel computes each split's softmax-weighted sum
+// with fp32 online softmax for the GQA group of query heads of one KV head (the K/V
+// tile is loaded once for the group), and a merge kernel combines the splits by their
+// log-sum-exp. K+1 query rows of draft verification are K+1 rows with consecutive
+// context lengths.
+#ifndef LOCKSTEP_RUNTIME_CUDA_KERNELS_DECODE_ATTENTION_KERNEL_H_
+#define LOCKSTEP_RUNTIME_CUDA_KERNELS_DECODE_ATTENTION_KERNEL_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/cuda/kernels/attention_desc.h"
+#include "runtime/cuda/kernels/bf16.h"
+
+namespace lockstep::cuda::kernels {
+
+// The largest head_dim and GQA group (num_heads / num_kv_heads) the kernel takes.
+inline constexpr int kMaxDecodeHeadDim = 256;
+inline constexpr int kMaxDecodeGroup = 16;
+
+// Floats of split scratch for `total_splits` splits (plan.total_splits()).
+inline size_t DecodeScratchFloats(int total_splits, int num_heads, int head_dim) {
+  return static_cast<size_t>(total_splits) * num_heads * (head_dim + 1);
+}
+
+struct DecodeAttentionArgs {
+  PagedKvDesc kv;
+  int layer = 0;
+  const Bf16* q = nullptr;  // row r: [num_heads][head_dim] at q + r * q_row_stride
+  int64_t q_row_stride = 0;
+  int num_heads = 1;
+  float scale = 1.0f;
+  const DecodeRowDesc* rows = nullptr;    // device, num_rows
+  const DecodeWorkItem* items = nullptr;  // device, num_items
+  int num_rows = 0;
+  int num_items = 0;
+  float* scratch = nullptr;  // device, DecodeScratchFloats(num_items, ...)
+  Bf16* out = nullptr;       // row r: [num_heads][head_dim] at out + r * out_row_stride
+  int64_t out_row_stride = 0;
+};
+
+// cudaErrorInvalidValue when head_dim or the group exceed the limits above or
+// num_heads is not a multiple of num_kv_heads.
+cudaError_t LaunchDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t stream);
+
+}  // namespace lockstep::cuda::kernels
+
+#endif  // LOCKSTEP_RUNTIME_CUDA_KERNELS_DECODE_ATTENTION_KERNEL_H_
