@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/config/cuda_settings.h"
 #include "spec_decode/speculative_config.h"
 #include "yaml-cpp/yaml.h"
 
@@ -88,6 +89,26 @@ class MapReader {
       return;
     }
     Error(PathOf(key), absl::StrCat("must be true or false, got ", Describe(value)), value);
+  }
+
+  // A sequence of integers, e.g. [1, 2, 4].
+  void IntList(const std::string& key, std::vector<int64_t>* out) {
+    YAML::Node value = Child(key);
+    if (!value.IsDefined() || value.IsNull()) return;
+    if (!value.IsSequence()) {
+      Error(PathOf(key), absl::StrCat("must be a list of integers, got ", Describe(value)), value);
+      return;
+    }
+    out->clear();
+    for (size_t i = 0; i < value.size(); ++i) {
+      int64_t parsed = 0;
+      if (!value[i].IsScalar() || !absl::SimpleAtoi(value[i].Scalar(), &parsed)) {
+        Error(absl::StrCat(PathOf(key), "[", i, "]"),
+              absl::StrCat("must be an integer, got ", Describe(value[i])), value[i]);
+        continue;
+      }
+      out->push_back(parsed);
+    }
   }
 
   template <typename Enum>
@@ -219,6 +240,13 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   comm.Enumerated("vote_transport", &instance.comm.vote_transport, &ParseCommTransport);
   comm.Enumerated("engine_transport", &instance.comm.engine_transport, &ParseCommTransport);
   comm.Finish();
+
+  MapReader cuda(reader.Child("cuda"), reader.PathOf("cuda"), errors);
+  cuda.Enumerated("dtype", &instance.cuda.dtype, &ParseCudaDtype);
+  cuda.Double("kv_fraction", &instance.cuda.kv_fraction);
+  cuda.IntList("graph_batch_sizes", &instance.cuda.graph_batch_sizes);
+  cuda.Bool("batch_invariant", &instance.cuda.batch_invariant);
+  cuda.Finish();
   reader.Finish();
 }
 

@@ -19,8 +19,8 @@ using NameTable = std::array<std::pair<Enum, std::string_view>, N>;
 constexpr NameTable<InstanceRole, 3> kRoleNames = {{{InstanceRole::kAggregated, "aggregated"},
                                                     {InstanceRole::kContext, "context"},
                                                     {InstanceRole::kGeneration, "generation"}}};
-constexpr NameTable<EngineKind, 2> kEngineNames = {
-    {{EngineKind::kCpu, "cpu"}, {EngineKind::kFake, "fake"}}};
+constexpr NameTable<EngineKind, 3> kEngineNames = {
+    {{EngineKind::kCpu, "cpu"}, {EngineKind::kFake, "fake"}, {EngineKind::kCuda, "cuda"}}};
 constexpr NameTable<DummyPolicy, 2> kDummyNames = {
     {{DummyPolicy::kReserved, "reserved"}, {DummyPolicy::kCompat, "compat"}}};
 constexpr NameTable<DraftPool, 3> kDraftPoolNames = {{{DraftPool::kNone, "none"},
@@ -84,6 +84,8 @@ class Problems {
       }
     }
   }
+  // A line that already names its field.
+  void Line(std::string line) { lines_.push_back(std::move(line)); }
   void HostPort(std::string_view path, std::string_view address) {
     absl::Status status = ValidateHostPort(path, address);
     if (!status.ok()) lines_.push_back(std::string(status.message()));
@@ -187,8 +189,8 @@ void ValidateInstance(const InstanceConfig& instance, const std::string& prefix,
   problems.InRange(kv + ".tokens_per_block", instance.kv.tokens_per_block, 1, 4096);
   if (!instance.kv.num_blocks_auto) {
     problems.AtLeast(kv + ".num_blocks", instance.kv.num_blocks, 1);
-  } else {
-    // No engine of this build holds a GPU, so none can size its pool from device memory.
+  } else if (instance.engine != EngineKind::kCuda) {
+    // Only the CUDA engine holds a GPU to size its pool from.
     problems.Add(kv + ".num_blocks",
                  fmt::format("auto sizes the pool from free GPU memory and needs a GPU engine, "
                              "but the engine is {} (give a block count)",
@@ -206,12 +208,21 @@ void ValidateInstance(const InstanceConfig& instance, const std::string& prefix,
   for (const auto& [field, transport] : {std::pair{"vote_transport", instance.comm.vote_transport},
                                          std::pair{"engine_transport",
                                                    instance.comm.engine_transport}}) {
-    if (transport == CommTransport::kNccl) {
+    if (transport == CommTransport::kNccl && instance.engine != EngineKind::kCuda) {
       problems.Add(prefix + ".comm." + field,
                    fmt::format("nccl needs the CUDA engine and a GPU per rank, but the engine "
                                "is {} (use gloo, shm or auto)",
                                EngineKindName(instance.engine)));
     }
+  }
+  if (instance.engine == EngineKind::kCuda) {
+    for (const std::string& line :
+         CudaSettingsProblems(instance.cuda, prefix + ".cuda", e.max_batch_size * (1 + k))) {
+      problems.Line(line);
+    }
+  } else if (!(instance.cuda == CudaSettings())) {
+    problems.Add(prefix + ".cuda", fmt::format("applies to engine cuda only, but the engine is {}",
+                                               EngineKindName(instance.engine)));
   }
   const std::string tr = prefix + ".transfer";
   problems.AtLeast(tr + ".deadline_ms", instance.transfer.deadline_ms, 1);

@@ -21,14 +21,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kvcache/kv_types.h"
+#include "runtime/config/cuda_settings.h"
 #include "spec_decode/speculative_config.h"
 
 namespace lockstep::config {
 
 // What an instance serves (docs/design.md §2). YAML: aggregated | context | generation.
 enum class InstanceRole { kAggregated, kContext, kGeneration };
-// YAML: cpu (the CPU transformer engine) | fake (a deterministic test engine).
-enum class EngineKind { kCpu, kFake };
+// YAML: cpu (the CPU transformer engine) | fake (a deterministic test engine) | cuda
+// (the GPU engine, settings in `cuda:`; a worker built without CUDA refuses to start).
+enum class EngineKind { kCpu, kFake, kCuda };
 // How a rank pads an empty batch (docs/design.md §1). YAML: reserved | compat.
 enum class DummyPolicy { kReserved, kCompat };
 // The draft model's KV pool (docs/design.md §5). YAML: none | paired | unpaired. The
@@ -200,6 +202,7 @@ struct InstanceConfig {
   TransferSettings transfer;
   CommSettings comm;
   SpeculativeSettings speculative;
+  CudaSettings cuda;  // engine cuda only (cuda_settings.h)
 };
 
 // What `instance` speculates with: its `speculative` block, or the `executor.spec_k`

@@ -9,6 +9,7 @@
 #include "proto/router.grpc.pb.h"
 #include "runtime/config/role_wire.h"
 #include "runtime/engine/cpu_engine.h"
+#include "runtime/engine/cuda_support.h"
 #include "runtime/engine/fake/fake_engine.h"
 #include "runtime/security/grpc_credentials.h"
 #include "runtime/worker/executor_settings.h"
@@ -51,6 +52,14 @@ absl::Status Worker::Init() {
   if (options_.rank < 0 || options_.rank >= options_.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("--rank must be in [0, ", options_.world_size, "), got ", options_.rank));
+  }
+  if (instance_->engine == config::EngineKind::kCuda) {
+    // Before anything is allocated or any peer is waited for.
+    const absl::Status cuda = engine::CudaEngineSupport();
+    if (!cuda.ok()) {
+      return absl::Status(cuda.code(),
+                          absl::StrCat("instance ", instance_->name, ": ", cuda.message()));
+    }
   }
   const spec::SpeculativeConfig speculative = config::EffectiveSpeculative(*instance_);
   const int k = speculative.enabled() ? speculative.num_draft_tokens : 0;

@@ -1,0 +1,21 @@
+// Whether this binary can run `engine: cuda`. A worker asks before it allocates
+// anything, so a deployment that names the CUDA engine fails at start with a clear
+// error on a binary built without CUDA (or before the CUDA engine exists), not later.
+#ifndef LOCKSTEP_RUNTIME_ENGINE_CUDA_SUPPORT_H_
+#define LOCKSTEP_RUNTIME_ENGINE_CUDA_SUPPORT_H_
+
+#include "absl/status/status.h"
+
+namespace lockstep::engine {
+
+// True in a binary built with `--config=cuda`.
+bool BuiltWithCuda();
+
+// OK when this binary can create the CUDA engine. Otherwise FailedPrecondition for a
+// binary built without CUDA (the message says so and how to build one), or
+// Unimplemented while the CUDA build has no engine yet.
+absl::Status CudaEngineSupport();
+
+}  // namespace lockstep::engine
+
+#endif  // LOCKSTEP_RUNTIME_ENGINE_CUDA_SUPPORT_H_

@@ -1,0 +1,49 @@
+// A worker whose instance names `engine: cuda` fails at start, before it allocates KV
+// or waits for peers, with an error that says why (this binary was built without
+// CUDA, or has no CUDA engine yet) and names the instance.
+#include <string>
+#include <utility>
+
+#include "absl/time/time.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/config/config_yaml.h"
+#include "runtime/engine/cuda_support.h"
+#include "runtime/worker/worker.h"
+
+namespace lockstep::worker {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+TEST(WorkerCudaEngineTest, FailsAtStartWithAClearError) {
+  absl::StatusOr<config::DeploymentConfig> deployment = config::ParseDeploymentConfig(
+      "model: {name: m, path: /nonexistent/m}\n"
+      "instances:\n"
+      "  - {name: gpu0, role: aggregated, engine: cuda, cuda: {dtype: f32}}\n",
+      "");
+  ASSERT_THAT(deployment, IsOk());
+  WorkerOptions options;
+  options.deployment = *std::move(deployment);
+  options.instance = "gpu0";
+  options.register_with_router = false;
+  // Nothing listens here: the worker must fail before it tries to reach it.
+  options.rendezvous_address = "127.0.0.1:1";
+  options.bootstrap_timeout = absl::Seconds(1);
+  const absl::Status support = engine::CudaEngineSupport();
+  ASSERT_FALSE(support.ok()) << "this build has a CUDA engine: the test needs updating";
+  EXPECT_THAT(Worker::Start(std::move(options)),
+              StatusIs(support.code(), AllOf(HasSubstr("instance gpu0"),
+                                             HasSubstr(std::string(support.message())))));
+  if (!engine::BuiltWithCuda()) {
+    EXPECT_THAT(support, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                  HasSubstr("built without CUDA")));
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::worker
