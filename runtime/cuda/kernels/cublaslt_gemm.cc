@@ -1,0 +1,159 @@
+#include "runtime/cuda/kernels/cublaslt_gemm.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "runtime/cuda/cuda_status.h"
+
+namespace lockstep::cuda::kernels {
+namespace {
+
+absl::Status LtStatus(cublasStatus_t status, absl::string_view what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", cublasLtGetStatusString(status)));
+}
+
+#define LOCKSTEP_RETURN_IF_LT(expr, what)                                    \
+  do {                                                                       \
+    if (absl::Status lt_status_ = LtStatus((expr), what); !lt_status_.ok()) { \
+      return lt_status_;                                                     \
+    }                                                                        \
+  } while (false)
+
+// The descriptors of one call: yᵀ (n x m) = op_T(w: k x n) · (xᵀ: k x m), column-major.
+class MatmulDescs {
+ public:
+  ~MatmulDescs() {
+    if (d_ != nullptr) cublasLtMatrixLayoutDestroy(d_);
+    if (b_ != nullptr) cublasLtMatrixLayoutDestroy(b_);
+    if (a_ != nullptr) cublasLtMatrixLayoutDestroy(a_);
+    if (op_ != nullptr) cublasLtMatmulDescDestroy(op_);
+  }
+
+  absl::Status Init(int64_t m, int64_t n, int64_t k) {
+    LOCKSTEP_RETURN_IF_LT(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                          "cublasLtMatmulDescCreate");
+    const cublasOperation_t transpose = CUBLAS_OP_T;
+    LOCKSTEP_RETURN_IF_LT(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                         &transpose, sizeof(transpose)),
+                          "set TRANSA");
+    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, k, n, k), "layout of w");
+    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16BF, k, m, k), "layout of x");
+    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&d_, CUDA_R_16BF, n, m, n), "layout of y");
+    return absl::OkStatus();
+  }
+
+  cublasLtMatmulDesc_t op() const { return op_; }
+  cublasLtMatrixLayout_t a() const { return a_; }
+  cublasLtMatrixLayout_t b() const { return b_; }
+  cublasLtMatrixLayout_t d() const { return d_; }
+
+ private:
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr;
+  cublasLtMatrixLayout_t b_ = nullptr;
+  cublasLtMatrixLayout_t d_ = nullptr;
+};
+
+int32_t SplitK(const cublasLtMatmulAlgo_t& algo) {
+  int32_t splits = 1;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                           sizeof(splits), &written) != CUBLAS_STATUS_SUCCESS) {
+    return -1;
+  }
+  return splits;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CublasLtGemm>> CublasLtGemm::Create(cudaStream_t stream,
+                                                                   GemmOptions options) {
+  std::unique_ptr<CublasLtGemm> gemm(new CublasLtGemm(stream, options));
+  LOCKSTEP_RETURN_IF_LT(cublasLtCreate(&gemm->handle_), "cublasLtCreate");
+  if (options.workspace_bytes > 0) {
+    if (absl::Status s = CudaStatus(cudaMalloc(&gemm->workspace_, options.workspace_bytes),
+                                    "allocating the GEMM workspace");
+        !s.ok()) {
+      return s;
+    }
+  }
+  return gemm;
+}
+
+CublasLtGemm::~CublasLtGemm() {
+  if (workspace_ != nullptr) cudaFree(workspace_);
+  if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key, int64_t n,
+                                                             int64_t k) {
+  if (auto it = algorithms_.find(key); it != algorithms_.end()) return it->second;
+  // Chosen for the bucket's largest M (or the reference M), never the first caller's M,
+  // so the choice does not depend on call order.
+  const int64_t query_m = options_.batch_invariant ? options_.invariant_reference_m : key.m_bucket;
+  MatmulDescs descs;
+  if (absl::Status s = descs.Init(query_m, n, k); !s.ok()) return s;
+  cublasLtMatmulPreference_t pref = nullptr;
+  LOCKSTEP_RETURN_IF_LT(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t workspace = options_.workspace_bytes;
+  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  int found = 0;
+  if (status == CUBLAS_STATUS_SUCCESS) {
+    status = cublasLtMatmulAlgoGetHeuristic(handle_, descs.op(), descs.a(), descs.b(), descs.d(),
+                                            descs.d(), pref, kCandidates, results, &found);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  LOCKSTEP_RETURN_IF_LT(status, absl::StrCat("cublasLtMatmulAlgoGetHeuristic m=", query_m,
+                                             " n=", n, " k=", k));
+  if (found == 0) {
+    return absl::NotFoundError(absl::StrCat("cuBLASLt has no bf16 algorithm for m=", query_m,
+                                            " n=", n, " k=", k));
+  }
+  cublasLtMatmulAlgo_t algo = results[0].algo;
+  if (options_.batch_invariant) {
+    // The best candidate without split-K; else the best with split-K forced off.
+    int pick = 0;
+    while (pick < found && SplitK(results[pick].algo) != 1) ++pick;
+    if (pick < found) {
+      algo = results[pick].algo;
+    } else {
+      const int32_t one = 1;
+      const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+      LOCKSTEP_RETURN_IF_LT(cublasLtMatmulAlgoConfigSetAttribute(
+                                &algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one)),
+                            "set SPLITK_NUM");
+      LOCKSTEP_RETURN_IF_LT(cublasLtMatmulAlgoConfigSetAttribute(
+                                &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none, sizeof(none)),
+                            "set REDUCTION_SCHEME");
+    }
+  }
+  algorithms_.emplace(key, algo);
+  return algo;
+}
+
+absl::Status CublasLtGemm::Gemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k,
+                                Bf16* y) {
+  if (m < 1 || n < 1 || k < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("GEMM of m=", m, " n=", n, " k=", k));
+  }
+  absl::StatusOr<cublasLtMatmulAlgo_t> algo =
+      Algorithm(MakeGemmKey(m, n, k, options_.batch_invariant), n, k);
+  if (!algo.ok()) return algo.status();
+  MatmulDescs descs;
+  if (absl::Status s = descs.Init(m, n, k); !s.ok()) return s;
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  LOCKSTEP_RETURN_IF_LT(
+      cublasLtMatmul(handle_, descs.op(), &alpha, w, descs.a(), x, descs.b(), &beta, y, descs.d(),
+                     y, descs.d(), &*algo, workspace_, options_.workspace_bytes, stream_),
+      absl::StrCat("cublasLtMatmul m=", m, " n=", n, " k=", k));
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep::cuda::kernels

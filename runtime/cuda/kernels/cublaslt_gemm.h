@@ -1,0 +1,69 @@
+// bf16 GEMM through cuBLASLt: y[m, n] = x[m, k] · wᵀ with w [n, k] row-major (the
+// linear-layer layout of runtime/engine/gemm.h), bf16 in and out, fp32 compute. Row-major
+// is the transposed column-major call: yᵀ (n x m) = w (as k x n, transposed) · xᵀ.
+//
+// One object per stream: it owns the cuBLASLt handle and workspace of that stream and
+// caches the chosen algorithm per (M bucket, N, K) (gemm_key.h). In batch-invariant mode
+// every M uses the one algorithm of its (N, K), with split-K off, so a row's result does
+// not depend on how many rows share the GEMM.
+//
+//   absl::StatusOr<std::unique_ptr<CublasLtGemm>> gemm = CublasLtGemm::Create(stream, {});
+//   RETURN_IF_ERROR((*gemm)->Gemm(x, m, w, n, k, y));
+//
+// Thread-compatible (one engine thread per stream).
+#ifndef LOCKSTEP_RUNTIME_CUDA_KERNELS_CUBLASLT_GEMM_H_
+#define LOCKSTEP_RUNTIME_CUDA_KERNELS_CUBLASLT_GEMM_H_
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/cuda/kernels/bf16.h"
+#include "runtime/cuda/kernels/gemm_key.h"
+
+namespace lockstep::cuda::kernels {
+
+struct GemmOptions {
+  bool batch_invariant = false;
+  size_t workspace_bytes = size_t{32} << 20;
+  // Batch-invariant mode chooses each (N, K)'s algorithm for this M.
+  int64_t invariant_reference_m = 128;
+};
+
+class CublasLtGemm {
+ public:
+  static absl::StatusOr<std::unique_ptr<CublasLtGemm>> Create(cudaStream_t stream,
+                                                              GemmOptions options);
+  ~CublasLtGemm();
+  CublasLtGemm(const CublasLtGemm&) = delete;
+  CublasLtGemm& operator=(const CublasLtGemm&) = delete;
+
+  // Enqueues y = x · wᵀ on the stream (device pointers, dense rows). InvalidArgument for
+  // a size < 1; Internal with cuBLASLt's words when it fails.
+  absl::Status Gemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k, Bf16* y);
+
+  size_t cached_algorithms() const { return algorithms_.size(); }
+  const GemmOptions& options() const { return options_; }
+
+ private:
+  CublasLtGemm(cudaStream_t stream, GemmOptions options) : stream_(stream), options_(options) {}
+
+  // The cached algorithm of `key` (chosen on first use).
+  absl::StatusOr<cublasLtMatmulAlgo_t> Algorithm(const GemmKey& key, int64_t n, int64_t k);
+
+  cudaStream_t stream_;
+  GemmOptions options_;
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  absl::flat_hash_map<GemmKey, cublasLtMatmulAlgo_t> algorithms_;
+};
+
+}  // namespace lockstep::cuda::kernels
+
+#endif  // LOCKSTEP_RUNTIME_CUDA_KERNELS_CUBLASLT_GEMM_H_

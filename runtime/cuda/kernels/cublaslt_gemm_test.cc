@@ -1,0 +1,123 @@
+// GPU checks of the cuBLASLt GEMM wrapper against the CPU engine's Gemm
+// (runtime/engine/gemm.h) in f32 on the same bf16-rounded inputs (relative L2 <= 1e-2),
+// the algorithm cache, and batch-invariant mode: a row's bits do not depend on how many
+// rows share the GEMM. Skips without a GPU (gpu_test_env.h).
+#include "runtime/cuda/kernels/cublaslt_gemm.h"
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/testing/seed.h"
+#include "gtest/gtest.h"
+#include "runtime/cuda/gpu_test_env.h"
+#include "runtime/cuda/kernels/bf16.h"
+#include "runtime/cuda/kernels/kernel_test_util.h"
+#include "runtime/engine/gemm.h"
+
+namespace lockstep::cuda::kernels {
+namespace {
+
+using ::lockstep::testing::SeedTrace;
+using ::lockstep::testing::TestSeed;
+using testing::DeviceArray;
+using testing::HasNaN;
+using testing::RandomBf16Floats;
+using testing::RelativeL2;
+using testing::RoundedToBf16;
+using testing::ToBf16;
+using testing::ToFloat;
+
+constexpr double kTolerance = 1e-2;
+
+struct Shape {
+  int64_t m, n, k;
+};
+
+std::unique_ptr<CublasLtGemm> MakeGemm(bool batch_invariant) {
+  absl::StatusOr<std::unique_ptr<CublasLtGemm>> gemm =
+      CublasLtGemm::Create(nullptr, {.batch_invariant = batch_invariant});
+  EXPECT_TRUE(gemm.ok()) << gemm.status();
+  return gemm.ok() ? std::move(*gemm) : nullptr;
+}
+
+TEST(CublasLtGemmTest, MatchesCpuGemm) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  for (bool invariant : {false, true}) {
+    std::unique_ptr<CublasLtGemm> gemm = MakeGemm(invariant);
+    ASSERT_NE(gemm, nullptr);
+    // 1 row, odd sizes, and 1B/8B-shaped projections (q, kv, mlp down).
+    for (const Shape& s : {Shape{1, 2048, 2048}, Shape{7, 520, 72}, Shape{33, 1024, 8192},
+                           Shape{300, 4096, 4096}, Shape{64, 1000, 3000}}) {
+      SCOPED_TRACE(::testing::Message() << "m=" << s.m << " n=" << s.n << " k=" << s.k
+                                        << " invariant=" << invariant);
+      const std::vector<float> x = RandomBf16Floats(rng, s.m * s.k);
+      const std::vector<float> w = RandomBf16Floats(rng, s.n * s.k, 0.05f);
+      DeviceArray<Bf16> dx(ToBf16(x)), dw(ToBf16(w)), dy(s.m * s.n);
+      ASSERT_EQ(dy.Poison(), cudaSuccess);
+      ASSERT_TRUE(gemm->Gemm(dx.get(), s.m, dw.get(), s.n, s.k, dy.get()).ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<float> got = ToFloat(dy.Download());
+      std::vector<float> ref(s.m * s.n);
+      const engine::PackedMatrix packed =
+          engine::PackedMatrix::Pack(w, static_cast<int>(s.n), static_cast<int>(s.k));
+      engine::Gemm(x.data(), static_cast<int>(s.m), static_cast<int>(s.k), packed, nullptr,
+                   ref.data(), static_cast<int>(s.n), nullptr);
+      ASSERT_FALSE(HasNaN(got));
+      EXPECT_LE(RelativeL2(got, RoundedToBf16(ref)), kTolerance);
+    }
+  }
+}
+
+TEST(CublasLtGemmTest, CachesOneAlgorithmPerBucket) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  for (bool invariant : {false, true}) {
+    std::unique_ptr<CublasLtGemm> gemm = MakeGemm(invariant);
+    ASSERT_NE(gemm, nullptr);
+    DeviceArray<Bf16> dx(64 * 256), dw(256 * 256), dy(64 * 256);
+    ASSERT_EQ(dx.Poison(), cudaSuccess);  // values do not matter here
+    for (int64_t m : {5, 6, 8, 33, 64}) {
+      ASSERT_TRUE(gemm->Gemm(dx.get(), m, dw.get(), 256, 256, dy.get()).ok());
+    }
+    // Buckets 8, 64 (or one key in batch-invariant mode).
+    EXPECT_EQ(gemm->cached_algorithms(), invariant ? 1u : 2u);
+    EXPECT_FALSE(gemm->Gemm(dx.get(), 0, dw.get(), 256, 256, dy.get()).ok());
+  }
+}
+
+TEST(CublasLtGemmTest, BatchInvariantRowsDoNotDependOnTheBatch) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  std::unique_ptr<CublasLtGemm> gemm = MakeGemm(true);
+  ASSERT_NE(gemm, nullptr);
+  const int64_t n = 4096, k = 4096, max_m = 512;
+  const std::vector<float> x = RandomBf16Floats(rng, max_m * k);
+  const std::vector<float> w = RandomBf16Floats(rng, n * k, 0.05f);
+  DeviceArray<Bf16> dx(ToBf16(x)), dw(ToBf16(w)), dy(max_m * n);
+  // Row 0's result for batches of 1 .. 512 rows.
+  std::vector<Bf16> first;
+  for (int64_t m : {1, 2, 3, 8, 17, 64, 129, 512}) {
+    ASSERT_EQ(dy.Poison(), cudaSuccess);
+    ASSERT_TRUE(gemm->Gemm(dx.get(), m, dw.get(), n, k, dy.get()).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<Bf16> y = dy.Download();
+    if (first.empty()) {
+      first.assign(y.begin(), y.begin() + n);
+      continue;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      ASSERT_EQ(y[j].bits, first[j].bits) << "m=" << m << " column " << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::cuda::kernels
