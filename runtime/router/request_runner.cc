@@ -22,6 +22,15 @@ absl::Status StatusFromWorker(int32_t code, const std::string& message, const st
       status_code, fmt::format("instance {} failed request {}: {}", instance, request_id, message));
 }
 
+// Adds to `total` what a leg's cumulative drafts `now` have beyond `seen`, the leg's
+// previous report, and remembers `now`.
+void AddNewDrafts(const v1::DraftTokens& now, v1::DraftTokens& seen, v1::DraftTokens& total) {
+  total.set_method(now.method());
+  total.set_proposed(total.proposed() + now.proposed() - seen.proposed());
+  total.set_accepted(total.accepted() + now.accepted() - seen.accepted());
+  seen = now;
+}
+
 std::chrono::system_clock::time_point GrpcDeadline(absl::Duration remaining) {
   return std::chrono::system_clock::now() +
          std::chrono::microseconds(absl::ToInt64Microseconds(remaining));
@@ -34,6 +43,7 @@ struct RequestRunner::Progress {
   absl::Time last_token;
   bool first_token_seen = false;
   int64_t completion_tokens = 0;
+  v1::DraftTokens drafts;  // summed over the legs
 };
 
 RequestRunner::RequestRunner(Options options, InstanceRegistry& registry, WorkerStubs& stubs,
@@ -75,7 +85,9 @@ RequestResult RequestRunner::Run(const RouterRequest& request, uint64_t request_
   metrics_.RunningDelta(-1);
   metrics_.RequestDuration(clock_.Now() - progress.start);
   metrics_.RequestFinished(result.status);
+  metrics_.RequestDrafts(progress.drafts);
   result.completion_tokens = progress.completion_tokens;
+  result.drafts = progress.drafts;
   if (!result.status.ok()) {
     LOCKSTEP_LOG_WARN("router", "request {} via {} ended: {}", result.request_id,
                       result.route.empty() ? "-" : result.route, result.status.ToString());
@@ -203,7 +215,9 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
   bool finished = false;
   bool client_gone = false;
   bool stopped = false;  // the sink reached a stop string before the worker finished
+  v1::DraftTokens leg_drafts;
   while (reader->Read(&response)) {
+    if (response.has_drafts()) AddNewDrafts(response.drafts(), leg_drafts, progress.drafts);
     if (response.finish_reason() == v1::FINISH_REASON_ERROR || response.error_code() != 0) {
       out.status =
           StatusFromWorker(response.error_code(), response.error_message(), target.name, id);

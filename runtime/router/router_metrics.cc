@@ -34,11 +34,12 @@ const MirroredCounter kMirrored[] = {
      [](const v1::StatsResponse& s) { return s.error_steps(); }},
     {"lockstep_instance_engine_failures_total", "Engine batches that failed, on any rank.",
      [](const v1::StatsResponse& s) { return s.engine_failures(); }},
-    {"lockstep_instance_draft_tokens_proposed_total", "Draft tokens proposed.",
-     [](const v1::StatsResponse& s) { return s.draft_tokens_proposed(); }},
-    {"lockstep_instance_draft_tokens_accepted_total", "Draft tokens accepted.",
-     [](const v1::StatsResponse& s) { return s.draft_tokens_accepted(); }},
 };
+
+// Per-request acceptance rates: tenths, the last bucket exactly 1 (every draft taken).
+std::vector<double> AcceptanceBuckets() {
+  return {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.99, 1.0};
+}
 
 }  // namespace
 
@@ -61,6 +62,16 @@ RouterMetrics::RouterMetrics()
       queue_(registry_.AddGauge("lockstep_router_queue_length",
                                 "Requests in flight that have not received their first token.")),
       running_(registry_.AddGauge("lockstep_router_requests_running", "Requests in flight.")),
+      drafts_proposed_(registry_.AddCounter("lockstep_router_draft_tokens_proposed_total",
+                                            "Draft tokens proposed for finished requests.",
+                                            {"method"})),
+      drafts_accepted_(registry_.AddCounter("lockstep_router_draft_tokens_accepted_total",
+                                            "Draft tokens accepted for finished requests.",
+                                            {"method"})),
+      draft_acceptance_(registry_.AddHistogram(
+          "lockstep_router_request_draft_acceptance",
+          "Accepted over proposed drafts of each finished request that proposed any.",
+          AcceptanceBuckets(), {"method"})),
       healthy_(registry_.AddGauge("lockstep_instance_healthy",
                                   "1 when the instance takes new requests.",
                                   {"instance", "role", "state"})),
@@ -73,13 +84,32 @@ RouterMetrics::RouterMetrics()
                                  "Queued requests on the instance (last poll).", {"instance"})),
       free_blocks_(registry_.AddGauge("lockstep_instance_free_blocks",
                                       "Free KV blocks per rank and pool (last poll).",
-                                      {"instance", "rank", "pool"})) {
+                                      {"instance", "rank", "pool"})),
+      instance_drafts_proposed_(registry_.AddMirroredCounter(
+          "lockstep_instance_draft_tokens_proposed_total", "Draft tokens proposed, by method.",
+          {"instance", "method"})),
+      instance_drafts_accepted_(registry_.AddMirroredCounter(
+          "lockstep_instance_draft_tokens_accepted_total", "Draft tokens accepted, by method.",
+          {"instance", "method"})),
+      instance_k_steps_(registry_.AddMirroredCounter(
+          "lockstep_instance_draft_k_steps_total",
+          "Generation steps of requests by K, the drafts asked of the step (dynamic K moves it).",
+          {"instance", "k"})) {
   for (const MirroredCounter& counter : kMirrored) {
     instance_counters_.push_back(
         &registry_.AddMirroredCounter(counter.name, counter.help, {"instance"}));
   }
   queue_.Set({}, 0);
   running_.Set({}, 0);
+}
+
+void RouterMetrics::RequestDrafts(const v1::DraftTokens& drafts) {
+  if (drafts.proposed() <= 0) return;
+  const double proposed = static_cast<double>(drafts.proposed());
+  const double accepted = static_cast<double>(drafts.accepted());
+  drafts_proposed_.Increment({drafts.method()}, proposed);
+  drafts_accepted_.Increment({drafts.method()}, accepted);
+  draft_acceptance_.Observe({drafts.method()}, accepted / proposed);
 }
 
 std::string_view RouterMetrics::OutcomeOf(const absl::Status& status) {
@@ -112,6 +142,9 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
   queued_.Clear();
   free_blocks_.Clear();
   for (GaugeFamily* family : instance_counters_) family->Clear();
+  instance_drafts_proposed_.Clear();
+  instance_drafts_accepted_.Clear();
+  instance_k_steps_.Clear();
   for (const InstanceState& instance : instances) {
     healthy_.Set({instance.name, std::string(config::InstanceRoleName(instance.role)),
                   std::string(InstanceHealthName(instance.health))},
@@ -127,6 +160,16 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
     for (const v1::PoolStats& pool : instance.stats.pools()) {
       free_blocks_.Set({instance.name, fmt::format("{}", pool.rank()), pool.pool()},
                        static_cast<double>(pool.free_blocks()));
+    }
+    for (const v1::DraftTokens& drafts : instance.stats.drafts_by_method()) {
+      instance_drafts_proposed_.Set({instance.name, drafts.method()},
+                                    static_cast<double>(drafts.proposed()));
+      instance_drafts_accepted_.Set({instance.name, drafts.method()},
+                                    static_cast<double>(drafts.accepted()));
+    }
+    for (int k = 0; k < instance.stats.draft_k_steps_size(); ++k) {
+      instance_k_steps_.Set({instance.name, fmt::format("{}", k)},
+                            static_cast<double>(instance.stats.draft_k_steps(k)));
     }
   }
   return registry_.RenderText();

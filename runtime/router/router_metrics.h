@@ -10,13 +10,17 @@
 //   router_inter_token_latency_seconds        histogram (per token)
 //   router_request_duration_seconds           histogram
 //   router_queue_length                       requests not yet given their first token
+//   router_draft_tokens_proposed_total / _accepted_total{method}
+//                                             drafts of finished requests (all their legs)
+//   router_request_draft_acceptance{method}   histogram: accepted / proposed per request
 //   router_requests_running                   requests in flight
 //   instance_healthy{instance,role,state}     1 when taking new requests
 //   instance_router_in_flight{instance}
 //   instance_steps_total / _vetoed_steps_total / _padded_steps_total /
 //   _deferred_updates_total / _stale_updates_total / _dummy_updates_dropped_total /
-//   _rank_errors_total / _error_steps_total / _engine_failures_total /
-//   _draft_tokens_proposed_total / _draft_tokens_accepted_total{instance}
+//   _rank_errors_total / _error_steps_total / _engine_failures_total{instance}
+//   instance_draft_tokens_proposed_total / _accepted_total{instance,method}
+//   instance_draft_k_steps_total{instance,k}  generation steps by K (drafts asked)
 //   instance_active_requests / instance_queued_requests{instance}
 //   instance_free_blocks{instance,rank,pool}
 //
@@ -31,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "proto/worker.pb.h"
 #include "runtime/router/instance_registry.h"
 #include "runtime/router/metrics.h"
 
@@ -54,6 +59,8 @@ class RouterMetrics {
   void RequestDuration(absl::Duration d) { duration_.Observe({}, absl::ToDoubleSeconds(d)); }
   void QueueDelta(int delta) { queue_.Add({}, delta); }
   void RunningDelta(int delta) { running_.Add({}, delta); }
+  // A finished request's drafts (nothing when it proposed none).
+  void RequestDrafts(const v1::DraftTokens& drafts);
 
   double RequestCount(std::string_view outcome) const {
     return requests_.Value({std::string(outcome)});
@@ -72,12 +79,18 @@ class RouterMetrics {
   HistogramFamily& duration_;
   GaugeFamily& queue_;
   GaugeFamily& running_;
+  CounterFamily& drafts_proposed_;
+  CounterFamily& drafts_accepted_;
+  HistogramFamily& draft_acceptance_;
   GaugeFamily& healthy_;
   GaugeFamily& in_flight_;
   std::vector<GaugeFamily*> instance_counters_;  // mirrored cumulative counters
   GaugeFamily& active_;
   GaugeFamily& queued_;
   GaugeFamily& free_blocks_;
+  GaugeFamily& instance_drafts_proposed_;
+  GaugeFamily& instance_drafts_accepted_;
+  GaugeFamily& instance_k_steps_;
   absl::Mutex render_mu_;  // one refresh + render at a time
 };
 

@@ -43,5 +43,71 @@ TEST(RouterMetricsTest, MirrorsTheStepCountersOfEveryInstance) {
               HasSubstr("closed or re-created"));
 }
 
+// An instance's drafts are labelled by the method that proposed them and its
+// generation steps by K; an instance without speculation has no draft series.
+TEST(RouterMetricsTest, InstanceDraftsByMethodAndStepsByK) {
+  InstanceState ngram;
+  ngram.name = "agg0";
+  ngram.has_stats = true;
+  v1::DraftTokens* drafts = ngram.stats.add_drafts_by_method();
+  drafts->set_method("ngram");
+  drafts->set_proposed(90);
+  drafts->set_accepted(60);
+  for (int64_t steps : {4, 0, 7, 20}) ngram.stats.add_draft_k_steps(steps);
+  InstanceState plain;
+  plain.name = "agg1";
+  plain.has_stats = true;
+  plain.stats.add_draft_k_steps(30);
+  RouterMetrics metrics;
+  absl::StatusOr<testing::ParsedMetrics> parsed =
+      testing::ParsePrometheusText(metrics.Render({ngram, plain}));
+  ASSERT_THAT(parsed, IsOk());
+  const std::map<std::string, std::string> agg0_ngram = {{"instance", "agg0"},
+                                                         {"method", "ngram"}};
+  EXPECT_EQ(parsed->Value("lockstep_instance_draft_tokens_proposed_total", agg0_ngram), 90);
+  EXPECT_EQ(parsed->Value("lockstep_instance_draft_tokens_accepted_total", agg0_ngram), 60);
+  EXPECT_THAT(parsed->Find("lockstep_instance_draft_tokens_proposed_total", {{"instance", "agg1"}}),
+              ::testing::IsEmpty());
+  EXPECT_EQ(parsed->Value("lockstep_instance_draft_k_steps_total", {{"instance", "agg0"}, {"k", "2"}}),
+            7);
+  EXPECT_EQ(parsed->Value("lockstep_instance_draft_k_steps_total", {{"instance", "agg0"}, {"k", "3"}}),
+            20);
+  EXPECT_EQ(parsed->Find("lockstep_instance_draft_k_steps_total", {{"instance", "agg0"}}).size(), 4u);
+  EXPECT_EQ(parsed->Value("lockstep_instance_draft_k_steps_total", {{"instance", "agg1"}, {"k", "0"}}),
+            30);
+  EXPECT_EQ(parsed->types.at("lockstep_instance_draft_k_steps_total"), "counter");
+}
+
+// Each finished request that proposed drafts adds them to its method's counters and
+// its acceptance rate to the per-request histogram.
+TEST(RouterMetricsTest, RequestDraftsByMethodAndTheirAcceptanceRate) {
+  RouterMetrics metrics;
+  auto finished = [&](const std::string& method, int64_t proposed, int64_t accepted) {
+    v1::DraftTokens drafts;
+    drafts.set_method(method);
+    drafts.set_proposed(proposed);
+    drafts.set_accepted(accepted);
+    metrics.RequestDrafts(drafts);
+  };
+  finished("ngram", 10, 10);
+  finished("ngram", 20, 5);
+  finished("draft_model", 8, 2);
+  finished("ngram", 0, 0);  // proposed nothing: not a sample
+  absl::StatusOr<testing::ParsedMetrics> parsed = testing::ParsePrometheusText(metrics.Render({}));
+  ASSERT_THAT(parsed, IsOk());
+  EXPECT_THAT(testing::CheckHistograms(*parsed), IsOk());
+  EXPECT_EQ(parsed->Value("lockstep_router_draft_tokens_proposed_total", {{"method", "ngram"}}), 30);
+  EXPECT_EQ(parsed->Value("lockstep_router_draft_tokens_accepted_total", {{"method", "ngram"}}), 15);
+  EXPECT_EQ(
+      parsed->Value("lockstep_router_draft_tokens_accepted_total", {{"method", "draft_model"}}), 2);
+  const std::string hist = "lockstep_router_request_draft_acceptance";
+  EXPECT_EQ(parsed->Value(hist + "_count", {{"method", "ngram"}}), 2);
+  EXPECT_DOUBLE_EQ(parsed->Value(hist + "_sum", {{"method", "ngram"}}), 1.25);
+  EXPECT_EQ(parsed->Value(hist + "_bucket", {{"method", "ngram"}, {"le", "0.3"}}), 1);
+  EXPECT_EQ(parsed->Value(hist + "_bucket", {{"method", "ngram"}, {"le", "0.99"}}), 1);
+  EXPECT_EQ(parsed->Value(hist + "_bucket", {{"method", "ngram"}, {"le", "1"}}), 2);
+  EXPECT_EQ(parsed->Value(hist + "_count", {{"method", "draft_model"}}), 1);
+}
+
 }  // namespace
 }  // namespace lockstep::router

@@ -57,6 +57,9 @@ struct RequestResult {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   std::string route;  // "agg0", or "ctx0->gen0" for the two-leg flow
+  // Speculative decoding: the drafts proposed and accepted for this request, summed
+  // over its legs (zero when none were proposed).
+  v1::DraftTokens drafts;
 };
 
 }  // namespace lockstep::router
