@@ -8,22 +8,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <numeric>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "absl/types/span.h"
-#include "common/ids.h"
 #include "common/testing/seed.h"
 #include "gtest/gtest.h"
-#include "kvcache/block_layout.h"
 #include "runtime/cuda/gpu_test_env.h"
 #include "runtime/cuda/kernels/attention_desc.h"
 #include "runtime/cuda/kernels/bf16.h"
-#include "runtime/cuda/kernels/block_table_pack.h"
 #include "runtime/cuda/kernels/decode_split_plan.h"
 #include "runtime/cuda/kernels/kernel_test_util.h"
 #include "runtime/cuda/kernels/kv_write_kernel.h"
+#include "runtime/cuda/kernels/test_kv_pool.h"
 #include "runtime/engine/paged_attention.h"
 
 namespace lockstep::cuda::kernels {
@@ -37,6 +35,7 @@ using testing::RandomBf16Floats;
 using testing::RelativeL2;
 using testing::RoundedToBf16;
 using testing::ToBf16;
+using testing::TestKvPool;
 using testing::ToFloat;
 
 constexpr double kTolerance = 2e-3;
@@ -53,13 +52,6 @@ struct Case {
   DecodeSplitOptions options;
 };
 
-// Host twin of a device pool: the same bf16 values, f32 on the host.
-struct Pools {
-  kv::BlockLayout layout;
-  std::vector<float> host;
-  std::vector<std::vector<BlockId>> tables;
-};
-
 void RunCase(const Case& c, std::mt19937_64& rng) {
   const Shape& s = c.shape;
   SCOPED_TRACE(::testing::Message() << s.num_heads << "/" << s.kv_heads << " heads of "
@@ -67,41 +59,11 @@ void RunCase(const Case& c, std::mt19937_64& rng) {
                                     << c.verify_rows << " rows each, split "
                                     << c.options.split_tokens << " max "
                                     << c.options.max_splits);
-  Pools pools;
-  pools.layout = {.num_layers = 2,
-                  .num_kv_heads = s.kv_heads,
-                  .head_dim = s.head_dim,
-                  .tokens_per_block = 16,
-                  .element_bytes = 4};
-  int32_t num_blocks = 0;
-  for (int64_t len : c.lens) num_blocks += static_cast<int32_t>(pools.layout.BlocksFor(len));
-  std::vector<int32_t> order(num_blocks);
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
-  int32_t next = 0;
-  for (int64_t len : c.lens) {
-    std::vector<BlockId>& table = pools.tables.emplace_back();
-    for (int64_t b = 0; b < pools.layout.BlocksFor(len); ++b) table.push_back(BlockId(order[next++]));
-  }
-  pools.host = RandomBf16Floats(rng, num_blocks * pools.layout.BlockElements());
-  DeviceArray<Bf16> dpool(ToBf16(pools.host));
-  ASSERT_TRUE(dpool.ok());
-
-  std::vector<absl::Span<const BlockId>> spans(pools.tables.begin(), pools.tables.end());
-  absl::StatusOr<PackedBlockTable> packed =
-      PackBlockTables(spans, c.lens, pools.layout.tokens_per_block, num_blocks);
-  ASSERT_TRUE(packed.ok()) << packed.status();
-  DeviceArray<int32_t> dtable(packed->table);
-  const PagedKvDesc kv{.storage = dpool.get(),
-                       .num_layers = pools.layout.num_layers,
-                       .num_kv_heads = s.kv_heads,
-                       .head_dim = s.head_dim,
-                       .tokens_per_block = pools.layout.tokens_per_block,
-                       .block_table = dtable.get(),
-                       .table_stride = packed->stride};
-  engine::KvPoolView host_pool{.storage = pools.host.data(),
-                               .layout = pools.layout,
-                               .num_blocks = num_blocks};
+  absl::StatusOr<std::unique_ptr<TestKvPool>> pool =
+      TestKvPool::Create(s.kv_heads, s.head_dim, c.lens, rng);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  const PagedKvDesc& kv = (*pool)->desc();
+  engine::KvPoolView host_pool = (*pool)->host_view();
 
   // This step's K/V: the last verify_rows positions of each sequence, written on both.
   const int64_t kv_row = static_cast<int64_t>(s.kv_heads) * s.head_dim;
@@ -126,11 +88,11 @@ void RunCase(const Case& c, std::mt19937_64& rng) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   for (int r = 0; r < rows; ++r) {
-    engine::SequenceKv seq{.blocks = pools.tables[seqs[r]]};
+    const engine::SequenceKv seq = (*pool)->host_seq(seqs[r]);
     engine::WriteKv(host_pool, seq, kLayer, positions[r], k.data() + r * kv_row,
                     v.data() + r * kv_row);
   }
-  ASSERT_EQ(ToFloat(dpool.Download()), pools.host) << "the KV write";
+  ASSERT_TRUE((*pool)->DownloadDevice() == (*pool)->host()) << "the KV write";
 
   // Attention of each row over [0, position].
   const int64_t q_row = static_cast<int64_t>(s.num_heads) * s.head_dim;
@@ -166,12 +128,11 @@ void RunCase(const Case& c, std::mt19937_64& rng) {
   ASSERT_FALSE(HasNaN(got));
 
   const int group = s.num_heads / s.kv_heads;
-  std::vector<float> scores(static_cast<size_t>(group) * (c.lens.empty() ? 1 : 1 + *std::max_element(
-                                                                                       c.lens.begin(),
-                                                                                       c.lens.end())));
+  std::vector<float> scores(static_cast<size_t>(group) *
+                            (1 + *std::max_element(c.lens.begin(), c.lens.end())));
   std::vector<float> ref(q_row);
   for (int r = 0; r < rows; ++r) {
-    engine::SequenceKv seq{.blocks = pools.tables[seqs[r]]};
+    const engine::SequenceKv seq = (*pool)->host_seq(seqs[r]);
     engine::AttendRow(host_pool, seq, kLayer, q.data() + r * q_row, positions[r], s.num_heads,
                       scale, scores.data(), ref.data());
     const absl::Span<const float> row(got.data() + r * q_row, q_row);

@@ -1,0 +1,129 @@
+#include "runtime/cuda/kernels/prefill_attention_kernel.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "runtime/cuda/kernels/device_util.h"
+#include "runtime/cuda/kernels/paged_kv.h"
+
+namespace lockstep::cuda::kernels {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kRows = kMaxPrefillTileRows;
+constexpr int kTile = 32;  // keys per K/V tile (one per lane in the softmax step)
+
+// Shared memory: q[kRows][hd], acc[kRows][hd], k[kTile][hd], v[kTile][hd],
+// s[kRows][kTile], m[kRows], l[kRows], alpha[kRows].
+size_t SharedBytes(int head_dim) {
+  return sizeof(float) * (static_cast<size_t>(kRows) * head_dim * 2 +
+                          static_cast<size_t>(kTile) * head_dim * 2 +
+                          static_cast<size_t>(kRows) * kTile + 3 * kRows);
+}
+
+// grid (tile, query head).
+__global__ void PrefillKernel(PrefillAttentionArgs args) {
+  extern __shared__ float smem[];
+  const PrefillTileDesc tile = args.tiles[blockIdx.x];
+  const int head = blockIdx.y;
+  const int kv_head = head / (args.num_heads / args.kv.num_kv_heads);
+  const int hd = args.kv.head_dim;
+  const int rows = tile.num_rows;
+  float* q_s = smem;
+  float* acc = q_s + kRows * hd;
+  float* k_s = acc + kRows * hd;
+  float* v_s = k_s + kTile * hd;
+  float* s_s = v_s + kTile * hd;
+  float* m_s = s_s + kRows * kTile;
+  float* l_s = m_s + kRows;
+  float* alpha_s = l_s + kRows;
+
+  for (int idx = threadIdx.x; idx < rows * hd; idx += blockDim.x) {
+    const int r = idx / hd;
+    q_s[idx] = LoadBf16(args.q + (tile.row_begin + r) * args.q_row_stride + head * hd + idx % hd);
+    acc[idx] = 0.0f;
+  }
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    m_s[r] = -INFINITY;
+    l_s[r] = 0.0f;
+  }
+  const int32_t kv_end = tile.first_position + rows;  // the last row attends to kv_end - 1
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  for (int32_t t0 = 0; t0 < kv_end; t0 += kTile) {
+    const int count = min(kTile, kv_end - t0);
+    __syncthreads();  // the previous tile is consumed
+    for (int idx = threadIdx.x; idx < count * hd; idx += blockDim.x) {
+      const int t = idx / hd;
+      const int d = idx % hd;
+      k_s[idx] = LoadBf16(KvRow(args.kv, args.layer, 0, kv_head, tile.seq, t0 + t) + d);
+      v_s[idx] = LoadBf16(KvRow(args.kv, args.layer, 1, kv_head, tile.seq, t0 + t) + d);
+    }
+    __syncthreads();
+    for (int p = threadIdx.x; p < rows * kTile; p += blockDim.x) {
+      const int r = p / kTile;
+      const int t = p % kTile;
+      float score = -INFINITY;
+      if (t < count && t0 + t <= tile.first_position + r) {
+        float dot = 0.0f;
+        for (int d = 0; d < hd; ++d) dot = fmaf(q_s[r * hd + d], k_s[t * hd + d], dot);
+        score = dot * args.scale;
+      }
+      s_s[p] = score;
+    }
+    __syncthreads();
+    // Online softmax: one warp per row, one lane per key. Key 0 is in the first tile
+    // and every row sees it, so m is finite from the first tile on.
+    for (int r = warp; r < rows; r += blockDim.x / 32) {
+      const float s = s_s[r * kTile + lane];
+      const float m_old = m_s[r];
+      const float m_new = fmaxf(m_old, WarpMax(s));
+      const float p = s == -INFINITY ? 0.0f : expf(s - m_new);
+      s_s[r * kTile + lane] = p;
+      const float sum = WarpSum(p);
+      if (lane == 0) {
+        const float alpha = expf(m_old - m_new);
+        alpha_s[r] = alpha;
+        l_s[r] = l_s[r] * alpha + sum;
+        m_s[r] = m_new;
+      }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < rows * hd; idx += blockDim.x) {
+      const int r = idx / hd;
+      const int d = idx % hd;
+      float a = acc[idx] * alpha_s[r];
+      for (int t = 0; t < count; ++t) a = fmaf(s_s[r * kTile + t], v_s[t * hd + d], a);
+      acc[idx] = a;
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < rows * hd; idx += blockDim.x) {
+    const int r = idx / hd;
+    StoreBf16(args.out + (tile.row_begin + r) * args.out_row_stride + head * hd + idx % hd,
+              acc[idx] / l_s[r]);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchPrefillAttention(const PrefillAttentionArgs& args, cudaStream_t stream) {
+  const int kv_heads = args.kv.num_kv_heads;
+  if (args.kv.head_dim < 1 || args.kv.head_dim > kMaxPrefillHeadDim || kv_heads < 1 ||
+      args.num_heads % kv_heads != 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (args.num_tiles <= 0) return cudaSuccess;
+  const size_t shared = SharedBytes(args.kv.head_dim);
+  if (cudaError_t e = cudaFuncSetAttribute(PrefillKernel,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(shared));
+      e != cudaSuccess) {
+    return e;
+  }
+  PrefillKernel<<<dim3(args.num_tiles, args.num_heads), kThreads, shared, stream>>>(args);
+  return cudaGetLastError();
+}
+
+}  // namespace lockstep::cuda::kernels

@@ -1,0 +1,40 @@
+// Launcher of paged prefill / chunk attention: causal, one CTA per (tile of query rows,
+// query head) from the host tile plan (prefill_tile_plan.h). K/V of the cached prefix and
+// of this chunk (already written by the KV write) are read through the device block
+// table in tiles, with fp32 online softmax. Draft verification (K+1 rows) is a chunk.
+#ifndef LOCKSTEP_RUNTIME_CUDA_KERNELS_PREFILL_ATTENTION_KERNEL_H_
+#define LOCKSTEP_RUNTIME_CUDA_KERNELS_PREFILL_ATTENTION_KERNEL_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "runtime/cuda/kernels/attention_desc.h"
+#include "runtime/cuda/kernels/bf16.h"
+
+namespace lockstep::cuda::kernels {
+
+// The most query rows per tile, and the largest head_dim.
+inline constexpr int kMaxPrefillTileRows = 64;
+inline constexpr int kMaxPrefillHeadDim = 256;
+
+struct PrefillAttentionArgs {
+  PagedKvDesc kv;
+  int layer = 0;
+  const Bf16* q = nullptr;  // packed row r: [num_heads][head_dim] at q + r * q_row_stride
+  int64_t q_row_stride = 0;
+  int num_heads = 1;
+  float scale = 1.0f;
+  const PrefillTileDesc* tiles = nullptr;  // device
+  int num_tiles = 0;
+  Bf16* out = nullptr;  // packed row r at out + r * out_row_stride
+  int64_t out_row_stride = 0;
+};
+
+// cudaErrorInvalidValue when head_dim exceeds the limit or num_heads is not a multiple
+// of num_kv_heads. Tiles must have at most kMaxPrefillTileRows rows.
+cudaError_t LaunchPrefillAttention(const PrefillAttentionArgs& args, cudaStream_t stream);
+
+}  // namespace lockstep::cuda::kernels
+
+#endif  // LOCKSTEP_RUNTIME_CUDA_KERNELS_PREFILL_ATTENTION_KERNEL_H_
