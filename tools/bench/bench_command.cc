@@ -13,6 +13,7 @@
 #include "tools/bench/bench_report.h"
 #include "tools/bench/instance_stats.h"
 #include "tools/bench/load_generator.h"
+#include "tools/bench/request_drafts.h"
 #include "tools/cli/flags.h"
 
 namespace lockstep::bench {
@@ -92,7 +93,14 @@ int RunBench(const std::vector<std::string>& args) {
   load.model = model;
   std::map<std::string, InstanceDelta> before;
   if (!grpc.empty()) before = ReadInstanceCounters(grpc).value_or(before);
+  const absl::StatusOr<std::map<std::string, RequestDrafts>> requests_before =
+      ReadRequestDrafts(http, load.api_key);
   const LoadResult result = RunLoad(load);
+  std::map<std::string, RequestDrafts> request_drafts;
+  if (requests_before.ok()) {
+    absl::StatusOr<std::map<std::string, RequestDrafts>> after = ReadRequestDrafts(http, load.api_key);
+    if (after.ok()) request_drafts = RequestDraftsSince(*after, *requests_before);
+  }
   std::vector<InstanceDelta> deltas;
   if (!grpc.empty()) {
     absl::StatusOr<std::map<std::string, InstanceDelta>> after = ReadInstanceCounters(grpc);
@@ -108,7 +116,7 @@ int RunBench(const std::vector<std::string>& args) {
       }
     }
   }
-  const nlohmann::json report = MakeReport(load, result, deltas);
+  const nlohmann::json report = MakeReport(load, result, deltas, request_drafts);
   std::printf("%s", FormatReport(report).c_str());
   if (!json_path.empty()) {
     std::ofstream out(json_path);

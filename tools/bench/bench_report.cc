@@ -10,6 +10,44 @@ namespace lockstep::bench {
 
 using nlohmann::json;
 
+namespace {
+
+double Ratio(double num, double den) { return den > 0 ? num / den : 0.0; }
+
+// {"ngram": {"proposed": P, "accepted": A, "acceptance": A / P}, ...}
+json MethodsJson(const std::map<std::string, DraftCounts>& by_method) {
+  json out = json::object();
+  for (const auto& [method, d] : by_method) {
+    out[method] = {{"proposed", d.proposed},
+                   {"accepted", d.accepted},
+                   {"acceptance", Ratio(static_cast<double>(d.accepted),
+                                        static_cast<double>(d.proposed))}};
+  }
+  return out;
+}
+
+// The mean K of the steps counted by K.
+double MeanK(const std::vector<int64_t>& steps) {
+  double n = 0, sum = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    n += static_cast<double>(steps[k]);
+    sum += static_cast<double>(k) * static_cast<double>(steps[k]);
+  }
+  return Ratio(sum, n);
+}
+
+// "0:12 3:100 (mean 2.68)": the K that ran, with their steps.
+std::string FormatKSteps(const json& steps, double mean) {
+  std::string out;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    if (steps[k].get<int64_t>() > 0) absl::StrAppend(&out, k, ":", steps[k].get<int64_t>(), " ");
+  }
+  absl::StrAppendFormat(&out, "(mean %.2f)", mean);
+  return out;
+}
+
+}  // namespace
+
 Percentiles Compute(std::vector<double> values) {
   Percentiles p;
   if (values.empty()) return p;
@@ -24,7 +62,8 @@ Percentiles Compute(std::vector<double> values) {
 }
 
 json MakeReport(const LoadOptions& options, const LoadResult& result,
-                const std::vector<InstanceDelta>& instances) {
+                const std::vector<InstanceDelta>& instances,
+                const std::map<std::string, RequestDrafts>& request_drafts) {
   int64_t completed = 0, failed = 0, output_tokens = 0, prompt_tokens = 0;
   std::vector<double> ttft_ms, tpot_ms;
   std::vector<std::string> errors;
@@ -64,6 +103,8 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
   json per_instance = json::array();
   int64_t proposed = 0, accepted = 0, kv_bytes = 0;
   double kv_seconds = 0;
+  std::map<std::string, DraftCounts> by_method;
+  std::vector<int64_t> k_steps;
   for (const InstanceDelta& i : instances) {
     per_instance.push_back(
         {{"name", i.name},
@@ -89,7 +130,16 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
          {"draft_tokens_accepted", i.drafts_accepted},
          {"draft_acceptance", i.drafts_proposed > 0 ? static_cast<double>(i.drafts_accepted) /
                                                           static_cast<double>(i.drafts_proposed)
-                                                    : 0.0}});
+                                                    : 0.0},
+         {"drafts_by_method", MethodsJson(i.drafts_by_method)},
+         {"draft_k_steps", i.draft_k_steps},
+         {"mean_k", MeanK(i.draft_k_steps)}});
+    for (const auto& [method, d] : i.drafts_by_method) {
+      by_method[method].proposed += d.proposed;
+      by_method[method].accepted += d.accepted;
+    }
+    if (k_steps.size() < i.draft_k_steps.size()) k_steps.resize(i.draft_k_steps.size());
+    for (size_t k = 0; k < i.draft_k_steps.size(); ++k) k_steps[k] += i.draft_k_steps[k];
     proposed += i.drafts_proposed;
     accepted += i.drafts_accepted;
     kv_bytes += i.kv_bytes_received;
@@ -98,6 +148,16 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
   report["instances"] = per_instance;
   report["draft_acceptance"] =
       proposed > 0 ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0;
+  report["drafts_by_method"] = MethodsJson(by_method);
+  report["draft_k_steps"] = k_steps;
+  report["mean_k"] = MeanK(k_steps);
+  json per_request = json::object();
+  for (const auto& [method, r] : request_drafts) {
+    per_request[method] = {
+        {"requests", r.requests},
+        {"mean_acceptance", Ratio(r.acceptance_sum, static_cast<double>(r.requests))}};
+  }
+  report["request_drafts"] = per_request;
   report["kv_transfer_bytes"] = kv_bytes;
   report["kv_transfer_gb_per_s"] =
       kv_seconds > 0 ? static_cast<double>(kv_bytes) / kv_seconds / 1e9 : 0.0;
@@ -132,9 +192,32 @@ std::string FormatReport(const json& r) {
                             i["draft_tokens_accepted"].get<int64_t>(),
                             i["draft_tokens_proposed"].get<int64_t>());
     }
+    if (!i.value("drafts_by_method", json::object()).empty()) {
+      absl::StrAppendFormat(&out, "  %-12s K per sequence step %s\n", "",
+                            FormatKSteps(i["draft_k_steps"], i["mean_k"].get<double>()));
+    }
   }
   absl::StrAppendFormat(&out, "  drafts       %.1f%% accepted\n",
                         100.0 * r["draft_acceptance"].get<double>());
+  const json by_method = r.value("drafts_by_method", json::object());
+  const json per_request = r.value("request_drafts", json::object());
+  for (const auto& item : by_method.items()) {
+    const std::string& method = item.key();
+    const json& d = item.value();
+    absl::StrAppendFormat(&out, "  %-12s %d of %d accepted (%.1f%%)", method,
+                          d["accepted"].get<int64_t>(), d["proposed"].get<int64_t>(),
+                          100.0 * d["acceptance"].get<double>());
+    if (per_request.contains(method)) {
+      absl::StrAppendFormat(&out, "; per request %.1f%% mean over %d requests",
+                            100.0 * per_request[method]["mean_acceptance"].get<double>(),
+                            per_request[method]["requests"].get<int64_t>());
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  if (!by_method.empty()) {
+    absl::StrAppendFormat(&out, "  K steps      %s\n",
+                          FormatKSteps(r["draft_k_steps"], r["mean_k"].get<double>()));
+  }
   if (r["kv_transfer_bytes"].get<int64_t>() > 0) {
     absl::StrAppendFormat(&out, "  KV transfer  %.1f MB at %.3f GB/s\n",
                           static_cast<double>(r["kv_transfer_bytes"].get<int64_t>()) / 1e6,

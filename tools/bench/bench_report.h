@@ -3,6 +3,7 @@
 #ifndef LOCKSTEP_TOOLS_BENCH_BENCH_REPORT_H_
 #define LOCKSTEP_TOOLS_BENCH_BENCH_REPORT_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,11 @@
 #include "tools/bench/load_generator.h"
 
 namespace lockstep::bench {
+
+struct DraftCounts {
+  int64_t proposed = 0;
+  int64_t accepted = 0;
+};
 
 // Counter deltas of one instance over the run (WorkerService.Stats after minus before).
 struct InstanceDelta {
@@ -20,6 +26,9 @@ struct InstanceDelta {
   int64_t padded_steps = 0;
   int64_t drafts_proposed = 0;
   int64_t drafts_accepted = 0;
+  std::map<std::string, DraftCounts> drafts_by_method;
+  // Generation steps of requests by K (index): the drafts asked of each sequence-step.
+  std::vector<int64_t> draft_k_steps;
   int64_t generated_tokens = 0;
   // How the instance speculates, from the deployment config when the bench started it
   // ("ngram K=4 dynamic"); empty when unknown.
@@ -34,8 +43,16 @@ struct Percentiles {
 };
 Percentiles Compute(std::vector<double> values);
 
+// Per-request speculation of one method, from the router's histogram of each finished
+// request's acceptance rate (its change over the run).
+struct RequestDrafts {
+  int64_t requests = 0;         // requests that proposed drafts
+  double acceptance_sum = 0;    // the sum of their acceptance rates
+};
+
 nlohmann::json MakeReport(const LoadOptions& options, const LoadResult& result,
-                          const std::vector<InstanceDelta>& instances);
+                          const std::vector<InstanceDelta>& instances,
+                          const std::map<std::string, RequestDrafts>& request_drafts = {});
 std::string FormatReport(const nlohmann::json& report);
 
 }  // namespace lockstep::bench

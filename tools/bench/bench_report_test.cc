@@ -76,6 +76,48 @@ TEST(BenchReportTest, TokensPerStepAndSpeculationPerInstance) {
                                    "(ngram K=4 dynamic) 60 of 80"));
 }
 
+TEST(BenchReportTest, DraftsByMethodKStepsAndPerRequestAcceptance) {
+  LoadOptions options;
+  LoadResult result;
+  result.wall = absl::Seconds(1);
+  InstanceDelta a;
+  a.name = "agg0";
+  a.role = "aggregated";
+  a.drafts_proposed = 80;
+  a.drafts_accepted = 60;
+  a.drafts_by_method["ngram"] = {80, 60};
+  a.draft_k_steps = {10, 0, 10, 0, 20};  // mean K (0*10 + 2*10 + 4*20) / 40 = 2.5
+  InstanceDelta b;
+  b.name = "agg1";
+  b.role = "aggregated";
+  b.drafts_by_method["ngram"] = {20, 10};
+  b.draft_k_steps = {0, 0, 0, 0, 10};
+  InstanceDelta plain;
+  plain.name = "agg2";
+  plain.role = "aggregated";
+  plain.draft_k_steps = {30};
+  std::map<std::string, RequestDrafts> per_request;
+  per_request["ngram"] = {8, 6.0};
+  const nlohmann::json r = MakeReport(options, result, {a, b, plain}, per_request);
+  const nlohmann::json& i0 = r["instances"][0];
+  EXPECT_EQ(i0["drafts_by_method"]["ngram"]["proposed"], 80);
+  EXPECT_DOUBLE_EQ(i0["drafts_by_method"]["ngram"]["acceptance"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(i0["mean_k"].get<double>(), 2.5);
+  EXPECT_TRUE(r["instances"][2]["drafts_by_method"].empty());
+  // Summed over instances: 100 proposed, 70 accepted; steps by K add up.
+  EXPECT_EQ(r["drafts_by_method"]["ngram"]["proposed"], 100);
+  EXPECT_EQ(r["drafts_by_method"]["ngram"]["accepted"], 70);
+  EXPECT_EQ(r["draft_k_steps"], nlohmann::json({40, 0, 10, 0, 30}));
+  EXPECT_EQ(r["request_drafts"]["ngram"]["requests"], 8);
+  EXPECT_DOUBLE_EQ(r["request_drafts"]["ngram"]["mean_acceptance"].get<double>(), 0.75);
+  const std::string text = FormatReport(r);
+  EXPECT_THAT(text, ::testing::HasSubstr("K per sequence step 0:10 2:10 4:20 (mean 2.50)"));
+  EXPECT_THAT(text, ::testing::HasSubstr(
+                        "ngram        70 of 100 accepted (70.0%); per request 75.0% mean over 8 "
+                        "requests"));
+  EXPECT_THAT(text, ::testing::HasSubstr("K steps      0:40 2:10 4:30 (mean 1.75)"));
+}
+
 TEST(BenchReportTest, WorkloadNames) {
   EXPECT_EQ(*ParseWorkload("repetitive"), LoadOptions::Workload::kRepetitive);
   EXPECT_EQ(*ParseWorkload("default"), LoadOptions::Workload::kDefault);

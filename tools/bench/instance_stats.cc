@@ -49,6 +49,10 @@ absl::StatusOr<std::map<std::string, InstanceDelta>> ReadInstanceCounters(
         d.padded_steps = stats.padded_steps();
         d.drafts_proposed = stats.draft_tokens_proposed();
         d.drafts_accepted = stats.draft_tokens_accepted();
+        for (const v1::DraftTokens& drafts : stats.drafts_by_method()) {
+          d.drafts_by_method[drafts.method()] = {drafts.proposed(), drafts.accepted()};
+        }
+        d.draft_k_steps.assign(stats.draft_k_steps().begin(), stats.draft_k_steps().end());
         d.generated_tokens = stats.generated_tokens();
         d.kv_bytes_received = stats.kv_bytes_received();
         d.kv_receive_seconds = static_cast<double>(stats.kv_receive_micros()) / 1e6;
@@ -71,6 +75,15 @@ std::vector<InstanceDelta> Subtract(const std::map<std::string, InstanceDelta>& 
       d.padded_steps -= b.padded_steps;
       d.drafts_proposed -= b.drafts_proposed;
       d.drafts_accepted -= b.drafts_accepted;
+      for (auto& [method, counts] : d.drafts_by_method) {
+        if (auto m = b.drafts_by_method.find(method); m != b.drafts_by_method.end()) {
+          counts.proposed -= m->second.proposed;
+          counts.accepted -= m->second.accepted;
+        }
+      }
+      for (size_t k = 0; k < d.draft_k_steps.size() && k < b.draft_k_steps.size(); ++k) {
+        d.draft_k_steps[k] -= b.draft_k_steps[k];
+      }
       d.generated_tokens -= b.generated_tokens;
       d.kv_bytes_received -= b.kv_bytes_received;
       d.kv_receive_seconds -= b.kv_receive_seconds;
