@@ -263,7 +263,8 @@ void HttpFrontend::HandleGenerate(ApiKind kind, const httplib::Request& req,
     SendError(res, refused);
     return;
   }
-  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(kind, req.body, tokenizer_);
+  absl::StatusOr<OpenAiRequest> parsed =
+      ParseOpenAiRequest(kind, req.body, tokenizer_, options_.sampling_defaults);
   absl::Status status =
       parsed.ok() ? ValidateRouterRequest(parsed->request, options_.limits) : parsed.status();
   if (status.ok() && !runner_.CanRoute()) {

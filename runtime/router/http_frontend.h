@@ -39,6 +39,7 @@
 #include "runtime/router/request_runner.h"
 #include "runtime/router/request_validation.h"
 #include "runtime/router/router_metrics.h"
+#include "runtime/router/sampling_defaults.h"
 #include "runtime/security/api_keys.h"
 #include "runtime/router/serving_tokenizer.h"
 
@@ -53,6 +54,8 @@ class HttpFrontend {
     int threads = 64;
     absl::Duration keepalive_interval = absl::Seconds(1);
     RequestLimits limits;
+    // The model's sampling defaults (generation_config.json) for omitted fields.
+    SamplingDefaults sampling_defaults;
   };
 
   // Every reference must outlive the frontend.

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -61,6 +63,46 @@ absl::StatusOr<std::string> ChatTemplate(const json& config, const std::string& 
       "{}: chat_template must be a string or a list holding a \"default\" template", file));
 }
 
+// generation_config.json's `key`, when present: a number in [min, max] (min excluded
+// when `open_min`).
+absl::StatusOr<std::optional<double>> DefaultNumber(const json& generation, const char* key,
+                                                    double min, bool open_min, double max,
+                                                    const std::string& file) {
+  auto it = generation.find(key);
+  if (it == generation.end() || it->is_null()) return std::nullopt;
+  const double value = it->is_number() ? it->get<double>() : min - 1;
+  if (!it->is_number() || value < min || (open_min && value == min) || value > max) {
+    return absl::InvalidArgumentError(fmt::format("{}: {} must be a number in {}{}, {}], got {}",
+                                                  file, key, open_min ? "(" : "[", min, max,
+                                                  it->dump()));
+  }
+  return value;
+}
+
+absl::StatusOr<SamplingDefaults> ReadSamplingDefaults(const json& generation,
+                                                      const std::string& file) {
+  SamplingDefaults defaults;
+  if (!generation.is_object()) return defaults;
+  ASSIGN_OR_RETURN(const std::optional<double> temperature,
+                   DefaultNumber(generation, "temperature", 0, false, 2, file));
+  ASSIGN_OR_RETURN(const std::optional<double> top_p,
+                   DefaultNumber(generation, "top_p", 0, true, 1, file));
+  ASSIGN_OR_RETURN(const std::optional<double> repetition,
+                   DefaultNumber(generation, "repetition_penalty", 0, true, 2, file));
+  if (temperature.has_value()) defaults.temperature = static_cast<float>(*temperature);
+  if (top_p.has_value()) defaults.top_p = static_cast<float>(*top_p);
+  if (repetition.has_value()) defaults.repetition_penalty = static_cast<float>(*repetition);
+  if (auto it = generation.find("top_k"); it != generation.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 ||
+        it->get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: top_k must be an integer >= 0 (0: off), got {}", file, it->dump()));
+    }
+    defaults.top_k = static_cast<int32_t>(it->get<int64_t>());
+  }
+  return defaults;
+}
+
 }  // namespace
 
 absl::StatusOr<ModelText> LoadModelText(const std::string& dir) {
@@ -71,6 +113,9 @@ absl::StatusOr<ModelText> LoadModelText(const std::string& dir) {
     text.bos_token_id = byte.bos_token_id();
     text.eos_token_id = byte.eos_token_id();
     text.tokenizer = std::make_shared<const ServingTokenizer>(std::move(byte));
+    const std::string generation_path = dir + "/generation_config.json";
+    ASSIGN_OR_RETURN(const json generation, ReadJsonIfPresent(generation_path));
+    ASSIGN_OR_RETURN(text.sampling_defaults, ReadSamplingDefaults(generation, generation_path));
     return text;
   }
   ASSIGN_OR_RETURN(std::unique_ptr<tok::HfTokenizer> hf,
@@ -115,6 +160,7 @@ absl::StatusOr<ModelText> LoadModelText(const std::string& dir) {
 
   const std::string generation_path = dir + "/generation_config.json";
   ASSIGN_OR_RETURN(const json generation, ReadJsonIfPresent(generation_path));
+  ASSIGN_OR_RETURN(text.sampling_defaults, ReadSamplingDefaults(generation, generation_path));
   const json eos = generation.is_object() ? generation.value("eos_token_id", json()) : json();
   if (eos.is_number_integer()) {
     text.eos_token_ids.push_back(eos.get<int32_t>());

@@ -6,7 +6,9 @@
 //                           chat_template (a string, or a list of {"name", "template"}
 //                           of which "default" is used)
 //   generation_config.json  eos_token_id (an id or a list): every id that ends
-//                           generation, as the model's authors configured it
+//                           generation, as the model's authors configured it; and
+//                           temperature, top_p, top_k, repetition_penalty: the
+//                           defaults of requests that omit them (sampling_defaults.h)
 //
 //   ASSIGN_OR_RETURN(ModelText text, LoadModelText(dir));
 //
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/router/sampling_defaults.h"
 #include "runtime/router/serving_tokenizer.h"
 
 namespace lockstep::router {
@@ -37,10 +40,13 @@ struct ModelText {
   // "" when the model has none; else it is parsed at load (a template the Jinja
   // interpreter cannot render fails LoadModelText) and the tokenizer carries it.
   std::string chat_template;
+  // generation_config.json's sampling, each field in the range requests accept.
+  SamplingDefaults sampling_defaults;
 };
 
 // Loads the files above from `dir`; a directory without tokenizer.json has the
-// byte-level tokenizer (lockstep_tokenizer.json) and no chat template.
+// byte-level tokenizer (lockstep_tokenizer.json), no chat template, and of
+// generation_config.json only the sampling defaults.
 absl::StatusOr<ModelText> LoadModelText(const std::string& dir);
 
 }  // namespace lockstep::router

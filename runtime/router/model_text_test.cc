@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
@@ -98,6 +99,47 @@ TEST_F(ModelTextTest, GenerationConfigIdsMustBeInTheVocabulary) {
       << message;
 }
 
+TEST_F(ModelTextTest, GenerationConfigSamplingBecomesTheDefaults) {
+  Write("tokenizer.json", TokenizerJson());
+  Write("generation_config.json", {{"eos_token_id", 300},
+                                   {"do_sample", true},
+                                   {"temperature", 0.6},
+                                   {"top_p", 0.9},
+                                   {"top_k", 20},
+                                   {"repetition_penalty", 1.05}});
+  absl::StatusOr<ModelText> text = LoadModelText(dir_.string());
+  ASSERT_THAT(text, IsOk());
+  EXPECT_EQ(text->sampling_defaults.temperature, 0.6f);
+  EXPECT_EQ(text->sampling_defaults.top_p, 0.9f);
+  EXPECT_EQ(text->sampling_defaults.top_k, 20);
+  EXPECT_EQ(text->sampling_defaults.repetition_penalty, 1.05f);
+
+  // Fields the model does not set stay unset (the OpenAI defaults apply).
+  Write("generation_config.json", {{"eos_token_id", 300}, {"temperature", 1}});
+  text = LoadModelText(dir_.string());
+  ASSERT_THAT(text, IsOk());
+  EXPECT_EQ(text->sampling_defaults.temperature, 1.0f);
+  EXPECT_FALSE(text->sampling_defaults.top_p.has_value());
+  EXPECT_FALSE(text->sampling_defaults.top_k.has_value());
+  EXPECT_FALSE(text->sampling_defaults.repetition_penalty.has_value());
+}
+
+TEST_F(ModelTextTest, GenerationConfigSamplingOutsideTheRequestRangesIsALoadError) {
+  Write("tokenizer.json", TokenizerJson());
+  for (const auto& [field, value, expected] :
+       std::vector<std::tuple<std::string, json, std::string>>{
+           {"temperature", 2.5, "temperature must be a number in [0, 2]"},
+           {"temperature", "0.7", "temperature must be a number in [0, 2]"},
+           {"top_p", 0, "top_p must be a number in (0, 1]"},
+           {"repetition_penalty", 0, "repetition_penalty must be a number in (0, 2]"},
+           {"top_k", -1, "top_k must be an integer >= 0"},
+           {"top_k", 1.5, "top_k must be an integer >= 0"}}) {
+    Write("generation_config.json", {{field, value}});
+    const std::string message(LoadModelText(dir_.string()).status().message());
+    EXPECT_THAT(message, HasSubstr("generation_config.json: " + expected)) << field << "=" << value;
+  }
+}
+
 TEST_F(ModelTextTest, WithoutTokenizerJsonTheByteTokenizerServes) {
   std::ofstream(dir_ / "lockstep_tokenizer.json")
       << R"({"type": "byte_level", "vocab_size": 300, "bos_token_id": 256, "eos_token_id": 257})";
@@ -107,6 +149,12 @@ TEST_F(ModelTextTest, WithoutTokenizerJsonTheByteTokenizerServes) {
   EXPECT_EQ(text->eos_token_id, 257);
   EXPECT_TRUE(text->eos_token_ids.empty());
   EXPECT_THAT(text->tokenizer->Encode("hi"), ElementsAre('h', 'i'));
+  EXPECT_FALSE(text->sampling_defaults.temperature.has_value());
+
+  Write("generation_config.json", {{"temperature", 0.5}});
+  text = LoadModelText(dir_.string());
+  ASSERT_THAT(text, IsOk());
+  EXPECT_EQ(text->sampling_defaults.temperature, 0.5f);
 }
 
 }  // namespace

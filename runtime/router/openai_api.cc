@@ -275,7 +275,8 @@ uint64_t ChoiceSeed(uint64_t seed, int32_t index) {
 }
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view body,
-                                                 const ServingTokenizer& tokenizer) {
+                                                 const ServingTokenizer& tokenizer,
+                                                 const SamplingDefaults& defaults) {
   const json doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     return InvalidParam("", "The request body is not valid JSON");
@@ -285,7 +286,11 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
   out.kind = kind;
   RouterRequest& request = out.request;
   sched::SamplingParams& sampling = request.sampling;
-  sampling.temperature = 1.0f;  // the OpenAI default
+  // The model's defaults, else OpenAI's; the request's fields override them below.
+  sampling.temperature = defaults.temperature.value_or(1.0f);
+  sampling.top_p = defaults.top_p.value_or(sampling.top_p);
+  sampling.top_k = defaults.top_k.value_or(sampling.top_k);
+  sampling.repetition_penalty = defaults.repetition_penalty.value_or(sampling.repetition_penalty);
   Fields f(doc);
 
   if (!f.String("model", &request.model)) {

@@ -3,11 +3,13 @@
 // server-sent events).
 //
 // Accepted request fields: model, prompt (string, [string], or [token ids]) or
-// messages (chat), max_tokens (chat also max_completion_tokens), temperature (default
-// 1), top_p, seed, n (1..128: n choices, choice i sampled with ChoiceSeed(seed, i)),
-// stream, stream_options.include_usage, logprobs (completions: top-n count; chat: bool
-// with top_logprobs), echo (completions: the prompt text starts each choice's text;
-// not with logprobs), stop (a string or up to 4 strings: generation ends at the first,
+// messages (chat), max_tokens (chat also max_completion_tokens), temperature, top_p
+// (each omitted one, like the top_k and repetition_penalty extensions, takes the
+// model's default, sampling_defaults.h, else temperature 1 and the others off), seed,
+// n (1..128: n choices, choice i sampled with ChoiceSeed(seed, i)), stream,
+// stream_options.include_usage, logprobs (completions: top-n count; chat: bool with
+// top_logprobs), echo (completions: the prompt text starts each choice's text; not
+// with logprobs), stop (a string or up to 4 strings: generation ends at the first,
 // which is not returned; finish_reason "stop"), best_of (1 or n), suffix (empty only),
 // presence_penalty, frequency_penalty, logit_bias ({"token id": bias}), user and other
 // fields that do not change the output (ignored); extensions: top_k, ignore_eos,
@@ -41,6 +43,7 @@
 #include "runtime/router/generated_text.h"
 #include "runtime/router/request_validation.h"
 #include "runtime/router/router_request.h"
+#include "runtime/router/sampling_defaults.h"
 #include "runtime/router/serving_tokenizer.h"
 
 namespace lockstep::router {
@@ -62,7 +65,8 @@ struct OpenAiRequest {
 };
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view body,
-                                                 const ServingTokenizer& tokenizer);
+                                                 const ServingTokenizer& tokenizer,
+                                                 const SamplingDefaults& defaults = {});
 
 // The prompt ids of a chat request's `messages` (rendered by the chat template);
 // INVALID_ARGUMENT naming "messages" when they are malformed.

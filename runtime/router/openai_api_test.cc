@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/router/request_validation.h"
+#include "runtime/router/sampling_defaults.h"
 #include "runtime/router/serving_tokenizer.h"
 #include "tokenizer/byte_tokenizer.h"
 
@@ -64,6 +65,50 @@ TEST(OpenAiApiTest, PromptFormsAndDefaults) {
   EXPECT_FALSE(defaults.has_seed);
   EXPECT_FALSE(defaults.stream);
   EXPECT_EQ(defaults.request.sampling.logprobs, 0);
+}
+
+TEST(OpenAiApiTest, TheModelsSamplingDefaultsApplyToOmittedFieldsOnly) {
+  const SamplingDefaults model{
+      .temperature = 0.6f, .top_p = 0.9f, .top_k = 20, .repetition_penalty = 1.1f};
+  for (ApiKind kind : {ApiKind::kCompletion, ApiKind::kChat}) {
+    const std::string input = kind == ApiKind::kChat
+                                  ? R"("messages": [{"role": "user", "content": "x"}])"
+                                  : R"("prompt": "x")";
+    const sched::SamplingParams omitted =
+        ParseOpenAiRequest(kind, R"({"model": "m", )" + input + "}", Tokenizer(), model)
+            ->request.sampling;
+    EXPECT_EQ(omitted.temperature, 0.6f);
+    EXPECT_EQ(omitted.top_p, 0.9f);
+    EXPECT_EQ(omitted.top_k, 20);
+    EXPECT_EQ(omitted.repetition_penalty, 1.1f);
+
+    const sched::SamplingParams given =
+        ParseOpenAiRequest(kind,
+                           R"({"model": "m", "temperature": 0, "top_p": 1, "top_k": 0,
+                               "repetition_penalty": 1, )" +
+                               input + "}",
+                           Tokenizer(), model)
+            ->request.sampling;
+    EXPECT_EQ(given.temperature, 0.0f);
+    EXPECT_EQ(given.top_p, 1.0f);
+    EXPECT_EQ(given.top_k, 0);
+    EXPECT_EQ(given.repetition_penalty, 1.0f);
+
+    // JSON null is an omitted field.
+    EXPECT_EQ(ParseOpenAiRequest(kind, R"({"model": "m", "temperature": null, )" + input + "}",
+                                 Tokenizer(), model)
+                  ->request.sampling.temperature,
+              0.6f);
+  }
+  // A model that sets only some fields: the others keep the OpenAI defaults.
+  const sched::SamplingParams partial =
+      ParseOpenAiRequest(ApiKind::kCompletion, R"({"model": "m", "prompt": "x"})", Tokenizer(),
+                         SamplingDefaults{.top_k = 5})
+          ->request.sampling;
+  EXPECT_EQ(partial.temperature, 1.0f);
+  EXPECT_EQ(partial.top_p, 1.0f);
+  EXPECT_EQ(partial.top_k, 5);
+  EXPECT_EQ(partial.repetition_penalty, 1.0f);
 }
 
 TEST(OpenAiApiTest, ParsesAChatRequestThroughTheTemplate) {

@@ -77,7 +77,8 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
                             .admission = admission,
                             .threads = static_cast<int>(rc.http_threads),
                             .keepalive_interval = options_.keepalive_interval,
-                            .limits = limits},
+                            .limits = limits,
+                            .sampling_defaults = text.sampling_defaults},
       *runner_, *registry_, metrics_, *tokenizer_, clock_);
 }
 
