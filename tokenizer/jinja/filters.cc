@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "tokenizer/jinja/builtins.h"
 #include "tokenizer/jinja/methods.h"
+#include "tokenizer/jinja/py_format.h"
 #include "tokenizer/jinja/pyops.h"
 #include "tokenizer/unicode.h"
 

@@ -165,6 +165,20 @@ INSTANTIATE_TEST_SUITE_P(
         LoadError{"\n{{ lipsum(2) }}", "line 2: unsupported function 'lipsum'"},
         LoadError{"{% for x in y recursive %}{% endfor %}", "line 1: unsupported: recursive"},
         LoadError{"{{ f(*args) }}", "line 1: unsupported: *args"},
+        LoadError{"a\n\n{{ '[{:>5}]'.format(x) }}",
+                  "line 3: str.format: ValueError: unsupported format spec in '{:>5}'"},
+        LoadError{"{% if x %}{{ '{0!a}'.format(x) }}{% endif %}",
+                  "line 1: str.format: ValueError: unsupported conversion in '{0!a}'"},
+        LoadError{"{% macro m(s='{x:.2f}'.format(x=1)) %}{% endmacro %}",
+                  "line 1: str.format: ValueError: unsupported format spec in '{x:.2f}'"},
+        LoadError{"\n{% for m in ms %}{{ '%5d'|format(m) }}{% endfor %}",
+                  "line 2: the format filter: ValueError: unsupported format character '5'"},
+        LoadError{"{{ '%(a)s'|format(a=1) }}",
+                  "line 1: the format filter: keyword arguments are not supported"},
+        LoadError{"{% set y = [1, '%.2f' % x] %}",
+                  "line 1: the % operator: ValueError: unsupported format character '.'"},
+        LoadError{"{{ 'x' ~ ('{' ~ '}').format(1) ~ '%'|format() }}",
+                  "line 1: the format filter: ValueError: incomplete format"},
         LoadError{"{% if x %}\nno end", "line 2: unexpected end of template, expected 'endif'"},
         LoadError{"{{ x ", "line 1: unexpected end of template (missing '}}')"},
         LoadError{"{% break %}", "line 1: 'break' outside of a loop"},
@@ -202,6 +216,19 @@ TEST(RenderErrorTest, PythonTypeErrors) {
                                 "Object of type Undefined is not JSON serializable"));
   EXPECT_TRUE(absl::StrContains(Render("{% set x = 1 %}{% set x.a = 2 %}").status().message(),
                                 "cannot assign attribute on non-namespace object"));
+}
+
+TEST(RenderErrorTest, FormatStringsOutsideTheSubsetFailAtRenderOnlyWhenComputed) {
+  // Literal format strings in the subset load and render.
+  EXPECT_EQ(*Render("{{ '{}-{n!r}'.format(1, n='a') }} {{ '%s=%d%%'|format('x', 2) }} "
+                    "{{ '%i' % 3 }}"),
+            "1-'a' x=2% 3");
+  // A format string that is not a literal is checked when it is used.
+  absl::StatusOr<std::string> computed = Render("{{ f.format(1) }}", R"({"f": "{:>5}"})");
+  ASSERT_FALSE(computed.ok());
+  EXPECT_TRUE(absl::StrContains(computed.status().message(),
+                                "line 1: ValueError: unsupported format spec in '{:>5}'"))
+      << computed.status();
 }
 
 TEST(RenderErrorTest, RecursionAndNestingAreBounded) {

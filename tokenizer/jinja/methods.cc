@@ -6,10 +6,9 @@
 #include <algorithm>
 #include <set>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "tokenizer/jinja/builtins.h"
+#include "tokenizer/jinja/py_format.h"
 #include "tokenizer/jinja/pyops.h"
 #include "tokenizer/unicode.h"
 
@@ -415,121 +414,6 @@ std::string PyReplace(absl::string_view s, absl::string_view old, absl::string_v
     i = pos + old.size();
   }
   absl::StrAppend(&out, s.substr(i));
-  return out;
-}
-
-absl::StatusOr<std::string> PyFormat(absl::string_view format, const CallArgs& args) {
-  std::string out;
-  size_t auto_index = 0;
-  for (size_t i = 0; i < format.size(); ++i) {
-    const char c = format[i];
-    if (c == '}') {
-      if (i + 1 < format.size() && format[i + 1] == '}') {
-        out.push_back('}');
-        ++i;
-        continue;
-      }
-      return ValueError("Single '}' encountered in format string");
-    }
-    if (c != '{') {
-      out.push_back(c);
-      continue;
-    }
-    if (i + 1 < format.size() && format[i + 1] == '{') {
-      out.push_back('{');
-      ++i;
-      continue;
-    }
-    const size_t close = format.find('}', i);
-    if (close == absl::string_view::npos) return ValueError("Single '{' encountered in format string");
-    absl::string_view field = format.substr(i + 1, close - i - 1);
-    i = close;
-    char conversion = 's';
-    if (const size_t colon = field.find(':'); colon != absl::string_view::npos) {
-      return ValueError(absl::StrCat("unsupported format spec in '{", field, "}'"));
-    }
-    if (const size_t bang = field.find('!'); bang != absl::string_view::npos) {
-      if (bang + 2 != field.size() || (field[bang + 1] != 'r' && field[bang + 1] != 's')) {
-        return ValueError(absl::StrCat("unsupported conversion in '{", field, "}'"));
-      }
-      conversion = field[bang + 1];
-      field = field.substr(0, bang);
-    }
-    size_t end = 0;
-    while (end < field.size() && field[end] != '.' && field[end] != '[') ++end;
-    const absl::string_view head = field.substr(0, end);
-    Value v;
-    size_t index = 0;
-    if (head.empty() || absl::SimpleAtoi(head, &index)) {
-      if (head.empty()) index = auto_index++;
-      if (index >= args.positional.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("IndexError: Replacement index ", index, " out of range for positional args tuple"));
-      }
-      v = args.positional[index];
-    } else {
-      const auto it = std::find_if(args.keyword.begin(), args.keyword.end(),
-                                   [&](const auto& kw) { return kw.first == head; });
-      if (it == args.keyword.end()) return absl::InvalidArgumentError(absl::StrCat("KeyError: '", head, "'"));
-      v = it->second;
-    }
-    while (end < field.size()) {
-      absl::StatusOr<Value> next;
-      if (field[end] == '.') {
-        size_t stop = end + 1;
-        while (stop < field.size() && field[stop] != '.' && field[stop] != '[') ++stop;
-        next = GetAttr(v, field.substr(end + 1, stop - end - 1));
-        end = stop;
-      } else {
-        const size_t stop = field.find(']', end);
-        if (stop == absl::string_view::npos) return ValueError("Missing ']' in format string");
-        const absl::string_view key = field.substr(end + 1, stop - end - 1);
-        int64_t k = 0;
-        next = absl::SimpleAtoi(key, &k) ? GetItem(v, Value::Int(k)) : GetItem(v, Value::String(std::string(key)));
-        end = stop + 1;
-      }
-      if (!next.ok()) return next.status();
-      v = std::move(*next);
-    }
-    out += conversion == 'r' ? Repr(v) : Str(v);
-  }
-  return out;
-}
-
-absl::StatusOr<std::string> PyPercentFormat(absl::string_view format, const Value& args) {
-  const std::vector<Value> values =
-      args.kind() == Value::Kind::kTuple ? args.items() : std::vector<Value>{args};
-  size_t next = 0;
-  std::string out;
-  for (size_t i = 0; i < format.size(); ++i) {
-    if (format[i] != '%') {
-      out.push_back(format[i]);
-      continue;
-    }
-    if (i + 1 >= format.size()) return ValueError("incomplete format");
-    const char spec = format[++i];
-    if (spec == '%') {
-      out.push_back('%');
-      continue;
-    }
-    if (next >= values.size()) return TypeError("not enough arguments for format string");
-    const Value& v = values[next++];
-    switch (spec) {
-      case 's': out += Str(v); break;
-      case 'r': out += Repr(v); break;
-      case 'd':
-      case 'i':
-        if (!v.is_number()) return TypeError(absl::StrCat("%", std::string(1, spec), " format: a real number is required, not ", TypeName(v)));
-        absl::StrAppend(&out, v.is_int() ? v.as_int() : static_cast<int64_t>(v.as_double()));
-        break;
-      case 'f':
-        if (!v.is_number()) return TypeError(absl::StrCat("must be real number, not ", TypeName(v)));
-        absl::StrAppendFormat(&out, "%.6f", v.as_double());
-        break;
-      default:
-        return ValueError(absl::StrCat("unsupported format character '", std::string(1, spec), "'"));
-    }
-  }
-  if (next < values.size()) return TypeError("not all arguments converted during string formatting");
   return out;
 }
 

@@ -31,11 +31,6 @@ std::string PyStrip(absl::string_view s, const std::optional<std::string>& chars
 // str.replace(old, new, count); count < 0 replaces all.
 std::string PyReplace(absl::string_view s, absl::string_view old, absl::string_view with,
                       int64_t count);
-// str.format(*args, **kwargs) for {}, {0}, {name}, {0[key]}, {x.attr} and !r/!s without
-// format specs.
-absl::StatusOr<std::string> PyFormat(absl::string_view format, const CallArgs& args);
-// Python's `format % args` for %s %r %d %i %% (and width-free %f).
-absl::StatusOr<std::string> PyPercentFormat(absl::string_view format, const Value& args);
 
 }  // namespace lockstep::tok::jinja
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tokenizer/jinja/methods.h"
+#include "tokenizer/jinja/py_format.h"
 #include "tokenizer/jinja/pyops.h"
 
 namespace lockstep::tok::jinja {

@@ -1,5 +1,6 @@
 #include "tokenizer/jinja/template.h"
 
+#include "tokenizer/jinja/format_check.h"
 #include "tokenizer/jinja/lexer.h"
 #include "tokenizer/jinja/parser.h"
 #include "tokenizer/jinja/renderer.h"
@@ -11,6 +12,7 @@ absl::StatusOr<std::shared_ptr<const Template>> Template::Parse(absl::string_vie
   if (!tokens.ok()) return tokens.status();
   absl::StatusOr<Body> body = jinja::Parse(*tokens);
   if (!body.ok()) return body.status();
+  if (absl::Status status = CheckFormatStrings(*body); !status.ok()) return status;
   return std::shared_ptr<const Template>(new Template(std::move(*body)));
 }
 

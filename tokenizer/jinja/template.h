@@ -1,7 +1,8 @@
 // A parsed Jinja template and its rendering, with jinja2's semantics under Hugging
 // Face's settings (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, default
 // Undefined, loop controls). Only the subset chat templates use is supported; anything
-// else fails in Parse with its line.
+// else fails in Parse with its line (parser.h; format_check.h for literal format
+// strings).
 //
 //   ASSIGN_OR_RETURN(std::shared_ptr<const Template> t, Template::Parse("{{ x }}!"));
 //   Dict vars;
