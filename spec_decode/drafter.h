@@ -1,32 +1,63 @@
 // Drafter: proposes up to K draft tokens for each sequence of a batch, for the target
-// to verify (acceptance.h). A token drafter sees only tokens: NgramDrafter
-// (ngram_drafter.h), prompt lookup, no model and no KV. The draft model
-// (Method::kDraftModel) is the other kind: a second transformer whose passes run inside
-// the engine on its draft KV pool (runtime/engine/batch_runner.h), because they share
-// the batch's forward and its collectives.
-// Engines call a token drafter on their own thread, after acceptance, with each
-// sequence's tokens so far (prompt and output, ending with the newest token); the
-// proposals are verified by the sequence's next step.
+// to verify (acceptance.h). Two kinds, one interface; the engine's batch runner
+// (runtime/engine/batch_runner.h) calls Propose once per batch, after acceptance:
+//   * a token drafter sees only tokens: NgramDrafter (ngram_drafter.h), prompt lookup,
+//     no model and no KV. It gets each proposing sequence's whole token list.
+//   * a KV drafter (keeps_kv()) runs a model over its own KV pool: the draft model
+//     (runtime/engine/draft_model_drafter.h), whose passes run inside the engine
+//     because they share the batch's forward and its collectives. It gets every
+//     sequence of the batch that has draft KV (also those proposing nothing, whose KV
+//     must still catch up), with the tokens this step confirmed, and keeps its
+//     per-sequence state in a DraftSequenceState the engine holds with the sequence.
+// The proposals are verified by the sequence's next step.
 //
 // Thread-compatible: one engine thread calls it.
 #ifndef LOCKSTEP_SPEC_DECODE_DRAFTER_H_
 #define LOCKSTEP_SPEC_DECODE_DRAFTER_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/ids.h"
 #include "spec_decode/speculative_config.h"
 
 namespace lockstep::spec {
 
+// A KV drafter's state of one sequence (e.g. how far its KV is valid), created by
+// Drafter::NewState and held by the engine with the sequence's own state, so both end
+// together.
+class DraftSequenceState {
+ public:
+  virtual ~DraftSequenceState() = default;
+};
+
 struct DraftQuery {
-  // The sequence so far: tokens[i] is the token at position i; the last one is the
-  // newest (sampled, not yet in the KV cache).
+  // tokens[i] is the token at position first_position + i. For a token drafter the
+  // whole sequence (first_position 0); for a KV drafter the tokens from where this
+  // step started (the chunk, or the step's history) on. With ends_with_sampled the
+  // last one is the newest (sampled, not yet in the KV cache); without (a context
+  // chunk before the prompt's last) every token is in the target KV, none sampled.
   absl::Span<const int32_t> tokens;
   // Propose at most this many (K of this sequence's step; 0: none).
   int max_drafts = 0;
+  int64_t first_position = 0;
+  bool ends_with_sampled = true;
+
+  // KV drafters only.
+  // The sequence's draft cache (its generation, never 0, and block table) and its
+  // grant: the drafter may write the pool only below kv_limit, the rest of what it
+  // computes stays in its state.
+  uint64_t kv_generation = 0;
+  absl::Span<const BlockId> kv_blocks;
+  int64_t kv_limit = 0;
+  // The draft KV is valid exactly for [0, first_position): what the state says
+  // beyond it no longer holds (a new chunk, a seeded sequence).
+  bool restart = false;
+  // From NewState; null for a context chunk before the prompt's last.
+  DraftSequenceState* state = nullptr;
 };
 
 class Drafter {
@@ -34,6 +65,12 @@ class Drafter {
   virtual ~Drafter() = default;
 
   virtual Method method() const = 0;
+
+  // A KV drafter (see the top of this file); false: a token drafter.
+  virtual bool keeps_kv() const { return false; }
+
+  // A KV drafter's state for a new sequence; null for a token drafter.
+  virtual std::unique_ptr<DraftSequenceState> NewState() const { return nullptr; }
 
   // Fills `drafts[i]` (cleared first) with at most queries[i].max_drafts proposals for
   // the positions after queries[i].tokens. Fewer, or none, is allowed. `drafts` has

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/check.h"
 #include "common/status_macros.h"
 #include "runtime/engine/sampler.h"
 #include "spec_decode/acceptance.h"
@@ -19,15 +18,16 @@ absl::Status BadRequest(const kv::BlockRefs& kv, absl::string_view problem) {
 }  // namespace
 
 BatchRunner::BatchRunner(const ForwardModel* target, KvPoolView target_pool,
-                         const ForwardModel* draft, KvPoolView draft_pool, int num_draft_tokens,
-                         ThreadPool* threads, spec::Drafter* token_drafter)
+                         spec::Drafter* drafter, KvPoolView draft_pool, int num_draft_tokens,
+                         ThreadPool* threads)
     : target_(target),
       target_pool_(target_pool),
-      draft_(draft),
+      drafter_(num_draft_tokens > 0 ? drafter : nullptr),
       draft_pool_(draft_pool),
-      num_draft_tokens_(draft == nullptr && token_drafter == nullptr ? 0 : num_draft_tokens),
+      num_draft_tokens_(drafter_ == nullptr ? 0 : num_draft_tokens),
       threads_(threads),
-      token_drafter_(draft == nullptr ? token_drafter : nullptr) {}
+      kv_drafter_(drafter_ != nullptr && drafter_->keeps_kv()),
+      token_drafter_(drafter_ != nullptr && !kv_drafter_) {}
 
 absl::StatusOr<BatchResult> BatchRunner::Run(const Batch& batch) {
   arena_.Reset();
@@ -40,8 +40,7 @@ absl::StatusOr<BatchResult> BatchRunner::Run(const Batch& batch) {
   if (status.ok() && !logits.ok()) status = logits.status();
   if (status.ok()) Accept(batch, *logits);
   if (status.ok()) ExtendTokens(batch);
-  if (status.ok() && token_drafter_ != nullptr) status = TokenDrafts(batch);
-  absl::Status draft_status = DraftPasses(batch, !status.ok());
+  absl::Status draft_status = Drafts(batch, !status.ok());
   if (status.ok()) status = draft_status;
   if (!status.ok()) {
     ForgetBatchStates();
@@ -72,11 +71,7 @@ SequenceState& BatchRunner::StateFor(const Key& key) {
   state = SequenceState();
   state.generation = key.second;
   created_.push_back(key);
-  if (draft_ != nullptr && num_draft_tokens_ > 0) {
-    state.spec_kv.assign(SpecBufferFloats(draft_->Layout(draft_pool_.layout.tokens_per_block),
-                                          num_draft_tokens_ + 1),
-                         0.0f);
-  }
+  if (drafter_ != nullptr) state.drafter_state = drafter_->NewState();
   return state;
 }
 
@@ -115,17 +110,17 @@ absl::Status BatchRunner::PlanContext(const ContextChunk& chunk, SeqWork& work) 
                                    ") exceeds the model's ", config.max_position, " positions"));
   }
   RETURN_IF_ERROR(CheckCoverage(work, chunk.kv.blocks, target_pool_, chunk.position + n, "target"));
-  work.draft_kv = draft_ != nullptr && num_draft_tokens_ > 0 && chunk.kv.draft_generation != 0;
+  work.draft_kv = kv_drafter_ && chunk.kv.draft_generation != 0;
   if (work.draft_kv) {
     RETURN_IF_ERROR(
         CheckCoverage(work, chunk.kv.draft_blocks, draft_pool_, chunk.position + n, "draft"));
   }
   work.sampling = &chunk.sampling;
   work.start = chunk.position;
-  work.draft_end = chunk.position;  // earlier chunks are in the pool
+  work.restart = true;  // earlier chunks are in the draft pool, nothing beyond
   work.draft_limit = chunk.position + n;
   work.last_chunk = chunk.last_chunk;
-  work.propose = (work.draft_kv || token_drafter_ != nullptr) && chunk.last_chunk
+  work.propose = (work.draft_kv || token_drafter_) && chunk.last_chunk
                      ? std::clamp(chunk.num_draft_tokens, 0, num_draft_tokens_)
                      : 0;
   if (chunk.last_chunk) work.state = &StateFor(work.key);
@@ -138,8 +133,7 @@ absl::Status BatchRunner::PlanGeneration(const GenerationStep& step, SeqWork& wo
     work.start = step.seed->history;
     work.last_token = step.seed->last_token;
     work.drafts.assign(step.seed->draft_tokens.begin(), step.seed->draft_tokens.end());
-    work.draft_end = step.seed->history;  // a seed brings draft KV for [0, history)
-    work.spec_len = 0;
+    work.restart = true;  // a seed brings draft KV for [0, history)
   } else {
     const SequenceState* found = FindState(work.key);
     if (found == nullptr) return BadRequest(step.kv, "no engine state and no seed");
@@ -147,9 +141,6 @@ absl::Status BatchRunner::PlanGeneration(const GenerationStep& step, SeqWork& wo
     work.start = state.history;
     work.last_token = state.last_token;
     work.drafts.assign(state.drafts.begin(), state.drafts.end());
-    const bool same_draft = state.draft_generation == step.kv.draft_generation;
-    work.draft_end = same_draft ? state.draft_end : state.history;
-    work.spec_len = same_draft ? state.spec_len : 0;
   }
   work.verify = std::clamp(step.num_draft_tokens, 0, static_cast<int>(work.drafts.size()));
   work.drafts.resize(work.verify);
@@ -168,14 +159,14 @@ absl::Status BatchRunner::PlanGeneration(const GenerationStep& step, SeqWork& wo
                                             ") exceed the model's ", config.max_position));
   }
   RETURN_IF_ERROR(CheckCoverage(work, step.kv.blocks, target_pool_, end, "target"));
-  work.draft_kv = draft_ != nullptr && num_draft_tokens_ > 0 && step.kv.draft_generation != 0;
+  work.draft_kv = kv_drafter_ && step.kv.draft_generation != 0;
   if (work.draft_kv) {
     RETURN_IF_ERROR(CheckCoverage(work, step.kv.draft_blocks, draft_pool_, end, "draft"));
   }
   work.draft_limit = work.start + std::max(step.num_draft_tokens, 0);
   work.sampling = &step.sampling;
   work.dummy = step.is_dummy;
-  work.propose = work.draft_kv || token_drafter_ != nullptr
+  work.propose = work.draft_kv || token_drafter_
                      ? std::clamp(step.num_draft_tokens, 0, num_draft_tokens_)
                      : 0;
   work.state = &StateFor(work.key);
@@ -204,9 +195,9 @@ absl::Status BatchRunner::Plan(const Batch& batch) {
     work.last_chunk = false;
     work.last_token = 0;
     work.drafts.clear();
-    work.verify = work.spec_len = work.propose = work.accepted = 0;
-    work.draft_end = work.draft_limit = work.new_draft_end = 0;
-    work.draft_kv = false;
+    work.verify = work.propose = work.accepted = 0;
+    work.draft_limit = 0;
+    work.draft_kv = work.restart = false;
     work.state = nullptr;
     work.tokens.clear();
     return &work;
@@ -316,7 +307,7 @@ void BatchRunner::ExtendTokens(const Batch& batch) {
   for (int i = 0; i < num_work_; ++i) {
     SeqWork& work = work_[i];
     if (work.state == nullptr) continue;  // a non-last context chunk
-    if (token_drafter_ == nullptr && !work.sampling->UsesHistory()) continue;
+    if (!token_drafter_ && !work.sampling->UsesHistory()) continue;
     std::vector<int32_t>& tokens = work.state->tokens;
     if (work.context) {
       const ContextChunk& chunk = batch.context[work.index];
@@ -332,100 +323,50 @@ void BatchRunner::ExtendTokens(const Batch& batch) {
   }
 }
 
-absl::Status BatchRunner::TokenDrafts(const Batch& batch) {
+absl::Status BatchRunner::Drafts(const Batch& batch, bool empty) {
+  if (drafter_ == nullptr) return absl::OkStatus();
   queries_.clear();
   query_work_.clear();
-  for (int i = 0; i < num_work_; ++i) {
+  for (int i = 0; !empty && i < num_work_; ++i) {
     SeqWork& work = work_[i];
-    if (work.state == nullptr) continue;                      // a non-last context chunk
-    const std::vector<int32_t>& tokens = work.state->tokens;  // ExtendTokens filled them
-    if (work.propose > 0) {
-      queries_.push_back({tokens, work.propose});
-      query_work_.push_back(i);
+    spec::DraftQuery query;
+    query.max_drafts = work.propose;
+    if (kv_drafter_) {
+      // Every sequence with draft KV, with the tokens from `start` on.
+      if (!work.draft_kv) continue;
+      std::vector<int32_t>& tokens = work.confirmed;
+      if (work.context) {
+        tokens = batch.context[work.index].tokens;
+      } else {
+        tokens.assign(1, work.last_token);
+      }
+      tokens.insert(tokens.end(), work.tokens.begin(), work.tokens.end());
+      query.tokens = tokens;
+      query.first_position = work.start;
+      query.ends_with_sampled = !work.tokens.empty();
+      query.kv_generation = work.kv->draft_generation;
+      query.kv_blocks = work.kv->draft_blocks;
+      query.kv_limit = work.draft_limit;
+      query.restart = work.restart;
+      query.state = work.state == nullptr ? nullptr : work.state->drafter_state.get();
+    } else {
+      // The proposing sequences, with their tokens (ExtendTokens filled them).
+      if (work.state == nullptr || work.propose == 0) continue;
+      query.tokens = work.state->tokens;
     }
+    queries_.push_back(query);
+    query_work_.push_back(i);
   }
   proposals_.resize(queries_.size());
-  RETURN_IF_ERROR(
-      token_drafter_->Propose(queries_, absl::MakeSpan(proposals_.data(), queries_.size())));
+  RETURN_IF_ERROR(drafter_->Propose(queries_, absl::MakeSpan(proposals_.data(), queries_.size())));
   for (size_t q = 0; q < queries_.size(); ++q) {
+    SeqWork& work = work_[query_work_[q]];
+    if (work.state == nullptr) continue;  // a non-last context chunk
     std::vector<int32_t>& drafts = proposals_[q];
     if (static_cast<int>(drafts.size()) > queries_[q].max_drafts) {
       drafts.resize(queries_[q].max_drafts);
     }
-    work_[query_work_[q]].state->drafts.swap(drafts);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status BatchRunner::DraftPasses(const Batch& batch, bool empty) {
-  if (draft_ == nullptr || num_draft_tokens_ == 0) return absl::OkStatus();
-  const bool collectives = draft_->collectives_per_forward() > 0;
-  const int vocab = draft_->config().vocab_size;
-  const int spec_tokens = num_draft_tokens_ + 1;
-  // Sequences the draft works on: seqs_[s] belongs to work_[draft_work[s]].
-  seqs_.clear();
-  int* draft_work = arena_.Alloc<int>(num_work_ + 1);
-  int64_t* pool_valid = arena_.Alloc<int64_t>(num_work_ + 1);  // after the copy below
-  for (int i = 0; !empty && i < num_work_; ++i) {
-    SeqWork& work = work_[i];
-    if (!work.draft_kv) continue;
-    const std::vector<BlockId>& blocks = work.kv->draft_blocks;
-    // After this step the pool holds the confirmed positions it may: [0, new_draft_end).
-    work.new_draft_end = std::min(work.next_start, work.draft_limit);
-    // Confirmed positions whose K/V wait in the spec buffer move into the pool.
-    const int64_t copy_end = std::min(work.draft_end + work.spec_len, work.new_draft_end);
-    if (copy_end > work.draft_end) {
-      const SequenceKv spec{absl::MakeConstSpan(blocks), work.draft_end, work.state->spec_kv.data(),
-                            spec_tokens};
-      draft_->CopyKv(draft_pool_, spec, SequenceKv{absl::MakeConstSpan(blocks)}, work.draft_end,
-                     copy_end);
-    }
-    pool_valid[seqs_.size()] = std::max(copy_end, work.draft_end);
-    draft_work[seqs_.size()] = i;
-    // Rows at or beyond new_draft_end go to the spec buffer.
-    seqs_.push_back(SequenceKv{absl::MakeConstSpan(blocks), work.new_draft_end,
-                               work.state == nullptr ? nullptr : work.state->spec_kv.data(),
-                               spec_tokens});
-  }
-  const int num_seqs = static_cast<int>(seqs_.size());
-  for (int pass = 0; pass < num_draft_tokens_; ++pass) {
-    rows_.clear();
-    logit_rows_.clear();
-    for (int s = 0; s < num_seqs; ++s) {
-      SeqWork& work = work_[draft_work[s]];
-      if (pass == 0) {
-        // Catch up on the confirmed tokens the draft has not seen, then the first proposal.
-        if (work.context) {
-          const std::vector<int32_t>& tokens = batch.context[work.index].tokens;
-          for (int j = 0; j < work.num_rows; ++j) rows_.push_back({tokens[j], work.start + j, s});
-        } else {
-          for (int64_t p = pool_valid[s]; p < work.next_start; ++p) {
-            LOCKSTEP_DCHECK(p >= work.start) << "draft K/V missing below the history";
-            const int32_t token =
-                p == work.start ? work.last_token : work.drafts[p - work.start - 1];
-            rows_.push_back({token, p, s});
-          }
-        }
-        if (work.propose > 0) {
-          logit_rows_.push_back(static_cast<int32_t>(rows_.size()));
-          rows_.push_back({work.tokens.back(), work.next_start, s});
-        }
-      } else if (pass < work.propose) {
-        logit_rows_.push_back(static_cast<int32_t>(rows_.size()));
-        rows_.push_back({work.state->drafts[pass - 1], work.next_start + pass, s});
-      }
-    }
-    if (rows_.empty() && !collectives) continue;
-    ASSIGN_OR_RETURN(const float* logits,
-                     draft_->Forward({rows_, seqs_, logit_rows_}, draft_pool_, arena_, threads_));
-    int next_logit = 0;
-    for (int s = 0; s < num_seqs; ++s) {
-      SeqWork& work = work_[draft_work[s]];
-      if (pass >= work.propose) continue;
-      if (pass == 0) work.state->drafts.clear();
-      work.state->drafts.push_back(
-          ArgMax(logits + static_cast<size_t>(next_logit++) * vocab, vocab));
-    }
+    work.state->drafts.swap(drafts);
   }
   return absl::OkStatus();
 }
@@ -456,14 +397,6 @@ BatchResult BatchRunner::Results(const Batch& batch, const float* logits) {
     out.next_drafts = state.drafts;
     state.history = work.next_start;
     state.last_token = work.tokens.back();
-    if (work.draft_kv) {
-      state.draft_end = work.new_draft_end;
-      state.spec_len = static_cast<int>(work.next_start - work.new_draft_end) + work.propose;
-    } else {
-      state.draft_end = work.next_start;
-      state.spec_len = 0;
-    }
-    state.draft_generation = work.kv->draft_generation;
     if (work.dummy) EraseState(work.key);  // the dummy is seeded every step
   }
   num_work_ = 0;

@@ -1,39 +1,40 @@
 // Runs one Batch (model_engine.h) on the target model and, with speculation, a drafter
-// (the models are ForwardModels, forward_model.h: the CPU transformer or a device's):
+// (the target is a ForwardModel, forward_model.h: the CPU transformer or a device's):
 // one target forward over every context chunk and generation step (each step
-// verifying its drafts), sampling and acceptance (spec_decode/acceptance.h), then the
-// proposals for the next step: with a draft model, exactly K draft passes that catch
-// the draft KV up and propose up to K new drafts per sequence; with a token drafter
-// (spec::Drafter, e.g. n-gram), a call on each sequence's tokens, no KV.
+// verifying its drafts), sampling and acceptance (spec_decode/acceptance.h), then one
+// spec::Drafter call for the proposals of the next step: a token drafter (n-gram) on
+// each proposing sequence's tokens, or a KV drafter (the draft model,
+// draft_model_drafter.h) on every sequence with draft KV, whose K passes also catch
+// its KV up.
 //
-// Collectives: every Run makes target.collectives_per_forward() +
-// K * draft.collectives_per_forward() collective calls, in the same order, whatever
-// the batch holds, even when the batch is empty or invalid (then the forwards run with
-// no rows and the error is returned afterwards), so all ranks stay in lockstep.
+// Collectives: every Run makes target.collectives_per_forward() collective calls and
+// the drafter's (the draft model: K * draft.collectives_per_forward()), in the same
+// order, whatever the batch holds, even when the batch is empty or invalid (then the
+// forward and the drafter run with no rows and the error is returned afterwards), so
+// all ranks stay in lockstep.
 //
-// Speculative decoding (docs/design.md §6). Drafts are the draft model's greedy choices. A
-// step verifies the drafts proposed at the end of the previous step (or the seed's;
-// a seed without drafts: none this step) and ends by proposing the next step's.
-// Verification samples the target token of every verified position with the
-// request's own counter-based draw and accepts a draft iff it equals that token. For
-// greedy requests this is exact-match acceptance; for stochastic ones it is rejection
-// sampling with a deterministic proposal (accept d with probability p(d), else draw
-// from p without d), so the output distribution is exactly the target's, and
-// speculative output equals non-speculative output token for token for every seed.
+// Speculative decoding (docs/design.md §6). A step verifies the drafts proposed at the
+// end of the previous step (or the seed's; a seed without drafts: none this step) and
+// ends by proposing the next step's. Verification samples the target token of every
+// verified position with the request's own counter-based draw and accepts a draft iff
+// it equals that token. For greedy requests this is exact-match acceptance; for
+// stochastic ones it is rejection sampling with a deterministic proposal (accept d
+// with probability p(d), else draw from p without d), so the output distribution is
+// exactly the target's, and speculative output equals non-speculative output token
+// for token for every seed.
 //
-// Draft KV (model_engine.h, KV contract). A step from history h with K drafts writes
-// the draft pool only at positions below h + K (a context chunk: inside the chunk).
-// Confirmed positions the draft cannot store yet (at most one, h + K when all K drafts
-// are accepted) and the K/V of the draft's own proposals live in the sequence state's
-// spec buffer, and move into the pool when a later step confirms them and may write
-// there. So the draft pool holds only confirmed tokens, and nothing the engine relies
-// on sits at or beyond the history in either pool.
+// Draft KV (model_engine.h, KV contract): the runner checks each sequence's draft
+// block table and hands the drafter its grant (kv_limit: a step from history h with K
+// drafts may write the draft pool only below h + K; a context chunk only inside the
+// chunk); the drafter keeps what lies beyond in its per-sequence state
+// (draft_model_drafter.h).
 //
 // Thread-compatible: owned by the engine thread.
 #ifndef LOCKSTEP_RUNTIME_ENGINE_BATCH_RUNNER_H_
 #define LOCKSTEP_RUNTIME_ENGINE_BATCH_RUNNER_H_
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -56,12 +57,8 @@ struct SequenceState {
   int64_t history = 0;          // target (and draft pool) KV valid for [0, history)
   int32_t last_token = 0;       // at position `history`
   std::vector<int32_t> drafts;  // proposals for positions history + 1, ...
-  int64_t draft_end = 0;        // the draft pool holds valid K/V for [0, draft_end)
-  // Draft K/V of positions [draft_end, draft_end + spec_len): a paged_attention spec
-  // buffer of K + 1 tokens.
-  std::vector<float> spec_kv;
-  int spec_len = 0;
-  uint64_t draft_generation = 0;
+  // A KV drafter's state of the sequence (spec::Drafter::NewState), or null.
+  std::unique_ptr<spec::DraftSequenceState> drafter_state;
   // With a token drafter, or sampling that looks at the sequence: the tokens at
   // [0, history] (the last is last_token), of which the first prompt_length are the
   // prompt.
@@ -71,12 +68,12 @@ struct SequenceState {
 
 class BatchRunner {
  public:
-  // At most one of `draft` (a draft model) and `token_drafter` is set; with neither,
-  // num_draft_tokens (the largest K) is treated as 0. Pointers are not owned and must
-  // outlive the runner; `threads` may be null.
-  BatchRunner(const ForwardModel* target, KvPoolView target_pool, const ForwardModel* draft,
-              KvPoolView draft_pool, int num_draft_tokens, ThreadPool* threads,
-              spec::Drafter* token_drafter = nullptr);
+  // `drafter` proposes up to num_draft_tokens (the largest K) drafts per step; null
+  // (or K = 0): no speculation. `draft_pool` is a KV drafter's pool, whose block
+  // tables the runner checks. Pointers are not owned and must outlive the runner;
+  // `threads` may be null.
+  BatchRunner(const ForwardModel* target, KvPoolView target_pool, spec::Drafter* drafter,
+              KvPoolView draft_pool, int num_draft_tokens, ThreadPool* threads);
 
   // Runs `batch`. Invalid input (a token outside the vocabulary, a block table that
   // does not cover the positions, an unknown block, a generation step without state or
@@ -104,12 +101,11 @@ class BatchRunner {
     int32_t last_token = 0;       // generation: the token at `start`
     std::vector<int32_t> drafts;  // generation: the drafts verified (size `verify`)
     int verify = 0;
-    int64_t draft_end = 0;      // the draft pool is valid for [0, draft_end)
-    int spec_len = 0;           // then the spec buffer holds [draft_end, + spec_len)
-    int64_t draft_limit = 0;    // the draft pool may be written below this position
-    int64_t new_draft_end = 0;  // draft_end after this step
-    int propose = 0;            // drafts to propose after this step
-    bool draft_kv = false;      // the draft model keeps KV for this sequence
+    int64_t draft_limit = 0;  // the draft pool may be written below this position
+    bool restart = false;     // the draft KV is valid for [0, start) only
+    int propose = 0;          // drafts to propose after this step
+    bool draft_kv = false;    // the KV drafter keeps KV for this sequence
+    std::vector<int32_t> confirmed;  // a KV drafter's tokens of this step, from `start`
     int first_row = 0;          // in the target forward
     int num_rows = 0;
     int first_logit = -1;            // in the target logits (-1: none)
@@ -141,21 +137,20 @@ class BatchRunner {
   // Keeps SequenceState::tokens (and prompt_length) up to date with this step's tokens,
   // for the token drafter and the penalties.
   void ExtendTokens(const Batch& batch);
-  // The K draft passes (with no rows when `empty`).
-  absl::Status DraftPasses(const Batch& batch, bool empty);
-  // With a token drafter: extends each sequence's tokens and proposes its next drafts.
-  absl::Status TokenDrafts(const Batch& batch);
+  // The drafter's proposals for the next step (with no queries when `empty`).
+  absl::Status Drafts(const Batch& batch, bool empty);
   BatchResult Results(const Batch& batch, const float* logits);
   // Drops every state this Run created or touched (after a failure).
   void ForgetBatchStates();
 
   const ForwardModel* const target_;
   const KvPoolView target_pool_;
-  const ForwardModel* const draft_;
+  spec::Drafter* const drafter_;  // null: no speculation
   const KvPoolView draft_pool_;
   const int num_draft_tokens_;
   ThreadPool* const threads_;
-  spec::Drafter* const token_drafter_;
+  const bool kv_drafter_;     // drafter_ keeps KV (the draft model)
+  const bool token_drafter_;  // drafter_ reads each sequence's tokens (n-gram)
 
   absl::node_hash_map<int64_t, SequenceState> states_;  // by request id
   Arena arena_;

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 #include "runtime/engine/batch_runner.h"
+#include "runtime/engine/draft_model_drafter.h"
 #include "runtime/engine/model_config.h"
 #include "runtime/engine/parallel.h"
 #include "runtime/engine/transformer.h"
@@ -19,10 +20,17 @@ namespace {
 
 constexpr int kMaxDraftTokens = spec::kMaxDraftTokens;
 
-// The token drafter `options` asks for, or null.
-std::unique_ptr<spec::Drafter> MakeTokenDrafter(const CpuEngineOptions& options) {
-  if (options.spec_method != spec::Method::kNgram || options.num_draft_tokens == 0) return nullptr;
-  return std::make_unique<spec::NgramDrafter>(options.ngram_max);
+// The drafter `options` asks for (`draft`: the loaded draft model, or null), or null.
+std::unique_ptr<spec::Drafter> MakeDrafter(const CpuEngineOptions& options,
+                                           const Transformer* draft, ThreadPool* threads) {
+  if (options.num_draft_tokens == 0) return nullptr;
+  if (options.spec_method == spec::Method::kNgram) {
+    return std::make_unique<spec::NgramDrafter>(options.ngram_max);
+  }
+  if (draft == nullptr) return nullptr;
+  return std::make_unique<DraftModelDrafter>(
+      draft, KvPoolView{options.draft_storage, options.draft_layout, options.draft_num_blocks},
+      options.num_draft_tokens, threads);
 }
 
 // Checks a pool against the model it holds KV for; errors name both.
@@ -49,13 +57,13 @@ class CpuEngine final : public ModelEngine {
             const CpuEngineOptions& options)
       : target_(std::move(target)),
         draft_(std::move(draft)),
-        token_drafter_(MakeTokenDrafter(options)),
         threads_(options.num_threads),
+        drafter_(MakeDrafter(options, draft_.get(), &threads_)),
         runner_(target_.get(),
                 {options.target_storage, options.target_layout, options.target_num_blocks},
-                draft_.get(),
+                drafter_.get(),
                 {options.draft_storage, options.draft_layout, options.draft_num_blocks},
-                options.num_draft_tokens, &threads_, token_drafter_.get()),
+                options.num_draft_tokens, &threads_),
         thread_([this] { Loop(); }) {}
 
   ~CpuEngine() override {
@@ -135,8 +143,8 @@ class CpuEngine final : public ModelEngine {
 
   const std::unique_ptr<Transformer> target_;
   const std::unique_ptr<Transformer> draft_;
-  const std::unique_ptr<spec::Drafter> token_drafter_;  // n-gram, or null
   ThreadPool threads_;
+  const std::unique_ptr<spec::Drafter> drafter_;  // the draft model's, n-gram, or null
   BatchRunner runner_;  // used by thread_ only
 
   absl::Mutex mu_;
