@@ -10,7 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "runtime/launcher/local_deployment.h"
@@ -91,6 +94,49 @@ TEST(DisaggTest, CtxDep2GenDep4MatchesAggregatedServing) {
   EXPECT_EQ(gen_stats->transfers_received(), 200);
   EXPECT_EQ(gen_stats->transfer_failures(), 0);
   EXPECT_GT(gen_stats->draft_tokens_accepted(), 0);
+
+  // Speculation metrics: the generation instance's drafts are the draft model's, every
+  // step ran with K <= 3 and proposed at most K, and the router's per-request drafts
+  // add up to the instance's (the context leg verifies none).
+  ASSERT_EQ(gen_stats->drafts_by_method_size(), 1);
+  const v1::DraftTokens& drafts = gen_stats->drafts_by_method(0);
+  EXPECT_EQ(drafts.method(), "draft_model");
+  EXPECT_EQ(drafts.proposed(), gen_stats->draft_tokens_proposed());
+  EXPECT_EQ(drafts.accepted(), gen_stats->draft_tokens_accepted());
+  EXPECT_LE(drafts.accepted(), drafts.proposed());
+  EXPECT_LE(gen_stats->draft_k_steps_size(), 4);
+  int64_t k_steps = 0, most_drafts = 0;
+  for (int k = 0; k < gen_stats->draft_k_steps_size(); ++k) {
+    k_steps += gen_stats->draft_k_steps(k);
+    most_drafts += k * gen_stats->draft_k_steps(k);
+  }
+  EXPECT_GT(k_steps, 0);
+  EXPECT_LE(drafts.proposed(), most_drafts);
+  // The value of the one sample line starting with `series` ("name{labels}"); -1 if none.
+  auto sample = [](const std::string& metrics, const std::string& series) {
+    for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+      double value = 0;
+      if (absl::ConsumePrefix(&line, series + " ") && absl::SimpleAtod(line, &value)) {
+        return value;
+      }
+    }
+    return -1.0;
+  };
+  std::string metrics;
+  EXPECT_TRUE((*d)->WaitFor(
+      [&] {
+        metrics = (*d)->Get("/metrics").second;
+        return sample(metrics, "lockstep_router_draft_tokens_proposed_total{method=\"draft_model\"}") ==
+               static_cast<double>(drafts.proposed());
+      },
+      absl::Seconds(10)))
+      << metrics;
+  EXPECT_EQ(sample(metrics, "lockstep_router_draft_tokens_accepted_total{method=\"draft_model\"}"),
+            static_cast<double>(drafts.accepted()));
+  const double sampled_requests = sample(
+      metrics, "lockstep_router_request_draft_acceptance_count{method=\"draft_model\"}");
+  EXPECT_GT(sampled_requests, 0);
+  EXPECT_LE(sampled_requests, 200);
   EXPECT_TRUE((*d)->Reap().empty()) << "a process died";
 }
 
