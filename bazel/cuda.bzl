@@ -60,7 +60,11 @@ def _cuda_object_impl(ctx):
         ctx.actions.run(
             executable = NVCC,
             arguments = [args],
-            inputs = depset([src] + ctx.files.hdrs),
+            # Headers of `deps` too (e.g. a host/device header of another package).
+            inputs = depset(
+                [src] + ctx.files.hdrs,
+                transitive = [dep[CcInfo].compilation_context.headers for dep in ctx.attr.deps],
+            ),
             outputs = [obj],
             mnemonic = "Nvcc",
             progress_message = "nvcc %s (sm_%s)" % (src.short_path, ",".join(archs)),
@@ -76,6 +80,7 @@ cuda_object = rule(
     attrs = {
         "srcs": attr.label_list(allow_files = [".cu"], mandatory = True),
         "hdrs": attr.label_list(allow_files = [".h", ".cuh"]),
+        "deps": attr.label_list(providers = [CcInfo], doc = "libraries whose headers nvcc reads"),
         "archs": attr.string_list(doc = "e.g. [\"90\", \"100\"]; empty: cuda_archs or sm_90"),
         "copts": attr.string_list(doc = "extra nvcc flags"),
     },
@@ -91,6 +96,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], archs = [], copts = [], **kwa
         name = name + "_objs",
         srcs = srcs,
         hdrs = hdrs,
+        deps = deps,
         archs = archs,
         copts = copts,
         target_compatible_with = CUDA_COMPATIBLE,

@@ -2,7 +2,7 @@
 // Seeded models, sampling and test inputs are derived from these values, so their
 // exact output is part of the contract (tests compare tokens).
 //
-//   uint64_t h = SplitMix64(seed ^ position);
+//   uint64_t h = SplitMix64(seed ^ position);  // common/splitmix64.h
 //   Fnv1a64 name_hash;
 //   name_hash.Add("layers.0.wq");
 #ifndef LOCKSTEP_COMMON_HASH_H_
@@ -11,21 +11,9 @@
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
+#include "common/splitmix64.h"  // IWYU pragma: export
 
 namespace lockstep {
-
-// The golden-ratio increment of splitmix64 (2^64 / phi, odd).
-inline constexpr uint64_t kSplitMix64Gamma = 0x9e3779b97f4a7c15ull;
-
-// The splitmix64 step: adds the increment to `x`, then applies the finalizer.
-// Vigna's generator is SplitMix64(state), state += kSplitMix64Gamma; counter-based
-// streams here use SplitMix64(state++) or state = SplitMix64(state).
-constexpr uint64_t SplitMix64(uint64_t x) {
-  x += kSplitMix64Gamma;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // FNV-1a over bytes, fed incrementally.
 class Fnv1a64 {

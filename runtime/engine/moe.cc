@@ -8,6 +8,7 @@
 #include "absl/types/span.h"
 #include "common/status_macros.h"
 #include "runtime/engine/gemm.h"
+#include "runtime/engine/moe_route.h"
 #include "runtime/engine/ops.h"
 
 namespace lockstep::engine {
@@ -20,35 +21,6 @@ MoeBlock::MoeBlock(const ModelConfig& config, const std::string& model_name, Exp
   }
   for (int e = 0; e < config.num_experts; ++e) {
     owner_.push_back(ExpertOwner(config.num_experts, group_.world_size, e));
-  }
-}
-
-void MoeBlock::Route(const float* logits, int* experts, float* weights, float* probs) const {
-  const int num_experts = config_.num_experts;
-  const int k = config_.num_experts_per_tok;
-  std::memcpy(probs, logits, num_experts * sizeof(float));
-  Softmax(probs, num_experts);
-  constexpr float kTaken = -std::numeric_limits<float>::infinity();
-  for (int j = 0; j < k; ++j) {  // k rounds of argmax; ties (and NaN) go to the lower id
-    int best = -1;
-    for (int e = 0; e < num_experts; ++e) {
-      if (probs[e] != kTaken && (best < 0 || probs[e] > probs[best])) best = e;
-    }
-    experts[j] = best;
-    weights[j] = probs[best];
-    probs[best] = kTaken;
-  }
-  // Ascending expert id: the combine order.
-  for (int a = 1; a < k; ++a) {
-    for (int b = a; b > 0 && experts[b - 1] > experts[b]; --b) {
-      std::swap(experts[b - 1], experts[b]);
-      std::swap(weights[b - 1], weights[b]);
-    }
-  }
-  if (config_.norm_topk_prob) {
-    float sum = 0.0f;
-    for (int j = 0; j < k; ++j) sum += weights[j];
-    for (int j = 0; j < k; ++j) weights[j] /= sum;
   }
 }
 
@@ -66,8 +38,8 @@ absl::Status MoeBlock::Forward(int layer, const MoeWeights& weights, const float
   float* gates = arena.Alloc<float>(static_cast<size_t>(m) * k + 1);
   float* probs = arena.Alloc<float>(config_.num_experts);
   for (int i = 0; i < m; ++i) {
-    Route(logits + static_cast<size_t>(i) * config_.num_experts, experts + i * k, gates + i * k,
-          probs);
+    RouteTopK(logits + static_cast<size_t>(i) * config_.num_experts, config_.num_experts, k,
+              config_.norm_topk_prob, experts + i * k, gates + i * k, probs);
   }
 
   // 2. Lay out the records per destination rank, in (row, expert id) order.

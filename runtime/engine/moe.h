@@ -1,8 +1,8 @@
 // The mixture-of-experts block of one layer with expert parallelism.
 //
-// Routing: softmax over the router logits, the top-k experts (ties: lower id), weights
-// renormalised over the k when the config says so. Experts are sharded over the ranks
-// of the engine's Communicator in contiguous ranges (weights.h ExpertsOfRank). Each
+// Routing (moe_route.h): softmax over the router logits, the top-k experts (ties: lower
+// id), weights renormalised over the k when the config says so. Experts are sharded over
+// the ranks of the engine's Communicator in contiguous ranges (weights.h ExpertsOfRank). Each
 // token row is dispatched to the owner of each chosen expert with AllToAll (counts)
 // and AllToAllV (rows), computed there, sent back with AllToAllV, and combined on the
 // origin rank as a sum over its experts in expert-id order. Every rank makes exactly
@@ -55,9 +55,6 @@ class MoeBlock {
   struct Tags {
     std::string counts, dispatch, combine;
   };
-
-  // Fills the top-k experts (ascending id) and their weights of one row.
-  void Route(const float* logits, int* experts, float* weights, float* probs) const;
 
   const ModelConfig& config_;
   const ExpertGroup group_;

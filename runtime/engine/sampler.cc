@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "common/hash.h"
+#include "common/splitmix64.h"
 
 namespace lockstep::engine {
 namespace {
@@ -20,10 +20,8 @@ struct ByLogit {
 }  // namespace
 
 double CounterUniform(uint64_t seed, int64_t position, DrawPurpose purpose) {
-  uint64_t h = SplitMix64(seed);
-  h = SplitMix64(h ^ static_cast<uint64_t>(position));
-  h = SplitMix64(h ^ static_cast<uint64_t>(purpose));
-  return static_cast<double>(h >> 11) * 0x1.0p-53;
+  // Shared with the device sampling kernels (runtime/cuda/kernels/sampling_kernels.h).
+  return CounterUniform01(seed, position, static_cast<uint64_t>(purpose));
 }
 
 int32_t ArgMax(const float* logits, int vocab) {

@@ -1,0 +1,39 @@
+#include "runtime/engine/moe_route.h"
+
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "runtime/engine/ops.h"
+
+namespace lockstep::engine {
+
+void RouteTopK(const float* logits, int num_experts, int k, bool renormalize, int* experts,
+               float* weights, float* probs) {
+  std::memcpy(probs, logits, num_experts * sizeof(float));
+  Softmax(probs, num_experts);
+  constexpr float kTaken = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < k; ++j) {  // k rounds of argmax; ties (and NaN) go to the lower id
+    int best = -1;
+    for (int e = 0; e < num_experts; ++e) {
+      if (probs[e] != kTaken && (best < 0 || probs[e] > probs[best])) best = e;
+    }
+    experts[j] = best;
+    weights[j] = probs[best];
+    probs[best] = kTaken;
+  }
+  // Ascending expert id: the combine order.
+  for (int a = 1; a < k; ++a) {
+    for (int b = a; b > 0 && experts[b - 1] > experts[b]; --b) {
+      std::swap(experts[b - 1], experts[b]);
+      std::swap(weights[b - 1], weights[b]);
+    }
+  }
+  if (renormalize) {
+    float sum = 0.0f;
+    for (int j = 0; j < k; ++j) sum += weights[j];
+    for (int j = 0; j < k; ++j) weights[j] /= sum;
+  }
+}
+
+}  // namespace lockstep::engine
