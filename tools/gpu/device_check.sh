@@ -17,7 +17,11 @@
 #    LOCKSTEP_REQUIRE_GPU=1 (a GPU test fails instead of skipping), each logged to
 #    OUT_DIR/<check>.log, within a total budget (DEVICE_CHECK_BUDGET_S, default 450 s;
 #    checks past it are not run and count as failed).
-# 4. Ends with a table and the line "N passed, M failed"; exit status 0 when none failed.
+# 4. Runs the checks tagged "gpu_memcheck" again under compute-sanitizer --tool memcheck
+#    (from PATH, CUDA_HOME or /usr/local/cuda*), without their *LongContext* cases; SKIP
+#    where the machine has no compute-sanitizer or it reports "Device not supported".
+# 5. Ends with a table and the line "N passed, M failed"; exit status 0 when none failed
+#    (SKIP is neither).
 #
 # Everything printed also goes to OUT_DIR/device_check.log (default OUT_DIR:
 # ./gpu-run-<UTC time>).
@@ -106,16 +110,20 @@ fi
 names=() results=() seconds=() notes=()
 record() { names+=("$1"); results+=("$2"); seconds+=("$3"); notes+=("$4"); }
 
-# Runs one check with its timeout; records PASS, FAIL (exit status) or TIMEOUT.
+# Runs one check with its timeout; records PASS, FAIL (exit status) or TIMEOUT. The
+# command is the packed binary, or the words after the first two arguments.
 run_check() {
   local name="$1" limit="$2" log="$OUT_DIR/$1.log" start end rc note
+  shift 2
+  local cmd=("$@")
+  ((${#cmd[@]} > 0)) || cmd=("$PACK/bin/$name" --gtest_color=no)
   say ""
   say "== $name (timeout ${limit} s)"
   start=$(date +%s)
   (
     cd "$OUT_DIR" && mkdir -p "tmp/$name" &&
       TEST_TMPDIR="$OUT_DIR/tmp/$name" LOCKSTEP_REQUIRE_GPU=1 \
-        timeout --kill-after=10 "$limit" "$PACK/bin/$name" --gtest_color=no
+        timeout --kill-after=10 "$limit" "${cmd[@]}"
   ) >"$log" 2>&1
   rc=$?
   end=$(date +%s)
@@ -166,13 +174,49 @@ for entry in "${checks[@]}"; do
   run_check "$name" "$limit"
 done
 
+# compute-sanitizer memcheck over the checks tagged gpu_memcheck (manifest column 6).
+sanitizer="$(command -v compute-sanitizer 2>/dev/null)"
+for candidate in ${CUDA_HOME:+"$CUDA_HOME/bin/compute-sanitizer"} /usr/local/cuda/bin/compute-sanitizer \
+  /usr/local/cuda-13*/bin/compute-sanitizer; do
+  [[ -z $sanitizer && -x $candidate ]] && sanitizer="$candidate"
+done
+mapfile -t memchecks < <(awk -F'\t' '$1 == "check" && $6 == 1 { print $2 "\t" $3 }' "$PACK/manifest.tsv")
+for entry in "${memchecks[@]}"; do
+  name="${entry%%$'\t'*}.memcheck"
+  limit=$((3 * ${entry##*$'\t'}))
+  if ((probe_ok == 0)) && [[ ${DEVICE_CHECK_WITHOUT_GPU:-0} != 1 ]]; then
+    record "$name" "NOT RUN" 0 "no usable GPU"
+    continue
+  fi
+  if [[ -z $sanitizer ]]; then
+    record "$name" SKIP 0 "no compute-sanitizer on this machine"
+    continue
+  fi
+  left=$((BUDGET_S - ($(date +%s) - run_start)))
+  if ((left < 5)); then
+    record "$name" "NOT RUN" 0 "the ${BUDGET_S} s budget is spent"
+    continue
+  fi
+  ((limit > left)) && limit=$left
+  run_check "$name" "$limit" "$sanitizer" --tool memcheck --error-exitcode 1 \
+    "$PACK/bin/${entry%%$'\t'*}" --gtest_color=no '--gtest_filter=-*LongContext*'
+  if grep -q 'Device not supported' "$OUT_DIR/$name.log"; then
+    results[${#results[@]} - 1]=SKIP
+    notes[${#notes[@]} - 1]="compute-sanitizer: Device not supported"
+  fi
+done
+
 say ""
 say "== Summary ($(($(date +%s) - run_start)) s; logs in $OUT_DIR)"
 printf '%-36s %-8s %6s  %s\n' CHECK RESULT SECONDS NOTE
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 for i in "${!names[@]}"; do
   printf '%-36s %-8s %6s  %s\n' "${names[$i]}" "${results[$i]}" "${seconds[$i]}" "${notes[$i]}"
-  if [[ ${results[$i]} == PASS ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  case "${results[$i]}" in
+    PASS) passed=$((passed + 1)) ;;
+    SKIP) skipped=$((skipped + 1)) ;;
+    *) failed=$((failed + 1)) ;;
+  esac
 done
-say "$passed passed, $failed failed"
+say "$passed passed, $failed failed$( ((skipped == 0)) || printf ', %s skipped' "$skipped")"
 ((failed == 0))

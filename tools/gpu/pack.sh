@@ -6,9 +6,10 @@
 #
 # The checks are //runtime/cuda:gpu_probe (always first) and every target tagged
 # "gpu_check" (a gtest binary or a benchmark). A tag "gpu_timeout_<seconds>" gives a
-# check its own time limit (default 120 s). Binaries go to .gpu/bin/, their shared
-# libraries (from ldd) to .gpu/lib/, except the C library family and the CUDA, cuBLAS
-# and NCCL libraries, which come from the GPU machine. .gpu/manifest.tsv lists every
+# check its own time limit (default 120 s); a tag "gpu_memcheck" also has it run under
+# compute-sanitizer --tool memcheck (device_check.sh). Binaries go to .gpu/bin/, their
+# shared libraries (from ldd) to .gpu/lib/, except the C library family and the CUDA,
+# cuBLAS and NCCL libraries, which come from the GPU machine. .gpu/manifest.tsv lists every
 # check and file; tools/gpu/device_check.sh runs them. Extra `bazel build` flags may
 # follow (e.g. --define cuda_archs=90,100,103).
 set -euo pipefail
@@ -33,19 +34,21 @@ is_provided_lib() {
   return 1
 }
 
-# Prints "label<TAB>timeout_s" for every check, the probe first. Reads the rules from
-# `bazel query --output=build`: each starts with a "# <root>/<pkg>/BUILD.bazel:line:col"
-# comment, then `name = ` and, when present, `tags = [...]`.
+# Prints "label<TAB>timeout_s<TAB>memcheck" (0 or 1) for every check, the probe first.
+# Reads the rules from `bazel query --output=build`: each starts with a
+# "# <root>/<pkg>/BUILD.bazel:line:col" comment, then `name = ` and, when present,
+# `tags = [...]`.
 list_checks() {
-  printf '%s\t%s\n' "$PROBE" 60
+  printf '%s\t%s\t0\n' "$PROBE" 60
   bazel query --output=build 'attr(tags, "gpu_check", //...)' --curses=no --color=no 2>/dev/null |
     awk -v root="$ROOT/" -v dflt="$DEFAULT_TIMEOUT_S" '
-      function flush() { if (name != "") print "//" pkg ":" name "\t" timeout; name = "" }
+      function flush() { if (name != "") print "//" pkg ":" name "\t" timeout "\t" memcheck; name = "" }
       /^# \// {
-        flush(); timeout = dflt
+        flush(); timeout = dflt; memcheck = 0
         pkg = $2; sub(/\/BUILD(\.bazel)?:.*$/, "", pkg); sub("^" root, "", pkg)
       }
       /^  name = "/ { name = $3; gsub(/[",]/, "", name) }
+      /"gpu_memcheck"/ { memcheck = 1 }
       /gpu_timeout_[0-9]+/ {
         match($0, /gpu_timeout_[0-9]+/); timeout = substr($0, RSTART + 12, RLENGTH - 12)
       }
@@ -60,8 +63,8 @@ main() {
   local checks
   checks="$(list_checks)" || die "bazel query failed"
   local labels=()
-  local label timeout
-  while IFS=$'\t' read -r label timeout; do labels+=("$label"); done <<<"$checks"
+  local label timeout memcheck
+  while IFS=$'\t' read -r label timeout memcheck; do labels+=("$label"); done <<<"$checks"
   log "${#labels[@]} targets: ${labels[*]}"
 
   log "bazel build ${BUILD_FLAGS[*]}"
@@ -81,12 +84,12 @@ main() {
     echo "# Lockstep GPU pack: tools/gpu/device_check.sh runs the checks in this order."
     echo "# built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
     echo "# flags: ${BUILD_FLAGS[*]}"
-    printf '# kind\tname\ttimeout_s\ttarget_or_source\tbytes\n'
+    printf '# kind\tname\ttimeout_s\ttarget_or_source\tbytes\tmemcheck\n'
   } >"$manifest"
 
   local -A libs=()
   local name path dep
-  while IFS=$'\t' read -r label timeout; do
+  while IFS=$'\t' read -r label timeout memcheck; do
     name="${label##*:}"
     path="$bin_dir/${label#//}"
     path="${path/://}"
@@ -94,8 +97,8 @@ main() {
     [[ ! -e $PACK/bin/$name ]] || die "two checks are named $name"
     cp "$path" "$PACK/bin/$name"
     chmod u+w "$PACK/bin/$name"
-    printf 'check\t%s\t%s\t%s\t%s\n' "$name" "$timeout" "$label" "$(stat -c %s "$PACK/bin/$name")" \
-      >>"$manifest"
+    printf 'check\t%s\t%s\t%s\t%s\t%s\n' "$name" "$timeout" "$label" \
+      "$(stat -c %s "$PACK/bin/$name")" "$memcheck" >>"$manifest"
     # The ldd closure, less what the GPU machine provides.
     while read -r dep; do
       [[ -n $dep ]] || continue

@@ -61,8 +61,8 @@ TEST(BlockTablePackTest, RandomTablesWithFixedStride) {
     ASSERT_EQ(packed->table.size(), tables.size() * packed->stride);
     for (size_t s = 0; s < tables.size(); ++s) {
       for (int32_t i = 0; i < packed->stride; ++i) {
-        const int32_t want = i < static_cast<int32_t>(tables[s].size()) ? tables[s][i].value()
-                                                                         : kPadBlock;
+        const int32_t want =
+            i < static_cast<int32_t>(tables[s].size()) ? tables[s][i].value() : kPadBlock;
         EXPECT_EQ(packed->table[s * packed->stride + i], want) << "seq " << s << " entry " << i;
       }
     }

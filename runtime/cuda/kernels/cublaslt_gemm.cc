@@ -10,16 +10,19 @@
 namespace lockstep::cuda::kernels {
 namespace {
 
+// Heuristic candidates asked of cuBLASLt per key.
+constexpr int kCandidates = 8;
+
 absl::Status LtStatus(cublasStatus_t status, absl::string_view what) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(what, ": ", cublasLtGetStatusString(status)));
 }
 
-#define LOCKSTEP_RETURN_IF_LT(expr, what)                                    \
-  do {                                                                       \
+#define LOCKSTEP_RETURN_IF_LT(expr, what)                                     \
+  do {                                                                        \
     if (absl::Status lt_status_ = LtStatus((expr), what); !lt_status_.ok()) { \
-      return lt_status_;                                                     \
-    }                                                                        \
+      return lt_status_;                                                      \
+    }                                                                         \
   } while (false)
 
 // The descriptors of one call: yᵀ (n x m) = op_T(w: k x n) · (xᵀ: k x m), column-major.
@@ -71,6 +74,10 @@ int32_t SplitK(const cublasLtMatmulAlgo_t& algo) {
 
 absl::StatusOr<std::unique_ptr<CublasLtGemm>> CublasLtGemm::Create(cudaStream_t stream,
                                                                    GemmOptions options) {
+  if (options.heuristic_index < 0 || options.heuristic_index >= kCandidates) {
+    return absl::InvalidArgumentError(absl::StrCat("heuristic_index ", options.heuristic_index,
+                                                   " is not in [0, ", kCandidates, ")"));
+  }
   std::unique_ptr<CublasLtGemm> gemm(new CublasLtGemm(stream, options));
   LOCKSTEP_RETURN_IF_LT(cublasLtCreate(&gemm->handle_), "cublasLtCreate");
   if (options.workspace_bytes > 0) {
@@ -101,7 +108,6 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
   const uint64_t workspace = options_.workspace_bytes;
   cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
-  constexpr int kCandidates = 8;
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   if (status == CUBLAS_STATUS_SUCCESS) {
@@ -109,16 +115,17 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
                                             descs.d(), pref, kCandidates, results, &found);
   }
   cublasLtMatmulPreferenceDestroy(pref);
-  LOCKSTEP_RETURN_IF_LT(status, absl::StrCat("cublasLtMatmulAlgoGetHeuristic m=", query_m,
-                                             " n=", n, " k=", k));
-  if (found == 0) {
-    return absl::NotFoundError(absl::StrCat("cuBLASLt has no bf16 algorithm for m=", query_m,
-                                            " n=", n, " k=", k));
+  LOCKSTEP_RETURN_IF_LT(
+      status, absl::StrCat("cublasLtMatmulAlgoGetHeuristic m=", query_m, " n=", n, " k=", k));
+  if (found <= options_.heuristic_index) {
+    return absl::NotFoundError(absl::StrCat("cuBLASLt has ", found,
+                                            " bf16 algorithms for m=", query_m, " n=", n, " k=", k,
+                                            ", wanted candidate ", options_.heuristic_index));
   }
-  cublasLtMatmulAlgo_t algo = results[0].algo;
+  cublasLtMatmulAlgo_t algo = results[options_.heuristic_index].algo;
   if (options_.batch_invariant) {
-    // The best candidate without split-K; else the best with split-K forced off.
-    int pick = 0;
+    // The chosen candidate or a later one without split-K; else split-K forced off.
+    int pick = options_.heuristic_index;
     while (pick < found && SplitK(results[pick].algo) != 1) ++pick;
     if (pick < found) {
       algo = results[pick].algo;

@@ -34,6 +34,9 @@ struct GemmOptions {
   size_t workspace_bytes = size_t{32} << 20;
   // Batch-invariant mode chooses each (N, K)'s algorithm for this M.
   int64_t invariant_reference_m = 128;
+  // Which of cuBLASLt's heuristic candidates to use (0: its first choice; others let a
+  // benchmark time the alternatives), in [0, 8). NotFound when there are fewer.
+  int heuristic_index = 0;
 };
 
 class CublasLtGemm {

@@ -55,8 +55,8 @@ TEST(CublasLtGemmTest, MatchesCpuGemm) {
     // 1 row, odd sizes, and 1B/8B-shaped projections (q, kv, mlp down).
     for (const Shape& s : {Shape{1, 2048, 2048}, Shape{7, 520, 72}, Shape{33, 1024, 8192},
                            Shape{300, 4096, 4096}, Shape{64, 1000, 3000}}) {
-      SCOPED_TRACE(::testing::Message() << "m=" << s.m << " n=" << s.n << " k=" << s.k
-                                        << " invariant=" << invariant);
+      SCOPED_TRACE(::testing::Message()
+                   << "m=" << s.m << " n=" << s.n << " k=" << s.k << " invariant=" << invariant);
       const std::vector<float> x = RandomBf16Floats(rng, s.m * s.k);
       const std::vector<float> w = RandomBf16Floats(rng, s.n * s.k, 0.05f);
       DeviceArray<Bf16> dx(ToBf16(x)), dw(ToBf16(w)), dy(s.m * s.n);

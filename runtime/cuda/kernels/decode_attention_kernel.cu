@@ -13,11 +13,12 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kTile = 32;  // tokens per K/V tile in shared memory
 
-// Shared memory: q[group][hd], k[kTile][hd], v[kTile][hd], s[group][kTile],
-// acc[group][hd], m[group], l[group], alpha[group].
+// Shared memory: q[group][hd], k[kTile][hd + 1] (padded: the score loop reads a column
+// of it, one row per thread), v[kTile][hd], s[group][kTile], acc[group][hd], m[group],
+// l[group], alpha[group].
 size_t SplitSharedBytes(int group, int head_dim) {
   return sizeof(float) * (static_cast<size_t>(group) * head_dim * 2 +
-                          static_cast<size_t>(kTile) * head_dim * 2 +
+                          static_cast<size_t>(kTile) * (2 * head_dim + 1) +
                           static_cast<size_t>(group) * kTile + 3 * group);
 }
 
@@ -32,7 +33,8 @@ __global__ void DecodeSplitKernel(DecodeAttentionArgs args) {
   const int group = args.num_heads / args.kv.num_kv_heads;
   float* q_s = smem;
   float* k_s = q_s + group * hd;
-  float* v_s = k_s + kTile * hd;
+  const int k_stride = hd + 1;
+  float* v_s = k_s + kTile * k_stride;
   float* s_s = v_s + kTile * hd;
   float* acc = s_s + group * kTile;
   float* m_s = acc + group * hd;
@@ -55,18 +57,13 @@ __global__ void DecodeSplitKernel(DecodeAttentionArgs args) {
   for (int32_t t0 = begin; t0 < end; t0 += kTile) {
     const int count = min(kTile, end - t0);
     __syncthreads();  // the previous tile is consumed
-    for (int idx = threadIdx.x; idx < count * hd; idx += blockDim.x) {
-      const int t = idx / hd;
-      const int d = idx % hd;
-      k_s[idx] = LoadBf16(KvRow(args.kv, args.layer, 0, kv_head, row.seq, t0 + t) + d);
-      v_s[idx] = LoadBf16(KvRow(args.kv, args.layer, 1, kv_head, row.seq, t0 + t) + d);
-    }
+    LoadKvTile(args.kv, args.layer, kv_head, row.seq, t0, count, k_s, k_stride, v_s);
     __syncthreads();
     for (int p = threadIdx.x; p < group * count; p += blockDim.x) {
       const int j = p / count;
       const int t = p % count;
       float dot = 0.0f;
-      for (int d = 0; d < hd; ++d) dot = fmaf(q_s[j * hd + d], k_s[t * hd + d], dot);
+      for (int d = 0; d < hd; ++d) dot = fmaf(q_s[j * hd + d], k_s[t * k_stride + d], dot);
       s_s[j * kTile + t] = dot * args.scale;
     }
     __syncthreads();
@@ -141,9 +138,8 @@ cudaError_t LaunchDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t 
   }
   if (args.num_rows <= 0 || args.num_items <= 0) return cudaSuccess;
   const size_t shared = SplitSharedBytes(args.num_heads / kv_heads, args.kv.head_dim);
-  if (cudaError_t e = cudaFuncSetAttribute(DecodeSplitKernel,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(shared));
+  if (cudaError_t e = cudaFuncSetAttribute(
+          DecodeSplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
       e != cudaSuccess) {
     return e;
   }

@@ -34,8 +34,8 @@ using testing::HasNaN;
 using testing::RandomBf16Floats;
 using testing::RelativeL2;
 using testing::RoundedToBf16;
-using testing::ToBf16;
 using testing::TestKvPool;
+using testing::ToBf16;
 using testing::ToFloat;
 
 constexpr double kTolerance = 2e-3;
@@ -54,11 +54,10 @@ struct Case {
 
 void RunCase(const Case& c, std::mt19937_64& rng) {
   const Shape& s = c.shape;
-  SCOPED_TRACE(::testing::Message() << s.num_heads << "/" << s.kv_heads << " heads of "
-                                    << s.head_dim << ", " << c.lens.size() << " sequences, "
-                                    << c.verify_rows << " rows each, split "
-                                    << c.options.split_tokens << " max "
-                                    << c.options.max_splits);
+  SCOPED_TRACE(::testing::Message()
+               << s.num_heads << "/" << s.kv_heads << " heads of " << s.head_dim << ", "
+               << c.lens.size() << " sequences, " << c.verify_rows << " rows each, split "
+               << c.options.split_tokens << " max " << c.options.max_splits);
   absl::StatusOr<std::unique_ptr<TestKvPool>> pool =
       TestKvPool::Create(s.kv_heads, s.head_dim, c.lens, rng);
   ASSERT_TRUE(pool.ok()) << pool.status();
@@ -164,8 +163,8 @@ void RunCase(const Case& c, std::mt19937_64& rng) {
 
 // llama-1B, llama-8B / mistral / mixtral, qwen2-7B, qwen2-1.5B, MHA, group 8 with
 // head_dim 256, and an odd head_dim.
-const Shape kShapes[] = {{32, 8, 64}, {32, 8, 128}, {28, 4, 128}, {12, 2, 128},
-                         {16, 16, 128}, {8, 1, 256}, {6, 2, 80}};
+const Shape kShapes[] = {{32, 8, 64},   {32, 8, 128}, {28, 4, 128}, {12, 2, 128},
+                         {16, 16, 128}, {8, 1, 256},  {6, 2, 80}};
 
 TEST(DecodeAttentionTest, FamiliesAndOddLengths) {
   LOCKSTEP_SKIP_WITHOUT_GPU();

@@ -47,10 +47,10 @@ TEST(DecodeSplitPlanTest, RejectsBadInput) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(PlanDecodeSplits(std::vector<int64_t>{5}, std::vector<int32_t>{}, {}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(PlanDecodeSplits(std::vector<int64_t>{5}, std::vector<int32_t>{0},
-                               {.split_tokens = 0})
-                  .status(),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      PlanDecodeSplits(std::vector<int64_t>{5}, std::vector<int32_t>{0}, {.split_tokens = 0})
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // Random batches: every row covered, the cap held, slots contiguous, and each row's

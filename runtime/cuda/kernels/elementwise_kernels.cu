@@ -80,8 +80,8 @@ __global__ void RopeKernel(Bf16* x, int64_t row_stride, int heads, int head_dim,
   }
 }
 
-__global__ void SiluMulKernel(const Bf16* gate, const Bf16* up, int64_t in_stride, int n,
-                              Bf16* out, int64_t out_stride) {
+__global__ void SiluMulKernel(const Bf16* gate, const Bf16* up, int64_t in_stride, int n, Bf16* out,
+                              int64_t out_stride) {
   const int64_t row = blockIdx.x;
   for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < n; i += gridDim.y * blockDim.x) {
     const float g = LoadBf16(gate + row * in_stride + i);
@@ -104,8 +104,8 @@ cudaError_t LaunchHeadRmsNorm(Bf16* x, int64_t row_stride, int tokens, int heads
   if (tokens <= 0 || heads <= 0 || head_dim <= 0) return cudaSuccess;
   const int64_t vectors = static_cast<int64_t>(tokens) * heads;
   const int warps = kThreads / 32;
-  HeadRmsNormKernel<<<static_cast<unsigned>((vectors + warps - 1) / warps), kThreads, 0,
-                      stream>>>(x, row_stride, tokens, heads, head_dim, weight, eps);
+  HeadRmsNormKernel<<<static_cast<unsigned>((vectors + warps - 1) / warps), kThreads, 0, stream>>>(
+      x, row_stride, tokens, heads, head_dim, weight, eps);
   return cudaGetLastError();
 }
 
@@ -121,7 +121,7 @@ cudaError_t LaunchSiluMul(const Bf16* gate, const Bf16* up, int64_t in_stride, i
   if (rows <= 0 || n <= 0) return cudaSuccess;
   const int blocks_y = (n + kThreads - 1) / kThreads < 64 ? (n + kThreads - 1) / kThreads : 64;
   SiluMulKernel<<<dim3(rows, blocks_y), kThreads, 0, stream>>>(gate, up, in_stride, n, out,
-                                                                out_stride);
+                                                               out_stride);
   return cudaGetLastError();
 }
 

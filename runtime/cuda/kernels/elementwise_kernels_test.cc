@@ -44,8 +44,8 @@ TEST(ElementwiseKernelsTest, AddRmsNormMatchesCpu) {
   const uint64_t seed = TestSeed();
   SCOPED_TRACE(SeedTrace(seed));
   std::mt19937_64 rng(seed);
-  for (const auto& [rows_, n_] : std::vector<std::pair<int, int>>{
-           {1, 64}, {7, 1000}, {33, 2048}, {5, 4099}, {2, 8192}}) {
+  for (const auto& [rows_, n_] :
+       std::vector<std::pair<int, int>>{{1, 64}, {7, 1000}, {33, 2048}, {5, 4099}, {2, 8192}}) {
     const int rows = rows_, n = n_;  // lambdas cannot capture structured bindings (C++17)
     SCOPED_TRACE(::testing::Message() << rows << " rows of " << n);
     const std::vector<float> x = RandomBf16Floats(rng, static_cast<size_t>(rows) * n);
@@ -86,8 +86,8 @@ TEST(ElementwiseKernelsTest, HeadNormAndRopeMatchCpu) {
   for (const Shape& shape : {Shape{32, 64, 500000.0}, Shape{32, 128, 500000.0},
                              Shape{28, 128, 1000000.0}, Shape{3, 80, 10000.0}}) {
     for (int tokens : {1, 13, 70}) {
-      SCOPED_TRACE(::testing::Message() << tokens << " tokens, " << shape.heads << " heads of "
-                                      << shape.head_dim);
+      SCOPED_TRACE(::testing::Message()
+                   << tokens << " tokens, " << shape.heads << " heads of " << shape.head_dim);
       const int hd = shape.head_dim;
       const int half = hd / 2;
       // Rows with padding after the heads, as in a fused QKV output.
@@ -102,9 +102,9 @@ TEST(ElementwiseKernelsTest, HeadNormAndRopeMatchCpu) {
       DeviceArray<Bf16> dx(ToBf16(x)), dw(ToBf16(w));
       DeviceArray<int32_t> dpos(positions);
       DeviceArray<double> dfreq(inv_freq);
-      ASSERT_EQ(LaunchHeadRmsNorm(dx.get(), stride, tokens, shape.heads, hd, dw.get(), 1e-6f,
-                                  nullptr),
-                cudaSuccess);
+      ASSERT_EQ(
+          LaunchHeadRmsNorm(dx.get(), stride, tokens, shape.heads, hd, dw.get(), 1e-6f, nullptr),
+          cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       // The reference normalises the same bf16 inputs, then ropes the kernel's own
       // (bf16) normalised values, so each kernel is checked on its own.
@@ -119,9 +119,9 @@ TEST(ElementwiseKernelsTest, HeadNormAndRopeMatchCpu) {
       ASSERT_FALSE(HasNaN(normed));
       EXPECT_LE(RelativeL2(normed, RoundedToBf16(ref_norm)), kTolerance) << "head norm";
 
-      ASSERT_EQ(LaunchRope(dx.get(), stride, tokens, shape.heads, hd, dpos.get(), dfreq.get(),
-                           nullptr),
-                cudaSuccess);
+      ASSERT_EQ(
+          LaunchRope(dx.get(), stride, tokens, shape.heads, hd, dpos.get(), dfreq.get(), nullptr),
+          cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       const std::vector<float> roped = ToFloat(dx.Download());
       std::vector<float> ref_rope = normed;

@@ -8,8 +8,8 @@ namespace lockstep::cuda::kernels {
 absl::StatusOr<MoePermutation> PermuteToExperts(absl::Span<const int32_t> experts, int k,
                                                 int num_experts) {
   if (k < 1 || num_experts < 1 || experts.size() % k != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(experts.size(), " entries, k = ", k, ", ",
-                                                   num_experts, " experts"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(experts.size(), " entries, k = ", k, ", ", num_experts, " experts"));
   }
   MoePermutation perm;
   perm.expert_offsets.assign(num_experts + 1, 0);

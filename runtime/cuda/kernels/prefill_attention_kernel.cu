@@ -14,11 +14,11 @@ constexpr int kThreads = 128;
 constexpr int kRows = kMaxPrefillTileRows;
 constexpr int kTile = 32;  // keys per K/V tile (one per lane in the softmax step)
 
-// Shared memory: q[kRows][hd], acc[kRows][hd], k[kTile][hd], v[kTile][hd],
-// s[kRows][kTile], m[kRows], l[kRows], alpha[kRows].
+// Shared memory: q[kRows][hd], acc[kRows][hd], k[kTile][hd + 1] (padded: a warp reads a
+// column of it), v[kTile][hd], s[kRows][kTile], m[kRows], l[kRows], alpha[kRows].
 size_t SharedBytes(int head_dim) {
   return sizeof(float) * (static_cast<size_t>(kRows) * head_dim * 2 +
-                          static_cast<size_t>(kTile) * head_dim * 2 +
+                          static_cast<size_t>(kTile) * (2 * head_dim + 1) +
                           static_cast<size_t>(kRows) * kTile + 3 * kRows);
 }
 
@@ -33,7 +33,8 @@ __global__ void PrefillKernel(PrefillAttentionArgs args) {
   float* q_s = smem;
   float* acc = q_s + kRows * hd;
   float* k_s = acc + kRows * hd;
-  float* v_s = k_s + kTile * hd;
+  const int k_stride = hd + 1;
+  float* v_s = k_s + kTile * k_stride;
   float* s_s = v_s + kTile * hd;
   float* m_s = s_s + kRows * kTile;
   float* l_s = m_s + kRows;
@@ -54,12 +55,7 @@ __global__ void PrefillKernel(PrefillAttentionArgs args) {
   for (int32_t t0 = 0; t0 < kv_end; t0 += kTile) {
     const int count = min(kTile, kv_end - t0);
     __syncthreads();  // the previous tile is consumed
-    for (int idx = threadIdx.x; idx < count * hd; idx += blockDim.x) {
-      const int t = idx / hd;
-      const int d = idx % hd;
-      k_s[idx] = LoadBf16(KvRow(args.kv, args.layer, 0, kv_head, tile.seq, t0 + t) + d);
-      v_s[idx] = LoadBf16(KvRow(args.kv, args.layer, 1, kv_head, tile.seq, t0 + t) + d);
-    }
+    LoadKvTile(args.kv, args.layer, kv_head, tile.seq, t0, count, k_s, k_stride, v_s);
     __syncthreads();
     for (int p = threadIdx.x; p < rows * kTile; p += blockDim.x) {
       const int r = p / kTile;
@@ -67,7 +63,7 @@ __global__ void PrefillKernel(PrefillAttentionArgs args) {
       float score = -INFINITY;
       if (t < count && t0 + t <= tile.first_position + r) {
         float dot = 0.0f;
-        for (int d = 0; d < hd; ++d) dot = fmaf(q_s[r * hd + d], k_s[t * hd + d], dot);
+        for (int d = 0; d < hd; ++d) dot = fmaf(q_s[r * hd + d], k_s[t * k_stride + d], dot);
         score = dot * args.scale;
       }
       s_s[p] = score;
@@ -116,9 +112,8 @@ cudaError_t LaunchPrefillAttention(const PrefillAttentionArgs& args, cudaStream_
   }
   if (args.num_tiles <= 0) return cudaSuccess;
   const size_t shared = SharedBytes(args.kv.head_dim);
-  if (cudaError_t e = cudaFuncSetAttribute(PrefillKernel,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(shared));
+  if (cudaError_t e = cudaFuncSetAttribute(
+          PrefillKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
       e != cudaSuccess) {
     return e;
   }

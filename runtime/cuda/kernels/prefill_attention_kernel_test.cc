@@ -109,15 +109,15 @@ void RunCase(const Shape& s, const std::vector<int64_t>& lens, const std::vector
   for (int r = 0; r < rows; ++r) {
     engine::AttendRow(host_pool, (*pool)->host_seq(seqs[r]), kLayer, q.data() + r * q_row,
                       positions[r], s.num_heads, scale, scores.data(), ref.data());
-    EXPECT_LE(RelativeL2(absl::Span<const float>(got.data() + r * q_row, q_row),
-                         RoundedToBf16(ref)),
-              kTolerance)
+    EXPECT_LE(
+        RelativeL2(absl::Span<const float>(got.data() + r * q_row, q_row), RoundedToBf16(ref)),
+        kTolerance)
         << "row " << r << " (sequence " << seqs[r] << ", position " << positions[r] << ")";
   }
 }
 
-const Shape kShapes[] = {{32, 8, 64}, {32, 8, 128}, {28, 4, 128}, {12, 2, 128},
-                         {16, 16, 128}, {8, 1, 256}, {6, 2, 80}};
+const Shape kShapes[] = {{32, 8, 64},   {32, 8, 128}, {28, 4, 128}, {12, 2, 128},
+                         {16, 16, 128}, {8, 1, 256},  {6, 2, 80}};
 
 TEST(PrefillAttentionTest, FamiliesChunksAndOddLengths) {
   LOCKSTEP_SKIP_WITHOUT_GPU();

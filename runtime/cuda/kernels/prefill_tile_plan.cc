@@ -16,9 +16,9 @@ absl::StatusOr<std::vector<PrefillTileDesc>> PlanPrefillTiles(absl::Span<const P
     const PrefillChunk& chunk = chunks[c];
     if (chunk.num_rows < 1 || chunk.row_begin < 0 || chunk.seq < 0 || chunk.first_position < 0 ||
         chunk.first_position + chunk.num_rows - 1 > std::numeric_limits<int32_t>::max()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("chunk ", c, ": seq ", chunk.seq, " rows ", chunk.row_begin, "+",
-                       chunk.num_rows, " at position ", chunk.first_position));
+      return absl::InvalidArgumentError(absl::StrCat("chunk ", c, ": seq ", chunk.seq, " rows ",
+                                                     chunk.row_begin, "+", chunk.num_rows,
+                                                     " at position ", chunk.first_position));
     }
     for (int32_t first = 0; first < chunk.num_rows; first += tile_rows) {
       tiles.push_back({.seq = chunk.seq,

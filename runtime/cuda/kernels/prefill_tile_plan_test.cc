@@ -37,9 +37,8 @@ TEST(PrefillTilePlanTest, RejectsBadInput) {
   EXPECT_THAT(PlanPrefillTiles(std::vector<PrefillChunk>{{.num_rows = 1}}, 0).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(
-      PlanPrefillTiles(std::vector<PrefillChunk>{{.num_rows = 2, .first_position = int64_t{1}
-                                                                                     << 31}},
-                       64)
+      PlanPrefillTiles(
+          std::vector<PrefillChunk>{{.num_rows = 2, .first_position = int64_t{1} << 31}}, 64)
           .status(),
       StatusIs(absl::StatusCode::kInvalidArgument));
 }

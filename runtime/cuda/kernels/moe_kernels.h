@@ -1,0 +1,43 @@
+// Launchers of the MoE kernels: top-k routing with softmax (the CPU engine's rule,
+// runtime/engine/moe_route.h: ties to the lower expert id, experts in ascending id order,
+// optional renormalisation), the counting-sort permutation of (row, choice) entries to
+// experts (moe_permutation.h is its host reference), the gather of token rows into
+// expert order, and the weighted combine in ascending expert order. The per-expert GEMMs
+// between gather and combine are moe_expert_gemm.h.
+#ifndef LOCKSTEP_RUNTIME_CUDA_KERNELS_MOE_KERNELS_H_
+#define LOCKSTEP_RUNTIME_CUDA_KERNELS_MOE_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "runtime/cuda/kernels/bf16.h"
+
+namespace lockstep::cuda::kernels {
+
+inline constexpr int kMaxMoeExperts = 512;
+inline constexpr int kMaxMoeTopK = 16;
+
+// For each of `rows` rows of f32 router logits [num_experts]: experts[row * k + j] and
+// weights[row * k + j], j < k, in ascending expert id. cudaErrorInvalidValue beyond the
+// limits above or for k > num_experts.
+cudaError_t LaunchMoeRoute(const float* logits, int rows, int num_experts, int k, bool renormalize,
+                           int32_t* experts, float* weights, cudaStream_t stream);
+
+// Counting sort of the `entries` expert ids: offsets[num_experts + 1], entry_of_slot and
+// slot_of_entry [entries], each expert's entries in entry order (stable).
+cudaError_t LaunchMoePermute(const int32_t* experts, int entries, int num_experts, int32_t* offsets,
+                             int32_t* entry_of_slot, int32_t* slot_of_entry, cudaStream_t stream);
+
+// x_perm[slot] = x[entry_of_slot[slot] / k] (rows of `hidden`).
+cudaError_t LaunchMoeGather(const Bf16* x, int hidden, const int32_t* entry_of_slot, int entries,
+                            int k, Bf16* x_perm, cudaStream_t stream);
+
+// out[row] = sum over j < k, in order, of weights[row * k + j] * y_perm[slot_of_entry[row * k + j]]
+// (f32 fused multiply-adds from 0, as the CPU combine does).
+cudaError_t LaunchMoeCombine(const Bf16* y_perm, int hidden, const int32_t* slot_of_entry,
+                             const float* weights, int rows, int k, Bf16* out, cudaStream_t stream);
+
+}  // namespace lockstep::cuda::kernels
+
+#endif  // LOCKSTEP_RUNTIME_CUDA_KERNELS_MOE_KERNELS_H_
