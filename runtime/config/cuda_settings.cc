@@ -13,7 +13,8 @@ std::string_view CudaDtypeName(CudaDtype dtype) {
 absl::StatusOr<CudaDtype> ParseCudaDtype(std::string_view name) {
   if (name == "bf16") return CudaDtype::kBf16;
   if (name == "f32") return CudaDtype::kF32;
-  return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", std::string(name), "' (bf16 or f32)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown dtype '", std::string(name), "' (bf16 or f32)"));
 }
 
 std::vector<std::string> CudaSettingsProblems(const CudaSettings& cuda, const std::string& path,

@@ -28,10 +28,10 @@ absl::StatusOr<DeploymentConfig> Load(const std::string& instance_fields) {
 }
 
 TEST(CudaSettingsTest, ParsesTheEngineAndTheBlock) {
-  absl::StatusOr<DeploymentConfig> config =
-      Load("engine: cuda, executor: {max_batch_size: 4}, "
-           "cuda: {dtype: f32, kv_fraction: 0.5, graph_batch_sizes: [4, 1, 2], "
-           "batch_invariant: true}");
+  absl::StatusOr<DeploymentConfig> config = Load(
+      "engine: cuda, executor: {max_batch_size: 4}, "
+      "cuda: {dtype: f32, kv_fraction: 0.5, graph_batch_sizes: [4, 1, 2], "
+      "batch_invariant: true}");
   ASSERT_THAT(config, IsOk());
   const InstanceConfig& instance = config->instances[0];
   EXPECT_EQ(instance.engine, EngineKind::kCuda);
@@ -75,9 +75,9 @@ TEST(CudaSettingsTest, ValidationNamesTheField) {
   EXPECT_THAT(Load("engine: cuda, executor: {max_batch_size: 4}, cuda: {kv_fraction: 0}"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("instances[0].cuda.kv_fraction: must be > 0 and <= 1, got 0")));
-  EXPECT_THAT(Load("engine: cuda, cuda: {kv_fraction: 1.5}"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("instances[0].cuda.kv_fraction")));
+  EXPECT_THAT(
+      Load("engine: cuda, cuda: {kv_fraction: 1.5}"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("instances[0].cuda.kv_fraction")));
   EXPECT_THAT(
       Load("engine: cuda, executor: {max_batch_size: 4}, cuda: {graph_batch_sizes: [1, 5]}"),
       StatusIs(absl::StatusCode::kInvalidArgument,
@@ -108,12 +108,13 @@ TEST(CudaSettingsTest, SpeculationWidensTheRowRange) {
 
 TEST(CudaSettingsTest, NcclAndAutoPoolsNeedTheCudaEngine) {
   EXPECT_THAT(Load("engine: cuda, kv: {num_blocks: auto}, comm: {engine_transport: nccl}"), IsOk());
-  EXPECT_THAT(Load("engine: cpu, comm: {engine_transport: nccl}"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("instances[0].comm.engine_transport: nccl needs the CUDA engine")));
-  EXPECT_THAT(Load("engine: fake, kv: {num_blocks: auto}"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("instances[0].kv.num_blocks: auto")));
+  EXPECT_THAT(
+      Load("engine: cpu, comm: {engine_transport: nccl}"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("instances[0].comm.engine_transport: nccl needs the CUDA engine")));
+  EXPECT_THAT(
+      Load("engine: fake, kv: {num_blocks: auto}"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("instances[0].kv.num_blocks: auto")));
 }
 
 TEST(CudaSettingsTest, TheDeviceIsTheLocalRank) {

@@ -17,9 +17,8 @@ absl::Status BadRequest(const kv::BlockRefs& kv, absl::string_view problem) {
 
 }  // namespace
 
-BatchRunner::BatchRunner(const ForwardModel* target, KvPoolView target_pool,
-                         spec::Drafter* drafter, KvPoolView draft_pool, int num_draft_tokens,
-                         ThreadPool* threads)
+BatchRunner::BatchRunner(const ForwardModel* target, KvPoolView target_pool, spec::Drafter* drafter,
+                         KvPoolView draft_pool, int num_draft_tokens, ThreadPool* threads)
     : target_(target),
       target_pool_(target_pool),
       drafter_(num_draft_tokens > 0 ? drafter : nullptr),
@@ -166,9 +165,8 @@ absl::Status BatchRunner::PlanGeneration(const GenerationStep& step, SeqWork& wo
   work.draft_limit = work.start + std::max(step.num_draft_tokens, 0);
   work.sampling = &step.sampling;
   work.dummy = step.is_dummy;
-  work.propose = work.draft_kv || token_drafter_
-                     ? std::clamp(step.num_draft_tokens, 0, num_draft_tokens_)
-                     : 0;
+  work.propose =
+      work.draft_kv || token_drafter_ ? std::clamp(step.num_draft_tokens, 0, num_draft_tokens_) : 0;
   work.state = &StateFor(work.key);
   return absl::OkStatus();
 }

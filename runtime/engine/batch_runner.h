@@ -101,12 +101,12 @@ class BatchRunner {
     int32_t last_token = 0;       // generation: the token at `start`
     std::vector<int32_t> drafts;  // generation: the drafts verified (size `verify`)
     int verify = 0;
-    int64_t draft_limit = 0;  // the draft pool may be written below this position
-    bool restart = false;     // the draft KV is valid for [0, start) only
-    int propose = 0;          // drafts to propose after this step
-    bool draft_kv = false;    // the KV drafter keeps KV for this sequence
+    int64_t draft_limit = 0;         // the draft pool may be written below this position
+    bool restart = false;            // the draft KV is valid for [0, start) only
+    int propose = 0;                 // drafts to propose after this step
+    bool draft_kv = false;           // the KV drafter keeps KV for this sequence
     std::vector<int32_t> confirmed;  // a KV drafter's tokens of this step, from `start`
-    int first_row = 0;          // in the target forward
+    int first_row = 0;               // in the target forward
     int num_rows = 0;
     int first_logit = -1;            // in the target logits (-1: none)
     SequenceState* state = nullptr;  // the state this step continues or creates

@@ -145,7 +145,7 @@ class CpuEngine final : public ModelEngine {
   const std::unique_ptr<Transformer> draft_;
   ThreadPool threads_;
   const std::unique_ptr<spec::Drafter> drafter_;  // the draft model's, n-gram, or null
-  BatchRunner runner_;  // used by thread_ only
+  BatchRunner runner_;                            // used by thread_ only
 
   absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
@@ -191,8 +191,8 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
   }
   if (options.spec_method == spec::Method::kNgram &&
       (options.ngram_max < 1 || options.ngram_max > spec::kMaxNgram)) {
-    return absl::InvalidArgumentError(absl::StrCat("ngram_max must be in [1, ", spec::kMaxNgram,
-                                                   "], got ", options.ngram_max));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ngram_max must be in [1, ", spec::kMaxNgram, "], got ", options.ngram_max));
   }
   const ExpertGroup group{options.communicator, options.rank, options.world_size,
                           options.collective_timeout};

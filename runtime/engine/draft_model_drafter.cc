@@ -28,8 +28,7 @@ DraftModelDrafter::DraftModelDrafter(const ForwardModel* draft, KvPoolView pool,
 std::unique_ptr<spec::DraftSequenceState> DraftModelDrafter::NewState() const {
   auto state = std::make_unique<DraftKvState>();
   state->spec_kv.assign(
-      SpecBufferFloats(draft_->Layout(pool_.layout.tokens_per_block), num_draft_tokens_ + 1),
-      0.0f);
+      SpecBufferFloats(draft_->Layout(pool_.layout.tokens_per_block), num_draft_tokens_ + 1), 0.0f);
   return state;
 }
 
@@ -53,8 +52,8 @@ absl::Status DraftModelDrafter::Propose(absl::Span<const spec::DraftQuery> queri
     const int64_t start = query.first_position;
     Member& m = members_.emplace_back();
     m.query = static_cast<int>(q);
-    m.next_start = start + static_cast<int64_t>(query.tokens.size()) -
-                   (query.ends_with_sampled ? 1 : 0);
+    m.next_start =
+        start + static_cast<int64_t>(query.tokens.size()) - (query.ends_with_sampled ? 1 : 0);
     m.new_end = std::min(m.next_start, query.kv_limit);
     m.propose = query.ends_with_sampled ? std::clamp(query.max_drafts, 0, num_draft_tokens_) : 0;
     int64_t draft_end = start;
@@ -66,7 +65,8 @@ absl::Status DraftModelDrafter::Propose(absl::Span<const spec::DraftQuery> queri
     // Confirmed positions whose K/V wait in the spec buffer move into the pool.
     const int64_t copy_end = std::min(draft_end + spec_len, m.new_end);
     if (copy_end > draft_end) {
-      draft_->CopyKv(pool_, SequenceKv{query.kv_blocks, draft_end, state->spec_kv.data(), spec_tokens},
+      draft_->CopyKv(pool_,
+                     SequenceKv{query.kv_blocks, draft_end, state->spec_kv.data(), spec_tokens},
                      SequenceKv{query.kv_blocks}, draft_end, copy_end);
     }
     m.pool_valid = std::max(copy_end, draft_end);

@@ -23,16 +23,16 @@ absl::StatusOr<GraphBuckets> GraphBuckets::Plan(int64_t max_batch_size, int num_
     for (int64_t rows = 1; rows < 8; rows *= 2) sizes.push_back(rows);
     for (int64_t rows = 8; rows <= 256; rows += 8) sizes.push_back(rows);
     for (int64_t rows = 320; rows < max_rows; rows += 64) sizes.push_back(rows);
-    sizes.erase(std::remove_if(sizes.begin(), sizes.end(),
-                               [&](int64_t rows) { return rows > max_rows; }),
-                sizes.end());
+    sizes.erase(
+        std::remove_if(sizes.begin(), sizes.end(), [&](int64_t rows) { return rows > max_rows; }),
+        sizes.end());
     sizes.push_back(max_rows);
   } else {
     for (size_t i = 0; i < configured.size(); ++i) {
       if (configured[i] < 1 || configured[i] > max_rows) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "graph_batch_sizes[", i, "] must be in [1, ", max_rows,
-            "] (max_batch_size * (1 + K)), got ", configured[i]));
+        return absl::InvalidArgumentError(
+            absl::StrCat("graph_batch_sizes[", i, "] must be in [1, ", max_rows,
+                         "] (max_batch_size * (1 + K)), got ", configured[i]));
       }
       sizes.push_back(configured[i]);
     }

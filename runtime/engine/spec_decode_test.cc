@@ -3,7 +3,6 @@
 // disaggregation equivalence (KV copied block by block into another engine's pools).
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -15,70 +14,31 @@
 #include "runtime/engine/make_model.h"
 #include "runtime/engine/model_engine.h"
 #include "runtime/engine/testing/mini_host.h"
+#include "runtime/engine/testing/spec_runs.h"
 #include "runtime/engine/testing/test_engine.h"
 #include "runtime/engine/testing/test_models.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::engine {
 namespace {
 
-using ::lockstep::engine::testing::HostOptions;
 using ::lockstep::engine::testing::HostPool;
 using ::lockstep::engine::testing::HostRequest;
 using ::lockstep::engine::testing::MakeTestEngine;
-using ::lockstep::engine::testing::MiniHost;
 using ::lockstep::engine::testing::PresetModelDir;
+using ::lockstep::engine::testing::RunSpec;
+using ::lockstep::engine::testing::SpecPrompts;
+using ::lockstep::engine::testing::SpecRunOutput;
 using ::lockstep::engine::testing::TestEngine;
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::TestSeed;
 
-std::vector<HostRequest> Prompts(int n, uint64_t seed, int max_tokens, bool stochastic) {
-  std::mt19937_64 rng(seed);
-  std::vector<HostRequest> requests;
-  for (int i = 0; i < n; ++i) {
-    HostRequest request;
-    request.id = i;
-    const int length = 8 + static_cast<int>(rng() % 40);
-    request.prompt.push_back(kByteBosToken);
-    for (int t = 1; t < length; ++t) request.prompt.push_back(static_cast<int32_t>(rng() % 256));
-    request.sampling.max_tokens = max_tokens;
-    request.sampling.ignore_eos = true;
-    if (stochastic) {
-      request.sampling.temperature = 1.0f;
-      request.sampling.top_k = 40;
-      request.sampling.seed = rng();
-    }
-    requests.push_back(std::move(request));
-  }
-  return requests;
-}
-
-struct RunOutput {
-  std::vector<std::vector<int32_t>> tokens;
-  int64_t proposed = 0;
-  int64_t accepted = 0;
-};
-
-RunOutput Generate(const std::string& dir, int k, const std::vector<HostRequest>& requests,
-                   bool overlap, uint64_t seed) {
-  TestEngine engine = MakeTestEngine({.model_dir = dir,
-                                      .draft_dir = k > 0 ? JoinPath(dir, "draft") : "",
-                                      .num_draft_tokens = k,
-                                      .num_blocks = 2048,
-                                      .pool_seed = seed});
-  MiniHost host(engine.engine.get(), engine.target.get(), engine.draft.get(),
-                {.chunk_size = 24, .max_batch = 16, .num_draft_tokens = k, .overlap = overlap});
-  for (const HostRequest& request : requests) host.Add(request);
-  LOCKSTEP_CHECK_OK(host.Run());
-  EXPECT_TRUE(host.pools_clean()) << "the engine wrote outside its grant or into a free block (K="
-                                  << k << ")";
-  RunOutput out;
-  for (const HostRequest& request : requests) {
-    out.tokens.push_back(host.output(request.id).tokens);
-    out.proposed += host.output(request.id).proposed;
-    out.accepted += host.output(request.id).accepted;
-  }
-  return out;
+// A run with the draft model and K drafts (none for K = 0).
+SpecRunOutput Generate(const std::string& dir, int k, const std::vector<HostRequest>& requests,
+                       bool overlap, uint64_t seed) {
+  return RunSpec(dir, {k > 0 ? spec::Method::kDraftModel : spec::Method::kNone, k, false, overlap},
+                 requests, seed);
 }
 
 TEST(SpecDecodeTest, GreedyWithSpeculationEqualsWithout) {
@@ -87,10 +47,10 @@ TEST(SpecDecodeTest, GreedyWithSpeculationEqualsWithout) {
   for (const char* preset : {"tiny", "tiny-moe"}) {
     const std::string dir = PresetModelDir(preset);
     const std::vector<HostRequest> requests =
-        Prompts(preset == std::string("tiny") ? 100 : 30, seed, 24, false);
-    const RunOutput plain = Generate(dir, 0, requests, false, seed);
+        SpecPrompts(preset == std::string("tiny") ? 100 : 30, seed, 24, false);
+    const SpecRunOutput plain = Generate(dir, 0, requests, false, seed);
     for (int k = 1; k <= 4; ++k) {
-      const RunOutput spec = Generate(dir, k, requests, /*overlap=*/k % 2 == 0, seed + k);
+      const SpecRunOutput spec = Generate(dir, k, requests, /*overlap=*/k % 2 == 0, seed + k);
       for (size_t r = 0; r < requests.size(); ++r) {
         ASSERT_EQ(spec.tokens[r], plain.tokens[r]) << preset << " K=" << k << " request " << r;
       }
@@ -110,9 +70,9 @@ TEST(SpecDecodeTest, StochasticWithSpeculationEqualsWithout) {
   const uint64_t seed = TestSeed();
   SCOPED_TRACE(SeedTrace(seed));
   const std::string dir = PresetModelDir("tiny");
-  const std::vector<HostRequest> requests = Prompts(24, seed + 1, 20, true);
-  const RunOutput plain = Generate(dir, 0, requests, false, seed);
-  const RunOutput spec = Generate(dir, 3, requests, true, seed + 5);
+  const std::vector<HostRequest> requests = SpecPrompts(24, seed + 1, 20, true);
+  const SpecRunOutput plain = Generate(dir, 0, requests, false, seed);
+  const SpecRunOutput spec = Generate(dir, 3, requests, true, seed + 5);
   EXPECT_EQ(spec.tokens, plain.tokens);
   EXPECT_GT(spec.accepted, 0);
   std::printf("tiny K=3 stochastic (T=1, top_k=40): acceptance %.3f\n",
@@ -128,8 +88,8 @@ TEST(SpecDecodeTest, DisaggregatedDecodeEqualsContinuous) {
   const std::string dir = PresetModelDir("tiny-moe");
   const int max_tokens = 16;
   for (int k : {0, 3}) {
-    const std::vector<HostRequest> requests = Prompts(6, seed + k, max_tokens, k == 3);
-    const RunOutput continuous = Generate(dir, k, requests, false, seed);
+    const std::vector<HostRequest> requests = SpecPrompts(6, seed + k, max_tokens, k == 3);
+    const SpecRunOutput continuous = Generate(dir, k, requests, false, seed);
     const std::string draft_dir = k > 0 ? JoinPath(dir, "draft") : "";
     TestEngine context = MakeTestEngine({.model_dir = dir,
                                          .draft_dir = draft_dir,
