@@ -11,17 +11,9 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "gtest/gtest.h"
 #include "runtime/cuda/kernels/bf16.h"
 
 namespace lockstep::cuda::kernels::testing {
-
-// Asserts (in the calling test) that a CUDA call succeeded.
-#define LOCKSTEP_ASSERT_CUDA(expr)                                                               \
-  do {                                                                                           \
-    const cudaError_t lockstep_err_ = (expr);                                                    \
-    ASSERT_EQ(lockstep_err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(lockstep_err_); \
-  } while (false)
 
 // Device memory of `count` T's, freed on destruction. Copy() and Fill() are synchronous.
 template <typename T>
