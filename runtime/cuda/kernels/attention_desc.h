@@ -11,7 +11,7 @@ namespace lockstep::cuda::kernels {
 // tokens_per_block x head_dim per block, bf16 elements), and the packed block tables:
 // block_table[seq * table_stride + i] is the i-th block of sequence `seq`.
 struct PagedKvDesc {
-  void* storage = nullptr;  // __nv_bfloat16[num_blocks * BlockElements()]
+  void* storage = nullptr;  // __nv_bfloat16[num_blocks * BlockElements()], 16-byte aligned
   int32_t num_layers = 1;
   int32_t num_kv_heads = 1;
   int32_t head_dim = 1;

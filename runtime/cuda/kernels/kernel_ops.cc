@@ -1,5 +1,7 @@
 #include "runtime/cuda/kernels/kernel_ops.h"
 
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/kernels/kv_write_kernel.h"
@@ -20,6 +22,9 @@ absl::Status CheckAttentionShape(const PagedKvDesc& kv, int num_heads, bool deco
   if (decode && num_heads / kv.num_kv_heads > kMaxDecodeGroup) {
     return absl::InvalidArgumentError(
         absl::StrCat("GQA group ", num_heads / kv.num_kv_heads, " exceeds ", kMaxDecodeGroup));
+  }
+  if (reinterpret_cast<uintptr_t>(kv.storage) % 16 != 0) {
+    return absl::InvalidArgumentError("the KV storage is not 16-byte aligned");
   }
   if (kv.tokens_per_block < 1 || kv.num_layers < 1 || kv.table_stride < 0) {
     return absl::InvalidArgumentError(absl::StrCat("tokens_per_block ", kv.tokens_per_block,

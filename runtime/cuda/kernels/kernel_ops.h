@@ -19,7 +19,7 @@ namespace lockstep::cuda::kernels {
 
 // The attention geometry every attention kernel needs: head_dim in [1, limit],
 // num_heads a positive multiple of num_kv_heads, the group within kMaxDecodeGroup
-// when `decode`.
+// when `decode`, 16-byte aligned KV storage.
 absl::Status CheckAttentionShape(const PagedKvDesc& kv, int num_heads, bool decode);
 
 absl::Status DecodeAttention(const DecodeAttentionArgs& args, cudaStream_t stream);

@@ -3,6 +3,8 @@
 // without a GPU.
 #include "runtime/cuda/kernels/kernel_ops.h"
 
+#include <cstdint>
+
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "runtime/cuda/kernels/attention_desc.h"
@@ -32,6 +34,10 @@ TEST(KernelOpsTest, AttentionShapes) {
   EXPECT_THAT(CheckAttentionShape(Kv(8, 0), 32, true),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(CheckAttentionShape(Kv(0, 64), 32, true),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  PagedKvDesc misaligned = Kv(8, 128);
+  misaligned.storage = reinterpret_cast<void*>(uintptr_t{4096 + 8});
+  EXPECT_THAT(CheckAttentionShape(misaligned, 32, true),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
