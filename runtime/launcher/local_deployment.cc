@@ -121,6 +121,8 @@ GrpcResult LocalDeployment::Generate(const std::vector<int32_t>& prompt, int max
       result.finish_reason = response.finish_reason();
       result.error_code = response.error_code();
       result.error_message = response.error_message();
+      result.drafts_proposed = response.drafts().proposed();
+      result.drafts_accepted = response.drafts().accepted();
     }
   }
   const grpc::Status status = reader->Finish();

@@ -33,6 +33,9 @@ struct GrpcResult {
   int error_code = 0;     // canonical code; 0 when OK
   std::string error_message;
   int responses = 0;  // stream messages received
+  // Speculative decoding: the request's drafts (from the final response).
+  int64_t drafts_proposed = 0;
+  int64_t drafts_accepted = 0;
 };
 
 class LocalDeployment {

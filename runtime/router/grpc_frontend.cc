@@ -106,6 +106,7 @@ grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
   last.set_finish_reason(result.finish_reason);
   last.set_prompt_tokens(static_cast<int32_t>(result.prompt_tokens));
   last.set_completion_tokens(static_cast<int32_t>(result.completion_tokens));
+  if (result.drafts.proposed() > 0) *last.mutable_drafts() = result.drafts;
   writer->Write(last);
   return grpc::Status::OK;
 }
