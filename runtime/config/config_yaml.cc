@@ -180,6 +180,7 @@ void ReadRouter(MapReader& reader, RouterConfig& router) {
   reader.Int("heartbeat_timeout_ms", &router.heartbeat_timeout_ms);
   reader.Int("health_check_interval_ms", &router.health_check_interval_ms);
   reader.Int("request_timeout_s", &router.request_timeout_s);
+  reader.Int("migration_limit", &router.migration_limit);
   reader.Int("max_prompt_tokens", &router.max_prompt_tokens);
   reader.Int("http_threads", &router.http_threads);
   reader.Int("max_concurrent_requests", &router.max_concurrent_requests);

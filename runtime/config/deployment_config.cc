@@ -361,6 +361,7 @@ absl::Status DeploymentConfig::Validate() const {
   }
   problems.AtLeast("router.health_check_interval_ms", router.health_check_interval_ms, 1);
   problems.AtLeast("router.request_timeout_s", router.request_timeout_s, 1);
+  problems.AtLeast("router.migration_limit", router.migration_limit, 0);
   problems.AtLeast("router.max_prompt_tokens", router.max_prompt_tokens, 1);
   problems.InRange("router.http_threads", router.http_threads, 1, 4096);
   problems.InRange("router.max_concurrent_requests", router.max_concurrent_requests, 0,

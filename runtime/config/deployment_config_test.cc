@@ -68,6 +68,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "router.heartbeat_timeout_ms: must be > heartbeat_interval_ms (500), got 100"},
         BadField{"request_timeout", [](auto& c) { c.router.request_timeout_s = 0; },
                  "router.request_timeout_s: must be >= 1, got 0"},
+        BadField{"migration_limit", [](auto& c) { c.router.migration_limit = -1; },
+                 "router.migration_limit: must be >= 0, got -1"},
         BadField{"max_prompt", [](auto& c) { c.router.max_prompt_tokens = -1; },
                  "router.max_prompt_tokens: must be >= 1, got -1"},
         BadField{"no_instances", [](auto& c) { c.instances.clear(); },

@@ -7,6 +7,7 @@ bool FlowHandle::BeginLeg(const std::string& instance, grpc::ClientContext* call
   if (!cancel_reason_.ok()) return false;
   instance_ = instance;
   call_ = call;
+  leg_failure_ = absl::OkStatus();
   return true;
 }
 
@@ -22,6 +23,19 @@ void FlowHandle::Cancel(const absl::Status& reason) {
   // TryCancel only marks the call cancelled; it runs none of our code. The lock keeps
   // the flow thread from destroying the context meanwhile (EndLeg waits for it).
   if (call_ != nullptr) call_->TryCancel();
+}
+
+bool FlowHandle::CancelLeg(const std::string& instance, const absl::Status& reason) {
+  absl::MutexLock lock(&mu_);
+  if (call_ == nullptr || instance_ != instance) return false;
+  if (leg_failure_.ok()) leg_failure_ = reason;
+  call_->TryCancel();
+  return true;
+}
+
+absl::Status FlowHandle::leg_failure() const {
+  absl::MutexLock lock(&mu_);
+  return leg_failure_;
 }
 
 absl::Status FlowHandle::cancel_reason() const {
@@ -70,10 +84,7 @@ std::vector<std::shared_ptr<FlowHandle>> FlowTracker::Flows() const {
 int FlowTracker::CancelOnInstance(const std::string& instance, const absl::Status& reason) {
   int cancelled = 0;
   for (const auto& flow : Flows()) {
-    if (flow->instance() == instance) {
-      flow->Cancel(reason);
-      ++cancelled;
-    }
+    if (flow->CancelLeg(instance, reason)) ++cancelled;
   }
   return cancelled;
 }

@@ -5,7 +5,8 @@
 // A FlowHandle is shared by the thread running the flow (which registers the gRPC
 // call of the leg now running) and the threads that may cancel it. Cancelling records
 // the first reason and cancels the running call; the flow thread then sees the call
-// fail and reports `cancel_reason()`.
+// fail and reports `cancel_reason()`. An unhealthy instance ends only the leg running
+// on it (`leg_failure()`): the flow may go on elsewhere (request migration).
 //
 // Thread safety: both classes are thread-safe. The only callback, `client_connected`,
 // runs under a lock of its own flow (`callback_mu_`) that nothing else takes but
@@ -43,6 +44,13 @@ class FlowHandle {
 
   // Any thread: ends the flow with `reason` (the first reason wins).
   void Cancel(const absl::Status& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // Any thread: ends the running leg with `reason` if it runs on `instance` (the first
+  // reason of the leg wins); returns whether it did. The flow itself is not cancelled.
+  bool CancelLeg(const std::string& instance, const absl::Status& reason)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Why the current (or, after EndLeg, the last) leg was ended by CancelLeg; OK if it
+  // was not. BeginLeg clears it.
+  absl::Status leg_failure() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // OK while not cancelled.
   absl::Status cancel_reason() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -62,6 +70,7 @@ class FlowHandle {
   std::string instance_ ABSL_GUARDED_BY(mu_);
   grpc::ClientContext* call_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Status cancel_reason_ ABSL_GUARDED_BY(mu_);
+  absl::Status leg_failure_ ABSL_GUARDED_BY(mu_);
   absl::Mutex callback_mu_;
   bool detached_ ABSL_GUARDED_BY(callback_mu_) = false;
 };
@@ -71,7 +80,7 @@ class FlowTracker {
   void Add(std::shared_ptr<FlowHandle> flow) ABSL_LOCKS_EXCLUDED(mu_);
   void Remove(uint64_t request_id) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Cancels the flows whose running leg is on `instance`; returns how many.
+  // Ends the legs running on `instance` (FlowHandle::CancelLeg); returns how many.
   int CancelOnInstance(const std::string& instance, const absl::Status& reason)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Cancels the flows whose client is gone; returns how many.

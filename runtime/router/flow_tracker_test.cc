@@ -11,7 +11,7 @@ namespace {
 
 using ::lockstep::testing::StatusIs;
 
-TEST(FlowTrackerTest, CancelsFlowsOnAnInstance) {
+TEST(FlowTrackerTest, EndsTheLegsOnAnInstanceAndTheFlowsGoOn) {
   FlowTracker tracker;
   auto a = std::make_shared<FlowHandle>(1, [] { return true; });
   auto b = std::make_shared<FlowHandle>(2, [] { return true; });
@@ -22,17 +22,37 @@ TEST(FlowTrackerTest, CancelsFlowsOnAnInstance) {
   ASSERT_TRUE(a->BeginLeg("gen0", &call_a));
   ASSERT_TRUE(b->BeginLeg("gen1", &call_b));
   EXPECT_EQ(tracker.CancelOnInstance("gen0", absl::UnavailableError("gen0 died")), 1);
-  EXPECT_THAT(a->cancel_reason(), StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_TRUE(b->cancel_reason().ok());
-  // The first reason wins; a cancelled flow cannot start another leg.
-  a->Cancel(absl::CancelledError("later"));
-  EXPECT_THAT(a->cancel_reason(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(a->leg_failure(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_TRUE(a->cancel_reason().ok());
+  EXPECT_TRUE(b->leg_failure().ok());
+  // The first reason of the leg wins; it outlives the leg until the next one begins.
+  EXPECT_TRUE(a->CancelLeg("gen0", absl::AbortedError("later")));
   a->EndLeg();
+  EXPECT_THAT(a->leg_failure(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_FALSE(a->CancelLeg("gen0", absl::AbortedError("between legs")));
+  // The flow goes on on another instance, whose leg starts clean.
   grpc::ClientContext again;
-  EXPECT_FALSE(a->BeginLeg("gen1", &again));
+  ASSERT_TRUE(a->BeginLeg("gen1", &again));
+  EXPECT_TRUE(a->leg_failure().ok());
+  EXPECT_EQ(tracker.CancelOnInstance("gen0", absl::UnavailableError("gen0 died")), 0);
+  a->EndLeg();
+  b->EndLeg();
   tracker.Remove(1);
   tracker.Remove(2);
   EXPECT_EQ(tracker.size(), 0u);
+}
+
+TEST(FlowTrackerTest, ACancelledFlowStartsNoOtherLeg) {
+  auto a = std::make_shared<FlowHandle>(1, [] { return true; });
+  grpc::ClientContext call;
+  ASSERT_TRUE(a->BeginLeg("gen0", &call));
+  a->Cancel(absl::CancelledError("the client disconnected"));
+  // The first reason wins.
+  a->Cancel(absl::UnavailableError("later"));
+  EXPECT_THAT(a->cancel_reason(), StatusIs(absl::StatusCode::kCancelled));
+  a->EndLeg();
+  grpc::ClientContext again;
+  EXPECT_FALSE(a->BeginLeg("gen1", &again));
 }
 
 TEST(FlowTrackerTest, CancelsFlowsWhoseClientLeft) {

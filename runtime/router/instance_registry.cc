@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "fmt/format.h"
 #include "runtime/router/routing_policy.h"
 
@@ -160,12 +161,14 @@ std::vector<std::string> InstanceRegistry::ExpireHeartbeats() {
   return expired;
 }
 
-absl::StatusOr<InstanceTarget> InstanceRegistry::Acquire(config::InstanceRole role) {
+absl::StatusOr<InstanceTarget> InstanceRegistry::Acquire(config::InstanceRole role,
+                                                         absl::Span<const std::string> exclude) {
   absl::MutexLock lock(&mu_);
   std::vector<RoutingCandidate> candidates;
   std::vector<Entry*> entries;
   for (auto& [name, entry] : entries_) {
     if (entry.state.role != role || entry.state.health != InstanceHealth::kHealthy) continue;
+    if (absl::c_linear_search(exclude, name)) continue;
     int64_t free_blocks = entry.state.load.free_blocks;
     candidates.push_back({name, entry.state.in_flight, free_blocks});
     entries.push_back(&entry);
@@ -199,10 +202,14 @@ bool InstanceRegistry::IsServing(const std::string& name) const {
                                   it->second.state.health == InstanceHealth::kDraining);
 }
 
-bool InstanceRegistry::HasHealthy(config::InstanceRole role) const {
+bool InstanceRegistry::HasHealthy(config::InstanceRole role,
+                                  absl::Span<const std::string> exclude) const {
   absl::MutexLock lock(&mu_);
   for (const auto& [name, entry] : entries_) {
-    if (entry.state.role == role && entry.state.health == InstanceHealth::kHealthy) return true;
+    if (entry.state.role == role && entry.state.health == InstanceHealth::kHealthy &&
+        !absl::c_linear_search(exclude, name)) {
+      return true;
+    }
   }
   return false;
 }

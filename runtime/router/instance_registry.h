@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/clock.h"
 #include "proto/worker.pb.h"
 #include "runtime/config/deployment_config.h"
@@ -108,15 +109,19 @@ class InstanceRegistry {
   // unhealthy; returns the names that just did.
   std::vector<std::string> ExpireHeartbeats() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Picks a healthy instance of `role` by the policy and counts a request in flight on
-  // it (Release ends that). UNAVAILABLE when there is none.
-  absl::StatusOr<InstanceTarget> Acquire(config::InstanceRole role) ABSL_LOCKS_EXCLUDED(mu_);
+  // Picks a healthy instance of `role` (none of `exclude`: e.g. the instances a migrated
+  // request failed on) by the policy and counts a request in flight on it (Release ends
+  // that). UNAVAILABLE when there is none.
+  absl::StatusOr<InstanceTarget> Acquire(config::InstanceRole role,
+                                         absl::Span<const std::string> exclude = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Release(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
 
   bool IsHealthy(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
   // Healthy or draining: requests already on it may go on.
   bool IsServing(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
-  bool HasHealthy(config::InstanceRole role) const ABSL_LOCKS_EXCLUDED(mu_);
+  bool HasHealthy(config::InstanceRole role, absl::Span<const std::string> exclude = {}) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Instances with a known address, to poll.
   std::vector<InstanceTarget> PollTargets() const ABSL_LOCKS_EXCLUDED(mu_);
   // Every instance, by name.

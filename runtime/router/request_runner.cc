@@ -4,10 +4,13 @@
 #include <memory>
 #include <utility>
 
+#include "absl/algorithm/container.h"
+
 #include "common/log.h"
 #include "fmt/format.h"
 #include "grpcpp/grpcpp.h"
 #include "runtime/config/sampling_wire.h"
+#include "runtime/router/migration.h"
 
 namespace lockstep::router {
 namespace {
@@ -44,6 +47,11 @@ struct RequestRunner::Progress {
   bool first_token_seen = false;
   int64_t completion_tokens = 0;
   v1::DraftTokens drafts;  // summed over the legs
+  // The tokens delivered to the sink, every leg and attempt (what a migration resumes
+  // from).
+  std::vector<int32_t> tokens;
+  // When the last attempt failed, until the next token arrives (migration latency).
+  std::optional<absl::Time> failed_at;
 };
 
 RequestRunner::RequestRunner(Options options, InstanceRegistry& registry, WorkerStubs& stubs,
@@ -57,10 +65,10 @@ RequestRunner::RequestRunner(Options options, InstanceRegistry& registry, Worker
       // Ids stay unique across router restarts: they start at the current time in µs.
       next_request_id_(static_cast<uint64_t>(absl::ToUnixMicros(clock.Now()))) {}
 
-bool RequestRunner::CanRoute() const {
-  return registry_.HasHealthy(InstanceRole::kAggregated) ||
-         (registry_.HasHealthy(InstanceRole::kContext) &&
-          registry_.HasHealthy(InstanceRole::kGeneration));
+bool RequestRunner::CanRoute(absl::Span<const std::string> exclude) const {
+  return registry_.HasHealthy(InstanceRole::kAggregated, exclude) ||
+         (registry_.HasHealthy(InstanceRole::kContext, exclude) &&
+          registry_.HasHealthy(InstanceRole::kGeneration, exclude));
 }
 
 RequestResult RequestRunner::Run(const RouterRequest& request, uint64_t request_id,
@@ -97,45 +105,103 @@ RequestResult RequestRunner::Run(const RouterRequest& request, uint64_t request_
 
 void RequestRunner::RunRoute(FlowHandle& flow, const RouterRequest& request, absl::Time deadline,
                              Progress& progress, TokenSink& sink, RequestResult& result) {
-  v1::GenerateRequest wire;
-  wire.set_request_id(result.request_id);
-  wire.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
-  config::SamplingToWire(request.sampling, wire.mutable_sampling());
+  v1::GenerateRequest original;
+  original.set_request_id(result.request_id);
+  original.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
+  config::SamplingToWire(request.sampling, original.mutable_sampling());
   if (!request.sampling.ignore_eos) {
-    for (int32_t id : options_.eos_token_ids) wire.mutable_sampling()->add_stop_token_ids(id);
+    for (int32_t id : options_.eos_token_ids) original.mutable_sampling()->add_stop_token_ids(id);
   }
-  wire.set_model(request.model);
+  original.set_model(request.model);
 
-  if (registry_.HasHealthy(InstanceRole::kAggregated)) {
-    absl::StatusOr<InstanceTarget> target = registry_.Acquire(InstanceRole::kAggregated);
+  std::vector<std::string> attempts;  // the instances the request ran on, in order
+  std::vector<std::string> failed;    // those it failed on
+  v1::GenerateRequest wire = original;
+  int migrations = 0;
+  for (;; ++migrations) {
+    const std::string route = std::move(result.route);
+    result.route.clear();
+    const FailedLeg failure =
+        RunAttempt(flow, request, wire, failed, deadline, progress, sink, result, attempts);
+    if (!route.empty()) {
+      result.route = result.route.empty() ? route : fmt::format("{} => {}", route, result.route);
+    }
+    if (result.status.ok() || failure.reason == MigrationReason::kNone) break;
+    failed.push_back(failure.instance);
+    if (OutputComplete(original, progress, result)) break;  // it failed after the last token
+    result.status = MigrationVerdict(result.status, failure.reason, attempts, migrations,
+                                     options_.migration_limit, CanRoute(failed),
+                                     config::InstanceRoleName(failure.role));
+    if (!result.status.ok()) break;
+    const absl::Time now = clock_.Now();
+    progress.failed_at = now;
+    metrics_.Migration(MigrationReasonName(failure.reason));
+    wire = ContinuationOf(original, progress.tokens, NewRequestId());
+    LOCKSTEP_LOG_WARN("router", "request {} failed on {} ({}) after {} tokens; continues as {}",
+                      result.request_id, failure.instance, MigrationReasonName(failure.reason),
+                      progress.tokens.size(), wire.request_id());
+  }
+  if (migrations > 0 && result.status.ok()) metrics_.MigratedRequestCompleted();
+}
+
+bool RequestRunner::OutputComplete(const v1::GenerateRequest& original, const Progress& progress,
+                                   RequestResult& result) const {
+  const v1::SamplingParams& sampling = original.sampling();
+  const int64_t n = static_cast<int64_t>(progress.tokens.size());
+  if (n >= sampling.max_tokens()) {
+    result.finish_reason = v1::FINISH_REASON_LENGTH;
+  } else if (n > 0 && n >= sampling.min_tokens() &&
+             absl::c_linear_search(sampling.stop_token_ids(), progress.tokens.back())) {
+    result.finish_reason = v1::FINISH_REASON_STOP;
+  } else {
+    return false;
+  }
+  result.status = absl::OkStatus();
+  return true;
+}
+
+RequestRunner::FailedLeg RequestRunner::RunAttempt(FlowHandle& flow, const RouterRequest& request,
+                                                   v1::GenerateRequest wire,
+                                                   absl::Span<const std::string> exclude,
+                                                   absl::Time deadline, Progress& progress,
+                                                   TokenSink& sink, RequestResult& result,
+                                                   std::vector<std::string>& attempts) {
+  const uint64_t id = wire.request_id();
+  auto failed_leg = [](const LegOutcome& leg, const std::string& instance, InstanceRole role) {
+    return FailedLeg{leg.status.ok() ? MigrationReason::kNone : leg.migrate, instance, role};
+  };
+  if (registry_.HasHealthy(InstanceRole::kAggregated, exclude)) {
+    absl::StatusOr<InstanceTarget> target = registry_.Acquire(InstanceRole::kAggregated, exclude);
     if (!target.ok()) {
       result.status = target.status();
-      return;
+      return {};
     }
     result.route = target->name;
+    attempts.push_back(target->name);
     wire.set_type(v1::REQUEST_TYPE_AGGREGATED);
     LegOutcome leg = RunLeg(flow, *target, wire, deadline, progress, sink);
     registry_.Release(target->name);
     result.status = leg.status;
     result.finish_reason = leg.finish_reason;
-    return;
+    return failed_leg(leg, target->name, InstanceRole::kAggregated);
   }
-  if (!registry_.HasHealthy(InstanceRole::kContext) ||
-      !registry_.HasHealthy(InstanceRole::kGeneration)) {
+  if (!registry_.HasHealthy(InstanceRole::kContext, exclude) ||
+      !registry_.HasHealthy(InstanceRole::kGeneration, exclude)) {
     result.status = absl::UnavailableError(fmt::format(
         "no healthy instance can serve model '{}': it needs an aggregated instance, or a "
         "context and a generation instance",
         request.model));
-    return;
+    return {};
   }
 
   // Leg 1: prefill on a context instance.
-  absl::StatusOr<InstanceTarget> ctx = registry_.Acquire(InstanceRole::kContext);
+  absl::StatusOr<InstanceTarget> ctx = registry_.Acquire(InstanceRole::kContext, exclude);
   if (!ctx.ok()) {
     result.status = ctx.status();
-    return;
+    return {};
   }
   result.route = ctx->name;
+  attempts.push_back(ctx->name);
   wire.set_type(v1::REQUEST_TYPE_CONTEXT_ONLY);
   LegOutcome leg1 = RunLeg(flow, *ctx, wire, deadline, progress, sink);
   registry_.Release(ctx->name);
@@ -143,13 +209,12 @@ void RequestRunner::RunRoute(FlowHandle& flow, const RouterRequest& request, abs
     // Failed, or finished on the context instance (its first token ended the request).
     result.status = leg1.status;
     result.finish_reason = leg1.finish_reason;
-    return;
+    return failed_leg(leg1, ctx->name, InstanceRole::kContext);
   }
   if (!leg1.context.has_value()) {
-    result.status = absl::InternalError(
-        fmt::format("context instance {} handed off request {} without a context handle", ctx->name,
-                    result.request_id));
-    return;
+    result.status = absl::InternalError(fmt::format(
+        "context instance {} handed off request {} without a context handle", ctx->name, id));
+    return {};
   }
   const v1::ContextResult& context = *leg1.context;
   const uint64_t claim_id = context.handle().context_request_id();
@@ -165,23 +230,24 @@ void RequestRunner::RunRoute(FlowHandle& flow, const RouterRequest& request, abs
     flow.Cancel(absl::CancelledError("the client disconnected"));
     CancelOnWorker(*ctx, claim_id);
     result.status = flow.cancel_reason();
-    return;
+    return {};
   }
   if (action == SinkAction::kStop || progress.completion_tokens >= request.sampling.max_tokens) {
     CancelOnWorker(*ctx, claim_id);  // nothing left to generate: release the claim
     result.finish_reason =
         action == SinkAction::kStop ? v1::FINISH_REASON_STOP : v1::FINISH_REASON_LENGTH;
-    return;
+    return {};
   }
 
   // Leg 2: decode on a generation instance, which pulls the KV from the context rank.
-  absl::StatusOr<InstanceTarget> gen = registry_.Acquire(InstanceRole::kGeneration);
+  absl::StatusOr<InstanceTarget> gen = registry_.Acquire(InstanceRole::kGeneration, exclude);
   if (!gen.ok()) {
     CancelOnWorker(*ctx, claim_id);
     result.status = gen.status();
-    return;
+    return {};
   }
   result.route = fmt::format("{}->{}", ctx->name, gen->name);
+  attempts.push_back(gen->name);
   wire.set_type(v1::REQUEST_TYPE_GENERATION_ONLY);
   *wire.mutable_context() = context;
   LegOutcome leg2 = RunLeg(flow, *gen, wire, deadline, progress, sink);
@@ -189,6 +255,7 @@ void RequestRunner::RunRoute(FlowHandle& flow, const RouterRequest& request, abs
   if (!leg2.status.ok()) CancelOnWorker(*ctx, claim_id);  // the KV may not have moved
   result.status = leg2.status;
   result.finish_reason = leg2.finish_reason;
+  return failed_leg(leg2, gen->name, InstanceRole::kGeneration);
 }
 
 RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const InstanceTarget& target,
@@ -207,7 +274,7 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
   // The health monitor marks an instance unhealthy before cancelling the flows on it,
   // so a leg that began after that sees it here.
   if (!registry_.IsServing(target.name)) {
-    flow.Cancel(absl::UnavailableError(
+    flow.CancelLeg(target.name, absl::UnavailableError(
         fmt::format("instance {} became unhealthy before request {} started", target.name, id)));
   }
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub->Generate(&call, request);
@@ -222,6 +289,7 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
       out.status =
           StatusFromWorker(response.error_code(), response.error_message(), target.name, id);
       out.finish_reason = v1::FINISH_REASON_ERROR;
+      if (WorkerErrorMigrates(response.error_code())) out.migrate = MigrationReason::kWorkerError;
       finished = true;
       break;
     }
@@ -272,16 +340,23 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
     if (client_gone || cancel.code() == absl::StatusCode::kCancelled) CancelOnWorker(target, id);
     return out;
   }
+  if (absl::Status unhealthy = flow.leg_failure(); !unhealthy.ok()) {
+    out.status = std::move(unhealthy);
+    out.migrate = MigrationReason::kInstanceUnhealthy;
+    return out;
+  }
   if (rpc.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     out.status = absl::DeadlineExceededError(
         fmt::format("request {} did not finish within {} s (on instance {})", id,
                     absl::ToInt64Seconds(options_.request_timeout), target.name));
     CancelOnWorker(target, id);
   } else if (!rpc.ok()) {
+    out.migrate = MigrationReason::kStreamBroken;
     out.status = absl::UnavailableError(
         fmt::format("instance {} failed while serving request {}: {} (gRPC code {})", target.name,
                     id, rpc.error_message(), static_cast<int>(rpc.error_code())));
   } else {
+    out.migrate = MigrationReason::kStreamBroken;
     out.status = absl::UnavailableError(fmt::format(
         "instance {} ended the stream of request {} before it finished", target.name, id));
   }
@@ -299,8 +374,13 @@ SinkAction RequestRunner::Deliver(const TokenDelta& delta, Progress& progress, T
     const absl::Duration per_token = (now - progress.last_token) / n;
     for (int64_t i = 0; i < n; ++i) metrics_.InterTokenLatency(per_token);
   }
+  if (progress.failed_at.has_value() && n > 0) {
+    metrics_.MigrationLatency(now - *progress.failed_at);
+    progress.failed_at.reset();
+  }
   progress.last_token = now;
   progress.completion_tokens += n;
+  progress.tokens.insert(progress.tokens.end(), delta.token_ids.begin(), delta.token_ids.end());
   metrics_.GeneratedTokens(n);
   return sink.OnTokens(delta);
 }

@@ -17,6 +17,17 @@
 // A cancelled or failed leg is also cancelled on the worker (Cancel RPC), and a
 // two-leg request that does not complete releases the context instance's KV claim.
 //
+// Migration (runtime/router/migration.h). When the instance serving a leg fails (the
+// stream breaks, the health monitor ends the leg, or the worker reports an error that
+// blames the instance), the request continues on another healthy instance it has not
+// failed on, as a continuation of the tokens delivered so far, under a fresh worker
+// request id: an aggregated request on an aggregated instance; a two-leg request with
+// a fresh context leg (then a generation leg). The client sees one stream; the
+// request's deadline covers all attempts; at most `migration_limit` migrations, and
+// none without another healthy instance (the error then says so and names the
+// attempts). A client cancel, a stop, a validation error or the deadline never
+// migrates.
+//
 // Thread safety: thread-safe; Run blocks the calling thread (one per request).
 #ifndef LOCKSTEP_RUNTIME_ROUTER_REQUEST_RUNNER_H_
 #define LOCKSTEP_RUNTIME_ROUTER_REQUEST_RUNNER_H_
@@ -29,10 +40,12 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/clock.h"
 #include "proto/worker.pb.h"
 #include "runtime/router/flow_tracker.h"
 #include "runtime/router/instance_registry.h"
+#include "runtime/router/migration.h"
 #include "runtime/router/router_metrics.h"
 #include "runtime/router/router_request.h"
 #include "runtime/router/worker_stubs.h"
@@ -48,14 +61,17 @@ class RequestRunner {
     // Ids that end generation like the engine's EOS (the model's generation_config.json):
     // added to each request's stop tokens unless it ignores EOS.
     std::vector<int32_t> eos_token_ids;
+    // Most migrations of one request (router.migration_limit); 0: none.
+    int migration_limit = 2;
   };
 
   // Every reference must outlive the runner.
   RequestRunner(Options options, InstanceRegistry& registry, WorkerStubs& stubs, FlowTracker& flows,
                 RouterMetrics& metrics, Clock& clock);
 
-  // True when some route exists now (a request would not be refused as UNAVAILABLE).
-  bool CanRoute() const;
+  // True when some route exists now (a request would not be refused as UNAVAILABLE),
+  // using none of the instances in `exclude`.
+  bool CanRoute(absl::Span<const std::string> exclude = {}) const;
 
   // A fresh request id (unique; ids start at the router's start time in µs).
   uint64_t NewRequestId() { return next_request_id_.fetch_add(1); }
@@ -68,6 +84,13 @@ class RequestRunner {
     absl::Status status;
     v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
     std::optional<v1::ContextResult> context;  // CONTEXT_ONLY
+    MigrationReason migrate = MigrationReason::kNone;  // when the instance failed
+  };
+  // The leg of an attempt that failed by its instance (reason kNone: none did).
+  struct FailedLeg {
+    MigrationReason reason = MigrationReason::kNone;
+    std::string instance;
+    config::InstanceRole role = config::InstanceRole::kAggregated;
   };
   // Per-request progress shared by the legs (tokens, timing, metrics).
   struct Progress;
@@ -75,9 +98,20 @@ class RequestRunner {
   LegOutcome RunLeg(FlowHandle& flow, const InstanceTarget& target,
                     const v1::GenerateRequest& request, absl::Time deadline, Progress& progress,
                     TokenSink& sink);
-  // Routes and runs the legs; fills `result` except the bookkeeping Run does.
+  // Runs the attempts (the first, then its migrations); fills `result` except the
+  // bookkeeping Run does.
   void RunRoute(FlowHandle& flow, const RouterRequest& request, absl::Time deadline,
                 Progress& progress, TokenSink& sink, RequestResult& result);
+  // Routes `wire` (its type set per leg) avoiding `exclude` and runs its legs, adding
+  // their instances to `attempts`; sets result's status, finish reason and route.
+  FailedLeg RunAttempt(FlowHandle& flow, const RouterRequest& request, v1::GenerateRequest wire,
+                       absl::Span<const std::string> exclude, absl::Time deadline,
+                       Progress& progress, TokenSink& sink, RequestResult& result,
+                       std::vector<std::string>& attempts);
+  // True (finishing `result`) when the tokens delivered already end `original`: its
+  // max_tokens, or a stop token once min_tokens were generated.
+  bool OutputComplete(const v1::GenerateRequest& original, const Progress& progress,
+                      RequestResult& result) const;
   // Best-effort Cancel RPC to `target` for `request_id` (bounded by cancel_timeout).
   void CancelOnWorker(const InstanceTarget& target, uint64_t request_id);
   SinkAction Deliver(const TokenDelta& delta, Progress& progress, TokenSink& sink);

@@ -53,7 +53,8 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
       config_.instances, clock_);
   runner_ = std::make_unique<RequestRunner>(
       RequestRunner::Options{.request_timeout = absl::Seconds(rc.request_timeout_s),
-                             .eos_token_ids = std::move(text.eos_token_ids)},
+                             .eos_token_ids = std::move(text.eos_token_ids),
+                             .migration_limit = static_cast<int>(rc.migration_limit)},
       *registry_, stubs_, flows_, metrics_, clock_);
   // A poll may take longer than the interval on a loaded machine; a missed answer
   // should mean a stalled or dead leader, not a busy one.

@@ -72,6 +72,16 @@ RouterMetrics::RouterMetrics()
           "lockstep_router_request_draft_acceptance",
           "Accepted over proposed drafts of each finished request that proposed any.",
           AcceptanceBuckets(), {"method"})),
+      migrations_(registry_.AddCounter(
+          "lockstep_router_migrations_total",
+          "Requests resumed on another instance after their instance failed, by reason.",
+          {"reason"})),
+      migrated_completed_(registry_.AddCounter("lockstep_router_migrated_requests_completed_total",
+                                               "Migrated requests that finished normally.")),
+      migration_latency_(registry_.AddHistogram(
+          "lockstep_router_migration_latency_seconds",
+          "Time from an instance failure to the next token of the migrated request.",
+          LatencyBucketsSeconds())),
       healthy_(registry_.AddGauge("lockstep_instance_healthy",
                                   "1 when the instance takes new requests.",
                                   {"instance", "role", "state"})),

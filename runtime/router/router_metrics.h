@@ -13,6 +13,11 @@
 //   router_draft_tokens_proposed_total / _accepted_total{method}
 //                                             drafts of finished requests (all their legs)
 //   router_request_draft_acceptance{method}   histogram: accepted / proposed per request
+//   router_migrations_total{reason}          requests moved to another instance after a
+//                                             failure (stream_broken | instance_unhealthy |
+//                                             worker_error)
+//   router_migrated_requests_completed_total  migrated requests that finished normally
+//   router_migration_latency_seconds          histogram: failure to the next token
 //   router_requests_running                   requests in flight
 //   instance_healthy{instance,role,state}     1 when taking new requests
 //   instance_router_in_flight{instance}
@@ -61,6 +66,15 @@ class RouterMetrics {
   void RunningDelta(int delta) { running_.Add({}, delta); }
   // A finished request's drafts (nothing when it proposed none).
   void RequestDrafts(const v1::DraftTokens& drafts);
+  // Request migration (runtime/router/migration.h).
+  void Migration(std::string_view reason) { migrations_.Increment({std::string(reason)}); }
+  void MigratedRequestCompleted() { migrated_completed_.Increment({}); }
+  void MigrationLatency(absl::Duration d) {
+    migration_latency_.Observe({}, absl::ToDoubleSeconds(d));
+  }
+  double MigrationCount(std::string_view reason) const {
+    return migrations_.Value({std::string(reason)});
+  }
 
   double RequestCount(std::string_view outcome) const {
     return requests_.Value({std::string(outcome)});
@@ -82,6 +96,9 @@ class RouterMetrics {
   CounterFamily& drafts_proposed_;
   CounterFamily& drafts_accepted_;
   HistogramFamily& draft_acceptance_;
+  CounterFamily& migrations_;
+  CounterFamily& migrated_completed_;
+  HistogramFamily& migration_latency_;
   GaugeFamily& healthy_;
   GaugeFamily& in_flight_;
   std::vector<GaugeFamily*> instance_counters_;  // mirrored cumulative counters

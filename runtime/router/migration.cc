@@ -1,0 +1,64 @@
+#include "runtime/router/migration.h"
+
+#include "absl/strings/str_join.h"
+#include "common/check.h"
+#include "fmt/format.h"
+
+namespace lockstep::router {
+
+std::string_view MigrationReasonName(MigrationReason reason) {
+  switch (reason) {
+    case MigrationReason::kNone:
+      return "none";
+    case MigrationReason::kStreamBroken:
+      return "stream_broken";
+    case MigrationReason::kInstanceUnhealthy:
+      return "instance_unhealthy";
+    case MigrationReason::kWorkerError:
+      return "worker_error";
+  }
+  return "none";
+}
+
+bool WorkerErrorMigrates(int32_t code) {
+  return code == static_cast<int32_t>(absl::StatusCode::kUnavailable) ||
+         code == static_cast<int32_t>(absl::StatusCode::kAborted);
+}
+
+v1::GenerateRequest ContinuationOf(const v1::GenerateRequest& original,
+                                   absl::Span<const int32_t> delivered, uint64_t request_id) {
+  const int32_t n = static_cast<int32_t>(delivered.size());
+  LOCKSTEP_CHECK(n < original.sampling().max_tokens())
+      << "a continuation of request " << original.request_id() << " after " << n
+      << " tokens has nothing left of its " << original.sampling().max_tokens();
+  v1::GenerateRequest next = original;
+  next.set_request_id(request_id);
+  next.clear_context();
+  next.mutable_prompt_token_ids()->Add(delivered.begin(), delivered.end());
+  v1::SamplingParams* sampling = next.mutable_sampling();
+  sampling->set_max_tokens(sampling->max_tokens() - n);
+  sampling->set_num_generated_in_prompt(sampling->num_generated_in_prompt() + n);
+  return next;
+}
+
+absl::Status MigrationVerdict(const absl::Status& failure, MigrationReason reason,
+                              const std::vector<std::string>& attempts, int migrations, int limit,
+                              bool other_instance, std::string_view role) {
+  if (reason == MigrationReason::kNone) return failure;
+  const std::string tried = absl::StrJoin(attempts, ", ");
+  if (migrations >= limit) {
+    return absl::Status(
+        failure.code(),
+        fmt::format("{} (after {} attempts on {}; router.migration_limit = {} migrations)",
+                    std::string(failure.message()), attempts.size(), tried, limit));
+  }
+  if (!other_instance) {
+    return absl::Status(
+        failure.code(),
+        fmt::format("{} (no other healthy {} instance to migrate to; {} attempts on {})",
+                    std::string(failure.message()), role, attempts.size(), tried));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep::router
