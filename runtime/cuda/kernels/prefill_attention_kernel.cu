@@ -30,6 +30,7 @@ __global__ void PrefillKernel(PrefillAttentionArgs args) {
   const int kv_head = head / (args.num_heads / args.kv.num_kv_heads);
   const int hd = args.kv.head_dim;
   const int rows = tile.num_rows;
+  if (rows < 1 || rows > kRows) __trap();  // a plan with bigger tiles: fail loudly
   float* q_s = smem;
   float* acc = q_s + kRows * hd;
   float* k_s = acc + kRows * hd;
