@@ -35,7 +35,7 @@ class MatmulDescs {
     if (op_ != nullptr) cublasLtMatmulDescDestroy(op_);
   }
 
-  absl::Status Init(int64_t m, int64_t n, int64_t k) {
+  absl::Status Init(int64_t m, int64_t n, int64_t k, cudaDataType_t out_type) {
     LOCKSTEP_RETURN_IF_LT(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                           "cublasLtMatmulDescCreate");
     const cublasOperation_t transpose = CUBLAS_OP_T;
@@ -44,7 +44,7 @@ class MatmulDescs {
                           "set TRANSA");
     LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, k, n, k), "layout of w");
     LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16BF, k, m, k), "layout of x");
-    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&d_, CUDA_R_16BF, n, m, n), "layout of y");
+    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&d_, out_type, n, m, n), "layout of y");
     return absl::OkStatus();
   }
 
@@ -96,13 +96,16 @@ CublasLtGemm::~CublasLtGemm() {
 }
 
 absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key, int64_t n,
-                                                             int64_t k) {
-  if (auto it = algorithms_.find(key); it != algorithms_.end()) return it->second;
+                                                             int64_t k, bool f32_out) {
+  auto& cache = f32_out ? algorithms_f32_ : algorithms_;
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
   // Chosen for the bucket's largest M (or the reference M), never the first caller's M,
   // so the choice does not depend on call order.
   const int64_t query_m = options_.batch_invariant ? options_.invariant_reference_m : key.m_bucket;
   MatmulDescs descs;
-  if (absl::Status s = descs.Init(query_m, n, k); !s.ok()) return s;
+  if (absl::Status s = descs.Init(query_m, n, k, f32_out ? CUDA_R_32F : CUDA_R_16BF); !s.ok()) {
+    return s;
+  }
   cublasLtMatmulPreference_t pref = nullptr;
   LOCKSTEP_RETURN_IF_LT(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
   const uint64_t workspace = options_.workspace_bytes;
@@ -140,20 +143,30 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
                             "set REDUCTION_SCHEME");
     }
   }
-  algorithms_.emplace(key, algo);
+  cache.emplace(key, algo);
   return algo;
 }
 
 absl::Status CublasLtGemm::Gemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k,
                                 Bf16* y) {
+  return Run(x, m, w, n, k, y, false);
+}
+
+absl::Status CublasLtGemm::Gemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k,
+                                float* y) {
+  return Run(x, m, w, n, k, y, true);
+}
+
+absl::Status CublasLtGemm::Run(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k,
+                               void* y, bool f32_out) {
   if (m < 1 || n < 1 || k < 1) {
     return absl::InvalidArgumentError(absl::StrCat("GEMM of m=", m, " n=", n, " k=", k));
   }
   absl::StatusOr<cublasLtMatmulAlgo_t> algo =
-      Algorithm(MakeGemmKey(m, n, k, options_.batch_invariant), n, k);
+      Algorithm(MakeGemmKey(m, n, k, options_.batch_invariant), n, k, f32_out);
   if (!algo.ok()) return algo.status();
   MatmulDescs descs;
-  if (absl::Status s = descs.Init(m, n, k); !s.ok()) return s;
+  if (absl::Status s = descs.Init(m, n, k, f32_out ? CUDA_R_32F : CUDA_R_16BF); !s.ok()) return s;
   const float alpha = 1.0f;
   const float beta = 0.0f;
   LOCKSTEP_RETURN_IF_LT(

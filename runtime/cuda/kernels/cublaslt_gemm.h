@@ -1,6 +1,6 @@
 // bf16 GEMM through cuBLASLt: y[m, n] = x[m, k] · wᵀ with w [n, k] row-major (the
-// linear-layer layout of runtime/engine/gemm.h), bf16 in and out, fp32 compute. Row-major
-// is the transposed column-major call: yᵀ (n x m) = w (as k x n, transposed) · xᵀ.
+// linear-layer layout of runtime/engine/gemm.h), bf16 in, bf16 (or f32) out, fp32 compute.
+// Row-major is the transposed column-major call: yᵀ (n x m) = w (as k x n, transposed) · xᵀ.
 //
 // One object per stream: it owns the cuBLASLt handle and workspace of that stream and
 // caches the chosen algorithm per (M bucket, N, K) (gemm_key.h). In batch-invariant mode
@@ -50,21 +50,28 @@ class CublasLtGemm {
   // Enqueues y = x · wᵀ on the stream (device pointers, dense rows). InvalidArgument for
   // a size < 1; Internal with cuBLASLt's words when it fails.
   absl::Status Gemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k, Bf16* y);
+  // The same with an f32 output (router and LM-head logits: routing and sampling read
+  // them unrounded). Its algorithms are cached apart from the bf16 ones.
+  absl::Status Gemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k, float* y);
 
-  size_t cached_algorithms() const { return algorithms_.size(); }
+  size_t cached_algorithms() const { return algorithms_.size() + algorithms_f32_.size(); }
   const GemmOptions& options() const { return options_; }
 
  private:
   CublasLtGemm(cudaStream_t stream, GemmOptions options) : stream_(stream), options_(options) {}
 
-  // The cached algorithm of `key` (chosen on first use).
-  absl::StatusOr<cublasLtMatmulAlgo_t> Algorithm(const GemmKey& key, int64_t n, int64_t k);
+  absl::Status Run(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k, void* y,
+                   bool f32_out);
+  // The cached algorithm of `key` for the output type (chosen on first use).
+  absl::StatusOr<cublasLtMatmulAlgo_t> Algorithm(const GemmKey& key, int64_t n, int64_t k,
+                                                 bool f32_out);
 
   cudaStream_t stream_;
   GemmOptions options_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
-  absl::flat_hash_map<GemmKey, cublasLtMatmulAlgo_t> algorithms_;
+  absl::flat_hash_map<GemmKey, cublasLtMatmulAlgo_t> algorithms_;      // bf16 out
+  absl::flat_hash_map<GemmKey, cublasLtMatmulAlgo_t> algorithms_f32_;  // f32 out
 };
 
 }  // namespace lockstep::cuda::kernels

@@ -75,6 +75,35 @@ TEST(CublasLtGemmTest, MatchesCpuGemm) {
   }
 }
 
+// The f32-output GEMM (logits): no output rounding, so it tracks the CPU far closer.
+TEST(CublasLtGemmTest, F32OutputMatchesCpuGemm) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  std::unique_ptr<CublasLtGemm> gemm = MakeGemm(true);
+  ASSERT_NE(gemm, nullptr);
+  for (const Shape& s : {Shape{1, 60, 2048}, Shape{9, 32000, 512}, Shape{64, 8, 4096}}) {
+    SCOPED_TRACE(::testing::Message() << "m=" << s.m << " n=" << s.n << " k=" << s.k);
+    const std::vector<float> x = RandomBf16Floats(rng, s.m * s.k);
+    const std::vector<float> w = RandomBf16Floats(rng, s.n * s.k, 0.05f);
+    DeviceArray<Bf16> dx(ToBf16(x)), dw(ToBf16(w));
+    DeviceArray<float> dy(s.m * s.n);
+    ASSERT_EQ(dy.Poison(), cudaSuccess);
+    ASSERT_TRUE(gemm->Gemm(dx.get(), s.m, dw.get(), s.n, s.k, dy.get()).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> got = dy.Download();
+    std::vector<float> ref(s.m * s.n);
+    engine::Gemm(x.data(), static_cast<int>(s.m), static_cast<int>(s.k),
+                 engine::PackedMatrix::Pack(w, static_cast<int>(s.n), static_cast<int>(s.k)),
+                 nullptr, ref.data(), static_cast<int>(s.n), nullptr);
+    ASSERT_FALSE(HasNaN(got));
+    EXPECT_LE(RelativeL2(got, ref), 1e-3);
+  }
+  // bf16 and f32 outputs keep separate algorithms.
+  EXPECT_EQ(gemm->cached_algorithms(), 3u);
+}
+
 TEST(CublasLtGemmTest, CachesOneAlgorithmPerBucket) {
   LOCKSTEP_SKIP_WITHOUT_GPU();
   for (bool invariant : {false, true}) {
