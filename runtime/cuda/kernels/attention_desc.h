@@ -10,6 +10,11 @@ namespace lockstep::cuda::kernels {
 // The KV pool on the device in the kv::BlockLayout order (layers x {K, V} x kv_heads x
 // tokens_per_block x head_dim per block, bf16 elements), and the packed block tables:
 // block_table[seq * table_stride + i] is the i-th block of sequence `seq`.
+//
+// Optionally, as the CPU engine's SequenceKv (runtime/engine/paged_attention.h), the
+// positions >= spec_base[seq] of sequence `seq` (the draft model's speculative K/V) live
+// in its own buffer spec[seq], laid out [layers][2][kv_heads][spec_tokens][head_dim]
+// (slot = position - spec_base[seq]), instead of the pool.
 struct PagedKvDesc {
   void* storage = nullptr;  // __nv_bfloat16[num_blocks * BlockElements()], 16-byte aligned
   int32_t num_layers = 1;
@@ -18,6 +23,9 @@ struct PagedKvDesc {
   int32_t tokens_per_block = 16;
   const int32_t* block_table = nullptr;  // device
   int32_t table_stride = 0;
+  const int32_t* spec_base = nullptr;  // device, per sequence (INT32_MAX: none); null: none
+  void* const* spec = nullptr;         // device array of 16-byte aligned device buffers
+  int32_t spec_tokens = 0;
 };
 
 // One query row of decode attention: it attends to positions [0, context_len) of

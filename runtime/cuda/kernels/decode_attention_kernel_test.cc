@@ -50,6 +50,7 @@ struct Case {
   std::vector<int64_t> lens;  // per sequence, after this step's token
   int verify_rows;            // query rows per sequence (1: decode; K+1: verify)
   DecodeSplitOptions options;
+  int spec_tokens = 0;  // > 0: the last positions of each sequence in a spec buffer
 };
 
 void RunCase(const Case& c, std::mt19937_64& rng) {
@@ -59,7 +60,7 @@ void RunCase(const Case& c, std::mt19937_64& rng) {
                << c.lens.size() << " sequences, " << c.verify_rows << " rows each, split "
                << c.options.split_tokens << " max " << c.options.max_splits);
   absl::StatusOr<std::unique_ptr<TestKvPool>> pool =
-      TestKvPool::Create(s.kv_heads, s.head_dim, c.lens, rng);
+      TestKvPool::Create(s.kv_heads, s.head_dim, c.lens, rng, c.spec_tokens);
   ASSERT_TRUE(pool.ok()) << pool.status();
   const PagedKvDesc& kv = (*pool)->desc();
   engine::KvPoolView host_pool = (*pool)->host_view();
@@ -91,7 +92,7 @@ void RunCase(const Case& c, std::mt19937_64& rng) {
     engine::WriteKv(host_pool, seq, kLayer, positions[r], k.data() + r * kv_row,
                     v.data() + r * kv_row);
   }
-  ASSERT_TRUE((*pool)->DownloadDevice() == (*pool)->host()) << "the KV write";
+  ASSERT_TRUE((*pool)->DeviceMatchesHost()) << "the KV write";
 
   // Attention of each row over [0, position].
   const int64_t q_row = static_cast<int64_t>(s.num_heads) * s.head_dim;
@@ -176,8 +177,10 @@ TEST(DecodeAttentionTest, FamiliesAndOddLengths) {
     for (int i = 0; i < 4; ++i) lens.push_back(1 + static_cast<int64_t>(rng() % 700));
     RunCase({shape, lens, 1, {.split_tokens = 64, .max_splits = 4}}, rng);
     RunCase({shape, lens, 1, {}}, rng);
-    // Draft verification: K+1 = 4 rows per sequence.
+    // Draft verification: K+1 = 4 rows per sequence, from the pool only and with the
+    // last 3 positions in spec buffers (all of a 2-token sequence's).
     RunCase({shape, {5, 17, 300}, 4, {.split_tokens = 16, .max_splits = 64}}, rng);
+    RunCase({shape, {2, 5, 17, 300}, 4, {.split_tokens = 16, .max_splits = 64}, 3}, rng);
   }
 }
 

@@ -13,9 +13,15 @@
 
 namespace lockstep::cuda::kernels {
 
-// The head_dim elements of K (kv = 0) or V (kv = 1) of `head` at `position` of `seq`.
+// The head_dim elements of K (kv = 0) or V (kv = 1) of `head` at `position` of `seq`:
+// in the sequence's spec buffer from its spec_base on, else in the pool.
 __device__ __forceinline__ Bf16* KvRow(const PagedKvDesc& d, int layer, int kv, int head,
                                        int32_t seq, int32_t position) {
+  if (d.spec_base != nullptr && position >= d.spec_base[seq]) {
+    const int64_t plane = (static_cast<int64_t>(layer) * 2 + kv) * d.num_kv_heads + head;
+    return static_cast<Bf16*>(d.spec[seq]) +
+           (plane * d.spec_tokens + (position - d.spec_base[seq])) * d.head_dim;
+  }
   const int64_t block =
       d.block_table[static_cast<int64_t>(seq) * d.table_stride + position / d.tokens_per_block];
   const int64_t plane = static_cast<int64_t>(d.tokens_per_block) * d.head_dim;

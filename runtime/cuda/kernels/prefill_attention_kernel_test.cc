@@ -47,11 +47,12 @@ struct Shape {
 // Sequence s holds lens[s] tokens after this step, of which the last chunk[s] are this
 // step's query rows (the rest is the cached prefix).
 void RunCase(const Shape& s, const std::vector<int64_t>& lens, const std::vector<int>& chunk,
-             int tile_rows, std::mt19937_64& rng) {
-  SCOPED_TRACE(::testing::Message() << s.num_heads << "/" << s.kv_heads << " heads of "
-                                    << s.head_dim << ", tiles of " << tile_rows);
+             int tile_rows, std::mt19937_64& rng, int spec_tokens = 0) {
+  SCOPED_TRACE(::testing::Message()
+               << s.num_heads << "/" << s.kv_heads << " heads of " << s.head_dim << ", tiles of "
+               << tile_rows << ", spec " << spec_tokens);
   absl::StatusOr<std::unique_ptr<TestKvPool>> pool =
-      TestKvPool::Create(s.kv_heads, s.head_dim, lens, rng);
+      TestKvPool::Create(s.kv_heads, s.head_dim, lens, rng, spec_tokens);
   ASSERT_TRUE(pool.ok()) << pool.status();
   std::vector<PrefillChunk> chunks;
   std::vector<int32_t> seqs, positions;
@@ -131,6 +132,8 @@ TEST(PrefillAttentionTest, FamiliesChunksAndOddLengths) {
     const int rows = 1 + static_cast<int>(rng() % len);
     RunCase(shape, {17, 65, 300, 20, len}, {1, 65, 100, 4, rows}, kMaxPrefillTileRows, rng);
     RunCase(shape, {33, 7}, {33, 7}, 16, rng);
+    // Verify rows whose last 3 positions sit in spec buffers.
+    RunCase(shape, {20, 3}, {4, 3}, kMaxPrefillTileRows, rng, 3);
   }
 }
 

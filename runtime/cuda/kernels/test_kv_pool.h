@@ -22,16 +22,18 @@ namespace lockstep::cuda::kernels::testing {
 class TestKvPool {
  public:
   // Two layers of `kv_heads` x `head_dim`, 16-token blocks, room for `lens[s]` tokens of
-  // sequence s.
+  // sequence s. With spec_tokens > 0, each sequence's last spec_tokens positions (all of
+  // them when it is shorter) live in its own spec buffer instead of the pool.
   static absl::StatusOr<std::unique_ptr<TestKvPool>> Create(int kv_heads, int head_dim,
                                                             const std::vector<int64_t>& lens,
-                                                            std::mt19937_64& rng);
+                                                            std::mt19937_64& rng,
+                                                            int spec_tokens = 0);
 
   const PagedKvDesc& desc() const { return desc_; }
   engine::KvPoolView host_view() { return {host_.data(), layout_, num_blocks_}; }
-  engine::SequenceKv host_seq(int32_t seq) const { return {.blocks = tables_[seq]}; }
-  const std::vector<float>& host() const { return host_; }
-  std::vector<float> DownloadDevice() const { return ToFloat(device_->Download()); }
+  engine::SequenceKv host_seq(int32_t seq);
+  // Whether the device pool and spec buffers hold the host's values.
+  bool DeviceMatchesHost() const;
 
  private:
   TestKvPool() = default;
@@ -42,6 +44,12 @@ class TestKvPool {
   std::vector<std::vector<BlockId>> tables_;
   std::unique_ptr<DeviceArray<Bf16>> device_;
   std::unique_ptr<DeviceArray<int32_t>> device_table_;
+  int spec_tokens_ = 0;
+  std::vector<int64_t> spec_base_;
+  std::vector<std::vector<float>> host_spec_;
+  std::vector<std::unique_ptr<DeviceArray<Bf16>>> device_spec_;
+  std::unique_ptr<DeviceArray<int32_t>> device_spec_base_;
+  std::unique_ptr<DeviceArray<void*>> device_spec_ptrs_;
   PagedKvDesc desc_;
 };
 
