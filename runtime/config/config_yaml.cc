@@ -184,6 +184,15 @@ void ReadRouter(MapReader& reader, RouterConfig& router) {
   reader.Int("max_prompt_tokens", &router.max_prompt_tokens);
   reader.Int("http_threads", &router.http_threads);
   reader.Int("max_concurrent_requests", &router.max_concurrent_requests);
+  reader.Int("max_queued_requests", &router.max_queued_requests);
+  reader.Int("max_request_body_bytes", &router.max_request_body_bytes);
+  reader.Int("max_header_bytes", &router.max_header_bytes);
+  reader.Int("max_header_count", &router.max_header_count);
+  reader.Int("max_connections", &router.max_connections);
+  reader.Int("http_idle_timeout_ms", &router.http_idle_timeout_ms);
+  reader.Int("http_read_timeout_ms", &router.http_read_timeout_ms);
+  reader.Int("http_write_timeout_ms", &router.http_write_timeout_ms);
+  reader.Bool("api_key_for_health_and_metrics", &router.api_key_for_health_and_metrics);
   reader.Finish();
 }
 

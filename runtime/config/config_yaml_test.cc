@@ -19,6 +19,32 @@ instances:
   - {name: agg0, role: aggregated, world_size: 2}
 )";
 
+TEST(ConfigYamlTest, RouterBoundsAreRead) {
+  absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(
+      std::string(kMinimal) +
+          "router: {max_queued_requests: 7, max_request_body_bytes: 4096, max_header_bytes: "
+          "2048, max_header_count: 9, max_connections: 10, http_idle_timeout_ms: 11, "
+          "http_read_timeout_ms: 12, http_write_timeout_ms: 13, "
+          "api_key_for_health_and_metrics: true}\n",
+      "");
+  ASSERT_THAT(config, IsOk());
+  const RouterConfig& router = config->router;
+  EXPECT_EQ(router.max_queued_requests, 7);
+  EXPECT_EQ(router.max_request_body_bytes, 4096);
+  EXPECT_EQ(router.max_header_bytes, 2048);
+  EXPECT_EQ(router.max_header_count, 9);
+  EXPECT_EQ(router.max_connections, 10);
+  EXPECT_EQ(router.http_idle_timeout_ms, 11);
+  EXPECT_EQ(router.http_read_timeout_ms, 12);
+  EXPECT_EQ(router.http_write_timeout_ms, 13);
+  EXPECT_TRUE(router.api_key_for_health_and_metrics);
+  // Defaults: open /health and /metrics, a 16 MiB body.
+  absl::StatusOr<DeploymentConfig> defaults = ParseDeploymentConfig(kMinimal, "");
+  ASSERT_THAT(defaults, IsOk());
+  EXPECT_FALSE(defaults->router.api_key_for_health_and_metrics);
+  EXPECT_EQ(defaults->router.max_request_body_bytes, 16 << 20);
+}
+
 TEST(ConfigYamlTest, MinimalFileGetsDefaults) {
   absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(kMinimal, "");
   ASSERT_THAT(config, IsOk());

@@ -366,6 +366,14 @@ absl::Status DeploymentConfig::Validate() const {
   problems.InRange("router.http_threads", router.http_threads, 1, 4096);
   problems.InRange("router.max_concurrent_requests", router.max_concurrent_requests, 0,
                    router.http_threads - 1);
+  problems.AtLeast("router.max_queued_requests", router.max_queued_requests, 0);
+  problems.InRange("router.max_request_body_bytes", router.max_request_body_bytes, 1, 1LL << 30);
+  problems.InRange("router.max_header_bytes", router.max_header_bytes, 1024, 16 << 20);
+  problems.InRange("router.max_header_count", router.max_header_count, 1, 10000);
+  problems.AtLeast("router.max_connections", router.max_connections, 0);
+  problems.InRange("router.http_idle_timeout_ms", router.http_idle_timeout_ms, 1, 3600000);
+  problems.InRange("router.http_read_timeout_ms", router.http_read_timeout_ms, 1, 3600000);
+  problems.InRange("router.http_write_timeout_ms", router.http_write_timeout_ms, 1, 3600000);
 
   if (instances.empty()) problems.Add("instances", "must list at least one instance");
   absl::flat_hash_set<std::string> names;

@@ -103,6 +103,29 @@ struct RouterConfig {
   // one more is refused at once: HTTP 429 with Retry-After, gRPC RESOURCE_EXHAUSTED.
   // 0: no limit. Below http_threads, so that a refusal never waits for a thread.
   int64_t max_concurrent_requests = 0;
+  // Most requests the router has outstanding at one instance; when every healthy
+  // instance of a role is at it, a request is refused at once like one beyond
+  // max_concurrent_requests. 0: no limit.
+  int64_t max_queued_requests = 0;
+  // The HTTP listener's bounds (docs/security.md §5). A body over max_request_body_bytes
+  // is 413; a request head (request line and headers) over max_header_bytes or with more
+  // than max_header_count lines is 431; both with an OpenAI error body.
+  int64_t max_request_body_bytes = 16 << 20;
+  int64_t max_header_bytes = 64 << 10;
+  int64_t max_header_count = 100;
+  // Most open HTTP connections; each is served by one of http_threads threads while
+  // open, and those beyond http_threads wait for one. One more gets 503 with
+  // Retry-After and is closed at once, unread. 0: 4 * http_threads.
+  int64_t max_connections = 0;
+  // A connection idle between requests this long is closed; a request whose bytes stall
+  // this long is dropped. Neither applies while a response streams.
+  int64_t http_idle_timeout_ms = 5000;
+  int64_t http_read_timeout_ms = 10000;
+  // A response write that makes no progress for this long (a client that stopped
+  // reading its stream) ends the connection and cancels the request.
+  int64_t http_write_timeout_ms = 10000;
+  // /health and /metrics need the API key too (when api_key is set).
+  bool api_key_for_health_and_metrics = false;
 };
 
 // `instances[i].executor:` — the executor loop of every rank of the instance.

@@ -146,10 +146,8 @@ HttpFrontend::HttpFrontend(Options options, RequestRunner& runner, InstanceRegis
       registry_(registry),
       metrics_(metrics),
       tokenizer_(tokenizer),
-      clock_(clock) {
-  const int threads = options_.threads;
-  server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server_.set_payload_max_length(16 << 20);
+      clock_(clock),
+      server_(options_.server) {
   // Each SSE event is a small write: without TCP_NODELAY, Nagle + delayed ACK add
   // ~40 ms to responses.
   server_.set_tcp_nodelay(true);
@@ -179,11 +177,14 @@ HttpFrontend::HttpFrontend(Options options, RequestRunner& runner, InstanceRegis
   server_.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     if (Authorized(req, res)) Models(res);
   });
-  server_.Get("/health", [this](const httplib::Request&, httplib::Response& res) { Health(res); });
-  server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  server_.Get("/health", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!options_.api_key_for_health_and_metrics || Authorized(req, res)) Health(res);
+  });
+  server_.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+    if (options_.api_key_for_health_and_metrics && !Authorized(req, res)) return;
     res.set_content(metrics_.Render(registry_.Snapshot()), "text/plain; version=0.0.4");
   });
-  server_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  server_.set_fallback_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     SendError(res,
               res.status == 404
@@ -200,12 +201,7 @@ absl::StatusOr<int> HttpFrontend::Start(const std::string& listen) {
     return absl::InvalidArgumentError(absl::StrCat("http_listen: ", address.status().message()));
   }
   const std::string& host = address->host;
-  int port = address->port;
-  if (port == 0) {
-    port = server_.bind_to_any_port(host);
-  } else if (!server_.bind_to_port(host, port)) {
-    port = -1;
-  }
+  const int port = server_.Bind(host, address->port);
   if (port <= 0) {
     return absl::UnavailableError(fmt::format("cannot listen for HTTP on {}", listen));
   }

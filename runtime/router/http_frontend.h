@@ -12,7 +12,10 @@
 //                                                exists, else "no_route"
 //   GET  /metrics                                Prometheus text
 //
-// With an API key, /v1/* need `Authorization: Bearer <key>` (401 otherwise). A bad
+// With an API key, /v1/* (and, when configured, /health and /metrics) need
+// `Authorization: Bearer <key>` (401 otherwise). The listener's bounds (connections,
+// head and body sizes, timeouts, a client that stopped reading) are
+// http_frontend_server.h's. A bad
 // request gets 400 with an OpenAI error body, an unknown model 404 (code
 // "model_not_found"), another method than POST on the generation endpoints 405 (with
 // `Allow: POST`); no route to any instance gets 503.
@@ -34,6 +37,7 @@
 #include "absl/time/time.h"
 #include "httplib.h"
 #include "runtime/router/admission.h"
+#include "runtime/router/http_frontend_server.h"
 #include "runtime/router/instance_registry.h"
 #include "runtime/router/openai_api.h"
 #include "runtime/router/request_runner.h"
@@ -51,7 +55,10 @@ class HttpFrontend {
     security::ApiKeys api_keys;  // none: no authentication
     // Shared with the gRPC frontend; the default admits every request.
     std::shared_ptr<Admission> admission = std::make_shared<Admission>(0);
-    int threads = 64;
+    // Threads, connection, size and time bounds of the listener.
+    HttpServerLimits server;
+    // /health and /metrics need the API key too (else they are open).
+    bool api_key_for_health_and_metrics = false;
     absl::Duration keepalive_interval = absl::Seconds(1);
     RequestLimits limits;
     // The model's sampling defaults (generation_config.json) for omitted fields.
@@ -81,7 +88,7 @@ class HttpFrontend {
   RouterMetrics& metrics_;
   const ServingTokenizer& tokenizer_;
   Clock& clock_;
-  httplib::Server server_;
+  BoundedHttpServer server_;
   std::thread thread_;
 };
 

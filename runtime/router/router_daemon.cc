@@ -76,7 +76,16 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
   http_frontend_ = std::make_unique<HttpFrontend>(
       HttpFrontend::Options{.api_keys = security::ApiKeys({rc.api_key}),
                             .admission = admission,
-                            .threads = static_cast<int>(rc.http_threads),
+                            .server = {.threads = static_cast<int>(rc.http_threads),
+                                       .max_connections = rc.max_connections,
+                                       .max_body_bytes = rc.max_request_body_bytes,
+                                       .max_header_bytes = rc.max_header_bytes,
+                                       .max_header_count = rc.max_header_count,
+                                       .idle_timeout = absl::Milliseconds(rc.http_idle_timeout_ms),
+                                       .read_timeout = absl::Milliseconds(rc.http_read_timeout_ms),
+                                       .write_timeout =
+                                           absl::Milliseconds(rc.http_write_timeout_ms)},
+                            .api_key_for_health_and_metrics = rc.api_key_for_health_and_metrics,
                             .keepalive_interval = options_.keepalive_interval,
                             .limits = limits,
                             .sampling_defaults = text.sampling_defaults},
