@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 namespace lockstep::sched {
 
@@ -40,6 +41,21 @@ RankAssignment AssignRanks(absl::Span<const RankLoad> loads,
       load[*pin].active_tokens += new_requests[i].prompt_tokens;
     }
   }
+  // Then hinted requests, in leader order; a hint to a full rank is dropped.
+  std::vector<int32_t> unhinted;
+  unhinted.reserve(unpinned.size());
+  for (int32_t i : unpinned) {
+    const std::optional<int32_t>& hint = new_requests[i].preferred_rank;
+    if (hint.has_value() && *hint >= 0 && *hint < num_ranks &&
+        load[*hint].active_requests < per_rank_cap) {
+      out.rank_of[i] = *hint;
+      load[*hint].active_requests += 1;
+      load[*hint].active_tokens += new_requests[i].prompt_tokens;
+    } else {
+      unhinted.push_back(i);
+    }
+  }
+  unpinned = std::move(unhinted);
 
   // 2. The expected active count per rank.
   const int64_t total = total_active + num_new;

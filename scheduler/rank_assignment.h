@@ -5,7 +5,9 @@
 // collective is needed to agree on who owns what (docs/design.md §3 step 1, §7.7).
 //
 // Rule (the anchor's, trtllm-executor-notes §7.4):
-//   1. Pinned requests go to their rank if it is below the per-rank cap.
+//   1. Pinned requests go to their rank if it is below the per-rank cap; then requests
+//      with a rank hint (where the router found their prompt's prefix cached) go to
+//      that rank if it is below the cap, and otherwise on as if they had none.
 //   2. expected = min(max(ceil((total active + new) / ranks), max per-rank active), cap).
 //   3. The rest, longest prompt first (ties: leader order), each to the rank with the
 //      fewest active tokens, then fewest active requests, then lowest rank id, among
@@ -32,6 +34,7 @@ struct NewRequest {
   RequestId id;
   int64_t prompt_tokens = 0;
   std::optional<int32_t> pinned_rank;  // must go to this rank (or wait)
+  std::optional<int32_t> preferred_rank;  // a hint: this rank unless it is at the cap
 };
 
 struct RankAssignment {

@@ -61,6 +61,28 @@ TEST(RankAssignmentTest, PinnedRequestsRespectTheCap) {
   EXPECT_THAT(a.queued, ElementsAre(1, 2));
 }
 
+TEST(RankAssignmentTest, RankHintsAreHonouredBelowTheCap) {
+  // Without hints the longest prompt would go to rank 1 (fewest active tokens).
+  std::vector<NewRequest> reqs = Prompts({50, 10, 10, 10});
+  reqs[0].preferred_rank = 0;
+  reqs[1].preferred_rank = 2;  // rank 2 is at the cap: balanced like an unhinted one
+  reqs[2].preferred_rank = 9;  // no such rank: ignored
+  reqs[3].pinned_rank = 1;
+  const std::vector<RankLoad> loads = {{1, 100}, {0, 0}, {3, 30}};
+  const RankAssignment a = AssignRanks(loads, reqs, 3);
+  EXPECT_EQ(a.rank_of[0], 0);
+  EXPECT_EQ(a.rank_of[3], 1);
+  EXPECT_NE(a.rank_of[1], 2);
+  EXPECT_NE(a.rank_of[2], 2);
+  EXPECT_TRUE(a.queued.empty());
+  // A hint never displaces a pin: with one slot left on rank 0, the pin takes it.
+  std::vector<NewRequest> two = Prompts({10, 10});
+  two[0].preferred_rank = 0;
+  two[1].pinned_rank = 0;
+  const RankAssignment b = AssignRanks(std::vector<RankLoad>{{1, 0}, {0, 0}}, two, 2);
+  EXPECT_THAT(b.rank_of, ElementsAre(1, 0));
+}
+
 TEST(RankAssignmentTest, NoRanksQueuesEverything) {
   const RankAssignment a = AssignRanks({}, Prompts({1, 2}), 4);
   EXPECT_THAT(a.queued, ElementsAre(0, 1));

@@ -44,6 +44,7 @@ TEST(IntakeCodecTest, RoundTrip) {
   s.sampling.temperature = 0.5f;
   s.sampling.stop_token_ids = {5};
   s.pinned_rank = 2;
+  s.preferred_rank = 1;
   s.arrival = absl::FromUnixSeconds(100);
   sched::ContextSource c;
   c.instance = "ctx0";
@@ -66,6 +67,7 @@ TEST(IntakeCodecTest, RoundTrip) {
   EXPECT_THAT(r.prompt, ElementsAre(1, 2, 3));
   EXPECT_EQ(r.sampling.temperature, 0.5f);
   EXPECT_EQ(r.pinned_rank, 2);
+  EXPECT_EQ(r.preferred_rank, 1);
   EXPECT_EQ(r.arrival, absl::FromUnixSeconds(100));
   ASSERT_TRUE(r.context_source.has_value());
   EXPECT_THAT(r.context_source->first_drafts, ElementsAre(12, 13, 14));

@@ -120,7 +120,8 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   candidates.reserve(window);
   for (size_t i = 0; i < window; ++i) {
     const NewRequestSpec& s = queue_[i];
-    candidates.push_back({s.id, static_cast<int64_t>(s.prompt.size()), s.pinned_rank});
+    candidates.push_back(
+        {s.id, static_cast<int64_t>(s.prompt.size()), s.pinned_rank, s.preferred_rank});
   }
   const sched::RankAssignment assignment =
       sched::AssignRanks(loads, candidates, config_.scheduler.max_num_active_requests);

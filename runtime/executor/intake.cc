@@ -43,6 +43,7 @@ std::string IntakeBatch::Encode() const {
     w.PutVector(r.prompt);
     PutSampling(w, r.sampling);
     w.Put<int32_t>(r.pinned_rank.value_or(-1));
+    w.Put<int32_t>(r.preferred_rank.value_or(-1));
     w.Put(absl::ToUnixNanos(r.arrival));
     w.Put<uint8_t>(r.context_source.has_value());
     if (r.context_source) {
@@ -81,13 +82,15 @@ absl::StatusOr<IntakeBatch> IntakeBatch::Decode(const std::string& bytes) {
     int64_t id = 0, arrival = 0;
     uint8_t type = 0, has_source = 0;
     int32_t pin = -1;
+    int32_t hint = -1;
     if (!r.Get(&id) || !r.Get(&type) || !r.GetVector(&s.prompt) || !GetSampling(r, &s.sampling) ||
-        !r.Get(&pin) || !r.Get(&arrival) || !r.Get(&has_source) || type > 2) {
+        !r.Get(&pin) || !r.Get(&hint) || !r.Get(&arrival) || !r.Get(&has_source) || type > 2) {
       return absl::DataLossError("intake batch: malformed request");
     }
     s.id = RequestId(id);
     s.type = static_cast<sched::RequestType>(type);
     if (pin >= 0) s.pinned_rank = pin;
+    if (hint >= 0) s.preferred_rank = hint;
     s.arrival = absl::FromUnixNanos(arrival);
     if (has_source) {
       sched::ContextSource c;

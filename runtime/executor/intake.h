@@ -28,6 +28,8 @@ struct NewRequestSpec {
   std::optional<sched::ContextSource> context_source;
   // Must run on this rank (or wait until it has room).
   std::optional<int32_t> pinned_rank;
+  // The router's hint (where the prompt's prefix is cached): preferred below the cap.
+  std::optional<int32_t> preferred_rank;
   absl::Time arrival;
 };
 

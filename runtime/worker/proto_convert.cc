@@ -52,6 +52,7 @@ absl::StatusOr<exec::NewRequestSpec> ToRequestSpec(const v1::GenerateRequest& re
                      spec.prompt.size(), "], got ", generated));
   }
   spec.arrival = now;
+  if (request.has_rank_hint() && request.rank_hint() >= 0) spec.preferred_rank = request.rank_hint();
   switch (request.type()) {
     case v1::REQUEST_TYPE_AGGREGATED:
       spec.type = sched::RequestType::kAggregated;

@@ -76,6 +76,17 @@ TEST(ProtoConvertTest, AContinuationOffsetMustLieInThePrompt) {
   }
 }
 
+TEST(ProtoConvertTest, TheRankHintBecomesThePreferredRank) {
+  v1::GenerateRequest r = Base();
+  absl::StatusOr<exec::NewRequestSpec> none = ToRequestSpec(r, absl::UnixEpoch());
+  ASSERT_THAT(none, IsOk());
+  EXPECT_FALSE(none->preferred_rank.has_value());
+  r.set_rank_hint(0);  // rank 0 is a hint, not "unset"
+  absl::StatusOr<exec::NewRequestSpec> hinted = ToRequestSpec(r, absl::UnixEpoch());
+  ASSERT_THAT(hinted, IsOk());
+  EXPECT_EQ(hinted->preferred_rank, 0);
+}
+
 TEST(ProtoConvertTest, ContextHandOffCarriesTheFirstTokenOnlyInTheContextResult) {
   exec::Response r;
   r.id = RequestId(42);

@@ -1,0 +1,66 @@
+#include "runtime/router/kv_aware_policy.h"
+
+#include <algorithm>
+
+#include "common/check.h"
+
+namespace lockstep::router {
+
+std::string_view RoutingReasonName(RoutingReason reason) {
+  return reason == RoutingReason::kPrefix ? "prefix" : "load";
+}
+
+void ApplyPrefixMatches(absl::Span<const KvPrefixMatch> matches, int tokens_per_block,
+                        int64_t prompt_tokens, std::vector<KvCandidate>* candidates) {
+  for (KvCandidate& c : *candidates) {
+    c.cached_tokens = 0;
+    c.cached_rank = -1;
+    for (const KvPrefixMatch& m : matches) {
+      if (m.instance != c.name) continue;
+      const int64_t tokens = std::min(m.blocks * tokens_per_block, prompt_tokens);
+      if (tokens > c.cached_tokens || (tokens == c.cached_tokens && tokens > 0 && m.rank < c.cached_rank)) {
+        c.cached_tokens = tokens;
+        c.cached_rank = m.rank;
+      }
+    }
+  }
+}
+
+KvAwareDecision PickKvAware(const KvAwareWeights& weights,
+                            const std::vector<KvCandidate>& candidates, int64_t prompt_tokens,
+                            uint64_t* cursor) {
+  LOCKSTEP_CHECK(!candidates.empty()) << "no candidates to pick from";
+  LOCKSTEP_CHECK(prompt_tokens >= 1) << "prompt_tokens " << prompt_tokens;
+  const size_t n = candidates.size();
+  const size_t start = static_cast<size_t>((*cursor)++ % n);
+  int64_t max_load = 0;
+  for (const KvCandidate& c : candidates) max_load = std::max(max_load, c.in_flight + c.queued);
+  const auto score = [&](const KvCandidate& c) {
+    const double hit = static_cast<double>(c.cached_tokens) / static_cast<double>(prompt_tokens);
+    const double load =
+        static_cast<double>(c.in_flight + c.queued) / static_cast<double>(max_load + 1);
+    return weights.prefix * hit - weights.load * load;
+  };
+  // Scan from the round-robin start so ties rotate.
+  size_t best = start;
+  double best_score = score(candidates[start]);
+  for (size_t k = 1; k < n; ++k) {
+    const size_t i = (start + k) % n;
+    const double s = score(candidates[i]);
+    if (s > best_score ||
+        (s == best_score && candidates[i].free_blocks > candidates[best].free_blocks)) {
+      best = i;
+      best_score = s;
+    }
+  }
+  const KvCandidate& chosen = candidates[best];
+  KvAwareDecision decision{.index = best};
+  if (chosen.cached_tokens > 0) {
+    decision.rank_hint = chosen.cached_rank;
+    decision.reason = RoutingReason::kPrefix;
+    decision.cached_tokens = chosen.cached_tokens;
+  }
+  return decision;
+}
+
+}  // namespace lockstep::router

@@ -1,0 +1,65 @@
+// The kv_aware routing policy: send a request where the longest prefix of its prompt is
+// already cached, unless that instance is much busier than the others.
+//
+//   score = prefix_weight * cached_tokens / prompt_tokens
+//         - load_weight * load / (max load among candidates + 1)
+//
+// where load = requests this router has in flight there + requests it last reported
+// queued, and cached_tokens is the longest prefix any of its ranks holds (from the
+// KvPrefixIndex). The highest score wins; ties go to the most free KV blocks, then round
+// robin. The decision names the rank holding the prefix as a hint for the instance's
+// rank assignment. With no prefix cached anywhere this is least_load (plus queues).
+//
+// Pure functions of their inputs (the cursor is passed in).
+#ifndef LOCKSTEP_RUNTIME_ROUTER_KV_AWARE_POLICY_H_
+#define LOCKSTEP_RUNTIME_ROUTER_KV_AWARE_POLICY_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "runtime/router/kv_prefix_index.h"
+
+namespace lockstep::router {
+
+struct KvAwareWeights {
+  double prefix = 1.0;
+  double load = 0.5;
+};
+
+// Why an instance was chosen, for the routing-decision metric.
+enum class RoutingReason { kPrefix, kLoad };
+std::string_view RoutingReasonName(RoutingReason reason);
+
+struct KvCandidate {
+  std::string name;
+  int64_t in_flight = 0;    // requests this router has outstanding there
+  int64_t queued = 0;       // last reported queued requests
+  int64_t free_blocks = 0;  // last reported, target pool, all ranks
+  int64_t cached_tokens = 0;  // the longest cached prefix of the prompt on one rank
+  int32_t cached_rank = -1;   // that rank; -1 when nothing is cached
+};
+
+struct KvAwareDecision {
+  size_t index = 0;         // into the candidates
+  int32_t rank_hint = -1;   // the rank holding the prefix; -1: none
+  RoutingReason reason = RoutingReason::kLoad;
+  int64_t cached_tokens = 0;
+};
+
+// Sets cached_tokens / cached_rank of each candidate (by name) from the index's matches
+// for the prompt's chain: the rank with the most blocks (ties: the lowest rank), at most
+// `prompt_tokens`.
+void ApplyPrefixMatches(absl::Span<const KvPrefixMatch> matches, int tokens_per_block,
+                        int64_t prompt_tokens, std::vector<KvCandidate>* candidates);
+
+// `candidates` sorted by name, non-empty; `prompt_tokens` >= 1. Advances `*cursor`.
+KvAwareDecision PickKvAware(const KvAwareWeights& weights,
+                            const std::vector<KvCandidate>& candidates, int64_t prompt_tokens,
+                            uint64_t* cursor);
+
+}  // namespace lockstep::router
+
+#endif  // LOCKSTEP_RUNTIME_ROUTER_KV_AWARE_POLICY_H_

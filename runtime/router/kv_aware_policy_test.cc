@@ -1,0 +1,82 @@
+#include "runtime/router/kv_aware_policy.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace lockstep::router {
+namespace {
+
+KvCandidate Candidate(const char* name, int64_t in_flight, int64_t cached_tokens = 0,
+                      int32_t cached_rank = -1, int64_t free_blocks = 0) {
+  return {.name = name,
+          .in_flight = in_flight,
+          .free_blocks = free_blocks,
+          .cached_tokens = cached_tokens,
+          .cached_rank = cached_rank};
+}
+
+TEST(KvAwarePolicyTest, PrefersTheCachedPrefixAndHintsItsRank) {
+  uint64_t cursor = 0;
+  const KvAwareDecision d = PickKvAware(
+      {}, {Candidate("a", 2), Candidate("b", 3, /*cached=*/96, /*rank=*/1), Candidate("c", 2)},
+      /*prompt_tokens=*/100, &cursor);
+  EXPECT_EQ(d.index, 1u);
+  EXPECT_EQ(d.rank_hint, 1);
+  EXPECT_EQ(d.reason, RoutingReason::kPrefix);
+  EXPECT_EQ(d.cached_tokens, 96);
+}
+
+TEST(KvAwarePolicyTest, LoadOutweighsASmallPrefix) {
+  uint64_t cursor = 0;
+  // b holds 10% of the prompt but has 9 requests in flight against a's 0.
+  const KvAwareDecision d =
+      PickKvAware({}, {Candidate("a", 0), Candidate("b", 9, 10, 0)}, 100, &cursor);
+  EXPECT_EQ(d.index, 0u);
+  EXPECT_EQ(d.rank_hint, -1);
+  EXPECT_EQ(d.reason, RoutingReason::kLoad);
+  // Weighted towards prefixes, the same state goes to b.
+  const KvAwareDecision p =
+      PickKvAware({.prefix = 10.0, .load = 0.5}, {Candidate("a", 0), Candidate("b", 9, 10, 0)},
+                  100, &cursor);
+  EXPECT_EQ(p.index, 1u);
+  EXPECT_EQ(p.reason, RoutingReason::kPrefix);
+}
+
+TEST(KvAwarePolicyTest, WithoutPrefixesItIsLeastLoadThenFreeBlocksThenRoundRobin) {
+  uint64_t cursor = 0;
+  EXPECT_EQ(PickKvAware({}, {Candidate("a", 3), Candidate("b", 1), Candidate("c", 2)}, 10, &cursor)
+                .index,
+            1u);
+  EXPECT_EQ(PickKvAware({}, {Candidate("a", 1, 0, -1, 10), Candidate("b", 1, 0, -1, 50)}, 10,
+                        &cursor)
+                .index,
+            1u);
+  std::vector<int> counts(3, 0);
+  const std::vector<KvCandidate> tied = {Candidate("a", 0), Candidate("b", 0), Candidate("c", 0)};
+  for (int i = 0; i < 9; ++i) ++counts[PickKvAware({}, tied, 10, &cursor).index];
+  EXPECT_EQ(counts, (std::vector<int>{3, 3, 3}));
+}
+
+TEST(KvAwarePolicyTest, QueuedRequestsCountAsLoad) {
+  uint64_t cursor = 0;
+  std::vector<KvCandidate> c = {Candidate("a", 1), Candidate("b", 1)};
+  c[0].queued = 5;
+  EXPECT_EQ(PickKvAware({}, c, 10, &cursor).index, 1u);
+}
+
+TEST(KvAwarePolicyTest, PrefixMatchesPickTheLongestRankPerInstance) {
+  std::vector<KvCandidate> c = {Candidate("a", 0), Candidate("b", 0), Candidate("c", 0)};
+  const std::vector<KvPrefixMatch> matches = {
+      {"a", 0, 2}, {"a", 1, 5}, {"b", 0, 3}, {"b", 1, 3}, {"x", 0, 9}};
+  ApplyPrefixMatches(matches, /*tokens_per_block=*/16, /*prompt_tokens=*/70, &c);
+  EXPECT_EQ(c[0].cached_tokens, 70);  // 5 blocks = 80 tokens, capped at the prompt
+  EXPECT_EQ(c[0].cached_rank, 1);
+  EXPECT_EQ(c[1].cached_tokens, 48);
+  EXPECT_EQ(c[1].cached_rank, 0);  // ties: the lowest rank
+  EXPECT_EQ(c[2].cached_tokens, 0);
+  EXPECT_EQ(c[2].cached_rank, -1);
+}
+
+}  // namespace
+}  // namespace lockstep::router
