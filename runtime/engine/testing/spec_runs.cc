@@ -50,7 +50,9 @@ SpecRunOutput RunSpec(const std::string& dir, const SpecRun& run,
                       const std::vector<HostRequest>& requests, uint64_t seed) {
   const bool draft_model = run.method == spec::Method::kDraftModel && run.k > 0;
   TestEngine engine = MakeTestEngine({.model_dir = dir,
-                                      .draft_dir = draft_model ? JoinPath(dir, "draft") : "",
+                                      .draft_dir = !draft_model            ? ""
+                                                   : run.draft_dir.empty() ? JoinPath(dir, "draft")
+                                                                           : run.draft_dir,
                                       .num_draft_tokens = run.k,
                                       .spec_method = run.method,
                                       .num_blocks = 2048,

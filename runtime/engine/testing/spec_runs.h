@@ -21,10 +21,11 @@ std::vector<HostRequest> SpecPrompts(int n, uint64_t seed, int max_tokens, bool 
                                      bool repeating = false);
 
 struct SpecRun {
-  spec::Method method = spec::Method::kNone;  // kDraftModel loads `dir`/draft
+  spec::Method method = spec::Method::kNone;  // kDraftModel loads draft_dir
   int k = 0;
   bool dynamic = false;
   bool overlap = false;
+  std::string draft_dir;  // kDraftModel: the draft model (empty: `dir`/draft)
 
   std::string ToString() const;  // e.g. "ngram K=3 dynamic"
 };
