@@ -192,6 +192,11 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* context, const v1::Genera
   const std::vector<int32_t> prompt(request->prompt_token_ids().begin(),
                                     request->prompt_token_ids().end());
   const v1::SamplingParams& sampling = request->sampling();
+  // A continuation: the prompt ends with the first `earlier` generated tokens.
+  const int earlier = std::clamp(sampling.num_generated_in_prompt(), 0,
+                                 static_cast<int>(prompt.size()));
+  const std::vector<int32_t> original(prompt.begin(), prompt.end() - earlier);
+  auto token_at = [&](int p) { return TokenAt(original, earlier + p); };
   v1::GenerateResponse response;
   response.set_request_id(id);
   auto finish_with_error = [&](int code, const std::string& message) {
@@ -213,7 +218,7 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* context, const v1::Genera
 
   int first_position = 0;
   if (request->type() == v1::REQUEST_TYPE_CONTEXT_ONLY) {
-    const int32_t first = TokenAt(prompt, 0);
+    const int32_t first = token_at(0);
     if (sampling.max_tokens() <= 1 || is_stop(first)) {
       response.add_token_ids(first);
       response.set_finished(true);
@@ -235,7 +240,7 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* context, const v1::Genera
       result->mutable_first_logprobs()->set_token_id(first);
       result->mutable_first_logprobs()->set_logprob(-0.5f);
     }
-    for (int p = 1; p <= 3; ++p) result->add_draft_token_ids(TokenAt(prompt, p));
+    for (int p = 1; p <= 3; ++p) result->add_draft_token_ids(token_at(p));
     response.set_finished(true);
     response.set_finish_reason(v1::FINISH_REASON_HANDOFF);
     writer->Write(response);
@@ -247,7 +252,7 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* context, const v1::Genera
         context_result.handle().context_request_id() != id) {
       return finish_with_error(9, "generation_only request without a valid context handle");
     }
-    if (context_result.first_token_id() != TokenAt(prompt, 0)) {
+    if (context_result.first_token_id() != token_at(0)) {
       return finish_with_error(9, "the first token does not match the context leg's");
     }
     first_position = 1;
@@ -261,7 +266,7 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* context, const v1::Genera
       ++streams_cancelled_;
       return grpc::Status(grpc::StatusCode::CANCELLED, "stalled stream ended");
     }
-    const int32_t token = TokenAt(prompt, p);
+    const int32_t token = token_at(p);
     v1::GenerateResponse step;
     step.set_request_id(id);
     step.add_token_ids(token);

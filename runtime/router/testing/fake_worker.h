@@ -7,7 +7,9 @@
 // lower-case letter. AGGREGATED streams positions 0..max_tokens-1 one token per
 // response; CONTEXT_ONLY hands off with position 0 as the first token (and positions
 // 1..3 as draft tokens); GENERATION_ONLY checks the handle and the first token, then
-// streams positions 1..max_tokens-1. A token in stop_token_ids ends with STOP.
+// streams positions 1..max_tokens-1. A token in stop_token_ids ends with STOP. A
+// continuation (sampling.num_generated_in_prompt = g) is the original prompt followed
+// by its first g tokens and generates from position g on, as the original would.
 //
 // Thread safety: thread-safe.
 #ifndef LOCKSTEP_RUNTIME_ROUTER_TESTING_FAKE_WORKER_H_
