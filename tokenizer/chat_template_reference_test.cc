@@ -5,8 +5,6 @@
 // conversations each, byte for byte as jinja2 does; where jinja2 fails (the template's
 // raise_exception, a type error), Lockstep fails too, with raise_exception's message.
 // Llama 2's config has no chat_template: both sides must say so.
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -26,12 +24,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr int kConversations = 200;
-constexpr char kScript[] = "tokenizer/testdata/chat_template_reference.py";
-
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : std::filesystem::temp_directory_path().string();
-}
 
 testing::ConversationProfile ProfileOf(const std::string& name) {
   testing::ConversationProfile p;
@@ -53,8 +45,7 @@ testing::ConversationProfile ProfileOf(const std::string& name) {
   return p;
 }
 
-// Runs the Python reference on `cases` with the template `input` names ({"config": path}
-// or {"template", "special_tokens"}); one result ({"text"} or {"error"}) per case.
+// Runs jinja2 on `cases` with the template `input` names; one result per case.
 std::vector<Json> RunReference(const std::string& name, Json input,
                                const std::vector<testing::ChatRequest>& cases) {
   input["cases"] = Json::array();
@@ -64,16 +55,9 @@ std::vector<Json> RunReference(const std::string& name, Json input,
                                   {"add_generation_prompt", c.add_generation_prompt},
                                   {"extra", c.extra}});
   }
-  const std::string in_path = absl::StrCat(TempDir(), "/chat_", name, ".json");
-  const std::string out_path = absl::StrCat(TempDir(), "/chat_", name, ".jsonl");
-  std::ofstream(in_path) << input.dump();
-  const std::string command = absl::StrCat("python3 ", kScript, " '", in_path, "' '", out_path, "'");
-  const int rc = std::system(command.c_str());
-  EXPECT_EQ(rc, 0) << command << " failed; it needs python3-jinja2 (`tools/lockstep setup`)";
-  std::vector<Json> results;
-  std::ifstream in(out_path);
-  for (std::string line; std::getline(in, line);) results.push_back(Json::parse(line));
-  return results;
+  absl::StatusOr<std::vector<Json>> results = testing::RenderWithJinja2(name, input);
+  EXPECT_TRUE(results.ok()) << results.status();
+  return results.ok() ? *std::move(results) : std::vector<Json>();
 }
 
 std::string Visible(const std::string& s) {

@@ -35,7 +35,31 @@ absl::Status Run(const std::string& command) {
   return absl::OkStatus();
 }
 
+constexpr char kJinja2Script[] = "tokenizer/testdata/chat_template_reference.py";
+
 }  // namespace
+
+absl::StatusOr<std::vector<nlohmann::ordered_json>> RenderWithJinja2(
+    const std::string& name, const nlohmann::ordered_json& input) {
+  const std::string in_path = absl::StrCat(TempDir(), "/chat_", name, ".json");
+  const std::string out_path = absl::StrCat(TempDir(), "/chat_", name, ".jsonl");
+  std::ofstream(in_path) << input.dump();
+  const absl::Status run = Run(absl::StrCat("python3 ", kJinja2Script, " ", Quoted(in_path), " ",
+                                            Quoted(out_path)));
+  if (!run.ok()) {
+    return absl::Status(run.code(), absl::StrCat(run.message(),
+                                                 " (it needs python3-jinja2: `tools/lockstep "
+                                                 "setup`)"));
+  }
+  std::vector<nlohmann::ordered_json> results;
+  std::ifstream in(out_path);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::ordered_json result = nlohmann::ordered_json::parse(line, nullptr, false);
+    if (result.is_discarded()) return absl::InternalError("bad jinja2 output line: " + line);
+    results.push_back(std::move(result));
+  }
+  return results;
+}
 
 absl::StatusOr<Reference> FindReference() {
   Reference ref;

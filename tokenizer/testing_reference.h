@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 
 namespace lockstep::tok::testing {
 
@@ -40,6 +41,15 @@ class Reference {
 };
 
 absl::StatusOr<Reference> FindReference();
+
+// Renders chat templates with jinja2 as Hugging Face transformers does
+// (testdata/chat_template_reference.py, a runfile of this library): `input` is
+// {"config": tokenizer_config.json path} or {"template", "special_tokens"}, with
+// "cases": [{"messages", "tools", "add_generation_prompt", "extra"}]. One result per
+// case: {"text": ...} or {"error": "ExceptionName: message"}. `name` names the
+// temporary files.
+absl::StatusOr<std::vector<nlohmann::ordered_json>> RenderWithJinja2(
+    const std::string& name, const nlohmann::ordered_json& input);
 
 }  // namespace lockstep::tok::testing
 
