@@ -62,14 +62,15 @@ int RunDemo(const std::vector<std::string>& args) {
     std::fprintf(stderr, "demo: %s\n", d.status().ToString().c_str());
     return 1;
   }
-  std::printf("demo: router at http://%s/v1 (OpenAI API), metrics at http://%s/metrics\n",
-              (*d)->http_address().c_str(), (*d)->http_address().c_str());
+  std::printf("demo: router at %s/v1 (OpenAI API), metrics at %s/metrics\n",
+              (*d)->http_url().c_str(), (*d)->http_url().c_str());
   for (const config::InstanceConfig& i : config->instances) {
     std::printf("demo: instance %s: %s, DEP%lld\n", i.name.c_str(),
                 std::string(config::InstanceRoleName(i.role)).c_str(),
                 static_cast<long long>(i.world_size));
   }
-  load.http_address = (*d)->http_address();
+  load.http_address = (*d)->http_url();
+  load.ca_file = config->router.https_ca_file;
   load.model = config->model.name;
   load.api_key = config->router.api_key;
   load.request_timeout = absl::Seconds(config->router.request_timeout_s);

@@ -174,6 +174,9 @@ void ReadModel(MapReader& reader, ModelConfig& model) {
 void ReadRouter(MapReader& reader, RouterConfig& router) {
   reader.String("http_listen", &router.http_listen);
   reader.String("grpc_listen", &router.grpc_listen);
+  reader.String("https_cert_file", &router.https_cert_file);
+  reader.String("https_key_file", &router.https_key_file);
+  reader.String("https_ca_file", &router.https_ca_file);
   reader.Enumerated("policy", &router.policy, &ParseRoutingPolicy);
   reader.String("api_key", &router.api_key);
   reader.Int("heartbeat_interval_ms", &router.heartbeat_interval_ms);
@@ -328,6 +331,10 @@ absl::StatusOr<DeploymentConfig> ParseUnchecked(std::string_view yaml_text,
   }
   config.model.path = Resolve(base_dir, config.model.path);
   config.model.draft_path = Resolve(base_dir, config.model.draft_path);
+  for (std::string* file : {&config.router.https_cert_file, &config.router.https_key_file,
+                            &config.router.https_ca_file}) {
+    *file = Resolve(base_dir, *file);
+  }
   return config;
 }
 

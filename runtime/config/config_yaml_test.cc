@@ -73,6 +73,25 @@ instances: [{name: a, role: aggregated}]
   EXPECT_EQ(config->model.draft_path, "/abs/draft");
 }
 
+TEST(ConfigYamlTest, HttpsFilesAreReadAndResolveAgainstTheConfigDirectory) {
+  absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(
+      std::string(kMinimal) +
+          "router: {https_cert_file: tls/router.pem, https_key_file: /secrets/router.key, "
+          "https_ca_file: tls/ca.pem}\n",
+      "/srv/deploy");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->router.https_cert_file, "/srv/deploy/tls/router.pem");
+  EXPECT_EQ(config->router.https_key_file, "/secrets/router.key");
+  EXPECT_EQ(config->router.https_ca_file, "/srv/deploy/tls/ca.pem");
+  absl::StatusOr<DeploymentConfig> defaults = ParseDeploymentConfig(kMinimal, "/srv/deploy");
+  ASSERT_THAT(defaults, IsOk());
+  EXPECT_EQ(defaults->router.https_cert_file, "");
+  EXPECT_THAT(ParseDeploymentConfig(std::string(kMinimal) +
+                                        "router: {https_cert_file: tls/router.pem}\n",
+                                    ""),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("router.https_key_file")));
+}
+
 TEST(ConfigYamlTest, AggregatedExampleParses) {
   absl::StatusOr<DeploymentConfig> config = LoadDeploymentConfig("deploy/local/agg_dep2.yaml");
   ASSERT_THAT(config, IsOk());

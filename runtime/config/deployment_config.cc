@@ -353,6 +353,14 @@ absl::Status DeploymentConfig::Validate() const {
 
   problems.HostPort("router.http_listen", router.http_listen);
   problems.HostPort("router.grpc_listen", router.grpc_listen);
+  if (router.https_cert_file.empty() != router.https_key_file.empty()) {
+    problems.Add(router.https_cert_file.empty() ? "router.https_cert_file" : "router.https_key_file",
+                 router.https_cert_file.empty() ? "is required with router.https_key_file"
+                                                : "is required with router.https_cert_file");
+  }
+  if (!router.https_ca_file.empty() && router.https_cert_file.empty()) {
+    problems.Add("router.https_ca_file", "is only used with router.https_cert_file (HTTPS)");
+  }
   problems.AtLeast("router.heartbeat_interval_ms", router.heartbeat_interval_ms, 1);
   if (router.heartbeat_timeout_ms <= router.heartbeat_interval_ms) {
     problems.Add("router.heartbeat_timeout_ms",

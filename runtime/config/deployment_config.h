@@ -78,6 +78,14 @@ struct RouterConfig {
   std::string http_listen = "127.0.0.1:0";
   // host:port of RouterService (gRPC clients, worker registration, rendezvous).
   std::string grpc_listen = "127.0.0.1:0";
+  // HTTPS on http_listen (docs/security.md §2): the router's certificate (PEM: its own
+  // first, then any intermediates) and its key; both or neither. Empty: plain HTTP.
+  std::string https_cert_file;
+  std::string https_key_file;
+  // The CA that the deployment's own clients (the launcher's /health polling, `lockstep
+  // bench --config`) check the router's certificate against; empty: the system's
+  // trusted CAs. Only with https_cert_file.
+  std::string https_ca_file;
   RoutingPolicy policy = RoutingPolicy::kRoundRobin;
   // When non-empty, HTTP clients must send `Authorization: Bearer <api_key>` (else 401).
   std::string api_key;

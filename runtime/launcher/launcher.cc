@@ -8,9 +8,9 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 
-#include "common/host_port.h"
 #include "common/stop_signal.h"
 #include "fmt/format.h"
 #include "httplib.h"
@@ -18,6 +18,7 @@
 #include "runtime/config/config_yaml.h"
 #include "runtime/launcher/launch_plan.h"
 #include "runtime/launcher/process_supervisor.h"
+#include "runtime/router/router_http_client.h"
 #include "runtime/security/cluster_security.h"
 
 namespace lockstep::launcher {
@@ -35,21 +36,23 @@ void Complain(const std::string& line) {
   std::fflush(stderr);
 }
 
-// GET `path` from the router's HTTP API; the parsed JSON, or null.
-json GetJson(const std::string& address, const std::string& path) {
-  const absl::StatusOr<HostPort> router = ParseHostPort(address);
-  if (!router.ok()) return json();
-  httplib::Client client(router->host, router->port);
-  client.set_connection_timeout(1, 0);
-  client.set_read_timeout(2, 0);
-  httplib::Result result = client.Get(path.c_str());
+// GET `path` from the router's HTTP API at `url` (an HTTPS router's certificate checked
+// against router.https_ca_file); the parsed JSON, or null.
+json GetJson(const std::string& url, const config::DeploymentConfig& config,
+             const std::string& path) {
+  absl::StatusOr<std::unique_ptr<httplib::Client>> client =
+      router::NewRouterHttpClient(url, config.router.https_ca_file);
+  if (!client.ok()) return json();
+  (*client)->set_connection_timeout(1, 0);
+  (*client)->set_read_timeout(2, 0);
+  httplib::Result result = (*client)->Get(path.c_str());
   if (!result || result->status != 200) return json();
   return json::parse(result->body, nullptr, /*allow_exceptions=*/false);
 }
 
 // True when /health lists every configured instance as healthy.
-bool AllInstancesHealthy(const std::string& http, const config::DeploymentConfig& config) {
-  const json health = GetJson(http, "/health");
+bool AllInstancesHealthy(const std::string& url, const config::DeploymentConfig& config) {
+  const json health = GetJson(url, config, "/health");
   if (!health.is_object() || !health.contains("instances") || !health["instances"].is_array()) {
     return false;
   }
@@ -183,7 +186,7 @@ int Launch(const LaunchOptions& options, const StopSignal& stop) {
   absl::StatusOr<LaunchPlan> plan =
       StartRouter(*config, plan_options, supervisor, ready_timeout, stop.fd());
   if (!plan.ok()) return fail(plan.status());
-  const std::string http = plan->router_http;
+  const std::string http = router::RouterHttpUrl(config->router, plan->router_http);
   for (const ProcessSpec& worker : plan->workers) {
     if (absl::Status status = supervisor.Start(worker); !status.ok()) return fail(status);
   }
@@ -194,9 +197,9 @@ int Launch(const LaunchOptions& options, const StopSignal& stop) {
 
   WriteEndpoints(options.run_dir, *plan, *config);
   Say("ready");
-  std::printf("  OpenAI API  http://%s/v1  (model %s)\n", http.c_str(), config->model.name.c_str());
+  std::printf("  OpenAI API  %s/v1  (model %s)\n", http.c_str(), config->model.name.c_str());
   std::printf("  gRPC        %s\n", plan->router_grpc.c_str());
-  std::printf("  metrics     http://%s/metrics\n", http.c_str());
+  std::printf("  metrics     %s/metrics\n", http.c_str());
   for (const config::InstanceConfig& instance : config->instances) {
     std::printf("  instance    %s: %s, DEP%lld\n", instance.name.c_str(),
                 std::string(config::InstanceRoleName(instance.role)).c_str(),

@@ -10,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "common/host_port.h"
 #include "common/status_macros.h"
 #include "httplib.h"
 #include "proto/router.grpc.pb.h"
 #include "runtime/config/config_yaml.h"
+#include "runtime/router/router_http_client.h"
 #include "runtime/security/cluster_security.h"
 #include "runtime/security/grpc_credentials.h"
 
@@ -69,27 +69,33 @@ absl::Status LocalDeployment::WaitHealthy(absl::Duration timeout) {
       timeout);
 }
 
+std::string LocalDeployment::http_url() const {
+  return router::RouterHttpUrl(config_.router, plan_.router_http);
+}
+
+absl::StatusOr<std::unique_ptr<httplib::Client>> LocalDeployment::HttpClient() const {
+  return router::NewRouterHttpClient(http_url(), config_.router.https_ca_file);
+}
+
 std::pair<int, std::string> LocalDeployment::Post(const std::string& path, const std::string& body,
                                                   absl::Duration timeout) const {
-  const absl::StatusOr<HostPort> router = ParseHostPort(plan_.router_http);
-  if (!router.ok()) return {0, router.status().ToString()};
-  httplib::Client client(router->host, router->port);
+  absl::StatusOr<std::unique_ptr<httplib::Client>> client = HttpClient();
+  if (!client.ok()) return {0, client.status().ToString()};
   const int64_t seconds = absl::ToInt64Seconds(timeout);
-  client.set_read_timeout(seconds, 0);
-  client.set_write_timeout(seconds, 0);
-  client.set_connection_timeout(5, 0);
-  httplib::Result r = client.Post(path, body, "application/json");
+  (*client)->set_read_timeout(seconds, 0);
+  (*client)->set_write_timeout(seconds, 0);
+  (*client)->set_connection_timeout(5, 0);
+  httplib::Result r = (*client)->Post(path, body, "application/json");
   if (!r) return {0, absl::StrCat("transport error ", static_cast<int>(r.error()))};
   return {r->status, r->body};
 }
 
 std::pair<int, std::string> LocalDeployment::Get(const std::string& path) const {
-  const absl::StatusOr<HostPort> router = ParseHostPort(plan_.router_http);
-  if (!router.ok()) return {0, router.status().ToString()};
-  httplib::Client client(router->host, router->port);
-  client.set_read_timeout(10, 0);
-  client.set_connection_timeout(5, 0);
-  httplib::Result r = client.Get(path);
+  absl::StatusOr<std::unique_ptr<httplib::Client>> client = HttpClient();
+  if (!client.ok()) return {0, client.status().ToString()};
+  (*client)->set_read_timeout(10, 0);
+  (*client)->set_connection_timeout(5, 0);
+  httplib::Result r = (*client)->Get(path);
   if (!r) return {0, absl::StrCat("transport error ", static_cast<int>(r.error()))};
   return {r->status, r->body};
 }

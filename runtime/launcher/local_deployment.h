@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "runtime/config/deployment_config.h"
 #include "runtime/launcher/launch_plan.h"
@@ -55,11 +56,14 @@ class LocalDeployment {
   ~LocalDeployment();
 
   const std::string& http_address() const { return plan_.router_http; }
+  // "http://host:port", or "https://host:port" when router.https_cert_file is set.
+  std::string http_url() const;
   const std::string& grpc_address() const { return plan_.router_grpc; }
   const config::DeploymentConfig& config() const { return config_; }
   const LaunchPlan& plan() const { return plan_; }
 
-  // POST `body` to `path` on the router's HTTP API; returns (status, body).
+  // POST `body` to `path` on the router's HTTP API (HTTPS checked against
+  // router.https_ca_file); returns (status, body).
   std::pair<int, std::string> Post(const std::string& path, const std::string& body,
                                    absl::Duration timeout = absl::Seconds(120)) const;
   std::pair<int, std::string> Get(const std::string& path) const;
@@ -86,6 +90,7 @@ class LocalDeployment {
 
  private:
   LocalDeployment() = default;
+  absl::StatusOr<std::unique_ptr<httplib::Client>> HttpClient() const;
 
   config::DeploymentConfig config_;
   absl::Status Launch(const std::string& config_path, const std::string& run_dir,

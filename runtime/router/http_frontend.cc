@@ -151,6 +151,7 @@ HttpFrontend::HttpFrontend(Options options, RequestRunner& runner, InstanceRegis
   // Each SSE event is a small write: without TCP_NODELAY, Nagle + delayed ACK add
   // ~40 ms to responses.
   server_.set_tcp_nodelay(true);
+  server_.set_tls(options_.tls);
   server_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGenerate(ApiKind::kCompletion, req, res);
   });

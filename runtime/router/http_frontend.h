@@ -45,6 +45,7 @@
 #include "runtime/router/router_metrics.h"
 #include "runtime/router/sampling_defaults.h"
 #include "runtime/security/api_keys.h"
+#include "runtime/security/tls_session.h"
 #include "runtime/router/serving_tokenizer.h"
 
 namespace lockstep::router {
@@ -57,6 +58,8 @@ class HttpFrontend {
     std::shared_ptr<Admission> admission = std::make_shared<Admission>(0);
     // Threads, connection, size and time bounds of the listener.
     HttpServerLimits server;
+    // HTTPS with this server context (http_frontend_server.h); null: plain HTTP.
+    std::shared_ptr<const security::TlsContext> tls;
     // /health and /metrics need the API key too (else they are open).
     bool api_key_for_health_and_metrics = false;
     absl::Duration keepalive_interval = absl::Seconds(1);

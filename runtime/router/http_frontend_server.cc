@@ -1,5 +1,6 @@
 #include "runtime/router/http_frontend_server.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/time/clock.h"
 #include "fmt/format.h"
 #include "runtime/router/admission.h"
 #include "runtime/router/openai_api.h"
@@ -40,8 +42,9 @@ bool PollFor(int sock, short events, absl::Duration timeout) {
 
 // Reads and drops what the client still sends (at most 256 KiB, 500 ms) after the
 // response to a refused request, so that closing does not reset the connection before
-// the client has read the response.
-void DrainBeforeClose(int sock) {
+// the client has read the response. A TLS connection's close_notify goes first.
+void DrainBeforeClose(int sock, security::TlsSession* tls) {
+  if (tls != nullptr) tls->Close();
   ::shutdown(sock, SHUT_WR);
   const absl::Time deadline = absl::Now() + absl::Milliseconds(500);
   std::array<char, 16384> scratch;
@@ -71,6 +74,16 @@ std::string RefusalResponse(int64_t max_connections) {
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: "
       "{}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
       kAdmissionRetryAfterSeconds, body.size(), body);
+}
+
+// The plain-text answer to plain HTTP on the HTTPS port.
+std::string PlainHttpRefusal() {
+  const std::string body = ErrorBody(absl::InvalidArgumentError(
+      "this port speaks HTTPS: send the request over TLS (https://)"));
+  return fmt::format(
+      "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: "
+      "close\r\nContent-Length: {}\r\n\r\n{}",
+      body.size(), body);
 }
 
 }  // namespace
@@ -107,13 +120,15 @@ class BoundedHttpServer::ConnectionQueue : public httplib::TaskQueue {
 
 // One connection's bytes, with the limits: reads stall for at most read_timeout, the
 // request head is bounded while it is read, the body ends at its Content-Length, and a
-// write waits for at most write_timeout. What the current request broke is kept for
-// the handlers of this thread (`Current()`).
+// write waits for at most write_timeout. The bytes are the socket's, or with `tls` the
+// TLS session's over it. What the current request broke is kept for the handlers of
+// this thread (`Current()`).
 class BoundedHttpServer::ConnectionStream : public httplib::Stream {
  public:
   enum class Breach { kNone, kHeadTooLarge, kClose };
 
-  ConnectionStream(int sock, const HttpServerLimits& limits) : sock_(sock), limits_(limits) {
+  ConnectionStream(int sock, const HttpServerLimits& limits, security::TlsSession* tls)
+      : sock_(sock), limits_(limits), tls_(tls) {
     current_ = this;
   }
   ~ConnectionStream() override { current_ = nullptr; }
@@ -136,8 +151,11 @@ class BoundedHttpServer::ConnectionStream : public httplib::Stream {
   void set_breach(Breach breach) { breach_ = breach; }
   Breach breach() const { return breach_; }
 
+  // Bytes of the next request already read from the socket (poll does not see them).
+  bool HasBuffered() const { return buffered() > 0 || (tls_ != nullptr && tls_->HasPending()); }
+
   bool is_readable() const override {
-    return buffered() > 0 || PollFor(sock_, POLLIN, limits_.read_timeout);
+    return HasBuffered() || PollFor(sock_, POLLIN, limits_.read_timeout);
   }
   bool is_writable() const override { return PollFor(sock_, POLLOUT, limits_.write_timeout); }
 
@@ -148,11 +166,7 @@ class BoundedHttpServer::ConnectionStream : public httplib::Stream {
       size = std::min<size_t>(size, static_cast<size_t>(body_left_));
     }
     if (buffered() == 0) {
-      if (!PollFor(sock_, POLLIN, limits_.read_timeout)) return -1;
-      ssize_t n;
-      do {
-        n = ::recv(sock_, buffer_.data(), buffer_.size(), 0);
-      } while (n < 0 && errno == EINTR);
+      const ssize_t n = Receive(buffer_.data(), buffer_.size());
       if (n <= 0) return n;
       begin_ = 0;
       end_ = static_cast<size_t>(n);
@@ -174,6 +188,10 @@ class BoundedHttpServer::ConnectionStream : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
+    if (tls_ != nullptr) {
+      return TlsIo([&](short* wait) { return tls_->Write(ptr, size, wait); },
+                   limits_.write_timeout);
+    }
     if (!PollFor(sock_, POLLOUT, limits_.write_timeout)) return -1;
     ssize_t n;
     do {
@@ -193,6 +211,34 @@ class BoundedHttpServer::ConnectionStream : public httplib::Stream {
  private:
   size_t buffered() const { return end_ - begin_; }
 
+  // What the connection delivers next, waiting at most read_timeout for it: bytes, 0
+  // when the client closed, -1 on an error or a stall.
+  ssize_t Receive(char* data, size_t size) {
+    if (tls_ != nullptr) {
+      return TlsIo([&](short* wait) { return tls_->Read(data, size, wait); },
+                   limits_.read_timeout);
+    }
+    if (!PollFor(sock_, POLLIN, limits_.read_timeout)) return -1;
+    ssize_t n;
+    do {
+      n = ::recv(sock_, data, size, 0);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+
+  // Repeats a TLS read or write (`op`) until it moves bytes, fails, or has waited for
+  // the socket `timeout` in all (-1).
+  template <typename Op>
+  ssize_t TlsIo(Op op, absl::Duration timeout) const {
+    const absl::Time deadline = absl::Now() + timeout;
+    for (;;) {
+      short wait = 0;
+      const ssize_t n = op(&wait);
+      if (n >= 0 || wait == 0) return n;
+      if (!PollFor(sock_, wait, deadline - absl::Now())) return -1;
+    }
+  }
+
   void Address(int (*name)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
     sockaddr_storage address{};
     socklen_t length = sizeof(address);
@@ -210,6 +256,7 @@ class BoundedHttpServer::ConnectionStream : public httplib::Stream {
 
   const int sock_;
   const HttpServerLimits& limits_;
+  security::TlsSession* const tls_;  // null: plain HTTP; else owned by the caller
   std::array<char, 4096> buffer_{};
   size_t begin_ = 0;
   size_t end_ = 0;
@@ -313,23 +360,62 @@ int BoundedHttpServer::Bind(const std::string& host, int port) {
   return port;
 }
 
+std::unique_ptr<security::TlsSession> BoundedHttpServer::AcceptTls(socket_t sock) {
+  const absl::Time deadline = absl::Now() + limits_.read_timeout;
+  ::fcntl(sock, F_SETFL, ::fcntl(sock, F_GETFL) | O_NONBLOCK);
+  // A TLS connection opens with a handshake record (type 0x16); plain HTTP with a method.
+  char first = 0;
+  if (!PollFor(sock, POLLIN, limits_.read_timeout) || ::recv(sock, &first, 1, MSG_PEEK) != 1) {
+    failed_handshakes_.fetch_add(1);
+    return nullptr;
+  }
+  if (first != 0x16) {
+    failed_handshakes_.fetch_add(1);
+    if (absl::ascii_isupper(static_cast<unsigned char>(first))) {
+      const std::string refusal = PlainHttpRefusal();
+      (void)::send(sock, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      DrainBeforeClose(sock, nullptr);
+    }
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<security::TlsSession>> session =
+      security::TlsSession::Server(*tls_context_, sock);
+  // Checked in slices, so that stop() is not held up by a slow handshake.
+  const auto stopping = [this] { return svr_sock_ == INVALID_SOCKET; };
+  if (!session.ok() || !security::CompleteHandshake(**session, deadline, stopping).ok()) {
+    failed_handshakes_.fetch_add(1);
+    return nullptr;
+  }
+  return *std::move(session);
+}
+
 bool BoundedHttpServer::process_and_close_socket(socket_t sock) {
   if (refusing_connection) {
     // Over the connection limit: nothing is read; the refusal fits any send buffer.
-    const std::string refusal = RefusalResponse(MaxConnections(limits_));
-    (void)::send(sock, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    // (Over HTTPS it would need a handshake first: the connection is just closed.)
+    if (tls_context_ == nullptr) {
+      const std::string refusal = RefusalResponse(MaxConnections(limits_));
+      (void)::send(sock, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return false;
+  }
+  std::unique_ptr<security::TlsSession> tls;
+  if (tls_context_ != nullptr && (tls = AcceptTls(sock)) == nullptr) {
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
     return false;
   }
   bool ok = false;
   {
-    ConnectionStream stream(sock, limits_);
+    ConnectionStream stream(sock, limits_, tls.get());
     // Idle between requests: wait for the next one's first byte in slices, so that
     // stop() is not held up by idle connections.
     const auto next_request = [&] {
       const absl::Time deadline = absl::Now() + limits_.idle_timeout;
       while (svr_sock_ != INVALID_SOCKET) {
+        if (stream.HasBuffered()) return true;
         const absl::Duration left = deadline - absl::Now();
         if (left <= absl::ZeroDuration()) return false;
         if (PollFor(sock, POLLIN, std::min(left, absl::Milliseconds(100)))) return true;
@@ -342,12 +428,13 @@ bool BoundedHttpServer::process_and_close_socket(socket_t sock) {
       ok = process_request(stream, served + 1 == keep_alive_max_count_, connection_closed,
                            nullptr);
       if (stream.breach() != ConnectionStream::Breach::kNone) {
-        DrainBeforeClose(sock);
+        DrainBeforeClose(sock, tls.get());
         break;
       }
       if (!ok || connection_closed) break;
     }
   }
+  if (tls != nullptr) tls->Close();
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return ok;

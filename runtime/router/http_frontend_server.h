@@ -17,6 +17,14 @@
 //    the connection (the frontend's sinks then cancel the request). None applies to a
 //    response that is streaming to a client that reads it.
 //
+// With a TLS context (`set_tls`, before Bind) the listener speaks HTTPS: each admitted
+// connection's TLS handshake runs on its pool thread within `read_timeout` (and the
+// bytes go through the same bounded stream, so every bound above holds unchanged);
+// plain HTTP sent to it gets a plain-text 400 that says to use https, and a failed
+// handshake closes the connection (`failed_handshakes()`). A connection over the limit
+// is closed at once without the 503: writing one would need a handshake, which the
+// accepting thread does not wait for. (httplib::SSLServer would replace this loop.)
+//
 // Refusals carry an OpenAI error body (`ErrorBody`). The routes are httplib's; the
 // owner must not replace the pre-routing, post-routing or error handlers set here (it
 // can add its own error handling through `set_fallback_error_handler`).
@@ -27,10 +35,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/time/time.h"
 #include "httplib.h"
+#include "runtime/security/tls_session.h"
 
 namespace lockstep::router {
 
@@ -55,11 +65,18 @@ class BoundedHttpServer : public httplib::Server {
   // returns the port, or -1.
   int Bind(const std::string& host, int port);
 
+  // HTTPS with `context` (a server's); before Bind.
+  void set_tls(std::shared_ptr<const security::TlsContext> context) {
+    tls_context_ = std::move(context);
+  }
+
   // Called for error responses (status >= 400) the bounds did not produce.
   void set_fallback_error_handler(Handler handler) { fallback_error_handler_ = std::move(handler); }
 
   int64_t open_connections() const { return open_connections_.load(); }
   int64_t refused_connections() const { return refused_connections_.load(); }
+  // HTTPS connections that did not complete the TLS handshake (plain HTTP included).
+  int64_t failed_handshakes() const { return failed_handshakes_.load(); }
 
  private:
   class ConnectionQueue;
@@ -69,11 +86,16 @@ class BoundedHttpServer : public httplib::Server {
   // accepting thread for a connection over the limit).
   bool process_and_close_socket(socket_t sock) override;
   HandlerResponse PreRouting(const httplib::Request& req, httplib::Response& res);
+  // The TLS session of a new HTTPS connection, or null when it did not complete (then
+  // the connection is to be closed).
+  std::unique_ptr<security::TlsSession> AcceptTls(socket_t sock);
 
   const HttpServerLimits limits_;
   Handler fallback_error_handler_;
   std::atomic<int64_t> open_connections_{0};
   std::atomic<int64_t> refused_connections_{0};
+  std::shared_ptr<const security::TlsContext> tls_context_;  // null: plain HTTP
+  std::atomic<int64_t> failed_handshakes_{0};
 };
 
 }  // namespace lockstep::router

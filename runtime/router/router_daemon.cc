@@ -11,9 +11,35 @@
 #include "runtime/security/api_keys.h"
 #include "runtime/security/cluster_security.h"
 #include "runtime/security/grpc_credentials.h"
+#include "runtime/security/secret.h"
+#include "runtime/security/tls_session.h"
 
 namespace lockstep::router {
 namespace {
+
+// The HTTPS context of router.https_cert_file and https_key_file; null without them.
+absl::StatusOr<std::shared_ptr<const security::TlsContext>> HttpsContext(
+    const config::RouterConfig& rc) {
+  if (rc.https_cert_file.empty()) return nullptr;
+  const auto read = [](const char* field, const std::string& path) -> absl::StatusOr<std::string> {
+    absl::StatusOr<std::string> pem = security::ReadSecretFile(path);
+    if (!pem.ok()) {
+      return absl::Status(pem.status().code(),
+                          fmt::format("router.{}: {}", field, std::string(pem.status().message())));
+    }
+    return *pem + "\n";
+  };
+  ASSIGN_OR_RETURN(const std::string cert, read("https_cert_file", rc.https_cert_file));
+  ASSIGN_OR_RETURN(const std::string key, read("https_key_file", rc.https_key_file));
+  absl::StatusOr<std::shared_ptr<const security::TlsContext>> context =
+      security::TlsContext::ForServer(cert, key);
+  if (!context.ok()) {
+    return absl::InvalidArgumentError(fmt::format("router.https_cert_file {}, https_key_file {}: {}",
+                                                  rc.https_cert_file, rc.https_key_file,
+                                                  std::string(context.status().message())));
+  }
+  return context;
+}
 
 // `listen` with the port the server bound.
 absl::StatusOr<std::string> Bound(const std::string& listen, int port) {
@@ -34,13 +60,15 @@ absl::StatusOr<std::unique_ptr<RouterDaemon>> RouterDaemon::Start(config::Deploy
   } else {
     ASSIGN_OR_RETURN(text, LoadModelText(config.model.path));
   }
-  auto daemon = std::unique_ptr<RouterDaemon>(
-      new RouterDaemon(std::move(config), std::move(options), std::move(text)));
+  ASSIGN_OR_RETURN(std::shared_ptr<const security::TlsContext> https, HttpsContext(config.router));
+  auto daemon = std::unique_ptr<RouterDaemon>(new RouterDaemon(
+      std::move(config), std::move(options), std::move(text), std::move(https)));
   if (absl::Status status = daemon->StartServing(); !status.ok()) return status;
   return daemon;
 }
 
-RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, ModelText text)
+RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, ModelText text,
+                           std::shared_ptr<const security::TlsContext> https)
     : config_(std::move(config)),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : *SystemClock::Get()),
@@ -85,6 +113,7 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
                                        .read_timeout = absl::Milliseconds(rc.http_read_timeout_ms),
                                        .write_timeout =
                                            absl::Milliseconds(rc.http_write_timeout_ms)},
+                            .tls = std::move(https),
                             .api_key_for_health_and_metrics = rc.api_key_for_health_and_metrics,
                             .keepalive_interval = options_.keepalive_interval,
                             .limits = limits,
@@ -124,8 +153,10 @@ absl::Status RouterDaemon::StartServing() {
       flows_.CancelDisconnected();
     }
   });
-  LOCKSTEP_LOG_INFO("router", "serving model {} ({} instances configured): http {} grpc {}",
-                    config_.model.name, config_.instances.size(), http_address_, grpc_address_);
+  LOCKSTEP_LOG_INFO("router", "serving model {} ({} instances configured): {} {} grpc {}{}",
+                    config_.model.name, config_.instances.size(),
+                    rc.https_cert_file.empty() ? "http" : "https", http_address_, grpc_address_,
+                    security::ProcessClusterSecurity().tls() ? " (TLS)" : "");
   return absl::OkStatus();
 }
 

@@ -38,6 +38,7 @@
 #include "runtime/router/router_metrics.h"
 #include "runtime/router/serving_tokenizer.h"
 #include "runtime/router/worker_stubs.h"
+#include "runtime/security/tls_session.h"
 #include "tokenizer/byte_tokenizer.h"
 
 namespace lockstep::router {
@@ -71,7 +72,8 @@ class RouterDaemon {
   FlowTracker& flows() { return flows_; }
 
  private:
-  RouterDaemon(config::DeploymentConfig config, Options options, ModelText text);
+  RouterDaemon(config::DeploymentConfig config, Options options, ModelText text,
+               std::shared_ptr<const security::TlsContext> https);
   absl::Status StartServing();
 
   const config::DeploymentConfig config_;

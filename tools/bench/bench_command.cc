@@ -25,7 +25,12 @@ int RunBench(const std::vector<std::string>& args) {
   int64_t ready_timeout_s = 180;
   int64_t request_timeout_s = 0;
   flags.AddPath("config", &config_path, "start this deployment (YAML) for the run");
-  flags.AddString("http", &http, "router HTTP address of a running deployment");
+  flags.AddString("http", &http,
+                  "router HTTP address of a running deployment (host:port, or "
+                  "https://host:port for an HTTPS router)");
+  flags.AddPath("ca-file", &load.ca_file,
+                "with --http https://...: the CA that signed the router's certificate "
+                "(default: the system's trusted CAs)");
   flags.AddString("grpc", &grpc, "router gRPC address of a running deployment (for counters)");
   flags.AddString("model", &model, "model name (with --http)");
   flags.AddInt("requests", &load.requests, "number of requests");
@@ -80,7 +85,8 @@ int RunBench(const std::vector<std::string>& args) {
       return 1;
     }
     deployment = *std::move(started);
-    http = deployment->http_address();
+    http = deployment->http_url();
+    load.ca_file = deployment->config().router.https_ca_file;
     grpc = deployment->grpc_address();
     model = deployment->config().model.name;
     load.api_key = deployment->config().router.api_key;
@@ -94,11 +100,12 @@ int RunBench(const std::vector<std::string>& args) {
   std::map<std::string, InstanceDelta> before;
   if (!grpc.empty()) before = ReadInstanceCounters(grpc).value_or(before);
   const absl::StatusOr<std::map<std::string, RequestDrafts>> requests_before =
-      ReadRequestDrafts(http, load.api_key);
+      ReadRequestDrafts(http, load.api_key, load.ca_file);
   const LoadResult result = RunLoad(load);
   std::map<std::string, RequestDrafts> request_drafts;
   if (requests_before.ok()) {
-    absl::StatusOr<std::map<std::string, RequestDrafts>> after = ReadRequestDrafts(http, load.api_key);
+    absl::StatusOr<std::map<std::string, RequestDrafts>> after =
+        ReadRequestDrafts(http, load.api_key, load.ca_file);
     if (after.ok()) request_drafts = RequestDraftsSince(*after, *requests_before);
   }
   std::vector<InstanceDelta> deltas;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -10,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/host_port.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "runtime/router/router_http_client.h"
 #include "tools/bench/http_error.h"
 
 namespace lockstep::bench {
@@ -69,8 +70,13 @@ namespace {
 // One streaming completion; parses the server-sent events as they arrive.
 RequestOutcome RunOne(const LoadOptions& o, const Planned& p) {
   RequestOutcome out;
-  const HostPort router = ParseHostPort(o.http_address).value_or(HostPort{o.http_address, 0});
-  httplib::Client client(router.host, router.port);
+  absl::StatusOr<std::unique_ptr<httplib::Client>> made =
+      router::NewRouterHttpClient(o.http_address, o.ca_file);
+  if (!made.ok()) {
+    out.error = std::string(made.status().message());
+    return out;
+  }
+  httplib::Client& client = **made;
   client.set_connection_timeout(absl::ToChronoMicroseconds(o.connect_timeout));
   client.set_read_timeout(absl::ToChronoMicroseconds(o.request_timeout));
   client.set_write_timeout(absl::ToChronoMicroseconds(o.request_timeout));

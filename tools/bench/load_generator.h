@@ -17,7 +17,8 @@
 namespace lockstep::bench {
 
 struct LoadOptions {
-  std::string http_address;  // host:port of the router
+  std::string http_address;  // the router: host:port, http://host:port or https://host:port
+  std::string ca_file;       // checks an HTTPS router's certificate; empty: the system's CAs
   std::string model;
   std::string api_key;
   int64_t requests = 100;

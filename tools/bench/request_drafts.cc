@@ -3,8 +3,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/host_port.h"
+#include <memory>
+
 #include "httplib.h"
+#include "runtime/router/router_http_client.h"
 
 namespace lockstep::bench {
 
@@ -29,9 +31,11 @@ std::map<std::string, RequestDrafts> ParseRequestDrafts(absl::string_view metric
 }
 
 absl::StatusOr<std::map<std::string, RequestDrafts>> ReadRequestDrafts(
-    const std::string& http_address, const std::string& api_key) {
-  const HostPort router = ParseHostPort(http_address).value_or(HostPort{http_address, 0});
-  httplib::Client client(router.host, router.port);
+    const std::string& http_address, const std::string& api_key, const std::string& ca_file) {
+  absl::StatusOr<std::unique_ptr<httplib::Client>> made =
+      router::NewRouterHttpClient(http_address, ca_file);
+  if (!made.ok()) return made.status();
+  httplib::Client& client = **made;
   client.set_connection_timeout(std::chrono::seconds(5));
   client.set_read_timeout(std::chrono::seconds(5));
   httplib::Headers headers;

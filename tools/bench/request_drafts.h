@@ -16,9 +16,10 @@ namespace lockstep::bench {
 // From Prometheus text; lines of other families are ignored.
 std::map<std::string, RequestDrafts> ParseRequestDrafts(absl::string_view metrics_text);
 
-// GET /metrics of the router at `http_address` (with the API key when given).
+// GET /metrics of the router at `http_address` (host:port or an http(s):// URL; an
+// HTTPS router's certificate checked against `ca_file`), with the API key when given.
 absl::StatusOr<std::map<std::string, RequestDrafts>> ReadRequestDrafts(
-    const std::string& http_address, const std::string& api_key);
+    const std::string& http_address, const std::string& api_key, const std::string& ca_file);
 
 // after - before, per method present in `after`.
 std::map<std::string, RequestDrafts> RequestDraftsSince(

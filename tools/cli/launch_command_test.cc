@@ -22,7 +22,9 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "runtime/launcher/process_supervisor.h"
+#include "runtime/router/router_http_client.h"
 #include "runtime/router/testing/fake_worker.h"
+#include "runtime/security/testing/test_certs.h"
 
 namespace lockstep::launcher {
 namespace {
@@ -150,6 +152,42 @@ TEST_F(LauncherTest, ServesThenStopsEverythingOnSigterm) {
   for (const auto& [pid, cmdline] : children) EXPECT_TRUE(AwaitGone(pid, kDeadline)) << cmdline;
   EXPECT_THAT(Slurp(launcher_log_), HasSubstr("stopped"));
   EXPECT_THAT(Slurp((dir_ / "run" / "router.log").string()), HasSubstr("lockstep router: http"));
+}
+
+// With router.https_cert_file the launcher polls /health over HTTPS (checked against
+// router.https_ca_file) and prints the https:// URL; the API serves over TLS.
+TEST_F(LauncherTest, WaitsForAnHttpsRouterAndPrintsItsUrl) {
+  absl::StatusOr<security::TestCerts> certs = security::MakeTestCerts(dir_.string());
+  ASSERT_THAT(certs, IsOk());
+  std::ofstream(dir_ / "deploy.yaml") << fmt::format(R"(
+model: {{name: tiny, path: model}}
+router: {{heartbeat_interval_ms: 100, heartbeat_timeout_ms: 2000, health_check_interval_ms: 100,
+          https_cert_file: {}, https_key_file: {}, https_ca_file: {}}}
+instances:
+  - {{name: agg0, role: aggregated, world_size: 1, engine: fake}}
+)",
+                                                     certs->cert_file, certs->key_file,
+                                                     certs->ca_file);
+  const std::string http = Launch();
+  ASSERT_FALSE(http.empty()) << Slurp(launcher_log_);
+  EXPECT_THAT(Slurp(launcher_log_), HasSubstr("OpenAI API  https://" + http));
+  absl::StatusOr<std::unique_ptr<httplib::Client>> client =
+      router::NewRouterHttpClient("https://" + http, certs->ca_file);
+  ASSERT_THAT(client, IsOk());
+  (*client)->set_read_timeout(20, 0);
+  httplib::Result result = (*client)->Post(
+      "/v1/completions", R"({"model": "tiny", "prompt": "tls", "max_tokens": 3})",
+      "application/json");
+  ASSERT_TRUE(result) << httplib::to_string(result.error());
+  ASSERT_EQ(result->status, 200) << result->body;
+  EXPECT_EQ(json::parse(result->body)["choices"][0]["text"],
+            router::testing::FakeWorker::ExpectedText("tls", 3));
+  // Plain HTTP to it is refused.
+  const HostPort endpoint = ParseHostPort(http).value();
+  httplib::Client plain(endpoint.host, endpoint.port);
+  httplib::Result refused = plain.Get("/health");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
 }
 
 // The pid of the child of the launcher whose command line contains `needle`.

@@ -1,16 +1,12 @@
 #include "runtime/router/testing/router_harness.h"
 
-#include "common/host_port.h"
 #include "fmt/format.h"
+#include "runtime/router/router_http_client.h"
 
 namespace lockstep::router::testing {
 namespace {
 
 using nlohmann::json;
-
-HostPort SplitAddress(const std::string& address) {
-  return ParseHostPort(address).value_or(HostPort{address, 0});
-}
 
 HttpResult ToResult(const httplib::Result& result, std::string body) {
   HttpResult out;
@@ -66,21 +62,22 @@ absl::StatusOr<std::unique_ptr<FakeWorker>> StartWorker(RouterDaemon& router,
   return worker;
 }
 
-HttpClient::HttpClient(const std::string& address, absl::Duration timeout)
-    : client_(SplitAddress(address).host, SplitAddress(address).port) {
+HttpClient::HttpClient(const std::string& address, absl::Duration timeout,
+                       const std::string& ca_file)
+    : client_(*NewRouterHttpClient(address, ca_file)) {
   const time_t seconds = absl::ToInt64Seconds(timeout);
-  client_.set_connection_timeout(seconds, 0);
-  client_.set_read_timeout(seconds, 0);
-  client_.set_write_timeout(seconds, 0);
+  client_->set_connection_timeout(seconds, 0);
+  client_->set_read_timeout(seconds, 0);
+  client_->set_write_timeout(seconds, 0);
 }
 
 HttpResult HttpClient::Get(const std::string& path, const httplib::Headers& headers) {
-  return ToResult(client_.Get(path.c_str(), headers), "");
+  return ToResult(client_->Get(path.c_str(), headers), "");
 }
 
 HttpResult HttpClient::Post(const std::string& path, const std::string& body,
                             const httplib::Headers& headers) {
-  return ToResult(client_.Post(path.c_str(), headers, body, "application/json"), "");
+  return ToResult(client_->Post(path.c_str(), headers, body, "application/json"), "");
 }
 
 HttpResult HttpClient::PostStream(const std::string& path, const std::string& body,
@@ -95,7 +92,7 @@ HttpResult HttpClient::PostStream(const std::string& path, const std::string& bo
     received.append(data, length);
     return on_data == nullptr || on_data(received);
   };
-  httplib::Result result = client_.send(request);
+  httplib::Result result = client_->send(request);
   HttpResult out;
   out.status = result ? result->status : 0;
   out.body = received;

@@ -43,8 +43,10 @@ struct HttpResult {
 
 class HttpClient {
  public:
-  // Every request is bounded by `timeout` (connect, read and write).
-  explicit HttpClient(const std::string& address, absl::Duration timeout = absl::Seconds(10));
+  // Every request is bounded by `timeout` (connect, read and write). `address` is
+  // host:port or a URL (https://host:port: the certificate checked against `ca_file`).
+  explicit HttpClient(const std::string& address, absl::Duration timeout = absl::Seconds(10),
+                      const std::string& ca_file = "");
 
   HttpResult Get(const std::string& path, const httplib::Headers& headers = {});
   HttpResult Post(const std::string& path, const std::string& body,
@@ -54,7 +56,7 @@ class HttpClient {
                         const std::function<bool(const std::string&)>& on_data = nullptr);
 
  private:
-  httplib::Client client_;
+  std::unique_ptr<httplib::Client> client_;
 };
 
 // The data payloads of an SSE stream, in order ("[DONE]" kept as is).
