@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/host_port.h"
 #include "runtime/security/cluster_security.h"
 #include "runtime/transfer/tcp_auth.h"
 
@@ -61,9 +62,39 @@ absl::StatusOr<DataConnections::Lease> DataConnections::Take(const std::string& 
     peers_.erase(grpc_address);  // ask again: the peer may have moved
     return connected.status();
   }
-  const std::string token = security::ProcessClusterSecurity().cluster_token;
-  if (absl::Status sent = SendTcpToken(*connected, token, set_up); !sent.ok()) return sent;
+  const security::ClusterSecurity security = security::ProcessClusterSecurity();
+  if (security.tls()) {
+    absl::StatusOr<std::shared_ptr<const security::TlsContext>> tls = ClientTls(security.tls_ca_pem);
+    if (!tls.ok()) return tls.status();
+    const std::string host = !security.tls_server_name.empty()
+                                 ? security.tls_server_name
+                                 : ParseHostPort(data_address).value_or(HostPort{}).host;
+    if (absl::Status s = StartTlsClient(*connected, **tls, host, set_up); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("data plane ", data_address, ": ", s.message()));
+    }
+  }
+  if (absl::Status sent = SendTcpToken(*connected, security.cluster_token, set_up); !sent.ok()) {
+    return sent;
+  }
   return Lease{std::move(*connected), /*pooled=*/false};
+}
+
+absl::StatusOr<std::shared_ptr<const security::TlsContext>> DataConnections::ClientTls(
+    const std::string& ca_pem) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (tls_ != nullptr && tls_ca_pem_ == ca_pem) return tls_;
+  }
+  absl::StatusOr<std::shared_ptr<const security::TlsContext>> made =
+      security::TlsContext::ForClient(ca_pem);
+  if (!made.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data plane TLS (LOCKSTEP_TLS_CA_FILE): ", made.status().message()));
+  }
+  absl::MutexLock lock(&mu_);
+  tls_ca_pem_ = ca_pem;
+  tls_ = *made;
+  return *std::move(made);
 }
 
 void DataConnections::Return(const std::string& grpc_address, TcpSocket socket) {

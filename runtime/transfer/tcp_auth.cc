@@ -15,10 +15,9 @@
 #include "runtime/security/secret.h"
 
 namespace lockstep::transfer {
-namespace {
 
-// Logs the first rejection from each peer host (bounded, so a scan cannot grow it).
-void NoteRejection(const TcpSocket& socket, const absl::Status& status) {
+// The first rejection from each peer host (bounded, so a scan cannot grow it).
+void NoteRejectedConnection(const TcpSocket& socket, const absl::Status& status) {
   static absl::Mutex mu(absl::kConstInit);
   static auto* logged = new absl::flat_hash_set<std::string>();
   const std::string peer = PeerAddress(socket);
@@ -30,8 +29,6 @@ void NoteRejection(const TcpSocket& socket, const absl::Status& status) {
   LOCKSTEP_LOG_WARN("transfer", "data plane rejected a connection from {}: {}", peer,
                     std::string(status.message()));
 }
-
-}  // namespace
 
 absl::Status SendTcpToken(const TcpSocket& socket, std::string_view token, absl::Time deadline) {
   if (token.empty()) return absl::OkStatus();
@@ -57,7 +54,7 @@ absl::Status CheckTcpToken(const TcpSocket& socket, const RequestPrefix& prefix,
       status = absl::UnauthenticatedError("wrong cluster token");
     }
   }
-  if (absl::IsUnauthenticated(status)) NoteRejection(socket, status);
+  if (absl::IsUnauthenticated(status)) NoteRejectedConnection(socket, status);
   return status;
 }
 

@@ -5,9 +5,10 @@
 // arrived: anything else is answered with an UNAUTHENTICATED status frame, and the
 // connection is closed. The first rejection from each peer address is logged.
 //
-// TLS is not spoken here; without it the KV bytes travel in clear, protected from
-// corruption (not from reading) by the per-block CRC32C. docs/security.md says where
-// that is acceptable.
+// With the cluster's TLS files the handshake runs inside TLS (tcp_wire.h's
+// StartTlsServer / StartTlsClient first); without them the KV bytes travel in clear,
+// protected from corruption (not from reading) by the per-block CRC32C.
+// docs/security.md says where that is acceptable.
 //
 // Thread safety: functions; thread-safe.
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_TCP_AUTH_H_
@@ -35,6 +36,9 @@ absl::Status SendTcpToken(const TcpSocket& socket, std::string_view token, absl:
 // Unauthenticated when the frame is not a token, or not the right one.
 absl::Status CheckTcpToken(const TcpSocket& socket, const RequestPrefix& prefix,
                            std::string_view expected, absl::Time deadline, const StopFn& stop);
+
+// Logs a refused connection (`why`) once per peer host; bounded.
+void NoteRejectedConnection(const TcpSocket& socket, const absl::Status& why);
 
 // "ip:port" of the connected peer, or "?" when unknown.
 std::string PeerAddress(const TcpSocket& socket);

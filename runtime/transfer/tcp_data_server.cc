@@ -83,21 +83,37 @@ class TcpChunkSink : public ChunkSink {
 absl::StatusOr<std::unique_ptr<TcpDataServer>> TcpDataServer::Start(const std::string& host,
                                                                     Handler handler,
                                                                     int max_connections) {
+  std::shared_ptr<const security::TlsContext> tls;
+  if (const security::ClusterSecurity security = security::ProcessClusterSecurity();
+      security.tls()) {
+    absl::StatusOr<std::shared_ptr<const security::TlsContext>> context =
+        security::TlsContext::ForServer(security.tls_cert_pem, security.tls_key_pem);
+    if (!context.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data plane TLS (LOCKSTEP_TLS_CERT_FILE, LOCKSTEP_TLS_KEY_FILE): ",
+          context.status().message()));
+    }
+    tls = *std::move(context);
+  }
   absl::StatusOr<std::pair<TcpSocket, int>> listening = ListenTcp(host);
   if (!listening.ok()) return listening.status();
   std::unique_ptr<TcpDataServer> server(
       new TcpDataServer(std::move(listening->first), HostPort{host, listening->second}.ToString(),
-                        std::move(handler), max_connections));
+                        std::move(handler), max_connections, std::move(tls)));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
 
 TcpDataServer::TcpDataServer(TcpSocket listener, std::string address, Handler handler,
-                             int max_connections)
+                             int max_connections,
+                             std::shared_ptr<const security::TlsContext> tls)
     : listener_(std::move(listener)),
       address_(std::move(address)),
       handler_(std::move(handler)),
-      max_connections_(max_connections) {}
+      max_connections_(max_connections),
+      tls_(std::move(tls)) {
+  LOCKSTEP_LOG_INFO("transfer", "data plane at {}{}", address_, tls_ != nullptr ? " (TLS)" : "");
+}
 
 TcpDataServer::~TcpDataServer() { Shutdown(); }
 
@@ -159,6 +175,16 @@ void TcpDataServer::Serve(Connection* connection) {
   const TcpSocket& socket = connection->socket;
   const StopFn stop = [this] { return stopping_.load(std::memory_order_relaxed); };
   bool authenticated = cluster_token_.empty();
+  if (tls_ != nullptr) {
+    const absl::Status handshake =
+        StartTlsServer(connection->socket, *tls_, absl::Now() + kRequestTimeout, stop);
+    if (!handshake.ok()) {
+      if (!stop()) NoteRejectedConnection(socket, handshake);
+      connection->socket.ShutdownBoth();
+      connection->done.store(true);
+      return;
+    }
+  }
   for (;;) {
     RequestPrefix prefix;
     // Idle between pulls: no deadline, only shutdown (or the puller closing) ends it.

@@ -6,7 +6,10 @@
 //
 // A connection that breaks mid-pull, or whose pull was aborted mid-frame, is closed; a
 // malformed request is answered with an InvalidArgument status frame and the
-// connection is closed.
+// connection is closed. With the cluster's TLS files (security::ProcessClusterSecurity
+// at Start) every connection is TLS with this node's certificate, the handshake done
+// within 10 s on the connection's thread; one that fails it (a plaintext peer, a
+// puller that does not trust the certificate) is closed, logged once per peer host.
 //
 // Thread safety: thread-safe. One accept thread and one thread per connection (at
 // most `max_connections`; more are closed at once). Shutdown wakes and joins them all.
@@ -26,6 +29,7 @@
 #include "absl/time/time.h"
 #include "proto/kv_transfer.pb.h"
 #include "runtime/security/cluster_security.h"
+#include "runtime/security/tls_session.h"
 #include "runtime/transfer/chunk_sink.h"
 #include "runtime/transfer/tcp_wire.h"
 
@@ -59,7 +63,8 @@ class TcpDataServer {
     std::atomic<bool> done{false};
   };
 
-  TcpDataServer(TcpSocket listener, std::string address, Handler handler, int max_connections);
+  TcpDataServer(TcpSocket listener, std::string address, Handler handler, int max_connections,
+                std::shared_ptr<const security::TlsContext> tls);
   void AcceptLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void Serve(Connection* connection);
   // Joins the connections that have ended.
@@ -69,6 +74,7 @@ class TcpDataServer {
   const std::string address_;
   const Handler handler_;
   const int max_connections_;
+  const std::shared_ptr<const security::TlsContext> tls_;  // null: plain TCP
   // Pullers must present it first on each connection (tcp_auth.h); empty: no check.
   const std::string cluster_token_ = security::ProcessClusterSecurity().cluster_token;
   std::atomic<bool> stopping_{false};

@@ -14,6 +14,9 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -47,9 +50,67 @@ absl::Status WaitSlice(int fd, short events, absl::Time deadline, const StopFn& 
   return absl::OkStatus();
 }
 
-// Moves all of `iov` through sendmsg or readv, resuming after partial transfers.
+// Small pieces are gathered up to this size (the largest TLS record) before a TLS
+// write, so that a frame header does not become a record of its own.
+constexpr size_t kTlsGather = 16 << 10;
+
+absl::Status TlsError(absl::string_view what, const security::TlsSession& tls) {
+  return absl::UnavailableError(absl::StrCat(what, " the data connection (TLS): ", tls.error()));
+}
+
+// Moves `size` bytes at `data` through the socket's TLS session.
+absl::Status TlsTransfer(const TcpSocket& socket, char* data, size_t size, absl::Time deadline,
+                         const StopFn& stop, bool reading, absl::Duration slice) {
+  security::TlsSession& tls = *socket.tls();
+  while (size > 0) {
+    short wait = 0;
+    const ssize_t n = reading ? tls.Read(data, size, &wait) : tls.Write(data, size, &wait);
+    if (n > 0) {
+      data += n;
+      size -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return absl::UnavailableError("the peer closed the connection");
+    if (wait == 0) return TlsError(reading ? "read from" : "write to", tls);
+    if (absl::Status s = WaitSlice(socket.fd(), wait, deadline, stop, slice); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// Transfer over TLS: reads go straight into each piece; writes gather small pieces.
+absl::Status TlsTransferAll(const TcpSocket& socket, const std::vector<iovec>& iov,
+                            absl::Time deadline, const StopFn& stop, bool reading,
+                            absl::Duration slice) {
+  std::string gathered;
+  const auto flush = [&] {
+    absl::Status s =
+        TlsTransfer(socket, gathered.data(), gathered.size(), deadline, stop, false, slice);
+    gathered.clear();
+    return s;
+  };
+  for (const iovec& piece : iov) {
+    char* data = static_cast<char*>(piece.iov_base);
+    if (reading || piece.iov_len >= kTlsGather) {
+      if (!gathered.empty()) {
+        if (absl::Status s = flush(); !s.ok()) return s;
+      }
+      absl::Status s = TlsTransfer(socket, data, piece.iov_len, deadline, stop, reading, slice);
+      if (!s.ok()) return s;
+      continue;
+    }
+    if (gathered.size() + piece.iov_len > kTlsGather) {
+      if (absl::Status s = flush(); !s.ok()) return s;
+    }
+    gathered.append(data, piece.iov_len);
+  }
+  return gathered.empty() ? absl::OkStatus() : flush();
+}
+
+// Moves all of `iov` through sendmsg or readv (or the TLS session), resuming after
+// partial transfers.
 absl::Status Transfer(const TcpSocket& socket, std::vector<iovec> iov, absl::Time deadline,
                       const StopFn& stop, bool reading, absl::Duration slice = kPollSlice) {
+  if (socket.tls() != nullptr) return TlsTransferAll(socket, iov, deadline, stop, reading, slice);
   size_t first = 0;
   while (first < iov.size() && iov[first].iov_len == 0) ++first;
   while (first < iov.size()) {
@@ -91,11 +152,13 @@ TcpSocket& TcpSocket::operator=(TcpSocket&& other) noexcept {
   if (this != &other) {
     Close();
     fd_ = std::exchange(other.fd_, -1);
+    tls_ = std::move(other.tls_);
   }
   return *this;
 }
 
 void TcpSocket::Close() {
+  tls_.reset();
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
 }
@@ -188,6 +251,30 @@ absl::StatusOr<TcpSocket> ConnectTcp(const std::string& address, absl::Time dead
     }
   }
   return socket;
+}
+
+namespace {
+
+absl::Status FinishTls(TcpSocket& socket,
+                       absl::StatusOr<std::unique_ptr<security::TlsSession>> session,
+                       absl::Time deadline, const StopFn& stop) {
+  if (!session.ok()) return session.status();
+  if (absl::Status s = security::CompleteHandshake(**session, deadline, stop); !s.ok()) return s;
+  socket.set_tls(*std::move(session));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status StartTlsServer(TcpSocket& socket, const security::TlsContext& context,
+                            absl::Time deadline, const StopFn& stop) {
+  return FinishTls(socket, security::TlsSession::Server(context, socket.fd()), deadline, stop);
+}
+
+absl::Status StartTlsClient(TcpSocket& socket, const security::TlsContext& context,
+                            const std::string& host, absl::Time deadline) {
+  return FinishTls(socket, security::TlsSession::Client(context, socket.fd(), host), deadline,
+                   nullptr);
 }
 
 absl::Status SendAll(const TcpSocket& socket, std::vector<iovec> iov, absl::Time deadline,

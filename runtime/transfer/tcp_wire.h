@@ -1,5 +1,7 @@
-// The KV data plane's wire: plain TCP between a generation rank (the puller) and a
-// context rank, found through KvTransferService.DataPlane. It carries the same pulls as
+// The KV data plane's wire: TCP between a generation rank (the puller) and a context
+// rank, found through KvTransferService.DataPlane; TLS when the cluster has TLS files
+// (StartTlsServer / StartTlsClient right after connecting; from then on every byte of
+// the socket goes through the session). It carries the same pulls as
 // KvTransferService.Pull without HTTP/2 framing, so the receiver can read each chunk's
 // payload straight into its blocks (readv) and check it there.
 //
@@ -21,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "runtime/security/tls_session.h"
 
 namespace lockstep::transfer {
 
@@ -65,23 +69,30 @@ using StopFn = std::function<bool()>;
 // How long a blocked call waits before it checks `stop` and its deadline again.
 inline constexpr absl::Duration kPollSlice = absl::Milliseconds(20);
 
-// A connected or listening socket; closes on destruction.
+// A connected or listening socket, with its TLS session when it has one; closes on
+// destruction.
 class TcpSocket {
  public:
   TcpSocket() = default;
   explicit TcpSocket(int fd) : fd_(fd) {}
   ~TcpSocket() { Close(); }
-  TcpSocket(TcpSocket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  TcpSocket(TcpSocket&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), tls_(std::move(other.tls_)) {}
   TcpSocket& operator=(TcpSocket&& other) noexcept;
 
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
+  // The TLS session the bytes go through; null: plain TCP.
+  security::TlsSession* tls() const { return tls_.get(); }
+  // From now on the bytes go through `tls` (a session over fd(), handshake done).
+  void set_tls(std::unique_ptr<security::TlsSession> tls) { tls_ = std::move(tls); }
   void Close();
   // Wakes any thread blocked on the socket (its next poll sees an error or end).
   void ShutdownBoth() const;
 
  private:
   int fd_ = -1;
+  std::unique_ptr<security::TlsSession> tls_;
 };
 
 // Listens on `host` ("127.0.0.1", "0.0.0.0", a name) at a free port; the port bound.
@@ -94,6 +105,16 @@ absl::StatusOr<TcpSocket> AcceptTcp(const TcpSocket& listener, const StopFn& sto
 
 // Connects to "host:port" by `deadline`.
 absl::StatusOr<TcpSocket> ConnectTcp(const std::string& address, absl::Time deadline);
+
+// TLS on a connected `socket`, by `deadline`: as the server with `context` (a server's),
+// or as the client, which checks that the server's certificate is signed by the CA of
+// `context` (a client's) and names `host`. Errors: Unavailable with the reason (a
+// certificate that does not check, a peer that does not speak TLS), DeadlineExceeded,
+// Cancelled when `stop` held.
+absl::Status StartTlsServer(TcpSocket& socket, const security::TlsContext& context,
+                            absl::Time deadline, const StopFn& stop);
+absl::Status StartTlsClient(TcpSocket& socket, const security::TlsContext& context,
+                            const std::string& host, absl::Time deadline);
 
 // Writes every byte of `iov` (which it consumes). Errors: Unavailable when the peer
 // closed or the connection broke, DeadlineExceeded, Cancelled when `stop` held.
