@@ -363,9 +363,17 @@ int BoundedHttpServer::Bind(const std::string& host, int port) {
 std::unique_ptr<security::TlsSession> BoundedHttpServer::AcceptTls(socket_t sock) {
   const absl::Time deadline = absl::Now() + limits_.read_timeout;
   ::fcntl(sock, F_SETFL, ::fcntl(sock, F_GETFL) | O_NONBLOCK);
+  // Every wait is checked in slices, so that stop() is not held up by a slow client.
+  const auto stopping = [this] { return svr_sock_ == INVALID_SOCKET; };
+  bool readable = false;
+  for (absl::Duration left = limits_.read_timeout; !readable && !stopping() &&
+                                                   left > absl::ZeroDuration();
+       left = deadline - absl::Now()) {
+    readable = PollFor(sock, POLLIN, std::min(left, absl::Milliseconds(100)));
+  }
   // A TLS connection opens with a handshake record (type 0x16); plain HTTP with a method.
   char first = 0;
-  if (!PollFor(sock, POLLIN, limits_.read_timeout) || ::recv(sock, &first, 1, MSG_PEEK) != 1) {
+  if (!readable || ::recv(sock, &first, 1, MSG_PEEK) != 1) {
     failed_handshakes_.fetch_add(1);
     return nullptr;
   }
@@ -380,8 +388,6 @@ std::unique_ptr<security::TlsSession> BoundedHttpServer::AcceptTls(socket_t sock
   }
   absl::StatusOr<std::unique_ptr<security::TlsSession>> session =
       security::TlsSession::Server(*tls_context_, sock);
-  // Checked in slices, so that stop() is not held up by a slow handshake.
-  const auto stopping = [this] { return svr_sock_ == INVALID_SOCKET; };
   if (!session.ok() || !security::CompleteHandshake(**session, deadline, stopping).ok()) {
     failed_handshakes_.fetch_add(1);
     return nullptr;

@@ -4,7 +4,7 @@
 // router keeps serving, and every bound of the HTTP listener (docs/security.md §5)
 // still holding over TLS: body and head limits, the connection limit, the idle and read
 // timeouts (a handshake that never starts included), and the write timeout of a client
-// that stops reading its stream.
+// that stops reading its stream; a silent connection does not hold up shutdown.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -302,6 +302,19 @@ TEST_F(HttpsTest, IdleAndSilentConnectionsAreClosed) {
     EXPECT_TRUE(closed);
   }
   EXPECT_EQ(Client().Get("/health").status, 200);
+}
+
+TEST_F(HttpsTest, ShutdownIsNotHeldUpByASilentConnection) {
+  Start([](config::RouterConfig& router) {
+    router.http_read_timeout_ms = 600000;
+    router.http_idle_timeout_ms = 600000;
+  });
+  RawConnection silent = Plain();  // never starts its handshake
+  RawConnection idle = Tls();      // handshake done, no request
+  ASSERT_THAT(idle.Handshake(), IsOk());
+  const absl::Time start = absl::Now();
+  router_->Shutdown();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60));
 }
 
 TEST_F(HttpsTest, AClientThatStopsReadingIsCutWithoutStallingOthers) {
