@@ -144,11 +144,13 @@ class Executor {
     bool is_context = false;
     bool last_chunk = false;
     bool is_dummy = false;
-    int64_t position = 0;      // context: first token of the chunk
-    int64_t num_tokens = 0;    // context: chunk length
+    int64_t position = 0;          // context: first token of the chunk
+    int64_t num_tokens = 0;        // context: chunk length
     int32_t num_draft_tokens = 0;  // K of this step (from its spec::Grant)
     int64_t target_grant = 0;      // capacity this step granted in the target pool
-    int64_t draft_grant = 0;       // ... and in the draft pool
+    int64_t draft_grant = 0;       // ... and in the draft pool (the draft gap included)
+    // Context: draft positions prefilled before the chunk (ScheduledChunk::draft_position).
+    int64_t draft_gap = 0;
   };
   struct InFlightBatch {
     StepId step;

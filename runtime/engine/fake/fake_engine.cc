@@ -101,7 +101,7 @@ absl::Status FakeEngine::CheckCoverage(const kv::BlockRefs& kv, int64_t target_e
   return absl::OkStatus();
 }
 
-absl::Status FakeEngine::CheckDraftPrefill(const ContextChunk& c, uint64_t target_fingerprint) {
+absl::Status FakeEngine::CheckDraftPrefill(const ContextChunk& c) {
   const int64_t prefix = static_cast<int64_t>(c.draft_prefix.size());
   const int64_t end = c.position + static_cast<int64_t>(c.tokens.size());
   if (prefix > c.position) {
@@ -110,10 +110,14 @@ absl::Status FakeEngine::CheckDraftPrefill(const ContextChunk& c, uint64_t targe
                                             " tokens before position ", c.position));
   }
   draft_kv_.Write(c.kv.draft_blocks, c.position - prefix, c.draft_prefix);
-  if (draft_kv_.Write(c.kv.draft_blocks, c.position, c.tokens) != target_fingerprint) {
-    return absl::InternalError(absl::StrCat(
-        "KV contract: request ", c.kv.id.value(), "'s draft KV for [0, ", end,
-        ") does not hold the tokens its target KV holds (a prefix without its draft KV?)"));
+  draft_kv_.Write(c.kv.draft_blocks, c.position, c.tokens);
+  // Every position, not only the last: a stale block can end on the right chain.
+  for (int64_t p = end - 1; p >= 0; --p) {
+    if (draft_kv_.At(c.kv.draft_blocks, p) != target_kv_.At(c.kv.blocks, p)) {
+      return absl::InternalError(absl::StrCat(
+          "KV contract: request ", c.kv.id.value(), "'s draft KV at position ", p, " of [0, ", end,
+          ") does not hold the tokens its target KV holds (a prefix without its draft KV?)"));
+    }
   }
   return absl::OkStatus();
 }
@@ -156,7 +160,7 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
     if (options_.check_kv_contract) {
       fingerprint = target_kv_.Write(c.kv.blocks, c.position, c.tokens);
       if (draft_end > 0) {
-        if (absl::Status s = CheckDraftPrefill(c, fingerprint); !s.ok()) return s;
+        if (absl::Status s = CheckDraftPrefill(c); !s.ok()) return s;
       }
     }
     SequenceResult r;

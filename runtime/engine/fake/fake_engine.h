@@ -5,11 +5,11 @@
 // every block table must cover what the step writes, block ids must be in range, and
 // no block written by one sequence may appear in another sequence of the same batch.
 // It also models what the pools hold (fake_kv_content.h): a context chunk's draft KV
-// (the fake draft model prefills every chunk, after the chunk's draft prefix) must end
-// on the same token chain as its target KV, so a prefix reused without its draft KV
-// fails; and a generation step must find the target KV the sequence's previous step
-// left (nobody wrote its blocks in between). A violation fails the batch (Collect
-// returns Internal naming the request).
+// (the fake draft model prefills every chunk, after the chunk's draft prefix) must hold
+// the same token chain as its target KV at every position, so a prefix reused without
+// its draft KV fails; and a generation step must find the target KV the sequence's
+// previous step left (nobody wrote its blocks in between). A violation fails the batch
+// (Collect returns Internal naming the request).
 //
 // Thread safety: Launch and Collect from one thread (the executor's).
 #ifndef LOCKSTEP_RUNTIME_ENGINE_FAKE_FAKE_ENGINE_H_
@@ -91,9 +91,10 @@ class FakeEngine : public ModelEngine {
   };
 
   absl::StatusOr<BatchResult> Run(const Batch& batch);
-  // The fake draft model prefills chunk `c` after its draft prefix; its draft KV must
-  // then end on the target's chain (`target_fingerprint`, at the chunk's end).
-  absl::Status CheckDraftPrefill(const ContextChunk& c, uint64_t target_fingerprint);
+  // The fake draft model prefills chunk `c` after its draft prefix (its target KV is
+  // written); then its draft KV must hold the target's chain at every position up to the
+  // chunk's end.
+  absl::Status CheckDraftPrefill(const ContextChunk& c);
   absl::Status CheckCoverage(const kv::BlockRefs& kv, int64_t target_end, int64_t draft_end,
                              int64_t write_start) const;
   void Loop();
