@@ -192,6 +192,10 @@ class Executor {
                    StepStats* stats);
   void ApplyKvUpdate(const InFlightEntry& entry, int64_t used, kv::PoolKind pool,
                      uint64_t generation, int64_t grant);
+  // Publishes the full blocks a decoding request's KV now holds (prompt and output, up
+  // to `history` - 1) for prefix reuse: a follow-up turn's prompt extends both. Once
+  // per completed block.
+  void PublishDecoded(const sched::Request& request, int64_t history);
   absl::Status Respond();
   void TerminateFinished();
   void FailRequest(sched::Request* request, absl::Status status, bool transfer);
@@ -272,6 +276,7 @@ class Executor {
   std::vector<std::string> step_violations_;
   StepStatsRing stats_ring_;
   StepStats current_;
+  std::vector<int32_t> commit_tokens_;  // PublishDecoded's scratch
 
   mutable absl::Mutex snapshot_mu_;
   ExecutorSnapshot snapshot_ ABSL_GUARDED_BY(snapshot_mu_);

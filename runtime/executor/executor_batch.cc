@@ -257,6 +257,7 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
   r->set_first_token_time(now);
   const size_t before = r->output_tokens().size();
   const sched::AppendResult appended = r->AppendTokens(result.tokens, eos_token_id());
+  if (!e.is_context && config_.scheduler.prefix_reuse) PublishDecoded(*r, info->history);
   stats->generated_tokens += appended.num_appended;
   counters_.generated_tokens += appended.num_appended;
   r->set_draft_tokens(result.next_drafts);
@@ -295,6 +296,29 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
   response.drafts_proposed = r->drafts_proposed();
   response.drafts_accepted = r->drafts_accepted();
   outbox_.push_back(std::move(response));
+}
+
+void Executor::PublishDecoded(const Request& r, int64_t history) {
+  // KV that arrived by transfer is not published (only what this rank computed).
+  if (r.context_source().has_value() && r.num_pauses() == 0) return;
+  // The draft model's KV may lag the target's by one position (model_engine.h): publish
+  // what every pool holds, and only the tokens the request kept.
+  const int64_t n =
+      std::min<int64_t>(history - 1, static_cast<int64_t>(r.prompt().size()) +
+                                         r.num_output_tokens() - 1);
+  bool grows = false;
+  for (const kv::PoolKind pool : {kv::PoolKind::kTarget, kv::PoolKind::kDraft}) {
+    const std::optional<kv::CacheInfo> info = kv_->Info(r.id(), pool);
+    const int64_t tpb = kv_->tokens_per_block(pool);
+    if (info.has_value() && std::min(n, info->history) / tpb * tpb > info->committed) {
+      grows = true;  // a block was completed since the last commit
+    }
+  }
+  if (!grows) return;
+  commit_tokens_.assign(r.prompt().begin(), r.prompt().end());
+  commit_tokens_.insert(commit_tokens_.end(), r.output_tokens().begin(), r.output_tokens().end());
+  commit_tokens_.resize(static_cast<size_t>(n));
+  (void)kv_->Commit(r.id(), commit_tokens_);
 }
 
 }  // namespace lockstep::exec

@@ -122,6 +122,48 @@ absl::Status FakeEngine::CheckDraftPrefill(const ContextChunk& c) {
   return absl::OkStatus();
 }
 
+absl::Status FakeEngine::CheckStepKv(const GenerationStep& g, const SequenceState& state) const {
+  if (!options_.check_kv_contract) return absl::OkStatus();
+  const bool draft = options_.spec_method != spec::Method::kNgram && g.kv.draft_generation != 0;
+  const char* pool = nullptr;
+  int64_t position = 0;
+  if (state.fingerprint != 0 && target_kv_.At(g.kv.blocks, state.history - 1) != state.fingerprint) {
+    pool = "target";
+    position = state.history - 1;
+  } else if (draft && state.draft_fingerprint != 0 &&
+             draft_kv_.At(g.kv.draft_blocks, state.draft_end - 1) != state.draft_fingerprint) {
+    pool = "draft";
+    position = state.draft_end - 1;
+  }
+  if (pool == nullptr) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(
+      "KV contract: request ", g.kv.id.value(), "'s ", pool, " KV at position ", position,
+      " is not what its previous step left (another sequence wrote its blocks?)"));
+}
+
+void FakeEngine::WriteStepKv(const GenerationStep& g, const std::vector<int32_t>& drafts,
+                             int accepted, SequenceState& state) {
+  if (!options_.check_kv_contract) return;
+  const int64_t h = state.history;
+  // The target: the last token and the drafts to verify.
+  std::vector<int32_t> rows = {state.last_token};
+  rows.insert(rows.end(), drafts.begin(), drafts.end());
+  target_kv_.Write(g.kv.blocks, h, rows);
+  state.fingerprint = target_kv_.At(g.kv.blocks, h + accepted);
+  if (options_.spec_method == spec::Method::kNgram || g.kv.draft_generation == 0) return;
+  // The draft model catches up on the confirmed tokens, writing below h + K only.
+  std::vector<int32_t>& confirmed = state.draft_pending;  // from draft_end on
+  confirmed.push_back(state.last_token);
+  confirmed.insert(confirmed.end(), drafts.begin(), drafts.begin() + accepted);
+  const int64_t end = std::min<int64_t>(h + 1 + accepted, h + g.num_draft_tokens);
+  const int64_t n = end - state.draft_end;
+  if (n <= 0) return;
+  draft_kv_.Write(g.kv.draft_blocks, state.draft_end, absl::MakeConstSpan(confirmed).first(n));
+  confirmed.erase(confirmed.begin(), confirmed.begin() + n);
+  state.draft_end = end;
+  state.draft_fingerprint = draft_kv_.At(g.kv.draft_blocks, end - 1);
+}
+
 absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
   for (const kv::BlockRefs& ref : batch.released) {
     auto it = states_.find(ref.id);
@@ -171,6 +213,10 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
       const int32_t first = TargetToken(seed, end);
       r.tokens.push_back(first);
       SequenceState state{c.kv.generation, end, first, fingerprint, {}, {}};
+      if (draft_end > 0) {
+        state.draft_end = end;
+        state.draft_fingerprint = fingerprint;  // CheckDraftPrefill: the same chain
+      }
       if (ngram) {
         state.tokens = c.earlier_tokens;
         state.tokens.insert(state.tokens.end(), c.tokens.begin(), c.tokens.end());
@@ -193,6 +239,7 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
     auto it = states_.find(g.kv.id);
     if (g.seed.has_value()) {
       state = SequenceState{g.kv.generation, g.seed->history, g.seed->last_token, 0, {}, {}};
+      state.draft_end = g.seed->history;
       drafts = g.seed->draft_tokens;
       if (ngram) {
         state.tokens = g.seed->tokens;
@@ -217,17 +264,7 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
       return s;
     }
     if (absl::Status s = claim_writes(g.kv, h, h + 1 + k); !s.ok()) return s;
-    if (options_.check_kv_contract) {
-      if (state.fingerprint != 0 && target_kv_.At(g.kv.blocks, h - 1) != state.fingerprint) {
-        return absl::InternalError(absl::StrCat(
-            "KV contract: request ", g.kv.id.value(), "'s target KV at position ", h - 1,
-            " is not what its previous step left (another sequence wrote its blocks?)"));
-      }
-      // The last token and the drafts to verify.
-      std::vector<int32_t> rows = {state.last_token};
-      rows.insert(rows.end(), drafts.begin(), drafts.end());
-      target_kv_.Write(g.kv.blocks, h, rows);
-    }
+    if (absl::Status s = CheckStepKv(g, state); !s.ok()) return s;
     SequenceResult r;
     r.id = g.kv.id;
     r.generation = g.kv.generation;
@@ -237,9 +274,7 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
     });
     r.num_proposed = static_cast<int>(drafts.size());
     r.num_accepted = verdict.accepted;
-    if (options_.check_kv_contract) {
-      state.fingerprint = target_kv_.At(g.kv.blocks, h + verdict.accepted);
-    }
+    WriteStepKv(g, drafts, verdict.accepted, state);
     state.history = h + 1 + verdict.accepted;
     state.last_token = verdict.bonus;
     state.generation = g.kv.generation;

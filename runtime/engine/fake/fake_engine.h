@@ -85,6 +85,12 @@ class FakeEngine : public ModelEngine {
     // The target KV's fingerprint at history - 1 as this sequence left it (0: unknown,
     // e.g. KV that arrived by transfer).
     uint64_t fingerprint = 0;
+    // The fake draft model's KV: the pool holds [0, draft_end) (fingerprint at
+    // draft_end - 1, 0: unknown); the confirmed tokens at [draft_end, history) wait for
+    // a step that may write there (model_engine.h: at most one).
+    int64_t draft_end = 0;
+    uint64_t draft_fingerprint = 0;
+    std::vector<int32_t> draft_pending;
     // kNgram only: the tokens at [0, history] and the drafts for the next step.
     std::vector<int32_t> tokens;
     std::vector<int32_t> drafts;
@@ -95,6 +101,12 @@ class FakeEngine : public ModelEngine {
   // written); then its draft KV must hold the target's chain at every position up to the
   // chunk's end.
   absl::Status CheckDraftPrefill(const ContextChunk& c);
+  // A generation step of `g` from `state` verifying `drafts`: checks that the pools
+  // hold what the sequence's previous step left. Then (Write) records its KV: the
+  // target rows, and the draft model's catch-up on the confirmed tokens below h + K.
+  absl::Status CheckStepKv(const GenerationStep& g, const SequenceState& state) const;
+  void WriteStepKv(const GenerationStep& g, const std::vector<int32_t>& drafts, int accepted,
+                   SequenceState& state);
   absl::Status CheckCoverage(const kv::BlockRefs& kv, int64_t target_end, int64_t draft_end,
                              int64_t write_start) const;
   void Loop();
