@@ -63,6 +63,17 @@
 
 namespace lockstep::exec {
 
+// One rank of the instance as every rank learns it from the step's load all-gather.
+struct RankView {
+  int64_t active_requests = 0;
+  int64_t active_tokens = 0;   // tokens in flight: its requests' sequence lengths
+  int64_t free_kv_tokens = 0;  // KV a new request could get (free + evictable, tightest pool)
+  // Prefix reuse (cumulative, ExecutorCounters): tokens its new context caches had to
+  // prefill, and of those reused.
+  int64_t context_tokens = 0;
+  int64_t reused_tokens = 0;
+};
+
 // A thread-safe copy of the executor's state, published once per step.
 struct ExecutorSnapshot {
   int64_t step = 0;
@@ -79,6 +90,10 @@ struct ExecutorSnapshot {
   std::vector<int64_t> free_draft_blocks;
   std::vector<int64_t> used_target_blocks;
   std::vector<int64_t> used_draft_blocks;
+  // Every rank's load and prefix reuse (index: rank), and how unevenly the tokens in
+  // flight were spread over them (sched::TokenImbalance), at the last step.
+  std::vector<RankView> ranks;
+  double token_imbalance = 1.0;
   // This rank's counters, and the instance's: per-rank counters summed over every rank
   // (as of the step's load all-gather), the others as on this rank.
   ExecutorCounters instance_counters;
@@ -263,6 +278,7 @@ class Executor {
   std::vector<int64_t> free_draft_blocks_;
   std::vector<int64_t> used_target_blocks_;
   std::vector<int64_t> used_draft_blocks_;
+  std::vector<RankView> rank_views_;
   ExecutorCounters instance_counters_;
   // Generation-only requests with blocks allocated, waiting to start their receive:
   // (request id, the step that allocated the blocks).

@@ -52,6 +52,9 @@ struct StepStats {
   int32_t drafts_accepted = 0;
   int32_t free_blocks = 0;
   int32_t free_draft_blocks = 0;
+  // Tokens in flight on the busiest rank over the mean of the instance's ranks, at the
+  // step's load all-gather (1: balanced or idle).
+  double token_imbalance = 1.0;
   absl::Duration step_time;
 };
 
