@@ -34,6 +34,7 @@ class KvManager::Impl {
   uint64_t next_generation = 1;
   int64_t stale_updates = 0;
   int64_t reused_tokens = 0;
+  int64_t mirror_reused_tokens = 0;
   // The executor thread, bound on first use; checked by every mutator.
   ThreadChecker thread_checker;
 
@@ -85,8 +86,7 @@ absl::StatusOr<std::unique_ptr<KvManager>> KvManager::Create(const KvManagerConf
         .name = "draft",
         .config = config.draft,
         .reserved_blocks = ReservedBlocks(config.draft, config.dummy_reserved_tokens),
-        .dummy_id = kDummyId,
-        .prefix_reuse = config.draft_mode == DraftMode::kPaired};
+        .dummy_id = kDummyId};
     ASSIGN_OR_RETURN(impl->pools[1], KvPool::Create(draft, allocator));
   }
   return std::unique_ptr<KvManager>(new KvManager(std::move(impl)));
@@ -115,7 +115,7 @@ absl::StatusOr<int64_t> KvManager::CreateCache(RequestId id, absl::Span<const in
   return reused;
 }
 
-absl::Status KvManager::AdmitMirror(RequestId id) {
+absl::Status KvManager::AdmitMirror(RequestId id, absl::Span<const int32_t> prompt) {
   Impl& m = *impl_;
   LOCKSTEP_DCHECK(m.thread_checker.IsOnOwnerThread());
   if (!m.unpaired()) {
@@ -123,15 +123,26 @@ absl::Status KvManager::AdmitMirror(RequestId id) {
         absl::StrCat("AdmitMirror needs an unpaired draft pool; draft mode is ",
                      DraftModeName(m.config.draft_mode)));
   }
-  if (m.target().Find(id) == nullptr) {
+  const KvCache* target = m.target().Find(id);
+  if (target == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("request ", id.value(), " has no target cache to mirror"));
   }
   if (KvCache* mirror = m.draft()->Find(id)) {
     mirror->set_status(CacheStatus::kActive);
-  } else {
-    m.draft()->CreateCache(id, m.next_generation++, {}, 0);
+    return absl::OkStatus();
   }
+  // A new mirror reuses its own pool's committed prefix of the prompt, never past the
+  // target's history: the draft then computes [reused, target history) itself, into
+  // blocks of its own (it never writes a shared block).
+  int64_t reused_blocks = 0;
+  if (id != kDummyId && prompt.size() >= 2) {
+    const int64_t limit = std::min<int64_t>(target->history(), prompt.size() - 1);
+    reused_blocks = m.draft()->ProbeBlocks(prompt.first(static_cast<size_t>(limit)),
+                                           limit / m.draft()->tokens_per_block());
+  }
+  m.draft()->CreateCache(id, m.next_generation++, prompt, reused_blocks);
+  m.mirror_reused_tokens += reused_blocks * m.draft()->tokens_per_block();
   return absl::OkStatus();
 }
 
@@ -231,7 +242,9 @@ absl::Status KvManager::Commit(RequestId id, absl::Span<const int32_t> tokens) {
     return absl::NotFoundError(absl::StrCat("request ", id.value(), " has no target cache"));
   }
   m.target().Commit(*cache, tokens);
-  if (m.paired()) {
+  // A paired draft cache and an unpaired mirror publish the same tokens, up to their
+  // own history.
+  if (m.draft() != nullptr) {
     if (KvCache* draft = m.draft()->Find(id)) m.draft()->Commit(*draft, tokens);
   }
   return absl::OkStatus();
@@ -315,6 +328,7 @@ ManagerStats KvManager::Stats() const {
   }
   stats.stale_updates = impl_->stale_updates;
   stats.reused_tokens = impl_->reused_tokens;
+  stats.mirror_reused_tokens = impl_->mirror_reused_tokens;
   return stats;
 }
 

@@ -4,7 +4,10 @@
 // Pools. The target pool always exists. The draft pool is absent, *paired* (every
 // target resize is applied to the draft cache of the same id atomically: if the draft
 // side fails, the target is rolled back), or *unpaired* (the draft cache of a request
-// is a *mirror* created at capacity 0 by AdmitMirror and sized on its own).
+// is a *mirror* created at capacity 0 by AdmitMirror and sized on its own). Every pool
+// has its own radix tree of committed blocks (prefix reuse): a paired draft cache reuses
+// together with its target (the prefix committed in both), a mirror reuses on its own,
+// never more than its target.
 //
 // One release path. `Release(id)` frees `id` in every pool that holds it. There is no
 // per-pool free in this API, so a rollback can never leave a cache behind in a pool
@@ -78,9 +81,14 @@ class KvManager {
   absl::StatusOr<int64_t> CreateCache(RequestId id, absl::Span<const int32_t> prompt = {});
 
   // Unpaired draft pool only: creates the draft mirror of `id` at capacity 0, or
-  // resumes it if it exists. FailedPrecondition without an unpaired draft pool;
-  // NotFound when `id` has no target cache.
-  absl::Status AdmitMirror(RequestId id);
+  // resumes it if it exists. A new mirror given the `prompt` its target cache was
+  // created with (prefix reuse on, not the dummy) reuses the longest prefix of it that
+  // the draft pool has committed, at most the target's history: then committed =
+  // history = capacity = that length (Info tells it), and the draft model computes the
+  // rest of the target's history itself before the mirror's next chunk (its KV for
+  // [reused, target history) goes into blocks of its own). FailedPrecondition without
+  // an unpaired draft pool; NotFound when `id` has no target cache.
+  absl::Status AdmitMirror(RequestId id, absl::Span<const int32_t> prompt = {});
 
   // ---- Sizing. ----
 
@@ -123,16 +131,19 @@ class KvManager {
 
   // ---- Prefix reuse. ----
 
-  // Publishes the full blocks of `id`'s target (and paired draft) cache covering
-  // `tokens[0, n)` where n = min(tokens.size(), history), to the radix tree; raises
-  // `committed` to the last full block boundary <= n. `tokens` are the sequence's tokens
-  // from position 0. A block whose prefix another block already published stays
-  // private, and so do the cache's later blocks. With reuse off, for the dummy and for
-  // an unpaired mirror only `committed` moves. NotFound when `id` has no target cache.
+  // Publishes the full blocks of `id`'s target cache and of its draft cache (paired, or
+  // an unpaired mirror) covering `tokens[0, n)` where n = min(tokens.size(), that
+  // cache's history), to its pool's radix tree; raises `committed` to the last full
+  // block boundary <= n. `tokens` are the sequence's tokens from position 0; the caller
+  // publishes only KV that is computed in every pool. A block whose prefix another
+  // block already published stays private, and so do the cache's later blocks (a
+  // concurrent request with the same prefix: the first to commit publishes it, for
+  // every request created after). With reuse off and for the dummy only `committed`
+  // moves. NotFound when `id` has no target cache.
   absl::Status Commit(RequestId id, absl::Span<const int32_t> tokens);
 
-  // Read-only probe: how many tokens of `prompt` (minus its last token) a new cache
-  // would reuse.
+  // Read-only probe: how many tokens of `prompt` (minus its last token) a new target
+  // cache would reuse (an unpaired mirror's own reuse is not part of it).
   int64_t ProbePrefix(absl::Span<const int32_t> prompt) const;
 
   // ---- Queries. ----

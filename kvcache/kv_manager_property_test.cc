@@ -1,8 +1,9 @@
 // Randomized property test: random operations on a KvManager, checked op by op against
 // a plain reference model (lengths, statuses, generations, stale counts, the outcome of
 // every call), with Audit clean after each operation. KV content is checked too: every
-// computed position holds its token (written into the K slot), so a block shared or
-// reused by mistake shows up as a wrong token.
+// computed position holds its token (written into the K slot) in the target pool and in
+// the draft pool (paired, or an unpaired mirror, which reuses from its own tree), so a
+// block shared or reused by mistake shows up as a wrong token.
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
@@ -87,6 +88,7 @@ class Harness {
     return it == outcomes_.end() ? 0 : it->second;
   }
   int64_t stale() const { return stale_; }
+  int64_t mirror_reused() const { return mirror_reused_; }
   int applied() const { return applied_; }
   const KvManager& manager() const { return *m_; }
   const std::string& last_op() const { return op_; }
@@ -133,9 +135,7 @@ class Harness {
       ExpectInfo(id, PoolKind::kTarget, r.target);
       if (r.draft) ExpectInfo(id, PoolKind::kDraft, *r.draft);
       ExpectContent(id, PoolKind::kTarget, r.tokens, r.target.history);
-      if (v_.mode == DraftMode::kPaired) {
-        ExpectContent(id, PoolKind::kDraft, r.tokens, r.target.history);
-      }
+      if (r.draft) ExpectContent(id, PoolKind::kDraft, r.tokens, r.draft->history);
     }
     const ManagerStats stats = m_->Stats();
     EXPECT_EQ(stats.stale_updates, stale_);
@@ -177,12 +177,13 @@ class Harness {
            static_cast<size_t>(block.value()) * layout.BlockElements() +
            layout.Offset(0, 0, 0, static_cast<int>(position % layout.tokens_per_block));
   }
-  // "Computes" KV for positions [from, to): writes each token into its K slot.
-  void ComputeKv(RequestId id, ModelRequest& r, int64_t from, int64_t to) {
+  // "Computes" KV for positions [from, to) in `pool` (and a paired draft with its
+  // target): writes each token into its K slot.
+  void ComputeKv(RequestId id, ModelRequest& r, PoolKind pool, int64_t from, int64_t to) {
     while (static_cast<int64_t>(r.tokens.size()) < to) r.tokens.push_back(Uniform(0, 999));
-    for (PoolKind pool : {PoolKind::kTarget, PoolKind::kDraft}) {
-      if (pool == PoolKind::kDraft && v_.mode != DraftMode::kPaired) continue;
-      for (int64_t p = from; p < to; ++p) *Slot(id, pool, p) = static_cast<float>(r.tokens[p]);
+    for (PoolKind p : {PoolKind::kTarget, PoolKind::kDraft}) {
+      if (p != pool && !(p == PoolKind::kDraft && v_.mode == DraftMode::kPaired)) continue;
+      for (int64_t i = from; i < to; ++i) *Slot(id, p, i) = static_cast<float>(r.tokens[i]);
     }
   }
   void ExpectContent(RequestId id, PoolKind pool, const std::vector<int32_t>& tokens,
@@ -319,14 +320,18 @@ class Harness {
       c->capacity = capacity.value_or(c->capacity);
       c->history = history.value_or(c->history);
     }
-    if (pool == PoolKind::kTarget) ComputeKv(id, r, old_history, r.target.history);
+    ComputeKv(id, r, pool, old_history, caches[0]->history);
   }
 
+  // Admits a mirror, half the time with the request's tokens (a new mirror may then
+  // reuse its own pool's committed prefix, never beyond its target's history).
   void AdmitMirror() {
     const RequestId id = PickId();
-    op_ = absl::StrCat("AdmitMirror(", id.value(), ")");
-    const absl::Status got = m_->AdmitMirror(id);
     ModelRequest* r = Find(id);
+    const bool with_prompt = r != nullptr && Chance(50);
+    const std::vector<int32_t> prompt = with_prompt ? r->tokens : std::vector<int32_t>();
+    op_ = absl::StrCat("AdmitMirror(", id.value(), ", ", prompt.size(), " tokens)");
+    const absl::Status got = m_->AdmitMirror(id, prompt);
     if (v_.mode != DraftMode::kUnpaired) {
       ExpectCode(got, absl::StatusCode::kFailedPrecondition);
     } else if (r == nullptr) {
@@ -335,9 +340,22 @@ class Harness {
       ExpectCode(got, absl::StatusCode::kOk);
       if (r->draft) {
         r->draft->status = CacheStatus::kActive;
-      } else {
-        r->draft = ModelCache{.generation = next_generation_++};
+        return;
       }
+      const std::optional<CacheInfo> info = m_->Info(id, PoolKind::kDraft);
+      ASSERT_TRUE(info.has_value());
+      const int64_t reused = info->history;
+      if (!with_prompt || !v_.reuse || id == m_->dummy_id()) EXPECT_EQ(reused, 0);
+      EXPECT_LE(reused, r->target.history);
+      EXPECT_LE(reused, std::max<int64_t>(0, static_cast<int64_t>(prompt.size()) - 1));
+      EXPECT_EQ(reused % v_.draft_tpb, 0);
+      mirror_reused_ += reused;
+      r->draft = ModelCache{.generation = next_generation_++,
+                            .committed = reused,
+                            .history = reused,
+                            .capacity = reused};
+      // Reused KV holds exactly the request's tokens.
+      ExpectContent(id, PoolKind::kDraft, r->tokens, reused);
     }
   }
 
@@ -408,8 +426,9 @@ class Harness {
     ExpectCode(got, absl::StatusCode::kOk);
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(tokens.size()), r->target.history);
     r->target.committed = std::max(r->target.committed, n / v_.target_tpb * v_.target_tpb);
-    if (v_.mode == DraftMode::kPaired) {
-      r->draft->committed = std::max(r->draft->committed, n / v_.draft_tpb * v_.draft_tpb);
+    if (r->draft) {  // paired, or an unpaired mirror: up to its own history
+      const int64_t d = std::min<int64_t>(static_cast<int64_t>(tokens.size()), r->draft->history);
+      r->draft->committed = std::max(r->draft->committed, d / v_.draft_tpb * v_.draft_tpb);
     }
   }
 
@@ -465,6 +484,7 @@ class Harness {
   std::vector<CacheUpdate> recorded_;
   uint64_t next_generation_ = 1;
   int64_t stale_ = 0;
+  int64_t mirror_reused_ = 0;
   std::string op_;
   std::string next_message_;
   std::map<absl::StatusCode, int> outcomes_;
@@ -493,7 +513,8 @@ TEST_P(KvManagerPropertyTest, RandomOperationsMatchTheModelAndAuditClean) {
             << h.outcomes(absl::StatusCode::kNotFound) << ", precondition "
             << h.outcomes(absl::StatusCode::kFailedPrecondition) << ", stale " << h.stale()
             << ", applied updates " << h.applied() << ", reused tokens " << stats.reused_tokens
-            << ", evicted blocks " << stats.evicted_blocks << "\n";
+            << ", mirror reused tokens " << stats.mirror_reused_tokens << ", evicted blocks "
+            << stats.evicted_blocks << "\n";
   EXPECT_GT(h.outcomes(absl::StatusCode::kOk), GetParam().ops / 10);
   EXPECT_GT(h.outcomes(absl::StatusCode::kInvalidArgument), 0);
   EXPECT_GT(h.outcomes(absl::StatusCode::kResourceExhausted), 0);
@@ -501,9 +522,11 @@ TEST_P(KvManagerPropertyTest, RandomOperationsMatchTheModelAndAuditClean) {
   EXPECT_GT(h.outcomes(absl::StatusCode::kFailedPrecondition), 0);
   EXPECT_GT(h.stale(), 0);
   EXPECT_GT(h.applied(), 0);
+  EXPECT_EQ(stats.mirror_reused_tokens, h.mirror_reused());
   if (GetParam().reuse) {
     EXPECT_GT(stats.reused_tokens, 0);
     EXPECT_GT(stats.evicted_blocks, 0);
+    if (GetParam().mode == DraftMode::kUnpaired) EXPECT_GT(stats.mirror_reused_tokens, 0);
   }
 }
 

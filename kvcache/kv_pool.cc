@@ -24,7 +24,7 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const Options& options,
 
 KvPool::KvPool(const Options& options, std::unique_ptr<BlockPool> blocks)
     : name_(options.name),
-      prefix_reuse_(options.prefix_reuse && options.config.enable_prefix_reuse),
+      prefix_reuse_(options.config.enable_prefix_reuse),
       dummy_id_(options.dummy_id),
       blocks_(std::move(blocks)),
       tree_(blocks_->num_blocks(), blocks_->layout().tokens_per_block, options.config.reuse_salt,

@@ -48,8 +48,6 @@ class KvPool {
     // Blocks set aside for the dummy (the highest block ids).
     int32_t reserved_blocks = 0;
     RequestId dummy_id{-1};
-    // False for an unpaired draft pool: mirrors never reuse nor publish.
-    bool prefix_reuse = true;
     BlockHasher hasher = &BlockHash;
   };
 

@@ -87,9 +87,10 @@ struct PoolStats {
 struct ManagerStats {
   PoolStats target;
   std::optional<PoolStats> draft;
-  int64_t stale_updates = 0;   // ApplyUpdate calls that returned kStale
-  int64_t reused_tokens = 0;   // prefix tokens reused by CreateCache
-  int64_t evicted_blocks = 0;  // radix-tree blocks evicted to satisfy growth
+  int64_t stale_updates = 0;         // ApplyUpdate calls that returned kStale
+  int64_t reused_tokens = 0;         // prefix tokens reused by CreateCache
+  int64_t mirror_reused_tokens = 0;  // prefix tokens unpaired mirrors reused (AdmitMirror)
+  int64_t evicted_blocks = 0;        // radix-tree blocks evicted (every pool) for growth
 };
 
 }  // namespace lockstep::kv

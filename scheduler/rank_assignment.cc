@@ -2,9 +2,22 @@
 
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 #include <utility>
 
 namespace lockstep::sched {
+namespace {
+
+// `load` after a request of `prompt` tokens was assigned to it.
+void Add(RankLoad& load, int64_t prompt) {
+  load.active_requests += 1;
+  load.active_tokens += prompt;
+  if (load.free_kv_tokens != RankLoad::kUnknown) {
+    load.free_kv_tokens = std::max<int64_t>(0, load.free_kv_tokens - prompt);
+  }
+}
+
+}  // namespace
 
 RankAssignment AssignRanks(absl::Span<const RankLoad> loads,
                            absl::Span<const NewRequest> new_requests, int64_t per_rank_cap) {
@@ -37,8 +50,7 @@ RankAssignment AssignRanks(absl::Span<const RankLoad> loads,
     }
     if (*pin >= 0 && *pin < num_ranks && load[*pin].active_requests < per_rank_cap) {
       out.rank_of[i] = *pin;
-      load[*pin].active_requests += 1;
-      load[*pin].active_tokens += new_requests[i].prompt_tokens;
+      Add(load[*pin], new_requests[i].prompt_tokens);
     }
   }
   // Then hinted requests, in leader order; a hint to a full rank is dropped.
@@ -49,8 +61,7 @@ RankAssignment AssignRanks(absl::Span<const RankLoad> loads,
     if (hint.has_value() && *hint >= 0 && *hint < num_ranks &&
         load[*hint].active_requests < per_rank_cap) {
       out.rank_of[i] = *hint;
-      load[*hint].active_requests += 1;
-      load[*hint].active_tokens += new_requests[i].prompt_tokens;
+      Add(load[*hint], new_requests[i].prompt_tokens);
     } else {
       unhinted.push_back(i);
     }
@@ -67,19 +78,20 @@ RankAssignment AssignRanks(absl::Span<const RankLoad> loads,
     return new_requests[a].prompt_tokens > new_requests[b].prompt_tokens;
   });
   for (int32_t i : unpinned) {
+    const int64_t prompt = new_requests[i].prompt_tokens;
+    // Lexicographic preference; ties keep the lower rank id (scanned first).
+    auto key = [&](int r) {
+      return std::make_tuple(load[r].free_kv_tokens < prompt, load[r].active_tokens,
+                             -load[r].free_kv_tokens, load[r].active_requests);
+    };
     int best = -1;
     for (int r = 0; r < num_ranks; ++r) {
       if (load[r].active_requests >= out.expected_per_rank) continue;
-      if (best < 0 || load[r].active_tokens < load[best].active_tokens ||
-          (load[r].active_tokens == load[best].active_tokens &&
-           load[r].active_requests < load[best].active_requests)) {
-        best = r;  // ties keep the lower rank id (scanned first)
-      }
+      if (best < 0 || key(r) < key(best)) best = r;
     }
     if (best < 0) continue;
     out.rank_of[i] = best;
-    load[best].active_requests += 1;
-    load[best].active_tokens += new_requests[i].prompt_tokens;
+    Add(load[best], prompt);
   }
 
   // 4. Everything unassigned stays queued, in leader order.
@@ -87,6 +99,17 @@ RankAssignment AssignRanks(absl::Span<const RankLoad> loads,
     if (out.rank_of[i] < 0) out.queued.push_back(i);
   }
   return out;
+}
+
+double TokenImbalance(absl::Span<const RankLoad> loads) {
+  int64_t total = 0;
+  int64_t most = 0;
+  for (const RankLoad& l : loads) {
+    total += l.active_tokens;
+    most = std::max(most, l.active_tokens);
+  }
+  if (total <= 0) return 1.0;
+  return static_cast<double>(most) * static_cast<double>(loads.size()) / static_cast<double>(total);
 }
 
 }  // namespace lockstep::sched

@@ -83,6 +83,36 @@ TEST(RankAssignmentTest, RankHintsAreHonouredBelowTheCap) {
   EXPECT_THAT(b.rank_of, ElementsAre(1, 0));
 }
 
+TEST(RankAssignmentTest, APromptGoesWhereItsKvFits) {
+  // Rank 0 has the fewest tokens in flight but not the KV for 200 tokens.
+  const std::vector<RankLoad> loads = {{1, 10, 50}, {1, 100, 1000}, {1, 90, 150}};
+  EXPECT_THAT(AssignRanks(loads, Prompts({200}), 8).rank_of, ElementsAre(1));
+  // Where no rank holds it, tokens in flight decide.
+  EXPECT_THAT(AssignRanks(loads, Prompts({5000}), 8).rank_of, ElementsAre(0));
+}
+
+TEST(RankAssignmentTest, FreeKvBreaksTiesOfTokensInFlight) {
+  const std::vector<RankLoad> loads = {{1, 50, 100}, {1, 50, 400}, {1, 60, 4000}};
+  EXPECT_THAT(AssignRanks(loads, Prompts({10}), 8).rank_of, ElementsAre(1));
+}
+
+TEST(RankAssignmentTest, EachAssignmentTakesItsPromptFromTheFreeKv) {
+  // A (300) fits rank 0 best; then rank 0 has 50 tokens of KV left, so B (100) goes to
+  // rank 1 although rank 0 has fewer tokens in flight.
+  const std::vector<RankLoad> loads = {{0, 0, 350}, {3, 400, 2000}, {4, 9000, 0}};
+  const RankAssignment a = AssignRanks(loads, Prompts({300, 100}), 8);
+  EXPECT_EQ(a.expected_per_rank, 4);  // rank 2 is at it
+  EXPECT_THAT(a.rank_of, ElementsAre(0, 1));
+}
+
+TEST(RankAssignmentTest, TokenImbalanceIsTheLargestOverTheMean) {
+  EXPECT_DOUBLE_EQ(TokenImbalance(std::vector<RankLoad>{{1, 100}, {1, 100}}), 1.0);
+  EXPECT_DOUBLE_EQ(TokenImbalance(std::vector<RankLoad>{{1, 300}, {1, 100}}), 1.5);
+  EXPECT_DOUBLE_EQ(TokenImbalance(std::vector<RankLoad>{{2, 90}, {0, 0}, {0, 0}}), 3.0);
+  EXPECT_DOUBLE_EQ(TokenImbalance(std::vector<RankLoad>{{0, 0}, {0, 0}}), 1.0);  // idle
+  EXPECT_DOUBLE_EQ(TokenImbalance({}), 1.0);
+}
+
 TEST(RankAssignmentTest, NoRanksQueuesEverything) {
   const RankAssignment a = AssignRanks({}, Prompts({1, 2}), 4);
   EXPECT_THAT(a.queued, ElementsAre(0, 1));
@@ -101,6 +131,7 @@ TEST(RankAssignmentTest, RandomizedProperties) {
     for (RankLoad& l : loads) {
       l.active_requests = static_cast<int64_t>(rng() % (cap + 1));
       l.active_tokens = l.active_requests * static_cast<int64_t>(rng() % 200);
+      if (rng() % 2 == 0) l.free_kv_tokens = static_cast<int64_t>(rng() % 2000);
     }
     std::vector<NewRequest> reqs;
     const int n = static_cast<int>(rng() % 40);

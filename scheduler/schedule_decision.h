@@ -15,8 +15,16 @@ struct ScheduledChunk {
   int64_t position = 0;    // first token of the chunk (after prefix reuse)
   int64_t num_tokens = 0;  // chunk length
   bool last_chunk = false;
-  // KV granted for it (and, for a last chunk, the drafts it proposes).
+  // KV granted for it (and, for a last chunk, the drafts it proposes). An unpaired
+  // mirror's capacity covers [draft_position, position) too.
   spec::Grant grant;
+  // The draft KV is valid below this position (<= position): the first chunk of a new
+  // cache whose unpaired mirror reused less than the target prefills
+  // [draft_position, position) in the draft model first. -1: at `position`.
+  int64_t draft_position = -1;
+  int64_t draft_gap() const { return draft_position < 0 ? 0 : position - draft_position; }
+  // The first chunk of a cache created this pass (position = the prefix it reused).
+  bool new_cache = false;
 };
 
 struct ScheduleDecision {

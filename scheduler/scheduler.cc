@@ -38,10 +38,6 @@ int32_t Scheduler::DraftTokensFor(const Request& request) const {
   return std::min<int32_t>(request.dynamic_k().k(), config_.num_draft_tokens);
 }
 
-bool Scheduler::UseReuse() const {
-  return config_.prefix_reuse && kv_->config().draft_mode != kv::DraftMode::kUnpaired;
-}
-
 int64_t Scheduler::CountSchedulable(absl::Span<Request* const> active) {
   int64_t n = 0;
   for (const Request* r : active) {
@@ -66,18 +62,20 @@ bool UnpairedDraft(const kv::KvManager& kv, const SchedulerConfig& config) {
 }
 
 // Grows the target cache of `request` to `target_cap` (a paired draft follows) and, with
-// an unpaired draft pool, its mirror to `draft_cap` (admitting the mirror first). All or
+// an unpaired draft pool, its mirror to `draft_cap` (admitting the mirror first; a new
+// mirror of a cache just created from `prompt` reuses its own prefix of it). All or
 // nothing; what succeeded is recorded in `rollback`.
 // `old_target` is the target capacity now.
 bool GrowCaches(kv::KvManager& kv, const SchedulerConfig& config, RequestId id, int64_t old_target,
-                int64_t target_cap, int64_t draft_cap, Rollback* rollback) {
+                int64_t target_cap, int64_t draft_cap, Rollback* rollback,
+                absl::Span<const int32_t> prompt = {}) {
   if (target_cap > old_target) {
     if (!kv.Resize(id, kv::PoolKind::kTarget, target_cap, std::nullopt).ok()) return false;
   }
   if (UnpairedDraft(kv, config)) {
     // A mirror admitted for a live request stays with it (it is released with the
     // request); one admitted for a cache created this step goes with that cache.
-    const bool admitted = kv.AdmitMirror(id).ok();
+    const bool admitted = kv.AdmitMirror(id, prompt).ok();
     const std::optional<kv::CacheInfo> draft = kv.Info(id, kv::PoolKind::kDraft);
     const bool grown = admitted && draft.has_value() &&
                        (draft_cap <= draft->capacity ||
@@ -214,13 +212,14 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
     const RequestId id = r->id();
     int64_t position = r->context_position();
     bool created = false;
+    const absl::Span<const int32_t> reuse_from =
+        config_.prefix_reuse ? absl::Span<const int32_t>(r->context_tokens())
+                             : absl::Span<const int32_t>();
     if (const std::optional<kv::CacheInfo> info = kv_->Info(id, kv::PoolKind::kTarget)) {
       // A cache kept from a step that did not schedule it may hold a reused prefix.
       position = std::max(position, info->history);
     } else {
-      absl::StatusOr<int64_t> reused =
-          kv_->CreateCache(id, UseReuse() ? absl::Span<const int32_t>(r->context_tokens())
-                                          : absl::Span<const int32_t>());
+      absl::StatusOr<int64_t> reused = kv_->CreateCache(id, reuse_from);
       if (!reused.ok()) break;
       rollback->RecordCreate(id);
       created = true;
@@ -237,7 +236,8 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
     const int64_t draft_cap = position + std::max(grant.draft_tokens, grant.target_tokens);
     auto grow = [&] {
       return GrowCaches(*kv_, config_, id, kv_->Info(id, kv::PoolKind::kTarget)->capacity,
-                        target_cap, draft_cap, rollback);
+                        target_cap, draft_cap, rollback,
+                        created ? reuse_from : absl::Span<const int32_t>());
     };
     bool grown = grow();
     if (!grown) {
@@ -255,7 +255,13 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
       }
       break;  // strict FCFS: nobody younger jumps ahead of this request
     }
-    decision.context.push_back({r, position, chunk, last, grant});
+    // A new mirror may have reused less than its target: the draft catches up first.
+    int64_t draft_position = -1;
+    if (created) {
+      const std::optional<kv::CacheInfo> draft = kv_->Info(id, kv::PoolKind::kDraft);
+      if (draft.has_value() && draft->history < position) draft_position = draft->history;
+    }
+    decision.context.push_back({r, position, chunk, last, grant, draft_position, created});
     decision.num_tokens += chunk;
   }
 

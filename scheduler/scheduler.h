@@ -4,7 +4,10 @@
 //     tokens in the target pool and, with speculation, in the draft pool (an unpaired
 //     draft mirror is admitted here, so its creation is covered by the same rollback).
 //  2. Then prefill chunks, first-come-first-served, chunked by `chunk_size` and the
-//     token budget; a new context cache reuses its longest committed prefix.
+//     token budget; a new context cache reuses its longest committed prefix (with every
+//     draft pool: a paired draft cache reuses with it; an unpaired mirror reuses its
+//     own, possibly shorter prefix, and the chunk's draft_position says where the draft
+//     model starts).
 //  3. Then KV for generation-only requests waiting for their transfer (the prompt's
 //     blocks in every pool); these become `transfer_receives`.
 //
@@ -86,7 +89,6 @@ class Scheduler {
   bool MakeRoom(const Request* requester, absl::Span<Request* const> active,
                 ScheduleDecision* decision, Fits fits);
   void Pause(Request* request, ScheduleDecision* decision);
-  bool UseReuse() const;
 
   SchedulerConfig config_;
   kv::KvManager* kv_;

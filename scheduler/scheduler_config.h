@@ -40,9 +40,9 @@ struct SchedulerConfig {
   // K per request and step from its acceptance rate (spec::DynamicK), at most
   // num_draft_tokens; the KV grant follows it.
   bool dynamic_draft_tokens = false;
-  // Reuse committed prefixes for new context caches (only without an unpaired draft
-  // pool: a mirror has no prefix to reuse, and the draft must prefill what the target
-  // prefills).
+  // Reuse committed prefixes for new context caches, in every draft mode: a paired
+  // draft cache reuses the prefix committed in both pools; an unpaired mirror reuses
+  // its own pool's prefix (at most the target's) and the draft model prefills the rest.
   bool prefix_reuse = true;
   DummyPolicy dummy_policy = DummyPolicy::kReserved;
 

@@ -180,7 +180,8 @@ struct KvSettings {
   double free_memory_fraction = 0.9;
   // Draft pool size per rank, in blocks (used when executor.draft_pool is not none).
   int64_t draft_num_blocks = 1024;
-  // Publish full blocks and reuse matching prompt prefixes.
+  // Publish full blocks and reuse matching prompt prefixes (in every draft mode: a
+  // paired draft pool reuses with the target, an unpaired one from its own tree).
   bool prefix_reuse = true;
 };
 

@@ -15,6 +15,18 @@ absl::Status BadRequest(const kv::BlockRefs& kv, absl::string_view problem) {
                                                  kv.generation, "): ", problem));
 }
 
+// Every token of `tokens` (named `what` in the error) is in the vocabulary.
+absl::Status CheckVocabulary(const kv::BlockRefs& kv, const std::vector<int32_t>& tokens,
+                             int32_t vocab_size, absl::string_view what) {
+  for (int32_t token : tokens) {
+    if (token < 0 || token >= vocab_size) {
+      return BadRequest(
+          kv, absl::StrCat(what, " ", token, " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 BatchRunner::BatchRunner(const ForwardModel* target, KvPoolView target_pool, spec::Drafter* drafter,
@@ -97,12 +109,7 @@ absl::Status BatchRunner::PlanContext(const ContextChunk& chunk, SeqWork& work) 
   const ModelConfig& config = target_->config();
   const int64_t n = static_cast<int64_t>(chunk.tokens.size());
   if (n == 0) return BadRequest(chunk.kv, "empty context chunk");
-  for (int32_t token : chunk.tokens) {
-    if (token < 0 || token >= config.vocab_size) {
-      return BadRequest(chunk.kv, absl::StrCat("token ", token, " is outside the vocabulary [0, ",
-                                               config.vocab_size, ")"));
-    }
-  }
+  RETURN_IF_ERROR(CheckVocabulary(chunk.kv, chunk.tokens, config.vocab_size, "token"));
   if (chunk.position < 0 || chunk.position + n > config.max_position) {
     return BadRequest(chunk.kv,
                       absl::StrCat("chunk [", chunk.position, ", ", chunk.position + n,
@@ -113,6 +120,12 @@ absl::Status BatchRunner::PlanContext(const ContextChunk& chunk, SeqWork& work) 
   if (work.draft_kv) {
     RETURN_IF_ERROR(
         CheckCoverage(work, chunk.kv.draft_blocks, draft_pool_, chunk.position + n, "draft"));
+    if (static_cast<int64_t>(chunk.draft_prefix.size()) > chunk.position) {
+      return BadRequest(chunk.kv, absl::StrCat("a draft prefix of ", chunk.draft_prefix.size(),
+                                               " tokens before position ", chunk.position));
+    }
+    RETURN_IF_ERROR(
+        CheckVocabulary(chunk.kv, chunk.draft_prefix, config.vocab_size, "draft prefix token"));
   }
   work.sampling = &chunk.sampling;
   work.start = chunk.position;
@@ -143,15 +156,8 @@ absl::Status BatchRunner::PlanGeneration(const GenerationStep& step, SeqWork& wo
   }
   work.verify = std::clamp(step.num_draft_tokens, 0, static_cast<int>(work.drafts.size()));
   work.drafts.resize(work.verify);
-  if (work.last_token < 0 || work.last_token >= config.vocab_size) {
-    return BadRequest(step.kv,
-                      absl::StrCat("last token ", work.last_token, " is outside the vocabulary"));
-  }
-  for (int32_t token : work.drafts) {
-    if (token < 0 || token >= config.vocab_size) {
-      return BadRequest(step.kv, absl::StrCat("draft token ", token, " is outside the vocabulary"));
-    }
-  }
+  RETURN_IF_ERROR(CheckVocabulary(step.kv, {work.last_token}, config.vocab_size, "last token"));
+  RETURN_IF_ERROR(CheckVocabulary(step.kv, work.drafts, config.vocab_size, "draft token"));
   const int64_t end = work.start + 1 + work.verify;
   if (work.start < 0 || end > config.max_position) {
     return BadRequest(step.kv, absl::StrCat("positions [", work.start, ", ", end,
@@ -333,14 +339,18 @@ absl::Status BatchRunner::Drafts(const Batch& batch, bool empty) {
       // Every sequence with draft KV, with the tokens from `start` on.
       if (!work.draft_kv) continue;
       std::vector<int32_t>& tokens = work.confirmed;
+      query.first_position = work.start;
       if (work.context) {
-        tokens = batch.context[work.index].tokens;
+        // The draft first catches up on the tokens its pool lacks before the chunk.
+        const ContextChunk& chunk = batch.context[work.index];
+        tokens = chunk.draft_prefix;
+        tokens.insert(tokens.end(), chunk.tokens.begin(), chunk.tokens.end());
+        query.first_position -= static_cast<int64_t>(chunk.draft_prefix.size());
       } else {
         tokens.assign(1, work.last_token);
       }
       tokens.insert(tokens.end(), work.tokens.begin(), work.tokens.end());
       query.tokens = tokens;
-      query.first_position = work.start;
       query.ends_with_sampled = !work.tokens.empty();
       query.kv_generation = work.kv->draft_generation;
       query.kv_blocks = work.kv->draft_blocks;

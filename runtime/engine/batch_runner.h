@@ -26,7 +26,7 @@
 // Draft KV (model_engine.h, KV contract): the runner checks each sequence's draft
 // block table and hands the drafter its grant (kv_limit: a step from history h with K
 // drafts may write the draft pool only below h + K; a context chunk only inside the
-// chunk); the drafter keeps what lies beyond in its per-sequence state
+// chunk and the draft prefix before it); the drafter keeps what lies beyond in its per-sequence state
 // (draft_model_drafter.h).
 //
 // Thread-compatible: owned by the engine thread.

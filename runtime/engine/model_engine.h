@@ -17,7 +17,10 @@
 //    the same chunk; after the LAST chunk it may propose K drafts (the first drafts a
 //    context instance hands over), writing draft KV in [P, P + K) where P is the
 //    prompt length: the draft capacity covers position + n + K, and the host keeps
-//    those K draft positions allocated.
+//    those K draft positions allocated. Where the draft KV ends before the chunk (an
+//    unpaired draft mirror that reused a shorter prefix than its target), the chunk
+//    carries the missing tokens (`draft_prefix`) and the draft prefills them first,
+//    writing draft KV in [position - draft_prefix.size(), position) too.
 //  * A generation step from history h (target KV valid for [0, h), last token at h)
 //    writes target KV for [h, h + 1 + K) (last token + K drafts to verify) and draft
 //    KV only below h + K: the draft first catches up on positions it has not processed
@@ -73,6 +76,10 @@ struct ContextChunk {
   // Tokens of the sequence that are its prompt (the rest was generated before a
   // recompute); -1: all of them.
   int64_t prompt_length = -1;
+  // A KV drafter: the tokens at [position - draft_prefix.size(), position), which the
+  // draft pool does not hold yet (its KV is valid below that only). Empty: the draft KV
+  // reaches `position`.
+  std::vector<int32_t> draft_prefix;
 };
 
 // Where a generation step starts when the engine has no state for the sequence.

@@ -357,6 +357,8 @@ void Executor::PublishSnapshot() {
   s.free_draft_blocks = free_draft_blocks_;
   s.used_target_blocks = used_target_blocks_;
   s.used_draft_blocks = used_draft_blocks_;
+  s.ranks = rank_views_;
+  s.token_imbalance = current_.token_imbalance;
   s.instance_counters = instance_counters_;
   s.counters = counters_;
   absl::MutexLock lock(&snapshot_mu_);

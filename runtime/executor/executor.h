@@ -63,6 +63,17 @@
 
 namespace lockstep::exec {
 
+// One rank of the instance as every rank learns it from the step's load all-gather.
+struct RankView {
+  int64_t active_requests = 0;
+  int64_t active_tokens = 0;   // tokens in flight: its requests' sequence lengths
+  int64_t free_kv_tokens = 0;  // KV a new request could get (free + evictable, tightest pool)
+  // Prefix reuse (cumulative, ExecutorCounters): tokens its new context caches had to
+  // prefill, and of those reused.
+  int64_t context_tokens = 0;
+  int64_t reused_tokens = 0;
+};
+
 // A thread-safe copy of the executor's state, published once per step.
 struct ExecutorSnapshot {
   int64_t step = 0;
@@ -79,6 +90,10 @@ struct ExecutorSnapshot {
   std::vector<int64_t> free_draft_blocks;
   std::vector<int64_t> used_target_blocks;
   std::vector<int64_t> used_draft_blocks;
+  // Every rank's load and prefix reuse (index: rank), and how unevenly the tokens in
+  // flight were spread over them (sched::TokenImbalance), at the last step.
+  std::vector<RankView> ranks;
+  double token_imbalance = 1.0;
   // This rank's counters, and the instance's: per-rank counters summed over every rank
   // (as of the step's load all-gather), the others as on this rank.
   ExecutorCounters instance_counters;
@@ -144,11 +159,13 @@ class Executor {
     bool is_context = false;
     bool last_chunk = false;
     bool is_dummy = false;
-    int64_t position = 0;      // context: first token of the chunk
-    int64_t num_tokens = 0;    // context: chunk length
+    int64_t position = 0;          // context: first token of the chunk
+    int64_t num_tokens = 0;        // context: chunk length
     int32_t num_draft_tokens = 0;  // K of this step (from its spec::Grant)
     int64_t target_grant = 0;      // capacity this step granted in the target pool
-    int64_t draft_grant = 0;       // ... and in the draft pool
+    int64_t draft_grant = 0;       // ... and in the draft pool (the draft gap included)
+    // Context: draft positions prefilled before the chunk (ScheduledChunk::draft_position).
+    int64_t draft_gap = 0;
   };
   struct InFlightBatch {
     StepId step;
@@ -190,6 +207,10 @@ class Executor {
                    StepStats* stats);
   void ApplyKvUpdate(const InFlightEntry& entry, int64_t used, kv::PoolKind pool,
                      uint64_t generation, int64_t grant);
+  // Publishes the full blocks a decoding request's KV now holds (prompt and output, up
+  // to `history` - 1) for prefix reuse: a follow-up turn's prompt extends both. Once
+  // per completed block.
+  void PublishDecoded(const sched::Request& request, int64_t history);
   absl::Status Respond();
   void TerminateFinished();
   void FailRequest(sched::Request* request, absl::Status status, bool transfer);
@@ -257,6 +278,7 @@ class Executor {
   std::vector<int64_t> free_draft_blocks_;
   std::vector<int64_t> used_target_blocks_;
   std::vector<int64_t> used_draft_blocks_;
+  std::vector<RankView> rank_views_;
   ExecutorCounters instance_counters_;
   // Generation-only requests with blocks allocated, waiting to start their receive:
   // (request id, the step that allocated the blocks).
@@ -270,6 +292,7 @@ class Executor {
   std::vector<std::string> step_violations_;
   StepStatsRing stats_ring_;
   StepStats current_;
+  std::vector<int32_t> commit_tokens_;  // PublishDecoded's scratch
 
   mutable absl::Mutex snapshot_mu_;
   ExecutorSnapshot snapshot_ ABSL_GUARDED_BY(snapshot_mu_);

@@ -53,6 +53,15 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
     if (c.last_chunk && (uses_history || token_drafter)) {
       chunk.earlier_tokens.assign(tokens.begin(), tokens.begin() + c.position);
     }
+    // An unpaired mirror that reused less than its target: the draft catches up first.
+    const int64_t draft_gap = chunk.kv.draft_generation != 0 ? c.draft_gap() : 0;
+    if (draft_gap > 0) {
+      chunk.draft_prefix.assign(tokens.begin() + c.draft_position, tokens.begin() + c.position);
+    }
+    if (c.new_cache) {
+      counters_.context_tokens += r->context_length();
+      counters_.reused_tokens += c.position;
+    }
 
     InFlightEntry e;
     e.id = r->id();
@@ -64,7 +73,8 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
     e.num_tokens = c.num_tokens;
     e.num_draft_tokens = c.grant.num_draft_tokens;
     e.target_grant = c.grant.target_tokens;
-    e.draft_grant = c.grant.draft_tokens;
+    e.draft_gap = draft_gap;
+    e.draft_grant = c.grant.draft_tokens + draft_gap;
     in_flight.entries.push_back(e);
     batch.context.push_back(std::move(chunk));
 
@@ -215,7 +225,7 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
   const int64_t used = e.is_context ? e.num_tokens : 1 + accepted;
   ApplyKvUpdate(e, used, kv::PoolKind::kTarget, e.target_generation, e.target_grant);
   if (kv_->config().draft_mode == kv::DraftMode::kUnpaired && e.draft_generation != 0) {
-    ApplyKvUpdate(e, used, kv::PoolKind::kDraft, e.draft_generation, e.draft_grant);
+    ApplyKvUpdate(e, used + e.draft_gap, kv::PoolKind::kDraft, e.draft_generation, e.draft_grant);
   }
   if (e.is_dummy) return;
   Request* r = Find(e.id);
@@ -225,8 +235,9 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
     return;  // paused and re-created since: recomputation reproduces these tokens
   }
   if (e.is_context) {
-    if (config_.scheduler.prefix_reuse && kv_->config().draft_mode != kv::DraftMode::kUnpaired) {
-      // Publish the full blocks computed so far for prefix reuse.
+    if (config_.scheduler.prefix_reuse) {
+      // Publish the full blocks computed so far for prefix reuse, in every pool (a
+      // mirror's history now covers the chunk too: the draft prefilled it).
       const auto& tokens = r->context_tokens();
       const int64_t n = std::min<int64_t>(info->history, static_cast<int64_t>(tokens.size()));
       (void)kv_->Commit(e.id, absl::MakeConstSpan(tokens.data(), static_cast<size_t>(n)));
@@ -246,6 +257,7 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
   r->set_first_token_time(now);
   const size_t before = r->output_tokens().size();
   const sched::AppendResult appended = r->AppendTokens(result.tokens, eos_token_id());
+  if (!e.is_context && config_.scheduler.prefix_reuse) PublishDecoded(*r, info->history);
   stats->generated_tokens += appended.num_appended;
   counters_.generated_tokens += appended.num_appended;
   r->set_draft_tokens(result.next_drafts);
@@ -284,6 +296,29 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
   response.drafts_proposed = r->drafts_proposed();
   response.drafts_accepted = r->drafts_accepted();
   outbox_.push_back(std::move(response));
+}
+
+void Executor::PublishDecoded(const Request& r, int64_t history) {
+  // KV that arrived by transfer is not published (only what this rank computed).
+  if (r.context_source().has_value() && r.num_pauses() == 0) return;
+  // The draft model's KV may lag the target's by one position (model_engine.h): publish
+  // what every pool holds, and only the tokens the request kept.
+  const int64_t n =
+      std::min<int64_t>(history - 1, static_cast<int64_t>(r.prompt().size()) +
+                                         r.num_output_tokens() - 1);
+  bool grows = false;
+  for (const kv::PoolKind pool : {kv::PoolKind::kTarget, kv::PoolKind::kDraft}) {
+    const std::optional<kv::CacheInfo> info = kv_->Info(r.id(), pool);
+    const int64_t tpb = kv_->tokens_per_block(pool);
+    if (info.has_value() && std::min(n, info->history) / tpb * tpb > info->committed) {
+      grows = true;  // a block was completed since the last commit
+    }
+  }
+  if (!grows) return;
+  commit_tokens_.assign(r.prompt().begin(), r.prompt().end());
+  commit_tokens_.insert(commit_tokens_.end(), r.output_tokens().begin(), r.output_tokens().end());
+  commit_tokens_.resize(static_cast<size_t>(n));
+  (void)kv_->Commit(r.id(), commit_tokens_);
 }
 
 }  // namespace lockstep::exec

@@ -18,6 +18,23 @@ using sched::Request;
 using sched::RequestState;
 using sched::RequestType;
 
+namespace {
+
+// Tokens of KV a new request could get on this rank without pausing anyone: free and
+// evictable blocks of the tightest pool.
+int64_t FreeKvTokens(const kv::KvManager& kv, const kv::ManagerStats& stats) {
+  int64_t tokens = int64_t{stats.target.free_blocks + stats.target.cached_blocks} *
+                   kv.tokens_per_block(kv::PoolKind::kTarget);
+  if (stats.draft.has_value()) {
+    tokens =
+        std::min<int64_t>(tokens, int64_t{stats.draft->free_blocks + stats.draft->cached_blocks} *
+                                      kv.tokens_per_block(kv::PoolKind::kDraft));
+  }
+  return tokens;
+}
+
+}  // namespace
+
 absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   IntakeBatch batch;
   if (is_leader()) {
@@ -58,12 +75,12 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
 
   // Loads of every rank, then the same assignment everywhere.
   const std::vector<Request*> active = ActiveView();
-  int64_t tokens = 0;
+  int64_t tokens = 0;  // in flight: sequence lengths
   for (const Request* r : active) {
-    if (!r->is_dummy()) tokens += static_cast<int64_t>(r->prompt().size());
+    if (!r->is_dummy()) tokens += static_cast<int64_t>(r->prompt().size()) + r->num_output_tokens();
   }
   const kv::ManagerStats kv_stats = kv_->Stats();
-  constexpr int kLoadFields = 7;
+  constexpr int kLoadFields = 8;
   constexpr int kKFields = spec::kMaxDraftTokens + 1;  // draft_k_steps
   constexpr int kFields = kLoadFields + kNumPerRankCounters + kKFields;
   int64_t local[kFields] = {sched::Scheduler::CountActive(active),
@@ -72,7 +89,8 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
                             kv_stats.target.free_blocks,
                             kv_stats.draft ? kv_stats.draft->free_blocks : 0,
                             kv_stats.target.used_blocks,
-                            kv_stats.draft ? kv_stats.draft->used_blocks : 0};
+                            kv_stats.draft ? kv_stats.draft->used_blocks : 0,
+                            FreeKvTokens(*kv_, kv_stats)};
   for (int i = 0; i < kNumPerRankCounters; ++i) {
     local[kLoadFields + i] = counters_.*kPerRankCounters[i];
   }
@@ -90,22 +108,32 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   instance_counters_ = counters_;
   for (int i = 0; i < kNumPerRankCounters; ++i) instance_counters_.*kPerRankCounters[i] = 0;
   instance_counters_.draft_k_steps.fill(0);
+  rank_views_.resize(config_.world_size);
   for (int r = 0; r < config_.world_size; ++r) {
     const int64_t* f = &all[kFields * r];
-    loads[r] = {f[0], f[1]};
+    loads[r] = {f[0], f[1], f[7]};
     view.schedulable += f[2];
     free_target_blocks_[r] = f[3];
     free_draft_blocks_[r] = f[4];
     used_target_blocks_[r] = f[5];
     used_draft_blocks_[r] = f[6];
+    RankView& rank = rank_views_[r];
+    rank = {f[0], f[1], f[7]};
     for (int i = 0; i < kNumPerRankCounters; ++i) {
       instance_counters_.*kPerRankCounters[i] += f[kLoadFields + i];
+      if (kPerRankCounters[i] == &ExecutorCounters::context_tokens) {
+        rank.context_tokens = f[kLoadFields + i];
+      }
+      if (kPerRankCounters[i] == &ExecutorCounters::reused_tokens) {
+        rank.reused_tokens = f[kLoadFields + i];
+      }
     }
     for (int k = 0; k < kKFields; ++k) {
       instance_counters_.draft_k_steps[static_cast<size_t>(k)] +=
           f[kLoadFields + kNumPerRankCounters + k];
     }
   }
+  current_.token_imbalance = sched::TokenImbalance(loads);
   if (queue_.empty()) return view;
 
   // Only the oldest requests that can fit this step are candidates, so a request never

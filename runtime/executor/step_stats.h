@@ -52,6 +52,9 @@ struct StepStats {
   int32_t drafts_accepted = 0;
   int32_t free_blocks = 0;
   int32_t free_draft_blocks = 0;
+  // Tokens in flight on the busiest rank over the mean of the instance's ranks, at the
+  // step's load all-gather (1: balanced or idle).
+  double token_imbalance = 1.0;
   absl::Duration step_time;
 };
 
@@ -74,6 +77,10 @@ struct ExecutorCounters {
   int64_t cancelled = 0;
   int64_t rejected = 0;       // refused at intake (validation, draining)
   int64_t prompt_tokens = 0;  // of requests admitted on this rank
+  // Prefix reuse: tokens to prefill of every new context cache launched on this rank
+  // (prompt, or prompt + output after a pause), and how many of them it reused.
+  int64_t context_tokens = 0;
+  int64_t reused_tokens = 0;
   int64_t generated_tokens = 0;
   int64_t drafts_proposed = 0;
   int64_t drafts_accepted = 0;
@@ -107,6 +114,8 @@ inline constexpr int64_t ExecutorCounters::*kPerRankCounters[] = {
     &ExecutorCounters::cancelled,
     &ExecutorCounters::rejected,
     &ExecutorCounters::prompt_tokens,
+    &ExecutorCounters::context_tokens,
+    &ExecutorCounters::reused_tokens,
     &ExecutorCounters::generated_tokens,
     &ExecutorCounters::drafts_proposed,
     &ExecutorCounters::drafts_accepted,

@@ -104,7 +104,22 @@ RouterMetrics::RouterMetrics()
       instance_k_steps_(registry_.AddMirroredCounter(
           "lockstep_instance_draft_k_steps_total",
           "Generation steps of requests by K, the drafts asked of the step (dynamic K moves it).",
-          {"instance", "k"})) {
+          {"instance", "k"})),
+      rank_prompt_tokens_(registry_.AddMirroredCounter(
+          "lockstep_instance_rank_prompt_tokens_total",
+          "Prompt tokens the rank's new context caches had to prefill.", {"instance", "rank"})),
+      rank_reused_tokens_(registry_.AddMirroredCounter(
+          "lockstep_instance_rank_prefix_tokens_reused_total",
+          "Of those prompt tokens, the ones reused from the rank's prefix cache.",
+          {"instance", "rank"})),
+      rank_active_tokens_(registry_.AddGauge(
+          "lockstep_instance_rank_active_tokens",
+          "Tokens in flight (sequence lengths of its requests) per rank (last poll).",
+          {"instance", "rank"})),
+      token_imbalance_(registry_.AddGauge(
+          "lockstep_instance_active_token_imbalance",
+          "Tokens in flight on the busiest rank over the mean of the ranks (1: balanced).",
+          {"instance"})) {
   for (const MirroredCounter& counter : kMirrored) {
     instance_counters_.push_back(
         &registry_.AddMirroredCounter(counter.name, counter.help, {"instance"}));
@@ -155,6 +170,10 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
   instance_drafts_proposed_.Clear();
   instance_drafts_accepted_.Clear();
   instance_k_steps_.Clear();
+  for (GaugeFamily* family :
+       {&rank_prompt_tokens_, &rank_reused_tokens_, &rank_active_tokens_, &token_imbalance_}) {
+    family->Clear();
+  }
   for (const InstanceState& instance : instances) {
     healthy_.Set({instance.name, std::string(config::InstanceRoleName(instance.role)),
                   std::string(InstanceHealthName(instance.health))},
@@ -180,6 +199,15 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
     for (int k = 0; k < instance.stats.draft_k_steps_size(); ++k) {
       instance_k_steps_.Set({instance.name, fmt::format("{}", k)},
                             static_cast<double>(instance.stats.draft_k_steps(k)));
+    }
+    for (const v1::RankStats& rank : instance.stats.ranks()) {
+      const std::vector<std::string> labels = {instance.name, fmt::format("{}", rank.rank())};
+      rank_prompt_tokens_.Set(labels, static_cast<double>(rank.prompt_tokens()));
+      rank_reused_tokens_.Set(labels, static_cast<double>(rank.prefix_tokens_reused()));
+      rank_active_tokens_.Set(labels, static_cast<double>(rank.active_tokens()));
+    }
+    if (instance.stats.ranks_size() > 0) {
+      token_imbalance_.Set({instance.name}, instance.stats.active_token_imbalance());
     }
   }
   return registry_.RenderText();

@@ -28,6 +28,11 @@
 //   instance_draft_k_steps_total{instance,k}  generation steps by K (drafts asked)
 //   instance_active_requests / instance_queued_requests{instance}
 //   instance_free_blocks{instance,rank,pool}
+//   instance_rank_prompt_tokens_total / _rank_prefix_tokens_reused_total{instance,rank}
+//                                             prefix reuse per rank (hit rate: their ratio)
+//   instance_rank_active_tokens{instance,rank} tokens in flight per rank (last poll)
+//   instance_active_token_imbalance{instance} busiest rank's tokens in flight over the
+//                                             mean (1: balanced)
 //
 // Thread safety: thread-safe.
 #ifndef LOCKSTEP_RUNTIME_ROUTER_ROUTER_METRICS_H_
@@ -108,6 +113,10 @@ class RouterMetrics {
   GaugeFamily& instance_drafts_proposed_;
   GaugeFamily& instance_drafts_accepted_;
   GaugeFamily& instance_k_steps_;
+  GaugeFamily& rank_prompt_tokens_;
+  GaugeFamily& rank_reused_tokens_;
+  GaugeFamily& rank_active_tokens_;
+  GaugeFamily& token_imbalance_;
   absl::Mutex render_mu_;  // one refresh + render at a time
 };
 

@@ -78,6 +78,40 @@ TEST(RouterMetricsTest, InstanceDraftsByMethodAndStepsByK) {
   EXPECT_EQ(parsed->types.at("lockstep_instance_draft_k_steps_total"), "counter");
 }
 
+// Per rank: prefix reuse (prompt and reused tokens, counters) and tokens in flight; per
+// instance: the imbalance of the tokens in flight. None before an instance reports ranks.
+TEST(RouterMetricsTest, PrefixReuseAndLoadPerRank) {
+  InstanceState instance;
+  instance.name = "agg0";
+  instance.has_stats = true;
+  for (int r = 0; r < 2; ++r) {
+    v1::RankStats* rank = instance.stats.add_ranks();
+    rank->set_rank(r);
+    rank->set_active_tokens(r == 0 ? 300 : 100);
+    rank->set_prompt_tokens(r == 0 ? 1000 : 400);
+    rank->set_prefix_tokens_reused(r == 0 ? 900 : 0);
+  }
+  instance.stats.set_active_token_imbalance(1.5);
+  InstanceState quiet;
+  quiet.name = "agg1";
+  quiet.has_stats = true;
+  RouterMetrics metrics;
+  absl::StatusOr<testing::ParsedMetrics> parsed =
+      testing::ParsePrometheusText(metrics.Render({instance, quiet}));
+  ASSERT_THAT(parsed, IsOk());
+  const std::map<std::string, std::string> r0 = {{"instance", "agg0"}, {"rank", "0"}};
+  const std::map<std::string, std::string> r1 = {{"instance", "agg0"}, {"rank", "1"}};
+  EXPECT_EQ(parsed->Value("lockstep_instance_rank_prompt_tokens_total", r0), 1000);
+  EXPECT_EQ(parsed->Value("lockstep_instance_rank_prefix_tokens_reused_total", r0), 900);
+  EXPECT_EQ(parsed->Value("lockstep_instance_rank_prefix_tokens_reused_total", r1), 0);
+  EXPECT_EQ(parsed->Value("lockstep_instance_rank_active_tokens", r1), 100);
+  EXPECT_EQ(parsed->Value("lockstep_instance_active_token_imbalance", {{"instance", "agg0"}}), 1.5);
+  EXPECT_EQ(parsed->types.at("lockstep_instance_rank_prefix_tokens_reused_total"), "counter");
+  EXPECT_EQ(parsed->types.at("lockstep_instance_active_token_imbalance"), "gauge");
+  EXPECT_THAT(parsed->Find("lockstep_instance_active_token_imbalance", {{"instance", "agg1"}}),
+              ::testing::IsEmpty());
+}
+
 // Each finished request that proposed drafts adds them to its method's counters and
 // its acceptance rate to the per-request histogram.
 TEST(RouterMetricsTest, RequestDraftsByMethodAndTheirAcceptanceRate) {

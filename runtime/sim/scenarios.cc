@@ -1,5 +1,6 @@
 #include "runtime/sim/scenarios.h"
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,17 @@ SimConfig Dep4SmallBatch(int32_t max_batch_size, sched::DummyPolicy policy, uint
   return c;
 }
 
+namespace {
+
+// The longest sequence (prompt + output) a workload can send.
+int64_t LongestSequence(const WorkloadConfig& w) {
+  const int64_t turn = w.max_prompt + w.max_output;
+  if (w.conversations <= 0) return turn;
+  return w.system_prompt + int64_t{std::max(w.min_turns, w.max_turns)} * turn;
+}
+
+}  // namespace
+
 SimConfig RandomConfig(uint64_t seed) {
   std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + 17);
   auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
@@ -54,7 +66,7 @@ SimConfig RandomConfig(uint64_t seed) {
   c.draft_mode = c.scheduler.num_draft_tokens == 0
                      ? kv::DraftMode::kNone
                      : (pick(0, 1) ? kv::DraftMode::kPaired : kv::DraftMode::kUnpaired);
-  c.scheduler.prefix_reuse = pick(0, 1) == 1;
+  c.scheduler.prefix_reuse = pick(0, 3) != 0;  // on in every draft mode
   c.role = pick(0, 1) ? exec::Role::kGeneration : exec::Role::kAggregated;
   c.workload.generation_only = c.role == exec::Role::kGeneration;
   c.workload.num_requests = pick(40, 160);
@@ -65,12 +77,19 @@ SimConfig RandomConfig(uint64_t seed) {
   c.workload.max_output = c.workload.min_output + pick(0, 40);
   c.tokens_per_block = pick(0, 1) ? 16 : 8;
   // Sometimes tight KV: enough for one longest request plus slack, to force pauses.
-  const int32_t longest_blocks = static_cast<int32_t>(
-      (c.workload.max_prompt + c.workload.max_output + 4 * (1 + c.scheduler.num_draft_tokens)) /
-          c.tokens_per_block +
-      2);
-  c.num_blocks = pick(0, 2) == 0 ? longest_blocks + pick(2, 8) : longest_blocks * pick(4, 16);
-  c.draft_num_blocks = c.num_blocks;
+  auto longest_blocks = [&] {
+    return static_cast<int32_t>(
+        (LongestSequence(c.workload) + 4 * (1 + c.scheduler.num_draft_tokens)) /
+            c.tokens_per_block +
+        2);
+  };
+  const bool tight_kv = pick(0, 2) == 0;
+  const int32_t kv_slack = tight_kv ? pick(2, 8) : pick(4, 16);
+  auto size_pools = [&] {
+    c.num_blocks = tight_kv ? longest_blocks() + kv_slack : longest_blocks() * kv_slack;
+    c.draft_num_blocks = c.num_blocks;
+  };
+  size_pools();
   c.draft_acceptance = 0.2 + 0.2 * pick(0, 3);
   if (pick(0, 1)) {  // faults on
     c.transfer_failure_rate = c.workload.generation_only ? 0.05 : 0.0;
@@ -99,6 +118,23 @@ SimConfig RandomConfig(uint64_t seed) {
       c.draft_mode = kv::DraftMode::kNone;
     }
     c.scheduler.dynamic_draft_tokens = pick(0, 1) == 1;
+  }
+  // Multi-turn conversations over a shared system prompt (what prefix reuse is for),
+  // follow-ups sometimes hinted to the rank that answered the previous turn; and a draft
+  // pool of its own size (an unpaired mirror's tree then loses prefixes its target
+  // keeps). Drawn last.
+  if (pick(0, 1) == 1) {
+    WorkloadConfig& w = c.workload;
+    w.conversations = pick(2, 12);
+    w.min_turns = 2;
+    w.max_turns = pick(2, 5);
+    w.system_prompt = pick(8, 96);
+    w.max_think_steps = pick(0, 8);
+    w.hint_followups = pick(0, 1) == 1;
+    size_pools();
+  }
+  if (c.draft_mode == kv::DraftMode::kUnpaired && pick(0, 1) == 1) {
+    c.draft_num_blocks = std::min(c.num_blocks, longest_blocks() + pick(2, 8));
   }
   return c;
 }

@@ -1,6 +1,7 @@
 #include "runtime/sim/sim_cluster.h"
 
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
@@ -51,6 +52,13 @@ class CollectingSink : public exec::ResponseSink {
     absl::MutexLock lock(&mu_);
     return finished_;
   }
+  // The rank that answered `id`'s leg, once it ended.
+  std::optional<int32_t> AnsweredBy(RequestId id) const {
+    absl::MutexLock lock(&mu_);
+    auto it = outcomes_.find(id);
+    if (it == outcomes_.end() || it->second.answers == 0) return std::nullopt;
+    return it->second.rank;
+  }
   absl::flat_hash_map<RequestId, Outcome> outcomes() const {
     absl::MutexLock lock(&mu_);
     return outcomes_;
@@ -99,6 +107,9 @@ class Simulation {
         workload_(GenerateWorkload(config.workload, config.seed, config.ranks,
                                    config.scheduler.num_draft_tokens, reference_)) {
     summary_.requests = static_cast<int64_t>(workload_.size());
+    for (size_t i = 0; i < workload_.size(); ++i) {
+      (workload_[i].follows < 0 ? starts_ : followups_).push_back(i);
+    }
   }
 
   SimSummary Run() {
@@ -111,7 +122,12 @@ class Simulation {
  private:
   // The leader's side of the client: what has arrived, the cancels it owes.
   struct ClientState {
-    size_t next_arrival = 0;
+    size_t next_arrival = 0;  // into starts_
+    // Follow-ups not sent yet (indices into workload_), and when each may go (-1: its
+    // previous turn is not answered yet).
+    std::vector<size_t> waiting;
+    std::vector<int64_t> send_at;
+    size_t sent = 0;
     std::vector<std::pair<int64_t, RequestId>> cancels;  // (step, id)
     bool drain_sent = false;
   };
@@ -120,6 +136,7 @@ class Simulation {
   void Drive();
   void RunRank(int r);
   void FeedLeader(int64_t step, exec::Executor& leader, ClientState& client);
+  void Send(int64_t step, const SimRequest& req, exec::Executor& leader, ClientState& client);
   void Summarize();
   void CountRank(int r);
   // Which requests had a fault injected, by kind.
@@ -141,6 +158,8 @@ class Simulation {
   const SimConfig& config_;
   const engine::FakeEngine reference_;
   const std::vector<SimRequest> workload_;
+  std::vector<size_t> starts_;     // requests that are not follow-ups, in arrival order
+  std::vector<size_t> followups_;  // follow-ups, in workload order
   SimSummary summary_;
   absl::Mutex violations_mu_;
   CollectingSink sink_;
@@ -214,17 +233,43 @@ void Simulation::RunRank(int r) {
   Violation(r, config_.max_steps, absl::StrCat("did not finish within max_steps:", state));
 }
 
+void Simulation::Send(int64_t step, const SimRequest& req, exec::Executor& leader,
+                      ClientState& client) {
+  exec::NewRequestSpec spec = req.spec;
+  spec.arrival = stacks_->rank(0).clock->Now();
+  if (req.follows >= 0 && config_.workload.hint_followups) {
+    spec.preferred_rank = sink_.AnsweredBy(workload_[req.follows].spec.id);
+  }
+  leader.inbox().Push(std::move(spec));
+  ++client.sent;
+  if (req.cancel_after_steps >= 0) {
+    client.cancels.emplace_back(step + req.cancel_after_steps, req.spec.id);
+  }
+}
+
 void Simulation::FeedLeader(int64_t step, exec::Executor& leader, ClientState& client) {
   const absl::Time now = stacks_->rank(0).clock->Now();
-  while (client.next_arrival < workload_.size() &&
-         start_ + workload_[client.next_arrival].arrival <= now) {
-    const SimRequest& req = workload_[client.next_arrival++];
-    exec::NewRequestSpec spec = req.spec;
-    spec.arrival = now;
-    leader.inbox().Push(std::move(spec));
-    if (req.cancel_after_steps >= 0) {
-      client.cancels.emplace_back(step + req.cancel_after_steps, req.spec.id);
+  if (step == 0) {
+    client.waiting = followups_;
+    client.send_at.assign(followups_.size(), -1);
+  }
+  while (client.next_arrival < starts_.size() &&
+         start_ + workload_[starts_[client.next_arrival]].arrival <= now) {
+    Send(step, workload_[starts_[client.next_arrival++]], leader, client);
+  }
+  // Follow-ups go some think steps after their previous turn was answered.
+  for (size_t i = 0; i < client.waiting.size();) {
+    const SimRequest& req = workload_[client.waiting[i]];
+    if (client.send_at[i] < 0 && sink_.AnsweredBy(workload_[req.follows].spec.id)) {
+      client.send_at[i] = step + req.think_steps;
     }
+    if (client.send_at[i] < 0 || client.send_at[i] > step) {
+      ++i;
+      continue;
+    }
+    Send(step, req, leader, client);
+    client.waiting.erase(client.waiting.begin() + static_cast<ptrdiff_t>(i));
+    client.send_at.erase(client.send_at.begin() + static_cast<ptrdiff_t>(i));
   }
   for (auto it = client.cancels.begin(); it != client.cancels.end();) {
     if (it->first <= step) {
@@ -234,7 +279,7 @@ void Simulation::FeedLeader(int64_t step, exec::Executor& leader, ClientState& c
       ++it;
     }
   }
-  if (!client.drain_sent && client.next_arrival == workload_.size() &&
+  if (!client.drain_sent && client.sent == workload_.size() &&
       sink_.finished() >= static_cast<int64_t>(workload_.size())) {
     leader.inbox().Drain();
     client.drain_sent = true;
@@ -271,6 +316,8 @@ void Simulation::CountRank(int r) {
   summary_.drafts_proposed += c.drafts_proposed;
   summary_.drafts_accepted += c.drafts_accepted;
   summary_.transfer_failures += c.transfer_failures;
+  summary_.context_tokens += c.context_tokens;
+  summary_.reused_tokens += c.reused_tokens;
   if (c.audit_violations > 0) {
     Violation(r, c.steps,
               absl::StrCat(c.audit_violations,
@@ -278,6 +325,8 @@ void Simulation::CountRank(int r) {
   }
   // Every pool back to its baseline: only prefix-cache blocks may stay.
   const kv::ManagerStats kv = e.kv().Stats();
+  summary_.kv_reused_tokens += kv.reused_tokens;
+  summary_.mirror_reused_tokens += kv.mirror_reused_tokens;
   if (kv.target.used_blocks != 0 || kv.target.num_caches != 0) {
     Violation(r, c.steps,
               absl::StrCat("target pool not at baseline: ", kv.target.used_blocks, " blocks in ",
@@ -371,13 +420,15 @@ void Simulation::CheckTokens(const SimRequest& req, const Outcome& o) {
 std::string SimConfig::ToString() const {
   return absl::StrFormat(
       "seed=%d ranks=%d role=%s max_batch_size=%d K=%d method=%s dynamic_k=%d draft_pool=%s "
-      "dummy_policy=%s requests=%d blocks=%d gen_only=%d faults=%d transfer_failure_rate=%.2f "
-      "send_refusal_rate=%.2f",
+      "dummy_policy=%s requests=%d blocks=%d draft_blocks=%d gen_only=%d faults=%d "
+      "transfer_failure_rate=%.2f send_refusal_rate=%.2f prefix_reuse=%d conversations=%d "
+      "system_prompt=%d hints=%d",
       seed, ranks, exec::RoleName(role), scheduler.max_batch_size, scheduler.num_draft_tokens,
       spec::MethodName(scheduler.spec_method), scheduler.dynamic_draft_tokens,
       kv::DraftModeName(draft_mode), sched::DummyPolicyName(scheduler.dummy_policy),
-      workload.num_requests, num_blocks, workload.generation_only, faults.size(),
-      transfer_failure_rate, send_refusal_rate);
+      workload.num_requests, num_blocks, draft_num_blocks, workload.generation_only, faults.size(),
+      transfer_failure_rate, send_refusal_rate, scheduler.prefix_reuse, workload.conversations,
+      workload.system_prompt, workload.hint_followups);
 }
 
 std::string SimSummary::ToString() const {
@@ -385,10 +436,11 @@ std::string SimSummary::ToString() const {
       "requests %d: completed %d, handed off %d, failed %d, cancelled %d | steps %d, vetoed "
       "%d (%.1f per 1000), padded %d, dummies refused %d, deferred updates %d, stale updates "
       "skipped %d, paused %d, no-progress %d | tokens %d (%.2f per step), drafts accepted "
-      "%d/%d",
+      "%d/%d | prefix reuse %d/%d prefill tokens (KV managers: targets %d, mirrors %d)",
       requests, completed, handed_off, failed, cancelled, steps, vetoed_steps,
       vetoes_per_1000_steps, padded_steps, dummies_refused, deferred_updates, stale_updates, paused,
-      no_progress, generated_tokens, tokens_per_step, drafts_accepted, drafts_proposed);
+      no_progress, generated_tokens, tokens_per_step, drafts_accepted, drafts_proposed,
+      reused_tokens, context_tokens, kv_reused_tokens, mirror_reused_tokens);
   for (const std::string& v : violations) absl::StrAppend(&out, "\n  VIOLATION: ", v);
   return out;
 }

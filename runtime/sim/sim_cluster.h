@@ -89,6 +89,15 @@ struct SimSummary {
   int64_t drafts_accepted = 0;
   int64_t transfer_failures = 0;
   int64_t send_refusals = 0;  // sends the transceiver was told to refuse
+  // Prefix reuse, summed over ranks: tokens new context caches had to prefill, and of
+  // those reused (ExecutorCounters).
+  int64_t context_tokens = 0;
+  int64_t reused_tokens = 0;
+  // As the KV managers count it (every cache created, also in steps a veto undid):
+  // target caches, and unpaired draft mirrors from their own pools (less than their
+  // targets: the draft model prefilled the difference).
+  int64_t kv_reused_tokens = 0;
+  int64_t mirror_reused_tokens = 0;
   double tokens_per_step = 0;
   double vetoes_per_1000_steps = 0;
   // Problems: audit violations, wrong tokens, leaked blocks, a rank's error, a request

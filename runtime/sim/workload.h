@@ -29,10 +29,29 @@ struct WorkloadConfig {
   double pinned_fraction = 0.0;
   // Fraction of requests cancelled by the client some steps after arrival.
   double cancel_fraction = 0.0;
+
+  // Multi-turn conversations (0: independent requests, num_requests of them). Each of
+  // `conversations` users (starting at the arrival rate) sends min_turns..max_turns
+  // turns; every conversation starts with the same system prompt of `system_prompt`
+  // tokens, and turn t's prompt is turn t-1's prompt + its output + a new user message
+  // of min_prompt..max_prompt tokens, sent up to `max_think_steps` steps after turn
+  // t-1 was answered (a follow-up). num_requests is then the sum of the turns.
+  int32_t conversations = 0;
+  int32_t min_turns = 2;
+  int32_t max_turns = 5;
+  int64_t system_prompt = 64;
+  int32_t max_think_steps = 4;
+  // Follow-ups carry a rank hint: the rank that answered the previous turn (where its
+  // KV is), as the router's kv_aware policy would.
+  bool hint_followups = false;
 };
 
 struct SimRequest {
-  absl::Duration arrival;  // after the start
+  absl::Duration arrival;  // after the start (not for a follow-up)
+  // A follow-up: the previous turn of its conversation (an index into the workload),
+  // and the steps the client waits after that turn was answered; -1: none.
+  int64_t follows = -1;
+  int64_t think_steps = 0;
   exec::NewRequestSpec spec;
   // Cancel this many simulated steps after arrival (-1: never).
   int64_t cancel_after_steps = -1;

@@ -4,6 +4,7 @@
 #include "common/grpc_status.h"
 #include "runtime/worker/draft_stats.h"
 #include "runtime/worker/proto_convert.h"
+#include "runtime/worker/rank_stats.h"
 
 namespace lockstep::worker {
 
@@ -112,6 +113,7 @@ grpc::Status WorkerServiceImpl::Stats(grpc::ServerContext*, const v1::StatsReque
   response->set_dummy_updates_dropped(c.dummy_updates_dropped);
   response->set_engine_failures(c.engine_failures);
   SetDraftStats(options_.executor->spec_method(), c, response);
+  SetRankStats(snap, response);
   for (size_t r = 0; r < snap.free_target_blocks.size(); ++r) {
     v1::PoolStats* p = response->add_pools();
     p->set_rank(static_cast<int32_t>(r));

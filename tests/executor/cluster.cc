@@ -37,8 +37,10 @@ sim::RankStackOptions StackOptions(const ClusterOptions& options, exec::Response
   s.executor.instance = "test";
   s.executor.role = options.role;
   s.executor.scheduler = options.scheduler;
+  const int32_t draft_blocks =
+      options.draft_num_blocks > 0 ? options.draft_num_blocks : options.num_blocks;
   s.executor.kv = sim::FakeKvConfig(options.scheduler, options.draft_mode, options.tokens_per_block,
-                                    options.num_blocks, options.num_blocks);
+                                    options.num_blocks, draft_blocks);
   s.executor.collective_timeout = options.collective_timeout;
   s.executor.drain_timeout = options.drain_timeout;
   s.executor.transfer_deadline = options.transfer_deadline;
@@ -47,7 +49,8 @@ sim::RankStackOptions StackOptions(const ClusterOptions& options, exec::Response
   s.engine.threaded = false;
   s.engine.tokens_per_block = options.tokens_per_block;
   s.engine.target_num_blocks = options.num_blocks;
-  s.engine.draft_num_blocks = options.num_blocks;
+  s.engine.draft_num_blocks = draft_blocks;
+  s.engine.spec_method = options.scheduler.spec_method;
   s.transceiver = [options](int r) {
     transfer::FakeTransceiverOptions t;
     t.seed = static_cast<uint64_t>(r);

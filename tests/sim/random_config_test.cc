@@ -1,15 +1,22 @@
 // Random configurations (ranks 2–8, max_batch_size 1–16, K 0–4, no/paired/unpaired
-// draft pool, both dummy policies, aggregated, generation-only or context-only, faults
-// on or off): no invariant violation, no hang, correct tokens for every completed
+// draft pool or the n-gram drafter, both dummy policies, aggregated, generation-only or
+// context-only, faults on or off, prefix reuse mostly on, independent requests or
+// multi-turn conversations): no invariant violation, no hang, correct tokens for every completed
 // request, every request answered once, every failure or cancellation explained by a
 // fault the run injected into that request, pools back to baseline. CI runs
 // LOCKSTEP_SIM_SEEDS seeds (default 150); the documented long run is
 // `lockstep sim --seeds 1000 --random-config`.
+#include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <string>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kvcache/kv_types.h"
 #include "runtime/sim/scenarios.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::sim {
 namespace {
@@ -21,12 +28,27 @@ TEST(RandomConfigTest, ManySeeds) {
   }
   int failed = 0;
   int64_t send_refusals = 0, failed_requests = 0, cancelled = 0;
+  // Prefix tokens reused in multi-turn runs with reuse on, by drafter and draft pool.
+  std::map<std::string, int64_t> reused;
+  int64_t mirror_reused = 0, unpaired_reused = 0;  // unpaired: mirrors' and targets'
   for (int seed = 1; seed <= seeds; ++seed) {
     const SimConfig config = RandomConfig(seed);
     const SimSummary summary = RunSimulation(config);
     send_refusals += summary.send_refusals;
     failed_requests += summary.failed;
     cancelled += summary.cancelled;
+    if (config.scheduler.prefix_reuse && config.workload.conversations > 0 &&
+        config.role != exec::Role::kGeneration) {
+      const std::string mode = config.scheduler.num_draft_tokens == 0
+                                   ? "no speculation"
+                                   : absl::StrCat(spec::MethodName(config.scheduler.spec_method),
+                                                  "/", kv::DraftModeName(config.draft_mode));
+      reused[mode] += summary.reused_tokens;
+      if (config.draft_mode == kv::DraftMode::kUnpaired) {
+        mirror_reused += summary.mirror_reused_tokens;
+        unpaired_reused += summary.kv_reused_tokens;
+      }
+    }
     if (!summary.ok()) {
       ++failed;
       ADD_FAILURE() << config.ToString() << "\n"
@@ -40,6 +62,22 @@ TEST(RandomConfigTest, ManySeeds) {
     EXPECT_GT(send_refusals, 0);
     EXPECT_GT(failed_requests, send_refusals);  // transfer failures too
     EXPECT_GT(cancelled, 0);
+  }
+  // Reuse ran, and reused, with every drafter and draft pool.
+  if (seeds >= 100) {
+    for (const char* mode :
+         {"no speculation", "draft_model/paired", "draft_model/unpaired", "ngram/none"}) {
+      EXPECT_GT(reused[mode], 0) << mode;
+    }
+    // Mirrors reused too, and sometimes less than their targets (a draft prefix ran).
+    EXPECT_GT(mirror_reused, 0);
+    EXPECT_LT(mirror_reused, unpaired_reused);
+  }
+  std::printf("unpaired: mirrors reused %lld of their targets' %lld\n",
+              static_cast<long long>(mirror_reused), static_cast<long long>(unpaired_reused));
+  for (const auto& [mode, tokens] : reused) {
+    std::printf("multi-turn, reuse on, %s: %lld prefix tokens reused\n", mode.c_str(),
+                static_cast<long long>(tokens));
   }
 }
 

@@ -42,6 +42,7 @@ int RunSimCommand(const std::vector<std::string>& args) {
   SetLogLevel(verbose ? spdlog::level::info : spdlog::level::err);
   int64_t passed = 0, failed = 0;
   double vetoes_per_1000 = 0, tokens_per_step = 0;
+  int64_t context_tokens = 0, reused_tokens = 0;
   for (int64_t i = 0; i < seeds; ++i) {
     const uint64_t s = static_cast<uint64_t>(seed + i);
     sim::SimConfig config;
@@ -62,6 +63,8 @@ int RunSimCommand(const std::vector<std::string>& args) {
     ok ? ++passed : ++failed;
     vetoes_per_1000 += summary.vetoes_per_1000_steps;
     tokens_per_step += summary.tokens_per_step;
+    context_tokens += summary.context_tokens;
+    reused_tokens += summary.reused_tokens;
     if (!ok || verbose || seeds == 1) {
       std::printf("%s %s\n  %s\n", ok ? "PASS" : "FAIL", config.ToString().c_str(),
                   summary.ToString().c_str());
@@ -69,9 +72,11 @@ int RunSimCommand(const std::vector<std::string>& args) {
   }
   if (seeds > 1) {
     std::printf(
-        "mean over %lld seeds: %.1f vetoed steps per 1000, %.2f generated tokens per step\n",
+        "mean over %lld seeds: %.1f vetoed steps per 1000, %.2f generated tokens per step; "
+        "prefix reuse: %lld of %lld prefill tokens\n",
         static_cast<long long>(seeds), vetoes_per_1000 / static_cast<double>(seeds),
-        tokens_per_step / static_cast<double>(seeds));
+        tokens_per_step / static_cast<double>(seeds), static_cast<long long>(reused_tokens),
+        static_cast<long long>(context_tokens));
   }
   std::printf("%lld passed, %lld failed\n", static_cast<long long>(passed),
               static_cast<long long>(failed));

@@ -10,7 +10,12 @@
 #include "spec_decode/ngram_drafter.h"
 
 namespace lockstep::engine {
-FakeEngine::FakeEngine(const FakeEngineOptions& options) : options_(options) {
+FakeEngine::FakeEngine(const FakeEngineOptions& options)
+    : options_(options),
+      target_kv_(options.check_kv_contract ? options.target_num_blocks : 0,
+                 options.tokens_per_block),
+      draft_kv_(options.check_kv_contract ? options.draft_num_blocks : 0,
+                options.tokens_per_block) {
   if (options_.threaded) thread_ = std::thread([this] { Loop(); });
 }
 
@@ -96,6 +101,69 @@ absl::Status FakeEngine::CheckCoverage(const kv::BlockRefs& kv, int64_t target_e
   return absl::OkStatus();
 }
 
+absl::Status FakeEngine::CheckDraftPrefill(const ContextChunk& c) {
+  const int64_t prefix = static_cast<int64_t>(c.draft_prefix.size());
+  const int64_t end = c.position + static_cast<int64_t>(c.tokens.size());
+  if (prefix > c.position) {
+    return absl::InternalError(absl::StrCat("KV contract: request ", c.kv.id.value(),
+                                            " has a draft prefix of ", prefix,
+                                            " tokens before position ", c.position));
+  }
+  draft_kv_.Write(c.kv.draft_blocks, c.position - prefix, c.draft_prefix);
+  draft_kv_.Write(c.kv.draft_blocks, c.position, c.tokens);
+  // Every position, not only the last: a stale block can end on the right chain.
+  for (int64_t p = end - 1; p >= 0; --p) {
+    if (draft_kv_.At(c.kv.draft_blocks, p) != target_kv_.At(c.kv.blocks, p)) {
+      return absl::InternalError(absl::StrCat(
+          "KV contract: request ", c.kv.id.value(), "'s draft KV at position ", p, " of [0, ", end,
+          ") does not hold the tokens its target KV holds (a prefix without its draft KV?)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FakeEngine::CheckStepKv(const GenerationStep& g, const SequenceState& state) const {
+  if (!options_.check_kv_contract) return absl::OkStatus();
+  const bool draft = options_.spec_method != spec::Method::kNgram && g.kv.draft_generation != 0;
+  const char* pool = nullptr;
+  int64_t position = 0;
+  if (state.fingerprint != 0 && target_kv_.At(g.kv.blocks, state.history - 1) != state.fingerprint) {
+    pool = "target";
+    position = state.history - 1;
+  } else if (draft && state.draft_fingerprint != 0 &&
+             draft_kv_.At(g.kv.draft_blocks, state.draft_end - 1) != state.draft_fingerprint) {
+    pool = "draft";
+    position = state.draft_end - 1;
+  }
+  if (pool == nullptr) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(
+      "KV contract: request ", g.kv.id.value(), "'s ", pool, " KV at position ", position,
+      " is not what its previous step left (another sequence wrote its blocks?)"));
+}
+
+void FakeEngine::WriteStepKv(const GenerationStep& g, const std::vector<int32_t>& drafts,
+                             int accepted, SequenceState& state) {
+  if (!options_.check_kv_contract) return;
+  const int64_t h = state.history;
+  // The target: the last token and the drafts to verify.
+  std::vector<int32_t> rows = {state.last_token};
+  rows.insert(rows.end(), drafts.begin(), drafts.end());
+  target_kv_.Write(g.kv.blocks, h, rows);
+  state.fingerprint = target_kv_.At(g.kv.blocks, h + accepted);
+  if (options_.spec_method == spec::Method::kNgram || g.kv.draft_generation == 0) return;
+  // The draft model catches up on the confirmed tokens, writing below h + K only.
+  std::vector<int32_t>& confirmed = state.draft_pending;  // from draft_end on
+  confirmed.push_back(state.last_token);
+  confirmed.insert(confirmed.end(), drafts.begin(), drafts.begin() + accepted);
+  const int64_t end = std::min<int64_t>(h + 1 + accepted, h + g.num_draft_tokens);
+  const int64_t n = end - state.draft_end;
+  if (n <= 0) return;
+  draft_kv_.Write(g.kv.draft_blocks, state.draft_end, absl::MakeConstSpan(confirmed).first(n));
+  confirmed.erase(confirmed.begin(), confirmed.begin() + n);
+  state.draft_end = end;
+  state.draft_fingerprint = draft_kv_.At(g.kv.draft_blocks, end - 1);
+}
+
 absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
   for (const kv::BlockRefs& ref : batch.released) {
     auto it = states_.find(ref.id);
@@ -130,6 +198,13 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
         !ngram && c.kv.draft_generation != 0 ? end + (c.last_chunk ? k : 0) : 0;
     if (absl::Status s = CheckCoverage(c.kv, end, draft_end, c.position); !s.ok()) return s;
     if (absl::Status s = claim_writes(c.kv, c.position, end); !s.ok()) return s;
+    uint64_t fingerprint = 0;
+    if (options_.check_kv_contract) {
+      fingerprint = target_kv_.Write(c.kv.blocks, c.position, c.tokens);
+      if (draft_end > 0) {
+        if (absl::Status s = CheckDraftPrefill(c); !s.ok()) return s;
+      }
+    }
     SequenceResult r;
     r.id = c.kv.id;
     r.generation = c.kv.generation;
@@ -137,7 +212,11 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
       const uint64_t seed = c.sampling.seed;
       const int32_t first = TargetToken(seed, end);
       r.tokens.push_back(first);
-      SequenceState state{c.kv.generation, end, first, {}, {}};
+      SequenceState state{c.kv.generation, end, first, fingerprint, {}, {}};
+      if (draft_end > 0) {
+        state.draft_end = end;
+        state.draft_fingerprint = fingerprint;  // CheckDraftPrefill: the same chain
+      }
       if (ngram) {
         state.tokens = c.earlier_tokens;
         state.tokens.insert(state.tokens.end(), c.tokens.begin(), c.tokens.end());
@@ -159,7 +238,8 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
     const uint64_t seed = g.sampling.seed;
     auto it = states_.find(g.kv.id);
     if (g.seed.has_value()) {
-      state = SequenceState{g.kv.generation, g.seed->history, g.seed->last_token, {}, {}};
+      state = SequenceState{g.kv.generation, g.seed->history, g.seed->last_token, 0, {}, {}};
+      state.draft_end = g.seed->history;
       drafts = g.seed->draft_tokens;
       if (ngram) {
         state.tokens = g.seed->tokens;
@@ -180,11 +260,11 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
       for (int i = 0; i < k; ++i) drafts.push_back(DraftToken(seed, state.history + 1 + i));
     }
     const int64_t h = state.history;
-    if (absl::Status s = CheckCoverage(g.kv, h + 1 + k, !ngram && k > 0 ? h + k : 0, h);
-        !s.ok()) {
+    if (absl::Status s = CheckCoverage(g.kv, h + 1 + k, !ngram && k > 0 ? h + k : 0, h); !s.ok()) {
       return s;
     }
     if (absl::Status s = claim_writes(g.kv, h, h + 1 + k); !s.ok()) return s;
+    if (absl::Status s = CheckStepKv(g, state); !s.ok()) return s;
     SequenceResult r;
     r.id = g.kv.id;
     r.generation = g.kv.generation;
@@ -194,6 +274,7 @@ absl::StatusOr<BatchResult> FakeEngine::Run(const Batch& batch) {
     });
     r.num_proposed = static_cast<int>(drafts.size());
     r.num_accepted = verdict.accepted;
+    WriteStepKv(g, drafts, verdict.accepted, state);
     state.history = h + 1 + verdict.accepted;
     state.last_token = verdict.bonus;
     state.generation = g.kv.generation;

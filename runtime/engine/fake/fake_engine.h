@@ -4,7 +4,12 @@
 // so the host overlaps) or inline, and it checks the KV contract of model_engine.h:
 // every block table must cover what the step writes, block ids must be in range, and
 // no block written by one sequence may appear in another sequence of the same batch.
-// A violation fails the batch (Collect returns Internal naming the request).
+// It also models what the pools hold (fake_kv_content.h): a context chunk's draft KV
+// (the fake draft model prefills every chunk, after the chunk's draft prefix) must hold
+// the same token chain as its target KV at every position, so a prefix reused without
+// its draft KV fails; and a generation step must find the target KV the sequence's
+// previous step left (nobody wrote its blocks in between). A violation fails the batch
+// (Collect returns Internal naming the request).
 //
 // Thread safety: Launch and Collect from one thread (the executor's).
 #ifndef LOCKSTEP_RUNTIME_ENGINE_FAKE_FAKE_ENGINE_H_
@@ -19,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/engine/fake/fake_kv_content.h"
 #include "runtime/engine/model_engine.h"
 #include "runtime/testing/block_write_tracker.h"
 #include "spec_decode/speculative_config.h"
@@ -76,12 +82,31 @@ class FakeEngine : public ModelEngine {
     uint64_t generation = 0;
     int64_t history = 0;
     int32_t last_token = 0;
+    // The target KV's fingerprint at history - 1 as this sequence left it (0: unknown,
+    // e.g. KV that arrived by transfer).
+    uint64_t fingerprint = 0;
+    // The fake draft model's KV: the pool holds [0, draft_end) (fingerprint at
+    // draft_end - 1, 0: unknown); the confirmed tokens at [draft_end, history) wait for
+    // a step that may write there (model_engine.h: at most one).
+    int64_t draft_end = 0;
+    uint64_t draft_fingerprint = 0;
+    std::vector<int32_t> draft_pending;
     // kNgram only: the tokens at [0, history] and the drafts for the next step.
     std::vector<int32_t> tokens;
     std::vector<int32_t> drafts;
   };
 
   absl::StatusOr<BatchResult> Run(const Batch& batch);
+  // The fake draft model prefills chunk `c` after its draft prefix (its target KV is
+  // written); then its draft KV must hold the target's chain at every position up to the
+  // chunk's end.
+  absl::Status CheckDraftPrefill(const ContextChunk& c);
+  // A generation step of `g` from `state` verifying `drafts`: checks that the pools
+  // hold what the sequence's previous step left. Then (Write) records its KV: the
+  // target rows, and the draft model's catch-up on the confirmed tokens below h + K.
+  absl::Status CheckStepKv(const GenerationStep& g, const SequenceState& state) const;
+  void WriteStepKv(const GenerationStep& g, const std::vector<int32_t>& drafts, int accepted,
+                   SequenceState& state);
   absl::Status CheckCoverage(const kv::BlockRefs& kv, int64_t target_end, int64_t draft_end,
                              int64_t write_start) const;
   void Loop();
@@ -89,6 +114,8 @@ class FakeEngine : public ModelEngine {
   const FakeEngineOptions options_;
   // Engine-thread state (or executor thread when not threaded).
   absl::flat_hash_map<RequestId, SequenceState> states_;
+  FakeKvContent target_kv_;
+  FakeKvContent draft_kv_;
 
   mutable absl::Mutex mu_;
   std::deque<Batch> queue_ ABSL_GUARDED_BY(mu_);

@@ -116,5 +116,76 @@ TEST(FakeEngineTest, TheTrackerHoldsABatchsBlocksUntilCollected) {
   EXPECT_EQ(tracker.Holder(0, 6), std::nullopt);
 }
 
+absl::Status RunOne(FakeEngine& e, Batch b) {
+  const StepId step = b.step;
+  e.Launch(std::move(b));
+  return e.Collect(step, absl::Seconds(5)).status();
+}
+
+ContextChunk Chunk(kv::BlockRefs kv, std::vector<int32_t> tokens, int64_t position) {
+  ContextChunk c;
+  c.kv = std::move(kv);
+  c.tokens = std::move(tokens);
+  c.position = position;
+  return c;
+}
+
+// B reuses A's first target block (tokens 0..3) but gets fresh draft blocks: its draft
+// must prefill those tokens first (the draft prefix), or the batch fails.
+TEST(FakeEngineTest, AReusedPrefixWithoutItsDraftKvFailsTheBatch) {
+  FakeEngine e(Options(false));
+  const std::vector<int32_t> prompt = {7, 8, 9, 10, 11, 12, 13, 14};
+  Batch a;
+  a.step = StepId(0);
+  a.context.push_back(Chunk(Ref(1, {0, 1}, /*draft=*/true), prompt, 0));
+  ASSERT_THAT(RunOne(e, a), IsOk());
+
+  kv::BlockRefs b = Ref(2, {0, 2});
+  b.draft_generation = 7;
+  b.draft_blocks = {BlockId(5), BlockId(6)};
+  Batch missing;
+  missing.step = StepId(1);
+  missing.context.push_back(Chunk(b, {11, 12, 13, 14}, 4));
+  EXPECT_THAT(RunOne(e, missing), StatusIs(absl::StatusCode::kInternal,
+                                           HasSubstr("does not hold the tokens its target")));
+  Batch with_prefix;
+  with_prefix.step = StepId(2);
+  with_prefix.context.push_back(Chunk(b, {11, 12, 13, 14}, 4));
+  with_prefix.context[0].draft_prefix = {7, 8, 9, 10};
+  EXPECT_THAT(RunOne(e, with_prefix), IsOk());
+  // A draft prefix longer than the positions before the chunk is refused.
+  with_prefix.step = StepId(3);
+  with_prefix.context[0].draft_prefix = {1, 2, 3, 4, 5};
+  EXPECT_THAT(RunOne(e, with_prefix),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("before position 4")));
+  // The same prefix with a wrong token is not the target's chain.
+  with_prefix.step = StepId(4);
+  with_prefix.context[0].draft_prefix = {7, 8, 9, 99};
+  EXPECT_THAT(RunOne(e, with_prefix), StatusIs(absl::StatusCode::kInternal));
+}
+
+TEST(FakeEngineTest, AGenerationStepFindsTheKvItsSequenceLeft) {
+  FakeEngine e(Options(false));
+  Batch a;
+  a.step = StepId(0);
+  a.context.push_back(Chunk(Ref(1, {0, 1}), {1, 2, 3, 4, 5}, 0));
+  a.context[0].last_chunk = true;
+  ASSERT_THAT(RunOne(e, a), IsOk());
+  GenerationStep step;
+  step.kv = Ref(1, {0, 1});
+  Batch g;
+  g.step = StepId(1);
+  g.generation.push_back(step);
+  ASSERT_THAT(RunOne(e, g), IsOk());
+  // Another sequence writes request 1's second block between its steps.
+  Batch other;
+  other.step = StepId(2);
+  other.context.push_back(Chunk(Ref(2, {1}), {9, 9}, 0));
+  ASSERT_THAT(RunOne(e, other), IsOk());
+  g.step = StepId(3);
+  EXPECT_THAT(RunOne(e, g),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("not what its previous step left")));
+}
+
 }  // namespace
 }  // namespace lockstep::engine

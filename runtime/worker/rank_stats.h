@@ -1,0 +1,17 @@
+// Attention-DP balance and prefix reuse on the wire (proto/worker.proto RankStats): every
+// rank's load and prefix-reuse counters, and the instance's imbalance, for Stats, from
+// the executor's snapshot.
+#ifndef LOCKSTEP_RUNTIME_WORKER_RANK_STATS_H_
+#define LOCKSTEP_RUNTIME_WORKER_RANK_STATS_H_
+
+#include "proto/worker.pb.h"
+#include "runtime/executor/executor.h"
+
+namespace lockstep::worker {
+
+// `ranks`: one entry per rank of the snapshot, in rank order; `active_token_imbalance`.
+void SetRankStats(const exec::ExecutorSnapshot& snapshot, v1::StatsResponse* out);
+
+}  // namespace lockstep::worker
+
+#endif  // LOCKSTEP_RUNTIME_WORKER_RANK_STATS_H_

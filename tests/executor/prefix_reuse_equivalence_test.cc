@@ -1,0 +1,255 @@
+// Prefix reuse changes nothing a client can see: through the real executor, KV manager
+// and CPU engine (a tiny transformer and its draft model), multi-turn conversations that
+// share a system prompt give the same tokens with reuse on as off, token for token,
+// and the same drafts (every request's proposed and accepted counts), in every draft
+// mode: none, paired and unpaired draft pools (one of them small, so its tree loses
+// prefixes its target still has and the draft model prefills the gap), and the n-gram
+// drafter. The audit holds after every step.
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/check.h"
+#include "common/clock.h"
+#include "common/testing/seed.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/comm/in_process_communicator.h"
+#include "runtime/engine/cpu_engine.h"
+#include "runtime/engine/make_model.h"
+#include "runtime/engine/testing/test_models.h"
+#include "runtime/executor/executor.h"
+#include "spec_decode/speculative_config.h"
+
+namespace lockstep::exec {
+namespace {
+
+using ::lockstep::engine::testing::PresetModelDir;
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::SeedTrace;
+using ::lockstep::testing::TestSeed;
+using ::testing::IsEmpty;
+
+constexpr int kTpb = 8;
+constexpr int kK = 3;
+constexpr int kConversations = 4;
+constexpr int kTurns = 3;
+constexpr int kMaxTokens = 10;
+
+struct Mode {
+  const char* name;
+  kv::DraftMode draft_mode;
+  spec::Method method;
+  int32_t draft_blocks;
+};
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  int64_t proposed = 0;
+  int64_t accepted = 0;
+  bool finished = false;
+  absl::Status status;
+};
+
+class Sink : public ResponseSink {
+ public:
+  void OnResponses(std::vector<Response> responses) override {
+    for (Response& r : responses) {
+      Outcome& o = outcomes[r.id];
+      o.tokens.insert(o.tokens.end(), r.tokens.begin(), r.tokens.end());
+      if (!r.finished) continue;
+      o.finished = true;
+      o.status = r.status;
+      o.proposed = r.drafts_proposed;
+      o.accepted = r.drafts_accepted;
+    }
+  }
+  absl::flat_hash_map<RequestId, Outcome> outcomes;
+};
+
+struct RunResult {
+  std::vector<Outcome> outcomes;  // in submission order
+  ExecutorCounters counters;
+  kv::ManagerStats kv;
+};
+
+// One rank with the tiny model, `reuse` on or off; conversations of kTurns turns, each
+// turn's prompt the previous prompt + its output + a new user message, turn by turn
+// (wave t submits turn t of every conversation, plus a duplicate of conversation 0's;
+// two long unrelated requests follow each turn).
+RunResult RunConversations(const Mode& mode, bool reuse, uint64_t seed) {
+  const std::string dir = PresetModelDir("tiny");
+  const bool draft_model = mode.method == spec::Method::kDraftModel;
+  ExecutorConfig config;
+  config.instance = "reuse";
+  config.audit_every_step = true;
+  config.scheduler.max_batch_size = 8;
+  config.scheduler.max_num_active_requests = 6;
+  config.scheduler.max_num_tokens = 512;
+  config.scheduler.chunk_size = 48;
+  config.scheduler.prefix_reuse = reuse;
+  if (mode.method != spec::Method::kNone) {
+    config.scheduler.num_draft_tokens = kK;
+    config.scheduler.spec_method = mode.method;
+  }
+  config.kv.target.layout = *engine::ModelBlockLayout(dir, kTpb);
+  config.kv.target.num_blocks = 512;
+  config.kv.target.enable_prefix_reuse = reuse;
+  config.kv.draft_mode = mode.draft_mode;
+  if (draft_model) {
+    config.kv.draft.layout = *engine::ModelBlockLayout(dir + "/draft", kTpb);
+    config.kv.draft.num_blocks = mode.draft_blocks;
+    config.kv.draft.enable_prefix_reuse = reuse;
+    config.kv.draft.reuse_salt = 7;
+  }
+  config.kv.dummy_reserved_tokens = 1 + config.scheduler.num_draft_tokens;
+  absl::StatusOr<std::unique_ptr<kv::KvManager>> kv = kv::KvManager::Create(config.kv);
+  LOCKSTEP_CHECK_OK(kv.status());
+  engine::CpuEngineOptions e;
+  e.model_dir = dir;
+  e.spec_method = mode.method == spec::Method::kNone ? spec::Method::kDraftModel : mode.method;
+  e.num_draft_tokens = config.scheduler.num_draft_tokens;
+  if (draft_model) e.draft_model_dir = dir + "/draft";
+  e.target_storage = reinterpret_cast<float*>((*kv)->Storage(kv::PoolKind::kTarget));
+  e.target_layout = config.kv.target.layout;
+  e.target_num_blocks = config.kv.target.num_blocks;
+  if (draft_model) {
+    e.draft_storage = reinterpret_cast<float*>((*kv)->Storage(kv::PoolKind::kDraft));
+    e.draft_layout = config.kv.draft.layout;
+    e.draft_num_blocks = config.kv.draft.num_blocks;
+  }
+  absl::StatusOr<std::unique_ptr<engine::ModelEngine>> engine = engine::CreateCpuEngine(e);
+  LOCKSTEP_CHECK_OK(engine.status());
+  std::unique_ptr<comm::Communicator> comm = comm::MakeSoloCommunicator();
+  Sink sink;
+  Executor::Deps deps;
+  deps.comm = comm.get();
+  deps.engine = engine->get();
+  deps.kv = *std::move(kv);
+  deps.clock = SystemClock::Get();
+  deps.sink = &sink;
+  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(config, std::move(deps));
+  LOCKSTEP_CHECK_OK(executor.status());
+
+  std::mt19937_64 rng(seed);
+  auto text = [&](int n) {
+    std::vector<int32_t> t;
+    for (int i = 0; i < n; ++i) t.push_back(static_cast<int32_t>(rng() % 256));
+    return t;
+  };
+  std::vector<int32_t> system = {engine::kByteBosToken};
+  for (int32_t t : text(45)) system.push_back(t);
+  std::vector<std::vector<int32_t>> history(kConversations, system);
+  std::vector<RequestId> order;
+  int64_t next_id = 1;
+  // Submits `specs` and steps until every one finished, the audit after every step.
+  auto run_wave = [&](std::vector<NewRequestSpec> specs) {
+    std::vector<RequestId> wave;
+    for (NewRequestSpec& s : specs) {
+      s.id = RequestId(next_id++);
+      s.sampling.max_tokens = kMaxTokens;
+      s.sampling.ignore_eos = true;
+      wave.push_back(s.id);
+      order.push_back(s.id);
+      (*executor)->inbox().Push(std::move(s));
+    }
+    for (int step = 0; step < 5000; ++step) {
+      bool done = true;
+      for (RequestId id : wave) done = done && sink.outcomes[id].finished;
+      if (done) break;
+      LOCKSTEP_CHECK_OK((*executor)->Step());
+      EXPECT_THAT((*executor)->Audit(), IsEmpty())
+          << mode.name << " reuse " << reuse << " step " << step;
+    }
+    return wave;
+  };
+  for (int turn = 0; turn < kTurns; ++turn) {
+    // Turn `turn` of every conversation, and a duplicate of conversation 0's, at once.
+    std::vector<NewRequestSpec> specs(kConversations + 1);
+    for (int c = 0; c < kConversations; ++c) {
+      for (int32_t t : text(5 + static_cast<int>(rng() % 12))) history[c].push_back(t);
+      specs[c].prompt = history[c];
+    }
+    specs[kConversations].prompt = history[0];
+    const std::vector<RequestId> wave = run_wave(std::move(specs));
+    for (int c = 0; c < kConversations; ++c) {
+      const std::vector<int32_t>& out = sink.outcomes[wave[c]].tokens;
+      history[c].insert(history[c].end(), out.begin(), out.end());
+    }
+    // Two long unrelated prompts: with a small draft pool their mirrors evict the LRU
+    // front of the draft tree, the tails of some conversations, which the target tree
+    // keeps (its pool is large): the next turn's mirrors reuse less than their targets.
+    std::vector<NewRequestSpec> noise(2);
+    for (NewRequestSpec& s : noise) s.prompt = text(300);
+    run_wave(std::move(noise));
+  }
+  RunResult run;
+  for (RequestId id : order) run.outcomes.push_back(sink.outcomes[id]);
+  run.counters = (*executor)->counters();
+  run.kv = (*executor)->kv().Stats();
+  return run;
+}
+
+class PrefixReuseEquivalenceTest : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(PrefixReuseEquivalenceTest, ReuseOnEqualsReuseOffTokenForTokenAndDraftForDraft) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  const Mode& mode = GetParam();
+  const RunResult off = RunConversations(mode, false, seed);
+  const RunResult on = RunConversations(mode, true, seed);
+  ASSERT_EQ(off.outcomes.size(), static_cast<size_t>(kTurns * (kConversations + 3)));
+  ASSERT_EQ(on.outcomes.size(), off.outcomes.size());
+  for (size_t i = 0; i < on.outcomes.size(); ++i) {
+    EXPECT_THAT(on.outcomes[i].status, IsOk()) << "request " << i;
+    ASSERT_EQ(on.outcomes[i].tokens.size(), static_cast<size_t>(kMaxTokens)) << "request " << i;
+    EXPECT_EQ(on.outcomes[i].tokens, off.outcomes[i].tokens) << "request " << i;
+    EXPECT_EQ(on.outcomes[i].proposed, off.outcomes[i].proposed) << "request " << i;
+    EXPECT_EQ(on.outcomes[i].accepted, off.outcomes[i].accepted) << "request " << i;
+  }
+  // Nothing paused (a recompute may draft differently) and nothing failed.
+  for (const RunResult* r : {&off, &on}) {
+    EXPECT_EQ(r->counters.paused, 0);
+    EXPECT_EQ(r->counters.engine_failures, 0);
+    EXPECT_EQ(r->counters.audit_violations, 0);
+  }
+  EXPECT_EQ(off.counters.reused_tokens, 0);
+  EXPECT_GT(on.counters.reused_tokens, on.counters.context_tokens / 5)
+      << "follow-up turns reuse the earlier turns' prompts";
+  EXPECT_EQ(on.kv.reused_tokens, on.counters.reused_tokens);
+  if (mode.method != spec::Method::kNone) {
+    EXPECT_GT(on.counters.drafts_accepted, 0);
+  }
+  if (mode.draft_mode == kv::DraftMode::kUnpaired) {
+    EXPECT_GT(on.kv.mirror_reused_tokens, 0);
+    if (mode.draft_blocks < 100) {
+      // The small draft pool lost prefixes its target kept: some mirrors reused less,
+      // and the draft model prefilled the gap (or the drafts above would differ).
+      EXPECT_LT(on.kv.mirror_reused_tokens, on.kv.reused_tokens);
+      EXPECT_GT(on.kv.evicted_blocks, 0);
+    }
+  }
+  std::printf("%s: %lld of %lld prefill tokens reused, mirrors %lld, drafts %lld/%lld\n", mode.name,
+              static_cast<long long>(on.counters.reused_tokens),
+              static_cast<long long>(on.counters.context_tokens),
+              static_cast<long long>(on.kv.mirror_reused_tokens),
+              static_cast<long long>(on.counters.drafts_accepted),
+              static_cast<long long>(on.counters.drafts_proposed));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, PrefixReuseEquivalenceTest,
+    ::testing::Values(Mode{"none", kv::DraftMode::kNone, spec::Method::kNone, 0},
+                      Mode{"paired", kv::DraftMode::kPaired, spec::Method::kDraftModel, 512},
+                      Mode{"unpaired", kv::DraftMode::kUnpaired, spec::Method::kDraftModel, 512},
+                      Mode{"unpaired_small_pool", kv::DraftMode::kUnpaired,
+                           spec::Method::kDraftModel, 96},
+                      Mode{"ngram", kv::DraftMode::kNone, spec::Method::kNgram, 0}),
+    [](const ::testing::TestParamInfo<Mode>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace lockstep::exec
