@@ -39,6 +39,25 @@ TEST(ExecutorSettingsTest, TheDisaggregatedExampleMapsFieldByField) {
   EXPECT_NE(ModelSalt(d->model), ModelSalt(other));
 }
 
+TEST(ExecutorSettingsTest, KvEventsWithKvAwareRoutingOnPrefixLegs) {
+  absl::StatusOr<config::DeploymentConfig> d =
+      config::LoadDeploymentConfig("deploy/local/disagg_ctx_dep2_gen_dep4.yaml");
+  ASSERT_THAT(d, IsOk());
+  const kv::BlockLayout layout{1, 1, 1, 16};
+  const auto kv_events = [&](const char* instance) {
+    absl::StatusOr<exec::ExecutorConfig> c =
+        MakeExecutorConfig(*d, *d->FindInstance(instance), 0, layout, layout);
+    EXPECT_THAT(c, IsOk());
+    return c.ok() && c->kv_events;
+  };
+  EXPECT_FALSE(kv_events("ctx0"));  // least_load: nobody reads them
+  d->router.policy = config::RoutingPolicy::kKvAware;
+  EXPECT_TRUE(kv_events("ctx0"));
+  EXPECT_FALSE(kv_events("gen0"));  // generation legs are routed by load
+  d->instances[0].kv.prefix_reuse = false;
+  EXPECT_FALSE(kv_events(d->instances[0].name.c_str()));
+}
+
 TEST(ExecutorSettingsTest, AnInconsistentInstanceIsAnErrorNamingIt) {
   absl::StatusOr<config::DeploymentConfig> d =
       config::LoadDeploymentConfig("deploy/local/agg_dep2.yaml");
