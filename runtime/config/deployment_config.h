@@ -80,7 +80,8 @@ struct RouterConfig {
   std::string grpc_listen = "127.0.0.1:0";
   // round_robin | least_load | kv_aware (runtime/router/routing_policy.h): kv_aware
   // sends a request where its prompt's prefix is cached (instance and rank), from the
-  // KV events the leaders of aggregated and context instances then publish.
+  // KV events the leaders of aggregated and context instances with prefix reuse
+  // publish (under every policy: the router's prefix-hit metric reads them too).
   RoutingPolicy policy = RoutingPolicy::kRoundRobin;
   // kv_aware: most block-hash keys the router's prefix index holds (least recently
   // used dropped first); about 100 bytes each.
@@ -89,7 +90,7 @@ struct RouterConfig {
   //                 - kv_load_weight * load / (most load among the candidates + 1).
   double kv_prefix_weight = 1.0;
   double kv_load_weight = 0.5;
-  // kv_aware: a leader sends its ranks' KV events to the router this often (at most).
+  // A leader sends its ranks' KV events to the router this often (at most).
   int64_t kv_event_interval_ms = 20;
   // When non-empty, HTTP clients must send `Authorization: Bearer <api_key>` (else 401).
   std::string api_key;

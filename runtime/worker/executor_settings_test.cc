@@ -39,7 +39,7 @@ TEST(ExecutorSettingsTest, TheDisaggregatedExampleMapsFieldByField) {
   EXPECT_NE(ModelSalt(d->model), ModelSalt(other));
 }
 
-TEST(ExecutorSettingsTest, KvEventsWithKvAwareRoutingOnPrefixLegs) {
+TEST(ExecutorSettingsTest, KvEventsOnPrefixLegsWithReuse) {
   absl::StatusOr<config::DeploymentConfig> d =
       config::LoadDeploymentConfig("deploy/local/disagg_ctx_dep2_gen_dep4.yaml");
   ASSERT_THAT(d, IsOk());
@@ -50,8 +50,6 @@ TEST(ExecutorSettingsTest, KvEventsWithKvAwareRoutingOnPrefixLegs) {
     EXPECT_THAT(c, IsOk());
     return c.ok() && c->kv_events;
   };
-  EXPECT_FALSE(kv_events("ctx0"));  // least_load: nobody reads them
-  d->router.policy = config::RoutingPolicy::kKvAware;
   EXPECT_TRUE(kv_events("ctx0"));
   EXPECT_FALSE(kv_events("gen0"));  // generation legs are routed by load
   d->instances[0].kv.prefix_reuse = false;
