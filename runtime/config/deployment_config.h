@@ -36,7 +36,7 @@ enum class DummyPolicy { kReserved, kCompat };
 // The draft model's KV pool (docs/design.md §5). YAML: none | paired | unpaired. The
 // KV manager's own type: the config names it, the manager builds it.
 using DraftPool = kv::DraftMode;
-// How the router picks an instance. YAML: round_robin | least_load.
+// How the router picks an instance. YAML: round_robin | least_load | kv_aware.
 enum class RoutingPolicy { kRoundRobin, kLeastLoad, kKvAware };
 // How the ranks of an instance exchange collectives. YAML: gloo (TCP, any hosts) |
 // shm (shared memory; every rank on one host) | auto (shm when the rendezvous shows
