@@ -1,10 +1,8 @@
 #include "tools/bench/request_drafts.h"
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/host_port.h"
-#include "httplib.h"
+#include "tools/bench/metrics_text.h"
 
 namespace lockstep::bench {
 
@@ -30,22 +28,9 @@ std::map<std::string, RequestDrafts> ParseRequestDrafts(absl::string_view metric
 
 absl::StatusOr<std::map<std::string, RequestDrafts>> ReadRequestDrafts(
     const std::string& http_address, const std::string& api_key) {
-  const HostPort router = ParseHostPort(http_address).value_or(HostPort{http_address, 0});
-  httplib::Client client(router.host, router.port);
-  client.set_connection_timeout(std::chrono::seconds(5));
-  client.set_read_timeout(std::chrono::seconds(5));
-  httplib::Headers headers;
-  if (!api_key.empty()) headers.emplace("Authorization", "Bearer " + api_key);
-  const httplib::Result result = client.Get("/metrics", headers);
-  if (!result) {
-    return absl::UnavailableError(absl::StrCat("GET /metrics on ", http_address, ": ",
-                                               httplib::to_string(result.error())));
-  }
-  if (result->status != 200) {
-    return absl::UnavailableError(
-        absl::StrCat("GET /metrics on ", http_address, ": HTTP ", result->status));
-  }
-  return ParseRequestDrafts(result->body);
+  absl::StatusOr<std::string> text = FetchMetrics(http_address, api_key);
+  if (!text.ok()) return text.status();
+  return ParseRequestDrafts(*text);
 }
 
 std::map<std::string, RequestDrafts> RequestDraftsSince(
