@@ -70,8 +70,10 @@ absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::Deployment
   c.audit_every_step = e.audit_every_step;
   // KV events feed the router's prefix index (kv_aware routing, and the prefix-hit
   // metric under every policy); generation legs are routed by load, so generation
-  // instances publish none.
-  c.kv_events = instance.kv.prefix_reuse && instance.role != config::InstanceRole::kGeneration;
+  // instances publish none. Nor do instances that would not reuse what they publish:
+  // the scheduler turns reuse off with an unpaired draft pool (Scheduler::UseReuse).
+  c.kv_events = instance.kv.prefix_reuse && instance.role != config::InstanceRole::kGeneration &&
+                e.draft_pool != config::DraftPool::kUnpaired;
   c.transfer_deadline = absl::Milliseconds(instance.transfer.deadline_ms);
   c.claim_lease = absl::Milliseconds(instance.transfer.lease_ms);
   if (absl::Status s = c.Validate(); !s.ok()) {

@@ -50,10 +50,14 @@ TEST(ExecutorSettingsTest, KvEventsOnPrefixLegsWithReuse) {
     EXPECT_THAT(c, IsOk());
     return c.ok() && c->kv_events;
   };
+  EXPECT_FALSE(kv_events("ctx0"));  // its unpaired draft pool turns reuse off
+  for (config::InstanceConfig& i : d->instances) {
+    if (i.name == "ctx0") i.executor.draft_pool = config::DraftPool::kPaired;
+  }
   EXPECT_TRUE(kv_events("ctx0"));
   EXPECT_FALSE(kv_events("gen0"));  // generation legs are routed by load
-  d->instances[0].kv.prefix_reuse = false;
-  EXPECT_FALSE(kv_events(d->instances[0].name.c_str()));
+  for (config::InstanceConfig& i : d->instances) i.kv.prefix_reuse = false;
+  EXPECT_FALSE(kv_events("ctx0"));
 }
 
 TEST(ExecutorSettingsTest, AnInconsistentInstanceIsAnErrorNamingIt) {

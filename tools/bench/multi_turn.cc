@@ -116,7 +116,7 @@ MultiTurnResult RunMultiTurn(const MultiTurnOptions& options) {
   const absl::Time start = absl::Now();
   auto conversation = [&](int64_t u, v1::RouterService::Stub& stub) {
     std::vector<int32_t> context = plan.system;
-    int64_t cached = 0;  // tokens of `context` with KV from this user's previous turn
+    int64_t cached = 0;  // leading tokens of `context` the workers published (the last prompt)
     for (size_t t = 0; t < plan.users[u].size(); ++t) {
       const PlannedTurn& planned = plan.users[u][t];
       context.insert(context.end(), planned.user.begin(), planned.user.end());
@@ -140,8 +140,8 @@ MultiTurnResult RunMultiTurn(const MultiTurnOptions& options) {
         return;
       }
       any_finished.store(true);
+      cached = static_cast<int64_t>(context.size());  // prefilled and published; the reply not
       context.insert(context.end(), reply.begin(), reply.end());
-      cached = static_cast<int64_t>(context.size()) - 1;  // the reply's last token has no KV
     }
   };
   std::vector<std::thread> clients;

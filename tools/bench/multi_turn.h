@@ -6,10 +6,11 @@
 // each runs its turns one after another. Requests go to RouterService.Generate with
 // token prompts (the reply's token ids come back exactly), greedy, ignoring EOS.
 //
-// The ideal a perfect cache would reuse, per turn: the previous turn's prompt and reply
-// (minus the reply's last token, which has no KV yet) in full blocks, and for a first
-// turn the system prompt's full blocks once any request of the run has finished; never
-// the prompt's last token (kvcache/kv_manager.h CreateCache).
+// The ideal, per turn: every prompt token whose KV the workers published before the
+// turn was sent — the previous turn's prompt (a worker publishes the blocks it
+// prefilled; replies are decoded, not published), or for a first turn the system
+// prompt once any request of the run has finished — in full blocks, never the prompt's
+// last token (kvcache/kv_manager.h CreateCache).
 //
 // Thread safety: RunMultiTurn is called once; it uses its own client threads.
 #ifndef LOCKSTEP_TOOLS_BENCH_MULTI_TURN_H_
