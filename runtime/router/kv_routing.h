@@ -57,6 +57,10 @@ class KvRouting {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   KvRoutingStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The keys the index holds for one rank, sorted (tests).
+  std::vector<uint64_t> KeysOf(const std::string& instance, int32_t rank) const {
+    return index_.KeysOf(instance, rank);
+  }
 
  private:
   struct Hashing {
