@@ -145,7 +145,14 @@ TEST(KvRoutingTest, FollowUpTurnsLandOnTheRankHoldingTheirPrefix) {
   EXPECT_GE(Metric(d, R"(lockstep_router_routing_decisions_total{reason="prefix"})"),
             follow_ups);
   EXPECT_GE(Metric(d, "lockstep_router_prefix_cached_tokens_total"), min_cached);
-  EXPECT_EQ(CheckAtRest(d, "agg0"), "");
+  std::string problems;
+  EXPECT_TRUE(d.WaitFor(
+      [&] {
+        problems = CheckAtRest(d, "agg0");
+        return problems.empty();
+      },
+      absl::Seconds(20)))
+      << problems;
   EXPECT_TRUE(d.Reap().empty()) << "a process died";
 }
 
