@@ -78,8 +78,8 @@ constexpr uint64_t kSalt = 0x5eed;
 
 std::unique_ptr<KvManager> Manager(int32_t blocks) {
   KvManagerConfig config;
-  config.target.layout = BlockLayout{.num_layers = 1, .num_kv_heads = 1, .head_dim = 2,
-                                     .tokens_per_block = kTpb};
+  config.target.layout =
+      BlockLayout{.num_layers = 1, .num_kv_heads = 1, .head_dim = 2, .tokens_per_block = kTpb};
   config.target.num_blocks = blocks;
   config.target.reuse_salt = kSalt;
   absl::StatusOr<std::unique_ptr<KvManager>> m = KvManager::Create(config);
@@ -138,8 +138,8 @@ TEST(KvEventsTest, ManagerPublishesThePromptsChainAndItsEvictions) {
 
 TEST(KvEventsTest, NothingWithPrefixReuseOff) {
   KvManagerConfig config;
-  config.target.layout = BlockLayout{.num_layers = 1, .num_kv_heads = 1, .head_dim = 2,
-                                     .tokens_per_block = kTpb};
+  config.target.layout =
+      BlockLayout{.num_layers = 1, .num_kv_heads = 1, .head_dim = 2, .tokens_per_block = kTpb};
   config.target.num_blocks = 8;
   config.target.enable_prefix_reuse = false;
   absl::StatusOr<std::unique_ptr<KvManager>> kv = KvManager::Create(config);

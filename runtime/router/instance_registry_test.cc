@@ -241,7 +241,8 @@ TEST_F(InstanceRegistryTest, KvAwareGoesWhereThePrefixIsAndHintsItsRank) {
   options.kv = &kv;
   InstanceRegistry registry(options, {}, clock_);
   for (const char* name : {"a", "b"}) {
-    LOCKSTEP_ASSERT_OK(registry.Register(name, InstanceRole::kAggregated, 2, "127.0.0.1:5", "tiny"));
+    LOCKSTEP_ASSERT_OK(
+        registry.Register(name, InstanceRole::kAggregated, 2, "127.0.0.1:5", "tiny"));
   }
   std::vector<int32_t> prompt(33);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(i * 7);
@@ -280,7 +281,8 @@ TEST_F(InstanceRegistryTest, OtherPoliciesIgnoreThePrefixButReportIt) {
   options.kv = &kv;
   InstanceRegistry registry(options, {}, clock_);
   for (const char* name : {"a", "b"}) {
-    LOCKSTEP_ASSERT_OK(registry.Register(name, InstanceRole::kAggregated, 2, "127.0.0.1:5", "tiny"));
+    LOCKSTEP_ASSERT_OK(
+        registry.Register(name, InstanceRole::kAggregated, 2, "127.0.0.1:5", "tiny"));
   }
   std::vector<int32_t> prompt(17, 3);
   Holds(kv, "b", 1, 1, prompt, 4);

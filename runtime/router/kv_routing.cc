@@ -14,10 +14,10 @@ absl::StatusOr<v1::ReportKvEventsResponse> KvRouting::Apply(
     const v1::ReportKvEventsRequest& report) {
   const std::string& instance = report.instance();
   if (instance.empty() || report.incarnation() == 0 || report.tokens_per_block() < 1) {
-    return absl::InvalidArgumentError(fmt::format(
-        "ReportKvEvents from '{}': needs an instance name, an incarnation > 0 and "
-        "tokens_per_block >= 1 (got incarnation {}, tokens_per_block {})",
-        instance, report.incarnation(), report.tokens_per_block()));
+    return absl::InvalidArgumentError(
+        fmt::format("ReportKvEvents from '{}': needs an instance name, an incarnation > 0 and "
+                    "tokens_per_block >= 1 (got incarnation {}, tokens_per_block {})",
+                    instance, report.incarnation(), report.tokens_per_block()));
   }
   v1::ReportKvEventsResponse response;
   absl::MutexLock lock(&mu_);
@@ -33,10 +33,10 @@ absl::StatusOr<v1::ReportKvEventsResponse> KvRouting::Apply(
   std::vector<int32_t> behind;
   for (const v1::KvEventBatch& b : report.batches()) {
     ++batches_;
-    const bool in_sync = index_.Apply(
-        {instance, b.rank(), report.incarnation(), b.seq(),
-         std::vector<uint64_t>(b.committed().begin(), b.committed().end()),
-         std::vector<uint64_t>(b.evicted().begin(), b.evicted().end())});
+    const bool in_sync =
+        index_.Apply({instance, b.rank(), report.incarnation(), b.seq(),
+                      std::vector<uint64_t>(b.committed().begin(), b.committed().end()),
+                      std::vector<uint64_t>(b.evicted().begin(), b.evicted().end())});
     if (!in_sync && std::find(behind.begin(), behind.end(), b.rank()) == behind.end()) {
       behind.push_back(b.rank());
     }

@@ -23,10 +23,10 @@ namespace {
 
 using config::InstanceRole;
 using ::lockstep::testing::IsOk;
+using ::testing::ElementsAre;
 using testing::FakeWorker;
 using testing::HttpClient;
 using testing::HttpResult;
-using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 constexpr uint64_t kSalt = 7;
@@ -48,15 +48,16 @@ class KvRoutingDaemonTest : public ::testing::Test {
         {"ctx1", InstanceRole::kContext},
         {"gen0", InstanceRole::kGeneration},
         {"gen1", InstanceRole::kGeneration}};
-    absl::StatusOr<std::unique_ptr<RouterDaemon>> router = testing::StartRouter(
-        testing::TestConfig(instances, config::RoutingPolicy::kKvAware));
+    absl::StatusOr<std::unique_ptr<RouterDaemon>> router =
+        testing::StartRouter(testing::TestConfig(instances, config::RoutingPolicy::kKvAware));
     ASSERT_THAT(router, IsOk());
     router_ = *std::move(router);
     http_ = std::make_unique<HttpClient>(router_->http_address());
     for (const auto& [name, role] : instances) {
-      absl::StatusOr<std::unique_ptr<FakeWorker>> worker = testing::StartWorker(
-          *router_, name,
-          role == InstanceRole::kContext ? v1::INSTANCE_ROLE_CONTEXT : v1::INSTANCE_ROLE_GENERATION);
+      absl::StatusOr<std::unique_ptr<FakeWorker>> worker =
+          testing::StartWorker(*router_, name,
+                               role == InstanceRole::kContext ? v1::INSTANCE_ROLE_CONTEXT
+                                                              : v1::INSTANCE_ROLE_GENERATION);
       ASSERT_THAT(worker, IsOk());
       workers_[name] = *std::move(worker);
     }
@@ -131,8 +132,8 @@ TEST_F(KvRoutingDaemonTest, ContextLegsFollowThePrefixGenerationLegsTheLoad) {
   RouterMetrics& m = router_->metrics();
   EXPECT_EQ(m.RoutingDecisions("prefix"), 4);
   EXPECT_EQ(m.RoutingDecisions("load"), 1 + 5);  // the first context leg; 5 generation legs
-  EXPECT_EQ(m.RankHints("overridden"), 4);  // the fakes answer as rank 0
-  EXPECT_EQ(m.PrefixCachedTokens(), 0);     // rank 0 holds nothing
+  EXPECT_EQ(m.RankHints("overridden"), 4);       // the fakes answer as rank 0
+  EXPECT_EQ(m.PrefixCachedTokens(), 0);          // rank 0 holds nothing
 
   // A gap: the router asks for a snapshot of that rank and forgets what it held.
   answer = Report("ctx1", 1, 3, tokens, 5);

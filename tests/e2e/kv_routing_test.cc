@@ -142,8 +142,7 @@ TEST(KvRoutingTest, FollowUpTurnsLandOnTheRankHoldingTheirPrefix) {
   EXPECT_EQ(Metric(d, R"(lockstep_router_rank_hints_total{outcome="honoured"})"), follow_ups)
       << LogTails(d);
   EXPECT_LT(Metric(d, R"(lockstep_router_rank_hints_total{outcome="overridden"})"), 1);
-  EXPECT_GE(Metric(d, R"(lockstep_router_routing_decisions_total{reason="prefix"})"),
-            follow_ups);
+  EXPECT_GE(Metric(d, R"(lockstep_router_routing_decisions_total{reason="prefix"})"), follow_ups);
   EXPECT_GE(Metric(d, "lockstep_router_prefix_cached_tokens_total"), min_cached);
   std::string problems;
   EXPECT_TRUE(d.WaitFor(

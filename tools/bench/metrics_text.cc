@@ -20,8 +20,8 @@ absl::StatusOr<std::string> FetchMetrics(const std::string& http_address,
   if (!api_key.empty()) headers.emplace("Authorization", "Bearer " + api_key);
   const httplib::Result result = client.Get("/metrics", headers);
   if (!result) {
-    return absl::UnavailableError(absl::StrCat("GET /metrics on ", http_address, ": ",
-                                               httplib::to_string(result.error())));
+    return absl::UnavailableError(
+        absl::StrCat("GET /metrics on ", http_address, ": ", httplib::to_string(result.error())));
   }
   if (result->status != 200) {
     return absl::UnavailableError(

@@ -32,7 +32,8 @@ struct Plan {
 Plan MakePlan(const MultiTurnOptions& o) {
   std::mt19937_64 rng(o.seed);
   auto uniform = [&](int64_t lo, int64_t hi) {
-    return lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(1, hi - lo + 1)));
+    return lo +
+           static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(1, hi - lo + 1)));
   };
   auto letters = [&](int64_t n) {
     std::vector<int32_t> out(static_cast<size_t>(std::max<int64_t>(0, n)));
@@ -89,8 +90,8 @@ void RunTurn(v1::RouterService::Stub& stub, const MultiTurnOptions& o,
   out.prompt_tokens = static_cast<int64_t>(prompt.size());
   out.output_tokens = static_cast<int64_t>(reply.size());
   if (!status.ok()) {
-    out.error = absl::StrCat("gRPC ", static_cast<int>(status.error_code()), ": ",
-                             status.error_message());
+    out.error =
+        absl::StrCat("gRPC ", static_cast<int>(status.error_code()), ": ", status.error_message());
   } else if (!finished || reply.empty()) {
     out.error = "the stream ended without a final response or tokens";
   }
@@ -124,8 +125,8 @@ MultiTurnResult RunMultiTurn(const MultiTurnOptions& options) {
       TurnOutcome out;
       out.user = u;
       out.turn = static_cast<int64_t>(t) + 1;
-      out.ideal_reused_tokens = IdealReusedTokens(static_cast<int64_t>(context.size()), cached,
-                                                  options.tokens_per_block);
+      out.ideal_reused_tokens =
+          IdealReusedTokens(static_cast<int64_t>(context.size()), cached, options.tokens_per_block);
       std::vector<int32_t> reply;
       RunTurn(stub, options, context, planned, out, reply);
       const bool ok = out.ok;

@@ -33,7 +33,8 @@ int32_t PromptTokensPerBlock(const config::DeploymentConfig& config) {
 }
 
 // One run of the workload against the router at `http` / `grpc`: its report.
-nlohmann::json RunOnce(MultiTurnOptions options, const std::string& policy, const std::string& http) {
+nlohmann::json RunOnce(MultiTurnOptions options, const std::string& policy,
+                       const std::string& http) {
   std::map<std::string, double> before, after;
   if (absl::StatusOr<std::string> text = FetchMetrics(http, options.api_key); text.ok()) {
     before = ParseSamples(*text);
@@ -136,8 +137,9 @@ int RunMultiTurnBench(const std::vector<std::string>& args) {
       const std::string dir = absl::StrCat(run_dir, "/", policy);
       std::fprintf(stderr, "bench: starting %s with policy %s (logs in %s)\n", config_path.c_str(),
                    policy.c_str(), dir.c_str());
-      absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d = launcher::LocalDeployment::Start(
-          *yaml, dir, "/proc/self/exe", absl::Seconds(ready_timeout_s));
+      absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d =
+          launcher::LocalDeployment::Start(*yaml, dir, "/proc/self/exe",
+                                           absl::Seconds(ready_timeout_s));
       if (!d.ok()) {
         std::fprintf(stderr, "bench: %s\n", d.status().ToString().c_str());
         return 1;

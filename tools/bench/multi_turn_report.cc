@@ -42,8 +42,8 @@ json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& pol
   const double hit_rate = Ratio(router_cached, router_prompt);
   json decisions = json::object();
   for (const char* reason : {"prefix", "load", "round_robin"}) {
-    decisions[reason] = delta(absl::StrFormat(
-        "lockstep_router_routing_decisions_total{reason=\"%s\"}", reason));
+    decisions[reason] =
+        delta(absl::StrFormat("lockstep_router_routing_decisions_total{reason=\"%s\"}", reason));
   }
   json hints = json::object();
   for (const char* outcome : {"honoured", "overridden"}) {
@@ -92,8 +92,9 @@ std::string FormatMultiTurnReport(const json& r) {
                         r["requests"].get<int64_t>(), r["failed"].get<int64_t>(),
                         r["wall_s"].get<double>(), r["requests_per_s"].get<double>());
   absl::StrAppendFormat(
-      &out, "  prefix hit rate %.1f%% (router: cached on the serving rank); ideal %.1f%%; %.1f%% "
-            "of ideal\n",
+      &out,
+      "  prefix hit rate %.1f%% (router: cached on the serving rank); ideal %.1f%%; %.1f%% "
+      "of ideal\n",
       100 * r["hit_rate"].get<double>(), 100 * r["ideal_hit_rate"].get<double>(),
       100 * r["hit_rate_vs_ideal"].get<double>());
   absl::StrAppendFormat(&out, "  TTFT            p50 %.1f ms, p99 %.1f ms\n",
@@ -101,18 +102,22 @@ std::string FormatMultiTurnReport(const json& r) {
   absl::StrAppendFormat(&out, "  throughput      %.1f output tokens/s\n",
                         r["output_tokens_per_s"].get<double>());
   absl::StrAppendFormat(
-      &out, "  routing         prefix %.0f, load %.0f, round_robin %.0f; rank hints honoured %.0f, "
-            "overridden %.0f; resyncs %.0f\n",
+      &out,
+      "  routing         prefix %.0f, load %.0f, round_robin %.0f; rank hints honoured %.0f, "
+      "overridden %.0f; resyncs %.0f\n",
       r["routing_decisions"]["prefix"].get<double>(), r["routing_decisions"]["load"].get<double>(),
       r["routing_decisions"]["round_robin"].get<double>(),
       r["rank_hints"]["honoured"].get<double>(), r["rank_hints"]["overridden"].get<double>(),
       r["kv_resyncs"].get<double>());
-  for (const json& e : r["errors"]) absl::StrAppendFormat(&out, "  error: %s\n", e.get<std::string>());
+  for (const json& e : r["errors"])
+    absl::StrAppendFormat(&out, "  error: %s\n", e.get<std::string>());
   return out;
 }
 
 json CompareMultiTurn(const json& baseline, const json& candidate) {
-  const auto pair = [&](const json& a, const json& b) { return json{{"baseline", a}, {"candidate", b}}; };
+  const auto pair = [&](const json& a, const json& b) {
+    return json{{"baseline", a}, {"candidate", b}};
+  };
   return json{
       {"baseline", baseline["policy"]},
       {"candidate", candidate["policy"]},
@@ -121,10 +126,10 @@ json CompareMultiTurn(const json& baseline, const json& candidate) {
       {"candidate_hit_rate_vs_ideal", candidate["hit_rate_vs_ideal"]},
       {"ttft_p50_ms", pair(baseline["ttft_ms"]["p50"], candidate["ttft_ms"]["p50"])},
       {"ttft_p99_ms", pair(baseline["ttft_ms"]["p99"], candidate["ttft_ms"]["p99"])},
-      {"ttft_p50_speedup", Ratio(baseline["ttft_ms"]["p50"].get<double>(),
-                                 candidate["ttft_ms"]["p50"].get<double>())},
-      {"ttft_p99_speedup", Ratio(baseline["ttft_ms"]["p99"].get<double>(),
-                                 candidate["ttft_ms"]["p99"].get<double>())},
+      {"ttft_p50_speedup",
+       Ratio(baseline["ttft_ms"]["p50"].get<double>(), candidate["ttft_ms"]["p50"].get<double>())},
+      {"ttft_p99_speedup",
+       Ratio(baseline["ttft_ms"]["p99"].get<double>(), candidate["ttft_ms"]["p99"].get<double>())},
       {"throughput_ratio", Ratio(candidate["output_tokens_per_s"].get<double>(),
                                  baseline["output_tokens_per_s"].get<double>())},
   };
