@@ -254,6 +254,10 @@ int64_t KvManager::ProbePrefix(absl::Span<const int32_t> prompt) const {
   return impl_->ReusableTokens(prompt);
 }
 
+void KvManager::SetEventObserver(KvEventObserver* observer) {
+  impl_->target().set_event_observer(observer);
+}
+
 bool KvManager::Has(RequestId id, PoolKind pool) const {
   const KvPool* p = impl_->pool(pool);
   return p != nullptr && p->Find(id) != nullptr;

@@ -48,6 +48,7 @@
 #include "kvcache/block_allocator.h"
 #include "kvcache/block_copier.h"
 #include "kvcache/block_layout.h"
+#include "kvcache/kv_events.h"
 #include "kvcache/kv_types.h"
 #include "kvcache/memory_kind.h"
 
@@ -145,6 +146,12 @@ class KvManager {
   // Read-only probe: how many tokens of `prompt` (minus its last token) a new target
   // cache would reuse (an unpaired mirror's own reuse is not part of it).
   int64_t ProbePrefix(absl::Span<const int32_t> prompt) const;
+
+  // KV events (kv_events.h): the target pool's radix tree reports every key it
+  // publishes and evicts to `observer` (not owned; must outlive the manager or be
+  // replaced; null: nobody). The keys are PrefixHashChain's (prefix_hash.h) with the
+  // target pool's salt.
+  void SetEventObserver(KvEventObserver* observer);
 
   // ---- Queries. ----
 

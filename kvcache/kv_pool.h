@@ -31,6 +31,7 @@
 #include "kvcache/block_hash.h"
 #include "kvcache/block_pool.h"
 #include "kvcache/kv_cache.h"
+#include "kvcache/kv_events.h"
 #include "kvcache/kv_types.h"
 #include "kvcache/memory_kind.h"
 #include "kvcache/radix_tree.h"
@@ -114,6 +115,8 @@ class KvPool {
   int64_t evicted_blocks() const { return evicted_blocks_; }
   int32_t ref_count(BlockId block) const { return blocks_->ref_count(block); }
   const RadixTree& tree() const { return tree_; }
+  // The tree reports its keys to `observer` (kv_events.h); not owned, null: nobody.
+  void set_event_observer(KvEventObserver* observer) { tree_.set_observer(observer); }
 
   // Appends one line per violation, each starting with `prefix`: caches whose id is not
   // in `owners`, lengths, block-table coverage, refcounts, the free-list partition, the

@@ -60,6 +60,7 @@ bool RadixTree::Insert(BlockId parent, BlockId block, absl::Span<const int32_t> 
             tokens_.begin() + static_cast<ptrdiff_t>(block.value()) * tokens_per_block_);
   if (parent != kRoot) ++nodes_[parent.value()].num_children;
   ++num_nodes_;
+  if (observer_ != nullptr) observer_->OnCommitted(key);
   return true;
 }
 
@@ -109,6 +110,7 @@ std::optional<BlockId> RadixTree::EvictLru() {
   Unlink(block);
   by_key_.erase(node.key);
   if (node.parent != kRoot.value()) --nodes_[node.parent].num_children;
+  if (observer_ != nullptr) observer_->OnEvicted(node.key);
   node = Node{};
   --num_nodes_;
   return BlockId(block);

@@ -27,6 +27,7 @@
 #include "absl/types/span.h"
 #include "common/ids.h"
 #include "kvcache/block_hash.h"
+#include "kvcache/kv_events.h"
 
 namespace lockstep::kv {
 
@@ -50,6 +51,10 @@ class RadixTree {
             BlockHasher hasher = &BlockHash);
 
   int tokens_per_block() const { return tokens_per_block_; }
+
+  // Told every key that enters (Insert) or leaves (EvictLru) the tree; not owned, null:
+  // nobody.
+  void set_observer(KvEventObserver* observer) { observer_ = observer; }
 
   // Walks the full blocks of `tokens` (at most `max_blocks`) down from the root and
   // calls `visit` for each matching node, in order. Returns the number matched.
@@ -97,6 +102,7 @@ class RadixTree {
   const int tokens_per_block_;
   const uint64_t root_key_;
   const BlockHasher hasher_;
+  KvEventObserver* observer_ = nullptr;
   std::vector<Node> nodes_;
   // The tokens of each published block (tokens_per_block per block), compared on every
   // hit. Key storage, not per-block metadata.

@@ -178,6 +178,10 @@ void ReadRouter(MapReader& reader, RouterConfig& router) {
   reader.String("https_key_file", &router.https_key_file);
   reader.String("https_ca_file", &router.https_ca_file);
   reader.Enumerated("policy", &router.policy, &ParseRoutingPolicy);
+  reader.Int("kv_index_max_keys", &router.kv_index_max_keys);
+  reader.Double("kv_prefix_weight", &router.kv_prefix_weight);
+  reader.Double("kv_load_weight", &router.kv_load_weight);
+  reader.Int("kv_event_interval_ms", &router.kv_event_interval_ms);
   reader.String("api_key", &router.api_key);
   reader.Int("heartbeat_interval_ms", &router.heartbeat_interval_ms);
   reader.Int("heartbeat_timeout_ms", &router.heartbeat_timeout_ms);

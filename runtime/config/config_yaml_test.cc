@@ -138,6 +138,22 @@ TEST(ConfigYamlTest, DisaggregatedExampleParses) {
   EXPECT_EQ(ctx->comm.vote_transport, CommTransport::kAuto);
 }
 
+TEST(ConfigYamlTest, KvAwareRoutingSettings) {
+  absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(
+      "model: {name: m, path: p}\n"
+      "router: {policy: kv_aware, kv_index_max_keys: 5000, kv_prefix_weight: 2.5,\n"
+      "         kv_load_weight: 0, kv_event_interval_ms: 7}\n"
+      "instances: [{name: a, role: aggregated}]\n",
+      "");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->router.policy, RoutingPolicy::kKvAware);
+  EXPECT_EQ(config->router.kv_index_max_keys, 5000);
+  EXPECT_EQ(config->router.kv_prefix_weight, 2.5);
+  EXPECT_EQ(config->router.kv_load_weight, 0);
+  EXPECT_EQ(config->router.kv_event_interval_ms, 7);
+  EXPECT_EQ(RoutingPolicyName(RoutingPolicy::kKvAware), "kv_aware");
+}
+
 TEST(ConfigYamlTest, TcpDataPlaneCanBeTurnedOff) {
   absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(
       "model: {name: m, path: p}\n"
@@ -219,7 +235,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadYaml{"bad_policy",
                 "model: {name: m, path: p}\nrouter: {policy: random}\n"
                 "instances: [{name: a, role: aggregated}]\n",
-                "router.policy: must be one of round_robin | least_load"},
+                "router.policy: must be one of round_robin | least_load | kv_aware"},
+        BadYaml{"bad_kv_weight",
+                "model: {name: m, path: p}\nrouter: {kv_load_weight: -1}\n"
+                "instances: [{name: a, role: aggregated}]\n",
+                "router.kv_load_weight: must be in [0, 1e6], got -1"},
+        BadYaml{"bad_kv_index",
+                "model: {name: m, path: p}\nrouter: {kv_index_max_keys: 0}\n"
+                "instances: [{name: a, role: aggregated}]\n",
+                "router.kv_index_max_keys: must be in [1, 4294967296], got 0"},
         BadYaml{"bad_transport",
                 "model: {name: m, path: p}\n"
                 "instances: [{name: a, role: aggregated, comm: {vote_transport: tcp}}]\n",

@@ -26,8 +26,9 @@ constexpr NameTable<DummyPolicy, 2> kDummyNames = {
 constexpr NameTable<DraftPool, 3> kDraftPoolNames = {{{DraftPool::kNone, "none"},
                                                       {DraftPool::kPaired, "paired"},
                                                       {DraftPool::kUnpaired, "unpaired"}}};
-constexpr NameTable<RoutingPolicy, 2> kPolicyNames = {
-    {{RoutingPolicy::kRoundRobin, "round_robin"}, {RoutingPolicy::kLeastLoad, "least_load"}}};
+constexpr NameTable<RoutingPolicy, 3> kPolicyNames = {{{RoutingPolicy::kRoundRobin, "round_robin"},
+                                                       {RoutingPolicy::kLeastLoad, "least_load"},
+                                                       {RoutingPolicy::kKvAware, "kv_aware"}}};
 constexpr NameTable<CommTransport, 4> kTransportNames = {{{CommTransport::kGloo, "gloo"},
                                                           {CommTransport::kShm, "shm"},
                                                           {CommTransport::kAuto, "auto"},
@@ -370,6 +371,14 @@ absl::Status DeploymentConfig::Validate() const {
   problems.AtLeast("router.health_check_interval_ms", router.health_check_interval_ms, 1);
   problems.AtLeast("router.request_timeout_s", router.request_timeout_s, 1);
   problems.AtLeast("router.migration_limit", router.migration_limit, 0);
+  problems.InRange("router.kv_index_max_keys", router.kv_index_max_keys, 1, int64_t{1} << 32);
+  for (const auto& [path, weight] : {std::pair{"router.kv_prefix_weight", router.kv_prefix_weight},
+                                     std::pair{"router.kv_load_weight", router.kv_load_weight}}) {
+    if (!(weight >= 0 && weight <= 1e6)) {
+      problems.Add(path, absl::StrCat("must be in [0, 1e6], got ", weight));
+    }
+  }
+  problems.InRange("router.kv_event_interval_ms", router.kv_event_interval_ms, 1, 60000);
   problems.AtLeast("router.max_prompt_tokens", router.max_prompt_tokens, 1);
   problems.InRange("router.http_threads", router.http_threads, 1, 4096);
   problems.InRange("router.max_concurrent_requests", router.max_concurrent_requests, 0,

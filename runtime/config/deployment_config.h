@@ -36,8 +36,8 @@ enum class DummyPolicy { kReserved, kCompat };
 // The draft model's KV pool (docs/design.md §5). YAML: none | paired | unpaired. The
 // KV manager's own type: the config names it, the manager builds it.
 using DraftPool = kv::DraftMode;
-// How the router picks an instance. YAML: round_robin | least_load.
-enum class RoutingPolicy { kRoundRobin, kLeastLoad };
+// How the router picks an instance. YAML: round_robin | least_load | kv_aware.
+enum class RoutingPolicy { kRoundRobin, kLeastLoad, kKvAware };
 // How the ranks of an instance exchange collectives. YAML: gloo (TCP, any hosts) |
 // shm (shared memory; every rank on one host) | auto (shm when the rendezvous shows
 // every rank on one host, else gloo) | nccl (NCCL on the GPUs; needs the CUDA engine
@@ -86,7 +86,20 @@ struct RouterConfig {
   // bench --config`) check the router's certificate against; empty: the system's
   // trusted CAs. Only with https_cert_file.
   std::string https_ca_file;
+  // round_robin | least_load | kv_aware (runtime/router/routing_policy.h): kv_aware
+  // sends a request where its prompt's prefix is cached (instance and rank), from the
+  // KV events the leaders of aggregated and context instances with prefix reuse
+  // publish (under every policy: the router's prefix-hit metric reads them too).
   RoutingPolicy policy = RoutingPolicy::kRoundRobin;
+  // kv_aware: most block-hash keys the router's prefix index holds (least recently
+  // used dropped first); about 100 bytes each.
+  int64_t kv_index_max_keys = 1 << 20;
+  // kv_aware: score = kv_prefix_weight * cached prefix / prompt
+  //                 - kv_load_weight * load / (most load among the candidates + 1).
+  double kv_prefix_weight = 1.0;
+  double kv_load_weight = 0.5;
+  // A leader sends its ranks' KV events to the router this often (at most).
+  int64_t kv_event_interval_ms = 20;
   // When non-empty, HTTP clients must send `Authorization: Bearer <api_key>` (else 401).
   std::string api_key;
   // Workers send a Heartbeat this often.

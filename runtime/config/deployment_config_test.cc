@@ -172,11 +172,13 @@ TEST(DeploymentConfigTest, EnumNamesRoundTrip) {
     EXPECT_EQ(*ParseDraftPool(DraftPoolName(pool)), pool);
   }
   EXPECT_EQ(*ParseRoutingPolicy("least_load"), RoutingPolicy::kLeastLoad);
+  EXPECT_EQ(*ParseRoutingPolicy("kv_aware"), RoutingPolicy::kKvAware);
   EXPECT_EQ(*ParseDummyPolicy("compat"), DummyPolicy::kCompat);
   EXPECT_EQ(*ParseEngineKind("fake"), EngineKind::kFake);
   EXPECT_THAT(ParseRoutingPolicy("random"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("must be one of round_robin | least_load, got 'random'")));
+                       HasSubstr("must be one of round_robin | least_load | kv_aware, got "
+                                 "'random'")));
 }
 
 TEST(AutoKvNumBlocksTest, TakesTheFractionOfFreeMemoryInWholeBlocks) {

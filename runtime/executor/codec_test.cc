@@ -118,5 +118,24 @@ TEST(ResponseCodecTest, RoundTripAndTruncation) {
               StatusIs(absl::StatusCode::kDataLoss));
 }
 
+TEST(ResponseCodecTest, GatherPartCarriesTheKvEvents) {
+  Response r;
+  r.id = RequestId(4);
+  r.tokens = {1};
+  const kv::KvEventDelta events{.committed = {11, 12}, .evicted = {99}};
+  const std::string bytes = EncodeGatherPart({r}, events);
+  std::vector<Response> responses;
+  kv::KvEventDelta got;
+  ASSERT_THAT(DecodeGatherPart(bytes, &responses, &got), IsOk());
+  ASSERT_EQ(responses.size(), 1u);
+  EXPECT_EQ(responses[0].id, RequestId(4));
+  EXPECT_THAT(got.committed, ElementsAre(11, 12));
+  EXPECT_THAT(got.evicted, ElementsAre(99));
+  EXPECT_THAT(DecodeGatherPart(bytes.substr(0, bytes.size() - 1), &responses, &got),
+              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(DecodeGatherPart(bytes + "x", &responses, &got),
+              StatusIs(absl::StatusCode::kDataLoss));
+}
+
 }  // namespace
 }  // namespace lockstep::exec

@@ -40,11 +40,19 @@ Executor::Executor(const ExecutorConfig& config, Deps deps)
       transceiver_(deps.transceiver),
       clock_(deps.clock),
       sink_(deps.sink),
+      kv_event_sink_(deps.kv_event_sink),
       engine_info_(deps.engine->info()),
       scheduler_(config.scheduler, kv_.get()),
-      stats_ring_(config.stats_ring_size) {}
+      stats_ring_(config.stats_ring_size) {
+  if (config_.kv_events) {
+    kv_event_log_ = std::make_unique<kv::KvEventLog>();
+    kv_->SetEventObserver(kv_event_log_.get());
+  }
+}
 
-Executor::~Executor() = default;
+Executor::~Executor() {
+  if (kv_event_log_ != nullptr) kv_->SetEventObserver(nullptr);
+}
 
 Request* Executor::Find(RequestId id) const {
   auto it = by_id_.find(id);
@@ -273,16 +281,23 @@ void Executor::FailRequest(Request* request, absl::Status status, bool transfer)
 }
 
 absl::Status Executor::Respond() {
-  const std::string bytes = EncodeResponses(outbox_);
+  // KV events ride on this gather: no collective of their own (docs/design.md §3).
+  const std::string bytes = EncodeGatherPart(
+      outbox_, kv_event_log_ != nullptr ? kv_event_log_->Take() : kv::KvEventDelta());
   outbox_.clear();
   ASSIGN_OR_RETURN(std::vector<std::string> gathered, comm_->Gather(bytes, 0, Call("responses")));
   if (is_leader()) {
     std::vector<Response> all;
-    for (const std::string& part : gathered) {
-      ASSIGN_OR_RETURN(std::vector<Response> rank_responses, DecodeResponses(part));
+    std::vector<kv::KvEventDelta> events(gathered.size());
+    bool any_events = false;
+    for (size_t rank = 0; rank < gathered.size(); ++rank) {
+      std::vector<Response> rank_responses;
+      RETURN_IF_ERROR(DecodeGatherPart(gathered[rank], &rank_responses, &events[rank]));
+      any_events = any_events || !events[rank].empty();
       for (Response& r : rank_responses) all.push_back(std::move(r));
     }
     if (sink_ != nullptr && !all.empty()) sink_->OnResponses(std::move(all));
+    if (kv_event_sink_ != nullptr && any_events) kv_event_sink_->OnKvEvents(events);
   }
   TerminateFinished();
   return absl::OkStatus();

@@ -48,6 +48,7 @@
 #include "common/clock.h"
 #include "common/ids.h"
 #include "kvcache/audit.h"
+#include "kvcache/kv_events.h"
 #include "kvcache/kv_manager.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/engine/model_engine.h"
@@ -109,6 +110,9 @@ class Executor {
     transfer::Transceiver* transceiver = nullptr;  // not owned; null without disagg
     Clock* clock = nullptr;                        // not owned
     ResponseSink* sink = nullptr;                  // leader only; not owned
+    // Leader only, with config.kv_events: every rank's KV event delta of each step in
+    // which some rank's is not empty. Not owned.
+    kv::KvEventSink* kv_event_sink = nullptr;
   };
 
   static absl::StatusOr<std::unique_ptr<Executor>> Create(const ExecutorConfig& config, Deps deps);
@@ -244,6 +248,9 @@ class Executor {
   transfer::Transceiver* transceiver_;
   Clock* clock_;
   ResponseSink* sink_;
+  kv::KvEventSink* kv_event_sink_;
+  // With config.kv_events: what the target radix tree did since the last gather.
+  std::unique_ptr<kv::KvEventLog> kv_event_log_;
   engine::EngineInfo engine_info_;
   sched::Scheduler scheduler_;
 

@@ -39,6 +39,11 @@ struct ExecutorConfig {
   // the context handle of context-only responses.
   std::string transfer_address;
 
+  // KV events: every rank reports the keys its target radix tree published and evicted
+  // at the step's response gather; the leader hands them to Deps::kv_event_sink. The
+  // same on every rank of an instance.
+  bool kv_events = false;
+
   // Run the invariant audit (docs/design.md §7) after every step.
   bool audit_every_step = false;
   // Steps kept in the StepStats ring buffer.

@@ -79,4 +79,26 @@ absl::StatusOr<std::vector<Response>> DecodeResponses(const std::string& bytes) 
   return out;
 }
 
+std::string EncodeGatherPart(absl::Span<const Response> responses, const kv::KvEventDelta& events) {
+  WireWriter w;
+  w.PutString(EncodeResponses(responses));
+  w.PutVector(events.committed);
+  w.PutVector(events.evicted);
+  return w.Take();
+}
+
+absl::Status DecodeGatherPart(const std::string& bytes, std::vector<Response>* responses,
+                              kv::KvEventDelta* events) {
+  WireReader rd(bytes);
+  std::string encoded;
+  if (!rd.GetString(&encoded) || !rd.GetVector(&events->committed) ||
+      !rd.GetVector(&events->evicted) || !rd.done()) {
+    return absl::DataLossError("response gather: malformed part");
+  }
+  absl::StatusOr<std::vector<Response>> decoded = DecodeResponses(encoded);
+  if (!decoded.ok()) return decoded.status();
+  *responses = *std::move(decoded);
+  return absl::OkStatus();
+}
+
 }  // namespace lockstep::exec

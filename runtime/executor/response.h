@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/ids.h"
+#include "kvcache/kv_events.h"
 #include "runtime/engine/model_engine.h"
 #include "scheduler/request.h"
 #include "scheduler/request_state.h"
@@ -41,6 +42,12 @@ struct Response {
 // Serialization of one rank's responses for the gather.
 std::string EncodeResponses(absl::Span<const Response> responses);
 absl::StatusOr<std::vector<Response>> DecodeResponses(const std::string& bytes);
+
+// One rank's part of the step's response gather: its responses, then the KV event
+// delta of its target radix tree since the previous step (empty without KV events).
+std::string EncodeGatherPart(absl::Span<const Response> responses, const kv::KvEventDelta& events);
+absl::Status DecodeGatherPart(const std::string& bytes, std::vector<Response>* responses,
+                              kv::KvEventDelta* events);
 
 // Receives the gathered responses on the leader, on the executor thread. Must not
 // block: hand them to client streams and return.

@@ -164,4 +164,16 @@ grpc::Status GrpcFrontend::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRe
   return grpc::Status::OK;
 }
 
+grpc::Status GrpcFrontend::ReportKvEvents(grpc::ServerContext*,
+                                          const v1::ReportKvEventsRequest* request,
+                                          v1::ReportKvEventsResponse* response) {
+  if (options_.kv_routing == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this router keeps no KV index");
+  }
+  absl::StatusOr<v1::ReportKvEventsResponse> answer = options_.kv_routing->Apply(*request);
+  if (!answer.ok()) return ToGrpcStatus(answer.status());
+  *response = *std::move(answer);
+  return grpc::Status::OK;
+}
+
 }  // namespace lockstep::router

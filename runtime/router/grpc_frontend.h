@@ -1,6 +1,7 @@
 // RouterService (proto/router.proto): generation for gRPC clients, with the same
 // validation as the HTTP API (INVALID_ARGUMENT naming the field; UNAVAILABLE with no
-// route), and membership for instance leaders (Register, Heartbeat, ListInstances).
+// route), membership for instance leaders (Register, Heartbeat, ListInstances), and
+// their KV events (ReportKvEvents, to KvRouting).
 // A client that cancels its Generate call cancels the request on the workers (the
 // sweeper sees the call cancelled).
 //
@@ -15,6 +16,7 @@
 #include "runtime/router/admission.h"
 #include "runtime/security/api_keys.h"
 #include "runtime/router/instance_registry.h"
+#include "runtime/router/kv_routing.h"
 #include "runtime/router/request_runner.h"
 #include "runtime/router/request_validation.h"
 #include "runtime/router/router_metrics.h"
@@ -32,6 +34,8 @@ class GrpcFrontend final : public v1::RouterService::Service {
     security::ApiKeys api_keys;
     // Shared with the HTTP frontend; the default admits every request.
     std::shared_ptr<Admission> admission = std::make_shared<Admission>(0);
+    // Where ReportKvEvents goes (not owned; null: refused as UNIMPLEMENTED).
+    KvRouting* kv_routing = nullptr;
   };
 
   // Every reference must outlive the frontend.
@@ -46,6 +50,9 @@ class GrpcFrontend final : public v1::RouterService::Service {
                         v1::RegisterResponse* response) override;
   grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
                          v1::HeartbeatResponse* response) override;
+  grpc::Status ReportKvEvents(grpc::ServerContext* context,
+                              const v1::ReportKvEventsRequest* request,
+                              v1::ReportKvEventsResponse* response) override;
 
  private:
   const Options options_;

@@ -1,5 +1,6 @@
 #include "runtime/router/instance_registry.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/algorithm/container.h"
@@ -83,6 +84,8 @@ absl::Status InstanceRegistry::Register(const std::string& name, config::Instanc
   entry.state.has_stats = false;
   entry.cause = Cause::kNone;
   entry.failed_polls = 0;
+  // It may have restarted: what it held is gone until it reports again.
+  if (options_.kv != nullptr) options_.kv->RemoveInstance(name);
   return absl::OkStatus();
 }
 
@@ -131,6 +134,7 @@ bool InstanceRegistry::ReportPollFailed(const InstanceTarget& target, const std:
   ++entry.failed_polls;
   if (entry.cause == Cause::kHeartbeat) return false;  // already out
   if (!immediate && entry.failed_polls < options_.failed_polls_to_unhealthy) return false;
+  if (options_.kv != nullptr) options_.kv->RemoveInstance(target.name);
   return MarkUnhealthy(entry, immediate ? Cause::kNoProgress : Cause::kPoll, reason, clock_.Now());
 }
 
@@ -150,6 +154,7 @@ std::vector<std::string> InstanceRegistry::ExpireHeartbeats() {
     if (!entry.state.registered || entry.cause == Cause::kHeartbeat) continue;
     const absl::Duration age = now - entry.state.last_heartbeat;
     if (age <= options_.heartbeat_timeout) continue;
+    if (options_.kv != nullptr) options_.kv->RemoveInstance(name);
     if (MarkUnhealthy(
             entry, Cause::kHeartbeat,
             fmt::format("no heartbeat for {} ms (timeout {} ms)", absl::ToInt64Milliseconds(age),
@@ -162,25 +167,51 @@ std::vector<std::string> InstanceRegistry::ExpireHeartbeats() {
 }
 
 absl::StatusOr<InstanceTarget> InstanceRegistry::Acquire(config::InstanceRole role,
-                                                         absl::Span<const std::string> exclude) {
+                                                         absl::Span<const std::string> exclude,
+                                                         absl::Span<const int32_t> prompt) {
   absl::MutexLock lock(&mu_);
-  std::vector<RoutingCandidate> candidates;
+  std::vector<KvCandidate> candidates;
   std::vector<Entry*> entries;
   for (auto& [name, entry] : entries_) {
     if (entry.state.role != role || entry.state.health != InstanceHealth::kHealthy) continue;
     if (absl::c_linear_search(exclude, name)) continue;
-    int64_t free_blocks = entry.state.load.free_blocks;
-    candidates.push_back({name, entry.state.in_flight, free_blocks});
+    candidates.push_back({.name = name,
+                          .in_flight = entry.state.in_flight,
+                          .queued = entry.state.load.queued_requests,
+                          .free_blocks = entry.state.load.free_blocks});
     entries.push_back(&entry);
   }
   if (candidates.empty()) {
     return absl::UnavailableError(
         fmt::format("no healthy {} instance is available", config::InstanceRoleName(role)));
   }
-  const size_t pick = PickCandidate(options_.policy, candidates, &cursors_[static_cast<int>(role)]);
+  if (options_.kv != nullptr && !prompt.empty()) options_.kv->FillPrefixes(prompt, &candidates);
+  uint64_t* cursor = &cursors_[static_cast<int>(role)];
+  size_t pick = 0;
+  InstanceTarget target;
+  if (options_.policy == config::RoutingPolicy::kKvAware) {
+    const KvAwareDecision decision = PickKvAware(
+        options_.kv_weights, candidates, std::max<int64_t>(1, static_cast<int64_t>(prompt.size())),
+        cursor);
+    pick = decision.index;
+    target.reason = decision.reason;
+    target.rank_hint = decision.rank_hint;
+  } else {
+    std::vector<RoutingCandidate> plain;
+    plain.reserve(candidates.size());
+    for (const KvCandidate& c : candidates) plain.push_back({c.name, c.in_flight, c.free_blocks});
+    pick = PickCandidate(options_.policy, plain, cursor);
+    target.reason = options_.policy == config::RoutingPolicy::kRoundRobin
+                        ? RoutingReason::kRoundRobin
+                        : RoutingReason::kLoad;
+  }
   Entry& entry = *entries[pick];
   ++entry.state.in_flight;
-  return InstanceTarget{entry.state.name, entry.state.address, entry.state.epoch};
+  target.name = entry.state.name;
+  target.address = entry.state.address;
+  target.epoch = entry.state.epoch;
+  target.cached_by_rank = std::move(candidates[pick].cached_by_rank);
+  return target;
 }
 
 void InstanceRegistry::Release(const std::string& name) {

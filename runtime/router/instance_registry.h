@@ -32,6 +32,8 @@
 #include "common/clock.h"
 #include "proto/worker.pb.h"
 #include "runtime/config/deployment_config.h"
+#include "runtime/router/kv_aware_policy.h"
+#include "runtime/router/kv_routing.h"
 
 namespace lockstep::router {
 
@@ -71,6 +73,12 @@ struct InstanceTarget {
   std::string name;
   std::string address;
   uint64_t epoch = 0;
+  // From Acquire: why this instance, the rank to hint (kv_aware; -1: none), and the
+  // prompt's cached prefix tokens per rank as the KV index showed them (empty without
+  // a prompt or KV events).
+  RoutingReason reason = RoutingReason::kLoad;
+  int32_t rank_hint = -1;
+  std::vector<int64_t> cached_by_rank;
 };
 
 class InstanceRegistry {
@@ -81,6 +89,10 @@ class InstanceRegistry {
     absl::Duration heartbeat_timeout = absl::Seconds(2);
     // Consecutive failed health polls before an instance is unhealthy.
     int failed_polls_to_unhealthy = 2;
+    // Where prompts' prefixes are cached (not owned; null: nowhere). An instance that
+    // registers or stops serving is removed from it.
+    KvRouting* kv = nullptr;
+    KvAwareWeights kv_weights;  // policy kv_aware
   };
 
   // Instances named in the config start as unknown (or, with a leader_address, as
@@ -111,9 +123,11 @@ class InstanceRegistry {
 
   // Picks a healthy instance of `role` (none of `exclude`: e.g. the instances a migrated
   // request failed on) by the policy and counts a request in flight on it (Release ends
-  // that). UNAVAILABLE when there is none.
+  // that). With `prompt`, looks up its cached prefix on every candidate (kv_aware routes
+  // by it; every policy reports it). UNAVAILABLE when there is none.
   absl::StatusOr<InstanceTarget> Acquire(config::InstanceRole role,
-                                         absl::Span<const std::string> exclude = {})
+                                         absl::Span<const std::string> exclude = {},
+                                         absl::Span<const int32_t> prompt = {})
       ABSL_LOCKS_EXCLUDED(mu_);
   void Release(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -4,6 +4,8 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kvcache/prefix_hash.h"
+#include "runtime/router/kv_routing.h"
 
 namespace lockstep::router {
 namespace {
@@ -215,6 +217,85 @@ TEST_F(InstanceRegistryTest, PoliciesPickAmongHealthyInstancesOfTheRole) {
   EXPECT_EQ(ll.Acquire(InstanceRole::kAggregated)->name, "a");
   ll.Release("a");
   EXPECT_EQ(ll.Acquire(InstanceRole::kAggregated)->name, "a");
+}
+
+// KV events that put the first `blocks` blocks of `prompt` on `instance`'s `rank`.
+void Holds(KvRouting& kv, const std::string& instance, int32_t rank, uint64_t seq,
+           const std::vector<int32_t>& prompt, size_t blocks) {
+  v1::ReportKvEventsRequest r;
+  r.set_instance(instance);
+  r.set_incarnation(1);
+  r.set_hash_salt(9);
+  r.set_tokens_per_block(4);
+  v1::KvEventBatch* b = r.add_batches();
+  b->set_rank(rank);
+  b->set_seq(seq);
+  const std::vector<uint64_t> chain = kv::PrefixHashChain(9, 4, prompt);
+  for (size_t i = 0; i < blocks; ++i) b->add_committed(chain[i]);
+  ASSERT_TRUE(kv.Apply(r).ok());
+}
+
+TEST_F(InstanceRegistryTest, KvAwareGoesWhereThePrefixIsAndHintsItsRank) {
+  KvRouting kv({});
+  InstanceRegistry::Options options = Options(config::RoutingPolicy::kKvAware);
+  options.kv = &kv;
+  InstanceRegistry registry(options, {}, clock_);
+  for (const char* name : {"a", "b"}) {
+    LOCKSTEP_ASSERT_OK(
+        registry.Register(name, InstanceRole::kAggregated, 2, "127.0.0.1:5", "tiny"));
+  }
+  std::vector<int32_t> prompt(33);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(i * 7);
+  Holds(kv, "b", 1, 1, prompt, 6);
+  Holds(kv, "b", 0, 1, prompt, 2);
+  Holds(kv, "a", 0, 1, prompt, 1);
+  for (int i = 0; i < 3; ++i) {  // b keeps winning though it gets busier
+    absl::StatusOr<InstanceTarget> t = registry.Acquire(InstanceRole::kAggregated, {}, prompt);
+    ASSERT_THAT(t, IsOk());
+    EXPECT_EQ(t->name, "b");
+    EXPECT_EQ(t->reason, RoutingReason::kPrefix);
+    EXPECT_EQ(t->rank_hint, 1);
+    EXPECT_EQ(t->cached_by_rank, (std::vector<int64_t>{8, 24}));
+  }
+  // Without a prompt (a generation leg): by load, no hint. a has nothing in flight.
+  absl::StatusOr<InstanceTarget> t = registry.Acquire(InstanceRole::kAggregated);
+  ASSERT_THAT(t, IsOk());
+  EXPECT_EQ(t->name, "a");
+  EXPECT_EQ(t->reason, RoutingReason::kLoad);
+  EXPECT_EQ(t->rank_hint, -1);
+  // b registers again (it may have restarted): its prefixes are forgotten.
+  LOCKSTEP_ASSERT_OK(registry.Register("b", InstanceRole::kAggregated, 2, "127.0.0.1:6", "tiny"));
+  t = registry.Acquire(InstanceRole::kAggregated, {}, prompt);
+  ASSERT_THAT(t, IsOk());
+  EXPECT_EQ(t->name, "a");
+  EXPECT_EQ(t->rank_hint, 0);
+  // a stops answering its heartbeats: gone from the index as well.
+  clock_.Advance(absl::Seconds(3));
+  registry.ExpireHeartbeats();
+  EXPECT_EQ(kv.Stats().keys, 0);
+}
+
+TEST_F(InstanceRegistryTest, OtherPoliciesIgnoreThePrefixButReportIt) {
+  KvRouting kv({});
+  InstanceRegistry::Options options = Options(config::RoutingPolicy::kLeastLoad);
+  options.kv = &kv;
+  InstanceRegistry registry(options, {}, clock_);
+  for (const char* name : {"a", "b"}) {
+    LOCKSTEP_ASSERT_OK(
+        registry.Register(name, InstanceRole::kAggregated, 2, "127.0.0.1:5", "tiny"));
+  }
+  std::vector<int32_t> prompt(17, 3);
+  Holds(kv, "b", 1, 1, prompt, 4);
+  std::vector<std::string> names;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<InstanceTarget> t = registry.Acquire(InstanceRole::kAggregated, {}, prompt);
+    ASSERT_THAT(t, IsOk());
+    EXPECT_EQ(t->reason, RoutingReason::kLoad);
+    EXPECT_EQ(t->rank_hint, -1);
+    if (t->name == "b") EXPECT_EQ(t->cached_by_rank, (std::vector<int64_t>{0, 16}));
+    names.push_back(t->name);
+  }
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("a", "b"));  // by load
 }
 
 }  // namespace

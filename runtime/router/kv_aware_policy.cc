@@ -7,20 +7,35 @@
 namespace lockstep::router {
 
 std::string_view RoutingReasonName(RoutingReason reason) {
-  return reason == RoutingReason::kPrefix ? "prefix" : "load";
+  switch (reason) {
+    case RoutingReason::kPrefix:
+      return "prefix";
+    case RoutingReason::kLoad:
+      return "load";
+    case RoutingReason::kRoundRobin:
+      return "round_robin";
+  }
+  return "?";
 }
 
 void ApplyPrefixMatches(absl::Span<const KvPrefixMatch> matches, int tokens_per_block,
-                        int64_t prompt_tokens, std::vector<KvCandidate>* candidates) {
+                        int64_t max_tokens, std::vector<KvCandidate>* candidates) {
   for (KvCandidate& c : *candidates) {
     c.cached_tokens = 0;
     c.cached_rank = -1;
+    c.cached_by_rank.clear();
     for (const KvPrefixMatch& m : matches) {
-      if (m.instance != c.name) continue;
-      const int64_t tokens = std::min(m.blocks * tokens_per_block, prompt_tokens);
-      if (tokens > c.cached_tokens || (tokens == c.cached_tokens && tokens > 0 && m.rank < c.cached_rank)) {
+      if (m.instance != c.name || m.rank < 0) continue;
+      const int64_t tokens = std::min(m.blocks * tokens_per_block, max_tokens);
+      if (static_cast<size_t>(m.rank) >= c.cached_by_rank.size()) {
+        c.cached_by_rank.resize(static_cast<size_t>(m.rank) + 1, 0);
+      }
+      c.cached_by_rank[static_cast<size_t>(m.rank)] = tokens;
+      if (tokens > c.cached_tokens) {
         c.cached_tokens = tokens;
         c.cached_rank = m.rank;
+      } else if (tokens == c.cached_tokens && tokens > 0) {
+        c.cached_rank = -1;  // a tie: no rank is the place for it
       }
     }
   }

@@ -8,7 +8,9 @@
 // queued, and cached_tokens is the longest prefix any of its ranks holds (from the
 // KvPrefixIndex). The highest score wins; ties go to the most free KV blocks, then round
 // robin. The decision names the rank holding the prefix as a hint for the instance's
-// rank assignment. With no prefix cached anywhere this is least_load (plus queues).
+// rank assignment — only when one rank holds more than every other: a prefix several
+// ranks hold alike (a shared system prompt) gives no hint, so the instance balances
+// among them. With no prefix cached anywhere this is least_load (plus queues).
 //
 // Pure functions of their inputs (the cursor is passed in).
 #ifndef LOCKSTEP_RUNTIME_ROUTER_KV_AWARE_POLICY_H_
@@ -30,7 +32,9 @@ struct KvAwareWeights {
 };
 
 // Why an instance was chosen, for the routing-decision metric.
-enum class RoutingReason { kPrefix, kLoad };
+// kPrefix: kv_aware chose an instance holding part of the prompt; kLoad: least_load, or
+// kv_aware where nothing is cached; kRoundRobin: round_robin.
+enum class RoutingReason { kPrefix, kLoad, kRoundRobin };
 std::string_view RoutingReasonName(RoutingReason reason);
 
 struct KvCandidate {
@@ -39,7 +43,10 @@ struct KvCandidate {
   int64_t queued = 0;       // last reported queued requests
   int64_t free_blocks = 0;  // last reported, target pool, all ranks
   int64_t cached_tokens = 0;  // the longest cached prefix of the prompt on one rank
-  int32_t cached_rank = -1;   // that rank; -1 when nothing is cached
+  // The one rank holding cached_tokens; -1 when nothing is cached or several ranks
+  // hold that much.
+  int32_t cached_rank = -1;
+  std::vector<int64_t> cached_by_rank;  // cached prefix tokens per rank (index = rank)
 };
 
 struct KvAwareDecision {
@@ -49,11 +56,10 @@ struct KvAwareDecision {
   int64_t cached_tokens = 0;
 };
 
-// Sets cached_tokens / cached_rank of each candidate (by name) from the index's matches
-// for the prompt's chain: the rank with the most blocks (ties: the lowest rank), at most
-// `prompt_tokens`.
+// Sets cached_tokens, cached_rank and cached_by_rank of each candidate (by name) from the
+// index's matches for a prompt's chain, each rank's at most `max_tokens`.
 void ApplyPrefixMatches(absl::Span<const KvPrefixMatch> matches, int tokens_per_block,
-                        int64_t prompt_tokens, std::vector<KvCandidate>* candidates);
+                        int64_t max_tokens, std::vector<KvCandidate>* candidates);
 
 // `candidates` sorted by name, non-empty; `prompt_tokens` >= 1. Advances `*cursor`.
 KvAwareDecision PickKvAware(const KvAwareWeights& weights,

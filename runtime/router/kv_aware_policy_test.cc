@@ -58,6 +58,17 @@ TEST(KvAwarePolicyTest, WithoutPrefixesItIsLeastLoadThenFreeBlocksThenRoundRobin
   EXPECT_EQ(counts, (std::vector<int>{3, 3, 3}));
 }
 
+TEST(KvAwarePolicyTest, APrefixHeldAlikeByEveryRankRoutesWithoutAHint) {
+  uint64_t cursor = 0;
+  const KvAwareDecision d =
+      PickKvAware({}, {Candidate("a", 0, /*cached=*/64, /*rank=*/-1), Candidate("b", 0)}, 100,
+                  &cursor);
+  EXPECT_EQ(d.index, 0u);
+  EXPECT_EQ(d.reason, RoutingReason::kPrefix);
+  EXPECT_EQ(d.rank_hint, -1);
+  EXPECT_EQ(RoutingReasonName(RoutingReason::kRoundRobin), "round_robin");
+}
+
 TEST(KvAwarePolicyTest, QueuedRequestsCountAsLoad) {
   uint64_t cursor = 0;
   std::vector<KvCandidate> c = {Candidate("a", 1), Candidate("b", 1)};
@@ -72,10 +83,13 @@ TEST(KvAwarePolicyTest, PrefixMatchesPickTheLongestRankPerInstance) {
   ApplyPrefixMatches(matches, /*tokens_per_block=*/16, /*prompt_tokens=*/70, &c);
   EXPECT_EQ(c[0].cached_tokens, 70);  // 5 blocks = 80 tokens, capped at the prompt
   EXPECT_EQ(c[0].cached_rank, 1);
+  EXPECT_EQ(c[0].cached_by_rank, (std::vector<int64_t>{32, 70}));
   EXPECT_EQ(c[1].cached_tokens, 48);
-  EXPECT_EQ(c[1].cached_rank, 0);  // ties: the lowest rank
+  EXPECT_EQ(c[1].cached_rank, -1);  // both ranks hold it: no hint, the instance balances
+  EXPECT_EQ(c[1].cached_by_rank, (std::vector<int64_t>{48, 48}));
   EXPECT_EQ(c[2].cached_tokens, 0);
   EXPECT_EQ(c[2].cached_rank, -1);
+  EXPECT_TRUE(c[2].cached_by_rank.empty());
 }
 
 }  // namespace

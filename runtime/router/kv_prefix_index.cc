@@ -1,6 +1,7 @@
 #include "runtime/router/kv_prefix_index.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace lockstep::router {
 
@@ -182,6 +183,20 @@ std::vector<uint64_t> KvPrefixIndex::KeysOf(const std::string& instance, int32_t
   std::vector<uint64_t> keys(source->keys.begin(), source->keys.end());
   std::sort(keys.begin(), keys.end());
   return keys;
+}
+
+std::vector<KvSourceStats> KvPrefixIndex::Sources() const {
+  std::vector<KvSourceStats> out;
+  absl::MutexLock lock(&mu_);
+  for (const Source& source : sources_) {
+    if (source.keys.empty() && (source.in_sync || source.incarnation == 0)) continue;
+    out.push_back({source.instance, source.rank, static_cast<int64_t>(source.keys.size()),
+                   source.in_sync});
+  }
+  std::sort(out.begin(), out.end(), [](const KvSourceStats& a, const KvSourceStats& b) {
+    return std::tie(a.instance, a.rank) < std::tie(b.instance, b.rank);
+  });
+  return out;
 }
 
 size_t KvPrefixIndex::size() const {

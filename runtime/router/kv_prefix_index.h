@@ -61,6 +61,14 @@ struct KvPrefixMatch {
   int64_t blocks = 0;
 };
 
+// One source as the index sees it.
+struct KvSourceStats {
+  std::string instance;
+  int32_t rank = 0;
+  int64_t keys = 0;
+  bool in_sync = false;
+};
+
 class KvPrefixIndex {
  public:
   struct Options {
@@ -84,6 +92,8 @@ class KvPrefixIndex {
   // The keys the index holds for one rank, sorted (tests, debugging).
   std::vector<uint64_t> KeysOf(const std::string& instance, int32_t rank) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Every source with keys or awaiting a snapshot, sorted by instance, then rank.
+  std::vector<KvSourceStats> Sources() const ABSL_LOCKS_EXCLUDED(mu_);
   // Distinct keys held.
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
   // Gaps seen since construction (each put a source out of sync).

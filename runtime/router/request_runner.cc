@@ -171,7 +171,8 @@ RequestRunner::FailedLeg RequestRunner::RunAttempt(FlowHandle& flow, const Route
     return FailedLeg{leg.status.ok() ? MigrationReason::kNone : leg.migrate, instance, role};
   };
   if (registry_.HasHealthy(InstanceRole::kAggregated, exclude)) {
-    absl::StatusOr<InstanceTarget> target = registry_.Acquire(InstanceRole::kAggregated, exclude);
+    absl::StatusOr<InstanceTarget> target =
+        Route(InstanceRole::kAggregated, exclude, wire, /*by_prompt=*/true);
     if (!target.ok()) {
       result.status = target.status();
       return {};
@@ -195,7 +196,7 @@ RequestRunner::FailedLeg RequestRunner::RunAttempt(FlowHandle& flow, const Route
   }
 
   // Leg 1: prefill on a context instance.
-  absl::StatusOr<InstanceTarget> ctx = registry_.Acquire(InstanceRole::kContext, exclude);
+  absl::StatusOr<InstanceTarget> ctx = Route(InstanceRole::kContext, exclude, wire, true);
   if (!ctx.ok()) {
     result.status = ctx.status();
     return {};
@@ -240,7 +241,7 @@ RequestRunner::FailedLeg RequestRunner::RunAttempt(FlowHandle& flow, const Route
   }
 
   // Leg 2: decode on a generation instance, which pulls the KV from the context rank.
-  absl::StatusOr<InstanceTarget> gen = registry_.Acquire(InstanceRole::kGeneration, exclude);
+  absl::StatusOr<InstanceTarget> gen = Route(InstanceRole::kGeneration, exclude, wire, false);
   if (!gen.ok()) {
     CancelOnWorker(*ctx, claim_id);
     result.status = gen.status();
@@ -283,7 +284,12 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
   bool client_gone = false;
   bool stopped = false;  // the sink reached a stop string before the worker finished
   v1::DraftTokens leg_drafts;
+  bool rank_seen = false;
   while (reader->Read(&response)) {
+    if (!rank_seen && (response.token_ids_size() > 0 || response.has_context())) {
+      rank_seen = true;
+      NoteServingRank(target, request, response.rank());
+    }
     if (response.has_drafts()) AddNewDrafts(response.drafts(), leg_drafts, progress.drafts);
     if (response.finish_reason() == v1::FINISH_REASON_ERROR || response.error_code() != 0) {
       out.status =
@@ -383,6 +389,29 @@ SinkAction RequestRunner::Deliver(const TokenDelta& delta, Progress& progress, T
   progress.tokens.insert(progress.tokens.end(), delta.token_ids.begin(), delta.token_ids.end());
   metrics_.GeneratedTokens(n);
   return sink.OnTokens(delta);
+}
+
+absl::StatusOr<InstanceTarget> RequestRunner::Route(InstanceRole role,
+                                                    absl::Span<const std::string> exclude,
+                                                    v1::GenerateRequest& wire, bool by_prompt) {
+  const auto& prompt = wire.prompt_token_ids();
+  absl::StatusOr<InstanceTarget> target = registry_.Acquire(
+      role, exclude,
+      by_prompt ? absl::MakeConstSpan(prompt.data(), static_cast<size_t>(prompt.size()))
+                : absl::Span<const int32_t>());
+  wire.clear_rank_hint();
+  if (!target.ok()) return target;
+  metrics_.RoutingDecision(target->reason);
+  if (target->rank_hint >= 0) wire.set_rank_hint(target->rank_hint);
+  return target;
+}
+
+void RequestRunner::NoteServingRank(const InstanceTarget& target,
+                                    const v1::GenerateRequest& request, int32_t rank) {
+  if (request.has_rank_hint()) metrics_.RankHint(rank == request.rank_hint());
+  if (rank >= 0 && static_cast<size_t>(rank) < target.cached_by_rank.size()) {
+    metrics_.PrefixCached(target.cached_by_rank[static_cast<size_t>(rank)]);
+  }
 }
 
 void RequestRunner::CancelOnWorker(const InstanceTarget& target, uint64_t request_id) {

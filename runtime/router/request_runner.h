@@ -112,6 +112,15 @@ class RequestRunner {
   // max_tokens, or a stop token once min_tokens were generated.
   bool OutputComplete(const v1::GenerateRequest& original, const Progress& progress,
                       RequestResult& result) const;
+  // registry_.Acquire, counting the decision; a leg routed with `prompt` carries the
+  // chosen rank hint in `wire` (none without).
+  absl::StatusOr<InstanceTarget> Route(config::InstanceRole role,
+                                       absl::Span<const std::string> exclude,
+                                       v1::GenerateRequest& wire, bool by_prompt);
+  // The leg `request` on `target` is served by `rank`: the hint's outcome and the prefix
+  // the index showed cached there.
+  void NoteServingRank(const InstanceTarget& target, const v1::GenerateRequest& request,
+                       int32_t rank);
   // Best-effort Cancel RPC to `target` for `request_id` (bounded by cancel_timeout).
   void CancelOnWorker(const InstanceTarget& target, uint64_t request_id);
   SinkAction Deliver(const TokenDelta& delta, Progress& progress, TokenSink& sink);

@@ -72,12 +72,17 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
     : config_(std::move(config)),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : *SystemClock::Get()),
-      tokenizer_(std::move(text.tokenizer)) {
+      tokenizer_(std::move(text.tokenizer)),
+      kv_routing_({.max_keys = static_cast<size_t>(config_.router.kv_index_max_keys)}) {
   const config::RouterConfig& rc = config_.router;
+  metrics_.set_kv_routing(&kv_routing_);
   registry_ = std::make_unique<InstanceRegistry>(
-      InstanceRegistry::Options{.model = config_.model.name,
-                                .policy = rc.policy,
-                                .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms)},
+      InstanceRegistry::Options{
+          .model = config_.model.name,
+          .policy = rc.policy,
+          .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms),
+          .kv = &kv_routing_,
+          .kv_weights = {.prefix = rc.kv_prefix_weight, .load = rc.kv_load_weight}},
       config_.instances, clock_);
   runner_ = std::make_unique<RequestRunner>(
       RequestRunner::Options{.request_timeout = absl::Seconds(rc.request_timeout_s),
@@ -99,7 +104,8 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
                             .heartbeat_interval = absl::Milliseconds(rc.heartbeat_interval_ms),
                             .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms),
                             .api_keys = security::ApiKeys({rc.api_key}),
-                            .admission = admission},
+                            .admission = admission,
+                            .kv_routing = &kv_routing_},
       *runner_, *registry_, metrics_, *tokenizer_);
   http_frontend_ = std::make_unique<HttpFrontend>(
       HttpFrontend::Options{.api_keys = security::ApiKeys({rc.api_key}),

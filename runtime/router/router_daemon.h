@@ -33,6 +33,7 @@
 #include "runtime/router/health_monitor.h"
 #include "runtime/router/http_frontend.h"
 #include "runtime/router/instance_registry.h"
+#include "runtime/router/kv_routing.h"
 #include "runtime/router/request_runner.h"
 #include "runtime/router/model_text.h"
 #include "runtime/router/router_metrics.h"
@@ -69,6 +70,7 @@ class RouterDaemon {
   const std::string& grpc_address() const { return grpc_address_; }
   InstanceRegistry& registry() { return *registry_; }
   RouterMetrics& metrics() { return metrics_; }
+  KvRouting& kv_routing() { return kv_routing_; }
   FlowTracker& flows() { return flows_; }
 
  private:
@@ -80,6 +82,7 @@ class RouterDaemon {
   Options options_;
   Clock& clock_;
   const std::shared_ptr<const ServingTokenizer> tokenizer_;
+  KvRouting kv_routing_;
   RouterMetrics metrics_;
   FlowTracker flows_;
   WorkerStubs stubs_;

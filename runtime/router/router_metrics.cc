@@ -82,6 +82,33 @@ RouterMetrics::RouterMetrics()
           "lockstep_router_migration_latency_seconds",
           "Time from an instance failure to the next token of the migrated request.",
           LatencyBucketsSeconds())),
+      routing_decisions_(registry_.AddCounter(
+          "lockstep_router_routing_decisions_total",
+          "Instance choices by reason: prefix (kv_aware found the prompt cached there), load, "
+          "round_robin.",
+          {"reason"})),
+      rank_hints_(registry_.AddCounter(
+          "lockstep_router_rank_hints_total",
+          "Legs sent with a rank hint, by whether the hinted rank served them.", {"outcome"})),
+      prefix_cached_(registry_.AddCounter(
+          "lockstep_router_prefix_cached_tokens_total",
+          "Prompt tokens the KV index showed cached on the rank that served the leg.")),
+      kv_keys_(registry_.AddGauge("lockstep_router_kv_index_keys",
+                                  "Block-hash keys in the router's prefix index.")),
+      kv_source_keys_(registry_.AddGauge("lockstep_router_kv_index_source_keys",
+                                         "Keys the prefix index holds for a rank.",
+                                         {"instance", "rank"})),
+      kv_source_in_sync_(registry_.AddGauge(
+          "lockstep_router_kv_index_source_in_sync",
+          "1 when the index follows the rank's events; 0 while it awaits a snapshot.",
+          {"instance", "rank"})),
+      kv_batches_(registry_.AddMirroredCounter("lockstep_router_kv_event_batches_total",
+                                               "KV event batches received from the ranks.")),
+      kv_snapshots_(registry_.AddMirroredCounter("lockstep_router_kv_snapshots_total",
+                                                 "KV snapshots received from the ranks.")),
+      kv_resyncs_(registry_.AddMirroredCounter(
+          "lockstep_router_kv_resyncs_total",
+          "Gaps in a rank's KV events, each answered by asking for a snapshot.")),
       healthy_(registry_.AddGauge("lockstep_instance_healthy",
                                   "1 when the instance takes new requests.",
                                   {"instance", "role", "state"})),
@@ -126,6 +153,8 @@ RouterMetrics::RouterMetrics()
   }
   queue_.Set({}, 0);
   running_.Set({}, 0);
+  prefix_cached_.Increment({}, 0);
+  kv_keys_.Set({}, 0);
 }
 
 void RouterMetrics::RequestDrafts(const v1::DraftTokens& drafts) {
@@ -173,6 +202,20 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
   for (GaugeFamily* family :
        {&rank_prompt_tokens_, &rank_reused_tokens_, &rank_active_tokens_, &token_imbalance_}) {
     family->Clear();
+  }
+  kv_source_keys_.Clear();
+  kv_source_in_sync_.Clear();
+  if (kv_ != nullptr) {
+    const KvRoutingStats kv = kv_->Stats();
+    kv_keys_.Set({}, static_cast<double>(kv.keys));
+    kv_batches_.Set({}, static_cast<double>(kv.batches));
+    kv_snapshots_.Set({}, static_cast<double>(kv.snapshots));
+    kv_resyncs_.Set({}, static_cast<double>(kv.resyncs));
+    for (const KvSourceStats& source : kv.sources) {
+      const LabelValues labels = {source.instance, fmt::format("{}", source.rank)};
+      kv_source_keys_.Set(labels, static_cast<double>(source.keys));
+      kv_source_in_sync_.Set(labels, source.in_sync ? 1 : 0);
+    }
   }
   for (const InstanceState& instance : instances) {
     healthy_.Set({instance.name, std::string(config::InstanceRoleName(instance.role)),

@@ -19,6 +19,16 @@
 //   router_migrated_requests_completed_total  migrated requests that finished normally
 //   router_migration_latency_seconds          histogram: failure to the next token
 //   router_requests_running                   requests in flight
+//   router_routing_decisions_total{reason}    instance choices: prefix | load | round_robin
+//   router_rank_hints_total{outcome}          legs sent with a rank hint: honoured (served
+//                                             on that rank) | overridden
+//   router_prefix_cached_tokens_total         prompt tokens the KV index showed cached on
+//                                             the rank that served the leg (with
+//                                             router_prompt_tokens_total: the hit rate)
+//   router_kv_index_keys                      block-hash keys in the prefix index
+//   router_kv_index_source_keys{instance,rank} keys per rank; _in_sync: 0 while it awaits
+//                                             a snapshot
+//   router_kv_event_batches_total, router_kv_snapshots_total, router_kv_resyncs_total
 //   instance_healthy{instance,role,state}     1 when taking new requests
 //   instance_router_in_flight{instance}
 //   instance_steps_total / _vetoed_steps_total / _padded_steps_total /
@@ -47,6 +57,8 @@
 #include "absl/time/time.h"
 #include "proto/worker.pb.h"
 #include "runtime/router/instance_registry.h"
+#include "runtime/router/kv_aware_policy.h"
+#include "runtime/router/kv_routing.h"
 #include "runtime/router/metrics.h"
 
 namespace lockstep::router {
@@ -85,6 +97,23 @@ class RouterMetrics {
     return requests_.Value({std::string(outcome)});
   }
 
+  // Routing (kv_aware_policy.h): a leg's instance choice; whether the rank that served a
+  // hinted leg was the hinted one; cached prompt tokens on the rank that served a leg.
+  void RoutingDecision(RoutingReason reason) {
+    routing_decisions_.Increment({std::string(RoutingReasonName(reason))});
+  }
+  void RankHint(bool honoured) { rank_hints_.Increment({honoured ? "honoured" : "overridden"}); }
+  void PrefixCached(int64_t tokens) { prefix_cached_.Increment({}, static_cast<double>(tokens)); }
+  double RoutingDecisions(std::string_view reason) const {
+    return routing_decisions_.Value({std::string(reason)});
+  }
+  double RankHints(std::string_view outcome) const {
+    return rank_hints_.Value({std::string(outcome)});
+  }
+  double PrefixCachedTokens() const { return prefix_cached_.Value({}); }
+  // The prefix index whose figures Render shows (not owned; null: none).
+  void set_kv_routing(const KvRouting* kv) { kv_ = kv; }
+
   // The Prometheus text, with per-instance series from `instances`.
   std::string Render(const std::vector<InstanceState>& instances) ABSL_LOCKS_EXCLUDED(render_mu_);
 
@@ -104,6 +133,16 @@ class RouterMetrics {
   CounterFamily& migrations_;
   CounterFamily& migrated_completed_;
   HistogramFamily& migration_latency_;
+  CounterFamily& routing_decisions_;
+  CounterFamily& rank_hints_;
+  CounterFamily& prefix_cached_;
+  GaugeFamily& kv_keys_;
+  GaugeFamily& kv_source_keys_;
+  GaugeFamily& kv_source_in_sync_;
+  GaugeFamily& kv_batches_;
+  GaugeFamily& kv_snapshots_;
+  GaugeFamily& kv_resyncs_;
+  const KvRouting* kv_ = nullptr;
   GaugeFamily& healthy_;
   GaugeFamily& in_flight_;
   std::vector<GaugeFamily*> instance_counters_;  // mirrored cumulative counters

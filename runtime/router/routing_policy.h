@@ -3,6 +3,8 @@
 //   round_robin: candidates in turn (by name order), one cursor per role.
 //   least_load:  the fewest requests this router has in flight there; ties go to the
 //                most free KV blocks last reported, then round robin.
+//   kv_aware:    where the prompt's prefix is cached, against load (kv_aware_policy.h;
+//                InstanceRegistry::Acquire picks it, not PickCandidate).
 //
 // Pure functions of their inputs (the cursor is passed in), tested exhaustively.
 #ifndef LOCKSTEP_RUNTIME_ROUTER_ROUTING_POLICY_H_

@@ -82,6 +82,7 @@ absl::StatusOr<std::unique_ptr<RankStacks>> RankStacks::Build(const RankStackOpt
     deps.transceiver = options.attach_transceiver ? s.transceiver.get() : nullptr;
     deps.clock = s.clock.get();
     deps.sink = r == 0 ? options.sink : nullptr;
+    deps.kv_event_sink = r == 0 ? options.kv_event_sink : nullptr;
     absl::StatusOr<std::unique_ptr<exec::Executor>> executor =
         exec::Executor::Create(config, std::move(deps));
     if (!executor.ok()) return RankError(r, "executor", executor.status());

@@ -47,6 +47,7 @@ struct RankStackOptions {
   std::function<std::unique_ptr<engine::ModelEngine>(int rank, engine::ModelEngine* fake)>
       wrap_engine;
   exec::ResponseSink* sink = nullptr;  // the leader's; not owned
+  kv::KvEventSink* kv_event_sink = nullptr;  // the leader's, with executor.kv_events; not owned
   // The ranks' communicators (rank r at index r), under the fault wrappers. Default:
   // one InProcessCommunicator group; tests/sim runs the simulator over shm too.
   std::function<absl::StatusOr<std::vector<std::unique_ptr<comm::Communicator>>>(int ranks)>

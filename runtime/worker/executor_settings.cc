@@ -68,6 +68,11 @@ absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::Deployment
   c.collective_timeout = std::max(absl::Seconds(30), 2 * step_timeout);
   c.engine_timeout = std::max(absl::Seconds(60), 4 * step_timeout);
   c.audit_every_step = e.audit_every_step;
+  // KV events feed the router's prefix index (kv_aware routing, and the prefix-hit
+  // metric under every policy); generation legs are routed by load, so generation
+  // instances publish none. Every draft mode reuses (an unpaired mirror from its own
+  // tree), so the target's tree is what the router indexes.
+  c.kv_events = instance.kv.prefix_reuse && instance.role != config::InstanceRole::kGeneration;
   c.transfer_deadline = absl::Milliseconds(instance.transfer.deadline_ms);
   c.claim_lease = absl::Milliseconds(instance.transfer.lease_ms);
   if (absl::Status s = c.Validate(); !s.ok()) {

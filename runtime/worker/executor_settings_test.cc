@@ -39,6 +39,27 @@ TEST(ExecutorSettingsTest, TheDisaggregatedExampleMapsFieldByField) {
   EXPECT_NE(ModelSalt(d->model), ModelSalt(other));
 }
 
+TEST(ExecutorSettingsTest, KvEventsOnPrefixLegsWithReuse) {
+  absl::StatusOr<config::DeploymentConfig> d =
+      config::LoadDeploymentConfig("deploy/local/disagg_ctx_dep2_gen_dep4.yaml");
+  ASSERT_THAT(d, IsOk());
+  const kv::BlockLayout layout{1, 1, 1, 16};
+  const auto kv_events = [&](const char* instance) {
+    absl::StatusOr<exec::ExecutorConfig> c =
+        MakeExecutorConfig(*d, *d->FindInstance(instance), 0, layout, layout);
+    EXPECT_THAT(c, IsOk());
+    return c.ok() && c->kv_events;
+  };
+  EXPECT_TRUE(kv_events("ctx0"));  // an unpaired draft pool reuses too
+  for (config::InstanceConfig& i : d->instances) {
+    if (i.name == "ctx0") i.executor.draft_pool = config::DraftPool::kPaired;
+  }
+  EXPECT_TRUE(kv_events("ctx0"));
+  EXPECT_FALSE(kv_events("gen0"));  // generation legs are routed by load
+  for (config::InstanceConfig& i : d->instances) i.kv.prefix_reuse = false;
+  EXPECT_FALSE(kv_events("ctx0"));
+}
+
 TEST(ExecutorSettingsTest, AnInconsistentInstanceIsAnErrorNamingIt) {
   absl::StatusOr<config::DeploymentConfig> d =
       config::LoadDeploymentConfig("deploy/local/agg_dep2.yaml");

@@ -32,6 +32,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(WorkerOptions options) {
 Worker::~Worker() {
   stopping_.Notify();
   if (heartbeat_.joinable()) heartbeat_.join();
+  if (kv_event_thread_.joinable()) kv_event_thread_.join();
   if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   executor_.reset();
   engine_.reset();
@@ -139,11 +140,21 @@ absl::Status Worker::Init() {
   deps.transceiver = transceiver_.get();
   deps.clock = SystemClock::Get();
   deps.sink = options_.rank == 0 ? &streams_ : nullptr;
+  if (options_.rank == 0 && config.kv_events && options_.register_with_router) {
+    kv_events_ = std::make_unique<KvEventPublisher>(KvEventPublisher::Options{
+        .instance = instance_->name,
+        .world_size = options_.world_size,
+        .incarnation = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now())),
+        .hash_salt = config.kv.target.reuse_salt,
+        .tokens_per_block = config.kv.target.layout.tokens_per_block});
+    deps.kv_event_sink = kv_events_.get();
+  }
   ASSIGN_OR_RETURN(executor_, exec::Executor::Create(config, std::move(deps)));
   last_progress_nanos_.store(absl::ToUnixNanos(absl::Now()));
   if (options_.rank == 0) {
     RETURN_IF_ERROR(StartService());
     if (options_.register_with_router) heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+    if (kv_events_ != nullptr) kv_event_thread_ = std::thread([this] { KvEventLoop(); });
   }
   LOCKSTEP_LOG_INFO("worker", "instance {} rank {} of {} ready{}", instance_->name, options_.rank,
                     options_.world_size,
@@ -269,6 +280,32 @@ void Worker::HeartbeatLoop() {
     v1::HeartbeatResponse response;
     const grpc::Status s = stub->Heartbeat(&context, request, &response);
     if (s.ok() && response.reregister()) registered = false;
+  }
+}
+
+void Worker::KvEventLoop() {
+  auto stub = v1::RouterService::NewStub(security::CreateChannel(options_.rendezvous_address));
+  const absl::Duration interval =
+      absl::Milliseconds(options_.deployment.router.kv_event_interval_ms);
+  bool failing = false;
+  while (!stopping_.WaitForNotificationWithTimeout(interval)) {
+    std::optional<v1::ReportKvEventsRequest> report = kv_events_->TakeReport();
+    if (!report.has_value()) continue;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    v1::ReportKvEventsResponse response;
+    const grpc::Status s = stub->ReportKvEvents(&context, *report, &response);
+    if (s.ok()) {
+      kv_events_->OnResponse(response);
+      if (failing) LOCKSTEP_LOG_INFO("worker", "KV events reach the router again");
+    } else {
+      kv_events_->OnSendFailed(*report);  // its ranks resend everything as snapshots
+      if (!failing) {
+        LOCKSTEP_LOG_WARN("worker", "sending KV events to the router failed: {}",
+                          s.error_message());
+      }
+    }
+    failing = !s.ok();
   }
 }
 

@@ -29,6 +29,7 @@
 #include "runtime/config/deployment_config.h"
 #include "runtime/executor/executor.h"
 #include "runtime/worker/instance_bootstrap.h"
+#include "runtime/worker/kv_event_publisher.h"
 #include "runtime/worker/request_streams.h"
 #include "runtime/worker/worker_service.h"
 
@@ -71,6 +72,8 @@ class Worker {
   absl::Status Init();
   absl::Status StartService();
   void HeartbeatLoop();
+  // Leader with KV events: sends the publisher's reports to the router.
+  void KvEventLoop();
   HealthView Health() const;
   // The KV transceiver of a context or generation rank; sets transceiver_address_.
   absl::StatusOr<std::unique_ptr<transfer::Transceiver>> CreateTransceiver(
@@ -81,6 +84,7 @@ class Worker {
   InstanceGroups groups_;
   std::unique_ptr<engine::ModelEngine> engine_;
   std::unique_ptr<transfer::Transceiver> transceiver_;
+  std::unique_ptr<KvEventPublisher> kv_events_;  // leader with KV events; outlives executor_
   std::unique_ptr<exec::Executor> executor_;
   RequestStreams streams_;
   std::unique_ptr<WorkerServiceImpl> service_;
@@ -88,6 +92,7 @@ class Worker {
   std::string service_address_;
   std::string transceiver_address_;
   std::thread heartbeat_;
+  std::thread kv_event_thread_;
   absl::Notification stopping_;
   std::atomic<bool> stop_requested_{false};
   std::atomic<int64_t> last_progress_nanos_{0};

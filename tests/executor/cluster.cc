@@ -45,6 +45,8 @@ sim::RankStackOptions StackOptions(const ClusterOptions& options, exec::Response
   s.executor.drain_timeout = options.drain_timeout;
   s.executor.transfer_deadline = options.transfer_deadline;
   s.executor.audit_every_step = true;  // also compares the pools across every unforwarded step
+  s.executor.kv_events = options.kv_events;
+  s.kv_event_sink = options.kv_event_sink;
   s.engine.draft_acceptance = options.draft_acceptance;
   s.engine.threaded = false;
   s.engine.tokens_per_block = options.tokens_per_block;

@@ -45,6 +45,10 @@ struct ClusterOptions {
   absl::Duration collective_timeout = absl::Seconds(30);
   absl::Duration drain_timeout = absl::Seconds(120);
   std::vector<comm::FaultRule> faults;
+  // KV events on every rank (ExecutorConfig::kv_events), delivered to this sink on the
+  // leader (not owned).
+  bool kv_events = false;
+  kv::KvEventSink* kv_event_sink = nullptr;
   // The engine of `rank` fails the batches this selects (Collect returns Internal).
   std::function<bool(int rank, const engine::Batch& batch)> fail_batch;
 };

@@ -13,12 +13,19 @@
 #include "tools/bench/bench_report.h"
 #include "tools/bench/instance_stats.h"
 #include "tools/bench/load_generator.h"
+#include "tools/bench/multi_turn_command.h"
 #include "tools/bench/request_drafts.h"
 #include "tools/cli/flags.h"
 
 namespace lockstep::bench {
 
 int RunBench(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--workload=multi-turn" ||
+        (args[i] == "--workload" && i + 1 < args.size() && args[i + 1] == "multi-turn")) {
+      return RunMultiTurnBench(args);  // conversations over gRPC, its own flags
+    }
+  }
   cli::FlagSet flags("bench");
   std::string config_path, http, grpc, json_path, run_dir, model = "tiny-moe";
   LoadOptions load;
@@ -44,7 +51,7 @@ int RunBench(const std::vector<std::string>& args) {
   std::string workload = "default";
   flags.AddString("workload", &workload,
                   "default (random letters) | repetitive (a short span repeated: text the "
-                  "model can copy)");
+                  "model can copy) | multi-turn (conversations; see its own --help)");
   flags.AddPath("json", &json_path, "also write the figures to this JSON file");
   flags.AddPath("run-dir", &run_dir, "logs of a started deployment (default runs/bench-TIME)");
   flags.AddInt("ready-timeout-s", &ready_timeout_s, "wait this long for the deployment");

@@ -4,6 +4,8 @@
 //   lockstep bench --config deploy/local/disagg_ctx_dep2_gen_dep4.yaml --requests 1600
 //       --concurrency 32 [--json FILE]
 //   lockstep bench --http HOST:PORT --grpc HOST:PORT --requests 100
+//   lockstep bench --workload multi-turn --config deploy/local/agg_dep2.yaml
+//       (tools/bench/multi_turn_command.h)
 #ifndef LOCKSTEP_TOOLS_BENCH_BENCH_COMMAND_H_
 #define LOCKSTEP_TOOLS_BENCH_BENCH_COMMAND_H_
 

@@ -1,12 +1,8 @@
 #include "tools/bench/request_drafts.h"
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include <memory>
-
-#include "httplib.h"
-#include "runtime/router/router_http_client.h"
+#include "tools/bench/metrics_text.h"
 
 namespace lockstep::bench {
 
@@ -32,24 +28,9 @@ std::map<std::string, RequestDrafts> ParseRequestDrafts(absl::string_view metric
 
 absl::StatusOr<std::map<std::string, RequestDrafts>> ReadRequestDrafts(
     const std::string& http_address, const std::string& api_key, const std::string& ca_file) {
-  absl::StatusOr<std::unique_ptr<httplib::Client>> made =
-      router::NewRouterHttpClient(http_address, ca_file);
-  if (!made.ok()) return made.status();
-  httplib::Client& client = **made;
-  client.set_connection_timeout(std::chrono::seconds(5));
-  client.set_read_timeout(std::chrono::seconds(5));
-  httplib::Headers headers;
-  if (!api_key.empty()) headers.emplace("Authorization", "Bearer " + api_key);
-  const httplib::Result result = client.Get("/metrics", headers);
-  if (!result) {
-    return absl::UnavailableError(absl::StrCat("GET /metrics on ", http_address, ": ",
-                                               httplib::to_string(result.error())));
-  }
-  if (result->status != 200) {
-    return absl::UnavailableError(
-        absl::StrCat("GET /metrics on ", http_address, ": HTTP ", result->status));
-  }
-  return ParseRequestDrafts(result->body);
+  absl::StatusOr<std::string> text = FetchMetrics(http_address, api_key, ca_file);
+  if (!text.ok()) return text.status();
+  return ParseRequestDrafts(*text);
 }
 
 std::map<std::string, RequestDrafts> RequestDraftsSince(

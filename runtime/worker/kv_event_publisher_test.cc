@@ -1,0 +1,104 @@
+#include "runtime/worker/kv_event_publisher.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::worker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+
+KvEventPublisher::Options Opts(size_t max_pending_keys = 1 << 20) {
+  return {.instance = "agg0",
+          .world_size = 2,
+          .incarnation = 77,
+          .hash_salt = 5,
+          .tokens_per_block = 16,
+          .max_pending_keys = max_pending_keys};
+}
+
+std::vector<kv::KvEventDelta> Deltas(kv::KvEventDelta rank0, kv::KvEventDelta rank1) {
+  return {std::move(rank0), std::move(rank1)};
+}
+
+TEST(KvEventPublisherTest, NumbersEachRanksNonEmptyDeltas) {
+  KvEventPublisher p(Opts());
+  EXPECT_FALSE(p.TakeReport().has_value());
+  p.OnKvEvents(Deltas({.committed = {1, 2}}, {}));
+  p.OnKvEvents(Deltas({.committed = {3}, .evicted = {1}}, {.committed = {9}}));
+  std::optional<v1::ReportKvEventsRequest> r = p.TakeReport();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->instance(), "agg0");
+  EXPECT_EQ(r->incarnation(), 77u);
+  EXPECT_EQ(r->hash_salt(), 5u);
+  EXPECT_EQ(r->tokens_per_block(), 16);
+  EXPECT_EQ(r->snapshots_size(), 0);
+  ASSERT_EQ(r->batches_size(), 3);
+  EXPECT_EQ(r->batches(0).rank(), 0);
+  EXPECT_EQ(r->batches(0).seq(), 1u);
+  EXPECT_EQ(r->batches(1).rank(), 0);
+  EXPECT_EQ(r->batches(1).seq(), 2u);
+  EXPECT_THAT(r->batches(1).committed(), ElementsAre(3));
+  EXPECT_THAT(r->batches(1).evicted(), ElementsAre(1));
+  EXPECT_EQ(r->batches(2).rank(), 1);
+  EXPECT_EQ(r->batches(2).seq(), 1u);  // rank 1's empty delta got no number
+  EXPECT_FALSE(p.TakeReport().has_value());
+}
+
+TEST(KvEventPublisherTest, SnapshotsComeFromTheMirrorWhenAskedOrAfterAFailure) {
+  KvEventPublisher p(Opts());
+  p.OnKvEvents(Deltas({.committed = {1, 2, 3}}, {.committed = {8}}));
+  p.OnKvEvents(Deltas({.evicted = {2}}, {}));
+  std::optional<v1::ReportKvEventsRequest> sent = p.TakeReport();
+  ASSERT_TRUE(sent.has_value());
+  v1::ReportKvEventsResponse answer;
+  answer.add_snapshot_ranks(0);
+  p.OnResponse(answer);
+  p.OnKvEvents(Deltas({.committed = {4}}, {.committed = {9}}));  // rank 0's batch 3 is covered
+  std::optional<v1::ReportKvEventsRequest> r = p.TakeReport();
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->snapshots_size(), 1);
+  EXPECT_EQ(r->snapshots(0).rank(), 0);
+  EXPECT_EQ(r->snapshots(0).seq(), 3u);
+  EXPECT_THAT(r->snapshots(0).keys(), UnorderedElementsAre(1, 3, 4));
+  ASSERT_EQ(r->batches_size(), 1);
+  EXPECT_EQ(r->batches(0).rank(), 1);
+  EXPECT_EQ(r->batches(0).seq(), 2u);
+
+  // A report that did not arrive: its ranks send snapshots next, then batches go on.
+  p.OnSendFailed(*r);
+  p.OnKvEvents(Deltas({}, {.evicted = {8}}));
+  r = p.TakeReport();
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->snapshots_size(), 2);
+  EXPECT_EQ(r->batches_size(), 0);
+  EXPECT_EQ(r->snapshots(1).rank(), 1);
+  EXPECT_EQ(r->snapshots(1).seq(), 3u);
+  EXPECT_THAT(r->snapshots(1).keys(), ElementsAre(9));
+  p.OnKvEvents(Deltas({.committed = {5}}, {}));
+  r = p.TakeReport();
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->batches_size(), 1);
+  EXPECT_EQ(r->batches(0).seq(), 4u);
+}
+
+TEST(KvEventPublisherTest, TooManyPendingKeysTurnIntoSnapshots) {
+  KvEventPublisher p(Opts(/*max_pending_keys=*/4));
+  p.OnKvEvents(Deltas({.committed = {1, 2}}, {.committed = {7}}));
+  p.OnKvEvents(Deltas({.committed = {3, 4}}, {}));  // 5 keys wait: over the bound
+  std::optional<v1::ReportKvEventsRequest> r = p.TakeReport();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->batches_size(), 0);
+  ASSERT_EQ(r->snapshots_size(), 2);
+  EXPECT_THAT(r->snapshots(0).keys(), UnorderedElementsAre(1, 2, 3, 4));
+  EXPECT_EQ(r->snapshots(0).seq(), 2u);
+  EXPECT_THAT(r->snapshots(1).keys(), ElementsAre(7));
+  EXPECT_EQ(p.seq(1), 1u);
+}
+
+}  // namespace
+}  // namespace lockstep::worker

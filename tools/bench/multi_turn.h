@@ -1,0 +1,71 @@
+// The multi-turn workload of `lockstep bench --workload multi-turn`: many users, each
+// holding one conversation of min_turns..max_turns turns that starts with a system
+// prompt all users share. Turn k's prompt is turn k-1's prompt, its reply and a new user
+// message, so each turn extends the previous one: what prefix reuse and kv_aware
+// routing are for. `concurrency` conversations run at once (their turns interleave);
+// each runs its turns one after another. Requests go to RouterService.Generate with
+// token prompts (the reply's token ids come back exactly), greedy, ignoring EOS.
+//
+// The ideal, per turn: every prompt token whose KV the workers published before the
+// turn was sent — the previous turn's prompt (a worker publishes the blocks it
+// prefilled; replies are decoded, not published), or for a first turn the system
+// prompt once any request of the run has finished — in full blocks, never the prompt's
+// last token (kvcache/kv_manager.h CreateCache).
+//
+// Thread safety: RunMultiTurn is called once; it uses its own client threads.
+#ifndef LOCKSTEP_TOOLS_BENCH_MULTI_TURN_H_
+#define LOCKSTEP_TOOLS_BENCH_MULTI_TURN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace lockstep::bench {
+
+struct MultiTurnOptions {
+  std::string grpc_address;  // the router's RouterService
+  std::string model;
+  std::string api_key;  // sent as `authorization: Bearer` when set
+  int64_t users = 16;
+  int64_t concurrency = 8;  // conversations in progress at once
+  int64_t min_turns = 5;
+  int64_t max_turns = 10;
+  int64_t system_tokens = 384;
+  int64_t min_user_tokens = 32;
+  int64_t max_user_tokens = 64;
+  int64_t min_output_tokens = 32;
+  int64_t max_output_tokens = 64;
+  int32_t tokens_per_block = 16;  // the instances' kv.tokens_per_block (for the ideal)
+  uint64_t seed = 1;
+  absl::Duration request_timeout = absl::Seconds(600);
+  bool progress = true;
+};
+
+struct TurnOutcome {
+  int64_t user = 0;
+  int64_t turn = 0;  // 1-based
+  bool ok = false;
+  std::string error;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t ideal_reused_tokens = 0;
+  absl::Duration ttft;
+  absl::Duration latency;
+};
+
+struct MultiTurnResult {
+  std::vector<TurnOutcome> turns;  // in completion order
+  absl::Duration wall;
+};
+
+MultiTurnResult RunMultiTurn(const MultiTurnOptions& options);
+
+// The ideal reuse of a prompt of `prompt_tokens` whose first `cached_tokens` tokens had
+// KV in an earlier request: full blocks of min(cached, prompt - 1).
+int64_t IdealReusedTokens(int64_t prompt_tokens, int64_t cached_tokens, int tokens_per_block);
+
+}  // namespace lockstep::bench
+
+#endif  // LOCKSTEP_TOOLS_BENCH_MULTI_TURN_H_

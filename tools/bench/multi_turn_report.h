@@ -1,0 +1,30 @@
+// The figures of a multi-turn run: the client's turns (TTFT, throughput, the ideal
+// prefix reuse) and the router's routing counters over the run (its view of the prefix
+// hit rate: cached prompt tokens on the serving rank over prompt tokens), as JSON and
+// text; and the comparison of two runs of the same workload under two policies.
+#ifndef LOCKSTEP_TOOLS_BENCH_MULTI_TURN_REPORT_H_
+#define LOCKSTEP_TOOLS_BENCH_MULTI_TURN_REPORT_H_
+
+#include <map>
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "tools/bench/multi_turn.h"
+
+namespace lockstep::bench {
+
+// `after` / `before`: ParseSamples of the router's /metrics around the run.
+nlohmann::json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& policy,
+                                   const MultiTurnResult& result,
+                                   const std::map<std::string, double>& before,
+                                   const std::map<std::string, double>& after);
+std::string FormatMultiTurnReport(const nlohmann::json& report);
+
+// `candidate` against `baseline`: hit rates, TTFT p50 / p99 and throughput side by side
+// with their ratios.
+nlohmann::json CompareMultiTurn(const nlohmann::json& baseline, const nlohmann::json& candidate);
+std::string FormatComparison(const nlohmann::json& comparison);
+
+}  // namespace lockstep::bench
+
+#endif  // LOCKSTEP_TOOLS_BENCH_MULTI_TURN_REPORT_H_

@@ -1,0 +1,86 @@
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "runtime/config/config_yaml.h"
+#include "tools/bench/multi_turn.h"
+#include "tools/bench/multi_turn_command.h"
+#include "tools/bench/multi_turn_report.h"
+
+namespace lockstep::bench {
+namespace {
+
+TEST(MultiTurnTest, IdealReuseIsFullBlocksOfTheCachedPartMinusTheLastToken) {
+  EXPECT_EQ(IdealReusedTokens(100, 0, 16), 0);
+  EXPECT_EQ(IdealReusedTokens(100, 70, 16), 64);
+  EXPECT_EQ(IdealReusedTokens(65, 200, 16), 64);  // at most the prompt minus its last token
+  EXPECT_EQ(IdealReusedTokens(64, 200, 16), 48);
+  EXPECT_EQ(IdealReusedTokens(1, 200, 16), 0);
+}
+
+TEST(MultiTurnTest, ReportTakesHitRatesFromTheRouterAndTheIdealFromTheTurns) {
+  MultiTurnOptions o;
+  MultiTurnResult result;
+  result.wall = absl::Seconds(2);
+  for (int i = 0; i < 4; ++i) {
+    TurnOutcome t;
+    t.ok = true;
+    t.prompt_tokens = 100;
+    t.output_tokens = 10;
+    t.ideal_reused_tokens = 80;
+    t.ttft = absl::Milliseconds(10 * (i + 1));
+    result.turns.push_back(t);
+  }
+  TurnOutcome failed;
+  failed.error = "gRPC 14: gone";
+  result.turns.push_back(failed);
+  const std::map<std::string, double> before = {{"lockstep_router_prompt_tokens_total", 50},
+                                                {"lockstep_router_prefix_cached_tokens_total", 5}};
+  const std::map<std::string, double> after = {
+      {"lockstep_router_prompt_tokens_total", 450},
+      {"lockstep_router_prefix_cached_tokens_total", 293},
+      {"lockstep_router_routing_decisions_total{reason=\"prefix\"}", 3},
+      {"lockstep_router_rank_hints_total{outcome=\"honoured\"}", 3}};
+  const nlohmann::json r = MakeMultiTurnReport(o, "kv_aware", result, before, after);
+  EXPECT_EQ(r["requests"], 4);
+  EXPECT_EQ(r["failed"], 1);
+  EXPECT_DOUBLE_EQ(r["ideal_hit_rate"].get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(r["hit_rate"].get<double>(), 288.0 / 400.0);
+  EXPECT_DOUBLE_EQ(r["hit_rate_vs_ideal"].get<double>(), 0.9);
+  EXPECT_DOUBLE_EQ(r["ttft_ms"]["p50"].get<double>(), 20);
+  EXPECT_DOUBLE_EQ(r["output_tokens_per_s"].get<double>(), 20);
+  EXPECT_EQ(r["routing_decisions"]["prefix"], 3);
+  EXPECT_EQ(r["rank_hints"]["overridden"], 0);
+  EXPECT_FALSE(FormatMultiTurnReport(r).empty());
+
+  nlohmann::json baseline = r;
+  baseline["policy"] = "least_load";
+  baseline["ttft_ms"]["p50"] = 50.0;
+  const nlohmann::json c = CompareMultiTurn(baseline, r);
+  EXPECT_DOUBLE_EQ(c["ttft_p50_speedup"].get<double>(), 2.5);
+  EXPECT_NE(FormatComparison(c).find("kv_aware vs least_load"), std::string::npos);
+}
+
+TEST(MultiTurnTest, ConfigWithPolicySetsThePolicyAndAbsoluteModelPaths) {
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  const std::string path = dir + "/deployment.yaml";
+  std::ofstream(path) << "model: {name: m, path: models/m}\n"
+                         "router: {policy: round_robin}\n"
+                         "instances: [{name: a, role: aggregated}]\n";
+  absl::StatusOr<std::string> yaml = ConfigWithPolicy(path, "kv_aware");
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  absl::StatusOr<config::DeploymentConfig> parsed =
+      config::ParseDeploymentConfig(*yaml, "/elsewhere");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->router.policy, config::RoutingPolicy::kKvAware);
+  EXPECT_EQ(parsed->model.path, dir + "/models/m");
+  const absl::StatusOr<std::string> bad = ConfigWithPolicy(path, "fastest");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("fastest"), absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace lockstep::bench
