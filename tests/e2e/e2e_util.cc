@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
@@ -154,6 +156,41 @@ std::string CheckAtRest(const launcher::LocalDeployment& d, const std::string& i
     absl::StrAppend(&problems, instance, ": ", stats->audit_violations(), " audit violations; ");
   }
   return problems;
+}
+
+SseCompletion ParseSseCompletion(absl::string_view body) {
+  SseCompletion out;
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    if (!absl::ConsumePrefix(&line, "data: ")) continue;
+    if (line == "[DONE]") {
+      out.done = true;
+      continue;
+    }
+    const nlohmann::json chunk = nlohmann::json::parse(line, nullptr, false);
+    if (!chunk.is_object()) continue;
+    if (chunk.contains("error")) out.error = chunk["error"];
+    if (chunk.contains("usage") && chunk["usage"].is_object()) out.usage = chunk["usage"];
+    for (const nlohmann::json& choice : chunk.value("choices", nlohmann::json::array())) {
+      const int index = choice.value("index", 0);
+      out.text[index] += choice.value("text", "");
+      if (choice["finish_reason"].is_string()) out.finish_reason[index] = choice["finish_reason"];
+    }
+  }
+  return out;
+}
+
+double RouterMetric(const launcher::LocalDeployment& d, absl::string_view name) {
+  const auto [status, body] = d.Get("/metrics");
+  if (status != 200) return -1;
+  double sum = 0;
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    if (!absl::ConsumePrefix(&line, name) || line.empty() || (line[0] != ' ' && line[0] != '{')) {
+      continue;
+    }
+    double value = 0;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) sum += value;
+  }
+  return sum;
 }
 
 }  // namespace lockstep::e2e

@@ -2,11 +2,13 @@
 #ifndef LOCKSTEP_TESTS_E2E_E2E_UTIL_H_
 #define LOCKSTEP_TESTS_E2E_E2E_UTIL_H_
 
+#include <map>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
 #include "proto/worker.pb.h"
 #include "runtime/launcher/local_deployment.h"
 
@@ -54,6 +56,20 @@ std::string LogTails(const launcher::LocalDeployment& d, int lines = 12);
 // "" when every pool of every rank of `instance` is at rest (no block referenced by a
 // request or a claim) and the audit found nothing; otherwise what is wrong.
 std::string CheckAtRest(const launcher::LocalDeployment& d, const std::string& instance);
+
+// A completions SSE stream (/v1/completions with stream: true), parsed.
+struct SseCompletion {
+  std::map<int, std::string> text;           // by choice index
+  std::map<int, std::string> finish_reason;  // by choice index
+  nlohmann::json usage;                      // the usage chunk's (null without one)
+  nlohmann::json error;                      // the error event's (null without one)
+  bool done = false;                         // the stream ended with [DONE]
+};
+SseCompletion ParseSseCompletion(absl::string_view body);
+
+// The sum of the samples named `name` on the router's /metrics, over every label set
+// (0 when there is none); -1 when /metrics cannot be read.
+double RouterMetric(const launcher::LocalDeployment& d, absl::string_view name);
 
 }  // namespace lockstep::e2e
 
