@@ -45,18 +45,20 @@ absl::Status MigrationVerdict(const absl::Status& failure, MigrationReason reaso
                               const std::vector<std::string>& attempts, int migrations, int limit,
                               bool other_instance, std::string_view role) {
   if (reason == MigrationReason::kNone) return failure;
-  const std::string tried = absl::StrJoin(attempts, ", ");
+  const std::string tried = fmt::format("{} attempt{} on {}", attempts.size(),
+                                        attempts.size() == 1 ? "" : "s",
+                                        absl::StrJoin(attempts, ", "));
   if (migrations >= limit) {
     return absl::Status(
         failure.code(),
-        fmt::format("{} (after {} attempts on {}; router.migration_limit = {} migrations)",
-                    std::string(failure.message()), attempts.size(), tried, limit));
+        fmt::format("{} (after {}; router.migration_limit = {} migrations)",
+                    std::string(failure.message()), tried, limit));
   }
   if (!other_instance) {
     return absl::Status(
         failure.code(),
-        fmt::format("{} (no other healthy {} instance to migrate to; {} attempts on {})",
-                    std::string(failure.message()), role, attempts.size(), tried));
+        fmt::format("{} (no other healthy {} instance to migrate to; {})",
+                    std::string(failure.message()), role, tried));
   }
   return absl::OkStatus();
 }
