@@ -57,9 +57,29 @@ std::string CheckTransport(const launcher::LocalDeployment& d, absl::string_view
 }
 
 std::string DisaggYaml(const std::string& model_dir, bool fault_timeouts, absl::string_view comm) {
-  const std::string transfer =
-      absl::StrCat(fault_timeouts ? "    transfer: {deadline_ms: 1500, lease_ms: 4000}\n" : "",
-                   CommSettings(comm));
+  return DisaggYaml(model_dir,
+                    DisaggOptions{.fault_timeouts = fault_timeouts, .comm = std::string(comm)});
+}
+
+std::string DisaggYaml(const std::string& model_dir, const DisaggOptions& options) {
+  const std::string transfer = absl::StrCat(
+      options.fault_timeouts ? "    transfer: {deadline_ms: 1500, lease_ms: 4000}\n" : "",
+      CommSettings(options.comm));
+  std::string generation;
+  for (const auto& [name, world_size] : options.generation) {
+    absl::StrAppend(&generation, "  - name: ", name, R"(
+    role: generation
+    world_size: )",
+                    world_size, R"(
+    engine: cpu
+    executor: {max_batch_size: )",
+                    options.generation_max_batch_size, ", max_num_tokens: 64, max_num_active_requests: ",
+                    options.generation_max_active_requests, R"(,
+               spec_k: 3, draft_pool: unpaired, audit_every_step: true}
+    kv: {tokens_per_block: 16, num_blocks: 256, draft_num_blocks: 256}
+)",
+                    transfer);
+  }
   return absl::StrCat(R"(model:
   name: tiny-moe
   path: )",
@@ -70,7 +90,7 @@ router:
   policy: least_load
   heartbeat_interval_ms: 200
   heartbeat_timeout_ms: )",
-                      fault_timeouts ? "1500" : "2000", R"(
+                      options.fault_timeouts ? "1500" : "2000", R"(
   health_check_interval_ms: 200
 instances:
   - name: ctx0
@@ -81,15 +101,7 @@ instances:
                spec_k: 3, draft_pool: unpaired, audit_every_step: true}
     kv: {tokens_per_block: 16, num_blocks: 512, draft_num_blocks: 512}
 )",
-                      transfer, R"(  - name: gen0
-    role: generation
-    world_size: 4
-    engine: cpu
-    executor: {max_batch_size: 2, max_num_tokens: 64, max_num_active_requests: 4,
-               spec_k: 3, draft_pool: unpaired, audit_every_step: true}
-    kv: {tokens_per_block: 16, num_blocks: 256, draft_num_blocks: 256}
-)",
-                      transfer);
+                      transfer, generation);
 }
 
 std::string TestTmpDir() {

@@ -4,6 +4,8 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -42,6 +44,18 @@ std::string LockstepBinary();
 // faults resolve within seconds. Both instances use `comm` (gloo | shm | auto).
 std::string DisaggYaml(const std::string& model_dir, bool fault_timeouts,
                        absl::string_view comm = "gloo");
+
+// The same deployment, shaped by `options`.
+struct DisaggOptions {
+  bool fault_timeouts = false;
+  std::string comm = "gloo";
+  // The generation instances: name and world size of each.
+  std::vector<std::pair<std::string, int>> generation = {{"gen0", 4}};
+  // Per generation rank.
+  int generation_max_batch_size = 2;
+  int generation_max_active_requests = 4;
+};
+std::string DisaggYaml(const std::string& model_dir, const DisaggOptions& options);
 
 // The test's temporary directory.
 std::string TestTmpDir();
