@@ -1,7 +1,6 @@
 #include "runtime/router/migration.h"
 
 #include "absl/strings/str_join.h"
-#include "common/check.h"
 #include "fmt/format.h"
 
 namespace lockstep::router {
@@ -23,22 +22,6 @@ std::string_view MigrationReasonName(MigrationReason reason) {
 bool WorkerErrorMigrates(int32_t code) {
   return code == static_cast<int32_t>(absl::StatusCode::kUnavailable) ||
          code == static_cast<int32_t>(absl::StatusCode::kAborted);
-}
-
-v1::GenerateRequest ContinuationOf(const v1::GenerateRequest& original,
-                                   absl::Span<const int32_t> delivered, uint64_t request_id) {
-  const int32_t n = static_cast<int32_t>(delivered.size());
-  LOCKSTEP_CHECK(n < original.sampling().max_tokens())
-      << "a continuation of request " << original.request_id() << " after " << n
-      << " tokens has nothing left of its " << original.sampling().max_tokens();
-  v1::GenerateRequest next = original;
-  next.set_request_id(request_id);
-  next.clear_context();
-  next.mutable_prompt_token_ids()->Add(delivered.begin(), delivered.end());
-  v1::SamplingParams* sampling = next.mutable_sampling();
-  sampling->set_max_tokens(sampling->max_tokens() - n);
-  sampling->set_num_generated_in_prompt(sampling->num_generated_in_prompt() + n);
-  return next;
 }
 
 absl::Status MigrationVerdict(const absl::Status& failure, MigrationReason reason,

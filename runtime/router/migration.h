@@ -2,12 +2,9 @@
 // request on another healthy instance of the same role as a continuation, and the
 // client's stream goes on with exactly the tokens it would have got (docs/design.md §4).
 //
-// A continuation's prompt is the original prompt followed by the tokens already
-// delivered; it asks for the tokens still to generate, with the same seed and sampling
-// parameters, and SamplingParams.num_generated_in_prompt = the delivered count, so
-// the penalties and min_tokens see those tokens as output. Sampling being a pure
-// function of (seed, absolute position, the sequence's tokens), the continuation
-// samples what the original would have.
+// The continuation is sched::ContinueAfter (scheduler/continuation.h): the original
+// prompt followed by the tokens already delivered, the rest of max_tokens, the same
+// seed and sampling parameters, num_generated_in_prompt = the delivered count.
 //
 // Only instance failures migrate: a broken stream, an instance the health monitor
 // found unhealthy, or a worker error that blames the instance (UNAVAILABLE, ABORTED).
@@ -23,8 +20,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/types/span.h"
-#include "proto/worker.pb.h"
 
 namespace lockstep::router {
 
@@ -42,14 +37,6 @@ std::string_view MigrationReasonName(MigrationReason reason);
 // Whether a worker's error response with this canonical code blames the instance
 // (UNAVAILABLE: a rank stopped, the instance drains; ABORTED) rather than the request.
 bool WorkerErrorMigrates(int32_t code);
-
-// `original` continued after the tokens `delivered` so far, as request `request_id`:
-// prompt + delivered, max_tokens less the delivered count, num_generated_in_prompt
-// grown by it; seed, the other sampling parameters, type and model unchanged, no
-// context (the caller routes it afresh and sets the type of each leg). Requires
-// delivered.size() < max_tokens.
-v1::GenerateRequest ContinuationOf(const v1::GenerateRequest& original,
-                                   absl::Span<const int32_t> delivered, uint64_t request_id);
 
 // What the router does after an attempt failed with `failure` (not OK; `reason` kNone: not an
 // instance failure) on the instances `attempts` (every instance the request ran on,
