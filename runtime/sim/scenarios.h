@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "runtime/sim/sim_cluster.h"
+#include "runtime/sim/sim_fleet.h"
 
 namespace lockstep::sim {
 
@@ -20,6 +21,11 @@ SimConfig Dep4SmallBatch(int32_t max_batch_size, sched::DummyPolicy policy, uint
 // draft pool, both dummy policies, aggregated, generation-only or context-only, faults
 // (vetoes, cancels, transfer failures, send refusals) on or off.
 SimConfig RandomConfig(uint64_t seed);
+
+// A random fleet (sim_fleet.h): RandomConfig(seed) made aggregated with at most 4
+// ranks per instance, 2–4 instances, 1 to instances − 1 failures (each of a random
+// instance at one of the first 50 steps), a migration limit of 1–3.
+FleetConfig RandomFleetConfig(uint64_t seed);
 
 // "dep4-small-batch" -> the scenario; anything else is an error naming it.
 absl::StatusOr<SimConfig> ScenarioByName(absl::string_view name, int32_t max_batch_size,
