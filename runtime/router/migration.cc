@@ -1,6 +1,8 @@
 #include "runtime/router/migration.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "fmt/format.h"
 
 namespace lockstep::router {
@@ -44,6 +46,32 @@ absl::Status MigrationVerdict(const absl::Status& failure, MigrationReason reaso
                     std::string(failure.message()), role, tried));
   }
   return absl::OkStatus();
+}
+
+std::string MigrationLogLine(const MigrationRecord& record) {
+  return fmt::format("request {} failed on {} ({}) after {} tokens; continues as {}",
+                     record.request_id, record.instance, record.reason, record.delivered,
+                     record.continuation_id);
+}
+
+std::optional<MigrationRecord> ParseMigrationLogLine(std::string_view text) {
+  const absl::string_view line(text.data(), text.size());
+  const size_t start = line.find("request ");
+  if (start == absl::string_view::npos || line.find("; continues as ") == absl::string_view::npos) {
+    return std::nullopt;
+  }
+  // request ID failed on INSTANCE (REASON) after N tokens; continues as ID
+  const std::vector<absl::string_view> w = absl::StrSplit(line.substr(start), ' ');
+  MigrationRecord r;
+  if (w.size() != 12 || w[2] != "failed" || w[3] != "on" || w[5].size() < 3 ||
+      w[5].front() != '(' || w[5].back() != ')' || w[6] != "after" || w[8] != "tokens;" ||
+      !absl::SimpleAtoi(w[1], &r.request_id) || !absl::SimpleAtoi(w[7], &r.delivered) ||
+      !absl::SimpleAtoi(w[11], &r.continuation_id)) {
+    return std::nullopt;
+  }
+  r.instance = std::string(w[4]);
+  r.reason = std::string(w[5].substr(1, w[5].size() - 2));
+  return r;
 }
 
 }  // namespace lockstep::router

@@ -15,6 +15,7 @@
 #define LOCKSTEP_RUNTIME_ROUTER_MIGRATION_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,21 @@ bool WorkerErrorMigrates(int32_t code);
 absl::Status MigrationVerdict(const absl::Status& failure, MigrationReason reason,
                               const std::vector<std::string>& attempts, int migrations, int limit,
                               bool other_instance, std::string_view role);
+
+// One migration as the router logs it (at WARN, one line each):
+//   request 17 failed on agg0 (worker_error) after 5 tokens; continues as 18
+// `lockstep bench` and the end-to-end tests find the migrated requests by these lines.
+struct MigrationRecord {
+  uint64_t request_id = 0;  // the router's (the OpenAI response id's number)
+  std::string instance;     // where the attempt failed
+  std::string reason;       // MigrationReasonName
+  int64_t delivered = 0;    // tokens delivered before the failure
+  uint64_t continuation_id = 0;
+};
+std::string MigrationLogLine(const MigrationRecord& record);
+// The record in `line` (a log line: the message may follow a prefix); nullopt when
+// the line is not a migration's.
+std::optional<MigrationRecord> ParseMigrationLogLine(std::string_view line);
 
 }  // namespace lockstep::router
 

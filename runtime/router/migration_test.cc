@@ -74,5 +74,29 @@ TEST(MigrationTest, ReasonsHaveMetricLabels) {
   EXPECT_EQ(MigrationReasonName(MigrationReason::kWorkerError), "worker_error");
 }
 
+TEST(MigrationTest, TheLogLineOfAMigrationParsesBack) {
+  const MigrationRecord record{.request_id = 17,
+                               .instance = "agg0",
+                               .reason = "worker_error",
+                               .delivered = 5,
+                               .continuation_id = 18};
+  const std::string line = MigrationLogLine(record);
+  EXPECT_EQ(line, "request 17 failed on agg0 (worker_error) after 5 tokens; continues as 18");
+  const std::optional<MigrationRecord> parsed =
+      ParseMigrationLogLine("[2026-12-01 10:00:00.000] [W] [router] " + line);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->request_id, 17u);
+  EXPECT_EQ(parsed->instance, "agg0");
+  EXPECT_EQ(parsed->reason, "worker_error");
+  EXPECT_EQ(parsed->delivered, 5);
+  EXPECT_EQ(parsed->continuation_id, 18u);
+  for (const char* other :
+       {"request 17 via agg0 ended: UNAVAILABLE", "request x failed on agg0 (r) after 5 tokens; "
+                                                  "continues as 18",
+        "request 17 failed on agg0 worker_error after 5 tokens; continues as 18", ""}) {
+    EXPECT_FALSE(ParseMigrationLogLine(other).has_value()) << other;
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::router

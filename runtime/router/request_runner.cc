@@ -134,9 +134,13 @@ void RequestRunner::RunRoute(FlowHandle& flow, const RouterRequest& request, abs
     const sched::Continuation next =
         sched::ContinueAfter(request.prompt, request.sampling, progress.tokens);
     wire = WireRequest(request.model, next.prompt, next.sampling, NewRequestId());
-    LOCKSTEP_LOG_WARN("router", "request {} failed on {} ({}) after {} tokens; continues as {}",
-                      result.request_id, failure.instance, MigrationReasonName(failure.reason),
-                      progress.tokens.size(), wire.request_id());
+    LOCKSTEP_LOG_WARN(
+        "router", "{}",
+        MigrationLogLine({.request_id = result.request_id,
+                          .instance = failure.instance,
+                          .reason = std::string(MigrationReasonName(failure.reason)),
+                          .delivered = static_cast<int64_t>(progress.tokens.size()),
+                          .continuation_id = wire.request_id()}));
   }
   if (migrations > 0 && result.status.ok()) metrics_.MigratedRequestCompleted();
 }

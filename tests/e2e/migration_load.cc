@@ -1,16 +1,16 @@
 #include "tests/e2e/migration_load.h"
 
 #include <iostream>
+#include <optional>
 #include <random>
 #include <utility>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/router.pb.h"
+#include "runtime/router/migration.h"
 #include "runtime/router/openai_api.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/reference.h"
@@ -194,12 +194,9 @@ void MigrationLoad::RunSse(const launcher::LocalDeployment& d, int i) {
 int MigratedMidStream(const std::string& router_log) {
   int n = 0;
   for (absl::string_view line : absl::StrSplit(router_log, '\n')) {
-    if (!absl::StrContains(line, "; continues as ")) continue;
-    const size_t after = line.find(") after ");
-    if (after == absl::string_view::npos) continue;
-    const absl::string_view rest = line.substr(after + 8);
-    int tokens = 0;
-    if (absl::SimpleAtoi(rest.substr(0, rest.find(' ')), &tokens) && tokens > 0) ++n;
+    const std::optional<router::MigrationRecord> record =
+        router::ParseMigrationLogLine(std::string_view(line.data(), line.size()));
+    if (record.has_value() && record->delivered > 0) ++n;
   }
   return n;
 }

@@ -59,9 +59,8 @@ class MigrationLoad {
   std::vector<std::string> failures_ ABSL_GUARDED_BY(mu_);
 };
 
-// How many requests the router's log shows continuing after tokens were already
-// delivered ("request R failed on I (reason) after N tokens; continues as ..." with
-// N > 0): migrations across a seam in mid-stream.
+// How many migrations the router's log shows after tokens were already delivered
+// (router::ParseMigrationLogLine): migrations across a seam in mid-stream.
 int MigratedMidStream(const std::string& router_log);
 
 // The router's migration counters after a kill on `d`: every migrated request
