@@ -4,6 +4,9 @@
 //   lockstep bench --config deploy/local/disagg_ctx_dep2_gen_dep4.yaml --requests 1600
 //       --concurrency 32 [--json FILE]
 //   lockstep bench --http HOST:PORT --grpc HOST:PORT --requests 100
+//   lockstep bench --config deploy/local/agg_two_dep2.yaml --requests 64 --concurrency 64
+//       --kill agg0/rank1     # SIGKILL a rank mid-load: failure-to-next-token of the
+//                             # migrated requests (failure_injection.h)
 #ifndef LOCKSTEP_TOOLS_BENCH_BENCH_COMMAND_H_
 #define LOCKSTEP_TOOLS_BENCH_BENCH_COMMAND_H_
 

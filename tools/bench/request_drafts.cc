@@ -28,8 +28,8 @@ std::map<std::string, RequestDrafts> ParseRequestDrafts(absl::string_view metric
   return out;
 }
 
-absl::StatusOr<std::map<std::string, RequestDrafts>> ReadRequestDrafts(
-    const std::string& http_address, const std::string& api_key) {
+absl::StatusOr<std::string> ReadMetricsText(const std::string& http_address,
+                                            const std::string& api_key) {
   const HostPort router = ParseHostPort(http_address).value_or(HostPort{http_address, 0});
   httplib::Client client(router.host, router.port);
   client.set_connection_timeout(std::chrono::seconds(5));
@@ -45,7 +45,14 @@ absl::StatusOr<std::map<std::string, RequestDrafts>> ReadRequestDrafts(
     return absl::UnavailableError(
         absl::StrCat("GET /metrics on ", http_address, ": HTTP ", result->status));
   }
-  return ParseRequestDrafts(result->body);
+  return result->body;
+}
+
+absl::StatusOr<std::map<std::string, RequestDrafts>> ReadRequestDrafts(
+    const std::string& http_address, const std::string& api_key) {
+  absl::StatusOr<std::string> text = ReadMetricsText(http_address, api_key);
+  if (!text.ok()) return text.status();
+  return ParseRequestDrafts(*text);
 }
 
 std::map<std::string, RequestDrafts> RequestDraftsSince(

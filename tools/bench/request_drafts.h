@@ -16,7 +16,11 @@ namespace lockstep::bench {
 // From Prometheus text; lines of other families are ignored.
 std::map<std::string, RequestDrafts> ParseRequestDrafts(absl::string_view metrics_text);
 
-// GET /metrics of the router at `http_address` (with the API key when given).
+// GET /metrics of the router at `http_address` (with the API key when given): the text.
+absl::StatusOr<std::string> ReadMetricsText(const std::string& http_address,
+                                            const std::string& api_key);
+
+// The same, parsed by ParseRequestDrafts.
 absl::StatusOr<std::map<std::string, RequestDrafts>> ReadRequestDrafts(
     const std::string& http_address, const std::string& api_key);
 
