@@ -106,6 +106,17 @@ TEST(ConfigYamlTest, AggregatedExampleParses) {
   EXPECT_EQ(config->instances[0].comm.engine_transport, CommTransport::kAuto);
 }
 
+TEST(ConfigYamlTest, TwoAggregatedInstancesExampleParses) {
+  absl::StatusOr<DeploymentConfig> config = LoadDeploymentConfig("deploy/local/agg_two_dep2.yaml");
+  ASSERT_THAT(config, IsOk());
+  ASSERT_EQ(config->instances.size(), 2u);
+  for (const InstanceConfig& instance : config->instances) {
+    EXPECT_EQ(instance.role, InstanceRole::kAggregated);
+    EXPECT_EQ(instance.world_size, 2);
+  }
+  EXPECT_EQ(config->router.migration_limit, 2);
+}
+
 TEST(ConfigYamlTest, FakeEngineBenchmarkExampleParses) {
   absl::StatusOr<DeploymentConfig> config =
       LoadDeploymentConfig("deploy/local/bench_fake_dep2.yaml");

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -102,6 +103,17 @@ std::pair<int, std::string> LocalDeployment::Get(const std::string& path) const 
 
 GrpcResult LocalDeployment::Generate(const std::vector<int32_t>& prompt, int max_tokens,
                                      uint64_t seed, absl::Duration timeout) const {
+  v1::RouterGenerateRequest request;
+  for (int32_t t : prompt) request.mutable_tokens()->add_ids(t);
+  request.mutable_sampling()->set_max_tokens(max_tokens);
+  request.mutable_sampling()->set_seed(seed);
+  request.mutable_sampling()->set_ignore_eos(true);
+  return Generate(std::move(request), timeout);
+}
+
+GrpcResult LocalDeployment::Generate(
+    v1::RouterGenerateRequest request, absl::Duration timeout,
+    const std::function<void(const v1::RouterGenerateResponse&)>& on_response) const {
   auto channel = security::CreateChannel(plan_.router_grpc);
   auto stub = v1::RouterService::NewStub(channel);
   grpc::ClientContext context;
@@ -109,17 +121,13 @@ GrpcResult LocalDeployment::Generate(const std::vector<int32_t>& prompt, int max
   if (!config_.router.api_key.empty()) {
     context.AddMetadata("authorization", "Bearer " + config_.router.api_key);
   }
-  v1::RouterGenerateRequest request;
-  request.set_model(config_.model.name);
-  for (int32_t t : prompt) request.mutable_tokens()->add_ids(t);
-  request.mutable_sampling()->set_max_tokens(max_tokens);
-  request.mutable_sampling()->set_seed(seed);
-  request.mutable_sampling()->set_ignore_eos(true);
+  if (request.model().empty()) request.set_model(config_.model.name);
   GrpcResult result;
   auto reader = stub->Generate(&context, request);
   v1::RouterGenerateResponse response;
   while (reader->Read(&response)) {
     ++result.responses;
+    if (on_response) on_response(response);
     result.tokens.insert(result.tokens.end(), response.token_ids().begin(),
                          response.token_ids().end());
     result.text += response.text();
@@ -127,6 +135,8 @@ GrpcResult LocalDeployment::Generate(const std::vector<int32_t>& prompt, int max
       result.finish_reason = response.finish_reason();
       result.error_code = response.error_code();
       result.error_message = response.error_message();
+      result.prompt_tokens = response.prompt_tokens();
+      result.completion_tokens = response.completion_tokens();
       result.drafts_proposed = response.drafts().proposed();
       result.drafts_accepted = response.drafts().accepted();
     }
@@ -190,7 +200,9 @@ int64_t LocalDeployment::LoadOf(const std::string& instance) const {
 }
 
 std::string LocalDeployment::LogOf(const std::string& name) const {
-  for (const ProcessSpec& p : plan_.workers) {
+  std::vector<ProcessSpec> all = plan_.workers;
+  all.push_back(plan_.router);
+  for (const ProcessSpec& p : all) {
     if (p.name == name) {
       std::ifstream in(p.log_path);
       std::stringstream ss;

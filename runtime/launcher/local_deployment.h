@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "proto/router.pb.h"
 #include "runtime/config/deployment_config.h"
 #include "runtime/launcher/launch_plan.h"
 #include "runtime/launcher/process_supervisor.h"
@@ -34,6 +35,9 @@ struct GrpcResult {
   int error_code = 0;     // canonical code; 0 when OK
   std::string error_message;
   int responses = 0;  // stream messages received
+  // Usage, from the final response.
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
   // Speculative decoding: the request's drafts (from the final response).
   int64_t drafts_proposed = 0;
   int64_t drafts_accepted = 0;
@@ -70,6 +74,11 @@ class LocalDeployment {
   // RouterService.Generate with a token prompt; collects the whole stream.
   GrpcResult Generate(const std::vector<int32_t>& prompt, int max_tokens, uint64_t seed,
                       absl::Duration timeout = absl::Seconds(120)) const;
+  // RouterService.Generate of `request` (the deployment's model when it names none);
+  // `on_response`, when set, sees each stream message as it arrives.
+  GrpcResult Generate(
+      v1::RouterGenerateRequest request, absl::Duration timeout,
+      const std::function<void(const v1::RouterGenerateResponse&)>& on_response = nullptr) const;
   // The router's view of `instance` ("healthy", "unhealthy", ...; "" when unknown).
   std::string InstanceState(const std::string& instance) const;
   // Waits until every configured instance is healthy.
@@ -86,6 +95,7 @@ class LocalDeployment {
   bool WaitFor(const std::function<bool()>& done, absl::Duration timeout);
   // Requests the router last heard `instance` holds (active + queued), -1 if unknown.
   int64_t LoadOf(const std::string& instance) const;
+  // The log of process `name` ("router", "INSTANCE/rankR"); "" when unknown.
   std::string LogOf(const std::string& name) const;
 
  private:

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/host_port.h"
 #include "common/log.h"
 #include "fmt/format.h"
@@ -207,6 +208,12 @@ absl::StatusOr<int> HttpFrontend::Start(const std::string& listen) {
     return absl::UnavailableError(fmt::format("cannot listen for HTTP on {}", listen));
   }
   thread_ = std::thread([this] { server_.listen_after_bind(); });
+  // httplib's stop() does nothing until the listening loop has begun: a Stop right
+  // after Start would otherwise leave the thread accepting forever.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (!server_.is_running() && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   return port;
 }
 

@@ -1,7 +1,8 @@
 #include "runtime/router/migration.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
-#include "common/check.h"
+#include "absl/strings/str_split.h"
 #include "fmt/format.h"
 
 namespace lockstep::router {
@@ -25,40 +26,52 @@ bool WorkerErrorMigrates(int32_t code) {
          code == static_cast<int32_t>(absl::StatusCode::kAborted);
 }
 
-v1::GenerateRequest ContinuationOf(const v1::GenerateRequest& original,
-                                   absl::Span<const int32_t> delivered, uint64_t request_id) {
-  const int32_t n = static_cast<int32_t>(delivered.size());
-  LOCKSTEP_CHECK(n < original.sampling().max_tokens())
-      << "a continuation of request " << original.request_id() << " after " << n
-      << " tokens has nothing left of its " << original.sampling().max_tokens();
-  v1::GenerateRequest next = original;
-  next.set_request_id(request_id);
-  next.clear_context();
-  next.mutable_prompt_token_ids()->Add(delivered.begin(), delivered.end());
-  v1::SamplingParams* sampling = next.mutable_sampling();
-  sampling->set_max_tokens(sampling->max_tokens() - n);
-  sampling->set_num_generated_in_prompt(sampling->num_generated_in_prompt() + n);
-  return next;
-}
-
 absl::Status MigrationVerdict(const absl::Status& failure, MigrationReason reason,
                               const std::vector<std::string>& attempts, int migrations, int limit,
                               bool other_instance, std::string_view role) {
   if (reason == MigrationReason::kNone) return failure;
-  const std::string tried = absl::StrJoin(attempts, ", ");
+  const std::string tried = fmt::format("{} attempt{} on {}", attempts.size(),
+                                        attempts.size() == 1 ? "" : "s",
+                                        absl::StrJoin(attempts, ", "));
   if (migrations >= limit) {
     return absl::Status(
         failure.code(),
-        fmt::format("{} (after {} attempts on {}; router.migration_limit = {} migrations)",
-                    std::string(failure.message()), attempts.size(), tried, limit));
+        fmt::format("{} (after {}; router.migration_limit = {} migrations)",
+                    std::string(failure.message()), tried, limit));
   }
   if (!other_instance) {
     return absl::Status(
         failure.code(),
-        fmt::format("{} (no other healthy {} instance to migrate to; {} attempts on {})",
-                    std::string(failure.message()), role, attempts.size(), tried));
+        fmt::format("{} (no other healthy {} instance to migrate to; {})",
+                    std::string(failure.message()), role, tried));
   }
   return absl::OkStatus();
+}
+
+std::string MigrationLogLine(const MigrationRecord& record) {
+  return fmt::format("request {} failed on {} ({}) after {} tokens; continues as {}",
+                     record.request_id, record.instance, record.reason, record.delivered,
+                     record.continuation_id);
+}
+
+std::optional<MigrationRecord> ParseMigrationLogLine(std::string_view text) {
+  const absl::string_view line(text.data(), text.size());
+  const size_t start = line.find("request ");
+  if (start == absl::string_view::npos || line.find("; continues as ") == absl::string_view::npos) {
+    return std::nullopt;
+  }
+  // request ID failed on INSTANCE (REASON) after N tokens; continues as ID
+  const std::vector<absl::string_view> w = absl::StrSplit(line.substr(start), ' ');
+  MigrationRecord r;
+  if (w.size() != 12 || w[2] != "failed" || w[3] != "on" || w[5].size() < 3 ||
+      w[5].front() != '(' || w[5].back() != ')' || w[6] != "after" || w[8] != "tokens;" ||
+      !absl::SimpleAtoi(w[1], &r.request_id) || !absl::SimpleAtoi(w[7], &r.delivered) ||
+      !absl::SimpleAtoi(w[11], &r.continuation_id)) {
+    return std::nullopt;
+  }
+  r.instance = std::string(w[4]);
+  r.reason = std::string(w[5].substr(1, w[5].size() - 2));
+  return r;
 }
 
 }  // namespace lockstep::router

@@ -2,12 +2,9 @@
 // request on another healthy instance of the same role as a continuation, and the
 // client's stream goes on with exactly the tokens it would have got (docs/design.md §4).
 //
-// A continuation's prompt is the original prompt followed by the tokens already
-// delivered; it asks for the tokens still to generate, with the same seed and sampling
-// parameters, and SamplingParams.num_generated_in_prompt = the delivered count, so
-// the penalties and min_tokens see those tokens as output. Sampling being a pure
-// function of (seed, absolute position, the sequence's tokens), the continuation
-// samples what the original would have.
+// The continuation is sched::ContinueAfter (scheduler/continuation.h): the original
+// prompt followed by the tokens already delivered, the rest of max_tokens, the same
+// seed and sampling parameters, num_generated_in_prompt = the delivered count.
 //
 // Only instance failures migrate: a broken stream, an instance the health monitor
 // found unhealthy, or a worker error that blames the instance (UNAVAILABLE, ABORTED).
@@ -18,13 +15,12 @@
 #define LOCKSTEP_RUNTIME_ROUTER_MIGRATION_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/types/span.h"
-#include "proto/worker.pb.h"
 
 namespace lockstep::router {
 
@@ -43,14 +39,6 @@ std::string_view MigrationReasonName(MigrationReason reason);
 // (UNAVAILABLE: a rank stopped, the instance drains; ABORTED) rather than the request.
 bool WorkerErrorMigrates(int32_t code);
 
-// `original` continued after the tokens `delivered` so far, as request `request_id`:
-// prompt + delivered, max_tokens less the delivered count, num_generated_in_prompt
-// grown by it; seed, the other sampling parameters, type and model unchanged, no
-// context (the caller routes it afresh and sets the type of each leg). Requires
-// delivered.size() < max_tokens.
-v1::GenerateRequest ContinuationOf(const v1::GenerateRequest& original,
-                                   absl::Span<const int32_t> delivered, uint64_t request_id);
-
 // What the router does after an attempt failed with `failure` (not OK; `reason` kNone: not an
 // instance failure) on the instances `attempts` (every instance the request ran on,
 // in order), when `migrations` migrations already happened, at most `limit` are
@@ -61,6 +49,21 @@ v1::GenerateRequest ContinuationOf(const v1::GenerateRequest& original,
 absl::Status MigrationVerdict(const absl::Status& failure, MigrationReason reason,
                               const std::vector<std::string>& attempts, int migrations, int limit,
                               bool other_instance, std::string_view role);
+
+// One migration as the router logs it (at WARN, one line each):
+//   request 17 failed on agg0 (worker_error) after 5 tokens; continues as 18
+// `lockstep bench` and the end-to-end tests find the migrated requests by these lines.
+struct MigrationRecord {
+  uint64_t request_id = 0;  // the router's (the OpenAI response id's number)
+  std::string instance;     // where the attempt failed
+  std::string reason;       // MigrationReasonName
+  int64_t delivered = 0;    // tokens delivered before the failure
+  uint64_t continuation_id = 0;
+};
+std::string MigrationLogLine(const MigrationRecord& record);
+// The record in `line` (a log line: the message may follow a prefix); nullopt when
+// the line is not a migration's.
+std::optional<MigrationRecord> ParseMigrationLogLine(std::string_view line);
 
 }  // namespace lockstep::router
 

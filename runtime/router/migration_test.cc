@@ -12,7 +12,6 @@ namespace {
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::StatusIs;
 using ::testing::AllOf;
-using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 TEST(MigrationTest, OnlyWorkerErrorsThatBlameTheInstanceMigrate) {
@@ -24,44 +23,6 @@ TEST(MigrationTest, OnlyWorkerErrorsThatBlameTheInstanceMigrate) {
         absl::StatusCode::kInternal, absl::StatusCode::kFailedPrecondition}) {
     EXPECT_FALSE(WorkerErrorMigrates(static_cast<int32_t>(code))) << absl::StatusCodeToString(code);
   }
-}
-
-TEST(MigrationTest, AContinuationCarriesTheDeliveredTokensAndTheRestOfTheBudget) {
-  v1::GenerateRequest original;
-  original.set_request_id(7);
-  original.set_model("m");
-  original.set_type(v1::REQUEST_TYPE_GENERATION_ONLY);
-  original.mutable_context()->set_first_token_id(3);
-  original.add_prompt_token_ids(10);
-  original.add_prompt_token_ids(11);
-  v1::SamplingParams* sampling = original.mutable_sampling();
-  sampling->set_max_tokens(8);
-  sampling->set_seed(99);
-  sampling->set_temperature(0.7f);
-  sampling->set_min_tokens(4);
-  sampling->set_presence_penalty(0.5f);
-  sampling->add_stop_token_ids(2);
-  const std::vector<int32_t> delivered = {20, 21, 22};
-  const v1::GenerateRequest next = ContinuationOf(original, delivered, 8);
-  EXPECT_EQ(next.request_id(), 8u);
-  EXPECT_EQ(next.model(), "m");
-  EXPECT_FALSE(next.has_context());
-  EXPECT_THAT(next.prompt_token_ids(), ElementsAre(10, 11, 20, 21, 22));
-  EXPECT_EQ(next.sampling().max_tokens(), 5);
-  EXPECT_EQ(next.sampling().num_generated_in_prompt(), 3);
-  // The rest is unchanged: the same draw for each position, the same penalties.
-  EXPECT_EQ(next.sampling().seed(), 99u);
-  EXPECT_EQ(next.sampling().temperature(), 0.7f);
-  EXPECT_EQ(next.sampling().min_tokens(), 4);
-  EXPECT_EQ(next.sampling().presence_penalty(), 0.5f);
-  EXPECT_THAT(next.sampling().stop_token_ids(), ElementsAre(2));
-  // A continuation of a continuation counts every earlier token.
-  const std::vector<int32_t> more = {23};
-  const v1::GenerateRequest again = ContinuationOf(next, more, 9);
-  EXPECT_THAT(again.prompt_token_ids(), ElementsAre(10, 11, 20, 21, 22, 23));
-  EXPECT_EQ(again.sampling().max_tokens(), 4);
-  EXPECT_EQ(again.sampling().num_generated_in_prompt(), 4);
-  EXPECT_DEATH(ContinuationOf(original, std::vector<int32_t>(8, 1), 10), "nothing left");
 }
 
 TEST(MigrationTest, VerdictMigratesInstanceFailuresWithinTheLimit) {
@@ -111,6 +72,30 @@ TEST(MigrationTest, ReasonsHaveMetricLabels) {
   EXPECT_EQ(MigrationReasonName(MigrationReason::kStreamBroken), "stream_broken");
   EXPECT_EQ(MigrationReasonName(MigrationReason::kInstanceUnhealthy), "instance_unhealthy");
   EXPECT_EQ(MigrationReasonName(MigrationReason::kWorkerError), "worker_error");
+}
+
+TEST(MigrationTest, TheLogLineOfAMigrationParsesBack) {
+  const MigrationRecord record{.request_id = 17,
+                               .instance = "agg0",
+                               .reason = "worker_error",
+                               .delivered = 5,
+                               .continuation_id = 18};
+  const std::string line = MigrationLogLine(record);
+  EXPECT_EQ(line, "request 17 failed on agg0 (worker_error) after 5 tokens; continues as 18");
+  const std::optional<MigrationRecord> parsed =
+      ParseMigrationLogLine("[2026-12-01 10:00:00.000] [W] [router] " + line);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->request_id, 17u);
+  EXPECT_EQ(parsed->instance, "agg0");
+  EXPECT_EQ(parsed->reason, "worker_error");
+  EXPECT_EQ(parsed->delivered, 5);
+  EXPECT_EQ(parsed->continuation_id, 18u);
+  for (const char* other :
+       {"request 17 via agg0 ended: UNAVAILABLE", "request x failed on agg0 (r) after 5 tokens; "
+                                                  "continues as 18",
+        "request 17 failed on agg0 worker_error after 5 tokens; continues as 18", ""}) {
+    EXPECT_FALSE(ParseMigrationLogLine(other).has_value()) << other;
+  }
 }
 
 }  // namespace

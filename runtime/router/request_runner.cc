@@ -11,6 +11,7 @@
 #include "grpcpp/grpcpp.h"
 #include "runtime/config/sampling_wire.h"
 #include "runtime/router/migration.h"
+#include "scheduler/continuation.h"
 
 namespace lockstep::router {
 namespace {
@@ -105,14 +106,8 @@ RequestResult RequestRunner::Run(const RouterRequest& request, uint64_t request_
 
 void RequestRunner::RunRoute(FlowHandle& flow, const RouterRequest& request, absl::Time deadline,
                              Progress& progress, TokenSink& sink, RequestResult& result) {
-  v1::GenerateRequest original;
-  original.set_request_id(result.request_id);
-  original.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
-  config::SamplingToWire(request.sampling, original.mutable_sampling());
-  if (!request.sampling.ignore_eos) {
-    for (int32_t id : options_.eos_token_ids) original.mutable_sampling()->add_stop_token_ids(id);
-  }
-  original.set_model(request.model);
+  const v1::GenerateRequest original =
+      WireRequest(request.model, request.prompt, request.sampling, result.request_id);
 
   std::vector<std::string> attempts;  // the instances the request ran on, in order
   std::vector<std::string> failed;    // those it failed on
@@ -136,12 +131,33 @@ void RequestRunner::RunRoute(FlowHandle& flow, const RouterRequest& request, abs
     const absl::Time now = clock_.Now();
     progress.failed_at = now;
     metrics_.Migration(MigrationReasonName(failure.reason));
-    wire = ContinuationOf(original, progress.tokens, NewRequestId());
-    LOCKSTEP_LOG_WARN("router", "request {} failed on {} ({}) after {} tokens; continues as {}",
-                      result.request_id, failure.instance, MigrationReasonName(failure.reason),
-                      progress.tokens.size(), wire.request_id());
+    const sched::Continuation next =
+        sched::ContinueAfter(request.prompt, request.sampling, progress.tokens);
+    wire = WireRequest(request.model, next.prompt, next.sampling, NewRequestId());
+    LOCKSTEP_LOG_WARN(
+        "router", "{}",
+        MigrationLogLine({.request_id = result.request_id,
+                          .instance = failure.instance,
+                          .reason = std::string(MigrationReasonName(failure.reason)),
+                          .delivered = static_cast<int64_t>(progress.tokens.size()),
+                          .continuation_id = wire.request_id()}));
   }
   if (migrations > 0 && result.status.ok()) metrics_.MigratedRequestCompleted();
+}
+
+v1::GenerateRequest RequestRunner::WireRequest(const std::string& model,
+                                               absl::Span<const int32_t> prompt,
+                                               const sched::SamplingParams& sampling,
+                                               uint64_t id) const {
+  v1::GenerateRequest wire;
+  wire.set_request_id(id);
+  wire.mutable_prompt_token_ids()->Assign(prompt.begin(), prompt.end());
+  config::SamplingToWire(sampling, wire.mutable_sampling());
+  if (!sampling.ignore_eos) {
+    for (int32_t eos : options_.eos_token_ids) wire.mutable_sampling()->add_stop_token_ids(eos);
+  }
+  wire.set_model(model);
+  return wire;
 }
 
 bool RequestRunner::OutputComplete(const v1::GenerateRequest& original, const Progress& progress,

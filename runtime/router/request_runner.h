@@ -49,6 +49,7 @@
 #include "runtime/router/router_metrics.h"
 #include "runtime/router/router_request.h"
 #include "runtime/router/worker_stubs.h"
+#include "scheduler/sampling_params.h"
 
 namespace lockstep::router {
 
@@ -108,6 +109,10 @@ class RequestRunner {
                        absl::Span<const std::string> exclude, absl::Time deadline,
                        Progress& progress, TokenSink& sink, RequestResult& result,
                        std::vector<std::string>& attempts);
+  // The worker request `id` for `prompt` and `sampling` (the model's EOS added to the
+  // stop tokens unless the request ignores EOS).
+  v1::GenerateRequest WireRequest(const std::string& model, absl::Span<const int32_t> prompt,
+                                  const sched::SamplingParams& sampling, uint64_t id) const;
   // True (finishing `result`) when the tokens delivered already end `original`: its
   // max_tokens, or a stop token once min_tokens were generated.
   bool OutputComplete(const v1::GenerateRequest& original, const Progress& progress,

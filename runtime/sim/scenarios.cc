@@ -139,6 +139,27 @@ SimConfig RandomConfig(uint64_t seed) {
   return c;
 }
 
+FleetConfig RandomFleetConfig(uint64_t seed) {
+  std::mt19937_64 rng(seed * 0xbf58476d1ce4e5b9ull + 29);
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
+  FleetConfig f;
+  f.sim = RandomConfig(seed);
+  // The fleet's router has no two-leg flow: aggregated instances, no transfers.
+  f.sim.role = exec::Role::kAggregated;
+  f.sim.workload.generation_only = false;
+  f.sim.workload.context_only = false;
+  f.sim.transfer_failure_rate = 0;
+  f.sim.send_refusal_rate = 0;
+  f.sim.ranks = std::min(f.sim.ranks, 4);
+  for (SimFault& fault : f.sim.faults) fault.rank %= f.sim.ranks;
+  f.instances = pick(2, 4);
+  f.migration_limit = pick(1, 3);
+  for (int k = pick(1, f.instances - 1); k > 0; --k) {
+    f.failures.push_back({.instance = pick(0, f.instances - 1), .step = pick(1, 50)});
+  }
+  return f;
+}
+
 absl::StatusOr<SimConfig> ScenarioByName(absl::string_view name, int32_t max_batch_size,
                                          sched::DummyPolicy policy, uint64_t seed) {
   if (name == "dep4-small-batch") return Dep4SmallBatch(max_batch_size, policy, seed);

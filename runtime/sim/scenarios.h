@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "runtime/sim/sim_cluster.h"
+#include "runtime/sim/sim_fleet.h"
 
 namespace lockstep::sim {
 
@@ -24,6 +25,11 @@ SimConfig Dep4SmallBatch(int32_t max_batch_size, sched::DummyPolicy policy, uint
 // to their previous turn's rank or not), a draft pool as large as the target's or
 // smaller.
 SimConfig RandomConfig(uint64_t seed);
+
+// A random fleet (sim_fleet.h): RandomConfig(seed) made aggregated with at most 4
+// ranks per instance, 2–4 instances, 1 to instances − 1 failures (each of a random
+// instance at one of the first 50 steps), a migration limit of 1–3.
+FleetConfig RandomFleetConfig(uint64_t seed);
 
 // "dep4-small-batch" -> the scenario; anything else is an error naming it.
 absl::StatusOr<SimConfig> ScenarioByName(absl::string_view name, int32_t max_batch_size,

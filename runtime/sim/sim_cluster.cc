@@ -12,6 +12,7 @@
 #include "runtime/engine/fake/fake_engine.h"
 #include "runtime/executor/executor.h"
 #include "runtime/sim/rank_stack.h"
+#include "runtime/sim/sim_instance.h"
 #include "runtime/transfer/fake_transceiver.h"
 #include "spec_decode/speculative_config.h"
 
@@ -70,40 +71,12 @@ class CollectingSink : public exec::ResponseSink {
   int64_t finished_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-engine::FakeEngineOptions EngineOptions(const SimConfig& config) {
-  engine::FakeEngineOptions options;
-  options.draft_acceptance = config.draft_acceptance;
-  options.draft_seed = config.seed;
-  options.threaded = config.threaded_engine;
-  options.tokens_per_block = config.tokens_per_block;
-  options.target_num_blocks = config.num_blocks;
-  options.draft_num_blocks =
-      config.draft_mode == kv::DraftMode::kNone ? 0 : config.draft_num_blocks;
-  options.spec_method = config.scheduler.spec_method;
-  return options;
-}
-
-// The collective faults of SimConfig::faults.
-std::vector<comm::FaultRule> FaultRules(const SimConfig& config) {
-  std::vector<comm::FaultRule> rules;
-  for (const SimFault& f : config.faults) {
-    if (f.kind == SimFault::Kind::kVeto) {
-      // This rank reports an empty batch: the whole fleet skips the forward.
-      rules.push_back(
-          comm::FaultRule::Mutate(f.rank, "vote", f.step, [](absl::Span<int64_t> v) { v[0] = 1; }));
-    } else {
-      rules.push_back(comm::FaultRule::Delay(f.rank, "loads", f.step, f.delay));
-    }
-  }
-  return rules;
-}
-
 // One run: Build the ranks, Drive them until they drain, then Summarize.
 class Simulation {
  public:
   explicit Simulation(const SimConfig& config)
       : config_(config),
-        reference_(EngineOptions(config)),
+        reference_(SimEngineOptions(config)),
         workload_(GenerateWorkload(config.workload, config.seed, config.ranks,
                                    config.scheduler.num_draft_tokens, reference_)) {
     summary_.requests = static_cast<int64_t>(workload_.size());
@@ -168,33 +141,7 @@ class Simulation {
 };
 
 bool Simulation::Build() {
-  RankStackOptions options;
-  options.ranks = config_.ranks;
-  options.executor.instance = "sim";
-  options.executor.role = config_.role;
-  options.executor.scheduler = config_.scheduler;
-  options.executor.kv =
-      FakeKvConfig(config_.scheduler, config_.draft_mode, config_.tokens_per_block,
-                   config_.num_blocks, config_.draft_num_blocks);
-  options.executor.collective_timeout = absl::Seconds(60);
-  options.executor.engine_timeout = absl::Seconds(60);
-  options.executor.transfer_deadline = config_.transfer_deadline;
-  // The executor's own audit also compares the pools across every unforwarded step.
-  options.executor.audit_every_step = config_.audit;
-  options.engine = EngineOptions(config_);
-  options.track_block_writes = true;
-  options.transceiver = [this](int r) {
-    transfer::FakeTransceiverOptions t;
-    t.seed = config_.seed * 131 + static_cast<uint64_t>(r);
-    t.min_latency = config_.transfer_min_latency;
-    t.max_latency = config_.transfer_max_latency;
-    t.failure_rate = config_.transfer_failure_rate;
-    t.send_refusal_rate = config_.send_refusal_rate;
-    return t;
-  };
-  options.faults = FaultRules(config_);
-  options.sink = &sink_;
-  options.make_group = config_.make_group;
+  const RankStackOptions options = SimRankStackOptions(config_, "sim", &sink_);
   absl::StatusOr<std::unique_ptr<RankStacks>> stacks = RankStacks::Build(options);
   if (!stacks.ok()) {
     AddViolation(std::string(stacks.status().message()), 0);
@@ -327,16 +274,7 @@ void Simulation::CountRank(int r) {
   const kv::ManagerStats kv = e.kv().Stats();
   summary_.kv_reused_tokens += kv.reused_tokens;
   summary_.mirror_reused_tokens += kv.mirror_reused_tokens;
-  if (kv.target.used_blocks != 0 || kv.target.num_caches != 0) {
-    Violation(r, c.steps,
-              absl::StrCat("target pool not at baseline: ", kv.target.used_blocks, " blocks in ",
-                           kv.target.num_caches, " caches"));
-  }
-  if (kv.draft && (kv.draft->used_blocks != 0 || kv.draft->num_caches != 0)) {
-    Violation(r, c.steps,
-              absl::StrCat("draft pool not at baseline: ", kv.draft->used_blocks, " blocks in ",
-                           kv.draft->num_caches, " caches"));
-  }
+  for (const std::string& problem : PoolsNotAtBaseline(e)) Violation(r, c.steps, problem);
 }
 
 // A failed receive (generation-only) or a refused send (context-only) explains an

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
@@ -55,9 +57,29 @@ std::string CheckTransport(const launcher::LocalDeployment& d, absl::string_view
 }
 
 std::string DisaggYaml(const std::string& model_dir, bool fault_timeouts, absl::string_view comm) {
-  const std::string transfer =
-      absl::StrCat(fault_timeouts ? "    transfer: {deadline_ms: 1500, lease_ms: 4000}\n" : "",
-                   CommSettings(comm));
+  return DisaggYaml(model_dir,
+                    DisaggOptions{.fault_timeouts = fault_timeouts, .comm = std::string(comm)});
+}
+
+std::string DisaggYaml(const std::string& model_dir, const DisaggOptions& options) {
+  const std::string transfer = absl::StrCat(
+      options.fault_timeouts ? "    transfer: {deadline_ms: 1500, lease_ms: 4000}\n" : "",
+      CommSettings(options.comm));
+  std::string generation;
+  for (const auto& [name, world_size] : options.generation) {
+    absl::StrAppend(&generation, "  - name: ", name, R"(
+    role: generation
+    world_size: )",
+                    world_size, R"(
+    engine: cpu
+    executor: {max_batch_size: )",
+                    options.generation_max_batch_size, ", max_num_tokens: 64, max_num_active_requests: ",
+                    options.generation_max_active_requests, R"(,
+               spec_k: 3, draft_pool: unpaired, audit_every_step: true}
+    kv: {tokens_per_block: 16, num_blocks: 256, draft_num_blocks: 256}
+)",
+                    transfer);
+  }
   return absl::StrCat(R"(model:
   name: tiny-moe
   path: )",
@@ -68,7 +90,7 @@ router:
   policy: least_load
   heartbeat_interval_ms: 200
   heartbeat_timeout_ms: )",
-                      fault_timeouts ? "1500" : "2000", R"(
+                      options.fault_timeouts ? "1500" : "2000", R"(
   health_check_interval_ms: 200
 instances:
   - name: ctx0
@@ -79,15 +101,7 @@ instances:
                spec_k: 3, draft_pool: unpaired, audit_every_step: true}
     kv: {tokens_per_block: 16, num_blocks: 512, draft_num_blocks: 512}
 )",
-                      transfer, R"(  - name: gen0
-    role: generation
-    world_size: 4
-    engine: cpu
-    executor: {max_batch_size: 2, max_num_tokens: 64, max_num_active_requests: 4,
-               spec_k: 3, draft_pool: unpaired, audit_every_step: true}
-    kv: {tokens_per_block: 16, num_blocks: 256, draft_num_blocks: 256}
-)",
-                      transfer);
+                      transfer, generation);
 }
 
 std::string TestTmpDir() {
@@ -154,6 +168,41 @@ std::string CheckAtRest(const launcher::LocalDeployment& d, const std::string& i
     absl::StrAppend(&problems, instance, ": ", stats->audit_violations(), " audit violations; ");
   }
   return problems;
+}
+
+SseCompletion ParseSseCompletion(absl::string_view body) {
+  SseCompletion out;
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    if (!absl::ConsumePrefix(&line, "data: ")) continue;
+    if (line == "[DONE]") {
+      out.done = true;
+      continue;
+    }
+    const nlohmann::json chunk = nlohmann::json::parse(line, nullptr, false);
+    if (!chunk.is_object()) continue;
+    if (chunk.contains("error")) out.error = chunk["error"];
+    if (chunk.contains("usage") && chunk["usage"].is_object()) out.usage = chunk["usage"];
+    for (const nlohmann::json& choice : chunk.value("choices", nlohmann::json::array())) {
+      const int index = choice.value("index", 0);
+      out.text[index] += choice.value("text", "");
+      if (choice["finish_reason"].is_string()) out.finish_reason[index] = choice["finish_reason"];
+    }
+  }
+  return out;
+}
+
+double RouterMetric(const launcher::LocalDeployment& d, absl::string_view name) {
+  const auto [status, body] = d.Get("/metrics");
+  if (status != 200) return -1;
+  double sum = 0;
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    if (!absl::ConsumePrefix(&line, name) || line.empty() || (line[0] != ' ' && line[0] != '{')) {
+      continue;
+    }
+    double value = 0;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) sum += value;
+  }
+  return sum;
 }
 
 }  // namespace lockstep::e2e

@@ -2,11 +2,15 @@
 #ifndef LOCKSTEP_TESTS_E2E_E2E_UTIL_H_
 #define LOCKSTEP_TESTS_E2E_E2E_UTIL_H_
 
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
 #include "proto/worker.pb.h"
 #include "runtime/launcher/local_deployment.h"
 
@@ -41,6 +45,18 @@ std::string LockstepBinary();
 std::string DisaggYaml(const std::string& model_dir, bool fault_timeouts,
                        absl::string_view comm = "gloo");
 
+// The same deployment, shaped by `options`.
+struct DisaggOptions {
+  bool fault_timeouts = false;
+  std::string comm = "gloo";
+  // The generation instances: name and world size of each.
+  std::vector<std::pair<std::string, int>> generation = {{"gen0", 4}};
+  // Per generation rank.
+  int generation_max_batch_size = 2;
+  int generation_max_active_requests = 4;
+};
+std::string DisaggYaml(const std::string& model_dir, const DisaggOptions& options);
+
 // The test's temporary directory.
 std::string TestTmpDir();
 
@@ -54,6 +70,20 @@ std::string LogTails(const launcher::LocalDeployment& d, int lines = 12);
 // "" when every pool of every rank of `instance` is at rest (no block referenced by a
 // request or a claim) and the audit found nothing; otherwise what is wrong.
 std::string CheckAtRest(const launcher::LocalDeployment& d, const std::string& instance);
+
+// A completions SSE stream (/v1/completions with stream: true), parsed.
+struct SseCompletion {
+  std::map<int, std::string> text;           // by choice index
+  std::map<int, std::string> finish_reason;  // by choice index
+  nlohmann::json usage;                      // the usage chunk's (null without one)
+  nlohmann::json error;                      // the error event's (null without one)
+  bool done = false;                         // the stream ended with [DONE]
+};
+SseCompletion ParseSseCompletion(absl::string_view body);
+
+// The sum of the samples named `name` on the router's /metrics, over every label set
+// (0 when there is none); -1 when /metrics cannot be read.
+double RouterMetric(const launcher::LocalDeployment& d, absl::string_view name);
 
 }  // namespace lockstep::e2e
 

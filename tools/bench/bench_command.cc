@@ -1,8 +1,10 @@
 #include "tools/bench/bench_command.h"
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -11,8 +13,10 @@
 #include "runtime/launcher/local_deployment.h"
 #include "spec_decode/speculative_config.h"
 #include "tools/bench/bench_report.h"
+#include "tools/bench/failure_injection.h"
 #include "tools/bench/instance_stats.h"
 #include "tools/bench/load_generator.h"
+#include "tools/bench/metrics_text.h"
 #include "tools/bench/multi_turn_command.h"
 #include "tools/bench/request_drafts.h"
 #include "tools/cli/flags.h"
@@ -52,6 +56,14 @@ int RunBench(const std::vector<std::string>& args) {
   flags.AddString("workload", &workload,
                   "default (random letters) | repetitive (a short span repeated: text the "
                   "model can copy) | multi-turn (conversations; see its own --help)");
+  KillPlan kill;
+  flags.AddString("kill", &kill.process,
+                  "with --config: SIGKILL this process of the deployment (e.g. agg0/rank1) "
+                  "once the load streams, and report how long the migrated requests waited "
+                  "for their next token");
+  flags.AddInt("kill-after-tokens", &kill.after_tokens,
+               "with --kill: kill once the clients received this many tokens (0: 4 per "
+               "concurrent request)");
   flags.AddPath("json", &json_path, "also write the figures to this JSON file");
   flags.AddPath("run-dir", &run_dir, "logs of a started deployment (default runs/bench-TIME)");
   flags.AddInt("ready-timeout-s", &ready_timeout_s, "wait this long for the deployment");
@@ -61,6 +73,10 @@ int RunBench(const std::vector<std::string>& args) {
   if (std::optional<int> exit_code = flags.ParseCommandLine(args)) return *exit_code;
   if (config_path.empty() == http.empty()) {
     std::fprintf(stderr, "bench: give either --config FILE or --http HOST:PORT\n");
+    return 2;
+  }
+  if (!kill.process.empty() && config_path.empty()) {
+    std::fprintf(stderr, "bench: --kill needs --config (a deployment the bench starts)\n");
     return 2;
   }
   if (absl::StatusOr<LoadOptions::Workload> parsed = ParseWorkload(workload); parsed.ok()) {
@@ -108,7 +124,28 @@ int RunBench(const std::vector<std::string>& args) {
   if (!grpc.empty()) before = ReadInstanceCounters(grpc).value_or(before);
   const absl::StatusOr<std::map<std::string, RequestDrafts>> requests_before =
       ReadRequestDrafts(http, load.api_key, load.ca_file);
+  std::atomic<int64_t> tokens{0};
+  std::unique_ptr<FailureInjector> injector;
+  if (!kill.process.empty()) {
+    if (kill.after_tokens <= 0) kill.after_tokens = 4 * load.concurrency;
+    load.record_token_times = true;
+    load.tokens_received = &tokens;
+    injector =
+        std::make_unique<FailureInjector>(*deployment, kill, tokens, load.request_timeout);
+  }
   const LoadResult result = RunLoad(load);
+  std::optional<nlohmann::json> failure;
+  if (injector != nullptr) {
+    const absl::StatusOr<absl::Time> killed_at = injector->Finish();
+    if (!killed_at.ok()) {
+      std::fprintf(stderr, "bench: %s\n", std::string(killed_at.status().message()).c_str());
+      return 1;
+    }
+    const absl::StatusOr<std::string> metrics = FetchMetrics(http, load.api_key, load.ca_file);
+    failure = FailureReport(kill, *killed_at, result,
+                            MigrationsInLog(deployment->LogOf("router")),
+                            metrics.ok() ? *metrics : "");
+  }
   std::map<std::string, RequestDrafts> request_drafts;
   if (requests_before.ok()) {
     absl::StatusOr<std::map<std::string, RequestDrafts>> after =
@@ -130,8 +167,12 @@ int RunBench(const std::vector<std::string>& args) {
       }
     }
   }
-  const nlohmann::json report = MakeReport(load, result, deltas, request_drafts);
+  nlohmann::json report = MakeReport(load, result, deltas, request_drafts);
   std::printf("%s", FormatReport(report).c_str());
+  if (failure.has_value()) {
+    std::printf("%s", FormatFailureReport(*failure).c_str());
+    report["failure"] = *std::move(failure);
+  }
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     out << report.dump(2) << "\n";

@@ -34,30 +34,29 @@ absl::StatusOr<std::map<std::string, InstanceDelta>> ReadInstanceCounters(
   }
   std::map<std::string, InstanceDelta> out;
   for (const v1::InstanceInfo& info : list.instances()) {
+    // An instance without a leader, or whose leader does not answer (killed), has no
+    // counters to report.
+    if (info.leader_address().empty()) continue;
+    auto worker = v1::WorkerService::NewStub(security::CreateChannel(info.leader_address()));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    v1::StatsResponse stats;
+    if (!worker->Stats(&context, v1::StatsRequest(), &stats).ok()) continue;
     InstanceDelta d;
     d.name = info.name();
     d.role = RoleName(info.role());
-    if (!info.leader_address().empty()) {
-      auto worker = v1::WorkerService::NewStub(
-          security::CreateChannel(info.leader_address()));
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-      v1::StatsResponse stats;
-      if (worker->Stats(&context, v1::StatsRequest(), &stats).ok()) {
-        d.steps = stats.steps();
-        d.vetoed_steps = stats.vetoed_steps();
-        d.padded_steps = stats.padded_steps();
-        d.drafts_proposed = stats.draft_tokens_proposed();
-        d.drafts_accepted = stats.draft_tokens_accepted();
-        for (const v1::DraftTokens& drafts : stats.drafts_by_method()) {
-          d.drafts_by_method[drafts.method()] = {drafts.proposed(), drafts.accepted()};
-        }
-        d.draft_k_steps.assign(stats.draft_k_steps().begin(), stats.draft_k_steps().end());
-        d.generated_tokens = stats.generated_tokens();
-        d.kv_bytes_received = stats.kv_bytes_received();
-        d.kv_receive_seconds = static_cast<double>(stats.kv_receive_micros()) / 1e6;
-      }
+    d.steps = stats.steps();
+    d.vetoed_steps = stats.vetoed_steps();
+    d.padded_steps = stats.padded_steps();
+    d.drafts_proposed = stats.draft_tokens_proposed();
+    d.drafts_accepted = stats.draft_tokens_accepted();
+    for (const v1::DraftTokens& drafts : stats.drafts_by_method()) {
+      d.drafts_by_method[drafts.method()] = {drafts.proposed(), drafts.accepted()};
     }
+    d.draft_k_steps.assign(stats.draft_k_steps().begin(), stats.draft_k_steps().end());
+    d.generated_tokens = stats.generated_tokens();
+    d.kv_bytes_received = stats.kv_bytes_received();
+    d.kv_receive_seconds = static_cast<double>(stats.kv_receive_micros()) / 1e6;
     out[d.name] = d;
   }
   return out;

@@ -12,7 +12,7 @@
 
 namespace lockstep::bench {
 
-// Cumulative counters by instance name.
+// Cumulative counters by instance name, of the instances whose leader answers.
 absl::StatusOr<std::map<std::string, InstanceDelta>> ReadInstanceCounters(
     const std::string& router_grpc_address);
 

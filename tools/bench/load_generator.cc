@@ -80,7 +80,7 @@ RequestOutcome RunOne(const LoadOptions& o, const Planned& p) {
   client.set_connection_timeout(absl::ToChronoMicroseconds(o.connect_timeout));
   client.set_read_timeout(absl::ToChronoMicroseconds(o.request_timeout));
   client.set_write_timeout(absl::ToChronoMicroseconds(o.request_timeout));
-  const json body = {{"model", o.model},
+  json body = {{"model", o.model},
                      {"prompt", p.prompt},
                      {"max_tokens", p.max_tokens},
                      {"temperature", 0},
@@ -88,6 +88,7 @@ RequestOutcome RunOne(const LoadOptions& o, const Planned& p) {
                      {"ignore_eos", true},
                      {"stream", true},
                      {"stream_options", {{"include_usage", true}}}};
+  if (o.record_token_times) body["logprobs"] = 0;
   httplib::Headers headers;
   if (!o.api_key.empty()) headers.emplace("Authorization", "Bearer " + o.api_key);
   const absl::Time start = absl::Now();
@@ -111,10 +112,17 @@ RequestOutcome RunOne(const LoadOptions& o, const Planned& p) {
       out.prompt_tokens = event["usage"].value("prompt_tokens", 0);
       out.output_tokens = event["usage"].value("completion_tokens", 0);
     }
-    if (first && event.contains("choices") && !event["choices"].empty() &&
-        !event["choices"][0].value("text", "").empty()) {
+    if (out.id.empty() && event.contains("id")) out.id = event.value("id", "");
+    if (!event.contains("choices") || event["choices"].empty()) return;
+    const json& choice = event["choices"][0];
+    if (first && !choice.value("text", "").empty()) {
       out.ttft = absl::Now() - start;
       first = false;
+    }
+    if (o.record_token_times && choice.contains("logprobs") && choice["logprobs"].is_object()) {
+      const size_t n = choice["logprobs"].value("tokens", json::array()).size();
+      out.token_times.insert(out.token_times.end(), n, absl::Now());
+      if (o.tokens_received != nullptr) *o.tokens_received += static_cast<int64_t>(n);
     }
   };
   httplib::Request request;

@@ -6,6 +6,7 @@
 #ifndef LOCKSTEP_TOOLS_BENCH_LOAD_GENERATOR_H_
 #define LOCKSTEP_TOOLS_BENCH_LOAD_GENERATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,6 +39,12 @@ struct LoadOptions {
   absl::Duration request_timeout = absl::Seconds(600);
   absl::Duration connect_timeout = absl::Seconds(10);
   bool progress = true;  // a progress bar on stderr
+  // Record when each output token arrived (RequestOutcome::token_times): the requests
+  // then ask for "logprobs": 0, so that every stream event names its tokens.
+  bool record_token_times = false;
+  // When set (with record_token_times), counts the tokens of all requests as they
+  // arrive (a failure injection watches it); not owned.
+  std::atomic<int64_t>* tokens_received = nullptr;
 };
 
 struct RequestOutcome {
@@ -47,6 +54,8 @@ struct RequestOutcome {
   int64_t output_tokens = 0;
   absl::Duration ttft;     // until the first token arrived
   absl::Duration latency;  // until the last byte
+  std::string id;          // the response's "id" ("cmpl-…")
+  std::vector<absl::Time> token_times;  // with LoadOptions::record_token_times
 };
 
 struct LoadResult {

@@ -19,6 +19,7 @@ int RunSimCommand(const std::vector<std::string>& args) {
   int64_t requests = 0;
   bool random_config = false;
   bool verbose = false;
+  bool fleet = false;
   flags.AddString("scenario", &scenario, "named scenario (dep4-small-batch)");
   flags.AddInt("max-batch-size", &max_batch_size, "per-rank max_batch_size of the scenario");
   flags.AddString("dummy-policy", &policy_name, "compat or reserved");
@@ -26,6 +27,9 @@ int RunSimCommand(const std::vector<std::string>& args) {
   flags.AddInt("seeds", &seeds, "number of seeds to run");
   flags.AddInt("requests", &requests, "override the number of requests (0: scenario's)");
   flags.AddBool("random-config", &random_config, "a random configuration per seed");
+  flags.AddBool("fleet", &fleet,
+                "a random fleet per seed: 2-4 aggregated instances, some failing mid-run, "
+                "their requests migrating");
   flags.AddBool("verbose", &verbose, "print every run's configuration and summary");
   if (std::optional<int> exit_code = flags.ParseCommandLine(args)) return *exit_code;
   sched::DummyPolicy policy;
@@ -45,6 +49,17 @@ int RunSimCommand(const std::vector<std::string>& args) {
   int64_t context_tokens = 0, reused_tokens = 0;
   for (int64_t i = 0; i < seeds; ++i) {
     const uint64_t s = static_cast<uint64_t>(seed + i);
+    if (fleet) {
+      sim::FleetConfig config = sim::RandomFleetConfig(s);
+      if (requests > 0) config.sim.workload.num_requests = requests;
+      const sim::FleetSummary summary = sim::RunFleet(config);
+      summary.ok() ? ++passed : ++failed;
+      if (!summary.ok() || verbose || seeds == 1) {
+        std::printf("%s %s\n  %s\n", summary.ok() ? "PASS" : "FAIL", config.ToString().c_str(),
+                    summary.ToString().c_str());
+      }
+      continue;
+    }
     sim::SimConfig config;
     if (random_config) {
       config = sim::RandomConfig(s);
@@ -70,7 +85,7 @@ int RunSimCommand(const std::vector<std::string>& args) {
                   summary.ToString().c_str());
     }
   }
-  if (seeds > 1) {
+  if (seeds > 1 && !fleet) {
     std::printf(
         "mean over %lld seeds: %.1f vetoed steps per 1000, %.2f generated tokens per step; "
         "prefix reuse: %lld of %lld prefill tokens\n",

@@ -1,0 +1,73 @@
+// The load of the request-migration tests: streaming requests of four kinds — gRPC
+// greedy, gRPC seeded sampling, HTTP SSE sampled with a stop string, HTTP SSE sampled
+// with n = 2 — each checked against what the in-process reference engine produces for
+// it without any failure: the same tokens (gRPC) or text (HTTP), no error, and usage
+// that counts the prompt once and every generated token once. The test kills a rank
+// while the load runs; the load knows nothing of the deployment's shape.
+//
+// Thread safety: Start, Finish and the accessors from the test thread; the client
+// threads only bump the token counter and record failures.
+#ifndef LOCKSTEP_TESTS_E2E_MIGRATION_LOAD_H_
+#define LOCKSTEP_TESTS_E2E_MIGRATION_LOAD_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/launcher/local_deployment.h"
+#include "tokenizer/byte_tokenizer.h"
+
+namespace lockstep::e2e {
+
+class MigrationLoad {
+ public:
+  // Plans `requests` requests from `seed` for the tiny-moe model in `model_dir` and
+  // computes their reference outputs.
+  static absl::StatusOr<std::unique_ptr<MigrationLoad>> Plan(const std::string& model_dir,
+                                                             int requests, uint64_t seed);
+  ~MigrationLoad();
+
+  // Sends every request to `d` at once, each from a thread of its own.
+  void Start(const launcher::LocalDeployment& d);
+  // Tokens streamed to the gRPC clients so far (a sign of requests in mid-stream).
+  int64_t grpc_tokens() const { return grpc_tokens_.load(); }
+  int requests() const;
+  // Waits for every request; returns what went wrong, one line per request.
+  std::vector<std::string> Finish() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  enum class Kind { kGrpcGreedy, kGrpcSampled, kSseStop, kSseTwoChoices };
+  struct Case;
+
+  explicit MigrationLoad(tok::ByteTokenizer tokenizer);
+  void Run(const launcher::LocalDeployment& d, int i);
+  void RunGrpc(const launcher::LocalDeployment& d, int i);
+  void RunSse(const launcher::LocalDeployment& d, int i);
+  void Fail(int i, const std::string& what) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const tok::ByteTokenizer tokenizer_;
+  std::vector<Case> cases_;
+  std::vector<std::thread> clients_;
+  std::atomic<int64_t> grpc_tokens_{0};
+  absl::Mutex mu_;
+  std::vector<std::string> failures_ ABSL_GUARDED_BY(mu_);
+};
+
+// How many migrations the router's log shows after tokens were already delivered
+// (router::ParseMigrationLogLine): migrations across a seam in mid-stream.
+int MigratedMidStream(const std::string& router_log);
+
+// The router's migration counters after a kill on `d`: every migrated request
+// completed, at least one migration resumed a stream in mid-stream. Adds a gtest
+// failure otherwise; prints the counts.
+void ExpectMigrationsCompleted(const launcher::LocalDeployment& d);
+
+}  // namespace lockstep::e2e
+
+#endif  // LOCKSTEP_TESTS_E2E_MIGRATION_LOAD_H_
