@@ -108,6 +108,8 @@ absl::Status Executor::Step() {
   counters_.errors += errors_since_vote_;
   mine.busy =
       (!LiveIds().empty() || !claims_.empty() || in_flight_.has_value() || !queue_.empty()) ? 1 : 0;
+  mine.rows = decision.num_tokens;
+  mine.context = decision.context.empty() ? 0 : 1;
   errors_since_vote_ = 0;
   auto encoded = mine.Encode();
   RETURN_IF_ERROR(comm_->AllReduce(absl::MakeSpan(encoded), comm::ReduceOp::kMax, Call("vote")));
@@ -119,7 +121,7 @@ absl::Status Executor::Step() {
 
   std::optional<InFlightBatch> launched;
   if (can_queue) {
-    launched = Launch(decision);
+    launched = Launch(decision, engine::StepAgreement{vote.rows, vote.context != 0, true});
     rollback.Commit();
   } else {
     // No rank forwards: undo this step's growth, the pending dummy included, in every
