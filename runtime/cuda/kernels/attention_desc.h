@@ -32,13 +32,16 @@ struct PagedKvDesc {
 
 // One query row of decode attention: it attends to positions [0, context_len) of
 // sequence `seq`; its splits own partial slots [split_begin, split_begin + num_splits),
-// split s covering [s * split_tokens, min(context_len, (s + 1) * split_tokens)).
+// split s covering [s * split_tokens, min(context_len, (s + 1) * split_tokens)). Its
+// query and output are row `qo_row` of q and out (the engine's packed row: decode rows
+// need not be contiguous in the step).
 struct DecodeRowDesc {
   int32_t seq = 0;
   int32_t context_len = 0;
   int32_t split_begin = 0;
   int32_t num_splits = 0;
   int32_t split_tokens = 0;
+  int32_t qo_row = 0;
 };
 
 // One CTA column of the split kernel: split `split` of query row `row`.

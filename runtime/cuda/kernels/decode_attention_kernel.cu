@@ -44,7 +44,8 @@ __global__ void DecodeSplitKernel(DecodeAttentionArgs args) {
   float* l_s = m_s + group;
   float* alpha_s = l_s + group;
 
-  const T* q = static_cast<const T*>(args.q) + item.row * args.q_row_stride + kv_head * group * hd;
+  const T* q =
+      static_cast<const T*>(args.q) + row.qo_row * args.q_row_stride + kv_head * group * hd;
   for (int i = threadIdx.x; i < group * hd; i += blockDim.x) {
     q_s[i] = Load(q + i);
     acc[i] = 0.0f;
@@ -120,7 +121,7 @@ __global__ void DecodeMergeKernel(DecodeAttentionArgs args) {
   for (int s = 0; s < row.num_splits; ++s) {
     total += expf(lse[(row.split_begin + s) * args.num_heads + head] - max_lse);
   }
-  T* out = static_cast<T*>(args.out) + blockIdx.x * args.out_row_stride + head * hd;
+  T* out = static_cast<T*>(args.out) + row.qo_row * args.out_row_stride + head * hd;
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float sum = 0.0f;
     for (int s = 0; s < row.num_splits; ++s) {

@@ -32,7 +32,8 @@ inline size_t DecodeScratchFloats(int total_splits, int num_heads, int head_dim)
 struct DecodeAttentionArgs {
   PagedKvDesc kv;
   int layer = 0;
-  const void* q = nullptr;  // row r: [num_heads][head_dim] at q + r * q_row_stride
+  // Row r of rows: [num_heads][head_dim] at q + rows[r].qo_row * q_row_stride.
+  const void* q = nullptr;
   int64_t q_row_stride = 0;
   int num_heads = 1;
   float scale = 1.0f;
@@ -41,7 +42,7 @@ struct DecodeAttentionArgs {
   int num_rows = 0;
   int num_items = 0;
   float* scratch = nullptr;  // device, DecodeScratchFloats(num_items, ...)
-  void* out = nullptr;       // row r: [num_heads][head_dim] at out + r * out_row_stride
+  void* out = nullptr;  // row r at out + rows[r].qo_row * out_row_stride
   int64_t out_row_stride = 0;
 };
 
