@@ -52,6 +52,9 @@ struct DecodeWorkItem {
   int32_t split = 0;
 };
 
+// The most query rows of one prefill tile.
+inline constexpr int kMaxPrefillTileRows = 64;
+
 // One CTA column of the prefill kernel: query rows [row_begin, row_begin + num_rows) of
 // the packed Q, all of sequence `seq`; row row_begin + i sits at position
 // first_position + i and attends causally to [0, first_position + i].

@@ -14,8 +14,7 @@
 
 namespace lockstep::cuda::kernels {
 
-// The most query rows per tile, and the largest head_dim.
-inline constexpr int kMaxPrefillTileRows = 64;
+// The largest head_dim (the most rows per tile: kMaxPrefillTileRows, attention_desc.h).
 inline constexpr int kMaxPrefillHeadDim = 256;
 
 // q and out hold elements of the pool's type (kv.element_bytes: bf16 or f32).
