@@ -21,23 +21,9 @@
 #include <cstdint>
 
 #include "runtime/cuda/kernels/bf16.h"
+#include "runtime/cuda/kernels/moe_desc.h"
 
 namespace lockstep::cuda::kernels {
-
-inline constexpr int kGroupedGemmTileRows = 32;
-
-// One tile: rows [row_begin, row_begin + rows) times weights[expert]; expert < 0: unused.
-struct GroupedGemmTile {
-  int32_t row_begin = 0;
-  int32_t rows = 0;
-  int32_t expert = -1;
-};
-
-// The most tiles `groups` x `local_experts` segments of `total_rows` rows in all can need.
-inline int MaxGroupedGemmTiles(int64_t total_rows, int groups, int local_experts) {
-  return static_cast<int>((total_rows + kGroupedGemmTileRows - 1) / kGroupedGemmTileRows) +
-         groups * local_experts;
-}
 
 // Fills tiles[0, max_tiles) from the counts (unused tiles get expert -1).
 // cudaErrorInvalidValue for a non-positive size.
