@@ -76,6 +76,12 @@ absl::StatusOr<PackedStep> PackStep(const engine::ForwardInput& input, const Ste
       return absl::InvalidArgumentError(
           absl::StrCat("row ", r, ": position ", row.position, " is not in [0, 2^31 - 1)"));
     }
+    const engine::SequenceKv& kv = input.seqs[row.seq];
+    if (kv.spec == nullptr && row.position >= kv.spec_base) {
+      return absl::InvalidArgumentError(absl::StrCat("row ", r, ": position ", row.position,
+                                                     " of sequence ", row.seq,
+                                                     " lies in a spec buffer that is missing"));
+    }
     SeqRows& s = seq_rows[row.seq];
     if (s.first < 0) s.first = r;
     if (s.count > 0 && input.rows[r - 1].position + 1 != row.position) s.consecutive = false;

@@ -234,6 +234,10 @@ TEST(StepLayoutTest, TablesMustCoverPositionsBelowTheSpecBase) {
   EXPECT_EQ(Array<uint64_t>(*step, step->offsets.spec_ptrs, 1)[0],
             reinterpret_cast<uint64_t>(&spec));
 
+  const std::vector<SequenceKv> no_buffer = {SequenceKv{short_table, 4, nullptr, 4}};
+  EXPECT_THAT(PackStep({rows, no_buffer, logits}, Options()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("missing")));
+
   const std::vector<BlockId> bad = Blocks({64, 2});
   const std::vector<SequenceKv> out_of_pool = {SequenceKv{bad}};
   EXPECT_THAT(PackStep({rows, out_of_pool, logits}, Options()),
