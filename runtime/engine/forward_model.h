@@ -72,8 +72,9 @@ class ForwardModel {
   // Runs the forward, reading and writing K/V in `pool` (each row's K/V is written at
   // its position: in the pool's blocks, or in the sequence's spec buffer from
   // spec_base on). Returns the logits, [logit_rows.size(), vocab] row-major floats on
-  // the host, in `arena` (valid until its next Reset). Inputs are trusted (validated by
-  // the caller): tokens in the vocabulary, block tables covering every position. Only
+  // the host, in `arena` or in the model's own (pinned) memory: valid until the
+  // arena's next Reset or the model's next Forward, whichever comes first. Inputs are trusted
+  // (validated by the caller): tokens in the vocabulary, block tables covering every position. Only
   // a Communicator (or device) failure is an error. Makes collectives_per_forward()
   // collectives, also with no rows. `threads` may be null; results do not depend on it.
   virtual absl::StatusOr<const float*> Forward(const ForwardInput& input, const KvPoolView& pool,
