@@ -15,6 +15,7 @@
 namespace lockstep::cuda {
 
 CudaTransformer::State::~State() {
+  cudaSetDevice(options.device);  // the destroying thread may have another current
   if (stream != nullptr) cudaStreamSynchronize(stream);  // shutdown: nothing runs any more
   for (DecodeGraph& g : graphs) {
     if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
