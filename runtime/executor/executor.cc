@@ -108,7 +108,9 @@ absl::Status Executor::Step() {
   counters_.errors += errors_since_vote_;
   mine.busy =
       (!LiveIds().empty() || !claims_.empty() || in_flight_.has_value() || !queue_.empty()) ? 1 : 0;
-  mine.rows = decision.num_tokens;
+  // The forward's rows, the pad dummy's included (the token budget leaves it out).
+  for (const sched::ScheduledChunk& c : decision.context) mine.rows += c.num_tokens;
+  for (const spec::Grant& g : decision.generation_grants) mine.rows += 1 + g.num_draft_tokens;
   mine.context = decision.context.empty() ? 0 : 1;
   errors_since_vote_ = 0;
   auto encoded = mine.Encode();

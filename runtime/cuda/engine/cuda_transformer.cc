@@ -281,6 +281,13 @@ absl::StatusOr<const float*> CudaTransformer::Forward(const engine::ForwardInput
   if (s.exchange != nullptr) s.exchange->set_deadline(deadline);
   const int64_t local_rows = static_cast<int64_t>(input.rows.size());
   const engine::StepAgreement& agreement = input.agreement;
+  if (agreement.agreed && local_rows > agreement.max_rows) {
+    // Every rank sizes its exchange and its graph from the vote: a rank with more rows
+    // would send more than its peers expect.
+    return absl::InternalError(absl::StrCat(s.options.name, ": a forward of ", local_rows,
+                                            " rows in a step whose vote says at most ",
+                                            agreement.max_rows));
+  }
   // A decode step every rank agrees on replays its bucket's graph.
   const DecodeGraph* graph = nullptr;
   if (!s.graphs.empty() && pool.storage == s.graph_pool && !agreement.any_context &&
