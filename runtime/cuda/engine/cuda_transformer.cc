@@ -314,9 +314,20 @@ absl::StatusOr<const float*> CudaTransformer::Forward(const engine::ForwardInput
     graph = nullptr;
     packed = PackStep(input, s.StepOptionsFor(pool, 0));
   }
-  if (!packed.ok()) return packed.status();
+  absl::Status fits = packed.ok() ? s.CheckFits(*packed, moe_rows) : packed.status();
+  if (!fits.ok()) {
+    // This rank's step is refused, but its peers are already in theirs: make the same
+    // exchanges with no rows, so they do not wait for this rank until the deadline.
+    if (s.exchange != nullptr && moe_rows <= s.layout.max_step.rows) {
+      absl::StatusOr<PackedStep> none = PackStep(engine::ForwardInput{}, s.StepOptionsFor(pool, 0));
+      if (none.ok() && s.Upload(*none).ok() &&
+          s.Enqueue(s.ContextFor(*none, pool, moe_rows)).ok()) {
+        (void)s.Wait(deadline, "the exchanges of a refused step");
+      }
+    }
+    return fits;
+  }
   const PackedStep& step = *packed;
-  RETURN_IF_ERROR(s.CheckFits(step, moe_rows));
   RETURN_IF_ERROR(s.Upload(step));
   if (graph != nullptr) {
     RETURN_IF_ERROR(CudaStatus(cudaGraphLaunch(graph->exec, s.stream),
