@@ -263,6 +263,7 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   cuda.Double("kv_fraction", &instance.cuda.kv_fraction);
   cuda.IntList("graph_batch_sizes", &instance.cuda.graph_batch_sizes);
   cuda.Bool("batch_invariant", &instance.cuda.batch_invariant);
+  cuda.Bool("graphs", &instance.cuda.graphs);
   cuda.Finish();
   reader.Finish();
 }

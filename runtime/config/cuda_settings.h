@@ -1,6 +1,7 @@
 // `instances[i].cuda:` — the settings of the CUDA engine (`engine: cuda`), e.g.
 //   engine: cuda
-//   cuda: {dtype: bf16, kv_fraction: 0.9, graph_batch_sizes: [1, 2, 4, 8], batch_invariant: true}
+//   cuda: {dtype: bf16, kv_fraction: 0.9, graph_batch_sizes: [1, 2, 4, 8], batch_invariant: true,
+//          graphs: true}
 // Each rank of the instance runs on one GPU of its node: the device index is the rank's
 // local rank (CudaDeviceIndex). A `cuda:` block with another engine is an error.
 // Plain value types; thread-compatible.
@@ -36,6 +37,8 @@ struct CudaSettings {
   // Kernels whose every row is bitwise the same whatever else shares the batch (as the
   // CPU engine's), at some speed cost.
   bool batch_invariant = false;
+  // Capture and replay the decode graphs (false: every step runs eagerly).
+  bool graphs = true;
 
   bool operator==(const CudaSettings& other) const = default;
 };

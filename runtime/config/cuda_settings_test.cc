@@ -31,7 +31,7 @@ TEST(CudaSettingsTest, ParsesTheEngineAndTheBlock) {
   absl::StatusOr<DeploymentConfig> config = Load(
       "engine: cuda, executor: {max_batch_size: 4}, "
       "cuda: {dtype: f32, kv_fraction: 0.5, graph_batch_sizes: [4, 1, 2], "
-      "batch_invariant: true}");
+      "batch_invariant: true, graphs: false}");
   ASSERT_THAT(config, IsOk());
   const InstanceConfig& instance = config->instances[0];
   EXPECT_EQ(instance.engine, EngineKind::kCuda);
@@ -39,6 +39,7 @@ TEST(CudaSettingsTest, ParsesTheEngineAndTheBlock) {
   EXPECT_DOUBLE_EQ(instance.cuda.kv_fraction, 0.5);
   EXPECT_THAT(instance.cuda.graph_batch_sizes, ElementsAre(4, 1, 2));
   EXPECT_TRUE(instance.cuda.batch_invariant);
+  EXPECT_FALSE(instance.cuda.graphs);
   EXPECT_EQ(EngineKindName(EngineKind::kCuda), "cuda");
 }
 
@@ -49,6 +50,7 @@ TEST(CudaSettingsTest, DefaultsAreBf16WithDefaultBuckets) {
   EXPECT_EQ(cuda.dtype, CudaDtype::kBf16);
   EXPECT_THAT(cuda.graph_batch_sizes, IsEmpty());
   EXPECT_FALSE(cuda.batch_invariant);
+  EXPECT_TRUE(cuda.graphs);
 }
 
 TEST(CudaSettingsTest, ParseErrorsNameTheField) {
@@ -64,8 +66,11 @@ TEST(CudaSettingsTest, ParseErrorsNameTheField) {
   EXPECT_THAT(Load("engine: cuda, cuda: {batch_invariant: yes}"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("instances[0].cuda.batch_invariant: must be true or false")));
-  EXPECT_THAT(Load("engine: cuda, cuda: {graphs: true}"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("instances[0].cuda.graphs")));
+  EXPECT_THAT(Load("engine: cuda, cuda: {graphs: maybe}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].cuda.graphs: must be true or false")));
+  EXPECT_THAT(Load("engine: cuda, cuda: {graph: true}"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("instances[0].cuda.graph")));
   EXPECT_THAT(Load("engine: gpu"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("instances[0].engine")));
 }
@@ -115,6 +120,10 @@ TEST(CudaSettingsTest, NcclAndAutoPoolsNeedTheCudaEngine) {
   EXPECT_THAT(
       Load("engine: fake, kv: {num_blocks: auto}"),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("instances[0].kv.num_blocks: auto")));
+  // The vote stays on the host (gloo or shm) even with the CUDA engine.
+  EXPECT_THAT(Load("engine: cuda, comm: {vote_transport: nccl}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].comm.vote_transport: nccl is not available")));
 }
 
 TEST(CudaSettingsTest, TheDeviceIsTheLocalRank) {

@@ -216,6 +216,14 @@ void ValidateInstance(const InstanceConfig& instance, const std::string& prefix,
                                EngineKindName(instance.engine)));
     }
   }
+  // The vote stays on the host until a multi-GPU run shows NCCL votes beside the
+  // engine's NCCL all-to-all without a hang (docs/design.md §10).
+  if (instance.comm.vote_transport == CommTransport::kNccl &&
+      instance.engine == EngineKind::kCuda) {
+    problems.Add(prefix + ".comm.vote_transport",
+                 "nccl is not available for the executor's collectives yet (use gloo, shm or "
+                 "auto; the engine's own group takes nccl: comm.engine_transport)");
+  }
   if (instance.engine == EngineKind::kCuda) {
     for (const std::string& line :
          CudaSettingsProblems(instance.cuda, prefix + ".cuda", e.max_batch_size * (1 + k))) {

@@ -40,8 +40,9 @@ using DraftPool = kv::DraftMode;
 enum class RoutingPolicy { kRoundRobin, kLeastLoad, kKvAware };
 // How the ranks of an instance exchange collectives. YAML: gloo (TCP, any hosts) |
 // shm (shared memory; every rank on one host) | auto (shm when the rendezvous shows
-// every rank on one host, else gloo) | nccl (NCCL on the GPUs; needs the CUDA engine
-// and a GPU per rank, so no engine of this build accepts it yet: validation says so).
+// every rank on one host, else gloo) | nccl (NCCL on the GPUs: the CUDA engine's
+// expert-parallel group, comm.engine_transport, which the engine makes itself; not the
+// executor's vote yet: validation says so).
 enum class CommTransport { kGloo, kShm, kAuto, kNccl };
 
 // The YAML spelling of each value, and its inverse (an error lists the valid names).

@@ -13,11 +13,10 @@
 #include "runtime/comm/nccl_communicator.h"
 #include "runtime/comm/rendezvous_client.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/poll.h"
 
 namespace lockstep::cuda {
 namespace {
-
-constexpr absl::Duration kMaxBackoff = absl::Milliseconds(1);
 
 absl::StatusCode CodeOf(ncclResult_t result) {
   switch (result) {
@@ -29,25 +28,6 @@ absl::StatusCode CodeOf(ncclResult_t result) {
       return absl::StatusCode::kInvalidArgument;
     default:
       return absl::StatusCode::kInternal;
-  }
-}
-
-// Polls `ready` (spin, then a doubling sleep) until it returns true or an error, or
-// the deadline passes (DeadlineExceeded naming `what`).
-template <typename Ready>
-absl::Status Poll(Ready ready, absl::Time deadline, absl::Duration spin, absl::string_view what) {
-  const absl::Time spin_until = absl::Now() + spin;
-  absl::Duration backoff = absl::Microseconds(10);
-  while (true) {
-    absl::StatusOr<bool> done = ready();
-    if (!done.ok()) return done.status();
-    if (*done) return absl::OkStatus();
-    const absl::Time now = absl::Now();
-    if (now >= deadline) return absl::DeadlineExceededError(absl::StrCat(what, " not complete"));
-    if (now >= spin_until) {
-      absl::SleepFor(std::min(backoff, deadline - now));
-      backoff = std::min(backoff * 2, kMaxBackoff);
-    }
   }
 }
 
@@ -208,6 +188,12 @@ absl::Status NcclGroup::Wait(absl::Time deadline) {
         return false;
       },
       deadline, options_.spin, "collective");
+}
+
+absl::Status NcclGroup::Sync(absl::Time deadline) {
+  if (comm_ == nullptr) return absl::FailedPreconditionError("nccl group aborted");
+  RETURN_IF_ERROR(CudaStatus(cudaEventRecord(done_, stream_), "cudaEventRecord"));
+  return Wait(deadline);
 }
 
 absl::Status NcclGroup::Fits(size_t send, size_t recv, absl::string_view what) const {

@@ -106,8 +106,11 @@ class NcclGroup final : public comm::CollectivePrimitives {
                                absl::Time deadline) override;
   void Abort() override;
 
-  // Waits until the work enqueued so far on stream() is done (see the file comment).
+  // Waits until the group's last recorded operation is done (see the file comment).
   absl::Status Wait(absl::Time deadline);
+  // Waits until everything enqueued on stream() so far is done (anyone's work: the
+  // engine runs its forward on this stream), polling the async error as Wait does.
+  absl::Status Sync(absl::Time deadline);
 
   // The engine's MoE dispatch and combine on device memory, stream-ordered: enqueues
   // one grouped exchange on stream() that sends send_counts[r] elements of `type` from

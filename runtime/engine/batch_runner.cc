@@ -250,7 +250,12 @@ absl::StatusOr<const float*> BatchRunner::TargetForward(const Batch& batch, bool
       for (int j = first; j < work.num_rows; ++j) logit_rows_.push_back(work.first_row + j);
     }
   }
-  return target_->Forward({rows_, seqs_, logit_rows_}, target_pool_, arena_, threads_);
+  StepAgreement agreement = batch.agreement;
+  if (!agreement.agreed) {
+    agreement.max_rows = static_cast<int64_t>(rows_.size());
+    agreement.any_context = !batch.context.empty();
+  }
+  return target_->Forward({rows_, seqs_, logit_rows_, agreement}, target_pool_, arena_, threads_);
 }
 
 SamplingHistory BatchRunner::HistoryOf(const Batch& batch, const SeqWork& work) {

@@ -1,15 +1,12 @@
 #include "runtime/engine/cpu_engine.h"
 
-#include <deque>
-#include <thread>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 #include "runtime/engine/batch_runner.h"
 #include "runtime/engine/draft_model_drafter.h"
+#include "runtime/engine/engine_thread.h"
 #include "runtime/engine/model_config.h"
 #include "runtime/engine/parallel.h"
 #include "runtime/engine/transformer.h"
@@ -50,11 +47,11 @@ absl::Status CheckPool(const char* name, const float* storage, const kv::BlockLa
   return absl::OkStatus();
 }
 
-// Runs batches on its own thread; Launch/Collect from the executor thread.
-class CpuEngine final : public ModelEngine {
+// The CPU engine's parts: the models, the drafter and the batch runner over them.
+class CpuParts final : public EngineParts {
  public:
-  CpuEngine(std::unique_ptr<Transformer> target, std::unique_ptr<Transformer> draft,
-            const CpuEngineOptions& options)
+  CpuParts(std::unique_ptr<Transformer> target, std::unique_ptr<Transformer> draft,
+           const CpuEngineOptions& options)
       : target_(std::move(target)),
         draft_(std::move(draft)),
         threads_(options.num_threads),
@@ -63,96 +60,16 @@ class CpuEngine final : public ModelEngine {
                 {options.target_storage, options.target_layout, options.target_num_blocks},
                 drafter_.get(),
                 {options.draft_storage, options.draft_layout, options.draft_num_blocks},
-                options.num_draft_tokens, &threads_),
-        thread_([this] { Loop(); }) {}
+                options.num_draft_tokens, &threads_) {}
 
-  ~CpuEngine() override {
-    {
-      absl::MutexLock lock(&mu_);
-      shutdown_ = true;
-    }
-    thread_.join();
-  }
-
-  EngineInfo info() const override {
-    const ModelConfig& config = target_->config();
-    return {config.vocab_size, config.eos_token_id, config.max_position};
-  }
-
-  void Launch(Batch batch) override {
-    absl::MutexLock lock(&mu_);
-    launched_.push_back(batch.step);
-    queue_.push_back(std::move(batch));
-  }
-
-  absl::StatusOr<BatchResult> Collect(StepId step, absl::Duration timeout) override {
-    absl::MutexLock lock(&mu_);
-    if (launched_.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("Collect(step ", step.value(), "): no batch is in flight"));
-    }
-    if (launched_.front() != step) {
-      return absl::FailedPreconditionError(absl::StrCat("Collect(step ", step.value(),
-                                                        "): the oldest batch in flight is step ",
-                                                        launched_.front().value()));
-    }
-    auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !results_.empty(); };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "step ", step.value(), " is still running after ", absl::FormatDuration(timeout)));
-    }
-    Outcome outcome = std::move(results_.front());
-    results_.pop_front();
-    launched_.pop_front();
-    if (!outcome.status.ok()) return outcome.status;
-    return std::move(outcome.result);
-  }
+  absl::StatusOr<BatchResult> Run(const Batch& batch) override { return runner_.Run(batch); }
 
  private:
-  // A finished batch (a StatusOr split in two: gcc 12 warns on moving StatusOr here).
-  struct Outcome {
-    absl::Status status;
-    BatchResult result;
-  };
-
-  void Loop() {
-    while (true) {
-      Batch batch;
-      {
-        absl::MutexLock lock(&mu_);
-        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return shutdown_ || !queue_.empty();
-        };
-        while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1))) {
-        }
-        if (queue_.empty()) return;  // shut down with nothing left to run
-        batch = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      absl::StatusOr<BatchResult> result = runner_.Run(batch);
-      Outcome outcome;
-      if (result.ok()) {
-        outcome.result = *std::move(result);
-      } else {
-        outcome.status = result.status();
-      }
-      absl::MutexLock lock(&mu_);
-      results_.push_back(std::move(outcome));
-    }
-  }
-
   const std::unique_ptr<Transformer> target_;
   const std::unique_ptr<Transformer> draft_;
   ThreadPool threads_;
   const std::unique_ptr<spec::Drafter> drafter_;  // the draft model's, n-gram, or null
-  BatchRunner runner_;                            // used by thread_ only
-
-  absl::Mutex mu_;
-  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<Batch> queue_ ABSL_GUARDED_BY(mu_);
-  std::deque<StepId> launched_ ABSL_GUARDED_BY(mu_);  // launched, not collected
-  std::deque<Outcome> results_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;  // last: starts after everything above exists
+  BatchRunner runner_;
 };
 
 }  // namespace
@@ -212,7 +129,10 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
                        target->config().vocab_size, " (", options.model_dir, ")"));
     }
   }
-  return std::unique_ptr<ModelEngine>(new CpuEngine(std::move(target), std::move(draft), options));
+  const ModelConfig& config = target->config();
+  const EngineInfo info{config.vocab_size, config.eos_token_id, config.max_position};
+  return std::unique_ptr<ModelEngine>(std::make_unique<EngineThread>(
+      info, std::make_unique<CpuParts>(std::move(target), std::move(draft), options)));
 }
 
 }  // namespace lockstep::engine

@@ -1,6 +1,6 @@
 // Whether this binary can run `engine: cuda`. A worker asks before it allocates
 // anything, so a deployment that names the CUDA engine fails at start with a clear
-// error on a binary built without CUDA (or before the CUDA engine exists), not later.
+// error on a binary built without CUDA, not later.
 #ifndef LOCKSTEP_RUNTIME_ENGINE_CUDA_SUPPORT_H_
 #define LOCKSTEP_RUNTIME_ENGINE_CUDA_SUPPORT_H_
 
@@ -11,9 +11,9 @@ namespace lockstep::engine {
 // True in a binary built with `--config=cuda`.
 bool BuiltWithCuda();
 
-// OK when this binary can create the CUDA engine. Otherwise FailedPrecondition for a
-// binary built without CUDA (the message says so and how to build one), or
-// Unimplemented while the CUDA build has no engine yet.
+// OK when this binary can create the CUDA engine (built with CUDA; whether a GPU is
+// there shows when the engine starts). Otherwise FailedPrecondition: the message says
+// the binary was built without CUDA and how to build one.
 absl::Status CudaEngineSupport();
 
 }  // namespace lockstep::engine

@@ -16,7 +16,7 @@ struct DraftKvState final : spec::DraftSequenceState {
   uint64_t generation = 0;  // the draft cache generation it belongs to
   int64_t draft_end = 0;
   int spec_len = 0;
-  std::vector<float> spec_kv;
+  std::unique_ptr<SpecBuffer> spec_kv;  // K + 1 positions, where the draft's Forward reads
 };
 
 }  // namespace
@@ -27,8 +27,7 @@ DraftModelDrafter::DraftModelDrafter(const ForwardModel* draft, KvPoolView pool,
 
 std::unique_ptr<spec::DraftSequenceState> DraftModelDrafter::NewState() const {
   auto state = std::make_unique<DraftKvState>();
-  state->spec_kv.assign(
-      SpecBufferFloats(draft_->Layout(pool_.layout.tokens_per_block), num_draft_tokens_ + 1), 0.0f);
+  state->spec_kv = draft_->NewSpecBuffer(num_draft_tokens_ + 1);
   return state;
 }
 
@@ -66,13 +65,13 @@ absl::Status DraftModelDrafter::Propose(absl::Span<const spec::DraftQuery> queri
     const int64_t copy_end = std::min(draft_end + spec_len, m.new_end);
     if (copy_end > draft_end) {
       draft_->CopyKv(pool_,
-                     SequenceKv{query.kv_blocks, draft_end, state->spec_kv.data(), spec_tokens},
+                     SequenceKv{query.kv_blocks, draft_end, state->spec_kv->data(), spec_tokens},
                      SequenceKv{query.kv_blocks}, draft_end, copy_end);
     }
     m.pool_valid = std::max(copy_end, draft_end);
     // Rows at or beyond new_end go to the spec buffer.
     seqs_.push_back(SequenceKv{query.kv_blocks, m.new_end,
-                               state == nullptr ? nullptr : state->spec_kv.data(), spec_tokens});
+                               state == nullptr ? nullptr : state->spec_kv->data(), spec_tokens});
   }
   const int num_seqs = static_cast<int>(seqs_.size());
   for (int pass = 0; pass < num_draft_tokens_; ++pass) {
@@ -97,8 +96,11 @@ absl::Status DraftModelDrafter::Propose(absl::Span<const spec::DraftQuery> queri
       }
     }
     if (rows_.empty() && !collectives) continue;
-    ASSIGN_OR_RETURN(const float* logits,
-                     draft_->Forward({rows_, seqs_, logit_rows_}, pool_, arena_, threads_));
+    ASSIGN_OR_RETURN(
+        const float* logits,
+        draft_->Forward(
+            {rows_, seqs_, logit_rows_, {static_cast<int64_t>(rows_.size()), pass == 0, false}},
+            pool_, arena_, threads_));
     int next_logit = 0;
     for (int s = 0; s < num_seqs; ++s) {
       const Member& m = members_[s];

@@ -104,12 +104,28 @@ struct GenerationStep {
   bool is_dummy = false;  // pad dummy: computed like any step, result ignored
 };
 
+// What the target forwards of one step agree on across the ranks of an instance (the
+// executor's step vote, runtime/executor/step_vote.h): the most rows any rank's target
+// forward may have (1 + K per generation step, the tokens of each chunk), and whether
+// any rank's batch has a context chunk. A device engine sizes its expert-parallel
+// exchange and picks its CUDA graph bucket from it, so every rank makes the same
+// collectives with the same shapes. `agreed` is false where nobody voted (one rank, a
+// test host, or a forward outside the target's step such as the draft model's): the
+// values are then this rank's own.
+struct StepAgreement {
+  int64_t max_rows = 0;
+  bool any_context = true;
+  bool agreed = false;
+};
+
 struct Batch {
   StepId step;
   std::vector<ContextChunk> context;
   std::vector<GenerationStep> generation;
   // Sequences whose engine-side state can be dropped before this batch runs.
   std::vector<kv::BlockRefs> released;
+  // Set by the executor from the step vote.
+  StepAgreement agreement;
 };
 
 struct TokenLogprob {

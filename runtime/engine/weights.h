@@ -1,6 +1,7 @@
-// The weights of one model in the engine's form: f32, projections fused and packed for
-// the batch-invariant GEMM. Loaded from safetensors (any of F32/F16/BF16), every tensor
-// checked by name and shape; with expert parallelism a rank loads only its experts.
+// The weights of one model in the CPU engine's form: f32, projections fused and packed
+// for the batch-invariant GEMM. Loaded from safetensors (any of F32/F16/BF16) by the
+// weight plan (weight_plan.h), every tensor checked by name and shape; with expert
+// parallelism a rank loads only its experts.
 //
 // Immutable after loading; shared read-only by the forward.
 #ifndef LOCKSTEP_RUNTIME_ENGINE_WEIGHTS_H_
@@ -14,18 +15,9 @@
 #include "runtime/engine/gemm.h"
 #include "runtime/engine/model_config.h"
 #include "runtime/engine/safetensors.h"
+#include "runtime/engine/weight_plan.h"
 
 namespace lockstep::engine {
-
-// Experts [first, end) of `num_experts` are owned by `rank` of `world_size`
-// (contiguous ranges, sizes differing by at most one).
-struct ExpertRange {
-  int first = 0;
-  int end = 0;
-};
-ExpertRange ExpertsOfRank(int num_experts, int rank, int world_size);
-// The rank that owns `expert`.
-int ExpertOwner(int num_experts, int world_size, int expert);
 
 // A SwiGLU block: gate and up fused ([2 * width, hidden]: gate rows then up rows).
 struct SwiGluWeights {

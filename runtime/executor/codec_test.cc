@@ -32,6 +32,23 @@ TEST(StepVoteTest, AnyEmptyBatchVetoes) {
   EXPECT_EQ(StepVote::Decode(a.Encode()).nonempty_batch, 1);
 }
 
+TEST(StepVoteTest, RowsAndContextReduceToTheLargestForward) {
+  StepVote decode, prefill, dummy;
+  decode.rows = 12;  // e.g. 3 generation steps verifying K = 3 drafts each
+  prefill.rows = 64;
+  prefill.context = 1;
+  dummy.rows = 4;  // the pad dummy: 1 + K
+  const StepVote all = ReduceVotes({decode, dummy, prefill});
+  EXPECT_EQ(all.rows, 64);
+  EXPECT_EQ(all.context, 1);
+  const StepVote decoding = ReduceVotes({dummy, decode});
+  EXPECT_EQ(decoding.rows, 12);
+  EXPECT_EQ(decoding.context, 0);
+  const StepVote round_trip = StepVote::Decode(prefill.Encode());
+  EXPECT_EQ(round_trip.rows, 64);
+  EXPECT_EQ(round_trip.context, 1);
+}
+
 TEST(IntakeCodecTest, RoundTrip) {
   IntakeBatch b;
   b.drain = true;

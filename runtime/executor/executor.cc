@@ -116,6 +116,10 @@ absl::Status Executor::Step() {
   counters_.errors += errors_since_vote_;
   mine.busy =
       (!LiveIds().empty() || !claims_.empty() || in_flight_.has_value() || !queue_.empty()) ? 1 : 0;
+  // The forward's rows, the pad dummy's included (the token budget leaves it out).
+  for (const sched::ScheduledChunk& c : decision.context) mine.rows += c.num_tokens;
+  for (const spec::Grant& g : decision.generation_grants) mine.rows += 1 + g.num_draft_tokens;
+  mine.context = decision.context.empty() ? 0 : 1;
   errors_since_vote_ = 0;
   auto encoded = mine.Encode();
   RETURN_IF_ERROR(comm_->AllReduce(absl::MakeSpan(encoded), comm::ReduceOp::kMax, Call("vote")));
@@ -127,7 +131,7 @@ absl::Status Executor::Step() {
 
   std::optional<InFlightBatch> launched;
   if (can_queue) {
-    launched = Launch(decision);
+    launched = Launch(decision, engine::StepAgreement{vote.rows, vote.context != 0, true});
     rollback.Commit();
   } else {
     // No rank forwards: undo this step's growth, the pending dummy included, in every

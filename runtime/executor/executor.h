@@ -205,7 +205,9 @@ class Executor {
   void PadAfterSchedule(const InstanceView& view, sched::ScheduleDecision* decision,
                         sched::Rollback* rollback);
   void RemoveDummy();
-  InFlightBatch Launch(const sched::ScheduleDecision& decision);
+  // `agreement`: the forward's shape every rank voted for (step_vote.h).
+  InFlightBatch Launch(const sched::ScheduleDecision& decision,
+                       const engine::StepAgreement& agreement);
   absl::Status Complete(const InFlightBatch& batch);
   void ApplyResult(const InFlightEntry& entry, const engine::SequenceResult& result, absl::Time now,
                    StepStats* stats);

@@ -25,13 +25,15 @@ kv::BlockRefs MakeRef(const kv::KvManager& kv, RequestId id) {
 
 }  // namespace
 
-Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision) {
+Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision,
+                                         const engine::StepAgreement& agreement) {
   // A token drafter (n-gram) looks for matches in the whole sequence: hand it the
   // tokens the engine has not seen in this sequence's chunks.
   const bool token_drafter = config_.scheduler.speculating() &&
                              config_.scheduler.spec_method == spec::Method::kNgram;
   engine::Batch batch;
   batch.step = StepId(step_);
+  batch.agreement = agreement;
   batch.released = std::move(released_);
   released_.clear();
   InFlightBatch in_flight{StepId(step_), {}};

@@ -23,6 +23,7 @@ namespace {
 
 constexpr char kGloo[] = "gloo";
 constexpr char kShm[] = "shm";
+constexpr char kNccl[] = "nccl";  // made by the device engine, not here
 // The two groups of an instance: gloo key prefix and shm segment suffix.
 constexpr char kExecutorGroup[] = "exec";
 constexpr char kEngineGroup[] = "engine";
@@ -49,9 +50,12 @@ absl::StatusOr<std::string> Resolve(config::CommTransport wanted, absl::string_v
             absl::StrCat(field, " is shm, but the ranks are not on one host: ", split));
       }
       return std::string(kShm);
-    case config::CommTransport::kNccl:  // Refused by config validation before this.
+    case config::CommTransport::kNccl:
+      // The CUDA engine makes its NCCL group itself (under this epoch); validation
+      // refuses it for the executor's group and for engines without GPUs.
+      if (field == "comm.engine_transport") return std::string(kNccl);
       return absl::FailedPreconditionError(
-          absl::StrCat(field, " is nccl, which needs the CUDA engine and a GPU per rank"));
+          absl::StrCat(field, " is nccl, which only the CUDA engine's own group takes"));
   }
   return absl::InvalidArgumentError(absl::StrCat(field, ": unknown transport"));
 }
@@ -106,6 +110,7 @@ std::string RandomNonce() {
 absl::StatusOr<std::unique_ptr<comm::Communicator>> MakeGroup(
     comm::RendezvousClient* client, const BootstrapOptions& options, const std::string& epoch,
     absl::string_view group, absl::string_view transport, absl::Duration remaining) {
+  if (transport == kNccl) return std::unique_ptr<comm::Communicator>();
   if (transport == kShm) {
     comm::ShmOptions s;
     s.name = comm::ShmSegmentName(options.instance, epoch, group);

@@ -48,9 +48,10 @@ struct BootstrapOptions {
 struct InstanceGroups {
   std::string epoch;
   std::unique_ptr<comm::Communicator> executor;  // the step's collectives
-  std::unique_ptr<comm::Communicator> engine;    // the engine's expert-parallel group
-  std::string executor_transport;                // "gloo" or "shm"
-  std::string engine_transport;
+  // The engine's expert-parallel group; null with "nccl" (the CUDA engine makes it).
+  std::unique_ptr<comm::Communicator> engine;
+  std::string executor_transport;  // "gloo" or "shm"
+  std::string engine_transport;  // "gloo", "shm" or "nccl"
 };
 
 // Blocks until every rank of the instance has joined (or `timeout`).

@@ -120,6 +120,32 @@ TEST(InstanceBootstrapTest, AutoFallsBackToGlooWhenARankIsOnAnotherHost) {
   EXPECT_EQ(SumOverBothGroups(groups), (std::vector<int64_t>{33, 33}));
 }
 
+// With engine_transport nccl the CUDA engine makes its own group under the epoch: the
+// bootstrap leaves the engine group to it; the vote never goes over NCCL.
+TEST(InstanceBootstrapTest, NcclLeavesTheEngineGroupToTheDeviceEngine) {
+  absl::StatusOr<std::unique_ptr<comm::RendezvousServer>> server =
+      comm::RendezvousServer::Start("127.0.0.1:0");
+  ASSERT_THAT(server, IsOk());
+  std::vector<absl::StatusOr<InstanceGroups>> groups =
+      BootstrapAll((*server)->address(), 2, [](BootstrapOptions& o) {
+        o.engine_transport = config::CommTransport::kNccl;
+      });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_THAT(groups[r], IsOk()) << "rank " << r;
+    EXPECT_EQ(groups[r]->engine_transport, "nccl");
+    EXPECT_EQ(groups[r]->engine, nullptr);
+    ASSERT_NE(groups[r]->executor, nullptr);
+    EXPECT_EQ(groups[r]->epoch, groups[0]->epoch);
+  }
+  std::vector<absl::StatusOr<InstanceGroups>> vote =
+      BootstrapAll((*server)->address(), 1, [](BootstrapOptions& o) {
+        o.instance = "nccl-vote";
+        o.vote_transport = config::CommTransport::kNccl;
+      });
+  EXPECT_THAT(vote[0].status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("comm.vote_transport")));
+}
+
 TEST(InstanceBootstrapTest, ExplicitSharedMemoryAcrossHostsFailsOnEveryRank) {
   absl::StatusOr<std::unique_ptr<comm::RendezvousServer>> server =
       comm::RendezvousServer::Start("127.0.0.1:0");

@@ -65,20 +65,7 @@ absl::Status Worker::Init() {
   const spec::SpeculativeConfig speculative = config::EffectiveSpeculative(*instance_);
   const int k = speculative.enabled() ? speculative.num_draft_tokens : 0;
   const int tpb = static_cast<int>(instance_->kv.tokens_per_block);
-
-  // Layouts first: a bad model fails fast, before waiting for peers.
-  kv::BlockLayout target_layout{1, 1, 1, tpb};
-  kv::BlockLayout draft_layout{1, 1, 1, tpb};
-  if (instance_->engine == config::EngineKind::kCpu) {
-    ASSIGN_OR_RETURN(target_layout, engine::ModelBlockLayout(d.model.path, tpb));
-    if (speculative.needs_draft_kv()) {
-      ASSIGN_OR_RETURN(draft_layout, engine::ModelBlockLayout(d.model.draft_path, tpb));
-    }
-  }
-  ASSIGN_OR_RETURN(exec::ExecutorConfig config,
-                   MakeExecutorConfig(d, *instance_, options_.rank, target_layout, draft_layout));
-  ASSIGN_OR_RETURN(std::unique_ptr<kv::KvManager> kv,
-                   kv::KvManager::Create(config.kv, options_.kv_allocator));
+  const bool cuda = instance_->engine == config::EngineKind::kCuda;
 
   BootstrapOptions boot;
   boot.rendezvous_address = options_.rendezvous_address;
@@ -89,7 +76,31 @@ absl::Status Worker::Init() {
   boot.timeout = options_.bootstrap_timeout;
   boot.vote_transport = instance_->comm.vote_transport;
   boot.engine_transport = instance_->comm.engine_transport;
-  ASSIGN_OR_RETURN(groups_, BootstrapInstance(boot));
+
+  // Layouts first: a bad model fails fast, before waiting for peers. The CUDA engine's
+  // come from its models on the GPU, loaded after the bootstrap (its NCCL group needs
+  // the epoch) and before the pools (sized from what the weights leave free).
+  kv::BlockLayout target_layout{1, 1, 1, tpb};
+  kv::BlockLayout draft_layout{1, 1, 1, tpb};
+  if (instance_->engine == config::EngineKind::kCpu) {
+    ASSIGN_OR_RETURN(target_layout, engine::ModelBlockLayout(d.model.path, tpb));
+    if (speculative.needs_draft_kv()) {
+      ASSIGN_OR_RETURN(draft_layout, engine::ModelBlockLayout(d.model.draft_path, tpb));
+    }
+  } else if (cuda) {
+    RETURN_IF_ERROR(StartDeviceEngine(boot, speculative));
+    target_layout = device_->target_layout();
+    if (std::optional<kv::BlockLayout> draft = device_->draft_layout()) draft_layout = *draft;
+  }
+  ASSIGN_OR_RETURN(exec::ExecutorConfig config,
+                   MakeExecutorConfig(d, *instance_, options_.rank, target_layout, draft_layout));
+  if (cuda) RETURN_IF_ERROR(SizeDevicePools(config));
+  ASSIGN_OR_RETURN(std::unique_ptr<kv::KvManager> kv,
+                   kv::KvManager::Create(config.kv, cuda ? device_->allocator()
+                                                         : options_.kv_allocator));
+  if (!cuda) {
+    ASSIGN_OR_RETURN(groups_, BootstrapInstance(boot));
+  }
 
   if (instance_->engine == config::EngineKind::kCpu) {
     if (kv->memory_kind() != kv::MemoryKind::kHost) {
@@ -118,6 +129,8 @@ absl::Status Worker::Init() {
     e.collective_timeout = config.collective_timeout;
     e.num_threads = static_cast<int>(instance_->executor.blas_threads);
     ASSIGN_OR_RETURN(engine_, engine::CreateCpuEngine(e));
+  } else if (cuda) {
+    ASSIGN_OR_RETURN(engine_, FinishDeviceEngine(*kv));
   } else {
     engine::FakeEngineOptions e;
     e.vocab_size = kFakeVocab;

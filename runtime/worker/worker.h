@@ -27,11 +27,13 @@
 #include "grpcpp/server.h"
 #include "kvcache/block_allocator.h"
 #include "runtime/config/deployment_config.h"
+#include "runtime/engine/device_engine.h"
 #include "runtime/executor/executor.h"
 #include "runtime/worker/instance_bootstrap.h"
 #include "runtime/worker/kv_event_publisher.h"
 #include "runtime/worker/request_streams.h"
 #include "runtime/worker/worker_service.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::worker {
 
@@ -51,6 +53,9 @@ struct WorkerOptions {
   // transfer reaches the pools (kvcache/block_copier.h); the CPU engine needs host
   // memory.
   kv::BlockAllocator* kv_allocator = nullptr;
+  // engine cuda: this rank's GPU, its local rank on the node (worker_identity.h); -1:
+  // rank % the instance's ranks per node.
+  int device = -1;
 };
 
 class Worker {
@@ -75,6 +80,13 @@ class Worker {
   // Leader with KV events: sends the publisher's reports to the router.
   void KvEventLoop();
   HealthView Health() const;
+  // engine cuda (worker_cuda.cc): bootstraps the groups, then starts the device engine
+  // (weights on the GPU, its NCCL group) into device_; its pools' sizes, once the
+  // weights are in (`kv.num_blocks: auto`); the engine over the pools.
+  absl::Status StartDeviceEngine(const BootstrapOptions& boot,
+                                 const spec::SpeculativeConfig& speculative);
+  absl::Status SizeDevicePools(exec::ExecutorConfig& config) const;
+  absl::StatusOr<std::unique_ptr<engine::ModelEngine>> FinishDeviceEngine(kv::KvManager& kv);
   // The KV transceiver of a context or generation rank; sets transceiver_address_.
   absl::StatusOr<std::unique_ptr<transfer::Transceiver>> CreateTransceiver(
       const kv::KvManager& kv, const exec::ExecutorConfig& config);
@@ -82,6 +94,9 @@ class Worker {
   const WorkerOptions options_;
   const config::InstanceConfig* instance_ = nullptr;
   InstanceGroups groups_;
+  // engine cuda: its builder, which owns the device allocator of the KV pools and the
+  // engine's NCCL group, so it outlives both (members are destroyed in reverse order).
+  std::unique_ptr<engine::DeviceEngineBuilder> device_;
   std::unique_ptr<engine::ModelEngine> engine_;
   std::unique_ptr<transfer::Transceiver> transceiver_;
   std::unique_ptr<KvEventPublisher> kv_events_;  // leader with KV events; outlives executor_

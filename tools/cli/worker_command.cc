@@ -97,6 +97,7 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   options.rendezvous_address = rendezvous;
   options.listen_address = *listen_address;
   options.gloo_host = *gloo_host;
+  options.device = identity->local_device;
   options.bootstrap_timeout = absl::Seconds(bootstrap_timeout_s);
   absl::StatusOr<std::unique_ptr<worker::Worker>> worker =
       worker::Worker::Start(std::move(options));

@@ -8,15 +8,17 @@
 namespace lockstep::cuda::kernels {
 
 // The KV pool on the device in the kv::BlockLayout order (layers x {K, V} x kv_heads x
-// tokens_per_block x head_dim per block, bf16 elements), and the packed block tables:
-// block_table[seq * table_stride + i] is the i-th block of sequence `seq`.
+// tokens_per_block x head_dim per block, bf16 elements, or f32 with element_bytes 4: the
+// engine's f32 mode, whose queries and outputs are f32 too), and the packed block
+// tables: block_table[seq * table_stride + i] is the i-th block of sequence `seq`.
 //
 // Optionally, as the CPU engine's SequenceKv (runtime/engine/paged_attention.h), the
 // positions >= spec_base[seq] of sequence `seq` (the draft model's speculative K/V) live
 // in its own buffer spec[seq], laid out [layers][2][kv_heads][spec_tokens][head_dim]
 // (slot = position - spec_base[seq]), instead of the pool.
 struct PagedKvDesc {
-  void* storage = nullptr;  // __nv_bfloat16[num_blocks * BlockElements()], 16-byte aligned
+  void* storage = nullptr;    // num_blocks * BlockElements() elements, 16-byte aligned
+  int32_t element_bytes = 2;  // 2: bf16, 4: f32
   int32_t num_layers = 1;
   int32_t num_kv_heads = 1;
   int32_t head_dim = 1;
@@ -30,20 +32,28 @@ struct PagedKvDesc {
 
 // One query row of decode attention: it attends to positions [0, context_len) of
 // sequence `seq`; its splits own partial slots [split_begin, split_begin + num_splits),
-// split s covering [s * split_tokens, min(context_len, (s + 1) * split_tokens)).
+// split s covering [s * split_tokens, min(context_len, (s + 1) * split_tokens)). Its
+// query and output are row `qo_row` of q and out (the engine's packed row: decode rows
+// need not be contiguous in the step).
 struct DecodeRowDesc {
   int32_t seq = 0;
   int32_t context_len = 0;
   int32_t split_begin = 0;
   int32_t num_splits = 0;
   int32_t split_tokens = 0;
+  int32_t qo_row = 0;
 };
 
 // One CTA column of the split kernel: split `split` of query row `row`.
+// A negative row marks an unused item (a CUDA graph's static grid is larger than the
+// step's plan): its CTA does nothing.
 struct DecodeWorkItem {
   int32_t row = 0;
   int32_t split = 0;
 };
+
+// The most query rows of one prefill tile.
+inline constexpr int kMaxPrefillTileRows = 64;
 
 // One CTA column of the prefill kernel: query rows [row_begin, row_begin + num_rows) of
 // the packed Q, all of sequence `seq`; row row_begin + i sits at position

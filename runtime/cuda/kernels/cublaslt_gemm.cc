@@ -35,15 +35,17 @@ class MatmulDescs {
     if (op_ != nullptr) cublasLtMatmulDescDestroy(op_);
   }
 
-  absl::Status Init(int64_t m, int64_t n, int64_t k, cudaDataType_t out_type) {
+  // CUBLAS_COMPUTE_32F (not _FAST_TF32): f32 inputs are multiplied in full f32.
+  absl::Status Init(int64_t m, int64_t n, int64_t k, cudaDataType_t in_type,
+                    cudaDataType_t out_type) {
     LOCKSTEP_RETURN_IF_LT(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                           "cublasLtMatmulDescCreate");
     const cublasOperation_t transpose = CUBLAS_OP_T;
     LOCKSTEP_RETURN_IF_LT(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA,
                                                          &transpose, sizeof(transpose)),
                           "set TRANSA");
-    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, k, n, k), "layout of w");
-    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16BF, k, m, k), "layout of x");
+    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&a_, in_type, k, n, k), "layout of w");
+    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&b_, in_type, k, m, k), "layout of x");
     LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&d_, out_type, n, m, n), "layout of y");
     return absl::OkStatus();
   }
@@ -69,6 +71,10 @@ int32_t SplitK(const cublasLtMatmulAlgo_t& algo) {
   }
   return splits;
 }
+
+cudaDataType_t InType(int io) { return io == 2 ? CUDA_R_32F : CUDA_R_16BF; }
+cudaDataType_t OutType(int io) { return io == 0 ? CUDA_R_16BF : CUDA_R_32F; }
+const char* IoName(int io) { return io == 0 ? "bf16" : io == 1 ? "bf16->f32" : "f32"; }
 
 }  // namespace
 
@@ -96,16 +102,15 @@ CublasLtGemm::~CublasLtGemm() {
 }
 
 absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key, int64_t n,
-                                                             int64_t k, bool f32_out) {
-  auto& cache = f32_out ? algorithms_f32_ : algorithms_;
+                                                             int64_t k, Io io) {
+  const int type = static_cast<int>(io);
+  auto& cache = algorithms_[type];
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   // Chosen for the bucket's largest M (or the reference M), never the first caller's M,
   // so the choice does not depend on call order.
   const int64_t query_m = options_.batch_invariant ? options_.invariant_reference_m : key.m_bucket;
   MatmulDescs descs;
-  if (absl::Status s = descs.Init(query_m, n, k, f32_out ? CUDA_R_32F : CUDA_R_16BF); !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = descs.Init(query_m, n, k, InType(type), OutType(type)); !s.ok()) return s;
   cublasLtMatmulPreference_t pref = nullptr;
   LOCKSTEP_RETURN_IF_LT(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
   const uint64_t workspace = options_.workspace_bytes;
@@ -121,8 +126,8 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
   LOCKSTEP_RETURN_IF_LT(
       status, absl::StrCat("cublasLtMatmulAlgoGetHeuristic m=", query_m, " n=", n, " k=", k));
   if (found <= options_.heuristic_index) {
-    return absl::NotFoundError(absl::StrCat("cuBLASLt has ", found,
-                                            " bf16 algorithms for m=", query_m, " n=", n, " k=", k,
+    return absl::NotFoundError(absl::StrCat("cuBLASLt has ", found, " ", IoName(type),
+                                            " algorithms for m=", query_m, " n=", n, " k=", k,
                                             ", wanted candidate ", options_.heuristic_index));
   }
   cublasLtMatmulAlgo_t algo = results[options_.heuristic_index].algo;
@@ -149,30 +154,36 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
 
 absl::Status CublasLtGemm::Gemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k,
                                 Bf16* y) {
-  return Run(x, m, w, n, k, y, false);
+  return Run(x, m, w, n, k, y, Io::kBf16);
 }
 
 absl::Status CublasLtGemm::Gemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k,
                                 float* y) {
-  return Run(x, m, w, n, k, y, true);
+  return Run(x, m, w, n, k, y, Io::kBf16ToF32);
 }
 
-absl::Status CublasLtGemm::Run(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k,
-                               void* y, bool f32_out) {
+absl::Status CublasLtGemm::Gemm(const float* x, int64_t m, const float* w, int64_t n, int64_t k,
+                                float* y) {
+  return Run(x, m, w, n, k, y, Io::kF32);
+}
+
+absl::Status CublasLtGemm::Run(const void* x, int64_t m, const void* w, int64_t n, int64_t k,
+                               void* y, Io io) {
   if (m < 1 || n < 1 || k < 1) {
     return absl::InvalidArgumentError(absl::StrCat("GEMM of m=", m, " n=", n, " k=", k));
   }
   absl::StatusOr<cublasLtMatmulAlgo_t> algo =
-      Algorithm(MakeGemmKey(m, n, k, options_.batch_invariant), n, k, f32_out);
+      Algorithm(MakeGemmKey(m, n, k, options_.batch_invariant), n, k, io);
   if (!algo.ok()) return algo.status();
+  const int type = static_cast<int>(io);
   MatmulDescs descs;
-  if (absl::Status s = descs.Init(m, n, k, f32_out ? CUDA_R_32F : CUDA_R_16BF); !s.ok()) return s;
+  if (absl::Status s = descs.Init(m, n, k, InType(type), OutType(type)); !s.ok()) return s;
   const float alpha = 1.0f;
   const float beta = 0.0f;
   LOCKSTEP_RETURN_IF_LT(
       cublasLtMatmul(handle_, descs.op(), &alpha, w, descs.a(), x, descs.b(), &beta, y, descs.d(),
                      y, descs.d(), &*algo, workspace_, options_.workspace_bytes, stream_),
-      absl::StrCat("cublasLtMatmul m=", m, " n=", n, " k=", k));
+      absl::StrCat("cublasLtMatmul ", IoName(type), " m=", m, " n=", n, " k=", k));
   return absl::OkStatus();
 }
 

@@ -1,5 +1,6 @@
 // bf16 GEMM through cuBLASLt: y[m, n] = x[m, k] · wᵀ with w [n, k] row-major (the
-// linear-layer layout of runtime/engine/gemm.h), bf16 in, bf16 (or f32) out, fp32 compute.
+// linear-layer layout of runtime/engine/gemm.h), bf16 in, bf16 (or f32) out, fp32 compute;
+// and the same in f32 throughout (the engine's f32 mode).
 // Row-major is the transposed column-major call: yᵀ (n x m) = w (as k x n, transposed) · xᵀ.
 //
 // One object per stream: it owns the cuBLASLt handle and workspace of that stream and
@@ -53,25 +54,31 @@ class CublasLtGemm {
   // The same with an f32 output (router and LM-head logits: routing and sampling read
   // them unrounded). Its algorithms are cached apart from the bf16 ones.
   absl::Status Gemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k, float* y);
+  // f32 in and out with f32 compute (no TF32): the engine's f32 mode. Cached apart too.
+  absl::Status Gemm(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float* y);
 
-  size_t cached_algorithms() const { return algorithms_.size() + algorithms_f32_.size(); }
+  size_t cached_algorithms() const {
+    size_t n = 0;
+    for (const auto& cache : algorithms_) n += cache.size();
+    return n;
+  }
   const GemmOptions& options() const { return options_; }
 
  private:
   CublasLtGemm(cudaStream_t stream, GemmOptions options) : stream_(stream), options_(options) {}
 
-  absl::Status Run(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k, void* y,
-                   bool f32_out);
-  // The cached algorithm of `key` for the output type (chosen on first use).
-  absl::StatusOr<cublasLtMatmulAlgo_t> Algorithm(const GemmKey& key, int64_t n, int64_t k,
-                                                 bool f32_out);
+  // The element types of one call.
+  enum class Io { kBf16, kBf16ToF32, kF32, kCount };
+
+  absl::Status Run(const void* x, int64_t m, const void* w, int64_t n, int64_t k, void* y, Io io);
+  // The cached algorithm of `key` for the element types (chosen on first use).
+  absl::StatusOr<cublasLtMatmulAlgo_t> Algorithm(const GemmKey& key, int64_t n, int64_t k, Io io);
 
   cudaStream_t stream_;
   GemmOptions options_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
-  absl::flat_hash_map<GemmKey, cublasLtMatmulAlgo_t> algorithms_;      // bf16 out
-  absl::flat_hash_map<GemmKey, cublasLtMatmulAlgo_t> algorithms_f32_;  // f32 out
+  absl::flat_hash_map<GemmKey, cublasLtMatmulAlgo_t> algorithms_[static_cast<int>(Io::kCount)];
 };
 
 }  // namespace lockstep::cuda::kernels

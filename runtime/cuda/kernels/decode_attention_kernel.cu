@@ -23,10 +23,13 @@ size_t SplitSharedBytes(int group, int head_dim) {
 }
 
 // grid (work item, kv head). Writes the split's normalized output and its log-sum-exp
-// for each query head of the group to the scratch slot of the split.
+// for each query head of the group to the scratch slot of the split. T: the element
+// type of q, out and the pool.
+template <typename T>
 __global__ void DecodeSplitKernel(DecodeAttentionArgs args) {
   extern __shared__ float smem[];
   const DecodeWorkItem item = args.items[blockIdx.x];
+  if (item.row < 0) return;  // an unused item of a graph's static grid
   const DecodeRowDesc row = args.rows[item.row];
   const int kv_head = blockIdx.y;
   const int hd = args.kv.head_dim;
@@ -41,9 +44,10 @@ __global__ void DecodeSplitKernel(DecodeAttentionArgs args) {
   float* l_s = m_s + group;
   float* alpha_s = l_s + group;
 
-  const Bf16* q = args.q + item.row * args.q_row_stride + kv_head * group * hd;
+  const T* q =
+      static_cast<const T*>(args.q) + row.qo_row * args.q_row_stride + kv_head * group * hd;
   for (int i = threadIdx.x; i < group * hd; i += blockDim.x) {
-    q_s[i] = LoadBf16(q + i);
+    q_s[i] = Load(q + i);
     acc[i] = 0.0f;
   }
   for (int j = threadIdx.x; j < group; j += blockDim.x) {
@@ -57,7 +61,7 @@ __global__ void DecodeSplitKernel(DecodeAttentionArgs args) {
   for (int32_t t0 = begin; t0 < end; t0 += kTile) {
     const int count = min(kTile, end - t0);
     __syncthreads();  // the previous tile is consumed
-    LoadKvTile(args.kv, args.layer, kv_head, row.seq, t0, count, k_s, k_stride, v_s);
+    LoadKvTile<T>(args.kv, args.layer, kv_head, row.seq, t0, count, k_s, k_stride, v_s);
     __syncthreads();
     for (int p = threadIdx.x; p < group * count; p += blockDim.x) {
       const int j = p / count;
@@ -103,6 +107,7 @@ __global__ void DecodeSplitKernel(DecodeAttentionArgs args) {
 }
 
 // grid (row, query head): out = sum_s exp(lse_s - max) * o_s / sum_s exp(lse_s - max).
+template <typename T>
 __global__ void DecodeMergeKernel(DecodeAttentionArgs args) {
   const DecodeRowDesc row = args.rows[blockIdx.x];
   const int head = blockIdx.y;
@@ -116,7 +121,7 @@ __global__ void DecodeMergeKernel(DecodeAttentionArgs args) {
   for (int s = 0; s < row.num_splits; ++s) {
     total += expf(lse[(row.split_begin + s) * args.num_heads + head] - max_lse);
   }
-  Bf16* out = args.out + blockIdx.x * args.out_row_stride + head * hd;
+  T* out = static_cast<T*>(args.out) + row.qo_row * args.out_row_stride + head * hd;
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float sum = 0.0f;
     for (int s = 0; s < row.num_splits; ++s) {
@@ -124,8 +129,24 @@ __global__ void DecodeMergeKernel(DecodeAttentionArgs args) {
       const float w = expf(lse[slot * args.num_heads + head] - max_lse);
       sum = fmaf(w, args.scratch[(slot * args.num_heads + head) * hd + d], sum);
     }
-    StoreBf16(out + d, sum / total);
+    Store(out + d, sum / total);
   }
+}
+
+template <typename T>
+cudaError_t Launch(const DecodeAttentionArgs& args, cudaStream_t stream) {
+  const int kv_heads = args.kv.num_kv_heads;
+  const size_t shared = SplitSharedBytes(args.num_heads / kv_heads, args.kv.head_dim);
+  if (cudaError_t e = cudaFuncSetAttribute(DecodeSplitKernel<T>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(shared));
+      e != cudaSuccess) {
+    return e;
+  }
+  DecodeSplitKernel<T><<<dim3(args.num_items, kv_heads), kThreads, shared, stream>>>(args);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  DecodeMergeKernel<T><<<dim3(args.num_rows, args.num_heads), kThreads, 0, stream>>>(args);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -133,20 +154,12 @@ __global__ void DecodeMergeKernel(DecodeAttentionArgs args) {
 cudaError_t LaunchDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t stream) {
   const int kv_heads = args.kv.num_kv_heads;
   if (args.kv.head_dim < 1 || args.kv.head_dim > kMaxDecodeHeadDim || kv_heads < 1 ||
-      args.num_heads % kv_heads != 0 || args.num_heads / kv_heads > kMaxDecodeGroup) {
+      args.num_heads % kv_heads != 0 || args.num_heads / kv_heads > kMaxDecodeGroup ||
+      (args.kv.element_bytes != 2 && args.kv.element_bytes != 4)) {
     return cudaErrorInvalidValue;
   }
   if (args.num_rows <= 0 || args.num_items <= 0) return cudaSuccess;
-  const size_t shared = SplitSharedBytes(args.num_heads / kv_heads, args.kv.head_dim);
-  if (cudaError_t e = cudaFuncSetAttribute(
-          DecodeSplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-      e != cudaSuccess) {
-    return e;
-  }
-  DecodeSplitKernel<<<dim3(args.num_items, kv_heads), kThreads, shared, stream>>>(args);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  DecodeMergeKernel<<<dim3(args.num_rows, args.num_heads), kThreads, 0, stream>>>(args);
-  return cudaGetLastError();
+  return args.kv.element_bytes == 4 ? Launch<float>(args, stream) : Launch<Bf16>(args, stream);
 }
 
 }  // namespace lockstep::cuda::kernels

@@ -28,10 +28,12 @@ inline size_t DecodeScratchFloats(int total_splits, int num_heads, int head_dim)
   return static_cast<size_t>(total_splits) * num_heads * (head_dim + 1);
 }
 
+// q and out hold elements of the pool's type (kv.element_bytes: bf16 or f32).
 struct DecodeAttentionArgs {
   PagedKvDesc kv;
   int layer = 0;
-  const Bf16* q = nullptr;  // row r: [num_heads][head_dim] at q + r * q_row_stride
+  // Row r of rows: [num_heads][head_dim] at q + rows[r].qo_row * q_row_stride.
+  const void* q = nullptr;
   int64_t q_row_stride = 0;
   int num_heads = 1;
   float scale = 1.0f;
@@ -40,12 +42,13 @@ struct DecodeAttentionArgs {
   int num_rows = 0;
   int num_items = 0;
   float* scratch = nullptr;  // device, DecodeScratchFloats(num_items, ...)
-  Bf16* out = nullptr;       // row r: [num_heads][head_dim] at out + r * out_row_stride
+  void* out = nullptr;  // row r at out + rows[r].qo_row * out_row_stride
   int64_t out_row_stride = 0;
 };
 
-// cudaErrorInvalidValue when head_dim or the group exceed the limits above or
-// num_heads is not a multiple of num_kv_heads.
+// cudaErrorInvalidValue when head_dim or the group exceed the limits above,
+// num_heads is not a multiple of num_kv_heads, or the element size is not 2 or 4.
+// Items with a negative row are skipped (a graph's static grid).
 cudaError_t LaunchDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace lockstep::cuda::kernels

@@ -53,7 +53,8 @@ absl::StatusOr<DecodeSplitPlan> PlanDecodeSplits(absl::Span<const int64_t> conte
                          .context_len = static_cast<int32_t>(len),
                          .split_begin = static_cast<int32_t>(total),
                          .num_splits = shape.num_splits,
-                         .split_tokens = shape.split_tokens});
+                         .split_tokens = shape.split_tokens,
+                         .qo_row = static_cast<int32_t>(r)});
     for (int32_t s = 0; s < shape.num_splits; ++s) {
       plan.items.push_back({.row = static_cast<int32_t>(r), .split = s});
     }

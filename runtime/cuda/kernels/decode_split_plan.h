@@ -45,7 +45,8 @@ struct DecodeSplitPlan {
   int32_t total_splits() const { return static_cast<int32_t>(items.size()); }
 };
 
-// `context_lens[r]` of query row r, `seqs[r]` its block-table row (the sequence).
+// `context_lens[r]` of query row r, `seqs[r]` its block-table row (the sequence); row r's
+// q and out are row r (qo_row; a caller may renumber them).
 // InvalidArgument when a length is < 1 or > INT32_MAX, the options are not positive, or
 // the sizes differ.
 absl::StatusOr<DecodeSplitPlan> PlanDecodeSplits(absl::Span<const int64_t> context_lens,

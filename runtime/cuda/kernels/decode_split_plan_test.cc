@@ -79,6 +79,7 @@ TEST(DecodeSplitPlanTest, RandomBatchesAreBatchInvariant) {
       EXPECT_EQ(row.seq, seqs[r]);
       EXPECT_EQ(row.context_len, lens[r]);
       EXPECT_EQ(row.split_begin, slot);
+      EXPECT_EQ(row.qo_row, r);
       EXPECT_LE(row.num_splits, options.max_splits);
       EXPECT_EQ(row.split_tokens % options.split_tokens, 0);
       ExpectCovers(row);

@@ -23,6 +23,10 @@ absl::Status CheckAttentionShape(const PagedKvDesc& kv, int num_heads, bool deco
     return absl::InvalidArgumentError(
         absl::StrCat("GQA group ", num_heads / kv.num_kv_heads, " exceeds ", kMaxDecodeGroup));
   }
+  if (kv.element_bytes != 2 && kv.element_bytes != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV elements of ", kv.element_bytes, " bytes (bf16: 2, f32: 4)"));
+  }
   if (reinterpret_cast<uintptr_t>(kv.storage) % 16 != 0) {
     return absl::InvalidArgumentError("the KV storage is not 16-byte aligned");
   }
@@ -52,9 +56,12 @@ absl::Status PrefillAttention(const PrefillAttentionArgs& args, cudaStream_t str
   return CudaStatus(LaunchPrefillAttention(args, stream), "prefill attention launch");
 }
 
-absl::Status WriteKv(const PagedKvDesc& kv, int layer, const Bf16* k, const Bf16* v,
-                     int64_t row_stride, const int32_t* seqs, const int32_t* positions, int tokens,
-                     cudaStream_t stream) {
+namespace {
+
+template <typename T>
+absl::Status WriteKvRows(const PagedKvDesc& kv, int layer, const T* k, const T* v,
+                         int64_t row_stride, const int32_t* seqs, const int32_t* positions,
+                         int tokens, cudaStream_t stream) {
   if (layer < 0 || layer >= kv.num_layers) {
     return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " of ", kv.num_layers));
   }
@@ -62,8 +69,27 @@ absl::Status WriteKv(const PagedKvDesc& kv, int layer, const Bf16* k, const Bf16
     return absl::InvalidArgumentError(
         absl::StrCat("row stride ", row_stride, " < ", kv.num_kv_heads, " x ", kv.head_dim));
   }
+  if (kv.element_bytes != static_cast<int32_t>(sizeof(T))) {
+    return absl::InvalidArgumentError(absl::StrCat("K/V rows of ", sizeof(T),
+                                                   "-byte elements into a pool of ",
+                                                   kv.element_bytes, "-byte elements"));
+  }
   return CudaStatus(LaunchWriteKv(kv, layer, k, v, row_stride, seqs, positions, tokens, stream),
                     "KV write launch");
+}
+
+}  // namespace
+
+absl::Status WriteKv(const PagedKvDesc& kv, int layer, const Bf16* k, const Bf16* v,
+                     int64_t row_stride, const int32_t* seqs, const int32_t* positions, int tokens,
+                     cudaStream_t stream) {
+  return WriteKvRows(kv, layer, k, v, row_stride, seqs, positions, tokens, stream);
+}
+
+absl::Status WriteKv(const PagedKvDesc& kv, int layer, const float* k, const float* v,
+                     int64_t row_stride, const int32_t* seqs, const int32_t* positions, int tokens,
+                     cudaStream_t stream) {
+  return WriteKvRows(kv, layer, k, v, row_stride, seqs, positions, tokens, stream);
 }
 
 absl::Status MoeRoute(const float* logits, int rows, int num_experts, int k, bool renormalize,

@@ -19,12 +19,16 @@ namespace lockstep::cuda::kernels {
 
 // The attention geometry every attention kernel needs: head_dim in [1, limit],
 // num_heads a positive multiple of num_kv_heads, the group within kMaxDecodeGroup
-// when `decode`, 16-byte aligned KV storage.
+// when `decode`, bf16 or f32 elements, 16-byte aligned KV storage.
 absl::Status CheckAttentionShape(const PagedKvDesc& kv, int num_heads, bool decode);
 
 absl::Status DecodeAttention(const DecodeAttentionArgs& args, cudaStream_t stream);
 absl::Status PrefillAttention(const PrefillAttentionArgs& args, cudaStream_t stream);
+// The element type must be the pool's (kv.element_bytes).
 absl::Status WriteKv(const PagedKvDesc& kv, int layer, const Bf16* k, const Bf16* v,
+                     int64_t row_stride, const int32_t* seqs, const int32_t* positions, int tokens,
+                     cudaStream_t stream);
+absl::Status WriteKv(const PagedKvDesc& kv, int layer, const float* k, const float* v,
                      int64_t row_stride, const int32_t* seqs, const int32_t* positions, int tokens,
                      cudaStream_t stream);
 

@@ -8,6 +8,7 @@
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "runtime/cuda/kernels/attention_desc.h"
+#include "runtime/cuda/kernels/bf16.h"
 #include "runtime/cuda/kernels/decode_attention_kernel.h"
 #include "runtime/cuda/kernels/prefill_attention_kernel.h"
 
@@ -49,10 +50,17 @@ TEST(KernelOpsTest, RefusedBeforeLaunch) {
   EXPECT_THAT(DecodeAttention(decode, nullptr), StatusIs(absl::StatusCode::kInvalidArgument));
   PrefillAttentionArgs prefill{.kv = Kv(8, 128), .layer = -1, .num_heads = 32};
   EXPECT_THAT(PrefillAttention(prefill, nullptr), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(WriteKv(Kv(8, 128), 0, nullptr, nullptr, 1000, nullptr, nullptr, 1, nullptr),
+  const Bf16* none = nullptr;
+  EXPECT_THAT(WriteKv(Kv(8, 128), 0, none, none, 1000, nullptr, nullptr, 1, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument));  // stride < 8 x 128
-  EXPECT_THAT(WriteKv(Kv(8, 128), 3, nullptr, nullptr, 1024, nullptr, nullptr, 1, nullptr),
+  EXPECT_THAT(WriteKv(Kv(8, 128), 3, none, none, 1024, nullptr, nullptr, 1, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  const float* no_floats = nullptr;  // f32 rows into a bf16 pool
+  EXPECT_THAT(WriteKv(Kv(8, 128), 0, no_floats, no_floats, 1024, nullptr, nullptr, 1, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  PagedKvDesc bytes = Kv(8, 128);
+  bytes.element_bytes = 1;
+  EXPECT_THAT(CheckAttentionShape(bytes, 32, true), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(MoeRoute(nullptr, 1, 8, 9, false, nullptr, nullptr, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(MoeRoute(nullptr, 1, 1024, 2, false, nullptr, nullptr, nullptr),

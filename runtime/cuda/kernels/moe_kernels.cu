@@ -115,26 +115,80 @@ __global__ void MoePermuteKernel(const int32_t* experts, int entries, int num_ex
   }
 }
 
-__global__ void MoeGatherKernel(const Bf16* x, int hidden, const int32_t* entry_of_slot, int k,
-                                Bf16* x_perm) {
+template <typename T>
+__global__ void MoeGatherKernel(const T* x, int hidden, const int32_t* entry_of_slot,
+                                const int32_t* dest, int k, T* x_perm) {
   const int64_t slot = blockIdx.x;
   const int64_t row = entry_of_slot[slot] / k;
+  const int64_t to = dest != nullptr ? dest[slot] : slot;
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-    x_perm[slot * hidden + i] = x[row * hidden + i];
+    x_perm[to * hidden + i] = x[row * hidden + i];
   }
 }
 
-__global__ void MoeCombineKernel(const Bf16* y_perm, int hidden, const int32_t* slot_of_entry,
-                                 const float* weights, int k, Bf16* out) {
+template <typename T>
+__global__ void MoeCombineKernel(const T* y_perm, int hidden, const int32_t* slot_of_entry,
+                                 const int32_t* dest, const float* weights, int k, T* out) {
   const int64_t row = blockIdx.x;
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
     float acc = 0.0f;
     for (int j = 0; j < k; ++j) {
       const int64_t slot = slot_of_entry[row * k + j];
-      acc = fmaf(weights[row * k + j], LoadBf16(y_perm + slot * hidden + i), acc);
+      const int64_t from = dest != nullptr ? dest[slot] : slot;
+      acc = fmaf(weights[row * k + j], Load(y_perm + from * hidden + i), acc);
     }
-    StoreBf16(out + row * hidden + i, acc);
+    Store(out + row * hidden + i, acc);
   }
+}
+
+// The first expert of `rank` (ExpertsOfRank, runtime/engine/weight_plan.h).
+__device__ __forceinline__ int FirstExpert(int num_experts, int rank, int world) {
+  return static_cast<int>(static_cast<int64_t>(rank) * num_experts / world);
+}
+
+// One thread per slot: its expert (by the offsets), that expert's rank, and where the
+// slot goes in the rank-major capacity layout; block 0 also writes the counts.
+__global__ void MoeDispatchLayoutKernel(const int32_t* offsets, int num_experts, int world,
+                                        int capacity, int max_local, int entries, int32_t* dest,
+                                        int32_t* counts) {
+  const int s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (blockIdx.x == 0) {
+    for (int idx = threadIdx.x; idx < world * max_local; idx += blockDim.x) {
+      const int p = idx / max_local;
+      const int e = FirstExpert(num_experts, p, world) + idx % max_local;
+      counts[idx] = e < FirstExpert(num_experts, p + 1, world) ? offsets[e + 1] - offsets[e] : 0;
+    }
+  }
+  if (s >= entries) return;
+  int lo = 0, hi = num_experts;  // the expert e with offsets[e] <= s < offsets[e + 1]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (offsets[mid] <= s) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  int p = 0;
+  while (p + 1 < world && lo >= FirstExpert(num_experts, p + 1, world)) ++p;
+  dest[s] = p * capacity + (s - offsets[FirstExpert(num_experts, p, world)]);
+}
+
+template <typename T>
+cudaError_t Gather(const T* x, int hidden, const int32_t* entry_of_slot, const int32_t* dest,
+                   int entries, int k, T* out, cudaStream_t stream) {
+  if (entries <= 0 || hidden <= 0) return cudaSuccess;
+  MoeGatherKernel<T><<<entries, kThreads, 0, stream>>>(x, hidden, entry_of_slot, dest, k, out);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t Combine(const T* y_perm, int hidden, const int32_t* slot_of_entry, const int32_t* dest,
+                    const float* weights, int rows, int k, T* out, cudaStream_t stream) {
+  if (rows <= 0 || hidden <= 0) return cudaSuccess;
+  MoeCombineKernel<T>
+      <<<rows, kThreads, 0, stream>>>(y_perm, hidden, slot_of_entry, dest, weights, k, out);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -161,16 +215,51 @@ cudaError_t LaunchMoePermute(const int32_t* experts, int entries, int num_expert
 
 cudaError_t LaunchMoeGather(const Bf16* x, int hidden, const int32_t* entry_of_slot, int entries,
                             int k, Bf16* x_perm, cudaStream_t stream) {
-  if (entries <= 0 || hidden <= 0) return cudaSuccess;
-  MoeGatherKernel<<<entries, kThreads, 0, stream>>>(x, hidden, entry_of_slot, k, x_perm);
-  return cudaGetLastError();
+  return Gather(x, hidden, entry_of_slot, nullptr, entries, k, x_perm, stream);
+}
+cudaError_t LaunchMoeGather(const float* x, int hidden, const int32_t* entry_of_slot, int entries,
+                            int k, float* x_perm, cudaStream_t stream) {
+  return Gather(x, hidden, entry_of_slot, nullptr, entries, k, x_perm, stream);
+}
+
+cudaError_t LaunchMoeScatter(const Bf16* x, int hidden, const int32_t* entry_of_slot,
+                             const int32_t* dest, int entries, int k, Bf16* out,
+                             cudaStream_t stream) {
+  return Gather(x, hidden, entry_of_slot, dest, entries, k, out, stream);
+}
+cudaError_t LaunchMoeScatter(const float* x, int hidden, const int32_t* entry_of_slot,
+                             const int32_t* dest, int entries, int k, float* out,
+                             cudaStream_t stream) {
+  return Gather(x, hidden, entry_of_slot, dest, entries, k, out, stream);
 }
 
 cudaError_t LaunchMoeCombine(const Bf16* y_perm, int hidden, const int32_t* slot_of_entry,
                              const float* weights, int rows, int k, Bf16* out,
                              cudaStream_t stream) {
-  if (rows <= 0 || hidden <= 0) return cudaSuccess;
-  MoeCombineKernel<<<rows, kThreads, 0, stream>>>(y_perm, hidden, slot_of_entry, weights, k, out);
+  return Combine(y_perm, hidden, slot_of_entry, nullptr, weights, rows, k, out, stream);
+}
+
+cudaError_t LaunchMoeCombineFrom(const Bf16* y, int hidden, const int32_t* slot_of_entry,
+                                 const int32_t* dest, const float* weights, int rows, int k,
+                                 Bf16* out, cudaStream_t stream) {
+  return Combine(y, hidden, slot_of_entry, dest, weights, rows, k, out, stream);
+}
+cudaError_t LaunchMoeCombineFrom(const float* y, int hidden, const int32_t* slot_of_entry,
+                                 const int32_t* dest, const float* weights, int rows, int k,
+                                 float* out, cudaStream_t stream) {
+  return Combine(y, hidden, slot_of_entry, dest, weights, rows, k, out, stream);
+}
+
+cudaError_t LaunchMoeDispatchLayout(const int32_t* offsets, int num_experts, int world,
+                                    int capacity, int max_local, int entries, int32_t* dest,
+                                    int32_t* counts, cudaStream_t stream) {
+  if (num_experts < 1 || world < 1 || world > num_experts || max_local < 1 || entries < 0 ||
+      capacity < 0) {
+    return cudaErrorInvalidValue;
+  }
+  const int blocks = entries > 0 ? (entries + kThreads - 1) / kThreads : 1;
+  MoeDispatchLayoutKernel<<<blocks, kThreads, 0, stream>>>(offsets, num_experts, world, capacity,
+                                                           max_local, entries, dest, counts);
   return cudaGetLastError();
 }
 

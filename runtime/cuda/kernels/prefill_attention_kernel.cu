@@ -22,7 +22,8 @@ size_t SharedBytes(int head_dim) {
                           static_cast<size_t>(kRows) * kTile + 3 * kRows);
 }
 
-// grid (tile, query head).
+// grid (tile, query head). T: the element type of q, out and the pool.
+template <typename T>
 __global__ void PrefillKernel(PrefillAttentionArgs args) {
   extern __shared__ float smem[];
   const PrefillTileDesc tile = args.tiles[blockIdx.x];
@@ -43,7 +44,8 @@ __global__ void PrefillKernel(PrefillAttentionArgs args) {
 
   for (int idx = threadIdx.x; idx < rows * hd; idx += blockDim.x) {
     const int r = idx / hd;
-    q_s[idx] = LoadBf16(args.q + (tile.row_begin + r) * args.q_row_stride + head * hd + idx % hd);
+    q_s[idx] = Load(static_cast<const T*>(args.q) + (tile.row_begin + r) * args.q_row_stride +
+                    head * hd + idx % hd);
     acc[idx] = 0.0f;
   }
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
@@ -56,7 +58,7 @@ __global__ void PrefillKernel(PrefillAttentionArgs args) {
   for (int32_t t0 = 0; t0 < kv_end; t0 += kTile) {
     const int count = min(kTile, kv_end - t0);
     __syncthreads();  // the previous tile is consumed
-    LoadKvTile(args.kv, args.layer, kv_head, tile.seq, t0, count, k_s, k_stride, v_s);
+    LoadKvTile<T>(args.kv, args.layer, kv_head, tile.seq, t0, count, k_s, k_stride, v_s);
     __syncthreads();
     for (int p = threadIdx.x; p < rows * kTile; p += blockDim.x) {
       const int r = p / kTile;
@@ -98,9 +100,22 @@ __global__ void PrefillKernel(PrefillAttentionArgs args) {
   __syncthreads();
   for (int idx = threadIdx.x; idx < rows * hd; idx += blockDim.x) {
     const int r = idx / hd;
-    StoreBf16(args.out + (tile.row_begin + r) * args.out_row_stride + head * hd + idx % hd,
-              acc[idx] / l_s[r]);
+    Store(static_cast<T*>(args.out) + (tile.row_begin + r) * args.out_row_stride + head * hd +
+              idx % hd,
+          acc[idx] / l_s[r]);
   }
+}
+
+template <typename T>
+cudaError_t Launch(const PrefillAttentionArgs& args, cudaStream_t stream) {
+  const size_t shared = SharedBytes(args.kv.head_dim);
+  if (cudaError_t e = cudaFuncSetAttribute(
+          PrefillKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+      e != cudaSuccess) {
+    return e;
+  }
+  PrefillKernel<T><<<dim3(args.num_tiles, args.num_heads), kThreads, shared, stream>>>(args);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -108,18 +123,11 @@ __global__ void PrefillKernel(PrefillAttentionArgs args) {
 cudaError_t LaunchPrefillAttention(const PrefillAttentionArgs& args, cudaStream_t stream) {
   const int kv_heads = args.kv.num_kv_heads;
   if (args.kv.head_dim < 1 || args.kv.head_dim > kMaxPrefillHeadDim || kv_heads < 1 ||
-      args.num_heads % kv_heads != 0) {
+      args.num_heads % kv_heads != 0 || (args.kv.element_bytes != 2 && args.kv.element_bytes != 4)) {
     return cudaErrorInvalidValue;
   }
   if (args.num_tiles <= 0) return cudaSuccess;
-  const size_t shared = SharedBytes(args.kv.head_dim);
-  if (cudaError_t e = cudaFuncSetAttribute(
-          PrefillKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-      e != cudaSuccess) {
-    return e;
-  }
-  PrefillKernel<<<dim3(args.num_tiles, args.num_heads), kThreads, shared, stream>>>(args);
-  return cudaGetLastError();
+  return args.kv.element_bytes == 4 ? Launch<float>(args, stream) : Launch<Bf16>(args, stream);
 }
 
 }  // namespace lockstep::cuda::kernels

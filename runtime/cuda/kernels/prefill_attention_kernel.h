@@ -14,25 +14,26 @@
 
 namespace lockstep::cuda::kernels {
 
-// The most query rows per tile, and the largest head_dim.
-inline constexpr int kMaxPrefillTileRows = 64;
+// The largest head_dim (the most rows per tile: kMaxPrefillTileRows, attention_desc.h).
 inline constexpr int kMaxPrefillHeadDim = 256;
 
+// q and out hold elements of the pool's type (kv.element_bytes: bf16 or f32).
 struct PrefillAttentionArgs {
   PagedKvDesc kv;
   int layer = 0;
-  const Bf16* q = nullptr;  // packed row r: [num_heads][head_dim] at q + r * q_row_stride
+  const void* q = nullptr;  // packed row r: [num_heads][head_dim] at q + r * q_row_stride
   int64_t q_row_stride = 0;
   int num_heads = 1;
   float scale = 1.0f;
   const PrefillTileDesc* tiles = nullptr;  // device
   int num_tiles = 0;
-  Bf16* out = nullptr;  // packed row r at out + r * out_row_stride
+  void* out = nullptr;  // packed row r at out + r * out_row_stride
   int64_t out_row_stride = 0;
 };
 
-// cudaErrorInvalidValue when head_dim exceeds the limit or num_heads is not a multiple
-// of num_kv_heads. Tiles must have at most kMaxPrefillTileRows rows.
+// cudaErrorInvalidValue when head_dim exceeds the limit, num_heads is not a multiple
+// of num_kv_heads, or the element size is not 2 or 4. Tiles must have at most kMaxPrefillTileRows
+// rows.
 cudaError_t LaunchPrefillAttention(const PrefillAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace lockstep::cuda::kernels

@@ -34,6 +34,24 @@ std::string CustomModelDir(const ModelConfig& config, const std::string& name, u
   return dir;
 }
 
+ModelConfig FamilyConfig(const std::string& family) {
+  const bool moe = family == "mixtral" || family == "qwen3_moe";
+  absl::StatusOr<ModelConfig> preset = PresetConfig(moe ? "tiny-moe" : "tiny");
+  LOCKSTEP_CHECK(preset.ok()) << preset.status();
+  ModelConfig config = *preset;
+  config.model_type = family;
+  if (family == "qwen2") config.attention_bias = true;
+  if (family == "qwen3_moe") {
+    config.qk_norm = true;
+    config.moe_naming = MoeNaming::kQwen;
+  }
+  return config;
+}
+
+std::string FamilyModelDir(const std::string& family, uint64_t seed) {
+  return CustomModelDir(FamilyConfig(family), family, seed);
+}
+
 HostPool::HostPool(const kv::BlockLayout& layout, int32_t num_blocks, uint64_t seed)
     : layout_(layout),
       num_blocks_(num_blocks),

@@ -23,6 +23,15 @@ std::string PresetModelDir(const std::string& preset, uint64_t seed = 1);
 // A model of `config` with seeded weights in a directory named `name`.
 std::string CustomModelDir(const ModelConfig& config, const std::string& name, uint64_t seed = 1);
 
+// The model families the engines run, each as a tiny model: llama and mistral (the
+// "tiny" preset's shape), qwen2 (with attention bias), mixtral ("tiny-moe") and
+// qwen3_moe (q/k norm, Qwen expert names).
+inline constexpr const char* kModelFamilies[] = {"llama", "mistral", "qwen2", "mixtral",
+                                                 "qwen3_moe"};
+ModelConfig FamilyConfig(const std::string& family);
+// The directory of FamilyConfig(family) with seeded weights (written on each call).
+std::string FamilyModelDir(const std::string& family, uint64_t seed = 1);
+
 // A KV pool slab with a block allocator that hands out blocks in a seeded random
 // order, so block tables are scattered. Free blocks can be filled with a sentinel to
 // check that nothing writes them.

@@ -1,0 +1,198 @@
+// GPU checks of the CUDA engine through the ModelEngine contract (Launch/Collect with
+// overlap, driven by the engine tests' MiniHost): with batch_invariant, greedy and
+// seeded stochastic tokens are the same with CUDA graphs and without, with speculation
+// (n-gram, draft model) and without, and whatever else shares the batch; in f32 the
+// tokens are compared with the CPU engine's and the agreement is printed (the
+// teacher-forced check, cuda_transformer_test, holds the tolerance). Skips without a GPU.
+#include "runtime/cuda/engine/cuda_engine.h"
+
+#include <cstddef>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
+#include "gtest/gtest.h"
+#include "runtime/cuda/gpu_test_env.h"
+#include "runtime/engine/testing/mini_host.h"
+#include "runtime/engine/testing/spec_runs.h"
+#include "runtime/engine/testing/test_engine.h"
+#include "runtime/engine/testing/test_models.h"
+
+namespace lockstep::cuda {
+namespace {
+
+using ::lockstep::testing::IsOk;
+namespace et = ::lockstep::engine::testing;
+
+constexpr int32_t kBlocks = 1024;
+constexpr int kTokensPerBlock = 8;
+
+// An engine with its pools in device memory (freed before the builder goes).
+class DeviceEngine {
+ public:
+  ~DeviceEngine() {
+    engine_.reset();
+    if (builder_ == nullptr) return;
+    if (target_ != nullptr) builder_->allocator()->Free(target_, target_bytes_);
+    if (draft_ != nullptr) builder_->allocator()->Free(draft_, draft_bytes_);
+  }
+
+  absl::Status Start(const engine::DeviceEngineOptions& options) {
+    absl::StatusOr<std::unique_ptr<CudaEngineBuilder>> builder = CudaEngineBuilder::Start(options);
+    if (!builder.ok()) return builder.status();
+    builder_ = *std::move(builder);
+    target_bytes_ = kBlocks * builder_->target_layout().BlockBytes();
+    absl::StatusOr<std::byte*> target = builder_->allocator()->Allocate(target_bytes_);
+    if (!target.ok()) return target.status();
+    target_ = *target;
+    engine::DevicePools pools{target_, kBlocks};
+    if (std::optional<kv::BlockLayout> draft = builder_->draft_layout()) {
+      draft_bytes_ = kBlocks * draft->BlockBytes();
+      absl::StatusOr<std::byte*> memory = builder_->allocator()->Allocate(draft_bytes_);
+      if (!memory.ok()) return memory.status();
+      draft_ = *memory;
+      pools.draft = draft_;
+      pools.draft_blocks = kBlocks;
+    }
+    absl::StatusOr<std::unique_ptr<engine::ModelEngine>> engine = builder_->Finish(pools);
+    if (!engine.ok()) return engine.status();
+    engine_ = *std::move(engine);
+    return absl::OkStatus();
+  }
+
+  engine::ModelEngine* engine() const { return engine_.get(); }
+
+ private:
+  std::unique_ptr<CudaEngineBuilder> builder_;
+  std::byte* target_ = nullptr;
+  size_t target_bytes_ = 0;
+  std::byte* draft_ = nullptr;
+  size_t draft_bytes_ = 0;
+  std::unique_ptr<engine::ModelEngine> engine_;
+};
+
+struct Run {
+  bool graphs = true;
+  spec::Method method = spec::Method::kNone;
+  int k = 0;
+  int max_batch = 8;
+  engine::DeviceDtype dtype = engine::DeviceDtype::kBf16;
+};
+
+std::string Describe(const Run& run) {
+  return absl::StrCat(run.graphs ? "graphs" : "eager", " ", spec::MethodName(run.method),
+                      " K=", run.k, " batch ", run.max_batch,
+                      run.dtype == engine::DeviceDtype::kF32 ? " f32" : " bf16");
+}
+
+// The tokens of every request, in order.
+std::vector<std::vector<int32_t>> RunOnDevice(const std::string& dir, const Run& run,
+                                              const std::vector<et::HostRequest>& requests) {
+  SCOPED_TRACE(Describe(run));
+  engine::DeviceEngineOptions o;
+  o.name = "check";
+  o.model_dir = dir;
+  o.spec_method = run.method;
+  o.num_draft_tokens = run.k;
+  if (run.method == spec::Method::kDraftModel) o.draft_model_dir = dir + "/draft";
+  o.dtype = run.dtype;
+  o.batch_invariant = true;
+  o.graphs = run.graphs;
+  o.tokens_per_block = kTokensPerBlock;
+  o.max_batch_size = 8;
+  o.max_num_tokens = 8 * 24;
+  DeviceEngine device;
+  const absl::Status started = device.Start(o);
+  EXPECT_THAT(started, IsOk());
+  if (!started.ok()) return {};
+  const kv::BlockLayout layout{1, 1, 1, kTokensPerBlock};  // block bookkeeping only
+  et::HostPool target(layout, kBlocks, 1);
+  et::HostPool draft(layout, kBlocks, 2);
+  et::HostOptions h;
+  h.chunk_size = 24;
+  h.max_batch = run.max_batch;
+  h.num_draft_tokens = run.k;
+  h.spec_method = run.method == spec::Method::kNone ? spec::Method::kDraftModel : run.method;
+  h.overlap = true;
+  et::MiniHost host(device.engine(), &target,
+                    run.method == spec::Method::kDraftModel ? &draft : nullptr, h);
+  for (const et::HostRequest& r : requests) host.Add(r);
+  const absl::Status ran = host.Run();
+  EXPECT_THAT(ran, IsOk());
+  std::vector<std::vector<int32_t>> tokens;
+  for (const et::HostRequest& r : requests) tokens.push_back(host.output(r.id).tokens);
+  return tokens;
+}
+
+void ExpectSameTokens(const std::vector<std::vector<int32_t>>& a,
+                      const std::vector<std::vector<int32_t>>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << what << ": request " << i;
+}
+
+class CudaEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaEngineTest, GraphsSpeculationAndBatchingLeaveTheTokensAlone) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const std::string dir = et::PresetModelDir(GetParam());
+  for (const bool stochastic : {false, true}) {
+    SCOPED_TRACE(stochastic ? "stochastic" : "greedy");
+    const std::vector<et::HostRequest> requests =
+        et::SpecPrompts(6, 3, 20, stochastic, /*repeating=*/true);
+    const auto base = RunOnDevice(dir, {.graphs = true}, requests);
+    ExpectSameTokens(base, RunOnDevice(dir, {.graphs = false}, requests), "graphs off");
+    ExpectSameTokens(base, RunOnDevice(dir, {.graphs = true, .max_batch = 1}, requests),
+                     "one request per batch");
+    ExpectSameTokens(
+        base, RunOnDevice(dir, {.graphs = true, .method = spec::Method::kNgram, .k = 3}, requests),
+        "n-gram K=3");
+    ExpectSameTokens(
+        base,
+        RunOnDevice(dir, {.graphs = true, .method = spec::Method::kDraftModel, .k = 2}, requests),
+        "draft model K=2");
+    ExpectSameTokens(
+        base,
+        RunOnDevice(dir, {.graphs = false, .method = spec::Method::kDraftModel, .k = 2}, requests),
+        "draft model K=2, graphs off");
+  }
+}
+
+TEST_P(CudaEngineTest, F32TokensAgainstTheCpuEngine) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const std::string dir = et::PresetModelDir(GetParam());
+  const std::vector<et::HostRequest> requests = et::SpecPrompts(6, 5, 16, false);
+  const auto gpu = RunOnDevice(dir, {.dtype = engine::DeviceDtype::kF32}, requests);
+  et::TestEngineOptions cpu_options;
+  cpu_options.model_dir = dir;
+  et::TestEngine cpu = et::MakeTestEngine(cpu_options);
+  et::HostOptions h;
+  h.chunk_size = 24;
+  et::MiniHost host(cpu.engine.get(), cpu.target.get(), nullptr, h);
+  for (const et::HostRequest& r : requests) host.Add(r);
+  ASSERT_THAT(host.Run(), IsOk());
+  ASSERT_EQ(gpu.size(), requests.size());
+  int equal = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const std::vector<int32_t>& ref = host.output(requests[i].id).tokens;
+    size_t same = 0;
+    while (same < ref.size() && same < gpu[i].size() && ref[same] == gpu[i][same]) ++same;
+    equal += same == ref.size() ? 1 : 0;
+    std::cout << "[" << GetParam() << " f32] request " << i << ": " << same << " of " << ref.size()
+              << " tokens as the CPU engine's\n";
+    EXPECT_EQ(gpu[i].size(), ref.size());
+  }
+  std::cout << "[" << GetParam() << " f32] " << equal << " of " << requests.size()
+            << " requests token for token as the CPU engine\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, CudaEngineTest, ::testing::Values("tiny", "tiny-moe"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param == "tiny" ? std::string("Tiny")
+                                                       : std::string("TinyMoe");
+                         });
+
+}  // namespace
+}  // namespace lockstep::cuda

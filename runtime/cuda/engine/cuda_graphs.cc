@@ -1,0 +1,76 @@
+// CudaTransformer's decode graphs: one per bucket, captured after an eager warm-up of
+// the same shape (cuBLASLt's algorithm choice, lazily loaded kernels and any first-call
+// work happen outside the capture). A graph's step is all pad rows, which write no K/V
+// and read only the zeroed pad sequence, so capturing touches no sequence; a replay
+// reads the real step from the same input buffer.
+#include <cuda_runtime_api.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/engine/cuda_transformer.h"
+#include "runtime/cuda/engine/transformer_state.h"
+
+namespace lockstep::cuda {
+
+CudaTransformer::State::~State() {
+  cudaSetDevice(options.device);  // the destroying thread may have another current
+  if (stream != nullptr) cudaStreamSynchronize(stream);  // shutdown: nothing runs any more
+  for (DecodeGraph& g : graphs) {
+    if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+    if (g.graph != nullptr) cudaGraphDestroy(g.graph);
+  }
+  if (done != nullptr) cudaEventDestroy(done);
+  gemm.reset();
+  if (own_stream && stream != nullptr) cudaStreamDestroy(stream);
+}
+
+int CudaTransformer::captured_graphs() const { return static_cast<int>(state_->graphs.size()); }
+
+absl::Status CudaTransformer::CaptureGraphs(const engine::KvPoolView& pool,
+                                            const engine::GraphBuckets& buckets) {
+  State& s = *state_;
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(s.options.device), s.options.name));
+  const engine::ForwardInput nothing;  // every row of the bucket is a pad row
+  for (int64_t rows : buckets.sizes()) {
+    if (rows > s.options.max_decode_rows || rows > s.options.max_rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(s.options.name, ": a graph of ", rows, " rows exceeds the engine's ",
+                       std::min(s.options.max_decode_rows, s.options.max_rows), " decode rows"));
+    }
+    const absl::Time deadline = absl::Now() + s.options.timeout;
+    if (s.exchange != nullptr) s.exchange->set_deadline(deadline);
+    ASSIGN_OR_RETURN(PackedStep step, PackStep(nothing, s.StepOptionsFor(pool, rows)));
+    RETURN_IF_ERROR(s.CheckFits(step, rows));
+    const ForwardContext context = s.ContextFor(step, pool, rows);
+    RETURN_IF_ERROR(s.Upload(step));
+    RETURN_IF_ERROR(s.Enqueue(context));  // the warm-up
+    RETURN_IF_ERROR(s.Wait(deadline, absl::StrCat("the warm-up of the ", rows, "-row graph")));
+
+    DecodeGraph g;
+    g.rows = rows;
+    g.shape = step.shape;
+    g.offsets = step.offsets;
+    RETURN_IF_ERROR(
+        CudaStatus(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeRelaxed),
+                   absl::StrCat(s.options.name, ": capturing the ", rows, "-row graph")));
+    const absl::Status enqueued = s.Enqueue(context);
+    const cudaError_t ended = cudaStreamEndCapture(s.stream, &g.graph);
+    RETURN_IF_ERROR(enqueued);
+    RETURN_IF_ERROR(CudaStatus(
+        ended, absl::StrCat(s.options.name, ": ending the capture of the ", rows, "-row graph")));
+    const cudaError_t made = cudaGraphInstantiate(&g.exec, g.graph, 0);
+    if (made != cudaSuccess) cudaGraphDestroy(g.graph);
+    RETURN_IF_ERROR(
+        CudaStatus(made, absl::StrCat(s.options.name, ": instantiating the ", rows, "-row graph")));
+    s.graphs.push_back(g);
+  }
+  s.buckets = buckets;
+  s.graph_pool = pool.storage;
+  LOCKSTEP_LOG_INFO("cuda", "{}: {} decode graphs captured (buckets up to {} rows)", s.options.name,
+                    s.graphs.size(), buckets.sizes().back());
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep::cuda

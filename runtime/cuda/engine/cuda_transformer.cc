@@ -1,0 +1,400 @@
+#include "runtime/cuda/engine/cuda_transformer.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/engine/transformer_state.h"
+#include "runtime/cuda/engine/weight_convert.h"
+#include "runtime/cuda/kernels/bf16.h"
+#include "runtime/cuda/poll.h"
+#include "runtime/engine/safetensors.h"
+#include "runtime/engine/weight_plan.h"
+
+namespace lockstep::cuda {
+namespace {
+
+constexpr absl::Duration kSpin = absl::Microseconds(50);
+
+// A spec buffer in device memory (stream-ordered: allocated and freed on the engine's
+// stream, so neither synchronizes the device).
+class DeviceSpecBuffer final : public engine::SpecBuffer {
+ public:
+  DeviceSpecBuffer(int device, cudaStream_t stream, void* data)
+      : device_(device), stream_(stream), data_(data) {}
+  ~DeviceSpecBuffer() override {
+    if (data_ == nullptr) return;
+    cudaSetDevice(device_);
+    cudaFreeAsync(data_, stream_);
+  }
+  float* data() override { return static_cast<float*>(data_); }
+
+ private:
+  const int device_;
+  const cudaStream_t stream_;
+  void* const data_;
+};
+
+absl::Status CheckOptions(const CudaModelOptions& o) {
+  if (o.element_bytes != 2 && o.element_bytes != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("element_bytes must be 2 (bf16) or 4 (f32), got ", o.element_bytes));
+  }
+  if (o.max_rows < 1 || o.max_seqs < 1 || o.max_decode_rows < 1 || o.tokens_per_block < 1 ||
+      o.max_spec_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_rows ", o.max_rows, ", max_seqs ", o.max_seqs, ", max_decode_rows ",
+                     o.max_decode_rows, ", tokens_per_block ", o.tokens_per_block,
+                     ", max_spec_tokens ", o.max_spec_tokens, " must all be >= 1"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status NcclExpertExchange::AllToAll(const void* send, void* recv, int64_t count, Type type) {
+  const std::vector<int64_t> counts(group_->world_size(), count);
+  const ncclDataType_t nccl = type == Type::kBf16  ? ncclBfloat16
+                              : type == Type::kF32 ? ncclFloat32
+                                                   : ncclInt32;
+  return group_->DeviceAllToAllV(send, counts, recv, counts, nccl, deadline_);
+}
+
+StepOptions CudaTransformer::State::StepOptionsFor(const engine::KvPoolView& pool,
+                                                   int64_t graph_rows) const {
+  StepOptions o;
+  o.tokens_per_block = pool.layout.tokens_per_block;
+  o.num_blocks = pool.num_blocks;
+  o.decode = options.decode;
+  o.pad_spec = reinterpret_cast<uint64_t>(pad_spec.get());
+  if (graph_rows > 0) {
+    o.graph_rows = static_cast<int32_t>(graph_rows);
+    o.graph_seqs = static_cast<int32_t>(std::min<int64_t>(graph_rows, options.max_seqs)) + 1;
+    o.graph_table_stride = layout.max_step.table_stride;
+    o.graph_max_splits = options.decode.max_splits;
+  }
+  return o;
+}
+
+ForwardContext CudaTransformer::State::ContextFor(const PackedStep& step,
+                                                  const engine::KvPoolView& pool,
+                                                  int64_t moe_rows) const {
+  ForwardContext c;
+  c.config = &config;
+  c.weights = &weights;
+  c.gemm = gemm.get();
+  c.stream = stream;
+  c.scratch = scratch.as<std::byte>();
+  c.layout = &layout;
+  c.shape = step.shape;
+  c.offsets = step.offsets;
+  c.kv.storage = pool.storage;
+  c.kv.element_bytes = options.element_bytes;
+  c.kv.num_layers = config.num_layers;
+  c.kv.num_kv_heads = config.num_kv_heads;
+  c.kv.head_dim = config.head_dim;
+  c.kv.tokens_per_block = pool.layout.tokens_per_block;
+  if (config.is_moe()) {
+    c.moe = MoeExchangeFor(moe_rows, config.num_experts_per_tok,
+                           MaxLocalExperts(config.num_experts, world), world);
+  }
+  c.exchange = exchange.get();
+  return c;
+}
+
+absl::Status CudaTransformer::State::CheckFits(const PackedStep& step, int64_t moe_rows) const {
+  const StepShape& s = step.shape;
+  const StepShape& m = layout.max_step;
+  if (s.rows > m.rows || s.logit_rows > m.logit_rows || s.seqs > m.seqs ||
+      s.table_stride > m.table_stride || s.decode_rows > m.decode_rows ||
+      s.decode_items > m.decode_items || s.prefill_tiles > m.prefill_tiles ||
+      step.offsets.bytes > layout.input_bytes || moe_rows > m.rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.name, ": a step of ", s.rows, " rows (", s.logit_rows, " with logits, ",
+        s.decode_rows, " decode rows, ", s.seqs - 1, " sequences, tables of ", s.table_stride,
+        " blocks) exceeds the engine's bounds (", m.rows, " rows, ", m.logit_rows, " with logits, ",
+        m.seqs - 1, " sequences, tables of ", m.table_stride, " blocks)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaTransformer::State::Upload(const PackedStep& step) {
+  std::memcpy(pinned_input.get(), step.bytes.data(), step.bytes.size());
+  return CudaStatus(cudaMemcpyAsync(scratch.as<std::byte>() + layout.input, pinned_input.get(),
+                                    step.bytes.size(), cudaMemcpyHostToDevice, stream),
+                    absl::StrCat(options.name, ": copying the step to the device"));
+}
+
+absl::Status CudaTransformer::State::Enqueue(const ForwardContext& context) const {
+  return options.element_bytes == 4 ? EnqueueForward<float>(context)
+                                    : EnqueueForward<kernels::Bf16>(context);
+}
+
+absl::Status CudaTransformer::State::Wait(absl::Time deadline, const std::string& what) {
+  absl::Status s;
+  if (options.group != nullptr) {
+    s = options.group->Sync(deadline);
+  } else {
+    s = CudaStatus(cudaEventRecord(done, stream), "cudaEventRecord");
+    if (s.ok()) {
+      s = Poll(
+          [&]() -> absl::StatusOr<bool> {
+            const cudaError_t query = cudaEventQuery(done);
+            if (query == cudaErrorNotReady) return false;
+            RETURN_IF_ERROR(CudaStatus(query, what));
+            return true;
+          },
+          deadline, kSpin, what);
+    }
+  }
+  if (absl::IsDeadlineExceeded(s)) {
+    if (options.group != nullptr) options.group->Abort();
+    return absl::UnavailableError(absl::StrCat(
+        options.name, ": ", what, " did not finish within ", absl::FormatDuration(options.timeout),
+        options.group != nullptr ? " (the expert-parallel group is aborted)" : ""));
+  }
+  return s;
+}
+
+absl::StatusOr<int64_t> CudaTransformer::State::AgreeRows(int64_t rows, absl::Time deadline) {
+  if (world == 1 || moe_layers == 0) return rows;
+  std::vector<int64_t> all(world, 0);
+  RETURN_IF_ERROR(options.group->AllGatherFixed(
+      absl::string_view(reinterpret_cast<const char*>(&rows), sizeof(rows)),
+      reinterpret_cast<char*>(all.data()), deadline));
+  return *std::max_element(all.begin(), all.end());
+}
+
+CudaTransformer::CudaTransformer(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+CudaTransformer::~CudaTransformer() = default;
+
+absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Load(
+    const std::string& dir, const CudaModelOptions& options) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  auto state = std::make_unique<State>();
+  State& s = *state;
+  s.options = options;
+  s.world = options.group != nullptr ? options.group->world_size() : 1;
+  const int rank = options.group != nullptr ? options.group->rank() : 0;
+  ASSIGN_OR_RETURN(s.config, engine::LoadModelConfig(dir));
+  for (int i = 0; i < s.config.num_layers; ++i) {
+    s.moe_layers += s.config.is_moe() && s.config.moe_layer[i] ? 1 : 0;
+  }
+  const std::string where =
+      absl::StrCat(options.name, " model ", dir, " on device ", options.device);
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.device), where));
+  ASSIGN_OR_RETURN(std::unique_ptr<engine::SafetensorsModel> tensors,
+                   engine::SafetensorsModel::Open(dir));
+  const engine::ModelPlan plan = engine::PlanWeights(s.config, rank, s.world);
+  absl::StatusOr<DeviceWeights> weights =
+      UploadWeights(*tensors, s.config, plan, options.element_bytes, options.device);
+  if (!weights.ok()) {
+    return absl::Status(weights.status().code(),
+                        absl::StrCat(where, ": ", weights.status().message()));
+  }
+  s.weights = *std::move(weights);
+
+  ScratchOptions so;
+  so.element_bytes = options.element_bytes;
+  so.max_rows = options.max_rows;
+  so.max_seqs = options.max_seqs;
+  so.max_decode_rows = options.max_decode_rows;
+  so.max_table_stride = static_cast<int32_t>(
+      (s.config.max_position + options.tokens_per_block - 1) / options.tokens_per_block);
+  so.max_splits = options.decode.max_splits;
+  so.world_size = s.world;
+  ASSIGN_OR_RETURN(s.layout, PlanScratch(s.config, so));
+  ASSIGN_OR_RETURN(s.scratch, DeviceBuffer::Allocate(options.device, s.layout.bytes,
+                                                     absl::StrCat(where, ": forward scratch")));
+  const size_t pad_bytes =
+      engine::SpecBufferFloats(
+          kv::BlockLayout{s.config.num_layers, s.config.num_kv_heads, s.config.head_dim, 1},
+          options.max_spec_tokens) *
+      options.element_bytes;
+  ASSIGN_OR_RETURN(s.pad_spec, DeviceBuffer::Allocate(options.device, pad_bytes,
+                                                      absl::StrCat(where, ": pad K/V")));
+  RETURN_IF_ERROR(CudaStatus(cudaMemset(s.pad_spec.get(), 0, pad_bytes), where));
+  ASSIGN_OR_RETURN(s.pinned_input,
+                   PinnedBuffer::Allocate(s.layout.input_bytes, absl::StrCat(where, " steps")));
+  ASSIGN_OR_RETURN(s.pinned_logits,
+                   PinnedBuffer::Allocate(static_cast<size_t>(s.layout.max_step.logit_rows) *
+                                              s.config.vocab_size * sizeof(float),
+                                          absl::StrCat(where, " logits")));
+  if (options.group != nullptr) {
+    s.stream = options.group->stream();
+    if (s.moe_layers > 0 && s.world > 1) {
+      s.exchange = std::make_unique<NcclExpertExchange>(options.group);
+    }
+  } else {
+    RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking),
+                               absl::StrCat(where, ": stream")));
+    s.own_stream = true;
+  }
+  RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming),
+                             absl::StrCat(where, ": event")));
+  kernels::GemmOptions gemm;
+  gemm.batch_invariant = options.batch_invariant;
+  ASSIGN_OR_RETURN(s.gemm, kernels::CublasLtGemm::Create(s.stream, gemm));
+  RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), where));  // load time only
+  int local_experts = 0;
+  for (const engine::LayerSource& layer : plan.layers) {
+    local_experts = std::max(local_experts, layer.local.size());
+  }
+  LOCKSTEP_LOG_INFO("cuda",
+                    "{}: {} weights of {} bytes ({} of {} experts per MoE layer), "
+                    "scratch of {} bytes",
+                    where, ElementName(options.element_bytes), s.weights.bytes, local_experts,
+                    s.config.num_experts, s.layout.bytes);
+  return std::unique_ptr<CudaTransformer>(new CudaTransformer(std::move(state)));
+}
+
+const engine::ModelConfig& CudaTransformer::config() const { return state_->config; }
+
+kv::BlockLayout CudaTransformer::Layout(int tokens_per_block) const {
+  const engine::ModelConfig& c = state_->config;
+  return kv::BlockLayout{c.num_layers, c.num_kv_heads, c.head_dim, tokens_per_block,
+                         state_->options.element_bytes};
+}
+
+int CudaTransformer::collectives_per_forward() const {
+  return state_->exchange != nullptr ? 3 * state_->moe_layers : 0;
+}
+
+size_t CudaTransformer::weight_bytes() const { return state_->weights.bytes; }
+size_t CudaTransformer::scratch_bytes() const { return state_->layout.bytes; }
+
+absl::StatusOr<const float*> CudaTransformer::Forward(const engine::ForwardInput& input,
+                                                      const engine::KvPoolView& pool,
+                                                      engine::Arena& /*arena*/,
+                                                      engine::ThreadPool* /*threads*/) const {
+  State& s = *state_;
+  if (!s.pending.ok()) return std::exchange(s.pending, absl::OkStatus());
+  const absl::Time deadline = absl::Now() + s.options.timeout;
+  if (s.exchange != nullptr) s.exchange->set_deadline(deadline);
+  const int64_t local_rows = static_cast<int64_t>(input.rows.size());
+  const engine::StepAgreement& agreement = input.agreement;
+  if (agreement.agreed && local_rows > agreement.max_rows) {
+    // Every rank sizes its exchange and its graph from the vote: a rank with more rows
+    // would send more than its peers expect.
+    return absl::InternalError(absl::StrCat(s.options.name, ": a forward of ", local_rows,
+                                            " rows in a step whose vote says at most ",
+                                            agreement.max_rows));
+  }
+  // A decode step every rank agrees on replays its bucket's graph.
+  const DecodeGraph* graph = nullptr;
+  if (!s.graphs.empty() && pool.storage == s.graph_pool && !agreement.any_context &&
+      (s.world == 1 || agreement.agreed)) {
+    if (std::optional<int64_t> bucket =
+            s.buckets->BucketFor(std::max(agreement.max_rows, local_rows))) {
+      for (const DecodeGraph& g : s.graphs) {
+        if (g.rows == *bucket) graph = &g;
+      }
+    }
+  }
+  int64_t moe_rows = local_rows;
+  if (graph != nullptr) {
+    moe_rows = graph->rows;
+  } else if (agreement.agreed) {
+    moe_rows = std::max(agreement.max_rows, local_rows);
+  } else {
+    ASSIGN_OR_RETURN(moe_rows, s.AgreeRows(local_rows, deadline));
+  }
+  absl::StatusOr<PackedStep> packed =
+      PackStep(input, s.StepOptionsFor(pool, graph != nullptr ? graph->rows : 0));
+  if (graph != nullptr && (!packed.ok() || !(packed->shape == graph->shape))) {
+    // Not the graph's shape after all: eagerly, with the exchange the others replay.
+    graph = nullptr;
+    packed = PackStep(input, s.StepOptionsFor(pool, 0));
+  }
+  absl::Status fits = packed.ok() ? s.CheckFits(*packed, moe_rows) : packed.status();
+  if (!fits.ok()) {
+    // This rank's step is refused, but its peers are already in theirs: make the same
+    // exchanges with no rows, so they do not wait for this rank until the deadline.
+    if (s.exchange != nullptr && moe_rows <= s.layout.max_step.rows) {
+      absl::StatusOr<PackedStep> none = PackStep(engine::ForwardInput{}, s.StepOptionsFor(pool, 0));
+      if (none.ok() && s.Upload(*none).ok() &&
+          s.Enqueue(s.ContextFor(*none, pool, moe_rows)).ok()) {
+        (void)s.Wait(deadline, "the exchanges of a refused step");
+      }
+    }
+    return fits;
+  }
+  const PackedStep& step = *packed;
+  RETURN_IF_ERROR(s.Upload(step));
+  if (graph != nullptr) {
+    RETURN_IF_ERROR(CudaStatus(cudaGraphLaunch(graph->exec, s.stream),
+                               absl::StrCat(s.options.name, ": graph of ", graph->rows, " rows")));
+  } else {
+    RETURN_IF_ERROR(s.Enqueue(s.ContextFor(step, pool, moe_rows)));
+  }
+  const size_t logit_bytes =
+      static_cast<size_t>(step.real_logits) * s.config.vocab_size * sizeof(float);
+  if (logit_bytes > 0) {
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(s.pinned_logits.get(), s.scratch.as<std::byte>() + s.layout.logits,
+                        logit_bytes, cudaMemcpyDeviceToHost, s.stream),
+        absl::StrCat(s.options.name, ": copying the logits back")));
+  }
+  RETURN_IF_ERROR(s.Wait(deadline, absl::StrCat("the forward of ", local_rows, " rows")));
+  return s.pinned_logits.as<const float>();
+}
+
+void CudaTransformer::CopyKv(const engine::KvPoolView& pool, const engine::SequenceKv& from,
+                             const engine::SequenceKv& to, int64_t begin, int64_t end) const {
+  State& s = *state_;
+  const kv::BlockLayout layout = Layout(pool.layout.tokens_per_block);
+  const size_t element = static_cast<size_t>(s.options.element_bytes);
+  const size_t row = static_cast<size_t>(layout.head_dim) * element;
+  const size_t planes = static_cast<size_t>(layout.num_layers) * 2 * layout.num_kv_heads;
+  // Position p's first plane in `seq`, and the distance between its planes.
+  auto where = [&](const engine::SequenceKv& seq, int64_t p, size_t* pitch) -> std::byte* {
+    if (p >= seq.spec_base) {
+      if (seq.spec == nullptr) return nullptr;  // its allocation failed (NewSpecBuffer)
+      *pitch = static_cast<size_t>(seq.spec_tokens) * row;
+      return reinterpret_cast<std::byte*>(seq.spec) + (p - seq.spec_base) * row;
+    }
+    *pitch = static_cast<size_t>(layout.tokens_per_block) * row;
+    const int64_t block = seq.blocks[p / layout.tokens_per_block].value();
+    return reinterpret_cast<std::byte*>(pool.storage) + block * layout.BlockBytes() +
+           (p % layout.tokens_per_block) * row;
+  };
+  for (int64_t p = begin; p < end && s.pending.ok(); ++p) {
+    size_t from_pitch = 0, to_pitch = 0;
+    const std::byte* src = where(from, p, &from_pitch);
+    std::byte* dst = where(to, p, &to_pitch);
+    if (src == nullptr || dst == nullptr) {
+      s.pending = absl::InternalError(absl::StrCat(s.options.name, ": moving K/V of position ", p,
+                                                   " into or out of a missing spec buffer"));
+      return;
+    }
+    s.pending = CudaStatus(cudaMemcpy2DAsync(dst, to_pitch, src, from_pitch, row, planes,
+                                             cudaMemcpyDeviceToDevice, s.stream),
+                           absl::StrCat(s.options.name, ": moving K/V of position ", p));
+  }
+}
+
+std::unique_ptr<engine::SpecBuffer> CudaTransformer::NewSpecBuffer(int tokens) const {
+  State& s = *state_;
+  const size_t bytes = engine::SpecBufferFloats(Layout(1), tokens) * s.options.element_bytes;
+  void* data = nullptr;
+  cudaError_t error = cudaMallocAsync(&data, bytes, s.stream);
+  if (error == cudaSuccess) error = cudaMemsetAsync(data, 0, bytes, s.stream);
+  if (error != cudaSuccess) {
+    // A forward reaching into the missing buffer fails its batch (PackStep says why).
+    LOCKSTEP_LOG_ERROR("cuda", "{}: a spec buffer of {} bytes: {}", s.options.name, bytes,
+                       CudaStatus(error, "cudaMallocAsync").ToString());
+    cudaGetLastError();
+    data = nullptr;
+  }
+  return std::make_unique<DeviceSpecBuffer>(s.options.device, s.stream, data);
+}
+
+}  // namespace lockstep::cuda

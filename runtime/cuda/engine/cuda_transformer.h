@@ -1,0 +1,117 @@
+// CudaTransformer: the ForwardModel (runtime/engine/forward_model.h) of a decoder-only
+// transformer on one GPU, under the same batch runner as the CPU transformer, so
+// sequence state, the KV contract, speculation and sampling are the CPU engine's.
+//
+//   CudaModelOptions options;  options.device = local_rank; options.max_rows = ...;
+//   ASSIGN_OR_RETURN(std::unique_ptr<CudaTransformer> model, CudaTransformer::Load(dir, options));
+//   ... the KV pool in device memory of model->Layout(tokens_per_block) ...
+//   RETURN_IF_ERROR(model->CaptureGraphs(pool, buckets));   // optional
+//
+// Load reads config.json and the safetensors with the CPU engine's weight plan,
+// converts every weight to bf16 (or keeps f32: options.element_bytes 4) and uploads it
+// (with expert parallelism only this rank's experts), then allocates the forward's
+// scratch and pinned staging once; nothing is allocated per step. Running out of
+// device memory names the weight (or buffer), its size and the free memory.
+//
+// One Forward: the step is packed on the host (step_layout.h) and copied to the device
+// in one transfer, the forward is enqueued on the engine's stream (eagerly, or as the
+// CUDA graph of the step's bucket), the logit rows are copied back into pinned memory,
+// and the call waits for the stream with the collective timeout; past it, the expert
+// group is aborted and Forward returns Unavailable. The returned logits stay valid until
+// this model's next Forward (the batch runner and the draft drafter read them before).
+//
+// KV: the pool is device memory of the model's element type (Layout); spec buffers are
+// device memory too (NewSpecBuffer, stream-ordered allocations). A graph is captured
+// for one pool and replayed only with it.
+//
+// Expert parallelism: the MoE rows travel over `group` (NcclGroup's stream-ordered
+// all-to-all, on whose stream the model then runs) with a per-peer capacity from the
+// step's agreed row count (engine::StepAgreement: the vote, so no extra collective), or
+// from a small all-gather of the row counts when the caller brings no agreement (the
+// draft model's passes).
+//
+// Graphs: decode steps (no context chunk on any rank) replay the graph of the
+// smallest bucket holding the agreed row count; every rank replays the same bucket
+// because it follows the vote. Others run eagerly.
+//
+// Thread-compatible: one engine thread (which must not change the current device).
+#ifndef LOCKSTEP_RUNTIME_CUDA_ENGINE_CUDA_TRANSFORMER_H_
+#define LOCKSTEP_RUNTIME_CUDA_ENGINE_CUDA_TRANSFORMER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "kvcache/block_layout.h"
+#include "runtime/cuda/kernels/decode_split_plan.h"
+#include "runtime/engine/forward_model.h"
+#include "runtime/engine/graph_buckets.h"
+
+namespace lockstep::cuda {
+
+class NcclGroup;
+
+struct CudaModelOptions {
+  std::string name = "target";  // in errors and logs
+  int device = 0;
+  int element_bytes = 2;  // 2: bf16, 4: f32 (`cuda.dtype`)
+  // GEMMs whose rows do not depend on how many rows share them (`cuda.batch_invariant`).
+  bool batch_invariant = false;
+  // Bounds of one forward, which size the scratch: its rows, its sequences, and the
+  // rows that attend by the decode kernel or return logits (sequences * (1 + K)).
+  int64_t max_rows = 256;
+  int32_t max_seqs = 8;
+  int64_t max_decode_rows = 64;
+  int tokens_per_block = 16;
+  // The most positions of a spec buffer (1 + K of the draft model that uses them).
+  int max_spec_tokens = 17;
+  kernels::DecodeSplitOptions decode;
+  // Expert parallelism (not owned; its stream becomes the model's): null, one rank.
+  NcclGroup* group = nullptr;
+  // The bound on one forward's wait for the device (and its collectives).
+  absl::Duration timeout = absl::Seconds(60);
+};
+
+class CudaTransformer final : public engine::ForwardModel {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaTransformer>> Load(const std::string& dir,
+                                                               const CudaModelOptions& options);
+  ~CudaTransformer() override;
+  CudaTransformer(const CudaTransformer&) = delete;
+  CudaTransformer& operator=(const CudaTransformer&) = delete;
+
+  // ForwardModel.
+  const engine::ModelConfig& config() const override;
+  kv::BlockLayout Layout(int tokens_per_block) const override;
+  absl::StatusOr<const float*> Forward(const engine::ForwardInput& input,
+                                       const engine::KvPoolView& pool, engine::Arena& arena,
+                                       engine::ThreadPool* threads) const override;
+  void CopyKv(const engine::KvPoolView& pool, const engine::SequenceKv& from,
+              const engine::SequenceKv& to, int64_t begin, int64_t end) const override;
+  int collectives_per_forward() const override;
+  std::unique_ptr<engine::SpecBuffer> NewSpecBuffer(int tokens) const override;
+
+  // Warms up and captures one decode graph per bucket (each no larger than max_rows
+  // and max_decode_rows) for `pool`. Every rank of an expert-parallel group must call
+  // it with the same buckets (the warm-up runs the exchanges).
+  absl::Status CaptureGraphs(const engine::KvPoolView& pool, const engine::GraphBuckets& buckets);
+  int captured_graphs() const;
+
+  // Device bytes of the weights, and of the scratch.
+  size_t weight_bytes() const;
+  size_t scratch_bytes() const;
+
+ private:
+  struct State;
+  explicit CudaTransformer(std::unique_ptr<State> state);
+
+  const std::unique_ptr<State> state_;  // mutable device state behind the const interface
+};
+
+}  // namespace lockstep::cuda
+
+#endif  // LOCKSTEP_RUNTIME_CUDA_ENGINE_CUDA_TRANSFORMER_H_

@@ -1,0 +1,172 @@
+// GPU checks of CudaTransformer against the CPU transformer, teacher-forced
+// (runtime/engine/testing/forward_compare.h): for tiny models of all five families, a
+// prefill of three prompts in one forward, six decode steps on the CPU's tokens, and a
+// verification of three drafts per sequence. Thresholds (docs/gpu.md): relative L2 of
+// every logit row <= 1e-4 in f32 mode (not bitwise: cuBLASLt's and the attention
+// kernels' reduction orders differ from the CPU's sequential chains) and <= 2e-2 in
+// bf16; greedy tokens equal until the first row where the CPU's top-2 margin is below
+// 1e-2 of its top logit (the report names that row). Also: a decode step replayed from
+// its CUDA graph gives the eager step's bits (batch-invariant GEMMs), and running out
+// of device memory at load names what did not fit. Skips without a GPU.
+#include "runtime/cuda/engine/cuda_transformer.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/cuda/engine/device_memory.h"
+#include "runtime/cuda/gpu_test_env.h"
+#include "runtime/engine/arena.h"
+#include "runtime/engine/graph_buckets.h"
+#include "runtime/engine/moe.h"
+#include "runtime/engine/testing/forward_compare.h"
+#include "runtime/engine/testing/test_models.h"
+#include "runtime/engine/transformer.h"
+
+namespace lockstep::cuda {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::StatusIs;
+using ::testing::HasSubstr;
+namespace et = ::lockstep::engine::testing;
+
+constexpr int kBlocks = 96;
+constexpr int kTokensPerBlock = 8;
+
+CudaModelOptions Options(int element_bytes, bool batch_invariant = false) {
+  CudaModelOptions o;
+  o.element_bytes = element_bytes;
+  o.batch_invariant = batch_invariant;
+  o.max_rows = 256;
+  o.max_seqs = 8;
+  o.max_decode_rows = 64;
+  o.tokens_per_block = kTokensPerBlock;
+  return o;
+}
+
+// A zeroed device pool for `model`.
+struct DevicePool {
+  DeviceBuffer buffer;
+  engine::KvPoolView view;
+};
+
+DevicePool MakePool(const CudaTransformer& model) {
+  DevicePool pool;
+  const kv::BlockLayout layout = model.Layout(kTokensPerBlock);
+  absl::StatusOr<DeviceBuffer> buffer =
+      DeviceBuffer::Allocate(0, kBlocks * layout.BlockBytes(), "test pool");
+  EXPECT_THAT(buffer, IsOk());
+  if (!buffer.ok()) return pool;
+  pool.buffer = *std::move(buffer);
+  EXPECT_EQ(cudaMemset(pool.buffer.get(), 0, pool.buffer.bytes()), cudaSuccess);
+  pool.view = {pool.buffer.as<float>(), layout, kBlocks};
+  return pool;
+}
+
+void CompareFamily(const std::string& family, int element_bytes) {
+  SCOPED_TRACE(::testing::Message() << family << (element_bytes == 4 ? " f32" : " bf16"));
+  const std::string dir = et::FamilyModelDir(family);
+  absl::StatusOr<std::unique_ptr<engine::Transformer>> cpu =
+      engine::Transformer::Load(dir, "target", engine::ExpertGroup{});
+  ASSERT_THAT(cpu, IsOk());
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
+      CudaTransformer::Load(dir, Options(element_bytes));
+  ASSERT_THAT(gpu, IsOk());
+  et::HostPool host((*cpu)->Layout(kTokensPerBlock), kBlocks, 1);
+  DevicePool device = MakePool(**gpu);
+  ASSERT_NE(device.view.storage, nullptr);
+  const auto prompts = et::RandomPrompts({37, 5, 70}, (*cpu)->config().vocab_size, 11);
+  absl::StatusOr<et::CompareReport> report =
+      et::CompareForwards(**cpu, host, **gpu, device.view, prompts, et::CompareOptions{});
+  ASSERT_THAT(report, IsOk());
+  std::cout << "[" << family << (element_bytes == 4 ? " f32] " : " bf16] ") << report->ToString()
+            << "\n";
+  EXPECT_LE(report->worst_rel_l2, element_bytes == 4 ? 1e-4 : 2e-2) << report->ToString();
+  EXPECT_EQ(report->argmax_mismatches, 0) << report->ToString();
+}
+
+TEST(CudaTransformerTest, F32MatchesTheCpuEngineOnEveryFamily) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  for (const char* family : et::kModelFamilies) CompareFamily(family, 4);
+}
+
+TEST(CudaTransformerTest, Bf16MatchesTheCpuEngineWithinTolerance) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  for (const char* family : et::kModelFamilies) CompareFamily(family, 2);
+}
+
+// The same decode step eagerly (the agreement says a context chunk is somewhere) and
+// from its graph (a decode step everywhere): the same bits.
+TEST(CudaTransformerTest, AGraphReplayGivesTheEagerBits) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  for (const char* family : {"llama", "mixtral"}) {
+    SCOPED_TRACE(family);
+    absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
+        CudaTransformer::Load(et::FamilyModelDir(family), Options(2, /*batch_invariant=*/true));
+    ASSERT_THAT(gpu, IsOk());
+    DevicePool pool = MakePool(**gpu);
+    absl::StatusOr<engine::GraphBuckets> buckets = engine::GraphBuckets::Plan(8, 3, {1, 4, 8, 32});
+    ASSERT_THAT(buckets, IsOk());
+    ASSERT_THAT((*gpu)->CaptureGraphs(pool.view, *buckets), IsOk());
+    EXPECT_EQ((*gpu)->captured_graphs(), 4);
+    const int vocab = (*gpu)->config().vocab_size;
+    // Two sequences: a 20-token prompt each, prefilled eagerly.
+    et::HostPool blocks((*gpu)->Layout(kTokensPerBlock), kBlocks, 3);
+    std::vector<std::vector<BlockId>> tables(2);
+    for (auto& t : tables) ASSERT_THAT(blocks.Cover(t, 40), IsOk());
+    const std::vector<engine::SequenceKv> seqs = {engine::SequenceKv{tables[0]},
+                                                  engine::SequenceKv{tables[1]}};
+    const auto prompts = et::RandomPrompts({20, 20}, vocab, 5);
+    std::vector<engine::ForwardRow> rows;
+    for (int s = 0; s < 2; ++s) {
+      for (int p = 0; p < 20; ++p) rows.push_back({prompts[s][p], p, s});
+    }
+    const std::vector<int32_t> last = {19, 39};
+    engine::Arena arena;
+    ASSERT_THAT((*gpu)->Forward({rows, seqs, last}, pool.view, arena, nullptr).status(), IsOk());
+    // A decode step verifying one draft per sequence: 4 rows, bucket 4.
+    const std::vector<engine::ForwardRow> step = {{7, 20, 0}, {8, 21, 0}, {9, 20, 1}, {10, 21, 1}};
+    const std::vector<int32_t> all = {0, 1, 2, 3};
+    engine::StepAgreement eager{4, /*any_context=*/true, false};
+    engine::StepAgreement graph{4, /*any_context=*/false, false};
+    absl::StatusOr<const float*> e =
+        (*gpu)->Forward({step, seqs, all, eager}, pool.view, arena, nullptr);
+    ASSERT_THAT(e, IsOk());
+    const std::vector<float> eager_logits(*e, *e + 4 * vocab);
+    absl::StatusOr<const float*> g =
+        (*gpu)->Forward({step, seqs, all, graph}, pool.view, arena, nullptr);
+    ASSERT_THAT(g, IsOk());
+    EXPECT_EQ(std::memcmp(eager_logits.data(), *g, 4 * vocab * sizeof(float)), 0)
+        << "the 4-row graph's logits differ from the eager step's";
+  }
+}
+
+TEST(CudaTransformerTest, OutOfMemoryAtLoadNamesWhatDidNotFit) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  // Take (almost) all the device memory, then load.
+  std::vector<void*> taken;
+  for (size_t chunk = size_t{1} << 34; chunk >= (size_t{1} << 16); chunk /= 2) {
+    void* p = nullptr;
+    while (cudaMalloc(&p, chunk) == cudaSuccess) taken.push_back(p);
+    cudaGetLastError();
+  }
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
+      CudaTransformer::Load(et::FamilyModelDir("llama"), Options(4));
+  for (void* p : taken) cudaFree(p);
+  ASSERT_FALSE(gpu.ok());
+  std::cout << gpu.status() << "\n";
+  EXPECT_THAT(gpu.status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("bytes free of")));
+  EXPECT_THAT(gpu.status().message(), HasSubstr("bytes) does not fit"));
+}
+
+}  // namespace
+}  // namespace lockstep::cuda

@@ -1,0 +1,61 @@
+// The weights of one model on the device, uploaded once at load from the same
+// config.json + safetensors through the same weight plan as the CPU engine
+// (runtime/engine/weight_plan.h): every matrix row-major [out, in] (the linear-layer
+// layout cuBLASLt multiplies by), converted on the host to the engine's element type
+// (bf16, or f32 in `cuda.dtype: f32`). With expert parallelism a rank uploads only its
+// experts. A weight that does not fit is ResourceExhausted naming it, its shape, type
+// and size, and the device's free memory.
+//
+// Immutable after Upload; read by the forward on the engine's stream.
+#ifndef LOCKSTEP_RUNTIME_CUDA_ENGINE_DEVICE_WEIGHTS_H_
+#define LOCKSTEP_RUNTIME_CUDA_ENGINE_DEVICE_WEIGHTS_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/cuda/engine/device_memory.h"
+#include "runtime/engine/model_config.h"
+#include "runtime/engine/safetensors.h"
+#include "runtime/engine/weight_plan.h"
+
+namespace lockstep::cuda {
+
+struct DeviceLayer {
+  const void* attn_norm = nullptr;
+  const void* qkv = nullptr;       // [q_dim + 2 * kv_dim, hidden]
+  const void* qkv_bias = nullptr;  // null without attention bias
+  const void* q_norm = nullptr;    // null without q/k norm
+  const void* k_norm = nullptr;
+  const void* o = nullptr;  // [hidden, q_dim]
+  const void* mlp_norm = nullptr;
+  bool is_moe = false;
+  const void* gate_up = nullptr;  // dense: [2 * width, hidden]
+  const void* down = nullptr;     // dense: [hidden, width]
+  const void* router = nullptr;   // MoE: [num_experts, hidden]
+  engine::ExpertRange local;      // MoE: this rank's experts
+  // MoE: device arrays of local.size() device pointers (the grouped GEMM's weights).
+  const void* const* expert_gate_up = nullptr;
+  const void* const* expert_down = nullptr;
+};
+
+struct DeviceWeights {
+  int element_bytes = 2;
+  const void* embedding = nullptr;  // [vocab, hidden]
+  std::vector<DeviceLayer> layers;
+  const void* final_norm = nullptr;
+  const void* lm_head = nullptr;      // the embedding when tied
+  const double* inv_freq = nullptr;   // RoPE: head_dim / 2 angles per position unit
+  size_t bytes = 0;                   // on the device, in all
+  std::vector<DeviceBuffer> storage;  // owns everything above
+};
+
+// Reads and uploads `plan`'s weights to `device` (made current).
+absl::StatusOr<DeviceWeights> UploadWeights(const engine::SafetensorsModel& tensors,
+                                            const engine::ModelConfig& config,
+                                            const engine::ModelPlan& plan, int element_bytes,
+                                            int device);
+
+}  // namespace lockstep::cuda
+
+#endif  // LOCKSTEP_RUNTIME_CUDA_ENGINE_DEVICE_WEIGHTS_H_

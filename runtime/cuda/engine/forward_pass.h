@@ -1,0 +1,68 @@
+// The forward of one CUDA transformer over one packed step (step_layout.h), enqueued
+// on the engine's stream: embedding -> per layer RMSNorm, fused QKV (+ bias), q/k norm,
+// RoPE, the K/V write through the block tables, decode and prefill attention, the O
+// projection, RMSNorm and the SwiGLU MLP or the MoE block -> final RMSNorm, the pick of
+// the logit rows and the LM head (f32 logits). The same order of operations as the CPU
+// transformer (runtime/engine/transformer.h), with the residual stream in the element
+// type. Everything it touches lies in the weights, the KV pool and the scratch
+// (forward_scratch.h), at addresses fixed for the model's life, and every shape comes
+// from the step's StepShape, so a CUDA graph can capture it.
+//
+// MoE layers route, permute and run the experts with device counts (moe_kernels.h,
+// grouped_gemm_kernel.h); with expert parallelism the rows travel through
+// `exchange` with the same per-peer capacity on every rank.
+//
+// Thread-compatible: the engine thread enqueues.
+#ifndef LOCKSTEP_RUNTIME_CUDA_ENGINE_FORWARD_PASS_H_
+#define LOCKSTEP_RUNTIME_CUDA_ENGINE_FORWARD_PASS_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "runtime/cuda/engine/device_weights.h"
+#include "runtime/cuda/engine/forward_scratch.h"
+#include "runtime/cuda/engine/step_layout.h"
+#include "runtime/cuda/kernels/attention_desc.h"
+#include "runtime/cuda/kernels/cublaslt_gemm.h"
+#include "runtime/engine/model_config.h"
+
+namespace lockstep::cuda {
+
+// The expert-parallel all-to-all of the MoE layers: every rank sends each rank
+// `count` elements (blocks back to back in rank order) and receives as many from each,
+// stream-ordered on the forward's stream.
+class ExpertExchange {
+ public:
+  enum class Type { kBf16, kF32, kInt32 };
+  virtual ~ExpertExchange() = default;
+  virtual int world_size() const = 0;
+  virtual absl::Status AllToAll(const void* send, void* recv, int64_t count, Type type) = 0;
+};
+
+struct ForwardContext {
+  const engine::ModelConfig* config = nullptr;
+  const DeviceWeights* weights = nullptr;
+  kernels::CublasLtGemm* gemm = nullptr;
+  cudaStream_t stream = nullptr;
+  std::byte* scratch = nullptr;  // the scratch allocation, laid out by `layout`
+  const ScratchLayout* layout = nullptr;
+  // This step: its shape and where its arrays are in the packed input
+  // (scratch + layout->input), already on the device or about to be (stream order).
+  StepShape shape;
+  StepOffsets offsets;
+  // The pool (storage and geometry); the step's tables are filled in by the pass.
+  kernels::PagedKvDesc kv;
+  MoeExchange moe;                     // this step's exchange shape
+  ExpertExchange* exchange = nullptr;  // null: one rank
+};
+
+// T: kernels::Bf16 or float, the weights' and activations' element type.
+template <typename T>
+absl::Status EnqueueForward(const ForwardContext& context);
+
+}  // namespace lockstep::cuda
+
+#endif  // LOCKSTEP_RUNTIME_CUDA_ENGINE_FORWARD_PASS_H_

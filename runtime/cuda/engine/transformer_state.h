@@ -1,0 +1,95 @@
+// The device state of a CudaTransformer (cuda_transformer.h), shared by its .cc files:
+// weights, scratch, staging, stream, GEMM handle, the expert exchange and the captured
+// graphs. Internal to the package.
+#ifndef LOCKSTEP_RUNTIME_CUDA_ENGINE_TRANSFORMER_STATE_H_
+#define LOCKSTEP_RUNTIME_CUDA_ENGINE_TRANSFORMER_STATE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "runtime/cuda/engine/cuda_transformer.h"
+#include "runtime/cuda/engine/device_memory.h"
+#include "runtime/cuda/engine/device_weights.h"
+#include "runtime/cuda/engine/forward_pass.h"
+#include "runtime/cuda/engine/forward_scratch.h"
+#include "runtime/cuda/engine/step_layout.h"
+#include "runtime/cuda/kernels/cublaslt_gemm.h"
+#include "runtime/cuda/nccl_group.h"
+#include "runtime/engine/graph_buckets.h"
+#include "runtime/engine/model_config.h"
+
+namespace lockstep::cuda {
+
+// The MoE all-to-all over an NcclGroup (equal counts to and from every rank), bounded by
+// the deadline of the forward it belongs to.
+class NcclExpertExchange final : public ExpertExchange {
+ public:
+  explicit NcclExpertExchange(NcclGroup* group) : group_(group) {}
+  int world_size() const override { return group_->world_size(); }
+  absl::Status AllToAll(const void* send, void* recv, int64_t count, Type type) override;
+  void set_deadline(absl::Time deadline) { deadline_ = deadline; }
+
+ private:
+  NcclGroup* const group_;
+  absl::Time deadline_ = absl::InfiniteFuture();
+};
+
+// One captured decode graph.
+struct DecodeGraph {
+  int64_t rows = 0;  // its bucket
+  StepShape shape;
+  StepOffsets offsets;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+};
+
+struct CudaTransformer::State {
+  ~State();
+
+  engine::ModelConfig config;
+  CudaModelOptions options;
+  int world = 1;
+  int moe_layers = 0;
+  DeviceWeights weights;
+  ScratchLayout layout;
+  DeviceBuffer scratch;
+  DeviceBuffer pad_spec;  // zeroed: what the pad rows of a graph attend to
+  PinnedBuffer pinned_input;
+  PinnedBuffer pinned_logits;
+  cudaStream_t stream = nullptr;
+  bool own_stream = false;
+  cudaEvent_t done = nullptr;
+  std::unique_ptr<kernels::CublasLtGemm> gemm;
+  std::unique_ptr<NcclExpertExchange> exchange;  // null: one rank
+  absl::Status pending;                          // a CopyKv error, returned by the next Forward
+
+  std::vector<DecodeGraph> graphs;
+  std::optional<engine::GraphBuckets> buckets;
+  const void* graph_pool = nullptr;  // the pool the graphs were captured for
+
+  StepOptions StepOptionsFor(const engine::KvPoolView& pool, int64_t graph_rows) const;
+  // The context of `step` over `pool` with the exchange sized for `moe_rows` rows.
+  ForwardContext ContextFor(const PackedStep& step, const engine::KvPoolView& pool,
+                            int64_t moe_rows) const;
+  // InvalidArgument when `step` or `moe_rows` exceed what the scratch holds.
+  absl::Status CheckFits(const PackedStep& step, int64_t moe_rows) const;
+  // Copies the packed step to the device (stream order).
+  absl::Status Upload(const PackedStep& step);
+  // EnqueueForward in the element type.
+  absl::Status Enqueue(const ForwardContext& context) const;
+  // Waits for everything on the stream; past the deadline, aborts the expert group and
+  // returns Unavailable naming `what`.
+  absl::Status Wait(absl::Time deadline, const std::string& what);
+  // The most rows any rank's forward has (an all-gather; `rows` with one rank).
+  absl::StatusOr<int64_t> AgreeRows(int64_t rows, absl::Time deadline);
+};
+
+}  // namespace lockstep::cuda
+
+#endif  // LOCKSTEP_RUNTIME_CUDA_ENGINE_TRANSFORMER_STATE_H_

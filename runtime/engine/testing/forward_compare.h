@@ -1,0 +1,63 @@
+// Teacher-forced comparison of two ForwardModels of the same model (the CPU transformer
+// as the reference, a device model as the candidate): the same steps run on both, each
+// on its own KV pool with the same block tables, and every returned logit row is
+// compared. The steps: one forward prefilling every prompt (logits of each last row),
+// then `decode_steps` forwards of one row per sequence whose token is the reference's
+// greedy choice (so both see the reference's sequence), and one forward in which every
+// sequence verifies three drafts (four rows with logits: the speculative shape).
+//
+// Reported per run: the worst relative L2 (||cand - ref|| / ||ref|| per row), and the
+// greedy agreement under the margin rule: candidates' argmax must equal the
+// reference's on every row until the first row where the reference's top-2 margin is
+// below margin_fraction * |top logit| (that row is reported; rows after it are not
+// checked for argmax).
+//
+// Test helper; thread-compatible.
+#ifndef LOCKSTEP_RUNTIME_ENGINE_TESTING_FORWARD_COMPARE_H_
+#define LOCKSTEP_RUNTIME_ENGINE_TESTING_FORWARD_COMPARE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/engine/forward_model.h"
+#include "runtime/engine/testing/test_models.h"
+
+namespace lockstep::engine::testing {
+
+struct CompareReport {
+  int rows = 0;               // logit rows compared
+  double worst_rel_l2 = 0.0;  // over every row
+  int worst_row = -1;
+  // The first row (in comparison order) whose reference margin is below the rule's; -1:
+  // none. Argmax is checked on the rows before it.
+  int first_low_margin_row = -1;
+  int argmax_mismatches = 0;  // before first_low_margin_row
+  int first_mismatch_row = -1;
+
+  std::string ToString() const;
+};
+
+struct CompareOptions {
+  int decode_steps = 6;
+  double margin_fraction = 1e-2;
+};
+
+// `reference_pool` is a host pool for `reference`; `candidate_pool` the candidate's
+// pool (its memory, its layout) with as many blocks. Block ids come from
+// `reference_pool`'s allocator.
+absl::StatusOr<CompareReport> CompareForwards(const ForwardModel& reference,
+                                              HostPool& reference_pool,
+                                              const ForwardModel& candidate,
+                                              const KvPoolView& candidate_pool,
+                                              const std::vector<std::vector<int32_t>>& prompts,
+                                              const CompareOptions& options);
+
+// `count` prompts of the given lengths with tokens drawn from [0, vocab) by `seed`.
+std::vector<std::vector<int32_t>> RandomPrompts(const std::vector<int>& lengths, int32_t vocab,
+                                                uint64_t seed);
+
+}  // namespace lockstep::engine::testing
+
+#endif  // LOCKSTEP_RUNTIME_ENGINE_TESTING_FORWARD_COMPARE_H_
