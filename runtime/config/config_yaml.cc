@@ -176,6 +176,7 @@ void ReadRouter(MapReader& reader, RouterConfig& router) {
   reader.String("grpc_listen", &router.grpc_listen);
   reader.Enumerated("policy", &router.policy, &ParseRoutingPolicy);
   reader.String("api_key", &router.api_key);
+  reader.String("api_keys_file", &router.api_keys_file);
   reader.Int("heartbeat_interval_ms", &router.heartbeat_interval_ms);
   reader.Int("heartbeat_timeout_ms", &router.heartbeat_timeout_ms);
   reader.Int("health_check_interval_ms", &router.health_check_interval_ms);
@@ -285,6 +286,15 @@ void ReadPlacement(MapReader& reader, PlacementConfig& placement) {
   reader.Finish();
 }
 
+void ReadSecurity(MapReader& reader, SecurityConfig& security) {
+  reader.String("cluster_token_file", &security.cluster_token_file);
+  reader.String("tls_cert_file", &security.tls_cert_file);
+  reader.String("tls_key_file", &security.tls_key_file);
+  reader.String("tls_ca_file", &security.tls_ca_file);
+  reader.String("tls_server_name", &security.tls_server_name);
+  reader.Finish();
+}
+
 std::string Resolve(std::string_view base_dir, const std::string& path) {
   if (path.empty() || base_dir.empty()) return path;
   std::filesystem::path p(path);
@@ -311,6 +321,8 @@ absl::StatusOr<DeploymentConfig> ParseUnchecked(std::string_view yaml_text,
   ReadRouter(router, config.router);
   MapReader placement(top.Child("placement"), "placement", errors);
   ReadPlacement(placement, config.placement);
+  MapReader security(top.Child("security"), "security", errors);
+  ReadSecurity(security, config.security);
   const YAML::Node instances = top.Child("instances");
   if (instances.IsDefined() && !instances.IsNull()) {
     if (!instances.IsSequence()) {
@@ -328,6 +340,11 @@ absl::StatusOr<DeploymentConfig> ParseUnchecked(std::string_view yaml_text,
   }
   config.model.path = Resolve(base_dir, config.model.path);
   config.model.draft_path = Resolve(base_dir, config.model.draft_path);
+  config.router.api_keys_file = Resolve(base_dir, config.router.api_keys_file);
+  for (std::string* file : {&config.security.cluster_token_file, &config.security.tls_cert_file,
+                            &config.security.tls_key_file, &config.security.tls_ca_file}) {
+    *file = Resolve(base_dir, *file);
+  }
   return config;
 }
 

@@ -18,7 +18,7 @@
 #include "runtime/config/config_yaml.h"
 #include "runtime/launcher/launch_plan.h"
 #include "runtime/launcher/process_supervisor.h"
-#include "runtime/security/cluster_security.h"
+#include "runtime/security/configured_security.h"
 
 namespace lockstep::launcher {
 namespace {
@@ -157,7 +157,8 @@ int Launch(const LaunchOptions& options, const StopSignal& stop) {
     return 2;
   }
   // The deployment's processes share a cluster token (docs/security.md).
-  if (absl::StatusOr<std::string> token = security::EnsureLocalClusterToken(options.run_dir);
+  if (absl::StatusOr<std::string> token =
+          security::EnsureConfiguredClusterToken(options.run_dir, config->security);
       !token.ok()) {
     Complain(std::string(token.status().message()));
     return 2;

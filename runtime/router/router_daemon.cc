@@ -34,13 +34,20 @@ absl::StatusOr<std::unique_ptr<RouterDaemon>> RouterDaemon::Start(config::Deploy
   } else {
     ASSIGN_OR_RETURN(text, LoadModelText(config.model.path));
   }
-  auto daemon = std::unique_ptr<RouterDaemon>(
-      new RouterDaemon(std::move(config), std::move(options), std::move(text)));
+  absl::StatusOr<security::ApiKeys> api_keys =
+      security::ApiKeys::Load(config.router.api_key, config.router.api_keys_file);
+  if (!api_keys.ok()) {
+    return absl::Status(api_keys.status().code(),
+                        fmt::format("router.api_keys_file: {}", std::string(api_keys.status().message())));
+  }
+  auto daemon = std::unique_ptr<RouterDaemon>(new RouterDaemon(
+      std::move(config), std::move(options), std::move(text), *std::move(api_keys)));
   if (absl::Status status = daemon->StartServing(); !status.ok()) return status;
   return daemon;
 }
 
-RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, ModelText text)
+RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, ModelText text,
+                           security::ApiKeys api_keys)
     : config_(std::move(config)),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : *SystemClock::Get()),
@@ -70,11 +77,11 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
       GrpcFrontend::Options{.limits = limits,
                             .heartbeat_interval = absl::Milliseconds(rc.heartbeat_interval_ms),
                             .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms),
-                            .api_keys = security::ApiKeys({rc.api_key}),
+                            .api_keys = api_keys,
                             .admission = admission},
       *runner_, *registry_, metrics_, *tokenizer_);
   http_frontend_ = std::make_unique<HttpFrontend>(
-      HttpFrontend::Options{.api_keys = security::ApiKeys({rc.api_key}),
+      HttpFrontend::Options{.api_keys = std::move(api_keys),
                             .admission = admission,
                             .server = {.threads = static_cast<int>(rc.http_threads),
                                        .max_connections = rc.max_connections,

@@ -38,6 +38,7 @@
 #include "runtime/router/router_metrics.h"
 #include "runtime/router/serving_tokenizer.h"
 #include "runtime/router/worker_stubs.h"
+#include "runtime/security/api_keys.h"
 #include "tokenizer/byte_tokenizer.h"
 
 namespace lockstep::router {
@@ -57,7 +58,8 @@ class RouterDaemon {
     std::vector<grpc::Service*> extra_services;
   };
 
-  // Validates `config`, binds both ports and starts serving.
+  // Validates `config`, reads router.api_keys_file (an error names the field), binds both
+  // ports and starts serving.
   static absl::StatusOr<std::unique_ptr<RouterDaemon>> Start(config::DeploymentConfig config,
                                                              Options options);
   ~RouterDaemon();
@@ -71,7 +73,8 @@ class RouterDaemon {
   FlowTracker& flows() { return flows_; }
 
  private:
-  RouterDaemon(config::DeploymentConfig config, Options options, ModelText text);
+  RouterDaemon(config::DeploymentConfig config, Options options, ModelText text,
+               security::ApiKeys api_keys);
   absl::Status StartServing();
 
   const config::DeploymentConfig config_;
