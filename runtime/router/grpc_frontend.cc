@@ -70,6 +70,7 @@ grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
   const Admission::Ticket ticket = options_.admission->TryAdmit();  // held until we return
   if (ticket == nullptr) {
     const absl::Status refused = options_.admission->RefusalStatus();
+    metrics_.Refused(kAdmissionReason);
     metrics_.RequestFinished(refused);
     return ToGrpcStatus(refused);
   }
@@ -83,10 +84,7 @@ grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
   routed.sampling = config::SamplingFromWire(request->sampling());
   routed.stop.assign(request->stop().begin(), request->stop().end());
   absl::Status status = ValidateRouterRequest(routed, options_.limits);
-  if (status.ok() && !runner_.CanRoute()) {
-    status = absl::UnavailableError(fmt::format(
-        "no healthy instance can serve model '{}' now; retry later", options_.limits.model));
-  }
+  if (status.ok()) status = runner_.CheckRoute(options_.limits.model);
   if (!status.ok()) {
     metrics_.RequestFinished(status);
     const std::string param = ParamOf(status);

@@ -24,6 +24,8 @@ using nlohmann::json;
 
 void SendError(httplib::Response& res, const absl::Status& status) {
   res.status = HttpStatusOf(status);
+  // A refusal for overload (429): when to try again.
+  if (res.status == 429) res.set_header("Retry-After", std::to_string(kAdmissionRetryAfterSeconds));
   res.set_content(ErrorBody(status), "application/json");
 }
 
@@ -254,8 +256,8 @@ void HttpFrontend::HandleGenerate(ApiKind kind, const httplib::Request& req,
   Admission::Ticket ticket = options_.admission->TryAdmit();
   if (ticket == nullptr) {
     const absl::Status refused = options_.admission->RefusalStatus();
+    metrics_.Refused(kAdmissionReason);
     metrics_.RequestFinished(refused);
-    res.set_header("Retry-After", std::to_string(kAdmissionRetryAfterSeconds));
     SendError(res, refused);
     return;
   }
@@ -263,10 +265,7 @@ void HttpFrontend::HandleGenerate(ApiKind kind, const httplib::Request& req,
       ParseOpenAiRequest(kind, req.body, tokenizer_, options_.sampling_defaults);
   absl::Status status =
       parsed.ok() ? ValidateRouterRequest(parsed->request, options_.limits) : parsed.status();
-  if (status.ok() && !runner_.CanRoute()) {
-    status = absl::UnavailableError(fmt::format(
-        "no healthy instance can serve model '{}' now; retry later", options_.limits.model));
-  }
+  if (status.ok()) status = runner_.CheckRoute(options_.limits.model);
   if (!status.ok()) {
     metrics_.RequestFinished(status);
     SendError(res, status);

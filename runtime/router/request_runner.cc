@@ -11,6 +11,7 @@
 #include "grpcpp/grpcpp.h"
 #include "runtime/config/sampling_wire.h"
 #include "runtime/router/migration.h"
+#include "runtime/router/queue_limit.h"
 
 namespace lockstep::router {
 namespace {
@@ -69,6 +70,32 @@ bool RequestRunner::CanRoute(absl::Span<const std::string> exclude) const {
   return registry_.HasHealthy(InstanceRole::kAggregated, exclude) ||
          (registry_.HasHealthy(InstanceRole::kContext, exclude) &&
           registry_.HasHealthy(InstanceRole::kGeneration, exclude));
+}
+
+absl::Status RequestRunner::CheckRoute(std::string_view model) {
+  if (!CanRoute()) {
+    return absl::UnavailableError(
+        fmt::format("no healthy instance can serve model '{}' now; retry later", model));
+  }
+  // The roles of the route RunAttempt takes: aggregated when there is one.
+  const std::vector<InstanceRole> roles =
+      registry_.HasHealthy(InstanceRole::kAggregated)
+          ? std::vector<InstanceRole>{InstanceRole::kAggregated}
+          : std::vector<InstanceRole>{InstanceRole::kContext, InstanceRole::kGeneration};
+  for (const InstanceRole role : roles) {
+    if (!registry_.HasRoom(role)) {
+      metrics_.Refused(kQueueFullReason);
+      return QueueFullStatus(config::InstanceRoleName(role), options_.max_queued_requests);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<InstanceTarget> RequestRunner::Acquire(InstanceRole role,
+                                                      absl::Span<const std::string> exclude) {
+  absl::StatusOr<InstanceTarget> target = registry_.Acquire(role, exclude);
+  if (IsQueueFull(target.status())) metrics_.Refused(kQueueFullReason);
+  return target;
 }
 
 RequestResult RequestRunner::Run(const RouterRequest& request, uint64_t request_id,
@@ -171,7 +198,7 @@ RequestRunner::FailedLeg RequestRunner::RunAttempt(FlowHandle& flow, const Route
     return FailedLeg{leg.status.ok() ? MigrationReason::kNone : leg.migrate, instance, role};
   };
   if (registry_.HasHealthy(InstanceRole::kAggregated, exclude)) {
-    absl::StatusOr<InstanceTarget> target = registry_.Acquire(InstanceRole::kAggregated, exclude);
+    absl::StatusOr<InstanceTarget> target = Acquire(InstanceRole::kAggregated, exclude);
     if (!target.ok()) {
       result.status = target.status();
       return {};
@@ -195,7 +222,7 @@ RequestRunner::FailedLeg RequestRunner::RunAttempt(FlowHandle& flow, const Route
   }
 
   // Leg 1: prefill on a context instance.
-  absl::StatusOr<InstanceTarget> ctx = registry_.Acquire(InstanceRole::kContext, exclude);
+  absl::StatusOr<InstanceTarget> ctx = Acquire(InstanceRole::kContext, exclude);
   if (!ctx.ok()) {
     result.status = ctx.status();
     return {};
@@ -240,7 +267,7 @@ RequestRunner::FailedLeg RequestRunner::RunAttempt(FlowHandle& flow, const Route
   }
 
   // Leg 2: decode on a generation instance, which pulls the KV from the context rank.
-  absl::StatusOr<InstanceTarget> gen = registry_.Acquire(InstanceRole::kGeneration, exclude);
+  absl::StatusOr<InstanceTarget> gen = Acquire(InstanceRole::kGeneration, exclude);
   if (!gen.ok()) {
     CancelOnWorker(*ctx, claim_id);
     result.status = gen.status();

@@ -56,12 +56,14 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
   registry_ = std::make_unique<InstanceRegistry>(
       InstanceRegistry::Options{.model = config_.model.name,
                                 .policy = rc.policy,
-                                .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms)},
+                                .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms),
+                                .max_queued_requests = rc.max_queued_requests},
       config_.instances, clock_);
   runner_ = std::make_unique<RequestRunner>(
       RequestRunner::Options{.request_timeout = absl::Seconds(rc.request_timeout_s),
                              .eos_token_ids = std::move(text.eos_token_ids),
-                             .migration_limit = static_cast<int>(rc.migration_limit)},
+                             .migration_limit = static_cast<int>(rc.migration_limit),
+                             .max_queued_requests = rc.max_queued_requests},
       *registry_, stubs_, flows_, metrics_, clock_);
   // A poll may take longer than the interval on a loaded machine; a missed answer
   // should mean a stalled or dead leader, not a busy one.

@@ -269,6 +269,8 @@ TEST_F(RouterSecurityTest, RequestsBeyondTheLimitAreRefusedAtOnce) {
   std::string text;
   EXPECT_EQ(Generate("", &text).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(worker_->requests().size(), static_cast<size_t>(kLimit));  // none reached it
+  EXPECT_EQ(router_->metrics().RefusalCount("max_concurrent_requests"), 9 * kLimit + 1);
+  EXPECT_EQ(router_->metrics().RequestCount("refused"), 9 * kLimit + 1);
 
   worker_->SetStallAfter(-1);
   for (auto& call : calls) call->TryCancel();
