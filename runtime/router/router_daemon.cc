@@ -80,8 +80,9 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
                             .heartbeat_interval = absl::Milliseconds(rc.heartbeat_interval_ms),
                             .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms),
                             .api_keys = api_keys,
-                            .admission = admission},
-      *runner_, *registry_, metrics_, *tokenizer_);
+                            .admission = admission,
+                            .write_timeout = absl::Milliseconds(rc.http_write_timeout_ms)},
+      *runner_, *registry_, metrics_, *tokenizer_, clock_);
   http_frontend_ = std::make_unique<HttpFrontend>(
       HttpFrontend::Options{.api_keys = std::move(api_keys),
                             .admission = admission,

@@ -162,6 +162,11 @@ bool FakeWorker::AwaitHeld(int n, absl::Duration timeout) {
   return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
 }
 
+int64_t FakeWorker::tokens_sent() const {
+  absl::MutexLock lock(&mu_);
+  return tokens_;
+}
+
 int FakeWorker::held() const {
   absl::MutexLock lock(&mu_);
   return held_;

@@ -79,6 +79,8 @@ class FakeWorker final : public v1::WorkerService::Service {
   // Waits (bounded) until `n` streams are waiting on the hold.
   bool AwaitHeld(int n, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   int held() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Tokens written to all streams so far.
+  int64_t tokens_sent() const ABSL_LOCKS_EXCLUDED(mu_);
   bool AwaitCancelRpc(uint64_t id, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   bool AwaitStreamsCancelled(int n, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
