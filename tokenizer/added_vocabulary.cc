@@ -71,9 +71,9 @@ absl::StatusOr<AddedVocabulary> AddedVocabulary::FromJson(const nlohmann::json& 
     AddedToken token;
     ASSIGN_OR_RETURN(token.content, StringField(entry, "content", kWhat));
     ASSIGN_OR_RETURN(const int64_t id, IntField(entry, "id", kWhat, -1));
-    if (id < 0 || id >= (int64_t{1} << 30)) {
-      return absl::InvalidArgumentError(
-          fmt::format("added_tokens: '{}' needs a non-negative id", token.content));
+    if (id < 0 || id > kMaxTokenId) {
+      return absl::InvalidArgumentError(fmt::format(
+          "added_tokens: '{}' needs an id in [0, {}], got {}", token.content, kMaxTokenId, id));
     }
     token.id = static_cast<int32_t>(id);
     ASSIGN_OR_RETURN(token.special, BoolField(entry, "special", kWhat, false));

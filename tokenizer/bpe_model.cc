@@ -76,9 +76,10 @@ absl::Status BpeModel::LoadVocab(const nlohmann::json& vocab) {
   vocab_.reserve(vocab.size());
   for (const auto& [token, id_json] : vocab.items()) {
     if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 ||
-        id_json.get<int64_t>() >= (int64_t{1} << 30)) {
-      return absl::InvalidArgumentError(
-          fmt::format("model BPE: vocab entry '{}' needs a non-negative id", token));
+        id_json.get<int64_t>() > kMaxTokenId) {
+      return absl::InvalidArgumentError(fmt::format(
+          "model BPE: vocab entry '{}' needs an id in [0, {}], got {}", token, kMaxTokenId,
+          id_json.dump()));
     }
     const auto id = static_cast<int32_t>(id_json.get<int64_t>());
     vocab_[token] = id;

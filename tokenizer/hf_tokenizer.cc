@@ -52,9 +52,13 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(std::string_v
   if (!post_processor.ok()) return InSource(source, post_processor.status());
   auto decoder = Decoder::FromJson(FieldOrNull(doc, "decoder"));
   if (!decoder.ok()) return InSource(source, decoder.status());
-  return std::unique_ptr<HfTokenizer>(
+  auto tokenizer = std::unique_ptr<HfTokenizer>(
       new HfTokenizer(*std::move(normalizer), *std::move(pre_tokenizer), *std::move(bpe),
                       *std::move(added), *std::move(post_processor), *std::move(decoder)));
+  if (absl::Status ids = tokenizer->post_processor_.CheckIds(tokenizer->vocab_size()); !ids.ok()) {
+    return InSource(source, ids);
+  }
+  return tokenizer;
 }
 
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadFromFile(const std::string& path) {

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/json_fields.h"
 #include "tokenizer/unicode.h"
 
 namespace lockstep::tok {
@@ -205,6 +206,43 @@ TEST(HfTokenizerTest, MetaspaceDecoderDropsTheFirstTokensReplacements) {
   EXPECT_EQ(t->Decode({264, 262}), "ab a");
   // As Hugging Face's Rust decoder: every ▁ of the first token goes, not only one.
   EXPECT_EQ(t->Decode({259, 259}), " ");
+}
+
+// Found by fuzzing (fuzz/corpus/hf_tokenizer_fuzzer/regression_special_id_outside_vocab):
+// a template naming an id the vocabulary lacks would hand the engine an id with no
+// embedding; loading fails instead, naming the id.
+TEST(HfTokenizerTest, ATemplateSpecialTokenOutsideTheVocabularyFailsLoading) {
+  json config = ByteLevelConfig();
+  config.erase("added_tokens");  // <bos> (301) is gone; the template still names it
+  absl::StatusOr<std::unique_ptr<HfTokenizer>> t = HfTokenizer::FromJson(config.dump(), "test");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("special token id 301 is outside the vocabulary"));
+  config["post_processor"]["special_tokens"]["<bos>"]["ids"] = {-1};
+  t = HfTokenizer::FromJson(config.dump(), "test");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("special token id -1"));
+}
+
+// Found by fuzzing (fuzz/corpus/hf_tokenizer_fuzzer/regression_huge_vocab_id): an id
+// of hundreds of millions made loading allocate a slot for every id below it (tens of
+// seconds and gigabytes); ids beyond kMaxTokenId are refused at once.
+TEST(HfTokenizerTest, AnIdFarBeyondAnyVocabularyFailsLoading) {
+  json config = ByteLevelConfig();
+  config["model"]["vocab"]["E"] = 696666666;
+  absl::StatusOr<std::unique_ptr<HfTokenizer>> t = HfTokenizer::FromJson(config.dump(), "test");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(),
+              HasSubstr("vocab entry 'E' needs an id in [0, 4194303], got 696666666"));
+  config = ByteLevelConfig();
+  config["added_tokens"][0]["id"] = kMaxTokenId + 1;
+  t = HfTokenizer::FromJson(config.dump(), "test");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("added_tokens: '<|end|>' needs an id in"));
+  // The largest allowed id loads.
+  config = ByteLevelConfig();
+  config["added_tokens"][0]["id"] = kMaxTokenId;
+  config["post_processor"] = nullptr;
+  EXPECT_TRUE(HfTokenizer::FromJson(config.dump(), "test").ok());
 }
 
 }  // namespace

@@ -10,6 +10,11 @@
 
 namespace lockstep::tok {
 
+// The largest token id a tokenizer.json may use. Tables are dense by id, so a file with
+// an id far beyond any real vocabulary (the largest have about 262k tokens) would make
+// loading allocate for every id below it; such a file is refused at load.
+inline constexpr int64_t kMaxTokenId = (int64_t{1} << 22) - 1;
+
 // `config["type"]`; an error naming `what` ("normalizer", ...) if it is missing.
 absl::StatusOr<std::string> TypeOf(const nlohmann::json& config, std::string_view what);
 

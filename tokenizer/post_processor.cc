@@ -71,6 +71,22 @@ absl::Status PostProcessor::AddConfig(const nlohmann::json& config) {
   return absl::OkStatus();
 }
 
+absl::Status PostProcessor::CheckIds(int32_t vocab_size) const {
+  for (const Template& t : templates_) {
+    for (const std::vector<int32_t>* ids : {&t.before, &t.after}) {
+      for (const int32_t id : *ids) {
+        if (id < 0 || id >= vocab_size) {
+          return absl::InvalidArgumentError(fmt::format(
+              "post_processor TemplateProcessing: special token id {} is outside the "
+              "vocabulary (ids 0..{})",
+              id, vocab_size - 1));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 void PostProcessor::AddSpecialTokens(std::vector<int32_t>* ids) const {
   for (const Template& t : templates_) {
     ids->insert(ids->begin(), t.before.begin(), t.before.end());

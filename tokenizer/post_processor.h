@@ -20,6 +20,10 @@ class PostProcessor {
   // Adds the template's special tokens around `ids`.
   void AddSpecialTokens(std::vector<int32_t>* ids) const;
 
+  // InvalidArgument when a template's special token id is outside [0, vocab_size): the
+  // tokenizer would hand the engine an id it has no embedding for.
+  absl::Status CheckIds(int32_t vocab_size) const;
+
  private:
   absl::Status AddConfig(const nlohmann::json& config);
 

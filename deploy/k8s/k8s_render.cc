@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "deploy/k8s/k8s_secrets.h"
 #include "deploy/k8s/yaml_writer.h"
 #include "nlohmann/json.hpp"
 
@@ -66,11 +67,12 @@ bool IsDnsLabel(const std::string& name) {
 class Renderer {
  public:
   Renderer(const config::DeploymentConfig& config, const K8sRenderOptions& options)
-      : config_(config), options_(options) {}
+      : config_(config), options_(options), secrets_(config.security, options.name) {}
 
   std::vector<std::string> Check() const {
-    std::vector<std::string> errors;
+    std::vector<std::string> errors = secrets_.Check(kConfigDir);
     if (options_.image.empty()) errors.push_back("--image: is required");
+    if (options_.cluster_token.empty()) errors.push_back("cluster token: is required");
     if (!IsDnsLabel(options_.name)) {
       errors.push_back(absl::StrCat(
           "--name: must be a DNS label of at most 40 characters (a-z, 0-9, '-'), got '",
@@ -114,6 +116,8 @@ class Renderer {
   std::vector<RenderedFile> Render() const {
     std::vector<RenderedFile> files;
     files.push_back({"configmap.yaml", File({ConfigMap()})});
+    files.push_back({"secret.yaml", File({secrets_.TokenSecret(options_.cluster_token,
+                                                               Metadata(secrets_.token_secret_name(), "security"))})});
     files.push_back({"router.yaml", File({RouterDeployment(), RouterService()})});
     for (const Pool& pool : PoolsOf(config_)) {
       const std::string file = absl::StrCat(PoolName(pool.role), ".yaml");
@@ -161,6 +165,16 @@ class Renderer {
             {"data", {{"deployment.yaml", options_.config_text}}}};
   }
 
+  // `own` and then the secrets' mounts / volumes.
+  Json Mounts(std::vector<Json> own) const {
+    for (Json& mount : secrets_.VolumeMounts()) own.push_back(std::move(mount));
+    return own;
+  }
+  Json Volumes(std::vector<Json> own) const {
+    for (Json& volume : secrets_.Volumes()) own.push_back(std::move(volume));
+    return own;
+  }
+
   Json ConfigVolume() const {
     return {{"name", "config"}, {"configMap", {{"name", Name("config")}}}};
   }
@@ -176,10 +190,10 @@ class Renderer {
           absl::StrCat("0.0.0.0:", http), "--grpc-listen", absl::StrCat("0.0.0.0:", grpc)}},
         {"ports", Json::array({{{"name", "http"}, {"containerPort", http}},
                                {{"name", "grpc"}, {"containerPort", grpc}}})},
+        {"env", secrets_.Env()},
         {"readinessProbe",
          {{"tcpSocket", {{"port", "http"}}}, {"periodSeconds", 5}, {"failureThreshold", 3}}},
-        {"volumeMounts",
-         Json::array({{{"name", "config"}, {"mountPath", kConfigDir}, {"readOnly", true}}})}};
+        {"volumeMounts", Mounts({{{"name", "config"}, {"mountPath", kConfigDir}, {"readOnly", true}}})}};
     return {{"apiVersion", "apps/v1"},
             {"kind", "Deployment"},
             {"metadata", Metadata(Name("router"), "router")},
@@ -190,7 +204,7 @@ class Renderer {
                {{"metadata", {{"labels", Labels("router")}}},
                 {"spec",
                  {{"containers", Json::array({container})},
-                  {"volumes", Json::array({ConfigVolume()})}}}}}}}};
+                  {"volumes", Volumes({ConfigVolume()})}}}}}}}};
   }
 
   Json RouterService() const {
@@ -224,6 +238,7 @@ class Renderer {
            {"valueFrom",
             {{"fieldRef", {{"fieldPath", absl::StrCat("metadata.labels['", kLwsGroupLabel, "']")}}}}}});
     }
+    for (Json& var : secrets_.Env()) env.push_back(std::move(var));
     for (const auto& [name, value] : placement.env) env.push_back({{"name", name}, {"value", value}});
 
     Json command = {"lockstep", "instance", "--config", kConfigFile};
@@ -250,9 +265,9 @@ class Renderer {
     }
     if (placement.compute_domain) resources["claims"] = Json::array({{{"name", kClaimName}}});
     if (!resources.empty()) container["resources"] = resources;
-    container["volumeMounts"] = Json::array(
-        {{{"name", "config"}, {"mountPath", kConfigDir}, {"readOnly", true}},
-         {{"name", "shm"}, {"mountPath", "/dev/shm"}}});
+    container["volumeMounts"] =
+        Mounts({{{"name", "config"}, {"mountPath", kConfigDir}, {"readOnly", true}},
+                {{"name", "shm"}, {"mountPath", "/dev/shm"}}});
 
     Json spec = Json::object();
     if (!placement.topology_key.empty() && !lws) {
@@ -272,8 +287,8 @@ class Renderer {
       spec["resourceClaims"] = Json::array(
           {{{"name", kClaimName}, {"resourceClaimTemplateName", Name(kClaimName)}}});
     }
-    spec["volumes"] = Json::array(
-        {ConfigVolume(), {{"name", "shm"}, {"emptyDir", {{"medium", "Memory"}}}}});
+    spec["volumes"] =
+        Volumes({ConfigVolume(), {{"name", "shm"}, {"emptyDir", {{"medium", "Memory"}}}}});
     return spec;
   }
 
@@ -340,6 +355,7 @@ class Renderer {
 
   const config::DeploymentConfig& config_;
   const K8sRenderOptions& options_;
+  const K8sSecrets secrets_;
 };
 
 }  // namespace

@@ -3,6 +3,8 @@
 // output, checked in and golden-tested.
 //
 //   configmap.yaml        the deployment YAML itself, mounted at /etc/lockstep
+//   secret.yaml           the cluster token, a Secret every pod mounts (k8s_secrets.h;
+//                         with TLS files in the config, pods also mount PREFIX-tls)
 //   router.yaml           the router: a Deployment and a Service (HTTP and gRPC ports
 //                         from router.http_listen / router.grpc_listen, fixed)
 //   <pool>.yaml           per role (ctx, gen, agg): with placement.nodes_per_instance 1,
@@ -37,6 +39,7 @@ struct K8sRenderOptions {
   std::string name = "lockstep";  // prefix of every object's name; a DNS label
   std::string config_text;    // the deployment YAML as written, for the ConfigMap
   std::string source;         // how the header comment names the config file
+  std::string cluster_token;  // what the token Secret holds; required
 };
 
 struct RenderedFile {
@@ -45,8 +48,9 @@ struct RenderedFile {
 };
 
 // The files in a fixed order, or InvalidArgument naming the field or flag that does
-// not fit: a router port of 0, a relative model path (it is read inside the
-// container), instances of one pool with different world sizes, no --image.
+// not fit: a router port of 0, a relative model or security path (it is read inside
+// the container), instances of one pool with different world sizes, TLS without
+// security.tls_server_name, no --image, no token.
 // `config` must come from the config text parsed with no base directory, so that
 // model paths are as written.
 absl::StatusOr<std::vector<RenderedFile>> RenderK8s(const config::DeploymentConfig& config,

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "deploy/k8s/k8s_secrets.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/config/config_yaml.h"
@@ -20,6 +21,8 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr char kImage[] = "lockstep:dev";
+// The token of the checked-in examples (deploy/k8s/examples/example_cluster_token).
+constexpr char kTokenFile[] = "deploy/k8s/examples/example_cluster_token";
 
 // The checked-in examples: the config each is rendered from, and its directory.
 struct Example {
@@ -42,13 +45,22 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
+std::string ExampleToken() {
+  std::string token = ReadFile(kTokenFile);
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  return token;
+}
+
 absl::StatusOr<std::vector<RenderedFile>> RenderText(const std::string& text,
                                                     const std::string& source,
                                                     const std::string& image = kImage) {
   absl::StatusOr<config::DeploymentConfig> config =
       config::ParseDeploymentConfig(text, "", source);
   if (!config.ok()) return config.status();
-  return RenderK8s(*config, {.image = image, .config_text = text, .source = source});
+  return RenderK8s(*config, {.image = image,
+                             .config_text = text,
+                             .source = source,
+                             .cluster_token = ExampleToken()});
 }
 
 // Every document of every file, by "Kind/name".
@@ -151,6 +163,103 @@ TEST(K8sRenderTest, LeaderWorkerSetsAndAComputeDomainForMultiNodeInstances) {
   }
 }
 
+// The pod specs of every workload (router, StatefulSets, LWS templates) by a label.
+std::map<std::string, YAML::Node> PodSpecs(std::map<std::string, YAML::Node>& objects) {
+  std::map<std::string, YAML::Node> pods;
+  for (auto& [id, object] : objects) {
+    const std::string kind = object["kind"].Scalar();
+    if (kind == "Deployment" || kind == "StatefulSet") {
+      pods[id] = object["spec"]["template"]["spec"];
+    } else if (kind == "LeaderWorkerSet") {
+      pods[id + "/leader"] = object["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"];
+      pods[id + "/worker"] = object["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"];
+    }
+  }
+  return pods;
+}
+
+// Where `container` mounts volume `volume`'s key `key`; "" when it does not.
+std::string MountOf(const YAML::Node& container, const std::string& volume,
+                    const std::string& key) {
+  for (const YAML::Node& mount : container["volumeMounts"]) {
+    if (mount["name"].Scalar() == volume && mount["subPath"].Scalar() == key) {
+      EXPECT_TRUE(mount["readOnly"].as<bool>());
+      return mount["mountPath"].Scalar();
+    }
+  }
+  return "";
+}
+
+// The secret volume `volume` of `pod`: its Secret's name ("" when absent).
+std::string SecretVolume(const YAML::Node& pod, const std::string& volume) {
+  for (const YAML::Node& v : pod["volumes"]) {
+    if (v["name"].Scalar() == volume) {
+      EXPECT_EQ(v["secret"]["defaultMode"].as<int>(), 0400);
+      return v["secret"]["secretName"].Scalar();
+    }
+  }
+  return "";
+}
+
+TEST(K8sRenderTest, EveryPodMountsTheClusterTokenSecretAndNamesIt) {
+  absl::StatusOr<std::vector<RenderedFile>> files = RenderText(ExampleText(0), "example.yaml");
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::map<std::string, YAML::Node> objects = Objects(*files);
+  const YAML::Node secret = objects["Secret/lockstep-cluster-token"];
+  ASSERT_TRUE(secret) << "secret.yaml holds the token";
+  EXPECT_EQ(secret["stringData"]["token"].Scalar(), ExampleToken());
+  std::map<std::string, YAML::Node> pods = PodSpecs(objects);
+  EXPECT_EQ(pods.size(), 3u);  // the router and two StatefulSets
+  for (auto& [id, pod] : pods) {
+    SCOPED_TRACE(id);
+    const YAML::Node container = pod["containers"][0];
+    EXPECT_EQ(SecretVolume(pod, "cluster-token"), "lockstep-cluster-token");
+    EXPECT_EQ(MountOf(container, "cluster-token", "token"), kDefaultTokenPath);
+    EXPECT_EQ(Env(container)["LOCKSTEP_CLUSTER_TOKEN_FILE"]["value"].Scalar(), kDefaultTokenPath);
+    EXPECT_FALSE(Env(container).count("LOCKSTEP_TLS_CERT_FILE"));
+    EXPECT_EQ(SecretVolume(pod, "tls"), "");
+  }
+}
+
+TEST(K8sRenderTest, TlsFilesOfTheConfigAreMountedFromTheTlsSecretInEveryPod) {
+  absl::StatusOr<std::vector<RenderedFile>> files = RenderText(ExampleText(1), "example.yaml");
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::map<std::string, YAML::Node> objects = Objects(*files);
+  EXPECT_FALSE(objects.count("Secret/lockstep-tls")) << "the operator creates it";
+  std::map<std::string, YAML::Node> pods = PodSpecs(objects);
+  EXPECT_EQ(pods.size(), 5u);  // the router and the leader and worker templates of two LWS
+  for (auto& [id, pod] : pods) {
+    SCOPED_TRACE(id);
+    const YAML::Node container = pod["containers"][0];
+    std::map<std::string, YAML::Node> env = Env(container);
+    EXPECT_EQ(SecretVolume(pod, "tls"), "lockstep-tls");
+    for (const auto& [key, variable] : {std::pair{"tls.crt", "LOCKSTEP_TLS_CERT_FILE"},
+                                        std::pair{"tls.key", "LOCKSTEP_TLS_KEY_FILE"},
+                                        std::pair{"ca.crt", "LOCKSTEP_TLS_CA_FILE"}}) {
+      const std::string path = std::string("/var/run/secrets/lockstep/tls/") + key;
+      EXPECT_EQ(MountOf(container, "tls", key), path);
+      EXPECT_EQ(env[variable]["value"].Scalar(), path);
+    }
+    EXPECT_EQ(env["LOCKSTEP_TLS_SERVER_NAME"]["value"].Scalar(), "lockstep.cluster.internal");
+    EXPECT_EQ(MountOf(container, "cluster-token", "token"), kDefaultTokenPath);
+  }
+}
+
+TEST(K8sRenderTest, ATokenFileNamedInTheConfigIsWhereTheSecretIsMounted) {
+  absl::StatusOr<std::vector<RenderedFile>> files = RenderText(
+      ExampleText(0) + "security: {cluster_token_file: /etc/lockstep-token/token}\n",
+      "example.yaml");
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::map<std::string, YAML::Node> objects = Objects(*files);
+  for (auto& [id, pod] : PodSpecs(objects)) {
+    SCOPED_TRACE(id);
+    const YAML::Node container = pod["containers"][0];
+    EXPECT_EQ(MountOf(container, "cluster-token", "token"), "/etc/lockstep-token/token");
+    EXPECT_EQ(Env(container)["LOCKSTEP_CLUSTER_TOKEN_FILE"]["value"].Scalar(),
+              "/etc/lockstep-token/token");
+  }
+}
+
 TEST(K8sRenderTest, BadConfigsNameTheFieldOrFlag) {
   const std::string text = ExampleText(0);
   auto error_of = [](const absl::StatusOr<std::vector<RenderedFile>>& files) {
@@ -175,13 +284,28 @@ TEST(K8sRenderTest, BadConfigsNameTheFieldOrFlag) {
                                   "x.yaml")),
               HasSubstr("instances[2].world_size: the generation instances share one pod "
                         "template"));
+  // Security files: absolute, outside the config's mount; TLS needs a server name.
+  EXPECT_THAT(error_of(RenderText(text + "security: {cluster_token_file: token}\n", "x.yaml")),
+              HasSubstr("security.cluster_token_file: must be an absolute path"));
+  EXPECT_THAT(error_of(RenderText(text + "security: {cluster_token_file: /etc/lockstep/token}\n",
+                                  "x.yaml")),
+              HasSubstr("security.cluster_token_file: must be outside /etc/lockstep"));
+  EXPECT_THAT(error_of(RenderText(text + "security: {tls_cert_file: /t/c, tls_key_file: /t/k, "
+                                         "tls_ca_file: /t/ca}\n",
+                                  "x.yaml")),
+              HasSubstr("security.tls_server_name: is required with TLS on Kubernetes"));
+  absl::StatusOr<config::DeploymentConfig> config = config::ParseDeploymentConfig(text, "", "x");
+  ASSERT_TRUE(config.ok());
+  EXPECT_THAT(error_of(RenderK8s(*config, {.image = kImage, .config_text = text})),
+              HasSubstr("cluster token: is required"));
   // The config's own validation names placement fields too.
   EXPECT_THAT(error_of(RenderText(replaced("gpus_per_node: 4", "gpus_per_node: 2"), "x.yaml")),
               HasSubstr("placement.gpus_per_node: must be >="));
 }
 
 // The examples are exactly what the renderer writes today. To regenerate one:
-//   tools/lockstep render k8s CONFIG --image lockstep:dev --out DIR
+//   tools/lockstep render k8s CONFIG --image lockstep:dev \
+//     --cluster-token-file deploy/k8s/examples/example_cluster_token --out DIR
 TEST(K8sRenderTest, CheckedInExamplesMatchTheRenderer) {
   for (const Example& example : Examples()) {
     absl::StatusOr<std::vector<RenderedFile>> files =
@@ -193,7 +317,8 @@ TEST(K8sRenderTest, CheckedInExamplesMatchTheRenderer) {
       const std::string path = absl::StrCat(example.dir, "/", file.name);
       EXPECT_EQ(ReadFile(path), file.text)
           << path << " is stale; regenerate it with\n  tools/lockstep render k8s "
-          << example.config << " --image " << kImage << " --out " << example.dir;
+          << example.config << " --image " << kImage << " --cluster-token-file " << kTokenFile
+          << " --out " << example.dir;
     }
     for (const auto& entry : std::filesystem::directory_iterator(example.dir)) {
       EXPECT_TRUE(expected.count(entry.path().filename().string()))

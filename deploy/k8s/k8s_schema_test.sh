@@ -29,6 +29,12 @@ sed 's/value: "1"/value: 1/' "$examples/gb300_disagg/gen.yaml" >"$bad/gen.yaml"
 grep -q 'value: 1$' "$bad/gen.yaml" || fail "the broken copy was not made"
 if node "$validate" "$bad" >"$tmp/out.txt"; then fail "a numeric env value passed validation"; fi
 grep -q "must be string" "$tmp/out.txt" || fail "unexpected report: $(cat "$tmp/out.txt")"
+# A Secret whose token is not a string.
+rm -f "$bad"/*
+sed 's/^  token: .*/  token: 12/' "$examples/gb300_disagg/secret.yaml" >"$bad/secret.yaml"
+grep -q 'token: 12$' "$bad/secret.yaml" || fail "the broken Secret was not made"
+if node "$validate" "$bad" >"$tmp/out.txt"; then fail "a numeric Secret value passed validation"; fi
+grep -q "must be string" "$tmp/out.txt" || fail "unexpected report: $(cat "$tmp/out.txt")"
 # An unknown LeaderWorkerSet field.
 sed 's/^\( *\)restartPolicy: RecreateGroupOnPodRestart$/&\n\1sizeTypo: 2/' \
   "$examples/gb300_disagg_lws/gen.yaml" >"$bad/gen.yaml"

@@ -91,6 +91,12 @@ lockstep_wait_router() {
 
 }  // namespace
 
+std::string SlurmClusterTokenFile(const config::DeploymentConfig& config,
+                                  const SlurmPlanOptions& options) {
+  if (!config.security.cluster_token_file.empty()) return "";
+  return absl::StrCat(options.run_dir, "/cluster_token");
+}
+
 std::string ShellQuote(const std::string& word) {
   if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                                "0123456789_-./:=,%@+") == std::string::npos) {
@@ -159,6 +165,11 @@ absl::StatusOr<std::string> PlanSlurm(const config::DeploymentConfig& config,
   }
   absl::StrAppend(&script, "LOCKSTEP_RENDEZVOUS=\"", rendezvous_host, ":", grpc->port, "\"\n",
                   "export LOCKSTEP_RENDEZVOUS\n");
+  if (const std::string token = SlurmClusterTokenFile(config, options); !token.empty()) {
+    // Written by `lockstep plan slurm` (0600); every step presents it (docs/security.md).
+    absl::StrAppend(&script, "export LOCKSTEP_CLUSTER_TOKEN_FILE=\"${LOCKSTEP_CLUSTER_TOKEN_FILE:-",
+                    ShellQuote(token), "}\"\n");
+  }
 
   const std::vector<std::string> srun_common = {"--overlap", "--kill-on-bad-exit=1",
                                                 "--open-mode=append"};

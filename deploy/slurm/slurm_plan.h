@@ -16,6 +16,12 @@
 // router.grpc_listen's port, which must therefore be fixed (non-zero). Logs go to
 // RUN_DIR (one file per step and rank, appended across restarts), as does the
 // router's address file (router.address.json: the bound HTTP and gRPC addresses).
+//
+// The cluster token (docs/security.md §1): the file named by security.cluster_token_file
+// when the config names one (every node reads it there); otherwise
+// SlurmClusterTokenFile(), RUN_DIR/cluster_token, which `lockstep plan slurm` writes
+// (0600) when it is not there yet and the script names in LOCKSTEP_CLUSTER_TOKEN_FILE
+// for every step (unless the job's environment already names a file).
 #ifndef LOCKSTEP_DEPLOY_SLURM_SLURM_PLAN_H_
 #define LOCKSTEP_DEPLOY_SLURM_SLURM_PLAN_H_
 
@@ -39,6 +45,11 @@ struct SlurmPlanOptions {
 // too few nodes, a router.grpc_listen without a fixed port, a bad node name.
 absl::StatusOr<std::string> PlanSlurm(const config::DeploymentConfig& config,
                                       const SlurmPlanOptions& options);
+
+// The token file the plan generates and exports: RUN_DIR/cluster_token, or "" when the
+// config names its own (security.cluster_token_file).
+std::string SlurmClusterTokenFile(const config::DeploymentConfig& config,
+                                  const SlurmPlanOptions& options);
 
 // `word` quoted for bash when it needs it (single quotes).
 std::string ShellQuote(const std::string& word);

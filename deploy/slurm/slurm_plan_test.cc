@@ -63,6 +63,20 @@ TEST(SlurmPlanTest, RouterOnTheFirstNodeAndOneStepPerInstance) {
   EXPECT_THAT(s, HasSubstr("bash -c 'exec numactl --membind=\"$(cat "
                            "/sys/devices/system/node/has_cpu)\" \"$@\"' numa-bind"));
   EXPECT_THAT(s, HasSubstr("\nwait\n"));
+  // Every step presents the token the plan wrote to the run directory.
+  EXPECT_THAT(s, HasSubstr("export LOCKSTEP_CLUSTER_TOKEN_FILE=\"${LOCKSTEP_CLUSTER_TOKEN_FILE:-"
+                           "/shared/run/cluster_token}\"\n"));
+  EXPECT_EQ(SlurmClusterTokenFile(Example(), Options({"tray1"})), "/shared/run/cluster_token");
+}
+
+TEST(SlurmPlanTest, ATokenFileNamedInTheConfigIsTheOneUsed) {
+  config::DeploymentConfig config = Example();
+  config.security.cluster_token_file = "/shared/secrets/cluster_token";
+  absl::StatusOr<std::string> plan = PlanSlurm(config, Options({"t1", "t2", "t3"}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // The workers read it from the config; the plan generates and exports nothing.
+  EXPECT_THAT(*plan, Not(HasSubstr("LOCKSTEP_CLUSTER_TOKEN_FILE")));
+  EXPECT_EQ(SlurmClusterTokenFile(config, Options({"t1"})), "");
 }
 
 TEST(SlurmPlanTest, MultiNodeInstancesSpreadTheirRanks) {

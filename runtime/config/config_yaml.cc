@@ -183,6 +183,7 @@ void ReadRouter(MapReader& reader, RouterConfig& router) {
   reader.Double("kv_load_weight", &router.kv_load_weight);
   reader.Int("kv_event_interval_ms", &router.kv_event_interval_ms);
   reader.String("api_key", &router.api_key);
+  reader.String("api_keys_file", &router.api_keys_file);
   reader.Int("heartbeat_interval_ms", &router.heartbeat_interval_ms);
   reader.Int("heartbeat_timeout_ms", &router.heartbeat_timeout_ms);
   reader.Int("health_check_interval_ms", &router.health_check_interval_ms);
@@ -293,6 +294,15 @@ void ReadPlacement(MapReader& reader, PlacementConfig& placement) {
   reader.Finish();
 }
 
+void ReadSecurity(MapReader& reader, SecurityConfig& security) {
+  reader.String("cluster_token_file", &security.cluster_token_file);
+  reader.String("tls_cert_file", &security.tls_cert_file);
+  reader.String("tls_key_file", &security.tls_key_file);
+  reader.String("tls_ca_file", &security.tls_ca_file);
+  reader.String("tls_server_name", &security.tls_server_name);
+  reader.Finish();
+}
+
 std::string Resolve(std::string_view base_dir, const std::string& path) {
   if (path.empty() || base_dir.empty()) return path;
   std::filesystem::path p(path);
@@ -319,6 +329,8 @@ absl::StatusOr<DeploymentConfig> ParseUnchecked(std::string_view yaml_text,
   ReadRouter(router, config.router);
   MapReader placement(top.Child("placement"), "placement", errors);
   ReadPlacement(placement, config.placement);
+  MapReader security(top.Child("security"), "security", errors);
+  ReadSecurity(security, config.security);
   const YAML::Node instances = top.Child("instances");
   if (instances.IsDefined() && !instances.IsNull()) {
     if (!instances.IsSequence()) {
@@ -336,8 +348,11 @@ absl::StatusOr<DeploymentConfig> ParseUnchecked(std::string_view yaml_text,
   }
   config.model.path = Resolve(base_dir, config.model.path);
   config.model.draft_path = Resolve(base_dir, config.model.draft_path);
+  config.router.api_keys_file = Resolve(base_dir, config.router.api_keys_file);
   for (std::string* file : {&config.router.https_cert_file, &config.router.https_key_file,
-                            &config.router.https_ca_file}) {
+                            &config.router.https_ca_file, &config.security.cluster_token_file,
+                            &config.security.tls_cert_file, &config.security.tls_key_file,
+                            &config.security.tls_ca_file}) {
     *file = Resolve(base_dir, *file);
   }
   return config;

@@ -92,6 +92,41 @@ TEST(ConfigYamlTest, HttpsFilesAreReadAndResolveAgainstTheConfigDirectory) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("router.https_key_file")));
 }
 
+TEST(ConfigYamlTest, SecurityFilesAndApiKeysFileResolveAgainstTheConfigDirectory) {
+  absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(
+      R"(
+model: {name: m, path: /models/m}
+router: {api_keys_file: secrets/api_keys}
+security:
+  cluster_token_file: secrets/cluster_token
+  tls_cert_file: /tls/node.pem
+  tls_key_file: tls/node.key
+  tls_ca_file: tls/ca.pem
+  tls_server_name: lockstep.internal
+instances: [{name: a, role: aggregated}]
+)",
+      "/srv/deploy");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->router.api_keys_file, "/srv/deploy/secrets/api_keys");
+  const SecurityConfig& security = config->security;
+  EXPECT_EQ(security.cluster_token_file, "/srv/deploy/secrets/cluster_token");
+  EXPECT_EQ(security.tls_cert_file, "/tls/node.pem");
+  EXPECT_EQ(security.tls_key_file, "/srv/deploy/tls/node.key");
+  EXPECT_EQ(security.tls_ca_file, "/srv/deploy/tls/ca.pem");
+  EXPECT_EQ(security.tls_server_name, "lockstep.internal");
+  // Without a base directory (render k8s) the names stay as written; none by default.
+  config = ParseDeploymentConfig(
+      "model: {name: m, path: p}\nsecurity: {cluster_token_file: t}\n"
+      "instances: [{name: a, role: aggregated}]\n",
+      "");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->security.cluster_token_file, "t");
+  absl::StatusOr<DeploymentConfig> defaults = ParseDeploymentConfig(kMinimal, "");
+  ASSERT_THAT(defaults, IsOk());
+  EXPECT_EQ(defaults->security, SecurityConfig());
+  EXPECT_EQ(defaults->router.api_keys_file, "");
+}
+
 TEST(ConfigYamlTest, AggregatedExampleParses) {
   absl::StatusOr<DeploymentConfig> config = LoadDeploymentConfig("deploy/local/agg_dep2.yaml");
   ASSERT_THAT(config, IsOk());
@@ -279,6 +314,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadYaml{"section_scalar",
                 "model: {name: m, path: p}\ninstances: [{name: a, role: aggregated, kv: 3}]\n",
                 "instances[0].kv: must be a mapping"},
+        BadYaml{"security_unknown",
+                std::string(kMinimal) + "security: {cluster_token: abc}\n",
+                "security.cluster_token: unknown key"},
+        BadYaml{"security_tls_partial",
+                std::string(kMinimal) + "security: {tls_cert_file: c.pem, tls_ca_file: ca.pem}\n",
+                "security.tls_key_file: is required with the other TLS files"},
         BadYaml{"string_is_map",
                 "model: {name: {x: 1}, path: p}\n"
                 "instances: [{name: a, role: aggregated}]\n",

@@ -302,6 +302,25 @@ void ValidatePlacement(const PlacementConfig& placement,
   }
 }
 
+void ValidateSecurity(const SecurityConfig& security, Problems& problems) {
+  const int tls_files = !security.tls_cert_file.empty() + !security.tls_key_file.empty() +
+                        !security.tls_ca_file.empty();
+  if (tls_files != 0 && tls_files != 3) {
+    for (const auto& [field, value] : {std::pair{"tls_cert_file", &security.tls_cert_file},
+                                       std::pair{"tls_key_file", &security.tls_key_file},
+                                       std::pair{"tls_ca_file", &security.tls_ca_file}}) {
+      if (value->empty()) {
+        problems.Add(absl::StrCat("security.", field),
+                     "is required with the other TLS files (tls_cert_file, tls_key_file and "
+                     "tls_ca_file go together)");
+      }
+    }
+  }
+  if (tls_files == 0 && !security.tls_server_name.empty()) {
+    problems.Add("security.tls_server_name", "needs tls_cert_file, tls_key_file and tls_ca_file");
+  }
+}
+
 }  // namespace
 
 std::string_view InstanceRoleName(InstanceRole role) { return NameOf(kRoleNames, role); }
@@ -427,6 +446,7 @@ absl::Status DeploymentConfig::Validate() const {
     }
   }
   ValidatePlacement(placement, instances, problems);
+  ValidateSecurity(security, problems);
   if (has_context != has_generation) {
     problems.Add("instances", has_context
                                   ? "a context instance needs at least one generation instance"

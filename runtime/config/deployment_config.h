@@ -101,8 +101,15 @@ struct RouterConfig {
   double kv_load_weight = 0.5;
   // A leader sends its ranks' KV events to the router this often (at most).
   int64_t kv_event_interval_ms = 20;
-  // When non-empty, HTTP clients must send `Authorization: Bearer <api_key>` (else 401).
+  // Client API keys (docs/security.md §1): with api_key and/or api_keys_file set, HTTP
+  // clients must send `Authorization: Bearer KEY` (else 401) and gRPC clients of
+  // RouterService.Generate the same as `authorization` metadata (else UNAUTHENTICATED),
+  // KEY being api_key or any line of api_keys_file (one key per line; blank lines and
+  // '#' comments are skipped). The file is read when the router starts: unreadable or
+  // without a key, the router does not start (the error names this field). A relative
+  // path is resolved against the config file's directory.
   std::string api_key;
+  std::string api_keys_file;
   // Workers send a Heartbeat this often.
   int64_t heartbeat_interval_ms = 500;
   // A registered instance whose last heartbeat is older than this gets no new requests,
@@ -125,9 +132,11 @@ struct RouterConfig {
   // one more is refused at once: HTTP 429 with Retry-After, gRPC RESOURCE_EXHAUSTED.
   // 0: no limit. Below http_threads, so that a refusal never waits for a thread.
   int64_t max_concurrent_requests = 0;
-  // Most requests the router has outstanding at one instance; when every healthy
-  // instance of a role is at it, a request is refused at once like one beyond
-  // max_concurrent_requests. 0: no limit.
+  // Most requests the router has outstanding at one instance (each leg of a two-leg
+  // request counts on its instance while it runs); when every healthy instance of the
+  // role a request needs is at it, the request is refused at once like one beyond
+  // max_concurrent_requests (counted in lockstep_router_refusals_total
+  // {reason="max_queued_requests"}). 0: no limit.
   int64_t max_queued_requests = 0;
   // The HTTP listener's bounds (docs/security.md §5). A body over max_request_body_bytes
   // is 413; a request head (request line and headers) over max_header_bytes or with more
@@ -144,7 +153,8 @@ struct RouterConfig {
   int64_t http_idle_timeout_ms = 5000;
   int64_t http_read_timeout_ms = 10000;
   // A response write that makes no progress for this long (a client that stopped
-  // reading its stream) ends the connection and cancels the request.
+  // reading its stream) ends the connection and cancels the request. It bounds a
+  // RouterService.Generate stream's writes the same way (the call is cancelled).
   int64_t http_write_timeout_ms = 10000;
   // /health and /metrics need the API key too (when api_key is set).
   bool api_key_for_health_and_metrics = false;
@@ -283,12 +293,38 @@ struct PlacementConfig {
   bool compute_domain = false;
 };
 
+// `security:` — the secrets every daemon of the deployment (router, worker, instance,
+// launcher) uses (docs/security.md §1-2), as file names: runtime/security's
+// SecurityFiles. Relative names are resolved against the config file's directory.
+// A LOCKSTEP_* variable that is set wins over its field: LOCKSTEP_CLUSTER_TOKEN_FILE over
+// cluster_token_file, and any of LOCKSTEP_TLS_{CERT,KEY,CA}_FILE / _SERVER_NAME over all
+// four TLS fields (TLS files come as a set). The files are read when a daemon starts
+// (an unreadable one stops it with an error naming the field and the file), not when
+// the config is parsed: `plan slurm` and `render k8s` name files that exist only where
+// the daemons run.
+struct SecurityConfig {
+  // The cluster token (first line; trailing whitespace ignored). Empty: no token
+  // (a daemon then logs a warning and its internal services accept anyone).
+  std::string cluster_token_file;
+  // TLS for every internal gRPC server and channel: this node's certificate and key and
+  // the cluster CA (PEM); all three or none.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
+  // The name servers' certificates are checked against; empty: the host dialled. Needs
+  // the TLS files.
+  std::string tls_server_name;
+
+  bool operator==(const SecurityConfig&) const = default;
+};
+
 // The whole file.
 struct DeploymentConfig {
   ModelConfig model;
   RouterConfig router;
   std::vector<InstanceConfig> instances;  // at least one
   PlacementConfig placement;
+  SecurityConfig security;
 
   // Checks every field and the rules between them: unique instance names, context and
   // generation instances come together, spec_k > 0 needs model.draft_path. Reports

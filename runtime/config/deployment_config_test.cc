@@ -147,6 +147,11 @@ INSTANTIATE_TEST_SUITE_P(
                  "instances[1].transfer.lease_ms: must be >= transfer.deadline_ms (10000), got 5"},
         BadField{"leader_address", [](auto& c) { c.instances[0].leader_address = "host"; },
                  "instances[0].leader_address: must be host:port"},
+        BadField{"tls_partial", [](auto& c) { c.security.tls_cert_file = "/tls/node.pem"; },
+                 "security.tls_key_file: is required with the other TLS files"},
+        BadField{"tls_server_name_alone",
+                 [](auto& c) { c.security.tls_server_name = "lockstep.internal"; },
+                 "security.tls_server_name: needs tls_cert_file, tls_key_file and tls_ca_file"},
         BadField{"context_alone", [](auto& c) { c.instances[1].role = InstanceRole::kAggregated; },
                  "instances: a context instance needs at least one generation instance"}),
     [](const ::testing::TestParamInfo<BadField>& info) { return info.param.label; });

@@ -19,7 +19,7 @@
 #include "runtime/launcher/launch_plan.h"
 #include "runtime/launcher/process_supervisor.h"
 #include "runtime/router/router_http_client.h"
-#include "runtime/security/cluster_security.h"
+#include "runtime/security/configured_security.h"
 
 namespace lockstep::launcher {
 namespace {
@@ -160,7 +160,8 @@ int Launch(const LaunchOptions& options, const StopSignal& stop) {
     return 2;
   }
   // The deployment's processes share a cluster token (docs/security.md).
-  if (absl::StatusOr<std::string> token = security::EnsureLocalClusterToken(options.run_dir);
+  if (absl::StatusOr<std::string> token =
+          security::EnsureConfiguredClusterToken(options.run_dir, config->security);
       !token.ok()) {
     Complain(std::string(token.status().message()));
     return 2;

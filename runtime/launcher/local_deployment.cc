@@ -16,7 +16,7 @@
 #include "proto/router.grpc.pb.h"
 #include "runtime/config/config_yaml.h"
 #include "runtime/router/router_http_client.h"
-#include "runtime/security/cluster_security.h"
+#include "runtime/security/configured_security.h"
 #include "runtime/security/grpc_credentials.h"
 
 namespace lockstep::launcher {
@@ -51,7 +51,7 @@ absl::Status LocalDeployment::Launch(const std::string& config_path, const std::
                                      absl::Duration ready_timeout) {
   const PlanOptions options = {
       .lockstep_binary = lockstep_binary, .config_path = config_path, .run_dir = run_dir};
-  RETURN_IF_ERROR(security::EnsureLocalClusterToken(run_dir).status());
+  RETURN_IF_ERROR(security::EnsureConfiguredClusterToken(run_dir, config_.security).status());
   ASSIGN_OR_RETURN(plan_, StartRouter(config_, options, supervisor_, ready_timeout));
   for (const ProcessSpec& w : plan_.workers) RETURN_IF_ERROR(supervisor_.Start(w));
   return WaitHealthy(ready_timeout);

@@ -42,6 +42,9 @@ class Admission {
   std::atomic<int64_t> refused_{0};
 };
 
+// The refusal reason label of a request beyond the limit (router_metrics.h).
+inline constexpr char kAdmissionReason[] = "max_concurrent_requests";
+
 // Seconds a refused client is told to wait before retrying (HTTP Retry-After).
 inline constexpr int kAdmissionRetryAfterSeconds = 1;
 

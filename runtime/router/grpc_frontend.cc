@@ -1,7 +1,15 @@
 #include "runtime/router/grpc_frontend.h"
 
+#include <atomic>
+#include <chrono>
+#include <limits>
+#include <memory>
 #include <string_view>
 #include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/alarm.h"
 
 #include "common/grpc_status.h"
 #include "common/log.h"
@@ -13,16 +21,22 @@
 namespace lockstep::router {
 namespace {
 
+using Writer = grpc::ServerWriter<v1::RouterGenerateResponse>;
+
 // Streams a request's tokens (and their text, cut at the request's stop strings) to a
-// gRPC client.
+// gRPC client. OnTokens runs on the request's thread, ClientConnected on the sweeper's,
+// which cancels the call when a write has been pending for `write_timeout`.
 class GrpcSink : public TokenSink {
  public:
-  GrpcSink(grpc::ServerContext& context, grpc::ServerWriter<v1::RouterGenerateResponse>& writer,
-           const ServingTokenizer& tokenizer, const RouterRequest& request, uint64_t request_id)
+  GrpcSink(grpc::ServerContext& context, Writer& writer, const ServingTokenizer& tokenizer,
+           const RouterRequest& request, uint64_t request_id, Clock& clock,
+           absl::Duration write_timeout)
       : context_(context),
         writer_(writer),
         text_(tokenizer, request.stop),
-        request_id_(request_id) {}
+        request_id_(request_id),
+        clock_(clock),
+        write_timeout_(write_timeout) {}
 
   SinkAction OnTokens(const TokenDelta& delta) override {
     v1::RouterGenerateResponse response;
@@ -30,29 +44,80 @@ class GrpcSink : public TokenSink {
     response.mutable_token_ids()->Assign(delta.token_ids.begin(), delta.token_ids.end());
     response.set_text(text_.Push(delta.token_ids));
     for (const v1::TokenLogprobs& lp : delta.logprobs) *response.add_logprobs() = lp;
-    if (!writer_.Write(response)) return SinkAction::kClientGone;
+    write_started_.store(absl::ToUnixNanos(clock_.Now()));
+    const bool written = writer_.Write(response);
+    write_started_.store(kNoWrite);
+    if (!written) return SinkAction::kClientGone;
     return text_.stopped() ? SinkAction::kStop : SinkAction::kContinue;
   }
-  bool ClientConnected() override { return !context_.IsCancelled(); }
+
+  bool ClientConnected() override {
+    const int64_t started = write_started_.load();
+    if (started != kNoWrite &&
+        clock_.Now() - absl::FromUnixNanos(started) >= write_timeout_) {
+      LOCKSTEP_LOG_WARN("router", "request {}: a gRPC client read nothing for {} ms; cancelling",
+                        request_id_, absl::ToInt64Milliseconds(write_timeout_));
+      context_.TryCancel();  // the pending Write returns false
+      return false;
+    }
+    return !context_.IsCancelled();
+  }
 
   std::string FlushText() { return text_.Finish(); }
 
  private:
+  static constexpr int64_t kNoWrite = std::numeric_limits<int64_t>::min();
+
   grpc::ServerContext& context_;
-  grpc::ServerWriter<v1::RouterGenerateResponse>& writer_;
+  Writer& writer_;
   GeneratedText text_;
   const uint64_t request_id_;
+  Clock& clock_;
+  const absl::Duration write_timeout_;
+  std::atomic<int64_t> write_started_{kNoWrite};  // Unix ns of the pending write
 };
+
+// Writes `response`; when the write is still pending after `timeout` (a client that
+// stopped reading), an alarm cancels the call, which makes the write return false.
+bool WriteWithin(grpc::ServerContext& context, Writer& writer,
+                 const v1::RouterGenerateResponse& response, absl::Duration timeout) {
+  // What the alarm may still touch after we return: nothing once `context` is cleared.
+  struct Guard {
+    absl::Mutex mu;
+    grpc::ServerContext* context ABSL_GUARDED_BY(mu);
+  };
+  auto guard = std::make_shared<Guard>();
+  {
+    absl::MutexLock lock(&guard->mu);
+    guard->context = &context;
+  }
+  grpc::Alarm alarm;
+  alarm.Set(std::chrono::system_clock::now() +
+                std::chrono::microseconds(absl::ToInt64Microseconds(timeout)),
+            [guard](bool fired) {
+              absl::MutexLock lock(&guard->mu);
+              if (fired && guard->context != nullptr) guard->context->TryCancel();
+            });
+  const bool written = writer.Write(response);
+  {
+    absl::MutexLock lock(&guard->mu);
+    guard->context = nullptr;
+  }
+  alarm.Cancel();
+  return written;
+}
 
 }  // namespace
 
 GrpcFrontend::GrpcFrontend(Options options, RequestRunner& runner, InstanceRegistry& registry,
-                           RouterMetrics& metrics, const ServingTokenizer& tokenizer)
+                           RouterMetrics& metrics, const ServingTokenizer& tokenizer,
+                           Clock& clock)
     : options_(std::move(options)),
       runner_(runner),
       registry_(registry),
       metrics_(metrics),
-      tokenizer_(tokenizer) {}
+      tokenizer_(tokenizer),
+      clock_(clock) {}
 
 grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
                                     const v1::RouterGenerateRequest* request,
@@ -70,6 +135,7 @@ grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
   const Admission::Ticket ticket = options_.admission->TryAdmit();  // held until we return
   if (ticket == nullptr) {
     const absl::Status refused = options_.admission->RefusalStatus();
+    metrics_.Refused(kAdmissionReason);
     metrics_.RequestFinished(refused);
     return ToGrpcStatus(refused);
   }
@@ -83,10 +149,7 @@ grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
   routed.sampling = config::SamplingFromWire(request->sampling());
   routed.stop.assign(request->stop().begin(), request->stop().end());
   absl::Status status = ValidateRouterRequest(routed, options_.limits);
-  if (status.ok() && !runner_.CanRoute()) {
-    status = absl::UnavailableError(fmt::format(
-        "no healthy instance can serve model '{}' now; retry later", options_.limits.model));
-  }
+  if (status.ok()) status = runner_.CheckRoute(options_.limits.model);
   if (!status.ok()) {
     metrics_.RequestFinished(status);
     const std::string param = ParamOf(status);
@@ -96,7 +159,7 @@ grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
                                      fmt::format("{}: {}", param, std::string(status.message()))));
   }
   const uint64_t id = runner_.NewRequestId();
-  GrpcSink sink(*context, *writer, tokenizer_, routed, id);
+  GrpcSink sink(*context, *writer, tokenizer_, routed, id, clock_, options_.write_timeout);
   const RequestResult result = runner_.Run(routed, id, sink);
   if (!result.status.ok()) return ToGrpcStatus(result.status);
   v1::RouterGenerateResponse last;
@@ -107,7 +170,9 @@ grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
   last.set_prompt_tokens(static_cast<int32_t>(result.prompt_tokens));
   last.set_completion_tokens(static_cast<int32_t>(result.completion_tokens));
   if (result.drafts.proposed() > 0) *last.mutable_drafts() = result.drafts;
-  writer->Write(last);
+  if (!WriteWithin(*context, *writer, last, options_.write_timeout)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the client stopped reading its stream");
+  }
   return grpc::Status::OK;
 }
 

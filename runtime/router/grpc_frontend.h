@@ -3,7 +3,11 @@
 // route), membership for instance leaders (Register, Heartbeat, ListInstances), and
 // their KV events (ReportKvEvents, to KvRouting).
 // A client that cancels its Generate call cancels the request on the workers (the
-// sweeper sees the call cancelled).
+// sweeper sees the call cancelled). A client that stops reading its stream stalls the
+// router's writes once gRPC's flow-control windows are full; a write that makes no
+// progress for `write_timeout` cancels the call (the sweeper sees the write pending for
+// tokens; an alarm guards the final message), which frees its thread and cancels the
+// request on its worker.
 //
 // Thread safety: thread-safe (gRPC calls the methods from its own threads).
 #ifndef LOCKSTEP_RUNTIME_ROUTER_GRPC_FRONTEND_H_
@@ -12,6 +16,7 @@
 #include "absl/time/time.h"
 #include <memory>
 
+#include "common/clock.h"
 #include "proto/router.grpc.pb.h"
 #include "runtime/router/admission.h"
 #include "runtime/security/api_keys.h"
@@ -36,11 +41,13 @@ class GrpcFrontend final : public v1::RouterService::Service {
     std::shared_ptr<Admission> admission = std::make_shared<Admission>(0);
     // Where ReportKvEvents goes (not owned; null: refused as UNIMPLEMENTED).
     KvRouting* kv_routing = nullptr;
+    // A Generate write stalled this long ends the call (router.http_write_timeout_ms).
+    absl::Duration write_timeout = absl::Seconds(10);
   };
 
   // Every reference must outlive the frontend.
   GrpcFrontend(Options options, RequestRunner& runner, InstanceRegistry& registry,
-               RouterMetrics& metrics, const ServingTokenizer& tokenizer);
+               RouterMetrics& metrics, const ServingTokenizer& tokenizer, Clock& clock);
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::RouterGenerateRequest* request,
                         grpc::ServerWriter<v1::RouterGenerateResponse>* writer) override;
@@ -60,6 +67,7 @@ class GrpcFrontend final : public v1::RouterService::Service {
   InstanceRegistry& registry_;
   RouterMetrics& metrics_;
   const ServingTokenizer& tokenizer_;
+  Clock& clock_;
 };
 
 }  // namespace lockstep::router

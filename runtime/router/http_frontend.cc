@@ -1,5 +1,6 @@
 #include "runtime/router/http_frontend.h"
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <random>
@@ -25,6 +26,8 @@ using nlohmann::json;
 
 void SendError(httplib::Response& res, const absl::Status& status) {
   res.status = HttpStatusOf(status);
+  // A refusal for overload (429): when to try again.
+  if (res.status == 429) res.set_header("Retry-After", std::to_string(kAdmissionRetryAfterSeconds));
   res.set_content(ErrorBody(status), "application/json");
 }
 
@@ -76,24 +79,37 @@ class SseChannel {
     last_write_ = clock_.Now();
   }
 
-  // Writes `data` (nothing when empty); false once the client is gone.
+  // Writes `data` (nothing when empty); false once the client is gone. A keep-alive
+  // (`only_if_idle`) never waits for the mutex: while an event's write holds it (for up
+  // to the write timeout when the client stopped reading), the sweeper, which serves
+  // every stream, goes on; that write finds out whether the client is gone.
   bool Write(const std::string& data, bool only_if_idle) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    if (broken_) return false;
-    const absl::Time now = clock_.Now();
-    if (data.empty() || (only_if_idle && now - last_write_ < keepalive_)) return true;
-    if (!sink_.write(data.data(), data.size())) broken_ = true;
-    last_write_ = now;
-    return !broken_;
+    if (only_if_idle) {
+      if (!mu_.TryLock()) return !broken_.load();
+    } else {
+      mu_.Lock();
+    }
+    const bool ok = WriteLocked(data, only_if_idle);
+    mu_.Unlock();
+    return ok;
   }
 
  private:
+  bool WriteLocked(const std::string& data, bool only_if_idle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (broken_.load()) return false;
+    const absl::Time now = clock_.Now();
+    if (data.empty() || (only_if_idle && now - last_write_ < keepalive_)) return true;
+    if (!sink_.write(data.data(), data.size())) broken_.store(true);
+    last_write_ = now;
+    return !broken_.load();
+  }
+
   absl::Mutex mu_;
   httplib::DataSink& sink_ ABSL_GUARDED_BY(mu_);
   Clock& clock_;
   const absl::Duration keepalive_;
   absl::Time last_write_ ABSL_GUARDED_BY(mu_);
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> broken_{false};  // written under mu_; read without it by keep-alives
 };
 
 // Streams one choice to an SseChannel. OnTokens runs on the choice's thread,
@@ -262,8 +278,8 @@ void HttpFrontend::HandleGenerate(ApiKind kind, const httplib::Request& req,
   Admission::Ticket ticket = options_.admission->TryAdmit();
   if (ticket == nullptr) {
     const absl::Status refused = options_.admission->RefusalStatus();
+    metrics_.Refused(kAdmissionReason);
     metrics_.RequestFinished(refused);
-    res.set_header("Retry-After", std::to_string(kAdmissionRetryAfterSeconds));
     SendError(res, refused);
     return;
   }
@@ -271,10 +287,7 @@ void HttpFrontend::HandleGenerate(ApiKind kind, const httplib::Request& req,
       ParseOpenAiRequest(kind, req.body, tokenizer_, options_.sampling_defaults);
   absl::Status status =
       parsed.ok() ? ValidateRouterRequest(parsed->request, options_.limits) : parsed.status();
-  if (status.ok() && !runner_.CanRoute()) {
-    status = absl::UnavailableError(fmt::format(
-        "no healthy instance can serve model '{}' now; retry later", options_.limits.model));
-  }
+  if (status.ok()) status = runner_.CheckRoute(options_.limits.model);
   if (!status.ok()) {
     metrics_.RequestFinished(status);
     SendError(res, status);

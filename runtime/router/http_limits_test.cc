@@ -234,7 +234,10 @@ TEST_F(HttpLimitsTest, IdleConnectionsCloseButAQuietStreamDoesNot) {
 }
 
 TEST_F(HttpLimitsTest, AClientThatStopsReadingIsCutWithoutStallingOthers) {
-  Start([](config::RouterConfig& router) { router.http_write_timeout_ms = 500; });
+  Start([](config::RouterConfig& router) {
+    router.http_write_timeout_ms = 500;
+    router.request_timeout_s = 600;  // only the write timeout can end the stuck stream
+  });
   // A long stream to a client with a small window that never reads: once the buffers
   // are full, the router's write waits at most 500 ms, then it cuts the client and
   // cancels the worker's stream.
@@ -254,6 +257,44 @@ TEST_F(HttpLimitsTest, AClientThatStopsReadingIsCutWithoutStallingOthers) {
   // Its place is given back: a plain request is served.
   result = Client().Post("/v1/completions", CompletionBody("after", 2));
   EXPECT_EQ(result.status, 200) << result.body;
+}
+
+// While a stuck client's write waits (here for up to a minute), the sweeper, which
+// notices every stream's client leaving, is not held up by it: another client that hangs
+// up mid-stream still has its request cancelled at its worker.
+TEST_F(HttpLimitsTest, AStuckClientDoesNotDelayNoticingAnotherClientLeaving) {
+  Start([](config::RouterConfig& router) {
+    router.http_write_timeout_ms = 60000;
+    router.request_timeout_s = 600;
+  });
+  RawConnection stuck(router_->http_address(), /*receive_buffer=*/4096);
+  const std::string body = CompletionBody("s", 1000000, /*stream=*/true);
+  stuck.Send(PostHead("", body.size()) + body);
+  ASSERT_TRUE(lockstep::testing::PollUntil([&] { return !worker_->requests().empty(); }));
+  // Until the buffers are full and the router's write waits: the worker sends no more.
+  int64_t last = -1;
+  EXPECT_TRUE(lockstep::testing::PollUntil(
+      [&] {
+        const int64_t now = worker_->tokens_sent();
+        const bool still = now == last;
+        last = now;
+        return still;
+      },
+      absl::Seconds(30), absl::Milliseconds(200)));
+
+  // A second stream gets nothing (its worker holds it) and its client hangs up.
+  worker_->SetHold(true);
+  {
+    RawConnection leaving(router_->http_address());
+    const std::string quiet = CompletionBody("q", 8, /*stream=*/true);
+    leaving.Send(PostHead("", quiet.size()) + quiet);
+    EXPECT_THAT(leaving.Receive(absl::Seconds(10), "\r\n\r\n"), HasSubstr("HTTP/1.1 200"));
+    ASSERT_TRUE(worker_->AwaitHeld(1, absl::Seconds(10)));
+  }
+  // Its request is cancelled long before the stuck write's minute is over.
+  EXPECT_TRUE(worker_->AwaitStreamsCancelled(1, absl::Seconds(30)));
+  EXPECT_EQ(worker_->held(), 0);
+  worker_->SetHold(false);
 }
 
 TEST_F(HttpLimitsTest, HealthAndMetricsAreOpenUnlessConfigured) {

@@ -5,6 +5,7 @@
 
 #include "absl/algorithm/container.h"
 #include "fmt/format.h"
+#include "runtime/router/queue_limit.h"
 #include "runtime/router/routing_policy.h"
 
 namespace lockstep::router {
@@ -172,14 +173,22 @@ absl::StatusOr<InstanceTarget> InstanceRegistry::Acquire(config::InstanceRole ro
   absl::MutexLock lock(&mu_);
   std::vector<KvCandidate> candidates;
   std::vector<Entry*> entries;
+  bool full = false;  // a healthy one at max_queued_requests
   for (auto& [name, entry] : entries_) {
     if (entry.state.role != role || entry.state.health != InstanceHealth::kHealthy) continue;
     if (absl::c_linear_search(exclude, name)) continue;
+    if (!HasQueueRoom(entry.state.in_flight, options_.max_queued_requests)) {
+      full = true;
+      continue;
+    }
     candidates.push_back({.name = name,
                           .in_flight = entry.state.in_flight,
                           .queued = entry.state.load.queued_requests,
                           .free_blocks = entry.state.load.free_blocks});
     entries.push_back(&entry);
+  }
+  if (candidates.empty() && full) {
+    return QueueFullStatus(config::InstanceRoleName(role), options_.max_queued_requests);
   }
   if (candidates.empty()) {
     return absl::UnavailableError(
@@ -238,6 +247,19 @@ bool InstanceRegistry::HasHealthy(config::InstanceRole role,
   absl::MutexLock lock(&mu_);
   for (const auto& [name, entry] : entries_) {
     if (entry.state.role == role && entry.state.health == InstanceHealth::kHealthy &&
+        !absl::c_linear_search(exclude, name)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool InstanceRegistry::HasRoom(config::InstanceRole role,
+                               absl::Span<const std::string> exclude) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, entry] : entries_) {
+    if (entry.state.role == role && entry.state.health == InstanceHealth::kHealthy &&
+        HasQueueRoom(entry.state.in_flight, options_.max_queued_requests) &&
         !absl::c_linear_search(exclude, name)) {
       return true;
     }

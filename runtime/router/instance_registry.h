@@ -93,6 +93,9 @@ class InstanceRegistry {
     // registers or stops serving is removed from it.
     KvRouting* kv = nullptr;
     KvAwareWeights kv_weights;  // policy kv_aware
+    // router.max_queued_requests (queue_limit.h): an instance with this many requests
+    // in flight from this router is not picked. 0: no limit.
+    int64_t max_queued_requests = 0;
   };
 
   // Instances named in the config start as unknown (or, with a leader_address, as
@@ -122,9 +125,11 @@ class InstanceRegistry {
   std::vector<std::string> ExpireHeartbeats() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Picks a healthy instance of `role` (none of `exclude`: e.g. the instances a migrated
-  // request failed on) by the policy and counts a request in flight on it (Release ends
-  // that). With `prompt`, looks up its cached prefix on every candidate (kv_aware routes
-  // by it; every policy reports it). UNAVAILABLE when there is none.
+  // request failed on) below max_queued_requests by the policy and counts a request in
+  // flight on it (Release ends that). With `prompt`, looks up its cached prefix on every
+  // candidate (kv_aware routes by it; every policy reports it). UNAVAILABLE when there is
+  // no healthy one; RESOURCE_EXHAUSTED (QueueFullStatus) when every healthy one is at
+  // the limit.
   absl::StatusOr<InstanceTarget> Acquire(config::InstanceRole role,
                                          absl::Span<const std::string> exclude = {},
                                          absl::Span<const int32_t> prompt = {})
@@ -135,6 +140,10 @@ class InstanceRegistry {
   // Healthy or draining: requests already on it may go on.
   bool IsServing(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
   bool HasHealthy(config::InstanceRole role, absl::Span<const std::string> exclude = {}) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // A healthy instance of `role` below max_queued_requests exists (Acquire would pick
+  // one now).
+  bool HasRoom(config::InstanceRole role, absl::Span<const std::string> exclude = {}) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // Instances with a known address, to poll.
   std::vector<InstanceTarget> PollTargets() const ABSL_LOCKS_EXCLUDED(mu_);

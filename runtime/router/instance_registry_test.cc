@@ -298,5 +298,48 @@ TEST_F(InstanceRegistryTest, OtherPoliciesIgnoreThePrefixButReportIt) {
   EXPECT_THAT(names, ::testing::UnorderedElementsAre("a", "b"));  // by load
 }
 
+// router.max_queued_requests: a full instance is skipped (whatever the policy picks),
+// and with every healthy one full the request is refused, not queued; a place freed by
+// Release is taken again. An unhealthy instance does not count as full.
+TEST_F(InstanceRegistryTest, InstancesAtTheQueueLimitAreNotPickedAndAllFullIsExhausted) {
+  for (const config::RoutingPolicy policy :
+       {config::RoutingPolicy::kRoundRobin, config::RoutingPolicy::kLeastLoad}) {
+    SCOPED_TRACE(config::RoutingPolicyName(policy));
+    InstanceRegistry::Options options = Options(policy);
+    options.max_queued_requests = 2;
+    InstanceRegistry registry(options, {}, clock_);
+    for (const char* name : {"a", "b"}) {
+      LOCKSTEP_ASSERT_OK(registry.Register(name, InstanceRole::kAggregated, 1, "h:1", "tiny"));
+    }
+    LOCKSTEP_ASSERT_OK(registry.Register("ctx", InstanceRole::kContext, 1, "h:1", "tiny"));
+    for (int i = 0; i < 4; ++i) LOCKSTEP_ASSERT_OK(registry.Acquire(InstanceRole::kAggregated).status());
+    EXPECT_EQ(StateOf(registry, "a").in_flight, 2);
+    EXPECT_EQ(StateOf(registry, "b").in_flight, 2);
+    EXPECT_FALSE(registry.HasRoom(InstanceRole::kAggregated));
+    EXPECT_TRUE(registry.HasHealthy(InstanceRole::kAggregated));
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_THAT(registry.Acquire(InstanceRole::kAggregated),
+                  StatusIs(absl::StatusCode::kResourceExhausted,
+                           HasSubstr("every healthy aggregated instance has 2 requests")));
+    }
+    EXPECT_EQ(StateOf(registry, "a").in_flight, 2);  // refusals count nothing
+    EXPECT_EQ(StateOf(registry, "b").in_flight, 2);
+    EXPECT_TRUE(registry.HasRoom(InstanceRole::kContext));  // per role
+    registry.Release("b");
+    EXPECT_TRUE(registry.HasRoom(InstanceRole::kAggregated));
+    EXPECT_FALSE(registry.HasRoom(InstanceRole::kAggregated, {"b"}));
+    absl::StatusOr<InstanceTarget> again = registry.Acquire(InstanceRole::kAggregated);
+    ASSERT_THAT(again, IsOk());
+    EXPECT_EQ(again->name, "b");  // the only one with room, whatever the policy's turn
+    // With "a" unhealthy, "b" full is all there is.
+    registry.ReportPollFailed(TargetOf(registry, "a"), "down", /*immediate=*/true);
+    EXPECT_THAT(registry.Acquire(InstanceRole::kAggregated),
+                StatusIs(absl::StatusCode::kResourceExhausted));
+    registry.ReportPollFailed(TargetOf(registry, "b"), "down", /*immediate=*/true);
+    EXPECT_THAT(registry.Acquire(InstanceRole::kAggregated),
+                StatusIs(absl::StatusCode::kUnavailable));
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::router

@@ -11,6 +11,7 @@
 #include "grpcpp/grpcpp.h"
 #include "runtime/config/sampling_wire.h"
 #include "runtime/router/migration.h"
+#include "runtime/router/queue_limit.h"
 #include "scheduler/continuation.h"
 
 namespace lockstep::router {
@@ -70,6 +71,25 @@ bool RequestRunner::CanRoute(absl::Span<const std::string> exclude) const {
   return registry_.HasHealthy(InstanceRole::kAggregated, exclude) ||
          (registry_.HasHealthy(InstanceRole::kContext, exclude) &&
           registry_.HasHealthy(InstanceRole::kGeneration, exclude));
+}
+
+absl::Status RequestRunner::CheckRoute(std::string_view model) {
+  if (!CanRoute()) {
+    return absl::UnavailableError(
+        fmt::format("no healthy instance can serve model '{}' now; retry later", model));
+  }
+  // The roles of the route RunAttempt takes: aggregated when there is one.
+  const std::vector<InstanceRole> roles =
+      registry_.HasHealthy(InstanceRole::kAggregated)
+          ? std::vector<InstanceRole>{InstanceRole::kAggregated}
+          : std::vector<InstanceRole>{InstanceRole::kContext, InstanceRole::kGeneration};
+  for (const InstanceRole role : roles) {
+    if (!registry_.HasRoom(role)) {
+      metrics_.Refused(kQueueFullReason);
+      return QueueFullStatus(config::InstanceRoleName(role), options_.max_queued_requests);
+    }
+  }
+  return absl::OkStatus();
 }
 
 RequestResult RequestRunner::Run(const RouterRequest& request, uint64_t request_id,
@@ -416,6 +436,7 @@ absl::StatusOr<InstanceTarget> RequestRunner::Route(InstanceRole role,
       by_prompt ? absl::MakeConstSpan(prompt.data(), static_cast<size_t>(prompt.size()))
                 : absl::Span<const int32_t>());
   wire.clear_rank_hint();
+  if (IsQueueFull(target.status())) metrics_.Refused(kQueueFullReason);
   if (!target.ok()) return target;
   metrics_.RoutingDecision(target->reason);
   if (target->rank_hint >= 0) wire.set_rank_hint(target->rank_hint);

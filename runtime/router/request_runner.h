@@ -37,6 +37,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -64,6 +65,8 @@ class RequestRunner {
     std::vector<int32_t> eos_token_ids;
     // Most migrations of one request (router.migration_limit); 0: none.
     int migration_limit = 2;
+    // router.max_queued_requests, for the refusals' messages (the registry enforces it).
+    int64_t max_queued_requests = 0;
   };
 
   // Every reference must outlive the runner.
@@ -73,6 +76,14 @@ class RequestRunner {
   // True when some route exists now (a request would not be refused as UNAVAILABLE),
   // using none of the instances in `exclude`.
   bool CanRoute(absl::Span<const std::string> exclude = {}) const;
+
+  // Whether a request for `model` can start now: UNAVAILABLE without a route; with one,
+  // RESOURCE_EXHAUSTED (queue_limit.h, counted as a refusal) when every healthy
+  // instance of a role it needs is at router.max_queued_requests. The frontends ask
+  // before they answer, so that the refusal is an HTTP 429 / RESOURCE_EXHAUSTED at once.
+  // Run checks again when it picks each instance (another request may have taken the
+  // last place since): a leg that finds none ends the request the same way.
+  absl::Status CheckRoute(std::string_view model);
 
   // A fresh request id (unique; ids start at the router's start time in µs).
   uint64_t NewRequestId() { return next_request_id_.fetch_add(1); }
@@ -117,7 +128,7 @@ class RequestRunner {
   // max_tokens, or a stop token once min_tokens were generated.
   bool OutputComplete(const v1::GenerateRequest& original, const Progress& progress,
                       RequestResult& result) const;
-  // registry_.Acquire, counting the decision; a leg routed with `prompt` carries the
+  // registry_.Acquire, counting the decision (and a refusal for the queue limit); a leg routed with `prompt` carries the
   // chosen rank hint in `wire` (none without).
   absl::StatusOr<InstanceTarget> Route(config::InstanceRole role,
                                        absl::Span<const std::string> exclude,

@@ -61,14 +61,22 @@ absl::StatusOr<std::unique_ptr<RouterDaemon>> RouterDaemon::Start(config::Deploy
     ASSIGN_OR_RETURN(text, LoadModelText(config.model.path));
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const security::TlsContext> https, HttpsContext(config.router));
-  auto daemon = std::unique_ptr<RouterDaemon>(new RouterDaemon(
-      std::move(config), std::move(options), std::move(text), std::move(https)));
+  absl::StatusOr<security::ApiKeys> api_keys =
+      security::ApiKeys::Load(config.router.api_key, config.router.api_keys_file);
+  if (!api_keys.ok()) {
+    return absl::Status(api_keys.status().code(),
+                        fmt::format("router.api_keys_file: {}", std::string(api_keys.status().message())));
+  }
+  auto daemon = std::unique_ptr<RouterDaemon>(
+      new RouterDaemon(std::move(config), std::move(options), std::move(text), std::move(https),
+                       *std::move(api_keys)));
   if (absl::Status status = daemon->StartServing(); !status.ok()) return status;
   return daemon;
 }
 
 RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, ModelText text,
-                           std::shared_ptr<const security::TlsContext> https)
+                           std::shared_ptr<const security::TlsContext> https,
+                           security::ApiKeys api_keys)
     : config_(std::move(config)),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : *SystemClock::Get()),
@@ -82,12 +90,14 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
           .policy = rc.policy,
           .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms),
           .kv = &kv_routing_,
-          .kv_weights = {.prefix = rc.kv_prefix_weight, .load = rc.kv_load_weight}},
+          .kv_weights = {.prefix = rc.kv_prefix_weight, .load = rc.kv_load_weight},
+          .max_queued_requests = rc.max_queued_requests},
       config_.instances, clock_);
   runner_ = std::make_unique<RequestRunner>(
       RequestRunner::Options{.request_timeout = absl::Seconds(rc.request_timeout_s),
                              .eos_token_ids = std::move(text.eos_token_ids),
-                             .migration_limit = static_cast<int>(rc.migration_limit)},
+                             .migration_limit = static_cast<int>(rc.migration_limit),
+                             .max_queued_requests = rc.max_queued_requests},
       *registry_, stubs_, flows_, metrics_, clock_);
   // A poll may take longer than the interval on a loaded machine; a missed answer
   // should mean a stalled or dead leader, not a busy one.
@@ -103,12 +113,13 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
       GrpcFrontend::Options{.limits = limits,
                             .heartbeat_interval = absl::Milliseconds(rc.heartbeat_interval_ms),
                             .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms),
-                            .api_keys = security::ApiKeys({rc.api_key}),
+                            .api_keys = api_keys,
                             .admission = admission,
-                            .kv_routing = &kv_routing_},
-      *runner_, *registry_, metrics_, *tokenizer_);
+                            .kv_routing = &kv_routing_,
+                            .write_timeout = absl::Milliseconds(rc.http_write_timeout_ms)},
+      *runner_, *registry_, metrics_, *tokenizer_, clock_);
   http_frontend_ = std::make_unique<HttpFrontend>(
-      HttpFrontend::Options{.api_keys = security::ApiKeys({rc.api_key}),
+      HttpFrontend::Options{.api_keys = std::move(api_keys),
                             .admission = admission,
                             .server = {.threads = static_cast<int>(rc.http_threads),
                                        .max_connections = rc.max_connections,

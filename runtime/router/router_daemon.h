@@ -40,6 +40,7 @@
 #include "runtime/router/serving_tokenizer.h"
 #include "runtime/router/worker_stubs.h"
 #include "runtime/security/tls_session.h"
+#include "runtime/security/api_keys.h"
 #include "tokenizer/byte_tokenizer.h"
 
 namespace lockstep::router {
@@ -59,7 +60,8 @@ class RouterDaemon {
     std::vector<grpc::Service*> extra_services;
   };
 
-  // Validates `config`, binds both ports and starts serving.
+  // Validates `config`, reads router.api_keys_file (an error names the field), binds both
+  // ports and starts serving.
   static absl::StatusOr<std::unique_ptr<RouterDaemon>> Start(config::DeploymentConfig config,
                                                              Options options);
   ~RouterDaemon();
@@ -75,7 +77,7 @@ class RouterDaemon {
 
  private:
   RouterDaemon(config::DeploymentConfig config, Options options, ModelText text,
-               std::shared_ptr<const security::TlsContext> https);
+               std::shared_ptr<const security::TlsContext> https, security::ApiKeys api_keys);
   absl::Status StartServing();
 
   const config::DeploymentConfig config_;

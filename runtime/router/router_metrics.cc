@@ -46,6 +46,9 @@ std::vector<double> AcceptanceBuckets() {
 RouterMetrics::RouterMetrics()
     : requests_(registry_.AddCounter("lockstep_router_requests_total",
                                      "Client requests by outcome.", {"outcome"})),
+      refusals_(registry_.AddCounter("lockstep_router_refusals_total",
+                                     "Requests refused at once for overload, by the limit hit.",
+                                     {"reason"})),
       prompt_tokens_(registry_.AddCounter("lockstep_router_prompt_tokens_total",
                                           "Prompt tokens of accepted requests.")),
       generated_tokens_(registry_.AddCounter("lockstep_router_generated_tokens_total",
@@ -183,6 +186,8 @@ std::string_view RouterMetrics::OutcomeOf(const absl::Status& status) {
       return "cancelled";
     case absl::StatusCode::kDeadlineExceeded:
       return "timeout";
+    case absl::StatusCode::kResourceExhausted:
+      return "refused";
     default:
       return "error";
   }

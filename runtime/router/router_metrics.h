@@ -4,7 +4,11 @@
 //
 // Names (all prefixed lockstep_):
 //   router_requests_total{outcome}            ok | invalid | unauthorized | unavailable |
-//                                             error | cancelled | timeout
+//                                             refused | error | cancelled | timeout
+//   router_refusals_total{reason}             requests refused at once for overload:
+//                                             max_concurrent_requests (the router) |
+//                                             max_queued_requests (every instance of
+//                                             a role they need is full)
 //   router_prompt_tokens_total, router_generated_tokens_total
 //   router_time_to_first_token_seconds        histogram
 //   router_inter_token_latency_seconds        histogram (per token)
@@ -74,6 +78,11 @@ class RouterMetrics {
     requests_.Increment({std::string(OutcomeOf(status))});
   }
   void Unauthorized() { requests_.Increment({"unauthorized"}); }
+  // A request refused for overload (admission.h, queue_limit.h), by reason.
+  void Refused(std::string_view reason) { refusals_.Increment({std::string(reason)}); }
+  double RefusalCount(std::string_view reason) const {
+    return refusals_.Value({std::string(reason)});
+  }
   void PromptTokens(int64_t n) { prompt_tokens_.Increment({}, static_cast<double>(n)); }
   void GeneratedTokens(int64_t n) { generated_tokens_.Increment({}, static_cast<double>(n)); }
   void TimeToFirstToken(absl::Duration d) { ttft_.Observe({}, absl::ToDoubleSeconds(d)); }
@@ -120,6 +129,7 @@ class RouterMetrics {
  private:
   MetricsRegistry registry_;
   CounterFamily& requests_;
+  CounterFamily& refusals_;
   CounterFamily& prompt_tokens_;
   CounterFamily& generated_tokens_;
   HistogramFamily& ttft_;

@@ -5,6 +5,7 @@
 // router.max_concurrent_requests, requests are refused at once (429 / RESOURCE_EXHAUSTED).
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -46,9 +47,11 @@ void Deadline(grpc::ClientContext& call) {
 // token), and stubs that present no token, a wrong one, or the right one.
 class RouterSecurityTest : public ::testing::Test {
  protected:
-  void Start(const std::string& api_key, int64_t max_concurrent_requests = 0) {
+  void Start(const std::string& api_key, int64_t max_concurrent_requests = 0,
+             const std::string& api_keys_file = "") {
     config::DeploymentConfig config = testing::TestConfig({{"agg0", config::InstanceRole::kAggregated}});
     config.router.api_key = api_key;
+    config.router.api_keys_file = api_keys_file;
     config.router.max_concurrent_requests = max_concurrent_requests;
     absl::StatusOr<std::unique_ptr<RouterDaemon>> router = testing::StartRouter(config);
     ASSERT_THAT(router, IsOk());
@@ -175,6 +178,51 @@ TEST_F(RouterSecurityTest, GenerateNeedsTheApiKeyLikeHttp) {
   EXPECT_EQ(text, testing::FakeWorker::ExpectedText("key", 3));
 }
 
+// A list of keys from router.api_keys_file guards HTTP and gRPC alike; router.api_key
+// is accepted besides them.
+TEST_F(RouterSecurityTest, KeysFromTheKeysFileGuardHttpAndGrpc) {
+  const std::string keys = ::testing::TempDir() + "/router_api_keys";
+  std::ofstream(keys) << "# one key per line\nteam-a-key\n\n  team-b-key  \n";
+  Start("single-key", 0, keys);
+  testing::HttpClient http(router_->http_address());
+  const std::string body =
+      R"({"model":")" + std::string(testing::kModel) + R"(","prompt":"key","max_tokens":3})";
+  for (const std::string key : {"team-a-key", "team-b-key", "single-key"}) {
+    SCOPED_TRACE(key);
+    std::string text;
+    grpc::Status status = Generate("Bearer " + key, &text);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(text, testing::FakeWorker::ExpectedText("key", 3));
+    testing::HttpResult result =
+        http.Post("/v1/completions", body, {{"Authorization", "Bearer " + key}});
+    EXPECT_EQ(result.status, 200) << result.body;
+  }
+  const size_t served = worker_->requests().size();
+  for (const std::string key : {"team-c-key", "# one key per line", "team-a-ke", ""}) {
+    SCOPED_TRACE(key);
+    std::string text;
+    EXPECT_EQ(Generate("Bearer " + key, &text).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(http.Post("/v1/completions", body, {{"Authorization", "Bearer " + key}}).status,
+              401);
+  }
+  EXPECT_EQ(worker_->requests().size(), served);  // no refused request reached the worker
+}
+
+TEST_F(RouterSecurityTest, AnUnreadableOrEmptyKeysFileStopsTheRouterNamingTheField) {
+  config::DeploymentConfig config =
+      testing::TestConfig({{"agg0", config::InstanceRole::kAggregated}});
+  config.router.api_keys_file = ::testing::TempDir() + "/no_such_keys";
+  EXPECT_THAT(testing::StartRouter(config),
+              lockstep::testing::StatusIs(absl::StatusCode::kNotFound,
+                                          HasSubstr("router.api_keys_file: cannot read secret "
+                                                    "file " + config.router.api_keys_file)));
+  config.router.api_keys_file = ::testing::TempDir() + "/comments_only_keys";
+  std::ofstream(config.router.api_keys_file) << "# no key yet\n";
+  EXPECT_THAT(testing::StartRouter(config),
+              lockstep::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("router.api_keys_file: secret file")));
+}
+
 // 10x the limit in concurrent requests: the limit's worth are admitted and complete,
 // every other one is refused at once with 429 and Retry-After (gRPC:
 // RESOURCE_EXHAUSTED), and the places come back when the admitted requests end.
@@ -221,6 +269,8 @@ TEST_F(RouterSecurityTest, RequestsBeyondTheLimitAreRefusedAtOnce) {
   std::string text;
   EXPECT_EQ(Generate("", &text).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(worker_->requests().size(), static_cast<size_t>(kLimit));  // none reached it
+  EXPECT_EQ(router_->metrics().RefusalCount("max_concurrent_requests"), 9 * kLimit + 1);
+  EXPECT_EQ(router_->metrics().RequestCount("refused"), 9 * kLimit + 1);
 
   worker_->SetStallAfter(-1);
   for (auto& call : calls) call->TryCancel();

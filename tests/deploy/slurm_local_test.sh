@@ -6,7 +6,7 @@
 #   2. starts munged, slurmctld and `slurmd -N n1`, `slurmd -N n2` on free ports, all
 #      state under the test's temporary directories;
 #   3. sbatch's the deployment: router and context DEP2 on n1, generation DEP4 on n2,
-#      engine cpu, the ranks being the srun tasks;
+#      engine cpu, the ranks being the srun tasks, with the cluster token the plan wrote;
 #   4. 20 OpenAI requests through the router: 20/20;
 #   5. SIGKILLs one generation rank while 4 streams generate: they end with errors,
 #      the step is restarted (--kill-on-bad-exit + the plan's restart loop), and new
@@ -231,6 +231,11 @@ sys.exit(0 if states.get("ctx0") == "healthy" and states.get("gen0") == "healthy
 }
 wait_for 90 "ctx0 and gen0 to be healthy" both_healthy || fail "the instances did not become healthy"
 log "deployment ready at http://$http after $((SECONDS - start_seconds)) s"
+# The plan wrote the cluster token (0600) and every step presents it: the ranks
+# registered, and the router says where its token came from.
+[[ $(stat -c %a "$run_dir/cluster_token") == 600 ]] || fail "the run's cluster_token is not 0600"
+grep -q "cluster token from LOCKSTEP_CLUSTER_TOKEN_FILE ($run_dir/cluster_token)" \
+  "$run_dir/router.log" || fail "the router did not use the plan's cluster token"
 
 # expect_counts JSON OK ERRORS_MIN: the client's summary has OK oks and >= ERRORS_MIN errors.
 count_of() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }

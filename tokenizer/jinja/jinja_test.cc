@@ -121,6 +121,17 @@ c)j"},
     // Globals and HF additions.
     {"globals", R"j({{ range(3)|list }} {{ range(1, 7, 2)|list }} {{ dict(a=1) }} {% generation %}gen{% endgeneration %})j",
      R"j({})j", "[0, 1, 2] [1, 3, 5] {'a': 1} gen"},
+    // A namespace that holds itself (found by fuzzing: repr recursed until the stack
+    // overflowed; fuzz/corpus/chat_template_fuzzer/regression_self_holding_namespace).
+    {"self_holding_namespace",
+     R"j({% set ns = namespace(n=0) %}{% set ns.n = ns %}{{ ns }}|{{ ns.n.n.n is defined }})j",
+     R"j({})j", "<Namespace {'n': <Namespace {...}>}>|True"},
+    {"namespace_in_its_list",
+     R"j({% set ns = namespace(n=0) %}{% set ns.n = [ns, (ns,)] %}{{ ns.n }}|{{ ns.n|string|length }})j",
+     R"j({})j", "[<Namespace {'n': [...]}>, (<Namespace {'n': [...]}>,)]|55"},
+    {"namespace_in_its_dict",
+     R"j({% set ns = namespace() %}{% set ns.d = {"k": ns} %}{{ ns }})j", R"j({})j",
+     "<Namespace {'d': {'k': <Namespace {...}>}}>"},
 };
 
 class RenderTest : public ::testing::TestWithParam<Case> {};

@@ -1,8 +1,10 @@
 #include "tokenizer/jinja/pyops.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -52,13 +54,47 @@ std::string StringRepr(absl::string_view s) {
   return out;
 }
 
+// The containers whose repr this thread is building, innermost last. Meeting one again
+// is a cycle (a namespace that holds itself, directly or in a list), which repr writes
+// as Python does ("[...]", "{...}") instead of recursing until the stack overflows.
+thread_local std::vector<const void*> repr_in_progress;
+
+class ReprScope {
+ public:
+  explicit ReprScope(const void* container)
+      : recursive_(std::find(repr_in_progress.begin(), repr_in_progress.end(), container) !=
+                   repr_in_progress.end()) {
+    if (!recursive_) repr_in_progress.push_back(container);
+  }
+  ~ReprScope() {
+    if (!recursive_) repr_in_progress.pop_back();
+  }
+  ReprScope(const ReprScope&) = delete;
+  ReprScope& operator=(const ReprScope&) = delete;
+
+  bool recursive() const { return recursive_; }
+
+ private:
+  const bool recursive_;
+};
+
 std::string JoinRepr(const std::vector<Value>& items) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) absl::StrAppend(&out, i ? ", " : "", Repr(items[i]));
   return out;
 }
 
+// "[a, b]" or "(a,)"; "[...]" when `items` is already being written.
+std::string SequenceRepr(const std::vector<Value>& items, bool tuple) {
+  const ReprScope scope(&items);
+  if (scope.recursive()) return tuple ? "(...)" : "[...]";
+  if (!tuple) return absl::StrCat("[", JoinRepr(items), "]");
+  return absl::StrCat("(", JoinRepr(items), items.size() == 1 ? ",)" : ")");
+}
+
 std::string DictRepr(const Dict& dict) {
+  const ReprScope scope(&dict);
+  if (scope.recursive()) return "{...}";
   std::string out = "{";
   for (size_t i = 0; i < dict.entries.size(); ++i) {
     absl::StrAppend(&out, i ? ", " : "", Repr(dict.entries[i].first), ": ",
@@ -229,9 +265,8 @@ std::string Repr(const Value& v) {
     case Value::Kind::kInt: return absl::StrCat(v.as_int());
     case Value::Kind::kFloat: return FloatRepr(v.as_double());
     case Value::Kind::kString: return StringRepr(v.str());
-    case Value::Kind::kList: return absl::StrCat("[", JoinRepr(v.items()), "]");
-    case Value::Kind::kTuple:
-      return absl::StrCat("(", JoinRepr(v.items()), v.items().size() == 1 ? ",)" : ")");
+    case Value::Kind::kList: return SequenceRepr(v.items(), /*tuple=*/false);
+    case Value::Kind::kTuple: return SequenceRepr(v.items(), /*tuple=*/true);
     case Value::Kind::kDict: return DictRepr(v.dict());
     case Value::Kind::kObject:
       if (v.object().type_name == "Namespace") {

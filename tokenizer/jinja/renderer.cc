@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tokenizer/jinja/builtins.h"
@@ -47,6 +48,16 @@ absl::Status AtLine(const absl::Status& status, int line) {
 
 class Renderer {
  public:
+  Renderer() = default;
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
+  // Namespaces are the only mutable values, so the only way to a reference cycle (a
+  // namespace holding itself, e.g. `set ns.me = [ns]`), which shared ownership would
+  // leak: once the render is over nothing reads them, so their attributes go.
+  ~Renderer() {
+    for (const Value& ns : assigned_) ns.object().attributes.entries.clear();
+  }
+
   absl::Status Render(const Body& body, const ScopePtr& scope, std::string* out, Flow* flow) {
     for (const auto& node : body) {
       RETURN_IF_ERROR_AT(RenderNode(*node, scope, out, flow), node->line);
@@ -95,6 +106,7 @@ class Renderer {
             return absl::InvalidArgumentError(
                 "TemplateRuntimeError: cannot assign attribute on non-namespace object");
           }
+          if (assigned_objects_.insert(&ns->object()).second) assigned_.push_back(*ns);
           ns->object().attributes.Set(Value::String(node.name), std::move(*v));
           return absl::OkStatus();
         }
@@ -179,6 +191,12 @@ class Renderer {
     if (items.empty()) return Render(node.bodies[1], Child(scope), out, &flow);
     const auto length = static_cast<int64_t>(items.size());
     auto last_changed = std::make_shared<std::optional<Value>>();
+    // The last value given to loop.changed may be the loop object itself, which holds
+    // the function that holds it: forget it when the loop ends (no reference cycle).
+    struct Forget {
+      std::shared_ptr<std::optional<Value>> value;
+      ~Forget() { value->reset(); }
+    } forget{last_changed};
     for (int64_t i = 0; i < length; ++i) {
       const ScopePtr inner = Child(scope);
       if (absl::Status s = Assign(node.targets, items[i], inner.get()); !s.ok()) return s;
@@ -429,6 +447,9 @@ class Renderer {
   static constexpr int kMaxCallDepth = 200;
 
   std::vector<ScopePtr> pinned_;  // scopes that macros refer to
+  // The namespaces given an attribute during the render (cleared by the destructor).
+  std::vector<Value> assigned_;
+  absl::flat_hash_set<const Object*> assigned_objects_;
   int call_depth_ = 0;            // macro calls in progress
 };
 

@@ -11,6 +11,7 @@
 #include "fmt/format.h"
 #include "runtime/config/config_yaml.h"
 #include "runtime/launcher/process_supervisor.h"
+#include "runtime/security/configured_security.h"
 #include "runtime/worker/worker_identity.h"
 #include "tools/cli/flags.h"
 
@@ -85,6 +86,12 @@ int RunInstanceCommand(const std::vector<std::string>& args) {
   absl::StatusOr<config::DeploymentConfig> config = config::LoadDeploymentConfig(f.config_path);
   if (!config.ok()) {
     Say(std::string(config.status().message()));
+    return 2;
+  }
+  // The ranks read the same files; a bad one stops the instance here, before any starts.
+  if (absl::Status security = security::UseConfiguredClusterSecurity(config->security);
+      !security.ok()) {
+    Say(std::string(security.message()));
     return 2;
   }
   absl::StatusOr<const config::InstanceConfig*> instance =

@@ -1,5 +1,6 @@
 // `lockstep instance` and `lockstep probe` with real processes: a real router, the
-// instance command (from the stand-in lockstep binary) and its fake ranks.
+// instance command (from the stand-in lockstep binary) and its fake ranks; and the
+// cluster token named in the config's `security:` block, used by all of them.
 #include <signal.h>
 #include <unistd.h>
 
@@ -72,12 +73,7 @@ class InstanceCommandTest : public ::testing::Test {
     std::ofstream(dir_ / "model" / "lockstep_tokenizer.json")
         << R"({"type": "byte_level", "vocab_size": 300, "bos_token_id": 256, "eos_token_id": 257})";
     config_ = (dir_ / "deploy.yaml").string();
-    std::ofstream(config_) << R"(
-model: {name: tiny, path: model}
-router: {heartbeat_interval_ms: 100, heartbeat_timeout_ms: 2000, health_check_interval_ms: 100}
-instances:
-  - {name: agg0, role: aggregated, world_size: 3, engine: fake}
-)";
+    std::ofstream(config_) << ConfigText(Security());
     binary_ = std::filesystem::absolute("tools/cli/fake_lockstep").string();
     const std::string address_file = (dir_ / "router.json").string();
     ASSERT_THAT(supervisor_.Start({"router",
@@ -91,6 +87,25 @@ instances:
     const json address = json::parse(Slurp(address_file), nullptr, false);
     http_ = address.value("http", "");
     grpc_ = address.value("grpc", "");
+  }
+
+  // The config's `security:` block (empty: none).
+  virtual std::string Security() { return ""; }
+
+  static std::string ConfigText(const std::string& security) {
+    return R"(
+model: {name: tiny, path: model}
+router: {heartbeat_interval_ms: 100, heartbeat_timeout_ms: 2000, health_check_interval_ms: 100}
+instances:
+  - {name: agg0, role: aggregated, world_size: 3, engine: fake}
+)" + security;
+  }
+
+  // Runs `argv` to its end; its exit.
+  ChildExit Run(const std::string& name, std::vector<std::string> argv) {
+    EXPECT_THAT(supervisor_.Start({name, std::move(argv), (dir_ / (name + ".log")).string()}),
+                IsOk());
+    return AwaitExit(name);
   }
 
   // Starts `lockstep instance` for agg0; waits until the router reports it healthy.
@@ -121,12 +136,14 @@ instances:
     return "";
   }
 
-  // Runs `lockstep probe ADDRESS` to its end; its exit status.
-  int Probe(const std::string& address) {
+  // Runs `lockstep probe ADDRESS` to its end (`env`: VAR=VALUE settings for it); its
+  // exit status.
+  int Probe(const std::string& address, const std::vector<std::string>& env = {}) {
     const std::string name = fmt::format("probe{}", probes_++);
-    EXPECT_THAT(supervisor_.Start({name, {binary_, "probe", address, "--timeout-ms", "2000"},
-                                   (dir_ / (name + ".log")).string()}),
-                IsOk());
+    std::vector<std::string> argv = {"/usr/bin/env"};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.insert(argv.end(), {binary_, "probe", address, "--timeout-ms", "2000"});
+    EXPECT_THAT(supervisor_.Start({name, argv, (dir_ / (name + ".log")).string()}), IsOk());
     ProcessSupervisor::WaitResult done = supervisor_.Wait(kDeadline);
     EXPECT_EQ(done.exited.size(), 1u);
     return done.exited.empty() ? -1 : done.exited[0].exit_code;
@@ -200,6 +217,50 @@ TEST_F(InstanceCommandTest, ADeadRankEndsTheInstanceWithAFailure) {
 TEST_F(InstanceCommandTest, ProbeFailsWithoutALeaderAndOnUsage) {
   EXPECT_EQ(Probe("127.0.0.1:1"), 1);
   EXPECT_EQ(Probe(""), 2);
+}
+
+// The router and the ranks take the cluster token from the config (a path relative to
+// it; no LOCKSTEP_CLUSTER_TOKEN_FILE anywhere): the ranks register and serve, and a
+// caller without the token is refused.
+class InstanceCommandTokenTest : public InstanceCommandTest {
+ protected:
+  std::string Security() override {
+    std::ofstream(dir_ / "cluster_token") << "config-named-token\n";
+    return "security: {cluster_token_file: cluster_token}\n";
+  }
+};
+
+TEST_F(InstanceCommandTokenTest, EveryDaemonUsesTheTokenNamedInTheConfig) {
+  ASSERT_EQ(std::getenv("LOCKSTEP_CLUSTER_TOKEN_FILE"), nullptr);
+  const pid_t instance = StartInstance();
+  ASSERT_GT(instance, 0);
+  EXPECT_THAT(Slurp((dir_ / "router.log").string()),
+              HasSubstr("cluster token from security.cluster_token_file"));
+  const std::string leader = InstanceField("address");
+  ASSERT_FALSE(leader.empty());
+  // The leader wants the token: the probe has it only through the variable.
+  EXPECT_EQ(Probe(leader), 1);
+  EXPECT_THAT(Slurp((dir_ / "probe0.log").string()), HasSubstr("no cluster token"));
+  EXPECT_EQ(Probe(leader, {"LOCKSTEP_CLUSTER_TOKEN_FILE=" + (dir_ / "cluster_token").string()}),
+            0);
+}
+
+TEST_F(InstanceCommandTokenTest, AnUnreadableTokenFileStopsEachDaemonNamingTheField) {
+  const std::string bad = (dir_ / "bad.yaml").string();
+  std::ofstream(bad) << ConfigText("security: {cluster_token_file: missing_token}\n");
+  const std::string missing = (dir_ / "missing_token").string();
+  for (const auto& [name, argv] :
+       {std::pair{"bad-router", std::vector<std::string>{binary_, "router", "--config", bad}},
+        std::pair{"bad-instance",
+                  std::vector<std::string>{binary_, "instance", "--config", bad, "--instance",
+                                           "agg0", "--rendezvous", grpc_}}}) {
+    SCOPED_TRACE(name);
+    const ChildExit exit = Run(name, argv);
+    EXPECT_EQ(exit.exit_code, 2) << exit.Describe();
+    const std::string log = Slurp((dir_ / (std::string(name) + ".log")).string());
+    EXPECT_THAT(log, HasSubstr("security.cluster_token_file: cannot read secret file " + missing))
+        << log;
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "deploy/slurm/slurm_plan.h"
 #include "runtime/config/config_yaml.h"
+#include "runtime/security/secret.h"
 #include "tools/cli/flags.h"
 
 namespace lockstep::cli {
@@ -19,6 +20,18 @@ std::string Absolute(const std::string& path) {
   std::error_code ec;
   const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
   return ec ? path : absolute.lexically_normal().string();
+}
+
+// Writes a fresh cluster token to `path` (0600) unless one is there: a job that reuses
+// its run directory keeps its token.
+absl::Status EnsureTokenFile(const std::string& path) {
+  if (security::ReadSecretFile(path).ok()) return absl::OkStatus();
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) return absl::InternalError("cannot create the directory of " + path + ": " + ec.message());
+  absl::StatusOr<std::string> token = security::GenerateToken();
+  if (!token.ok()) return token.status();
+  return security::WriteSecretFile(path, *token);
 }
 
 }  // namespace
@@ -53,6 +66,13 @@ int RunPlanCommand(const std::vector<std::string>& args) {
   if (!plan.ok()) {
     std::fprintf(stderr, "lockstep plan: %s\n", std::string(plan.status().message()).c_str());
     return 2;
+  }
+  if (const std::string token = deploy::SlurmClusterTokenFile(*config, options); !token.empty()) {
+    if (absl::Status written = EnsureTokenFile(token); !written.ok()) {
+      std::fprintf(stderr, "lockstep plan: cluster token: %s\n",
+                   std::string(written.message()).c_str());
+      return 1;
+    }
   }
   std::fputs(plan->c_str(), stdout);
   return 0;

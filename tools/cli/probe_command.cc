@@ -5,6 +5,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "proto/worker.grpc.pb.h"
+#include "runtime/security/grpc_credentials.h"
 #include "tools/cli/flags.h"
 
 namespace lockstep::cli {
@@ -19,8 +20,10 @@ int RunProbeCommand(const std::vector<std::string>& args) {
     return 2;
   }
   const std::string& address = flags.positional()[0];
-  std::unique_ptr<v1::WorkerService::Stub> stub = v1::WorkerService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  // A cluster member's call: the token (and TLS) named by the LOCKSTEP_* variables, as
+  // the Kubernetes manifests set them.
+  std::unique_ptr<v1::WorkerService::Stub> stub =
+      v1::WorkerService::NewStub(security::CreateChannel(address));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
   context.set_wait_for_ready(true);  // a leader still starting is "not ready", not "refused"

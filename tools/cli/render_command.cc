@@ -8,13 +8,15 @@
 
 #include "deploy/k8s/k8s_render.h"
 #include "runtime/config/config_yaml.h"
+#include "runtime/security/secret.h"
 #include "tools/cli/flags.h"
 
 namespace lockstep::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: lockstep render k8s CONFIG --image IMAGE --out DIR [--name NAME]\n";
+    "usage: lockstep render k8s CONFIG --image IMAGE --out DIR [--name NAME] "
+    "[--cluster-token-file FILE]\n";
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "lockstep render: %s\n", message.c_str());
@@ -26,8 +28,11 @@ int Fail(const std::string& message) {
 int RunRenderCommand(const std::vector<std::string>& args) {
   FlagSet flags("render");
   deploy::K8sRenderOptions options;
-  std::string out_dir;
+  std::string out_dir, token_file;
   flags.AddString("image", &options.image, "container image with the lockstep binary");
+  flags.AddPath("cluster-token-file", &token_file,
+                "the cluster token for secret.yaml (else a new one); give the deployment's "
+                "token when rendering again, so that running pods keep theirs");
   flags.AddString("name", &options.name, "prefix of every object's name");
   flags.AddPath("out", &out_dir, "directory to write the manifests into");
   if (std::optional<int> exit_code = flags.ParseCommandLine(args)) return *exit_code;
@@ -47,6 +52,10 @@ int RunRenderCommand(const std::vector<std::string>& args) {
   absl::StatusOr<config::DeploymentConfig> config =
       config::ParseDeploymentConfig(options.config_text, "", options.source);
   if (!config.ok()) return Fail(std::string(config.status().message()));
+  absl::StatusOr<std::string> token =
+      token_file.empty() ? security::GenerateToken() : security::ReadSecretFile(token_file);
+  if (!token.ok()) return Fail("--cluster-token-file: " + std::string(token.status().message()));
+  options.cluster_token = *std::move(token);
   absl::StatusOr<std::vector<deploy::RenderedFile>> files = deploy::RenderK8s(*config, options);
   if (!files.ok()) return Fail(std::string(files.status().message()));
   std::error_code ec;
@@ -55,6 +64,12 @@ int RunRenderCommand(const std::vector<std::string>& args) {
   for (const deploy::RenderedFile& rendered : *files) {
     const std::filesystem::path target = std::filesystem::path(out_dir) / rendered.name;
     std::ofstream out(target, std::ios::trunc);
+    if (rendered.name == "secret.yaml") {
+      // The token: readable by its owner only, before anything is written.
+      std::filesystem::permissions(
+          target, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
+      if (ec) return Fail("cannot restrict " + target.string() + ": " + ec.message());
+    }
     out << rendered.text;
     if (!out) return Fail("cannot write " + target.string());
     std::printf("%s\n", target.c_str());

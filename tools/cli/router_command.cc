@@ -7,6 +7,7 @@
 #include "runtime/config/config_yaml.h"
 #include "runtime/router/router_address.h"
 #include "runtime/router/router_daemon.h"
+#include "runtime/security/configured_security.h"
 #include "tools/cli/flags.h"
 
 namespace lockstep::cli {
@@ -34,6 +35,11 @@ int RunRouterCommand(const std::vector<std::string>& args) {
   absl::StatusOr<config::DeploymentConfig> config = config::LoadDeploymentConfig(config_path);
   if (!config.ok()) {
     std::fprintf(stderr, "lockstep router: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  if (absl::Status security = security::UseConfiguredClusterSecurity(config->security);
+      !security.ok()) {
+    std::fprintf(stderr, "lockstep router: %s\n", std::string(security.message()).c_str());
     return 2;
   }
   if (!http_listen.empty()) config->router.http_listen = http_listen;

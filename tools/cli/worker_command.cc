@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/stop_signal.h"
 #include "runtime/config/config_yaml.h"
+#include "runtime/security/configured_security.h"
 #include "runtime/worker/worker.h"
 #include "runtime/worker/advertise_address.h"
 #include "runtime/worker/worker_identity.h"
@@ -68,6 +69,10 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   const config::InstanceConfig& self = *identity->instance;
   InitLogging({.role = role.empty() ? "worker" : role, .instance = self.name,
                .rank = identity->rank});
+  if (absl::Status security = security::UseConfiguredClusterSecurity(deployment->security);
+      !security.ok()) {
+    return Fail(std::string(security.message()));
+  }
   if (!role.empty() && config::InstanceRoleName(self.role) != role) {
     const std::string actual(config::InstanceRoleName(self.role));
     return Fail(absl::StrCat("--role ", role, " but instance ", self.name, " is ", actual, " in ",

@@ -12,6 +12,7 @@ import Ajv from "ajv";
 import { parseAllDocuments } from "yaml";
 import { ConfigMap } from "kubernetes-models/v1/ConfigMap";
 import { PodTemplateSpec } from "kubernetes-models/v1/PodTemplateSpec";
+import { Secret } from "kubernetes-models/v1/Secret";
 import { Service } from "kubernetes-models/v1/Service";
 import { Deployment } from "kubernetes-models/apps/v1/Deployment";
 import { StatefulSet } from "kubernetes-models/apps/v1/StatefulSet";
@@ -31,6 +32,7 @@ function checkWithSchema(validate, object) {
 
 const checkers = {
   "v1/ConfigMap": (o) => checkCore(ConfigMap, o),
+  "v1/Secret": (o) => checkCore(Secret, o),
   "v1/Service": (o) => checkCore(Service, o),
   "apps/v1/Deployment": (o) => checkCore(Deployment, o),
   "apps/v1/StatefulSet": (o) => checkCore(StatefulSet, o),

@@ -110,6 +110,11 @@ void FakeWorker::SetStallAfter(int tokens) {
   stall_after_ = tokens;
 }
 
+void FakeWorker::SetHold(bool hold) {
+  absl::MutexLock lock(&mu_);
+  hold_ = hold;
+}
+
 void FakeWorker::SetHealth(v1::HealthResponse::State state) {
   absl::MutexLock lock(&mu_);
   health_ = state;
@@ -149,6 +154,34 @@ bool FakeWorker::AwaitStalled(int n, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto done = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stalled_ >= n; };
   return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+}
+
+bool FakeWorker::AwaitHeld(int n, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto done = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return held_ >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+}
+
+int64_t FakeWorker::tokens_sent() const {
+  absl::MutexLock lock(&mu_);
+  return tokens_;
+}
+
+int FakeWorker::held() const {
+  absl::MutexLock lock(&mu_);
+  return held_;
+}
+
+bool FakeWorker::WaitWhileHeld(grpc::ServerContext& context) {
+  absl::MutexLock lock(&mu_);
+  ++held_;
+  const absl::Time give_up = absl::Now() + kMaxStall;
+  auto released = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !hold_ || shutting_down_; };
+  while (hold_ && !context.IsCancelled() && !shutting_down_ && absl::Now() < give_up) {
+    mu_.AwaitWithTimeout(absl::Condition(&released), absl::Milliseconds(5));
+  }
+  --held_;
+  return !hold_ && !context.IsCancelled() && !shutting_down_;
 }
 
 bool FakeWorker::AwaitCancelRpc(uint64_t id, absl::Duration timeout) {
@@ -215,6 +248,17 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* context, const v1::Genera
     return std::find(sampling.stop_token_ids().begin(), sampling.stop_token_ids().end(), token) !=
            sampling.stop_token_ids().end();
   };
+
+  bool held = false;
+  {
+    absl::MutexLock lock(&mu_);
+    held = hold_;
+  }
+  if (held && !WaitWhileHeld(*context)) {
+    absl::MutexLock lock(&mu_);
+    ++streams_cancelled_;
+    return grpc::Status(grpc::StatusCode::CANCELLED, "held stream ended");
+  }
 
   int first_position = 0;
   if (request->type() == v1::REQUEST_TYPE_CONTEXT_ONLY) {

@@ -61,6 +61,9 @@ class FakeWorker final : public v1::WorkerService::Service {
 
   // Streams stop producing after `tokens` tokens (-1: never) and wait until cancelled.
   void SetStallAfter(int tokens) ABSL_LOCKS_EXCLUDED(mu_);
+  // While held, a stream waits before its first token until the hold is lifted (then it
+  // runs as usual) or it is cancelled (bounded).
+  void SetHold(bool hold) ABSL_LOCKS_EXCLUDED(mu_);
   void SetHealth(v1::HealthResponse::State state) ABSL_LOCKS_EXCLUDED(mu_);
   // Every Generate ends with this error (code 0: none).
   void SetFailure(int code, const std::string& message) ABSL_LOCKS_EXCLUDED(mu_);
@@ -73,6 +76,11 @@ class FakeWorker final : public v1::WorkerService::Service {
   // Waits (bounded) until `n` streams are stalled / a Cancel RPC for `id` arrived / at
   // least `n` streams were cancelled by the client.
   bool AwaitStalled(int n, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits (bounded) until `n` streams are waiting on the hold.
+  bool AwaitHeld(int n, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  int held() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Tokens written to all streams so far.
+  int64_t tokens_sent() const ABSL_LOCKS_EXCLUDED(mu_);
   bool AwaitCancelRpc(uint64_t id, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   bool AwaitStreamsCancelled(int n, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -91,6 +99,8 @@ class FakeWorker final : public v1::WorkerService::Service {
   explicit FakeWorker(Options options) : options_(std::move(options)) {}
   // Blocks while stalled until the call is cancelled or the worker shuts down (bounded).
   void WaitWhileStalled(grpc::ServerContext& context) ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks while held; false when the call was cancelled (or the worker shuts down).
+  bool WaitWhileHeld(grpc::ServerContext& context) ABSL_LOCKS_EXCLUDED(mu_);
   std::unique_ptr<v1::RouterService::Stub> RouterStub(const std::string& router_address);
 
   const Options options_;
@@ -100,6 +110,8 @@ class FakeWorker final : public v1::WorkerService::Service {
   mutable absl::Mutex mu_;
   int stall_after_ ABSL_GUARDED_BY(mu_) = -1;
   int stalled_ ABSL_GUARDED_BY(mu_) = 0;
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  int held_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   v1::HealthResponse::State health_ ABSL_GUARDED_BY(mu_) = v1::HealthResponse::STATE_SERVING;
   int failure_code_ ABSL_GUARDED_BY(mu_) = 0;

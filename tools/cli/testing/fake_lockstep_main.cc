@@ -10,6 +10,7 @@
 
 #include "runtime/config/config_yaml.h"
 #include "runtime/router/testing/fake_worker.h"
+#include "runtime/security/configured_security.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/instance_command.h"
 #include "tools/cli/launch_command.h"
@@ -42,6 +43,7 @@ int RunFakeWorker(const std::vector<std::string>& args) {
     absl::StatusOr<lockstep::config::DeploymentConfig> config =
         lockstep::config::LoadDeploymentConfig(config_path);
     if (!config.ok()) return 3;
+    if (!lockstep::security::UseConfiguredClusterSecurity(config->security).ok()) return 3;
     lockstep::v1::InstanceRole wire_role = role == "context" ? lockstep::v1::INSTANCE_ROLE_CONTEXT
                                            : role == "generation"
                                                ? lockstep::v1::INSTANCE_ROLE_GENERATION

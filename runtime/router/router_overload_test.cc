@@ -1,0 +1,259 @@
+// router.max_queued_requests over real HTTP and gRPC against fake workers (docs/
+// security.md §5): with every healthy instance of the role a request needs at the limit,
+// the request is refused at once (HTTP 429 with Retry-After, gRPC RESOURCE_EXHAUSTED,
+// counted in lockstep_router_refusals_total{reason="max_queued_requests"}) and reaches
+// no worker; the admitted ones complete; what the router holds never exceeds the limit.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/host_port.h"
+#include "common/testing/poll_until.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "proto/router.grpc.pb.h"
+#include "runtime/router/router_daemon.h"
+#include "runtime/router/testing/fake_worker.h"
+#include "runtime/router/testing/router_harness.h"
+
+namespace lockstep::router {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::PollUntil;
+using ::testing::HasSubstr;
+
+constexpr int kMaxTokens = 3;
+
+// How one client request ended.
+struct Outcome {
+  bool grpc = false;
+  int http_status = 0;  // HTTP
+  std::string retry_after;
+  grpc::StatusCode grpc_code = grpc::StatusCode::UNKNOWN;  // gRPC
+  std::string message;  // the error message
+  std::string text;     // what was generated
+  std::string prompt;
+};
+
+class RouterOverloadTest : public ::testing::Test {
+ protected:
+  void Start(const std::vector<std::pair<std::string, config::InstanceRole>>& instances,
+             int64_t max_queued_requests) {
+    config::DeploymentConfig config = testing::TestConfig(instances);
+    config.router.max_queued_requests = max_queued_requests;
+    absl::StatusOr<std::unique_ptr<RouterDaemon>> router = testing::StartRouter(config);
+    ASSERT_THAT(router, IsOk());
+    router_ = *std::move(router);
+    for (const auto& [name, role] : instances) {
+      const v1::InstanceRole wire = role == config::InstanceRole::kContext
+                                        ? v1::INSTANCE_ROLE_CONTEXT
+                                    : role == config::InstanceRole::kGeneration
+                                        ? v1::INSTANCE_ROLE_GENERATION
+                                        : v1::INSTANCE_ROLE_AGGREGATED;
+      absl::StatusOr<std::unique_ptr<testing::FakeWorker>> worker =
+          testing::StartWorker(*router_, name, wire);
+      ASSERT_THAT(worker, IsOk());
+      workers_.push_back(*std::move(worker));
+    }
+  }
+
+  Outcome Http(const std::string& prompt, bool stream = false) {
+    const HostPort address = ParseHostPort(router_->http_address()).value();
+    httplib::Client client(address.host, address.port);
+    client.set_read_timeout(30, 0);
+    const std::string body =
+        absl::StrCat(R"({"model":")", testing::kModel, R"(","prompt":")", prompt,
+                     R"(","max_tokens":)", kMaxTokens, stream ? R"(,"stream":true})" : "}");
+    Outcome out{.prompt = prompt};
+    httplib::Result result = client.Post("/v1/completions", body, "application/json");
+    if (!result) return out;
+    out.http_status = result->status;
+    out.retry_after = result->get_header_value("Retry-After");
+    const nlohmann::json json = nlohmann::json::parse(result->body, nullptr, false);
+    if (result->status == 200 && !stream) {
+      out.text = json["choices"][0]["text"].get<std::string>();
+    } else if (json.is_object() && json.contains("error")) {
+      out.message = json["error"]["message"].get<std::string>();
+    }
+    return out;
+  }
+
+  Outcome Grpc(const std::string& prompt) {
+    auto stub = v1::RouterService::NewStub(
+        grpc::CreateChannel(router_->grpc_address(), grpc::InsecureChannelCredentials()));
+    v1::RouterGenerateRequest request;
+    request.set_model(testing::kModel);
+    request.set_text(prompt);
+    request.mutable_sampling()->set_max_tokens(kMaxTokens);
+    grpc::ClientContext call;
+    call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    auto reader = stub->Generate(&call, request);
+    Outcome out{.grpc = true, .prompt = prompt};
+    v1::RouterGenerateResponse response;
+    while (reader->Read(&response)) out.text += response.text();
+    const grpc::Status status = reader->Finish();
+    out.grpc_code = status.error_code();
+    out.message = status.error_message();
+    return out;
+  }
+
+  int64_t InFlight(const std::string& instance) {
+    for (const InstanceState& state : router_->registry().Snapshot()) {
+      if (state.name == instance) return state.in_flight;
+    }
+    return -1;
+  }
+
+  size_t WorkerRequests() {
+    size_t n = 0;
+    for (const auto& worker : workers_) n += worker->requests().size();
+    return n;
+  }
+
+  std::unique_ptr<RouterDaemon> router_;
+  std::vector<std::unique_ptr<testing::FakeWorker>> workers_;
+};
+
+bool Refused(const Outcome& out) {
+  return out.grpc ? out.grpc_code == grpc::StatusCode::RESOURCE_EXHAUSTED
+                  : out.http_status == 429 && out.retry_after == "1";
+}
+
+bool Completed(const Outcome& out) {
+  return (out.grpc ? out.grpc_code == grpc::StatusCode::OK : out.http_status == 200) &&
+         out.text == testing::FakeWorker::ExpectedText(out.prompt, kMaxTokens);
+}
+
+// 10x the router's queue (2 instances x max_queued_requests 2) in concurrent requests,
+// HTTP and gRPC: exactly the queue's worth is admitted, the rest is refused at once
+// (while the admitted ones are still held at the workers), and once released the
+// admitted ones complete. A sampler checks the router never holds more than the limit at
+// an instance.
+TEST_F(RouterOverloadTest, TenTimesTheQueueGetsTheExcessRefusedAndTheAdmittedComplete) {
+  constexpr int kLimit = 2;
+  constexpr int kQueue = 2 * kLimit;
+  constexpr int kRequests = 10 * kQueue;
+  Start({{"agg0", config::InstanceRole::kAggregated}, {"agg1", config::InstanceRole::kAggregated}},
+        kLimit);
+  for (auto& worker : workers_) worker->SetHold(true);
+
+  std::atomic<int64_t> max_in_flight{0};
+  absl::Notification stop_sampling;
+  std::thread sampler([&] {
+    while (!stop_sampling.HasBeenNotified()) {
+      for (const InstanceState& state : router_->registry().Snapshot()) {
+        int64_t seen = max_in_flight.load();
+        while (state.in_flight > seen && !max_in_flight.compare_exchange_weak(seen, state.in_flight)) {
+        }
+      }
+    }
+  });
+
+  absl::Mutex mu;
+  std::vector<Outcome> outcomes;
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kRequests; ++i) {
+    clients.emplace_back([&, i] {
+      const std::string prompt = absl::StrCat("q", i);
+      Outcome out = i % 2 == 0 ? Http(prompt) : Grpc(prompt);
+      absl::MutexLock lock(&mu);
+      outcomes.push_back(std::move(out));
+    });
+  }
+  // The excess is answered while the admitted requests are still held.
+  auto held = [&] { return workers_[0]->held() + workers_[1]->held(); };
+  const bool answered = PollUntil([&] {
+    absl::MutexLock lock(&mu);
+    return outcomes.size() == static_cast<size_t>(kRequests - kQueue) && held() == kQueue;
+  });
+  EXPECT_TRUE(answered) << "held " << held();
+  {
+    absl::MutexLock lock(&mu);
+    for (const Outcome& out : outcomes) {
+      EXPECT_TRUE(Refused(out)) << out.prompt << ": HTTP " << out.http_status << " gRPC "
+                                << out.grpc_code << " " << out.message;
+      EXPECT_THAT(out.message, HasSubstr("router.max_queued_requests"));
+    }
+  }
+  EXPECT_EQ(router_->metrics().RefusalCount("max_queued_requests"), kRequests - kQueue);
+  EXPECT_EQ(router_->metrics().RequestCount("refused"), kRequests - kQueue);
+  EXPECT_EQ(WorkerRequests(), static_cast<size_t>(kQueue));  // no refused one reached a worker
+  EXPECT_EQ(InFlight("agg0"), kLimit);
+  EXPECT_EQ(InFlight("agg1"), kLimit);
+  EXPECT_EQ(router_->flows().size(), static_cast<size_t>(kQueue));  // the refused left nothing
+
+  for (auto& worker : workers_) worker->SetHold(false);
+  for (std::thread& client : clients) client.join();
+  stop_sampling.Notify();
+  sampler.join();
+  int completed = 0;
+  for (const Outcome& out : outcomes) completed += Completed(out);
+  EXPECT_EQ(completed, kQueue);
+  EXPECT_LE(max_in_flight.load(), kLimit);
+  EXPECT_EQ(InFlight("agg0"), 0);
+  EXPECT_EQ(InFlight("agg1"), 0);
+  // The places are free again.
+  EXPECT_TRUE(Completed(Http("after")));
+}
+
+// A two-leg request needs a context and a generation instance: with either role full it
+// is refused before it reaches any worker (no prefill is spent on a request whose decode
+// has no place).
+TEST_F(RouterOverloadTest, ATwoLegRequestIsRefusedWhenEitherRoleIsFull) {
+  Start({{"ctx0", config::InstanceRole::kContext}, {"gen0", config::InstanceRole::kGeneration}},
+        1);
+  testing::FakeWorker& ctx = *workers_[0];
+  testing::FakeWorker& gen = *workers_[1];
+  // The generation role full: A's decode is held.
+  gen.SetHold(true);
+  std::thread a([&] { EXPECT_TRUE(Completed(Grpc("a"))); });
+  ASSERT_TRUE(gen.AwaitHeld(1, absl::Seconds(10)));
+  Outcome b = Http("b");
+  EXPECT_EQ(b.http_status, 429);
+  EXPECT_EQ(b.retry_after, "1");
+  EXPECT_THAT(b.message, HasSubstr("every healthy generation instance has 1 requests"));
+  EXPECT_EQ(ctx.requests().size(), 1u);  // A's context leg only
+  gen.SetHold(false);
+  a.join();
+  // The context role full: C's prefill is held.
+  ctx.SetHold(true);
+  std::thread c([&] { EXPECT_TRUE(Completed(Http("c"))); });
+  ASSERT_TRUE(ctx.AwaitHeld(1, absl::Seconds(10)));
+  Outcome d = Grpc("d");
+  EXPECT_EQ(d.grpc_code, grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(d.message, HasSubstr("every healthy context instance"));
+  EXPECT_EQ(ctx.requests().size(), 2u);
+  ctx.SetHold(false);
+  c.join();
+  EXPECT_EQ(router_->metrics().RefusalCount("max_queued_requests"), 2);
+}
+
+// A stream beyond the limit is refused before its response starts: a 429 with an OpenAI
+// error, not a 200 stream.
+TEST_F(RouterOverloadTest, AStreamIsRefusedBeforeItsResponseStarts) {
+  Start({{"agg0", config::InstanceRole::kAggregated}}, 1);
+  workers_[0]->SetHold(true);
+  std::thread held([&] { EXPECT_EQ(Http("held", /*stream=*/true).http_status, 200); });
+  ASSERT_TRUE(workers_[0]->AwaitHeld(1, absl::Seconds(10)));
+  Outcome refused = Http("more", /*stream=*/true);
+  EXPECT_EQ(refused.http_status, 429);
+  EXPECT_EQ(refused.retry_after, "1");
+  EXPECT_THAT(refused.message, HasSubstr("router.max_queued_requests"));
+  workers_[0]->SetHold(false);
+  held.join();
+}
+
+}  // namespace
+}  // namespace lockstep::router
