@@ -5,14 +5,12 @@
 // HTTP), what the in-process engine produces for the same request without any
 // failure; usage counts the prompt once and every generated token once. The router
 // counts the migrations and the migrated requests that completed.
-#include <signal.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/testing/seed.h"
 #include "gtest/gtest.h"
 #include "runtime/launcher/local_deployment.h"
@@ -63,21 +61,9 @@ TEST(AggMigrationTest, KilledRankLosesNoRequestAndEveryOutputIsTheReference) {
   ASSERT_TRUE(started.ok()) << started.status();
   launcher::LocalDeployment& d = **started;
 
-  (*load)->Start(d);
-  // Once both instances stream (a few tokens per gRPC request on average), kill rank 1
-  // of agg0: its leader fails the requests it holds, the router resumes them on agg1.
-  const bool streaming = d.WaitFor(
-      [&] { return (*load)->grpc_tokens() >= 4 * 32 && d.LoadOf("agg0") >= 8; },
-      absl::Seconds(60));
-  const pid_t rank1 = d.PidOf("agg0/rank1");
-  const bool killed = streaming && rank1 > 0 && kill(rank1, SIGKILL) == 0;
-  const std::vector<std::string> failures = (*load)->Finish();
-  ASSERT_TRUE(killed) << LogTails(d);
-
-  EXPECT_TRUE(failures.empty()) << failures.size() << " failures:\n"
-                                << absl::StrJoin(failures, "\n") << "\n"
-                                << LogTails(d);
-  ExpectMigrationsCompleted(d);
+  // Once both instances stream, kill rank 1 of agg0: its leader fails the requests it
+  // holds, the router resumes them on agg1.
+  KillUnderLoad(d, **load, "agg0", 8, "agg0/rank1");
   EXPECT_NE(d.InstanceState("agg0"), "healthy");
   EXPECT_EQ(d.InstanceState("agg1"), "healthy");
 }

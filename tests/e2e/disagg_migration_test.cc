@@ -6,13 +6,11 @@
 // an error, every output equals the reference engine's (no speculation, no failure)
 // token for token, and once the load is done neither surviving instance holds a block
 // (the failed attempts' transfer claims were released).
-#include <signal.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_join.h"
 #include "common/testing/seed.h"
 #include "gtest/gtest.h"
 #include "runtime/launcher/local_deployment.h"
@@ -40,20 +38,8 @@ TEST(DisaggMigrationTest, KilledGenerationRankLosesNoRequestAndEveryOutputIsTheR
   ASSERT_TRUE(started.ok()) << started.status();
   launcher::LocalDeployment& d = **started;
 
-  (*load)->Start(d);
   // Once both generation instances stream, kill gen0's leader: its streams break.
-  const bool streaming = d.WaitFor(
-      [&] { return (*load)->grpc_tokens() >= 4 * 32 && d.LoadOf("gen0") >= 4; },
-      absl::Seconds(60));
-  const pid_t leader = d.PidOf("gen0/rank0");
-  const bool killed = streaming && leader > 0 && kill(leader, SIGKILL) == 0;
-  const std::vector<std::string> failures = (*load)->Finish();
-  ASSERT_TRUE(killed) << LogTails(d);
-
-  EXPECT_TRUE(failures.empty()) << failures.size() << " failures:\n"
-                                << absl::StrJoin(failures, "\n") << "\n"
-                                << LogTails(d);
-  ExpectMigrationsCompleted(d);
+  KillUnderLoad(d, **load, "gen0", 4, "gen0/rank0");
   EXPECT_NE(d.InstanceState("gen0"), "healthy");
   std::string problems;
   EXPECT_TRUE(d.WaitFor(

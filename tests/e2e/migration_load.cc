@@ -1,12 +1,16 @@
 #include "tests/e2e/migration_load.h"
 
+#include <signal.h>
+
 #include <iostream>
 #include <optional>
 #include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/router.pb.h"
@@ -178,9 +182,9 @@ void MigrationLoad::RunSse(const launcher::LocalDeployment& d, int i) {
     if (!c.stop.empty()) want = want.substr(0, want.find(c.stop));
     const auto got = sse.text.find(k);
     if (got == sse.text.end() || got->second != want) {
-      return Fail(i, absl::StrCat("choice ", k, " text differs from the reference: got '",
-                                  got == sse.text.end() ? "" : got->second, "', want '", want,
-                                  "'"));
+      return Fail(i,
+                  absl::StrCat("choice ", k, " text differs from the reference: got '",
+                               got == sse.text.end() ? "" : got->second, "', want '", want, "'"));
     }
     completion += static_cast<int64_t>(c.output[k].size());
   }
@@ -199,6 +203,24 @@ int MigratedMidStream(const std::string& router_log) {
     if (record.has_value() && record->delivered > 0) ++n;
   }
   return n;
+}
+
+void KillUnderLoad(launcher::LocalDeployment& d, MigrationLoad& load,
+                   const std::string& busy_instance, int64_t min_load, const std::string& process) {
+  load.Start(d);
+  const bool streaming = d.WaitFor(
+      [&] {
+        return load.grpc_tokens() >= 4 * load.requests() / 2 && d.LoadOf(busy_instance) >= min_load;
+      },
+      absl::Seconds(60));
+  const pid_t pid = d.PidOf(process);
+  const bool killed = streaming && pid > 0 && kill(pid, SIGKILL) == 0;
+  const std::vector<std::string> failures = load.Finish();
+  ASSERT_TRUE(killed) << "could not kill " << process << " in mid-stream\n" << LogTails(d);
+  EXPECT_TRUE(failures.empty()) << failures.size() << " failures:\n"
+                                << absl::StrJoin(failures, "\n") << "\n"
+                                << LogTails(d);
+  ExpectMigrationsCompleted(d);
 }
 
 void ExpectMigrationsCompleted(const launcher::LocalDeployment& d) {

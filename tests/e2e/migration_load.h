@@ -63,6 +63,14 @@ class MigrationLoad {
 // (router::ParseMigrationLogLine): migrations across a seam in mid-stream.
 int MigratedMidStream(const std::string& router_log);
 
+// The kill of both migration tests: starts `load` on `d`, waits (at most 60 s) until the
+// gRPC clients have 4 tokens per two requests and `busy_instance` holds at least
+// `min_load` requests, SIGKILLs `process` (e.g. "agg0/rank1"), waits for every request
+// and expects none failed, then ExpectMigrationsCompleted. Adds gtest failures
+// (fatal when the kill could not happen); the caller checks the instances' states.
+void KillUnderLoad(launcher::LocalDeployment& d, MigrationLoad& load,
+                   const std::string& busy_instance, int64_t min_load, const std::string& process);
+
 // The router's migration counters after a kill on `d`: every migrated request
 // completed, at least one migration resumed a stream in mid-stream. Adds a gtest
 // failure otherwise; prints the counts.
