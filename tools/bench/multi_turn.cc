@@ -105,6 +105,11 @@ int64_t IdealReusedTokens(int64_t prompt_tokens, int64_t cached_tokens, int toke
   return std::max<int64_t>(0, std::min(cached_tokens, prompt_tokens - 1)) / tpb * tpb;
 }
 
+int64_t PublishedTokens(int64_t prompt_tokens, int64_t reply_tokens, bool replies_published) {
+  if (!replies_published) return prompt_tokens;
+  return prompt_tokens + std::max<int64_t>(0, reply_tokens - 2);
+}
+
 MultiTurnResult RunMultiTurn(const MultiTurnOptions& options) {
   const Plan plan = MakePlan(options);
   int64_t total_turns = 0;
@@ -117,7 +122,7 @@ MultiTurnResult RunMultiTurn(const MultiTurnOptions& options) {
   const absl::Time start = absl::Now();
   auto conversation = [&](int64_t u, v1::RouterService::Stub& stub) {
     std::vector<int32_t> context = plan.system;
-    int64_t cached = 0;  // leading tokens of `context` the workers published (the last prompt)
+    int64_t cached = 0;  // leading tokens of `context` the workers published (the last turn)
     for (size_t t = 0; t < plan.users[u].size(); ++t) {
       const PlannedTurn& planned = plan.users[u][t];
       context.insert(context.end(), planned.user.begin(), planned.user.end());
@@ -141,7 +146,8 @@ MultiTurnResult RunMultiTurn(const MultiTurnOptions& options) {
         return;
       }
       any_finished.store(true);
-      cached = static_cast<int64_t>(context.size());  // prefilled and published; the reply not
+      cached = PublishedTokens(static_cast<int64_t>(context.size()),
+                               static_cast<int64_t>(reply.size()), options.replies_published);
       context.insert(context.end(), reply.begin(), reply.end());
     }
   };

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -22,6 +23,9 @@
 namespace lockstep::bench {
 namespace {
 
+// How long the bench waits for the workers' counters to include the run.
+constexpr absl::Duration kWorkerCountersDeadline = absl::Seconds(10);
+
 // The tokens_per_block of the instances that serve prompts (aggregated or context).
 int32_t PromptTokensPerBlock(const config::DeploymentConfig& config) {
   for (const config::InstanceConfig& instance : config.instances) {
@@ -32,6 +36,15 @@ int32_t PromptTokensPerBlock(const config::DeploymentConfig& config) {
   return 16;
 }
 
+// Whether prompts are prefilled where they are decoded: the router prefers aggregated
+// instances whenever there are any.
+bool RepliesPublished(const config::DeploymentConfig& config) {
+  for (const config::InstanceConfig& instance : config.instances) {
+    if (instance.role == config::InstanceRole::kAggregated) return true;
+  }
+  return false;
+}
+
 // One run of the workload against the router at `http` / `grpc`: its report.
 nlohmann::json RunOnce(MultiTurnOptions options, const std::string& policy,
                        const std::string& http) {
@@ -40,10 +53,32 @@ nlohmann::json RunOnce(MultiTurnOptions options, const std::string& policy,
     before = ParseSamples(*text);
   }
   const MultiTurnResult result = RunMultiTurn(options);
-  if (absl::StatusOr<std::string> text = FetchMetrics(http, options.api_key); text.ok()) {
+  double prompt_tokens = 0;  // of the turns that completed
+  for (const TurnOutcome& t : result.turns) {
+    if (t.ok) prompt_tokens += static_cast<double>(t.prompt_tokens);
+  }
+  // The workers' counters reach /metrics with the router's next Stats poll: read until
+  // they count every completed turn's prompt (recomputation after a pause counts too).
+  const absl::Time deadline = absl::Now() + kWorkerCountersDeadline;
+  while (true) {
+    absl::StatusOr<std::string> text = FetchMetrics(http, options.api_key);
+    if (!text.ok()) {
+      std::fprintf(stderr, "bench: %s\n", text.status().ToString().c_str());
+      break;
+    }
     after = ParseSamples(*text);
-  } else {
-    std::fprintf(stderr, "bench: %s\n", text.status().ToString().c_str());
+    const std::vector<RankReuse> ranks = WorkerReuse(before, after);
+    double counted = 0;
+    for (const RankReuse& rank : ranks) counted += rank.prompt_tokens;
+    if (ranks.empty() || counted >= prompt_tokens) break;
+    if (absl::Now() > deadline) {
+      std::fprintf(stderr,
+                   "bench: after %.0f s the workers' counters show %.0f of the %.0f prompt tokens "
+                   "sent; their hit rate is of those\n",
+                   absl::ToDoubleSeconds(kWorkerCountersDeadline), counted, prompt_tokens);
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
   }
   return MakeMultiTurnReport(options, policy, result, before, after);
 }
@@ -74,6 +109,7 @@ int RunMultiTurnBench(const std::vector<std::string>& args) {
   std::string model = "tiny-moe", policies = "least_load,kv_aware";
   MultiTurnOptions o;
   int64_t ready_timeout_s = 180, request_timeout_s = 0, seed = 1, tokens_per_block = 0;
+  bool disaggregated = false;
   flags.AddString("workload", &workload, "multi-turn");
   flags.AddPath("config", &config_path, "start this deployment (YAML) once per policy");
   flags.AddString("policies", &policies,
@@ -83,6 +119,9 @@ int RunMultiTurnBench(const std::vector<std::string>& args) {
   flags.AddString("model", &model, "model name (with --http)");
   flags.AddInt("tokens-per-block", &tokens_per_block,
                "the instances' kv.tokens_per_block, for the ideal hit rate (with --http)");
+  flags.AddBool("disaggregated", &disaggregated,
+                "with --http: context instances prefill the prompts, so replies are not reused "
+                "(for the ideal hit rate)");
   flags.AddInt("users", &o.users, "conversations");
   flags.AddInt("concurrency", &o.concurrency, "conversations in progress at once");
   flags.AddInt("min-turns", &o.min_turns, "fewest turns of a conversation");
@@ -120,6 +159,7 @@ int RunMultiTurnBench(const std::vector<std::string>& args) {
     o.grpc_address = grpc;
     o.model = model;
     o.tokens_per_block = static_cast<int32_t>(tokens_per_block > 0 ? tokens_per_block : 16);
+    o.replies_published = !disaggregated;
     o.request_timeout = absl::Seconds(request_timeout_s > 0 ? request_timeout_s : 600);
     runs.push_back(RunOnce(o, "as deployed", http));
     std::printf("%s", FormatMultiTurnReport(runs.back()).c_str());
@@ -149,6 +189,7 @@ int RunMultiTurnBench(const std::vector<std::string>& args) {
       o.model = c.model.name;
       o.api_key = c.router.api_key;
       o.tokens_per_block = PromptTokensPerBlock(c);
+      o.replies_published = RepliesPublished(c);
       o.request_timeout =
           absl::Seconds(request_timeout_s > 0 ? request_timeout_s : c.router.request_timeout_s);
       runs.push_back(RunOnce(o, policy, (*d)->http_address()));
