@@ -3,7 +3,8 @@
 // prompt all users share. Turn k's prompt is turn k-1's prompt, its reply and a new user
 // message, so each turn extends the previous one: what prefix reuse and kv_aware
 // routing are for. `concurrency` conversations run at once (their turns interleave);
-// each runs its turns one after another. Requests go to RouterService.Generate with
+// each runs its turns one after another, the user pausing `think` between a reply and
+// the next message (zero: at once). Requests go to RouterService.Generate with
 // token prompts (the reply's token ids come back exactly), greedy, ignoring EOS.
 //
 // The ideal, per turn: every prompt token whose KV the workers published before the
@@ -43,6 +44,10 @@ struct MultiTurnOptions {
   // disaggregated serving: the generation instance decodes, and KV that arrived by
   // transfer is not published.
   bool replies_published = true;
+  // The mean of a user's pause between a reply and the next message; each pause is
+  // uniform in [0, 2 × mean], drawn from the seed apart from the prompts (which stay the
+  // same whatever the pauses).
+  absl::Duration mean_think = absl::ZeroDuration();
   uint64_t seed = 1;
   absl::Duration request_timeout = absl::Seconds(600);
   bool progress = true;
@@ -64,6 +69,19 @@ struct MultiTurnResult {
   std::vector<TurnOutcome> turns;  // in completion order
   absl::Duration wall;
 };
+
+// The workload a seed makes: the shared system prompt and each user's turns.
+struct PlannedTurn {
+  std::vector<int32_t> user;  // the user's message
+  int64_t max_tokens = 0;
+  uint64_t seed = 0;
+  absl::Duration think;  // the user's pause before sending it (none before the first turn)
+};
+struct MultiTurnPlan {
+  std::vector<int32_t> system;
+  std::vector<std::vector<PlannedTurn>> users;
+};
+MultiTurnPlan MakeMultiTurnPlan(const MultiTurnOptions& options);
 
 MultiTurnResult RunMultiTurn(const MultiTurnOptions& options);
 

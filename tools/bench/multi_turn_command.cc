@@ -109,6 +109,7 @@ int RunMultiTurnBench(const std::vector<std::string>& args) {
   std::string model = "tiny-moe", policies = "least_load,kv_aware";
   MultiTurnOptions o;
   int64_t ready_timeout_s = 180, request_timeout_s = 0, seed = 1, tokens_per_block = 0;
+  int64_t think_ms = 0;
   bool disaggregated = false;
   flags.AddString("workload", &workload, "multi-turn");
   flags.AddPath("config", &config_path, "start this deployment (YAML) once per policy");
@@ -131,6 +132,9 @@ int RunMultiTurnBench(const std::vector<std::string>& args) {
   flags.AddInt("max-user", &o.max_user_tokens, "longest user message");
   flags.AddInt("min-output", &o.min_output_tokens, "shortest reply, in tokens");
   flags.AddInt("max-output", &o.max_output_tokens, "longest reply");
+  flags.AddInt("think-ms", &think_ms,
+               "mean pause of a user between a reply and the next message (uniform in 0..2x; "
+               "0: at once)");
   flags.AddInt("seed", &seed, "workload seed (the same for every policy)");
   flags.AddPath("json", &json_path, "also write the figures to this JSON file");
   flags.AddPath("run-dir", &run_dir, "logs of the started deployments (default runs/bench-TIME)");
@@ -146,13 +150,14 @@ int RunMultiTurnBench(const std::vector<std::string>& args) {
   }
   if (o.users < 1 || o.concurrency < 1 || o.min_turns < 1 || o.max_turns < o.min_turns ||
       o.system_tokens < 0 || o.min_user_tokens < 1 || o.max_user_tokens < o.min_user_tokens ||
-      o.min_output_tokens < 1 || o.max_output_tokens < o.min_output_tokens) {
+      o.min_output_tokens < 1 || o.max_output_tokens < o.min_output_tokens || think_ms < 0) {
     std::fprintf(stderr,
                  "bench: --users, --concurrency, --min-turns, --min-user and --min-output must be "
-                 ">= 1, each --max-* >= its --min-*, --system-prompt >= 0\n");
+                 ">= 1, each --max-* >= its --min-*, --system-prompt and --think-ms >= 0\n");
     return 2;
   }
   o.seed = static_cast<uint64_t>(seed);
+  o.mean_think = absl::Milliseconds(think_ms);
   SetLogLevel(spdlog::level::warn);
   nlohmann::json runs = nlohmann::json::array();
   if (config_path.empty()) {  // a running deployment, whatever its policy

@@ -106,6 +106,7 @@ json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& pol
       {"concurrency", options.concurrency},
       {"turns", {{"min", options.min_turns}, {"max", options.max_turns}}},
       {"system_tokens", options.system_tokens},
+      {"mean_think_ms", absl::ToDoubleMilliseconds(options.mean_think)},
       {"user_tokens", {{"min", options.min_user_tokens}, {"max", options.max_user_tokens}}},
       {"output_tokens", {{"min", options.min_output_tokens}, {"max", options.max_output_tokens}}},
       {"requests", completed},
@@ -138,10 +139,11 @@ json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& pol
 std::string FormatMultiTurnReport(const json& r) {
   std::string out = absl::StrFormat(
       "multi-turn, policy %s: %d users (%d at once), %d-%d turns, system prompt %d tokens, "
-      "seed %d\n",
+      "think %.0f ms, seed %d\n",
       r["policy"].get<std::string>(), r["users"].get<int64_t>(), r["concurrency"].get<int64_t>(),
       r["turns"]["min"].get<int64_t>(), r["turns"]["max"].get<int64_t>(),
-      r["system_tokens"].get<int64_t>(), r["seed"].get<uint64_t>());
+      r["system_tokens"].get<int64_t>(), r["mean_think_ms"].get<double>(),
+      r["seed"].get<uint64_t>());
   absl::StrAppendFormat(&out, "  requests        %d ok, %d failed in %.1f s (%.2f req/s)\n",
                         r["requests"].get<int64_t>(), r["failed"].get<int64_t>(),
                         r["wall_s"].get<double>(), r["requests_per_s"].get<double>());

@@ -35,6 +35,42 @@ TEST(MultiTurnTest, PublishedTokensCountTheReplyOnlyWhereTheInstanceDecodes) {
   EXPECT_EQ(IdealReusedTokens(190, PublishedTokens(100, 40, false), 16), 96);
 }
 
+TEST(MultiTurnTest, ThinkTimesAreSeededBoundedAndLeaveThePromptsAlone) {
+  MultiTurnOptions o;
+  o.users = 8;
+  o.seed = 7;
+  const MultiTurnPlan at_once = MakeMultiTurnPlan(o);
+  o.mean_think = absl::Milliseconds(500);
+  const MultiTurnPlan thinking = MakeMultiTurnPlan(o);
+  EXPECT_EQ(thinking.system, at_once.system) << "seed " << o.seed;
+  ASSERT_EQ(thinking.users.size(), at_once.users.size());
+  absl::Duration sum;
+  int64_t pauses = 0;
+  for (size_t u = 0; u < thinking.users.size(); ++u) {
+    ASSERT_EQ(thinking.users[u].size(), at_once.users[u].size());
+    for (size_t t = 0; t < thinking.users[u].size(); ++t) {
+      const PlannedTurn& turn = thinking.users[u][t];
+      EXPECT_EQ(turn.user, at_once.users[u][t].user) << "seed " << o.seed;
+      EXPECT_EQ(turn.max_tokens, at_once.users[u][t].max_tokens);
+      EXPECT_EQ(at_once.users[u][t].think, absl::ZeroDuration());
+      if (t == 0) {
+        EXPECT_EQ(turn.think, absl::ZeroDuration());  // a conversation starts at once
+        continue;
+      }
+      EXPECT_GE(turn.think, absl::ZeroDuration());
+      EXPECT_LE(turn.think, absl::Milliseconds(1000));
+      sum += turn.think;
+      ++pauses;
+    }
+  }
+  ASSERT_GT(pauses, 20);
+  // Uniform in [0, 1000] ms: the mean of 30-70 draws is well within 250-750 ms.
+  EXPECT_GT(sum / pauses, absl::Milliseconds(250)) << "seed " << o.seed;
+  EXPECT_LT(sum / pauses, absl::Milliseconds(750)) << "seed " << o.seed;
+  const MultiTurnPlan again = MakeMultiTurnPlan(o);
+  EXPECT_EQ(again.users[3][1].think, thinking.users[3][1].think);
+}
+
 TEST(MultiTurnTest, WorkerReuseIsEachRanksCountersOverTheRun) {
   const std::string prompt = kRankPromptTokens, reused = kRankReusedTokens;
   const std::map<std::string, double> before = {{prompt + "{instance=\"agg0\",rank=\"0\"}", 100},
