@@ -17,44 +17,6 @@
 namespace lockstep::bench {
 namespace {
 
-struct PlannedTurn {
-  std::vector<int32_t> user;  // the user's message
-  int64_t max_tokens = 0;
-  uint64_t seed = 0;
-};
-
-struct Plan {
-  std::vector<int32_t> system;
-  std::vector<std::vector<PlannedTurn>> users;
-};
-
-// Letters as token ids: valid in any byte-level vocabulary.
-Plan MakePlan(const MultiTurnOptions& o) {
-  std::mt19937_64 rng(o.seed);
-  auto uniform = [&](int64_t lo, int64_t hi) {
-    return lo +
-           static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(1, hi - lo + 1)));
-  };
-  auto letters = [&](int64_t n) {
-    std::vector<int32_t> out(static_cast<size_t>(std::max<int64_t>(0, n)));
-    for (int32_t& t : out) t = static_cast<int32_t>('a' + rng() % 26);
-    return out;
-  };
-  Plan plan;
-  plan.system = letters(o.system_tokens);
-  for (int64_t u = 0; u < o.users; ++u) {
-    std::vector<PlannedTurn>& turns = plan.users.emplace_back();
-    for (int64_t t = uniform(o.min_turns, o.max_turns); t > 0; --t) {
-      PlannedTurn turn;
-      turn.user = letters(uniform(o.min_user_tokens, o.max_user_tokens));
-      turn.max_tokens = uniform(o.min_output_tokens, o.max_output_tokens);
-      turn.seed = rng();
-      turns.push_back(std::move(turn));
-    }
-  }
-  return plan;
-}
-
 // One streaming Generate of `prompt`; fills the outcome and `reply`.
 void RunTurn(v1::RouterService::Stub& stub, const MultiTurnOptions& o,
              const std::vector<int32_t>& prompt, const PlannedTurn& planned, TurnOutcome& out,
@@ -100,13 +62,52 @@ void RunTurn(v1::RouterService::Stub& stub, const MultiTurnOptions& o,
 
 }  // namespace
 
+// Letters as token ids: valid in any byte-level vocabulary.
+MultiTurnPlan MakeMultiTurnPlan(const MultiTurnOptions& o) {
+  std::mt19937_64 rng(o.seed);
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return lo +
+           static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(1, hi - lo + 1)));
+  };
+  auto letters = [&](int64_t n) {
+    std::vector<int32_t> out(static_cast<size_t>(std::max<int64_t>(0, n)));
+    for (int32_t& t : out) t = static_cast<int32_t>('a' + rng() % 26);
+    return out;
+  };
+  // The pauses have a stream of their own: the prompts do not depend on them.
+  std::mt19937_64 think_rng(o.seed ^ 0x7468696e6b696e67ULL);
+  const uint64_t think_range_us =
+      2 * static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Microseconds(o.mean_think)));
+  MultiTurnPlan plan;
+  plan.system = letters(o.system_tokens);
+  for (int64_t u = 0; u < o.users; ++u) {
+    std::vector<PlannedTurn>& turns = plan.users.emplace_back();
+    for (int64_t t = uniform(o.min_turns, o.max_turns); t > 0; --t) {
+      PlannedTurn turn;
+      turn.user = letters(uniform(o.min_user_tokens, o.max_user_tokens));
+      turn.max_tokens = uniform(o.min_output_tokens, o.max_output_tokens);
+      turn.seed = rng();
+      if (!turns.empty() && think_range_us > 0) {
+        turn.think = absl::Microseconds(static_cast<int64_t>(think_rng() % (think_range_us + 1)));
+      }
+      turns.push_back(std::move(turn));
+    }
+  }
+  return plan;
+}
+
 int64_t IdealReusedTokens(int64_t prompt_tokens, int64_t cached_tokens, int tokens_per_block) {
   const int64_t tpb = std::max(1, tokens_per_block);
   return std::max<int64_t>(0, std::min(cached_tokens, prompt_tokens - 1)) / tpb * tpb;
 }
 
+int64_t PublishedTokens(int64_t prompt_tokens, int64_t reply_tokens, bool replies_published) {
+  if (!replies_published) return prompt_tokens;
+  return prompt_tokens + std::max<int64_t>(0, reply_tokens - 2);
+}
+
 MultiTurnResult RunMultiTurn(const MultiTurnOptions& options) {
-  const Plan plan = MakePlan(options);
+  const MultiTurnPlan plan = MakeMultiTurnPlan(options);
   int64_t total_turns = 0;
   for (const auto& turns : plan.users) total_turns += static_cast<int64_t>(turns.size());
   const std::shared_ptr<grpc::Channel> channel = security::CreateChannel(options.grpc_address);
@@ -117,9 +118,10 @@ MultiTurnResult RunMultiTurn(const MultiTurnOptions& options) {
   const absl::Time start = absl::Now();
   auto conversation = [&](int64_t u, v1::RouterService::Stub& stub) {
     std::vector<int32_t> context = plan.system;
-    int64_t cached = 0;  // leading tokens of `context` the workers published (the last prompt)
+    int64_t cached = 0;  // leading tokens of `context` the workers published (the last turn)
     for (size_t t = 0; t < plan.users[u].size(); ++t) {
       const PlannedTurn& planned = plan.users[u][t];
+      if (planned.think > absl::ZeroDuration()) absl::SleepFor(planned.think);
       context.insert(context.end(), planned.user.begin(), planned.user.end());
       if (t == 0 && any_finished.load()) cached = static_cast<int64_t>(plan.system.size());
       TurnOutcome out;
@@ -141,7 +143,8 @@ MultiTurnResult RunMultiTurn(const MultiTurnOptions& options) {
         return;
       }
       any_finished.store(true);
-      cached = static_cast<int64_t>(context.size());  // prefilled and published; the reply not
+      cached = PublishedTokens(static_cast<int64_t>(context.size()),
+                               static_cast<int64_t>(reply.size()), options.replies_published);
       context.insert(context.end(), reply.begin(), reply.end());
     }
   };

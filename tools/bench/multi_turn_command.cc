@@ -4,6 +4,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -22,6 +23,9 @@
 namespace lockstep::bench {
 namespace {
 
+// How long the bench waits for the workers' counters to include the run.
+constexpr absl::Duration kWorkerCountersDeadline = absl::Seconds(10);
+
 // The tokens_per_block of the instances that serve prompts (aggregated or context).
 int32_t PromptTokensPerBlock(const config::DeploymentConfig& config) {
   for (const config::InstanceConfig& instance : config.instances) {
@@ -32,6 +36,15 @@ int32_t PromptTokensPerBlock(const config::DeploymentConfig& config) {
   return 16;
 }
 
+// Whether prompts are prefilled where they are decoded: the router prefers aggregated
+// instances whenever there are any.
+bool RepliesPublished(const config::DeploymentConfig& config) {
+  for (const config::InstanceConfig& instance : config.instances) {
+    if (instance.role == config::InstanceRole::kAggregated) return true;
+  }
+  return false;
+}
+
 // One run of the workload against the router at `http` / `grpc`: its report.
 nlohmann::json RunOnce(MultiTurnOptions options, const std::string& policy,
                        const std::string& http) {
@@ -40,10 +53,32 @@ nlohmann::json RunOnce(MultiTurnOptions options, const std::string& policy,
     before = ParseSamples(*text);
   }
   const MultiTurnResult result = RunMultiTurn(options);
-  if (absl::StatusOr<std::string> text = FetchMetrics(http, options.api_key); text.ok()) {
+  double prompt_tokens = 0;  // of the turns that completed
+  for (const TurnOutcome& t : result.turns) {
+    if (t.ok) prompt_tokens += static_cast<double>(t.prompt_tokens);
+  }
+  // The workers' counters reach /metrics with the router's next Stats poll: read until
+  // they count every completed turn's prompt (recomputation after a pause counts too).
+  const absl::Time deadline = absl::Now() + kWorkerCountersDeadline;
+  while (true) {
+    absl::StatusOr<std::string> text = FetchMetrics(http, options.api_key);
+    if (!text.ok()) {
+      std::fprintf(stderr, "bench: %s\n", text.status().ToString().c_str());
+      break;
+    }
     after = ParseSamples(*text);
-  } else {
-    std::fprintf(stderr, "bench: %s\n", text.status().ToString().c_str());
+    const std::vector<RankReuse> ranks = WorkerReuse(before, after);
+    double counted = 0;
+    for (const RankReuse& rank : ranks) counted += rank.prompt_tokens;
+    if (ranks.empty() || counted >= prompt_tokens) break;
+    if (absl::Now() > deadline) {
+      std::fprintf(stderr,
+                   "bench: after %.0f s the workers' counters show %.0f of the %.0f prompt tokens "
+                   "sent; their hit rate is of those\n",
+                   absl::ToDoubleSeconds(kWorkerCountersDeadline), counted, prompt_tokens);
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
   }
   return MakeMultiTurnReport(options, policy, result, before, after);
 }
@@ -74,6 +109,8 @@ int RunMultiTurnBench(const std::vector<std::string>& args) {
   std::string model = "tiny-moe", policies = "least_load,kv_aware";
   MultiTurnOptions o;
   int64_t ready_timeout_s = 180, request_timeout_s = 0, seed = 1, tokens_per_block = 0;
+  int64_t think_ms = 0;
+  bool disaggregated = false;
   flags.AddString("workload", &workload, "multi-turn");
   flags.AddPath("config", &config_path, "start this deployment (YAML) once per policy");
   flags.AddString("policies", &policies,
@@ -83,6 +120,9 @@ int RunMultiTurnBench(const std::vector<std::string>& args) {
   flags.AddString("model", &model, "model name (with --http)");
   flags.AddInt("tokens-per-block", &tokens_per_block,
                "the instances' kv.tokens_per_block, for the ideal hit rate (with --http)");
+  flags.AddBool("disaggregated", &disaggregated,
+                "with --http: context instances prefill the prompts, so replies are not reused "
+                "(for the ideal hit rate)");
   flags.AddInt("users", &o.users, "conversations");
   flags.AddInt("concurrency", &o.concurrency, "conversations in progress at once");
   flags.AddInt("min-turns", &o.min_turns, "fewest turns of a conversation");
@@ -92,6 +132,9 @@ int RunMultiTurnBench(const std::vector<std::string>& args) {
   flags.AddInt("max-user", &o.max_user_tokens, "longest user message");
   flags.AddInt("min-output", &o.min_output_tokens, "shortest reply, in tokens");
   flags.AddInt("max-output", &o.max_output_tokens, "longest reply");
+  flags.AddInt("think-ms", &think_ms,
+               "mean pause of a user between a reply and the next message (uniform in 0..2x; "
+               "0: at once)");
   flags.AddInt("seed", &seed, "workload seed (the same for every policy)");
   flags.AddPath("json", &json_path, "also write the figures to this JSON file");
   flags.AddPath("run-dir", &run_dir, "logs of the started deployments (default runs/bench-TIME)");
@@ -107,19 +150,21 @@ int RunMultiTurnBench(const std::vector<std::string>& args) {
   }
   if (o.users < 1 || o.concurrency < 1 || o.min_turns < 1 || o.max_turns < o.min_turns ||
       o.system_tokens < 0 || o.min_user_tokens < 1 || o.max_user_tokens < o.min_user_tokens ||
-      o.min_output_tokens < 1 || o.max_output_tokens < o.min_output_tokens) {
+      o.min_output_tokens < 1 || o.max_output_tokens < o.min_output_tokens || think_ms < 0) {
     std::fprintf(stderr,
                  "bench: --users, --concurrency, --min-turns, --min-user and --min-output must be "
-                 ">= 1, each --max-* >= its --min-*, --system-prompt >= 0\n");
+                 ">= 1, each --max-* >= its --min-*, --system-prompt and --think-ms >= 0\n");
     return 2;
   }
   o.seed = static_cast<uint64_t>(seed);
+  o.mean_think = absl::Milliseconds(think_ms);
   SetLogLevel(spdlog::level::warn);
   nlohmann::json runs = nlohmann::json::array();
   if (config_path.empty()) {  // a running deployment, whatever its policy
     o.grpc_address = grpc;
     o.model = model;
     o.tokens_per_block = static_cast<int32_t>(tokens_per_block > 0 ? tokens_per_block : 16);
+    o.replies_published = !disaggregated;
     o.request_timeout = absl::Seconds(request_timeout_s > 0 ? request_timeout_s : 600);
     runs.push_back(RunOnce(o, "as deployed", http));
     std::printf("%s", FormatMultiTurnReport(runs.back()).c_str());
@@ -149,6 +194,7 @@ int RunMultiTurnBench(const std::vector<std::string>& args) {
       o.model = c.model.name;
       o.api_key = c.router.api_key;
       o.tokens_per_block = PromptTokensPerBlock(c);
+      o.replies_published = RepliesPublished(c);
       o.request_timeout =
           absl::Seconds(request_timeout_s > 0 ? request_timeout_s : c.router.request_timeout_s);
       runs.push_back(RunOnce(o, policy, (*d)->http_address()));

@@ -2,7 +2,10 @@
 
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/metrics_text.h"
 
@@ -13,7 +16,40 @@ using nlohmann::json;
 
 double Ratio(double num, double den) { return den > 0 ? num / den : 0.0; }
 
+// The value of label `name` in a series' {...}; empty when it has none.
+std::string LabelValue(absl::string_view series, absl::string_view name) {
+  for (const char open : {'{', ','}) {
+    const std::string key = absl::StrCat(std::string(1, open), name, "=\"");
+    const size_t at = series.find(key);
+    if (at == absl::string_view::npos) continue;
+    const size_t begin = at + key.size();
+    const size_t end = series.find('"', begin);
+    if (end != absl::string_view::npos) return std::string(series.substr(begin, end - begin));
+  }
+  return "";
+}
+
 }  // namespace
+
+std::vector<RankReuse> WorkerReuse(const std::map<std::string, double>& before,
+                                   const std::map<std::string, double>& after) {
+  const absl::string_view prompt_name = kRankPromptTokens;
+  std::vector<RankReuse> out;
+  for (const auto& [series, value] : after) {
+    if (!absl::StartsWith(series, prompt_name) || series.size() == prompt_name.size() ||
+        series[prompt_name.size()] != '{') {
+      continue;
+    }
+    const std::string labels = series.substr(prompt_name.size());
+    RankReuse rank;
+    rank.instance = LabelValue(labels, "instance");
+    rank.rank = LabelValue(labels, "rank");
+    rank.prompt_tokens = Delta(after, before, series);
+    rank.reused_tokens = Delta(after, before, absl::StrCat(kRankReusedTokens, labels));
+    out.push_back(std::move(rank));
+  }
+  return out;
+}
 
 json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& policy,
                          const MultiTurnResult& result, const std::map<std::string, double>& before,
@@ -45,6 +81,18 @@ json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& pol
     decisions[reason] =
         delta(absl::StrFormat("lockstep_router_routing_decisions_total{reason=\"%s\"}", reason));
   }
+  double worker_prompt = 0, worker_reused = 0;
+  json ranks = json::array();
+  for (const RankReuse& rank : WorkerReuse(before, after)) {
+    worker_prompt += rank.prompt_tokens;
+    worker_reused += rank.reused_tokens;
+    ranks.push_back({{"instance", rank.instance},
+                     {"rank", rank.rank},
+                     {"prompt_tokens", rank.prompt_tokens},
+                     {"reused_tokens", rank.reused_tokens},
+                     {"hit_rate", Ratio(rank.reused_tokens, rank.prompt_tokens)}});
+  }
+  const double worker_rate = Ratio(worker_reused, worker_prompt);
   json hints = json::object();
   for (const char* outcome : {"honoured", "overridden"}) {
     hints[outcome] =
@@ -58,6 +106,7 @@ json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& pol
       {"concurrency", options.concurrency},
       {"turns", {{"min", options.min_turns}, {"max", options.max_turns}}},
       {"system_tokens", options.system_tokens},
+      {"mean_think_ms", absl::ToDoubleMilliseconds(options.mean_think)},
       {"user_tokens", {{"min", options.min_user_tokens}, {"max", options.max_user_tokens}}},
       {"output_tokens", {{"min", options.min_output_tokens}, {"max", options.max_output_tokens}}},
       {"requests", completed},
@@ -72,6 +121,12 @@ json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& pol
       {"router_cached_tokens", router_cached},
       {"hit_rate", hit_rate},
       {"hit_rate_vs_ideal", Ratio(hit_rate, ideal_rate)},
+      {"workers",
+       {{"prompt_tokens", worker_prompt},
+        {"reused_tokens", worker_reused},
+        {"hit_rate", worker_rate},
+        {"hit_rate_vs_ideal", Ratio(worker_rate, ideal_rate)},
+        {"ranks", ranks}}},
       {"ttft_ms", {{"p50", ttft.p50}, {"p99", ttft.p99}}},
       {"output_tokens_per_s", Ratio(static_cast<double>(output_tokens), wall_s)},
       {"requests_per_s", Ratio(static_cast<double>(completed), wall_s)},
@@ -83,11 +138,12 @@ json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& pol
 
 std::string FormatMultiTurnReport(const json& r) {
   std::string out = absl::StrFormat(
-      "multi-turn, policy %s: %d users (%d at once), %d-%d turns, system prompt %d tokens, seed "
-      "%d\n",
+      "multi-turn, policy %s: %d users (%d at once), %d-%d turns, system prompt %d tokens, "
+      "think %.0f ms, seed %d\n",
       r["policy"].get<std::string>(), r["users"].get<int64_t>(), r["concurrency"].get<int64_t>(),
       r["turns"]["min"].get<int64_t>(), r["turns"]["max"].get<int64_t>(),
-      r["system_tokens"].get<int64_t>(), r["seed"].get<uint64_t>());
+      r["system_tokens"].get<int64_t>(), r["mean_think_ms"].get<double>(),
+      r["seed"].get<uint64_t>());
   absl::StrAppendFormat(&out, "  requests        %d ok, %d failed in %.1f s (%.2f req/s)\n",
                         r["requests"].get<int64_t>(), r["failed"].get<int64_t>(),
                         r["wall_s"].get<double>(), r["requests_per_s"].get<double>());
@@ -97,6 +153,19 @@ std::string FormatMultiTurnReport(const json& r) {
       "of ideal\n",
       100 * r["hit_rate"].get<double>(), 100 * r["ideal_hit_rate"].get<double>(),
       100 * r["hit_rate_vs_ideal"].get<double>());
+  const json& w = r["workers"];
+  absl::StrAppendFormat(&out,
+                        "  workers' reuse  %.1f%% of the %.0f prompt tokens their new caches "
+                        "prefilled; %.1f%% of ideal;",
+                        100 * w["hit_rate"].get<double>(), w["prompt_tokens"].get<double>(),
+                        100 * w["hit_rate_vs_ideal"].get<double>());
+  for (const json& rank : w["ranks"]) {
+    if (rank["prompt_tokens"].get<double>() <= 0) continue;  // e.g. a generation instance
+    absl::StrAppendFormat(&out, " %s/%s %.1f%% of %.0f", rank["instance"].get<std::string>(),
+                          rank["rank"].get<std::string>(), 100 * rank["hit_rate"].get<double>(),
+                          rank["prompt_tokens"].get<double>());
+  }
+  out += "\n";
   absl::StrAppendFormat(&out, "  TTFT            p50 %.1f ms, p99 %.1f ms\n",
                         r["ttft_ms"]["p50"].get<double>(), r["ttft_ms"]["p99"].get<double>());
   absl::StrAppendFormat(&out, "  throughput      %.1f output tokens/s\n",
@@ -122,8 +191,10 @@ json CompareMultiTurn(const json& baseline, const json& candidate) {
       {"baseline", baseline["policy"]},
       {"candidate", candidate["policy"]},
       {"hit_rate", pair(baseline["hit_rate"], candidate["hit_rate"])},
+      {"workers_hit_rate", pair(baseline["workers"]["hit_rate"], candidate["workers"]["hit_rate"])},
       {"ideal_hit_rate", candidate["ideal_hit_rate"]},
       {"candidate_hit_rate_vs_ideal", candidate["hit_rate_vs_ideal"]},
+      {"candidate_workers_hit_rate_vs_ideal", candidate["workers"]["hit_rate_vs_ideal"]},
       {"ttft_p50_ms", pair(baseline["ttft_ms"]["p50"], candidate["ttft_ms"]["p50"])},
       {"ttft_p99_ms", pair(baseline["ttft_ms"]["p99"], candidate["ttft_ms"]["p99"])},
       {"ttft_p50_speedup",
@@ -137,12 +208,16 @@ json CompareMultiTurn(const json& baseline, const json& candidate) {
 
 std::string FormatComparison(const json& c) {
   return absl::StrFormat(
-      "%s vs %s: hit rate %.1f%% vs %.1f%% (ideal %.1f%%, %s reaches %.1f%% of it); TTFT p50 "
-      "%.1f vs %.1f ms (%.2fx), p99 %.1f vs %.1f ms (%.2fx); throughput %.2fx\n",
+      "%s vs %s: hit rate %.1f%% vs %.1f%% (ideal %.1f%%, %s reaches %.1f%% of it), by the "
+      "workers' counters %.1f%% vs %.1f%% (%.1f%% of ideal); TTFT p50 %.1f vs %.1f ms (%.2fx), "
+      "p99 %.1f vs %.1f ms (%.2fx); throughput %.2fx\n",
       c["candidate"].get<std::string>(), c["baseline"].get<std::string>(),
       100 * c["hit_rate"]["candidate"].get<double>(), 100 * c["hit_rate"]["baseline"].get<double>(),
       100 * c["ideal_hit_rate"].get<double>(), c["candidate"].get<std::string>(),
       100 * c["candidate_hit_rate_vs_ideal"].get<double>(),
+      100 * c["workers_hit_rate"]["candidate"].get<double>(),
+      100 * c["workers_hit_rate"]["baseline"].get<double>(),
+      100 * c["candidate_workers_hit_rate_vs_ideal"].get<double>(),
       c["ttft_p50_ms"]["candidate"].get<double>(), c["ttft_p50_ms"]["baseline"].get<double>(),
       c["ttft_p50_speedup"].get<double>(), c["ttft_p99_ms"]["candidate"].get<double>(),
       c["ttft_p99_ms"]["baseline"].get<double>(), c["ttft_p99_speedup"].get<double>(),

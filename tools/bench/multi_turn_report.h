@@ -1,17 +1,36 @@
 // The figures of a multi-turn run: the client's turns (TTFT, throughput, the ideal
-// prefix reuse) and the router's routing counters over the run (its view of the prefix
-// hit rate: cached prompt tokens on the serving rank over prompt tokens), as JSON and
-// text; and the comparison of two runs of the same workload under two policies.
+// prefix reuse), the router's routing counters over the run (its view of the prefix
+// hit rate: cached prompt tokens on the serving rank over prompt tokens, from its index
+// at routing time) and the workers' own reuse counters (the tokens their new caches
+// really reused), as JSON and text; and the comparison of two runs of the same workload
+// under two policies.
 #ifndef LOCKSTEP_TOOLS_BENCH_MULTI_TURN_REPORT_H_
 #define LOCKSTEP_TOOLS_BENCH_MULTI_TURN_REPORT_H_
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tools/bench/multi_turn.h"
 
 namespace lockstep::bench {
+
+inline constexpr char kRankPromptTokens[] = "lockstep_instance_rank_prompt_tokens_total";
+inline constexpr char kRankReusedTokens[] = "lockstep_instance_rank_prefix_tokens_reused_total";
+
+// One rank's prefix reuse over a run, from its Stats as the router mirrors them: the
+// tokens its new context caches had to prefill, and how many of them it reused.
+struct RankReuse {
+  std::string instance;
+  std::string rank;
+  double prompt_tokens = 0;
+  double reused_tokens = 0;
+};
+
+// Every rank's counters in `after` less those in `before`, by instance then rank.
+std::vector<RankReuse> WorkerReuse(const std::map<std::string, double>& before,
+                                   const std::map<std::string, double>& after);
 
 // `after` / `before`: ParseSamples of the router's /metrics around the run.
 nlohmann::json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& policy,
