@@ -16,7 +16,10 @@
 // never a hang. Every wait is bounded by the call's deadline.
 //
 // Join: rank 0 creates the segment, the others open it; each attaches to its slot
-// (pid, state) and waits until every rank has attached. Rank 0 then unlinks the name:
+// (pid, state) and waits until every rank has attached, then until every rank has
+// probed whether it can read its peers' memory. Those waits check the attached peers'
+// pids like a round's, so a peer that dies during the join is Unavailable within
+// `liveness_interval`, not at connect_timeout. Rank 0 then unlinks the name:
 // from there on nothing is left in /dev/shm, whatever happens to the processes. A Join
 // that fails unlinks the name too. Only a crash between creation and the last attach
 // leaves the name behind; the next epoch's bootstrap removes it (instance_bootstrap).
@@ -101,7 +104,8 @@ class ShmGroup {
   // Waits until pending(r) is false for every rank r; `what` names the wait.
   template <typename Pending>
   absl::Status WaitForSlots(absl::Time deadline, absl::string_view what, Pending pending);
-  void OpenPeerPidfds();
+  // Opens rank r's pidfd once it has attached (a no-op after the first call).
+  void OpenPeerPidfd(int r);
 
   const int rank_;
   const int world_;
@@ -112,8 +116,9 @@ class ShmGroup {
   int gone_rank_ = -1;  // the last peer this rank saw leave or exit (told to peers on break)
   bool direct_ = false;
   const uint64_t cookie_;  // the word peers probe (shm_direct.h); its address is published
-  // pidfd of each peer process (-1: same process, or not opened); dead_[r] once its
-  // exit was seen.
+  // pidfd of each peer process (kPidfdUnopened until it attached; -1: same process,
+  // or pidfd_open failed); dead_[r] once its exit was seen.
+  static constexpr int kPidfdUnopened = -2;
   std::vector<int> pidfds_;
   std::vector<bool> dead_;
 };
