@@ -46,6 +46,15 @@ void FutexWakeAll(std::atomic<uint32_t>& word) {
   syscall(SYS_futex, FutexAddress(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// CPUs this process may run on (its affinity mask: a cpuset or taskset may allow
+// fewer than the machine has).
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 constexpr uint64_t kProbeCookie = 0x6c6f636b73746570ULL;  // "lockstep"
 
 // RAII count of a rank inside the sleep protocol (see WaitForRound).
@@ -108,8 +117,7 @@ ShmGroup::ShmGroup(const ShmOptions& options, std::unique_ptr<ShmSegment> segmen
       world_(options.world_size),
       options_(options),
       segment_(std::move(segment)),
-      oversubscribed_(static_cast<unsigned>(options.world_size) >
-                      std::max(1u, std::thread::hardware_concurrency())),
+      oversubscribed_(options.world_size > UsableCpus()),
       cookie_(kProbeCookie ^ static_cast<uint64_t>(options.rank)),
       pidfds_(options.world_size, kPidfdUnopened),
       dead_(options.world_size, false) {}
@@ -316,8 +324,8 @@ absl::Status ShmGroup::FindDepartedPeer() {
   return absl::OkStatus();
 }
 
-absl::Status ShmGroup::WaitForRound(absl::Time deadline) {
-  if (absl::Status status = WaitForAllPublished(deadline); !status.ok()) return status;
+absl::Status ShmGroup::WaitForRound(absl::Time deadline, Wait wait) {
+  if (absl::Status status = WaitForAllPublished(deadline, wait); !status.ok()) return status;
   for (int r = 0; r < world_; ++r) {
     const ShmSlotControl& peer = segment_->control(r);
     if (r == rank_ || peer.state.load() != static_cast<uint32_t>(ShmRankState::kBroken)) continue;
@@ -331,13 +339,16 @@ absl::Status ShmGroup::WaitForRound(absl::Time deadline) {
   return absl::OkStatus();
 }
 
-absl::Status ShmGroup::WaitForAllPublished(absl::Time deadline) {
+absl::Status ShmGroup::WaitForAllPublished(absl::Time deadline, Wait wait) {
   const uint64_t target = seq_;
   int missing = 0;
   if (AllPublished(target, &missing)) return absl::OkStatus();
-  // Busy phase: the peers are usually a few microseconds behind.
+  // Busy phase: the peers are usually a few microseconds behind; unless this is a
+  // kLong wait and ranks outnumber CPUs (see the file comment).
+  const bool poll =
+      options_.spin > absl::ZeroDuration() && !(oversubscribed_ && wait == Wait::kLong);
   const absl::Time spin_end = absl::Now() + options_.spin;
-  for (int i = 1; options_.spin > absl::ZeroDuration(); ++i) {
+  for (int i = 1; poll; ++i) {
     if (oversubscribed_) {
       sched_yield();  // A peer may need this CPU to arrive at all.
     } else {
