@@ -8,7 +8,7 @@
 // with the in-process figures of the same run in the summary.
 //
 //   bazel run -c opt //runtime/comm:comm_bench [-- --iters=3000 --moe_iters=100
-//       --shm_chunk_kib=256 --shm_spin_us=50 --shm_direct=1 --compare_only]
+//       --shm_chunk_kib=256 --shm_spin_us=50 --shm_direct=1 --compare_only --worlds=2,4]
 //
 // Rank processes re-execute this binary (testing/rank_processes.h); rank 0 prints.
 
@@ -31,6 +31,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gloo/allreduce.h"
 #include "gloo/alltoallv.h"
@@ -468,8 +469,17 @@ int Main(int argc, char** argv) {
   int spin_us = absl::ToInt64Microseconds(ShmOptions().spin);
   bool compare_only = false;
   int direct = 1;
+  std::vector<int> worlds = {2, 4};
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
+    if (absl::ConsumePrefix(&arg, "--worlds=")) {
+      worlds.clear();
+      for (absl::string_view w : absl::StrSplit(arg, ',')) {
+        int world = 0;
+        if (!absl::SimpleAtoi(w, &world) || world < 1) return 2;
+        worlds.push_back(world);
+      }
+    }
     if (absl::ConsumePrefix(&arg, "--iters=") && !absl::SimpleAtoi(arg, &iters)) return 2;
     if (absl::ConsumePrefix(&arg, "--moe_iters=") && !absl::SimpleAtoi(arg, &moe_iters)) return 2;
     if (absl::ConsumePrefix(&arg, "--shm_chunk_kib=") && !absl::SimpleAtoi(arg, &chunk_kib)) {
@@ -484,7 +494,7 @@ int Main(int argc, char** argv) {
       "spin %d us, direct reads %s; %u hardware threads\n",
       iters, moe_iters, static_cast<long long>(chunk_kib), spin_us, direct ? "on" : "off",
       std::thread::hardware_concurrency());
-  for (int world : {2, 4}) {
+  for (int world : worlds) {
     const Medians in_process = RunInProcess(world, iters * 5, moe_iters);
     std::fflush(stdout);
     const std::string dir = testing::MakeTempDir("comm_bench");

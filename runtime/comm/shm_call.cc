@@ -55,9 +55,9 @@ void ShmCall::CopyIn(uint64_t parity, int64_t begin) {
   copy(std::max(begin, private_end_), end);
 }
 
-absl::Status ShmCall::PublishAndWait() {
+absl::Status ShmCall::PublishAndWait(ShmGroup::Wait wait) {
   group_.Publish();
-  absl::Status status = group_.WaitForRound(deadline_);
+  absl::Status status = group_.WaitForRound(deadline_, wait);
   if (status.ok()) return status;
   std::string message = absl::StrCat(DescribeCall(op_, tag_), " on rank ", group_.rank(),
                                      " of shm group '", group_.name(), "': ", status.message());
@@ -126,11 +126,12 @@ absl::Status ShmCall::Start(const CallSpec& spec, absl::Span<const int64_t> fiel
   return absl::OkStatus();
 }
 
-absl::Status ShmCall::NextRound(int64_t round, int64_t begin, uint64_t* parity) {
+absl::Status ShmCall::NextRound(int64_t round, int64_t begin, uint64_t* parity,
+                                ShmGroup::Wait wait) {
   *parity = group_.parity();
   WriteHeader(*parity, round, {});
   if (!direct_) CopyIn(*parity, begin);
-  if (absl::Status status = PublishAndWait(); !status.ok()) return status;
+  if (absl::Status status = PublishAndWait(wait); !status.ok()) return status;
   for (int r = 0; r < group_.world(); ++r) {
     const ShmRoundHeader& h = segment_.round_header(r, *parity);
     if (h.fp != fp_ || h.round != round) return Desync(group_.rank(), r, *parity);
@@ -171,9 +172,10 @@ absl::Status ShmCall::TransferDirect(absl::Span<const Read> reads) {
                                             " of shm group '", group_.name(),
                                             "': direct read failed: ", read_status.message()));
   }
-  // Every receiver is done with every sender's buffer once all publish this round.
+  // Every receiver is done with every sender's buffer once all publish this round;
+  // the slowest may still be copying its share of a bulk payload.
   uint64_t parity = 0;
-  return NextRound(1, 0, &parity);
+  return NextRound(1, 0, &parity, ShmGroup::Wait::kLong);
 }
 
 absl::Status ShmCall::Transfer(ChunkFn consume) {

@@ -79,13 +79,14 @@ class ShmCall {
   // Copies this rank's payload bytes of the round starting at `begin` (except the
   // private range) into its buffer `parity`.
   void CopyIn(uint64_t parity, int64_t begin);
-  // Publishes this rank's buffer and waits for the peers'.
-  absl::Status PublishAndWait();
+  // Publishes this rank's buffer and waits for the peers' (see ShmGroup::Wait).
+  absl::Status PublishAndWait(ShmGroup::Wait wait = ShmGroup::Wait::kShort);
   absl::Status Desync(int a, int b, uint64_t parity) const;
   // Runs a later round: publishes this rank's header (and its chunk of the payload
   // starting at `begin`, unless direct), waits, checks that every peer is in this
   // round of this call. Sets *parity to the round's buffer.
-  absl::Status NextRound(int64_t round, int64_t begin, uint64_t* parity);
+  absl::Status NextRound(int64_t round, int64_t begin, uint64_t* parity,
+                         ShmGroup::Wait wait = ShmGroup::Wait::kShort);
   absl::Status TransferDirect(absl::Span<const Read> reads);
 
   ShmGroup& group_;

@@ -84,36 +84,14 @@ ShmOptions Options(const std::string& name, int rank, int world, Mode mode = {})
 
 // ---- Ranks as threads.
 
-using Group = std::vector<std::unique_ptr<Communicator>>;
-using RankFn = std::function<absl::Status(Communicator&)>;
+using testing::RankFn;
+using testing::RunAll;
+using testing::RunRanks;
+using testing::ThreadGroup;
 
-// Creates the ranks of one group, one thread each (Create blocks until all attach).
-Group MakeThreadGroup(int world, Mode mode = {}, std::string name = FreshName("threads")) {
-  Group group(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      auto comm = ShmCommunicator::Create(Options(name, r, world, mode));
-      EXPECT_THAT(comm, IsOk()) << "rank " << r;
-      if (comm.ok()) group[r] = *std::move(comm);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  return group;
-}
-
-std::vector<absl::Status> RunRanks(Group& group, const std::vector<RankFn>& fns) {
-  std::vector<absl::Status> results(group.size());
-  std::vector<std::thread> threads;
-  for (size_t r = 0; r < group.size(); ++r) {
-    threads.emplace_back([&, r] { results[r] = fns[r](*group[r]); });
-  }
-  for (std::thread& t : threads) t.join();
-  return results;
-}
-
-std::vector<absl::Status> RunAll(Group& group, const RankFn& fn) {
-  return RunRanks(group, std::vector<RankFn>(group.size(), fn));
+// The ranks of one group, one thread each, moving payloads as `mode` says.
+absl::StatusOr<ThreadGroup> MakeGroup(int world, Mode mode = {}, const std::string& name = "") {
+  return testing::MakeShmThreadGroup(world, Options(name, 0, world, mode));
 }
 
 class ShmThreadsConformanceTest : public ::testing::TestWithParam<std::tuple<int, Mode>> {};
@@ -122,9 +100,9 @@ TEST_P(ShmThreadsConformanceTest, EveryOpMatchesTheReference) {
   const auto [world, mode] = GetParam();
   const uint64_t seed = TestSeed();
   SCOPED_TRACE(SeedTrace(seed));
-  Group group = MakeThreadGroup(world, mode);
-  ASSERT_TRUE(group.back() != nullptr);
-  for (const absl::Status& s : RunAll(group, [&](Communicator& comm) {
+  absl::StatusOr<ThreadGroup> group = MakeGroup(world, mode);
+  ASSERT_THAT(group, IsOk());
+  for (const absl::Status& s : RunAll(*group, [&](Communicator& comm) {
          return testing::RunConformance(comm, seed, /*rounds=*/4);
        })) {
     EXPECT_THAT(s, IsOk());
@@ -139,11 +117,11 @@ INSTANTIATE_TEST_SUITE_P(WorldsAndModes, ShmThreadsConformanceTest,
 
 TEST(ShmCommunicatorTest, NameIsUnlinkedOnceEveryRankAttached) {
   const std::string name = FreshName("unlinked");
-  Group group = MakeThreadGroup(3, {4096}, name);
-  ASSERT_TRUE(group.back() != nullptr);
+  absl::StatusOr<ThreadGroup> group = MakeGroup(3, {4096}, name);
+  ASSERT_THAT(group, IsOk());
   EXPECT_FALSE(NameExists(name));
   for (const absl::Status& s :
-       RunAll(group, [](Communicator& comm) { return comm.Barrier(Tag("still works")); })) {
+       RunAll(*group, [](Communicator& comm) { return comm.Barrier(Tag("still works")); })) {
     EXPECT_THAT(s, IsOk());
   }
 }
@@ -177,8 +155,9 @@ TEST(ShmCommunicatorTest, OtherTagSizeRootOrReduceOpIsADesync) {
        "Broadcast('intake') with root 1"},
   };
   for (const Case& c : cases) {
-    Group group = MakeThreadGroup(3);
-    for (const absl::Status& s : RunRanks(group, {c.rank0, c.others, c.others})) {
+    absl::StatusOr<ThreadGroup> group = MakeGroup(3);
+    ASSERT_THAT(group, IsOk());
+    for (const absl::Status& s : RunRanks(*group, {c.rank0, c.others, c.others})) {
       EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal, HasSubstr(c.want)));
     }
   }
@@ -209,10 +188,10 @@ TEST(ShmCommunicatorTest, ANewEpochNeverSeesTheOldSegment) {
   // The relaunch, under a new epoch, starts from scratch.
   const uint64_t seed = TestSeed();
   SCOPED_TRACE(SeedTrace(seed));
-  Group group = MakeThreadGroup(2, {4096}, FreshName("epoch2"));
-  ASSERT_TRUE(group.back() != nullptr);
-  EXPECT_EQ(static_cast<ShmCommunicator&>(*group[0]).rounds_published(), 0u);
-  for (const absl::Status& s : RunAll(group, [&](Communicator& comm) {
+  absl::StatusOr<ThreadGroup> group = MakeGroup(2, {4096}, FreshName("epoch2"));
+  ASSERT_THAT(group, IsOk());
+  EXPECT_EQ(static_cast<ShmCommunicator&>(*(*group)[0]).rounds_published(), 0u);
+  for (const absl::Status& s : RunAll(*group, [&](Communicator& comm) {
          return testing::RunConformance(comm, seed, /*rounds=*/1);
        })) {
     EXPECT_THAT(s, IsOk());
@@ -244,6 +223,24 @@ absl::Status Expect(bool condition, absl::string_view what, const absl::Status& 
   return absl::InternalError(absl::StrCat("expected ", what, ", got ", status.ToString()));
 }
 
+// A dead peer's deadline (the collective's or the join's), and the bound within which
+// the survivors must have noticed: far below it, so that a liveness check that only
+// fired at the deadline fails the test, and far above the 10 ms liveness_interval, so
+// that a loaded machine does not.
+constexpr absl::Duration kDeadPeerDeadline = absl::Seconds(30);
+constexpr absl::Duration kDetectionBound = absl::Seconds(5);
+
+// Prints how long rank `rank` took to see `status`, and fails past kDetectionBound.
+absl::Status ExpectDetectedInTime(int rank, absl::Duration took, const absl::Status& status) {
+  std::fprintf(stderr, "rank %d after %s: %s\n", rank, absl::FormatDuration(took).c_str(),
+               status.ToString().c_str());
+  return Expect(took < kDetectionBound,
+                absl::StrCat("the dead peer noticed within ", absl::FormatDuration(kDetectionBound),
+                             " (deadline ", absl::FormatDuration(kDeadPeerDeadline), "), took ",
+                             absl::FormatDuration(took)),
+                status);
+}
+
 absl::Status RunConformanceRank(const RankProcessRole& role) {
   const RankArgs args = ParseArgs(role);
   ASSIGN_OR_RETURN(auto comm, ShmCommunicator::Create(
@@ -271,7 +268,7 @@ absl::Status RunTwoGroupsRank(const RankProcessRole& role) {
 // The last rank SIGKILLs itself in the middle of an all-to-all-v: staged in many
 // rounds, once it has published 3 of them; direct, once it has published round 0
 // (peers may be reading its memory). The others must see Unavailable naming it, not
-// wait for their 30 s deadline.
+// wait for their 30 s deadline: they must notice within kDetectionBound.
 absl::Status RunSigkillRank(const RankProcessRole& role) {
   const RankArgs args = ParseArgs(role);
   const int world = role.world_size;
@@ -294,14 +291,13 @@ absl::Status RunSigkillRank(const RankProcessRole& role) {
   const absl::Time begin = absl::Now();
   for (int call = 0; call < 100; ++call) {
     absl::Status status =
-        comm->AllToAllV(send, counts, absl::MakeSpan(recv), counts, Tag("moe", absl::Seconds(30)));
+        comm->AllToAllV(send, counts, absl::MakeSpan(recv), counts, Tag("moe", kDeadPeerDeadline));
     if (status.ok()) continue;  // The death may come in a later call.
     RETURN_IF_ERROR(
         Expect(absl::IsUnavailable(status) &&
                    absl::StrContains(status.message(), absl::StrCat("rank ", world - 1, " (pid")),
                "Unavailable naming the dead rank", status));
-    std::fprintf(stderr, "rank %d after %s: %s\n", role.rank,
-                 absl::FormatDuration(absl::Now() - begin).c_str(), status.ToString().c_str());
+    RETURN_IF_ERROR(ExpectDetectedInTime(role.rank, absl::Now() - begin, status));
     absl::Status again = comm->Barrier(Tag("after"));
     return Expect(absl::IsFailedPrecondition(again), "FailedPrecondition", again);
   }
@@ -309,11 +305,49 @@ absl::Status RunSigkillRank(const RankProcessRole& role) {
   return absl::InternalError("the dead rank was never noticed");
 }
 
+// Rank 1 attaches to its slot by hand (what Attach writes: its pid, then kAttached)
+// and SIGKILLs itself before the join completes, while rank 2 stays away (`peer_joins`
+// false: rank 0 waits for every rank to attach) or joins once rank 1 has attached (rank
+// 1 dies once every rank attached; ranks 0 and 2 then wait for its verdict on reading
+// its peers' memory, which never comes). The waiting ranks must fail with Unavailable
+// naming rank 1 within kDetectionBound, not at their connect_timeout.
+absl::Status RunJoinDeathRank(const RankProcessRole& role, bool peer_joins) {
+  const RankArgs args = ParseArgs(role);
+  ShmOptions options = Options(args.name, role.rank, role.world_size);
+  options.connect_timeout = kDeadPeerDeadline;
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  if (role.rank == 1) {
+    ASSIGN_OR_RETURN(auto segment,
+                     internal::ShmSegment::Open(args.name, role.world_size, deadline));
+    internal::ShmSlotControl& mine = segment->control(1);
+    mine.pid.store(static_cast<int32_t>(getpid()));
+    mine.state.store(static_cast<uint32_t>(internal::ShmRankState::kAttached));
+    auto attached = [&](int r) {
+      return segment->control(r).state.load() ==
+             static_cast<uint32_t>(internal::ShmRankState::kAttached);
+    };
+    while (peer_joins && !(attached(0) && attached(2)) && absl::Now() < deadline) sched_yield();
+    raise(SIGKILL);
+  }
+  if (role.rank == 2 && !peer_joins) return absl::OkStatus();
+  const std::string want =
+      absl::StrCat("exited before every rank ", peer_joins ? "probe its peers" : "attach");
+  const absl::Time begin = absl::Now();
+  absl::Status status = ShmCommunicator::Create(options).status();
+  RETURN_IF_ERROR(Expect(absl::IsUnavailable(status) &&
+                             absl::StrContains(status.message(), "rank 1 (pid") &&
+                             absl::StrContains(status.message(), want),
+                         absl::StrCat("Unavailable naming rank 1 and '", want, "'"), status));
+  return ExpectDetectedInTime(role.rank, absl::Now() - begin, status);
+}
+
 int RunRank(const RankProcessRole& role) {
   absl::Status status = absl::InvalidArgumentError("unknown scenario " + role.scenario);
   if (role.scenario == "conformance") status = RunConformanceRank(role);
   if (role.scenario == "two_groups") status = RunTwoGroupsRank(role);
   if (role.scenario == "sigkill") status = RunSigkillRank(role);
+  if (role.scenario == "join_death_attach") status = RunJoinDeathRank(role, false);
+  if (role.scenario == "join_death_probe") status = RunJoinDeathRank(role, true);
   if (!status.ok()) {
     std::fprintf(stderr, "rank %d of '%s' failed: %s\n", role.rank, role.scenario.c_str(),
                  status.ToString().c_str());
@@ -374,6 +408,26 @@ TEST_P(ShmSigkillTest, SigkilledPeerMidCollectiveIsUnavailableOnTheSurvivors) {
 
 INSTANTIATE_TEST_SUITE_P(StagedAndDirect, ShmSigkillTest,
                          ::testing::Values(Mode{4096, kStaged}, Mode{4096, kAlwaysDirect}));
+
+// A rank that dies during the join, while its peers wait for the others to attach or
+// for its probe verdict: see RunJoinDeathRank.
+class ShmJoinDeathTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ShmJoinDeathTest, PeerKilledDuringTheJoinIsUnavailableBeforeTheDeadline) {
+  const std::vector<std::string> args = ProcessArgs("joindeath");
+  absl::StatusOr<std::vector<testing::RankExit>> exits =
+      testing::RunRankProcesses(GetParam(), 3, args, kRunTimeout);
+  ASSERT_THAT(exits, IsOk());
+  for (int r : {0, 2}) {
+    EXPECT_TRUE((*exits)[r].exited && (*exits)[r].exit_code == 0)
+        << "rank " << r << ": " << testing::DescribeExit((*exits)[r]) << " (its stderr is above)";
+  }
+  EXPECT_EQ((*exits)[1].signal, SIGKILL) << testing::DescribeExit((*exits)[1]);
+  EXPECT_FALSE(NameExists(args[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(AttachAndProbe, ShmJoinDeathTest,
+                         ::testing::Values("join_death_attach", "join_death_probe"));
 
 }  // namespace
 }  // namespace lockstep::comm

@@ -46,6 +46,15 @@ void FutexWakeAll(std::atomic<uint32_t>& word) {
   syscall(SYS_futex, FutexAddress(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// CPUs this process may run on (its affinity mask: a cpuset or taskset may allow
+// fewer than the machine has).
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 constexpr uint64_t kProbeCookie = 0x6c6f636b73746570ULL;  // "lockstep"
 
 // RAII count of a rank inside the sleep protocol (see WaitForRound).
@@ -108,10 +117,9 @@ ShmGroup::ShmGroup(const ShmOptions& options, std::unique_ptr<ShmSegment> segmen
       world_(options.world_size),
       options_(options),
       segment_(std::move(segment)),
-      oversubscribed_(static_cast<unsigned>(options.world_size) >
-                      std::max(1u, std::thread::hardware_concurrency())),
+      oversubscribed_(options.world_size > UsableCpus()),
       cookie_(kProbeCookie ^ static_cast<uint64_t>(options.rank)),
-      pidfds_(options.world_size, -1),
+      pidfds_(options.world_size, kPidfdUnopened),
       dead_(options.world_size, false) {}
 
 ShmGroup::~ShmGroup() {
@@ -144,25 +152,51 @@ void ShmGroup::MarkBroken(absl::StatusCode code) {
 template <typename Pending>
 absl::Status ShmGroup::WaitForSlots(absl::Time deadline, absl::string_view what, Pending pending) {
   ShmGroupHeader& header = segment_->header();
+  absl::Time next_liveness_check = absl::Now();
+  // Unavailable naming the first attached peer that exited (its pid checked now).
+  auto find_exited = [&](bool check_pids) {
+    for (int r = 0; r < world_; ++r) {
+      if (r == rank_ ||
+          segment_->control(r).state.load() != static_cast<uint32_t>(ShmRankState::kAttached)) {
+        continue;
+      }
+      OpenPeerPidfd(r);
+      if (absl::Status gone = PeerGone(r, check_pids); !gone.ok()) {
+        return absl::UnavailableError(absl::StrCat(gone.message(), " before every rank ", what));
+      }
+    }
+    return absl::OkStatus();
+  };
   while (true) {
     Sleeper sleeper(header.sleepers);
     const uint32_t word = header.futex.load();
+    // Liveness first, the slots after: a wait that is complete succeeds even if a peer
+    // has died or left since (the next wait, or the first call, reports it).
+    const absl::Time now = absl::Now();
+    const bool check_pids = now >= next_liveness_check;
+    if (check_pids) next_liveness_check = now + options_.liveness_interval;
+    const absl::Status exited = find_exited(check_pids);
+    int left = -1;
     std::vector<int> missing;
     for (int r = 0; r < world_; ++r) {
       const auto state = static_cast<ShmRankState>(segment_->control(r).state.load());
-      if (state == ShmRankState::kLeft || state == ShmRankState::kBroken) {
-        return absl::UnavailableError(absl::StrCat("rank ", r, " left before every rank ", what));
-      }
+      if (left < 0 && (state == ShmRankState::kLeft || state == ShmRankState::kBroken)) left = r;
       if (pending(r)) missing.push_back(r);
     }
     if (missing.empty()) return absl::OkStatus();
-    const absl::Time now = absl::Now();
+    if (left >= 0) {
+      // A peer that gave up on the join most likely saw another one die: name that one.
+      RETURN_IF_ERROR(find_exited(/*check_pids=*/true));
+      return absl::UnavailableError(absl::StrCat("rank ", left, " left before every rank ", what));
+    }
+    // A peer that attached and then died must not hold the others until the deadline.
+    RETURN_IF_ERROR(exited);
     if (now >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("rank(s) ", absl::StrJoin(missing, ", "), " did not ", what, " within ",
                        absl::FormatDuration(options_.connect_timeout)));
     }
-    FutexWait(header.futex, word, std::min(deadline - now, absl::Milliseconds(100)));
+    FutexWait(header.futex, word, std::min(deadline, next_liveness_check) - now);
   }
 }
 
@@ -183,7 +217,7 @@ absl::Status ShmGroup::Attach(absl::Time deadline) {
   RETURN_IF_ERROR(WaitForSlots(deadline, "attach", [&](int r) {
     return segment_->control(r).state.load() == static_cast<uint32_t>(ShmRankState::kEmpty);
   }));
-  OpenPeerPidfds();
+  for (int r = 0; r < world_; ++r) OpenPeerPidfd(r);
   return absl::OkStatus();
 }
 
@@ -205,19 +239,18 @@ absl::Status ShmGroup::AgreeOnDirectReads(absl::Time deadline) {
   return absl::OkStatus();
 }
 
-void ShmGroup::OpenPeerPidfds() {
-  const pid_t self = getpid();
-  for (int r = 0; r < world_; ++r) {
-    const pid_t pid = segment_->control(r).pid.load();
-    if (r == rank_ || pid == self) continue;
-    const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-    if (fd >= 0) {
-      pidfds_[r] = fd;
-    } else if (errno == ESRCH) {
-      dead_[r] = true;
-    }
-    // Otherwise (no pidfd_open): PeerGone falls back to kill(pid, 0).
+void ShmGroup::OpenPeerPidfd(int r) {
+  if (pidfds_[r] != kPidfdUnopened) return;
+  pidfds_[r] = -1;
+  const pid_t pid = segment_->control(r).pid.load();
+  if (r == rank_ || pid == getpid()) return;
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd >= 0) {
+    pidfds_[r] = fd;
+  } else if (errno == ESRCH) {
+    dead_[r] = true;
   }
+  // Otherwise (no pidfd_open): PeerGone falls back to kill(pid, 0).
 }
 
 bool ShmGroup::AllPublished(uint64_t target, int* missing) const {
@@ -291,8 +324,8 @@ absl::Status ShmGroup::FindDepartedPeer() {
   return absl::OkStatus();
 }
 
-absl::Status ShmGroup::WaitForRound(absl::Time deadline) {
-  if (absl::Status status = WaitForAllPublished(deadline); !status.ok()) return status;
+absl::Status ShmGroup::WaitForRound(absl::Time deadline, Wait wait) {
+  if (absl::Status status = WaitForAllPublished(deadline, wait); !status.ok()) return status;
   for (int r = 0; r < world_; ++r) {
     const ShmSlotControl& peer = segment_->control(r);
     if (r == rank_ || peer.state.load() != static_cast<uint32_t>(ShmRankState::kBroken)) continue;
@@ -306,13 +339,16 @@ absl::Status ShmGroup::WaitForRound(absl::Time deadline) {
   return absl::OkStatus();
 }
 
-absl::Status ShmGroup::WaitForAllPublished(absl::Time deadline) {
+absl::Status ShmGroup::WaitForAllPublished(absl::Time deadline, Wait wait) {
   const uint64_t target = seq_;
   int missing = 0;
   if (AllPublished(target, &missing)) return absl::OkStatus();
-  // Busy phase: the peers are usually a few microseconds behind.
+  // Busy phase: the peers are usually a few microseconds behind; unless this is a
+  // kLong wait and ranks outnumber CPUs (see the file comment).
+  const bool poll =
+      options_.spin > absl::ZeroDuration() && !(oversubscribed_ && wait == Wait::kLong);
   const absl::Time spin_end = absl::Now() + options_.spin;
-  for (int i = 1; options_.spin > absl::ZeroDuration(); ++i) {
+  for (int i = 1; poll; ++i) {
     if (oversubscribed_) {
       sched_yield();  // A peer may need this CPU to arrive at all.
     } else {

@@ -7,16 +7,24 @@
 // buffer k % 2) after every peer has published k + 2 - 1 = k + 1, i.e. after every peer
 // has finished reading round k: two buffers need no second barrier.
 //
-// Waiting: poll the peers' seq for `spin` (yielding while the machine is
-// oversubscribed), then sleep on the group's futex word. A publisher wakes sleepers
-// only when its own publish completes the round (at most one futex wake per round); a
-// rank that leaves, breaks or dies wakes everyone. Sleepers wake every
-// `liveness_interval` to check, through pidfds opened at attach time, that the peers
-// they wait for still exist, so a SIGKILLed peer is Unavailable within that interval,
-// never a hang. Every wait is bounded by the call's deadline.
+// Waiting: poll the peers' seq for `spin`, then sleep on the group's futex word. While
+// the group has more ranks than this process has CPUs, the poll yields the CPU between
+// checks (a peer may need it to arrive at all), and a kLong wait (peers still copying
+// bulk data) does not poll but sleeps at once: its peers need the CPU for their copies,
+// and under the kernel's EEVDF scheduler each sched_yield that hands the CPU over also
+// pushes the yielding rank's deadline back a slice, so on a loaded host it came back
+// late (docs/perf.md). A publisher wakes sleepers only when its own publish completes
+// the round (at most one futex wake per round); a rank that leaves or breaks wakes
+// everyone. Sleepers wake every `liveness_interval` to check, through pidfds opened at
+// attach time, that the peers they wait for still exist, so a SIGKILLed peer is
+// Unavailable within that interval, never a hang. Every wait is bounded by the call's
+// deadline.
 //
 // Join: rank 0 creates the segment, the others open it; each attaches to its slot
-// (pid, state) and waits until every rank has attached. Rank 0 then unlinks the name:
+// (pid, state) and waits until every rank has attached, then until every rank has
+// probed whether it can read its peers' memory. Those waits check the attached peers'
+// pids like a round's, so a peer that dies during the join is Unavailable within
+// `liveness_interval`, not at connect_timeout. Rank 0 then unlinks the name:
 // from there on nothing is left in /dev/shm, whatever happens to the processes. A Join
 // that fails unlinks the name too. Only a crash between creation and the last attach
 // leaves the name behind; the next epoch's bootstrap removes it (instance_bootstrap).
@@ -60,12 +68,18 @@ class ShmGroup {
 
   // Publishes the round whose buffer this rank has just written (seq() advances).
   void Publish();
+  // What a wait expects. kShort: the peers are microseconds behind (header rounds,
+  // small payloads). kLong: the slowest peer may still be copying its share of a bulk
+  // payload for hundreds of microseconds (the round that ends a direct call). See
+  // the file comment for how each waits.
+  enum class Wait { kShort, kLong };
+
   // Waits until every rank has published the round this rank published last.
   // DeadlineExceeded at `deadline`, naming the missing ranks; Unavailable when a
   // missing rank left, broke or died, and also when a rank that did publish gave up
   // on this round since (broke with DeadlineExceeded or Unavailable: this rank came
   // too late). The caller adds which call it was.
-  absl::Status WaitForRound(absl::Time deadline);
+  absl::Status WaitForRound(absl::Time deadline, Wait wait = Wait::kShort);
 
   // Marks this rank broken by an error with `code`: peers waiting for it fail at
   // once with Unavailable.
@@ -85,7 +99,7 @@ class ShmGroup {
  private:
   ShmGroup(const ShmOptions& options, std::unique_ptr<ShmSegment> segment);
 
-  absl::Status WaitForAllPublished(absl::Time deadline);
+  absl::Status WaitForAllPublished(absl::Time deadline, Wait wait);
   // Whether every rank's seq >= target; else the first missing rank in *missing.
   bool AllPublished(uint64_t target, int* missing) const;
   // Unavailable if `r` left, broke, or (checked with `check_pids`) exited. For a
@@ -101,19 +115,21 @@ class ShmGroup {
   // Waits until pending(r) is false for every rank r; `what` names the wait.
   template <typename Pending>
   absl::Status WaitForSlots(absl::Time deadline, absl::string_view what, Pending pending);
-  void OpenPeerPidfds();
+  // Opens rank r's pidfd once it has attached (a no-op after the first call).
+  void OpenPeerPidfd(int r);
 
   const int rank_;
   const int world_;
   const ShmOptions options_;
   std::unique_ptr<ShmSegment> segment_;
-  const bool oversubscribed_;  // more ranks than hardware threads
+  const bool oversubscribed_;  // more ranks than CPUs this process may run on
   uint64_t seq_ = 0;
   int gone_rank_ = -1;  // the last peer this rank saw leave or exit (told to peers on break)
   bool direct_ = false;
   const uint64_t cookie_;  // the word peers probe (shm_direct.h); its address is published
-  // pidfd of each peer process (-1: same process, or not opened); dead_[r] once its
-  // exit was seen.
+  // pidfd of each peer process (kPidfdUnopened until it attached; -1: same process,
+  // or pidfd_open failed); dead_[r] once its exit was seen.
+  static constexpr int kPidfdUnopened = -2;
   std::vector<int> pidfds_;
   std::vector<bool> dead_;
 };

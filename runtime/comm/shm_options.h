@@ -23,8 +23,9 @@ struct ShmOptions {
   int64_t chunk_bytes = int64_t{256} << 10;
   // Bound on the bootstrap: until every rank has attached.
   absl::Duration connect_timeout = absl::Seconds(30);
-  // How long a waiting rank busy-polls before it sleeps on the futex. While more
-  // ranks than hardware threads are attached, the poll yields the CPU between checks.
+  // How long a waiting rank busy-polls before it sleeps on the futex. While the group
+  // has more ranks than the CPUs a rank may run on, the poll yields the CPU between
+  // checks, and the wait that ends a direct call (peers still copying) sleeps at once.
   // It must outlast a futex wake-up: on the 2-core VM an idle vCPU took ~35 us to
   // wake, and with a 20 us spin two ranks fell into a cycle of putting each other to
   // sleep (35 us per vote instead of 1 us; docs/perf.md).

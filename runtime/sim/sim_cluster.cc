@@ -118,6 +118,9 @@ class Simulation {
       const SimRequest& req, const absl::flat_hash_map<RequestId, Outcome>& outcomes,
       const absl::flat_hash_set<std::pair<RequestId, transfer::InjectedFault::Kind>>& injected);
   void CheckTokens(const SimRequest& req, const Outcome& o);
+  // Folds the request's outcome into summary_.outcome_digest.
+  void DigestOutcome(const SimRequest& req,
+                     const absl::flat_hash_map<RequestId, Outcome>& outcomes);
   void Violation(int rank, int64_t step, const std::string& what) {
     AddViolation(absl::StrCat("rank ", rank, ": ", what), step);
   }
@@ -243,7 +246,33 @@ void Simulation::Summarize() {
   }
   const auto injected = InjectedFaults();
   const auto outcomes = sink_.outcomes();
-  for (const SimRequest& req : workload_) CheckOutcome(req, outcomes, injected);
+  for (const SimRequest& req : workload_) {
+    CheckOutcome(req, outcomes, injected);
+    DigestOutcome(req, outcomes);
+  }
+}
+
+// FNV-1a over the outcome's words, in workload order.
+void Simulation::DigestOutcome(const SimRequest& req,
+                               const absl::flat_hash_map<RequestId, Outcome>& outcomes) {
+  auto mix = [this](int64_t word) {
+    for (int byte = 0; byte < 8; ++byte) {
+      summary_.outcome_digest ^= static_cast<uint64_t>(word >> (8 * byte)) & 0xff;
+      summary_.outcome_digest *= 0x100000001b3ULL;
+    }
+  };
+  mix(req.spec.id.value());
+  auto it = outcomes.find(req.spec.id);
+  if (it == outcomes.end()) {
+    mix(-1);
+    return;
+  }
+  const Outcome& o = it->second;
+  for (int64_t word : {static_cast<int64_t>(o.reason), int64_t{o.handed_off}, int64_t{o.answers},
+                       o.step, int64_t{o.rank}, static_cast<int64_t>(o.tokens.size())}) {
+    mix(word);
+  }
+  for (int32_t token : o.tokens) mix(token);
 }
 
 void Simulation::CountRank(int r) {
@@ -374,11 +403,12 @@ std::string SimSummary::ToString() const {
       "requests %d: completed %d, handed off %d, failed %d, cancelled %d | steps %d, vetoed "
       "%d (%.1f per 1000), padded %d, dummies refused %d, deferred updates %d, stale updates "
       "skipped %d, paused %d, no-progress %d | tokens %d (%.2f per step), drafts accepted "
-      "%d/%d | prefix reuse %d/%d prefill tokens (KV managers: targets %d, mirrors %d)",
+      "%d/%d | prefix reuse %d/%d prefill tokens (KV managers: targets %d, mirrors %d) | "
+      "outcome digest %016x",
       requests, completed, handed_off, failed, cancelled, steps, vetoed_steps,
       vetoes_per_1000_steps, padded_steps, dummies_refused, deferred_updates, stale_updates, paused,
       no_progress, generated_tokens, tokens_per_step, drafts_accepted, drafts_proposed,
-      reused_tokens, context_tokens, kv_reused_tokens, mirror_reused_tokens);
+      reused_tokens, context_tokens, kv_reused_tokens, mirror_reused_tokens, outcome_digest);
   for (const std::string& v : violations) absl::StrAppend(&out, "\n  VIOLATION: ", v);
   return out;
 }

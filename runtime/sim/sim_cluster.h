@@ -100,6 +100,10 @@ struct SimSummary {
   int64_t mirror_reused_tokens = 0;
   double tokens_per_step = 0;
   double vetoes_per_1000_steps = 0;
+  // A hash (FNV-1a, starting from its offset basis) of every request's outcome in
+  // workload order: finish reason, tokens, and the step and rank that answered it. Two
+  // runs that replay the same way have the same digest, in any process.
+  uint64_t outcome_digest = 0xcbf29ce484222325ULL;
   // Problems: audit violations, wrong tokens, leaked blocks, a rank's error, a request
   // answered twice or failed without an injected fault. Each line names the seed, step
   // and rank.

@@ -2,14 +2,21 @@
 // (by the "unhealthy since" time it reports on /health, not by the test's stopwatch),
 // every request in flight on it ends with an error from the router (no client waits
 // until its own deadline), the router stays up, and once the instance is relaunched it
-// serves again.
+// serves again, under a new epoch. Over shm (agg_failover_shm_test) the survivor sees
+// its dead peer through the shared segment, and neither launch leaves a segment name
+// behind.
+#include <sys/stat.h>
+
 #include <atomic>
 #include <csignal>
 #include <iostream>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -39,7 +46,28 @@ instances:
     executor: {max_batch_size: 4, max_num_tokens: 256, max_num_active_requests: 16,
                step_timeout_ms: 3000}
     kv: {tokens_per_block: 16, num_blocks: 512}
-)");
+)",
+                      CommSettings(kE2eComm));
+}
+
+// The epochs of `worker`'s launches, in order, from its log ("instance agg0 epoch E:
+// connecting ...", one line per launch; the log is appended to across relaunches).
+std::vector<std::string> LaunchEpochs(const launcher::LocalDeployment& d,
+                                      const std::string& worker) {
+  std::vector<std::string> epochs;
+  for (absl::string_view line : absl::StrSplit(d.LogOf(worker), '\n')) {
+    const size_t at = line.find("instance agg0 epoch ");
+    if (at == absl::string_view::npos || !absl::StrContains(line, ": connecting")) continue;
+    line.remove_prefix(at + std::string("instance agg0 epoch ").size());
+    epochs.emplace_back(line.substr(0, line.find(':')));
+  }
+  return epochs;
+}
+
+// Whether /dev/shm holds a segment name of agg0's group `group` under `epoch`.
+bool SegmentNameExists(const std::string& epoch, const std::string& group) {
+  struct stat st;
+  return stat(absl::StrCat("/dev/shm/lockstep-agg0-", epoch, "-", group).c_str(), &st) == 0;
 }
 
 // The router's "unhealthy since" time of `instance` on /health (Unix ms), or -1.
@@ -64,6 +92,7 @@ TEST(AggFailoverTest, KilledRankFailsInFlightRequestsAndInstanceComesBack) {
                                        absl::Seconds(120));
   ASSERT_TRUE(started.ok()) << started.status();
   launcher::LocalDeployment& d = **started;
+  EXPECT_EQ(CheckTransport(d, kE2eComm), "");
   const std::vector<int32_t> prompt = {72, 101, 108, 108, 111, 32, 119, 111};
 
   // Long requests keep the instance busy while rank 1 is killed.
@@ -124,6 +153,21 @@ TEST(AggFailoverTest, KilledRankFailsInFlightRequestsAndInstanceComesBack) {
   const launcher::GrpcResult again = d.Generate(prompt, 8, 5, absl::Seconds(60));
   EXPECT_EQ(again.error_code, 0) << again.error_message;
   EXPECT_EQ(again.tokens.size(), 8u);
+
+  // The relaunch bootstrapped under a new epoch, on the same transport, on both ranks;
+  // neither launch's segments are left in /dev/shm (unlinked once every rank attached).
+  const std::vector<std::string> epochs = LaunchEpochs(d, "agg0/rank0");
+  ASSERT_EQ(epochs.size(), 2u) << d.LogOf("agg0/rank0");
+  std::cerr << "launches of agg0 over " << kE2eComm << ": epochs " << epochs[0] << ", " << epochs[1]
+            << "\n";
+  EXPECT_NE(epochs[0], epochs[1]);
+  EXPECT_EQ(LaunchEpochs(d, "agg0/rank1"), epochs);
+  EXPECT_EQ(CheckTransport(d, kE2eComm), "");
+  for (const std::string& epoch : epochs) {
+    for (const char* group : {"exec", "engine"}) {
+      EXPECT_FALSE(SegmentNameExists(epoch, group)) << "epoch " << epoch << " group " << group;
+    }
+  }
   if (::testing::Test::HasFailure()) std::cerr << LogTails(d);
 }
 

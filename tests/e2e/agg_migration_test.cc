@@ -4,7 +4,8 @@
 // No client sees an error, and every output equals, token for token (the text for
 // HTTP), what the in-process engine produces for the same request without any
 // failure; usage counts the prompt once and every generated token once. The router
-// counts the migrations and the migrated requests that completed.
+// counts the migrations and the migrated requests that completed. agg_migration_shm_test
+// runs the same over shm: the killed rank's peer finds it gone through the segment.
 
 #include <memory>
 #include <string>
@@ -60,6 +61,7 @@ TEST(AggMigrationTest, KilledRankLosesNoRequestAndEveryOutputIsTheReference) {
                                        absl::Seconds(120));
   ASSERT_TRUE(started.ok()) << started.status();
   launcher::LocalDeployment& d = **started;
+  EXPECT_EQ(CheckTransport(d, kE2eComm), "");
 
   // Once both instances stream, kill rank 1 of agg0: its leader fails the requests it
   // holds, the router resumes them on agg1.

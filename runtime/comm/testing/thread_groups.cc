@@ -96,15 +96,9 @@ absl::StatusOr<ThreadGroup> MakeThreadGroup(Transport transport, int world) {
       return group;
     }
     case Transport::kShm: {
-      const std::string name = FreshShmName("threads");
-      return JoinOnThreads(world, [&](int r) -> absl::StatusOr<std::unique_ptr<Communicator>> {
-        ShmOptions options;
-        options.name = name;
-        options.rank = r;
-        options.world_size = world;
-        options.connect_timeout = absl::Seconds(20);
-        return ShmCommunicator::Create(options);
-      });
+      ShmOptions options;
+      options.connect_timeout = absl::Seconds(20);
+      return MakeShmThreadGroup(world, options);
     }
     case Transport::kGloo: {
       static std::atomic<int> counter{0};
@@ -122,6 +116,16 @@ absl::StatusOr<ThreadGroup> MakeThreadGroup(Transport transport, int world) {
     }
   }
   return absl::InvalidArgumentError("unknown transport");
+}
+
+absl::StatusOr<ThreadGroup> MakeShmThreadGroup(int world, ShmOptions options) {
+  if (options.name.empty()) options.name = FreshShmName("threads");
+  return JoinOnThreads(world, [&](int r) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+    ShmOptions mine = options;
+    mine.rank = r;
+    mine.world_size = world;
+    return ShmCommunicator::Create(mine);
+  });
 }
 
 std::vector<absl::Status> RunRanks(ThreadGroup& group, const std::vector<RankFn>& fns) {

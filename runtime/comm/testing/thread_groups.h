@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/comm/shm_options.h"
 
 namespace lockstep::comm::testing {
 
@@ -49,6 +50,11 @@ using RankFn = std::function<absl::Status(Communicator&)>;
 // The `world` ranks of one fresh group (rank r at index r). Ranks whose creation
 // blocks until every rank joined are created on one thread each.
 absl::StatusOr<ThreadGroup> MakeThreadGroup(Transport transport, int world);
+
+// A kShm group with `options` (payload modes, timeouts) for every rank; rank and
+// world_size are set per rank, and an empty name becomes a FreshShmName. If a rank
+// fails to join: the error of the lowest such rank.
+absl::StatusOr<ThreadGroup> MakeShmThreadGroup(int world, ShmOptions options);
 
 // Runs fns[r] on rank r of `group`, one thread per rank; returns each rank's status.
 std::vector<absl::Status> RunRanks(ThreadGroup& group, const std::vector<RankFn>& fns);
