@@ -188,7 +188,7 @@ TEST(ConfigYamlTest, KvAwareRoutingSettings) {
   absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(
       "model: {name: m, path: p}\n"
       "router: {policy: kv_aware, kv_index_max_keys: 5000, kv_prefix_weight: 2.5,\n"
-      "         kv_load_weight: 0, kv_event_interval_ms: 7}\n"
+      "         kv_load_weight: 0, kv_free_weight: 1.5, kv_event_interval_ms: 7}\n"
       "instances: [{name: a, role: aggregated}]\n",
       "");
   ASSERT_THAT(config, IsOk());
@@ -196,6 +196,7 @@ TEST(ConfigYamlTest, KvAwareRoutingSettings) {
   EXPECT_EQ(config->router.kv_index_max_keys, 5000);
   EXPECT_EQ(config->router.kv_prefix_weight, 2.5);
   EXPECT_EQ(config->router.kv_load_weight, 0);
+  EXPECT_EQ(config->router.kv_free_weight, 1.5);
   EXPECT_EQ(config->router.kv_event_interval_ms, 7);
   EXPECT_EQ(RoutingPolicyName(RoutingPolicy::kKvAware), "kv_aware");
 }

@@ -400,7 +400,8 @@ absl::Status DeploymentConfig::Validate() const {
   problems.AtLeast("router.migration_limit", router.migration_limit, 0);
   problems.InRange("router.kv_index_max_keys", router.kv_index_max_keys, 1, int64_t{1} << 32);
   for (const auto& [path, weight] : {std::pair{"router.kv_prefix_weight", router.kv_prefix_weight},
-                                     std::pair{"router.kv_load_weight", router.kv_load_weight}}) {
+                                     std::pair{"router.kv_load_weight", router.kv_load_weight},
+                                     std::pair{"router.kv_free_weight", router.kv_free_weight}}) {
     if (!(weight >= 0 && weight <= 1e6)) {
       problems.Add(path, absl::StrCat("must be in [0, 1e6], got ", weight));
     }

@@ -96,9 +96,11 @@ struct RouterConfig {
   // used dropped first); about 100 bytes each.
   int64_t kv_index_max_keys = 1 << 20;
   // kv_aware: score = kv_prefix_weight * cached prefix / prompt
-  //                 - kv_load_weight * load / (most load among the candidates + 1).
+  //                 - kv_load_weight * load / (most load among the candidates + 1)
+  //                 - kv_free_weight * (1 - free KV blocks / most among the candidates).
   double kv_prefix_weight = 1.0;
   double kv_load_weight = 0.5;
+  double kv_free_weight = 0.25;
   // A leader sends its ranks' KV events to the router this often (at most).
   int64_t kv_event_interval_ms = 20;
   // Client API keys (docs/security.md §1): with api_key and/or api_keys_file set, HTTP

@@ -170,6 +170,10 @@ std::vector<std::string> InstanceRegistry::ExpireHeartbeats() {
 absl::StatusOr<InstanceTarget> InstanceRegistry::Acquire(config::InstanceRole role,
                                                          absl::Span<const std::string> exclude,
                                                          absl::Span<const int32_t> prompt) {
+  // Hashing and matching the prompt happen before the lock, so routing long prompts
+  // does not serialize on it.
+  KvRouting::PrefixLookup prefixes;
+  if (options_.kv != nullptr && !prompt.empty()) prefixes = options_.kv->Lookup(prompt);
   absl::MutexLock lock(&mu_);
   std::vector<KvCandidate> candidates;
   std::vector<Entry*> entries;
@@ -194,14 +198,14 @@ absl::StatusOr<InstanceTarget> InstanceRegistry::Acquire(config::InstanceRole ro
     return absl::UnavailableError(
         fmt::format("no healthy {} instance is available", config::InstanceRoleName(role)));
   }
-  if (options_.kv != nullptr && !prompt.empty()) options_.kv->FillPrefixes(prompt, &candidates);
+  if (options_.kv != nullptr && !prompt.empty()) KvRouting::Fill(prefixes, &candidates);
   uint64_t* cursor = &cursors_[static_cast<int>(role)];
   size_t pick = 0;
   InstanceTarget target;
   if (options_.policy == config::RoutingPolicy::kKvAware) {
-    const KvAwareDecision decision = PickKvAware(
-        options_.kv_weights, candidates, std::max<int64_t>(1, static_cast<int64_t>(prompt.size())),
-        cursor);
+    const KvAwareDecision decision =
+        PickKvAware(options_.kv_weights, candidates,
+                    std::max<int64_t>(1, static_cast<int64_t>(prompt.size())), cursor);
     pick = decision.index;
     target.reason = decision.reason;
     target.rank_hint = decision.rank_hint;

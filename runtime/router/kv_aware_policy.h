@@ -3,12 +3,14 @@
 //
 //   score = prefix_weight * cached_tokens / prompt_tokens
 //         - load_weight * load / (max load among candidates + 1)
+//         - free_weight * (1 - free_blocks / max free_blocks among candidates)
 //
 // where load = requests this router has in flight there + requests it last reported
-// queued, and cached_tokens is the longest prefix any of its ranks holds (from the
-// KvPrefixIndex). The highest score wins; ties go to the most free KV blocks, then round
-// robin. The decision names the rank holding the prefix as a hint for the instance's
-// rank assignment — only when one rank holds more than every other: a prefix several
+// queued, cached_tokens is the longest prefix any of its ranks holds (from the
+// KvPrefixIndex) and free_blocks its last reported free target-pool blocks (the last
+// term is 0 when no candidate reported any). The highest score wins; ties go to the most
+// free KV blocks, then round robin. The decision names the rank holding the prefix as a hint for
+// the instance's rank assignment — only when one rank holds more than every other: a prefix several
 // ranks hold alike (a shared system prompt) gives no hint, so the instance balances
 // among them. With no prefix cached anywhere this is least_load (plus queues).
 //
@@ -29,6 +31,7 @@ namespace lockstep::router {
 struct KvAwareWeights {
   double prefix = 1.0;
   double load = 0.5;
+  double free = 0.25;
 };
 
 // Why an instance was chosen, for the routing-decision metric.
@@ -39,9 +42,9 @@ std::string_view RoutingReasonName(RoutingReason reason);
 
 struct KvCandidate {
   std::string name;
-  int64_t in_flight = 0;    // requests this router has outstanding there
-  int64_t queued = 0;       // last reported queued requests
-  int64_t free_blocks = 0;  // last reported, target pool, all ranks
+  int64_t in_flight = 0;      // requests this router has outstanding there
+  int64_t queued = 0;         // last reported queued requests
+  int64_t free_blocks = 0;    // last reported, target pool, all ranks
   int64_t cached_tokens = 0;  // the longest cached prefix of the prompt on one rank
   // The one rank holding cached_tokens; -1 when nothing is cached or several ranks
   // hold that much.
@@ -50,14 +53,18 @@ struct KvCandidate {
 };
 
 struct KvAwareDecision {
-  size_t index = 0;         // into the candidates
-  int32_t rank_hint = -1;   // the rank holding the prefix; -1: none
+  size_t index = 0;        // into the candidates
+  int32_t rank_hint = -1;  // the rank holding the prefix; -1: none
   RoutingReason reason = RoutingReason::kLoad;
   int64_t cached_tokens = 0;
 };
 
-// Sets cached_tokens, cached_rank and cached_by_rank of each candidate (by name) from the
-// index's matches for a prompt's chain, each rank's at most `max_tokens`.
+// Sets cached_tokens, cached_rank and cached_by_rank of a candidate from the index's
+// matches for a prompt's chain (those of other instances are skipped), each rank's at
+// most `max_tokens`.
+void ApplyPrefixMatches(absl::Span<const KvPrefixMatch> matches, int tokens_per_block,
+                        int64_t max_tokens, KvCandidate& candidate);
+// The same for each candidate (by name).
 void ApplyPrefixMatches(absl::Span<const KvPrefixMatch> matches, int tokens_per_block,
                         int64_t max_tokens, std::vector<KvCandidate>* candidates);
 

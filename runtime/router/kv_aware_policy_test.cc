@@ -36,22 +36,21 @@ TEST(KvAwarePolicyTest, LoadOutweighsASmallPrefix) {
   EXPECT_EQ(d.rank_hint, -1);
   EXPECT_EQ(d.reason, RoutingReason::kLoad);
   // Weighted towards prefixes, the same state goes to b.
-  const KvAwareDecision p =
-      PickKvAware({.prefix = 10.0, .load = 0.5}, {Candidate("a", 0), Candidate("b", 9, 10, 0)},
-                  100, &cursor);
+  const KvAwareDecision p = PickKvAware(
+      {.prefix = 10.0, .load = 0.5}, {Candidate("a", 0), Candidate("b", 9, 10, 0)}, 100, &cursor);
   EXPECT_EQ(p.index, 1u);
   EXPECT_EQ(p.reason, RoutingReason::kPrefix);
 }
 
 TEST(KvAwarePolicyTest, WithoutPrefixesItIsLeastLoadThenFreeBlocksThenRoundRobin) {
   uint64_t cursor = 0;
-  EXPECT_EQ(PickKvAware({}, {Candidate("a", 3), Candidate("b", 1), Candidate("c", 2)}, 10, &cursor)
-                .index,
-            1u);
-  EXPECT_EQ(PickKvAware({}, {Candidate("a", 1, 0, -1, 10), Candidate("b", 1, 0, -1, 50)}, 10,
-                        &cursor)
-                .index,
-            1u);
+  EXPECT_EQ(
+      PickKvAware({}, {Candidate("a", 3), Candidate("b", 1), Candidate("c", 2)}, 10, &cursor).index,
+      1u);
+  EXPECT_EQ(
+      PickKvAware({}, {Candidate("a", 1, 0, -1, 10), Candidate("b", 1, 0, -1, 50)}, 10, &cursor)
+          .index,
+      1u);
   std::vector<int> counts(3, 0);
   const std::vector<KvCandidate> tied = {Candidate("a", 0), Candidate("b", 0), Candidate("c", 0)};
   for (int i = 0; i < 9; ++i) ++counts[PickKvAware({}, tied, 10, &cursor).index];
@@ -60,13 +59,44 @@ TEST(KvAwarePolicyTest, WithoutPrefixesItIsLeastLoadThenFreeBlocksThenRoundRobin
 
 TEST(KvAwarePolicyTest, APrefixHeldAlikeByEveryRankRoutesWithoutAHint) {
   uint64_t cursor = 0;
-  const KvAwareDecision d =
-      PickKvAware({}, {Candidate("a", 0, /*cached=*/64, /*rank=*/-1), Candidate("b", 0)}, 100,
-                  &cursor);
+  const KvAwareDecision d = PickKvAware(
+      {}, {Candidate("a", 0, /*cached=*/64, /*rank=*/-1), Candidate("b", 0)}, 100, &cursor);
   EXPECT_EQ(d.index, 0u);
   EXPECT_EQ(d.reason, RoutingReason::kPrefix);
   EXPECT_EQ(d.rank_hint, -1);
   EXPECT_EQ(RoutingReasonName(RoutingReason::kRoundRobin), "round_robin");
+}
+
+TEST(KvAwarePolicyTest, FreeKvIsPartOfTheScore) {
+  uint64_t cursor = 0;
+  // Equal load, no prefix: a is short of KV (100 of b's 1000 free blocks) and loses.
+  EXPECT_EQ(
+      PickKvAware({}, {Candidate("a", 0, 0, -1, 100), Candidate("b", 0, 0, -1, 1000)}, 100, &cursor)
+          .index,
+      1u);
+  // One request more on b (0.5 * 1/2 of load) outweighs a's shortage (0.25 * 0.9) at the
+  // default weights; a larger free weight turns it.
+  const std::vector<KvCandidate> c = {Candidate("a", 0, 0, -1, 100),
+                                      Candidate("b", 1, 0, -1, 1000)};
+  EXPECT_EQ(PickKvAware({}, c, 100, &cursor).index, 0u);
+  EXPECT_EQ(PickKvAware({.prefix = 1.0, .load = 0.5, .free = 1.0}, c, 100, &cursor).index, 1u);
+  // A quarter of the prompt cached beats being short of KV at the default weights.
+  EXPECT_EQ(
+      PickKvAware({}, {Candidate("a", 0, 25, 0, 100), Candidate("b", 0, 0, -1, 1000)}, 100, &cursor)
+          .index,
+      0u);
+  // Without the free term, KV only breaks ties.
+  EXPECT_EQ(
+      PickKvAware({.prefix = 1.0, .load = 0.5, .free = 0.0},
+                  {Candidate("a", 0, 0, -1, 100), Candidate("b", 1, 0, -1, 1000)}, 100, &cursor)
+          .index,
+      0u);
+  // No candidate reported free blocks: the term is 0 for all.
+  std::vector<int> counts(2, 0);
+  for (int i = 0; i < 4; ++i) {
+    ++counts[PickKvAware({}, {Candidate("a", 0), Candidate("b", 0)}, 100, &cursor).index];
+  }
+  EXPECT_EQ(counts, (std::vector<int>{2, 2}));
 }
 
 TEST(KvAwarePolicyTest, QueuedRequestsCountAsLoad) {

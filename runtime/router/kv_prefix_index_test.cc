@@ -164,7 +164,8 @@ void RunRandomStreams(uint64_t seed, size_t max_keys) {
     // Match agrees with the keys held: per rank, the longest held prefix of the chain.
     std::vector<uint64_t> chain(1 + rng() % 4);
     for (uint64_t& k : chain) k = key();
-    for (const KvPrefixMatch& m : index.Match(chain)) {
+    const std::vector<KvPrefixMatch> matches = index.Match(chain);
+    for (const KvPrefixMatch& m : matches) {
       const std::vector<uint64_t> keys = index.KeysOf(m.instance, m.rank);
       int64_t expected = 0;
       while (expected < static_cast<int64_t>(chain.size()) &&
@@ -173,6 +174,28 @@ void RunRandomStreams(uint64_t seed, size_t max_keys) {
       }
       ASSERT_GE(expected, 1);
       ASSERT_EQ(m.blocks, expected);
+    }
+    // ...and, without the bound dropping keys, against the ranks' true caches: every
+    // rank the index is in sync with appears with the longest prefix it really holds.
+    if (max_keys < 1000) continue;
+    for (size_t j = 0; j < ranks.size(); ++j) {
+      const Rank& r = ranks[j];
+      if (!current[j / 2] || r.behind || index.NeedsSnapshot(r.instance, r.rank)) continue;
+      int64_t expected = 0;
+      while (expected < static_cast<int64_t>(chain.size()) && r.keys.count(chain[expected]) > 0) {
+        ++expected;
+      }
+      const auto found = std::find_if(matches.begin(), matches.end(), [&](const KvPrefixMatch& m) {
+        return m.instance == r.instance && m.rank == r.rank;
+      });
+      SCOPED_TRACE(::testing::Message() << "step " << step << " match " << r.instance << "/"
+                                        << r.rank);
+      if (expected == 0) {
+        ASSERT_TRUE(found == matches.end());
+      } else {
+        ASSERT_TRUE(found != matches.end());
+        ASSERT_EQ(found->blocks, expected);
+      }
     }
   }
   EXPECT_GT(index.resyncs(), 0);

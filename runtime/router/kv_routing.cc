@@ -22,6 +22,10 @@ absl::StatusOr<v1::ReportKvEventsResponse> KvRouting::Apply(
   v1::ReportKvEventsResponse response;
   absl::MutexLock lock(&mu_);
   Hashing& hashing = hashing_[instance];
+  // An incarnation seen for the first time: the index may not know what ranks that
+  // publish nothing now hold (a router restart, or the instance was dropped), so every
+  // rank is asked for a snapshot.
+  const bool new_incarnation = report.incarnation() > hashing.incarnation;
   if (report.incarnation() >= hashing.incarnation) {
     hashing = {report.hash_salt(), report.tokens_per_block(), report.incarnation()};
   }
@@ -41,6 +45,15 @@ absl::StatusOr<v1::ReportKvEventsResponse> KvRouting::Apply(
       behind.push_back(b.rank());
     }
   }
+  if (new_incarnation) {
+    for (int32_t rank = 0; rank < report.world_size(); ++rank) {
+      const bool sent = std::any_of(report.snapshots().begin(), report.snapshots().end(),
+                                    [&](const v1::KvEventSnapshot& s) { return s.rank() == rank; });
+      if (!sent && std::find(behind.begin(), behind.end(), rank) == behind.end()) {
+        behind.push_back(rank);
+      }
+    }
+  }
   std::sort(behind.begin(), behind.end());
   response.mutable_snapshot_ranks()->Assign(behind.begin(), behind.end());
   return response;
@@ -52,40 +65,54 @@ void KvRouting::RemoveInstance(const std::string& instance) {
   index_.RemoveInstance(instance);
 }
 
-void KvRouting::FillPrefixes(absl::Span<const int32_t> prompt,
-                             std::vector<KvCandidate>* candidates) {
-  for (KvCandidate& c : *candidates) {
-    c.cached_tokens = 0;
-    c.cached_rank = -1;
-    c.cached_by_rank.clear();
-  }
-  if (prompt.size() < 2) return;
-  // Candidates grouped by hashing scheme, each group's chain computed once.
-  std::vector<std::pair<Hashing, std::vector<size_t>>> groups;
+KvRouting::PrefixLookup KvRouting::Lookup(absl::Span<const int32_t> prompt) {
+  PrefixLookup lookup;
+  if (prompt.size() < 2) return lookup;
+  const absl::Span<const int32_t> reusable = prompt.first(prompt.size() - 1);
+  lookup.max_tokens = static_cast<int64_t>(reusable.size());
+  // Instances grouped by hashing scheme, each group's chain computed once.
+  std::vector<std::pair<Hashing, std::vector<std::string>>> groups;
   {
     absl::MutexLock lock(&mu_);
-    for (size_t i = 0; i < candidates->size(); ++i) {
-      const auto it = hashing_.find((*candidates)[i].name);
-      if (it == hashing_.end()) continue;
+    for (const auto& entry : hashing_) {
+      const Hashing& hashing = entry.second;
       auto group = std::find_if(groups.begin(), groups.end(),
-                                [&](const auto& g) { return g.first == it->second; });
-      if (group == groups.end()) group = groups.insert(groups.end(), {it->second, {}});
-      group->second.push_back(i);
+                                [&](const auto& g) { return g.first == hashing; });
+      if (group == groups.end()) group = groups.insert(groups.end(), {hashing, {}});
+      group->second.push_back(entry.first);
     }
   }
-  const absl::Span<const int32_t> reusable = prompt.first(prompt.size() - 1);
-  for (const auto& [hashing, members] : groups) {
+  for (const auto& [hashing, instances] : groups) {
     const std::vector<uint64_t> chain =
         kv::PrefixHashChain(hashing.salt, hashing.tokens_per_block, reusable);
     if (chain.empty()) continue;
     const std::vector<KvPrefixMatch> matches = index_.Match(chain);
-    std::vector<KvCandidate> group;
-    group.reserve(members.size());
-    for (size_t i : members) group.push_back(std::move((*candidates)[i]));
-    ApplyPrefixMatches(matches, hashing.tokens_per_block, static_cast<int64_t>(reusable.size()),
-                       &group);
-    for (size_t k = 0; k < members.size(); ++k) (*candidates)[members[k]] = std::move(group[k]);
+    for (const std::string& instance : instances) {
+      auto& [tokens_per_block, mine] = lookup.by_instance[instance];
+      tokens_per_block = hashing.tokens_per_block;
+      for (const KvPrefixMatch& m : matches) {
+        if (m.instance == instance) mine.push_back(m);
+      }
+    }
   }
+  return lookup;
+}
+
+void KvRouting::Fill(const PrefixLookup& lookup, std::vector<KvCandidate>* candidates) {
+  for (KvCandidate& c : *candidates) {
+    c.cached_tokens = 0;
+    c.cached_rank = -1;
+    c.cached_by_rank.clear();
+    const auto it = lookup.by_instance.find(c.name);
+    if (it == lookup.by_instance.end()) continue;
+    const auto& [tokens_per_block, matches] = it->second;
+    ApplyPrefixMatches(matches, tokens_per_block, lookup.max_tokens, c);
+  }
+}
+
+void KvRouting::FillPrefixes(absl::Span<const int32_t> prompt,
+                             std::vector<KvCandidate>* candidates) {
+  Fill(Lookup(prompt), candidates);
 }
 
 KvRoutingStats KvRouting::Stats() const {

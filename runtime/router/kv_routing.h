@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -51,8 +52,19 @@ class KvRouting {
   // again (its next batch then asks for a snapshot).
   void RemoveInstance(const std::string& instance) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Sets each candidate's cached prefix of `prompt` (ApplyPrefixMatches); candidates of
-  // instances that never reported hold nothing.
+  // Where a prompt's prefix is cached: for each instance that reported, its
+  // tokens_per_block and the index's matches of the prompt's chain under its hashing.
+  struct PrefixLookup {
+    int64_t max_tokens = 0;  // the prompt minus its last token
+    absl::flat_hash_map<std::string, std::pair<int32_t, std::vector<KvPrefixMatch>>> by_instance;
+  };
+  // Hashes the prompt once per scheme and matches it against the index (the costly
+  // part: callers do it before taking their own locks).
+  PrefixLookup Lookup(absl::Span<const int32_t> prompt) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sets each candidate's cached prefix (ApplyPrefixMatches); candidates of instances
+  // that never reported hold nothing.
+  static void Fill(const PrefixLookup& lookup, std::vector<KvCandidate>* candidates);
+  // Lookup, then Fill.
   void FillPrefixes(absl::Span<const int32_t> prompt, std::vector<KvCandidate>* candidates)
       ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -144,6 +144,53 @@ TEST(KvRoutingTest, RemovedInstancesHoldNothingAndSchemesStayApart) {
   EXPECT_EQ(kv.Stats().keys, 2);
 }
 
+// An idle rank publishes no batch, so after the router dropped the instance (or
+// restarted) only a snapshot can show what it holds: the first report of an incarnation
+// the router does not know asks every rank of the instance for one.
+TEST(KvRoutingTest, AnUnknownIncarnationAsksEveryRankForASnapshot) {
+  KvRouting kv({});
+  const std::vector<int32_t> prompt = Tokens(4 * kTpb, 5);
+  v1::ReportKvEventsRequest first = Report("agg0");
+  first.set_world_size(3);
+  Commit(first, 1, 1, prompt, 2);
+  absl::StatusOr<v1::ReportKvEventsResponse> answer = kv.Apply(first);
+  ASSERT_THAT(answer, IsOk());
+  EXPECT_THAT(answer->snapshot_ranks(), ElementsAre(0, 1, 2));
+  // Known now: the next report asks for nothing.
+  v1::ReportKvEventsRequest next = Report("agg0");
+  next.set_world_size(3);
+  Commit(next, 1, 2, prompt, 3);
+  answer = kv.Apply(next);
+  ASSERT_THAT(answer, IsOk());
+  EXPECT_THAT(answer->snapshot_ranks(), IsEmpty());
+
+  // The instance is dropped (it re-registered) while rank 1 holds the prompt and stays
+  // idle; rank 0's next batch brings the same incarnation back.
+  kv.RemoveInstance("agg0");
+  v1::ReportKvEventsRequest after = Report("agg0");
+  after.set_world_size(3);
+  Commit(after, 0, 1, Tokens(2 * kTpb, 900), 1);
+  answer = kv.Apply(after);
+  ASSERT_THAT(answer, IsOk());
+  EXPECT_THAT(answer->snapshot_ranks(), ElementsAre(0, 1, 2));
+  std::vector<KvCandidate> c = Candidates({"agg0"});
+  kv.FillPrefixes(prompt, &c);
+  EXPECT_EQ(c[0].cached_tokens, 0);  // not known until rank 1's snapshot
+  v1::ReportKvEventsRequest snapshot = Report("agg0");
+  snapshot.set_world_size(3);
+  v1::KvEventSnapshot* s = snapshot.add_snapshots();
+  s->set_rank(1);
+  s->set_seq(2);
+  const std::vector<uint64_t> chain = kv::PrefixHashChain(kSalt, kTpb, prompt);
+  for (size_t i = 0; i < 3; ++i) s->add_keys(chain[i]);
+  answer = kv.Apply(snapshot);
+  ASSERT_THAT(answer, IsOk());
+  EXPECT_THAT(answer->snapshot_ranks(), IsEmpty());
+  kv.FillPrefixes(prompt, &c);
+  EXPECT_EQ(c[0].cached_tokens, 3 * kTpb);
+  EXPECT_EQ(c[0].cached_rank, 1);
+}
+
 TEST(KvRoutingTest, AMalformedReportIsRefusedNamingIt) {
   KvRouting kv({});
   v1::ReportKvEventsRequest r = Report("agg0", /*tpb=*/0);

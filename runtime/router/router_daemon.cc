@@ -90,7 +90,9 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
           .policy = rc.policy,
           .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms),
           .kv = &kv_routing_,
-          .kv_weights = {.prefix = rc.kv_prefix_weight, .load = rc.kv_load_weight},
+          .kv_weights = {.prefix = rc.kv_prefix_weight,
+                         .load = rc.kv_load_weight,
+                         .free = rc.kv_free_weight},
           .max_queued_requests = rc.max_queued_requests},
       config_.instances, clock_);
   runner_ = std::make_unique<RequestRunner>(

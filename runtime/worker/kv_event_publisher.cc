@@ -61,6 +61,7 @@ std::optional<v1::ReportKvEventsRequest> KvEventPublisher::TakeReport() {
   if (report.snapshots_size() == 0 && report.batches_size() == 0) return std::nullopt;
   report.set_instance(options_.instance);
   report.set_incarnation(options_.incarnation);
+  report.set_world_size(options_.world_size);
   report.set_hash_salt(options_.hash_salt);
   report.set_tokens_per_block(options_.tokens_per_block);
   return report;
