@@ -64,8 +64,8 @@ absl::StatusOr<std::string> Detokenize(std::string_view body, const ServingToken
     ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
   RETURN_IF_ERROR(ValidateTokenIds(ids, limits, "tokens"));
-  return json{{"prompt", tokenizer.Decode(ids)}}.dump(-1, ' ', false,
-                                                      json::error_handler_t::replace);
+  return json{{"prompt", tokenizer.Detokenize(ids)}}.dump(-1, ' ', false,
+                                                          json::error_handler_t::replace);
 }
 
 }  // namespace lockstep::router

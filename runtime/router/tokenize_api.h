@@ -4,7 +4,9 @@
 //   /v1/tokenize    {"model", "prompt": text, "add_special_tokens": bool (default true)}
 //                   or {"model", "messages": [...]} (the chat template's prompt)
 //                -> {"tokens": [ids], "count": n, "max_model_len": max prompt tokens}
-//   /v1/detokenize  {"model", "tokens": [ids]} -> {"prompt": text}
+//   /v1/detokenize  {"model", "tokens": [ids]} -> {"prompt": text} (as transformers'
+//                   tokenizer.decode: special tokens shown, the model's
+//                   clean_up_tokenization_spaces applied)
 //
 // Errors as for the generation endpoints: INVALID_ARGUMENT naming the field, NOT_FOUND
 // for another model. Thread-safe (pure functions of their arguments).
