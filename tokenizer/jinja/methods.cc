@@ -59,9 +59,7 @@ std::string MapChars(absl::string_view s, char32_t (*f)(char32_t)) {
 
 // Code-point index of byte offset `pos` in `s`.
 int64_t CharIndex(absl::string_view s, size_t pos) {
-  int64_t n = 0;
-  for (size_t i = 0; i < pos; ++i) n += (static_cast<uint8_t>(s[i]) & 0xC0) != 0x80;
-  return n;
+  return static_cast<int64_t>(CodePointCount(StdView(s.substr(0, pos))));
 }
 
 std::vector<std::string> SplitWhitespace(absl::string_view s, int64_t maxsplit, bool from_right) {

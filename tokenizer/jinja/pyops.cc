@@ -387,11 +387,7 @@ absl::StatusOr<int> Compare(const Value& a, const Value& b, absl::string_view op
 absl::StatusOr<int64_t> Length(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kUndefined: return 0;
-    case Value::Kind::kString: {
-      int64_t n = 0;
-      for (const char c : v.str()) n += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
-      return n;
-    }
+    case Value::Kind::kString: return static_cast<int64_t>(CodePointCount(v.str()));
     case Value::Kind::kList:
     case Value::Kind::kTuple: return static_cast<int64_t>(v.items().size());
     case Value::Kind::kDict: return static_cast<int64_t>(v.dict().entries.size());
