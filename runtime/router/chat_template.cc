@@ -5,7 +5,8 @@
 
 namespace lockstep::router {
 
-absl::StatusOr<std::string> RenderChatPrompt(const std::vector<ChatMessage>& messages) {
+absl::StatusOr<std::string> RenderChatPrompt(const std::vector<ChatMessage>& messages,
+                                             bool add_generation_prompt) {
   if (messages.empty()) return InvalidParam("messages", "messages must not be empty");
   std::string prompt;
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -18,7 +19,7 @@ absl::StatusOr<std::string> RenderChatPrompt(const std::vector<ChatMessage>& mes
     }
     prompt += fmt::format("<|{}|>\n{}\n", role, messages[i].content);
   }
-  prompt += "<|assistant|>\n";
+  if (add_generation_prompt) prompt += "<|assistant|>\n";
   return prompt;
 }
 

@@ -1,6 +1,7 @@
 // The chat template of Lockstep's byte-level models, which have no special chat
 // tokens. Each message becomes a role header line and its content; the prompt ends
-// with the assistant header, so the model continues as the assistant:
+// with the assistant header (unless add_generation_prompt is false), so the model
+// continues as the assistant:
 //
 //   <|system|>\n{content}\n<|user|>\n{content}\n<|assistant|>\n{content}\n ... <|assistant|>\n
 //
@@ -22,7 +23,8 @@ struct ChatMessage {
 
 // The prompt text for `messages`; INVALID_ARGUMENT (param "messages") when the list is
 // empty or a role is unknown.
-absl::StatusOr<std::string> RenderChatPrompt(const std::vector<ChatMessage>& messages);
+absl::StatusOr<std::string> RenderChatPrompt(const std::vector<ChatMessage>& messages,
+                                             bool add_generation_prompt = true);
 
 }  // namespace lockstep::router
 

@@ -19,6 +19,7 @@ TEST(ChatTemplateTest, RendersRolesAndEndsWithTheAssistantHeader) {
             "<|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\nHello\n<|user|>\nBye\n"
             "<|assistant|>\n");
   EXPECT_EQ(*RenderChatPrompt({{"developer", "x"}}), "<|system|>\nx\n<|assistant|>\n");
+  EXPECT_EQ(*RenderChatPrompt({{"user", "x"}}, /*add_generation_prompt=*/false), "<|user|>\nx\n");
 }
 
 TEST(ChatTemplateTest, RejectsEmptyAndUnknownRoles) {

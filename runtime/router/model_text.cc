@@ -124,10 +124,18 @@ absl::StatusOr<ModelText> LoadModelText(const std::string& dir) {
 
   const std::string config_path = dir + "/tokenizer_config.json";
   ASSIGN_OR_RETURN(const json config, ReadJsonIfPresent(config_path));
+  bool clean_up_tokenization_spaces = false;
   if (config.is_object()) {
     ASSIGN_OR_RETURN(text.bos_token, SpecialToken(config, "bos_token", config_path));
     ASSIGN_OR_RETURN(text.eos_token, SpecialToken(config, "eos_token", config_path));
     ASSIGN_OR_RETURN(text.chat_template, ChatTemplate(config, config_path));
+    const json clean_up = config.value("clean_up_tokenization_spaces", json(false));
+    if (!clean_up.is_boolean() && !clean_up.is_null()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: clean_up_tokenization_spaces must be a boolean, got {}", config_path,
+                      clean_up.dump()));
+    }
+    clean_up_tokenization_spaces = clean_up.is_boolean() && clean_up.get<bool>();
   }
   std::shared_ptr<const tok::ChatTemplate> chat;
   if (!text.chat_template.empty()) {
@@ -142,7 +150,8 @@ absl::StatusOr<ModelText> LoadModelText(const std::string& dir) {
     chat = std::make_shared<const tok::ChatTemplate>(*std::move(parsed));
   }
   text.tokenizer = std::make_shared<const ServingTokenizer>(
-      std::shared_ptr<const tok::HfTokenizer>(std::move(hf)), std::move(chat));
+      std::shared_ptr<const tok::HfTokenizer>(std::move(hf)), std::move(chat),
+      clean_up_tokenization_spaces);
   auto id_of = [&](const std::string& token, const char* key) -> absl::StatusOr<int32_t> {
     std::optional<int32_t> id = tokenizer.TokenToId(token);
     if (!id.has_value()) {

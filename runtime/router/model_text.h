@@ -2,9 +2,11 @@
 //
 //   tokenizer.json          the Hugging Face tokenizer (else lockstep_tokenizer.json, the
 //                           byte-level tokenizer of Lockstep's own models)
-//   tokenizer_config.json   bos_token / eos_token (a string or {"content": ...}) and the
+//   tokenizer_config.json   bos_token / eos_token (a string or {"content": ...}), the
 //                           chat_template (a string, or a list of {"name", "template"}
-//                           of which "default" is used)
+//                           of which "default" is used) and clean_up_tokenization_spaces
+//                           (a boolean, false when absent as in transformers; see
+//                           ServingTokenizer::Detokenize)
 //   generation_config.json  eos_token_id (an id or a list): every id that ends
 //                           generation, as the model's authors configured it; and
 //                           temperature, top_p, top_k, repetition_penalty: the

@@ -70,6 +70,27 @@ TEST_F(ModelTextTest, ReadsTheTokenizerItsSpecialTokensTemplateAndEosIds) {
   EXPECT_EQ(tokenizer.TokenBytes(0x20), " ");
 }
 
+// clean_up_tokenization_spaces changes /v1/detokenize's text (transformers' decode),
+// never the generated text.
+TEST_F(ModelTextTest, CleanUpTokenizationSpacesAppliesToDetokenizeOnly) {
+  Write("tokenizer.json", TokenizerJson());
+  const std::vector<int32_t> ids = {'a', ' ', '.', ' ', '\'', 's'};
+  for (const bool clean_up : {false, true}) {
+    SCOPED_TRACE(clean_up);
+    Write("tokenizer_config.json", {{"clean_up_tokenization_spaces", clean_up}});
+    absl::StatusOr<ModelText> text = LoadModelText(dir_.string());
+    ASSERT_THAT(text, IsOk());
+    const ServingTokenizer& tokenizer = *text->tokenizer;
+    EXPECT_EQ(tokenizer.Detokenize(ids), clean_up ? "a.'s" : "a . 's");
+    EXPECT_EQ(tokenizer.Decode(ids), "a . 's");
+    GeneratedText generated(tokenizer, {});
+    EXPECT_EQ(generated.Push(ids) + generated.Finish(), "a . 's");
+  }
+  Write("tokenizer_config.json", {{"clean_up_tokenization_spaces", "yes"}});
+  EXPECT_THAT(LoadModelText(dir_.string()).status().message(),
+              HasSubstr("tokenizer_config.json: clean_up_tokenization_spaces must be a boolean"));
+}
+
 TEST_F(ModelTextTest, EosFallsBackToTheTokenizerConfigAndErrorsNameTheFile) {
   Write("tokenizer.json", TokenizerJson());
   Write("tokenizer_config.json", {{"eos_token", "<|end|>"}});

@@ -9,7 +9,7 @@
 #include "common/hash.h"
 #include "common/status_macros.h"
 #include "fmt/format.h"
-#include "runtime/router/chat_template.h"
+#include "runtime/router/chat_prompt.h"
 #include "runtime/router/request_validation.h"
 
 namespace lockstep::router {
@@ -78,16 +78,6 @@ class Fields {
     if (status_.ok()) status_ = InvalidParam(key, message);
     return false;
   }
-  // Unsupported values: `key` must be absent, null, or equal to `allowed`.
-  void OnlyDefault(const char* key, const json& allowed, const char* what) {
-    const json* value = Get(key);
-    if (value != nullptr && *value != allowed) FailWith(key, fmt::format("{} {}", key, what));
-  }
-  // Fields that change the output and are not implemented: any value but null fails.
-  void Unsupported(const char* key, const char* why) {
-    if (Get(key) != nullptr) FailWith(key, fmt::format("{} is not supported{}", key, why));
-  }
-
   const absl::Status& status() const { return status_; }
 
  private:
@@ -95,17 +85,19 @@ class Fields {
   absl::Status status_;
 };
 
+// A text prompt gets the tokenizer's special tokens (e.g. BOS) unless
+// `add_special_tokens` is false, as in vLLM; token ids are taken as they are.
 absl::StatusOr<std::vector<int32_t>> ParsePrompt(const json& prompt,
-                                                 const ServingTokenizer& tokenizer) {
-  // A completion prompt gets the tokenizer's special tokens (e.g. BOS), as in vLLM.
-  if (prompt.is_string()) return tokenizer.Encode(prompt.get<std::string>(), true);
+                                                 const ServingTokenizer& tokenizer,
+                                                 bool add_special_tokens) {
+  if (prompt.is_string()) return tokenizer.Encode(prompt.get<std::string>(), add_special_tokens);
   if (!prompt.is_array()) {
     return InvalidParam("prompt", fmt::format("prompt must be a string or an array of token "
                                               "ids, got {}",
                                               prompt.type_name()));
   }
   if (prompt.size() == 1 && prompt[0].is_string()) {
-    return tokenizer.Encode(prompt[0].get<std::string>(), true);
+    return tokenizer.Encode(prompt[0].get<std::string>(), add_special_tokens);
   }
   std::vector<int32_t> ids;
   for (const json& id : prompt) {
@@ -122,43 +114,6 @@ absl::StatusOr<std::vector<int32_t>> ParsePrompt(const json& prompt,
     ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
   return ids;
-}
-
-absl::StatusOr<std::string> RenderMessages(const json& messages) {
-  if (!messages.is_array()) {
-    return InvalidParam("messages",
-                        fmt::format("messages must be an array, got {}", messages.type_name()));
-  }
-  std::vector<ChatMessage> parsed;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const json& m = messages[i];
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-      return InvalidParam("messages", fmt::format("messages[{}] must be an object with a string "
-                                                  "role",
-                                                  i));
-    }
-    ChatMessage message{m["role"].get<std::string>(), ""};
-    const json content = m.value("content", json());
-    if (content.is_string()) {
-      message.content = content.get<std::string>();
-    } else if (content.is_array()) {
-      for (const json& part : content) {
-        if (!part.is_object() || part.value("type", json()) != "text" ||
-            !part.value("text", json()).is_string()) {
-          return InvalidParam("messages", fmt::format("messages[{}].content parts must be "
-                                                      "{{\"type\": \"text\", \"text\": ...}}",
-                                                      i));
-        }
-        message.content += part["text"].get<std::string>();
-      }
-    } else if (!content.is_null()) {
-      return InvalidParam("messages", fmt::format("messages[{}].content must be a string or an "
-                                                  "array of text parts, got {}",
-                                                  i, content.type_name()));
-    }
-    parsed.push_back(std::move(message));
-  }
-  return RenderChatPrompt(parsed);
 }
 
 // `stop`: null, a string, or an array of at most kMaxStopStrings strings.
@@ -209,66 +164,7 @@ void ParseLogitBias(Fields& f, std::vector<std::pair<int32_t, float>>* out) {
   std::sort(out->begin(), out->end());
 }
 
-// Fields that would change the output and are not implemented, for both APIs.
-void RejectUnsupported(ApiKind kind, Fields& f) {
-  for (const char* key : {"min_p", "typical_p", "top_a", "use_beam_search", "length_penalty",
-                          "guided_json", "guided_regex", "guided_choice", "guided_grammar",
-                          "guided_decoding_backend", "structured_outputs", "bad_words",
-                          "allowed_token_ids", "prompt_logprobs", "truncate_prompt_tokens"}) {
-    f.Unsupported(key, "");
-  }
-  f.OnlyDefault("include_stop_str_in_output", false, "is not supported (must be false)");
-  f.OnlyDefault("skip_special_tokens", true, "is not supported (must be true)");
-  f.OnlyDefault("spaces_between_special_tokens", true, "is not supported (must be true)");
-  if (kind == ApiKind::kCompletion) {
-    f.OnlyDefault("suffix", "", "is not supported (must be empty)");
-    return;
-  }
-  const char* no_tools = " (tool calls are not parsed from the output)";
-  if (const json* tools = f.Get("tools"); tools != nullptr && !tools->empty()) {
-    f.FailWith("tools", fmt::format("tools is not supported{}", no_tools));
-  }
-  for (const char* key : {"tool_choice", "function_call"}) {
-    f.OnlyDefault(key, "none", "is not supported (tool calls are not parsed from the output)");
-  }
-  if (const json* functions = f.Get("functions"); functions != nullptr && !functions->empty()) {
-    f.FailWith("functions", fmt::format("functions is not supported{}", no_tools));
-  }
-  if (const json* format = f.Get("response_format");
-      format != nullptr && !(format->is_object() && format->value("type", json()) == "text")) {
-    f.FailWith("response_format", "response_format is not supported (only {\"type\": \"text\"})");
-  }
-  f.OnlyDefault("modalities", json::array({"text"}), "is not supported (only [\"text\"])");
-  for (const char* key : {"audio", "prediction", "reasoning_effort", "web_search_options"}) {
-    f.Unsupported(key, "");
-  }
-}
-
 }  // namespace
-
-absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const json& messages,
-                                                      const ServingTokenizer& tokenizer) {
-  if (const tok::ChatTemplate* chat = tokenizer.chat_template()) {
-    if (!messages.is_array() || messages.empty()) {
-      return InvalidParam("messages", "messages must be a non-empty array");
-    }
-    for (size_t i = 0; i < messages.size(); ++i) {
-      if (!messages[i].is_object() || !messages[i].value("role", json()).is_string()) {
-        return InvalidParam("messages",
-                            fmt::format("messages[{}] must be an object with a string role", i));
-      }
-    }
-    absl::StatusOr<std::string> text =
-        chat->Render(nlohmann::ordered_json(messages), nullptr, /*add_generation_prompt=*/true);
-    if (!text.ok()) {
-      return InvalidParam("messages", fmt::format("the model's chat template failed: {}",
-                                                  std::string(text.status().message())));
-    }
-    return tokenizer.Encode(*text);  // the template writes any special tokens
-  }
-  ASSIGN_OR_RETURN(const std::string text, RenderMessages(messages));
-  return tokenizer.Encode(text);  // the template writes any special tokens
-}
 
 uint64_t ChoiceSeed(uint64_t seed, int32_t index) {
   return index == 0 ? seed : SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(index)));
@@ -282,6 +178,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
     return InvalidParam("", "The request body is not valid JSON");
   }
   if (!doc.is_object()) return InvalidParam("", "The request body must be a JSON object");
+  RETURN_IF_ERROR(CheckOpenAiFields(kind, doc));
   OpenAiRequest out;
   out.kind = kind;
   RouterRequest& request = out.request;
@@ -299,11 +196,22 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
   if (kind == ApiKind::kCompletion) {
     const json* prompt = f.Get("prompt");
     if (prompt == nullptr) return InvalidParam("prompt", "prompt is required");
-    ASSIGN_OR_RETURN(request.prompt, ParsePrompt(*prompt, tokenizer));
+    bool add_special_tokens = true;
+    f.Bool("add_special_tokens", &add_special_tokens);
+    RETURN_IF_ERROR(f.status());
+    ASSIGN_OR_RETURN(request.prompt, ParsePrompt(*prompt, tokenizer, add_special_tokens));
   } else {
-    const json* messages = f.Get("messages");
-    if (messages == nullptr) return InvalidParam("messages", "messages is required");
-    ASSIGN_OR_RETURN(request.prompt, EncodeChatPrompt(*messages, tokenizer));
+    if (f.Get("messages") == nullptr) return InvalidParam("messages", "messages is required");
+    // Parsed again keeping the client's key order, which the template sees.
+    const nlohmann::ordered_json ordered =
+        nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
+    ASSIGN_OR_RETURN(const ChatPromptOptions chat, ParseChatPromptOptions(ordered));
+    if (!chat.tools.is_null() && doc.value("tool_choice", json()) != "none") {
+      return InvalidParam("tools",
+                          "tools are supported only with tool_choice \"none\" (tool calls are "
+                          "not parsed from the output)");
+    }
+    ASSIGN_OR_RETURN(request.prompt, EncodeChatPrompt(ordered["messages"], tokenizer, chat));
   }
 
   int64_t i64 = 0;
@@ -370,7 +278,6 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
     if (f.Int("top_logprobs", &i64, 0, 20)) out.top_logprobs = static_cast<int32_t>(i64);
   }
   ParseStop(f, &request.stop);
-  RejectUnsupported(kind, f);
   if (const json* user = f.Get("user"); user != nullptr && !user->is_string()) {
     f.Fail("user", "a string", *user);
   }

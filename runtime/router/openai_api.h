@@ -2,26 +2,25 @@
 // request parsing and validation of JSON types, and the response bodies (whole, or as
 // server-sent events).
 //
-// Accepted request fields: model, prompt (string, [string], or [token ids]) or
-// messages (chat), max_tokens (chat also max_completion_tokens), temperature, top_p
-// (each omitted one, like the top_k and repetition_penalty extensions, takes the
-// model's default, sampling_defaults.h, else temperature 1 and the others off), seed,
-// n (1..128: n choices, choice i sampled with ChoiceSeed(seed, i)), stream,
-// stream_options.include_usage, logprobs (completions: top-n count; chat: bool with
-// top_logprobs), echo (completions: the prompt text starts each choice's text; not
-// with logprobs), stop (a string or up to 4 strings: generation ends at the first,
-// which is not returned; finish_reason "stop"), best_of (1 or n), suffix (empty only),
-// presence_penalty, frequency_penalty, logit_bias ({"token id": bias}), user and other
-// fields that do not change the output (ignored); extensions: top_k, ignore_eos,
-// stop_token_ids, repetition_penalty, min_tokens. A field
-// of the wrong JSON type is INVALID_ARGUMENT naming it. Fields that would change the
-// output but are not implemented (tools, response_format other than text, guided
-// decoding, beam search, min_p, ...) are INVALID_ARGUMENT naming the field,
-// never silently ignored. Unknown fields are ignored.
-//
-// Chat prompts: the model's chat template (tokenizer_config.json, rendered with
-// add_generation_prompt) when it has one, else chat_template.h's fixed template; a
-// template error while rendering is INVALID_ARGUMENT naming "messages".
+// Request fields: which are accepted, ignored or refused is request_fields.h's policy
+// (an unknown field, or a known one that would change the output and is not
+// implemented, is INVALID_ARGUMENT naming it). Implemented: model, prompt (string,
+// [string], or [token ids]; add_special_tokens, default true, adds the tokenizer's
+// special tokens to a text prompt) or messages (chat; chat_prompt.h:
+// add_generation_prompt, add_special_tokens, chat_template_kwargs, and tools only with
+// tool_choice "none", rendered by the model's template), max_tokens (chat also
+// max_completion_tokens), temperature, top_p (each omitted one, like the top_k and
+// repetition_penalty extensions, takes the model's default, sampling_defaults.h, else
+// temperature 1 and the others off), seed, n (1..128: n choices, choice i sampled with
+// ChoiceSeed(seed, i)), stream, stream_options.include_usage, logprobs (completions:
+// top-n count; chat: bool with top_logprobs), echo (completions: the prompt text
+// starts each choice's text; not with logprobs), stop (a string or up to 4 strings:
+// generation ends at the first, which is not returned; finish_reason "stop"), best_of
+// (1 or n), presence_penalty, frequency_penalty, logit_bias ({"token id": bias}), user
+// (a string, ignored); extensions: top_k, ignore_eos, stop_token_ids,
+// repetition_penalty, min_tokens. A field of the wrong JSON type is INVALID_ARGUMENT
+// naming it; a chat template error while rendering is INVALID_ARGUMENT naming
+// "messages".
 //
 // Usage with n > 1: prompt_tokens once, completion_tokens summed over the choices.
 //
@@ -41,14 +40,13 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "runtime/router/generated_text.h"
+#include "runtime/router/request_fields.h"
 #include "runtime/router/request_validation.h"
 #include "runtime/router/router_request.h"
 #include "runtime/router/sampling_defaults.h"
 #include "runtime/router/serving_tokenizer.h"
 
 namespace lockstep::router {
-
-enum class ApiKind { kCompletion, kChat };
 
 inline constexpr int32_t kMaxChoices = 128;
 
@@ -67,11 +65,6 @@ struct OpenAiRequest {
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view body,
                                                  const ServingTokenizer& tokenizer,
                                                  const SamplingDefaults& defaults = {});
-
-// The prompt ids of a chat request's `messages` (rendered by the chat template);
-// INVALID_ARGUMENT naming "messages" when they are malformed.
-absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const nlohmann::json& messages,
-                                                      const ServingTokenizer& tokenizer);
 
 // The seed of choice `index` of a request with `seed`: choice 0 keeps the request's
 // seed (so n = 1 samples as before), the others derive theirs from it.

@@ -32,7 +32,7 @@ TEST(OpenAiApiTest, ParsesACompletionRequest) {
       R"({"model": "tiny", "prompt": "hi", "max_tokens": 5, "temperature": 0, "top_p": 0.5,
           "top_k": 3, "seed": 42, "stream": true, "stream_options": {"include_usage": true},
           "logprobs": 2, "stop_token_ids": [257], "ignore_eos": true, "user": "u", "n": 1,
-          "stop": null, "unknown_field": [1, 2]})",
+          "stop": null, "unknown_but_null": null})",
       Tokenizer());
   ASSERT_THAT(parsed, IsOk());
   EXPECT_EQ(parsed->request.model, "tiny");
@@ -196,7 +196,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "include_stop_str_in_output", "not supported"},
         BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
                            "tools": [{"type": "function"}]})",
-                "tools", "not supported"},
+                "tools", "supported only with tool_choice \"none\""},
         BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
                            "tool_choice": "auto"})",
                 "tool_choice", "not supported"},
@@ -232,7 +232,39 @@ INSTANTIATE_TEST_SUITE_P(
                 "messages", "got 'robot'"},
         BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
                            "logprobs": 1})",
-                "logprobs", "logprobs must be a boolean"}));
+                "logprobs", "logprobs must be a boolean"},
+        // request_fields.h: unknown fields, and fields of the other API, are refused.
+        BadBody{kC, R"({"model": "m", "prompt": "x", "temprature": 0})", "temprature",
+                "Unrecognized request argument supplied: temprature"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "top_logprobs": 2})", "top_logprobs",
+                "Unrecognized request argument"},
+        BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                           "best_of": 1})",
+                "best_of", "Unrecognized request argument"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "stream_options": {"include_usage": true,
+                        "continuous_usage_stats": true}})",
+                "stream_options.continuous_usage_stats", "not supported"},
+        BadBody{kC, R"({"model": "m", "prompt": "x", "add_special_tokens": 1})",
+                "add_special_tokens", "add_special_tokens must be a boolean"},
+        // Chat options: chat_prompt.h.
+        BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                           "chat_template_kwargs": [1]})",
+                "chat_template_kwargs", "chat_template_kwargs must be an object"},
+        BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                           "chat_template_kwargs": {"add_generation_prompt": false}})",
+                "chat_template_kwargs", "may not set 'add_generation_prompt'"},
+        BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                           "add_generation_prompt": "no"})",
+                "add_generation_prompt", "add_generation_prompt must be a boolean"},
+        BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                           "tools": [{"type": "function"}], "tool_choice": "none"})",
+                "tools", "tools need the model's chat template"},
+        BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                           "continue_final_message": true})",
+                "continue_final_message", "not supported"},
+        BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                           "chat_template": "{{ messages }}"})",
+                "chat_template", "not supported"}));
 
 // Splits an SSE stream into the JSON payloads of its data events ([DONE] kept as is).
 std::vector<std::string> Events(const std::string& stream) {
@@ -249,7 +281,7 @@ std::vector<std::string> Events(const std::string& stream) {
 TEST(OpenAiApiTest, ParsesStopStringsNChoicesAndEcho) {
   absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
       kC, R"({"model": "m", "prompt": "x", "stop": "\n\n", "n": 3, "best_of": 3, "echo": true,
-              "suffix": "", "tools": [], "tool_choice": "none"})",
+              "suffix": ""})",
       Tokenizer());
   ASSERT_THAT(parsed, IsOk());
   EXPECT_THAT(parsed->request.stop, ElementsAre("\n\n"));
@@ -258,7 +290,8 @@ TEST(OpenAiApiTest, ParsesStopStringsNChoicesAndEcho) {
   parsed =
       ParseOpenAiRequest(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
                  "stop": ["a", "bc", "d", "e"], "response_format": {"type": "text"},
-                 "modalities": ["text"], "parallel_tool_calls": true})",
+                 "modalities": ["text"], "parallel_tool_calls": true, "tools": [],
+                 "tool_choice": "none"})",
                          Tokenizer());
   ASSERT_THAT(parsed, IsOk());
   EXPECT_THAT(parsed->request.stop, ElementsAre("a", "bc", "d", "e"));

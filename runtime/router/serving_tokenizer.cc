@@ -3,14 +3,18 @@
 #include <utility>
 
 #include "fmt/format.h"
+#include "tokenizer/clean_up_spaces.h"
 
 namespace lockstep::router {
 
 ServingTokenizer::ServingTokenizer(tok::ByteTokenizer byte) : byte_(std::move(byte)) {}
 
 ServingTokenizer::ServingTokenizer(std::shared_ptr<const tok::HfTokenizer> hf,
-                                   std::shared_ptr<const tok::ChatTemplate> chat)
-    : hf_(std::move(hf)), chat_(std::move(chat)) {}
+                                   std::shared_ptr<const tok::ChatTemplate> chat,
+                                   bool clean_up_tokenization_spaces)
+    : hf_(std::move(hf)),
+      chat_(std::move(chat)),
+      clean_up_tokenization_spaces_(clean_up_tokenization_spaces) {}
 
 ServingTokenizer::TextStream::TextStream(const ServingTokenizer* owner) : owner_(owner) {
   if (owner_->hf_ != nullptr)
@@ -36,6 +40,11 @@ std::vector<int32_t> ServingTokenizer::Encode(std::string_view text,
 std::string ServingTokenizer::Decode(absl::Span<const int32_t> ids,
                                      bool skip_special_tokens) const {
   return hf_ != nullptr ? hf_->Decode(ids, skip_special_tokens) : byte_->Decode(ids);
+}
+
+std::string ServingTokenizer::Detokenize(absl::Span<const int32_t> ids) const {
+  std::string text = Decode(ids);
+  return clean_up_tokenization_spaces_ ? tok::CleanUpTokenizationSpaces(text) : text;
 }
 
 std::string ServingTokenizer::TokenName(int32_t id) const {

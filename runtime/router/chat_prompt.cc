@@ -1,0 +1,125 @@
+#include "runtime/router/chat_prompt.h"
+
+#include <string>
+#include <utility>
+
+#include "common/status_macros.h"
+#include "fmt/format.h"
+#include "runtime/router/chat_template.h"
+#include "runtime/router/request_validation.h"
+
+namespace lockstep::router {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// The fixed template's messages: role and text content.
+absl::StatusOr<std::vector<ChatMessage>> FixedTemplateMessages(const Json& messages) {
+  if (!messages.is_array()) {
+    return InvalidParam("messages",
+                        fmt::format("messages must be an array, got {}", messages.type_name()));
+  }
+  std::vector<ChatMessage> parsed;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Json& m = messages[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      return InvalidParam("messages",
+                          fmt::format("messages[{}] must be an object with a string role", i));
+    }
+    ChatMessage message{m["role"].get<std::string>(), ""};
+    const Json content = m.value("content", Json());
+    if (content.is_string()) {
+      message.content = content.get<std::string>();
+    } else if (content.is_array()) {
+      for (const Json& part : content) {
+        if (!part.is_object() || part.value("type", Json()) != "text" ||
+            !part.value("text", Json()).is_string()) {
+          return InvalidParam("messages", fmt::format("messages[{}].content parts must be "
+                                                      "{{\"type\": \"text\", \"text\": ...}}",
+                                                      i));
+        }
+        message.content += part["text"].get<std::string>();
+      }
+    } else if (!content.is_null()) {
+      return InvalidParam("messages", fmt::format("messages[{}].content must be a string or an "
+                                                  "array of text parts, got {}",
+                                                  i, content.type_name()));
+    }
+    parsed.push_back(std::move(message));
+  }
+  return parsed;
+}
+
+absl::StatusOr<bool> BoolOption(const Json& body, const char* key, bool default_value) {
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return default_value;
+  if (!it->is_boolean()) {
+    return InvalidParam(key, fmt::format("{} must be a boolean, got {}", key, it->type_name()));
+  }
+  return it->get<bool>();
+}
+
+}  // namespace
+
+absl::StatusOr<ChatPromptOptions> ParseChatPromptOptions(const Json& body) {
+  ChatPromptOptions options;
+  ASSIGN_OR_RETURN(options.add_generation_prompt, BoolOption(body, "add_generation_prompt", true));
+  ASSIGN_OR_RETURN(options.add_special_tokens, BoolOption(body, "add_special_tokens", false));
+  if (const auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      return InvalidParam(
+          "chat_template_kwargs",
+          fmt::format("chat_template_kwargs must be an object, got {}", it->type_name()));
+    }
+    for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt"}) {
+      if (it->contains(reserved)) {
+        return InvalidParam("chat_template_kwargs",
+                            fmt::format("chat_template_kwargs may not set '{}' (the request "
+                                        "sets it)",
+                                        reserved));
+      }
+    }
+    options.template_kwargs = *it;
+  }
+  if (const auto it = body.find("tools"); it != body.end() && !it->is_null()) {
+    if (!it->is_array()) {
+      return InvalidParam("tools", fmt::format("tools must be an array, got {}", it->type_name()));
+    }
+    if (!it->empty()) options.tools = *it;
+  }
+  return options;
+}
+
+absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const Json& messages,
+                                                      const ServingTokenizer& tokenizer,
+                                                      const ChatPromptOptions& options) {
+  std::string text;
+  if (const tok::ChatTemplate* chat = tokenizer.chat_template()) {
+    if (!messages.is_array() || messages.empty()) {
+      return InvalidParam("messages", "messages must be a non-empty array");
+    }
+    for (size_t i = 0; i < messages.size(); ++i) {
+      if (!messages[i].is_object() || !messages[i].value("role", Json()).is_string()) {
+        return InvalidParam("messages",
+                            fmt::format("messages[{}] must be an object with a string role", i));
+      }
+    }
+    absl::StatusOr<std::string> rendered = chat->Render(
+        messages, options.tools, options.add_generation_prompt, options.template_kwargs);
+    if (!rendered.ok()) {
+      return InvalidParam("messages", fmt::format("the model's chat template failed: {}",
+                                                  std::string(rendered.status().message())));
+    }
+    text = *std::move(rendered);
+  } else {
+    if (!options.tools.is_null()) {
+      return InvalidParam("tools", "tools need the model's chat template (this model has none)");
+    }
+    ASSIGN_OR_RETURN(const std::vector<ChatMessage> parsed, FixedTemplateMessages(messages));
+    ASSIGN_OR_RETURN(text, RenderChatPrompt(parsed, options.add_generation_prompt));
+  }
+  // The template writes the special tokens it wants; the tokenizer's only when asked.
+  return tokenizer.Encode(text, options.add_special_tokens);
+}
+
+}  // namespace lockstep::router
