@@ -58,6 +58,12 @@ absl::StatusOr<std::unique_ptr<FakeWorker>> StartWorker(RouterDaemon& router,
   if (absl::Status status = (*worker)->Register(router.grpc_address()); !status.ok()) {
     return status;
   }
+  // One heartbeat before returning, so the router knows every started worker's load
+  // (free blocks) when the test sends its first request: routing does not depend on
+  // which heartbeat thread ran first.
+  if (absl::StatusOr<bool> beat = (*worker)->Heartbeat(router.grpc_address()); !beat.ok()) {
+    return beat.status();
+  }
   (*worker)->StartHeartbeats(router.grpc_address(), absl::Milliseconds(50));
   return worker;
 }
