@@ -218,7 +218,8 @@ void Executor::AdmitAssigned(std::vector<NewRequestSpec> specs) {
   for (NewRequestSpec& spec : specs) {
     counters_.prompt_tokens += static_cast<int64_t>(spec.prompt.size());
     auto request = std::make_unique<Request>(spec.id, spec.type, std::move(spec.prompt),
-                                             std::move(spec.sampling), spec.arrival);
+                                             std::move(spec.sampling), spec.arrival,
+                                             config_.scheduler.speculative);
     if (spec.context_source.has_value()) {
       // The context leg already streamed the first token: count it, do not resend it.
       const int32_t first = spec.context_source->first_token;

@@ -109,7 +109,7 @@ TEST(StepCountersTest, DummyUpdatesAreNotStaleUpdates) {
 TEST(StepCountersTest, DraftKStepsCountEveryGenerationStepByItsK) {
   constexpr int kMaxK = 4;
   ClusterOptions o = WithDraft(Base(2), kv::DraftMode::kUnpaired, kMaxK);
-  o.scheduler.dynamic_draft_tokens = true;
+  o.scheduler.speculative.dynamic = true;
   o.draft_acceptance = 0.5;
   ScriptedCluster c(o);
   std::vector<exec::NewRequestSpec> specs;

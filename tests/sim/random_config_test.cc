@@ -39,10 +39,10 @@ TEST(RandomConfigTest, ManySeeds) {
     cancelled += summary.cancelled;
     if (config.scheduler.prefix_reuse && config.workload.conversations > 0 &&
         config.role != exec::Role::kGeneration) {
-      const std::string mode = config.scheduler.num_draft_tokens == 0
-                                   ? "no speculation"
-                                   : absl::StrCat(spec::MethodName(config.scheduler.spec_method),
-                                                  "/", kv::DraftModeName(config.draft_mode));
+      const spec::SpeculativeConfig& s = config.scheduler.speculative;
+      const std::string mode = !s.enabled() ? "no speculation"
+                                            : absl::StrCat(spec::MethodName(s.method), "/",
+                                                           kv::DraftModeName(config.draft_mode));
       reused[mode] += summary.reused_tokens;
       if (config.draft_mode == kv::DraftMode::kUnpaired) {
         mirror_reused += summary.mirror_reused_tokens;
