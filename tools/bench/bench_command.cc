@@ -13,6 +13,7 @@
 #include "runtime/launcher/local_deployment.h"
 #include "spec_decode/speculative_config.h"
 #include "tools/bench/bench_report.h"
+#include "tools/bench/draft_k_sampler.h"
 #include "tools/bench/failure_injection.h"
 #include "tools/bench/instance_stats.h"
 #include "tools/bench/load_generator.h"
@@ -133,7 +134,12 @@ int RunBench(const std::vector<std::string>& args) {
     injector =
         std::make_unique<FailureInjector>(*deployment, kill, tokens, load.request_timeout);
   }
+  // Requests by their current K is a gauge: sampled while the load runs.
+  std::unique_ptr<DraftKSampler> k_sampler;
+  if (!grpc.empty()) k_sampler = std::make_unique<DraftKSampler>(grpc, absl::Milliseconds(250));
   const LoadResult result = RunLoad(load);
+  std::optional<DraftKAverages> k_requests;
+  if (k_sampler != nullptr) k_requests = k_sampler->Stop();
   std::optional<nlohmann::json> failure;
   if (injector != nullptr) {
     const absl::StatusOr<absl::Time> killed_at = injector->Finish();
@@ -157,6 +163,7 @@ int RunBench(const std::vector<std::string>& args) {
     absl::StatusOr<std::map<std::string, InstanceDelta>> after = ReadInstanceCounters(grpc);
     if (after.ok()) deltas = Subtract(*after, before);
   }
+  if (k_requests.has_value()) k_requests->Fill(&deltas);
   if (deployment != nullptr) {
     for (InstanceDelta& d : deltas) {
       if (const config::InstanceConfig* instance = deployment->config().FindInstance(d.name)) {
