@@ -262,6 +262,9 @@ void Simulation::CountRank(int r) {
   summary_.generated_tokens += c.generated_tokens;
   summary_.drafts_proposed += c.drafts_proposed;
   summary_.drafts_accepted += c.drafts_accepted;
+  for (size_t k = 0; k < c.draft_k_steps.size(); ++k) {
+    summary_.draft_k_steps[k] += c.draft_k_steps[k];
+  }
   summary_.transfer_failures += c.transfer_failures;
   summary_.context_tokens += c.context_tokens;
   summary_.reused_tokens += c.reused_tokens;
