@@ -1,5 +1,6 @@
 #include "tools/bench/bench_command.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -56,7 +57,8 @@ int RunBench(const std::vector<std::string>& args) {
   std::string workload = "default";
   flags.AddString("workload", &workload,
                   "default (random letters) | repetitive (a short span repeated: text the "
-                  "model can copy) | multi-turn (conversations; see its own --help)");
+                  "model can copy; 512-1024-byte prompts unless --min-prompt / --max-prompt) | "
+                  "multi-turn (conversations; see its own --help)");
   KillPlan kill;
   flags.AddString("kill", &kill.process,
                   "with --config: SIGKILL this process of the deployment (e.g. agg0/rank1) "
@@ -85,6 +87,12 @@ int RunBench(const std::vector<std::string>& args) {
   } else {
     std::fprintf(stderr, "bench: --workload: %s\n", std::string(parsed.status().message()).c_str());
     return 2;
+  }
+  if (load.workload == LoadOptions::Workload::kRepetitive) {
+    if (!flags.WasSet("max-prompt")) load.max_prompt_bytes = kRepetitiveMaxPromptBytes;
+    if (!flags.WasSet("min-prompt")) {
+      load.min_prompt_bytes = std::min(kRepetitiveMinPromptBytes, load.max_prompt_bytes);
+    }
   }
   if (load.requests < 1 || load.concurrency < 1 || request_timeout_s < 0) {
     std::fprintf(stderr,
