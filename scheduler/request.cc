@@ -8,7 +8,8 @@
 namespace lockstep::sched {
 
 Request::Request(RequestId id, RequestType type, std::vector<int32_t> prompt,
-                 SamplingParams sampling, absl::Time arrival)
+                 SamplingParams sampling, absl::Time arrival,
+                 const spec::SpeculativeConfig& speculative)
     : id_(id),
       type_(type),
       prompt_(std::move(prompt)),
@@ -16,6 +17,7 @@ Request::Request(RequestId id, RequestType type, std::vector<int32_t> prompt,
       state_(type == RequestType::kGenerationOnly ? RequestState::kGenInit
                                                   : RequestState::kContextInit),
       context_tokens_(prompt_),
+      dynamic_k_(speculative.MakeDynamicK()),
       arrival_time_(arrival) {}
 
 std::unique_ptr<Request> Request::MakeDummy(RequestId id, absl::Time now) {

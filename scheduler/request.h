@@ -44,8 +44,10 @@ struct AppendResult {
 
 class Request {
  public:
+  // `speculative`: how the instance speculates; the request's dynamic K chooses at most
+  // its K.
   Request(RequestId id, RequestType type, std::vector<int32_t> prompt, SamplingParams sampling,
-          absl::Time arrival);
+          absl::Time arrival, const spec::SpeculativeConfig& speculative = {});
 
   // The pad dummy: a generation request with one token of context (history 0), K
   // drafts, never answered.
@@ -95,8 +97,8 @@ class Request {
   int64_t drafts_accepted() const { return drafts_accepted_; }
   // Counts a verified step and feeds the request's dynamic K.
   void RecordAcceptance(int proposed, int accepted);
-  // K chosen from this request's acceptance rate (spec::DynamicK), capped by the
-  // largest K anywhere; callers cap it by the instance's K.
+  // K chosen from this request's acceptance rate (spec::DynamicK), at most the
+  // instance's K (what the request was made with).
   const spec::DynamicK& dynamic_k() const { return dynamic_k_; }
   // Generation steps whose results have been applied.
   int64_t decoding_iter() const { return decoding_iter_; }
@@ -153,7 +155,7 @@ class Request {
   std::vector<int32_t> draft_tokens_;
   int64_t drafts_proposed_ = 0;
   int64_t drafts_accepted_ = 0;
-  spec::DynamicK dynamic_k_{spec::kMaxDraftTokens};
+  spec::DynamicK dynamic_k_;
   int64_t decoding_iter_ = 0;
   int in_flight_steps_ = 0;
   int num_pauses_ = 0;

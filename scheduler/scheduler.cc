@@ -33,9 +33,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, kv::KvManager* kv) : config_
 }
 
 int32_t Scheduler::DraftTokensFor(const Request& request) const {
-  if (!config_.speculating()) return 0;
-  if (!config_.dynamic_draft_tokens || request.is_dummy()) return config_.num_draft_tokens;
-  return std::min<int32_t>(request.dynamic_k().k(), config_.num_draft_tokens);
+  return config_.speculative.StepDraftTokens(request.is_dummy() ? nullptr : &request.dynamic_k());
 }
 
 int64_t Scheduler::CountSchedulable(absl::Span<Request* const> active) {
@@ -58,7 +56,7 @@ namespace {
 
 // Unpaired draft pool in use: the draft mirror is sized separately from the target.
 bool UnpairedDraft(const kv::KvManager& kv, const SchedulerConfig& config) {
-  return kv.config().draft_mode == kv::DraftMode::kUnpaired && config.num_draft_tokens > 0;
+  return kv.config().draft_mode == kv::DraftMode::kUnpaired && config.speculative.enabled();
 }
 
 // Grows the target cache of `request` to `target_cap` (a paired draft follows) and, with
@@ -149,9 +147,12 @@ bool Scheduler::MakeRoom(const Request* requester, absl::Span<Request* const> ac
   return true;
 }
 
-bool Scheduler::ScheduleDummy(Request* dummy, Rollback* rollback) {
+bool Scheduler::ScheduleDummy(Request* dummy, ScheduleDecision* decision, Rollback* rollback) {
   LOCKSTEP_CHECK(dummy->is_dummy()) << "ScheduleDummy on " << dummy->DebugString();
-  return GrowBy(dummy, config_.generation_step_tokens(), rollback);
+  const spec::Grant grant = spec::GenerationGrant(DraftTokensFor(*dummy), kv_->config().draft_mode);
+  if (!GrowBy(dummy, grant.target_tokens, rollback)) return false;
+  decision->AddGeneration(dummy, grant);
+  return true;
 }
 
 ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_flight,

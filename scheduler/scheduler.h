@@ -56,9 +56,10 @@ class Scheduler {
   // `in_flight` says whether a launched step has not been completed yet.
   ScheduleDecision Schedule(absl::Span<Request* const> active, bool in_flight, Rollback* rollback);
 
-  // Grows a pad dummy like a generation step (the post-schedule pad). Returns false
-  // (nothing changed) when it does not fit.
-  bool ScheduleDummy(Request* dummy, Rollback* rollback);
+  // Grows a pad dummy like a generation step with the instance's K and adds it, with
+  // its grant, to `decision` (the post-schedule pad). Returns false (nothing changed)
+  // when it does not fit.
+  bool ScheduleDummy(Request* dummy, ScheduleDecision* decision, Rollback* rollback);
 
   // What the executor needs for the pad decision: requests that could be scheduled
   // (excluding the dummy).
@@ -70,7 +71,8 @@ class Scheduler {
   }
 
   // K of `request`'s next step (0: no speculation): the instance's K, or with dynamic
-  // K the request's own choice capped by it (the dummy always takes the instance's).
+  // K the request's own choice (the dummy always takes the instance's);
+  // spec::SpeculativeConfig::StepDraftTokens.
   int32_t DraftTokensFor(const Request& request) const;
 
   const SchedulerConfig& config() const { return config_; }

@@ -10,6 +10,7 @@
 #include "common/check.h"
 #include "scheduler/rank_assignment.h"
 #include "scheduler/scheduler.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::sched {
 namespace {
@@ -22,7 +23,7 @@ void BM_SchedulePass(benchmark::State& state) {
   config.max_batch_size = n;
   config.max_num_active_requests = n;
   config.max_num_tokens = 4 * n;
-  config.num_draft_tokens = 3;
+  config.speculative = {.method = spec::Method::kDraftModel, .num_draft_tokens = 3};
   config.prefix_reuse = false;
   kv::KvManagerConfig kc;
   kc.target.layout = {1, 1, 1, 16};

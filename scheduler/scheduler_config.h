@@ -32,23 +32,18 @@ struct SchedulerConfig {
   int32_t max_num_active_requests = 16;
   // Largest prefill chunk per request per step (chunked prefill).
   int64_t chunk_size = 256;
-  // Draft tokens proposed and verified per generation step (K; with dynamic K, the
-  // most); 0 disables speculation.
-  int32_t num_draft_tokens = 0;
-  // Who proposes the drafts. kDraftModel needs a draft KV pool, kNgram none.
-  spec::Method spec_method = spec::Method::kDraftModel;
-  // K per request and step from its acceptance rate (spec::DynamicK), at most
-  // num_draft_tokens; the KV grant follows it.
-  bool dynamic_draft_tokens = false;
+  // Speculative decoding: who proposes drafts (kDraftModel needs a draft KV pool,
+  // kNgram none), K (num_draft_tokens: proposed and verified per generation step; with
+  // dynamic K the most, the KV grant following each request's choice).
+  spec::SpeculativeConfig speculative;
   // Reuse committed prefixes for new context caches, in every draft mode: a paired
   // draft cache reuses the prefix committed in both pools; an unpaired mirror reuses
   // its own pool's prefix (at most the target's) and the draft model prefills the rest.
   bool prefix_reuse = true;
   DummyPolicy dummy_policy = DummyPolicy::kReserved;
 
-  bool speculating() const { return num_draft_tokens > 0 && spec_method != spec::Method::kNone; }
   // Most tokens of KV one generation step grows a cache by (the dummy's, always).
-  int64_t generation_step_tokens() const { return 1 + num_draft_tokens; }
+  int64_t generation_step_tokens() const { return 1 + speculative.StepDraftTokens(nullptr); }
 
   absl::Status Validate() const {
     if (max_batch_size < 1) {
@@ -59,14 +54,14 @@ struct SchedulerConfig {
       return absl::InvalidArgumentError(
           absl::StrCat("max_num_active_requests must be >= 1, got ", max_num_active_requests));
     }
-    if (num_draft_tokens < 0 || num_draft_tokens > 16) {
+    if (const auto problems = speculative.Problems(); !problems.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("num_draft_tokens must be in [0, 16], got ", num_draft_tokens));
+          absl::StrCat("speculative.", problems[0].field, ": ", problems[0].message));
     }
     if (max_num_tokens < generation_step_tokens()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("max_num_tokens must be >= 1 + num_draft_tokens (", generation_step_tokens(),
-                       "), got ", max_num_tokens));
+          absl::StrCat("max_num_tokens must be >= 1 + speculative.num_draft_tokens (",
+                       generation_step_tokens(), "), got ", max_num_tokens));
     }
     if (chunk_size < 1) {
       return absl::InvalidArgumentError(absl::StrCat("chunk_size must be >= 1, got ", chunk_size));

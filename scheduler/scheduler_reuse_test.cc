@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::sched {
 namespace {
@@ -28,7 +29,7 @@ class ReuseHarness {
     config.max_batch_size = 4;
     config.max_num_tokens = 256;
     config.chunk_size = 256;
-    config.num_draft_tokens = kK;
+    config.speculative = {.method = spec::Method::kDraftModel, .num_draft_tokens = kK};
     config.prefix_reuse = reuse;
     kv::KvManagerConfig kc;
     kc.target.layout = {1, 1, 1, kTpb};

@@ -1,12 +1,15 @@
 #include "scheduler/scheduler.h"
 
 #include <memory>
+#include <set>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::sched {
 namespace {
@@ -36,8 +39,8 @@ class Harness {
     for (int i = 0; i < prompt; ++i) tokens.push_back((id * 7 + i) % 200);
     SamplingParams p;
     p.max_tokens = max_tokens;
-    requests_.push_back(
-        std::make_unique<Request>(RequestId(id), type, tokens, p, absl::UnixEpoch()));
+    requests_.push_back(std::make_unique<Request>(RequestId(id), type, tokens, p, absl::UnixEpoch(),
+                                                  scheduler_->config().speculative));
     return requests_.back().get();
   }
 
@@ -50,7 +53,8 @@ class Harness {
   }
 
   // One pass; with `commit`, applies the step as if its forward ran: context chunks
-  // advance and become history, generation steps use 1 token (no drafts accepted).
+  // advance and become history, generation steps use 1 token (no drafts accepted) and
+  // return the rest of their target grant.
   ScheduleDecision Step(bool commit = true) {
     Rollback rollback;
     ScheduleDecision d = scheduler_->Schedule(Active(), /*in_flight=*/false, &rollback);
@@ -59,7 +63,6 @@ class Harness {
       return d;
     }
     rollback.Commit();
-    const int k = scheduler_->config().num_draft_tokens;
     for (const ScheduledChunk& c : d.context) {
       c.request->set_context_position(c.position + c.num_tokens);
       EXPECT_THAT(kv_->Resize(c.request->id(), kv::PoolKind::kTarget, std::nullopt,
@@ -67,7 +70,9 @@ class Harness {
                   testing::IsOk());
       if (c.last_chunk) c.request->TransitionTo(RequestState::kGenerationInProgress);
     }
-    for (Request* r : d.generation) {
+    for (size_t i = 0; i < d.generation.size(); ++i) {
+      Request* r = d.generation[i];
+      const int k = d.generation_grants[i].num_draft_tokens;
       const auto info = *kv_->Info(r->id(), kv::PoolKind::kTarget);
       EXPECT_THAT(kv_->Resize(r->id(), kv::PoolKind::kTarget, info.capacity - k, info.history + 1),
                   testing::IsOk());
@@ -173,7 +178,7 @@ TEST(SchedulerTest, ChunkedPrefillAcrossSteps) {
 
 TEST(SchedulerTest, TokenBudgetCountsDraftSlots) {
   SchedulerConfig c = Config(8, /*max_tokens=*/9, 64);
-  c.num_draft_tokens = 3;  // each generation step costs 4 tokens
+  c.speculative = {.method = spec::Method::kDraftModel, .num_draft_tokens = 3};  // 4 per step
   Harness h(c, 64, kv::DraftMode::kPaired);
   for (int i = 1; i <= 3; ++i) h.Add(i, 2, 10);
   h.Step();  // 2+2+2 = 6 tokens of prefill: all three fit
@@ -223,7 +228,7 @@ TEST(SchedulerTest, OldestStartedGoesFirstSoTheSystemProgresses) {
 
 TEST(SchedulerTest, RollbackRestoresEveryPoolExactly) {
   SchedulerConfig c = Config(4, 64, 64);
-  c.num_draft_tokens = 2;
+  c.speculative = {.method = spec::Method::kDraftModel, .num_draft_tokens = 2};
   Harness h(c, 32, kv::DraftMode::kUnpaired);
   h.Add(1, 5, 4);
   h.Add(2, 7, 4);
@@ -247,17 +252,70 @@ TEST(SchedulerTest, RollbackRestoresEveryPoolExactly) {
 
 TEST(SchedulerTest, DummyMirrorIsCreatedAndRolledBackInEveryPool) {
   SchedulerConfig c = Config(2, 64, 64);
-  c.num_draft_tokens = 3;
+  c.speculative = {.method = spec::Method::kDraftModel, .num_draft_tokens = 3, .dynamic = true};
   Harness h(c, 16, kv::DraftMode::kUnpaired);
   auto dummy = Request::MakeDummy(h.kv().dummy_id(), absl::UnixEpoch());
-  Rollback rollback;
-  const ScheduleDecision d = h.scheduler().Schedule({dummy.get()}, false, &rollback);
-  ASSERT_THAT(Ids(d.generation), ElementsAre(h.kv().dummy_id().value()));
-  // The scheduler admitted a draft mirror for the dummy and grew both pools by 1 + K.
-  EXPECT_EQ(h.kv().Info(h.kv().dummy_id(), kv::PoolKind::kDraft)->capacity, 4);
-  rollback.Undo(h.kv());
-  EXPECT_FALSE(h.kv().Has(h.kv().dummy_id(), kv::PoolKind::kTarget));
-  EXPECT_FALSE(h.kv().Has(h.kv().dummy_id(), kv::PoolKind::kDraft));
+  for (bool post_schedule : {false, true}) {
+    SCOPED_TRACE(post_schedule ? "ScheduleDummy" : "Schedule");
+    Rollback rollback;
+    ScheduleDecision d;
+    if (post_schedule) {
+      ASSERT_TRUE(h.scheduler().ScheduleDummy(dummy.get(), &d, &rollback));
+    } else {
+      d = h.scheduler().Schedule({dummy.get()}, false, &rollback);
+    }
+    ASSERT_THAT(Ids(d.generation), ElementsAre(h.kv().dummy_id().value()));
+    // The scheduler admitted a draft mirror for the dummy and grew both pools by 1 + K
+    // (the instance's K, dynamic or not), the grant the decision carries.
+    ASSERT_EQ(d.generation_grants.size(), 1u);
+    EXPECT_EQ(d.generation_grants[0].num_draft_tokens, 3);
+    EXPECT_EQ(d.generation_grants[0].target_tokens, 4);
+    EXPECT_EQ(d.generation_grants[0].draft_tokens, 4);
+    EXPECT_EQ(h.kv().Info(h.kv().dummy_id(), kv::PoolKind::kTarget)->capacity, 4);
+    EXPECT_EQ(h.kv().Info(h.kv().dummy_id(), kv::PoolKind::kDraft)->capacity, 4);
+    rollback.Undo(h.kv());
+    EXPECT_FALSE(h.kv().Has(h.kv().dummy_id(), kv::PoolKind::kTarget));
+    EXPECT_FALSE(h.kv().Has(h.kv().dummy_id(), kv::PoolKind::kDraft));
+  }
+}
+
+// With dynamic K, each generation step is granted 1 + the request's current K in the
+// target pool and in its draft mirror, and K follows the request's acceptance: down
+// while drafts fail, back up as they succeed.
+TEST(SchedulerTest, DynamicKGrantIsOnePlusTheRequestsCurrentK) {
+  SchedulerConfig c = Config(2, 64, 64);
+  c.speculative = {.method = spec::Method::kDraftModel, .num_draft_tokens = 4, .dynamic = true};
+  Harness h(c, 64, kv::DraftMode::kUnpaired);
+  Request* r = h.Add(1, 6, 100);
+  h.Step();  // prefill
+  ASSERT_EQ(r->state(), RequestState::kGenerationInProgress);
+  EXPECT_EQ(r->dynamic_k().max_k(), 4) << "made with the instance's K";
+  std::set<int> seen;
+  for (int step = 0; step < 40; ++step) {
+    SCOPED_TRACE(absl::StrCat("step ", step));
+    const int k = r->dynamic_k().k();
+    seen.insert(k);
+    EXPECT_EQ(h.scheduler().DraftTokensFor(*r), k);
+    const kv::CacheInfo target = *h.kv().Info(r->id(), kv::PoolKind::kTarget);
+    const kv::CacheInfo draft = *h.kv().Info(r->id(), kv::PoolKind::kDraft);
+    Rollback rollback;
+    const ScheduleDecision d = h.scheduler().Schedule(h.Active(), false, &rollback);
+    ASSERT_THAT(Ids(d.generation), ElementsAre(1));
+    const spec::Grant& grant = d.generation_grants[0];
+    EXPECT_EQ(grant.num_draft_tokens, k);
+    EXPECT_EQ(grant.target_tokens, 1 + k);
+    EXPECT_EQ(grant.draft_tokens, 1 + k);
+    EXPECT_EQ(d.num_tokens, 1 + k);
+    EXPECT_EQ(h.kv().Info(r->id(), kv::PoolKind::kTarget)->capacity, target.capacity + 1 + k);
+    EXPECT_EQ(h.kv().Info(r->id(), kv::PoolKind::kDraft)->capacity, draft.capacity + 1 + k);
+    rollback.Undo(h.kv());
+    // Drafts fail for the first 12 steps, then every one is accepted.
+    r->RecordAcceptance(k, step < 12 ? 0 : k);
+  }
+  EXPECT_TRUE(seen.count(0)) << "K fell to 0 while drafts failed";
+  EXPECT_TRUE(seen.count(4)) << "K started at, and grew back to, the instance's K";
+  EXPECT_GT(seen.size(), 2u) << "K took values in between";
+  EXPECT_EQ(r->dynamic_k().k(), 4);
 }
 
 TEST(SchedulerTest, TransferRequestsCountTowardTheCapButAreNeverScheduled) {

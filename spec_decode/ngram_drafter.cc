@@ -13,11 +13,12 @@ void NgramDrafter::ProposeOne(absl::Span<const int32_t> tokens, int ngram_max, i
   out->clear();
   const int64_t len = static_cast<int64_t>(tokens.size());
   if (max_drafts <= 0 || len < 2) return;
+  const int64_t first = std::max<int64_t>(0, len - kNgramWindow);  // earliest start searched
   for (int64_t n = std::min<int64_t>(ngram_max, len - 1); n >= 1; --n) {
     const int32_t* suffix = tokens.data() + (len - n);
     // Most recent first, the suffix itself excluded (an occurrence may overlap it);
     // every occurrence leaves at least one token to copy.
-    for (int64_t start = len - n - 1; start >= 0; --start) {
+    for (int64_t start = len - n - 1; start >= first; --start) {
       if (!std::equal(suffix, suffix + n, tokens.data() + start)) continue;
       const int64_t from = start + n;
       const int64_t to = std::min(len, from + max_drafts);

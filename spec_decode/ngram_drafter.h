@@ -5,6 +5,10 @@
 // model and no draft KV: the drafts cost only their verification rows in the target
 // forward (and 1 + K tokens of target KV grant).
 //
+// The search looks back over the last kNgramWindow tokens only (an occurrence must
+// start there), so a step costs O(kNgramWindow * ngram_max) comparisons per sequence
+// however long the sequence grows.
+//
 // Thread-compatible; stateless apart from its options.
 #ifndef LOCKSTEP_SPEC_DECODE_NGRAM_DRAFTER_H_
 #define LOCKSTEP_SPEC_DECODE_NGRAM_DRAFTER_H_
@@ -15,6 +19,9 @@
 #include "spec_decode/drafter.h"
 
 namespace lockstep::spec {
+
+// Tokens at the end of a sequence the n-gram drafter searches for a match.
+inline constexpr int64_t kNgramWindow = 2048;
 
 class NgramDrafter : public Drafter {
  public:

@@ -50,6 +50,21 @@ TEST(NgramDrafterTest, RepeatingTextIsPredictedExactly) {
   }
 }
 
+// Only the last kNgramWindow tokens are searched: a match that starts earlier is not
+// found, one that starts inside the window is.
+TEST(NgramDrafterTest, SearchesTheLastWindowOfTokensOnly) {
+  // 1 2 3, filler without a 1 or a 2, then 1 2 again: the window's first token.
+  std::vector<int32_t> tokens = {1, 2, 3};
+  for (int64_t i = 3; i < kNgramWindow - 2; ++i)
+    tokens.push_back(100 + static_cast<int32_t>(i % 50));
+  tokens.insert(tokens.end(), {1, 2});
+  ASSERT_EQ(static_cast<int64_t>(tokens.size()), kNgramWindow);
+  EXPECT_EQ(Propose(tokens, 2, 1), (std::vector<int32_t>{3}));
+  // Two more filler tokens in the middle: the earlier 1 2 now lies before the window.
+  tokens.insert(tokens.begin() + 10, {100, 101});
+  EXPECT_TRUE(Propose(tokens, 2, 1).empty());
+}
+
 TEST(NgramDrafterTest, BatchProposesPerQuery) {
   NgramDrafter drafter(2);
   const std::vector<int32_t> a = {1, 2, 1};

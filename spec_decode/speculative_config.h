@@ -1,17 +1,22 @@
 // What an instance speculates with: the method, K (`num_draft_tokens`), whether K adapts
-// per request, and the n-gram drafter's longest match. The deployment YAML's
-// `speculative:` block (runtime/config) parses into this struct; the executor, the
-// scheduler and the engines read it. docs/design.md §6.
+// per request, and the n-gram drafter's longest match. One type everywhere: the
+// deployment YAML's `speculative:` block (runtime/config) parses into it, the scheduler
+// config holds it, and the executor, the scheduler and the engines read it; its rules
+// are checked here once. docs/design.md §6.
 //
 // Value type; thread-compatible.
 #ifndef LOCKSTEP_SPEC_DECODE_SPECULATIVE_CONFIG_H_
 #define LOCKSTEP_SPEC_DECODE_SPECULATIVE_CONFIG_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kvcache/kv_types.h"
+#include "spec_decode/dynamic_k.h"
 
 namespace lockstep::spec {
 
@@ -30,6 +35,13 @@ const char* MethodName(Method method);
 // "none", "draft_model", "ngram"; InvalidArgument naming the accepted values otherwise.
 absl::StatusOr<Method> ParseMethod(std::string_view name);
 
+// One rule a SpeculativeConfig breaks: the field as the YAML block names it
+// ("num_draft_tokens") and what is wrong with it ("must be in [1, 16], got 17").
+struct ConfigProblem {
+  std::string field;
+  std::string message;
+};
+
 struct SpeculativeConfig {
   Method method = Method::kNone;
   // K: the most drafts proposed and verified per generation step (1..16 with a method;
@@ -41,13 +53,29 @@ struct SpeculativeConfig {
   // kNgram: match the last n tokens for n from ngram_max down to 1 (1..16).
   int32_t ngram_max = 3;
 
+  bool operator==(const SpeculativeConfig&) const = default;
+
   // Speculation is on.
   bool enabled() const { return method != Method::kNone && num_draft_tokens > 0; }
   // The method keeps KV of its own (a draft pool).
   bool needs_draft_kv() const { return method == Method::kDraftModel && num_draft_tokens > 0; }
 
-  // InvalidArgument naming the field and the rule.
+  // Every rule the fields break, in field order; empty when valid.
+  std::vector<ConfigProblem> Problems() const;
+  // What is wrong with running over a draft KV pool in `draft_pool` mode, in the words
+  // of a message about the pool's field ("must be none with speculative.method ngram
+  // ..."); empty when nothing is: the draft model needs a pool, the other methods none.
+  std::string DraftPoolProblem(kv::DraftMode draft_pool) const;
+  // InvalidArgument listing Problems() as "field: message", one per line.
   absl::Status Validate() const;
+
+  // K of one request's next generation step (or its last context chunk): 0 without
+  // speculation; num_draft_tokens, or with dynamic K the request's own choice
+  // (`request`, made by MakeDynamicK; null: the pad dummy, which always takes
+  // num_draft_tokens).
+  int32_t StepDraftTokens(const DynamicK* request) const;
+  // A request's dynamic K, choosing at most num_draft_tokens.
+  DynamicK MakeDynamicK() const { return DynamicK(enabled() ? num_draft_tokens : 0); }
 };
 
 }  // namespace lockstep::spec

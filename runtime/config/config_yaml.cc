@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -68,6 +69,17 @@ class MapReader {
       return;
     }
     *out = parsed;
+  }
+
+  void Int(const std::string& key, int32_t* out) {
+    int64_t parsed = *out;
+    Int(key, &parsed);
+    if (parsed < std::numeric_limits<int32_t>::min() ||
+        parsed > std::numeric_limits<int32_t>::max()) {
+      Error(PathOf(key), absl::StrCat("must be a 32-bit integer, got ", parsed), Child(key));
+      return;
+    }
+    *out = static_cast<int32_t>(parsed);
   }
 
   void Double(const std::string& key, double* out) {
@@ -248,7 +260,7 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   transfer.Finish();
 
   MapReader speculative(reader.Child("speculative"), reader.PathOf("speculative"), errors);
-  SpeculativeSettings& s = instance.speculative;
+  spec::SpeculativeConfig& s = instance.speculative;
   speculative.Enumerated("method", &s.method, &spec::ParseMethod);
   speculative.Int("num_draft_tokens", &s.num_draft_tokens);
   speculative.Bool("dynamic", &s.dynamic);

@@ -5,6 +5,8 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/config/deployment_config.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::config {
 namespace {
@@ -137,6 +139,7 @@ TEST(ConfigYamlTest, AggregatedExampleParses) {
   EXPECT_EQ(config->instances[0].role, InstanceRole::kAggregated);
   EXPECT_EQ(config->instances[0].world_size, 2);
   EXPECT_EQ(config->instances[0].executor.spec_k, 0);
+  EXPECT_FALSE(EffectiveSpeculative(config->instances[0]).enabled());
   EXPECT_EQ(config->instances[0].comm.vote_transport, CommTransport::kAuto);
   EXPECT_EQ(config->instances[0].comm.engine_transport, CommTransport::kAuto);
 }
@@ -174,7 +177,10 @@ TEST(ConfigYamlTest, DisaggregatedExampleParses) {
   EXPECT_EQ(gen->role, InstanceRole::kGeneration);
   EXPECT_EQ(gen->world_size, 4);
   EXPECT_EQ(gen->executor.max_batch_size, 2);
-  EXPECT_EQ(gen->executor.spec_k, 3);
+  EXPECT_EQ(gen->executor.spec_k, 0) << "the examples use the speculative block, not the alias";
+  EXPECT_EQ(gen->speculative.method, spec::Method::kDraftModel);
+  EXPECT_EQ(gen->speculative.num_draft_tokens, 3);
+  EXPECT_EQ(EffectiveSpeculative(*ctx), gen->speculative);
   EXPECT_EQ(gen->executor.draft_pool, DraftPool::kUnpaired);
   EXPECT_FALSE(config->model.draft_path.empty());
   EXPECT_EQ(config->router.policy, RoutingPolicy::kLeastLoad);

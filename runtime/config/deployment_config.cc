@@ -23,9 +23,6 @@ constexpr NameTable<EngineKind, 3> kEngineNames = {
     {{EngineKind::kCpu, "cpu"}, {EngineKind::kFake, "fake"}, {EngineKind::kCuda, "cuda"}}};
 constexpr NameTable<DummyPolicy, 2> kDummyNames = {
     {{DummyPolicy::kReserved, "reserved"}, {DummyPolicy::kCompat, "compat"}}};
-constexpr NameTable<DraftPool, 3> kDraftPoolNames = {{{DraftPool::kNone, "none"},
-                                                      {DraftPool::kPaired, "paired"},
-                                                      {DraftPool::kUnpaired, "unpaired"}}};
 constexpr NameTable<RoutingPolicy, 3> kPolicyNames = {{{RoutingPolicy::kRoundRobin, "round_robin"},
                                                        {RoutingPolicy::kLeastLoad, "least_load"},
                                                        {RoutingPolicy::kKvAware, "kv_aware"}}};
@@ -42,6 +39,11 @@ std::string_view NameOf(const NameTable<Enum, N>& table, Enum value) {
   return "?";
 }
 
+absl::Status UnknownName(const std::vector<std::string_view>& names, std::string_view name) {
+  return absl::InvalidArgumentError(
+      fmt::format("must be one of {}, got '{}'", fmt::join(names, " | "), name));
+}
+
 template <typename Enum, size_t N>
 absl::StatusOr<Enum> ParseName(const NameTable<Enum, N>& table, std::string_view name) {
   std::vector<std::string_view> names;
@@ -49,8 +51,7 @@ absl::StatusOr<Enum> ParseName(const NameTable<Enum, N>& table, std::string_view
     if (n == name) return v;
     names.push_back(n);
   }
-  return absl::InvalidArgumentError(
-      fmt::format("must be one of {}, got '{}'", fmt::join(names, " | "), name));
+  return UnknownName(names, name);
 }
 
 bool IsNameChar(char c, bool allow_dot) {
@@ -101,12 +102,12 @@ class Problems {
 };
 
 // The speculative block was written (not all defaults).
-bool HasSpeculativeBlock(const SpeculativeSettings& s) {
-  return s.method != spec::Method::kNone || s.num_draft_tokens != 0 || s.dynamic ||
-         s.ngram_max != SpeculativeSettings().ngram_max;
+bool HasSpeculativeBlock(const spec::SpeculativeConfig& s) {
+  return s != spec::SpeculativeConfig();
 }
 
-// `speculative:` (or its alias `executor.spec_k`) and the draft pool it needs.
+// `speculative:` (its rules are spec::SpeculativeConfig's) or its alias `executor.spec_k`,
+// and the draft pool it needs.
 void ValidateSpeculative(const InstanceConfig& instance, const std::string& prefix,
                          Problems& problems) {
   const ExecutorSettings& e = instance.executor;
@@ -124,33 +125,16 @@ void ValidateSpeculative(const InstanceConfig& instance, const std::string& pref
     }
     return;
   }
-  const SpeculativeSettings& s = instance.speculative;
   const std::string sp = prefix + ".speculative";
-  const std::string_view method = spec::MethodName(s.method);
   if (e.spec_k != 0) {
     problems.Add(ex + ".spec_k",
                  absl::StrCat("is an alias of ", sp, ".num_draft_tokens: give one, not both"));
   }
-  if (s.method == spec::Method::kNone) {
-    if (s.num_draft_tokens != 0) {
-      problems.Add(sp + ".num_draft_tokens",
-                   absl::StrCat("must be 0 with method none, got ", s.num_draft_tokens));
-    }
-    if (s.dynamic) problems.Add(sp + ".dynamic", "needs a method (draft_model or ngram)");
-  } else {
-    problems.InRange(sp + ".num_draft_tokens", s.num_draft_tokens, 1, spec::kMaxDraftTokens);
+  for (const spec::ConfigProblem& p : instance.speculative.Problems()) {
+    problems.Add(sp + "." + p.field, p.message);
   }
-  problems.InRange(sp + ".ngram_max", s.ngram_max, 1, spec::kMaxNgram);
-  if (s.method == spec::Method::kDraftModel && e.draft_pool == DraftPool::kNone) {
-    problems.Add(ex + ".draft_pool", "must be paired or unpaired with speculative.method "
-                                     "draft_model (the draft model's KV lives there)");
-  }
-  if (s.method != spec::Method::kDraftModel && e.draft_pool != DraftPool::kNone) {
-    problems.Add(ex + ".draft_pool",
-                 fmt::format("must be none with speculative.method {} ({}), got {}", method,
-                             s.method == spec::Method::kNgram ? "it keeps no draft KV"
-                                                              : "nothing drafts",
-                             DraftPoolName(e.draft_pool)));
+  if (const std::string pool = instance.speculative.DraftPoolProblem(e.draft_pool); !pool.empty()) {
+    problems.Add(ex + ".draft_pool", pool);
   }
 }
 
@@ -326,7 +310,7 @@ void ValidateSecurity(const SecurityConfig& security, Problems& problems) {
 std::string_view InstanceRoleName(InstanceRole role) { return NameOf(kRoleNames, role); }
 std::string_view EngineKindName(EngineKind engine) { return NameOf(kEngineNames, engine); }
 std::string_view DummyPolicyName(DummyPolicy policy) { return NameOf(kDummyNames, policy); }
-std::string_view DraftPoolName(DraftPool pool) { return NameOf(kDraftPoolNames, pool); }
+std::string_view DraftPoolName(DraftPool pool) { return kv::DraftModeName(pool); }
 std::string_view RoutingPolicyName(RoutingPolicy policy) { return NameOf(kPolicyNames, policy); }
 std::string_view CommTransportName(CommTransport transport) {
   return NameOf(kTransportNames, transport);
@@ -342,7 +326,12 @@ absl::StatusOr<DummyPolicy> ParseDummyPolicy(std::string_view name) {
   return ParseName(kDummyNames, name);
 }
 absl::StatusOr<DraftPool> ParseDraftPool(std::string_view name) {
-  return ParseName(kDraftPoolNames, name);
+  std::vector<std::string_view> names;
+  for (DraftPool pool : {DraftPool::kNone, DraftPool::kPaired, DraftPool::kUnpaired}) {
+    if (name == DraftPoolName(pool)) return pool;
+    names.push_back(DraftPoolName(pool));
+  }
+  return UnknownName(names, name);
 }
 absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name) {
   return ParseName(kPolicyNames, name);
@@ -457,18 +446,13 @@ absl::Status DeploymentConfig::Validate() const {
 }
 
 spec::SpeculativeConfig EffectiveSpeculative(const InstanceConfig& instance) {
-  spec::SpeculativeConfig out;
-  const SpeculativeSettings& s = instance.speculative;
-  out.ngram_max = static_cast<int32_t>(s.ngram_max);
-  if (HasSpeculativeBlock(s)) {
-    out.method = s.method;
-    out.num_draft_tokens = static_cast<int32_t>(s.num_draft_tokens);
-    out.dynamic = s.dynamic;
-  } else if (instance.executor.spec_k > 0) {
-    out.method = spec::Method::kDraftModel;
-    out.num_draft_tokens = static_cast<int32_t>(instance.executor.spec_k);
+  if (HasSpeculativeBlock(instance.speculative) || instance.executor.spec_k <= 0) {
+    return instance.speculative;
   }
-  return out;
+  spec::SpeculativeConfig alias;
+  alias.method = spec::Method::kDraftModel;
+  alias.num_draft_tokens = static_cast<int32_t>(instance.executor.spec_k);
+  return alias;
 }
 
 const InstanceConfig* DeploymentConfig::FindInstance(std::string_view name) const {

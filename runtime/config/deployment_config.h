@@ -34,7 +34,8 @@ enum class EngineKind { kCpu, kFake, kCuda };
 // How a rank pads an empty batch (docs/design.md §1). YAML: reserved | compat.
 enum class DummyPolicy { kReserved, kCompat };
 // The draft model's KV pool (docs/design.md §5). YAML: none | paired | unpaired. The
-// KV manager's own type: the config names it, the manager builds it.
+// KV manager's own type and names (kv::DraftModeName): the config names it, the manager
+// builds it.
 using DraftPool = kv::DraftMode;
 // How the router picks an instance. YAML: round_robin | least_load | kv_aware.
 enum class RoutingPolicy { kRoundRobin, kLeastLoad, kKvAware };
@@ -232,20 +233,6 @@ struct CommSettings {
   CommTransport engine_transport = CommTransport::kGloo;
 };
 
-// `instances[i].speculative:` — speculative decoding (docs/design.md §6), e.g.
-//   speculative: {method: ngram, num_draft_tokens: 4, dynamic: true, ngram_max: 3}
-struct SpeculativeSettings {
-  // none | draft_model (a second model, model.draft_path, its KV in executor.draft_pool)
-  // | ngram (prompt lookup: copies what followed the last match; no draft model or KV).
-  spec::Method method = spec::Method::kNone;
-  // K, the most drafts per generation step: 1..16 with a method, 0 with none.
-  int64_t num_draft_tokens = 0;
-  // Choose K per request and step from its acceptance rate, at most num_draft_tokens.
-  bool dynamic = false;
-  // ngram: the longest match tried (n from ngram_max down to 1), 1..16.
-  int64_t ngram_max = 3;
-};
-
 // `instances[i]:` — one DEP-N group of ranks.
 struct InstanceConfig {
   // Unique; letters, digits, '_', '-'. Required.
@@ -262,7 +249,16 @@ struct InstanceConfig {
   KvSettings kv;
   TransferSettings transfer;
   CommSettings comm;
-  SpeculativeSettings speculative;
+  // `speculative:` — speculative decoding (docs/design.md §6), e.g.
+  //   speculative: {method: ngram, num_draft_tokens: 4, dynamic: true, ngram_max: 3}
+  // method: none | draft_model (a second model, model.draft_path, its KV in
+  // executor.draft_pool) | ngram (prompt lookup: copies what followed the last match; no
+  // draft model or KV). num_draft_tokens: K, the most drafts per generation step, 1..16
+  // with a method, 0 with none. dynamic: choose K per request and step from its
+  // acceptance rate, at most num_draft_tokens. ngram_max: the longest match tried (n
+  // from ngram_max down to 1), 1..16. The fields and their rules are
+  // spec::SpeculativeConfig's.
+  spec::SpeculativeConfig speculative;
   CudaSettings cuda;  // engine cuda only (cuda_settings.h)
 };
 

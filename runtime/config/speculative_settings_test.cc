@@ -36,7 +36,7 @@ TEST(SpeculativeSettingsTest, ParsesTheBlock) {
       "speculative: {method: ngram, num_draft_tokens: 4, dynamic: true, ngram_max: 5}");
   ASSERT_THAT(config, IsOk());
   ASSERT_THAT(config->Validate(), IsOk());
-  const SpeculativeSettings& s = config->instances[0].speculative;
+  const spec::SpeculativeConfig& s = config->instances[0].speculative;
   EXPECT_EQ(s.method, spec::Method::kNgram);
   EXPECT_EQ(s.num_draft_tokens, 4);
   EXPECT_TRUE(s.dynamic);
@@ -105,9 +105,13 @@ TEST(SpeculativeSettingsTest, ErrorsNameTheProblem) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("instances[0].executor.max_num_tokens: must be >= max_batch_size "
                                  "* (1 + speculative.num_draft_tokens) = 72, got 64")));
-  EXPECT_THAT(Parse("speculative: {method: medusa}").status(),
+  EXPECT_THAT(
+      Parse("speculative: {method: medusa}").status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("instances[0].speculative.method")));
+  EXPECT_THAT(Parse("speculative: {num_draft_tokens: 4294967297}").status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("instances[0].speculative.method")));
+                       HasSubstr("instances[0].speculative.num_draft_tokens: must be a 32-bit "
+                                 "integer, got 4294967297")));
   EXPECT_THAT(Parse("speculative: {k: 3}").status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("speculative.k")));
 }

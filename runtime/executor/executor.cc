@@ -221,7 +221,7 @@ void Executor::PadAfterSchedule(const InstanceView& view, sched::ScheduleDecisio
     return;
   }
   auto dummy = Request::MakeDummy(kv_->dummy_id(), clock_->Now());
-  if (!scheduler_.ScheduleDummy(dummy.get(), rollback)) {
+  if (!scheduler_.ScheduleDummy(dummy.get(), decision, rollback)) {
     ++counters_.dummies_refused;
     current_.pad_refusal = PadRefusal::kNoKv;
     return;
@@ -229,9 +229,6 @@ void Executor::PadAfterSchedule(const InstanceView& view, sched::ScheduleDecisio
   current_.pad_source = PadSource::kAfterSchedule;
   dummy_ = dummy.get();
   by_id_[dummy->id()] = dummy.get();
-  decision->AddGeneration(dummy.get(),
-                          spec::GenerationGrant(scheduler_.DraftTokensFor(*dummy),
-                                                kv_->config().draft_mode));
   active_.push_back(std::move(dummy));
   ++counters_.dummies_created;
 }

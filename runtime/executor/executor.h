@@ -132,9 +132,11 @@ class Executor {
 
   // Any thread.
   ExecutorSnapshot Snapshot() const ABSL_LOCKS_EXCLUDED(snapshot_mu_);
+  // How the instance speculates (constant after construction).
+  const spec::SpeculativeConfig& speculative() const { return config_.scheduler.speculative; }
   // The method proposing drafts; kNone when the instance does not speculate.
   spec::Method spec_method() const {
-    return config_.scheduler.speculating() ? config_.scheduler.spec_method : spec::Method::kNone;
+    return speculative().enabled() ? speculative().method : spec::Method::kNone;
   }
 
   // ---- Executor thread (tests, simulator). ----

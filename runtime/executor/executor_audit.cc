@@ -71,7 +71,7 @@ int64_t Executor::CapacityAllowance(RequestId id, kv::PoolKind pool, uint64_t ge
   }
   // The draft model's proposals after a last context chunk stay in an unpaired mirror.
   if (!target && kv_->config().draft_mode == kv::DraftMode::kUnpaired) {
-    allowed += config_.scheduler.num_draft_tokens;
+    allowed += config_.scheduler.speculative.num_draft_tokens;
   }
   // A receive's cache holds the prompt before its KV (history) arrives.
   if (const Request* r = Find(id);

@@ -29,8 +29,8 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
                                          const engine::StepAgreement& agreement) {
   // A token drafter (n-gram) looks for matches in the whole sequence: hand it the
   // tokens the engine has not seen in this sequence's chunks.
-  const bool token_drafter = config_.scheduler.speculating() &&
-                             config_.scheduler.spec_method == spec::Method::kNgram;
+  const bool token_drafter = config_.scheduler.speculative.enabled() &&
+                             config_.scheduler.speculative.method == spec::Method::kNgram;
   engine::Batch batch;
   batch.step = StepId(step_);
   batch.agreement = agreement;

@@ -1,5 +1,7 @@
 #include "runtime/executor/executor_config.h"
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "spec_decode/speculative_config.h"
 
@@ -31,22 +33,16 @@ absl::Status ExecutorConfig::Validate() const {
   if (absl::Status s = kv.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("kv: ", s.message()));
   }
-  if (scheduler.speculating() && scheduler.spec_method == spec::Method::kDraftModel &&
-      kv.draft_mode == kv::DraftMode::kNone) {
-    return absl::InvalidArgumentError(
-        "scheduler.num_draft_tokens > 0 needs a draft pool (kv.draft_mode paired or unpaired)");
-  }
-  if (scheduler.spec_method == spec::Method::kNgram && kv.draft_mode != kv::DraftMode::kNone) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scheduler.spec_method ngram keeps no draft KV: kv.draft_mode must be none, "
-                     "got ",
-                     kv::DraftModeName(kv.draft_mode)));
+  if (const std::string pool = scheduler.speculative.DraftPoolProblem(kv.draft_mode);
+      !pool.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("kv.draft_mode: ", pool));
   }
   if (scheduler.dummy_policy == sched::DummyPolicy::kReserved &&
       kv.dummy_reserved_tokens < scheduler.generation_step_tokens()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dummy_policy reserved needs kv.dummy_reserved_tokens >= 1 + num_draft_tokens (",
-        scheduler.generation_step_tokens(), "), got ", kv.dummy_reserved_tokens));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dummy_policy reserved needs kv.dummy_reserved_tokens >= 1 + "
+                     "speculative.num_draft_tokens (",
+                     scheduler.generation_step_tokens(), "), got ", kv.dummy_reserved_tokens));
   }
   if (collective_timeout <= absl::ZeroDuration() || engine_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("collective_timeout and engine_timeout must be > 0");

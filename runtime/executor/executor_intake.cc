@@ -2,6 +2,7 @@
 // to every rank, validation, deterministic rank assignment, admission and cancels.
 // Part of Executor; runs on the executor thread.
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -76,12 +77,19 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   // Loads of every rank, then the same assignment everywhere.
   const std::vector<Request*> active = ActiveView();
   int64_t tokens = 0;  // in flight: sequence lengths
+  counters_.draft_k_requests.fill(0);
   for (const Request* r : active) {
-    if (!r->is_dummy()) tokens += static_cast<int64_t>(r->prompt().size()) + r->num_output_tokens();
+    if (r->is_dummy()) continue;
+    tokens += static_cast<int64_t>(r->prompt().size()) + r->num_output_tokens();
+    if (r->state() == sched::RequestState::kGenerationInProgress ||
+        r->state() == sched::RequestState::kGenTransferComplete) {
+      ++counters_.draft_k_requests[static_cast<size_t>(scheduler_.DraftTokensFor(*r))];
+    }
   }
   const kv::ManagerStats kv_stats = kv_->Stats();
   constexpr int kLoadFields = 8;
-  constexpr int kKFields = spec::kMaxDraftTokens + 1;  // draft_k_steps
+  constexpr int kKSize = spec::kMaxDraftTokens + 1;
+  constexpr int kKFields = kKSize * static_cast<int>(std::size(kPerRankKCounts));
   constexpr int kFields = kLoadFields + kNumPerRankCounters + kKFields;
   int64_t local[kFields] = {sched::Scheduler::CountActive(active),
                             tokens,
@@ -95,7 +103,8 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
     local[kLoadFields + i] = counters_.*kPerRankCounters[i];
   }
   for (int k = 0; k < kKFields; ++k) {
-    local[kLoadFields + kNumPerRankCounters + k] = counters_.draft_k_steps[static_cast<size_t>(k)];
+    local[kLoadFields + kNumPerRankCounters + k] =
+        (counters_.*kPerRankKCounts[k / kKSize])[static_cast<size_t>(k % kKSize)];
   }
   std::vector<int64_t> all(kFields * static_cast<size_t>(config_.world_size));
   RETURN_IF_ERROR(comm_->AllGather(absl::MakeConstSpan(local), absl::MakeSpan(all), Call("loads")));
@@ -107,7 +116,9 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   used_draft_blocks_.resize(config_.world_size);
   instance_counters_ = counters_;
   for (int i = 0; i < kNumPerRankCounters; ++i) instance_counters_.*kPerRankCounters[i] = 0;
-  instance_counters_.draft_k_steps.fill(0);
+  for (DraftKCounts ExecutorCounters::*counts : kPerRankKCounts) {
+    (instance_counters_.*counts).fill(0);
+  }
   rank_views_.resize(config_.world_size);
   for (int r = 0; r < config_.world_size; ++r) {
     const int64_t* f = &all[kFields * r];
@@ -129,7 +140,7 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
       }
     }
     for (int k = 0; k < kKFields; ++k) {
-      instance_counters_.draft_k_steps[static_cast<size_t>(k)] +=
+      (instance_counters_.*kPerRankKCounts[k / kKSize])[static_cast<size_t>(k % kKSize)] +=
           f[kLoadFields + kNumPerRankCounters + k];
     }
   }
@@ -218,7 +229,8 @@ void Executor::AdmitAssigned(std::vector<NewRequestSpec> specs) {
   for (NewRequestSpec& spec : specs) {
     counters_.prompt_tokens += static_cast<int64_t>(spec.prompt.size());
     auto request = std::make_unique<Request>(spec.id, spec.type, std::move(spec.prompt),
-                                             std::move(spec.sampling), spec.arrival);
+                                             std::move(spec.sampling), spec.arrival,
+                                             config_.scheduler.speculative);
     if (spec.context_source.has_value()) {
       // The context leg already streamed the first token: count it, do not resend it.
       const int32_t first = spec.context_source->first_token;

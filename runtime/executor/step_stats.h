@@ -13,6 +13,9 @@
 
 namespace lockstep::exec {
 
+// A count per K (index 0..kMaxDraftTokens).
+using DraftKCounts = std::array<int64_t, spec::kMaxDraftTokens + 1>;
+
 // Where this rank's pad dummy came from in a step (docs/design.md §3 steps 3 and 5).
 enum class PadSource : int8_t {
   kNone,
@@ -86,7 +89,12 @@ struct ExecutorCounters {
   int64_t drafts_accepted = 0;
   // Generation steps of requests by K (index): the drafts asked of each sequence-step.
   // Per rank, summed over ranks like kPerRankCounters.
-  std::array<int64_t, spec::kMaxDraftTokens + 1> draft_k_steps{};
+  DraftKCounts draft_k_steps{};
+  // A gauge, not a counter: the rank's generation requests (generation in progress, or
+  // KV received and about to generate; not the pad dummy) by the K of their next step
+  // (dynamic K moves them), as of the step's load all-gather. Summed over ranks like
+  // draft_k_steps.
+  DraftKCounts draft_k_requests{};
   int64_t paused = 0;
   int64_t no_progress = 0;
   int64_t transfers_received = 0;
@@ -130,6 +138,11 @@ inline constexpr int64_t ExecutorCounters::*kPerRankCounters[] = {
 };
 inline constexpr int kNumPerRankCounters =
     static_cast<int>(sizeof(kPerRankCounters) / sizeof(kPerRankCounters[0]));
+// The counts by K that differ between ranks, summed over ranks the same way.
+inline constexpr DraftKCounts ExecutorCounters::*kPerRankKCounts[] = {
+    &ExecutorCounters::draft_k_steps,
+    &ExecutorCounters::draft_k_requests,
+};
 
 class StepStatsRing {
  public:

@@ -135,6 +135,10 @@ RouterMetrics::RouterMetrics()
           "lockstep_instance_draft_k_steps_total",
           "Generation steps of requests by K, the drafts asked of the step (dynamic K moves it).",
           {"instance", "k"})),
+      instance_k_requests_(registry_.AddGauge(
+          "lockstep_instance_draft_k_requests",
+          "Generation requests by the K of their next step (last poll; dynamic K moves them).",
+          {"instance", "k"})),
       rank_prompt_tokens_(registry_.AddMirroredCounter(
           "lockstep_instance_rank_prompt_tokens_total",
           "Prompt tokens the rank's new context caches had to prefill.", {"instance", "rank"})),
@@ -204,6 +208,7 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
   instance_drafts_proposed_.Clear();
   instance_drafts_accepted_.Clear();
   instance_k_steps_.Clear();
+  instance_k_requests_.Clear();
   for (GaugeFamily* family :
        {&rank_prompt_tokens_, &rank_reused_tokens_, &rank_active_tokens_, &token_imbalance_}) {
     family->Clear();
@@ -247,6 +252,10 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
     for (int k = 0; k < instance.stats.draft_k_steps_size(); ++k) {
       instance_k_steps_.Set({instance.name, fmt::format("{}", k)},
                             static_cast<double>(instance.stats.draft_k_steps(k)));
+    }
+    for (int k = 0; k < instance.stats.draft_k_requests_size(); ++k) {
+      instance_k_requests_.Set({instance.name, fmt::format("{}", k)},
+                               static_cast<double>(instance.stats.draft_k_requests(k)));
     }
     for (const v1::RankStats& rank : instance.stats.ranks()) {
       const std::vector<std::string> labels = {instance.name, fmt::format("{}", rank.rank())};

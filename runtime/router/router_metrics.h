@@ -40,6 +40,8 @@
 //   _rank_errors_total / _error_steps_total / _engine_failures_total{instance}
 //   instance_draft_tokens_proposed_total / _accepted_total{instance,method}
 //   instance_draft_k_steps_total{instance,k}  generation steps by K (drafts asked)
+//   instance_draft_k_requests{instance,k}     generation requests by the K of their next
+//                                             step (last poll; 0 to the instance's K)
 //   instance_active_requests / instance_queued_requests{instance}
 //   instance_free_blocks{instance,rank,pool}
 //   instance_rank_prompt_tokens_total / _rank_prefix_tokens_reused_total{instance,rank}
@@ -162,6 +164,7 @@ class RouterMetrics {
   GaugeFamily& instance_drafts_proposed_;
   GaugeFamily& instance_drafts_accepted_;
   GaugeFamily& instance_k_steps_;
+  GaugeFamily& instance_k_requests_;
   GaugeFamily& rank_prompt_tokens_;
   GaugeFamily& rank_reused_tokens_;
   GaugeFamily& rank_active_tokens_;

@@ -43,8 +43,9 @@ TEST(RouterMetricsTest, MirrorsTheStepCountersOfEveryInstance) {
               HasSubstr("closed or re-created"));
 }
 
-// An instance's drafts are labelled by the method that proposed them and its
-// generation steps by K; an instance without speculation has no draft series.
+// An instance's drafts are labelled by the method that proposed them, its generation
+// steps and its generation requests by K; an instance without speculation has no draft
+// series.
 TEST(RouterMetricsTest, InstanceDraftsByMethodAndStepsByK) {
   InstanceState ngram;
   ngram.name = "agg0";
@@ -54,10 +55,12 @@ TEST(RouterMetricsTest, InstanceDraftsByMethodAndStepsByK) {
   drafts->set_proposed(90);
   drafts->set_accepted(60);
   for (int64_t steps : {4, 0, 7, 20}) ngram.stats.add_draft_k_steps(steps);
+  for (int64_t requests : {1, 0, 0, 5}) ngram.stats.add_draft_k_requests(requests);
   InstanceState plain;
   plain.name = "agg1";
   plain.has_stats = true;
   plain.stats.add_draft_k_steps(30);
+  plain.stats.add_draft_k_requests(2);
   RouterMetrics metrics;
   absl::StatusOr<testing::ParsedMetrics> parsed =
       testing::ParsePrometheusText(metrics.Render({ngram, plain}));
@@ -76,6 +79,20 @@ TEST(RouterMetricsTest, InstanceDraftsByMethodAndStepsByK) {
   EXPECT_EQ(parsed->Value("lockstep_instance_draft_k_steps_total", {{"instance", "agg1"}, {"k", "0"}}),
             30);
   EXPECT_EQ(parsed->types.at("lockstep_instance_draft_k_steps_total"), "counter");
+  const std::string requests = "lockstep_instance_draft_k_requests";
+  EXPECT_EQ(parsed->Value(requests, {{"instance", "agg0"}, {"k", "0"}}), 1);
+  EXPECT_EQ(parsed->Value(requests, {{"instance", "agg0"}, {"k", "1"}}), 0);
+  EXPECT_EQ(parsed->Value(requests, {{"instance", "agg0"}, {"k", "3"}}), 5);
+  EXPECT_EQ(parsed->Find(requests, {{"instance", "agg0"}}).size(), 4u);
+  EXPECT_EQ(parsed->Value(requests, {{"instance", "agg1"}, {"k", "0"}}), 2);
+  EXPECT_EQ(parsed->types.at(requests), "gauge");
+  // The gauge follows the last poll: a K that no longer reports is gone.
+  ngram.stats.clear_draft_k_requests();
+  ngram.stats.add_draft_k_requests(6);
+  parsed = testing::ParsePrometheusText(metrics.Render({ngram, plain}));
+  ASSERT_THAT(parsed, IsOk());
+  EXPECT_EQ(parsed->Value(requests, {{"instance", "agg0"}, {"k", "0"}}), 6);
+  EXPECT_THAT(parsed->Find(requests, {{"instance", "agg0"}, {"k", "3"}}), ::testing::IsEmpty());
 }
 
 // Per rank: prefix reuse (prompt and reused tokens, counters) and tokens in flight; per

@@ -19,7 +19,7 @@ SimConfig Dep4SmallBatch(int32_t max_batch_size, sched::DummyPolicy policy, uint
   // receiving KV count toward it.
   c.scheduler.max_num_active_requests = max_batch_size;
   c.scheduler.max_num_tokens = 256;
-  c.scheduler.num_draft_tokens = 3;
+  c.scheduler.speculative = {.method = spec::Method::kDraftModel, .num_draft_tokens = 3};
   c.scheduler.dummy_policy = policy;
   c.scheduler.prefix_reuse = false;
   c.draft_mode = kv::DraftMode::kUnpaired;
@@ -58,14 +58,15 @@ SimConfig RandomConfig(uint64_t seed) {
   c.ranks = pick(2, 8);
   c.scheduler.max_batch_size = pick(1, 16);
   c.scheduler.max_num_active_requests = c.scheduler.max_batch_size + pick(0, 8);
-  c.scheduler.num_draft_tokens = pick(0, 4);
+  const int k = pick(0, 4);
+  c.scheduler.speculative.num_draft_tokens = k;
+  c.scheduler.speculative.method = k > 0 ? spec::Method::kDraftModel : spec::Method::kNone;
   c.scheduler.max_num_tokens = std::max<int64_t>(64, 16 * c.scheduler.max_batch_size);
   c.scheduler.chunk_size = pick(0, 1) ? 32 : 256;
   c.scheduler.dummy_policy =
       pick(0, 1) ? sched::DummyPolicy::kReserved : sched::DummyPolicy::kCompat;
-  c.draft_mode = c.scheduler.num_draft_tokens == 0
-                     ? kv::DraftMode::kNone
-                     : (pick(0, 1) ? kv::DraftMode::kPaired : kv::DraftMode::kUnpaired);
+  c.draft_mode = k == 0 ? kv::DraftMode::kNone
+                        : (pick(0, 1) ? kv::DraftMode::kPaired : kv::DraftMode::kUnpaired);
   c.scheduler.prefix_reuse = pick(0, 3) != 0;  // on in every draft mode
   c.role = pick(0, 1) ? exec::Role::kGeneration : exec::Role::kAggregated;
   c.workload.generation_only = c.role == exec::Role::kGeneration;
@@ -78,10 +79,8 @@ SimConfig RandomConfig(uint64_t seed) {
   c.tokens_per_block = pick(0, 1) ? 16 : 8;
   // Sometimes tight KV: enough for one longest request plus slack, to force pauses.
   auto longest_blocks = [&] {
-    return static_cast<int32_t>(
-        (LongestSequence(c.workload) + 4 * (1 + c.scheduler.num_draft_tokens)) /
-            c.tokens_per_block +
-        2);
+    return static_cast<int32_t>((LongestSequence(c.workload) + 4 * (1 + k)) / c.tokens_per_block +
+                                2);
   };
   const bool tight_kv = pick(0, 2) == 0;
   const int32_t kv_slack = tight_kv ? pick(2, 8) : pick(4, 16);
@@ -112,12 +111,12 @@ SimConfig RandomConfig(uint64_t seed) {
     }
   }
   // The drafter (n-gram: no draft pool) and dynamic K, drawn after everything above.
-  if (c.scheduler.num_draft_tokens > 0) {
+  if (k > 0) {
     if (pick(0, 2) == 0) {
-      c.scheduler.spec_method = spec::Method::kNgram;
+      c.scheduler.speculative.method = spec::Method::kNgram;
       c.draft_mode = kv::DraftMode::kNone;
     }
-    c.scheduler.dynamic_draft_tokens = pick(0, 1) == 1;
+    c.scheduler.speculative.dynamic = pick(0, 1) == 1;
   }
   // Multi-turn conversations over a shared system prompt (what prefix reuse is for),
   // follow-ups sometimes hinted to the rank that answered the previous turn; and a draft

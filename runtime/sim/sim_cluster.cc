@@ -78,7 +78,7 @@ class Simulation {
       : config_(config),
         reference_(SimEngineOptions(config)),
         workload_(GenerateWorkload(config.workload, config.seed, config.ranks,
-                                   config.scheduler.num_draft_tokens, reference_)) {
+                                   config.scheduler.speculative.num_draft_tokens, reference_)) {
     summary_.requests = static_cast<int64_t>(workload_.size());
     for (size_t i = 0; i < workload_.size(); ++i) {
       (workload_[i].follows < 0 ? starts_ : followups_).push_back(i);
@@ -291,6 +291,9 @@ void Simulation::CountRank(int r) {
   summary_.generated_tokens += c.generated_tokens;
   summary_.drafts_proposed += c.drafts_proposed;
   summary_.drafts_accepted += c.drafts_accepted;
+  for (size_t k = 0; k < c.draft_k_steps.size(); ++k) {
+    summary_.draft_k_steps[k] += c.draft_k_steps[k];
+  }
   summary_.transfer_failures += c.transfer_failures;
   summary_.context_tokens += c.context_tokens;
   summary_.reused_tokens += c.reused_tokens;
@@ -390,12 +393,13 @@ std::string SimConfig::ToString() const {
       "dummy_policy=%s requests=%d blocks=%d draft_blocks=%d gen_only=%d faults=%d "
       "transfer_failure_rate=%.2f send_refusal_rate=%.2f prefix_reuse=%d conversations=%d "
       "system_prompt=%d hints=%d",
-      seed, ranks, exec::RoleName(role), scheduler.max_batch_size, scheduler.num_draft_tokens,
-      spec::MethodName(scheduler.spec_method), scheduler.dynamic_draft_tokens,
-      kv::DraftModeName(draft_mode), sched::DummyPolicyName(scheduler.dummy_policy),
-      workload.num_requests, num_blocks, draft_num_blocks, workload.generation_only, faults.size(),
-      transfer_failure_rate, send_refusal_rate, scheduler.prefix_reuse, workload.conversations,
-      workload.system_prompt, workload.hint_followups);
+      seed, ranks, exec::RoleName(role), scheduler.max_batch_size,
+      scheduler.speculative.num_draft_tokens, spec::MethodName(scheduler.speculative.method),
+      scheduler.speculative.dynamic, kv::DraftModeName(draft_mode),
+      sched::DummyPolicyName(scheduler.dummy_policy), workload.num_requests, num_blocks,
+      draft_num_blocks, workload.generation_only, faults.size(), transfer_failure_rate,
+      send_refusal_rate, scheduler.prefix_reuse, workload.conversations, workload.system_prompt,
+      workload.hint_followups);
 }
 
 std::string SimSummary::ToString() const {

@@ -14,6 +14,7 @@
 #ifndef LOCKSTEP_RUNTIME_SIM_SIM_CLUSTER_H_
 #define LOCKSTEP_RUNTIME_SIM_SIM_CLUSTER_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "runtime/executor/executor_config.h"
 #include "runtime/sim/workload.h"
 #include "scheduler/scheduler_config.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::sim {
 
@@ -87,6 +89,8 @@ struct SimSummary {
   int64_t generated_tokens = 0;
   int64_t drafts_proposed = 0;
   int64_t drafts_accepted = 0;
+  // Generation steps of requests by the K they ran with, summed over ranks.
+  std::array<int64_t, spec::kMaxDraftTokens + 1> draft_k_steps{};
   int64_t transfer_failures = 0;
   int64_t send_refusals = 0;  // sends the transceiver was told to refuse
   // Prefix reuse, summed over ranks: tokens new context caches had to prefill, and of

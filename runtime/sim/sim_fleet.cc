@@ -77,7 +77,7 @@ class Fleet {
       : config_(config),
         reference_(SimEngineOptions(config.sim)),
         workload_(GenerateWorkload(config.sim.workload, config.sim.seed, config.sim.ranks,
-                                   config.sim.scheduler.num_draft_tokens, reference_)),
+                                   config.sim.scheduler.speculative.num_draft_tokens, reference_)),
         next_id_(static_cast<int64_t>(workload_.size())) {
     summary_.requests = static_cast<int64_t>(workload_.size());
     for (const SimRequest& r : workload_) tracked_.push_back(Tracked{.request = &r});

@@ -34,7 +34,8 @@ engine::FakeEngineOptions SimEngineOptions(const SimConfig& config) {
   options.target_num_blocks = config.num_blocks;
   options.draft_num_blocks =
       config.draft_mode == kv::DraftMode::kNone ? 0 : config.draft_num_blocks;
-  options.spec_method = config.scheduler.spec_method;
+  options.spec_method = config.scheduler.speculative.method;
+  options.ngram_max = config.scheduler.speculative.ngram_max;
   return options;
 }
 

@@ -1,6 +1,7 @@
 // Speculative decoding on the wire (proto/worker.proto DraftTokens): an instance's
-// drafts by method and its generation steps by K for Stats, and one request's drafts
-// for its Generate responses, from the executor's counters.
+// drafts by method, its generation steps by K and its generation requests by their
+// current K for Stats, and one request's drafts for its Generate responses, from the
+// executor's counters.
 #ifndef LOCKSTEP_RUNTIME_WORKER_DRAFT_STATS_H_
 #define LOCKSTEP_RUNTIME_WORKER_DRAFT_STATS_H_
 
@@ -11,10 +12,12 @@
 
 namespace lockstep::worker {
 
-// `drafts_by_method`: one entry for `method` (none for kNone); `draft_k_steps`: the
-// steps by K up to the largest K that ran (empty before any generation step).
-void SetDraftStats(spec::Method method, const exec::ExecutorCounters& counters,
-                   v1::StatsResponse* out);
+// `drafts_by_method`: one entry for the instance's method (none without speculation);
+// `draft_k_steps`: the steps by K up to the largest K that ran (empty before any
+// generation step); `draft_k_requests`: the requests by their current K, from 0 to the
+// instance's K (or a larger K holding requests).
+void SetDraftStats(const spec::SpeculativeConfig& speculative,
+                   const exec::ExecutorCounters& counters, v1::StatsResponse* out);
 
 // `drafts`, once the request has proposed any (its counts so far on this instance).
 void SetRequestDrafts(spec::Method method, const exec::Response& response,

@@ -9,6 +9,9 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
+const spec::SpeculativeConfig kNgramDynamic{
+    .method = spec::Method::kNgram, .num_draft_tokens = 4, .dynamic = true};
+
 TEST(DraftStatsTest, StatsCarryTheMethodsDraftsAndTheStepsByKUpToTheLargestK) {
   exec::ExecutorCounters c;
   c.drafts_proposed = 40;
@@ -17,7 +20,7 @@ TEST(DraftStatsTest, StatsCarryTheMethodsDraftsAndTheStepsByKUpToTheLargestK) {
   c.draft_k_steps[2] = 5;
   c.draft_k_steps[4] = 6;
   v1::StatsResponse out;
-  SetDraftStats(spec::Method::kNgram, c, &out);
+  SetDraftStats(kNgramDynamic, c, &out);
   ASSERT_EQ(out.drafts_by_method_size(), 1);
   EXPECT_EQ(out.drafts_by_method(0).method(), "ngram");
   EXPECT_EQ(out.drafts_by_method(0).proposed(), 40);
@@ -25,17 +28,34 @@ TEST(DraftStatsTest, StatsCarryTheMethodsDraftsAndTheStepsByKUpToTheLargestK) {
   EXPECT_THAT(out.draft_k_steps(), ElementsAre(2, 0, 5, 0, 6));
 }
 
+// The gauge of requests by their current K covers 0 to the instance's K, so a K that
+// holds no request reads 0 rather than disappearing.
+TEST(DraftStatsTest, RequestsByCurrentKFromZeroToTheInstancesK) {
+  exec::ExecutorCounters c;
+  v1::StatsResponse idle;
+  SetDraftStats(kNgramDynamic, c, &idle);
+  EXPECT_THAT(idle.draft_k_requests(), ElementsAre(0, 0, 0, 0, 0));
+  c.draft_k_requests[1] = 3;
+  c.draft_k_requests[4] = 5;
+  v1::StatsResponse out;
+  SetDraftStats(kNgramDynamic, c, &out);
+  EXPECT_THAT(out.draft_k_requests(), ElementsAre(0, 3, 0, 0, 5));
+}
+
 TEST(DraftStatsTest, WithoutSpeculationNoMethodAndEveryStepAtKZero) {
   exec::ExecutorCounters c;
   v1::StatsResponse idle;
-  SetDraftStats(spec::Method::kNone, c, &idle);
+  SetDraftStats(spec::SpeculativeConfig(), c, &idle);
   EXPECT_THAT(idle.drafts_by_method(), IsEmpty());
   EXPECT_THAT(idle.draft_k_steps(), IsEmpty());
+  EXPECT_THAT(idle.draft_k_requests(), ElementsAre(0));
   c.draft_k_steps[0] = 9;
+  c.draft_k_requests[0] = 2;
   v1::StatsResponse out;
-  SetDraftStats(spec::Method::kNone, c, &out);
+  SetDraftStats(spec::SpeculativeConfig(), c, &out);
   EXPECT_THAT(out.drafts_by_method(), IsEmpty());
   EXPECT_THAT(out.draft_k_steps(), ElementsAre(9));
+  EXPECT_THAT(out.draft_k_requests(), ElementsAre(2));
 }
 
 TEST(DraftStatsTest, ARequestsDraftsOnceItProposedAny) {

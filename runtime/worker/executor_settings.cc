@@ -40,10 +40,7 @@ absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::Deployment
   c.scheduler.max_num_tokens = e.max_num_tokens;
   c.scheduler.max_num_active_requests = static_cast<int32_t>(e.max_num_active_requests);
   c.scheduler.chunk_size = e.chunk_size;
-  const spec::SpeculativeConfig speculative = config::EffectiveSpeculative(instance);
-  c.scheduler.num_draft_tokens = speculative.enabled() ? speculative.num_draft_tokens : 0;
-  c.scheduler.spec_method = speculative.method;
-  c.scheduler.dynamic_draft_tokens = speculative.dynamic;
+  c.scheduler.speculative = config::EffectiveSpeculative(instance);
   c.scheduler.prefix_reuse = instance.kv.prefix_reuse;
   c.scheduler.dummy_policy = e.dummy_policy == config::DummyPolicy::kCompat
                                  ? sched::DummyPolicy::kCompat

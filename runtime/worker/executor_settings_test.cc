@@ -25,7 +25,8 @@ TEST(ExecutorSettingsTest, TheDisaggregatedExampleMapsFieldByField) {
   EXPECT_EQ(c->rank, 3);
   EXPECT_EQ(c->world_size, 4);
   EXPECT_EQ(c->scheduler.max_batch_size, 2);
-  EXPECT_EQ(c->scheduler.num_draft_tokens, 3);
+  EXPECT_EQ(c->scheduler.speculative.method, spec::Method::kDraftModel);
+  EXPECT_EQ(c->scheduler.speculative.num_draft_tokens, 3);
   EXPECT_EQ(c->scheduler.dummy_policy, sched::DummyPolicy::kReserved);
   EXPECT_EQ(c->kv.draft_mode, kv::DraftMode::kUnpaired);
   EXPECT_EQ(c->kv.target.layout, target);

@@ -112,7 +112,7 @@ grpc::Status WorkerServiceImpl::Stats(grpc::ServerContext*, const v1::StatsReque
   response->set_error_steps(c.error_steps);
   response->set_dummy_updates_dropped(c.dummy_updates_dropped);
   response->set_engine_failures(c.engine_failures);
-  SetDraftStats(options_.executor->spec_method(), c, response);
+  SetDraftStats(options_.executor->speculative(), c, response);
   SetRankStats(snap, response);
   for (size_t r = 0; r < snap.free_target_blocks.size(); ++r) {
     v1::PoolStats* p = response->add_pools();

@@ -198,16 +198,18 @@ instances:
     world_size: 2
     engine: cpu
     executor: {max_batch_size: 8, max_num_tokens: 512, max_num_active_requests: 16,
-               spec_k: 3, draft_pool: unpaired}
+               draft_pool: unpaired}
     kv: {tokens_per_block: 16, num_blocks: 512, draft_num_blocks: 512}
+    speculative: {method: draft_model, num_draft_tokens: 3}
     transfer: {deadline_ms: 1500, lease_ms: 4000}
   - name: gen0
     role: generation
     world_size: 4
     engine: cpu
     executor: {max_batch_size: 2, max_num_tokens: 64, max_num_active_requests: 4,
-               spec_k: 3, draft_pool: unpaired}
+               draft_pool: unpaired}
     kv: {tokens_per_block: 16, num_blocks: 256, draft_num_blocks: 256}
+    speculative: {method: draft_model, num_draft_tokens: 3}
     transfer: {deadline_ms: 1500, lease_ms: 4000}
 YAML
 run_dir="$dir/run"

@@ -75,8 +75,9 @@ std::string DisaggYaml(const std::string& model_dir, const DisaggOptions& option
     executor: {max_batch_size: )",
                     options.generation_max_batch_size, ", max_num_tokens: 64, max_num_active_requests: ",
                     options.generation_max_active_requests, R"(,
-               spec_k: 3, draft_pool: unpaired, audit_every_step: true}
+               draft_pool: unpaired, audit_every_step: true}
     kv: {tokens_per_block: 16, num_blocks: 256, draft_num_blocks: 256}
+    speculative: {method: draft_model, num_draft_tokens: 3}
 )",
                     transfer);
   }
@@ -98,8 +99,9 @@ instances:
     world_size: 2
     engine: cpu
     executor: {max_batch_size: 8, max_num_tokens: 512, max_num_active_requests: 16,
-               spec_k: 3, draft_pool: unpaired, audit_every_step: true}
+               draft_pool: unpaired, audit_every_step: true}
     kv: {tokens_per_block: 16, num_blocks: 512, draft_num_blocks: 512}
+    speculative: {method: draft_model, num_draft_tokens: 3}
 )",
                       transfer, generation);
 }

@@ -7,6 +7,7 @@
 #include "runtime/comm/in_process_communicator.h"
 #include "runtime/engine/cpu_engine.h"
 #include "runtime/executor/executor.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::e2e {
 namespace {
@@ -39,7 +40,10 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> ReferenceGenerate(
   config.scheduler.max_batch_size = 16;
   config.scheduler.max_num_active_requests = 64;
   config.scheduler.max_num_tokens = 1024;
-  config.scheduler.num_draft_tokens = num_draft_tokens;
+  if (num_draft_tokens > 0) {
+    config.scheduler.speculative = {.method = spec::Method::kDraftModel,
+                                    .num_draft_tokens = num_draft_tokens};
+  }
   ASSIGN_OR_RETURN(config.kv.target.layout, engine::ModelBlockLayout(model_dir, tpb));
   config.kv.target.num_blocks = 2048;
   if (num_draft_tokens > 0) {

@@ -52,7 +52,7 @@ sim::RankStackOptions StackOptions(const ClusterOptions& options, exec::Response
   s.engine.tokens_per_block = options.tokens_per_block;
   s.engine.target_num_blocks = options.num_blocks;
   s.engine.draft_num_blocks = draft_blocks;
-  s.engine.spec_method = options.scheduler.spec_method;
+  s.engine.spec_method = options.scheduler.speculative.method;
   s.transceiver = [options](int r) {
     transfer::FakeTransceiverOptions t;
     t.seed = static_cast<uint64_t>(r);
@@ -157,7 +157,7 @@ exec::NewRequestSpec ScriptedCluster::MakeRequest(int64_t id, int prompt_len, in
     c.address = "ctx-rank-0";
     c.remote_id = s.id;
     c.first_token = engine(0).TargetToken(s.sampling.seed, prompt_len);
-    for (int k = 0; k < options_.scheduler.num_draft_tokens; ++k) {
+    for (int k = 0; k < options_.scheduler.speculative.num_draft_tokens; ++k) {
       c.first_drafts.push_back(engine(0).DraftToken(s.sampling.seed, prompt_len + 1 + k));
     }
     s.context_source = std::move(c);

@@ -28,6 +28,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "spec_decode/speculative_config.h"
 #include "tests/executor/cluster.h"
 
 namespace lockstep::testing {
@@ -40,7 +41,7 @@ ClusterOptions Dep4(sched::DummyPolicy policy) {
   o.scheduler.max_batch_size = 2;
   o.scheduler.max_num_active_requests = 2;
   o.scheduler.max_num_tokens = 64;
-  o.scheduler.num_draft_tokens = 3;
+  o.scheduler.speculative = {.method = spec::Method::kDraftModel, .num_draft_tokens = 3};
   o.scheduler.dummy_policy = policy;
   o.scheduler.prefix_reuse = false;
   o.draft_mode = kv::DraftMode::kUnpaired;

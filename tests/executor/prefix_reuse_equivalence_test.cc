@@ -93,8 +93,7 @@ RunResult RunConversations(const Mode& mode, bool reuse, uint64_t seed) {
   config.scheduler.chunk_size = 48;
   config.scheduler.prefix_reuse = reuse;
   if (mode.method != spec::Method::kNone) {
-    config.scheduler.num_draft_tokens = kK;
-    config.scheduler.spec_method = mode.method;
+    config.scheduler.speculative = {.method = mode.method, .num_draft_tokens = kK};
   }
   config.kv.target.layout = *engine::ModelBlockLayout(dir, kTpb);
   config.kv.target.num_blocks = 512;
@@ -106,13 +105,13 @@ RunResult RunConversations(const Mode& mode, bool reuse, uint64_t seed) {
     config.kv.draft.enable_prefix_reuse = reuse;
     config.kv.draft.reuse_salt = 7;
   }
-  config.kv.dummy_reserved_tokens = 1 + config.scheduler.num_draft_tokens;
+  config.kv.dummy_reserved_tokens = 1 + config.scheduler.speculative.num_draft_tokens;
   absl::StatusOr<std::unique_ptr<kv::KvManager>> kv = kv::KvManager::Create(config.kv);
   LOCKSTEP_CHECK_OK(kv.status());
   engine::CpuEngineOptions e;
   e.model_dir = dir;
   e.spec_method = mode.method == spec::Method::kNone ? spec::Method::kDraftModel : mode.method;
-  e.num_draft_tokens = config.scheduler.num_draft_tokens;
+  e.num_draft_tokens = config.scheduler.speculative.num_draft_tokens;
   if (draft_model) e.draft_model_dir = dir + "/draft";
   e.target_storage = reinterpret_cast<float*>((*kv)->Storage(kv::PoolKind::kTarget));
   e.target_layout = config.kv.target.layout;

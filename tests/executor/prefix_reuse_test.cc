@@ -43,7 +43,7 @@ TEST_P(PrefixReuseTest, SharedPrefixesAreReusedInEveryPoolAndOutputsStayExact) {
   o.scheduler.chunk_size = 256;
   if (mode.method != spec::Method::kNone) {
     o = WithDraft(o, mode.draft_mode, 3);
-    o.scheduler.spec_method = mode.method;
+    o.scheduler.speculative.method = mode.method;
   }
   o.draft_num_blocks = mode.draft_blocks;
   ScriptedCluster c(o);

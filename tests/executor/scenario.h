@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/comm/faulty_communicator.h"
+#include "spec_decode/speculative_config.h"
 #include "tests/executor/cluster.h"
 
 namespace lockstep::testing {
@@ -29,7 +30,8 @@ inline ClusterOptions Base(int ranks, exec::Role role = exec::Role::kAggregated)
 }
 
 inline ClusterOptions WithDraft(ClusterOptions o, kv::DraftMode mode, int k = 3) {
-  o.scheduler.num_draft_tokens = k;
+  o.scheduler.speculative = {.method = k > 0 ? spec::Method::kDraftModel : spec::Method::kNone,
+                             .num_draft_tokens = k};
   o.draft_mode = mode;
   return o;
 }

@@ -2,6 +2,7 @@
 // counted per step and per rank; a failed engine batch is an error even when it held
 // only the pad dummy; dummy updates are dropped as such, and only a real request's
 // update to a closed or re-created cache counts as stale.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -103,22 +104,45 @@ TEST(StepCountersTest, DummyUpdatesAreNotStaleUpdates) {
   EXPECT_EQ(c.stream(a.id).tokens, c.ExpectedTokens(a));
 }
 
-// Every verified generation step is counted under the K it ran with; with dynamic K
-// and half the drafts rejected, K moves below its maximum. The instance's counts are
-// the sum of the ranks' (as of the last load all-gather).
+// Every verified generation step is counted under the K it ran with, and every
+// generation request under the K of its next step (a gauge); with dynamic K and half
+// the drafts rejected, K moves below its maximum. The instance's counts are the sum of
+// the ranks' (as of the last load all-gather).
 TEST(StepCountersTest, DraftKStepsCountEveryGenerationStepByItsK) {
   constexpr int kMaxK = 4;
   ClusterOptions o = WithDraft(Base(2), kv::DraftMode::kUnpaired, kMaxK);
-  o.scheduler.dynamic_draft_tokens = true;
+  o.scheduler.speculative.dynamic = true;
   o.draft_acceptance = 0.5;
   ScriptedCluster c(o);
   std::vector<exec::NewRequestSpec> specs;
   for (int i = 0; i < 4; ++i) specs.push_back(c.MakeRequest(i + 1, 6, 40, i % 2));
   for (const auto& s : specs) c.Submit(s);
-  RunToEnd(c, 4);
+  int64_t most_generating = 0, below_max = 0;
+  for (int i = 0; i < 2000 && !c.AllFinished(4); ++i) {
+    ASSERT_NO_FATAL_FAILURE(StepAudited(c));
+    exec::DraftKCounts requests{};
+    for (int r = 0; r < 2; ++r) {
+      const exec::DraftKCounts& mine = c.rank(r).counters().draft_k_requests;
+      for (size_t k = 0; k < mine.size(); ++k) requests[k] += mine[k];
+    }
+    ASSERT_EQ(c.rank(0).Snapshot().instance_counters.draft_k_requests, requests) << "step " << i;
+    int64_t generating = 0;
+    for (size_t k = 0; k < requests.size(); ++k) {
+      if (static_cast<int>(k) > kMaxK) EXPECT_EQ(requests[k], 0) << "K " << k;
+      generating += requests[k];
+      if (static_cast<int>(k) < kMaxK) below_max += requests[k];
+    }
+    EXPECT_LE(generating, 4);
+    most_generating = std::max(most_generating, generating);
+  }
+  ASSERT_TRUE(c.AllFinished(4));
+  EXPECT_EQ(most_generating, 4) << "every request was counted while it generated";
+  EXPECT_GT(below_max, 0) << "dynamic K moved requests below the instance's K";
   for (int i = 0; i < 2; ++i) ASSERT_NO_FATAL_FAILURE(StepAudited(c));  // idle: all gathered
+  EXPECT_EQ(c.rank(0).Snapshot().instance_counters.draft_k_requests, exec::DraftKCounts{})
+      << "no request left: the gauge is back at 0";
 
-  std::array<int64_t, spec::kMaxDraftTokens + 1> sum{};
+  exec::DraftKCounts sum{};
   for (int r = 0; r < 2; ++r) {
     const exec::ExecutorCounters& n = c.rank(r).counters();
     int64_t steps = 0, most_drafts = 0, used_buckets = 0;

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "runtime/sim/scenarios.h"
 #include "runtime/sim/sim_fleet.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::sim {
 namespace {
@@ -51,7 +52,7 @@ TEST(InstanceFailureTest, TwoFailuresWithSpeculationAndCancelsAcrossSeeds) {
   for (uint64_t seed = base; seed < base + 8; ++seed) {
     SCOPED_TRACE(lockstep::testing::SeedTrace(seed));
     FleetConfig c = Fleet(seed, 3, 2, 90);
-    c.sim.scheduler.num_draft_tokens = 3;
+    c.sim.scheduler.speculative = {.method = spec::Method::kDraftModel, .num_draft_tokens = 3};
     c.sim.draft_mode = kv::DraftMode::kUnpaired;
     c.sim.workload.cancel_fraction = 0.1;
     c.sim.faults = {{.kind = SimFault::Kind::kVeto, .rank = 1, .step = 7}};

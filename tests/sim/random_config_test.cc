@@ -1,10 +1,10 @@
 // Random configurations (ranks 2–8, max_batch_size 1–16, K 0–4, no/paired/unpaired
-// draft pool or the n-gram drafter, both dummy policies, aggregated, generation-only or
-// context-only, faults on or off, prefix reuse mostly on, independent requests or
-// multi-turn conversations): no invariant violation, no hang, correct tokens for every completed
-// request, every request answered once, every failure or cancellation explained by a
-// fault the run injected into that request, pools back to baseline. CI runs
-// LOCKSTEP_SIM_SEEDS seeds (default 150); the documented long run is
+// draft pool or the n-gram drafter, fixed or dynamic K, both dummy policies, aggregated,
+// generation-only or context-only, faults on or off, prefix reuse mostly on, independent
+// requests or multi-turn conversations): no invariant violation, no hang, correct tokens
+// for every completed request, every request answered once, every failure or
+// cancellation explained by a fault the run injected into that request, pools back to
+// baseline. CI runs LOCKSTEP_SIM_SEEDS seeds (default 150); the documented long run is
 // `lockstep sim --seeds 1000 --random-config`.
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +31,9 @@ TEST(RandomConfigTest, ManySeeds) {
   // Prefix tokens reused in multi-turn runs with reuse on, by drafter and draft pool.
   std::map<std::string, int64_t> reused;
   int64_t mirror_reused = 0, unpaired_reused = 0;  // unpaired: mirrors' and targets'
+  // Dynamic K by drafter: configurations drawn, and generation steps below the drawn K
+  // (dynamic K moved) and at it.
+  std::map<std::string, int64_t> dynamic_configs, dynamic_below_k, dynamic_at_k;
   for (int seed = 1; seed <= seeds; ++seed) {
     const SimConfig config = RandomConfig(seed);
     const SimSummary summary = RunSimulation(config);
@@ -39,15 +42,23 @@ TEST(RandomConfigTest, ManySeeds) {
     cancelled += summary.cancelled;
     if (config.scheduler.prefix_reuse && config.workload.conversations > 0 &&
         config.role != exec::Role::kGeneration) {
-      const std::string mode = config.scheduler.num_draft_tokens == 0
-                                   ? "no speculation"
-                                   : absl::StrCat(spec::MethodName(config.scheduler.spec_method),
-                                                  "/", kv::DraftModeName(config.draft_mode));
+      const spec::SpeculativeConfig& s = config.scheduler.speculative;
+      const std::string mode = !s.enabled() ? "no speculation"
+                                            : absl::StrCat(spec::MethodName(s.method), "/",
+                                                           kv::DraftModeName(config.draft_mode));
       reused[mode] += summary.reused_tokens;
       if (config.draft_mode == kv::DraftMode::kUnpaired) {
         mirror_reused += summary.mirror_reused_tokens;
         unpaired_reused += summary.kv_reused_tokens;
       }
+    }
+    if (const spec::SpeculativeConfig& s = config.scheduler.speculative; s.dynamic) {
+      const std::string method = spec::MethodName(s.method);
+      ++dynamic_configs[method];
+      for (int k = 0; k < s.num_draft_tokens; ++k) {
+        dynamic_below_k[method] += summary.draft_k_steps[k];
+      }
+      dynamic_at_k[method] += summary.draft_k_steps[s.num_draft_tokens];
     }
     if (!summary.ok()) {
       ++failed;
@@ -72,6 +83,20 @@ TEST(RandomConfigTest, ManySeeds) {
     // Mirrors reused too, and sometimes less than their targets (a draft prefix ran).
     EXPECT_GT(mirror_reused, 0);
     EXPECT_LT(mirror_reused, unpaired_reused);
+    // Dynamic K ran with both drafters, and moved: steps at the drawn K and below it.
+    for (const char* method : {"draft_model", "ngram"}) {
+      EXPECT_GT(dynamic_configs[method], 0) << method;
+      EXPECT_GT(dynamic_at_k[method], 0) << method;
+      EXPECT_GT(dynamic_below_k[method], 0) << method;
+    }
+  }
+  for (const auto& [method, configs] : dynamic_configs) {
+    std::printf(
+        "dynamic K, %s: %lld configurations, %lld generation steps below the drawn K, "
+        "%lld at it\n",
+        method.c_str(), static_cast<long long>(configs),
+        static_cast<long long>(dynamic_below_k[method]),
+        static_cast<long long>(dynamic_at_k[method]));
   }
   std::printf("unpaired: mirrors reused %lld of their targets' %lld\n",
               static_cast<long long>(mirror_reused), static_cast<long long>(unpaired_reused));

@@ -1,5 +1,6 @@
 #include "gtest/gtest.h"
 #include "runtime/sim/sim_cluster.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::sim {
 namespace {
@@ -20,7 +21,7 @@ TEST(SimSmokeTest, AggregatedTwoRanks) {
 TEST(SimSmokeTest, MultiTurnConversationsReuseTheirPrefixes) {
   SimConfig c;
   c.ranks = 2;
-  c.scheduler.num_draft_tokens = 3;
+  c.scheduler.speculative = {.method = spec::Method::kDraftModel, .num_draft_tokens = 3};
   c.draft_mode = kv::DraftMode::kUnpaired;
   c.workload.conversations = 6;
   c.workload.min_turns = 3;

@@ -1,5 +1,6 @@
 #include "tools/bench/bench_command.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "runtime/launcher/local_deployment.h"
 #include "spec_decode/speculative_config.h"
 #include "tools/bench/bench_report.h"
+#include "tools/bench/draft_k_sampler.h"
 #include "tools/bench/failure_injection.h"
 #include "tools/bench/instance_stats.h"
 #include "tools/bench/load_generator.h"
@@ -55,7 +57,8 @@ int RunBench(const std::vector<std::string>& args) {
   std::string workload = "default";
   flags.AddString("workload", &workload,
                   "default (random letters) | repetitive (a short span repeated: text the "
-                  "model can copy) | multi-turn (conversations; see its own --help)");
+                  "model can copy; 512-1024-byte prompts unless --min-prompt / --max-prompt) | "
+                  "multi-turn (conversations; see its own --help)");
   KillPlan kill;
   flags.AddString("kill", &kill.process,
                   "with --config: SIGKILL this process of the deployment (e.g. agg0/rank1) "
@@ -84,6 +87,12 @@ int RunBench(const std::vector<std::string>& args) {
   } else {
     std::fprintf(stderr, "bench: --workload: %s\n", std::string(parsed.status().message()).c_str());
     return 2;
+  }
+  if (load.workload == LoadOptions::Workload::kRepetitive) {
+    if (!flags.WasSet("max-prompt")) load.max_prompt_bytes = kRepetitiveMaxPromptBytes;
+    if (!flags.WasSet("min-prompt")) {
+      load.min_prompt_bytes = std::min(kRepetitiveMinPromptBytes, load.max_prompt_bytes);
+    }
   }
   if (load.requests < 1 || load.concurrency < 1 || request_timeout_s < 0) {
     std::fprintf(stderr,
@@ -133,7 +142,12 @@ int RunBench(const std::vector<std::string>& args) {
     injector =
         std::make_unique<FailureInjector>(*deployment, kill, tokens, load.request_timeout);
   }
+  // Requests by their current K is a gauge: sampled while the load runs.
+  std::unique_ptr<DraftKSampler> k_sampler;
+  if (!grpc.empty()) k_sampler = std::make_unique<DraftKSampler>(grpc, absl::Milliseconds(250));
   const LoadResult result = RunLoad(load);
+  std::optional<DraftKAverages> k_requests;
+  if (k_sampler != nullptr) k_requests = k_sampler->Stop();
   std::optional<nlohmann::json> failure;
   if (injector != nullptr) {
     const absl::StatusOr<absl::Time> killed_at = injector->Finish();
@@ -157,6 +171,7 @@ int RunBench(const std::vector<std::string>& args) {
     absl::StatusOr<std::map<std::string, InstanceDelta>> after = ReadInstanceCounters(grpc);
     if (after.ok()) deltas = Subtract(*after, before);
   }
+  if (k_requests.has_value()) k_requests->Fill(&deltas);
   if (deployment != nullptr) {
     for (InstanceDelta& d : deltas) {
       if (const config::InstanceConfig* instance = deployment->config().FindInstance(d.name)) {

@@ -46,6 +46,17 @@ std::string FormatKSteps(const json& steps, double mean) {
   return out;
 }
 
+// "3:1.2 4:5.0 (mean of 12 samples)": the K that held requests, with their mean count.
+std::string FormatKRequests(const json& mean, int64_t samples) {
+  std::string out;
+  for (size_t k = 0; k < mean.size(); ++k) {
+    if (mean[k].get<double>() > 0)
+      absl::StrAppendFormat(&out, "%d:%.1f ", k, mean[k].get<double>());
+  }
+  absl::StrAppendFormat(&out, "(mean of %d samples)", samples);
+  return out;
+}
+
 }  // namespace
 
 Percentiles Compute(std::vector<double> values) {
@@ -105,6 +116,8 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
   double kv_seconds = 0;
   std::map<std::string, DraftCounts> by_method;
   std::vector<int64_t> k_steps;
+  std::vector<double> k_requests;  // summed over instances: the deployment's mean
+  int64_t k_request_samples = 0;   // the fewest any sampled instance had
   for (const InstanceDelta& i : instances) {
     per_instance.push_back(
         {{"name", i.name},
@@ -134,6 +147,19 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
          {"drafts_by_method", MethodsJson(i.drafts_by_method)},
          {"draft_k_steps", i.draft_k_steps},
          {"mean_k", MeanK(i.draft_k_steps)}});
+    if (i.draft_k_request_samples > 0) {
+      per_instance.back()["draft_k_requests"] = {{"samples", i.draft_k_request_samples},
+                                                 {"mean", i.mean_draft_k_requests}};
+      if (k_requests.size() < i.mean_draft_k_requests.size()) {
+        k_requests.resize(i.mean_draft_k_requests.size());
+      }
+      for (size_t k = 0; k < i.mean_draft_k_requests.size(); ++k) {
+        k_requests[k] += i.mean_draft_k_requests[k];
+      }
+      k_request_samples = k_request_samples == 0
+                              ? i.draft_k_request_samples
+                              : std::min(k_request_samples, i.draft_k_request_samples);
+    }
     for (const auto& [method, d] : i.drafts_by_method) {
       by_method[method].proposed += d.proposed;
       by_method[method].accepted += d.accepted;
@@ -151,6 +177,9 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
   report["drafts_by_method"] = MethodsJson(by_method);
   report["draft_k_steps"] = k_steps;
   report["mean_k"] = MeanK(k_steps);
+  if (k_request_samples > 0) {
+    report["draft_k_requests"] = {{"samples", k_request_samples}, {"mean", k_requests}};
+  }
   json per_request = json::object();
   for (const auto& [method, r] : request_drafts) {
     per_request[method] = {
@@ -195,6 +224,11 @@ std::string FormatReport(const json& r) {
     if (!i.value("drafts_by_method", json::object()).empty()) {
       absl::StrAppendFormat(&out, "  %-12s K per sequence step %s\n", "",
                             FormatKSteps(i["draft_k_steps"], i["mean_k"].get<double>()));
+      if (i.contains("draft_k_requests")) {
+        absl::StrAppendFormat(&out, "  %-12s requests by current K %s\n", "",
+                              FormatKRequests(i["draft_k_requests"]["mean"],
+                                              i["draft_k_requests"]["samples"].get<int64_t>()));
+      }
     }
   }
   absl::StrAppendFormat(&out, "  drafts       %.1f%% accepted\n",
@@ -217,6 +251,11 @@ std::string FormatReport(const json& r) {
   if (!by_method.empty()) {
     absl::StrAppendFormat(&out, "  K steps      %s\n",
                           FormatKSteps(r["draft_k_steps"], r["mean_k"].get<double>()));
+    if (r.contains("draft_k_requests")) {
+      absl::StrAppendFormat(&out, "  K requests   %s\n",
+                            FormatKRequests(r["draft_k_requests"]["mean"],
+                                            r["draft_k_requests"]["samples"].get<int64_t>()));
+    }
   }
   if (r["kv_transfer_bytes"].get<int64_t>() > 0) {
     absl::StrAppendFormat(&out, "  KV transfer  %.1f MB at %.3f GB/s\n",

@@ -29,6 +29,12 @@ struct InstanceDelta {
   std::map<std::string, DraftCounts> drafts_by_method;
   // Generation steps of requests by K (index): the drafts asked of each sequence-step.
   std::vector<int64_t> draft_k_steps;
+  // Generation requests by the K of their next step (index), a gauge: as of the read
+  // (not a delta), and its mean over the samples taken during the run (DraftKSampler;
+  // none when no sample was taken).
+  std::vector<int64_t> draft_k_requests;
+  std::vector<double> mean_draft_k_requests;
+  int64_t draft_k_request_samples = 0;
   int64_t generated_tokens = 0;
   // How the instance speculates, from the deployment config when the bench started it
   // ("ngram K=4 dynamic"); empty when unknown.

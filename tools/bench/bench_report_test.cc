@@ -96,6 +96,11 @@ TEST(BenchReportTest, DraftsByMethodKStepsAndPerRequestAcceptance) {
   plain.name = "agg2";
   plain.role = "aggregated";
   plain.draft_k_steps = {30};
+  // Requests by their current K, sampled during the run (b was never sampled).
+  a.draft_k_request_samples = 12;
+  a.mean_draft_k_requests = {0.5, 0, 1.5, 0, 4};
+  plain.draft_k_request_samples = 10;
+  plain.mean_draft_k_requests = {3};
   std::map<std::string, RequestDrafts> per_request;
   per_request["ngram"] = {8, 6.0};
   const nlohmann::json r = MakeReport(options, result, {a, b, plain}, per_request);
@@ -108,6 +113,12 @@ TEST(BenchReportTest, DraftsByMethodKStepsAndPerRequestAcceptance) {
   EXPECT_EQ(r["drafts_by_method"]["ngram"]["proposed"], 100);
   EXPECT_EQ(r["drafts_by_method"]["ngram"]["accepted"], 70);
   EXPECT_EQ(r["draft_k_steps"], nlohmann::json({40, 0, 10, 0, 30}));
+  EXPECT_EQ(i0["draft_k_requests"]["samples"], 12);
+  EXPECT_EQ(i0["draft_k_requests"]["mean"], nlohmann::json({0.5, 0, 1.5, 0, 4}));
+  EXPECT_FALSE(r["instances"][1].contains("draft_k_requests"));
+  // Summed over the sampled instances; the fewest samples any of them had.
+  EXPECT_EQ(r["draft_k_requests"]["mean"], nlohmann::json({3.5, 0, 1.5, 0, 4}));
+  EXPECT_EQ(r["draft_k_requests"]["samples"], 10);
   EXPECT_EQ(r["request_drafts"]["ngram"]["requests"], 8);
   EXPECT_DOUBLE_EQ(r["request_drafts"]["ngram"]["mean_acceptance"].get<double>(), 0.75);
   const std::string text = FormatReport(r);
@@ -116,6 +127,9 @@ TEST(BenchReportTest, DraftsByMethodKStepsAndPerRequestAcceptance) {
                         "ngram        70 of 100 accepted (70.0%); per request 75.0% mean over 8 "
                         "requests"));
   EXPECT_THAT(text, ::testing::HasSubstr("K steps      0:40 2:10 4:30 (mean 1.75)"));
+  EXPECT_THAT(text,
+              ::testing::HasSubstr("requests by current K 0:0.5 2:1.5 4:4.0 (mean of 12 samples)"));
+  EXPECT_THAT(text, ::testing::HasSubstr("K requests   0:3.5 2:1.5 4:4.0 (mean of 10 samples)"));
 }
 
 TEST(BenchReportTest, WorkloadNames) {

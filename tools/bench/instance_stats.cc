@@ -54,6 +54,7 @@ absl::StatusOr<std::map<std::string, InstanceDelta>> ReadInstanceCounters(
       d.drafts_by_method[drafts.method()] = {drafts.proposed(), drafts.accepted()};
     }
     d.draft_k_steps.assign(stats.draft_k_steps().begin(), stats.draft_k_steps().end());
+    d.draft_k_requests.assign(stats.draft_k_requests().begin(), stats.draft_k_requests().end());
     d.generated_tokens = stats.generated_tokens();
     d.kv_bytes_received = stats.kv_bytes_received();
     d.kv_receive_seconds = static_cast<double>(stats.kv_receive_micros()) / 1e6;

@@ -31,7 +31,8 @@ struct LoadOptions {
   uint64_t seed = 1;
   // What the prompts look like: kDefault, random letters; kRepetitive, a short random
   // span (8..24 letters) repeated to the prompt's length, so the continuation the model
-  // settles into repeats text it has seen (what prompt-lookup drafting copies).
+  // settles into repeats text it has seen (what prompt-lookup drafting copies); its
+  // prompts are long unless given (kRepetitivePromptBytes).
   enum class Workload { kDefault, kRepetitive };
   Workload workload = Workload::kDefault;
   // How long a request may wait for its next byte (its first token under load, too);
@@ -46,6 +47,12 @@ struct LoadOptions {
   // arrive (a failure injection watches it); not owned.
   std::atomic<int64_t>* tokens_received = nullptr;
 };
+
+// The repetitive workload's prompt lengths in bytes (= tokens) when --min-prompt and
+// --max-prompt are not given: long prompts, well inside the tiny models' 4096 positions
+// and the router's default max_prompt_tokens (2048).
+inline constexpr int64_t kRepetitiveMinPromptBytes = 512;
+inline constexpr int64_t kRepetitiveMaxPromptBytes = 1024;
 
 struct RequestOutcome {
   bool ok = false;

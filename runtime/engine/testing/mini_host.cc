@@ -7,15 +7,35 @@
 #include "absl/time/time.h"
 #include "common/check.h"
 #include "common/status_macros.h"
+#include "spec_decode/budget.h"
 
 namespace lockstep::engine::testing {
+namespace {
+
+spec::SpeculativeConfig SpeculativeOf(const HostOptions& o) {
+  spec::SpeculativeConfig s;
+  if (o.num_draft_tokens > 0) {
+    s.method = o.spec_method;
+    s.num_draft_tokens = o.num_draft_tokens;
+    s.dynamic = o.dynamic;
+  }
+  LOCKSTEP_CHECK_OK(s.Validate());
+  return s;
+}
+
+}  // namespace
 
 MiniHost::MiniHost(ModelEngine* engine, HostPool* target, HostPool* draft, HostOptions options)
-    : engine_(engine), target_(target), draft_(draft), options_(options) {
-  LOCKSTEP_CHECK_OK(target_->Cover(dummy_blocks_, 1 + options_.num_draft_tokens));
-  if (draft_ != nullptr) {
-    LOCKSTEP_CHECK_OK(draft_->Cover(dummy_draft_blocks_, 1 + options_.num_draft_tokens));
-  }
+    : engine_(engine),
+      target_(target),
+      draft_(draft),
+      options_(options),
+      speculative_(SpeculativeOf(options)),
+      draft_mode_(draft != nullptr ? kv::DraftMode::kUnpaired : kv::DraftMode::kNone) {
+  const spec::Grant dummy =
+      spec::GenerationGrant(speculative_.StepDraftTokens(nullptr), draft_mode_);
+  LOCKSTEP_CHECK_OK(target_->Cover(dummy_blocks_, dummy.target_tokens));
+  if (draft_ != nullptr) LOCKSTEP_CHECK_OK(draft_->Cover(dummy_draft_blocks_, dummy.draft_tokens));
 }
 
 void MiniHost::Add(HostRequest request) {
@@ -24,6 +44,7 @@ void MiniHost::Add(HostRequest request) {
   seq.request = std::move(request);
   seq.generation = next_generation_++;
   seq.draft_generation = draft_ != nullptr ? next_generation_++ : 0;
+  seq.dynamic_k = speculative_.MakeDynamicK();
   order_.push_back(id);
 }
 
@@ -51,15 +72,9 @@ void MiniHost::Release(Seq& seq, Batch& batch) {
   seq.released = true;
 }
 
-int MiniHost::NextK(const Seq& seq) const {
-  if (!options_.dynamic) return options_.num_draft_tokens;
-  return std::min(seq.dynamic_k.k(), options_.num_draft_tokens);
-}
-
 absl::Status MiniHost::Launch(bool pad) {
   Batch batch;
   batch.step = StepId(next_step_++);
-  const int max_k = options_.num_draft_tokens;
   const bool draft_kv = options_.spec_method == spec::Method::kDraftModel;
   std::vector<int64_t> ids;
   for (int64_t id : order_) {
@@ -73,11 +88,13 @@ absl::Status MiniHost::Launch(bool pad) {
     if (seq.in_flight > (options_.overlap ? 1 : 0)) continue;
     const int64_t prompt = static_cast<int64_t>(seq.request.prompt.size());
     const kv::BlockRefs kv{RequestId(id), seq.generation, {}, seq.draft_generation, {}};
-    const int k = NextK(seq);
+    const int k = speculative_.StepDraftTokens(&seq.dynamic_k);
     if (seq.prefilled < prompt) {
       const int64_t n = std::min<int64_t>(options_.chunk_size, prompt - seq.prefilled);
       const bool last = seq.prefilled + n == prompt;
-      RETURN_IF_ERROR(Grow(seq, seq.prefilled + n, seq.prefilled + n + (last ? k : 0)));
+      const spec::Grant grant = spec::ContextGrant(n, last, k, draft_mode_);
+      RETURN_IF_ERROR(
+          Grow(seq, seq.prefilled + grant.target_tokens, seq.prefilled + grant.draft_tokens));
       // The n-gram drafter, the penalties and min_tokens see the whole sequence.
       if (last && (!draft_kv || seq.request.sampling.UsesHistory())) {
         batch.context.emplace_back().earlier_tokens.assign(
@@ -92,15 +109,16 @@ absl::Status MiniHost::Launch(bool pad) {
       chunk.position = seq.prefilled;
       chunk.last_chunk = last;
       chunk.sampling = seq.request.sampling;
-      chunk.num_draft_tokens = k;
+      chunk.num_draft_tokens = grant.num_draft_tokens;
       seq.target_limit = seq.draft_limit = seq.prefilled + n;
       seq.prefilled += n;
       if (last) seq.history = seq.bound = prompt;
     } else {
-      RETURN_IF_ERROR(Grow(seq, seq.bound + 1 + k, seq.bound + 1 + k));
+      const spec::Grant grant = spec::GenerationGrant(k, draft_mode_);
+      RETURN_IF_ERROR(Grow(seq, seq.bound + grant.target_tokens, seq.bound + grant.draft_tokens));
       GenerationStep& step = batch.generation.emplace_back();
       step.kv = kv;
-      step.num_draft_tokens = k;
+      step.num_draft_tokens = grant.num_draft_tokens;
       step.sampling = seq.request.sampling;
       seq.target_limit = seq.bound + 1 + k;
       seq.draft_limit = seq.bound + k;
@@ -124,7 +142,7 @@ absl::Status MiniHost::Launch(bool pad) {
     step.kv = kv::BlockRefs{RequestId(options_.dummy_id), next_generation_++, dummy_blocks_,
                             draft_ != nullptr ? next_generation_++ : 0, dummy_draft_blocks_};
     step.seed = SequenceSeed{0, 0, {}, {}};
-    step.num_draft_tokens = max_k;
+    step.num_draft_tokens = speculative_.StepDraftTokens(nullptr);
     step.is_dummy = true;
   }
   steps_.push_back(batch.step);

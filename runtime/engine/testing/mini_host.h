@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kvcache/kv_types.h"
 #include "runtime/engine/model_engine.h"
 #include "runtime/engine/testing/test_models.h"
 #include "scheduler/sampling_params.h"
@@ -90,12 +91,9 @@ class MiniHost {
     bool finished = false;
     bool released = false;
     HostOutput out;
-    spec::DynamicK dynamic_k{spec::kMaxDraftTokens};
+    spec::DynamicK dynamic_k{0};  // made by Add
     std::deque<int> step_k;  // K of each launched, not collected generation step
   };
-
-  // K of `seq`'s next step.
-  int NextK(const Seq& seq) const;
 
   static constexpr int kCheckEvery = 8;
 
@@ -107,6 +105,10 @@ class MiniHost {
   HostPool* target_;
   HostPool* draft_;
   const HostOptions options_;
+  // The options' speculation, and the draft KV the grants are sized for (a draft pool
+  // sized on its own, as an unpaired one).
+  const spec::SpeculativeConfig speculative_;
+  const kv::DraftMode draft_mode_;
   std::map<int64_t, Seq> seqs_;
   std::vector<int64_t> order_;                  // admission order
   std::deque<std::vector<int64_t>> in_flight_;  // per launched step: its sequences
