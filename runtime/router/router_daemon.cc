@@ -145,6 +145,10 @@ absl::Status RouterDaemon::StartServing() {
   const config::RouterConfig& rc = config_.router;
   grpc::ServerBuilder builder;
   int grpc_port = 0;
+  // Bounded threads: a call that finds none free is refused, never queued (docs/security.md §5).
+  grpc::ResourceQuota quota("lockstep-router-grpc");
+  quota.SetMaxThreads(static_cast<int>(rc.grpc_max_threads));
+  builder.SetResourceQuota(quota);
   // Every method needs the cluster token but RouterService.Generate, which is for
   // clients (their API key).
   builder.AddListeningPort(rc.grpc_listen, security::ServerTransportCredentials(), &grpc_port);
@@ -172,6 +176,13 @@ absl::Status RouterDaemon::StartServing() {
       flows_.CancelDisconnected();
     }
   });
+  if (rc.max_concurrent_requests == 0 && rc.max_queued_requests == 0) {
+    LOCKSTEP_LOG_WARN("router",
+                      "router.max_concurrent_requests and router.max_queued_requests are both 0 "
+                      "(no limit): every request is admitted and waits at its instance, however "
+                      "many arrive; set them to refuse the excess with 429 / RESOURCE_EXHAUSTED "
+                      "(docs/security.md §5)");
+  }
   LOCKSTEP_LOG_INFO("router", "serving model {} ({} instances configured): {} {} grpc {}{}",
                     config_.model.name, config_.instances.size(),
                     rc.https_cert_file.empty() ? "http" : "https", http_address_, grpc_address_,
