@@ -16,7 +16,8 @@
 // ServerTransportCredentials(), or listens with ServerCredentials().
 //
 // Ownership: the wrapper neither owns nor registers `service`; both must outlive the
-// server. The token is the one of `security` when the wrapper is made.
+// server. The token is the one of `security` when the wrapper is made. The request
+// reaches server interceptors (none here) as gRPC's raw bytes, not as the message.
 // Thread safety: as the wrapped service.
 #ifndef LOCKSTEP_RUNTIME_SECURITY_TOKEN_CHECKED_SERVICE_H_
 #define LOCKSTEP_RUNTIME_SECURITY_TOKEN_CHECKED_SERVICE_H_
