@@ -116,6 +116,13 @@ class TokenCheckedService final : public grpc::Service {
 
 }  // namespace
 
+const google::protobuf::ServiceDescriptor& GeneratedServiceDescriptor(const char* full_name) {
+  const google::protobuf::ServiceDescriptor* descriptor =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(full_name);
+  LOCKSTEP_CHECK(descriptor != nullptr) << "no descriptor of service " << full_name;
+  return *descriptor;
+}
+
 std::unique_ptr<grpc::Service> RequireClusterToken(
     grpc::Service* service, const google::protobuf::ServiceDescriptor& descriptor,
     const ClusterSecurity& security, std::vector<std::string> open_methods) {

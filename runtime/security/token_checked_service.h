@@ -24,6 +24,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "google/protobuf/descriptor.h"
@@ -40,14 +41,15 @@ std::unique_ptr<grpc::Service> RequireClusterToken(
     const ClusterSecurity& security = ProcessClusterSecurity(),
     std::vector<std::string> open_methods = {});
 
+// The descriptor of a service compiled into this binary, by full name.
+const google::protobuf::ServiceDescriptor& GeneratedServiceDescriptor(const char* full_name);
+
 // The same for a service implementing protoc's `Generated` (e.g. v1::WorkerService).
 template <class Generated>
 std::unique_ptr<grpc::Service> RequireClusterToken(
     grpc::Service* service, const ClusterSecurity& security = ProcessClusterSecurity(),
     std::vector<std::string> open_methods = {}) {
-  return RequireClusterToken(service,
-                             *google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
-                                 Generated::service_full_name()),
+  return RequireClusterToken(service, GeneratedServiceDescriptor(Generated::service_full_name()),
                              security, std::move(open_methods));
 }
 
