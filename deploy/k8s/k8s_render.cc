@@ -67,7 +67,9 @@ bool IsDnsLabel(const std::string& name) {
 class Renderer {
  public:
   Renderer(const config::DeploymentConfig& config, const K8sRenderOptions& options)
-      : config_(config), options_(options), secrets_(config.security, options.name) {}
+      : config_(config),
+        options_(options),
+        secrets_(config.security, config.router, options.name) {}
 
   std::vector<std::string> Check() const {
     std::vector<std::string> errors = secrets_.Check(kConfigDir);
@@ -165,13 +167,13 @@ class Renderer {
             {"data", {{"deployment.yaml", options_.config_text}}}};
   }
 
-  // `own` and then the secrets' mounts / volumes.
-  Json Mounts(std::vector<Json> own) const {
-    for (Json& mount : secrets_.VolumeMounts()) own.push_back(std::move(mount));
+  // `own` and then the secrets' mounts / volumes (`router`: the router pod's).
+  Json Mounts(std::vector<Json> own, bool router = false) const {
+    for (Json& mount : secrets_.VolumeMounts(router)) own.push_back(std::move(mount));
     return own;
   }
-  Json Volumes(std::vector<Json> own) const {
-    for (Json& volume : secrets_.Volumes()) own.push_back(std::move(volume));
+  Json Volumes(std::vector<Json> own, bool router = false) const {
+    for (Json& volume : secrets_.Volumes(router)) own.push_back(std::move(volume));
     return own;
   }
 
@@ -193,7 +195,9 @@ class Renderer {
         {"env", secrets_.Env()},
         {"readinessProbe",
          {{"tcpSocket", {{"port", "http"}}}, {"periodSeconds", 5}, {"failureThreshold", 3}}},
-        {"volumeMounts", Mounts({{{"name", "config"}, {"mountPath", kConfigDir}, {"readOnly", true}}})}};
+        {"volumeMounts",
+         Mounts({{{"name", "config"}, {"mountPath", kConfigDir}, {"readOnly", true}}},
+                /*router=*/true)}};
     return {{"apiVersion", "apps/v1"},
             {"kind", "Deployment"},
             {"metadata", Metadata(Name("router"), "router")},
@@ -204,7 +208,7 @@ class Renderer {
                {{"metadata", {{"labels", Labels("router")}}},
                 {"spec",
                  {{"containers", Json::array({container})},
-                  {"volumes", Volumes({ConfigVolume()})}}}}}}}};
+                  {"volumes", Volumes({ConfigVolume()}, /*router=*/true)}}}}}}}};
   }
 
   Json RouterService() const {

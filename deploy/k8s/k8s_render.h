@@ -4,7 +4,9 @@
 //
 //   configmap.yaml        the deployment YAML itself, mounted at /etc/lockstep
 //   secret.yaml           the cluster token, a Secret every pod mounts (k8s_secrets.h;
-//                         with TLS files in the config, pods also mount PREFIX-tls)
+//                         with TLS files in the config, pods also mount PREFIX-tls; with
+//                         router.https_cert_file / api_keys_file, the router pod mounts
+//                         PREFIX-router-https / PREFIX-api-keys)
 //   router.yaml           the router: a Deployment and a Service (HTTP and gRPC ports
 //                         from router.http_listen / router.grpc_listen, fixed)
 //   <pool>.yaml           per role (ctx, gen, agg): with placement.nodes_per_instance 1,
@@ -48,8 +50,8 @@ struct RenderedFile {
 };
 
 // The files in a fixed order, or InvalidArgument naming the field or flag that does
-// not fit: a router port of 0, a relative model or security path (it is read inside
-// the container), instances of one pool with different world sizes, TLS without
+// not fit: a router port of 0, a relative model, security or router secret path (it is
+// read inside the container), instances of one pool with different world sizes, TLS without
 // security.tls_server_name, no --image, no token.
 // `config` must come from the config text parsed with no base directory, so that
 // model paths are as written.

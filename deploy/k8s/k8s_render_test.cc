@@ -245,6 +245,39 @@ TEST(K8sRenderTest, TlsFilesOfTheConfigAreMountedFromTheTlsSecretInEveryPod) {
   }
 }
 
+// The router's HTTPS certificate and key and its API keys file come from Secrets the
+// operator creates, mounted at the config's paths in the router pod and in no other.
+TEST(K8sRenderTest, TheRoutersFilesAreMountedFromTheirSecretsInTheRouterPodOnly) {
+  absl::StatusOr<std::vector<RenderedFile>> files = RenderText(ExampleText(1), "example.yaml");
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::map<std::string, YAML::Node> objects = Objects(*files);
+  EXPECT_FALSE(objects.count("Secret/lockstep-router-https")) << "the operator creates it";
+  EXPECT_FALSE(objects.count("Secret/lockstep-api-keys")) << "the operator creates it";
+  for (auto& [id, pod] : PodSpecs(objects)) {
+    SCOPED_TRACE(id);
+    const YAML::Node container = pod["containers"][0];
+    const bool router = id == "Deployment/lockstep-router";
+    EXPECT_EQ(SecretVolume(pod, "router-https"), router ? "lockstep-router-https" : "");
+    EXPECT_EQ(SecretVolume(pod, "api-keys"), router ? "lockstep-api-keys" : "");
+    EXPECT_EQ(MountOf(container, "router-https", "tls.crt"),
+              router ? "/var/run/secrets/lockstep/router-https/tls.crt" : "");
+    EXPECT_EQ(MountOf(container, "router-https", "tls.key"),
+              router ? "/var/run/secrets/lockstep/router-https/tls.key" : "");
+    EXPECT_EQ(MountOf(container, "api-keys", "api_keys"),
+              router ? "/var/run/secrets/lockstep/api-keys/api_keys" : "");
+    // The cluster's secrets stay in every pod.
+    EXPECT_EQ(SecretVolume(pod, "tls"), "lockstep-tls");
+    EXPECT_EQ(SecretVolume(pod, "cluster-token"), "lockstep-cluster-token");
+  }
+  // Without them in the config, nothing of them is rendered.
+  absl::StatusOr<std::vector<RenderedFile>> plain = RenderText(ExampleText(0), "example.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  for (const RenderedFile& file : *plain) {
+    EXPECT_EQ(file.text.find("router-https"), std::string::npos) << file.name;
+    EXPECT_EQ(file.text.find("api-keys"), std::string::npos) << file.name;
+  }
+}
+
 TEST(K8sRenderTest, ATokenFileNamedInTheConfigIsWhereTheSecretIsMounted) {
   absl::StatusOr<std::vector<RenderedFile>> files = RenderText(
       ExampleText(0) + "security: {cluster_token_file: /etc/lockstep-token/token}\n",
@@ -294,6 +327,16 @@ TEST(K8sRenderTest, BadConfigsNameTheFieldOrFlag) {
                                          "tls_ca_file: /t/ca}\n",
                                   "x.yaml")),
               HasSubstr("security.tls_server_name: is required with TLS on Kubernetes"));
+  // The router's files too.
+  EXPECT_THAT(error_of(RenderText(replaced("  policy: least_load\n",
+                                           "  policy: least_load\n  api_keys_file: keys\n"),
+                                  "x.yaml")),
+              HasSubstr("router.api_keys_file: must be an absolute path"));
+  EXPECT_THAT(error_of(RenderText(replaced("  policy: least_load\n",
+                                           "  policy: least_load\n  https_cert_file: "
+                                           "/etc/lockstep/r.pem\n  https_key_file: /k/r.key\n"),
+                                  "x.yaml")),
+              HasSubstr("router.https_cert_file: must be outside /etc/lockstep"));
   absl::StatusOr<config::DeploymentConfig> config = config::ParseDeploymentConfig(text, "", "x");
   ASSERT_TRUE(config.ok());
   EXPECT_THAT(error_of(RenderK8s(*config, {.image = kImage, .config_text = text})),

@@ -10,16 +10,19 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr char kTokenKey[] = "token";
+constexpr char kApiKeysKey[] = "api_keys";
 constexpr int kOwnerReadOnly = 0400;
 
 }  // namespace
 
-K8sSecrets::K8sSecrets(const config::SecurityConfig& security, std::string prefix)
+K8sSecrets::K8sSecrets(const config::SecurityConfig& security, const config::RouterConfig& router,
+                       std::string prefix)
     : security_(security), prefix_(std::move(prefix)) {
   files_.push_back({"security.cluster_token_file", "LOCKSTEP_CLUSTER_TOKEN_FILE", "cluster-token",
                     kTokenKey,
                     security.cluster_token_file.empty() ? kDefaultTokenPath
                                                         : security.cluster_token_file});
+  volumes_.push_back({"cluster-token", token_secret_name()});
   if (!security.tls_cert_file.empty()) {
     files_.push_back({"security.tls_cert_file", "LOCKSTEP_TLS_CERT_FILE", "tls", "tls.crt",
                       security.tls_cert_file});
@@ -27,6 +30,20 @@ K8sSecrets::K8sSecrets(const config::SecurityConfig& security, std::string prefi
                       security.tls_key_file});
     files_.push_back({"security.tls_ca_file", "LOCKSTEP_TLS_CA_FILE", "tls", "ca.crt",
                       security.tls_ca_file});
+    volumes_.push_back({"tls", tls_secret_name()});
+  }
+  // The router's: named by its config fields, read by the router alone.
+  if (!router.https_cert_file.empty()) {
+    files_.push_back({"router.https_cert_file", "", "router-https", "tls.crt",
+                      router.https_cert_file, /*router_only=*/true});
+    files_.push_back({"router.https_key_file", "", "router-https", "tls.key", router.https_key_file,
+                      /*router_only=*/true});
+    volumes_.push_back({"router-https", router_https_secret_name(), /*router_only=*/true});
+  }
+  if (!router.api_keys_file.empty()) {
+    files_.push_back({"router.api_keys_file", "", "api-keys", kApiKeysKey, router.api_keys_file,
+                      /*router_only=*/true});
+    volumes_.push_back({"api-keys", api_keys_secret_name(), /*router_only=*/true});
   }
 }
 
@@ -59,16 +76,19 @@ Json K8sSecrets::TokenSecret(const std::string& token, const Json& metadata) con
 
 std::vector<Json> K8sSecrets::Env() const {
   std::vector<Json> env;
-  for (const File& file : files_) env.push_back({{"name", file.variable}, {"value", file.path}});
+  for (const File& file : files_) {
+    if (!file.variable.empty()) env.push_back({{"name", file.variable}, {"value", file.path}});
+  }
   if (!security_.tls_server_name.empty()) {
     env.push_back({{"name", "LOCKSTEP_TLS_SERVER_NAME"}, {"value", security_.tls_server_name}});
   }
   return env;
 }
 
-std::vector<Json> K8sSecrets::VolumeMounts() const {
+std::vector<Json> K8sSecrets::VolumeMounts(bool router) const {
   std::vector<Json> mounts;
   for (const File& file : files_) {
+    if (file.router_only && !router) continue;
     mounts.push_back({{"name", file.volume},
                       {"mountPath", file.path},
                       {"subPath", file.key},
@@ -77,14 +97,13 @@ std::vector<Json> K8sSecrets::VolumeMounts() const {
   return mounts;
 }
 
-std::vector<Json> K8sSecrets::Volumes() const {
-  std::vector<Json> volumes = {
-      {{"name", "cluster-token"},
-       {"secret", {{"secretName", token_secret_name()}, {"defaultMode", kOwnerReadOnly}}}}};
-  if (!security_.tls_cert_file.empty()) {
+std::vector<Json> K8sSecrets::Volumes(bool router) const {
+  std::vector<Json> volumes;
+  for (const Volume& volume : volumes_) {
+    if (volume.router_only && !router) continue;
     volumes.push_back(
-        {{"name", "tls"},
-         {"secret", {{"secretName", tls_secret_name()}, {"defaultMode", kOwnerReadOnly}}}});
+        {{"name", volume.name},
+         {"secret", {{"secretName", volume.secret}, {"defaultMode", kOwnerReadOnly}}}});
   }
   return volumes;
 }

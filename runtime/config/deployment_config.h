@@ -161,6 +161,13 @@ struct RouterConfig {
   int64_t http_write_timeout_ms = 10000;
   // /health and /metrics need the API key too (when api_key is set).
   bool api_key_for_health_and_metrics = false;
+  // Most threads of the router's gRPC server (gRPC's ResourceQuota): each call holds one
+  // while its handler runs (a RouterService.Generate stream, a rendezvous Wait), its
+  // pollers count too. A call that finds none free is refused at once with
+  // RESOURCE_EXHAUSTED. At least max_concurrent_requests + 16, so that internal calls
+  // find a thread while every admitted request streams over gRPC; it must also exceed
+  // the ranks that bootstrap at once (each waits on the rendezvous).
+  int64_t grpc_max_threads = 1024;
 };
 
 // `instances[i].executor:` — the executor loop of every rank of the instance.

@@ -86,6 +86,13 @@ INSTANTIATE_TEST_SUITE_P(
                  "router.http_read_timeout_ms: must be in [1, 3600000], got -5"},
         BadField{"write_timeout", [](auto& c) { c.router.http_write_timeout_ms = 0; },
                  "router.http_write_timeout_ms: must be in [1, 3600000], got 0"},
+        BadField{"grpc_max_threads",
+                 [](auto& c) {
+                   c.router.max_concurrent_requests = 20;
+                   c.router.grpc_max_threads = 35;
+                 },
+                 "router.grpc_max_threads: must be in [max_concurrent_requests + 16 = 36, "
+                 "65536], got 35"},
         BadField{"https_cert_alone", [](auto& c) { c.router.https_cert_file = "/tls/router.pem"; },
                  "router.https_key_file: is required with router.https_cert_file"},
         BadField{"https_key_alone", [](auto& c) { c.router.https_key_file = "/tls/router.key"; },

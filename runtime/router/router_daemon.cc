@@ -7,12 +7,15 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "fmt/format.h"
+#include "proto/rendezvous.grpc.pb.h"
+#include "proto/router.grpc.pb.h"
 #include "runtime/router/admission.h"
 #include "runtime/security/api_keys.h"
 #include "runtime/security/cluster_security.h"
 #include "runtime/security/grpc_credentials.h"
 #include "runtime/security/secret.h"
 #include "runtime/security/tls_session.h"
+#include "runtime/security/token_checked_service.h"
 
 namespace lockstep::router {
 namespace {
@@ -144,15 +147,18 @@ absl::Status RouterDaemon::StartServing() {
   const config::RouterConfig& rc = config_.router;
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  // RouterService.Generate is for clients (their API key); every other method is internal.
-  builder.AddListeningPort(
-      rc.grpc_listen,
-      security::ServerCredentials(security::ProcessClusterSecurity(),
-                                  {"/lockstep.v1.RouterService/Generate"}),
-      &grpc_port);
-  builder.RegisterService(grpc_frontend_.get());
-  builder.RegisterService(&rendezvous_);
-  for (grpc::Service* service : options_.extra_services) builder.RegisterService(service);
+  // Bounded threads: a call that finds none free is refused, never queued (docs/security.md §5).
+  grpc::ResourceQuota quota("lockstep-router-grpc");
+  quota.SetMaxThreads(static_cast<int>(rc.grpc_max_threads));
+  builder.SetResourceQuota(quota);
+  // Every method needs the cluster token but RouterService.Generate, which is for
+  // clients (their API key).
+  builder.AddListeningPort(rc.grpc_listen, security::ServerTransportCredentials(), &grpc_port);
+  checked_services_.push_back(security::RequireClusterToken<v1::RouterService>(
+      grpc_frontend_.get(), security::ProcessClusterSecurity(),
+      {"/lockstep.v1.RouterService/Generate"}));
+  checked_services_.push_back(security::RequireClusterToken<v1::RendezvousService>(&rendezvous_));
+  for (const auto& service : checked_services_) builder.RegisterService(service.get());
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || grpc_port <= 0) {
     return absl::UnavailableError(fmt::format("cannot listen for gRPC on {}", rc.grpc_listen));
@@ -172,6 +178,13 @@ absl::Status RouterDaemon::StartServing() {
       flows_.CancelDisconnected();
     }
   });
+  if (rc.max_concurrent_requests == 0 && rc.max_queued_requests == 0) {
+    LOCKSTEP_LOG_WARN("router",
+                      "router.max_concurrent_requests and router.max_queued_requests are both 0 "
+                      "(no limit): every request is admitted and waits at its instance, however "
+                      "many arrive; set them to refuse the excess with 429 / RESOURCE_EXHAUSTED "
+                      "(docs/security.md §5)");
+  }
   LOCKSTEP_LOG_INFO("router", "serving model {} ({} instances configured): {} {} grpc {}{}",
                     config_.model.name, config_.instances.size(),
                     rc.https_cert_file.empty() ? "http" : "https", http_address_, grpc_address_,

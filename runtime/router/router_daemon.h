@@ -34,13 +34,13 @@
 #include "runtime/router/http_frontend.h"
 #include "runtime/router/instance_registry.h"
 #include "runtime/router/kv_routing.h"
-#include "runtime/router/request_runner.h"
 #include "runtime/router/model_text.h"
+#include "runtime/router/request_runner.h"
 #include "runtime/router/router_metrics.h"
 #include "runtime/router/serving_tokenizer.h"
 #include "runtime/router/worker_stubs.h"
-#include "runtime/security/tls_session.h"
 #include "runtime/security/api_keys.h"
+#include "runtime/security/tls_session.h"
 #include "tokenizer/byte_tokenizer.h"
 
 namespace lockstep::router {
@@ -56,8 +56,6 @@ class RouterDaemon {
     std::shared_ptr<const ServingTokenizer> serving_tokenizer;
     absl::Duration sweep_interval = absl::Milliseconds(100);
     absl::Duration keepalive_interval = absl::Seconds(1);
-    // More services hosted on the gRPC port; not owned.
-    std::vector<grpc::Service*> extra_services;
   };
 
   // Validates `config`, reads router.api_keys_file (an error names the field), binds both
@@ -94,6 +92,8 @@ class RouterDaemon {
   std::unique_ptr<GrpcFrontend> grpc_frontend_;
   std::unique_ptr<HttpFrontend> http_frontend_;
   comm::RendezvousServiceImpl rendezvous_;
+  // What the gRPC server registers: the services above behind the cluster-token check.
+  std::vector<std::unique_ptr<grpc::Service>> checked_services_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::string http_address_;
   std::string grpc_address_;

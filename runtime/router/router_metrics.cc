@@ -1,6 +1,7 @@
 #include "runtime/router/router_metrics.h"
 
 #include "fmt/format.h"
+#include "runtime/security/token_check.h"
 
 namespace lockstep::router {
 namespace {
@@ -112,6 +113,9 @@ RouterMetrics::RouterMetrics()
       kv_resyncs_(registry_.AddMirroredCounter(
           "lockstep_router_kv_resyncs_total",
           "Gaps in a rank's KV events, each answered by asking for a snapshot.")),
+      unauthenticated_calls_(registry_.AddMirroredCounter(
+          "lockstep_router_unauthenticated_calls_total",
+          "Internal gRPC calls refused for a missing or wrong cluster token.")),
       healthy_(registry_.AddGauge("lockstep_instance_healthy",
                                   "1 when the instance takes new requests.",
                                   {"instance", "role", "state"})),
@@ -215,6 +219,7 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
   }
   kv_source_keys_.Clear();
   kv_source_in_sync_.Clear();
+  unauthenticated_calls_.Set({}, static_cast<double>(security::RejectedCalls()));
   if (kv_ != nullptr) {
     const KvRoutingStats kv = kv_->Stats();
     kv_keys_.Set({}, static_cast<double>(kv.keys));

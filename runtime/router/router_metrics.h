@@ -33,6 +33,9 @@
 //   router_kv_index_source_keys{instance,rank} keys per rank; _in_sync: 0 while it awaits
 //                                             a snapshot
 //   router_kv_event_batches_total, router_kv_snapshots_total, router_kv_resyncs_total
+//   router_unauthenticated_calls_total       internal gRPC calls this process's servers
+//                                             refused for a missing or wrong cluster token
+//                                             (docs/security.md §1)
 //   instance_healthy{instance,role,state}     1 when taking new requests
 //   instance_router_in_flight{instance}
 //   instance_steps_total / _vetoed_steps_total / _padded_steps_total /
@@ -154,6 +157,7 @@ class RouterMetrics {
   GaugeFamily& kv_batches_;
   GaugeFamily& kv_snapshots_;
   GaugeFamily& kv_resyncs_;
+  GaugeFamily& unauthenticated_calls_;
   const KvRouting* kv_ = nullptr;
   GaugeFamily& healthy_;
   GaugeFamily& in_flight_;

@@ -23,6 +23,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "proto/router.grpc.pb.h"
+#include "runtime/comm/rendezvous_client.h"
 #include "runtime/router/router_daemon.h"
 #include "runtime/router/testing/fake_worker.h"
 #include "runtime/router/testing/router_harness.h"
@@ -50,9 +51,10 @@ struct Outcome {
 class RouterOverloadTest : public ::testing::Test {
  protected:
   void Start(const std::vector<std::pair<std::string, config::InstanceRole>>& instances,
-             int64_t max_queued_requests) {
+             int64_t max_queued_requests, int64_t grpc_max_threads = 0) {
     config::DeploymentConfig config = testing::TestConfig(instances);
     config.router.max_queued_requests = max_queued_requests;
+    if (grpc_max_threads > 0) config.router.grpc_max_threads = grpc_max_threads;
     absl::StatusOr<std::unique_ptr<RouterDaemon>> router = testing::StartRouter(config);
     ASSERT_THAT(router, IsOk());
     router_ = *std::move(router);
@@ -149,16 +151,17 @@ TEST_F(RouterOverloadTest, TenTimesTheQueueGetsTheExcessRefusedAndTheAdmittedCom
         kLimit);
   for (auto& worker : workers_) worker->SetHold(true);
 
+  // Samples every millisecond, waiting on the notification in between (no busy loop).
   std::atomic<int64_t> max_in_flight{0};
   absl::Notification stop_sampling;
   std::thread sampler([&] {
-    while (!stop_sampling.HasBeenNotified()) {
+    do {
       for (const InstanceState& state : router_->registry().Snapshot()) {
         int64_t seen = max_in_flight.load();
         while (state.in_flight > seen && !max_in_flight.compare_exchange_weak(seen, state.in_flight)) {
         }
       }
-    }
+    } while (!stop_sampling.WaitForNotificationWithTimeout(absl::Milliseconds(1)));
   });
 
   absl::Mutex mu;
@@ -253,6 +256,38 @@ TEST_F(RouterOverloadTest, AStreamIsRefusedBeforeItsResponseStarts) {
   EXPECT_THAT(refused.message, HasSubstr("router.max_queued_requests"));
   workers_[0]->SetHold(false);
   held.join();
+}
+
+// The router's gRPC server runs at most router.grpc_max_threads threads: a burst of calls
+// that hold their thread (rendezvous Waits on a key nobody sets) gets the excess refused
+// with RESOURCE_EXHAUSTED, not queued and not each given a thread; once the held calls
+// end the router serves again.
+TEST_F(RouterOverloadTest, TheGrpcServerRunsBoundedThreads) {
+  constexpr int kThreads = 16;
+  constexpr int kCalls = 3 * kThreads;
+  Start({{"agg0", config::InstanceRole::kAggregated}}, 0, kThreads);
+  std::atomic<int> refused{0};
+  std::atomic<int> waited{0};
+  std::vector<std::thread> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.emplace_back([&] {
+      std::unique_ptr<comm::RendezvousClient> client =
+          comm::RendezvousClient::Connect(router_->grpc_address(), "burst");
+      const absl::Status status = client->Wait({"never"}, absl::Seconds(2));
+      if (absl::IsResourceExhausted(status)) refused.fetch_add(1);
+      if (absl::IsDeadlineExceeded(status)) waited.fetch_add(1);
+    });
+  }
+  for (std::thread& call : calls) call.join();
+  SCOPED_TRACE(absl::StrCat(refused.load(), " refused, ", waited.load(), " waited"));
+  EXPECT_EQ(refused.load() + waited.load(), kCalls);
+  EXPECT_LT(waited.load(), kThreads);  // pollers take threads too
+  EXPECT_GE(refused.load(), kCalls - kThreads);
+  // The threads are back: membership and rendezvous calls are served.
+  std::unique_ptr<comm::RendezvousClient> member =
+      comm::RendezvousClient::Connect(router_->grpc_address(), "burst");
+  EXPECT_TRUE(PollUntil([&] { return member->Set("later", "1").ok(); }));
+  EXPECT_TRUE(Completed(Grpc("after")));
 }
 
 }  // namespace

@@ -11,7 +11,6 @@
 #include <thread>
 #include <vector>
 
-#include "common/testing/poll_until.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -21,6 +20,7 @@
 #include "runtime/comm/rendezvous_client.h"
 #include "runtime/router/router_daemon.h"
 #include "runtime/router/testing/fake_worker.h"
+#include "runtime/router/testing/prometheus_text.h"
 #include "runtime/router/testing/router_harness.h"
 #include "runtime/security/cluster_security.h"
 #include "runtime/security/grpc_credentials.h"
@@ -106,6 +106,14 @@ class RouterSecurityTest : public ::testing::Test {
     return reader->Finish();
   }
 
+  // lockstep_router_unauthenticated_calls_total on /metrics.
+  double Unauthenticated() {
+    absl::StatusOr<testing::ParsedMetrics> metrics =
+        testing::ParsePrometheusText(router_->metrics().Render(router_->registry().Snapshot()));
+    EXPECT_THAT(metrics, IsOk());
+    return metrics.ok() ? metrics->Value("lockstep_router_unauthenticated_calls_total") : -1;
+  }
+
   security::ScopedClusterSecurity cluster_{WithToken(kToken)};
   std::unique_ptr<RouterDaemon> router_;
   std::unique_ptr<testing::FakeWorker> worker_;
@@ -113,6 +121,7 @@ class RouterSecurityTest : public ::testing::Test {
 
 TEST_F(RouterSecurityTest, MembershipNeedsTheClusterToken) {
   Start("");
+  const double rejected_before = Unauthenticated();
   for (const std::string token : {"", "router-cluster-tokem"}) {
     SCOPED_TRACE("token \"" + token + "\"");
     auto stub = Stub(token);
@@ -133,7 +142,8 @@ TEST_F(RouterSecurityTest, MembershipNeedsTheClusterToken) {
               grpc::StatusCode::UNAUTHENTICATED);
     EXPECT_EQ(list.instances_size(), 0);
   }
-  // Nothing changed: the intruder is not an instance. The right token registers.
+  // Nothing changed: the intruder is not an instance. The refusals are on /metrics.
+  EXPECT_EQ(Unauthenticated() - rejected_before, 6);
   EXPECT_THAT(Instances(), ::testing::ElementsAre("agg0"));
   grpc::Status registered = Register(*Stub(kToken), "late0");
   EXPECT_NE(registered.error_code(), grpc::StatusCode::UNAUTHENTICATED) << registered.error_message();
@@ -152,6 +162,66 @@ TEST_F(RouterSecurityTest, RendezvousNeedsTheClusterToken) {
       comm::RendezvousClient::Connect(router_->grpc_address(), "agg0");
   EXPECT_THAT(member->Get("rank0"), lockstep::testing::StatusIs(absl::StatusCode::kNotFound));
   LOCKSTEP_EXPECT_OK(member->Set("rank0", "127.0.0.1:2"));
+}
+
+// Every rendezvous method, without the token and with a wrong one: UNAUTHENTICATED, and
+// nothing is stored or revealed (a refused Get does not return the value, a refused Wait
+// does not return although its key is set). With the right token each one works.
+TEST_F(RouterSecurityTest, EveryRendezvousMethodNeedsTheClusterToken) {
+  Start("");
+  std::unique_ptr<comm::RendezvousClient> member =
+      comm::RendezvousClient::Connect(router_->grpc_address(), "agg0");
+  LOCKSTEP_ASSERT_OK(member->Set("rank0", "10.0.0.1:1"));
+  for (const std::string token : {"", "router-cluster-tokem"}) {
+    SCOPED_TRACE("token \"" + token + "\"");
+    comm::RendezvousClient outsider(
+        token.empty()
+            ? grpc::CreateChannel(router_->grpc_address(), grpc::InsecureChannelCredentials())
+            : security::CreateChannel(router_->grpc_address(), WithToken(token)),
+        "agg0");
+    EXPECT_THAT(outsider.Set("rank1", "10.6.6.6:1"),
+                lockstep::testing::StatusIs(absl::StatusCode::kUnauthenticated));
+    EXPECT_THAT(outsider.Get("rank0"),
+                lockstep::testing::StatusIs(absl::StatusCode::kUnauthenticated));
+    EXPECT_THAT(outsider.Wait({"rank0"}, absl::Seconds(5)),
+                lockstep::testing::StatusIs(absl::StatusCode::kUnauthenticated));
+  }
+  EXPECT_THAT(member->Get("rank1"), lockstep::testing::StatusIs(absl::StatusCode::kNotFound));
+  absl::StatusOr<std::string> value = member->Get("rank0");
+  ASSERT_THAT(value, IsOk());
+  EXPECT_EQ(*value, "10.0.0.1:1");
+  LOCKSTEP_EXPECT_OK(member->Wait({"rank0"}, absl::Seconds(5)));
+}
+
+// KV events feed the router's prefix index: without the token or with a wrong one the
+// report is refused and the index does not change.
+TEST_F(RouterSecurityTest, ReportKvEventsNeedsTheClusterToken) {
+  Start("");
+  v1::ReportKvEventsRequest request;
+  request.set_instance("agg0");
+  request.set_incarnation(1);
+  request.set_hash_salt(7);
+  request.set_tokens_per_block(4);
+  v1::KvEventBatch* batch = request.add_batches();
+  batch->set_rank(0);
+  batch->set_seq(1);
+  for (uint64_t key : {11u, 12u, 13u}) batch->add_committed(key);
+  auto report = [&](const std::string& token) {
+    grpc::ClientContext call;
+    Deadline(call);
+    v1::ReportKvEventsResponse response;
+    return Stub(token)->ReportKvEvents(&call, request, &response);
+  };
+  for (const std::string token : {"", "router-cluster-tokem"}) {
+    SCOPED_TRACE("token \"" + token + "\"");
+    EXPECT_EQ(report(token).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(router_->kv_routing().Stats().batches, 0);
+  EXPECT_EQ(router_->kv_routing().Stats().keys, 0);
+  const grpc::Status accepted = report(kToken);
+  EXPECT_TRUE(accepted.ok()) << accepted.error_message();
+  EXPECT_EQ(router_->kv_routing().Stats().batches, 1);
+  EXPECT_EQ(router_->kv_routing().Stats().keys, 3);
 }
 
 TEST_F(RouterSecurityTest, GenerateIsForClientsWithoutTheClusterToken) {
@@ -228,27 +298,31 @@ TEST_F(RouterSecurityTest, AnUnreadableOrEmptyKeysFileStopsTheRouterNamingTheFie
 // RESOURCE_EXHAUSTED), and the places come back when the admitted requests end.
 TEST_F(RouterSecurityTest, RequestsBeyondTheLimitAreRefusedAtOnce) {
   constexpr int kLimit = 4;
+  constexpr int kMaxTokens = 8;
   Start("", kLimit);
-  worker_->SetStallAfter(1);  // admitted streams hold their place until cancelled
-  std::vector<std::unique_ptr<grpc::ClientContext>> calls;
+  worker_->SetHold(true);  // admitted streams hold their place until the hold is lifted
   std::vector<std::thread> admitted;
   std::atomic<int> admitted_ok{0};
   for (int i = 0; i < kLimit; ++i) {
-    calls.push_back(std::make_unique<grpc::ClientContext>());
-    admitted.emplace_back([this, call = calls.back().get(), &admitted_ok] {
+    admitted.emplace_back([this, &admitted_ok] {
       v1::RouterGenerateRequest request;
       request.set_model(testing::kModel);
       request.set_text("held");
-      request.mutable_sampling()->set_max_tokens(8);
-      call->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-      auto reader = Stub("")->Generate(call, request);
+      request.mutable_sampling()->set_max_tokens(kMaxTokens);
+      grpc::ClientContext call;
+      call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      auto reader = Stub("")->Generate(&call, request);
       v1::RouterGenerateResponse response;
-      while (reader->Read(&response)) {
+      std::string text;
+      while (reader->Read(&response)) text += response.text();
+      const grpc::Status status = reader->Finish();
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      if (status.ok() && text == testing::FakeWorker::ExpectedText("held", kMaxTokens)) {
+        admitted_ok.fetch_add(1);
       }
-      if (reader->Finish().error_code() == grpc::StatusCode::CANCELLED) admitted_ok.fetch_add(1);
     });
   }
-  ASSERT_TRUE(worker_->AwaitStalled(kLimit, absl::Seconds(10)));
+  ASSERT_TRUE(worker_->AwaitHeld(kLimit, absl::Seconds(10)));
 
   std::atomic<int> refused{0};
   std::vector<std::thread> excess;
@@ -272,15 +346,16 @@ TEST_F(RouterSecurityTest, RequestsBeyondTheLimitAreRefusedAtOnce) {
   EXPECT_EQ(router_->metrics().RefusalCount("max_concurrent_requests"), 9 * kLimit + 1);
   EXPECT_EQ(router_->metrics().RequestCount("refused"), 9 * kLimit + 1);
 
-  worker_->SetStallAfter(-1);
-  for (auto& call : calls) call->TryCancel();
+  // Released, the admitted requests complete with their whole text.
+  worker_->SetHold(false);
   for (std::thread& t : admitted) t.join();
   EXPECT_EQ(admitted_ok.load(), kLimit);
-  // Their places come back: a new request is admitted and completes.
-  EXPECT_TRUE(lockstep::testing::PollUntil([&] {
-    std::string again;
-    return Generate("", &again).ok() && again == testing::FakeWorker::ExpectedText("key", 3);
-  }));
+  EXPECT_EQ(router_->metrics().RequestCount("ok"), kLimit);
+  // Their places came back: a new request is admitted and completes.
+  std::string again;
+  const grpc::Status status = Generate("", &again);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(again, testing::FakeWorker::ExpectedText("key", 3));
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #include "runtime/security/grpc_credentials.h"
 
-#include <atomic>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -15,21 +15,19 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/client_interceptor.h"
-#include "runtime/security/secret.h"
+#include "runtime/security/token_check.h"
 
 namespace lockstep::security {
 namespace {
-
-std::atomic<int64_t> rejected_calls{0};
 
 std::string_view View(const grpc_slice& slice) {
   return std::string_view(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(slice)),
                           GRPC_SLICE_LENGTH(slice));
 }
 
-// Logs the first rejection of each (method, reason); counts all of them.
-void NoteRejection(std::string_view method, std::string_view reason, std::string_view agent) {
-  rejected_calls.fetch_add(1, std::memory_order_relaxed);
+// Logs the first rejection of each (method, reason): the processor is not told the
+// caller's address (token_checked_service.h is).
+void LogRejection(std::string_view method, std::string_view reason, std::string_view agent) {
   static absl::Mutex mu(absl::kConstInit);
   static auto* logged = new absl::flat_hash_set<std::string>();
   const std::string key = std::string(method) + " " + std::string(reason);
@@ -41,40 +39,34 @@ void NoteRejection(std::string_view method, std::string_view reason, std::string
                     method, reason, agent);
 }
 
-// What a server's token check needs; owned by gRPC core through the processor.
-struct TokenCheck {
-  std::string token;
-  std::vector<std::string> open_methods;
-};
-
 // The server side: gRPC core calls Process for every call before its handler, on
 // plaintext and TLS connections alike. `state` is a TokenCheck.
 void ProcessToken(void* state, grpc_auth_context* /*context*/, const grpc_metadata* md,
                   size_t num_md, grpc_process_auth_metadata_done_cb done, void* user_data) {
   const TokenCheck& check = *static_cast<const TokenCheck*>(state);
-  const std::string& token = check.token;
   std::string_view method = "?";
   std::string_view agent = "?";
   const grpc_metadata* presented = nullptr;
   for (size_t i = 0; i < num_md; ++i) {
     const std::string_view key = View(md[i].key);
-    if (key == kClusterTokenMetadataKey) presented = &md[i];
-    else if (key == ":path") method = View(md[i].value);
-    else if (key == "user-agent") agent = View(md[i].value);
-  }
-  if (presented != nullptr && ConstantTimeEquals(View(presented->value), token)) {
-    done(user_data, presented, 1, nullptr, 0, GRPC_STATUS_OK, nullptr);
-    return;
-  }
-  for (const std::string& open : check.open_methods) {
-    if (method == open) {
-      done(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);
-      return;
+    if (key == kClusterTokenMetadataKey) {
+      presented = &md[i];
+    } else if (key == ":path") {
+      method = View(md[i].value);
+    } else if (key == "user-agent") {
+      agent = View(md[i].value);
     }
   }
-  const char* reason = presented == nullptr ? "no cluster token" : "wrong cluster token";
-  NoteRejection(method, reason, agent);
-  done(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_UNAUTHENTICATED, reason);
+  const char* refusal = check.Refusal(
+      method, presented == nullptr ? std::nullopt
+                                   : std::optional<std::string_view>(View(presented->value)));
+  if (refusal == nullptr) {
+    // The token is consumed: handlers never see it.
+    done(user_data, presented, presented == nullptr ? 0 : 1, nullptr, 0, GRPC_STATUS_OK, nullptr);
+    return;
+  }
+  LogRejection(method, refusal, agent);
+  done(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_UNAUTHENTICATED, refusal);
 }
 
 void DestroyTokenCheck(void* state) { delete static_cast<TokenCheck*>(state); }
@@ -84,8 +76,12 @@ void DestroyTokenCheck(void* state) { delete static_cast<TokenCheck*>(state); }
 // processor.
 class ClusterServerCredentials final : public grpc::ServerCredentials {
  public:
-  ClusterServerCredentials(ClusterSecurity security, std::vector<std::string> open_methods)
-      : security_(std::move(security)), open_methods_(std::move(open_methods)) {}
+  // `check_token`: install the token processor (when the security has a token).
+  ClusterServerCredentials(ClusterSecurity security, std::vector<std::string> open_methods,
+                           bool check_token)
+      : security_(std::move(security)),
+        open_methods_(std::move(open_methods)),
+        check_token_(check_token) {}
 
   void SetAuthMetadataProcessor(const std::shared_ptr<grpc::AuthMetadataProcessor>&) override {
     LOCKSTEP_LOG_ERROR("security", "SetAuthMetadataProcessor is not supported; ignored");
@@ -103,11 +99,11 @@ class ClusterServerCredentials final : public grpc::ServerCredentials {
     } else {
       creds = grpc_insecure_server_credentials_create();
     }
-    if (!security_.cluster_token.empty()) {
+    if (check_token_ && !security_.cluster_token.empty()) {
       grpc_server_credentials_set_auth_metadata_processor(
-          creds, grpc_auth_metadata_processor{
-                     &ProcessToken, &DestroyTokenCheck,
-                     new TokenCheck{security_.cluster_token, open_methods_}});
+          creds,
+          grpc_auth_metadata_processor{&ProcessToken, &DestroyTokenCheck,
+                                       new TokenCheck(security_.cluster_token, open_methods_)});
     }
     const int port = grpc_server_add_http2_port(server, address.c_str(), creds);
     grpc_server_credentials_release(creds);
@@ -116,6 +112,7 @@ class ClusterServerCredentials final : public grpc::ServerCredentials {
 
   const ClusterSecurity security_;
   const std::vector<std::string> open_methods_;
+  const bool check_token_;
 };
 
 // The client side: adds the token to every call's initial metadata.
@@ -150,7 +147,14 @@ class TokenInterceptorFactory final : public grpc::experimental::ClientIntercept
 
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const ClusterSecurity& security,
                                                            std::vector<std::string> open_methods) {
-  return std::make_shared<ClusterServerCredentials>(security, std::move(open_methods));
+  return std::make_shared<ClusterServerCredentials>(security, std::move(open_methods),
+                                                    /*check_token=*/true);
+}
+
+std::shared_ptr<grpc::ServerCredentials> ServerTransportCredentials(
+    const ClusterSecurity& security) {
+  return std::make_shared<ClusterServerCredentials>(security, std::vector<std::string>(),
+                                                    /*check_token=*/false);
 }
 
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
@@ -172,14 +176,12 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
     interceptors.push_back(std::make_unique<TokenInterceptorFactory>(security.cluster_token));
   }
   return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, args,
-                                                                  std::move(interceptors));
+                                                                 std::move(interceptors));
 }
 
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
                                              grpc::ChannelArguments args) {
   return CreateChannel(target, ProcessClusterSecurity(), std::move(args));
 }
-
-int64_t RejectedCalls() { return rejected_calls.load(std::memory_order_relaxed); }
 
 }  // namespace lockstep::security

@@ -4,15 +4,24 @@
 // certificate against the cluster CA. Replaces grpc::Insecure{Server,Channel}Credentials
 // at every creation site:
 //
+//   // A server whose services are wrapped (token_checked_service.h): the check runs in
+//   // front of each handler and a refusal is logged once per caller host.
+//   builder.AddListeningPort(address, security::ServerTransportCredentials(), &port);
+//   checked_ = security::RequireClusterToken<v1::WorkerService>(&service_);
+//   builder.RegisterService(checked_.get());
+//
+//   // Or: the check in gRPC's transport, for a server that registers services as they
+//   // are (the standalone comm::RendezvousServer).
 //   builder.AddListeningPort(address, security::ServerCredentials(), &port);
+//
 //   auto stub = WorkerService::NewStub(security::CreateChannel(address));
 //
-// A call without the token, or with a wrong one, ends UNAUTHENTICATED before any
-// handler runs (gRPC's auth-metadata processor, which also runs on plaintext
-// connections here), so it changes nothing; the first rejection of each method and
-// reason is logged (gRPC does not tell the processor the peer's address; the log
-// names the method and the client's user agent). Without a cluster token, servers
-// accept every call and channels present nothing.
+// Either way a call without the token, or with a wrong one, ends UNAUTHENTICATED before
+// any handler runs, so it changes nothing. The transport check (gRPC's auth-metadata
+// processor, which also runs on plaintext connections here) is not told the caller's
+// address by gRPC 1.51: it logs the first rejection of each method and reason with the
+// client's user agent. Without a cluster token, servers accept every call and channels
+// present nothing.
 //
 // Thread safety: thread-safe.
 #ifndef LOCKSTEP_RUNTIME_SECURITY_GRPC_CREDENTIALS_H_
@@ -27,11 +36,9 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "runtime/security/cluster_security.h"
+#include "runtime/security/token_check.h"
 
 namespace lockstep::security {
-
-// The metadata key that carries the cluster token.
-inline constexpr char kClusterTokenMetadataKey[] = "x-lockstep-cluster-token";
 
 // Credentials for a server of internal services: token check, TLS when configured.
 // `open_methods` ("/package.Service/Method") need no token: the client-facing methods
@@ -41,15 +48,17 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
     const ClusterSecurity& security = ProcessClusterSecurity(),
     std::vector<std::string> open_methods = {});
 
+// Credentials for a server whose services all check the token themselves
+// (RequireClusterToken, token_checked_service.h): TLS when configured, no token check.
+std::shared_ptr<grpc::ServerCredentials> ServerTransportCredentials(
+    const ClusterSecurity& security = ProcessClusterSecurity());
+
 // A channel to `target` ("host:port") that presents the token (and speaks TLS).
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
                                              const ClusterSecurity& security,
                                              grpc::ChannelArguments args = {});
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
                                              grpc::ChannelArguments args = {});
-
-// Calls rejected for a missing or wrong token by this process's servers, since start.
-int64_t RejectedCalls();
 
 }  // namespace lockstep::security
 

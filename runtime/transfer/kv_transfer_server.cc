@@ -14,7 +14,9 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "kvcache/block_copier.h"
+#include "proto/kv_transfer.grpc.pb.h"
 #include "runtime/security/grpc_credentials.h"
+#include "runtime/security/token_checked_service.h"
 #include "runtime/transfer/crc32c.h"
 
 namespace lockstep::transfer {
@@ -115,8 +117,10 @@ absl::StatusOr<std::unique_ptr<KvTransferServer>> KvTransferServer::Start(
   }
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.listen_address, security::ServerCredentials(), &port);
-  builder.RegisterService(&server->service_);
+  builder.AddListeningPort(options.listen_address, security::ServerTransportCredentials(), &port);
+  server->checked_service_ =
+      security::RequireClusterToken<lockstep::v1::KvTransferService>(&server->service_);
+  builder.RegisterService(server->checked_service_.get());
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   builder.SetMaxSendMessageSize(static_cast<int>(kMaxChunkMessageBytes));
   server->server_ = builder.BuildAndStart();

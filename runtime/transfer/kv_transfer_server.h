@@ -99,6 +99,7 @@ class KvTransferServer {
   const std::shared_ptr<SendClaims> claims_;
   const TransferHooks hooks_;
   RawPullService service_;
+  std::unique_ptr<grpc::Service> checked_service_;  // service_ behind the cluster token
   std::unique_ptr<TcpDataServer> tcp_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;

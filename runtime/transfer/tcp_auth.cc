@@ -8,26 +8,15 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "common/log.h"
+#include "runtime/security/peer_log.h"
 #include "runtime/security/secret.h"
 
 namespace lockstep::transfer {
 
-// The first rejection from each peer host (bounded, so a scan cannot grow it).
 void NoteRejectedConnection(const TcpSocket& socket, const absl::Status& status) {
-  static absl::Mutex mu(absl::kConstInit);
-  static auto* logged = new absl::flat_hash_set<std::string>();
-  const std::string peer = PeerAddress(socket);
-  const std::string host = peer.substr(0, peer.rfind(':'));
-  {
-    absl::MutexLock lock(&mu);
-    if (logged->size() >= 1024 || !logged->insert(host).second) return;
-  }
-  LOCKSTEP_LOG_WARN("transfer", "data plane rejected a connection from {}: {}", peer,
-                    std::string(status.message()));
+  static security::PeerLog* const log = new security::PeerLog("data plane");
+  log->Note(PeerAddress(socket), absl::StrCat("a connection: ", status.message()));
 }
 
 absl::Status SendTcpToken(const TcpSocket& socket, std::string_view token, absl::Time deadline) {

@@ -7,11 +7,13 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "proto/router.grpc.pb.h"
+#include "proto/worker.grpc.pb.h"
 #include "runtime/config/role_wire.h"
 #include "runtime/engine/cpu_engine.h"
 #include "runtime/engine/cuda_support.h"
 #include "runtime/engine/fake/fake_engine.h"
 #include "runtime/security/grpc_credentials.h"
+#include "runtime/security/token_checked_service.h"
 #include "runtime/worker/executor_settings.h"
 #include "spec_decode/speculative_config.h"
 
@@ -187,8 +189,9 @@ absl::Status Worker::StartService() {
   service_ = std::make_unique<WorkerServiceImpl>(std::move(o));
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options_.listen_address, security::ServerCredentials(), &port);
-  builder.RegisterService(service_.get());
+  builder.AddListeningPort(options_.listen_address, security::ServerTransportCredentials(), &port);
+  checked_service_ = security::RequireClusterToken<v1::WorkerService>(service_.get());
+  builder.RegisterService(checked_service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port == 0) {
     return absl::UnavailableError(

@@ -103,6 +103,7 @@ class Worker {
   std::unique_ptr<exec::Executor> executor_;
   RequestStreams streams_;
   std::unique_ptr<WorkerServiceImpl> service_;
+  std::unique_ptr<grpc::Service> checked_service_;  // service_ behind the cluster token
   std::unique_ptr<grpc::Server> server_;
   std::string service_address_;
   std::string transceiver_address_;

@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "fmt/format.h"
 #include "runtime/security/grpc_credentials.h"
+#include "runtime/security/token_checked_service.h"
 
 namespace lockstep::router::testing {
 namespace {
@@ -26,8 +27,9 @@ absl::StatusOr<std::unique_ptr<FakeWorker>> FakeWorker::Start(Options options) {
   auto worker = std::unique_ptr<FakeWorker>(new FakeWorker(std::move(options)));
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(worker->options_.listen, security::ServerCredentials(), &port);
-  builder.RegisterService(worker.get());
+  builder.AddListeningPort(worker->options_.listen, security::ServerTransportCredentials(), &port);
+  worker->checked_service_ = security::RequireClusterToken<v1::WorkerService>(worker.get());
+  builder.RegisterService(worker->checked_service_.get());
   worker->server_ = builder.BuildAndStart();
   if (worker->server_ == nullptr || port <= 0) {
     return absl::UnavailableError(

@@ -105,6 +105,7 @@ class FakeWorker final : public v1::WorkerService::Service {
 
   const Options options_;
   std::string address_;
+  std::unique_ptr<grpc::Service> checked_service_;  // this service behind the cluster token
   std::unique_ptr<grpc::Server> server_;
 
   mutable absl::Mutex mu_;
