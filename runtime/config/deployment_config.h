@@ -124,8 +124,9 @@ struct RouterConfig {
   int64_t health_check_interval_ms = 500;
   // A request that has not finished after this long ends with DEADLINE_EXCEEDED.
   int64_t request_timeout_s = 600;
-  // Most times one request moves to another instance after the instance serving it
-  // failed (runtime/router/migration.h); 0: requests never migrate.
+  // Most migrations of one request: how many times it may move to another instance
+  // after the instance serving it failed (runtime/router/migration.h), so at most
+  // 1 + migration_limit attempts (the default: 3). 0: requests never migrate.
   int64_t migration_limit = 2;
   // Longest prompt accepted, in tokens (longer: HTTP 400 / INVALID_ARGUMENT).
   int64_t max_prompt_tokens = 2048;

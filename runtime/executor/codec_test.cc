@@ -123,6 +123,7 @@ TEST(ResponseCodecTest, RoundTripAndTruncation) {
   r.finished = true;
   r.finish_reason = sched::FinishReason::kError;
   r.status = absl::UnavailableError("gone");
+  r.kv_pull_failed = true;
   const std::string bytes = EncodeResponses({r, r});
   absl::StatusOr<std::vector<Response>> got = DecodeResponses(bytes);
   ASSERT_THAT(got, IsOk());
@@ -131,6 +132,7 @@ TEST(ResponseCodecTest, RoundTripAndTruncation) {
   EXPECT_THAT((*got)[1].tokens, ElementsAre(5, 6));
   EXPECT_EQ((*got)[1].logprobs[0][1].token, 9);
   EXPECT_EQ((*got)[1].status, absl::UnavailableError("gone"));
+  EXPECT_TRUE((*got)[1].kv_pull_failed);
   EXPECT_THAT(DecodeResponses(bytes.substr(0, bytes.size() - 1)),
               StatusIs(absl::StatusCode::kDataLoss));
 }

@@ -281,6 +281,11 @@ void Executor::FailRequest(Request* request, absl::Status status, bool transfer)
   if (transfer) ++counters_.transfer_failures;
 }
 
+void Executor::FailPull(Request* request, absl::Status status) {
+  FailRequest(request, std::move(status), /*transfer=*/true);
+  outbox_.back().kv_pull_failed = true;  // the response FailRequest just emitted
+}
+
 absl::Status Executor::Respond() {
   // KV events ride on this gather: no collective of their own (docs/design.md §3).
   const std::string bytes = EncodeGatherPart(
@@ -341,7 +346,7 @@ void Executor::EnforceDrainDeadline() {
   for (const auto& r : active_) {
     if (r->finished() || r->is_dummy()) continue;
     if (r->state() == RequestState::kGenTransferInProgress) {
-      if (cancelling_.emplace(r->id(), late).second) transceiver_->Cancel(r->id());
+      if (cancelling_.emplace(r->id(), PendingCancel{late}).second) transceiver_->Cancel(r->id());
       continue;
     }
     FailRequest(r.get(), late, /*transfer=*/false);

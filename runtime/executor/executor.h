@@ -222,6 +222,9 @@ class Executor {
   absl::Status Respond();
   void TerminateFinished();
   void FailRequest(sched::Request* request, absl::Status status, bool transfer);
+  // FailRequest of a receive whose pull failed or missed transfer.deadline_ms: its
+  // response says kv_pull_failed (the context instance may be at fault).
+  void FailPull(sched::Request* request, absl::Status status);
   void EmitResponse(sched::Request* request);
   // The final response for a request that never got a Request (refused, or cancelled or
   // failed while queued at the leader): leader only.
@@ -277,8 +280,13 @@ class Executor {
   // Responses produced on this rank since the last gather.
   std::vector<Response> outbox_;
   int64_t errors_since_vote_ = 0;
-  // Receives whose cancellation was requested (deadline or client cancel).
-  absl::flat_hash_map<RequestId, absl::Status> cancelling_;
+  // Receives whose cancellation was requested (transfer deadline, drain deadline or
+  // client cancel): why, and whether the pull missed its deadline.
+  struct PendingCancel {
+    absl::Status why;
+    bool pull_late = false;
+  };
+  absl::flat_hash_map<RequestId, PendingCancel> cancelling_;
   bool draining_ = false;
   absl::Time drain_deadline_ = absl::InfiniteFuture();  // leader only (its clock)
   bool drain_expired_ = false;  // the leader broadcast that the deadline passed

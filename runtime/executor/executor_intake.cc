@@ -266,7 +266,7 @@ void Executor::HandleCancel(RequestId id) {
     if (r->state() == RequestState::kGenTransferInProgress) {
       // The receive may still be writing the blocks: finish once the transceiver says
       // it stopped.
-      cancelling_.emplace(id, cancelled);
+      cancelling_.emplace(id, PendingCancel{cancelled});
       transceiver_->Cancel(id);
       return;
     }

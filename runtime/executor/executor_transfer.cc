@@ -114,24 +114,26 @@ void Executor::PollTransfers() {
     if (r == nullptr || r->state() != RequestState::kGenTransferInProgress) continue;
     auto cancel = cancelling_.find(event.id);
     if (cancel != cancelling_.end()) {
-      const absl::Status why = cancel->second;
+      const PendingCancel pending = cancel->second;
       cancelling_.erase(cancel);
-      if (absl::IsCancelled(why)) {
-        r->Finish(sched::FinishReason::kCancelled, why, now);
+      if (absl::IsCancelled(pending.why)) {
+        r->Finish(sched::FinishReason::kCancelled, pending.why, now);
         EmitResponse(r);
         ++counters_.cancelled;
+      } else if (pending.pull_late) {
+        FailPull(r, pending.why);
       } else {
-        FailRequest(r, why, /*transfer=*/true);
+        FailRequest(r, pending.why, /*transfer=*/true);
       }
       continue;
     }
     if (!event.status.ok()) {
+      // The pull itself failed (the context rank is gone, refused or lost the claim,
+      // or the data did not arrive intact): the router may retry elsewhere.
       const sched::ContextSource& source = *r->context_source();
-      FailRequest(r,
-                  absl::Status(event.status.code(),
+      FailPull(r, absl::Status(event.status.code(),
                                absl::StrCat("KV transfer from ", source.instance, " rank ",
-                                            source.rank, " failed: ", event.status.message())),
-                  /*transfer=*/true);
+                                            source.rank, " failed: ", event.status.message())));
       continue;
     }
     const int64_t prompt = static_cast<int64_t>(r->prompt().size());
@@ -162,10 +164,12 @@ void Executor::PollTransfers() {
       continue;
     }
     const sched::ContextSource& source = *r->context_source();
-    cancelling_.emplace(r->id(), absl::DeadlineExceededError(absl::StrCat(
-                                     "KV transfer from ", source.instance, " rank ", source.rank,
-                                     " did not complete within ",
-                                     absl::FormatDuration(config_.transfer_deadline))));
+    cancelling_.emplace(
+        r->id(), PendingCancel{absl::DeadlineExceededError(
+                                   absl::StrCat("KV transfer from ", source.instance, " rank ",
+                                                source.rank, " did not complete within ",
+                                                absl::FormatDuration(config_.transfer_deadline))),
+                               /*pull_late=*/true});
     transceiver_->Cancel(r->id());
   }
 }

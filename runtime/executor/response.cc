@@ -18,6 +18,7 @@ std::string EncodeResponses(absl::Span<const Response> responses) {
     w.Put<uint8_t>(static_cast<uint8_t>(r.finish_reason));
     w.Put<int32_t>(static_cast<int32_t>(r.status.code()));
     w.PutString(r.status.message());
+    w.Put<uint8_t>(r.kv_pull_failed);
     w.Put<uint8_t>(r.context.has_value());
     if (r.context) {
       w.PutString(r.context->instance);
@@ -45,7 +46,7 @@ absl::StatusOr<std::vector<Response>> DecodeResponses(const std::string& bytes) 
     Response r;
     int64_t id = 0;
     uint32_t num_lp = 0;
-    uint8_t finished = 0, reason = 0, has_context = 0;
+    uint8_t finished = 0, reason = 0, has_context = 0, kv_pull_failed = 0;
     int32_t code = 0;
     std::string message;
     bool ok = rd.Get(&id) && rd.Get(&r.rank) && rd.Get(&r.step) && rd.GetVector(&r.tokens) &&
@@ -55,7 +56,8 @@ absl::StatusOr<std::vector<Response>> DecodeResponses(const std::string& bytes) 
       ok = rd.GetVector(&r.logprobs.back());
     }
     ok = ok && rd.Get(&finished) && rd.Get(&reason) && rd.Get(&code) && rd.GetString(&message) &&
-         rd.Get(&has_context) && reason <= static_cast<uint8_t>(sched::FinishReason::kError);
+         rd.Get(&kv_pull_failed) && rd.Get(&has_context) &&
+         reason <= static_cast<uint8_t>(sched::FinishReason::kError);
     if (ok && has_context) {
       sched::ContextSource c;
       int64_t remote = 0, lease = 0;
@@ -71,6 +73,7 @@ absl::StatusOr<std::vector<Response>> DecodeResponses(const std::string& bytes) 
     if (!ok) return absl::DataLossError("responses: malformed response");
     r.id = RequestId(id);
     r.finished = finished != 0;
+    r.kv_pull_failed = kv_pull_failed != 0;
     r.finish_reason = static_cast<sched::FinishReason>(reason);
     r.status = absl::Status(static_cast<absl::StatusCode>(code), message);
     out.push_back(std::move(r));

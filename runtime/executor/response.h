@@ -31,6 +31,10 @@ struct Response {
   bool finished = false;
   sched::FinishReason finish_reason = sched::FinishReason::kNone;
   absl::Status status;  // set with kError (and kCancelled)
+  // kError of a generation-only request whose KV pull failed or missed its deadline
+  // (the context instance may be at fault; the router then retries with a fresh
+  // context leg).
+  bool kv_pull_failed = false;
   // Context-only requests: where the KV waits, what the context leg produced (first
   // token and drafts are in `context->first_token` / `first_drafts`).
   std::optional<sched::ContextSource> context;

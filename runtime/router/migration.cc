@@ -17,6 +17,8 @@ std::string_view MigrationReasonName(MigrationReason reason) {
       return "instance_unhealthy";
     case MigrationReason::kWorkerError:
       return "worker_error";
+    case MigrationReason::kKvPullFailed:
+      return "kv_pull_failed";
   }
   return "none";
 }
@@ -26,26 +28,33 @@ bool WorkerErrorMigrates(int32_t code) {
          code == static_cast<int32_t>(absl::StatusCode::kAborted);
 }
 
+std::string AttemptsText(const std::vector<std::string>& attempts) {
+  return fmt::format("{} attempt{} [{}]", attempts.size(), attempts.size() == 1 ? "" : "s",
+                     absl::StrJoin(attempts, "; "));
+}
+
 absl::Status MigrationVerdict(const absl::Status& failure, MigrationReason reason,
                               const std::vector<std::string>& attempts, int migrations, int limit,
                               bool other_instance, std::string_view role) {
   if (reason == MigrationReason::kNone) return failure;
-  const std::string tried = fmt::format("{} attempt{} on {}", attempts.size(),
-                                        attempts.size() == 1 ? "" : "s",
-                                        absl::StrJoin(attempts, ", "));
   if (migrations >= limit) {
-    return absl::Status(
-        failure.code(),
-        fmt::format("{} (after {}; router.migration_limit = {} migrations)",
-                    std::string(failure.message()), tried, limit));
+    return absl::Status(failure.code(),
+                        fmt::format("{} (after {}; router.migration_limit = {} migrations)",
+                                    std::string(failure.message()), AttemptsText(attempts), limit));
   }
   if (!other_instance) {
-    return absl::Status(
-        failure.code(),
-        fmt::format("{} (no other healthy {} instance to migrate to; {})",
-                    std::string(failure.message()), role, tried));
+    return absl::Status(failure.code(),
+                        fmt::format("{} (no other healthy {} instance to migrate to; after {})",
+                                    std::string(failure.message()), role, AttemptsText(attempts)));
   }
   return absl::OkStatus();
+}
+
+absl::Status AfterMigrations(const absl::Status& failure, const std::vector<std::string>& attempts,
+                             int migrations) {
+  return absl::Status(failure.code(),
+                      fmt::format("{} (migrated {} time{}; {})", std::string(failure.message()),
+                                  migrations, migrations == 1 ? "" : "s", AttemptsText(attempts)));
 }
 
 std::string MigrationLogLine(const MigrationRecord& record) {

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/algorithm/container.h"
-
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "fmt/format.h"
 #include "grpcpp/grpcpp.h"
@@ -129,40 +129,64 @@ void RequestRunner::RunRoute(FlowHandle& flow, const RouterRequest& request, abs
   const v1::GenerateRequest original =
       WireRequest(request.model, request.prompt, request.sampling, result.request_id);
 
-  std::vector<std::string> attempts;  // the instances the request ran on, in order
-  std::vector<std::string> failed;    // those it failed on
+  std::vector<std::string> attempts;  // each attempt's route, in order
+  std::vector<std::string> failed;    // the instances excluded from later attempts
   v1::GenerateRequest wire = original;
   int migrations = 0;
+  bool history_told = false;  // result.status already names the attempts
   for (;; ++migrations) {
-    const std::string route = std::move(result.route);
     result.route.clear();
     const FailedLeg failure =
-        RunAttempt(flow, request, wire, failed, deadline, progress, sink, result, attempts);
-    if (!route.empty()) {
-      result.route = result.route.empty() ? route : fmt::format("{} => {}", route, result.route);
-    }
+        RunAttempt(flow, request, wire, failed, deadline, progress, sink, result);
+    if (!result.route.empty()) attempts.push_back(result.route);
     if (result.status.ok() || failure.reason == MigrationReason::kNone) break;
-    failed.push_back(failure.instance);
     if (OutputComplete(original, progress, result)) break;  // it failed after the last token
+    if (!RetriesOnSameInstance(failure, failed)) failed.push_back(failure.instance);
+    if (clock_.Now() >= deadline) {
+      // The deadline covers every attempt: none starts after it.
+      result.status = absl::DeadlineExceededError(fmt::format(
+          "request {} did not finish within {} s ({})", result.request_id,
+          absl::ToInt64Seconds(options_.request_timeout), std::string(result.status.message())));
+      break;
+    }
     result.status = MigrationVerdict(result.status, failure.reason, attempts, migrations,
                                      options_.migration_limit, CanRoute(failed),
                                      config::InstanceRoleName(failure.role));
-    if (!result.status.ok()) break;
+    if (!result.status.ok()) {
+      history_told = true;
+      break;
+    }
     const absl::Time now = clock_.Now();
     progress.failed_at = now;
     metrics_.Migration(MigrationReasonName(failure.reason));
     const sched::Continuation next =
         sched::ContinueAfter(request.prompt, request.sampling, progress.tokens);
     wire = WireRequest(request.model, next.prompt, next.sampling, NewRequestId());
-    LOCKSTEP_LOG_WARN(
-        "router", "{}",
-        MigrationLogLine({.request_id = result.request_id,
-                          .instance = failure.instance,
-                          .reason = std::string(MigrationReasonName(failure.reason)),
-                          .delivered = static_cast<int64_t>(progress.tokens.size()),
-                          .continuation_id = wire.request_id()}));
+    LOCKSTEP_LOG_WARN("router", "{}",
+                      MigrationLogLine({.request_id = result.request_id,
+                                        .instance = failure.instance,
+                                        .reason = std::string(MigrationReasonName(failure.reason)),
+                                        .delivered = static_cast<int64_t>(progress.tokens.size()),
+                                        .continuation_id = wire.request_id()}));
   }
-  if (migrations > 0 && result.status.ok()) metrics_.MigratedRequestCompleted();
+  result.route = absl::StrJoin(attempts, " => ");
+  if (migrations == 0) return;
+  if (result.status.ok()) {
+    metrics_.MigratedRequestCompleted();
+  } else if (!history_told) {
+    // A later attempt ended the request for a reason that does not migrate (its
+    // deadline, a queue limit, a validation error): the error still tells the history.
+    result.status = AfterMigrations(result.status, attempts, migrations);
+  }
+}
+
+bool RequestRunner::RetriesOnSameInstance(const FailedLeg& failure,
+                                          absl::Span<const std::string> failed) const {
+  if (failure.reason != MigrationReason::kKvPullFailed) return false;
+  std::vector<std::string> without(failed.begin(), failed.end());
+  without.push_back(failure.instance);
+  return registry_.IsHealthy(failure.instance) &&
+         !registry_.HasHealthy(InstanceRole::kContext, without);
 }
 
 v1::GenerateRequest RequestRunner::WireRequest(const std::string& model,
@@ -200,8 +224,7 @@ RequestRunner::FailedLeg RequestRunner::RunAttempt(FlowHandle& flow, const Route
                                                    v1::GenerateRequest wire,
                                                    absl::Span<const std::string> exclude,
                                                    absl::Time deadline, Progress& progress,
-                                                   TokenSink& sink, RequestResult& result,
-                                                   std::vector<std::string>& attempts) {
+                                                   TokenSink& sink, RequestResult& result) {
   const uint64_t id = wire.request_id();
   auto failed_leg = [](const LegOutcome& leg, const std::string& instance, InstanceRole role) {
     return FailedLeg{leg.status.ok() ? MigrationReason::kNone : leg.migrate, instance, role};
@@ -214,7 +237,6 @@ RequestRunner::FailedLeg RequestRunner::RunAttempt(FlowHandle& flow, const Route
       return {};
     }
     result.route = target->name;
-    attempts.push_back(target->name);
     wire.set_type(v1::REQUEST_TYPE_AGGREGATED);
     LegOutcome leg = RunLeg(flow, *target, wire, deadline, progress, sink);
     registry_.Release(target->name);
@@ -238,7 +260,6 @@ RequestRunner::FailedLeg RequestRunner::RunAttempt(FlowHandle& flow, const Route
     return {};
   }
   result.route = ctx->name;
-  attempts.push_back(ctx->name);
   wire.set_type(v1::REQUEST_TYPE_CONTEXT_ONLY);
   LegOutcome leg1 = RunLeg(flow, *ctx, wire, deadline, progress, sink);
   registry_.Release(ctx->name);
@@ -284,7 +305,6 @@ RequestRunner::FailedLeg RequestRunner::RunAttempt(FlowHandle& flow, const Route
     return {};
   }
   result.route = fmt::format("{}->{}", ctx->name, gen->name);
-  attempts.push_back(gen->name);
   wire.set_type(v1::REQUEST_TYPE_GENERATION_ONLY);
   *wire.mutable_context() = context;
   LegOutcome leg2 = RunLeg(flow, *gen, wire, deadline, progress, sink);
@@ -292,6 +312,11 @@ RequestRunner::FailedLeg RequestRunner::RunAttempt(FlowHandle& flow, const Route
   if (!leg2.status.ok()) CancelOnWorker(*ctx, claim_id);  // the KV may not have moved
   result.status = leg2.status;
   result.finish_reason = leg2.finish_reason;
+  // A failed pull blames the context instance (it may have died), never the generation
+  // instance that reported it.
+  if (leg2.migrate == MigrationReason::kKvPullFailed) {
+    return failed_leg(leg2, ctx->name, InstanceRole::kContext);
+  }
   return failed_leg(leg2, gen->name, InstanceRole::kGeneration);
 }
 
@@ -311,8 +336,9 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
   // The health monitor marks an instance unhealthy before cancelling the flows on it,
   // so a leg that began after that sees it here.
   if (!registry_.IsServing(target.name)) {
-    flow.CancelLeg(target.name, absl::UnavailableError(
-        fmt::format("instance {} became unhealthy before request {} started", target.name, id)));
+    flow.CancelLeg(target.name,
+                   absl::UnavailableError(fmt::format(
+                       "instance {} became unhealthy before request {} started", target.name, id)));
   }
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub->Generate(&call, request);
   v1::GenerateResponse response;
@@ -331,7 +357,11 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
       out.status =
           StatusFromWorker(response.error_code(), response.error_message(), target.name, id);
       out.finish_reason = v1::FINISH_REASON_ERROR;
-      if (WorkerErrorMigrates(response.error_code())) out.migrate = MigrationReason::kWorkerError;
+      if (response.kv_pull_failed()) {
+        out.migrate = MigrationReason::kKvPullFailed;  // whatever its code (a late pull too)
+      } else if (WorkerErrorMigrates(response.error_code())) {
+        out.migrate = MigrationReason::kWorkerError;
+      }
       finished = true;
       break;
     }
@@ -387,7 +417,10 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
     out.migrate = MigrationReason::kInstanceUnhealthy;
     return out;
   }
-  if (rpc.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+  // Past the leg's deadline the worker may end the stream first, and with another code
+  // (CANCELLED): the deadline, not the instance, ended it.
+  if (rpc.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+      std::chrono::system_clock::now() >= call.deadline()) {
     out.status = absl::DeadlineExceededError(
         fmt::format("request {} did not finish within {} s (on instance {})", id,
                     absl::ToInt64Seconds(options_.request_timeout), target.name));

@@ -22,10 +22,13 @@
 // blames the instance), the request continues on another healthy instance it has not
 // failed on, as a continuation of the tokens delivered so far, under a fresh worker
 // request id: an aggregated request on an aggregated instance; a two-leg request with
-// a fresh context leg (then a generation leg). The client sees one stream; the
-// request's deadline covers all attempts; at most `migration_limit` migrations, and
-// none without another healthy instance (the error then says so and names the
-// attempts). A client cancel, a stop, a validation error or the deadline never
+// a fresh context leg (then a generation leg). A generation leg whose KV pull failed
+// blames the context instance: the retry takes another context instance (the same one
+// if it is the only healthy one left) and may use the same generation instance. The
+// client sees one stream; the request's deadline covers all attempts (none starts
+// after it); at most `migration_limit` migrations (1 + limit attempts), and none
+// without another healthy instance. The final error of a request that migrated names
+// its attempts. A client cancel, a stop, a validation error or the deadline never
 // migrates.
 //
 // Thread safety: thread-safe; Run blocks the calling thread (one per request).
@@ -63,7 +66,8 @@ class RequestRunner {
     // Ids that end generation like the engine's EOS (the model's generation_config.json):
     // added to each request's stop tokens unless it ignores EOS.
     std::vector<int32_t> eos_token_ids;
-    // Most migrations of one request (router.migration_limit); 0: none.
+    // Most migrations of one request (router.migration_limit): at most 1 + this many
+    // attempts; 0: none.
     int migration_limit = 2;
     // router.max_queued_requests, for the refusals' messages (the registry enforces it).
     int64_t max_queued_requests = 0;
@@ -95,7 +99,7 @@ class RequestRunner {
   struct LegOutcome {
     absl::Status status;
     v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
-    std::optional<v1::ContextResult> context;  // CONTEXT_ONLY
+    std::optional<v1::ContextResult> context;          // CONTEXT_ONLY
     MigrationReason migrate = MigrationReason::kNone;  // when the instance failed
   };
   // The leg of an attempt that failed by its instance (reason kNone: none did).
@@ -114,12 +118,17 @@ class RequestRunner {
   // bookkeeping Run does.
   void RunRoute(FlowHandle& flow, const RouterRequest& request, absl::Time deadline,
                 Progress& progress, TokenSink& sink, RequestResult& result);
-  // Routes `wire` (its type set per leg) avoiding `exclude` and runs its legs, adding
-  // their instances to `attempts`; sets result's status, finish reason and route.
+  // Routes `wire` (its type set per leg) avoiding `exclude` and runs its legs; sets
+  // result's status, finish reason and route (this attempt's instances, "ctx0->gen1";
+  // empty when no leg started).
   FailedLeg RunAttempt(FlowHandle& flow, const RouterRequest& request, v1::GenerateRequest wire,
                        absl::Span<const std::string> exclude, absl::Time deadline,
-                       Progress& progress, TokenSink& sink, RequestResult& result,
-                       std::vector<std::string>& attempts);
+                       Progress& progress, TokenSink& sink, RequestResult& result);
+  // True when the next attempt may use `failure`'s instance again: a failed KV pull
+  // from a context instance that is still healthy and the only one left besides
+  // `failed` (the pull may have failed for a passing reason). Every other failure
+  // excludes its instance.
+  bool RetriesOnSameInstance(const FailedLeg& failure, absl::Span<const std::string> failed) const;
   // The worker request `id` for `prompt` and `sampling` (the model's EOS added to the
   // stop tokens unless the request ignores EOS).
   v1::GenerateRequest WireRequest(const std::string& model, absl::Span<const int32_t> prompt,
@@ -128,8 +137,8 @@ class RequestRunner {
   // max_tokens, or a stop token once min_tokens were generated.
   bool OutputComplete(const v1::GenerateRequest& original, const Progress& progress,
                       RequestResult& result) const;
-  // registry_.Acquire, counting the decision (and a refusal for the queue limit); a leg routed with `prompt` carries the
-  // chosen rank hint in `wire` (none without).
+  // registry_.Acquire, counting the decision (and a refusal for the queue limit); a leg routed with
+  // `prompt` carries the chosen rank hint in `wire` (none without).
   absl::StatusOr<InstanceTarget> Route(config::InstanceRole role,
                                        absl::Span<const std::string> exclude,
                                        v1::GenerateRequest& wire, bool by_prompt);

@@ -19,7 +19,7 @@
 //   router_request_draft_acceptance{method}   histogram: accepted / proposed per request
 //   router_migrations_total{reason}          requests moved to another instance after a
 //                                             failure (stream_broken | instance_unhealthy |
-//                                             worker_error)
+//                                             worker_error | kv_pull_failed)
 //   router_migrated_requests_completed_total  migrated requests that finished normally
 //   router_migration_latency_seconds          histogram: failure to the next token
 //   router_requests_running                   requests in flight

@@ -4,123 +4,40 @@
 // seeing one stream with the text it would have got; the migration limit and a missing
 // second instance end a request with an error that names its attempts; a client
 // cancel or a validation error never migrates.
-#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/testing/poll_until.h"
-#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/router/router_daemon.h"
+#include "runtime/router/testing/fake_worker.h"
+#include "runtime/router/testing/migration_fixture.h"
 #include "runtime/router/testing/router_harness.h"
 
 namespace lockstep::router {
 namespace {
 
 using config::InstanceRole;
-using ::lockstep::testing::IsOk;
 using ::lockstep::testing::PollUntil;
-using nlohmann::json;
-using testing::FakeWorker;
-using testing::HttpClient;
-using testing::HttpResult;
 using ::testing::AllOf;
+using testing::CompletionBody;
 using ::testing::ElementsAreArray;
+using testing::FakeWorker;
 using ::testing::HasSubstr;
+using testing::HttpResult;
+using testing::Ids;
 
-std::string Body(const std::string& prompt, int max_tokens, bool stream) {
-  return json{{"model", testing::kModel},
-              {"prompt", prompt},
-              {"max_tokens", max_tokens},
-              {"stream", stream}}
-      .dump();
-}
-
-std::vector<int32_t> Ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  for (char c : text) ids.push_back(static_cast<uint8_t>(c));
-  return ids;
-}
-
-class RouterMigrationTest : public ::testing::Test {
- protected:
-  // A router with `instances` and a fake worker for each.
-  void Start(const std::vector<std::pair<std::string, InstanceRole>>& instances,
-             int migration_limit = 2) {
-    config::DeploymentConfig config = testing::TestConfig(instances);
-    config.router.migration_limit = migration_limit;
-    absl::StatusOr<std::unique_ptr<RouterDaemon>> router = testing::StartRouter(config);
-    ASSERT_THAT(router, IsOk());
-    router_ = *std::move(router);
-    http_ = std::make_unique<HttpClient>(router_->http_address());
-    for (const auto& [name, role] : instances) {
-      const v1::InstanceRole wire = role == InstanceRole::kAggregated ? v1::INSTANCE_ROLE_AGGREGATED
-                                    : role == InstanceRole::kContext  ? v1::INSTANCE_ROLE_CONTEXT
-                                                                      : v1::INSTANCE_ROLE_GENERATION;
-      absl::StatusOr<std::unique_ptr<FakeWorker>> worker =
-          testing::StartWorker(*router_, name, wire);
-      ASSERT_THAT(worker, IsOk());
-      workers_.push_back(*std::move(worker));
-    }
-  }
-
-  FakeWorker& Worker(const std::string& name) {
-    for (auto& w : workers_) {
-      if (w->name() == name) return *w;
-    }
-    ADD_FAILURE() << "no worker " << name;
-    return *workers_.front();
-  }
-
-  // Of `names`, the worker that has received a request (waits for one).
-  FakeWorker* Busy(const std::vector<std::string>& names) {
-    FakeWorker* busy = nullptr;
-    PollUntil([&] {
-      for (const std::string& name : names) {
-        if (!Worker(name).requests().empty()) busy = &Worker(name);
-      }
-      return busy != nullptr;
-    });
-    return busy;
-  }
-
-  // Streams `body` on another thread; StreamResult waits for it.
-  void StartStream(const std::string& body) {
-    stream_thread_ = std::thread([this, body] {
-      stream_result_ =
-          HttpClient(router_->http_address()).PostStream("/v1/completions", body);
-    });
-  }
-  HttpResult& StreamResult() {
-    stream_thread_.join();
-    return stream_result_;
-  }
-
-  double Migrations() {
-    double n = 0;
-    for (const char* reason : {"stream_broken", "instance_unhealthy", "worker_error"}) {
-      n += router_->metrics().MigrationCount(reason);
-    }
-    return n;
-  }
-
-  std::unique_ptr<RouterDaemon> router_;
-  std::unique_ptr<HttpClient> http_;
-  std::vector<std::unique_ptr<FakeWorker>> workers_;
-  std::thread stream_thread_;
-  HttpResult stream_result_;
-};
+using RouterMigrationTest = testing::MigrationFixture;
 
 TEST_F(RouterMigrationTest, AStreamWhoseInstanceDiesGoesOnElsewhereAsAContinuation) {
   Start({{"agg0", InstanceRole::kAggregated}, {"agg1", InstanceRole::kAggregated}});
   for (auto& w : workers_) w->SetStallAfter(3);
-  StartStream(Body("abc", 10, true));
+  StartStream(CompletionBody("abc", 10, true));
   FakeWorker* first = Busy({"agg0", "agg1"});
   ASSERT_NE(first, nullptr);
   ASSERT_TRUE(first->AwaitStalled(1, absl::Seconds(10)));
-  FakeWorker& second = &Worker("agg0") == first ? Worker("agg1") : Worker("agg0");
+  FakeWorker& second = Other(first, "agg0", "agg1");
   second.SetStallAfter(-1);
   first->Shutdown();
 
@@ -150,11 +67,11 @@ TEST_F(RouterMigrationTest, ATwoLegRequestRetriesWithAFreshContextLegAndReleases
          {"gen1", InstanceRole::kGeneration}});
   Worker("gen0").SetStallAfter(2);
   Worker("gen1").SetStallAfter(2);
-  StartStream(Body("xyz", 9, true));
+  StartStream(CompletionBody("xyz", 9, true));
   FakeWorker* first = Busy({"gen0", "gen1"});
   ASSERT_NE(first, nullptr);
   ASSERT_TRUE(first->AwaitStalled(1, absl::Seconds(10)));
-  FakeWorker& second = &Worker("gen0") == first ? Worker("gen1") : Worker("gen0");
+  FakeWorker& second = Other(first, "gen0", "gen1");
   second.SetStallAfter(-1);
   first->Shutdown();
 
@@ -181,13 +98,14 @@ TEST_F(RouterMigrationTest, TheMigrationLimitEndsTheRequestWithAnErrorNamingTheA
          {"agg2", InstanceRole::kAggregated}});
   // UNAVAILABLE from the worker blames the instance: each attempt migrates.
   for (auto& w : workers_) w->SetFailure(14, "a rank of this instance stopped");
-  const HttpResult result = http_->Post("/v1/completions", Body("lim", 4, false));
+  const HttpResult result = http_->Post("/v1/completions", CompletionBody("lim", 4, false));
   EXPECT_EQ(result.status, 503) << result.body;
   const std::string message = result.json["error"]["message"];
-  EXPECT_THAT(message, AllOf(HasSubstr("a rank of this instance stopped"),
-                             HasSubstr("after 3 attempts on"), HasSubstr("agg0"),
-                             HasSubstr("agg1"), HasSubstr("agg2"),
-                             HasSubstr("router.migration_limit = 2")));
+  // The limit counts migrations: 2 allow 3 attempts, each named.
+  EXPECT_THAT(message,
+              AllOf(HasSubstr("a rank of this instance stopped"), HasSubstr("after 3 attempts ["),
+                    HasSubstr("agg0"), HasSubstr("agg1"), HasSubstr("agg2"),
+                    HasSubstr("router.migration_limit = 2 migrations")));
   for (auto& w : workers_) EXPECT_EQ(w->requests().size(), 1u) << w->name();
   EXPECT_EQ(router_->metrics().MigrationCount("worker_error"), 2);
 }
@@ -195,18 +113,18 @@ TEST_F(RouterMigrationTest, TheMigrationLimitEndsTheRequestWithAnErrorNamingTheA
 TEST_F(RouterMigrationTest, WithoutAnotherHealthyInstanceTheErrorSaysSo) {
   Start({{"agg0", InstanceRole::kAggregated}, {"agg1", InstanceRole::kAggregated}});
   for (auto& w : workers_) w->SetFailure(14, "a rank of this instance stopped");
-  const HttpResult result = http_->Post("/v1/completions", Body("none", 4, false));
+  const HttpResult result = http_->Post("/v1/completions", CompletionBody("none", 4, false));
   EXPECT_EQ(result.status, 503) << result.body;
   EXPECT_THAT(result.json["error"]["message"].get<std::string>(),
               AllOf(HasSubstr("no other healthy aggregated instance to migrate to"),
-                    HasSubstr("2 attempts on")));
+                    HasSubstr("after 2 attempts [")));
 }
 
 TEST_F(RouterMigrationTest, AZeroLimitNeverMigrates) {
   Start({{"agg0", InstanceRole::kAggregated}, {"agg1", InstanceRole::kAggregated}},
-        /*migration_limit=*/0);
+        {.migration_limit = 0});
   for (auto& w : workers_) w->SetFailure(14, "a rank of this instance stopped");
-  const HttpResult result = http_->Post("/v1/completions", Body("zero", 4, false));
+  const HttpResult result = http_->Post("/v1/completions", CompletionBody("zero", 4, false));
   EXPECT_EQ(result.status, 503) << result.body;
   EXPECT_THAT(result.json["error"]["message"].get<std::string>(),
               HasSubstr("router.migration_limit = 0"));
@@ -218,7 +136,7 @@ TEST_F(RouterMigrationTest, AClientCancelIsNeverMigrated) {
   for (auto& w : workers_) w->SetStallAfter(1);
   const std::string first_token(1, static_cast<char>(FakeWorker::TokenAt(Ids("bye"), 0)));
   const HttpResult result = http_->PostStream(
-      "/v1/completions", Body("bye", 10, true),
+      "/v1/completions", CompletionBody("bye", 10, true),
       [&](const std::string& data) { return testing::SseText(data) != first_token; });
   EXPECT_EQ(testing::SseText(result.body), first_token);
   FakeWorker* served = Busy({"agg0", "agg1"});
@@ -233,7 +151,7 @@ TEST_F(RouterMigrationTest, AClientCancelIsNeverMigrated) {
 TEST_F(RouterMigrationTest, AValidationErrorIsNeverMigrated) {
   Start({{"agg0", InstanceRole::kAggregated}, {"agg1", InstanceRole::kAggregated}});
   for (auto& w : workers_) w->SetFailure(3, "token 9999 is not in the vocabulary");
-  const HttpResult result = http_->Post("/v1/completions", Body("bad", 4, false));
+  const HttpResult result = http_->Post("/v1/completions", CompletionBody("bad", 4, false));
   EXPECT_EQ(result.status, 400) << result.body;
   EXPECT_THAT(result.json["error"]["message"].get<std::string>(),
               AllOf(HasSubstr("not in the vocabulary"), ::testing::Not(HasSubstr("attempts"))));

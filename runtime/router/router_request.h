@@ -56,7 +56,9 @@ struct RequestResult {
   v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
-  std::string route;  // "agg0", or "ctx0->gen0" for the two-leg flow
+  // "agg0", or "ctx0->gen0" for the two-leg flow; a migrated request's attempts joined
+  // by " => " ("agg0 => agg1").
+  std::string route;
   // Speculative decoding: the drafts proposed and accepted for this request, summed
   // over its legs (zero when none were proposed).
   v1::DraftTokens drafts;

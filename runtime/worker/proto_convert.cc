@@ -120,6 +120,7 @@ v1::GenerateResponse ToProto(const exec::Response& r) {
   if (!r.status.ok()) {
     out.set_error_code(static_cast<int32_t>(r.status.code()));
     out.set_error_message(std::string(r.status.message()));
+    out.set_kv_pull_failed(r.kv_pull_failed);
   }
   return out;
 }

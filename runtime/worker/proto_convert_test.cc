@@ -119,6 +119,9 @@ TEST(ProtoConvertTest, ErrorsCarryTheirCode) {
   EXPECT_EQ(out.finish_reason(), v1::FINISH_REASON_ERROR);
   EXPECT_EQ(out.error_code(), static_cast<int>(absl::StatusCode::kUnavailable));
   EXPECT_EQ(out.error_message(), "peer gone");
+  EXPECT_FALSE(out.kv_pull_failed());
+  r.kv_pull_failed = true;
+  EXPECT_TRUE(ToProto(r).kv_pull_failed());
 }
 
 }  // namespace

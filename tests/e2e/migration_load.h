@@ -59,9 +59,13 @@ class MigrationLoad {
   std::vector<std::string> failures_ ABSL_GUARDED_BY(mu_);
 };
 
-// How many migrations the router's log shows after tokens were already delivered
-// (router::ParseMigrationLogLine): migrations across a seam in mid-stream.
-int MigratedMidStream(const std::string& router_log);
+// The migrations the router's log shows (router::ParseMigrationLogLine, one line each).
+struct LoggedMigrations {
+  int migrations = 0;
+  int mid_stream = 0;  // after tokens were already delivered: across a seam in mid-stream
+  int requests = 0;    // distinct requests (one may migrate more than once)
+};
+LoggedMigrations ParseMigrations(const std::string& router_log);
 
 // The kill of both migration tests: starts `load` on `d`, waits (at most 60 s) until the
 // gRPC clients have 4 tokens per two requests and `busy_instance` holds at least
@@ -71,9 +75,9 @@ int MigratedMidStream(const std::string& router_log);
 void KillUnderLoad(launcher::LocalDeployment& d, MigrationLoad& load,
                    const std::string& busy_instance, int64_t min_load, const std::string& process);
 
-// The router's migration counters after a kill on `d`: every migrated request
-// completed, at least one migration resumed a stream in mid-stream. Adds a gtest
-// failure otherwise; prints the counts.
+// The router's migration counters after a kill on `d`: every migrated request (its log
+// names them) completed, at least one migration resumed a stream in mid-stream. Adds a
+// gtest failure otherwise; prints the counts.
 void ExpectMigrationsCompleted(const launcher::LocalDeployment& d);
 
 }  // namespace lockstep::e2e

@@ -200,6 +200,7 @@ void ScriptedCluster::OnResponses(std::vector<exec::Response> responses) {
       s.finished = true;
       s.reason = r.finish_reason;
       s.status = r.status;
+      s.kv_pull_failed = r.kv_pull_failed;
     }
   }
 }

@@ -59,6 +59,7 @@ struct Stream {
   bool finished = false;
   sched::FinishReason reason = sched::FinishReason::kNone;
   absl::Status status;
+  bool kv_pull_failed = false;  // the final response's
   std::optional<sched::ContextSource> context;
   int num_finished = 0;  // final responses received (exactly one when all is well)
 };

@@ -247,6 +247,7 @@ TEST(EdgeCasesTest, TransferFailureFailsOnlyItsRequest) {
     if (st.reason == sched::FinishReason::kError) {
       ++failed;
       EXPECT_THAT(std::string(st.status.message()), HasSubstr("KV transfer from ctx"));
+      EXPECT_TRUE(st.kv_pull_failed) << "the router retries a failed pull with a fresh context leg";
     } else {
       ++ok;
       EXPECT_EQ(st.tokens, c.ExpectedTokens(s));
@@ -275,6 +276,7 @@ TEST(EdgeCasesTest, TransferDeadline) {
   EXPECT_EQ(s.status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(s.status.message()),
               HasSubstr("KV transfer from ctx rank 0 failed: KV receive deadline exceeded"));
+  EXPECT_TRUE(s.kv_pull_failed);
   ExpectBaseline(c);
 }
 
@@ -304,6 +306,7 @@ TEST(EdgeCasesTest, DrainDeadlineCancelsAReceiveAndWaitsForTheTransceiver) {
   EXPECT_TRUE(s.finished);
   EXPECT_EQ(s.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(s.status.message()), HasSubstr("drain deadline"));
+  EXPECT_FALSE(s.kv_pull_failed) << "the drain is this instance's doing, not the pull's";
   EXPECT_EQ(c.rank(0).counters().transfer_failures, 1);
   ASSERT_TRUE(c.StepUntil([&] { return c.rank(0).drained(); }, 20));
   ExpectBaseline(c);

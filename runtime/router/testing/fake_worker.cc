@@ -60,8 +60,7 @@ std::string FakeWorker::ExpectedText(const std::string& prompt, int max_tokens) 
 }
 
 std::unique_ptr<v1::RouterService::Stub> FakeWorker::RouterStub(const std::string& router_address) {
-  return v1::RouterService::NewStub(
-      security::CreateChannel(router_address));
+  return v1::RouterService::NewStub(security::CreateChannel(router_address));
 }
 
 absl::Status FakeWorker::Register(const std::string& router_address) {
@@ -126,6 +125,40 @@ void FakeWorker::SetFailure(int code, const std::string& message) {
   absl::MutexLock lock(&mu_);
   failure_code_ = code;
   failure_message_ = message;
+}
+
+void FakeWorker::SetKvPull(int code, int fail_next) {
+  absl::MutexLock lock(&mu_);
+  kv_pull_code_ = code;
+  kv_pull_fail_next_ = fail_next;
+}
+
+absl::Status FakeWorker::PullKv(const v1::ContextHandle& context) {
+  int code = 0;
+  bool fail = false;
+  {
+    absl::MutexLock lock(&mu_);
+    code = kv_pull_code_;
+    if (code != 0 && kv_pull_fail_next_ > 0) {
+      --kv_pull_fail_next_;
+      fail = true;
+    }
+  }
+  if (code == 0) return absl::OkStatus();
+  std::string why = "the test failed this pull";
+  if (!fail) {
+    v1::HealthResponse health;
+    grpc::ClientContext call;
+    SetDeadline(call, absl::Seconds(2));
+    const grpc::Status status =
+        v1::WorkerService::NewStub(security::CreateChannel(context.transfer_address()))
+            ->Health(&call, v1::HealthRequest(), &health);
+    if (status.ok()) return absl::OkStatus();
+    why = status.error_message();
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code),
+                      fmt::format("KV transfer from {} rank {} failed: {}", context.instance(),
+                                  context.rank(), why));
 }
 
 void FakeWorker::Shutdown() {
@@ -228,8 +261,8 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* context, const v1::Genera
                                     request->prompt_token_ids().end());
   const v1::SamplingParams& sampling = request->sampling();
   // A continuation: the prompt ends with the first `earlier` generated tokens.
-  const int earlier = std::clamp(sampling.num_generated_in_prompt(), 0,
-                                 static_cast<int>(prompt.size()));
+  const int earlier =
+      std::clamp(sampling.num_generated_in_prompt(), 0, static_cast<int>(prompt.size()));
   const std::vector<int32_t> original(prompt.begin(), prompt.end() - earlier);
   auto token_at = [&](int p) { return TokenAt(original, earlier + p); };
   v1::GenerateResponse response;
@@ -256,11 +289,17 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* context, const v1::Genera
     absl::MutexLock lock(&mu_);
     held = hold_;
   }
-  if (held && !WaitWhileHeld(*context)) {
+  if (held) {
+    if (!WaitWhileHeld(*context)) {
+      absl::MutexLock lock(&mu_);
+      ++streams_cancelled_;
+      return grpc::Status(grpc::StatusCode::CANCELLED, "held stream ended");
+    }
     absl::MutexLock lock(&mu_);
-    ++streams_cancelled_;
-    return grpc::Status(grpc::StatusCode::CANCELLED, "held stream ended");
+    failure_code = failure_code_;
+    failure_message = failure_message_;
   }
+  if (failure_code != 0) return finish_with_error(failure_code, failure_message);
 
   int first_position = 0;
   if (request->type() == v1::REQUEST_TYPE_CONTEXT_ONLY) {
@@ -300,6 +339,10 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* context, const v1::Genera
     }
     if (context_result.first_token_id() != token_at(0)) {
       return finish_with_error(9, "the first token does not match the context leg's");
+    }
+    if (const absl::Status pulled = PullKv(context_result.handle()); !pulled.ok()) {
+      response.set_kv_pull_failed(true);
+      return finish_with_error(static_cast<int>(pulled.code()), std::string(pulled.message()));
     }
     first_position = 1;
   }

@@ -7,7 +7,8 @@
 // lower-case letter. AGGREGATED streams positions 0..max_tokens-1 one token per
 // response; CONTEXT_ONLY hands off with position 0 as the first token (and positions
 // 1..3 as draft tokens); GENERATION_ONLY checks the handle and the first token, then
-// streams positions 1..max_tokens-1. A token in stop_token_ids ends with STOP. A
+// streams positions 1..max_tokens-1 (after "pulling" the KV when SetKvPull says so). A
+// token in stop_token_ids ends with STOP. A
 // continuation (sampling.num_generated_in_prompt = g) is the original prompt followed
 // by its first g tokens and generates from position g on, as the original would.
 //
@@ -65,8 +66,14 @@ class FakeWorker final : public v1::WorkerService::Service {
   // runs as usual) or it is cancelled (bounded).
   void SetHold(bool hold) ABSL_LOCKS_EXCLUDED(mu_);
   void SetHealth(v1::HealthResponse::State state) ABSL_LOCKS_EXCLUDED(mu_);
-  // Every Generate ends with this error (code 0: none).
+  // Every Generate ends with this error (code 0: none); a held stream looks again when
+  // the hold is lifted.
   void SetFailure(int code, const std::string& message) ABSL_LOCKS_EXCLUDED(mu_);
+  // With `code` != 0, a GENERATION_ONLY leg first pulls its KV: a Health RPC to the
+  // handle's transfer address (bounded). When that fails, or for the next `fail_next`
+  // pulls regardless, the leg ends as a worker's failed receive does: error `code`
+  // with kv_pull_failed set. 0: no pull (the default).
+  void SetKvPull(int code, int fail_next = 0) ABSL_LOCKS_EXCLUDED(mu_);
   // Stops the server at once; open streams end with an error at the client.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -101,6 +108,8 @@ class FakeWorker final : public v1::WorkerService::Service {
   void WaitWhileStalled(grpc::ServerContext& context) ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks while held; false when the call was cancelled (or the worker shuts down).
   bool WaitWhileHeld(grpc::ServerContext& context) ABSL_LOCKS_EXCLUDED(mu_);
+  // The error of a failed KV pull of `context`, or OK (see SetKvPull).
+  absl::Status PullKv(const v1::ContextHandle& context) ABSL_LOCKS_EXCLUDED(mu_);
   std::unique_ptr<v1::RouterService::Stub> RouterStub(const std::string& router_address);
 
   const Options options_;
@@ -117,6 +126,8 @@ class FakeWorker final : public v1::WorkerService::Service {
   v1::HealthResponse::State health_ ABSL_GUARDED_BY(mu_) = v1::HealthResponse::STATE_SERVING;
   int failure_code_ ABSL_GUARDED_BY(mu_) = 0;
   std::string failure_message_ ABSL_GUARDED_BY(mu_);
+  int kv_pull_code_ ABSL_GUARDED_BY(mu_) = 0;
+  int kv_pull_fail_next_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<v1::GenerateRequest> requests_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> cancel_rpcs_ ABSL_GUARDED_BY(mu_);
   int streams_cancelled_ ABSL_GUARDED_BY(mu_) = 0;

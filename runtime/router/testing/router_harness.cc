@@ -41,8 +41,10 @@ config::DeploymentConfig TestConfig(
   return config;
 }
 
-absl::StatusOr<std::unique_ptr<RouterDaemon>> StartRouter(const config::DeploymentConfig& config) {
+absl::StatusOr<std::unique_ptr<RouterDaemon>> StartRouter(const config::DeploymentConfig& config,
+                                                          Clock* clock) {
   RouterDaemon::Options options;
+  options.clock = clock;
   options.tokenizer = *tok::ByteTokenizer::Create(300, 256, 257);
   options.sweep_interval = absl::Milliseconds(20);
   options.keepalive_interval = absl::Milliseconds(50);

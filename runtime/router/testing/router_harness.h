@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "runtime/config/deployment_config.h"
@@ -26,8 +27,9 @@ config::DeploymentConfig TestConfig(
     config::RoutingPolicy policy = config::RoutingPolicy::kRoundRobin);
 
 // Starts a router for `config` with a 300-token byte tokenizer, a 20 ms sweeper and a
-// 50 ms SSE keep-alive.
-absl::StatusOr<std::unique_ptr<RouterDaemon>> StartRouter(const config::DeploymentConfig& config);
+// 50 ms SSE keep-alive, on `clock` (null: the system clock; not owned).
+absl::StatusOr<std::unique_ptr<RouterDaemon>> StartRouter(const config::DeploymentConfig& config,
+                                                          Clock* clock = nullptr);
 
 // Starts a fake worker for `name` with `role`, registers it with `router`, and starts
 // its heartbeats (every 50 ms).
