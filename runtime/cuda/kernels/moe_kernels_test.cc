@@ -9,10 +9,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -96,6 +99,56 @@ TEST(MoeKernelsTest, RouteMatchesCpu) {
       }
     }
     EXPECT_GT(checked, rows / 2) << "too few rows with a clear top-k";
+  }
+}
+
+// Rows whose router logits hold a NaN or an infinity (every probability NaN): the
+// kernel picks what RouteTopK picks (experts 0..k-1, in range), so the permutation
+// gives every entry a slot.
+TEST(MoeKernelsTest, NanLogitsRouteInRangeAsTheCpuDoes) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const RouteShape& shape : {RouteShape{8, 2, true}, RouteShape{60, 4, false},
+                                  RouteShape{512, 16, true}, RouteShape{3, 3, false}}) {
+    SCOPED_TRACE(::testing::Message() << shape.num_experts << " experts, top " << shape.k);
+    const int e = shape.num_experts, k = shape.k, rows = 5;
+    std::vector<float> logits(static_cast<size_t>(rows) * e);
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 7) - 3.0f;
+    logits[0 * e + e - 1] = nan;                                      // one NaN, last expert
+    std::fill(logits.begin() + 1 * e, logits.begin() + 2 * e, nan);   // all NaN
+    logits[2 * e + e / 2] = inf;                                      // +inf
+    std::fill(logits.begin() + 3 * e, logits.begin() + 4 * e, -inf);  // all -inf
+    // Row 4 stays finite: its experts are checked too.
+    DeviceArray<float> dlogits(logits), dweights(static_cast<size_t>(rows) * k);
+    DeviceArray<int32_t> dexperts(static_cast<size_t>(rows) * k), doffsets(e + 1),
+        dentry(static_cast<size_t>(rows) * k), dslot(static_cast<size_t>(rows) * k);
+    ASSERT_EQ(dexperts.Poison(), cudaSuccess);
+    ASSERT_EQ(dentry.Poison(), cudaSuccess);
+    ASSERT_EQ(dslot.Poison(), cudaSuccess);
+    ASSERT_EQ(LaunchMoeRoute(dlogits.get(), rows, e, k, shape.renormalize, dexperts.get(),
+                             dweights.get(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(LaunchMoePermute(dexperts.get(), rows * k, e, doffsets.get(), dentry.get(),
+                               dslot.get(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<int32_t> experts = dexperts.Download();
+    const std::vector<float> weights = dweights.Download();
+    std::vector<int> ref_experts(k);
+    std::vector<float> ref_weights(k), probs(e);
+    for (int r = 0; r < rows; ++r) {
+      engine::RouteTopK(logits.data() + static_cast<size_t>(r) * e, e, k, shape.renormalize,
+                        ref_experts.data(), ref_weights.data(), probs.data());
+      for (int j = 0; j < k; ++j) {
+        ASSERT_EQ(experts[r * k + j], ref_experts[j]) << "row " << r << " choice " << j;
+        EXPECT_EQ(std::isnan(weights[r * k + j]), std::isnan(ref_weights[j])) << "row " << r;
+      }
+    }
+    absl::StatusOr<MoePermutation> ref = PermuteToExperts(experts, k, e);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_EQ(dentry.Download(), ref->entry_of_slot);
+    EXPECT_EQ(dslot.Download(), ref->slot_of_entry);
   }
 }
 
