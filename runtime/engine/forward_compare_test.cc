@@ -47,6 +47,22 @@ TEST(ForwardCompareTest, TheCpuTransformerAgreesWithItselfOnEveryFamily) {
   }
 }
 
+TEST(ForwardCompareTest, AnotherModelIsCaught) {
+  absl::StatusOr<std::unique_ptr<Transformer>> a =
+      Transformer::Load(FamilyModelDir("llama", 1), "a", ExpertGroup{});
+  absl::StatusOr<std::unique_ptr<Transformer>> b =
+      Transformer::Load(FamilyModelDir("mistral", 2), "b", ExpertGroup{});
+  ASSERT_THAT(a, IsOk());
+  ASSERT_THAT(b, IsOk());
+  HostPool pool_a((*a)->Layout(8), kBlocks, 1);
+  HostPool pool_b((*b)->Layout(8), kBlocks, 1);
+  absl::StatusOr<CompareReport> report =
+      CompareForwards(**a, pool_a, **b, pool_b.view(),
+                      RandomPrompts({12, 9}, (*a)->config().vocab_size, 3), CompareOptions{});
+  ASSERT_THAT(report, IsOk());
+  EXPECT_GT(report->worst_rel_l2, 0.1) << report->ToString();
+}
+
 // A model whose logits are a function of (sequence, position): the top token is
 // (position + sequence) % vocab at 10, the others 0, except in `close` rows, where the
 // next token trails the top by the row's margin; from swap_from[sequence] on, the next
