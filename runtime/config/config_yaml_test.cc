@@ -145,6 +145,20 @@ TEST(ConfigYamlTest, AggregatedExampleParses) {
   EXPECT_EQ(config->instances[0].comm.engine_transport, CommTransport::kAuto);
 }
 
+TEST(ConfigYamlTest, CudaExampleParses) {
+  absl::StatusOr<DeploymentConfig> config = LoadDeploymentConfig("deploy/local/agg_cuda_tiny.yaml");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->model.name, "tiny");
+  EXPECT_THAT(config->model.path, HasSubstr("models/tiny"));
+  ASSERT_EQ(config->instances.size(), 1u);
+  const InstanceConfig& gpu = config->instances[0];
+  EXPECT_EQ(gpu.engine, EngineKind::kCuda);
+  EXPECT_EQ(gpu.role, InstanceRole::kAggregated);
+  EXPECT_EQ(gpu.world_size, 1);
+  EXPECT_EQ(gpu.cuda.dtype, CudaDtype::kBf16);
+  EXPECT_TRUE(gpu.cuda.graphs);
+}
+
 TEST(ConfigYamlTest, TwoAggregatedInstancesExampleParses) {
   absl::StatusOr<DeploymentConfig> config = LoadDeploymentConfig("deploy/local/agg_two_dep2.yaml");
   ASSERT_THAT(config, IsOk());

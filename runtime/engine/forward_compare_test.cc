@@ -3,8 +3,12 @@
 // comparison finds no difference; a perturbed candidate is caught.
 #include "runtime/engine/testing/forward_compare.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
@@ -39,6 +43,7 @@ TEST(ForwardCompareTest, TheCpuTransformerAgreesWithItselfOnEveryFamily) {
     EXPECT_EQ(report->rows, 3 + 6 * 3 + 12) << report->ToString();
     EXPECT_EQ(report->worst_rel_l2, 0.0) << report->ToString();
     EXPECT_EQ(report->argmax_mismatches, 0) << report->ToString();
+    EXPECT_EQ(report->first_low_margin_position.size(), 3u);
   }
 }
 
@@ -56,6 +61,99 @@ TEST(ForwardCompareTest, AnotherModelIsCaught) {
                       RandomPrompts({12, 9}, (*a)->config().vocab_size, 3), CompareOptions{});
   ASSERT_THAT(report, IsOk());
   EXPECT_GT(report->worst_rel_l2, 0.1) << report->ToString();
+}
+
+// A model whose logits are a function of (sequence, position): the top token is
+// (position + sequence) % vocab at 10, the others 0, except in `close` rows, where the
+// next token trails the top by the row's margin; from swap_from[sequence] on, the next
+// token is on top instead (the argmax differs from a model without the swap).
+class ScriptedModel final : public ForwardModel {
+ public:
+  struct Close {
+    int seq;
+    int64_t position;
+    float margin;
+  };
+  ScriptedModel(std::vector<Close> close, std::vector<int64_t> swap_from)
+      : close_(std::move(close)), swap_from_(std::move(swap_from)) {
+    config_.vocab_size = 8;
+    config_.num_layers = 1;
+    config_.num_kv_heads = 1;
+    config_.head_dim = 1;
+    config_.max_position = 1024;
+  }
+  const ModelConfig& config() const override { return config_; }
+  kv::BlockLayout Layout(int tokens_per_block) const override {
+    return kv::BlockLayout{1, 1, 1, tokens_per_block};
+  }
+  absl::StatusOr<const float*> Forward(const ForwardInput& input, const KvPoolView& /*pool*/,
+                                       Arena& arena, ThreadPool* /*threads*/) const override {
+    const int vocab = config_.vocab_size;
+    float* logits = arena.Alloc<float>(input.logit_rows.size() * vocab);
+    for (size_t j = 0; j < input.logit_rows.size(); ++j) {
+      const ForwardRow& row = input.rows[input.logit_rows[j]];
+      float* out = logits + j * vocab;
+      std::fill(out, out + vocab, 0.0f);
+      const int top = static_cast<int>((row.position + row.seq) % vocab);
+      const int next = (top + 1) % vocab;
+      out[top] = 10.0f;
+      for (const Close& c : close_) {
+        if (c.seq == row.seq && c.position == row.position) out[next] = 10.0f - c.margin;
+      }
+      if (row.position >= swap_from_[row.seq]) {
+        out[top] = 5.0f;
+        out[next] = 10.0f;
+      }
+    }
+    return logits;
+  }
+  void CopyKv(const KvPoolView&, const SequenceKv&, const SequenceKv&, int64_t,
+              int64_t) const override {}
+  int collectives_per_forward() const override { return 0; }
+
+ private:
+  ModelConfig config_;
+  std::vector<Close> close_;
+  std::vector<int64_t> swap_from_;
+};
+
+// The greedy rule is absolute and per sequence: a sequence's argmax is checked up to
+// its first row with a top-2 margin below 1e-2 (reported as a position), whatever the
+// other sequences do.
+TEST(ForwardCompareTest, TheMarginRuleIsAbsoluteAndPerSequence) {
+  constexpr int64_t kNever = 1 << 20;
+  // Prompts of 5 and 9 tokens: sequence 0's logit rows are at positions 4 (prefill),
+  // 5..10 (decode) and 11..14 (verify); sequence 1's at 8, 9..14 and 15..18.
+  const auto prompts = RandomPrompts({5, 9}, 8, 1);
+  // Sequence 0 turns close at position 7 (margin 0.005 < 1e-2). Sequence 1's margin of
+  // 0.05 at position 9 is not close in absolute terms (a rule relative to the top
+  // logit, 1e-2 x 10, would call it close).
+  const std::vector<ScriptedModel::Close> close = {{0, 7, 0.005f}, {1, 9, 0.05f}};
+  const ScriptedModel reference(close, {kNever, kNever});
+  {
+    // The candidate diverges after sequence 0's close position: not a mismatch.
+    HostPool pool_a(reference.Layout(8), kBlocks, 1);
+    HostPool pool_b(reference.Layout(8), kBlocks, 2);
+    const ScriptedModel candidate(close, {8, kNever});
+    absl::StatusOr<CompareReport> report =
+        CompareForwards(reference, pool_a, candidate, pool_b.view(), prompts, CompareOptions{});
+    ASSERT_THAT(report, IsOk());
+    EXPECT_EQ(report->first_low_margin_position, (std::vector<int64_t>{7, -1}))
+        << report->ToString();
+    EXPECT_EQ(report->argmax_mismatches, 0) << report->ToString();
+  }
+  {
+    // Diverging at sequence 1's position 12 is a mismatch: its rule never fired.
+    HostPool pool_a(reference.Layout(8), kBlocks, 3);
+    HostPool pool_b(reference.Layout(8), kBlocks, 4);
+    const ScriptedModel candidate(close, {kNever, 12});
+    absl::StatusOr<CompareReport> report =
+        CompareForwards(reference, pool_a, candidate, pool_b.view(), prompts, CompareOptions{});
+    ASSERT_THAT(report, IsOk());
+    EXPECT_EQ(report->argmax_mismatches, 7) << report->ToString();  // 12..14, 15..18
+    EXPECT_EQ(report->first_mismatch_sequence, 1) << report->ToString();
+    EXPECT_EQ(report->first_mismatch_position, 12) << report->ToString();
+  }
 }
 
 }  // namespace

@@ -39,7 +39,12 @@ absl::StatusOr<GraphBuckets> GraphBuckets::Plan(int64_t max_batch_size, int num_
   }
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  return GraphBuckets(std::move(sizes), max_rows);
+  return GraphBuckets(std::move(sizes), max_rows, 1 + static_cast<int64_t>(num_draft_tokens));
+}
+
+GraphBuckets::GraphBuckets(std::vector<int64_t> sizes, int64_t max_rows, int64_t dummy_rows)
+    : sizes_(std::move(sizes)), max_rows_(max_rows) {
+  dummy_bucket_ = BucketFor(dummy_rows).value_or(sizes_.back());
 }
 
 std::optional<int64_t> GraphBuckets::BucketFor(int64_t rows) const {
@@ -48,10 +53,30 @@ std::optional<int64_t> GraphBuckets::BucketFor(int64_t rows) const {
   return *it;
 }
 
-std::optional<int64_t> GraphBuckets::BucketForRanks(absl::Span<const int64_t> rows_per_rank) const {
-  int64_t rows = 0;
-  for (int64_t r : rows_per_rank) rows = std::max(rows, r);
-  return BucketFor(rows);
+std::vector<GraphKey> GraphBuckets::Graphs(bool exchanges) const {
+  std::vector<GraphKey> keys;
+  for (int64_t b : sizes_) keys.push_back({b, exchanges ? b : 0});
+  if (exchanges) {
+    for (int64_t b : sizes_) {
+      if (b > dummy_bucket_) keys.push_back({dummy_bucket_, b});
+    }
+  }
+  return keys;
+}
+
+std::optional<GraphKey> GraphBuckets::GraphFor(int64_t local_rows, int64_t agreed_rows,
+                                               bool exchanges) const {
+  if (!exchanges) {
+    const std::optional<int64_t> bucket = BucketFor(local_rows);
+    if (!bucket.has_value()) return std::nullopt;
+    return GraphKey{*bucket, 0};
+  }
+  const std::optional<int64_t> agreed = BucketFor(std::max(local_rows, agreed_rows));
+  if (!agreed.has_value()) return std::nullopt;
+  if (local_rows <= dummy_bucket_ && dummy_bucket_ < *agreed) {
+    return GraphKey{dummy_bucket_, *agreed};
+  }
+  return GraphKey{*agreed, *agreed};
 }
 
 }  // namespace lockstep::engine

@@ -74,12 +74,36 @@ TEST(GraphBucketsTest, MapsRowsToTheSmallestBucketThatHoldsThem) {
   EXPECT_EQ(buckets.BucketFor(3), 6);
   EXPECT_EQ(buckets.BucketFor(12), 12);
   EXPECT_EQ(buckets.BucketFor(13), std::nullopt);  // beyond the largest: eager
-  EXPECT_EQ(buckets.BucketFor(0), 2);              // nothing to run: the pad dummy
-  EXPECT_EQ(buckets.dummy_bucket(), 2);
-  // Every rank replays the bucket of the largest step.
-  EXPECT_EQ(buckets.BucketForRanks(std::vector<int64_t>{0, 5, 1}), 6);
-  EXPECT_EQ(buckets.BucketForRanks(std::vector<int64_t>{0, 0}), 2);
-  EXPECT_EQ(buckets.BucketForRanks(std::vector<int64_t>{3, 14}), std::nullopt);
+  EXPECT_EQ(buckets.BucketFor(0), 2);
+  EXPECT_EQ(buckets.dummy_bucket(), 2);  // 1 + K = 2 rows
+}
+
+TEST(GraphBucketsTest, TheDummysBucketHoldsItsOnePlusKRows) {
+  EXPECT_EQ(PlanOk(8, 0).dummy_bucket(), 1);
+  EXPECT_EQ(PlanOk(8, 3).dummy_bucket(), 4);
+  EXPECT_EQ(PlanOk(8, 2).dummy_bucket(), 4);  // buckets 1, 2, 4, 8, ...
+  EXPECT_EQ(PlanOk(8, 3, {2, 6, 32}).dummy_bucket(), 6);
+  EXPECT_EQ(PlanOk(8, 3, {1, 2}).dummy_bucket(), 2);  // none holds it: the largest
+}
+
+// Without exchanges every rank replays its own rows' bucket; with them the exchange
+// capacity follows the vote, and a rank whose rows fit the dummy's bucket computes
+// only that bucket.
+TEST(GraphBucketsTest, GraphsFollowTheVoteOnlyForTheExchanges) {
+  const GraphBuckets buckets = PlanOk(8, 3, {1, 4, 8, 32});  // dummy: 4 rows
+  EXPECT_THAT(buckets.Graphs(false),
+              ElementsAre(GraphKey{1, 0}, GraphKey{4, 0}, GraphKey{8, 0}, GraphKey{32, 0}));
+  EXPECT_THAT(buckets.Graphs(true), ElementsAre(GraphKey{1, 1}, GraphKey{4, 4}, GraphKey{8, 8},
+                                                GraphKey{32, 32}, GraphKey{4, 8}, GraphKey{4, 32}));
+  EXPECT_EQ(buckets.GraphFor(4, 20, false), (GraphKey{4, 0}));
+  EXPECT_EQ(buckets.GraphFor(20, 20, false), (GraphKey{32, 0}));
+  EXPECT_EQ(buckets.GraphFor(4, 20, true), (GraphKey{4, 32}));  // a dummy-only rank
+  EXPECT_EQ(buckets.GraphFor(1, 4, true), (GraphKey{4, 4}));
+  EXPECT_EQ(buckets.GraphFor(5, 20, true), (GraphKey{32, 32}));
+  EXPECT_EQ(buckets.GraphFor(20, 20, true), (GraphKey{32, 32}));
+  EXPECT_EQ(buckets.GraphFor(8, 3, true), (GraphKey{8, 8}));  // never below its own rows
+  EXPECT_EQ(buckets.GraphFor(4, 33, true), std::nullopt);     // eager everywhere
+  EXPECT_EQ(buckets.GraphFor(33, 33, false), std::nullopt);
 }
 
 // For random plans: the buckets are sorted, unique, within [1, max_rows]; the default
@@ -109,7 +133,9 @@ TEST(GraphBucketsTest, RandomPlansHoldTheirInvariants) {
       EXPECT_EQ(sizes.back(), max_rows);
       EXPECT_EQ(sizes.front(), 1);
     }
-    EXPECT_EQ(buckets.dummy_bucket(), sizes.front());
+    EXPECT_EQ(buckets.dummy_bucket(), buckets.BucketFor(1 + k).value_or(sizes.back()));
+    const std::vector<GraphKey> with = buckets.Graphs(true);
+    const std::vector<GraphKey> without = buckets.Graphs(false);
     for (int probe = 0; probe < 20; ++probe) {
       const int64_t rows = 1 + static_cast<int64_t>(rng() % (max_rows + 2));
       const std::optional<int64_t> bucket = buckets.BucketFor(rows);
@@ -123,6 +149,23 @@ TEST(GraphBucketsTest, RandomPlansHoldTheirInvariants) {
       for (int64_t size : sizes) {
         if (size >= rows) EXPECT_GE(size, *bucket) << "a smaller bucket holds " << rows;
       }
+      // Two ranks of one step: the graphs hold their rows, come from the capture
+      // list, and (with exchanges) carry the same capacity.
+      const int64_t other = 1 + static_cast<int64_t>(rng() % *bucket);
+      const int64_t agreed = std::max(rows, other);
+      const std::optional<GraphKey> mine = buckets.GraphFor(rows, agreed, true);
+      const std::optional<GraphKey> theirs = buckets.GraphFor(other, agreed, true);
+      ASSERT_TRUE(mine.has_value() && theirs.has_value()) << rows << ", " << other;
+      EXPECT_EQ(mine->exchange_rows, theirs->exchange_rows);
+      EXPECT_EQ(mine->exchange_rows, bucket);
+      EXPECT_GE(mine->rows, rows);
+      EXPECT_GE(theirs->rows, other);
+      EXPECT_NE(std::find(with.begin(), with.end(), *mine), with.end());
+      EXPECT_NE(std::find(with.begin(), with.end(), *theirs), with.end());
+      const std::optional<GraphKey> alone = buckets.GraphFor(rows, agreed, false);
+      ASSERT_TRUE(alone.has_value());
+      EXPECT_EQ(*alone, (GraphKey{*bucket, 0}));
+      EXPECT_NE(std::find(without.begin(), without.end(), *alone), without.end());
     }
   }
 }

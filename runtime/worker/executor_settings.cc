@@ -15,6 +15,14 @@ uint64_t ModelSalt(const config::ModelConfig& model) {
   return h;
 }
 
+StepTimeouts StepTimeoutsFor(const config::InstanceConfig& instance) {
+  // A step may legitimately take a while on a loaded CPU; Health reports slowness
+  // against step_timeout_ms, while collectives and the engine get a wider margin.
+  const absl::Duration step_timeout = absl::Milliseconds(instance.executor.step_timeout_ms);
+  return {.collective = std::max(absl::Seconds(30), 2 * step_timeout),
+          .engine = std::max(absl::Seconds(60), 4 * step_timeout)};
+}
+
 absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::DeploymentConfig& deployment,
                                                         const config::InstanceConfig& instance,
                                                         int rank,
@@ -59,11 +67,9 @@ absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::Deployment
   if (c.scheduler.dummy_policy == sched::DummyPolicy::kReserved) {
     c.kv.dummy_reserved_tokens = static_cast<int32_t>(c.scheduler.generation_step_tokens());
   }
-  // A step may legitimately take a while on a loaded CPU; Health reports slowness
-  // against step_timeout_ms, while collectives and the engine get a wider margin.
-  const absl::Duration step_timeout = absl::Milliseconds(e.step_timeout_ms);
-  c.collective_timeout = std::max(absl::Seconds(30), 2 * step_timeout);
-  c.engine_timeout = std::max(absl::Seconds(60), 4 * step_timeout);
+  const StepTimeouts timeouts = StepTimeoutsFor(instance);
+  c.collective_timeout = timeouts.collective;
+  c.engine_timeout = timeouts.engine;
   c.audit_every_step = e.audit_every_step;
   // KV events feed the router's prefix index (kv_aware routing, and the prefix-hit
   // metric under every policy); generation legs are routed by load, so generation

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "kvcache/block_layout.h"
 #include "runtime/config/deployment_config.h"
 #include "runtime/executor/executor_config.h"
@@ -17,6 +18,18 @@ absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::Deployment
                                                         int rank,
                                                         const kv::BlockLayout& target_layout,
                                                         const kv::BlockLayout& draft_layout);
+
+// The executor's timeouts from `instance`'s executor.step_timeout_ms: `collective`
+// bounds a collective and an engine's own wait for its device (the CPU and CUDA
+// engines' collective_timeout), `engine` the executor's Collect. The collective bound
+// is the shorter (the 30 s / 2 x floor below the 60 s / 4 x), so a device forward past
+// its deadline comes back from Collect as the engine's Unavailable (a failed batch)
+// before Collect itself gives up on the step.
+struct StepTimeouts {
+  absl::Duration collective;
+  absl::Duration engine;
+};
+StepTimeouts StepTimeoutsFor(const config::InstanceConfig& instance);
 
 // A stable identity of the served model (name and paths), mixed into prefix-reuse
 // hashes and checked by KV transfer.

@@ -61,6 +61,28 @@ TEST(ExecutorSettingsTest, KvEventsOnPrefixLegsWithReuse) {
   EXPECT_FALSE(kv_events("ctx0"));
 }
 
+// An engine waits for its device with the collective timeout; Collect waits with the
+// engine timeout. The first must expire first, so a stuck forward comes back as the
+// engine's Unavailable rather than as Collect's DeadlineExceeded.
+TEST(ExecutorSettingsTest, TheEnginesWaitEndsBeforeCollectGivesUp) {
+  absl::StatusOr<config::DeploymentConfig> d =
+      config::LoadDeploymentConfig("deploy/local/agg_dep2.yaml");
+  ASSERT_THAT(d, IsOk());
+  for (const int64_t step_timeout_ms : {1, 1000, 30000, 120000, 3600000}) {
+    SCOPED_TRACE(step_timeout_ms);
+    config::InstanceConfig instance = d->instances[0];
+    instance.executor.step_timeout_ms = step_timeout_ms;
+    const StepTimeouts timeouts = StepTimeoutsFor(instance);
+    EXPECT_GE(timeouts.engine - timeouts.collective, absl::Seconds(30));
+    EXPECT_GE(timeouts.collective, absl::Milliseconds(2 * step_timeout_ms));
+    absl::StatusOr<exec::ExecutorConfig> c =
+        MakeExecutorConfig(*d, instance, 0, {1, 1, 1, 16}, {1, 1, 1, 16});
+    ASSERT_THAT(c, IsOk());
+    EXPECT_EQ(c->collective_timeout, timeouts.collective);
+    EXPECT_EQ(c->engine_timeout, timeouts.engine);
+  }
+}
+
 TEST(ExecutorSettingsTest, AnInconsistentInstanceIsAnErrorNamingIt) {
   absl::StatusOr<config::DeploymentConfig> d =
       config::LoadDeploymentConfig("deploy/local/agg_dep2.yaml");

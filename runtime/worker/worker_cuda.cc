@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "runtime/config/cuda_settings.h"
 #include "runtime/engine/device_engine.h"
+#include "runtime/worker/executor_settings.h"
 #include "runtime/worker/worker.h"
 
 namespace lockstep::worker {
@@ -56,8 +57,10 @@ absl::Status Worker::StartDeviceEngine(const BootstrapOptions& boot,
   o.rendezvous_address = options_.rendezvous_address;
   o.epoch = groups_.epoch;
   o.bootstrap_timeout = options_.bootstrap_timeout;
-  o.collective_timeout =
-      std::max(absl::Seconds(60), 4 * absl::Milliseconds(instance.executor.step_timeout_ms));
+  // As the CPU engine's: shorter than the executor's Collect timeout, so a forward past
+  // it fails its batch with Unavailable (and aborts the expert group) before Collect
+  // would report the step stuck.
+  o.collective_timeout = StepTimeoutsFor(instance).collective;
   absl::StatusOr<std::unique_ptr<engine::DeviceEngineBuilder>> builder = engine::StartCudaEngine(o);
   if (!builder.ok()) {
     return InInstance(instance.name,

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# device_check.sh on a fake pack (no GPU needed): a passing probe, two checks of which
-# one is tagged for memcheck, and a fake compute-sanitizer. Checks the memcheck run
-# (the sanitizer, then the binary with *LongContext* filtered out), its PASS, a SKIP when
-# the sanitizer reports "Device not supported", and the summary line.
+# device_check.sh on a fake pack (no GPU needed): a probe, two tests of which one is
+# tagged for memcheck, and a benchmark, with a fake compute-sanitizer. Checks the run
+# order (tests, then memcheck runs, then benchmarks), the memcheck command (the
+# sanitizer, then the binary with *LongContext* filtered out), a benchmark's "goals:"
+# line in the summary, SKIP when the sanitizer reports "Device not supported", NOT RUN
+# (printed, counted as failed) when the budget is spent or there is no GPU, and the
+# summary line and exit status of each.
 set -euo pipefail
 
 SCRIPT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/device_check.sh"
@@ -14,9 +17,11 @@ mkdir -p "$WORK/pack/bin" "$WORK/pack/lib" "$WORK/fakebin" "$WORK/cuda/lib64"
 for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
   : >"$WORK/cuda/lib64/$lib"
 done
-printf '#!/bin/sh\necho probe ok\n' >"$WORK/pack/bin/gpu_probe"
+printf '#!/bin/sh\nif [ "${FAKE_NO_GPU:-0}" = 1 ]; then echo "no usable GPU"; exit 1; fi\necho probe ok\n' \
+  >"$WORK/pack/bin/gpu_probe"
 printf '#!/bin/sh\necho "args: $*"\necho "[  PASSED  ] 1 test."\n' >"$WORK/pack/bin/kernel_test"
 printf '#!/bin/sh\necho "[  PASSED  ] 1 test."\n' >"$WORK/pack/bin/plain_test"
+printf '#!/bin/sh\necho "figures"\necho "goals: 3 met, 1 missed (GEMM x)"\n' >"$WORK/pack/bin/a_bench"
 # The sanitizer prints its arguments, then runs the binary (after its 4 options), or
 # says the device is not supported when FAKE_SANITIZER_UNSUPPORTED=1.
 cat >"$WORK/fakebin/compute-sanitizer" <<'SAN'
@@ -30,28 +35,56 @@ shift 4
 exec "$@"
 SAN
 chmod +x "$WORK"/pack/bin/* "$WORK/fakebin/compute-sanitizer"
-printf 'check\tgpu_probe\t60\t//runtime/cuda:gpu_probe\t1\t0\n' >"$WORK/pack/manifest.tsv"
-printf 'check\tkernel_test\t20\t//a:kernel_test\t1\t1\n' >>"$WORK/pack/manifest.tsv"
-printf 'check\tplain_test\t20\t//a:plain_test\t1\t0\n' >>"$WORK/pack/manifest.tsv"
+# Run order as pack.sh writes it: the probe, the tests by order, the benchmark last.
+{
+  printf 'check\tgpu_probe\t30\t//runtime/cuda:gpu_probe\t1\t0\ttest\n'
+  printf 'check\tkernel_test\t20\t//a:kernel_test\t1\t1\ttest\n'
+  printf 'check\tplain_test\t20\t//a:plain_test\t1\t0\ttest\n'
+  printf 'check\ta_bench\t20\t//a:a_bench\t1\t0\tbench\n'
+} >"$WORK/pack/manifest.tsv"
 
 run() {
-  CUDA_HOME="$WORK/cuda" PATH="$WORK/fakebin:$PATH" LOCKSTEP_GPU_PACK="$WORK/pack" \
-    bash "$SCRIPT" "$WORK/out-$1" >"$WORK/$1.log" 2>&1
+  local name="$1"
+  shift
+  env "$@" CUDA_HOME="$WORK/cuda" PATH="$WORK/fakebin:$PATH" LOCKSTEP_GPU_PACK="$WORK/pack" \
+    bash "$SCRIPT" "$WORK/out-$name" >"$WORK/$name.log" 2>&1
 }
 fail() { echo "FAIL: $*"; cat "$WORK/$2.log"; exit 1; }
 
 run supported || fail "device_check exited $?" supported
 log="$WORK/supported.log"
+order="$(grep -o '^== [a-z_.]* ' "$log" | sed 's/^== //' | tr -d ' ' | paste -sd ' ')"
+[[ $order == "gpu_probe kernel_test plain_test kernel_test.memcheck a_bench" ]] ||
+  fail "run order: $order" supported
 grep -q '^kernel_test.memcheck  *PASS' "$log" || fail "no passing memcheck run" supported
 grep -q 'sanitizer: --tool memcheck --error-exitcode 1 .*/kernel_test --gtest_color=no --gtest_filter=-\*LongContext\*' \
   "$log" || fail "the sanitizer did not get the binary and filter" supported
 grep -q 'plain_test.memcheck' "$log" && fail "an untagged check ran under memcheck" supported
-[[ $(tail -n 1 "$log") == "4 passed, 0 failed" ]] || fail "summary: $(tail -n 1 "$log")" supported
+grep -q '^a_bench  *PASS .*goals: 3 met, 1 missed' "$log" || fail "no goals in the bench's note" supported
+[[ $(tail -n 1 "$log") == "5 passed, 0 failed" ]] || fail "summary: $(tail -n 1 "$log")" supported
 
-FAKE_SANITIZER_UNSUPPORTED=1 run unsupported || fail "a SKIP failed the run" unsupported
+run unsupported FAKE_SANITIZER_UNSUPPORTED=1 || fail "a SKIP failed the run" unsupported
 log="$WORK/unsupported.log"
 grep -q '^kernel_test.memcheck  *SKIP .*Device not supported' "$log" ||
   fail "no SKIP for an unsupported device" unsupported
-[[ $(tail -n 1 "$log") == "3 passed, 0 failed, 1 skipped" ]] ||
+[[ $(tail -n 1 "$log") == "4 passed, 0 failed, 1 skipped" ]] ||
   fail "summary: $(tail -n 1 "$log")" unsupported
+
+# A budget too small for anything after the probe: every check is NOT RUN, said when
+# reached and counted as failed.
+if run spent DEVICE_CHECK_BUDGET_S=4; then fail "a spent budget passed" spent; fi
+log="$WORK/spent.log"
+for name in kernel_test plain_test kernel_test.memcheck a_bench; do
+  grep -q "^== $name: NOT RUN (the 4 s budget is spent)" "$log" || fail "$name not NOT RUN" spent
+done
+grep -q '^args:' "$log" && fail "a check ran past the budget" spent
+[[ $(tail -n 1 "$log") == "1 passed, 4 failed (4 of them not run)" ]] ||
+  fail "summary: $(tail -n 1 "$log")" spent
+
+# No GPU: the probe fails and nothing else runs.
+if run nogpu FAKE_NO_GPU=1; then fail "a run without a GPU passed" nogpu; fi
+log="$WORK/nogpu.log"
+grep -q "^== plain_test: NOT RUN (no usable GPU)" "$log" || fail "no NOT RUN without a GPU" nogpu
+[[ $(tail -n 1 "$log") == "0 passed, 5 failed (4 of them not run)" ]] ||
+  fail "summary: $(tail -n 1 "$log")" nogpu
 echo PASS

@@ -34,7 +34,13 @@ class CudaParts final : public engine::EngineParts {
   absl::StatusOr<engine::BatchResult> Run(const engine::Batch& batch) override {
     // The engine thread's device (CUDA's current device is per thread).
     RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), absl::StrCat("device ", device_)));
-    return runner_.Run(batch);
+    absl::StatusOr<engine::BatchResult> result = runner_.Run(batch);
+    // The batch's K/V copies (confirmed drafts out of spec buffers) are done before
+    // Collect returns it: the executor may hand its blocks to a BlockCopier next.
+    absl::Status copies = target_->FinishKvCopies();
+    if (draft_ != nullptr && copies.ok()) copies = draft_->FinishKvCopies();
+    if (!copies.ok() && result.ok()) return copies;
+    return result;
   }
 
  private:

@@ -1,13 +1,18 @@
 // GPU checks of the CUDA engine through the ModelEngine contract (Launch/Collect with
-// overlap, driven by the engine tests' MiniHost): with batch_invariant, greedy and
-// seeded stochastic tokens are the same with CUDA graphs and without, with speculation
-// (n-gram, draft model) and without, and whatever else shares the batch; in f32 the
-// tokens are compared with the CPU engine's and the agreement is printed (the
-// teacher-forced check, cuda_transformer_test, holds the tolerance). Skips without a GPU.
+// overlap, driven by the engine tests' MiniHost), for tiny models of all five families
+// (llama and mixtral: make-model's tiny and tiny-moe presets with their drafts; mistral,
+// qwen2 and qwen3_moe: the test models of those families, another seed as the draft):
+// with batch_invariant, greedy and seeded stochastic tokens are the same with CUDA
+// graphs and without, with speculation (n-gram, draft model) and without, and whatever
+// else shares the batch; in f32 the tokens are compared with the CPU engine's and the
+// agreement is printed (the teacher-forced check, cuda_transformer_test, holds the
+// tolerance). Skips without a GPU.
 #include "runtime/cuda/engine/cuda_engine.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,16 +93,30 @@ std::string Describe(const Run& run) {
                       run.dtype == engine::DeviceDtype::kF32 ? " f32" : " bf16");
 }
 
+// A family's model and a draft for it (same vocabulary).
+struct Model {
+  std::string dir;
+  std::string draft_dir;
+};
+
+Model ModelOf(const std::string& family) {
+  if (family == "llama" || family == "mixtral") {
+    const std::string dir = et::PresetModelDir(family == "llama" ? "tiny" : "tiny-moe");
+    return {dir, dir + "/draft"};
+  }
+  return {et::FamilyModelDir(family, 1), et::FamilyModelDir(family, 2)};
+}
+
 // The tokens of every request, in order.
-std::vector<std::vector<int32_t>> RunOnDevice(const std::string& dir, const Run& run,
+std::vector<std::vector<int32_t>> RunOnDevice(const Model& model, const Run& run,
                                               const std::vector<et::HostRequest>& requests) {
   SCOPED_TRACE(Describe(run));
   engine::DeviceEngineOptions o;
   o.name = "check";
-  o.model_dir = dir;
+  o.model_dir = model.dir;
   o.spec_method = run.method;
   o.num_draft_tokens = run.k;
-  if (run.method == spec::Method::kDraftModel) o.draft_model_dir = dir + "/draft";
+  if (run.method == spec::Method::kDraftModel) o.draft_model_dir = model.draft_dir;
   o.dtype = run.dtype;
   o.batch_invariant = true;
   o.graphs = run.graphs;
@@ -137,36 +156,39 @@ class CudaEngineTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaEngineTest, GraphsSpeculationAndBatchingLeaveTheTokensAlone) {
   LOCKSTEP_SKIP_WITHOUT_GPU();
-  const std::string dir = et::PresetModelDir(GetParam());
+  const Model model = ModelOf(GetParam());
   for (const bool stochastic : {false, true}) {
     SCOPED_TRACE(stochastic ? "stochastic" : "greedy");
     const std::vector<et::HostRequest> requests =
         et::SpecPrompts(6, 3, 20, stochastic, /*repeating=*/true);
-    const auto base = RunOnDevice(dir, {.graphs = true}, requests);
-    ExpectSameTokens(base, RunOnDevice(dir, {.graphs = false}, requests), "graphs off");
-    ExpectSameTokens(base, RunOnDevice(dir, {.graphs = true, .max_batch = 1}, requests),
+    const auto base = RunOnDevice(model, {.graphs = true}, requests);
+    ASSERT_EQ(base.size(), requests.size());
+    ExpectSameTokens(base, RunOnDevice(model, {.graphs = false}, requests), "graphs off");
+    ExpectSameTokens(base, RunOnDevice(model, {.graphs = true, .max_batch = 1}, requests),
                      "one request per batch");
     ExpectSameTokens(
-        base, RunOnDevice(dir, {.graphs = true, .method = spec::Method::kNgram, .k = 3}, requests),
+        base,
+        RunOnDevice(model, {.graphs = true, .method = spec::Method::kNgram, .k = 3}, requests),
         "n-gram K=3");
     ExpectSameTokens(
         base,
-        RunOnDevice(dir, {.graphs = true, .method = spec::Method::kDraftModel, .k = 2}, requests),
+        RunOnDevice(model, {.graphs = true, .method = spec::Method::kDraftModel, .k = 2}, requests),
         "draft model K=2");
     ExpectSameTokens(
         base,
-        RunOnDevice(dir, {.graphs = false, .method = spec::Method::kDraftModel, .k = 2}, requests),
+        RunOnDevice(model, {.graphs = false, .method = spec::Method::kDraftModel, .k = 2},
+                    requests),
         "draft model K=2, graphs off");
   }
 }
 
 TEST_P(CudaEngineTest, F32TokensAgainstTheCpuEngine) {
   LOCKSTEP_SKIP_WITHOUT_GPU();
-  const std::string dir = et::PresetModelDir(GetParam());
+  const Model model = ModelOf(GetParam());
   const std::vector<et::HostRequest> requests = et::SpecPrompts(6, 5, 16, false);
-  const auto gpu = RunOnDevice(dir, {.dtype = engine::DeviceDtype::kF32}, requests);
+  const auto gpu = RunOnDevice(model, {.dtype = engine::DeviceDtype::kF32}, requests);
   et::TestEngineOptions cpu_options;
-  cpu_options.model_dir = dir;
+  cpu_options.model_dir = model.dir;
   et::TestEngine cpu = et::MakeTestEngine(cpu_options);
   et::HostOptions h;
   h.chunk_size = 24;
@@ -188,10 +210,13 @@ TEST_P(CudaEngineTest, F32TokensAgainstTheCpuEngine) {
             << " requests token for token as the CPU engine\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, CudaEngineTest, ::testing::Values("tiny", "tiny-moe"),
+INSTANTIATE_TEST_SUITE_P(Families, CudaEngineTest,
+                         ::testing::ValuesIn(std::vector<std::string>(
+                             std::begin(et::kModelFamilies), std::end(et::kModelFamilies))),
                          [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param == "tiny" ? std::string("Tiny")
-                                                       : std::string("TinyMoe");
+                           std::string name = info.param;
+                           name.erase(std::remove(name.begin(), name.end(), '_'), name.end());
+                           return name;
                          });
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -84,8 +85,8 @@ StepOptions CudaTransformer::State::StepOptionsFor(const engine::KvPoolView& poo
 }
 
 ForwardContext CudaTransformer::State::ContextFor(const PackedStep& step,
-                                                  const engine::KvPoolView& pool,
-                                                  int64_t moe_rows) const {
+                                                  const engine::KvPoolView& pool, int64_t moe_rows,
+                                                  bool timed) const {
   ForwardContext c;
   c.config = &config;
   c.weights = &weights;
@@ -106,6 +107,7 @@ ForwardContext CudaTransformer::State::ContextFor(const PackedStep& step,
                            MaxLocalExperts(config.num_experts, world), world);
   }
   c.exchange = exchange.get();
+  if (timed) c.timer = timer;
   return c;
 }
 
@@ -170,6 +172,40 @@ absl::StatusOr<int64_t> CudaTransformer::State::AgreeRows(int64_t rows, absl::Ti
       absl::string_view(reinterpret_cast<const char*>(&rows), sizeof(rows)),
       reinterpret_cast<char*>(all.data()), deadline));
   return *std::max_element(all.begin(), all.end());
+}
+
+absl::Status CudaTransformer::State::FailBeforeForward(absl::Status error,
+                                                       const engine::KvPoolView& pool,
+                                                       int64_t moe_rows, absl::Time deadline) {
+  if (exchange == nullptr) return error;
+  // This rank's step fails, but its peers are already in theirs: make the same
+  // exchanges with no rows, so they do not wait for this rank until the deadline.
+  bool joined = false;
+  if (moe_rows <= layout.max_step.rows) {
+    absl::StatusOr<PackedStep> none = PackStep(engine::ForwardInput{}, StepOptionsFor(pool, 0));
+    if (none.ok() && Upload(*none).ok()) {
+      if (Enqueue(ContextFor(*none, pool, moe_rows)).ok()) {
+        // Past the deadline, Wait aborts the group itself.
+        joined = Wait(deadline, "the exchanges of a failed step").ok();
+      } else {
+        options.group->Abort();  // part of the exchanges may be on the stream
+        return error;
+      }
+    }
+  }
+  if (!joined) options.group->Abort();
+  return error;
+}
+
+absl::Status CudaTransformer::State::FailAfterForward(absl::Status error, bool exchanges_enqueued,
+                                                      absl::Time deadline) {
+  if (exchange != nullptr && !exchanges_enqueued) {
+    // The peers' exchanges cannot be matched any more: fail them now, not at the deadline.
+    options.group->Abort();
+    return error;
+  }
+  (void)Wait(deadline, "the rest of a failed step");
+  return error;
 }
 
 CudaTransformer::CudaTransformer(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -276,74 +312,79 @@ absl::StatusOr<const float*> CudaTransformer::Forward(const engine::ForwardInput
                                                       engine::Arena& /*arena*/,
                                                       engine::ThreadPool* /*threads*/) const {
   State& s = *state_;
-  if (!s.pending.ok()) return std::exchange(s.pending, absl::OkStatus());
   const absl::Time deadline = absl::Now() + s.options.timeout;
   if (s.exchange != nullptr) s.exchange->set_deadline(deadline);
   const int64_t local_rows = static_cast<int64_t>(input.rows.size());
   const engine::StepAgreement& agreement = input.agreement;
-  if (agreement.agreed && local_rows > agreement.max_rows) {
-    // Every rank sizes its exchange and its graph from the vote: a rank with more rows
-    // would send more than its peers expect.
-    return absl::InternalError(absl::StrCat(s.options.name, ": a forward of ", local_rows,
-                                            " rows in a step whose vote says at most ",
-                                            agreement.max_rows));
-  }
-  // A decode step every rank agrees on replays its bucket's graph.
+  // Every rank sizes its exchange and picks its graph from the vote (the same values on
+  // every rank); a rank with more rows than the vote says plans as if it had the vote's.
+  const int64_t planned_rows =
+      agreement.agreed ? std::min(local_rows, agreement.max_rows) : local_rows;
   const DecodeGraph* graph = nullptr;
   if (!s.graphs.empty() && pool.storage == s.graph_pool && !agreement.any_context &&
-      (s.world == 1 || agreement.agreed)) {
-    if (std::optional<int64_t> bucket =
-            s.buckets->BucketFor(std::max(agreement.max_rows, local_rows))) {
+      (s.exchange == nullptr || agreement.agreed)) {
+    if (std::optional<engine::GraphKey> key =
+            s.buckets->GraphFor(planned_rows, agreement.max_rows, s.exchange != nullptr)) {
       for (const DecodeGraph& g : s.graphs) {
-        if (g.rows == *bucket) graph = &g;
+        if (g.key == *key) graph = &g;
       }
     }
   }
-  int64_t moe_rows = local_rows;
+  int64_t moe_rows = planned_rows;
   if (graph != nullptr) {
-    moe_rows = graph->rows;
+    moe_rows = graph->moe_rows;
   } else if (agreement.agreed) {
-    moe_rows = std::max(agreement.max_rows, local_rows);
+    moe_rows = agreement.max_rows;
   } else {
     ASSIGN_OR_RETURN(moe_rows, s.AgreeRows(local_rows, deadline));
   }
+  if (!s.pending.ok()) {
+    return s.FailBeforeForward(std::exchange(s.pending, absl::OkStatus()), pool, moe_rows,
+                               deadline);
+  }
+  if (local_rows > planned_rows) {
+    // A rank with more rows would send more than its peers expect.
+    return s.FailBeforeForward(absl::InternalError(absl::StrCat(
+                                   s.options.name, ": a forward of ", local_rows,
+                                   " rows in a step whose vote says at most ", agreement.max_rows)),
+                               pool, moe_rows, deadline);
+  }
   absl::StatusOr<PackedStep> packed =
-      PackStep(input, s.StepOptionsFor(pool, graph != nullptr ? graph->rows : 0));
+      PackStep(input, s.StepOptionsFor(pool, graph != nullptr ? graph->key.rows : 0));
   if (graph != nullptr && (!packed.ok() || !(packed->shape == graph->shape))) {
     // Not the graph's shape after all: eagerly, with the exchange the others replay.
     graph = nullptr;
     packed = PackStep(input, s.StepOptionsFor(pool, 0));
   }
-  absl::Status fits = packed.ok() ? s.CheckFits(*packed, moe_rows) : packed.status();
-  if (!fits.ok()) {
-    // This rank's step is refused, but its peers are already in theirs: make the same
-    // exchanges with no rows, so they do not wait for this rank until the deadline.
-    if (s.exchange != nullptr && moe_rows <= s.layout.max_step.rows) {
-      absl::StatusOr<PackedStep> none = PackStep(engine::ForwardInput{}, s.StepOptionsFor(pool, 0));
-      if (none.ok() && s.Upload(*none).ok() &&
-          s.Enqueue(s.ContextFor(*none, pool, moe_rows)).ok()) {
-        (void)s.Wait(deadline, "the exchanges of a refused step");
-      }
-    }
-    return fits;
-  }
+  const absl::Status fits = packed.ok() ? s.CheckFits(*packed, moe_rows) : packed.status();
+  if (!fits.ok()) return s.FailBeforeForward(fits, pool, moe_rows, deadline);
   const PackedStep& step = *packed;
-  RETURN_IF_ERROR(s.Upload(step));
+  if (absl::Status uploaded = s.Upload(step); !uploaded.ok()) {
+    return s.FailBeforeForward(uploaded, pool, moe_rows, deadline);
+  }
   if (graph != nullptr) {
-    RETURN_IF_ERROR(CudaStatus(cudaGraphLaunch(graph->exec, s.stream),
-                               absl::StrCat(s.options.name, ": graph of ", graph->rows, " rows")));
-  } else {
-    RETURN_IF_ERROR(s.Enqueue(s.ContextFor(step, pool, moe_rows)));
+    const absl::Status launched =
+        CudaStatus(cudaGraphLaunch(graph->exec, s.stream),
+                   absl::StrCat(s.options.name, ": graph of ", graph->key.rows, " rows"));
+    // A graph that did not launch enqueued nothing: the step's exchanges can still be made.
+    if (!launched.ok()) return s.FailBeforeForward(launched, pool, moe_rows, deadline);
+  } else if (absl::Status enqueued = s.Enqueue(s.ContextFor(step, pool, moe_rows, true));
+             !enqueued.ok()) {
+    return s.FailAfterForward(enqueued, /*exchanges_enqueued=*/false, deadline);
   }
   const size_t logit_bytes =
       static_cast<size_t>(step.real_logits) * s.config.vocab_size * sizeof(float);
   if (logit_bytes > 0) {
-    RETURN_IF_ERROR(CudaStatus(
+    const absl::Status copied = CudaStatus(
         cudaMemcpyAsync(s.pinned_logits.get(), s.scratch.as<std::byte>() + s.layout.logits,
                         logit_bytes, cudaMemcpyDeviceToHost, s.stream),
-        absl::StrCat(s.options.name, ": copying the logits back")));
+        absl::StrCat(s.options.name, ": copying the logits back"));
+    if (!copied.ok()) return s.FailAfterForward(copied, /*exchanges_enqueued=*/true, deadline);
   }
   RETURN_IF_ERROR(s.Wait(deadline, absl::StrCat("the forward of ", local_rows, " rows")));
+  s.kv_copies_pending = false;  // the wait covered them
+  ++s.forwards;
+  if (graph != nullptr) ++s.graph_replays;
   return s.pinned_logits.as<const float>();
 }
 
@@ -378,8 +419,20 @@ void CudaTransformer::CopyKv(const engine::KvPoolView& pool, const engine::Seque
     s.pending = CudaStatus(cudaMemcpy2DAsync(dst, to_pitch, src, from_pitch, row, planes,
                                              cudaMemcpyDeviceToDevice, s.stream),
                            absl::StrCat(s.options.name, ": moving K/V of position ", p));
+    s.kv_copies_pending = true;
   }
 }
+
+absl::Status CudaTransformer::FinishKvCopies() {
+  State& s = *state_;
+  if (!s.kv_copies_pending) return absl::OkStatus();
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(s.options.device), s.options.name));
+  RETURN_IF_ERROR(s.Wait(absl::Now() + s.options.timeout, "moving K/V out of spec buffers"));
+  s.kv_copies_pending = false;
+  return absl::OkStatus();
+}
+
+void CudaTransformer::set_forward_timer(ForwardTimer* timer) { state_->timer = timer; }
 
 std::unique_ptr<engine::SpecBuffer> CudaTransformer::NewSpecBuffer(int tokens) const {
   State& s = *state_;

@@ -22,17 +22,26 @@
 //
 // KV: the pool is device memory of the model's element type (Layout); spec buffers are
 // device memory too (NewSpecBuffer, stream-ordered allocations). A graph is captured
-// for one pool and replayed only with it.
+// for one pool and replayed only with it. Ordering: everything a Forward writes (K/V,
+// logits) is complete when it returns; CopyKv only enqueues its copies on the model's
+// stream, which the next Forward or FinishKvCopies waits for. The engine calls
+// FinishKvCopies at the end of every batch, so when Collect hands a batch back no K/V
+// copy of it is still in flight, and a BlockCopier on another stream (KV transfer)
+// reads the blocks as the batch left them.
 //
 // Expert parallelism: the MoE rows travel over `group` (NcclGroup's stream-ordered
 // all-to-all, on whose stream the model then runs) with a per-peer capacity from the
 // step's agreed row count (engine::StepAgreement: the vote, so no extra collective), or
 // from a small all-gather of the row counts when the caller brings no agreement (the
-// draft model's passes).
+// draft model's passes). A rank whose forward fails still makes the step's exchanges
+// (with no rows of its own) when nothing of the step was enqueued yet, and otherwise
+// aborts the group, so its peers never wait for it until the deadline.
 //
-// Graphs: decode steps (no context chunk on any rank) replay the graph of the
-// smallest bucket holding the agreed row count; every rank replays the same bucket
-// because it follows the vote. Others run eagerly.
+// Graphs: decode steps (no context chunk on any rank) replay a graph chosen by
+// engine::GraphBuckets::GraphFor: with exchanges, every rank's graph carries the
+// exchange capacity of the bucket of the vote's largest row count, and a rank whose
+// rows fit the pad dummy's bucket (e.g. it holds only the dummy) computes just that
+// bucket; without exchanges a rank replays its own rows' bucket. Others run eagerly.
 //
 // Thread-compatible: one engine thread (which must not change the current device).
 #ifndef LOCKSTEP_RUNTIME_CUDA_ENGINE_CUDA_TRANSFORMER_H_
@@ -53,6 +62,7 @@
 
 namespace lockstep::cuda {
 
+class ForwardTimer;
 class NcclGroup;
 
 struct CudaModelOptions {
@@ -90,16 +100,29 @@ class CudaTransformer final : public engine::ForwardModel {
   absl::StatusOr<const float*> Forward(const engine::ForwardInput& input,
                                        const engine::KvPoolView& pool, engine::Arena& arena,
                                        engine::ThreadPool* threads) const override;
+  // Enqueues the copies on the model's stream (see "Ordering" above); an error is
+  // returned by the next Forward.
   void CopyKv(const engine::KvPoolView& pool, const engine::SequenceKv& from,
               const engine::SequenceKv& to, int64_t begin, int64_t end) const override;
   int collectives_per_forward() const override;
   std::unique_ptr<engine::SpecBuffer> NewSpecBuffer(int tokens) const override;
 
-  // Warms up and captures one decode graph per bucket (each no larger than max_rows
-  // and max_decode_rows) for `pool`. Every rank of an expert-parallel group must call
-  // it with the same buckets (the warm-up runs the exchanges).
+  // Waits (with the model's timeout) until the K/V copies CopyKv enqueued since the
+  // last Forward are done; Unavailable past the timeout. Nothing to do without any.
+  absl::Status FinishKvCopies();
+
+  // Warms up and captures the decode graphs of buckets.Graphs (each no larger than
+  // max_rows and max_decode_rows) for `pool`. Every rank of an expert-parallel group
+  // must call it with the same buckets (the warm-up runs the exchanges).
   absl::Status CaptureGraphs(const engine::KvPoolView& pool, const engine::GraphBuckets& buckets);
   int captured_graphs() const;
+  // Forwards that replayed a graph, and all forwards that finished.
+  int64_t graph_replays() const;
+  int64_t forwards() const;
+
+  // Instruments the eager forwards that follow with `timer` (not owned; null: none).
+  // Graph replays are not instrumented. For benchmarks.
+  void set_forward_timer(ForwardTimer* timer);
 
   // Device bytes of the weights, and of the scratch.
   size_t weight_bytes() const;

@@ -25,8 +25,8 @@ const T* W(const void* p) {
 
 // The attention of layer `layer` over the step's K/V: decode rows, then prefill tiles.
 template <typename T>
-absl::Status Attention(const ForwardContext& c, int layer, const T* qkv, int64_t qkv_width,
-                       T* out) {
+absl::Status AttentionKernels(const ForwardContext& c, int layer, const T* qkv, int64_t qkv_width,
+                              T* out) {
   const engine::ModelConfig& config = *c.config;
   const std::byte* input = c.scratch + c.layout->input;
   const float scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
@@ -64,18 +64,24 @@ absl::Status Attention(const ForwardContext& c, int layer, const T* qkv, int64_t
   return absl::OkStatus();
 }
 
+template <typename T>
+absl::Status Attention(const ForwardContext& c, int layer, const T* qkv, int64_t qkv_width,
+                       T* out) {
+  return TimedSegment(c, ForwardTimer::Segment::kAttention,
+                      [&] { return AttentionKernels<T>(c, layer, qkv, qkv_width, out); });
+}
+
 // y = x · wᵀ over `m` rows (nothing for none).
 template <typename T, typename Out>
 absl::Status Gemm(const ForwardContext& c, const T* x, int64_t m, const void* w, int64_t n,
                   int64_t k, Out* y) {
   if (m == 0) return absl::OkStatus();
-  return c.gemm->Gemm(x, m, W<T>(w), n, k, y);
+  return TimedSegment(c, ForwardTimer::Segment::kGemm,
+                      [&] { return c.gemm->Gemm(x, m, W<T>(w), n, k, y); });
 }
 
-}  // namespace
-
 template <typename T>
-absl::Status EnqueueForward(const ForwardContext& c) {
+absl::Status EnqueueLayers(const ForwardContext& c) {
   const engine::ModelConfig& config = *c.config;
   const ScratchLayout& l = *c.layout;
   const DeviceWeights& w = *c.weights;
@@ -169,6 +175,16 @@ absl::Status EnqueueForward(const ForwardContext& c) {
       "logit rows"));
   return Gemm<T>(c, final_rows, logits, w.lm_head, config.vocab_size, hidden,
                  reinterpret_cast<float*>(s + l.logits));
+}
+
+}  // namespace
+
+template <typename T>
+absl::Status EnqueueForward(const ForwardContext& c) {
+  if (c.timer != nullptr) c.timer->Begin(c.stream);
+  const absl::Status status = EnqueueLayers<T>(c);
+  if (c.timer != nullptr) c.timer->End(c.stream);
+  return status;
 }
 
 template absl::Status EnqueueForward<Bf16>(const ForwardContext& context);

@@ -42,6 +42,20 @@ class ExpertExchange {
   virtual absl::Status AllToAll(const void* send, void* recv, int64_t count, Type type) = 0;
 };
 
+// Optional instrumentation of an eager forward (a benchmark's, cuda_engine_bench.cc):
+// the pass calls Begin before its first kernel, Mark(segment) before each group of
+// kernels (a GEMM, the attention of a layer) and Mark(kOther) after it, and End after
+// its last kernel; each on the enqueuing thread with the forward's stream, so an
+// implementation can record events there. Graph captures never carry one.
+class ForwardTimer {
+ public:
+  enum class Segment { kGemm, kAttention, kOther };
+  virtual ~ForwardTimer() = default;
+  virtual void Begin(cudaStream_t stream) = 0;
+  virtual void Mark(Segment segment, cudaStream_t stream) = 0;
+  virtual void End(cudaStream_t stream) = 0;
+};
+
 struct ForwardContext {
   const engine::ModelConfig* config = nullptr;
   const DeviceWeights* weights = nullptr;
@@ -57,7 +71,17 @@ struct ForwardContext {
   kernels::PagedKvDesc kv;
   MoeExchange moe;                     // this step's exchange shape
   ExpertExchange* exchange = nullptr;  // null: one rank
+  ForwardTimer* timer = nullptr;       // null: not instrumented
 };
+
+// Enqueues `enqueue` (returning absl::Status) as one `segment` of the context's timer.
+template <typename Fn>
+absl::Status TimedSegment(const ForwardContext& c, ForwardTimer::Segment segment, Fn&& enqueue) {
+  if (c.timer != nullptr) c.timer->Mark(segment, c.stream);
+  const absl::Status status = enqueue();
+  if (c.timer != nullptr) c.timer->Mark(ForwardTimer::Segment::kOther, c.stream);
+  return status;
+}
 
 // T: kernels::Bf16 or float, the weights' and activations' element type.
 template <typename T>

@@ -38,8 +38,9 @@ absl::Status EnqueueMoe(const ForwardContext& c, int layer, const T* x, T* out) 
   };
 
   if (rows > 0) {
-    RETURN_IF_ERROR(
-        c.gemm->Gemm(x, rows, static_cast<const T*>(w.router), experts, hidden, router_logits));
+    RETURN_IF_ERROR(TimedSegment(c, ForwardTimer::Segment::kGemm, [&] {
+      return c.gemm->Gemm(x, rows, static_cast<const T*>(w.router), experts, hidden, router_logits);
+    }));
   }
   RETURN_IF_ERROR(kernels::MoeRoute(router_logits, rows, experts, k, config.norm_topk_prob,
                                     i32(l.experts), weights, c.stream));
@@ -74,18 +75,21 @@ absl::Status EnqueueMoe(const ForwardContext& c, int layer, const T* x, T* out) 
   T* gate_up = rows_at(l.expert_gate_up);
   T* act = rows_at(l.expert_act);
   T* y = rows_at(l.y);
-  RETURN_IF_ERROR(
-      check(kernels::LaunchGroupedGemm(x_recv, tiles, moe.max_tiles,
-                                       reinterpret_cast<const T* const*>(w.expert_gate_up),
-                                       2 * width, hidden, gate_up, c.stream),
-            "expert gate_up"));
+  RETURN_IF_ERROR(TimedSegment(c, ForwardTimer::Segment::kGemm, [&] {
+    return check(kernels::LaunchGroupedGemm(x_recv, tiles, moe.max_tiles,
+                                            reinterpret_cast<const T* const*>(w.expert_gate_up),
+                                            2 * width, hidden, gate_up, c.stream),
+                 "expert gate_up");
+  }));
   RETURN_IF_ERROR(check(kernels::LaunchSiluMul(gate_up, gate_up + width, 2 * width, moe.total_rows,
                                                width, act, width, c.stream),
                         "expert SiLU"));
-  RETURN_IF_ERROR(check(kernels::LaunchGroupedGemm(act, tiles, moe.max_tiles,
-                                                   reinterpret_cast<const T* const*>(w.expert_down),
-                                                   hidden, width, y, c.stream),
-                        "expert down"));
+  RETURN_IF_ERROR(TimedSegment(c, ForwardTimer::Segment::kGemm, [&] {
+    return check(kernels::LaunchGroupedGemm(act, tiles, moe.max_tiles,
+                                            reinterpret_cast<const T* const*>(w.expert_down),
+                                            hidden, width, y, c.stream),
+                 "expert down");
+  }));
   T* y_back = rows_at(l.y_back);
   if (world > 1) {
     RETURN_IF_ERROR(

@@ -42,7 +42,8 @@ class NcclExpertExchange final : public ExpertExchange {
 
 // One captured decode graph.
 struct DecodeGraph {
-  int64_t rows = 0;  // its bucket
+  engine::GraphKey key;  // its bucket and exchange bucket
+  int64_t moe_rows = 0;  // the rows its MoE exchange is sized for
   StepShape shape;
   StepOffsets offsets;
   cudaGraph_t graph = nullptr;
@@ -68,15 +69,20 @@ struct CudaTransformer::State {
   std::unique_ptr<kernels::CublasLtGemm> gemm;
   std::unique_ptr<NcclExpertExchange> exchange;  // null: one rank
   absl::Status pending;                          // a CopyKv error, returned by the next Forward
+  bool kv_copies_pending = false;                // CopyKv enqueued copies no Wait has covered yet
+  ForwardTimer* timer = nullptr;  // instruments eager forwards (a benchmark's); not owned
 
+  int64_t forwards = 0;       // finished
+  int64_t graph_replays = 0;  // of those, from a graph
   std::vector<DecodeGraph> graphs;
   std::optional<engine::GraphBuckets> buckets;
   const void* graph_pool = nullptr;  // the pool the graphs were captured for
 
   StepOptions StepOptionsFor(const engine::KvPoolView& pool, int64_t graph_rows) const;
-  // The context of `step` over `pool` with the exchange sized for `moe_rows` rows.
+  // The context of `step` over `pool` with the exchange sized for `moe_rows` rows
+  // (with the timer when `timed`).
   ForwardContext ContextFor(const PackedStep& step, const engine::KvPoolView& pool,
-                            int64_t moe_rows) const;
+                            int64_t moe_rows, bool timed = false) const;
   // InvalidArgument when `step` or `moe_rows` exceed what the scratch holds.
   absl::Status CheckFits(const PackedStep& step, int64_t moe_rows) const;
   // Copies the packed step to the device (stream order).
@@ -88,6 +94,17 @@ struct CudaTransformer::State {
   absl::Status Wait(absl::Time deadline, const std::string& what);
   // The most rows any rank's forward has (an all-gather; `rows` with one rank).
   absl::StatusOr<int64_t> AgreeRows(int64_t rows, absl::Time deadline);
+
+  // The failure paths of a forward, so that no peer of an expert-parallel group waits
+  // for this rank until the deadline. Both return `error`.
+  // Before anything of the step was enqueued: makes the step's exchanges (sized for
+  // `moe_rows`) with no rows of this rank, or, when even that fails, aborts the group.
+  absl::Status FailBeforeForward(absl::Status error, const engine::KvPoolView& pool,
+                                 int64_t moe_rows, absl::Time deadline);
+  // After the forward was (perhaps partly) enqueued: aborts the group unless
+  // `exchanges_enqueued` (every exchange of the step is on the stream); otherwise waits
+  // for the stream (so the staging buffers are free for the next step).
+  absl::Status FailAfterForward(absl::Status error, bool exchanges_enqueued, absl::Time deadline);
 };
 
 }  // namespace lockstep::cuda

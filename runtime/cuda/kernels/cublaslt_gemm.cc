@@ -1,6 +1,7 @@
 #include "runtime/cuda/kernels/cublaslt_gemm.h"
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -101,14 +102,15 @@ CublasLtGemm::~CublasLtGemm() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key, int64_t n,
-                                                             int64_t k, Io io) {
+absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key, Io io) {
   const int type = static_cast<int>(io);
   auto& cache = algorithms_[type];
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   // Chosen for the bucket's largest M (or the reference M), never the first caller's M,
   // so the choice does not depend on call order.
   const int64_t query_m = options_.batch_invariant ? options_.invariant_reference_m : key.m_bucket;
+  const int64_t n = key.n;
+  const int64_t k = key.k;
   MatmulDescs descs;
   if (absl::Status s = descs.Init(query_m, n, k, InType(type), OutType(type)); !s.ok()) return s;
   cublasLtMatmulPreference_t pref = nullptr;
@@ -116,6 +118,18 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
   const uint64_t workspace = options_.workspace_bytes;
   cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
+  // Only algorithms that run on pointers aligned as this call's are (cuBLASLt assumes
+  // 256 bytes otherwise); C is D.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align.a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align.b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align.d},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align.d}};
+  for (const auto& [attribute, bytes] : alignments) {
+    if (status == CUBLAS_STATUS_SUCCESS) {
+      status = cublasLtMatmulPreferenceSetAttribute(pref, attribute, &bytes, sizeof(bytes));
+    }
+  }
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   if (status == CUBLAS_STATUS_SUCCESS) {
@@ -123,12 +137,14 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
                                             descs.d(), pref, kCandidates, results, &found);
   }
   cublasLtMatmulPreferenceDestroy(pref);
-  LOCKSTEP_RETURN_IF_LT(
-      status, absl::StrCat("cublasLtMatmulAlgoGetHeuristic m=", query_m, " n=", n, " k=", k));
+  const std::string shape =
+      absl::StrCat("m=", query_m, " n=", n, " k=", k, " (alignments ", key.align.a, "/",
+                   key.align.b, "/", key.align.d, " bytes)");
+  LOCKSTEP_RETURN_IF_LT(status, absl::StrCat("cublasLtMatmulAlgoGetHeuristic ", shape));
   if (found <= options_.heuristic_index) {
     return absl::NotFoundError(absl::StrCat("cuBLASLt has ", found, " ", IoName(type),
-                                            " algorithms for m=", query_m, " n=", n, " k=", k,
-                                            ", wanted candidate ", options_.heuristic_index));
+                                            " algorithms for ", shape, ", wanted candidate ",
+                                            options_.heuristic_index));
   }
   cublasLtMatmulAlgo_t algo = results[options_.heuristic_index].algo;
   if (options_.batch_invariant) {
@@ -173,7 +189,7 @@ absl::Status CublasLtGemm::Run(const void* x, int64_t m, const void* w, int64_t 
     return absl::InvalidArgumentError(absl::StrCat("GEMM of m=", m, " n=", n, " k=", k));
   }
   absl::StatusOr<cublasLtMatmulAlgo_t> algo =
-      Algorithm(MakeGemmKey(m, n, k, options_.batch_invariant), n, k, io);
+      Algorithm(MakeGemmKey(m, n, k, options_.batch_invariant, AlignmentsOf(w, x, y)), io);
   if (!algo.ok()) return algo.status();
   const int type = static_cast<int>(io);
   MatmulDescs descs;

@@ -4,9 +4,13 @@
 // Row-major is the transposed column-major call: yᵀ (n x m) = w (as k x n, transposed) · xᵀ.
 //
 // One object per stream: it owns the cuBLASLt handle and workspace of that stream and
-// caches the chosen algorithm per (M bucket, N, K) (gemm_key.h). In batch-invariant mode
-// every M uses the one algorithm of its (N, K), with split-K off, so a row's result does
-// not depend on how many rows share the GEMM.
+// caches the chosen algorithm per (M bucket, N, K, operand alignments) (gemm_key.h): the
+// heuristic query states each pointer's actual alignment, so offset pointers (a
+// per-expert GEMM's rows) get an algorithm that runs on them. In batch-invariant mode
+// every M uses the one algorithm of its (N, K) and alignments, with split-K off, so a
+// row's result does not depend on how many rows share the GEMM (the engine's
+// activations are at fixed, 256-byte aligned scratch offsets, so their alignment never
+// changes with the batch).
 //
 //   absl::StatusOr<std::unique_ptr<CublasLtGemm>> gemm = CublasLtGemm::Create(stream, {});
 //   RETURN_IF_ERROR((*gemm)->Gemm(x, m, w, n, k, y));
@@ -72,7 +76,7 @@ class CublasLtGemm {
 
   absl::Status Run(const void* x, int64_t m, const void* w, int64_t n, int64_t k, void* y, Io io);
   // The cached algorithm of `key` for the element types (chosen on first use).
-  absl::StatusOr<cublasLtMatmulAlgo_t> Algorithm(const GemmKey& key, int64_t n, int64_t k, Io io);
+  absl::StatusOr<cublasLtMatmulAlgo_t> Algorithm(const GemmKey& key, Io io);
 
   cudaStream_t stream_;
   GemmOptions options_;

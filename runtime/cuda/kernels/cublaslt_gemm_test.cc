@@ -1,7 +1,7 @@
 // GPU checks of the cuBLASLt GEMM wrapper against the CPU engine's Gemm
 // (runtime/engine/gemm.h) in f32 on the same bf16-rounded inputs (relative L2 <= 1e-2),
-// the algorithm cache, and batch-invariant mode: a row's bits do not depend on how many
-// rows share the GEMM. Skips without a GPU (gpu_test_env.h).
+// the algorithm cache (also for offset, 16-byte aligned operands), and batch-invariant mode: a
+// row's bits do not depend on how many rows share the GEMM. Skips without a GPU (gpu_test_env.h).
 #include "runtime/cuda/kernels/cublaslt_gemm.h"
 
 #include <cstdint>
@@ -9,12 +9,14 @@
 #include <random>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/testing/seed.h"
 #include "gtest/gtest.h"
 #include "runtime/cuda/gpu_test_env.h"
 #include "runtime/cuda/kernels/bf16.h"
+#include "runtime/cuda/kernels/gemm_key.h"
 #include "runtime/cuda/kernels/kernel_test_util.h"
 #include "runtime/engine/gemm.h"
 
@@ -118,6 +120,40 @@ TEST(CublasLtGemmTest, CachesOneAlgorithmPerBucket) {
     EXPECT_EQ(gemm->cached_algorithms(), invariant ? 1u : 2u);
     EXPECT_FALSE(gemm->Gemm(dx.get(), 0, dw.get(), 256, 256, dy.get()).ok());
   }
+}
+
+// A per-expert GEMM's operands start at row offsets of a permuted buffer: x + 3 rows
+// of 264 bf16 (16-byte aligned, not 256). The algorithm is chosen for that alignment
+// (its own cache entry) and the result matches the CPU.
+TEST(CublasLtGemmTest, OffsetPointersGetAnAlgorithmForTheirAlignment) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t m = 21, n = 136, k = 264, skip = 3;
+  std::unique_ptr<CublasLtGemm> gemm = MakeGemm(false);
+  ASSERT_NE(gemm, nullptr);
+  const std::vector<float> x = RandomBf16Floats(rng, (skip + m) * k);
+  const std::vector<float> w = RandomBf16Floats(rng, n * k, 0.05f);
+  DeviceArray<Bf16> dx(ToBf16(x)), dw(ToBf16(w)), dy((skip + m) * n);
+  ASSERT_EQ(AddressAlignment(dx.get() + skip * k), 16u);
+  for (const int64_t offset : {int64_t{0}, skip}) {
+    SCOPED_TRACE(::testing::Message() << "rows from " << offset);
+    ASSERT_EQ(dy.Poison(), cudaSuccess);
+    const absl::Status status =
+        gemm->Gemm(dx.get() + offset * k, m, dw.get(), n, k, dy.get() + offset * n);
+    ASSERT_TRUE(status.ok()) << status;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> all = ToFloat(dy.Download());
+    const std::vector<float> got(all.begin() + offset * n, all.begin() + (offset + m) * n);
+    std::vector<float> ref(m * n);
+    engine::Gemm(x.data() + offset * k, static_cast<int>(m), static_cast<int>(k),
+                 engine::PackedMatrix::Pack(w, static_cast<int>(n), static_cast<int>(k)), nullptr,
+                 ref.data(), static_cast<int>(n), nullptr);
+    ASSERT_FALSE(HasNaN(got));
+    EXPECT_LE(RelativeL2(got, RoundedToBf16(ref)), kTolerance);
+  }
+  EXPECT_EQ(gemm->cached_algorithms(), 2u);  // 256-byte and 16-byte aligned operands
 }
 
 TEST(CublasLtGemmTest, BatchInvariantRowsDoNotDependOnTheBatch) {

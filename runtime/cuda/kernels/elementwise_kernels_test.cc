@@ -160,5 +160,112 @@ TEST(ElementwiseKernelsTest, SiluMulMatchesCpu) {
   }
 }
 
+// The bias add of a projection (qwen2's QKV bias), in place over rows with padding
+// after the n columns: exactly y + bias rounded once to the element type, the padding
+// untouched; bf16 and f32.
+TEST(ElementwiseKernelsTest, AddBiasIsExact) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  for (const auto& [rows_, n_] : std::vector<std::pair<int, int>>{{1, 7}, {13, 640}, {3, 5000}}) {
+    const int rows = rows_, n = n_;
+    SCOPED_TRACE(::testing::Message() << rows << " rows of " << n);
+    const int64_t stride = n + 9;
+    const std::vector<float> y = RandomBf16Floats(rng, static_cast<size_t>(rows) * stride);
+    const std::vector<float> bias = RandomBf16Floats(rng, n, 0.3f);
+    std::vector<float> want = y;
+    for (int r = 0; r < rows; ++r) {
+      for (int i = 0; i < n; ++i) want[r * stride + i] = y[r * stride + i] + bias[i];
+    }
+    DeviceArray<Bf16> dy(ToBf16(y)), dbias(ToBf16(bias));
+    ASSERT_EQ(LaunchAddBias(dy.get(), stride, rows, n, dbias.get(), nullptr), cudaSuccess);
+    DeviceArray<float> fy(y), fbias(bias);
+    ASSERT_EQ(LaunchAddBias(fy.get(), stride, rows, n, fbias.get(), nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(ToFloat(dy.Download()), RoundedToBf16(want)) << "bf16";
+    EXPECT_EQ(fy.Download(), want) << "f32";
+  }
+}
+
+// The f32 variants (the engine's `cuda.dtype: f32`) against the CPU ops in f32: only
+// the reduction order differs, so relative L2 <= 1e-5.
+TEST(ElementwiseKernelsTest, F32VariantsMatchCpu) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  constexpr double kF32Tolerance = 1e-5;
+  const int rows = 5, n = 4099;
+  const std::vector<float> x = RandomBf16Floats(rng, static_cast<size_t>(rows) * n);
+  const std::vector<float> res = RandomBf16Floats(rng, x.size(), 3.0f);
+  const std::vector<float> w = RandomBf16Floats(rng, n, 0.5f);
+  {
+    DeviceArray<float> dx(x), dres(res), dw(w), dout(x.size());
+    ASSERT_EQ(dout.Poison(), cudaSuccess);
+    ASSERT_EQ(LaunchAddRmsNorm(dx.get(), dres.get(), dw.get(), rows, n, 1e-6f, dout.get(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> h(x.size()), ref(x.size());
+    for (size_t i = 0; i < h.size(); ++i) h[i] = x[i] + res[i];
+    EXPECT_EQ(dres.Download(), h) << "the stored residual";
+    for (int r = 0; r < rows; ++r) {
+      engine::RmsNorm(h.data() + r * n, w.data(), n, 1e-6f, ref.data() + r * n);
+    }
+    const std::vector<float> got = dout.Download();
+    ASSERT_FALSE(HasNaN(got));
+    EXPECT_LE(RelativeL2(got, ref), kF32Tolerance) << "RMSNorm";
+  }
+  {
+    const int width = 1000;
+    const std::vector<float> gate_up =
+        RandomBf16Floats(rng, static_cast<size_t>(rows) * 2 * width, 2);
+    DeviceArray<float> din(gate_up), dout(static_cast<size_t>(rows) * width);
+    ASSERT_EQ(dout.Poison(), cudaSuccess);
+    ASSERT_EQ(LaunchSiluMul(din.get(), din.get() + width, 2 * width, rows, width, dout.get(), width,
+                            nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> ref(static_cast<size_t>(rows) * width);
+    for (int r = 0; r < rows; ++r) {
+      engine::SiluMul(gate_up.data() + r * 2 * width, gate_up.data() + r * 2 * width + width, width,
+                      ref.data() + r * width);
+    }
+    const std::vector<float> got = dout.Download();
+    ASSERT_FALSE(HasNaN(got));
+    EXPECT_LE(RelativeL2(got, ref), kF32Tolerance) << "SiLU mul";
+  }
+  {
+    const int tokens = 9, heads = 4, hd = 128, half = hd / 2;
+    const int64_t stride = heads * hd + 8;
+    const std::vector<float> q = RandomBf16Floats(rng, tokens * stride);
+    const std::vector<float> qw = RandomBf16Floats(rng, hd, 0.5f);
+    std::vector<int32_t> positions(tokens);
+    for (int32_t& p : positions) p = static_cast<int32_t>(rng() % 5000);
+    std::vector<double> inv_freq(half);
+    for (int i = 0; i < half; ++i) inv_freq[i] = 1.0 / std::pow(1e6, 2.0 * i / hd);
+    DeviceArray<float> dq(q), dqw(qw);
+    DeviceArray<int32_t> dpos(positions);
+    DeviceArray<double> dfreq(inv_freq);
+    ASSERT_EQ(LaunchHeadRmsNorm(dq.get(), stride, tokens, heads, hd, dqw.get(), 1e-6f, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(LaunchRope(dq.get(), stride, tokens, heads, hd, dpos.get(), dfreq.get(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> ref = q, cos(half), sin(half);
+    for (int t = 0; t < tokens; ++t) {
+      for (int h = 0; h < heads; ++h) {
+        float* v = ref.data() + t * stride + h * hd;
+        engine::RmsNorm(v, qw.data(), hd, 1e-6f, v);
+      }
+      engine::RopeAngles(positions[t], inv_freq.data(), half, cos.data(), sin.data());
+      engine::ApplyRope(ref.data() + t * stride, heads, hd, cos.data(), sin.data());
+    }
+    const std::vector<float> got = dq.Download();
+    ASSERT_FALSE(HasNaN(got));
+    EXPECT_LE(RelativeL2(got, ref), kF32Tolerance) << "head norm + rope";
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::cuda::kernels

@@ -33,5 +33,31 @@ TEST(GemmKeyTest, BatchInvariantKeyIgnoresM) {
             absl::Hash<GemmKey>{}(MakeGemmKey(6, 7, 9, false)));
 }
 
+TEST(GemmKeyTest, Alignments) {
+  EXPECT_EQ(AddressAlignment(uintptr_t{0}), 256u);
+  EXPECT_EQ(AddressAlignment(uintptr_t{4096}), 256u);
+  EXPECT_EQ(AddressAlignment(uintptr_t{4096 + 128}), 128u);
+  EXPECT_EQ(AddressAlignment(uintptr_t{4096 + 2}), 2u);
+  EXPECT_EQ(AddressAlignment(uintptr_t{4097}), 1u);
+  // A per-expert GEMM's rows start at offsets[e] * k elements: bf16 rows of hidden 264
+  // (528 bytes) from a 256-byte aligned base are 16-byte aligned after an odd offset.
+  const uintptr_t base = uintptr_t{1} << 20;
+  EXPECT_EQ(AddressAlignment(base + 3 * 264 * 2), 16u);
+  int buffer[4];
+  EXPECT_EQ(AlignmentsOf(buffer, buffer + 1, nullptr).b, AddressAlignment(buffer + 1));
+  EXPECT_EQ(AlignmentsOf(buffer, buffer + 1, nullptr).d, 256u);
+}
+
+TEST(GemmKeyTest, AlignmentIsPartOfTheKey) {
+  const GemmAlignments aligned;
+  const GemmAlignments offset{.a = 256, .b = 16, .d = 16};
+  EXPECT_NE(MakeGemmKey(5, 4096, 4096, false, aligned), MakeGemmKey(5, 4096, 4096, false, offset));
+  EXPECT_NE(MakeGemmKey(5, 4096, 4096, true, aligned), MakeGemmKey(9, 4096, 4096, true, offset));
+  EXPECT_EQ(MakeGemmKey(5, 4096, 4096, true, offset), MakeGemmKey(9, 4096, 4096, true, offset));
+  EXPECT_EQ(MakeGemmKey(5, 7, 9, false), MakeGemmKey(5, 7, 9, false, aligned));
+  EXPECT_EQ(absl::Hash<GemmKey>{}(MakeGemmKey(5, 7, 9, false, offset)),
+            absl::Hash<GemmKey>{}(MakeGemmKey(6, 7, 9, false, offset)));
+}
+
 }  // namespace
 }  // namespace lockstep::cuda::kernels

@@ -36,27 +36,33 @@ __global__ void MoeRouteKernel(const float* logits, int rows, int num_experts, i
   __syncwarp();
   int chosen[kMaxMoeTopK];
   float chosen_weight[kMaxMoeTopK];
+  // Probabilities are >= 0 or NaN (any NaN or infinite logit makes them all NaN), so
+  // -inf marks a taken expert and a NaN ranks as -1, below every number: as the CPU's
+  // RouteTopK, a NaN row picks experts 0..k-1, and every round picks an untaken expert
+  // in [0, num_experts) (k <= num_experts).
   for (int j = 0; j < k; ++j) {
     // The lane's best untaken expert (lowest id among equals), then across the warp.
-    float best_value = -INFINITY;
+    float best_key = -INFINITY;
     int best = num_experts;
-    // Untaken probabilities are >= 0 and taken ones -inf; strict > keeps the lowest id.
     for (int e = lane; e < num_experts; e += 32) {
-      if (probs[e] > best_value) {
-        best_value = probs[e];
+      if (probs[e] == -INFINITY) continue;
+      const float key = isnan(probs[e]) ? -1.0f : probs[e];
+      if (best == num_experts || key > best_key) {
+        best_key = key;
         best = e;
       }
     }
     for (int offset = 16; offset > 0; offset /= 2) {
-      const float other_value = __shfl_xor_sync(0xffffffffu, best_value, offset);
+      const float other_key = __shfl_xor_sync(0xffffffffu, best_key, offset);
       const int other = __shfl_xor_sync(0xffffffffu, best, offset);
-      if (other_value > best_value || (other_value == best_value && other < best)) {
-        best_value = other_value;
+      // A lane with no candidate holds (-inf, num_experts): it loses to any candidate.
+      if (other_key > best_key || (other_key == best_key && other < best)) {
+        best_key = other_key;
         best = other;
       }
     }
     chosen[j] = best;
-    chosen_weight[j] = best_value;
+    chosen_weight[j] = probs[best];
     __syncwarp();
     if (lane == 0) probs[best] = -INFINITY;
     __syncwarp();

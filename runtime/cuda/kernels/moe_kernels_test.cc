@@ -9,10 +9,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -96,6 +99,56 @@ TEST(MoeKernelsTest, RouteMatchesCpu) {
       }
     }
     EXPECT_GT(checked, rows / 2) << "too few rows with a clear top-k";
+  }
+}
+
+// Rows whose router logits hold a NaN or an infinity (every probability NaN): the
+// kernel picks what RouteTopK picks (experts 0..k-1, in range), so the permutation
+// gives every entry a slot.
+TEST(MoeKernelsTest, NanLogitsRouteInRangeAsTheCpuDoes) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const RouteShape& shape : {RouteShape{8, 2, true}, RouteShape{60, 4, false},
+                                  RouteShape{512, 16, true}, RouteShape{3, 3, false}}) {
+    SCOPED_TRACE(::testing::Message() << shape.num_experts << " experts, top " << shape.k);
+    const int e = shape.num_experts, k = shape.k, rows = 5;
+    std::vector<float> logits(static_cast<size_t>(rows) * e);
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 7) - 3.0f;
+    logits[0 * e + e - 1] = nan;                                      // one NaN, last expert
+    std::fill(logits.begin() + 1 * e, logits.begin() + 2 * e, nan);   // all NaN
+    logits[2 * e + e / 2] = inf;                                      // +inf
+    std::fill(logits.begin() + 3 * e, logits.begin() + 4 * e, -inf);  // all -inf
+    // Row 4 stays finite: its experts are checked too.
+    DeviceArray<float> dlogits(logits), dweights(static_cast<size_t>(rows) * k);
+    DeviceArray<int32_t> dexperts(static_cast<size_t>(rows) * k), doffsets(e + 1),
+        dentry(static_cast<size_t>(rows) * k), dslot(static_cast<size_t>(rows) * k);
+    ASSERT_EQ(dexperts.Poison(), cudaSuccess);
+    ASSERT_EQ(dentry.Poison(), cudaSuccess);
+    ASSERT_EQ(dslot.Poison(), cudaSuccess);
+    ASSERT_EQ(LaunchMoeRoute(dlogits.get(), rows, e, k, shape.renormalize, dexperts.get(),
+                             dweights.get(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(LaunchMoePermute(dexperts.get(), rows * k, e, doffsets.get(), dentry.get(),
+                               dslot.get(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<int32_t> experts = dexperts.Download();
+    const std::vector<float> weights = dweights.Download();
+    std::vector<int> ref_experts(k);
+    std::vector<float> ref_weights(k), probs(e);
+    for (int r = 0; r < rows; ++r) {
+      engine::RouteTopK(logits.data() + static_cast<size_t>(r) * e, e, k, shape.renormalize,
+                        ref_experts.data(), ref_weights.data(), probs.data());
+      for (int j = 0; j < k; ++j) {
+        ASSERT_EQ(experts[r * k + j], ref_experts[j]) << "row " << r << " choice " << j;
+        EXPECT_EQ(std::isnan(weights[r * k + j]), std::isnan(ref_weights[j])) << "row " << r;
+      }
+    }
+    absl::StatusOr<MoePermutation> ref = PermuteToExperts(experts, k, e);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_EQ(dentry.Download(), ref->entry_of_slot);
+    EXPECT_EQ(dslot.Download(), ref->slot_of_entry);
   }
 }
 
@@ -193,6 +246,127 @@ TEST(MoeKernelsTest, GatherExpertGemmCombineMatchesCpu) {
   }
   // The kernel combines bf16 expert outputs; 1e-2 covers that and the GEMM.
   EXPECT_LE(RelativeL2(got, RoundedToBf16(ref)), 1e-2);
+}
+
+// The expert-parallel send layout: LaunchMoeScatter puts slot s's row at dest[s] (rows
+// outside dest stay as they were), LaunchMoeCombineFrom reads slot s's row back from
+// dest[s]: bit for bit what a host loop does (f32 fused multiply-adds from 0, rounded
+// once to the element type), in bf16 and in f32.
+template <typename T>
+void ScatterAndCombineFrom(std::mt19937_64& rng) {
+  const int num_experts = 6, k = 2, hidden = 40, rows = 23;
+  const int entries = rows * k;
+  std::vector<int32_t> experts(entries);
+  for (int r = 0; r < rows; ++r) {  // two distinct experts per row, ascending
+    const int a = static_cast<int>(rng() % (num_experts - 1));
+    experts[r * k] = a;
+    experts[r * k + 1] = a + 1 + static_cast<int>(rng() % (num_experts - 1 - a));
+  }
+  absl::StatusOr<MoePermutation> perm = PermuteToExperts(experts, k, num_experts);
+  ASSERT_TRUE(perm.ok()) << perm.status();
+  // dest: slots spread over twice as many rows, in a random order (gaps stay poisoned).
+  const int capacity = 2 * entries;
+  std::vector<int32_t> places(capacity);
+  for (int i = 0; i < capacity; ++i) places[i] = i;
+  std::shuffle(places.begin(), places.end(), rng);
+  const std::vector<int32_t> dest(places.begin(), places.begin() + entries);
+  const std::vector<float> x = RandomBf16Floats(rng, static_cast<size_t>(rows) * hidden);
+  std::vector<T> x_elems;
+  for (float v : x) {
+    if constexpr (std::is_same_v<T, float>) {
+      x_elems.push_back(v);
+    } else {
+      x_elems.push_back(FloatToBf16(v));
+    }
+  }
+  auto as_float = [](T v) {
+    if constexpr (std::is_same_v<T, float>) {
+      return v;
+    } else {
+      return Bf16ToFloat(v);
+    }
+  };
+  DeviceArray<T> dx(x_elems), dsend(static_cast<size_t>(capacity) * hidden),
+      dout(static_cast<size_t>(rows) * hidden);
+  DeviceArray<int32_t> dentry(perm->entry_of_slot), dslot(perm->slot_of_entry), ddest(dest);
+  ASSERT_EQ(dsend.Poison(), cudaSuccess);
+  ASSERT_EQ(dout.Poison(), cudaSuccess);
+  ASSERT_EQ(LaunchMoeScatter(dx.get(), hidden, dentry.get(), ddest.get(), entries, k, dsend.get(),
+                             nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<T> sent = dsend.Download();
+  ASSERT_EQ(sent.size(), static_cast<size_t>(capacity) * hidden);
+  std::vector<bool> used(capacity, false);
+  for (int s = 0; s < entries; ++s) {
+    used[dest[s]] = true;
+    const int row = perm->entry_of_slot[s] / k;
+    for (int i = 0; i < hidden; ++i) {
+      ASSERT_EQ(std::memcmp(&sent[static_cast<size_t>(dest[s]) * hidden + i],
+                            &x_elems[static_cast<size_t>(row) * hidden + i], sizeof(T)),
+                0)
+          << "slot " << s << " element " << i;
+    }
+  }
+  for (int p = 0; p < capacity; ++p) {
+    if (used[p]) continue;
+    EXPECT_TRUE(std::isnan(as_float(sent[static_cast<size_t>(p) * hidden]))) << "gap row " << p;
+  }
+  // The experts' outputs come back in the same layout (here: the sent rows scaled by
+  // the slot's expert + 1 on the host), combined with random gate weights.
+  std::vector<T> back(sent.size());
+  std::vector<float> back_float(sent.size(), 0.0f);
+  for (int s = 0; s < entries; ++s) {
+    const int e = experts[perm->entry_of_slot[s]];
+    for (int i = 0; i < hidden; ++i) {
+      const size_t at = static_cast<size_t>(dest[s]) * hidden + i;
+      const float v = as_float(sent[at]) * static_cast<float>(e + 1);
+      if constexpr (std::is_same_v<T, float>) {
+        back[at] = v;
+      } else {
+        back[at] = FloatToBf16(v);
+      }
+      back_float[at] = as_float(back[at]);
+    }
+  }
+  std::vector<float> gates(entries);
+  for (float& g : gates) g = static_cast<float>(rng() % 1000) / 997.0f;
+  DeviceArray<T> dback(back);
+  DeviceArray<float> dgates(gates);
+  ASSERT_EQ(LaunchMoeCombineFrom(dback.get(), hidden, dslot.get(), ddest.get(), dgates.get(), rows,
+                                 k, dout.get(), nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<T> out = dout.Download();
+  ASSERT_EQ(out.size(), static_cast<size_t>(rows) * hidden);
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < hidden; ++i) {
+      float acc = 0.0f;
+      for (int j = 0; j < k; ++j) {
+        const int slot = perm->slot_of_entry[r * k + j];
+        acc = std::fma(gates[r * k + j], back_float[static_cast<size_t>(dest[slot]) * hidden + i],
+                       acc);
+      }
+      const float want = std::is_same_v<T, float> ? acc : RoundToBf16(acc);
+      EXPECT_EQ(as_float(out[static_cast<size_t>(r) * hidden + i]), want)
+          << "row " << r << " element " << i;
+    }
+  }
+}
+
+TEST(MoeKernelsTest, ScatterAndCombineFromTheSendLayout) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  {
+    SCOPED_TRACE("bf16");
+    ScatterAndCombineFrom<Bf16>(rng);
+  }
+  {
+    SCOPED_TRACE("f32");
+    ScatterAndCombineFrom<float>(rng);
+  }
 }
 
 }  // namespace

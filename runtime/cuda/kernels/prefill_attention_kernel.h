@@ -32,8 +32,10 @@ struct PrefillAttentionArgs {
 };
 
 // cudaErrorInvalidValue when head_dim exceeds the limit, num_heads is not a multiple
-// of num_kv_heads, or the element size is not 2 or 4. Tiles must have at most kMaxPrefillTileRows
-// rows.
+// of num_kv_heads, or the element size is not 2 or 4. The tiles (device memory, which
+// the launcher cannot read) must come from PlanPrefillTiles (prefill_tile_plan.h), which
+// refuses tiles of 0 or more than kMaxPrefillTileRows rows; the kernel traps on such a
+// tile (a sticky device error) rather than read or write out of bounds.
 cudaError_t LaunchPrefillAttention(const PrefillAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace lockstep::cuda::kernels

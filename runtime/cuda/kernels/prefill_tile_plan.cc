@@ -10,7 +10,12 @@ namespace lockstep::cuda::kernels {
 
 absl::StatusOr<std::vector<PrefillTileDesc>> PlanPrefillTiles(absl::Span<const PrefillChunk> chunks,
                                                               int tile_rows) {
-  if (tile_rows < 1) return absl::InvalidArgumentError("tile_rows must be >= 1");
+  if (tile_rows < 1 || tile_rows > kMaxPrefillTileRows) {
+    // The kernel holds at most kMaxPrefillTileRows query rows per tile (and traps on
+    // more): a bigger plan is refused here, before anything reaches the device.
+    return absl::InvalidArgumentError(
+        absl::StrCat("tile_rows must be in [1, ", kMaxPrefillTileRows, "], got ", tile_rows));
+  }
   std::vector<PrefillTileDesc> tiles;
   for (size_t c = 0; c < chunks.size(); ++c) {
     const PrefillChunk& chunk = chunks[c];

@@ -25,8 +25,10 @@ struct PrefillChunk {
   int64_t first_position = 0;
 };
 
-// Tiles in chunk order, each chunk's rows in order. InvalidArgument for tile_rows < 1,
-// a chunk without rows, a negative row or position, or a last position >= 2^31.
+// Tiles in chunk order, each chunk's rows in order, each of 1 to tile_rows rows.
+// InvalidArgument for tile_rows outside [1, kMaxPrefillTileRows] (the prefill kernel's
+// limit), a chunk without rows, a negative row or position, or a last position >= 2^31.
+// The prefill kernel's tiles come only from here.
 absl::StatusOr<std::vector<PrefillTileDesc>> PlanPrefillTiles(absl::Span<const PrefillChunk> chunks,
                                                               int tile_rows);
 

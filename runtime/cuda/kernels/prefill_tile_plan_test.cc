@@ -6,6 +6,7 @@
 
 #include "common/testing/seed.h"
 #include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace lockstep::cuda::kernels {
@@ -14,6 +15,7 @@ namespace {
 using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::StatusIs;
 using ::lockstep::testing::TestSeed;
+using ::testing::HasSubstr;
 
 TEST(PrefillTilePlanTest, OneRowAndOddLengths) {
   absl::StatusOr<std::vector<PrefillTileDesc>> tiles = PlanPrefillTiles(
@@ -36,6 +38,12 @@ TEST(PrefillTilePlanTest, RejectsBadInput) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(PlanPrefillTiles(std::vector<PrefillChunk>{{.num_rows = 1}}, 0).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  // The kernel's limit: tiles of more rows would trap on the device.
+  EXPECT_THAT(PlanPrefillTiles(std::vector<PrefillChunk>{{.num_rows = 1}}, kMaxPrefillTileRows + 1)
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tile_rows")));
+  EXPECT_TRUE(
+      PlanPrefillTiles(std::vector<PrefillChunk>{{.num_rows = 200}}, kMaxPrefillTileRows).ok());
   EXPECT_THAT(
       PlanPrefillTiles(
           std::vector<PrefillChunk>{{.num_rows = 2, .first_position = int64_t{1} << 31}}, 64)
@@ -49,7 +57,7 @@ TEST(PrefillTilePlanTest, RandomChunksCoverEveryRowOnce) {
   SCOPED_TRACE(SeedTrace(seed));
   std::mt19937_64 rng(seed);
   for (int trial = 0; trial < 100; ++trial) {
-    const int tile_rows = 1 + static_cast<int>(rng() % 128);
+    const int tile_rows = 1 + static_cast<int>(rng() % kMaxPrefillTileRows);
     std::vector<PrefillChunk> chunks;
     std::vector<int32_t> seq_of_row;
     std::vector<int64_t> position_of_row;
@@ -70,6 +78,7 @@ TEST(PrefillTilePlanTest, RandomChunksCoverEveryRowOnce) {
     for (const PrefillTileDesc& tile : *tiles) {
       ASSERT_GE(tile.num_rows, 1);
       ASSERT_LE(tile.num_rows, tile_rows);
+      ASSERT_LE(tile.num_rows, kMaxPrefillTileRows);
       for (int i = 0; i < tile.num_rows; ++i) {
         const size_t row = tile.row_begin + i;
         ASSERT_LT(row, seen.size());

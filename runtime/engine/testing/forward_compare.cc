@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -23,13 +24,15 @@ int32_t Argmax(const float* row, int vocab) {
 class Comparer {
  public:
   Comparer(const ForwardModel& reference, HostPool& reference_pool, const ForwardModel& candidate,
-           const KvPoolView& candidate_pool, const CompareOptions& options)
+           const KvPoolView& candidate_pool, const CompareOptions& options, int sequences)
       : reference_(reference),
         reference_pool_(reference_pool),
         candidate_(candidate),
         candidate_pool_(candidate_pool),
         options_(options),
-        vocab_(reference.config().vocab_size) {}
+        vocab_(reference.config().vocab_size) {
+    report_.first_low_margin_position.assign(sequences, -1);
+  }
 
   // Runs one forward on both and compares its logit rows; returns the reference's.
   absl::StatusOr<std::vector<float>> Step(const std::vector<ForwardRow>& rows,
@@ -44,7 +47,8 @@ class Comparer {
     ASSIGN_OR_RETURN(const float* got,
                      candidate_.Forward(input, candidate_pool_, candidate_arena_, nullptr));
     for (size_t j = 0; j < logit_rows.size(); ++j) {
-      Compare(ref_copy.data() + j * vocab_, got + j * vocab_);
+      const ForwardRow& row = rows[logit_rows[j]];
+      Compare(ref_copy.data() + j * vocab_, got + j * vocab_, row.seq, row.position);
     }
     return ref_copy;
   }
@@ -52,7 +56,7 @@ class Comparer {
   const CompareReport& report() const { return report_; }
 
  private:
-  void Compare(const float* ref, const float* got) {
+  void Compare(const float* ref, const float* got, int seq, int64_t position) {
     const int row = report_.rows++;
     double diff = 0.0, norm = 0.0;
     for (int i = 0; i < vocab_; ++i) {
@@ -65,19 +69,24 @@ class Comparer {
       report_.worst_rel_l2 = std::isnan(rel) ? INFINITY : rel;
       report_.worst_row = row;
     }
-    if (report_.first_low_margin_row >= 0) return;
+    int64_t& low_margin = report_.first_low_margin_position[seq];
+    if (low_margin >= 0 && position >= low_margin) return;
     const int top = Argmax(ref, vocab_);
     float second = -INFINITY;
     for (int i = 0; i < vocab_; ++i) {
       if (i != top) second = std::max(second, ref[i]);
     }
-    if (ref[top] - second < options_.margin_fraction * std::fabs(ref[top])) {
-      report_.first_low_margin_row = row;
+    if (!(ref[top] - second >= options_.margin)) {
+      low_margin = position;
       return;
     }
     if (Argmax(got, vocab_) != top) {
       ++report_.argmax_mismatches;
-      if (report_.first_mismatch_row < 0) report_.first_mismatch_row = row;
+      if (report_.first_mismatch_row < 0) {
+        report_.first_mismatch_row = row;
+        report_.first_mismatch_sequence = seq;
+        report_.first_mismatch_position = position;
+      }
     }
   }
 
@@ -95,10 +104,20 @@ class Comparer {
 }  // namespace
 
 std::string CompareReport::ToString() const {
-  return absl::StrCat(rows, " logit rows: worst relative L2 ", worst_rel_l2, " (row ", worst_row,
-                      "); greedy: ", argmax_mismatches, " argmax mismatches (first at row ",
-                      first_mismatch_row, ") before the first low-margin row ",
-                      first_low_margin_row);
+  std::string text =
+      absl::StrCat(rows, " logit rows: worst relative L2 ", worst_rel_l2, " (row ", worst_row,
+                   "); greedy: ", argmax_mismatches, " argmax mismatches");
+  if (first_mismatch_row >= 0) {
+    absl::StrAppend(&text, " (first at row ", first_mismatch_row, ": sequence ",
+                    first_mismatch_sequence, " position ", first_mismatch_position, ")");
+  }
+  absl::StrAppend(&text, "; first position with a top-2 margin below the rule's, per sequence:");
+  for (size_t s = 0; s < first_low_margin_position.size(); ++s) {
+    absl::StrAppend(&text, s == 0 ? " " : ", ",
+                    first_low_margin_position[s] < 0 ? std::string("none")
+                                                     : absl::StrCat(first_low_margin_position[s]));
+  }
+  return text;
 }
 
 std::vector<std::vector<int32_t>> RandomPrompts(const std::vector<int>& lengths, int32_t vocab,
@@ -120,7 +139,8 @@ absl::StatusOr<CompareReport> CompareForwards(const ForwardModel& reference,
                                               const CompareOptions& options) {
   constexpr int kVerify = 4;  // the last token and three drafts
   const int vocab = reference.config().vocab_size;
-  Comparer comparer(reference, reference_pool, candidate, candidate_pool, options);
+  Comparer comparer(reference, reference_pool, candidate, candidate_pool, options,
+                    static_cast<int>(prompts.size()));
   std::vector<Sequence> sequences(prompts.size());
   for (size_t s = 0; s < prompts.size(); ++s) {
     sequences[s].tokens = prompts[s];

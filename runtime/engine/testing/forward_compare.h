@@ -7,10 +7,11 @@
 // sequence verifies three drafts (four rows with logits: the speculative shape).
 //
 // Reported per run: the worst relative L2 (||cand - ref|| / ||ref|| per row), and the
-// greedy agreement under the margin rule: candidates' argmax must equal the
-// reference's on every row until the first row where the reference's top-2 margin is
-// below margin_fraction * |top logit| (that row is reported; rows after it are not
-// checked for argmax).
+// greedy agreement under the margin rule, per sequence: the candidate's argmax must
+// equal the reference's at every position of a sequence before the first position
+// whose reference top-2 logit margin is below `margin` (absolute; that position, where
+// the greedy tokens may first diverge, is reported per sequence, and the sequence's
+// later rows are not checked for argmax).
 //
 // Test helper; thread-compatible.
 #ifndef LOCKSTEP_RUNTIME_ENGINE_TESTING_FORWARD_COMPARE_H_
@@ -30,18 +31,21 @@ struct CompareReport {
   int rows = 0;               // logit rows compared
   double worst_rel_l2 = 0.0;  // over every row
   int worst_row = -1;
-  // The first row (in comparison order) whose reference margin is below the rule's; -1:
-  // none. Argmax is checked on the rows before it.
-  int first_low_margin_row = -1;
-  int argmax_mismatches = 0;  // before first_low_margin_row
+  // Per sequence (prompt order): the position of its first logit row whose reference
+  // top-2 margin is below the rule's, where greedy tokens may first diverge; -1: none.
+  // Argmax is checked on the sequence's rows before it.
+  std::vector<int64_t> first_low_margin_position;
+  int argmax_mismatches = 0;  // on checked rows
   int first_mismatch_row = -1;
+  int first_mismatch_sequence = -1;
+  int64_t first_mismatch_position = -1;
 
   std::string ToString() const;
 };
 
 struct CompareOptions {
   int decode_steps = 6;
-  double margin_fraction = 1e-2;
+  double margin = 1e-2;  // absolute top-2 logit margin of the greedy rule
 };
 
 // `reference_pool` is a host pool for `reference`; `candidate_pool` the candidate's
