@@ -51,10 +51,12 @@ struct Outcome {
 class RouterOverloadTest : public ::testing::Test {
  protected:
   void Start(const std::vector<std::pair<std::string, config::InstanceRole>>& instances,
-             int64_t max_queued_requests, int64_t grpc_max_threads = 0) {
+             int64_t max_queued_requests, int64_t grpc_max_threads = 0,
+             int64_t heartbeat_timeout_ms = 0) {
     config::DeploymentConfig config = testing::TestConfig(instances);
     config.router.max_queued_requests = max_queued_requests;
     if (grpc_max_threads > 0) config.router.grpc_max_threads = grpc_max_threads;
+    if (heartbeat_timeout_ms > 0) config.router.heartbeat_timeout_ms = heartbeat_timeout_ms;
     absl::StatusOr<std::unique_ptr<RouterDaemon>> router = testing::StartRouter(config);
     ASSERT_THAT(router, IsOk());
     router_ = *std::move(router);
@@ -265,7 +267,10 @@ TEST_F(RouterOverloadTest, AStreamIsRefusedBeforeItsResponseStarts) {
 TEST_F(RouterOverloadTest, TheGrpcServerRunsBoundedThreads) {
   constexpr int kThreads = 16;
   constexpr int kCalls = 3 * kThreads;
-  Start({{"agg0", config::InstanceRole::kAggregated}}, 0, kThreads);
+  // The burst holds every thread for 2 s, so the worker's heartbeats are refused too: a
+  // heartbeat timeout longer than the burst keeps the instance healthy for the request
+  // after it (with the default it was marked unhealthy mid-burst).
+  Start({{"agg0", config::InstanceRole::kAggregated}}, 0, kThreads, 60'000);
   std::atomic<int> refused{0};
   std::atomic<int> waited{0};
   std::vector<std::thread> calls;
