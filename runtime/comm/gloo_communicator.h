@@ -69,6 +69,8 @@ struct GlooOptions {
   int rank = 0;
   int world_size = 1;
   // Used only during Create; not owned. FileStore, RendezvousStore, or any gloo Store.
+  // One store per rank: gloo's FileStore is not thread-safe, so ranks that are threads
+  // of one process each open their own over the same directory.
   gloo::rendezvous::Store* store = nullptr;
   // Key prefix of this group in the store. Unique per group and per launch: a store
   // directory or key space reused with the same prefix would hand out stale addresses.

@@ -102,9 +102,12 @@ absl::StatusOr<ThreadGroup> MakeThreadGroup(Transport transport, int world) {
     }
     case Transport::kGloo: {
       static std::atomic<int> counter{0};
-      gloo::rendezvous::FileStore store(MakeTempDir("gloo_threads"));
+      const std::string dir = MakeTempDir("gloo_threads");
       const std::string prefix = absl::StrCat("threads", counter++);
       return JoinOnThreads(world, [&](int r) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+        // A store per rank over one directory: gloo's FileStore is not thread-safe (its
+        // set() appends to a member vector; ranks sharing one crashed 1 run in ~30).
+        gloo::rendezvous::FileStore store(dir);
         GlooOptions options;
         options.rank = r;
         options.world_size = world;
