@@ -149,7 +149,12 @@ TEST_F(DisaggFaultsTest, CancelMidTransferStopContextRankKillGenerationRank) {
               << " failed pulls migrated\n";
     EXPECT_GT(failed + migrated, 0) << "no request was caught by the stall";
     ExpectAtRest(d);
-    EXPECT_EQ(d.Generate(Prompt(5), 8, 3).error_code, 0);
+    // The freeze can outlast the heartbeat timeout: the router then holds ctx0 unhealthy
+    // until its next heartbeat, and a request sent before that is refused (UNAVAILABLE,
+    // seen once in a full run).
+    ASSERT_TRUE(d.WaitHealthy(absl::Seconds(60)).ok());
+    const launcher::GrpcResult after = d.Generate(Prompt(5), 8, 3);
+    EXPECT_EQ(after.error_code, 0) << after.error_message;
   }
 
   {
