@@ -96,13 +96,9 @@ TEST_F(ContextLegFailureTest, AContextLegWhoseStreamBreaksMovesToTheOtherContext
 
 TEST_F(RouterMigrationFaultsTest, AnInstanceWhoseHeartbeatsStopIsLeftAsUnhealthy) {
   Start({{"agg0", InstanceRole::kAggregated}, {"agg1", InstanceRole::kAggregated}});
-  for (auto& w : workers_) w->SetStallAfter(3);
-  StartStream(CompletionBody("beat", 10, true));
-  FakeWorker* first = Busy({"agg0", "agg1"});
+  auto [first, other] = StallOneOfTwo(CompletionBody("beat", 10, true));
   ASSERT_NE(first, nullptr);
-  ASSERT_TRUE(first->AwaitStalled(1, absl::Seconds(10)));
-  FakeWorker& second = Other(first, "agg0", "agg1");
-  second.SetStallAfter(-1);
+  FakeWorker& second = *other;
   // It still answers health polls, but misses its heartbeats (timeout 1 s): the health
   // monitor marks it unhealthy and ends the leg running there.
   first->StopHeartbeats();

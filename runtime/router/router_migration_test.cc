@@ -32,13 +32,9 @@ using RouterMigrationTest = testing::MigrationFixture;
 
 TEST_F(RouterMigrationTest, AStreamWhoseInstanceDiesGoesOnElsewhereAsAContinuation) {
   Start({{"agg0", InstanceRole::kAggregated}, {"agg1", InstanceRole::kAggregated}});
-  for (auto& w : workers_) w->SetStallAfter(3);
-  StartStream(CompletionBody("abc", 10, true));
-  FakeWorker* first = Busy({"agg0", "agg1"});
+  auto [first, other] = StallOneOfTwo(CompletionBody("abc", 10, true));
   ASSERT_NE(first, nullptr);
-  ASSERT_TRUE(first->AwaitStalled(1, absl::Seconds(10)));
-  FakeWorker& second = Other(first, "agg0", "agg1");
-  second.SetStallAfter(-1);
+  FakeWorker& second = *other;
   first->Shutdown();
 
   const HttpResult& result = StreamResult();

@@ -72,6 +72,19 @@ FakeWorker& MigrationFixture::Other(const FakeWorker* one, const std::string& a,
   return &Worker(a) == one ? Worker(b) : Worker(a);
 }
 
+std::pair<FakeWorker*, FakeWorker*> MigrationFixture::StallOneOfTwo(const std::string& body) {
+  for (auto& worker : workers_) worker->SetStallAfter(3);
+  StartStream(body);
+  FakeWorker* serving = Busy({"agg0", "agg1"});
+  if (serving == nullptr || !serving->AwaitStalled(1, absl::Seconds(10))) {
+    ADD_FAILURE() << "no instance received and stalled the request";
+    return {nullptr, nullptr};
+  }
+  FakeWorker& other = Other(serving, "agg0", "agg1");
+  other.SetStallAfter(-1);
+  return {serving, &other};
+}
+
 int MigrationFixture::StartStream(const std::string& body) {
   streams_.push_back(std::make_unique<Stream>());
   Stream* stream = streams_.back().get();

@@ -56,6 +56,12 @@ class MigrationFixture : public ::testing::Test {
   // Of the two workers `a` and `b`, the one that is not `one`.
   FakeWorker& Other(const FakeWorker* one, const std::string& a, const std::string& b);
 
+  // With aggregated instances agg0 and agg1 started, streams `body` with both set to
+  // stall after 3 tokens and waits until the one serving it has stalled; the other is
+  // then set to stream freely. Returns {serving, other}; serving is null (a test
+  // failure is recorded) when no instance received the request or stalled in time.
+  std::pair<FakeWorker*, FakeWorker*> StallOneOfTwo(const std::string& body);
+
   // Streams `body` (POST /v1/completions) on a thread of its own; returns its index.
   int StartStream(const std::string& body);
   // Waits for stream `i` to end.
