@@ -2,6 +2,7 @@
 
 #include "common/testing/poll_until.h"
 #include "nlohmann/json.hpp"
+#include "runtime/config/role_wire.h"
 
 namespace lockstep::router::testing {
 
@@ -32,10 +33,8 @@ void MigrationFixture::Start(const std::vector<std::pair<std::string, InstanceRo
   router_ = *std::move(router);
   http_ = std::make_unique<HttpClient>(router_->http_address());
   for (const auto& [name, role] : instances) {
-    const v1::InstanceRole wire = role == InstanceRole::kAggregated ? v1::INSTANCE_ROLE_AGGREGATED
-                                  : role == InstanceRole::kContext  ? v1::INSTANCE_ROLE_CONTEXT
-                                                                    : v1::INSTANCE_ROLE_GENERATION;
-    absl::StatusOr<std::unique_ptr<FakeWorker>> worker = StartWorker(*router_, name, wire);
+    absl::StatusOr<std::unique_ptr<FakeWorker>> worker =
+        StartWorker(*router_, name, config::RoleToWire(role));
     ASSERT_TRUE(worker.ok()) << worker.status();
     workers_.push_back(*std::move(worker));
   }
