@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "runtime/config/role_wire.h"
 #include "runtime/router/router_daemon.h"
 #include "runtime/router/testing/fake_worker.h"
 #include "runtime/router/testing/router_harness.h"
@@ -41,11 +42,8 @@ class OpenAiOptionsTest : public ::testing::Test {
     router_ = *std::move(router);
     http_ = std::make_unique<HttpClient>(router_->http_address());
     for (const auto& [name, role] : instances) {
-      const v1::InstanceRole wire = role == InstanceRole::kAggregated ? v1::INSTANCE_ROLE_AGGREGATED
-                                    : role == InstanceRole::kContext  ? v1::INSTANCE_ROLE_CONTEXT
-                                                                     : v1::INSTANCE_ROLE_GENERATION;
       absl::StatusOr<std::unique_ptr<FakeWorker>> worker =
-          testing::StartWorker(*router_, name, wire);
+          testing::StartWorker(*router_, name, config::RoleToWire(role));
       ASSERT_THAT(worker, IsOk());
       workers_[name] = *std::move(worker);
     }

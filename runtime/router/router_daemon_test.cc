@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "proto/router.grpc.pb.h"
 #include "runtime/comm/rendezvous_client.h"
+#include "runtime/config/role_wire.h"
 #include "runtime/router/testing/prometheus_text.h"
 #include "runtime/router/testing/router_harness.h"
 
@@ -49,7 +50,7 @@ class RouterDaemonTest : public ::testing::Test {
     config::DeploymentConfig config = testing::TestConfig(instances, policy);
     config.router.api_key = api_key;
     StartWith(config);
-    for (const auto& [name, role] : instances) AddWorker(name, v1::INSTANCE_ROLE_AGGREGATED);
+    for (const auto& [name, role] : instances) AddWorker(name, config::RoleToWire(role));
   }
   void StartWith(const config::DeploymentConfig& config) {
     absl::StatusOr<std::unique_ptr<RouterDaemon>> router = testing::StartRouter(config);
@@ -163,8 +164,7 @@ class DisaggregatedTest : public RouterDaemonTest {
     }
     StartWith(testing::TestConfig(instances, policy));
     for (const auto& [name, role] : instances) {
-      AddWorker(name, role == InstanceRole::kContext ? v1::INSTANCE_ROLE_CONTEXT
-                                                     : v1::INSTANCE_ROLE_GENERATION);
+      AddWorker(name, config::RoleToWire(role));
     }
   }
 };

@@ -14,6 +14,7 @@
 #include "kvcache/prefix_hash.h"
 #include "nlohmann/json.hpp"
 #include "proto/router.grpc.pb.h"
+#include "runtime/config/role_wire.h"
 #include "runtime/router/router_daemon.h"
 #include "runtime/router/testing/prometheus_text.h"
 #include "runtime/router/testing/router_harness.h"
@@ -55,9 +56,7 @@ class KvRoutingDaemonTest : public ::testing::Test {
     http_ = std::make_unique<HttpClient>(router_->http_address());
     for (const auto& [name, role] : instances) {
       absl::StatusOr<std::unique_ptr<FakeWorker>> worker =
-          testing::StartWorker(*router_, name,
-                               role == InstanceRole::kContext ? v1::INSTANCE_ROLE_CONTEXT
-                                                              : v1::INSTANCE_ROLE_GENERATION);
+          testing::StartWorker(*router_, name, config::RoleToWire(role));
       ASSERT_THAT(worker, IsOk());
       workers_[name] = *std::move(worker);
     }

@@ -24,6 +24,7 @@
 #include "nlohmann/json.hpp"
 #include "proto/router.grpc.pb.h"
 #include "runtime/comm/rendezvous_client.h"
+#include "runtime/config/role_wire.h"
 #include "runtime/router/router_daemon.h"
 #include "runtime/router/testing/fake_worker.h"
 #include "runtime/router/testing/router_harness.h"
@@ -61,13 +62,8 @@ class RouterOverloadTest : public ::testing::Test {
     ASSERT_THAT(router, IsOk());
     router_ = *std::move(router);
     for (const auto& [name, role] : instances) {
-      const v1::InstanceRole wire = role == config::InstanceRole::kContext
-                                        ? v1::INSTANCE_ROLE_CONTEXT
-                                    : role == config::InstanceRole::kGeneration
-                                        ? v1::INSTANCE_ROLE_GENERATION
-                                        : v1::INSTANCE_ROLE_AGGREGATED;
       absl::StatusOr<std::unique_ptr<testing::FakeWorker>> worker =
-          testing::StartWorker(*router_, name, wire);
+          testing::StartWorker(*router_, name, config::RoleToWire(role));
       ASSERT_THAT(worker, IsOk());
       workers_.push_back(*std::move(worker));
     }
