@@ -88,6 +88,12 @@ class Request {
   int64_t num_streamed_tokens() const { return num_streamed_tokens_; }
   void MarkStreamed() { num_streamed_tokens_ = num_output_tokens(); }
 
+  // Prompt tokens whose KV this rank reused from its prefix cache when the request's
+  // prefill began (the launched first chunk's position, at most the prompt); a pause and
+  // recompute keeps the first value.
+  int64_t cached_prompt_tokens() const { return cached_prompt_tokens_; }
+  void set_cached_prompt_tokens(int64_t tokens) { cached_prompt_tokens_ = tokens; }
+
   // ---- Speculation and steps. ----
   // Draft proposals the host knows of (the engine keeps its own; these go to the client
   // of a context-only request).
@@ -151,6 +157,7 @@ class Request {
   int64_t context_position_ = 0;
   std::vector<int32_t> output_tokens_;
   int64_t num_streamed_tokens_ = 0;
+  int64_t cached_prompt_tokens_ = 0;
 
   std::vector<int32_t> draft_tokens_;
   int64_t drafts_proposed_ = 0;

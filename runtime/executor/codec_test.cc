@@ -124,6 +124,8 @@ TEST(ResponseCodecTest, RoundTripAndTruncation) {
   r.finish_reason = sched::FinishReason::kError;
   r.status = absl::UnavailableError("gone");
   r.kv_pull_failed = true;
+  r.num_prompt_tokens = 40;
+  r.cached_prompt_tokens = 32;
   const std::string bytes = EncodeResponses({r, r});
   absl::StatusOr<std::vector<Response>> got = DecodeResponses(bytes);
   ASSERT_THAT(got, IsOk());
@@ -133,6 +135,8 @@ TEST(ResponseCodecTest, RoundTripAndTruncation) {
   EXPECT_EQ((*got)[1].logprobs[0][1].token, 9);
   EXPECT_EQ((*got)[1].status, absl::UnavailableError("gone"));
   EXPECT_TRUE((*got)[1].kv_pull_failed);
+  EXPECT_EQ((*got)[1].num_prompt_tokens, 40);
+  EXPECT_EQ((*got)[1].cached_prompt_tokens, 32);
   EXPECT_THAT(DecodeResponses(bytes.substr(0, bytes.size() - 1)),
               StatusIs(absl::StatusCode::kDataLoss));
 }

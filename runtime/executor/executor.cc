@@ -257,6 +257,7 @@ void Executor::EmitResponse(Request* request) {
   r.finish_reason = request->finish_reason();
   r.status = request->status();
   r.num_prompt_tokens = static_cast<int64_t>(request->prompt().size());
+  r.cached_prompt_tokens = request->cached_prompt_tokens();
   r.drafts_proposed = request->drafts_proposed();
   r.drafts_accepted = request->drafts_accepted();
   outbox_.push_back(std::move(r));

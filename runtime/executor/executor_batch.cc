@@ -63,6 +63,10 @@ Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision
     if (c.new_cache) {
       counters_.context_tokens += r->context_length();
       counters_.reused_tokens += c.position;
+      if (r->num_pauses() == 0) {
+        r->set_cached_prompt_tokens(
+            std::min<int64_t>(c.position, static_cast<int64_t>(r->prompt().size())));
+      }
     }
 
     InFlightEntry e;
@@ -295,6 +299,7 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
   response.finish_reason = r->finish_reason();
   response.status = r->status();
   response.num_prompt_tokens = static_cast<int64_t>(r->prompt().size());
+  response.cached_prompt_tokens = r->cached_prompt_tokens();
   response.drafts_proposed = r->drafts_proposed();
   response.drafts_accepted = r->drafts_accepted();
   outbox_.push_back(std::move(response));

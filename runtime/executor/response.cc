@@ -30,6 +30,7 @@ std::string EncodeResponses(absl::Span<const Response> responses) {
       w.PutVector(r.context->first_drafts);
     }
     w.Put(r.num_prompt_tokens);
+    w.Put(r.cached_prompt_tokens);
     w.Put(r.drafts_proposed);
     w.Put(r.drafts_accepted);
   }
@@ -68,8 +69,8 @@ absl::StatusOr<std::vector<Response>> DecodeResponses(const std::string& bytes) 
       c.lease_expiry = absl::FromUnixNanos(lease);
       r.context = std::move(c);
     }
-    ok = ok && rd.Get(&r.num_prompt_tokens) && rd.Get(&r.drafts_proposed) &&
-         rd.Get(&r.drafts_accepted);
+    ok = ok && rd.Get(&r.num_prompt_tokens) && rd.Get(&r.cached_prompt_tokens) &&
+         rd.Get(&r.drafts_proposed) && rd.Get(&r.drafts_accepted);
     if (!ok) return absl::DataLossError("responses: malformed response");
     r.id = RequestId(id);
     r.finished = finished != 0;

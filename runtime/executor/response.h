@@ -39,6 +39,9 @@ struct Response {
   // token and drafts are in `context->first_token` / `first_drafts`).
   std::optional<sched::ContextSource> context;
   int64_t num_prompt_tokens = 0;
+  // Prompt tokens whose KV this rank reused from its prefix cache instead of computing
+  // them (set from the request's first token on; 0 for a generation-only request).
+  int64_t cached_prompt_tokens = 0;
   int64_t drafts_proposed = 0;
   int64_t drafts_accepted = 0;
 };

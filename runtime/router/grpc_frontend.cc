@@ -169,6 +169,7 @@ grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
   last.set_finish_reason(result.finish_reason);
   last.set_prompt_tokens(static_cast<int32_t>(result.prompt_tokens));
   last.set_completion_tokens(static_cast<int32_t>(result.completion_tokens));
+  last.set_cached_prompt_tokens(static_cast<int32_t>(result.cached_prompt_tokens));
   if (result.drafts.proposed() > 0) *last.mutable_drafts() = result.drafts;
   if (!WriteWithin(*context, *writer, last, options_.write_timeout)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the client stopped reading its stream");

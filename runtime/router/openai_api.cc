@@ -478,9 +478,13 @@ json Usage(const std::vector<RequestResult>& results) {
   const int64_t prompt = results.empty() ? 0 : results[0].prompt_tokens;
   int64_t completion = 0;
   for (const RequestResult& result : results) completion += result.completion_tokens;
+  // The prompt tokens served from a prefix cache: the first choice's (every choice is
+  // its own request and may land elsewhere).
+  const int64_t cached = results.empty() ? 0 : results[0].cached_prompt_tokens;
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
-          {"total_tokens", prompt + completion}};
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 }  // namespace

@@ -350,6 +350,7 @@ TEST(OpenAiApiTest, EchoAndSeveralChoicesInOneBody) {
     writer.Append({{static_cast<int32_t>('a' + i)}, {}});
     results[i].finish_reason = v1::FINISH_REASON_LENGTH;
     results[i].prompt_tokens = 2;
+    results[i].cached_prompt_tokens = 1 - i;
     results[i].completion_tokens = 1 + i;
     choices.push_back(writer.FinishedChoice(results[i]));
   }
@@ -360,9 +361,11 @@ TEST(OpenAiApiTest, EchoAndSeveralChoicesInOneBody) {
   EXPECT_EQ(body["choices"][0]["text"], "Q:a");
   EXPECT_EQ(body["choices"][1]["index"], 1);
   EXPECT_EQ(body["choices"][1]["text"], "Q:b");
-  // The prompt counts once; completions add up.
-  EXPECT_EQ(body["usage"],
-            (json{{"prompt_tokens", 2}, {"completion_tokens", 3}, {"total_tokens", 5}}));
+  // The prompt counts once, with the first choice's cached tokens; completions add up.
+  EXPECT_EQ(body["usage"], (json{{"prompt_tokens", 2},
+                                 {"completion_tokens", 3},
+                                 {"total_tokens", 5},
+                                 {"prompt_tokens_details", {{"cached_tokens", 1}}}}));
 }
 
 TEST(OpenAiApiTest, ErrorBodyIsOpenAiShaped) {

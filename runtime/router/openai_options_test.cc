@@ -144,7 +144,10 @@ TEST_F(OpenAiOptionsTest, NChoicesRunAsSeparateRequestsWithDerivedSeeds) {
       }
       usage = result.json["usage"];
     }
-    EXPECT_EQ(usage, (json{{"prompt_tokens", 4}, {"completion_tokens", 12}, {"total_tokens", 16}}));
+    EXPECT_EQ(usage, (json{{"prompt_tokens", 4},
+                           {"completion_tokens", 12},
+                           {"total_tokens", 16},
+                           {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
   }
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/router/request_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <utility>
@@ -48,6 +49,7 @@ struct RequestRunner::Progress {
   absl::Time last_token;
   bool first_token_seen = false;
   int64_t completion_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // reported by the latest leg that prefilled
   v1::DraftTokens drafts;  // summed over the legs
   // The tokens delivered to the sink, every leg and attempt (what a migration resumes
   // from).
@@ -116,6 +118,7 @@ RequestResult RequestRunner::Run(const RouterRequest& request, uint64_t request_
   metrics_.RequestFinished(result.status);
   metrics_.RequestDrafts(progress.drafts);
   result.completion_tokens = progress.completion_tokens;
+  result.cached_prompt_tokens = std::min(progress.cached_prompt_tokens, result.prompt_tokens);
   result.drafts = progress.drafts;
   if (!result.status.ok()) {
     LOCKSTEP_LOG_WARN("router", "request {} via {} ended: {}", result.request_id,
@@ -351,6 +354,11 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
     if (!rank_seen && (response.token_ids_size() > 0 || response.has_context())) {
       rank_seen = true;
       NoteServingRank(target, request, response.rank());
+      // The leg that prefilled reports its prefix reuse with the first token (a
+      // continuation's prompt holds the original one: Run clamps to it).
+      if (request.type() != v1::REQUEST_TYPE_GENERATION_ONLY) {
+        progress.cached_prompt_tokens = response.cached_prompt_tokens();
+      }
     }
     if (response.has_drafts()) AddNewDrafts(response.drafts(), leg_drafts, progress.drafts);
     if (response.finish_reason() == v1::FINISH_REASON_ERROR || response.error_code() != 0) {

@@ -94,6 +94,7 @@ TEST_F(RouterDaemonTest, CompletionsRoundRobinOverInstances) {
 
 TEST_F(RouterDaemonTest, StreamingCompletionAndChat) {
   StartAggregated(1, config::RoutingPolicy::kRoundRobin);
+  workers_["agg0"]->SetCachedPromptTokens(4);
   json body = json::parse(CompletionBody("stream me", 6, /*stream=*/true));
   body["stream_options"] = {{"include_usage", true}};
   HttpResult result = http_->PostStream("/v1/completions", body.dump());
@@ -103,7 +104,9 @@ TEST_F(RouterDaemonTest, StreamingCompletionAndChat) {
   EXPECT_EQ(events.back(), "[DONE]");
   EXPECT_EQ(testing::SseText(result.body), FakeWorker::ExpectedText("stream me", 6));
   EXPECT_EQ(json::parse(events[events.size() - 3])["choices"][0]["finish_reason"], "length");
-  EXPECT_EQ(json::parse(events[events.size() - 2])["usage"]["completion_tokens"], 6);
+  const json usage = json::parse(events[events.size() - 2])["usage"];
+  EXPECT_EQ(usage["completion_tokens"], 6);
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 4);
 
   const json chat = {{"model", testing::kModel},
                      {"messages", {{{"role", "user"}, {"content", "hello"}}}},
@@ -195,6 +198,18 @@ TEST_F(DisaggregatedTest, TwoLegFlowCarriesTheContextHandle) {
   ASSERT_EQ(result.status, 200) << result.body;
   EXPECT_EQ(result.json["choices"][0]["text"], FakeWorker::ExpectedText("one", 1));
   EXPECT_EQ(workers_["gen0"]->requests().size(), 1u);
+}
+
+// usage.prompt_tokens_details.cached_tokens: what the instance that prefilled reported
+// (at most the prompt), never the generation leg's.
+TEST_F(DisaggregatedTest, CachedPromptTokensComeFromThePrefillingLeg) {
+  StartDisaggregated(1, config::RoutingPolicy::kRoundRobin);
+  workers_["ctx0"]->SetCachedPromptTokens(3);
+  workers_["gen0"]->SetCachedPromptTokens(6);
+  HttpResult result = http_->Post("/v1/completions", CompletionBody("two legs", 4));
+  ASSERT_EQ(result.status, 200) << result.body;
+  EXPECT_EQ(result.json["usage"]["prompt_tokens"], 8);
+  EXPECT_EQ(result.json["usage"]["prompt_tokens_details"]["cached_tokens"], 3);
 }
 
 TEST_F(DisaggregatedTest, ContextAndGenerationInstancesArePickedIndependently) {
@@ -408,6 +423,7 @@ class RouterGrpcTest : public RouterDaemonTest {
 
 TEST_F(RouterGrpcTest, GenerateStreamsTokensAndText) {
   StartAggregated(1, config::RoutingPolicy::kRoundRobin);
+  workers_["agg0"]->SetCachedPromptTokens(2);
   auto stub = Stub();
   v1::RouterGenerateRequest request;
   request.set_model(testing::kModel);
@@ -427,6 +443,7 @@ TEST_F(RouterGrpcTest, GenerateStreamsTokensAndText) {
       finished = true;
       EXPECT_EQ(response.finish_reason(), v1::FINISH_REASON_LENGTH);
       EXPECT_EQ(response.prompt_tokens(), 4);
+      EXPECT_EQ(response.cached_prompt_tokens(), 2);
       EXPECT_EQ(response.completion_tokens(), 4);
     }
   }

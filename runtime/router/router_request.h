@@ -55,6 +55,9 @@ struct RequestResult {
   absl::Status status;
   v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
   int64_t prompt_tokens = 0;
+  // Of prompt_tokens, those whose KV the prefilling instance reused from its prefix
+  // cache (the last attempt's prefill, at most prompt_tokens).
+  int64_t cached_prompt_tokens = 0;
   int64_t completion_tokens = 0;
   // "agg0", or "ctx0->gen0" for the two-leg flow; a migrated request's attempts joined
   // by " => " ("agg0 => agg1").

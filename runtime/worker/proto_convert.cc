@@ -96,6 +96,7 @@ v1::GenerateResponse ToProto(const exec::Response& r) {
   out.set_request_id(static_cast<uint64_t>(r.id.value()));
   out.set_step_id(r.step);
   out.set_rank(r.rank);
+  out.set_cached_prompt_tokens(r.cached_prompt_tokens);
   if (r.context.has_value() && !r.finished) {
     // A context leg hands off: the first token travels only in the context result.
     out.set_finished(true);

@@ -92,6 +92,7 @@ TEST(ProtoConvertTest, ContextHandOffCarriesTheFirstTokenOnlyInTheContextResult)
   r.id = RequestId(42);
   r.tokens = {11};
   r.num_prompt_tokens = 2;
+  r.cached_prompt_tokens = 1;
   sched::ContextSource c;
   c.instance = "ctx0";
   c.rank = 1;
@@ -107,6 +108,15 @@ TEST(ProtoConvertTest, ContextHandOffCarriesTheFirstTokenOnlyInTheContextResult)
   EXPECT_EQ(out.context().first_token_id(), 11);
   EXPECT_THAT(out.context().draft_token_ids(), ElementsAre(12, 13));
   EXPECT_EQ(out.context().handle().num_prompt_tokens(), 2);
+  EXPECT_EQ(out.cached_prompt_tokens(), 1);
+}
+
+TEST(ProtoConvertTest, TokensCarryThePromptTokensReused) {
+  exec::Response r;
+  r.id = RequestId(7);
+  r.tokens = {3};
+  r.cached_prompt_tokens = 48;
+  EXPECT_EQ(ToProto(r).cached_prompt_tokens(), 48);
 }
 
 TEST(ProtoConvertTest, ErrorsCarryTheirCode) {

@@ -5,6 +5,7 @@
 // exactly: in aggregated serving the previous turn's prompt and reply up to history − 1
 // (what decoding publishes), in disaggregated serving its prompt only (what the context
 // instance prefilled). An ideal that counted a token too many or too few per turn fails.
+// The responses' cached_prompt_tokens (OpenAI's usage cached_tokens) add up to the same.
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -79,6 +80,9 @@ void ExpectWorkersReuseTheIdeal(const nlohmann::json& r) {
   // what the ideal says.
   EXPECT_EQ(r["workers"]["prompt_tokens"].get<double>(), prompt) << r.dump(2);
   EXPECT_EQ(r["workers"]["reused_tokens"].get<double>(), ideal) << r.dump(2);
+  // Each request's own report, through the worker, the router and RouterService.
+  EXPECT_EQ(r["responses"]["cached_tokens"].get<double>(), ideal) << r.dump(2);
+  EXPECT_EQ(r["ttft_ms_by_reuse"]["partial"]["turns"].get<int64_t>(), 0) << r.dump(2);
   // The router's view, at routing time, may lag the last block of a reply.
   EXPECT_GE(r["hit_rate"].get<double>(), 0.9 * r["ideal_hit_rate"].get<double>()) << r.dump(2);
   EXPECT_LE(r["router_cached_tokens"].get<double>(), ideal) << r.dump(2);

@@ -195,6 +195,7 @@ void ScriptedCluster::OnResponses(std::vector<exec::Response> responses) {
     Stream& s = streams_[r.id];
     s.tokens.insert(s.tokens.end(), r.tokens.begin(), r.tokens.end());
     if (r.context) s.context = r.context;
+    s.cached_prompt_tokens = r.cached_prompt_tokens;
     if (r.finished) {
       ++s.num_finished;
       s.finished = true;

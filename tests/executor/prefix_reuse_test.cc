@@ -3,7 +3,8 @@
 // draft model prefills the gap), and the n-gram drafter. Requests share a system prompt
 // and arrive one after another and two at once; the audit holds after every step, the
 // tokens are the engine's, the fake engine finds every reused prefix with its draft KV,
-// and the rank counts exactly the tokens it reused.
+// and the rank counts exactly the tokens it reused, in total and in each request's
+// responses.
 #include <string>
 #include <vector>
 
@@ -87,6 +88,10 @@ TEST_P(PrefixReuseTest, SharedPrefixesAreReusedInEveryPoolAndOutputsStayExact) {
   EXPECT_EQ(counters.context_tokens, 5 * 41 + 77);
   // B, C and D reuse the system prompt; E all of C's prompt but its last token.
   EXPECT_EQ(counters.reused_tokens, 3 * 32 + 40);
+  const std::vector<int64_t> cached = {0, 0, 32, 32, 32, 40};  // per request, A..E
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(c.stream(all[i].id).cached_prompt_tokens, cached[i]) << "request " << all[i].id;
+  }
   const kv::ManagerStats stats = c.rank(0).kv().Stats();
   EXPECT_EQ(stats.reused_tokens, counters.reused_tokens);
   if (mode.draft_mode == kv::DraftMode::kUnpaired) {

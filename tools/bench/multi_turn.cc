@@ -44,7 +44,10 @@ void RunTurn(v1::RouterService::Stub& stub, const MultiTurnOptions& o,
       first = false;
     }
     reply.insert(reply.end(), response.token_ids().begin(), response.token_ids().end());
-    if (response.finished()) finished = true;
+    if (response.finished()) {
+      finished = true;
+      out.cached_tokens = response.cached_prompt_tokens();
+    }
   }
   const grpc::Status status = reader->Finish();
   out.latency = absl::Now() - start;

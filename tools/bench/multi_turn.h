@@ -61,6 +61,9 @@ struct TurnOutcome {
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;
   int64_t ideal_reused_tokens = 0;
+  // The prompt tokens the serving instance reused from its prefix cache (the router's
+  // final response, cached_prompt_tokens).
+  int64_t cached_tokens = 0;
   absl::Duration ttft;
   absl::Duration latency;
 };

@@ -55,7 +55,10 @@ json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& pol
                          const MultiTurnResult& result, const std::map<std::string, double>& before,
                          const std::map<std::string, double>& after) {
   int64_t completed = 0, failed = 0, prompt_tokens = 0, output_tokens = 0, ideal = 0;
+  int64_t cached = 0;
   std::vector<double> ttft_ms;
+  // TTFT of the turns that reused every token the ideal counts, and of the others.
+  std::vector<double> ttft_full_ms, ttft_partial_ms;
   json errors = json::array();
   for (const TurnOutcome& t : result.turns) {
     if (!t.ok) {
@@ -67,9 +70,17 @@ json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& pol
     prompt_tokens += t.prompt_tokens;
     output_tokens += t.output_tokens;
     ideal += t.ideal_reused_tokens;
+    cached += t.cached_tokens;
     ttft_ms.push_back(absl::ToDoubleMilliseconds(t.ttft));
+    (t.cached_tokens >= t.ideal_reused_tokens ? ttft_full_ms : ttft_partial_ms)
+        .push_back(absl::ToDoubleMilliseconds(t.ttft));
   }
   const Percentiles ttft = Compute(ttft_ms);
+  const auto ttft_of = [](const std::vector<double>& ms) {
+    return json{{"turns", ms.size()}, {"p50", ms.empty() ? 0.0 : Compute(ms).p50}};
+  };
+  const double response_rate =
+      Ratio(static_cast<double>(cached), static_cast<double>(prompt_tokens));
   const double wall_s = absl::ToDoubleSeconds(result.wall);
   const auto delta = [&](const std::string& series) { return Delta(after, before, series); };
   const double router_prompt = delta("lockstep_router_prompt_tokens_total");
@@ -127,7 +138,12 @@ json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& pol
         {"hit_rate", worker_rate},
         {"hit_rate_vs_ideal", Ratio(worker_rate, ideal_rate)},
         {"ranks", ranks}}},
+      {"responses",
+       {{"cached_tokens", cached},
+        {"hit_rate", response_rate},
+        {"hit_rate_vs_ideal", Ratio(response_rate, ideal_rate)}}},
       {"ttft_ms", {{"p50", ttft.p50}, {"p99", ttft.p99}}},
+      {"ttft_ms_by_reuse", {{"full", ttft_of(ttft_full_ms)}, {"partial", ttft_of(ttft_partial_ms)}}},
       {"output_tokens_per_s", Ratio(static_cast<double>(output_tokens), wall_s)},
       {"requests_per_s", Ratio(static_cast<double>(completed), wall_s)},
       {"routing_decisions", decisions},
@@ -166,8 +182,21 @@ std::string FormatMultiTurnReport(const json& r) {
                           rank["prompt_tokens"].get<double>());
   }
   out += "\n";
+  const json& responses = r["responses"];
+  absl::StrAppendFormat(&out,
+                        "  responses       %.1f%% of the prompt tokens reported cached "
+                        "(usage cached_tokens); %.1f%% of ideal\n",
+                        100 * responses["hit_rate"].get<double>(),
+                        100 * responses["hit_rate_vs_ideal"].get<double>());
   absl::StrAppendFormat(&out, "  TTFT            p50 %.1f ms, p99 %.1f ms\n",
                         r["ttft_ms"]["p50"].get<double>(), r["ttft_ms"]["p99"].get<double>());
+  const json& by_reuse = r["ttft_ms_by_reuse"];
+  absl::StrAppendFormat(
+      &out,
+      "  TTFT by reuse   p50 %.1f ms over %d turns that reused all the ideal counts, %.1f ms "
+      "over %d that recomputed part of it\n",
+      by_reuse["full"]["p50"].get<double>(), by_reuse["full"]["turns"].get<int64_t>(),
+      by_reuse["partial"]["p50"].get<double>(), by_reuse["partial"]["turns"].get<int64_t>());
   absl::StrAppendFormat(&out, "  throughput      %.1f output tokens/s\n",
                         r["output_tokens_per_s"].get<double>());
   absl::StrAppendFormat(

@@ -102,6 +102,7 @@ TEST(MultiTurnTest, ReportTakesHitRatesFromTheRouterAndTheIdealFromTheTurns) {
     t.prompt_tokens = 100;
     t.output_tokens = 10;
     t.ideal_reused_tokens = 80;
+    t.cached_tokens = i < 3 ? 80 : 64;  // the last turn recomputed a block
     t.ttft = absl::Milliseconds(10 * (i + 1));
     result.turns.push_back(t);
   }
@@ -129,6 +130,12 @@ TEST(MultiTurnTest, ReportTakesHitRatesFromTheRouterAndTheIdealFromTheTurns) {
   EXPECT_DOUBLE_EQ(r["workers"]["hit_rate_vs_ideal"].get<double>(), 260.0 / 400.0 / 0.8);
   EXPECT_DOUBLE_EQ(r["workers"]["ranks"][1]["hit_rate"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(r["ttft_ms"]["p50"].get<double>(), 20);
+  EXPECT_EQ(r["responses"]["cached_tokens"], 3 * 80 + 64);
+  EXPECT_DOUBLE_EQ(r["responses"]["hit_rate"].get<double>(), 304.0 / 400.0);
+  EXPECT_EQ(r["ttft_ms_by_reuse"]["full"]["turns"], 3);
+  EXPECT_DOUBLE_EQ(r["ttft_ms_by_reuse"]["full"]["p50"].get<double>(), 20);
+  EXPECT_EQ(r["ttft_ms_by_reuse"]["partial"]["turns"], 1);
+  EXPECT_DOUBLE_EQ(r["ttft_ms_by_reuse"]["partial"]["p50"].get<double>(), 40);
   EXPECT_DOUBLE_EQ(r["output_tokens_per_s"].get<double>(), 20);
   EXPECT_EQ(r["routing_decisions"]["prefix"], 3);
   EXPECT_EQ(r["rank_hints"]["overridden"], 0);

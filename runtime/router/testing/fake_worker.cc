@@ -133,6 +133,11 @@ void FakeWorker::SetKvPull(int code, int fail_next) {
   kv_pull_fail_next_ = fail_next;
 }
 
+void FakeWorker::SetCachedPromptTokens(int64_t tokens) {
+  absl::MutexLock lock(&mu_);
+  cached_prompt_tokens_ = tokens;
+}
+
 absl::Status FakeWorker::PullKv(const v1::ContextHandle& context) {
   int code = 0;
   bool fail = false;
@@ -249,12 +254,14 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* context, const v1::Genera
   int stall_after = -1;
   int failure_code = 0;
   std::string failure_message;
+  int64_t cached = 0;
   {
     absl::MutexLock lock(&mu_);
     requests_.push_back(*request);
     stall_after = stall_after_;
     failure_code = failure_code_;
     failure_message = failure_message_;
+    cached = cached_prompt_tokens_;
   }
   const uint64_t id = request->request_id();
   const std::vector<int32_t> prompt(request->prompt_token_ids().begin(),
@@ -265,8 +272,10 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* context, const v1::Genera
       std::clamp(sampling.num_generated_in_prompt(), 0, static_cast<int>(prompt.size()));
   const std::vector<int32_t> original(prompt.begin(), prompt.end() - earlier);
   auto token_at = [&](int p) { return TokenAt(original, earlier + p); };
+  cached = std::clamp<int64_t>(cached, 0, std::max<int64_t>(0, static_cast<int64_t>(prompt.size()) - 1));
   v1::GenerateResponse response;
   response.set_request_id(id);
+  response.set_cached_prompt_tokens(cached);
   auto finish_with_error = [&](int code, const std::string& message) {
     response.set_finished(true);
     response.set_finish_reason(v1::FINISH_REASON_ERROR);
@@ -358,6 +367,7 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* context, const v1::Genera
     const int32_t token = token_at(p);
     v1::GenerateResponse step;
     step.set_request_id(id);
+    step.set_cached_prompt_tokens(cached);
     step.add_token_ids(token);
     if (sampling.logprobs() > 0) {
       v1::TokenLogprobs* lp = step.add_logprobs();

@@ -74,6 +74,9 @@ class FakeWorker final : public v1::WorkerService::Service {
   // pulls regardless, the leg ends as a worker's failed receive does: error `code`
   // with kv_pull_failed set. 0: no pull (the default).
   void SetKvPull(int code, int fail_next = 0) ABSL_LOCKS_EXCLUDED(mu_);
+  // Every response of a stream reports this many prompt tokens as reused from a prefix
+  // cache (at most the prompt's length - 1), GENERATION_ONLY legs' too; 0 by default.
+  void SetCachedPromptTokens(int64_t tokens) ABSL_LOCKS_EXCLUDED(mu_);
   // Stops the server at once; open streams end with an error at the client.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -128,6 +131,7 @@ class FakeWorker final : public v1::WorkerService::Service {
   std::string failure_message_ ABSL_GUARDED_BY(mu_);
   int kv_pull_code_ ABSL_GUARDED_BY(mu_) = 0;
   int kv_pull_fail_next_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t cached_prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<v1::GenerateRequest> requests_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> cancel_rpcs_ ABSL_GUARDED_BY(mu_);
   int streams_cancelled_ ABSL_GUARDED_BY(mu_) = 0;
