@@ -50,7 +50,7 @@ struct RequestRunner::Progress {
   bool first_token_seen = false;
   int64_t completion_tokens = 0;
   int64_t cached_prompt_tokens = 0;  // reported by the latest leg that prefilled
-  v1::DraftTokens drafts;  // summed over the legs
+  v1::DraftTokens drafts;            // summed over the legs
   // The tokens delivered to the sink, every leg and attempt (what a migration resumes
   // from).
   std::vector<int32_t> tokens;

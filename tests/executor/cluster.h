@@ -62,7 +62,7 @@ struct Stream {
   bool kv_pull_failed = false;  // the final response's
   std::optional<sched::ContextSource> context;
   int64_t cached_prompt_tokens = 0;  // the last response's
-  int num_finished = 0;  // final responses received (exactly one when all is well)
+  int num_finished = 0;              // final responses received (exactly one when all is well)
 };
 
 class ScriptedCluster : public exec::ResponseSink {
