@@ -245,21 +245,25 @@ void Executor::RemoveDummy() {
 
 // ---- Responses and termination. ----
 
+void Executor::DescribeRequest(const Request& request, Response& out) const {
+  out.id = request.id();
+  out.rank = config_.rank;
+  out.step = step_;
+  out.finished = request.finished();
+  out.finish_reason = request.finish_reason();
+  out.status = request.status();
+  out.num_prompt_tokens = static_cast<int64_t>(request.prompt().size());
+  out.cached_prompt_tokens = request.cached_prompt_tokens();
+  out.drafts_proposed = request.drafts_proposed();
+  out.drafts_accepted = request.drafts_accepted();
+}
+
 void Executor::EmitResponse(Request* request) {
   Response r;
-  r.id = request->id();
-  r.rank = config_.rank;
-  r.step = step_;
   const auto& out = request->output_tokens();
   r.tokens.assign(out.begin() + request->num_streamed_tokens(), out.end());
   request->MarkStreamed();
-  r.finished = request->finished();
-  r.finish_reason = request->finish_reason();
-  r.status = request->status();
-  r.num_prompt_tokens = static_cast<int64_t>(request->prompt().size());
-  r.cached_prompt_tokens = request->cached_prompt_tokens();
-  r.drafts_proposed = request->drafts_proposed();
-  r.drafts_accepted = request->drafts_accepted();
+  DescribeRequest(*request, r);
   outbox_.push_back(std::move(r));
 }
 

@@ -225,6 +225,10 @@ class Executor {
   // FailRequest of a receive whose pull failed or missed transfer.deadline_ms: its
   // response says kv_pull_failed (the context instance may be at fault).
   void FailPull(sched::Request* request, absl::Status status);
+  // A response's fields that describe `request` as it is now (id, rank, step, finish,
+  // status, prompt and cached tokens, drafts); tokens and the context handle are the
+  // caller's.
+  void DescribeRequest(const sched::Request& request, Response& out) const;
   void EmitResponse(sched::Request* request);
   // The final response for a request that never got a Request (refused, or cancelled or
   // failed while queued at the leader): leader only.

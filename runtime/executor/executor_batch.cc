@@ -269,9 +269,6 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
   r->set_draft_tokens(result.next_drafts);
 
   Response response;
-  response.id = r->id();
-  response.rank = config_.rank;
-  response.step = step_;
   response.tokens.assign(r->output_tokens().begin() + static_cast<int64_t>(before),
                          r->output_tokens().end());
   for (int i = 0; i < appended.num_appended && i < static_cast<int>(result.logprobs.size()); ++i) {
@@ -295,13 +292,7 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
       response.context = std::move(handle);
     }
   }
-  response.finished = r->finished();
-  response.finish_reason = r->finish_reason();
-  response.status = r->status();
-  response.num_prompt_tokens = static_cast<int64_t>(r->prompt().size());
-  response.cached_prompt_tokens = r->cached_prompt_tokens();
-  response.drafts_proposed = r->drafts_proposed();
-  response.drafts_accepted = r->drafts_accepted();
+  DescribeRequest(*r, response);
   outbox_.push_back(std::move(response));
 }
 
