@@ -118,7 +118,9 @@ RequestResult RequestRunner::Run(const RouterRequest& request, uint64_t request_
   metrics_.RequestFinished(result.status);
   metrics_.RequestDrafts(progress.drafts);
   result.completion_tokens = progress.completion_tokens;
-  result.cached_prompt_tokens = std::min(progress.cached_prompt_tokens, result.prompt_tokens);
+  // A worker's count is bounded by the original prompt (a negative one reads as none).
+  result.cached_prompt_tokens =
+      std::clamp<int64_t>(progress.cached_prompt_tokens, 0, result.prompt_tokens);
   result.drafts = progress.drafts;
   if (!result.status.ok()) {
     LOCKSTEP_LOG_WARN("router", "request {} via {} ended: {}", result.request_id,

@@ -210,6 +210,16 @@ TEST_F(DisaggregatedTest, CachedPromptTokensComeFromThePrefillingLeg) {
   ASSERT_EQ(result.status, 200) << result.body;
   EXPECT_EQ(result.json["usage"]["prompt_tokens"], 8);
   EXPECT_EQ(result.json["usage"]["prompt_tokens_details"]["cached_tokens"], 3);
+
+  // A count outside [0, prompt] is bounded by it.
+  workers_["ctx0"]->SetCachedPromptTokens(100);
+  result = http_->Post("/v1/completions", CompletionBody("two legs", 4));
+  ASSERT_EQ(result.status, 200) << result.body;
+  EXPECT_EQ(result.json["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
+  workers_["ctx0"]->SetCachedPromptTokens(-5);
+  result = http_->Post("/v1/completions", CompletionBody("two legs", 4));
+  ASSERT_EQ(result.status, 200) << result.body;
+  EXPECT_EQ(result.json["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
 }
 
 TEST_F(DisaggregatedTest, ContextAndGenerationInstancesArePickedIndependently) {

@@ -272,8 +272,6 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* context, const v1::Genera
       std::clamp(sampling.num_generated_in_prompt(), 0, static_cast<int>(prompt.size()));
   const std::vector<int32_t> original(prompt.begin(), prompt.end() - earlier);
   auto token_at = [&](int p) { return TokenAt(original, earlier + p); };
-  cached =
-      std::clamp<int64_t>(cached, 0, std::max<int64_t>(0, static_cast<int64_t>(prompt.size()) - 1));
   v1::GenerateResponse response;
   response.set_request_id(id);
   response.set_cached_prompt_tokens(cached);

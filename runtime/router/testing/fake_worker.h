@@ -75,7 +75,8 @@ class FakeWorker final : public v1::WorkerService::Service {
   // with kv_pull_failed set. 0: no pull (the default).
   void SetKvPull(int code, int fail_next = 0) ABSL_LOCKS_EXCLUDED(mu_);
   // Every response of a stream reports this many prompt tokens as reused from a prefix
-  // cache (at most the prompt's length - 1), GENERATION_ONLY legs' too; 0 by default.
+  // cache, GENERATION_ONLY legs' too, as given (more than the prompt or negative, as a
+  // faulty worker might); 0 by default.
   void SetCachedPromptTokens(int64_t tokens) ABSL_LOCKS_EXCLUDED(mu_);
   // Stops the server at once; open streams end with an error at the client.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
