@@ -28,7 +28,7 @@
 #    the checks left under OUT_DIR/tmp (models) are deleted, so the results stay small.
 #
 # Everything printed also goes to OUT_DIR/device_check.log (default OUT_DIR:
-# ./gpu-run-<UTC time>).
+# ./gpu-run-<UTC time>); the script exits only once both have all of it.
 set -uo pipefail
 
 script_start=$(date +%s)
@@ -53,6 +53,16 @@ fi
 mkdir -p "$OUT_DIR" || { say "device_check: cannot create $OUT_DIR" >&2; exit 2; }
 OUT_DIR="$(cd "$OUT_DIR" && pwd)"
 exec > >(tee -a "$OUT_DIR/device_check.log") 2>&1
+# On exit, close the pipe to tee and wait for it: otherwise the script can end before
+# tee has written its last lines (the summary), and whoever reads them next misses them.
+tee_pid=$!
+finish() {
+  local rc=$?
+  exec >&- 2>&-
+  wait "$tee_pid"
+  exit "$rc"
+}
+trap finish EXIT
 
 # The directory holding library $1 in the usual places, or nothing.
 find_lib_dir() {

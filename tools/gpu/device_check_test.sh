@@ -5,7 +5,8 @@
 # sanitizer, then the binary with *LongContext* filtered out), a benchmark's "goals:"
 # line in the summary, SKIP when the sanitizer reports "Device not supported", NOT RUN
 # (printed, counted as failed) when the budget is spent or there is no GPU, and the
-# summary line and exit status of each.
+# summary line and exit status of each: the summary is in the output by the time the
+# script exits (it waits for its tee; a fake tee here writes nothing otherwise).
 set -euo pipefail
 
 SCRIPT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/device_check.sh"
@@ -34,7 +35,25 @@ fi
 shift 4
 exec "$@"
 SAN
-chmod +x "$WORK"/pack/bin/* "$WORK/fakebin/compute-sanitizer"
+# A tee that keeps its copy until the end of its input and writes it only while the
+# script (its parent) waits for it: a tee that the script does not wait for writes
+# nothing, as if a loaded machine had run it only after the caller read the log. (At
+# most ~10 s of polling the parent's state; past that it writes anyway.)
+cat >"$WORK/fakebin/tee" <<'TEE'
+#!/bin/bash
+file="${!#}"
+held="$(mktemp)"
+cat >"$held"
+for ((i = 0; i < 1000; i++)); do
+  [[ $(tr '\0' ' ' 2>/dev/null </proc/$PPID/cmdline) == *device_check.sh* ]] || exit 0
+  [[ $(awk '{ print $3 }' /proc/$PPID/stat 2>/dev/null) == S ]] && break
+  sleep 0.01
+done
+cat "$held" >>"$file"
+cat "$held"
+rm -f "$held"
+TEE
+chmod +x "$WORK"/pack/bin/* "$WORK/fakebin/compute-sanitizer" "$WORK/fakebin/tee"
 # Run order as pack.sh writes it: the probe, the tests by order, the benchmark last.
 {
   printf 'check\tgpu_probe\t30\t//runtime/cuda:gpu_probe\t1\t0\ttest\n'
@@ -50,9 +69,20 @@ run() {
     bash "$SCRIPT" "$WORK/out-$name" >"$WORK/$name.log" 2>&1
 }
 fail() { echo "FAIL: $*"; cat "$WORK/$2.log"; exit 1; }
+# The last line of run $1's output must be $2, and the script's own copy
+# (device_check.log) the same as its output. Checked first after each run, so that a
+# missing summary is what a failure names; read once, so the failure shows what was
+# compared.
+expect_summary() {
+  local last
+  last="$(tail -n 1 "$WORK/$1.log")"
+  [[ $last == "$2" ]] || fail "summary: '$last', want '$2'" "$1"
+  cmp -s "$WORK/$1.log" "$WORK/out-$1/device_check.log" || fail "device_check.log differs" "$1"
+}
 
 run supported || fail "device_check exited $?" supported
 log="$WORK/supported.log"
+expect_summary supported "5 passed, 0 failed"
 order="$(grep -o '^== [a-z_.]* ' "$log" | sed 's/^== //' | tr -d ' ' | paste -sd ' ')"
 [[ $order == "gpu_probe kernel_test plain_test kernel_test.memcheck a_bench" ]] ||
   fail "run order: $order" supported
@@ -61,30 +91,26 @@ grep -q 'sanitizer: --tool memcheck --error-exitcode 1 .*/kernel_test --gtest_co
   "$log" || fail "the sanitizer did not get the binary and filter" supported
 grep -q 'plain_test.memcheck' "$log" && fail "an untagged check ran under memcheck" supported
 grep -q '^a_bench  *PASS .*goals: 3 met, 1 missed' "$log" || fail "no goals in the bench's note" supported
-[[ $(tail -n 1 "$log") == "5 passed, 0 failed" ]] || fail "summary: $(tail -n 1 "$log")" supported
 
 run unsupported FAKE_SANITIZER_UNSUPPORTED=1 || fail "a SKIP failed the run" unsupported
 log="$WORK/unsupported.log"
+expect_summary unsupported "4 passed, 0 failed, 1 skipped"
 grep -q '^kernel_test.memcheck  *SKIP .*Device not supported' "$log" ||
   fail "no SKIP for an unsupported device" unsupported
-[[ $(tail -n 1 "$log") == "4 passed, 0 failed, 1 skipped" ]] ||
-  fail "summary: $(tail -n 1 "$log")" unsupported
 
 # A budget too small for anything after the probe: every check is NOT RUN, said when
 # reached and counted as failed.
 if run spent DEVICE_CHECK_BUDGET_S=4; then fail "a spent budget passed" spent; fi
 log="$WORK/spent.log"
+expect_summary spent "1 passed, 4 failed (4 of them not run)"
 for name in kernel_test plain_test kernel_test.memcheck a_bench; do
   grep -q "^== $name: NOT RUN (the 4 s budget is spent)" "$log" || fail "$name not NOT RUN" spent
 done
 grep -q '^args:' "$log" && fail "a check ran past the budget" spent
-[[ $(tail -n 1 "$log") == "1 passed, 4 failed (4 of them not run)" ]] ||
-  fail "summary: $(tail -n 1 "$log")" spent
 
 # No GPU: the probe fails and nothing else runs.
 if run nogpu FAKE_NO_GPU=1; then fail "a run without a GPU passed" nogpu; fi
 log="$WORK/nogpu.log"
+expect_summary nogpu "0 passed, 5 failed (4 of them not run)"
 grep -q "^== plain_test: NOT RUN (no usable GPU)" "$log" || fail "no NOT RUN without a GPU" nogpu
-[[ $(tail -n 1 "$log") == "0 passed, 5 failed (4 of them not run)" ]] ||
-  fail "summary: $(tail -n 1 "$log")" nogpu
 echo PASS
