@@ -5,7 +5,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdint>
@@ -20,17 +19,18 @@
 
 namespace lockstep::security {
 
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  // Every byte of the longer string is visited, whatever the contents.
-  const size_t n = std::max(a.size(), b.size());
-  uint8_t diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t x = i < a.size() ? static_cast<uint8_t>(a[i]) : 0;
-    const uint8_t y = i < b.size() ? static_cast<uint8_t>(b[i]) : 0;
-    diff |= x ^ y;
+bool ConstantTimeEquals(std::string_view presented, std::string_view secret) {
+  if (secret.empty()) return presented.empty();
+  // One pass over `presented`, whatever the secret's length: byte i is compared with
+  // the secret's byte i, or (past its end) with its first byte, chosen by a mask rather
+  // than a branch. A length mismatch makes the result false on its own.
+  size_t diff = presented.size() ^ secret.size();
+  for (size_t i = 0; i < presented.size(); ++i) {
+    const size_t in_secret = static_cast<size_t>(0) - static_cast<size_t>(i < secret.size());
+    diff |= static_cast<uint8_t>(presented[i]) ^ static_cast<uint8_t>(secret[i & in_secret]);
   }
   // volatile keeps the compiler from turning the loop into an early exit.
-  volatile uint8_t result = diff;
+  volatile size_t result = diff;
   return result == 0;
 }
 

@@ -17,9 +17,10 @@
 
 namespace lockstep::security {
 
-// True when `a` and `b` are equal. The time taken depends only on the lengths, never
-// on the position of the first differing byte.
-bool ConstantTimeEquals(std::string_view a, std::string_view b);
+// True when `presented` (what a caller sent) equals `secret`. The time taken depends
+// only on the length of `presented`: never on the secret's length, its bytes, or where
+// the two first differ. (The secret's bytes past `presented`'s length are never read.)
+bool ConstantTimeEquals(std::string_view presented, std::string_view secret);
 
 // The contents of `path` without trailing whitespace (a final newline is common).
 // Errors: NotFound / PermissionDenied naming the file; InvalidArgument when it is empty.

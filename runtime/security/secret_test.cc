@@ -1,7 +1,10 @@
 #include "runtime/security/secret.h"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -27,9 +30,31 @@ TEST(ConstantTimeEqualsTest, ComparesBytesAndLengths) {
   EXPECT_TRUE(ConstantTimeEquals("secret", "secret"));
   EXPECT_FALSE(ConstantTimeEquals("secret", "secreT"));
   EXPECT_FALSE(ConstantTimeEquals("secret", "secret2"));
+  EXPECT_FALSE(ConstantTimeEquals("secret2", "secret"));
+  EXPECT_FALSE(ConstantTimeEquals("", "secret"));
   EXPECT_FALSE(ConstantTimeEquals("secret", ""));
   EXPECT_FALSE(ConstantTimeEquals(std::string("a\0b", 3), std::string("a\0c", 3)));
   EXPECT_FALSE(ConstantTimeEquals("ab", std::string("ab\0", 3)));
+}
+
+// The time a comparison takes does not reveal the secret's length: only the presented
+// value's bytes are walked, so no byte of the secret past the presented length is read.
+// Here the secret's bytes past its first 8 lie on a page that cannot be read: comparing
+// with shorter values must not touch them (walking the longer of the two would crash).
+TEST(ConstantTimeEqualsTest, NeverReadsTheSecretPastThePresentedLength) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* pages = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(pages, MAP_FAILED);
+  char* const secret = static_cast<char*>(pages) + page - 8;
+  std::memset(secret, 's', 64);
+  ASSERT_EQ(mprotect(static_cast<char*>(pages) + page, page, PROT_NONE), 0);
+  const std::string_view long_secret(secret, 64);
+  EXPECT_FALSE(ConstantTimeEquals("", long_secret));
+  EXPECT_FALSE(ConstantTimeEquals("s", long_secret));
+  EXPECT_FALSE(ConstantTimeEquals("ssssssss", long_secret));
+  EXPECT_FALSE(ConstantTimeEquals("sssssssX", long_secret));
+  EXPECT_TRUE(ConstantTimeEquals("ssssssss", std::string_view(secret, 8)));
+  munmap(pages, 2 * page);
 }
 
 TEST(ReadSecretFileTest, StripsTrailingWhitespace) {
