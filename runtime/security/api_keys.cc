@@ -1,7 +1,9 @@
 #include "runtime/security/api_keys.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "runtime/security/secret.h"
 
 namespace lockstep::security {
@@ -32,9 +34,18 @@ bool ApiKeys::Allows(std::string_view key) const {
 
 bool ApiKeys::AllowsAuthorization(std::string_view authorization) const {
   if (keys_.empty()) return true;
-  constexpr std::string_view kBearer = "Bearer ";
-  if (authorization.substr(0, kBearer.size()) != kBearer) return false;
+  // RFC 7235: credentials = auth-scheme 1*SP token68; the scheme is case-insensitive.
+  constexpr std::string_view kBearer = "bearer";
+  const auto same_letter = [](char lower, char c) {
+    return absl::ascii_tolower(static_cast<unsigned char>(c)) == lower;
+  };
+  if (authorization.size() <= kBearer.size() ||
+      !std::equal(kBearer.begin(), kBearer.end(), authorization.begin(), same_letter) ||
+      authorization[kBearer.size()] != ' ') {
+    return false;
+  }
   authorization.remove_prefix(kBearer.size());
+  while (!authorization.empty() && authorization.front() == ' ') authorization.remove_prefix(1);
   return Allows(authorization);
 }
 

@@ -31,7 +31,8 @@ class ApiKeys {
   // key in constant time per key, so the time does not reveal which one nearly matched.
   bool Allows(std::string_view key) const;
 
-  // The same for an HTTP `Authorization` header value, which must be "Bearer KEY".
+  // The same for an HTTP `Authorization` header value, which must be "Bearer KEY" (the
+  // scheme in any case, then one or more spaces: RFC 7235).
   bool AllowsAuthorization(std::string_view authorization) const;
 
  private:

@@ -32,6 +32,22 @@ TEST(ApiKeysTest, BearerHeaderMustNameAKey) {
   EXPECT_FALSE(keys.Allows(""));
 }
 
+// RFC 7235: the auth-scheme is case-insensitive, and one or more spaces separate it
+// from the credentials.
+TEST(ApiKeysTest, TheBearerSchemeIsMatchedInAnyCase) {
+  ApiKeys keys({"k1"});
+  EXPECT_TRUE(keys.AllowsAuthorization("bearer k1"));
+  EXPECT_TRUE(keys.AllowsAuthorization("BEARER k1"));
+  EXPECT_TRUE(keys.AllowsAuthorization("bEaReR k1"));
+  EXPECT_TRUE(keys.AllowsAuthorization("Bearer   k1"));
+  EXPECT_FALSE(keys.AllowsAuthorization("bearer k2"));
+  EXPECT_FALSE(keys.AllowsAuthorization("bearerk1"));
+  EXPECT_FALSE(keys.AllowsAuthorization("bearer"));
+  EXPECT_FALSE(keys.AllowsAuthorization("bearer "));
+  EXPECT_FALSE(keys.AllowsAuthorization("Bearer\tk1"));
+  EXPECT_FALSE(keys.AllowsAuthorization("xbearer k1"));
+}
+
 TEST(ApiKeysTest, LoadsTheConfigKeyAndTheFile) {
   const std::string path = ::testing::TempDir() + "/api_keys";
   std::ofstream(path) << "# clients\nfile-key\n";
