@@ -9,10 +9,12 @@
 // The lockstep binary and the example come from the runfiles under `bazel test`, or
 // from the GPU pack (tools/gpu/pack.sh puts them in .gpu/bin and .gpu/data, beside this
 // binary). The example is looked for with or without a GPU; the serving skips without
-// one (runtime/cuda/gpu_test_env.h).
+// one (runtime/cuda/gpu_test_env.h). Its waits share the check's own limit
+// (cuda_launch_waits.h), so a slow start fails with the launcher's log inside it.
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +33,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/cuda/gpu_test_env.h"
 #include "runtime/launcher/process_supervisor.h"
+#include "tests/e2e/cuda_launch_waits.h"
 #include "tests/e2e/e2e_util.h"
 
 namespace lockstep::e2e {
@@ -76,8 +79,14 @@ struct Outcome {
   std::string problem;
 };
 
-// Request i: completions or chat, streaming or not, 6..10 tokens.
-Outcome Request(httplib::Client& client, int i) {
+// Request i: completions or chat, streaming or not, 6..10 tokens; its reply must come
+// before `deadline`.
+Outcome Request(httplib::Client& client, int i, absl::Time deadline) {
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return {false, "not sent: the requests' time ran out"};
+  const std::chrono::microseconds left_us(absl::ToInt64Microseconds(left));
+  client.set_connection_timeout(left_us);
+  client.set_read_timeout(left_us);
   const bool chat = i % 2 == 1;
   const bool stream = i % 4 >= 2;
   const int max_tokens = 6 + i % 5;
@@ -144,6 +153,10 @@ TEST(CudaLaunchTest, ServesTwentyOpenAiRequests) {
   std::filesystem::create_directories(dir);
   launcher::ProcessSupervisor supervisor;
   const absl::Time start = absl::Now();
+  const LaunchWaits waits = SplitLimit(CheckLimit(absl::Seconds(150)));
+  std::cout << "waits: make-model " << waits.make_model << ", ready " << waits.ready
+            << " (launcher " << waits.launcher_ready_timeout_s << " s), requests " << waits.requests
+            << ", stop " << waits.stop << "\n";
   // The model, by the CLI.
   const std::string model = dir + "/models/tiny";
   ASSERT_TRUE(supervisor
@@ -151,8 +164,9 @@ TEST(CudaLaunchTest, ServesTwentyOpenAiRequests) {
                           {binary, "make-model", "--preset", "tiny", "--out", model},
                           dir + "/make_model.log"})
                   .ok());
-  launcher::ProcessSupervisor::WaitResult made = supervisor.Wait(absl::Seconds(60));
-  ASSERT_EQ(made.exited.size(), 1u) << "make-model did not finish in 60 s";
+  launcher::ProcessSupervisor::WaitResult made = supervisor.Wait(waits.make_model);
+  ASSERT_EQ(made.exited.size(), 1u) << "make-model did not finish in " << waits.make_model << "\n"
+                                    << Slurp(dir + "/make_model.log");
   ASSERT_TRUE(made.exited[0].clean()) << Slurp(dir + "/make_model.log");
   const std::string deployment = dir + "/deploy.yaml";
   std::ofstream(deployment) << absl::StrReplaceAll(example_text,
@@ -163,12 +177,13 @@ TEST(CudaLaunchTest, ServesTwentyOpenAiRequests) {
   ASSERT_TRUE(supervisor
                   .Start({"launcher",
                           {binary, "launch", deployment, "--run-dir", run_dir, "--lockstep", binary,
-                           "--ready-timeout-s", "120", "--grace-s", "10"},
+                           "--ready-timeout-s", absl::StrCat(waits.launcher_ready_timeout_s),
+                           "--grace-s", "10"},
                           launcher_log})
                   .ok());
   const std::string endpoints = run_dir + "/endpoints.json";
   const absl::Status ready =
-      supervisor.WaitReady([&] { return std::filesystem::exists(endpoints); }, absl::Seconds(150));
+      supervisor.WaitReady([&] { return std::filesystem::exists(endpoints); }, waits.ready);
   ASSERT_TRUE(ready.ok()) << ready << "\n"
                           << Slurp(launcher_log) << Slurp(run_dir + "/gpu0.rank0.log");
   std::cout << "ready in " << absl::FormatDuration(absl::Now() - start) << "\n";
@@ -179,12 +194,12 @@ TEST(CudaLaunchTest, ServesTwentyOpenAiRequests) {
   std::vector<std::string> problems;
   int served = 0;
   std::vector<std::thread> clients;
+  const absl::Time requests_deadline = absl::Now() + waits.requests;
   for (int c = 0; c < kClients; ++c) {
     clients.emplace_back([&, c] {
       httplib::Client client("http://" + http);
-      client.set_read_timeout(60, 0);
       for (int i = c; i < kRequests; i += kClients) {
-        const Outcome outcome = Request(client, i);
+        const Outcome outcome = Request(client, i, requests_deadline);
         absl::MutexLock lock(&mu);
         if (outcome.ok) {
           ++served;
@@ -204,8 +219,9 @@ TEST(CudaLaunchTest, ServesTwentyOpenAiRequests) {
   EXPECT_NE(worker_log.find("decode graphs captured"), std::string::npos) << worker_log;
 
   ASSERT_EQ(kill(supervisor.PidOf("launcher"), SIGTERM), 0);
-  launcher::ProcessSupervisor::WaitResult stopped = supervisor.Wait(absl::Seconds(60));
-  ASSERT_EQ(stopped.exited.size(), 1u) << "the launcher did not stop in 60 s";
+  launcher::ProcessSupervisor::WaitResult stopped = supervisor.Wait(waits.stop);
+  ASSERT_EQ(stopped.exited.size(), 1u) << "the launcher did not stop in " << waits.stop << "\n"
+                                       << Slurp(launcher_log);
   EXPECT_TRUE(stopped.exited[0].clean()) << stopped.exited[0].Describe() << "\n"
                                          << Slurp(launcher_log);
 }
