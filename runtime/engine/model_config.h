@@ -4,6 +4,9 @@
 // Only what the CPU engine implements is accepted: features it lacks (sliding-window
 // attention, rope scaling, shared experts, MLP bias, another activation) are rejected
 // with a message naming the config field; an unknown model type names `model_type`.
+// An absent field takes the default of the model type's configuration class in Hugging
+// Face transformers (model_config_defaults.cc), or is refused by name where that class
+// has none.
 //
 // Value type; thread-compatible.
 #ifndef LOCKSTEP_RUNTIME_ENGINE_MODEL_CONFIG_H_

@@ -251,5 +251,30 @@ TEST(RenderErrorTest, RecursionAndNestingAreBounded) {
                                 "line 1: expression nested too deeply"));
 }
 
+// JSON deeper than Value::kMaxJsonDepth becomes an Undefined at that level instead of
+// a Value whose conversion, printing and destruction recurse 100,000 times.
+TEST(RenderErrorTest, DeepJsonIsCutAtTheDepthLimit) {
+  std::string deep = "{\"x\": ";
+  for (int i = 0; i < 100000; ++i) deep += "[";
+  for (int i = 0; i < 100000; ++i) deep += "]";
+  deep += "}";
+  // nlohmann's parser and destructor do not recurse; FromJson did.
+  const Value vars = Value::FromJson(nlohmann::ordered_json::parse(deep));
+  const Value* x = vars.dict().Find("x");
+  ASSERT_NE(x, nullptr);
+  int depth = 2;  // x's level; the object around it is level 1
+  const Value* v = x;
+  while (v->kind() == Value::Kind::kList && !v->items().empty()) {
+    v = &v->items()[0];
+    ++depth;
+  }
+  EXPECT_EQ(depth, Value::kMaxJsonDepth + 1);
+  EXPECT_TRUE(v->is_undefined());
+  EXPECT_TRUE(absl::StrContains(v->undefined_hint(), "nested deeper than 128 levels"));
+  absl::StatusOr<std::shared_ptr<const Template>> t = Template::Parse("{{ x|length }}");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(*(*t)->Render(vars.dict()), "1");
+}
+
 }  // namespace
 }  // namespace lockstep::tok::jinja

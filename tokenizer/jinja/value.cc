@@ -1,5 +1,7 @@
 #include "tokenizer/jinja/value.h"
 
+#include <string>
+
 #include "tokenizer/jinja/pyops.h"
 
 namespace lockstep::tok::jinja {
@@ -94,40 +96,53 @@ Value Value::FromFunction(std::string name, NativeFunction call) {
   return v;
 }
 
-Value Value::FromJson(const nlohmann::ordered_json& json) {
+namespace {
+
+// Value::FromJson at nesting level `depth` (the top-level value is 1).
+Value FromJsonAt(const nlohmann::ordered_json& json, int depth) {
+  using Type = nlohmann::ordered_json::value_t;
+  if ((json.type() == Type::array || json.type() == Type::object) &&
+      depth > Value::kMaxJsonDepth) {
+    return Value::Undefined("a JSON value nested deeper than " +
+                            std::to_string(Value::kMaxJsonDepth) + " levels");
+  }
   switch (json.type()) {
-    case nlohmann::ordered_json::value_t::null:
-      return None();
-    case nlohmann::ordered_json::value_t::boolean:
-      return Bool(json.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer:
-      return Int(json.get<int64_t>());
-    case nlohmann::ordered_json::value_t::number_unsigned: {
+    case Type::null:
+      return Value::None();
+    case Type::boolean:
+      return Value::Bool(json.get<bool>());
+    case Type::number_integer:
+      return Value::Int(json.get<int64_t>());
+    case Type::number_unsigned: {
       const auto u = json.get<uint64_t>();
-      return u <= static_cast<uint64_t>(INT64_MAX) ? Int(static_cast<int64_t>(u))
-                                                   : Float(static_cast<double>(u));
+      return u <= static_cast<uint64_t>(INT64_MAX) ? Value::Int(static_cast<int64_t>(u))
+                                                   : Value::Float(static_cast<double>(u));
     }
-    case nlohmann::ordered_json::value_t::number_float:
-      return Float(json.get<double>());
-    case nlohmann::ordered_json::value_t::string:
-      return String(json.get<std::string>());
-    case nlohmann::ordered_json::value_t::array: {
+    case Type::number_float:
+      return Value::Float(json.get<double>());
+    case Type::string:
+      return Value::String(json.get<std::string>());
+    case Type::array: {
       std::vector<Value> items;
       items.reserve(json.size());
-      for (const auto& item : json) items.push_back(FromJson(item));
-      return List(std::move(items));
+      for (const auto& item : json) items.push_back(FromJsonAt(item, depth + 1));
+      return Value::List(std::move(items));
     }
-    case nlohmann::ordered_json::value_t::object: {
+    case Type::object: {
       Dict dict;
       dict.entries.reserve(json.size());
       for (const auto& [key, item] : json.items()) {
-        dict.entries.emplace_back(String(key), FromJson(item));
+        dict.entries.emplace_back(Value::String(key), FromJsonAt(item, depth + 1));
       }
-      return FromDict(std::move(dict));
+      return Value::FromDict(std::move(dict));
     }
     default:  // binary, discarded
-      return None();
+      return Value::None();
   }
 }
+
+}  // namespace
+
+Value Value::FromJson(const nlohmann::ordered_json& json) { return FromJsonAt(json, 1); }
 
 }  // namespace lockstep::tok::jinja

@@ -84,7 +84,12 @@ class Value {
   static Value FromDict(Dict dict);
   static Value FromObject(std::shared_ptr<Object> object);
   static Value FromFunction(std::string name, NativeFunction call);
-  // JSON as Python's json.loads gives it: objects become dicts in key order.
+  // JSON as Python's json.loads gives it: objects become dicts in key order. An array
+  // or object nested deeper than kMaxJsonDepth levels (the top-level value is level 1)
+  // becomes an Undefined saying so: converting, copying, destroying and printing a
+  // Value recurse once per level, so no deeper one is built. (The router refuses
+  // bodies deeper than 64 levels before they get here: common/bounded_json.h.)
+  static constexpr int kMaxJsonDepth = 128;
   static Value FromJson(const nlohmann::ordered_json& json);
 
   Kind kind() const { return kind_; }
