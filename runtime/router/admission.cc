@@ -4,22 +4,23 @@
 
 namespace lockstep::router {
 
-Admission::Ticket Admission::TryAdmit() {
+Admission::Ticket Admission::TryAdmit(int64_t places) {
+  if (places < 1) places = 1;
   int64_t current = in_flight_.load();
   do {
-    if (max_in_flight_ > 0 && current >= max_in_flight_) {
+    if (max_in_flight_ > 0 && current > max_in_flight_ - places) {
       refused_.fetch_add(1);
       return nullptr;
     }
-  } while (!in_flight_.compare_exchange_weak(current, current + 1));
-  // A non-null pointer whose deleter gives the place back.
-  return Ticket(this, [](Admission* self) { self->in_flight_.fetch_sub(1); });
+  } while (!in_flight_.compare_exchange_weak(current, current + places));
+  // A non-null pointer whose deleter gives the places back.
+  return Ticket(this, [places](Admission* self) { self->in_flight_.fetch_sub(places); });
 }
 
 absl::Status Admission::RefusalStatus() const {
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "the router is at its limit of ", max_in_flight_,
-      " requests in flight (router.max_concurrent_requests); retry later"));
+  return absl::ResourceExhaustedError(absl::StrCat("the router is at its limit of ",
+                                                   max_in_flight_, " requests in flight (",
+                                                   limit_name_, "); retry later"));
 }
 
 }  // namespace lockstep::router

@@ -1,6 +1,7 @@
 #include "runtime/router/admission.h"
 
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,6 +26,32 @@ TEST(AdmissionTest, RefusesBeyondTheLimitAndReleasesWithTheLastCopy) {
   EXPECT_EQ(admission.in_flight(), 1);
   EXPECT_NE(admission.TryAdmit(), nullptr);  // admitted, then released at once
   EXPECT_EQ(admission.in_flight(), 1);
+}
+
+// A request with n choices takes n places, all or none, and gives all of them back.
+TEST(AdmissionTest, ATicketForSeveralPlacesIsAllOrNone) {
+  Admission admission(4);
+  Admission::Ticket one = admission.TryAdmit();
+  Admission::Ticket three = admission.TryAdmit(3);
+  ASSERT_NE(one, nullptr);
+  ASSERT_NE(three, nullptr);
+  EXPECT_EQ(admission.in_flight(), 4);
+  one.reset();
+  EXPECT_EQ(admission.TryAdmit(2), nullptr);  // one place free: none is taken
+  EXPECT_EQ(admission.in_flight(), 3);
+  three.reset();
+  EXPECT_EQ(admission.in_flight(), 0);
+  EXPECT_NE(admission.TryAdmit(4), nullptr);
+  EXPECT_EQ(admission.TryAdmit(5), nullptr);  // more than the limit: never
+}
+
+TEST(AdmissionTest, RefusalsNameTheLimit) {
+  Admission admission(1, "router.grpc_max_threads - 16");
+  EXPECT_EQ(admission.max_in_flight(), 1);
+  EXPECT_NE(admission.RefusalStatus().message().find("limit of 1 requests in flight "
+                                                     "(router.grpc_max_threads - 16)"),
+            std::string::npos)
+      << admission.RefusalStatus();
 }
 
 TEST(AdmissionTest, NoLimitAdmitsEveryone) {
