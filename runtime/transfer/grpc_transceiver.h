@@ -36,6 +36,7 @@
 #include "runtime/transfer/kv_transfer_server.h"
 #include "runtime/transfer/receive_workers.h"
 #include "runtime/transfer/send_claims.h"
+#include "runtime/transfer/tcp_data_server.h"
 #include "runtime/transfer/transceiver.h"
 #include "runtime/transfer/transfer_hooks.h"
 
@@ -84,10 +85,14 @@ class GrpcTransceiver : public Transceiver {
   const std::string& address() const { return server_->address(); }
   // "host:port" of its TCP data plane; empty without one.
   std::string data_plane_address() const { return server_->tcp_address(); }
+  // Its TCP data plane (stats for tests); null without one.
+  const TcpDataServer* data_plane() const { return server_->tcp_data_server(); }
 
   // Receives pulled over a peer's TCP data plane, and over gRPC.
   int64_t pulls_over_tcp() const { return receivers_->pulls_over_tcp(); }
   int64_t pulls_over_grpc() const { return receivers_->pulls_over_grpc(); }
+  // Of those over gRPC, the ones a peer's data plane refused (receive_workers.h).
+  int64_t pulls_fallen_back() const { return receivers_->pulls_fallen_back(); }
 
   // Blocks until an ended transfer waits to be polled, or `timeout` passes; true when
   // one waits. For callers with nothing else to do (tests, benchmarks); lease expiry is

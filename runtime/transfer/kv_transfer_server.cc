@@ -77,6 +77,7 @@ absl::Status KvTransferServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_concurrent_pulls must be >= 1, got ", max_concurrent_pulls));
   }
+  if (tcp_data_plane) RETURN_IF_ERROR(data_plane.Validate());
   if (const absl::StatusOr<HostPort> listen = ParseHostPort(listen_address); !listen.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("listen_address: ", listen.status().message()));
   }
@@ -112,7 +113,7 @@ absl::StatusOr<std::unique_ptr<KvTransferServer>> KvTransferServer::Start(
                                             ChunkSink& sink) {
       return self->ServePull(request, deadline, /*context=*/nullptr, sink);
     };
-    ASSIGN_OR_RETURN(server->tcp_, TcpDataServer::Start(host, std::move(handler)));
+    ASSIGN_OR_RETURN(server->tcp_, TcpDataServer::Start(host, std::move(handler), options.data_plane));
     server->service_.set_tcp_address(server->tcp_->address());
   }
   grpc::ServerBuilder builder;

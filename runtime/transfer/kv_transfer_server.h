@@ -50,6 +50,8 @@ struct KvTransferServerOptions {
   // Also serve pulls on a TCP data plane (tcp_data_server.h) at a free port of the
   // listen host, advertised through KvTransferService.DataPlane.
   bool tcp_data_plane = true;
+  // Its connection bounds and handshake deadline.
+  TcpDataServerOptions data_plane;
 
   absl::Status Validate() const;
 };
@@ -68,6 +70,8 @@ class KvTransferServer {
   const std::string& address() const { return address_; }
   // The TCP data plane's "host:port"; empty without one.
   std::string tcp_address() const { return tcp_ == nullptr ? "" : tcp_->address(); }
+  // The TCP data plane; null without one.
+  const TcpDataServer* tcp_data_server() const { return tcp_.get(); }
 
   // Aborts running pulls (their claims end with kUnavailable), refuses new ones, and
   // stops the server; calls still running after `grace` are cancelled. Blocks until

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "grpcpp/grpcpp.h"
 #include "runtime/security/grpc_credentials.h"
 #include "runtime/transfer/chunk_codec.h"
@@ -82,6 +83,18 @@ RawPullStub& ReceiveWorkers::StubFor(const std::string& address) {
   return *stub;
 }
 
+void ReceiveWorkers::NoteFallback(const std::string& address, const absl::Status& why) {
+  ++pulls_fallen_back_;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!fallbacks_logged_.insert(address).second) return;
+  }
+  LOCKSTEP_LOG_WARN("transfer",
+                    "KV pulls from {} go over gRPC while its TCP data plane refuses them: {} "
+                    "(logged once per peer)",
+                    address, why.ToString());
+}
+
 absl::Status ReceiveWorkers::Pull(const ReceiveSpec& spec, PullControl& control) {
   const ContextHandle& source = spec.source;
   RawPullStub& stub = StubFor(source.address);
@@ -98,14 +111,20 @@ absl::Status ReceiveWorkers::Pull(const ReceiveSpec& spec, PullControl& control)
         connections_.Take(source.address, stub, spec.deadline, fresh);
     if (absl::IsNotFound(lease.status())) break;  // the peer serves Pull only
     if (!lease.ok()) {
-      return PullError(lease.status().code(), source, lease.status().message());
+      NoteFallback(source.address, lease.status());
+      break;
     }
     KvPuller::TcpOutcome outcome;
-    if (!fresh) ++pulls_over_tcp_;
     absl::Status status = puller_->PullTcp(lease->socket, spec, control, &outcome);
     if (outcome.reusable) connections_.Return(source.address, std::move(lease->socket));
-    // An idle connection the peer had closed: once more, on a new one.
-    if (lease->pooled && !outcome.answered && absl::IsUnavailable(status)) continue;
+    if (!outcome.answered && absl::IsUnavailable(status) && !control.cancelled()) {
+      // An idle connection the peer had closed: once more, on a new one.
+      if (lease->pooled) continue;
+      // A fresh one refused or closed unanswered (the data plane is full or flooded).
+      NoteFallback(source.address, status);
+      break;
+    }
+    ++pulls_over_tcp_;
     return status;
   }
   return over_grpc();

@@ -20,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -33,7 +34,10 @@ namespace lockstep::transfer {
 class ReceiveWorkers {
  public:
   // With `pull_over_tcp`, a pull goes over the context rank's TCP data plane when it
-  // has one (data_connections.h), else over gRPC.
+  // has one (data_connections.h), else over gRPC. It also goes over gRPC when the data
+  // plane cannot be asked, reached or entered, or closes a fresh connection before
+  // answering (a full or flooded data plane, tcp_data_server.h): gRPC then reports the
+  // peer's own error if it is down.
   ReceiveWorkers(int num_threads, std::unique_ptr<KvPuller> puller,
                  std::shared_ptr<EventQueue> events, bool pull_over_tcp = true);
   ~ReceiveWorkers();  // Shutdown()
@@ -54,9 +58,11 @@ class ReceiveWorkers {
   // Receives started and not yet ended.
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Pulls that went over a TCP data plane, and over gRPC.
+  // Pulls that went over a TCP data plane, and over gRPC (each pull counts once);
+  // of the latter, those that fell back from a data plane that refused them.
   int64_t pulls_over_tcp() const { return pulls_over_tcp_.load(); }
   int64_t pulls_over_grpc() const { return pulls_over_grpc_.load(); }
+  int64_t pulls_fallen_back() const { return pulls_fallen_back_.load(); }
 
  private:
   struct Receive {
@@ -67,6 +73,8 @@ class ReceiveWorkers {
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   // One pull, over the data plane or gRPC.
   absl::Status Pull(const ReceiveSpec& spec, PullControl& control) ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts a fallback to gRPC from `address`'s data plane (`why`); logs the first per peer.
+  void NoteFallback(const std::string& address, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   // The stub for `address` (one channel per context rank, kept for reuse).
   RawPullStub& StubFor(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -75,11 +83,13 @@ class ReceiveWorkers {
   const bool pull_over_tcp_;
   std::atomic<int64_t> pulls_over_tcp_{0};
   std::atomic<int64_t> pulls_over_grpc_{0};
+  std::atomic<int64_t> pulls_fallen_back_{0};
   DataConnections connections_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<RequestId, Receive> receives_ ABSL_GUARDED_BY(mu_);
   std::deque<RequestId> queue_ ABSL_GUARDED_BY(mu_);  // queued, not running
   absl::flat_hash_map<std::string, std::unique_ptr<RawPullStub>> stubs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> fallbacks_logged_ ABSL_GUARDED_BY(mu_);  // peer addresses
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };

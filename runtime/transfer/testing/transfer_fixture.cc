@@ -102,6 +102,7 @@ absl::StatusOr<std::unique_ptr<TestRank>> MakeRank(const RankConfig& config, Clo
   options.max_concurrent_receives = config.max_concurrent_receives;
   options.hooks = config.hooks;
   options.server.tcp_data_plane = config.tcp_data_plane;
+  options.server.data_plane = config.data_plane;
   options.pull_over_tcp = config.tcp_data_plane;
   ASSIGN_OR_RETURN(rank->transceiver, GrpcTransceiver::Create(std::move(options), clock));
   return rank;

@@ -49,6 +49,8 @@ struct RankConfig {
   TransferHooks hooks;
   // Serve and pull over the TCP data plane (else gRPC only).
   bool tcp_data_plane = true;
+  // The data plane's connection bounds and handshake deadline.
+  TcpDataServerOptions data_plane;
   // The pools in fake device memory (kvcache/testing/fake_device_allocator.h), else host.
   bool device_memory = false;
   // When set, the pools live in what this allocator hands out (a real device allocator in
