@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "common/check.h"
+#include "spec_decode/budget.h"
 
 namespace lockstep::sched {
 namespace {
@@ -34,6 +36,10 @@ Scheduler::Scheduler(const SchedulerConfig& config, kv::KvManager* kv) : config_
 
 int32_t Scheduler::DraftTokensFor(const Request& request) const {
   return config_.speculative.StepDraftTokens(request.is_dummy() ? nullptr : &request.dynamic_k());
+}
+
+int32_t Scheduler::GrantedDraftTokens(const Request& request, int64_t position) const {
+  return spec::CapDraftTokens(DraftTokensFor(request), position, config_.max_position);
 }
 
 int64_t Scheduler::CountSchedulable(absl::Span<Request* const> active) {
@@ -149,7 +155,9 @@ bool Scheduler::MakeRoom(const Request* requester, absl::Span<Request* const> ac
 
 bool Scheduler::ScheduleDummy(Request* dummy, ScheduleDecision* decision, Rollback* rollback) {
   LOCKSTEP_CHECK(dummy->is_dummy()) << "ScheduleDummy on " << dummy->DebugString();
-  const spec::Grant grant = spec::GenerationGrant(DraftTokensFor(*dummy), kv_->config().draft_mode);
+  const int32_t k = GrantedDraftTokens(*dummy, 0);  // a new cache: history 0
+  if (k < 0) return false;
+  const spec::Grant grant = spec::GenerationGrant(k, kv_->config().draft_mode);
   if (!GrowBy(dummy, grant.target_tokens, rollback)) return false;
   decision->AddGeneration(dummy, grant);
   return true;
@@ -184,7 +192,11 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
   for (Request* r : order) {
     if (full()) break;
     if (!IsGenerationCandidate(*r)) continue;
-    const spec::Grant grant = spec::GenerationGrant(DraftTokensFor(*r), draft_pool);
+    // The step's last token sits at most at the target capacity (the dummy has none yet).
+    const std::optional<kv::CacheInfo> cache = kv_->Info(r->id(), kv::PoolKind::kTarget);
+    const int32_t k = GrantedDraftTokens(*r, cache.has_value() ? cache->capacity : 0);
+    if (k < 0) continue;  // the step in flight may reach the last position: wait for it
+    const spec::Grant grant = spec::GenerationGrant(k, draft_pool);
     const int64_t step_tokens = grant.target_tokens;
     if (decision.num_tokens + step_tokens > config_.max_num_tokens) break;
     if (r->is_dummy()) {
@@ -232,7 +244,9 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
         std::min({remaining, config_.chunk_size, config_.max_num_tokens - decision.num_tokens});
     if (chunk <= 0) break;
     const bool last = chunk == remaining;
-    const spec::Grant grant = spec::ContextGrant(chunk, last, DraftTokensFor(*r), draft_pool);
+    // The first generation step's last token sits right after the context.
+    const int32_t k = std::max(GrantedDraftTokens(*r, position + chunk), 0);
+    const spec::Grant grant = spec::ContextGrant(chunk, last, k, draft_pool);
     const int64_t target_cap = position + grant.target_tokens;
     const int64_t draft_cap = position + std::max(grant.draft_tokens, grant.target_tokens);
     auto grow = [&] {

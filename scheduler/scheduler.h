@@ -3,6 +3,10 @@
 //  1. Generation steps first, oldest first: each grows the request's caches by 1 + K
 //     tokens in the target pool and, with speculation, in the draft pool (an unpaired
 //     draft mirror is admitted here, so its creation is covered by the same rollback).
+//     K stops at the model's last position (GrantedDraftTokens): the step's last token
+//     sits at most at the target capacity (its history once the step in flight, if any,
+//     accepted every draft); a request whose step in flight may reach the last position
+//     waits for that step's result.
 //  2. Then prefill chunks, first-come-first-served, chunked by `chunk_size` and the
 //     token budget; a new context cache reuses its longest committed prefix (with every
 //     draft pool: a paired draft cache reuses with it; an unpaired mirror reuses its
@@ -74,6 +78,11 @@ class Scheduler {
   // K the request's own choice (the dummy always takes the instance's);
   // spec::SpeculativeConfig::StepDraftTokens.
   int32_t DraftTokensFor(const Request& request) const;
+  // The K a pass grants `request` (the one place it is decided: the grant carries it to
+  // the KV budget, the engine's verification and its drafter): DraftTokensFor capped by
+  // the positions the model has left after `position`, the furthest its next step's
+  // last token may sit (spec::CapDraftTokens; -1: not even K = 0 fits).
+  int32_t GrantedDraftTokens(const Request& request, int64_t position) const;
 
   const SchedulerConfig& config() const { return config_; }
   const SchedulerStats& stats() const { return stats_; }

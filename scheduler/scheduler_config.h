@@ -41,6 +41,10 @@ struct SchedulerConfig {
   // its own pool's prefix (at most the target's) and the draft model prefills the rest.
   bool prefix_reuse = true;
   DummyPolicy dummy_policy = DummyPolicy::kReserved;
+  // Positions the model supports (engine::EngineInfo::max_position; 0: no limit): no
+  // step's K reaches past them (spec::CapDraftTokens). The executor sets it from its
+  // engine.
+  int64_t max_position = 0;
 
   // Most tokens of KV one generation step grows a cache by (the dummy's, always).
   int64_t generation_step_tokens() const { return 1 + speculative.StepDraftTokens(nullptr); }

@@ -1,5 +1,6 @@
 #include "scheduler/scheduler.h"
 
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <vector>
@@ -316,6 +317,44 @@ TEST(SchedulerTest, DynamicKGrantIsOnePlusTheRequestsCurrentK) {
   EXPECT_TRUE(seen.count(4)) << "K started at, and grew back to, the instance's K";
   EXPECT_GT(seen.size(), 2u) << "K took values in between";
   EXPECT_EQ(r->dynamic_k().k(), 4);
+}
+
+// K stops at the model's last position: a step whose last token may sit at the target
+// capacity c verifies [c, c + 1 + K) with c + 1 + K <= max_position; at c =
+// max_position even K = 0 does not fit and the request waits (its step in flight may
+// have produced its last token). A last chunk's K stops there too.
+TEST(SchedulerTest, KStopsAtTheModelsLastPosition) {
+  SchedulerConfig c = Config(4, 64, 64);
+  c.speculative = {.method = spec::Method::kNgram, .num_draft_tokens = 3};
+  c.max_position = 20;
+  Harness h(c, 64);
+  Request* r = h.Add(1, 12, 8);  // 12 + 8 = 20 positions
+  Request* tight = h.Add(2, 18, 2);
+  Request* last = h.Add(3, 19, 1);
+  ScheduleDecision d = h.Step();
+  ASSERT_EQ(ChunkIds(d), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(d.context[0].grant.num_draft_tokens, 3);
+  EXPECT_EQ(d.context[1].grant.num_draft_tokens, 1) << "drafts for position 19 only";
+  EXPECT_EQ(d.context[2].grant.num_draft_tokens, 0) << "no position left for drafts";
+  ASSERT_EQ(r->state(), RequestState::kGenerationInProgress);
+  for (Request* other : {tight, last}) {
+    other->Finish(FinishReason::kCancelled, absl::OkStatus(), absl::UnixEpoch());
+    h.kv().Release(other->id());
+  }
+  for (int64_t capacity = 12; capacity <= 20; ++capacity) {
+    SCOPED_TRACE(absl::StrCat("capacity ", capacity));
+    ASSERT_THAT(h.kv().Resize(r->id(), kv::PoolKind::kTarget, capacity, capacity), testing::IsOk());
+    Rollback rollback;
+    d = h.scheduler().Schedule(h.Active(), /*in_flight=*/true, &rollback);
+    if (capacity == 20) {
+      EXPECT_THAT(d.generation, IsEmpty()) << "waits for the step in flight";
+    } else {
+      ASSERT_THAT(Ids(d.generation), ElementsAre(1));
+      EXPECT_EQ(d.generation_grants[0].num_draft_tokens, std::min<int64_t>(3, 19 - capacity));
+      EXPECT_LE(h.kv().Info(r->id(), kv::PoolKind::kTarget)->capacity, 20);
+    }
+    rollback.Undo(h.kv());
+  }
 }
 
 TEST(SchedulerTest, TransferRequestsCountTowardTheCapButAreNeverScheduled) {

@@ -1,5 +1,7 @@
 #include "spec_decode/budget.h"
 
+#include <algorithm>
+
 namespace lockstep::spec {
 
 Grant GenerationGrant(int32_t num_draft_tokens, kv::DraftMode draft_pool) {
@@ -15,6 +17,13 @@ Grant ContextGrant(int64_t chunk_tokens, bool last_chunk, int32_t num_draft_toke
   grant.draft_tokens = chunk_tokens + k;
   if (draft_pool == kv::DraftMode::kPaired) grant.target_tokens = grant.draft_tokens;
   return grant;
+}
+
+int32_t CapDraftTokens(int32_t num_draft_tokens, int64_t position, int64_t max_position) {
+  if (max_position <= 0) return num_draft_tokens;
+  const int64_t left = max_position - 1 - position;
+  if (left < 0) return -1;
+  return static_cast<int32_t>(std::min<int64_t>(num_draft_tokens, left));
 }
 
 }  // namespace lockstep::spec

@@ -9,6 +9,8 @@
 //  * A context chunk of n tokens gets n. The last chunk also proposes K drafts; the
 //    draft model writes their KV, so a draft pool gets n + K (and a paired target,
 //    which follows the draft, too). The n-gram drafter writes no KV: n in the target.
+//  * K never reaches past the model's last position (CapDraftTokens): a request near
+//    its context limit generates its last tokens with fewer drafts, down to none.
 //
 // Pure functions; thread-safe.
 #ifndef LOCKSTEP_SPEC_DECODE_BUDGET_H_
@@ -36,6 +38,12 @@ Grant GenerationGrant(int32_t num_draft_tokens, kv::DraftMode draft_pool);
 // A context chunk of `chunk_tokens`; `last_chunk` proposes `num_draft_tokens` drafts.
 Grant ContextGrant(int64_t chunk_tokens, bool last_chunk, int32_t num_draft_tokens,
                    kv::DraftMode draft_pool);
+
+// `num_draft_tokens` capped by the positions a model of `max_position` positions (0: no
+// limit) has left for a step whose last token sits at `position` (at most): the step
+// verifies positions [position, position + 1 + K), so K <= max_position - 1 - position.
+// -1 when not even K = 0 fits (position >= max_position).
+int32_t CapDraftTokens(int32_t num_draft_tokens, int64_t position, int64_t max_position);
 
 }  // namespace lockstep::spec
 

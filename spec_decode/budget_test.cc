@@ -43,5 +43,18 @@ TEST(BudgetTest, OnlyTheLastChunkOfADraftModelReservesK) {
   EXPECT_EQ(ngram.draft_tokens, 0);
 }
 
+TEST(BudgetTest, KIsCappedByThePositionsLeft) {
+  EXPECT_EQ(CapDraftTokens(3, 1000, 0), 3) << "no limit";
+  EXPECT_EQ(CapDraftTokens(3, 10, 64), 3);
+  // The step verifies [position, position + 1 + K): the last position is 63.
+  EXPECT_EQ(CapDraftTokens(3, 60, 64), 3);
+  EXPECT_EQ(CapDraftTokens(3, 61, 64), 2);
+  EXPECT_EQ(CapDraftTokens(3, 62, 64), 1);
+  EXPECT_EQ(CapDraftTokens(3, 63, 64), 0) << "the last position: no drafts";
+  EXPECT_EQ(CapDraftTokens(0, 63, 64), 0);
+  EXPECT_EQ(CapDraftTokens(3, 64, 64), -1) << "not even one row fits";
+  EXPECT_EQ(CapDraftTokens(0, 70, 64), -1);
+}
+
 }  // namespace
 }  // namespace lockstep::spec

@@ -15,6 +15,21 @@ namespace lockstep::exec {
 using sched::Request;
 using sched::RequestState;
 
+namespace {
+
+// The instance's scheduling config, with the engine's position limit (no step's K
+// reaches past the model's last position).
+sched::SchedulerConfig SchedulerConfigFor(const ExecutorConfig& config,
+                                          const engine::EngineInfo& info) {
+  sched::SchedulerConfig out = config.scheduler;
+  if (info.max_position > 0 && (out.max_position <= 0 || info.max_position < out.max_position)) {
+    out.max_position = info.max_position;
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const ExecutorConfig& config,
                                                            Deps deps) {
   RETURN_IF_ERROR(config.Validate());
@@ -42,7 +57,7 @@ Executor::Executor(const ExecutorConfig& config, Deps deps)
       sink_(deps.sink),
       kv_event_sink_(deps.kv_event_sink),
       engine_info_(deps.engine->info()),
-      scheduler_(config.scheduler, kv_.get()),
+      scheduler_(SchedulerConfigFor(config, engine_info_), kv_.get()),
       stats_ring_(config.stats_ring_size) {
   if (config_.kv_events) {
     kv_event_log_ = std::make_unique<kv::KvEventLog>();
