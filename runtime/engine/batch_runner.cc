@@ -203,21 +203,37 @@ absl::Status BatchRunner::Plan(const Batch& batch) {
     work.draft_limit = 0;
     work.draft_kv = work.restart = false;
     work.state = nullptr;
+    work.refused = absl::OkStatus();
     work.tokens.clear();
     return &work;
   };
+  // One sequence's invalid input refuses that sequence only: it takes no part in this
+  // batch and its state (the request is failed by the host) is dropped.
+  auto refuse = [&](SeqWork& work, absl::Status status) {
+    if (status.ok()) return;
+    work.refused = std::move(status);
+    work.state = nullptr;
+    work.draft_kv = false;
+    work.verify = work.propose = 0;
+    EraseState(work.key);
+  };
   for (int i = 0; i < static_cast<int>(batch.context.size()); ++i) {
-    RETURN_IF_ERROR(PlanContext(batch.context[i], *next(batch.context[i].kv, true, i)));
+    SeqWork& work = *next(batch.context[i].kv, true, i);
+    refuse(work, PlanContext(batch.context[i], work));
   }
   for (int i = 0; i < static_cast<int>(batch.generation.size()); ++i) {
-    RETURN_IF_ERROR(PlanGeneration(batch.generation[i], *next(batch.generation[i].kv, false, i)));
+    SeqWork& work = *next(batch.generation[i].kv, false, i);
+    refuse(work, PlanGeneration(batch.generation[i], work));
   }
   int row = 0;
   int logit = 0;
   for (int i = 0; i < num_work_; ++i) {
     SeqWork& work = work_[i];
     work.first_row = row;
-    if (work.context) {
+    if (!work.refused.ok()) {
+      work.num_rows = 0;
+      work.first_logit = -1;
+    } else if (work.context) {
       work.num_rows = static_cast<int>(batch.context[work.index].tokens.size());
       work.first_logit = work.last_chunk ? logit : -1;
       logit += work.last_chunk ? 1 : 0;
@@ -237,6 +253,7 @@ absl::StatusOr<const float*> BatchRunner::TargetForward(const Batch& batch, bool
   logit_rows_.clear();
   for (int i = 0; !empty && i < num_work_; ++i) {
     const SeqWork& work = work_[i];
+    if (!work.refused.ok()) continue;
     const int32_t seq = static_cast<int32_t>(seqs_.size());
     seqs_.push_back(SequenceKv{absl::MakeConstSpan(work.kv->blocks)});
     for (int j = 0; j < work.num_rows; ++j) {
@@ -287,6 +304,7 @@ void BatchRunner::Accept(const Batch& batch, const float* logits) {
   const int vocab = target_->config().vocab_size;
   for (int i = 0; i < num_work_; ++i) {
     SeqWork& work = work_[i];
+    if (!work.refused.ok()) continue;
     SamplingHistory history;
     if (work.sampling->UsesHistory() && (!work.context || work.last_chunk)) {
       history = HistoryOf(batch, work);
@@ -394,6 +412,10 @@ BatchResult BatchRunner::Results(const Batch& batch, const float* logits) {
     SequenceResult& out = result.sequences.emplace_back();
     out.id = work.kv->id;
     out.generation = work.kv->generation;
+    if (!work.refused.ok()) {
+      out.status = work.refused;
+      continue;
+    }
     out.tokens = work.tokens;
     out.num_proposed = work.verify;
     out.num_accepted = work.accepted;

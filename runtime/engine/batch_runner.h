@@ -75,10 +75,12 @@ class BatchRunner {
   BatchRunner(const ForwardModel* target, KvPoolView target_pool, spec::Drafter* drafter,
               KvPoolView draft_pool, int num_draft_tokens, ThreadPool* threads);
 
-  // Runs `batch`. Invalid input (a token outside the vocabulary, a block table that
-  // does not cover the positions, an unknown block, a generation step without state or
-  // seed) fails the whole batch with InvalidArgument naming the request; a
-  // Communicator error is returned as is.
+  // Runs `batch`. A sequence with invalid input (a token outside the vocabulary,
+  // positions past the model's end, a block table that does not cover the positions,
+  // an unknown block, a generation step without state or seed) is refused alone: left
+  // out of the forward and the drafter, its state dropped, its SequenceResult::status
+  // InvalidArgument naming the request and why; the others run. A batch naming one
+  // request twice fails whole (InvalidArgument); a Communicator error is returned as is.
   absl::StatusOr<BatchResult> Run(const Batch& batch);
 
  private:
@@ -110,13 +112,16 @@ class BatchRunner {
     int num_rows = 0;
     int first_logit = -1;            // in the target logits (-1: none)
     SequenceState* state = nullptr;  // the state this step continues or creates
+    // Not OK: the sequence is refused (Run); nothing else of it is used.
+    absl::Status refused;
     // Outcome.
     std::vector<int32_t> tokens;  // sampled (context) or accepted + bonus (generation)
     int accepted = 0;
     int64_t next_start = 0;  // history after this step (position of tokens.back())
   };
 
-  // Validates the batch and fills work_[0, num_work_); creates missing states.
+  // Validates the batch and fills work_[0, num_work_); creates missing states. A
+  // sequence that fails validation is refused (SeqWork::refused), not the batch.
   absl::Status Plan(const Batch& batch);
   absl::Status PlanContext(const ContextChunk& chunk, SeqWork& work);
   absl::Status PlanGeneration(const GenerationStep& step, SeqWork& work);

@@ -125,7 +125,14 @@ ContextChunk Chunk(int64_t id, std::vector<BlockId> blocks, std::vector<int32_t>
   return chunk;
 }
 
-TEST(CpuEngineTest, InvalidBatchesFailWithTheRequestNamed) {
+// The status of the one sequence of a batch: the engine refuses a sequence alone.
+absl::Status SequenceStatus(const absl::StatusOr<BatchResult>& result) {
+  if (!result.ok()) return result.status();
+  if (result->sequences.size() != 1) return absl::InternalError("not one sequence");
+  return result->sequences[0].status;
+}
+
+TEST(CpuEngineTest, InvalidSequencesAreRefusedWithTheRequestNamed) {
   TestEngine engine = MakeTestEngine({.model_dir = PresetModelDir("tiny"), .num_blocks = 8});
   ModelEngine& e = *engine.engine;
   int64_t step = 0;
@@ -136,16 +143,18 @@ TEST(CpuEngineTest, InvalidBatchesFailWithTheRequestNamed) {
     return batch;
   };
   const std::vector<BlockId> two = {BlockId(3), BlockId(5)};
+  EXPECT_THAT(SequenceStatus(RunBatch(
+                  e, batch_of(Chunk(7, {BlockId(3), BlockId(8)}, std::vector<int32_t>(12, 65))))),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("request 7"), HasSubstr("block id 8"))));
   EXPECT_THAT(
-      RunBatch(e, batch_of(Chunk(7, {BlockId(3), BlockId(8)}, std::vector<int32_t>(12, 65)))),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               AllOf(HasSubstr("request 7"), HasSubstr("block id 8"))));
-  EXPECT_THAT(RunBatch(e, batch_of(Chunk(7, {BlockId(3)}, std::vector<int32_t>(12, 65)))),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("block table")));
-  EXPECT_THAT(RunBatch(e, batch_of(Chunk(7, two, {65, 272}))),
+      SequenceStatus(RunBatch(e, batch_of(Chunk(7, {BlockId(3)}, std::vector<int32_t>(12, 65))))),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("block table")));
+  EXPECT_THAT(SequenceStatus(RunBatch(e, batch_of(Chunk(7, two, {65, 272})))),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("token 272")));
-  EXPECT_THAT(RunBatch(e, batch_of(Chunk(7, two, {}))),
+  EXPECT_THAT(SequenceStatus(RunBatch(e, batch_of(Chunk(7, two, {})))),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("empty")));
+  // A batch naming a request twice is the host's mistake: the whole batch fails.
   Batch duplicate = batch_of(Chunk(7, two, {65}));
   duplicate.context.push_back(Chunk(7, {BlockId(1)}, {66}));
   EXPECT_THAT(RunBatch(e, std::move(duplicate)),
@@ -156,19 +165,20 @@ TEST(CpuEngineTest, InvalidBatchesFailWithTheRequestNamed) {
   Batch gen;
   gen.step = StepId(step++);
   gen.generation.push_back(unknown);
-  EXPECT_THAT(RunBatch(e, gen),
+  EXPECT_THAT(SequenceStatus(RunBatch(e, gen)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("request 9"), HasSubstr("no engine state"))));
 
-  // The engine still works after failed batches; the state lives until released.
+  // The engine still works after refusals; the state lives until released.
   absl::StatusOr<BatchResult> ok = RunBatch(e, batch_of(Chunk(9, two, {256, 72, 105})));
   ASSERT_THAT(ok, IsOk());
   ASSERT_EQ(ok->sequences.size(), 1u);
+  EXPECT_THAT(ok->sequences[0].status, IsOk());
   EXPECT_EQ(ok->sequences[0].tokens.size(), 1u);
   unknown.kv.generation = 1;
   gen.step = StepId(step++);
   gen.generation = {unknown};
-  EXPECT_THAT(RunBatch(e, gen), IsOk());
+  EXPECT_THAT(SequenceStatus(RunBatch(e, gen)), IsOk());
   gen.step = StepId(step++);
   gen.released = {unknown.kv};
   gen.generation.clear();
@@ -176,8 +186,68 @@ TEST(CpuEngineTest, InvalidBatchesFailWithTheRequestNamed) {
   gen.step = StepId(step++);
   gen.released.clear();
   gen.generation = {unknown};
-  EXPECT_THAT(RunBatch(e, gen),
+  EXPECT_THAT(SequenceStatus(RunBatch(e, gen)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no engine state")));
+}
+
+// One sequence of a batch the engine refuses (here a step whose drafts would pass the
+// model's last position) fails alone: its batch-mates' tokens and logprobs are what
+// they are without it, and they go on from their state.
+TEST(CpuEngineTest, ARefusedSequenceLeavesItsBatchMatesAlone) {
+  auto run = [](bool with_refused) {
+    TestEngine engine = MakeTestEngine({.model_dir = PresetModelDir("tiny"), .num_blocks = 16});
+    std::vector<BlockId> blocks;
+    EXPECT_THAT(engine.target->Cover(blocks, 16), IsOk());
+    ContextChunk chunk = Chunk(1, blocks, {kByteBosToken, 72, 105, 33, 72});
+    chunk.sampling.logprobs = 2;
+    Batch first;
+    first.step = StepId(0);
+    first.context.push_back(chunk);
+    if (with_refused) {
+      // Seeded at history 4093 with 3 drafts: positions [4093, 4097) pass the 4096.
+      GenerationStep late;
+      late.kv = kv::BlockRefs{RequestId(2), 1, {BlockId(0)}};
+      late.seed = SequenceSeed{4093, 72, {72, 72, 72}, {}};
+      late.num_draft_tokens = 3;
+      first.generation.push_back(late);
+    }
+    std::vector<SequenceResult> out;
+    absl::StatusOr<BatchResult> result = RunBatch(*engine.engine, first);
+    EXPECT_THAT(result, IsOk());
+    if (!result.ok()) return out;
+    EXPECT_EQ(result->sequences.size(), with_refused ? 2u : 1u);
+    out.push_back(result->sequences[0]);
+    if (with_refused) {
+      EXPECT_THAT(
+          result->sequences[1].status,
+          StatusIs(absl::StatusCode::kInvalidArgument,
+                   AllOf(HasSubstr("request 2"), HasSubstr("[4093, 4097)"), HasSubstr("4096"))));
+      EXPECT_TRUE(result->sequences[1].tokens.empty());
+    }
+    // The batch-mate's next step continues from its own state.
+    Batch second;
+    second.step = StepId(1);
+    GenerationStep next;
+    next.kv = chunk.kv;
+    next.sampling = chunk.sampling;
+    second.generation.push_back(next);
+    result = RunBatch(*engine.engine, second);
+    EXPECT_THAT(SequenceStatus(result), IsOk());
+    if (result.ok()) out.push_back(result->sequences[0]);
+    return out;
+  };
+  const std::vector<SequenceResult> alone = run(false);
+  const std::vector<SequenceResult> shared = run(true);
+  ASSERT_EQ(alone.size(), 2u);
+  ASSERT_EQ(shared.size(), 2u);
+  for (size_t i = 0; i < alone.size(); ++i) {
+    EXPECT_THAT(shared[i].status, IsOk());
+    EXPECT_EQ(shared[i].tokens, alone[i].tokens) << "step " << i;
+    ASSERT_EQ(shared[i].logprobs.size(), alone[i].logprobs.size());
+    for (size_t t = 0; t < alone[i].logprobs.size(); ++t) {
+      EXPECT_EQ(shared[i].logprobs[t][0].logprob, alone[i].logprobs[t][0].logprob);
+    }
+  }
 }
 
 TEST(CpuEngineTest, CollectChecksTheStepOrder) {

@@ -108,7 +108,10 @@ TEST(DraftPrefixTest, TheDraftPrefillsItsPrefixAndMatchesAFullPrefill) {
   Batch bad;
   bad.step = StepId(2);
   bad.context.push_back(b);
-  EXPECT_THAT(RunBatch(*engine.engine, bad),
+  absl::StatusOr<BatchResult> refused = RunBatch(*engine.engine, bad);
+  ASSERT_THAT(refused, IsOk());
+  ASSERT_EQ(refused->sequences.size(), 1u);
+  EXPECT_THAT(refused->sequences[0].status,
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("request 3 (cache generation 3): a draft prefix of 17 tokens")));
 }

@@ -136,6 +136,11 @@ struct TokenLogprob {
 struct SequenceResult {
   RequestId id;
   uint64_t generation = 0;
+  // Not OK: the engine refused this sequence (a position past the model's end, a token
+  // outside the vocabulary, a block table that does not cover the step, no state and no
+  // seed), naming the request and why; it was left out of the forward, its engine state
+  // is dropped and the fields below are empty. The batch's other sequences ran.
+  absl::Status status;
   // Context (last chunk): the first sampled token. Generation: accepted drafts followed
   // by the bonus token (1 + num_accepted tokens). Empty for a non-last context chunk.
   std::vector<int32_t> tokens;
@@ -173,7 +178,8 @@ class ModelEngine {
 
   // Waits (at most `timeout`) for the batch of `step`, which must be the oldest batch
   // not yet collected. DeadlineExceeded if it is not done in time (collect again
-  // later); any other error fails the whole batch.
+  // later); any other error fails the whole batch. One sequence the engine refuses
+  // fails alone (SequenceResult::status).
   virtual absl::StatusOr<BatchResult> Collect(StepId step, absl::Duration timeout) = 0;
 };
 

@@ -318,8 +318,9 @@ Batch OneChunk(int64_t step, int64_t id, std::vector<BlockId> blocks) {
   return batch;
 }
 
-// A rank whose batch is invalid still makes every collective of the step (with no
-// rows), so its peers' batches succeed and the group stays usable.
+// A rank whose batch is invalid, or whose only sequence is refused, still makes every
+// collective of the step (with no rows), so its peers' batches succeed and the group
+// stays usable.
 TEST(MoeTest, InvalidBatchOnOneRankKeepsTheRanksInLockstep) {
   const std::string dir = PresetModelDir("tiny-moe");
   auto group = MakeGroup();
@@ -331,20 +332,30 @@ TEST(MoeTest, InvalidBatchOnOneRankKeepsTheRanksInLockstep) {
                                       .rank = r,
                                       .world_size = kRanks}));
   }
-  for (int step = 0; step < 2; ++step) {
+  for (int step = 0; step < 3; ++step) {
     for (int r = 0; r < kRanks; ++r) {
-      // Step 0: rank 1 names a block outside its pool of 16.
+      // Step 0: rank 1 names a block outside its pool of 16 (that sequence is refused).
       const BlockId block(step == 0 && r == 1 ? 99 : 3);
-      engines[r].engine->Launch(OneChunk(step, 10 + r, {block}));
+      Batch batch = OneChunk(step, 10 + r, {block});
+      // Step 1: rank 1's batch names its request twice (the batch fails whole).
+      if (step == 1 && r == 1) batch.context.push_back(batch.context.front());
+      engines[r].engine->Launch(std::move(batch));
     }
     std::vector<std::string> first_tags;
     for (int r = 0; r < kRanks; ++r) {
       absl::StatusOr<BatchResult> result =
           engines[r].engine->Collect(StepId(step), absl::Seconds(30));
-      if (step == 0 && r == 1) {
+      if (step == 1 && r == 1) {
         EXPECT_THAT(result, ::lockstep::testing::StatusIs(absl::StatusCode::kInvalidArgument));
       } else {
-        EXPECT_THAT(result, IsOk()) << "step " << step << " rank " << r;
+        ASSERT_THAT(result, IsOk()) << "step " << step << " rank " << r;
+        ASSERT_EQ(result->sequences.size(), 1u);
+        if (step == 0 && r == 1) {
+          EXPECT_THAT(result->sequences[0].status,
+                      ::lockstep::testing::StatusIs(absl::StatusCode::kInvalidArgument));
+        } else {
+          EXPECT_THAT(result->sequences[0].status, IsOk()) << "step " << step << " rank " << r;
+        }
       }
       const std::vector<std::string> tags = group[r]->TakeTags();
       if (r == 0) first_tags = tags;

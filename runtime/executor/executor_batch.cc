@@ -1,6 +1,7 @@
 // Launch of a step's batch and completion of the previous one (docs/design.md §3 steps
 // 7–8). Part of Executor; runs on the executor thread.
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
@@ -180,7 +181,27 @@ absl::Status Executor::Complete(const InFlightBatch& batch) {
   const absl::Time now = clock_->Now();
   outbox_.reserve(outbox_.size() + batch.entries.size());
   for (size_t i = 0; i < batch.entries.size(); ++i) {
-    ApplyResult(batch.entries[i], result->sequences[i], now, &current_);
+    const InFlightEntry& e = batch.entries[i];
+    const engine::SequenceResult& sequence = result->sequences[i];
+    if (sequence.status.ok()) {
+      ApplyResult(e, sequence, now, &current_);
+      continue;
+    }
+    // The engine refused this sequence alone (it wrote no KV; the rest of the batch
+    // ran): only its request fails. Its caches go with it when it terminates.
+    const absl::Status refused =
+        absl::InternalError(absl::StrCat("engine step ", batch.step.value(), " refused request ",
+                                         e.id.value(), ": ", sequence.status.message()));
+    Request* r = e.is_dummy ? nullptr : Find(e.id);
+    const std::optional<kv::CacheInfo> info = kv_->Info(e.id, kv::PoolKind::kTarget);
+    if (r != nullptr && !r->finished() && info.has_value() &&
+        info->generation == e.target_generation) {
+      FailRequest(r, refused, /*transfer=*/false);
+    } else {
+      // The dummy, or a request ended or recomputed since the launch (a step launched
+      // before its refusal was seen finds no engine state): nothing to fail.
+      LOCKSTEP_LOG_WARN("exec", "{} (no live request to fail)", refused.ToString());
+    }
   }
   return absl::OkStatus();
 }

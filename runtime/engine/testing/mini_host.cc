@@ -158,6 +158,7 @@ absl::Status MiniHost::Collect() {
   ASSIGN_OR_RETURN(BatchResult result, engine_->Collect(step, absl::Seconds(60)));
   if (result.step != step) return absl::InternalError("engine returned another step");
   for (const SequenceResult& res : result.sequences) {
+    if (!res.status.ok()) return res.status;  // a refused sequence: the host failed
     if (res.id.value() == options_.dummy_id) continue;
     Seq& seq = seqs_.at(res.id.value());
     --seq.in_flight;
