@@ -1,20 +1,110 @@
-// The executor's inter-rank messages: the step vote's reduction, and the intake and
-// response encodings (round trips, and truncated input refused, never misread).
+// The executor's inter-rank messages: the step vote's reduction, and one codec per
+// type (sampling parameters, context source, request spec, intake batch, responses, KV
+// event delta, step vote). Each type round-trips a value with every field set, checked
+// field by field (every_field.h, so a new field fails here until the filler and then
+// the codec carry it), and every truncation of its bytes is refused, never misread.
 #include <string>
+#include <tuple>
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/executor/context_source_codec.h"
+#include "runtime/executor/field_count.h"
 #include "runtime/executor/intake.h"
+#include "runtime/executor/request_spec_codec.h"
 #include "runtime/executor/response.h"
+#include "runtime/executor/sampling_codec.h"
 #include "runtime/executor/step_vote.h"
+#include "runtime/executor/testing/every_field.h"
+#include "runtime/executor/testing/filled.h"
+#include "runtime/executor/wire.h"
 
 namespace lockstep::exec {
 namespace {
 
+using ::lockstep::exec::testing::DifferingFields;
+using ::lockstep::exec::testing::FieldTie;
+using ::lockstep::exec::testing::FilledContextSource;
+using ::lockstep::exec::testing::FilledIntakeBatch;
+using ::lockstep::exec::testing::FilledRequestSpec;
+using ::lockstep::exec::testing::FilledResponse;
+using ::lockstep::exec::testing::FilledSamplingParams;
+using ::lockstep::exec::testing::UnsetFields;
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::StatusIs;
 using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// `want` through put then get: every field comes back, and every strict prefix of the
+// bytes is refused.
+template <typename T, typename Put, typename Get>
+void ExpectRoundTrip(const T& want, Put put, Get get) {
+  WireWriter w;
+  put(w, want);
+  const std::string bytes = w.Take();
+  T got;
+  WireReader r(bytes);
+  ASSERT_TRUE(get(r, &got));
+  EXPECT_TRUE(r.done()) << "trailing bytes";
+  EXPECT_THAT(DifferingFields(got, want), IsEmpty());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    const std::string prefix = bytes.substr(0, n);
+    WireReader truncated(prefix);
+    T ignored;
+    EXPECT_FALSE(get(truncated, &ignored)) << "a prefix of " << n << " bytes was accepted";
+  }
+}
+
+TEST(SamplingCodecTest, EveryFieldRoundTrips) {
+  const sched::SamplingParams want = FilledSamplingParams();
+  ASSERT_THAT(UnsetFields(want), IsEmpty()) << "FilledSamplingParams must set every field";
+  ExpectRoundTrip(want, PutSamplingParams, GetSamplingParams);
+  ExpectRoundTrip(sched::SamplingParams(), PutSamplingParams, GetSamplingParams);
+}
+
+TEST(ContextSourceCodecTest, EveryFieldRoundTrips) {
+  const sched::ContextSource want = FilledContextSource();
+  ASSERT_THAT(UnsetFields(want), IsEmpty()) << "FilledContextSource must set every field";
+  ExpectRoundTrip(want, PutContextSource, GetContextSource);
+}
+
+TEST(RequestSpecCodecTest, EveryFieldRoundTrips) {
+  const NewRequestSpec want = FilledRequestSpec();
+  ASSERT_THAT(UnsetFields(want), IsEmpty()) << "FilledRequestSpec must set every field";
+  ExpectRoundTrip(want, PutRequestSpec, GetRequestSpec);
+  // Absent optionals stay absent; rank 0 is a rank, not "absent".
+  ExpectRoundTrip(NewRequestSpec(), PutRequestSpec, GetRequestSpec);
+  NewRequestSpec zero;
+  zero.pinned_rank = 0;
+  zero.preferred_rank = 0;
+  ExpectRoundTrip(zero, PutRequestSpec, GetRequestSpec);
+}
+
+TEST(RequestSpecCodecTest, AnUnknownTypeOrBoolIsRefused) {
+  WireWriter w;
+  PutRequestSpec(w, NewRequestSpec());
+  std::string bytes = w.Take();
+  NewRequestSpec got;
+  bytes[sizeof(int64_t)] = 3;  // the type byte follows the id
+  WireReader r(bytes);
+  EXPECT_FALSE(GetRequestSpec(r, &got));
+
+  WireWriter v;
+  v.Put<uint8_t>(2);
+  const std::string two = v.Take();
+  WireReader b(two);
+  bool flag = false;
+  EXPECT_FALSE(b.GetBool(&flag));
+}
+
+TEST(IntakeCodecTest, EveryFieldRoundTrips) {
+  const IntakeBatch want = FilledIntakeBatch();
+  ASSERT_THAT(UnsetFields(want), IsEmpty()) << "FilledIntakeBatch must set every field";
+  absl::StatusOr<IntakeBatch> got = IntakeBatch::Decode(want.Encode());
+  ASSERT_THAT(got, IsOk());
+  EXPECT_THAT(DifferingFields(*got, want), IsEmpty());
+}
 
 TEST(StepVoteTest, AnyEmptyBatchVetoes) {
   StepVote a, b;
@@ -30,6 +120,20 @@ TEST(StepVoteTest, AnyEmptyBatchVetoes) {
   EXPECT_FALSE(idle.vetoed());  // nobody had a batch: an idle step, not a veto
   EXPECT_TRUE(ReduceVotes({a, a}).can_queue());
   EXPECT_EQ(StepVote::Decode(a.Encode()).nonempty_batch, 1);
+}
+
+TEST(StepVoteTest, EveryFieldRoundTrips) {
+  static_assert(FieldCount<StepVote>() == StepVote::kFields,
+                "a field was added to StepVote: add it to Encode/Decode and kFields");
+  StepVote want;
+  std::apply(
+      [](auto&... field) {
+        int64_t v = 1;
+        ((field = v++), ...);
+      },
+      FieldTie(want));
+  ASSERT_THAT(UnsetFields(want), IsEmpty());
+  EXPECT_THAT(DifferingFields(StepVote::Decode(want.Encode()), want), IsEmpty());
 }
 
 TEST(StepVoteTest, RowsAndContextReduceToTheLargestForward) {
@@ -49,45 +153,13 @@ TEST(StepVoteTest, RowsAndContextReduceToTheLargestForward) {
   EXPECT_EQ(round_trip.context, 1);
 }
 
-TEST(IntakeCodecTest, RoundTrip) {
-  IntakeBatch b;
-  b.drain = true;
-  b.cancels = {RequestId(4)};
-  NewRequestSpec s;
-  s.id = RequestId(7);
-  s.type = sched::RequestType::kGenerationOnly;
-  s.prompt = {1, 2, 3};
-  s.sampling.max_tokens = 9;
-  s.sampling.temperature = 0.5f;
-  s.sampling.stop_token_ids = {5};
-  s.pinned_rank = 2;
-  s.preferred_rank = 1;
-  s.arrival = absl::FromUnixSeconds(100);
-  sched::ContextSource c;
-  c.instance = "ctx0";
-  c.rank = 1;
-  c.address = "127.0.0.1:9";
-  c.remote_id = RequestId(7);
-  c.first_token = 11;
-  c.first_drafts = {12, 13, 14};
-  s.context_source = c;
-  b.requests.push_back(s);
-  absl::StatusOr<IntakeBatch> got = IntakeBatch::Decode(b.Encode());
-  ASSERT_THAT(got, IsOk());
-  EXPECT_TRUE(got->drain);
-  EXPECT_FALSE(got->drain_expired);
-  EXPECT_THAT(got->cancels, ElementsAre(RequestId(4)));
-  ASSERT_EQ(got->requests.size(), 1u);
-  const NewRequestSpec& r = got->requests[0];
-  EXPECT_EQ(r.id, RequestId(7));
-  EXPECT_EQ(r.type, sched::RequestType::kGenerationOnly);
-  EXPECT_THAT(r.prompt, ElementsAre(1, 2, 3));
-  EXPECT_EQ(r.sampling.temperature, 0.5f);
-  EXPECT_EQ(r.pinned_rank, 2);
-  EXPECT_EQ(r.preferred_rank, 1);
-  EXPECT_EQ(r.arrival, absl::FromUnixSeconds(100));
-  ASSERT_TRUE(r.context_source.has_value());
-  EXPECT_THAT(r.context_source->first_drafts, ElementsAre(12, 13, 14));
+TEST(IntakeCodecTest, TruncatedInputIsDataLoss) {
+  const std::string bytes = FilledIntakeBatch().Encode();
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_THAT(IntakeBatch::Decode(bytes.substr(0, n)), StatusIs(absl::StatusCode::kDataLoss))
+        << n;
+  }
+  EXPECT_THAT(IntakeBatch::Decode(bytes + "x"), StatusIs(absl::StatusCode::kDataLoss));
 }
 
 TEST(IntakeCodecTest, DrainExpiredRoundTrips) {
@@ -100,45 +172,18 @@ TEST(IntakeCodecTest, DrainExpiredRoundTrips) {
   EXPECT_TRUE(got->drain_expired);
 }
 
-TEST(IntakeCodecTest, TruncatedInputIsDataLoss) {
-  IntakeBatch b;
-  NewRequestSpec s;
-  s.id = RequestId(1);
-  s.prompt = {1, 2};
-  b.requests.push_back(s);
-  const std::string bytes = b.Encode();
-  for (size_t n = 0; n < bytes.size(); ++n) {
-    EXPECT_THAT(IntakeBatch::Decode(bytes.substr(0, n)), StatusIs(absl::StatusCode::kDataLoss))
-        << n;
-  }
-}
-
-TEST(ResponseCodecTest, RoundTripAndTruncation) {
-  Response r;
-  r.id = RequestId(3);
-  r.rank = 2;
-  r.step = 77;
-  r.tokens = {5, 6};
-  r.logprobs = {{{5, -0.5f}, {9, -1.5f}}, {{6, -0.25f}}};
-  r.finished = true;
-  r.finish_reason = sched::FinishReason::kError;
-  r.status = absl::UnavailableError("gone");
-  r.kv_pull_failed = true;
-  r.num_prompt_tokens = 40;
-  r.cached_prompt_tokens = 32;
-  const std::string bytes = EncodeResponses({r, r});
+TEST(ResponseCodecTest, EveryFieldRoundTrips) {
+  const Response want = FilledResponse();
+  ASSERT_THAT(UnsetFields(want), IsEmpty()) << "FilledResponse must set every field";
+  const std::string bytes = EncodeResponses({want, Response()});
   absl::StatusOr<std::vector<Response>> got = DecodeResponses(bytes);
   ASSERT_THAT(got, IsOk());
   ASSERT_EQ(got->size(), 2u);
-  EXPECT_EQ((*got)[1].step, 77);
-  EXPECT_THAT((*got)[1].tokens, ElementsAre(5, 6));
-  EXPECT_EQ((*got)[1].logprobs[0][1].token, 9);
-  EXPECT_EQ((*got)[1].status, absl::UnavailableError("gone"));
-  EXPECT_TRUE((*got)[1].kv_pull_failed);
-  EXPECT_EQ((*got)[1].num_prompt_tokens, 40);
-  EXPECT_EQ((*got)[1].cached_prompt_tokens, 32);
-  EXPECT_THAT(DecodeResponses(bytes.substr(0, bytes.size() - 1)),
-              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(DifferingFields((*got)[0], want), IsEmpty());
+  EXPECT_THAT(DifferingFields((*got)[1], Response()), IsEmpty());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_THAT(DecodeResponses(bytes.substr(0, n)), StatusIs(absl::StatusCode::kDataLoss)) << n;
+  }
 }
 
 TEST(ResponseCodecTest, GatherPartCarriesTheKvEvents) {
@@ -146,6 +191,7 @@ TEST(ResponseCodecTest, GatherPartCarriesTheKvEvents) {
   r.id = RequestId(4);
   r.tokens = {1};
   const kv::KvEventDelta events{.committed = {11, 12}, .evicted = {99}};
+  ASSERT_THAT(UnsetFields(events), IsEmpty());
   const std::string bytes = EncodeGatherPart({r}, events);
   std::vector<Response> responses;
   kv::KvEventDelta got;

@@ -4,8 +4,6 @@
 #ifndef LOCKSTEP_RUNTIME_EXECUTOR_INTAKE_H_
 #define LOCKSTEP_RUNTIME_EXECUTOR_INTAKE_H_
 
-#include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,26 +12,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/ids.h"
-#include "scheduler/request.h"
-#include "scheduler/sampling_params.h"
+#include "runtime/executor/request_spec.h"
 
 namespace lockstep::exec {
 
-struct NewRequestSpec {
-  RequestId id;
-  sched::RequestType type = sched::RequestType::kAggregated;
-  std::vector<int32_t> prompt;
-  sched::SamplingParams sampling;
-  // Generation-only: where the KV is, and what the context leg produced.
-  std::optional<sched::ContextSource> context_source;
-  // Must run on this rank (or wait until it has room).
-  std::optional<int32_t> pinned_rank;
-  // The router's hint (where the prompt's prefix is cached): preferred below the cap.
-  std::optional<int32_t> preferred_rank;
-  absl::Time arrival;
-};
-
-// One step's broadcast from the leader.
+// One step's broadcast from the leader. Encode/Decode are its inter-rank codec (each
+// request through request_spec_codec.h).
 struct IntakeBatch {
   std::vector<NewRequestSpec> requests;
   std::vector<RequestId> cancels;

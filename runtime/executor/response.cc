@@ -1,8 +1,21 @@
 #include "runtime/executor/response.h"
 
+#include "runtime/executor/context_source_codec.h"
+#include "runtime/executor/field_count.h"
 #include "runtime/executor/wire.h"
 
 namespace lockstep::exec {
+namespace {
+
+static_assert(FieldCount<Response>() == 14,
+              "a field was added to Response: encode and decode it below, then update the count");
+static_assert(FieldCount<engine::TokenLogprob>() == 2,
+              "TokenLogprob travels as raw bytes (PutVector): check that a new field may");
+static_assert(FieldCount<kv::KvEventDelta>() == 2,
+              "a field was added to KvEventDelta: encode and decode it in the gather part, then "
+              "update the count");
+
+}  // namespace
 
 std::string EncodeResponses(absl::Span<const Response> responses) {
   WireWriter w;
@@ -14,21 +27,13 @@ std::string EncodeResponses(absl::Span<const Response> responses) {
     w.PutVector(r.tokens);
     w.Put<uint32_t>(static_cast<uint32_t>(r.logprobs.size()));
     for (const auto& lp : r.logprobs) w.PutVector(lp);
-    w.Put<uint8_t>(r.finished);
+    w.PutBool(r.finished);
     w.Put<uint8_t>(static_cast<uint8_t>(r.finish_reason));
     w.Put<int32_t>(static_cast<int32_t>(r.status.code()));
     w.PutString(r.status.message());
-    w.Put<uint8_t>(r.kv_pull_failed);
-    w.Put<uint8_t>(r.context.has_value());
-    if (r.context) {
-      w.PutString(r.context->instance);
-      w.Put(r.context->rank);
-      w.PutString(r.context->address);
-      w.Put(r.context->remote_id.value());
-      w.Put(absl::ToUnixNanos(r.context->lease_expiry));
-      w.Put(r.context->first_token);
-      w.PutVector(r.context->first_drafts);
-    }
+    w.PutBool(r.kv_pull_failed);
+    w.PutBool(r.context.has_value());
+    if (r.context) PutContextSource(w, *r.context);
     w.Put(r.num_prompt_tokens);
     w.Put(r.cached_prompt_tokens);
     w.Put(r.drafts_proposed);
@@ -47,7 +52,8 @@ absl::StatusOr<std::vector<Response>> DecodeResponses(const std::string& bytes) 
     Response r;
     int64_t id = 0;
     uint32_t num_lp = 0;
-    uint8_t finished = 0, reason = 0, has_context = 0, kv_pull_failed = 0;
+    uint8_t reason = 0;
+    bool has_context = false;
     int32_t code = 0;
     std::string message;
     bool ok = rd.Get(&id) && rd.Get(&r.rank) && rd.Get(&r.step) && rd.GetVector(&r.tokens) &&
@@ -56,25 +62,15 @@ absl::StatusOr<std::vector<Response>> DecodeResponses(const std::string& bytes) 
       r.logprobs.emplace_back();
       ok = rd.GetVector(&r.logprobs.back());
     }
-    ok = ok && rd.Get(&finished) && rd.Get(&reason) && rd.Get(&code) && rd.GetString(&message) &&
-         rd.Get(&kv_pull_failed) && rd.Get(&has_context) &&
-         reason <= static_cast<uint8_t>(sched::FinishReason::kError);
-    if (ok && has_context) {
-      sched::ContextSource c;
-      int64_t remote = 0, lease = 0;
-      ok = rd.GetString(&c.instance) && rd.Get(&c.rank) && rd.GetString(&c.address) &&
-           rd.Get(&remote) && rd.Get(&lease) && rd.Get(&c.first_token) &&
-           rd.GetVector(&c.first_drafts);
-      c.remote_id = RequestId(remote);
-      c.lease_expiry = absl::FromUnixNanos(lease);
-      r.context = std::move(c);
-    }
+    ok = ok && rd.GetBool(&r.finished) && rd.Get(&reason) && rd.Get(&code) &&
+         rd.GetString(&message) && rd.GetBool(&r.kv_pull_failed) && rd.GetBool(&has_context) &&
+         reason <= static_cast<uint8_t>(sched::FinishReason::kError) && code >= 0 &&
+         code <= static_cast<int32_t>(absl::StatusCode::kUnauthenticated);
+    if (ok && has_context) ok = GetContextSource(rd, &r.context.emplace());
     ok = ok && rd.Get(&r.num_prompt_tokens) && rd.Get(&r.cached_prompt_tokens) &&
          rd.Get(&r.drafts_proposed) && rd.Get(&r.drafts_accepted);
     if (!ok) return absl::DataLossError("responses: malformed response");
     r.id = RequestId(id);
-    r.finished = finished != 0;
-    r.kv_pull_failed = kv_pull_failed != 0;
     r.finish_reason = static_cast<sched::FinishReason>(reason);
     r.status = absl::Status(static_cast<absl::StatusCode>(code), message);
     out.push_back(std::move(r));

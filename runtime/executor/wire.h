@@ -2,6 +2,9 @@
 // broadcast, load all-gather, response gather). Little-endian, length-prefixed; the
 // reader reports truncation instead of reading past the end. Wire types of the
 // control plane (protobuf) stay at the edge; these bytes never leave an instance.
+// One codec per type (sampling_codec.h, context_source_codec.h, request_spec_codec.h,
+// IntakeBatch in intake.h, Response in response.h), each asserting its struct's field
+// count (field_count.h) and round-tripped with every field set by codec_test.
 #ifndef LOCKSTEP_RUNTIME_EXECUTOR_WIRE_H_
 #define LOCKSTEP_RUNTIME_EXECUTOR_WIRE_H_
 
@@ -22,12 +25,14 @@ class WireWriter {
     static_assert(std::is_trivially_copyable_v<T>);
     out_.append(reinterpret_cast<const char*>(&v), sizeof(T));
   }
+  void PutBool(bool b) { Put<uint8_t>(b ? 1 : 0); }
   void PutString(absl::string_view s) {
     Put<uint32_t>(static_cast<uint32_t>(s.size()));
     out_.append(s.data(), s.size());
   }
   template <typename T>
   void PutVector(const std::vector<T>& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
     Put<uint32_t>(static_cast<uint32_t>(v.size()));
     if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
   }
@@ -50,6 +55,13 @@ class WireReader {
     pos_ += sizeof(T);
     return true;
   }
+  // Refuses a byte other than 0 and 1 (a bool must not be read from any other value).
+  bool GetBool(bool* b) {
+    uint8_t v = 0;
+    if (!Get(&v) || v > 1) return Fail();
+    *b = v != 0;
+    return true;
+  }
   bool GetString(std::string* s) {
     uint32_t n = 0;
     if (!Get(&n) || in_.size() - pos_ < n) return Fail();
@@ -59,6 +71,7 @@ class WireReader {
   }
   template <typename T>
   bool GetVector(std::vector<T>* v) {
+    static_assert(std::is_trivially_copyable_v<T>);
     uint32_t n = 0;
     if (!Get(&n) || (in_.size() - pos_) / sizeof(T) < n) return Fail();
     v->resize(n);
