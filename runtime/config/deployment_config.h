@@ -152,8 +152,10 @@ struct RouterConfig {
   // open, and those beyond http_threads wait for one. One more gets 503 with
   // Retry-After and is closed at once, unread. 0: 4 * http_threads.
   int64_t max_connections = 0;
-  // A connection idle between requests this long is closed; a request whose bytes stall
-  // this long is dropped. Neither applies while a response streams.
+  // A connection idle between requests for http_idle_timeout_ms is closed. A request's
+  // head and body must arrive in full within http_read_timeout_ms of its first byte,
+  // however it trickles in (else 408, and the connection is closed); an HTTPS
+  // handshake within it too. Neither applies while a response streams.
   int64_t http_idle_timeout_ms = 5000;
   int64_t http_read_timeout_ms = 10000;
   // A response write that makes no progress for this long (a client that stopped

@@ -76,6 +76,23 @@ std::string RefusalResponse(int64_t max_connections) {
       kAdmissionRetryAfterSeconds, body.size(), body);
 }
 
+// What a request that did not arrive within the read timeout is told (408).
+std::string TimedOutBody(absl::Duration read_timeout) {
+  return ErrorBody(absl::DeadlineExceededError(fmt::format(
+      "the request head and body did not arrive within router.http_read_timeout_ms ({}) of "
+      "its first byte",
+      absl::ToInt64Milliseconds(read_timeout))));
+}
+
+// The 408 written when nothing of a response was (the request line timed out).
+std::string TimedOutResponse(absl::Duration read_timeout) {
+  const std::string body = TimedOutBody(read_timeout);
+  return fmt::format(
+      "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nConnection: "
+      "close\r\nContent-Length: {}\r\n\r\n{}",
+      body.size(), body);
+}
+
 // The plain-text answer to plain HTTP on the HTTPS port.
 std::string PlainHttpRefusal() {
   const std::string body = ErrorBody(absl::InvalidArgumentError(
@@ -118,14 +135,15 @@ class BoundedHttpServer::ConnectionQueue : public httplib::TaskQueue {
   const int64_t max_connections_;
 };
 
-// One connection's bytes, with the limits: reads stall for at most read_timeout, the
-// request head is bounded while it is read, the body ends at its Content-Length, and a
-// write waits for at most write_timeout. The bytes are the socket's, or with `tls` the
-// TLS session's over it. What the current request broke is kept for the handlers of
-// this thread (`Current()`).
+// One connection's bytes, with the limits: a request's head and body must arrive
+// within read_timeout of its first byte (one deadline for all their reads, however the
+// bytes trickle in), the request head is bounded while it is read, the body ends at its
+// Content-Length, and a write waits for at most write_timeout. The bytes are the
+// socket's, or with `tls` the TLS session's over it. What the current request broke is
+// kept for the handlers of this thread (`Current()`).
 class BoundedHttpServer::ConnectionStream : public httplib::Stream {
  public:
-  enum class Breach { kNone, kHeadTooLarge, kClose };
+  enum class Breach { kNone, kHeadTooLarge, kTimedOut, kClose };
 
   ConnectionStream(int sock, const HttpServerLimits& limits, security::TlsSession* tls)
       : sock_(sock), limits_(limits), tls_(tls) {
@@ -135,8 +153,11 @@ class BoundedHttpServer::ConnectionStream : public httplib::Stream {
 
   static ConnectionStream* Current() { return current_; }
 
-  // A new request starts: its head is read next.
+  // A new request starts (its first byte has arrived or is buffered): its head is read
+  // next, and it and the body must arrive within read_timeout.
   void BeginRequest() {
+    deadline_ = absl::Now() + limits_.read_timeout;
+    wrote_response_ = false;
     in_head_ = true;
     head_bytes_ = 0;
     head_lines_ = 0;
@@ -150,12 +171,14 @@ class BoundedHttpServer::ConnectionStream : public httplib::Stream {
   }
   void set_breach(Breach breach) { breach_ = breach; }
   Breach breach() const { return breach_; }
+  // Whether a byte of the current request's response was written.
+  bool wrote_response() const { return wrote_response_; }
 
   // Bytes of the next request already read from the socket (poll does not see them).
   bool HasBuffered() const { return buffered() > 0 || (tls_ != nullptr && tls_->HasPending()); }
 
   bool is_readable() const override {
-    return HasBuffered() || PollFor(sock_, POLLIN, limits_.read_timeout);
+    return HasBuffered() || PollFor(sock_, POLLIN, deadline_ - absl::Now());
   }
   bool is_writable() const override { return PollFor(sock_, POLLOUT, limits_.write_timeout); }
 
@@ -188,9 +211,10 @@ class BoundedHttpServer::ConnectionStream : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
+    wrote_response_ = true;
     if (tls_ != nullptr) {
       return TlsIo([&](short* wait) { return tls_->Write(ptr, size, wait); },
-                   limits_.write_timeout);
+                   absl::Now() + limits_.write_timeout);
     }
     if (!PollFor(sock_, POLLOUT, limits_.write_timeout)) return -1;
     ssize_t n;
@@ -211,14 +235,24 @@ class BoundedHttpServer::ConnectionStream : public httplib::Stream {
  private:
   size_t buffered() const { return end_ - begin_; }
 
-  // What the connection delivers next, waiting at most read_timeout for it: bytes, 0
-  // when the client closed, -1 on an error or a stall.
+  // What the connection delivers next, waiting for it until the request's deadline:
+  // bytes, 0 when the client closed, -1 on an error or past the deadline (kTimedOut).
+  // The deadline is checked before every read, so that bytes trickling in faster than
+  // they are read (each read finds one waiting) cannot extend it.
   ssize_t Receive(char* data, size_t size) {
-    if (tls_ != nullptr) {
-      return TlsIo([&](short* wait) { return tls_->Read(data, size, wait); },
-                   limits_.read_timeout);
+    if (absl::Now() >= deadline_) {
+      breach_ = Breach::kTimedOut;
+      return -1;
     }
-    if (!PollFor(sock_, POLLIN, limits_.read_timeout)) return -1;
+    if (tls_ != nullptr) {
+      const ssize_t n = TlsIo([&](short* wait) { return tls_->Read(data, size, wait); }, deadline_);
+      if (n < 0 && absl::Now() >= deadline_) breach_ = Breach::kTimedOut;
+      return n;
+    }
+    if (!PollFor(sock_, POLLIN, deadline_ - absl::Now())) {
+      breach_ = Breach::kTimedOut;
+      return -1;
+    }
     ssize_t n;
     do {
       n = ::recv(sock_, data, size, 0);
@@ -226,11 +260,10 @@ class BoundedHttpServer::ConnectionStream : public httplib::Stream {
     return n;
   }
 
-  // Repeats a TLS read or write (`op`) until it moves bytes, fails, or has waited for
-  // the socket `timeout` in all (-1).
+  // Repeats a TLS read or write (`op`) until it moves bytes, fails, or `deadline`
+  // passes while it waits for the socket (-1).
   template <typename Op>
-  ssize_t TlsIo(Op op, absl::Duration timeout) const {
-    const absl::Time deadline = absl::Now() + timeout;
+  ssize_t TlsIo(Op op, absl::Time deadline) const {
     for (;;) {
       short wait = 0;
       const ssize_t n = op(&wait);
@@ -260,6 +293,8 @@ class BoundedHttpServer::ConnectionStream : public httplib::Stream {
   std::array<char, 4096> buffer_{};
   size_t begin_ = 0;
   size_t end_ = 0;
+  absl::Time deadline_ = absl::InfiniteFuture();  // of the current request's head and body
+  bool wrote_response_ = false;
   bool in_head_ = true;
   int64_t head_bytes_ = 0;
   int64_t head_lines_ = 0;
@@ -291,8 +326,18 @@ BoundedHttpServer::BoundedHttpServer(HttpServerLimits limits) : limits_(limits) 
       res.set_header("Connection", "close");
     }
   });
+  // `Expect: 100-continue`: what the pre-routing checks refuse (413 for a declared body
+  // over the limit, 411, 415) is answered before the client sends the body.
+  set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+    return PreRouting(req, res) == HandlerResponse::Handled ? res.status : 100;
+  });
   set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     ConnectionStream* stream = ConnectionStream::Current();
+    if (stream != nullptr && stream->breach() == ConnectionStream::Breach::kTimedOut) {
+      res.status = 408;
+      res.set_content(TimedOutBody(limits_.read_timeout), "application/json");
+      return;
+    }
     if (stream != nullptr && stream->breach() == ConnectionStream::Breach::kHeadTooLarge) {
       res.status = 431;
       res.set_content(ErrorBody(absl::InvalidArgumentError(fmt::format(
@@ -346,6 +391,20 @@ BoundedHttpServer::HandlerResponse BoundedHttpServer::PreRouting(const httplib::
   }
   if (stream != nullptr) stream->EndHead(length);
   return HandlerResponse::Unhandled;
+}
+
+int BoundedHttpServer::CurrentSocket() {
+  const ConnectionStream* stream = ConnectionStream::Current();
+  return stream != nullptr ? stream->socket() : -1;
+}
+
+bool BoundedHttpServer::ClientLeft(int sock) {
+  pollfd fd{.fd = sock, .events = POLLRDHUP, .revents = 0};
+  int ready;
+  do {
+    ready = ::poll(&fd, 1, 0);
+  } while (ready < 0 && errno == EINTR);
+  return ready > 0 && (fd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 int BoundedHttpServer::Bind(const std::string& host, int port) {
@@ -433,6 +492,11 @@ bool BoundedHttpServer::process_and_close_socket(socket_t sock) {
       bool connection_closed = false;
       ok = process_request(stream, served + 1 == keep_alive_max_count_, connection_closed,
                            nullptr);
+      if (stream.breach() == ConnectionStream::Breach::kTimedOut && !stream.wrote_response()) {
+        // The request line timed out: httplib wrote nothing.
+        const std::string timed_out = TimedOutResponse(limits_.read_timeout);
+        (void)stream.write(timed_out.data(), timed_out.size());
+      }
       if (stream.breach() != ConnectionStream::Breach::kNone) {
         DrainBeforeClose(sock, tls.get());
         break;

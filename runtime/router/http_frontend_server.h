@@ -9,13 +9,16 @@
 //  * the request head: over `max_header_bytes` or more than `max_header_count` lines,
 //    431 and close, found while reading (nothing beyond the limit is buffered);
 //  * the body: only with Content-Length (Transfer-Encoding: 411; Content-Encoding
-//    other than identity: 415), at most `max_body_bytes` (413 before the body is read);
+//    other than identity: 415), at most `max_body_bytes` (413 before the body is read,
+//    and with `Expect: 100-continue` instead of the 100, so the client never sends it);
 //    reads never go past the declared length;
-//  * time: a connection idle between requests for `idle_timeout`, or a request whose
-//    bytes stall for `read_timeout`, is closed; a response write that makes no progress
-//    for `write_timeout` (a client that stopped reading its stream) fails, which ends
-//    the connection (the frontend's sinks then cancel the request). None applies to a
-//    response that is streaming to a client that reads it.
+//  * time: a connection idle between requests for `idle_timeout` is closed; a
+//    request's head and body must arrive within `read_timeout` of its first byte, one
+//    deadline for all their reads (a client trickling bytes gets 408 and is closed, so
+//    it holds a pool thread for at most that long); a response write that makes no
+//    progress for `write_timeout` (a client that stopped reading its stream) fails,
+//    which ends the connection (the frontend's sinks then cancel the request). None
+//    applies to a response that is streaming to a client that reads it.
 //
 // With a TLS context (`set_tls`, before Bind) the listener speaks HTTPS: each admitted
 // connection's TLS handshake runs on its pool thread within `read_timeout` (and the
@@ -72,6 +75,13 @@ class BoundedHttpServer : public httplib::Server {
 
   // Called for error responses (status >= 400) the bounds did not produce.
   void set_fallback_error_handler(Handler handler) { fallback_error_handler_ = std::move(handler); }
+
+  // The socket of the connection whose request this thread is handling (-1 outside a
+  // handler); it stays open until the handler returns.
+  static int CurrentSocket();
+  // True when the client of `sock` has closed its side of the connection (or it
+  // failed); reads nothing and does not wait. Any thread.
+  static bool ClientLeft(int sock);
 
   int64_t open_connections() const { return open_connections_.load(); }
   int64_t refused_connections() const { return refused_connections_.load(); }

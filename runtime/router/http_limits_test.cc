@@ -1,24 +1,30 @@
 // The router's HTTP listener bounds (docs/security.md §5), over real sockets: a body
-// over router.max_request_body_bytes is 413, a head over the header limits 431, a
-// chunked or compressed body 411 / 415, a connection beyond router.max_connections 503
-// without being read, an idle connection is closed but a quiet stream is not, and a
-// client that stops reading its stream is cut after router.http_write_timeout_ms while
-// another stream completes. /health and /metrics are behind the API key when configured.
+// over router.max_request_body_bytes is 413 (before the body, with Expect:
+// 100-continue), a head over the header limits 431, a chunked or compressed body 411 /
+// 415, a connection beyond router.max_connections 503 without being read, an idle
+// connection is closed but a quiet stream is not, slow-drip clients are cut after
+// router.http_read_timeout_ms in all while others are served, a client that stops
+// reading its stream is cut after router.http_write_timeout_ms while another stream
+// completes. /health and /metrics are behind the API key when configured.
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/host_port.h"
 #include "common/testing/poll_until.h"
 #include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/router/router_daemon.h"
 #include "runtime/router/testing/fake_worker.h"
@@ -29,6 +35,8 @@ namespace {
 
 using ::lockstep::testing::IsOk;
 using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
 
 // A plain TCP connection to the router for what httplib's client cannot send (or does
 // not stop reading); every wait is bounded.
@@ -55,9 +63,16 @@ class RawConnection {
     fd_ = -1;
   }
 
-  void Send(const std::string& bytes) {
-    ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(bytes.size()));
+  void Send(const std::string& bytes) { ASSERT_TRUE(TrySend(bytes)); }
+  // False when the router has closed the connection.
+  bool TrySend(const std::string& bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  // True when the router sent something (or closed) within `timeout`.
+  bool Readable(absl::Duration timeout) {
+    pollfd fd{.fd = fd_, .events = POLLIN, .revents = 0};
+    return ::poll(&fd, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) > 0;
   }
 
   // What arrives until the router closes the connection, `until` appears, or `timeout`
@@ -130,6 +145,32 @@ TEST_F(HttpLimitsTest, BodyOverTheLimitIs413WithAnOpenAiError) {
   result = Client().Post("/v1/completions", CompletionBody("ok", 3));
   EXPECT_EQ(result.status, 200) << result.body;
   EXPECT_EQ(result.json["choices"][0]["text"], testing::FakeWorker::ExpectedText("ok", 3));
+}
+
+// With `Expect: 100-continue` the 413 comes instead of the 100, so the client never
+// sends the oversized body; a body within the limit gets the 100 and is served.
+TEST_F(HttpLimitsTest, ExpectContinueIsAnswered413BeforeAnOversizedBody) {
+  Start([](config::RouterConfig& router) { router.max_request_body_bytes = 1024; });
+  {
+    RawConnection big(router_->http_address());
+    big.Send(PostHead("Expect: 100-continue\r\n", 4096));
+    bool closed = false;
+    const std::string response = big.Receive(absl::Seconds(10), "", &closed);
+    EXPECT_THAT(response, StartsWith("HTTP/1.1 413"));
+    EXPECT_THAT(response, Not(HasSubstr("100 Continue")));
+    EXPECT_THAT(response, HasSubstr("router.max_request_body_bytes"));
+    EXPECT_TRUE(closed);
+  }
+  RawConnection small(router_->http_address());
+  const std::string body = CompletionBody("ok", 3);
+  small.Send(PostHead("Expect: 100-continue\r\n", body.size()));
+  EXPECT_THAT(small.Receive(absl::Seconds(10), "\r\n\r\n"), StartsWith("HTTP/1.1 100 Continue"));
+  small.Send(body);
+  const std::string text = testing::FakeWorker::ExpectedText("ok", 3);
+  const std::string response = small.Receive(absl::Seconds(10), text);
+  EXPECT_THAT(response, StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(response, HasSubstr(text));
+  EXPECT_EQ(worker_->requests().size(), 1u);
 }
 
 TEST_F(HttpLimitsTest, HeadOverTheLimitsIs431) {
@@ -231,6 +272,72 @@ TEST_F(HttpLimitsTest, IdleConnectionsCloseButAQuietStreamDoesNot) {
   EXPECT_THAT(received, HasSubstr(": keep-alive"));
   stream.Close();
   worker_->SetStallAfter(-1);
+}
+
+// One deadline covers a request's head and body, however they trickle in: slow-drip
+// clients, more than the pool has threads, each sending a byte every 20 ms (well within
+// the read timeout per byte; the request line, a header, or the body) and reconnecting
+// whenever they are cut, get 408 after router.http_read_timeout_ms and cannot hold the
+// router: /health, /metrics and a completion are served meanwhile.
+TEST_F(HttpLimitsTest, SlowDripClientsAreCutWhileOtherClientsAreServed) {
+  constexpr int kThreads = 4;
+  constexpr int kSlowClients = 3 * kThreads;
+  Start([](config::RouterConfig& router) {
+    router.http_threads = kThreads;
+    router.max_connections = 64;
+    router.http_read_timeout_ms = 300;
+  });
+  // What the router answered each slow client, one line per cut.
+  absl::Mutex mu;
+  std::vector<std::string> answers;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> slow;
+  absl::Cleanup join_slow = [&] {
+    stop.store(true);
+    for (std::thread& thread : slow) thread.join();
+  };
+  for (int i = 0; i < kSlowClients; ++i) {
+    slow.emplace_back([&, i] {
+      const std::string starts[] = {
+          "POST /v1/compl",                                                  // request line
+          "POST /v1/completions HTTP/1.1\r\nHost: r\r\nX-Drip: ",            // a header
+          PostHead("", 1 << 20) + R"({"model":")" + testing::kModel + "\""};  // the body
+      while (!stop.load()) {
+        RawConnection connection(router_->http_address());
+        bool open = connection.TrySend(starts[i % 3]);
+        while (open && !stop.load()) {
+          if (connection.Readable(absl::Milliseconds(20))) {
+            bool closed = false;
+            const std::string answer = connection.Receive(absl::Seconds(10), "", &closed);
+            absl::MutexLock lock(&mu);
+            answers.push_back(answer.substr(0, answer.find("\r\n")));
+            break;
+          }
+          open = connection.TrySend("a");
+        }
+      }
+    });
+  }
+  // Once the slow clients hold the threads (the first cuts have come), normal clients.
+  EXPECT_TRUE(lockstep::testing::PollUntil([&] {
+    absl::MutexLock lock(&mu);
+    return answers.size() >= static_cast<size_t>(kThreads);
+  }));
+  // (A client per request: its connection closes after it.)
+  const auto client = [&] { return testing::HttpClient(router_->http_address(), absl::Seconds(30)); };
+  testing::HttpResult health = client().Get("/health");
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_THAT(health.body, HasSubstr("instances"));
+  testing::HttpResult metrics = client().Get("/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_THAT(metrics.body, HasSubstr("lockstep_router"));
+  testing::HttpResult completion = client().Post("/v1/completions", CompletionBody("fine", 4));
+  EXPECT_EQ(completion.status, 200) << completion.body;
+  EXPECT_EQ(completion.json["choices"][0]["text"], testing::FakeWorker::ExpectedText("fine", 4));
+  std::move(join_slow).Invoke();
+  absl::MutexLock lock(&mu);
+  for (const std::string& answer : answers) EXPECT_EQ(answer, "HTTP/1.1 408 Request Timeout");
+  EXPECT_EQ(worker_->requests().size(), 1u);  // no slow request reached the worker
 }
 
 TEST_F(HttpLimitsTest, AClientThatStopsReadingIsCutWithoutStallingOthers) {
