@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "runtime/router/choice_threads.h"
 #include "runtime/router/tokenize_api.h"
 
 namespace lockstep::router {
@@ -55,18 +56,24 @@ SinkAction AfterTokens(const OpenAiResponseWriter& writer, bool client_ok) {
   return writer.stopped() ? SinkAction::kStop : SinkAction::kContinue;
 }
 
-// Collects a non-streaming response.
+// Collects a non-streaming response. OnTokens runs on the choice's thread,
+// ClientConnected on the sweeper thread: it looks whether the client closed `socket`
+// (the connection of the request, open while its handler runs; -1: unknown), so that a
+// request whose client left is cancelled at its worker.
 class CollectSink : public TokenSink {
  public:
-  explicit CollectSink(OpenAiResponseWriter& writer) : writer_(writer) {}
+  CollectSink(OpenAiResponseWriter& writer, int socket) : writer_(writer), socket_(socket) {}
   SinkAction OnTokens(const TokenDelta& delta) override {
     writer_.Append(delta);
     return AfterTokens(writer_, true);
   }
-  bool ClientConnected() override { return true; }
+  bool ClientConnected() override {
+    return socket_ < 0 || !BoundedHttpServer::ClientLeft(socket_);
+  }
 
  private:
   OpenAiResponseWriter& writer_;
+  const int socket_;
 };
 
 // One HTTP response of server-sent events, shared by the choices of a request: each
@@ -130,24 +137,18 @@ class SseSink : public TokenSink {
   OpenAiResponseWriter& writer_;
 };
 
-// The n choices of one request: what each runs and writes, and how it ended. Shared
-// by the handler and, when streaming, the content provider.
+// The n choices of one request: what each runs and writes, how it ended, the threads
+// that run them and the admission places they hold. Shared by the handler and, when
+// streaming, the content provider.
 struct Choices {
   std::vector<RouterRequest> requests;
   std::vector<uint64_t> ids;
   std::vector<std::unique_ptr<OpenAiResponseWriter>> writers;
   std::vector<RequestResult> results;
+  std::unique_ptr<ChoiceThreads> threads;
+  Admission::Ticket ticket;         // the first choice's place
+  Admission::Ticket extra_tickets;  // the other choices' places
 };
-
-// Runs `run(i)` for i in [0, n): index 0 on the calling thread, the others on threads
-// of their own; returns when all have returned.
-void RunChoices(int32_t n, const std::function<void(int32_t)>& run) {
-  std::vector<std::thread> threads;
-  threads.reserve(n > 0 ? n - 1 : 0);
-  for (int32_t i = 1; i < n; ++i) threads.emplace_back(run, i);
-  run(0);
-  for (std::thread& thread : threads) thread.join();
-}
 
 uint64_t RandomSeed() {
   std::random_device device;
@@ -274,20 +275,40 @@ void HttpFrontend::Health(httplib::Response& res) {
 void HttpFrontend::HandleGenerate(ApiKind kind, const httplib::Request& req,
                                   httplib::Response& res) {
   if (!Authorized(req, res)) return;
-  // Held until the response is over (for a stream: captured by its provider).
-  Admission::Ticket ticket = options_.admission->TryAdmit();
-  if (ticket == nullptr) {
-    const absl::Status refused = options_.admission->RefusalStatus();
+  Admission& admission = *options_.admission;
+  const auto refuse = [&] {
+    const absl::Status refused = admission.RefusalStatus();
     metrics_.Refused(kAdmissionReason);
     metrics_.RequestFinished(refused);
     SendError(res, refused);
-    return;
-  }
+  };
+  // Each choice holds a place until the response is over (for a stream: captured by its
+  // provider); the first is taken before the body is parsed.
+  auto choices = std::make_shared<Choices>();
+  choices->ticket = admission.TryAdmit();
+  if (choices->ticket == nullptr) return refuse();
   absl::StatusOr<OpenAiRequest> parsed =
       ParseOpenAiRequest(kind, req.body, tokenizer_, options_.sampling_defaults);
   absl::Status status =
       parsed.ok() ? ValidateRouterRequest(parsed->request, options_.limits) : parsed.status();
+  if (status.ok() && parsed->n > 1 && admission.max_in_flight() > 0 &&
+      parsed->n > admission.max_in_flight()) {
+    status = absl::InvalidArgumentError(
+        fmt::format("n = {} choices: each counts as a request, and {} allows {} at once", parsed->n,
+                    admission.limit_name(), admission.max_in_flight()));
+  }
+  if (status.ok() && parsed->n > 1) {
+    choices->extra_tickets = admission.TryAdmit(parsed->n - 1);
+    if (choices->extra_tickets == nullptr) return refuse();
+  }
   if (status.ok()) status = runner_.CheckRoute(options_.limits.model);
+  if (status.ok()) {
+    // Every choice's thread starts before any choice runs (a refusal is a 503 here).
+    absl::StatusOr<std::unique_ptr<ChoiceThreads>> threads =
+        ChoiceThreads::Start(parsed->n, options_.start_thread);
+    if (threads.ok()) choices->threads = *std::move(threads);
+    status = threads.status();
+  }
   if (!status.ok()) {
     metrics_.RequestFinished(status);
     SendError(res, status);
@@ -295,7 +316,6 @@ void HttpFrontend::HandleGenerate(ApiKind kind, const httplib::Request& req,
   }
   if (!parsed->has_seed) parsed->request.sampling.seed = RandomSeed();
   // One worker request per choice, each with its own id and seed.
-  auto choices = std::make_shared<Choices>();
   const uint64_t first_id = runner_.NewRequestId();
   const std::string id =
       fmt::format("{}-{}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl", first_id);
@@ -311,8 +331,9 @@ void HttpFrontend::HandleGenerate(ApiKind kind, const httplib::Request& req,
   choices->results.resize(parsed->n);
   if (!parsed->stream) {
     std::vector<json> bodies(parsed->n);
-    RunChoices(parsed->n, [&](int32_t i) {
-      CollectSink sink(*choices->writers[i]);
+    const int socket = BoundedHttpServer::CurrentSocket();
+    choices->threads->Run([&](int32_t i) {
+      CollectSink sink(*choices->writers[i], socket);
       choices->results[i] = runner_.Run(choices->requests[i], choices->ids[i], sink);
       if (choices->results[i].status.ok()) {
         bodies[i] = choices->writers[i]->FinishedChoice(choices->results[i]);
@@ -329,9 +350,9 @@ void HttpFrontend::HandleGenerate(ApiKind kind, const httplib::Request& req,
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream", [this, choices, ticket](size_t, httplib::DataSink& data_sink) {
+      "text/event-stream", [this, choices](size_t, httplib::DataSink& data_sink) {
         SseChannel channel(data_sink, clock_, options_.keepalive_interval);
-        RunChoices(static_cast<int32_t>(choices->writers.size()), [&](int32_t i) {
+        choices->threads->Run([&](int32_t i) {
           SseSink sink(channel, *choices->writers[i]);
           RequestResult& result = choices->results[i];
           result = runner_.Run(choices->requests[i], choices->ids[i], sink);

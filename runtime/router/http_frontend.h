@@ -1,7 +1,9 @@
 // The router's OpenAI-compatible HTTP API (cpp-httplib):
 //
 //   POST /v1/completions, /v1/chat/completions   (streaming as server-sent events;
-//                                                n choices run as n worker requests)
+//                                                n choices run as n worker requests,
+//                                                each holding an admission place and
+//                                                a thread: choice_threads.h)
 //   POST /v1/tokenize, /v1/detokenize            (tokenize_api.h)
 //   GET  /v1/models                              the served model
 //   GET  /health                                 200 while the router runs, with each
@@ -21,8 +23,9 @@
 // `Allow: POST`); no route to any instance gets 503.
 // While a stream is idle, an SSE comment (": keep-alive") is written every
 // `keepalive_interval` from the sweeper thread, so a client that left is noticed and
-// its request cancelled even before the next token. (A non-streaming request cannot
-// notice its client leaving; it ends at max_tokens or request_timeout.)
+// its request cancelled even before the next token. For a non-streaming request the
+// sweeper looks whether the client closed its connection (nothing is written), and
+// cancels it at its worker the same way.
 //
 // Thread safety: handlers run on the HTTP server's threads and share only thread-safe
 // objects. Start and Stop are called by the owner's thread.
@@ -37,6 +40,7 @@
 #include "absl/time/time.h"
 #include "httplib.h"
 #include "runtime/router/admission.h"
+#include "runtime/router/choice_threads.h"
 #include "runtime/router/http_frontend_server.h"
 #include "runtime/router/instance_registry.h"
 #include "runtime/router/openai_api.h"
@@ -66,6 +70,8 @@ class HttpFrontend {
     RequestLimits limits;
     // The model's sampling defaults (generation_config.json) for omitted fields.
     SamplingDefaults sampling_defaults;
+    // Starts the threads of choices beyond the first (tests inject failures).
+    ThreadStarter start_thread = StartThread;
   };
 
   // Every reference must outlive the frontend.

@@ -5,7 +5,8 @@
 // connection is closed but a quiet stream is not, slow-drip clients are cut after
 // router.http_read_timeout_ms in all while others are served, a client that stops
 // reading its stream is cut after router.http_write_timeout_ms while another stream
-// completes. /health and /metrics are behind the API key when configured.
+// completes, and a non-streaming request whose client left is cancelled at its worker.
+// /health and /metrics are behind the API key when configured.
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -338,6 +339,28 @@ TEST_F(HttpLimitsTest, SlowDripClientsAreCutWhileOtherClientsAreServed) {
   absl::MutexLock lock(&mu);
   for (const std::string& answer : answers) EXPECT_EQ(answer, "HTTP/1.1 408 Request Timeout");
   EXPECT_EQ(worker_->requests().size(), 1u);  // no slow request reached the worker
+}
+
+// A non-streaming request whose client hangs up is cancelled at its worker (the sweeper
+// sees the connection closed), instead of running to its end.
+TEST_F(HttpLimitsTest, ANonStreamingRequestWhoseClientLeftIsCancelledAtItsWorker) {
+  Start([](config::RouterConfig& router) { router.request_timeout_s = 600; });
+  worker_->SetStallAfter(1);
+  {
+    RawConnection leaving(router_->http_address());
+    const std::string body = CompletionBody("gone", 8);
+    leaving.Send(PostHead("", body.size()) + body);
+    ASSERT_TRUE(worker_->AwaitStalled(1, absl::Seconds(10)));
+  }
+  EXPECT_TRUE(worker_->AwaitStreamsCancelled(1, absl::Seconds(30)));
+  ASSERT_EQ(worker_->requests().size(), 1u);
+  EXPECT_TRUE(worker_->AwaitCancelRpc(worker_->requests()[0].request_id(), absl::Seconds(30)));
+  EXPECT_TRUE(lockstep::testing::PollUntil([&] { return router_->flows().size() == 0; }));
+  EXPECT_EQ(router_->metrics().RequestCount("cancelled"), 1);
+  worker_->SetStallAfter(-1);
+  // A client that stays is served to the end.
+  testing::HttpResult result = Client().Post("/v1/completions", CompletionBody("stay", 3));
+  EXPECT_EQ(result.status, 200) << result.body;
 }
 
 TEST_F(HttpLimitsTest, AClientThatStopsReadingIsCutWithoutStallingOthers) {

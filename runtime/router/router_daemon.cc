@@ -139,7 +139,8 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
                             .api_key_for_health_and_metrics = rc.api_key_for_health_and_metrics,
                             .keepalive_interval = options_.keepalive_interval,
                             .limits = limits,
-                            .sampling_defaults = text.sampling_defaults},
+                            .sampling_defaults = text.sampling_defaults,
+                            .start_thread = options_.start_thread},
       *runner_, *registry_, metrics_, *tokenizer_, clock_);
 }
 

@@ -28,6 +28,7 @@
 #include "grpcpp/grpcpp.h"
 #include "runtime/comm/rendezvous_service.h"
 #include "runtime/config/deployment_config.h"
+#include "runtime/router/choice_threads.h"
 #include "runtime/router/flow_tracker.h"
 #include "runtime/router/grpc_frontend.h"
 #include "runtime/router/health_monitor.h"
@@ -56,6 +57,9 @@ class RouterDaemon {
     std::shared_ptr<const ServingTokenizer> serving_tokenizer;
     absl::Duration sweep_interval = absl::Milliseconds(100);
     absl::Duration keepalive_interval = absl::Seconds(1);
+    // Starts the threads of an HTTP request's choices beyond the first (tests inject
+    // failures; choice_threads.h).
+    ThreadStarter start_thread = StartThread;
   };
 
   // Validates `config`, reads router.api_keys_file (an error names the field), binds both

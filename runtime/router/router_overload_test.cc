@@ -3,9 +3,12 @@
 // the request is refused at once (HTTP 429 with Retry-After, gRPC RESOURCE_EXHAUSTED,
 // counted in lockstep_router_refusals_total{reason="max_queued_requests"}) and reaches
 // no worker; the admitted ones complete; what the router holds never exceeds the limit.
+// Also router.max_concurrent_requests with n choices (each counts; a choice's thread
+// the system refuses is a 503), and the gRPC server's bounded threads.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,9 +28,11 @@
 #include "proto/router.grpc.pb.h"
 #include "runtime/comm/rendezvous_client.h"
 #include "runtime/config/role_wire.h"
+#include "runtime/router/choice_threads.h"
 #include "runtime/router/router_daemon.h"
 #include "runtime/router/testing/fake_worker.h"
 #include "runtime/router/testing/router_harness.h"
+#include "tokenizer/byte_tokenizer.h"
 
 namespace lockstep::router {
 namespace {
@@ -45,7 +50,8 @@ struct Outcome {
   std::string retry_after;
   grpc::StatusCode grpc_code = grpc::StatusCode::UNKNOWN;  // gRPC
   std::string message;  // the error message
-  std::string text;     // what was generated
+  std::string text;     // what was generated (choice 0)
+  size_t choices = 0;   // HTTP, not streaming
   std::string prompt;
 };
 
@@ -54,11 +60,25 @@ class RouterOverloadTest : public ::testing::Test {
   void Start(const std::vector<std::pair<std::string, config::InstanceRole>>& instances,
              int64_t max_queued_requests, int64_t grpc_max_threads = 0,
              int64_t heartbeat_timeout_ms = 0) {
+    StartWith(instances, [&](config::RouterConfig& router, RouterDaemon::Options&) {
+      router.max_queued_requests = max_queued_requests;
+      if (grpc_max_threads > 0) router.grpc_max_threads = grpc_max_threads;
+      if (heartbeat_timeout_ms > 0) router.heartbeat_timeout_ms = heartbeat_timeout_ms;
+    });
+  }
+
+  // Starts the router of testing::StartRouter with `adjust`ed config and options.
+  void StartWith(
+      const std::vector<std::pair<std::string, config::InstanceRole>>& instances,
+      const std::function<void(config::RouterConfig&, RouterDaemon::Options&)>& adjust) {
     config::DeploymentConfig config = testing::TestConfig(instances);
-    config.router.max_queued_requests = max_queued_requests;
-    if (grpc_max_threads > 0) config.router.grpc_max_threads = grpc_max_threads;
-    if (heartbeat_timeout_ms > 0) config.router.heartbeat_timeout_ms = heartbeat_timeout_ms;
-    absl::StatusOr<std::unique_ptr<RouterDaemon>> router = testing::StartRouter(config);
+    RouterDaemon::Options options;
+    options.tokenizer = *tok::ByteTokenizer::Create(300, 256, 257);
+    options.sweep_interval = absl::Milliseconds(20);
+    options.keepalive_interval = absl::Milliseconds(50);
+    adjust(config.router, options);
+    absl::StatusOr<std::unique_ptr<RouterDaemon>> router =
+        RouterDaemon::Start(config, std::move(options));
     ASSERT_THAT(router, IsOk());
     router_ = *std::move(router);
     for (const auto& [name, role] : instances) {
@@ -69,13 +89,14 @@ class RouterOverloadTest : public ::testing::Test {
     }
   }
 
-  Outcome Http(const std::string& prompt, bool stream = false) {
+  Outcome Http(const std::string& prompt, bool stream = false, int n = 1) {
     const HostPort address = ParseHostPort(router_->http_address()).value();
     httplib::Client client(address.host, address.port);
     client.set_read_timeout(30, 0);
     const std::string body =
         absl::StrCat(R"({"model":")", testing::kModel, R"(","prompt":")", prompt,
-                     R"(","max_tokens":)", kMaxTokens, stream ? R"(,"stream":true})" : "}");
+                     R"(","max_tokens":)", kMaxTokens, R"(,"n":)", n,
+                     stream ? R"(,"stream":true})" : "}");
     Outcome out{.prompt = prompt};
     httplib::Result result = client.Post("/v1/completions", body, "application/json");
     if (!result) return out;
@@ -84,6 +105,7 @@ class RouterOverloadTest : public ::testing::Test {
     const nlohmann::json json = nlohmann::json::parse(result->body, nullptr, false);
     if (result->status == 200 && !stream) {
       out.text = json["choices"][0]["text"].get<std::string>();
+      out.choices = json["choices"].size();
     } else if (json.is_object() && json.contains("error")) {
       out.message = json["error"]["message"].get<std::string>();
     }
@@ -289,6 +311,69 @@ TEST_F(RouterOverloadTest, TheGrpcServerRunsBoundedThreads) {
       comm::RendezvousClient::Connect(router_->grpc_address(), "burst");
   EXPECT_TRUE(PollUntil([&] { return member->Set("later", "1").ok(); }));
   EXPECT_TRUE(Completed(Grpc("after")));
+}
+
+// Each of a request's n choices counts against router.max_concurrent_requests (one
+// ticket used to cover up to 128 choices): with 3 places, a held request for n = 2
+// leaves one, so another n = 2 is refused (429) while an n = 1 is admitted; n above the
+// limit can never be admitted and is a 400.
+TEST_F(RouterOverloadTest, EachChoiceCountsAgainstMaxConcurrentRequests) {
+  StartWith({{"agg0", config::InstanceRole::kAggregated}},
+            [](config::RouterConfig& router, RouterDaemon::Options&) {
+              router.max_concurrent_requests = 3;
+            });
+  testing::FakeWorker& worker = *workers_[0];
+  worker.SetHold(true);
+  Outcome two;
+  std::thread a([&] { two = Http("a", /*stream=*/false, /*n=*/2); });
+  EXPECT_TRUE(worker.AwaitHeld(2, absl::Seconds(10)));
+  Outcome refused = Http("b", /*stream=*/true, /*n=*/2);
+  EXPECT_EQ(refused.http_status, 429);
+  EXPECT_EQ(refused.retry_after, "1");
+  EXPECT_THAT(refused.message, HasSubstr("router.max_concurrent_requests"));
+  Outcome one;
+  std::thread c([&] { one = Http("c"); });
+  EXPECT_TRUE(worker.AwaitHeld(3, absl::Seconds(10)));
+  EXPECT_EQ(Http("d").http_status, 429);
+  EXPECT_EQ(worker.requests().size(), 3u);  // no refused choice reached the worker
+  worker.SetHold(false);
+  a.join();
+  c.join();
+  EXPECT_TRUE(Completed(two));
+  EXPECT_EQ(two.choices, 2u);
+  EXPECT_TRUE(Completed(one));
+  EXPECT_EQ(router_->metrics().RefusalCount("max_concurrent_requests"), 2);
+
+  const Outcome too_many = Http("e", /*stream=*/false, /*n=*/4);
+  EXPECT_EQ(too_many.http_status, 400);
+  EXPECT_THAT(too_many.message, HasSubstr("n = 4"));
+  EXPECT_TRUE(Completed(Http("f", /*stream=*/false, /*n=*/3)));
+}
+
+// A thread for a choice that the system refuses (here injected: EAGAIN) fails the
+// request with 503 before any choice reaches a worker, streaming or not, and the router
+// serves on (it used to throw from std::thread and terminate).
+TEST_F(RouterOverloadTest, AChoiceThreadTheSystemRefusesIs503) {
+  std::atomic<bool> refuse{true};
+  StartWith({{"agg0", config::InstanceRole::kAggregated}},
+            [&](config::RouterConfig&, RouterDaemon::Options& options) {
+              options.start_thread = [&](std::function<void()> body) -> absl::StatusOr<std::thread> {
+                if (refuse.load()) return absl::UnavailableError("Resource temporarily unavailable");
+                return StartThread(std::move(body));
+              };
+            });
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "stream" : "not streaming");
+    const Outcome out = Http("x", stream, /*n=*/3);
+    EXPECT_EQ(out.http_status, 503);
+    EXPECT_THAT(out.message, HasSubstr("cannot start a thread for choice 1 of 3"));
+  }
+  EXPECT_TRUE(workers_[0]->requests().empty());
+  EXPECT_TRUE(Completed(Http("one")));  // one choice needs no thread
+  refuse.store(false);
+  const Outcome three = Http("three", /*stream=*/false, /*n=*/3);
+  EXPECT_TRUE(Completed(three));
+  EXPECT_EQ(three.choices, 3u);
 }
 
 }  // namespace
