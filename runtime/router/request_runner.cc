@@ -348,7 +348,6 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub->Generate(&call, request);
   v1::GenerateResponse response;
   bool finished = false;
-  bool client_gone = false;
   bool stopped = false;  // the sink reached a stop string before the worker finished
   v1::DraftTokens leg_drafts;
   bool rank_seen = false;
@@ -382,7 +381,6 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
       const SinkAction action = Deliver(delta, progress, sink);
       if (action == SinkAction::kClientGone) {
         flow.Cancel(absl::CancelledError("the client disconnected"));
-        client_gone = true;
         break;
       }
       if (action == SinkAction::kStop) {
@@ -417,9 +415,10 @@ RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const Instance
   const absl::Status cancel = flow.cancel_reason();
   if (!cancel.ok()) {
     out.status = cancel;
-    // A client that left: stop the work on the worker too (an unhealthy instance is not
-    // asked: it may not answer).
-    if (client_gone || cancel.code() == absl::StatusCode::kCancelled) CancelOnWorker(target, id);
+    // A client that left, or the router shutting down: stop the work on the worker too
+    // (an unhealthy instance's legs end through leg_failure below, unasked: it may not
+    // answer).
+    CancelOnWorker(target, id);
     return out;
   }
   if (absl::Status unhealthy = flow.leg_failure(); !unhealthy.ok()) {

@@ -198,7 +198,8 @@ RouterDaemon::~RouterDaemon() { Shutdown(); }
 void RouterDaemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  flows_.Close(absl::CancelledError("the router is shutting down"));
+  // UNAVAILABLE (HTTP 503): the server went away, not the client (CANCELLED is 499).
+  flows_.Close(absl::UnavailableError("the router is shutting down; retry on another router"));
   if (http_frontend_ != nullptr) http_frontend_->Stop();
   rendezvous_.Shutdown();  // ends pending waits, so no handler blocks the server's shutdown
   if (grpc_server_ != nullptr) {

@@ -9,8 +9,9 @@
 //   ...
 //   router->Shutdown();   // also done by the destructor
 //
-// Shutdown cancels every request in flight (their clients get an error), stops both
-// servers, then the threads. Thread safety: the accessors are thread-safe; Start and
+// Shutdown cancels every request in flight (their clients get UNAVAILABLE: HTTP 503, or
+// a stream's error event; each is cancelled at its worker), stops both servers, then
+// the threads. Thread safety: the accessors are thread-safe; Start and
 // Shutdown are called by the owner.
 #ifndef LOCKSTEP_RUNTIME_ROUTER_ROUTER_DAEMON_H_
 #define LOCKSTEP_RUNTIME_ROUTER_ROUTER_DAEMON_H_

@@ -534,5 +534,43 @@ TEST_F(RouterGrpcTest, HostsTheRendezvousServiceOnItsGrpcPort) {
   EXPECT_EQ(*value, "127.0.0.1:1234");
 }
 
+// Shutting the router down ends the requests in flight with UNAVAILABLE: HTTP 503 (it was
+// 499, the status of a client that closed its request) and gRPC UNAVAILABLE, and
+// cancels each at its worker.
+TEST_F(RouterGrpcTest, ShutdownEndsRequestsInFlightWith503AndCancelsThemAtTheWorker) {
+  StartAggregated(1, config::RoutingPolicy::kRoundRobin);
+  FakeWorker& worker = *workers_["agg0"];
+  worker.SetStallAfter(1);
+  HttpResult http_result;
+  std::thread http([&] { http_result = http_->Post("/v1/completions", CompletionBody("bye", 8)); });
+  grpc::Status grpc_status;
+  std::thread grpc_call([&] {
+    auto stub = Stub();
+    v1::RouterGenerateRequest request;
+    request.set_model(testing::kModel);
+    request.set_text("bye");
+    request.mutable_sampling()->set_max_tokens(8);
+    grpc::ClientContext call;
+    Deadline(call);
+    auto reader = stub->Generate(&call, request);
+    v1::RouterGenerateResponse response;
+    while (reader->Read(&response)) {
+    }
+    grpc_status = reader->Finish();
+  });
+  EXPECT_TRUE(worker.AwaitStalled(2, absl::Seconds(10)));
+  router_->Shutdown();
+  http.join();
+  grpc_call.join();
+  EXPECT_EQ(http_result.status, 503) << http_result.body;
+  EXPECT_THAT(http_result.json["error"]["message"].dump(), HasSubstr("shutting down"));
+  EXPECT_EQ(grpc_status.error_code(), grpc::StatusCode::UNAVAILABLE) << grpc_status.error_message();
+  EXPECT_THAT(grpc_status.error_message(), HasSubstr("shutting down"));
+  EXPECT_TRUE(worker.AwaitStreamsCancelled(2, absl::Seconds(10)));
+  for (const v1::GenerateRequest& request : worker.requests()) {
+    EXPECT_TRUE(worker.AwaitCancelRpc(request.request_id(), absl::Seconds(10)));
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::router
