@@ -54,6 +54,24 @@ absl::StatusOr<ScratchLayout> PlanScratch(const engine::ModelConfig& config,
         o.max_decode_rows, ", table stride ", o.max_table_stride, ", max_splits ", o.max_splits,
         ", world ", o.world_size, ", ", o.element_bytes, "-byte elements"));
   }
+  // The attention kernels' limits, here so that a model they cannot run is refused at
+  // load rather than at its first decode step.
+  if (config.num_kv_heads < 1 || config.num_heads % config.num_kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("engine cuda: ", config.num_heads,
+                                                   " attention heads over ", config.num_kv_heads,
+                                                   " KV heads is no whole GQA group"));
+  }
+  if (const int group = config.num_heads / config.num_kv_heads; group > kernels::kMaxDecodeGroup) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "engine cuda: a GQA group of ", group, " (", config.num_heads, " heads over ",
+        config.num_kv_heads, " KV heads) exceeds the decode kernel's ", kernels::kMaxDecodeGroup));
+  }
+  if (const int limit = std::min(kernels::kMaxDecodeHeadDim, kernels::kMaxPrefillHeadDim);
+      config.head_dim < 1 || config.head_dim > limit) {
+    return absl::InvalidArgumentError(absl::StrCat("engine cuda: head_dim ", config.head_dim,
+                                                   " is outside the attention kernels' 1..",
+                                                   limit));
+  }
   if (config.is_moe() && config.num_experts < o.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(config.num_experts, " experts over ",
                                                    o.world_size, " ranks: a rank without experts"));

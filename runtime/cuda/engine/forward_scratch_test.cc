@@ -1,9 +1,11 @@
 #include "runtime/cuda/engine/forward_scratch.h"
 
+#include <string>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
+#include "runtime/cuda/kernels/attention_desc.h"
 #include "runtime/engine/make_model.h"
 
 namespace lockstep::cuda {
@@ -24,6 +26,27 @@ ScratchOptions Options(int element_bytes, int world = 1) {
   o.max_splits = 4;
   o.world_size = world;
   return o;
+}
+
+// A model the attention kernels cannot run is refused when the engine plans its
+// scratch at load, naming the shape, not at its first decode step.
+TEST(ForwardScratchTest, RefusesShapesTheAttentionKernelsCannotRun) {
+  engine::ModelConfig config = Preset("tiny");
+  ASSERT_THAT(PlanScratch(config, Options(2)), IsOk());
+  config.num_kv_heads = 1;
+  config.num_heads = kernels::kMaxDecodeGroup;
+  EXPECT_THAT(PlanScratch(config, Options(2)), IsOk());
+  config.num_heads = 2 * kernels::kMaxDecodeGroup;
+  const absl::StatusOr<ScratchLayout> big_group = PlanScratch(config, Options(2));
+  EXPECT_THAT(big_group, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(big_group.status().message().find("GQA group of 32"), std::string::npos)
+      << big_group.status();
+  config.num_heads = 6;
+  config.num_kv_heads = 4;
+  EXPECT_THAT(PlanScratch(config, Options(2)), StatusIs(absl::StatusCode::kInvalidArgument));
+  config = Preset("tiny");
+  config.head_dim = kernels::kMaxDecodeHeadDim + 16;
+  EXPECT_THAT(PlanScratch(config, Options(2)), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(ForwardScratchTest, MoeCapacityHoldsEveryRowAPeerCanGet) {

@@ -30,6 +30,13 @@ struct PagedKvDesc {
   int32_t spec_tokens = 0;
 };
 
+// The attention kernels' shape limits (checked by the launchers, and by the CUDA engine
+// at load: PlanScratch): the largest head_dim of decode and prefill attention, and the
+// largest GQA group (num_heads / num_kv_heads) of decode attention.
+inline constexpr int kMaxDecodeHeadDim = 256;
+inline constexpr int kMaxDecodeGroup = 16;
+inline constexpr int kMaxPrefillHeadDim = 256;
+
 // One query row of decode attention: it attends to positions [0, context_len) of
 // sequence `seq`; its splits own partial slots [split_begin, split_begin + num_splits),
 // split s covering [s * split_tokens, min(context_len, (s + 1) * split_tokens)). Its

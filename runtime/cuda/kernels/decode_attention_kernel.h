@@ -19,9 +19,8 @@
 
 namespace lockstep::cuda::kernels {
 
-// The largest head_dim and GQA group (num_heads / num_kv_heads) the kernel takes.
-inline constexpr int kMaxDecodeHeadDim = 256;
-inline constexpr int kMaxDecodeGroup = 16;
+// The largest head_dim and GQA group the kernel takes: kMaxDecodeHeadDim and
+// kMaxDecodeGroup (attention_desc.h).
 
 // Floats of split scratch for `total_splits` splits (plan.total_splits()).
 inline size_t DecodeScratchFloats(int total_splits, int num_heads, int head_dim) {

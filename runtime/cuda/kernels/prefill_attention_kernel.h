@@ -14,8 +14,8 @@
 
 namespace lockstep::cuda::kernels {
 
-// The largest head_dim (the most rows per tile: kMaxPrefillTileRows, attention_desc.h).
-inline constexpr int kMaxPrefillHeadDim = 256;
+// The largest head_dim is kMaxPrefillHeadDim, the most rows per tile
+// kMaxPrefillTileRows (attention_desc.h).
 
 // q and out hold elements of the pool's type (kv.element_bytes: bf16 or f32).
 struct PrefillAttentionArgs {
