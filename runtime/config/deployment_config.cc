@@ -409,10 +409,12 @@ absl::Status DeploymentConfig::Validate() const {
   problems.InRange("router.http_idle_timeout_ms", router.http_idle_timeout_ms, 1, 3600000);
   problems.InRange("router.http_read_timeout_ms", router.http_read_timeout_ms, 1, 3600000);
   problems.InRange("router.http_write_timeout_ms", router.http_write_timeout_ms, 1, 3600000);
-  const int64_t min_grpc_threads = std::max<int64_t>(router.max_concurrent_requests, 0) + 16;
+  const int64_t min_grpc_threads =
+      std::max<int64_t>(router.max_concurrent_requests, 0) + kRouterGrpcReservedThreads;
   if (router.grpc_max_threads < min_grpc_threads || router.grpc_max_threads > (1 << 16)) {
     problems.Add("router.grpc_max_threads",
-                 absl::StrCat("must be in [max_concurrent_requests + 16 = ", min_grpc_threads,
+                 absl::StrCat("must be in [max_concurrent_requests + ", kRouterGrpcReservedThreads,
+                              " = ", min_grpc_threads,
                               ", 65536], got ", router.grpc_max_threads));
   }
 

@@ -74,6 +74,11 @@ struct ModelConfig {
   std::string draft_path;
 };
 
+// Threads of the router's gRPC server kept for membership, heartbeats and the
+// rendezvous: generation requests in flight never exceed router.grpc_max_threads minus
+// this (docs/security.md §5).
+inline constexpr int64_t kRouterGrpcReservedThreads = 16;
+
 // `router:` — the router daemon.
 struct RouterConfig {
   // host:port of the OpenAI-compatible HTTP API; port 0 picks a free port.
@@ -132,9 +137,11 @@ struct RouterConfig {
   int64_t max_prompt_tokens = 2048;
   // Threads serving HTTP connections; a streaming request holds one while it runs.
   int64_t http_threads = 64;
-  // Most generation requests in flight through the router (HTTP and gRPC together);
-  // one more is refused at once: HTTP 429 with Retry-After, gRPC RESOURCE_EXHAUSTED.
-  // 0: no limit. Below http_threads, so that a refusal never waits for a thread.
+  // Most generation requests in flight through the router (HTTP and gRPC together;
+  // a request with `n` choices counts n times); one more is refused at once: HTTP 429
+  // with Retry-After, gRPC RESOURCE_EXHAUSTED. Below http_threads, so that a refusal
+  // never waits for a thread. 0: no limit of its own, and still at most
+  // grpc_max_threads - kRouterGrpcReservedThreads (the gRPC reserve).
   int64_t max_concurrent_requests = 0;
   // Most requests the router has outstanding at one instance (each leg of a two-leg
   // request counts on its instance while it runs); when every healthy instance of the
@@ -167,9 +174,11 @@ struct RouterConfig {
   // Most threads of the router's gRPC server (gRPC's ResourceQuota): each call holds one
   // while its handler runs (a RouterService.Generate stream, a rendezvous Wait), its
   // pollers count too. A call that finds none free is refused at once with
-  // RESOURCE_EXHAUSTED. At least max_concurrent_requests + 16, so that internal calls
-  // find a thread while every admitted request streams over gRPC; it must also exceed
-  // the ranks that bootstrap at once (each waits on the rendezvous).
+  // RESOURCE_EXHAUSTED. At least max_concurrent_requests + kRouterGrpcReservedThreads,
+  // so that internal calls find a thread while every admitted request streams over
+  // gRPC (with max_concurrent_requests 0 the router admits at most grpc_max_threads -
+  // kRouterGrpcReservedThreads); it must also exceed the ranks that bootstrap at once
+  // (each waits on the rendezvous).
   int64_t grpc_max_threads = 1024;
 };
 

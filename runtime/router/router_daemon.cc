@@ -112,8 +112,17 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
   const RequestLimits limits{.model = config_.model.name,
                              .max_prompt_tokens = rc.max_prompt_tokens,
                              .vocab_size = tokenizer_->vocab_size()};
-  // One limit for HTTP and gRPC requests together (docs/security.md §5).
-  const auto admission = std::make_shared<Admission>(rc.max_concurrent_requests);
+  // One limit for HTTP and gRPC requests together (docs/security.md §5). Without one of
+  // its own, generation requests still leave the gRPC reserve free: each may hold a
+  // gRPC thread for its whole length, and membership, heartbeats and the rendezvous
+  // need threads too.
+  const auto admission =
+      rc.max_concurrent_requests > 0
+          ? std::make_shared<Admission>(rc.max_concurrent_requests)
+          : std::make_shared<Admission>(
+                rc.grpc_max_threads - config::kRouterGrpcReservedThreads,
+                fmt::format("router.grpc_max_threads - {}, as router.max_concurrent_requests is 0",
+                            config::kRouterGrpcReservedThreads));
   grpc_frontend_ = std::make_unique<GrpcFrontend>(
       GrpcFrontend::Options{.limits = limits,
                             .heartbeat_interval = absl::Milliseconds(rc.heartbeat_interval_ms),
@@ -181,10 +190,12 @@ absl::Status RouterDaemon::StartServing() {
   });
   if (rc.max_concurrent_requests == 0 && rc.max_queued_requests == 0) {
     LOCKSTEP_LOG_WARN("router",
-                      "router.max_concurrent_requests and router.max_queued_requests are both 0 "
-                      "(no limit): every request is admitted and waits at its instance, however "
-                      "many arrive; set them to refuse the excess with 429 / RESOURCE_EXHAUSTED "
-                      "(docs/security.md §5)");
+                      "router.max_concurrent_requests and router.max_queued_requests are both 0: "
+                      "up to {} requests (router.grpc_max_threads - {}) are admitted and wait at "
+                      "their instance; set them to refuse the excess sooner with 429 / "
+                      "RESOURCE_EXHAUSTED (docs/security.md §5)",
+                      rc.grpc_max_threads - config::kRouterGrpcReservedThreads,
+                      config::kRouterGrpcReservedThreads);
   }
   LOCKSTEP_LOG_INFO("router", "serving model {} ({} instances configured): {} {} grpc {}{}",
                     config_.model.name, config_.instances.size(),

@@ -4,7 +4,8 @@
 // counted in lockstep_router_refusals_total{reason="max_queued_requests"}) and reaches
 // no worker; the admitted ones complete; what the router holds never exceeds the limit.
 // Also router.max_concurrent_requests with n choices (each counts; a choice's thread
-// the system refuses is a 503), and the gRPC server's bounded threads.
+// the system refuses is a 503), and the gRPC server's bounded threads with the reserve
+// that keeps heartbeats served while generation calls hold every place.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -374,6 +375,62 @@ TEST_F(RouterOverloadTest, AChoiceThreadTheSystemRefusesIs503) {
   const Outcome three = Http("three", /*stream=*/false, /*n=*/3);
   EXPECT_TRUE(Completed(three));
   EXPECT_EQ(three.choices, 3u);
+}
+
+// With router.max_concurrent_requests left at 0, generation requests still leave the
+// gRPC reserve free: at most grpc_max_threads - 16 are admitted (docs/security.md §5), so
+// while generation calls hold every place they may, the excess is refused by admission,
+// and heartbeats, registrations and rendezvous calls get a thread.
+TEST_F(RouterOverloadTest, HeartbeatsGetThroughWhileGenerationCallsSaturateTheGrpcPool) {
+  constexpr int kThreads = 24;
+  constexpr int kPlaces = kThreads - config::kRouterGrpcReservedThreads;
+  constexpr int kCalls = kThreads + 8;
+  // A heartbeat timeout past the test: the instance's health does not depend on when the
+  // fake worker's own heartbeats run; the test sends its own.
+  Start({{"agg0", config::InstanceRole::kAggregated}}, 0, kThreads, 60'000);
+  testing::FakeWorker& worker = *workers_[0];
+  worker.SetHold(true);
+  absl::Mutex mu;
+  std::vector<Outcome> outcomes;
+  std::vector<std::thread> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.emplace_back([&, i] {
+      Outcome out = Grpc(absl::StrCat("g", i));
+      absl::MutexLock lock(&mu);
+      outcomes.push_back(std::move(out));
+    });
+  }
+  // Every call is held at the worker or answered.
+  const bool settled = PollUntil(
+      [&] {
+        absl::MutexLock lock(&mu);
+        return outcomes.size() + worker.held() == static_cast<size_t>(kCalls);
+      },
+      absl::Seconds(30));
+  EXPECT_TRUE(settled) << "held " << worker.held();
+  EXPECT_EQ(worker.held(), kPlaces);
+  {
+    absl::MutexLock lock(&mu);
+    for (const Outcome& out : outcomes) {
+      EXPECT_EQ(out.grpc_code, grpc::StatusCode::RESOURCE_EXHAUSTED) << out.message;
+      EXPECT_THAT(out.message, HasSubstr("router.grpc_max_threads - 16"));
+    }
+  }
+  for (int i = 0; i < 3 * kThreads; ++i) {
+    const absl::StatusOr<bool> beat = worker.Heartbeat(router_->grpc_address());
+    EXPECT_TRUE(beat.ok()) << "heartbeat " << i << ": " << beat.status();
+    if (!beat.ok()) break;
+  }
+  EXPECT_THAT(worker.Register(router_->grpc_address()), IsOk());
+  std::unique_ptr<comm::RendezvousClient> member =
+      comm::RendezvousClient::Connect(router_->grpc_address(), "reserve");
+  EXPECT_THAT(member->Set("key", "1"), IsOk());
+
+  worker.SetHold(false);
+  for (std::thread& call : calls) call.join();
+  int completed = 0;
+  for (const Outcome& out : outcomes) completed += Completed(out);
+  EXPECT_EQ(completed, kPlaces);
 }
 
 }  // namespace
