@@ -33,6 +33,12 @@ absl::StatusCode CodeOf(ncclResult_t result) {
 
 }  // namespace
 
+ncclResult_t NcclAsyncState(ncclComm_t comm, NcclGetAsyncError get) {
+  ncclResult_t state = ncclInProgress;
+  const ncclResult_t asked = get(comm, &state);
+  return asked != ncclSuccess ? asked : state;
+}
+
 std::string NcclVersionString() {
   int version = 0;
   if (ncclGetVersion(&version) != ncclSuccess) return "unknown";
@@ -104,8 +110,7 @@ absl::Status NcclGroup::Start(absl::Time deadline) {
   }
   absl::Status ready = Poll(
       [&]() -> absl::StatusOr<bool> {
-        ncclResult_t state = ncclSuccess;
-        ncclCommGetAsyncError(comm_, &state);
+        const ncclResult_t state = NcclAsyncState(comm_);
         if (state == ncclInProgress) return false;
         if (state != ncclSuccess) {
           return absl::Status(CodeOf(state), absl::StrCat(ncclGetErrorString(state), ": ",
@@ -151,8 +156,7 @@ void NcclGroup::Abort() {
 }
 
 absl::Status NcclGroup::AsyncError(absl::string_view what) {
-  ncclResult_t state = ncclSuccess;
-  if (ncclResult_t r = ncclCommGetAsyncError(comm_, &state); r != ncclSuccess) state = r;
+  const ncclResult_t state = NcclAsyncState(comm_);
   if (state == ncclSuccess || state == ncclInProgress) return absl::OkStatus();
   return absl::Status(CodeOf(state), absl::StrCat(what, ": ", ncclGetErrorString(state), ": ",
                                                   ncclGetLastError(comm_)));
@@ -166,9 +170,7 @@ absl::Status NcclGroup::Settle(ncclResult_t result, absl::string_view what, absl
   }
   return Poll(
       [&]() -> absl::StatusOr<bool> {
-        ncclResult_t state = ncclSuccess;
-        ncclCommGetAsyncError(comm_, &state);
-        if (state == ncclInProgress) return false;
+        if (NcclAsyncState(comm_) == ncclInProgress) return false;
         RETURN_IF_ERROR(AsyncError(what));
         return true;
       },

@@ -145,6 +145,12 @@ class NcclGroup final : public comm::CollectivePrimitives {
 // "2.21.5", from ncclGetVersion.
 std::string NcclVersionString();
 
+// The communicator's asynchronous state (ncclInProgress while a non-blocking call
+// runs), or the error of asking for it: `get` (ncclCommGetAsyncError) may fail without
+// writing the state, which must then not read as success.
+using NcclGetAsyncError = ncclResult_t (*)(ncclComm_t, ncclResult_t*);
+ncclResult_t NcclAsyncState(ncclComm_t comm, NcclGetAsyncError get = ncclCommGetAsyncError);
+
 // A NcclGroup wrapped in comm::NcclCommunicator.
 absl::StatusOr<std::unique_ptr<comm::Communicator>> CreateNcclCommunicator(
     const NcclGroupOptions& options);

@@ -35,6 +35,25 @@ NcclGroupOptions Solo(int world) {
   return options;
 }
 
+// ncclCommGetAsyncError failing (e.g. on an invalid communicator) leaves the state
+// unwritten: the bootstrap poll must see that failure, not a ready communicator. Runs
+// without a GPU (fake getters, no NCCL call).
+ncclResult_t FailsWithoutState(ncclComm_t, ncclResult_t*) { return ncclInvalidArgument; }
+ncclResult_t StillInProgress(ncclComm_t, ncclResult_t* state) {
+  *state = ncclInProgress;
+  return ncclSuccess;
+}
+ncclResult_t Ready(ncclComm_t, ncclResult_t* state) {
+  *state = ncclSuccess;
+  return ncclSuccess;
+}
+
+TEST(NcclGroupTest, AsyncStateCountsAFailedQuery) {
+  EXPECT_EQ(NcclAsyncState(nullptr, FailsWithoutState), ncclInvalidArgument);
+  EXPECT_EQ(NcclAsyncState(nullptr, StillInProgress), ncclInProgress);
+  EXPECT_EQ(NcclAsyncState(nullptr, Ready), ncclSuccess);
+}
+
 TEST(NcclGroupTest, WorldOfOnePassesTheConformanceSuite) {
   LOCKSTEP_SKIP_WITHOUT_GPU();
   const uint64_t seed = TestSeed();

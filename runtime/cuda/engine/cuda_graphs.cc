@@ -15,9 +15,23 @@
 #include "common/status_macros.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/engine/cuda_transformer.h"
+#include "runtime/cuda/engine/graph_capture.h"
 #include "runtime/cuda/engine/transformer_state.h"
 
 namespace lockstep::cuda {
+
+absl::StatusOr<cudaGraph_t> EndCapture(cudaStream_t stream, const absl::Status& enqueued,
+                                       absl::string_view what, GraphDestroyer destroy) {
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  if (enqueued.ok() && ended == cudaSuccess) return graph;
+  // A capture whose work failed to enqueue still ends with a graph (it leaked before).
+  if (graph != nullptr) destroy(graph);
+  if (!enqueued.ok()) {
+    return absl::Status(enqueued.code(), absl::StrCat(what, ": ", enqueued.message()));
+  }
+  return CudaStatus(ended, absl::StrCat(what, ": ending it"));
+}
 
 CudaTransformer::State::~State() {
   if (forwards > 0) {
@@ -73,10 +87,9 @@ absl::Status CudaTransformer::CaptureGraphs(const engine::KvPoolView& pool,
     RETURN_IF_ERROR(CudaStatus(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeRelaxed),
                                absl::StrCat(s.options.name, ": capturing the ", name)));
     const absl::Status enqueued = s.Enqueue(context);
-    const cudaError_t ended = cudaStreamEndCapture(s.stream, &g.graph);
-    RETURN_IF_ERROR(enqueued);
-    RETURN_IF_ERROR(
-        CudaStatus(ended, absl::StrCat(s.options.name, ": ending the capture of the ", name)));
+    ASSIGN_OR_RETURN(g.graph,
+                     EndCapture(s.stream, enqueued,
+                                absl::StrCat(s.options.name, ": the capture of the ", name)));
     const cudaError_t made = cudaGraphInstantiate(&g.exec, g.graph, 0);
     if (made != cudaSuccess) cudaGraphDestroy(g.graph);
     RETURN_IF_ERROR(CudaStatus(made, absl::StrCat(s.options.name, ": instantiating the ", name)));

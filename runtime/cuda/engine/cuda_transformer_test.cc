@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "runtime/cuda/engine/device_kv_pool.h"
 #include "runtime/cuda/gpu_test_env.h"
+#include "runtime/cuda/engine/graph_capture.h"
 #include "runtime/engine/arena.h"
 #include "runtime/engine/graph_buckets.h"
 #include "runtime/engine/moe.h"
@@ -143,6 +144,41 @@ TEST(CudaTransformerTest, AGraphReplayGivesTheEagerBits) {
 }
 
 TEST(CudaTransformerTest, OutOfMemoryAtLoadNamesWhatDidNotFit) {
+// A capture whose work failed to enqueue still ends with a graph: EndCapture destroys
+// it (it leaked) and returns the enqueue's error; a good capture keeps its graph.
+int destroyed_graphs = 0;
+cudaError_t CountingDestroy(cudaGraph_t graph) {
+  ++destroyed_graphs;
+  return cudaGraphDestroy(graph);
+}
+
+TEST(CudaTransformerTest, AFailedCaptureDestroysItsGraph) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  void* buffer = nullptr;
+  ASSERT_EQ(cudaMalloc(&buffer, 256), cudaSuccess);
+  for (const bool fail : {true, false}) {
+    SCOPED_TRACE(fail ? "failed enqueue" : "good capture");
+    destroyed_graphs = 0;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(buffer, 0, 256, stream), cudaSuccess);
+    const absl::Status enqueued = fail ? absl::InternalError("a kernel failed") : absl::OkStatus();
+    const absl::StatusOr<cudaGraph_t> graph =
+        EndCapture(stream, enqueued, "test graph", CountingDestroy);
+    if (fail) {
+      EXPECT_THAT(graph, StatusIs(absl::StatusCode::kInternal, HasSubstr("a kernel failed")));
+      EXPECT_EQ(destroyed_graphs, 1);
+    } else {
+      ASSERT_THAT(graph, IsOk());
+      EXPECT_EQ(destroyed_graphs, 0);
+      EXPECT_EQ(cudaGraphDestroy(*graph), cudaSuccess);
+    }
+  }
+  cudaFree(buffer);
+  cudaStreamDestroy(stream);
+}
+
   LOCKSTEP_SKIP_WITHOUT_GPU();
   // Take (almost) all the device memory, then load.
   std::vector<void*> taken;
