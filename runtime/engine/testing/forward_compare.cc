@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -76,7 +77,9 @@ class Comparer {
     for (int i = 0; i < vocab_; ++i) {
       if (i != top) second = std::max(second, ref[i]);
     }
-    if (!(ref[top] - second >= options_.margin)) {
+    const double threshold = MarginThreshold(ref, got);
+    report_.largest_threshold = std::max(report_.largest_threshold, threshold);
+    if (!(ref[top] - second > threshold)) {
       low_margin = position;
       return;
     }
@@ -90,6 +93,15 @@ class Comparer {
     }
   }
 
+  // The greedy rule's threshold for one row: margin_errors x its median |got - ref|.
+  double MarginThreshold(const float* ref, const float* got) {
+    errors_.resize(vocab_);
+    for (int i = 0; i < vocab_; ++i) errors_[i] = std::fabs(static_cast<double>(got[i]) - ref[i]);
+    std::nth_element(errors_.begin(), errors_.begin() + vocab_ / 2, errors_.end());
+    const double median = errors_[vocab_ / 2];
+    return std::max(options_.min_margin, options_.margin_errors * median);
+  }
+
   const ForwardModel& reference_;
   HostPool& reference_pool_;
   const ForwardModel& candidate_;
@@ -99,6 +111,7 @@ class Comparer {
   Arena reference_arena_;
   Arena candidate_arena_;
   CompareReport report_;
+  std::vector<double> errors_;  // scratch of MarginThreshold
 };
 
 }  // namespace
@@ -111,7 +124,8 @@ std::string CompareReport::ToString() const {
     absl::StrAppend(&text, " (first at row ", first_mismatch_row, ": sequence ",
                     first_mismatch_sequence, " position ", first_mismatch_position, ")");
   }
-  absl::StrAppend(&text, "; first position with a top-2 margin below the rule's, per sequence:");
+  absl::StrAppend(&text, "; largest margin threshold ", largest_threshold,
+                  "; first position with a top-2 margin not above it, per sequence:");
   for (size_t s = 0; s < first_low_margin_position.size(); ++s) {
     absl::StrAppend(&text, s == 0 ? " " : ", ",
                     first_low_margin_position[s] < 0 ? std::string("none")
