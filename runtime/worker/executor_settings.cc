@@ -1,5 +1,9 @@
 #include "runtime/worker/executor_settings.h"
 
+#include <stdlib.h>
+
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "spec_decode/speculative_config.h"
 
@@ -13,6 +17,18 @@ uint64_t ModelSalt(const config::ModelConfig& model) {
     h = (h ^ 0xff) * 1099511628211ull;
   }
   return h;
+}
+
+std::optional<std::string> UseEagerCudaModuleLoading(const config::InstanceConfig& instance) {
+  if (instance.engine != config::EngineKind::kCuda ||
+      (instance.comm.engine_transport != config::CommTransport::kNccl &&
+       instance.comm.vote_transport != config::CommTransport::kNccl)) {
+    return std::nullopt;
+  }
+  const char* before = std::getenv("CUDA_MODULE_LOADING");
+  std::string replaced = before != nullptr ? before : "";
+  setenv("CUDA_MODULE_LOADING", "EAGER", /*overwrite=*/1);
+  return replaced;
 }
 
 StepTimeouts StepTimeoutsFor(const config::InstanceConfig& instance) {

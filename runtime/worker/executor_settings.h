@@ -3,6 +3,8 @@
 #define LOCKSTEP_RUNTIME_WORKER_EXECUTOR_SETTINGS_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -34,6 +36,15 @@ StepTimeouts StepTimeoutsFor(const config::InstanceConfig& instance);
 // A stable identity of the served model (name and paths), mixed into prefix-reuse
 // hashes and checked by KV transfer.
 uint64_t ModelSalt(const config::ModelConfig& model);
+
+// For a rank whose CUDA engine runs an NCCL group (`comm.engine_transport: nccl`)
+// beside the executor's communicator, on other threads: sets CUDA_MODULE_LOADING=EAGER
+// in this process (call it before the first CUDA call) and returns the value it
+// replaced ("" when unset); nullopt, changing nothing, for any other rank. With lazy
+// loading, a kernel's first launch may synchronize the context while an NCCL kernel
+// spins waiting for a peer that waits in turn: the deadlock CUDA's lazy-loading notes
+// warn of for kernels that must run concurrently. Eager loading does it all at start.
+std::optional<std::string> UseEagerCudaModuleLoading(const config::InstanceConfig& instance);
 
 }  // namespace lockstep::worker
 

@@ -1,5 +1,10 @@
 #include "runtime/worker/executor_settings.h"
 
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <optional>
+
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -38,6 +43,26 @@ TEST(ExecutorSettingsTest, TheDisaggregatedExampleMapsFieldByField) {
   other.path += "-other";
   EXPECT_EQ(ModelSalt(d->model), ModelSalt(d->model));
   EXPECT_NE(ModelSalt(d->model), ModelSalt(other));
+}
+
+// A CUDA rank with an NCCL engine group loads its modules eagerly (set here, in the
+// process); a rank without one changes nothing.
+TEST(ExecutorSettingsTest, EagerModuleLoadingBesideAnNcclGroup) {
+  config::InstanceConfig instance;
+  instance.engine = config::EngineKind::kCuda;
+  ASSERT_EQ(setenv("CUDA_MODULE_LOADING", "LAZY", 1), 0);
+  EXPECT_EQ(UseEagerCudaModuleLoading(instance), std::nullopt);  // gloo: no NCCL group
+  EXPECT_STREQ(std::getenv("CUDA_MODULE_LOADING"), "LAZY");
+  instance.comm.engine_transport = config::CommTransport::kNccl;
+  EXPECT_EQ(UseEagerCudaModuleLoading(instance), "LAZY");
+  EXPECT_STREQ(std::getenv("CUDA_MODULE_LOADING"), "EAGER");
+  ASSERT_EQ(unsetenv("CUDA_MODULE_LOADING"), 0);
+  EXPECT_EQ(UseEagerCudaModuleLoading(instance), "");
+  EXPECT_STREQ(std::getenv("CUDA_MODULE_LOADING"), "EAGER");
+  ASSERT_EQ(unsetenv("CUDA_MODULE_LOADING"), 0);
+  instance.engine = config::EngineKind::kCpu;
+  EXPECT_EQ(UseEagerCudaModuleLoading(instance), std::nullopt);
+  EXPECT_EQ(std::getenv("CUDA_MODULE_LOADING"), nullptr);
 }
 
 TEST(ExecutorSettingsTest, KvEventsOnPrefixLegsWithReuse) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "runtime/config/cuda_settings.h"
 #include "runtime/engine/device_engine.h"
@@ -30,6 +31,14 @@ absl::Status Worker::StartDeviceEngine(const BootstrapOptions& boot,
                                        const spec::SpeculativeConfig& speculative) {
   const config::InstanceConfig& instance = *instance_;
   const config::DeploymentConfig& d = options_.deployment;
+  // Before this process's first CUDA call (the engine's start below).
+  if (const std::optional<std::string> replaced = UseEagerCudaModuleLoading(instance)) {
+    LOCKSTEP_LOG_INFO("worker",
+                      "instance {} rank {}: CUDA_MODULE_LOADING=EAGER{} (an NCCL group "
+                      "beside the executor's communicator)",
+                      instance.name, options_.rank,
+                      replaced->empty() || *replaced == "EAGER" ? "" : " instead of " + *replaced);
+  }
   ASSIGN_OR_RETURN(groups_, BootstrapInstance(boot));
   const int64_t ranks_per_node =
       instance.world_size / std::max<int64_t>(d.placement.nodes_per_instance, 1);
