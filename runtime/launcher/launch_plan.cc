@@ -18,10 +18,12 @@ std::string RouterAddressFile(const PlanOptions& options) {
   return InRunDir(options, "router.address.json");
 }
 
-ProcessSpec RouterProcess(const config::DeploymentConfig& config, const PlanOptions& options) {
+ProcessSpec RouterProcess(const config::DeploymentConfig& config, const PlanOptions& options,
+                          const std::string& http_listen, const std::string& grpc_listen) {
   return {"router",
           {options.lockstep_binary, "router", "--config", options.config_path, "--http-listen",
-           config.router.http_listen, "--grpc-listen", config.router.grpc_listen, "--address-file",
+           http_listen.empty() ? config.router.http_listen : http_listen, "--grpc-listen",
+           grpc_listen.empty() ? config.router.grpc_listen : grpc_listen, "--address-file",
            RouterAddressFile(options)},
           InRunDir(options, "router.log")};
 }
@@ -70,6 +72,7 @@ absl::StatusOr<LaunchPlan> StartRouter(const config::DeploymentConfig& config,
   }
   plan.router_http = address->http;
   plan.router_grpc = address->grpc;
+  plan.router_restart = RouterProcess(config, options, plan.router_http, plan.router_grpc);
   plan.workers = WorkerProcesses(config, options, plan.router_grpc);
   return plan;
 }

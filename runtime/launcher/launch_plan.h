@@ -37,12 +37,17 @@ struct LaunchPlan {
   std::string router_http;  // host:port the router bound
   std::string router_grpc;  // host:port the router bound
   ProcessSpec router;
+  // The router again on the addresses it bound (the workers and clients know them):
+  // how the launcher restarts a router that died.
+  ProcessSpec router_restart;
   std::vector<ProcessSpec> workers;  // by instance, then rank
 };
 
 // Where the router writes the addresses it bound.
 std::string RouterAddressFile(const PlanOptions& options);
-ProcessSpec RouterProcess(const config::DeploymentConfig& config, const PlanOptions& options);
+// The router listening on `http_listen` and `grpc_listen` (default: the config's).
+ProcessSpec RouterProcess(const config::DeploymentConfig& config, const PlanOptions& options,
+                          const std::string& http_listen = "", const std::string& grpc_listen = "");
 // Every rank of every instance, given the router's bound gRPC address.
 std::vector<ProcessSpec> WorkerProcesses(const config::DeploymentConfig& config,
                                          const PlanOptions& options,

@@ -25,6 +25,11 @@ TEST(LaunchPlanTest, AggregatedDep2) {
                                        "127.0.0.1:0", "--address-file", "run/router.address.json"));
   EXPECT_EQ(router.log_path, "run/router.log");
   EXPECT_EQ(RouterAddressFile(kOptions), "run/router.address.json");
+  // A restarted router listens where the first one bound: the workers and clients know it.
+  EXPECT_THAT(RouterProcess(*config, kOptions, "127.0.0.1:8001", "127.0.0.1:8002").argv,
+              ElementsAre("/bin/lockstep", "router", "--config", "deploy.yaml", "--http-listen",
+                          "127.0.0.1:8001", "--grpc-listen", "127.0.0.1:8002", "--address-file",
+                          "run/router.address.json"));
   const std::vector<ProcessSpec> workers = WorkerProcesses(*config, kOptions, "127.0.0.1:41001");
   ASSERT_EQ(workers.size(), 2u);
   EXPECT_EQ(workers[1].name, "agg0/rank1");

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
@@ -9,7 +10,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 
 #include "common/stop_signal.h"
 #include "fmt/format.h"
@@ -89,15 +89,18 @@ void WriteEndpoints(const std::string& run_dir, const LaunchPlan& plan,
 // The instance a worker process belongs to ("gen0/rank2" -> "gen0").
 std::string InstanceOf(const std::string& process) { return process.substr(0, process.find('/')); }
 
-// Keeps the deployment running until a stop signal (returns 0). A dead router ends it
-// (`fail`); a dead rank takes its instance down, since the other ranks cannot step
-// without it, and with --restart-instances the instance starts again.
+// Keeps the deployment running until a stop signal (returns 0). A dead router is
+// started again on the addresses it had (the instances register again), at most
+// max_restarts times; then the deployment stops (`fail`). A dead rank takes its
+// instance down, since the other ranks cannot step without it, and with
+// --restart-instances the instance starts again.
 int Supervise(ProcessSupervisor& supervisor, const LaunchPlan& plan, const LaunchOptions& options,
               const StopSignal& stop, const std::function<int(const absl::Status&)>& fail) {
   const absl::Duration grace = options.grace;
+  const std::string& router = plan.router.name;
   std::deque<ChildExit> pending;
-  std::set<std::string> stopping;  // ranks stopped on purpose: their exits are expected
-  std::map<std::string, int64_t> restarts;
+  std::map<std::string, int64_t> restarts;  // by instance
+  int64_t router_restarts = 0;
   while (true) {
     if (pending.empty()) {
       ProcessSupervisor::WaitResult result = supervisor.Wait(absl::Hours(1), stop.fd());
@@ -114,10 +117,33 @@ int Supervise(ProcessSupervisor& supervisor, const LaunchPlan& plan, const Launc
     }
     const ChildExit exit = pending.front();
     pending.pop_front();
-    if (stopping.erase(exit.name) > 0) continue;
     Complain(exit.Describe());
-    if (exit.name == plan.router.name) return fail(absl::AbortedError("the router ended"));
+    if (exit.name == router) {
+      if (router_restarts >= options.max_restarts) {
+        return fail(absl::AbortedError(
+            fmt::format("the router ended (restarted {} times already)", router_restarts)));
+      }
+      ++router_restarts;
+      Say(
+          fmt::format("restarting the router on http {} and grpc {} (restart {} of {}); the "
+                      "instances register again",
+                      plan.router_http, plan.router_grpc, router_restarts, options.max_restarts));
+      if (absl::Status status = supervisor.Start(plan.router_restart); !status.ok()) {
+        return fail(status);
+      }
+      continue;
+    }
     const std::string instance = InstanceOf(exit.name);
+    // Other ranks of this instance reaped in the same wait went down with it: their
+    // exits are not the instance's next failure (nor that of the ranks started below).
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (it->name != router && InstanceOf(it->name) == instance) {
+        Complain(it->Describe());
+        it = pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
     std::vector<std::string> others;
     for (const ProcessSpec& worker : plan.workers) {
       if (InstanceOf(worker.name) == instance && supervisor.PidOf(worker.name) >= 0) {
@@ -126,8 +152,13 @@ int Supervise(ProcessSupervisor& supervisor, const LaunchPlan& plan, const Launc
     }
     if (!others.empty()) {
       Complain(fmt::format("instance {} lost a rank: stopping its other ranks", instance));
-      stopping.insert(others.begin(), others.end());
-      for (const ChildExit& stopped : supervisor.Stop(others, grace)) pending.push_back(stopped);
+      for (const ChildExit& stopped : supervisor.Stop(others, grace)) {
+        // Those stopped on purpose are expected; any other child that ended meanwhile
+        // is handled in turn.
+        if (std::find(others.begin(), others.end(), stopped.name) == others.end()) {
+          pending.push_back(stopped);
+        }
+      }
     }
     if (!options.restart_instances || restarts[instance] >= options.max_restarts) {
       Complain(fmt::format("instance {} is down; the router no longer routes to it", instance));

@@ -4,11 +4,15 @@
 // to RUN_DIR/endpoints.json), then supervises.
 //
 // SIGINT or SIGTERM stops everything (SIGTERM to every child, SIGKILL after the grace
-// period) and returns 0. A child that dies is reported with its exit status and its log
-// file. A dead rank takes its instance down (its other ranks are stopped: they cannot
-// step without it) while the router and the other instances go on; with
-// restart_instances the instance is started again, at most max_restarts times. A dead
-// router stops everything (1), as does a failure to become ready. Children die with the
+// period) and returns 0. A child that dies is reported with its exit status, the last
+// error line it logged and its log file. A dead rank takes its instance down (its other
+// ranks are stopped: they cannot step without it) while the router and the other
+// instances go on; with restart_instances the instance is started again, at most
+// max_restarts times (ranks of one instance that died together count once). A dead
+// router is started again on the addresses it had bound, at most max_restarts times
+// (whatever restart_instances says): the instances register again with their next
+// heartbeat, and the streams it was serving end with an error; past that budget
+// everything stops (1), as it does on a failure to become ready. Children die with the
 // launcher even if it is SIGKILLed (process_supervisor.h).
 #ifndef LOCKSTEP_RUNTIME_LAUNCHER_LAUNCHER_H_
 #define LOCKSTEP_RUNTIME_LAUNCHER_LAUNCHER_H_
@@ -27,11 +31,12 @@ struct LaunchOptions {
   absl::Duration ready_timeout = absl::Seconds(120);
   absl::Duration grace = absl::Seconds(10);  // between SIGTERM and SIGKILL on stop
   bool restart_instances = false;
-  int64_t max_restarts = 3;  // per instance
+  int64_t max_restarts = 3;  // per instance, and for the router
 };
 
 // Runs the deployment until a stop signal; returns the process exit status (0 on a
-// stop signal, 1 when the router dies or readiness fails, 2 on a bad config).
+// stop signal, 1 when the router dies past its restarts or readiness fails, 2 on a bad
+// config).
 int RunLaunch(const LaunchOptions& options);
 
 }  // namespace lockstep::launcher

@@ -6,11 +6,14 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
+#include <string_view>
 
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
@@ -55,7 +58,58 @@ std::string ChildExit::Describe() const {
   const std::string how =
       signal != 0 ? fmt::format("was killed by signal {} ({})", signal, strsignal(signal))
                   : fmt::format("exited with status {}", exit_code);
-  return fmt::format("{} (pid {}) {}; log: {}", name, pid, how, log_path);
+  const std::string error = last_error.empty() ? "" : fmt::format("; last error: {}", last_error);
+  return fmt::format("{} (pid {}) {}{}; log: {}", name, pid, how, error, log_path);
+}
+
+namespace {
+
+// The message of a common/log.h line of level error or critical:
+// "[2026-01-02 03:04:05.678] [E] [role/instance/rank] [module] message".
+std::optional<std::string_view> ErrorMessageOf(std::string_view line) {
+  if (line.empty() || line[0] != '[') return std::nullopt;
+  const size_t time_end = line.find("] [");
+  if (time_end == std::string_view::npos || line.size() < time_end + 6) return std::nullopt;
+  const char level = line[time_end + 3];
+  if (line.substr(time_end + 4, 3) != "] [" || (level != 'E' && level != 'C')) {
+    return std::nullopt;
+  }
+  const size_t tag_end = line.find("] [", time_end + 7);
+  if (tag_end == std::string_view::npos) return std::nullopt;
+  const size_t module_end = line.find("] ", tag_end + 3);
+  if (module_end == std::string_view::npos) return std::nullopt;
+  return line.substr(module_end + 2);
+}
+
+}  // namespace
+
+std::string LastLoggedError(const std::string& path, int64_t from) {
+  constexpr int64_t kTail = 64 << 10;
+  constexpr size_t kMaxMessage = 400;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct stat st;
+  std::string text;
+  if (fstat(fd, &st) == 0 && st.st_size > from) {
+    const int64_t start = std::max<int64_t>(from, st.st_size - kTail);
+    text.resize(static_cast<size_t>(st.st_size - start));
+    const ssize_t n = pread(fd, text.data(), text.size(), start);
+    text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  close(fd);
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    const size_t newline = rest.rfind('\n', rest.size() - 1);
+    std::string_view line = newline == std::string_view::npos ? rest : rest.substr(newline + 1);
+    rest = newline == std::string_view::npos ? std::string_view() : rest.substr(0, newline);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+    if (std::optional<std::string_view> message = ErrorMessageOf(line)) {
+      std::string out(message->substr(0, kMaxMessage));
+      if (message->size() > kMaxMessage) out += "...";
+      return out;
+    }
+  }
+  return "";
 }
 
 ProcessSupervisor::~ProcessSupervisor() { StopAll(absl::Seconds(5)); }
@@ -69,6 +123,8 @@ absl::Status ProcessSupervisor::Start(const ProcessSpec& spec) {
     return absl::UnavailableError(
         fmt::format("{}: cannot open log file {}: {}", spec.name, spec.log_path, ErrnoText(errno)));
   }
+  struct stat log_stat;
+  const int64_t log_start = fstat(log_fd, &log_stat) == 0 ? log_stat.st_size : 0;
   int error_pipe[2];
   if (pipe2(error_pipe, O_CLOEXEC) != 0) {
     close(log_fd);
@@ -107,7 +163,7 @@ absl::Status ProcessSupervisor::Start(const ProcessSpec& spec) {
     waitpid(pid, nullptr, 0);
     return absl::InternalError(fmt::format("{}: pidfd_open: {}", spec.name, ErrnoText(error)));
   }
-  children_.push_back({spec, pid, pidfd});
+  children_.push_back({spec, pid, pidfd, log_start});
   return absl::OkStatus();
 }
 
@@ -128,6 +184,7 @@ bool ProcessSupervisor::Reap(size_t index, bool block, ChildExit* exit) {
   } else if (done == child.pid) {
     exit->exit_code = WEXITSTATUS(status);
   }
+  if (!exit->clean()) exit->last_error = LastLoggedError(child.spec.log_path, child.log_start);
   close(child.pidfd);
   kill(-child.pid, SIGKILL);  // whatever it left in its group
   children_.erase(children_.begin() + static_cast<ptrdiff_t>(index));

@@ -20,6 +20,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -42,14 +43,22 @@ struct ChildExit {
   int exit_code = -1;  // when it exited
   int signal = 0;      // when a signal ended it
   std::string log_path;
+  // When it did not end cleanly: the last error it logged (LastLoggedError), "" if none.
+  std::string last_error;
 
   bool clean() const { return signal == 0 && exit_code == 0; }
-  // "gen0/rank2 (pid 1234) exited with status 3; log: run/gen0.rank2.log"
+  // "gen0/rank2 (pid 1234) exited with status 3; last error: engine cuda: ...; log:
+  // run/gen0.rank2.log" ("; last error: ..." only when there is one).
   std::string Describe() const;
 };
 
 // A pidfd for `pid` (readable once it exits), or -1 with errno set.
 int OpenPidfd(pid_t pid);
+
+// The message of the last error or critical line (the `[E]` / `[C]` lines of
+// common/log.h) in the log file at `path` from byte `from` on (at most its last 64 KiB
+// are read), without the line's prefix, cut to 400 bytes; "" when there is none.
+std::string LastLoggedError(const std::string& path, int64_t from = 0);
 
 class ProcessSupervisor {
  public:
@@ -94,6 +103,7 @@ class ProcessSupervisor {
     ProcessSpec spec;
     pid_t pid = -1;
     int pidfd = -1;
+    int64_t log_start = 0;  // the log's size when it started: what it wrote comes after
   };
 
   // Reaps the child at `index` if it exited; removes it and returns true.

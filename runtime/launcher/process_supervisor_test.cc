@@ -77,9 +77,42 @@ TEST_F(ProcessSupervisorTest, ReportsACrashWithItsStatusAndLog) {
   EXPECT_EQ(exit.name, "crasher");
   EXPECT_EQ(exit.exit_code, 3);
   EXPECT_FALSE(exit.clean());
-  EXPECT_THAT(exit.Describe(), HasSubstr("exited with status 3; log: " + Path("crasher.log")));
-  EXPECT_THAT(Slurp(Path("crasher.log")), HasSubstr("crashing on purpose"));
+  // The reason is on the screen: the last error line it logged, not the lines around it.
+  EXPECT_EQ(exit.last_error, "crashing on purpose [3]");
+  EXPECT_THAT(exit.Describe(),
+              HasSubstr("exited with status 3; last error: crashing on purpose [3]; log: " +
+                        Path("crasher.log")));
+  EXPECT_THAT(Slurp(Path("crasher.log")), HasSubstr("test_child: exiting"));
   EXPECT_TRUE(supervisor.Running().empty());
+}
+
+// A restarted child appends to the same log: only what this run wrote counts.
+TEST_F(ProcessSupervisorTest, TheLastErrorIsFromThisRunOfTheChildOnly) {
+  ProcessSupervisor supervisor;
+  LOCKSTEP_ASSERT_OK(supervisor.Start(Child("child", "crash", "3")));
+  ProcessSupervisor::WaitResult first = supervisor.Wait(kDeadline);
+  ASSERT_EQ(first.exited.size(), 1u);
+  EXPECT_EQ(first.exited[0].last_error, "crashing on purpose [3]");
+  LOCKSTEP_ASSERT_OK(supervisor.Start(Child("child", "quiet", "4")));
+  ProcessSupervisor::WaitResult second = supervisor.Wait(kDeadline);
+  ASSERT_EQ(second.exited.size(), 1u);
+  EXPECT_EQ(second.exited[0].exit_code, 4);
+  EXPECT_EQ(second.exited[0].last_error, "");
+  EXPECT_THAT(second.exited[0].Describe(), HasSubstr("exited with status 4; log: "));
+}
+
+TEST(LastLoggedErrorTest, FindsTheLastErrorOrCriticalLineAndStripsItsPrefix) {
+  const std::string path = ::testing::TempDir() + "/last_error.log";
+  std::ofstream(path) << "[2026-01-02 03:04:05.678] [E] [worker/agg0/r1] [worker] early\n"
+                         "[2026-01-02 03:04:05.679] [C] [worker/agg0/r1] [check] a.cc:3: check "
+                         "failed: x \n"
+                         "[2026-01-02 03:04:05.680] [I] [worker/agg0/r1] [worker] bye\n"
+                         "lockstep worker: [E] not a log line\r\n\n";
+  EXPECT_EQ(LastLoggedError(path), "a.cc:3: check failed: x");
+  EXPECT_EQ(LastLoggedError(path, 1 << 20), "");  // nothing after that offset
+  EXPECT_EQ(LastLoggedError(path + ".missing"), "");
+  std::ofstream(path) << "[2026-01-02 03:04:05.678] [E] [t] [m] " << std::string(1000, 'x');
+  EXPECT_EQ(LastLoggedError(path), std::string(400, 'x') + "...");
 }
 
 TEST_F(ProcessSupervisorTest, ReadinessFailsWhenAChildDies) {

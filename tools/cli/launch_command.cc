@@ -44,7 +44,8 @@ int RunLaunchCommand(const std::vector<std::string>& args) {
   flag_set.AddInt("grace-s", &grace_s, "seconds between SIGTERM and SIGKILL on stop");
   flag_set.AddBool("restart-instances", &options.restart_instances,
                    "start an instance again when one of its ranks dies");
-  flag_set.AddInt("max-restarts", &options.max_restarts, "restarts per instance at most");
+  flag_set.AddInt("max-restarts", &options.max_restarts,
+                  "restarts per instance (and of the router) at most");
   if (absl::Status status = flag_set.Parse(args); !status.ok()) {
     Complain(fmt::format("{}\n{}", std::string(status.message()), flag_set.Usage()));
     return 2;

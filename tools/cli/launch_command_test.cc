@@ -33,6 +33,7 @@ using ::lockstep::testing::IsOk;
 using ::lockstep::testing::PollUntil;
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr absl::Duration kDeadline = absl::Seconds(60);
 constexpr absl::Duration kPoll = absl::Milliseconds(50);  // PollUntil interval
@@ -275,8 +276,46 @@ TEST_F(LauncherTest, RestartsAnInstanceThatLostARank) {
   EXPECT_EQ(result->status, 200) << result->body;
 }
 
-TEST_F(LauncherTest, ADeadRouterStopsEverything) {
-  ASSERT_FALSE(Launch().empty()) << Slurp(launcher_log_);
+// The router dies (a crash: signal 11): the launcher starts it again on the addresses
+// it had, the instance registers again and serves; the ranks were never stopped.
+TEST_F(LauncherTest, ADeadRouterIsRestartedAndTheInstancesRegisterAgain) {
+  const std::string http = Launch();
+  ASSERT_FALSE(http.empty()) << Slurp(launcher_log_);
+  const pid_t router = ChildWith(launcher_pid_, " router ");
+  const pid_t rank0 = ChildWith(launcher_pid_, "--rank 0 ");
+  ASSERT_GT(router, 0);
+  ASSERT_EQ(kill(router, SIGSEGV), 0);
+  ASSERT_TRUE(AwaitGone(router, kDeadline));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        const pid_t again = ChildWith(launcher_pid_, " router ");
+        return again > 0 && again != router && InstanceState(http, "agg0") == "healthy";
+      },
+      kDeadline, kPoll))
+      << Slurp(launcher_log_);
+  const std::string log = Slurp(launcher_log_);
+  EXPECT_THAT(log, HasSubstr(fmt::format("router (pid {}) was killed by signal 11", router)));
+  EXPECT_THAT(log, HasSubstr("restarting the router on http " + http));
+  EXPECT_THAT(log, HasSubstr("(restart 1 of 3)"));
+  EXPECT_EQ(ChildWith(launcher_pid_, "--rank 0 "), rank0);
+  const HostPort endpoint = ParseHostPort(http).value();
+  httplib::Client client(endpoint.host, endpoint.port);
+  client.set_read_timeout(20, 0);
+  httplib::Result result =
+      client.Post("/v1/completions", R"({"model": "tiny", "prompt": "back", "max_tokens": 3})",
+                  "application/json");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200) << result->body;
+
+  ASSERT_EQ(kill(launcher_pid_, SIGTERM), 0);
+  ProcessSupervisor::WaitResult done = supervisor_.Wait(kDeadline);
+  ASSERT_EQ(done.exited.size(), 1u);
+  EXPECT_EQ(done.exited[0].exit_code, 0) << Slurp(launcher_log_);
+}
+
+// Past its restarts, a dead router stops everything.
+TEST_F(LauncherTest, ARouterDeadPastItsRestartsStopsEverything) {
+  ASSERT_FALSE(Launch({"--max-restarts", "0"}).empty()) << Slurp(launcher_log_);
   std::map<pid_t, std::string> children = ChildrenOf(launcher_pid_);
   ASSERT_EQ(children.size(), 3u);
   const pid_t router = ChildWith(launcher_pid_, " router ");
@@ -286,6 +325,82 @@ TEST_F(LauncherTest, ADeadRouterStopsEverything) {
   EXPECT_EQ(done.exited[0].exit_code, 1);
   EXPECT_THAT(Slurp(launcher_log_), HasSubstr("the router ended"));
   for (const auto& [pid, cmdline] : children) EXPECT_TRUE(AwaitGone(pid, kDeadline)) << cmdline;
+}
+
+// The state letter of `pid` in /proc ('R', 'S', 'T' stopped, 'Z' zombie...); 0 if none.
+char ProcessState(pid_t pid) {
+  const std::string stat = Slurp(fmt::format("/proc/{}/stat", pid));
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : 0;
+}
+
+// Both ranks of agg0 die together: the launcher (stopped meanwhile) reaps both exits in
+// one wait. The second exit belongs to the instance that is already down, not to the
+// instance started again for the first: one restart, and the new ranks stay up.
+TEST_F(LauncherTest, RanksThatDieTogetherRestartTheirInstanceOnce) {
+  const std::string http = Launch({"--restart-instances"});
+  ASSERT_FALSE(http.empty()) << Slurp(launcher_log_);
+  const pid_t rank0 = ChildWith(launcher_pid_, "--rank 0 ");
+  const pid_t rank1 = ChildWith(launcher_pid_, "--rank 1 ");
+  ASSERT_GT(rank0, 0);
+  ASSERT_GT(rank1, 0);
+  // Stopped for sure before the kills: a launcher only about to stop could still see
+  // the first exit alone.
+  ASSERT_EQ(kill(launcher_pid_, SIGSTOP), 0);
+  const bool stopped =
+      PollUntil([&] { return ProcessState(launcher_pid_) == 'T'; }, kDeadline, kPoll);
+  ASSERT_EQ(kill(rank0, SIGKILL), 0);
+  ASSERT_EQ(kill(rank1, SIGKILL), 0);
+  const bool both_dead = PollUntil(
+      [&] { return ProcessState(rank0) == 'Z' && ProcessState(rank1) == 'Z'; }, kDeadline, kPoll);
+  ASSERT_EQ(kill(launcher_pid_, SIGCONT), 0);
+  ASSERT_TRUE(stopped);
+  ASSERT_TRUE(both_dead);
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        const pid_t new0 = ChildWith(launcher_pid_, "--rank 0 ");
+        const pid_t new1 = ChildWith(launcher_pid_, "--rank 1 ");
+        return new0 > 0 && new0 != rank0 && new1 > 0 && new1 != rank1 &&
+               InstanceState(http, "agg0") == "healthy";
+      },
+      kDeadline, kPoll))
+      << Slurp(launcher_log_);
+  // The launcher handles a wait's exits before it waits again (and sees SIGTERM): its
+  // whole log is written when it exits.
+  ASSERT_EQ(kill(launcher_pid_, SIGTERM), 0);
+  ProcessSupervisor::WaitResult done = supervisor_.Wait(kDeadline);
+  ASSERT_EQ(done.exited.size(), 1u);
+  EXPECT_EQ(done.exited[0].exit_code, 0);
+  const std::string log = Slurp(launcher_log_);
+  EXPECT_THAT(log, HasSubstr(fmt::format("agg0/rank0 (pid {}) was killed by signal 9", rank0)));
+  EXPECT_THAT(log, HasSubstr(fmt::format("agg0/rank1 (pid {}) was killed by signal 9", rank1)));
+  EXPECT_THAT(log, HasSubstr("restarting instance agg0 (restart 1 of 3)"));
+  EXPECT_THAT(log, Not(HasSubstr("restart 2 of 3"))) << log;
+  EXPECT_THAT(log, Not(HasSubstr("lost a rank"))) << log;
+}
+
+// A rank that fails at start: the launcher's message carries the error it logged.
+TEST_F(LauncherTest, ARankThatFailsAtStartIsReportedWithItsLastError) {
+  std::ofstream(dir_ / "deploy.yaml") << R"(
+model: {name: tiny, path: model}
+instances:
+  - {name: agg0, role: aggregated, world_size: 2, engine: cuda}
+)";
+  const std::string binary = std::filesystem::absolute("tools/cli/fake_lockstep").string();
+  launcher_log_ = (dir_ / "launcher.log").string();
+  ASSERT_THAT(supervisor_.Start({"launcher",
+                                 {binary, "launch", (dir_ / "deploy.yaml").string(), "--run-dir",
+                                  (dir_ / "run").string(), "--lockstep", binary},
+                                 launcher_log_}),
+              IsOk());
+  ProcessSupervisor::WaitResult done = supervisor_.Wait(kDeadline);
+  ASSERT_EQ(done.exited.size(), 1u);
+  EXPECT_EQ(done.exited[0].exit_code, 1);
+  const std::string log = Slurp(launcher_log_);
+  EXPECT_THAT(log, HasSubstr("a process ended before the deployment was ready"));
+  EXPECT_THAT(log, ::testing::ContainsRegex(
+                       "agg0/rank[01] \\(pid [0-9]+\\) exited with status 1; last error: engine "
+                       "cuda: the fake worker has no CUDA engine; log: "));
 }
 
 TEST_F(LauncherTest, AKilledLauncherLeavesNoOrphans) {

@@ -1,6 +1,8 @@
 // A child process for the supervisor tests.
 //   test_child ready FILE        write FILE, then exit 0 on SIGTERM
-//   test_child crash CODE        print a line to stderr and exit with CODE
+//   test_child crash CODE        log an error line (common/log.h's format) between two
+//                                other lines to stderr and exit with CODE
+//   test_child quiet CODE        exit with CODE, writing nothing more
 //   test_child ignore-term FILE  ignore SIGTERM, write FILE, wait for SIGKILL
 //   test_child supervise FILE    supervise `test_child ready FILE` and wait forever
 #include <signal.h>
@@ -31,9 +33,14 @@ int main(int argc, char** argv) {
   std::printf("test_child %s pid %d\n", mode.c_str(), getpid());
   std::fflush(stdout);
   if (mode == "crash") {
-    std::fprintf(stderr, "test_child: crashing on purpose\n");
+    std::fprintf(stderr,
+                 "[2026-01-02 03:04:05.678] [W] [tool/-/-] [test] a warning first\n"
+                 "[2026-01-02 03:04:05.679] [E] [tool/-/-] [test] crashing on purpose [%s]\n"
+                 "test_child: exiting\n",
+                 arg.c_str());
     return std::atoi(arg.c_str());
   }
+  if (mode == "quiet") return std::atoi(arg.c_str());
   sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);

@@ -1,13 +1,15 @@
 // A stand-in for the `lockstep` binary in launcher tests: `router`, `launch`,
-// `instance` and `probe` are the real subcommands; `worker` is a fake rank: the leader (rank 0) serves a fake
-// WorkerService on --listen, registers at --rendezvous and heartbeats; every rank exits
-// 0 on SIGTERM.
+// `instance` and `probe` are the real subcommands; `worker` is a fake rank: the leader (rank 0)
+// serves a fake WorkerService on --listen, registers at --rendezvous and heartbeats; every rank
+// exits 0 on SIGTERM. A rank of an instance with `engine: cuda` fails at start as the real worker
+// does (an error logged, status 1).
 #include <signal.h>
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "common/log.h"
 #include "runtime/config/config_yaml.h"
 #include "runtime/router/testing/fake_worker.h"
 #include "runtime/security/configured_security.h"
@@ -38,11 +40,17 @@ int RunFakeWorker(const std::vector<std::string>& args) {
   sigaddset(&term, SIGTERM);
   sigaddset(&term, SIGINT);
   sigprocmask(SIG_BLOCK, &term, nullptr);
+  absl::StatusOr<lockstep::config::DeploymentConfig> config =
+      lockstep::config::LoadDeploymentConfig(config_path);
+  if (!config.ok()) return 3;
+  const lockstep::config::InstanceConfig* self = config->FindInstance(instance);
+  if (self != nullptr && self->engine == lockstep::config::EngineKind::kCuda) {
+    LOCKSTEP_LOG_ERROR("worker", "engine cuda: the fake worker has no CUDA engine");
+    std::fprintf(stderr, "lockstep worker: engine cuda: the fake worker has no CUDA engine\n");
+    return 1;
+  }
   std::unique_ptr<lockstep::router::testing::FakeWorker> worker;
   if (rank == 0) {
-    absl::StatusOr<lockstep::config::DeploymentConfig> config =
-        lockstep::config::LoadDeploymentConfig(config_path);
-    if (!config.ok()) return 3;
     if (!lockstep::security::UseConfiguredClusterSecurity(config->security).ok()) return 3;
     lockstep::v1::InstanceRole wire_role = role == "context" ? lockstep::v1::INSTANCE_ROLE_CONTEXT
                                            : role == "generation"
