@@ -6,6 +6,7 @@
 #include <memory>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -235,6 +236,17 @@ grpc::Status GrpcFrontend::ReportKvEvents(grpc::ServerContext*,
                                           v1::ReportKvEventsResponse* response) {
   if (options_.kv_routing == nullptr) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this router keeps no KV index");
+  }
+  // The ranks a report names index per-rank state (and size vectors): only the
+  // instance's own.
+  std::vector<int32_t> ranks;
+  for (const v1::KvEventSnapshot& s : request->snapshots()) ranks.push_back(s.rank());
+  for (const v1::KvEventBatch& b : request->batches()) ranks.push_back(b.rank());
+  if (absl::Status checked =
+          registry_.CheckRanks(request->instance(), request->world_size(), ranks);
+      !checked.ok()) {
+    return ToGrpcStatus(absl::Status(
+        checked.code(), fmt::format("ReportKvEvents: {}", std::string(checked.message()))));
   }
   absl::StatusOr<v1::ReportKvEventsResponse> answer = options_.kv_routing->Apply(*request);
   if (!answer.ok()) return ToGrpcStatus(answer.status());

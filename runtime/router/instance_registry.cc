@@ -101,6 +101,31 @@ bool InstanceRegistry::Heartbeat(const std::string& name, const LoadReport& load
   return true;
 }
 
+absl::Status InstanceRegistry::CheckRanks(const std::string& name, int32_t world_size,
+                                          absl::Span<const int32_t> ranks) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end() || (!it->second.state.from_config && !it->second.state.registered)) {
+    return absl::FailedPreconditionError(
+        fmt::format("instance '{}' is neither configured nor registered", name));
+  }
+  const InstanceState& state = it->second.state;
+  const char* source = state.registered ? "registered" : "configured";
+  if (world_size != 0 && world_size != state.world_size) {
+    return absl::InvalidArgumentError(
+        fmt::format("instance {} is {} with world_size {}, the report says world_size {}", name,
+                    source, state.world_size, world_size));
+  }
+  for (int32_t rank : ranks) {
+    if (rank < 0 || rank >= state.world_size) {
+      return absl::InvalidArgumentError(
+          fmt::format("instance {} is {} with world_size {}, the report names rank {}", name,
+                      source, state.world_size, rank));
+    }
+  }
+  return absl::OkStatus();
+}
+
 bool InstanceRegistry::MarkUnhealthy(Entry& entry, Cause cause, std::string reason,
                                      absl::Time now) {
   const bool was_serving = entry.state.health == InstanceHealth::kHealthy ||

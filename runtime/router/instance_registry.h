@@ -112,6 +112,14 @@ class InstanceRegistry {
   // Returns false when the instance must register (again).
   bool Heartbeat(const std::string& name, const LoadReport& load) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Checks what a leader's report (ReportKvEvents) says of its ranks against the instance
+  // this registry knows (the config's entry, or what it registered): `world_size`, when
+  // given (> 0), must be the instance's, and every rank in [0, world size). Errors:
+  // FAILED_PRECONDITION for an instance neither configured nor registered,
+  // INVALID_ARGUMENT naming both values otherwise.
+  absl::Status CheckRanks(const std::string& name, int32_t world_size,
+                          absl::Span<const int32_t> ranks) const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Health poll results for `target` (ignored if it re-registered since). Each returns
   // true when the instance just stopped being healthy: cancel its in-flight requests.
   bool ReportPollOk(const InstanceTarget& target, bool draining) ABSL_LOCKS_EXCLUDED(mu_);

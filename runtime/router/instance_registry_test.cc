@@ -81,8 +81,40 @@ TEST_F(InstanceRegistryTest, RegistrationIsChecked) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("world_size")));
   EXPECT_THAT(registry.Register("", InstanceRole::kContext, 1, "127.0.0.1:5", "tiny"),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  // A configured instance's world size is the config's: both values named.
+  EXPECT_THAT(registry.Register("ctx0", InstanceRole::kContext, 4, "127.0.0.1:5", "tiny"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the config says role context world_size 2, the instance says "
+                                 "role context world_size 4")));
   // An instance the config does not name may join.
   LOCKSTEP_EXPECT_OK(registry.Register("extra", InstanceRole::kContext, 4, "127.0.0.1:6", "tiny"));
+}
+
+// What a leader reports of its ranks (ReportKvEvents) must fit the instance: the config's
+// world size until it registers, then the registered one (the same for a configured one).
+TEST_F(InstanceRegistryTest, ReportedRanksAreCheckedAgainstTheInstance) {
+  InstanceRegistry registry(Options(), {Configured("ctx0", InstanceRole::kContext)}, clock_);
+  LOCKSTEP_EXPECT_OK(registry.CheckRanks("ctx0", 2, {0, 1}));
+  LOCKSTEP_EXPECT_OK(registry.CheckRanks("ctx0", 0, {1}));  // world size not stated
+  EXPECT_THAT(registry.CheckRanks("ctx0", 2, {0, 2}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instance ctx0 is configured with world_size 2, the report "
+                                 "names rank 2")));
+  EXPECT_THAT(registry.CheckRanks("ctx0", 2, {-1}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("names rank -1")));
+  EXPECT_THAT(registry.CheckRanks("ctx0", 3, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instance ctx0 is configured with world_size 2, the report "
+                                 "says world_size 3")));
+  EXPECT_THAT(registry.CheckRanks("extra", 4, {0}),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("'extra' is neither configured nor registered")));
+  LOCKSTEP_ASSERT_OK(registry.Register("extra", InstanceRole::kContext, 4, "127.0.0.1:6", "tiny"));
+  LOCKSTEP_EXPECT_OK(registry.CheckRanks("extra", 4, {3}));
+  EXPECT_THAT(registry.CheckRanks("extra", 4, {4}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instance extra is registered with world_size 4, the report "
+                                 "names rank 4")));
 }
 
 TEST_F(InstanceRegistryTest, MissedHeartbeatsStopRoutingUntilRegisteredAgain) {

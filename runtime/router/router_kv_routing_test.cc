@@ -2,6 +2,7 @@
 // KV events in (RouterService.ReportKvEvents), the context leg routed to the instance
 // holding the prompt's prefix with its rank as the hint, the generation leg by load,
 // and the routing metrics on /metrics.
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,6 +27,7 @@ using config::InstanceRole;
 using ::lockstep::testing::IsOk;
 using ::testing::ElementsAre;
 using testing::FakeWorker;
+using ::testing::HasSubstr;
 using testing::HttpClient;
 using testing::HttpResult;
 using ::testing::IsEmpty;
@@ -49,16 +51,19 @@ class KvRoutingDaemonTest : public ::testing::Test {
         {"ctx1", InstanceRole::kContext},
         {"gen0", InstanceRole::kGeneration},
         {"gen1", InstanceRole::kGeneration}};
-    absl::StatusOr<std::unique_ptr<RouterDaemon>> router =
-        testing::StartRouter(testing::TestConfig(instances, config::RoutingPolicy::kKvAware));
+    config::DeploymentConfig config =
+        testing::TestConfig(instances, config::RoutingPolicy::kKvAware);
+    config.instances[1].world_size = 2;  // ctx1: its rank 1 holds the prefix
+    absl::StatusOr<std::unique_ptr<RouterDaemon>> router = testing::StartRouter(config);
     ASSERT_THAT(router, IsOk());
     router_ = *std::move(router);
     http_ = std::make_unique<HttpClient>(router_->http_address());
-    for (const auto& [name, role] : instances) {
+    for (const config::InstanceConfig& instance : config.instances) {
       absl::StatusOr<std::unique_ptr<FakeWorker>> worker =
-          testing::StartWorker(*router_, name, config::RoleToWire(role));
+          testing::StartWorker(*router_, instance.name, config::RoleToWire(instance.role),
+                               static_cast<int32_t>(instance.world_size));
       ASSERT_THAT(worker, IsOk());
-      workers_[name] = *std::move(worker);
+      workers_[instance.name] = *std::move(worker);
     }
     stub_ = v1::RouterService::NewStub(
         grpc::CreateChannel(router_->grpc_address(), grpc::InsecureChannelCredentials()));
@@ -151,6 +156,48 @@ TEST_F(KvRoutingDaemonTest, ContextLegsFollowThePrefixGenerationLegsTheLoad) {
             0);
   EXPECT_EQ(parsed->Value("lockstep_router_routing_decisions_total", {{"reason", "prefix"}}), 4);
   EXPECT_EQ(parsed->Value("lockstep_router_rank_hints_total", {{"outcome", "overridden"}}), 4);
+}
+
+// A leader's report names ranks of its own instance only: ranks outside its world size,
+// another world size or an instance the router does not know are refused, naming both
+// values, and the index does not change (a rank indexes per-rank state).
+TEST_F(KvRoutingDaemonTest, ReportsAreCheckedAgainstTheInstancesWorldSize) {
+  auto report = [&](const std::string& instance, int32_t world_size, int32_t rank) {
+    v1::ReportKvEventsRequest request;
+    request.set_instance(instance);
+    request.set_incarnation(1);
+    request.set_hash_salt(kSalt);
+    request.set_tokens_per_block(kTpb);
+    request.set_world_size(world_size);
+    v1::KvEventBatch* batch = request.add_batches();
+    batch->set_rank(rank);
+    batch->set_seq(1);
+    batch->add_committed(42);
+    grpc::ClientContext call;
+    call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ReportKvEventsResponse response;
+    return stub_->ReportKvEvents(&call, request, &response);
+  };
+  const grpc::Status far_rank = report("ctx1", 2, 2147483647);
+  EXPECT_EQ(far_rank.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(far_rank.error_message(),
+              HasSubstr("instance ctx1 is registered with world_size 2, the report names rank "
+                        "2147483647"));
+  EXPECT_EQ(report("ctx1", 2, -1).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  const grpc::Status wrong_size = report("ctx1", 2147483647, 0);
+  EXPECT_EQ(wrong_size.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(wrong_size.error_message(),
+              HasSubstr("instance ctx1 is registered with world_size 2, the report says "
+                        "world_size 2147483647"));
+  const grpc::Status stranger = report("nobody", 1, 0);
+  EXPECT_EQ(stranger.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(stranger.error_message(), HasSubstr("'nobody' is neither configured nor registered"));
+  EXPECT_EQ(router_->kv_routing().Stats().batches, 0);
+  EXPECT_EQ(router_->kv_routing().Stats().keys, 0);
+  // Its own ranks are taken.
+  const grpc::Status own = report("ctx1", 2, 1);
+  EXPECT_TRUE(own.ok()) << own.error_message();
+  EXPECT_EQ(router_->kv_routing().Stats().keys, 1);
 }
 
 }  // namespace

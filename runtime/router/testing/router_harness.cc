@@ -53,9 +53,9 @@ absl::StatusOr<std::unique_ptr<RouterDaemon>> StartRouter(const config::Deployme
 
 absl::StatusOr<std::unique_ptr<FakeWorker>> StartWorker(RouterDaemon& router,
                                                         const std::string& name,
-                                                        v1::InstanceRole role) {
+                                                        v1::InstanceRole role, int32_t world_size) {
   absl::StatusOr<std::unique_ptr<FakeWorker>> worker =
-      FakeWorker::Start({.name = name, .role = role, .world_size = 1, .model = kModel});
+      FakeWorker::Start({.name = name, .role = role, .world_size = world_size, .model = kModel});
   if (!worker.ok()) return worker.status();
   if (absl::Status status = (*worker)->Register(router.grpc_address()); !status.ok()) {
     return status;

@@ -31,11 +31,12 @@ config::DeploymentConfig TestConfig(
 absl::StatusOr<std::unique_ptr<RouterDaemon>> StartRouter(const config::DeploymentConfig& config,
                                                           Clock* clock = nullptr);
 
-// Starts a fake worker for `name` with `role`, registers it with `router`, and starts
-// its heartbeats (every 50 ms).
+// Starts a fake worker for `name` with `role` (and `world_size` ranks), registers it with
+// `router`, and starts its heartbeats (every 50 ms).
 absl::StatusOr<std::unique_ptr<FakeWorker>> StartWorker(RouterDaemon& router,
                                                         const std::string& name,
-                                                        v1::InstanceRole role);
+                                                        v1::InstanceRole role,
+                                                        int32_t world_size = 1);
 
 struct HttpResult {
   int status = 0;  // 0: no response (transport error)
