@@ -26,7 +26,8 @@
 // for it. An operation whose bytes do not fit buffer_bytes is ResourceExhausted.
 //
 // Wait(deadline): polls the event together with ncclCommGetAsyncError, spinning for
-// `spin` and then sleeping with a doubling back-off (up to 1 ms). Async errors:
+// `spin`, then yielding, then (past 50 ms) sleeping with a doubling back-off up to 1 ms
+// (poll.h: a collective of a few milliseconds is never overslept). Async errors:
 // ncclRemoteError and ncclSystemError are Unavailable, ncclInvalidUsage and
 // ncclInvalidArgument InvalidArgument, the rest Internal, each with ncclGetLastError's
 // text. A wait past the deadline is DeadlineExceeded; the owner then calls Abort
