@@ -102,7 +102,7 @@ absl::Status Executor::Step() {
   const absl::Time start = clock_->Now();
   current_ = StepStats();
   current_.step = step_;
-  step_violations_.clear();
+  audit_.BeginStep();
 
   // Transfers are polled (rank-locally) before the load all-gather, so that a receive
   // that just finished counts as schedulable in every rank's pad decision.
@@ -160,7 +160,7 @@ absl::Status Executor::Step() {
   // A dummy never outlives its step: a committed one was just launched (its blocks are
   // written only by that batch), a pending one was rolled back.
   RemoveDummy();
-  if (before.has_value() && !can_queue) AuditUnforwardedStep(*before, decision);
+  if (before.has_value() && !can_queue) audit_.AuditUnforwardedStep(step_, *before, *kv_, decision);
 
   // The deferral table: process the previous batch unless the fleet vetoed while this
   // rank had a batch (its host update then waits for the next forward).
@@ -356,7 +356,7 @@ void Executor::Release(RequestId id) {
   if (auto info = kv_->Info(id, kv::PoolKind::kTarget)) ref.generation = info->generation;
   if (auto info = kv_->Info(id, kv::PoolKind::kDraft)) ref.draft_generation = info->generation;
   if (kv_->Release(id) > 0) released_.push_back(std::move(ref));
-  bindings_.erase(id);
+  audit_.Forget(id);
 }
 
 void Executor::EnforceDrainDeadline() {

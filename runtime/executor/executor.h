@@ -52,6 +52,7 @@
 #include "kvcache/kv_manager.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/engine/model_engine.h"
+#include "runtime/executor/cache_audit.h"
 #include "runtime/executor/executor_config.h"
 #include "runtime/executor/intake.h"
 #include "runtime/executor/response.h"
@@ -177,11 +178,6 @@ class Executor {
     StepId step;
     std::vector<InFlightEntry> entries;
   };
-  // The caches an owner (live request or claim) holds, by generation (docs/design.md §7.6).
-  struct CacheBinding {
-    uint64_t first_seen = 0;  // KvManager::next_generation() when the owner was first seen
-    std::array<uint64_t, 2> generation{};  // by PoolKind; 0: none
-  };
   // Local facts every rank learns from the load all-gather.
   struct InstanceView {
     int64_t schedulable = 0;  // schedulable requests on all ranks, after assignment
@@ -235,10 +231,9 @@ class Executor {
   void EmitFinal(RequestId id, sched::FinishReason reason, absl::Status status);
   void Release(RequestId id);
   void PublishSnapshot();
-  // Audit (executor_audit.cc). Binds every owner's new caches and drops closed ones.
+  // Audit (executor_audit.cc; its state is audit_'s). Binds every owner's new caches
+  // and drops closed ones.
   void BindCaches();
-  // Compares the pools after a step that was not forwarded with `before`.
-  void AuditUnforwardedStep(const kv::KvSnapshot& before, const sched::ScheduleDecision& decision);
   // Tokens a cache may hold beyond its history now: its grant in the batch in flight,
   // the K draft positions an unpaired mirror keeps, the prompt a receive writes.
   int64_t CapacityAllowance(RequestId id, kv::PoolKind pool, uint64_t generation) const;
@@ -310,9 +305,7 @@ class Executor {
   absl::flat_hash_map<RequestId, absl::Time> receive_started_;
   ExecutorCounters counters_;
   // Cache identity of every owner, and violations found during the step (audit).
-  absl::flat_hash_map<RequestId, CacheBinding> bindings_;
-  uint64_t bind_watermark_ = 0;
-  std::vector<std::string> step_violations_;
+  CacheAudit audit_;
   StepStatsRing stats_ring_;
   StepStats current_;
   std::vector<int32_t> commit_tokens_;  // PublishDecoded's scratch

@@ -1,10 +1,10 @@
-// The executor's view of the invariant audit (docs/design.md §7, step 10): owners by cache
-// identity, growth against the batch in flight, pools across a step that was not
-// forwarded. Part of Executor; runs on the executor thread.
+// The executor's side of the invariant audit (docs/design.md §7, step 10): which owners
+// CacheAudit binds, growth against the batch in flight, requests in impossible states.
+// The audit's own state is CacheAudit's (cache_audit.h). Part of Executor; runs on the
+// executor thread.
 #include <algorithm>
 #include <optional>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/executor/executor.h"
 
@@ -14,49 +14,12 @@ using sched::Request;
 using sched::RequestState;
 
 void Executor::BindCaches() {
-  // An owner seen for the first time now appeared after the previous pass: a cache
-  // issued before that pass cannot be its own (a predecessor's under the same id).
-  auto bind = [&](RequestId id) {
-    auto [it, added] = bindings_.try_emplace(id);
-    CacheBinding& binding = it->second;
-    if (added) binding.first_seen = bind_watermark_;
-    for (const kv::PoolKind pool : {kv::PoolKind::kTarget, kv::PoolKind::kDraft}) {
-      uint64_t& held = binding.generation[static_cast<size_t>(pool)];
-      const std::optional<kv::CacheInfo> info = kv_->Info(id, pool);
-      if (!info.has_value()) {
-        held = 0;  // released (a pause): the next cache is bound afresh
-        continue;
-      }
-      if (held != 0) continue;  // another generation than `held` is Audit's to report
-      if (info->generation < binding.first_seen) {
-        step_violations_.push_back(absl::StrCat(kv::PoolKindName(pool), " pool: request ",
-                                                id.value(), " (generation ", info->generation,
-                                                "): cache predates its owner (generations from ",
-                                                binding.first_seen, ")"));
-      }
-      held = info->generation;
-    }
-  };
   for (const auto& r : active_) {
-    if (!r->is_dummy()) bind(r->id());
+    if (!r->is_dummy()) audit_.Bind(*kv_, r->id());
   }
-  for (const auto& [id, r] : claims_) bind(id);
-  if (bindings_.size() > active_.size() + claims_.size()) {
-    absl::erase_if(bindings_, [this](const auto& entry) {
-      return Find(entry.first) == nullptr && !claims_.contains(entry.first);
-    });
-  }
-  bind_watermark_ = kv_->next_generation();
-}
-
-void Executor::AuditUnforwardedStep(const kv::KvSnapshot& before,
-                                    const sched::ScheduleDecision& decision) {
-  std::vector<RequestId> paused, received;
-  for (const Request* r : decision.paused) paused.push_back(r->id());
-  for (const Request* r : decision.transfer_receives) received.push_back(r->id());
-  for (std::string& v : kv::AuditVetoedStep(before, *kv_, paused, received)) {
-    step_violations_.push_back(absl::StrCat("step ", step_, " (not forwarded): ", v));
-  }
+  for (const auto& [id, r] : claims_) audit_.Bind(*kv_, id);
+  audit_.EndPass(*kv_, active_.size() + claims_.size(),
+                 [this](RequestId id) { return Find(id) != nullptr || claims_.contains(id); });
 }
 
 int64_t Executor::CapacityAllowance(RequestId id, kv::PoolKind pool, uint64_t generation) const {
@@ -84,17 +47,12 @@ int64_t Executor::CapacityAllowance(RequestId id, kv::PoolKind pool, uint64_t ge
 
 std::vector<std::string> Executor::Audit() const {
   std::vector<std::string> out = kv_->Audit(LiveIds(), ClaimedIds(), dummy_ != nullptr);
-  std::vector<kv::CacheOwner> owners;
-  owners.reserve(bindings_.size());
-  for (const auto& [id, binding] : bindings_) owners.push_back({id, binding.generation});
-  for (std::string& v : kv::AuditOwnership(*kv_, owners)) out.push_back(std::move(v));
-  for (std::string& v :
-       kv::AuditCapacities(*kv_, [this](RequestId id, kv::PoolKind pool, uint64_t generation) {
-         return CapacityAllowance(id, pool, generation);
-       })) {
-    out.push_back(std::move(v));
-  }
-  out.insert(out.end(), step_violations_.begin(), step_violations_.end());
+  audit_.AppendViolations(
+      *kv_,
+      [this](RequestId id, kv::PoolKind pool, uint64_t generation) {
+        return CapacityAllowance(id, pool, generation);
+      },
+      &out);
   if (dummy_ != nullptr) out.push_back("a pad dummy survived the end of its step");
   for (const auto& r : active_) {
     const bool has_cache = kv_->Has(r->id(), kv::PoolKind::kTarget);
