@@ -278,6 +278,10 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Load(
                              absl::StrCat(where, ": event")));
   kernels::GemmOptions gemm;
   gemm.batch_invariant = options.batch_invariant;
+  // The invariance check at a GEMM's first use compares M = 1 with the most rows a
+  // forward runs through it, up to 512 (its probe memory: an LM head's f32 output of
+  // 512 rows of a 128k vocabulary is 256 MiB).
+  gemm.invariant_check_m = std::clamp<int64_t>(options.max_rows, 2, 512);
   ASSIGN_OR_RETURN(s.gemm, kernels::CublasLtGemm::Create(s.stream, gemm));
   RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), where));  // load time only
   int local_experts = 0;

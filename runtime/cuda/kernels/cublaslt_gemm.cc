@@ -1,12 +1,20 @@
 #include "runtime/cuda/kernels/cublaslt_gemm.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <random>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/log.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/kernels/gemm_invariance.h"
 
 namespace lockstep::cuda::kernels {
 namespace {
@@ -25,6 +33,8 @@ absl::Status LtStatus(cublasStatus_t status, absl::string_view what) {
       return lt_status_;                                                      \
     }                                                                         \
   } while (false)
+
+}  // namespace
 
 // The descriptors of one call: yᵀ (n x m) = op_T(w: k x n) · (xᵀ: k x m), column-major.
 class MatmulDescs {
@@ -63,6 +73,11 @@ class MatmulDescs {
   cublasLtMatrixLayout_t d_ = nullptr;
 };
 
+namespace {
+
+// Descriptor sets kept per wrapper (beyond: made per call, as before the cache).
+constexpr size_t kMaxCachedDescs = 2048;
+
 int32_t SplitK(const cublasLtMatmulAlgo_t& algo) {
   int32_t splits = 1;
   size_t written = 0;
@@ -97,12 +112,110 @@ absl::StatusOr<std::unique_ptr<CublasLtGemm>> CublasLtGemm::Create(cudaStream_t 
   return gemm;
 }
 
+CublasLtGemm::CublasLtGemm(cudaStream_t stream, GemmOptions options)
+    : stream_(stream), options_(std::move(options)) {}
+
 CublasLtGemm::~CublasLtGemm() {
+  descs_.clear();
+  if (probe_stream_ != nullptr) cudaStreamDestroy(probe_stream_);
   if (workspace_ != nullptr) cudaFree(workspace_);
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key, Io io) {
+absl::StatusOr<const MatmulDescs*> CublasLtGemm::Descs(Io io, int64_t m, int64_t n, int64_t k,
+                                                       std::unique_ptr<MatmulDescs>& spare) {
+  const int type = static_cast<int>(io);
+  const auto key = std::make_tuple(type, m, n, k);
+  if (auto it = descs_.find(key); it != descs_.end()) return it->second.get();
+  auto descs = std::make_unique<MatmulDescs>();
+  if (absl::Status s = descs->Init(m, n, k, InType(type), OutType(type)); !s.ok()) return s;
+  if (descs_.size() >= kMaxCachedDescs) {
+    spare = std::move(descs);
+    return spare.get();
+  }
+  return descs_.emplace(key, std::move(descs)).first->second.get();
+}
+
+absl::StatusOr<bool> CublasLtGemm::Invariant(const cublasLtMatmulAlgo_t& algo, int64_t n, int64_t k,
+                                             Io io, const void* w) {
+  const int type = static_cast<int>(io);
+  const int64_t big = std::max<int64_t>(options_.invariant_check_m, 2);
+  const size_t in_bytes = io == Io::kF32 ? 4 : 2;
+  const size_t out_bytes = io == Io::kBf16 ? 2 : 4;
+  const std::string what = absl::StrCat("the batch-invariance check of m=1 vs m=", big, " n=", n,
+                                        " k=", k, " ", IoName(type));
+  if (probe_stream_ == nullptr) {
+    if (absl::Status s =
+            CudaStatus(cudaStreamCreateWithFlags(&probe_stream_, cudaStreamNonBlocking), what);
+        !s.ok()) {
+      return s;
+    }
+  }
+  // Probe rows: fixed-seed values in [-1, 1) (bf16 or f32), on a stream of their own,
+  // with stream-ordered memory (no device-wide synchronization).
+  std::vector<uint8_t> host(static_cast<size_t>(big) * k * in_bytes);
+  std::mt19937 rng(12345);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (size_t i = 0; i < host.size() / in_bytes; ++i) {
+    const float v = value(rng);
+    if (in_bytes == 4) {
+      std::memcpy(host.data() + 4 * i, &v, 4);
+    } else {
+      const Bf16 b = FloatToBf16(v);
+      std::memcpy(host.data() + 2 * i, &b, 2);
+    }
+  }
+  void* x = nullptr;
+  void* y_big = nullptr;
+  void* y_one = nullptr;
+  void* workspace = nullptr;
+  const size_t y_bytes = static_cast<size_t>(n) * out_bytes;
+  absl::Status s = CudaStatus(cudaMallocAsync(&x, host.size(), probe_stream_), what);
+  if (s.ok()) s = CudaStatus(cudaMallocAsync(&y_big, big * y_bytes, probe_stream_), what);
+  if (s.ok()) s = CudaStatus(cudaMallocAsync(&y_one, y_bytes, probe_stream_), what);
+  if (s.ok() && options_.workspace_bytes > 0) {
+    s = CudaStatus(cudaMallocAsync(&workspace, options_.workspace_bytes, probe_stream_), what);
+  }
+  if (s.ok()) {
+    s = CudaStatus(
+        cudaMemcpyAsync(x, host.data(), host.size(), cudaMemcpyHostToDevice, probe_stream_), what);
+  }
+  std::vector<uint8_t> row_big(y_bytes), row_one(y_bytes);
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  const std::pair<int64_t, void*> runs[] = {{big, y_big}, {1, y_one}};
+  for (const auto& [m, y] : runs) {
+    if (!s.ok()) break;
+    MatmulDescs descs;
+    s = descs.Init(m, n, k, InType(type), OutType(type));
+    if (s.ok()) {
+      s = LtStatus(cublasLtMatmul(handle_, descs.op(), &alpha, w, descs.a(), x, descs.b(), &beta, y,
+                                  descs.d(), y, descs.d(), &algo, workspace,
+                                  options_.workspace_bytes, probe_stream_),
+                   what);
+    }
+  }
+  if (s.ok()) {
+    s = CudaStatus(
+        cudaMemcpyAsync(row_big.data(), y_big, y_bytes, cudaMemcpyDeviceToHost, probe_stream_),
+        what);
+  }
+  if (s.ok()) {
+    s = CudaStatus(
+        cudaMemcpyAsync(row_one.data(), y_one, y_bytes, cudaMemcpyDeviceToHost, probe_stream_),
+        what);
+  }
+  for (void* p : {x, y_big, y_one, workspace}) {
+    if (p != nullptr) cudaFreeAsync(p, probe_stream_);
+  }
+  const absl::Status synced = CudaStatus(cudaStreamSynchronize(probe_stream_), what);
+  if (!s.ok()) return s;
+  if (!synced.ok()) return synced;
+  return std::memcmp(row_big.data(), row_one.data(), y_bytes) == 0;
+}
+
+absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key, Io io,
+                                                             const void* w) {
   const int type = static_cast<int>(io);
   auto& cache = algorithms_[type];
   if (auto it = cache.find(key); it != cache.end()) return it->second;
@@ -130,6 +243,13 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
       status = cublasLtMatmulPreferenceSetAttribute(pref, attribute, &bytes, sizeof(bytes));
     }
   }
+  if (options_.batch_invariant && status == CUBLAS_STATUS_SUCCESS) {
+    // Only algorithms without a split-K or stream-K reduction, whose reduction order
+    // could depend on M.
+    const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+    status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                  &none, sizeof(none));
+  }
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   if (status == CUBLAS_STATUS_SUCCESS) {
@@ -148,21 +268,30 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
   }
   cublasLtMatmulAlgo_t algo = results[options_.heuristic_index].algo;
   if (options_.batch_invariant) {
-    // The chosen candidate or a later one without split-K; else split-K forced off.
-    int pick = options_.heuristic_index;
-    while (pick < found && SplitK(results[pick].algo) != 1) ++pick;
-    if (pick < found) {
-      algo = results[pick].algo;
-    } else {
-      const int32_t one = 1;
-      const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
-      LOCKSTEP_RETURN_IF_LT(cublasLtMatmulAlgoConfigSetAttribute(
-                                &algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one)),
-                            "set SPLITK_NUM");
-      LOCKSTEP_RETURN_IF_LT(cublasLtMatmulAlgoConfigSetAttribute(
-                                &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none, sizeof(none)),
-                            "set REDUCTION_SCHEME");
+    // The wanted candidate or the next one with split-K 1 that the check at first use
+    // finds invariant (gemm_invariance.h).
+    std::vector<std::string> refused;
+    absl::StatusOr<int> pick = FirstInvariantCandidate(
+        options_.heuristic_index, found, [&](int i) { return SplitK(results[i].algo) == 1; },
+        [&](int i) -> absl::StatusOr<bool> {
+          if (options_.invariance_check_for_test) return options_.invariance_check_for_test(i);
+          return Invariant(results[i].algo, n, k, io, w);
+        },
+        &refused);
+    if (!pick.ok()) {
+      return absl::Status(
+          pick.status().code(),
+          absl::StrCat("batch-invariant ", IoName(type), " GEMM ", shape, ": ",
+                       pick.status().message(), " (", absl::StrJoin(refused, "; "), ")"));
     }
+    for (const std::string& line : refused) {
+      if (line.find("split-K") == std::string::npos) ++invariance_fallbacks_;
+    }
+    if (!refused.empty()) {
+      LOCKSTEP_LOG_WARN("cuda", "batch-invariant {} GEMM {}: candidate {} ({})", IoName(type),
+                        shape, *pick, absl::StrJoin(refused, "; "));
+    }
+    algo = results[*pick].algo;
   }
   cache.emplace(key, algo);
   return algo;
@@ -189,16 +318,18 @@ absl::Status CublasLtGemm::Run(const void* x, int64_t m, const void* w, int64_t 
     return absl::InvalidArgumentError(absl::StrCat("GEMM of m=", m, " n=", n, " k=", k));
   }
   absl::StatusOr<cublasLtMatmulAlgo_t> algo =
-      Algorithm(MakeGemmKey(m, n, k, options_.batch_invariant, AlignmentsOf(w, x, y)), io);
+      Algorithm(MakeGemmKey(m, n, k, options_.batch_invariant, AlignmentsOf(w, x, y)), io, w);
   if (!algo.ok()) return algo.status();
   const int type = static_cast<int>(io);
-  MatmulDescs descs;
-  if (absl::Status s = descs.Init(m, n, k, InType(type), OutType(type)); !s.ok()) return s;
+  std::unique_ptr<MatmulDescs> spare;
+  absl::StatusOr<const MatmulDescs*> descs = Descs(io, m, n, k, spare);
+  if (!descs.ok()) return descs.status();
   const float alpha = 1.0f;
   const float beta = 0.0f;
+  const MatmulDescs& d = **descs;
   LOCKSTEP_RETURN_IF_LT(
-      cublasLtMatmul(handle_, descs.op(), &alpha, w, descs.a(), x, descs.b(), &beta, y, descs.d(),
-                     y, descs.d(), &*algo, workspace_, options_.workspace_bytes, stream_),
+      cublasLtMatmul(handle_, d.op(), &alpha, w, d.a(), x, d.b(), &beta, y, d.d(), y, d.d(), &*algo,
+                     workspace_, options_.workspace_bytes, stream_),
       absl::StrCat("cublasLtMatmul ", IoName(type), " m=", m, " n=", n, " k=", k));
   return absl::OkStatus();
 }

@@ -6,11 +6,17 @@
 // One object per stream: it owns the cuBLASLt handle and workspace of that stream and
 // caches the chosen algorithm per (M bucket, N, K, operand alignments) (gemm_key.h): the
 // heuristic query states each pointer's actual alignment, so offset pointers (a
-// per-expert GEMM's rows) get an algorithm that runs on them. In batch-invariant mode
-// every M uses the one algorithm of its (N, K) and alignments, with split-K off, so a
+// per-expert GEMM's rows) get an algorithm that runs on them. It also caches the matmul
+// descriptors per (types, M, N, K) (creating them costs 5-10 us of host time a call).
+// In batch-invariant mode every M uses the one algorithm of its (N, K) and alignments,
+// asked for with the reduction scheme "none" (no split-K or stream-K reduction), so a
 // row's result does not depend on how many rows share the GEMM (the engine's
 // activations are at fixed, 256-byte aligned scratch offsets, so their alignment never
-// changes with the batch).
+// changes with the batch). That is verified at the key's first use, on probe data on a
+// stream of its own: row 0 at M = 1 must have the bits it has at M =
+// invariant_check_m; a candidate that fails is passed over for the next (logged), and
+// no invariant candidate is an error (gemm_invariance.h). That first use must be eager
+// (the engine warms every shape up before capturing graphs).
 //
 //   absl::StatusOr<std::unique_ptr<CublasLtGemm>> gemm = CublasLtGemm::Create(stream, {});
 //   RETURN_IF_ERROR((*gemm)->Gemm(x, m, w, n, k, y));
@@ -24,7 +30,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -42,7 +50,15 @@ struct GemmOptions {
   // Which of cuBLASLt's heuristic candidates to use (0: its first choice; others let a
   // benchmark time the alternatives), in [0, 8). NotFound when there are fewer.
   int heuristic_index = 0;
+  // Batch-invariant mode's check at first use compares M = 1 with this M (the largest
+  // batch the engine runs through one GEMM).
+  int64_t invariant_check_m = 512;
+  // Tests only: replaces that check (given the candidate's index), e.g. to inject a
+  // candidate that is not invariant.
+  std::function<absl::StatusOr<bool>(int candidate)> invariance_check_for_test;
 };
+
+class MatmulDescs;
 
 class CublasLtGemm {
  public:
@@ -66,23 +82,38 @@ class CublasLtGemm {
     for (const auto& cache : algorithms_) n += cache.size();
     return n;
   }
+  size_t cached_descriptors() const { return descs_.size(); }
+  // Batch-invariant candidates passed over because the check found them not invariant.
+  int invariance_fallbacks() const { return invariance_fallbacks_; }
   const GemmOptions& options() const { return options_; }
 
  private:
-  CublasLtGemm(cudaStream_t stream, GemmOptions options) : stream_(stream), options_(options) {}
+  CublasLtGemm(cudaStream_t stream, GemmOptions options);  // out of line: MatmulDescs
 
   // The element types of one call.
   enum class Io { kBf16, kBf16ToF32, kF32, kCount };
 
   absl::Status Run(const void* x, int64_t m, const void* w, int64_t n, int64_t k, void* y, Io io);
-  // The cached algorithm of `key` for the element types (chosen on first use).
-  absl::StatusOr<cublasLtMatmulAlgo_t> Algorithm(const GemmKey& key, Io io);
+  // The cached algorithm of `key` for the element types (chosen on first use; `w` is the
+  // call's weight, which the batch-invariant check multiplies by probe rows).
+  absl::StatusOr<cublasLtMatmulAlgo_t> Algorithm(const GemmKey& key, Io io, const void* w);
+  // Whether `algo` gives row 0 the same bits at M = 1 as at M = invariant_check_m.
+  absl::StatusOr<bool> Invariant(const cublasLtMatmulAlgo_t& algo, int64_t n, int64_t k, Io io,
+                                 const void* w);
+  // The cached descriptors of (io, m, n, k), made on first use (a temporary in `spare`
+  // once the cache holds kMaxCachedDescs).
+  absl::StatusOr<const MatmulDescs*> Descs(Io io, int64_t m, int64_t n, int64_t k,
+                                           std::unique_ptr<MatmulDescs>& spare);
 
   cudaStream_t stream_;
   GemmOptions options_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   absl::flat_hash_map<GemmKey, cublasLtMatmulAlgo_t> algorithms_[static_cast<int>(Io::kCount)];
+  absl::flat_hash_map<std::tuple<int, int64_t, int64_t, int64_t>, std::unique_ptr<MatmulDescs>>
+      descs_;
+  cudaStream_t probe_stream_ = nullptr;  // the batch-invariant check's, made on first use
+  int invariance_fallbacks_ = 0;
 };
 
 }  // namespace lockstep::cuda::kernels

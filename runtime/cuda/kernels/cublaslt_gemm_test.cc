@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -116,8 +117,11 @@ TEST(CublasLtGemmTest, CachesOneAlgorithmPerBucket) {
     for (int64_t m : {5, 6, 8, 33, 64}) {
       ASSERT_TRUE(gemm->Gemm(dx.get(), m, dw.get(), 256, 256, dy.get()).ok());
     }
-    // Buckets 8, 64 (or one key in batch-invariant mode).
+    // Buckets 8, 64 (or one key in batch-invariant mode); descriptors per M.
     EXPECT_EQ(gemm->cached_algorithms(), invariant ? 1u : 2u);
+    EXPECT_EQ(gemm->cached_descriptors(), 5u);
+    ASSERT_TRUE(gemm->Gemm(dx.get(), 33, dw.get(), 256, 256, dy.get()).ok());
+    EXPECT_EQ(gemm->cached_descriptors(), 5u);  // reused, not made again
     EXPECT_FALSE(gemm->Gemm(dx.get(), 0, dw.get(), 256, 256, dy.get()).ok());
   }
 }
@@ -182,6 +186,40 @@ TEST(CublasLtGemmTest, BatchInvariantRowsDoNotDependOnTheBatch) {
       ASSERT_EQ(y[j].bits, first[j].bits) << "m=" << m << " column " << j;
     }
   }
+}
+
+// The batch-invariance check at first use: the real one passes cuBLASLt's choice for a
+// 1B projection; an injected check that refuses candidate 0 makes the wrapper fall back
+// to candidate 1 (counted), and refusing every candidate is an error naming them.
+TEST(CublasLtGemmTest, BatchInvariantModeFallsBackPastANonInvariantCandidate) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  DeviceArray<Bf16> dx(512 * 2048), dw(3072 * 2048), dy(512 * 3072);
+  ASSERT_EQ(dx.Poison(), cudaSuccess);
+  {
+    std::unique_ptr<CublasLtGemm> gemm = MakeGemm(true);
+    ASSERT_NE(gemm, nullptr);
+    ASSERT_TRUE(gemm->Gemm(dx.get(), 4, dw.get(), 3072, 2048, dy.get()).ok());
+    EXPECT_EQ(gemm->invariance_fallbacks(), 0);
+  }
+  std::vector<int> checked;
+  GemmOptions options{.batch_invariant = true};
+  options.invariance_check_for_test = [&](int candidate) -> absl::StatusOr<bool> {
+    checked.push_back(candidate);
+    return candidate != 0;
+  };
+  absl::StatusOr<std::unique_ptr<CublasLtGemm>> gemm = CublasLtGemm::Create(nullptr, options);
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  const absl::Status s = (*gemm)->Gemm(dx.get(), 4, dw.get(), 3072, 2048, dy.get());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ((*gemm)->invariance_fallbacks(), 1);
+  ASSERT_FALSE(checked.empty());
+  EXPECT_EQ(checked.front(), 0);
+  options.invariance_check_for_test = [](int) -> absl::StatusOr<bool> { return false; };
+  gemm = CublasLtGemm::Create(nullptr, options);
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  const absl::Status none = (*gemm)->Gemm(dx.get(), 4, dw.get(), 3072, 2048, dy.get());
+  EXPECT_EQ(none.code(), absl::StatusCode::kNotFound) << none;
+  EXPECT_NE(none.message().find("candidate 0: row 0 differs"), std::string::npos) << none;
 }
 
 }  // namespace
