@@ -54,6 +54,7 @@
 #include "runtime/engine/model_engine.h"
 #include "runtime/executor/cache_audit.h"
 #include "runtime/executor/executor_config.h"
+#include "runtime/executor/instance_loads.h"
 #include "runtime/executor/intake.h"
 #include "runtime/executor/response.h"
 #include "runtime/executor/step_stats.h"
@@ -64,17 +65,6 @@
 #include "spec_decode/speculative_config.h"
 
 namespace lockstep::exec {
-
-// One rank of the instance as every rank learns it from the step's load all-gather.
-struct RankView {
-  int64_t active_requests = 0;
-  int64_t active_tokens = 0;   // tokens in flight: its requests' sequence lengths
-  int64_t free_kv_tokens = 0;  // KV a new request could get (free + evictable, tightest pool)
-  // Prefix reuse (cumulative, ExecutorCounters): tokens its new context caches had to
-  // prefill, and of those reused.
-  int64_t context_tokens = 0;
-  int64_t reused_tokens = 0;
-};
 
 // A thread-safe copy of the executor's state, published once per step.
 struct ExecutorSnapshot {
@@ -292,12 +282,8 @@ class Executor {
   bool drained_ = false;
   bool idle_ = true;
   bool busy_ = false;
-  std::vector<int64_t> free_target_blocks_;
-  std::vector<int64_t> free_draft_blocks_;
-  std::vector<int64_t> used_target_blocks_;
-  std::vector<int64_t> used_draft_blocks_;
-  std::vector<RankView> rank_views_;
-  ExecutorCounters instance_counters_;
+  // Every rank's pools, load and counters, as of the step's load all-gather.
+  InstanceLoads loads_;
   // Generation-only requests with blocks allocated, waiting to start their receive:
   // (request id, the step that allocated the blocks).
   std::vector<std::pair<RequestId, int64_t>> pending_receives_;

@@ -2,7 +2,6 @@
 // to every rank, validation, deterministic rank assignment, admission and cancels.
 // Part of Executor; runs on the executor thread.
 #include <algorithm>
-#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,23 +17,6 @@ namespace lockstep::exec {
 using sched::Request;
 using sched::RequestState;
 using sched::RequestType;
-
-namespace {
-
-// Tokens of KV a new request could get on this rank without pausing anyone: free and
-// evictable blocks of the tightest pool.
-int64_t FreeKvTokens(const kv::KvManager& kv, const kv::ManagerStats& stats) {
-  int64_t tokens = int64_t{stats.target.free_blocks + stats.target.cached_blocks} *
-                   kv.tokens_per_block(kv::PoolKind::kTarget);
-  if (stats.draft.has_value()) {
-    tokens =
-        std::min<int64_t>(tokens, int64_t{stats.draft->free_blocks + stats.draft->cached_blocks} *
-                                      kv.tokens_per_block(kv::PoolKind::kDraft));
-  }
-  return tokens;
-}
-
-}  // namespace
 
 absl::StatusOr<Executor::InstanceView> Executor::Intake() {
   IntakeBatch batch;
@@ -86,64 +68,14 @@ absl::StatusOr<Executor::InstanceView> Executor::Intake() {
       ++counters_.draft_k_requests[static_cast<size_t>(scheduler_.DraftTokensFor(*r))];
     }
   }
-  const kv::ManagerStats kv_stats = kv_->Stats();
-  constexpr int kLoadFields = 8;
-  constexpr int kKSize = spec::kMaxDraftTokens + 1;
-  constexpr int kKFields = kKSize * static_cast<int>(std::size(kPerRankKCounts));
-  constexpr int kFields = kLoadFields + kNumPerRankCounters + kKFields;
-  int64_t local[kFields] = {sched::Scheduler::CountActive(active),
-                            tokens,
-                            sched::Scheduler::CountSchedulable(active),
-                            kv_stats.target.free_blocks,
-                            kv_stats.draft ? kv_stats.draft->free_blocks : 0,
-                            kv_stats.target.used_blocks,
-                            kv_stats.draft ? kv_stats.draft->used_blocks : 0,
-                            FreeKvTokens(*kv_, kv_stats)};
-  for (int i = 0; i < kNumPerRankCounters; ++i) {
-    local[kLoadFields + i] = counters_.*kPerRankCounters[i];
-  }
-  for (int k = 0; k < kKFields; ++k) {
-    local[kLoadFields + kNumPerRankCounters + k] =
-        (counters_.*kPerRankKCounts[k / kKSize])[static_cast<size_t>(k % kKSize)];
-  }
-  std::vector<int64_t> all(kFields * static_cast<size_t>(config_.world_size));
+  const InstanceLoads::Row local =
+      InstanceLoads::LocalRow(sched::Scheduler::CountActive(active), tokens,
+                              sched::Scheduler::CountSchedulable(active), *kv_, counters_);
+  std::vector<int64_t> all(InstanceLoads::kFields * static_cast<size_t>(config_.world_size));
   RETURN_IF_ERROR(comm_->AllGather(absl::MakeConstSpan(local), absl::MakeSpan(all), Call("loads")));
-  std::vector<sched::RankLoad> loads(config_.world_size);
   InstanceView view;
-  free_target_blocks_.resize(config_.world_size);
-  free_draft_blocks_.resize(config_.world_size);
-  used_target_blocks_.resize(config_.world_size);
-  used_draft_blocks_.resize(config_.world_size);
-  instance_counters_ = counters_;
-  for (int i = 0; i < kNumPerRankCounters; ++i) instance_counters_.*kPerRankCounters[i] = 0;
-  for (DraftKCounts ExecutorCounters::*counts : kPerRankKCounts) {
-    (instance_counters_.*counts).fill(0);
-  }
-  rank_views_.resize(config_.world_size);
-  for (int r = 0; r < config_.world_size; ++r) {
-    const int64_t* f = &all[kFields * r];
-    loads[r] = {f[0], f[1], f[7]};
-    view.schedulable += f[2];
-    free_target_blocks_[r] = f[3];
-    free_draft_blocks_[r] = f[4];
-    used_target_blocks_[r] = f[5];
-    used_draft_blocks_[r] = f[6];
-    RankView& rank = rank_views_[r];
-    rank = {f[0], f[1], f[7]};
-    for (int i = 0; i < kNumPerRankCounters; ++i) {
-      instance_counters_.*kPerRankCounters[i] += f[kLoadFields + i];
-      if (kPerRankCounters[i] == &ExecutorCounters::context_tokens) {
-        rank.context_tokens = f[kLoadFields + i];
-      }
-      if (kPerRankCounters[i] == &ExecutorCounters::reused_tokens) {
-        rank.reused_tokens = f[kLoadFields + i];
-      }
-    }
-    for (int k = 0; k < kKFields; ++k) {
-      (instance_counters_.*kPerRankKCounts[k / kKSize])[static_cast<size_t>(k % kKSize)] +=
-          f[kLoadFields + kNumPerRankCounters + k];
-    }
-  }
+  const std::vector<sched::RankLoad> loads =
+      loads_.Absorb(all, config_.world_size, counters_, &view.schedulable);
   current_.token_imbalance = sched::TokenImbalance(loads);
   if (queue_.empty()) return view;
 
