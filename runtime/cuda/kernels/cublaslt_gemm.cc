@@ -88,6 +88,17 @@ int32_t SplitK(const cublasLtMatmulAlgo_t& algo) {
   return splits;
 }
 
+// Sets split-K off (1 split, no reduction) on `algo`; false when cuBLASLt refuses.
+bool ForceNoSplitK(cublasLtMatmulAlgo_t& algo) {
+  const int32_t one = 1;
+  const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+  return cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one,
+                                              sizeof(one)) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
+                                              sizeof(none)) == CUBLAS_STATUS_SUCCESS &&
+         SplitK(algo) == 1;
+}
+
 cudaDataType_t InType(int io) { return io == 2 ? CUDA_R_32F : CUDA_R_16BF; }
 cudaDataType_t OutType(int io) { return io == 0 ? CUDA_R_16BF : CUDA_R_32F; }
 const char* IoName(int io) { return io == 0 ? "bf16" : io == 1 ? "bf16->f32" : "f32"; }
@@ -226,37 +237,48 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
   const int64_t k = key.k;
   MatmulDescs descs;
   if (absl::Status s = descs.Init(query_m, n, k, InType(type), OutType(type)); !s.ok()) return s;
-  cublasLtMatmulPreference_t pref = nullptr;
-  LOCKSTEP_RETURN_IF_LT(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-  const uint64_t workspace = options_.workspace_bytes;
-  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
-  // Only algorithms that run on pointers aligned as this call's are (cuBLASLt assumes
-  // 256 bytes otherwise); C is D.
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align.a},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align.b},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align.d},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align.d}};
-  for (const auto& [attribute, bytes] : alignments) {
-    if (status == CUBLAS_STATUS_SUCCESS) {
-      status = cublasLtMatmulPreferenceSetAttribute(pref, attribute, &bytes, sizeof(bytes));
-    }
-  }
-  if (options_.batch_invariant && status == CUBLAS_STATUS_SUCCESS) {
-    // Only algorithms without a split-K or stream-K reduction, whose reduction order
-    // could depend on M.
-    const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
-    status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                  &none, sizeof(none));
-  }
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
-  if (status == CUBLAS_STATUS_SUCCESS) {
-    status = cublasLtMatmulAlgoGetHeuristic(handle_, descs.op(), descs.a(), descs.b(), descs.d(),
-                                            descs.d(), pref, kCandidates, results, &found);
+  // The heuristic's candidates; with `reduction_none`, only algorithms without a split-K
+  // or stream-K reduction, whose reduction order could depend on M.
+  const auto query = [&](bool reduction_none) {
+    found = 0;
+    cublasLtMatmulPreference_t pref = nullptr;
+    cublasStatus_t status = cublasLtMatmulPreferenceCreate(&pref);
+    if (status != CUBLAS_STATUS_SUCCESS) return status;
+    const uint64_t workspace = options_.workspace_bytes;
+    status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &workspace, sizeof(workspace));
+    // Only algorithms that run on pointers aligned as this call's are (cuBLASLt assumes
+    // 256 bytes otherwise); C is D.
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align.a},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align.b},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align.d},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align.d}};
+    for (const auto& [attribute, bytes] : alignments) {
+      if (status == CUBLAS_STATUS_SUCCESS) {
+        status = cublasLtMatmulPreferenceSetAttribute(pref, attribute, &bytes, sizeof(bytes));
+      }
+    }
+    if (reduction_none && status == CUBLAS_STATUS_SUCCESS) {
+      const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+      status = cublasLtMatmulPreferenceSetAttribute(
+          pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none, sizeof(none));
+    }
+    if (status == CUBLAS_STATUS_SUCCESS) {
+      status = cublasLtMatmulAlgoGetHeuristic(handle_, descs.op(), descs.a(), descs.b(), descs.d(),
+                                              descs.d(), pref, kCandidates, results, &found);
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    return status;
+  };
+  cublasStatus_t status = query(options_.batch_invariant);
+  if (options_.batch_invariant &&
+      (status != CUBLAS_STATUS_SUCCESS || found <= options_.heuristic_index)) {
+    // None without a reduction: any candidate, with split-K forced off below.
+    status = query(false);
   }
-  cublasLtMatmulPreferenceDestroy(pref);
   const std::string shape =
       absl::StrCat("m=", query_m, " n=", n, " k=", k, " (alignments ", key.align.a, "/",
                    key.align.b, "/", key.align.d, " bytes)");
@@ -272,7 +294,8 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
     // finds invariant (gemm_invariance.h).
     std::vector<std::string> refused;
     absl::StatusOr<int> pick = FirstInvariantCandidate(
-        options_.heuristic_index, found, [&](int i) { return SplitK(results[i].algo) == 1; },
+        options_.heuristic_index, found,
+        [&](int i) { return SplitK(results[i].algo) == 1 || ForceNoSplitK(results[i].algo); },
         [&](int i) -> absl::StatusOr<bool> {
           if (options_.invariance_check_for_test) return options_.invariance_check_for_test(i);
           return Invariant(results[i].algo, n, k, io, w);
