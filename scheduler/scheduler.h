@@ -92,8 +92,6 @@ class Scheduler {
   // unpaired mirror first). False, with everything this call did undone, when blocks
   // run out.
   bool GrowBy(Request* request, int64_t tokens, Rollback* rollback);
-  // Target (and draft) capacity of `request` becomes `capacity`.
-  bool GrowTo(Request* request, int64_t capacity, Rollback* rollback);
   // Pauses requests younger than `requester` that are not in `scheduled`, youngest
   // first, until `fits` is true or none is left. Returns whether it fits now.
   template <typename Fits>
