@@ -27,23 +27,28 @@ absl::StatusOr<std::vector<ChatMessage>> FixedTemplateMessages(const Json& messa
                           fmt::format("messages[{}] must be an object with a string role", i));
     }
     ChatMessage message{m["role"].get<std::string>(), ""};
-    const Json content = m.value("content", Json());
-    if (content.is_string()) {
-      message.content = content.get<std::string>();
-    } else if (content.is_array()) {
-      for (const Json& part : content) {
-        if (!part.is_object() || part.value("type", Json()) != "text" ||
-            !part.value("text", Json()).is_string()) {
+    // Read in place, without copying the client's values (find() is end() on a value
+    // that is not an object).
+    const auto content = m.find("content");
+    const bool has_content = content != m.end() && !content->is_null();
+    if (has_content && content->is_string()) {
+      message.content = content->get<std::string>();
+    } else if (has_content && content->is_array()) {
+      for (const Json& part : *content) {
+        const auto type = part.find("type");
+        const auto part_text = part.find("text");
+        if (type == part.end() || *type != "text" || part_text == part.end() ||
+            !part_text->is_string()) {
           return InvalidParam("messages", fmt::format("messages[{}].content parts must be "
                                                       "{{\"type\": \"text\", \"text\": ...}}",
                                                       i));
         }
-        message.content += part["text"].get<std::string>();
+        message.content += part_text->get<std::string>();
       }
-    } else if (!content.is_null()) {
+    } else if (has_content) {
       return InvalidParam("messages", fmt::format("messages[{}].content must be a string or an "
                                                   "array of text parts, got {}",
-                                                  i, content.type_name()));
+                                                  i, content->type_name()));
     }
     parsed.push_back(std::move(message));
   }
@@ -70,6 +75,12 @@ absl::StatusOr<ChatPromptOptions> ParseChatPromptOptions(const Json& body) {
       return InvalidParam(
           "chat_template_kwargs",
           fmt::format("chat_template_kwargs must be an object, got {}", it->type_name()));
+    }
+    // Each is set in the template's variables by a linear search (jinja::Dict).
+    if (it->size() > kMaxChatTemplateKwargs) {
+      return InvalidParam("chat_template_kwargs",
+                          fmt::format("chat_template_kwargs may hold at most {} variables, got {}",
+                                      kMaxChatTemplateKwargs, it->size()));
     }
     for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt"}) {
       if (it->contains(reserved)) {
@@ -99,7 +110,8 @@ absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const Json& messages,
       return InvalidParam("messages", "messages must be a non-empty array");
     }
     for (size_t i = 0; i < messages.size(); ++i) {
-      if (!messages[i].is_object() || !messages[i].value("role", Json()).is_string()) {
+      const auto role = messages[i].find("role");
+      if (role == messages[i].end() || !role->is_string()) {
         return InvalidParam("messages",
                             fmt::format("messages[{}] must be an object with a string role", i));
       }

@@ -15,7 +15,8 @@
 //                          does not use change nothing (as in transformers and vLLM);
 //                          the fixed template uses none. The names the template gets
 //                          from the request (messages, tools, documents,
-//                          add_generation_prompt) are refused.
+//                          add_generation_prompt) are refused, and so are more than
+//                          kMaxChatTemplateKwargs (256) variables.
 //   tools                  a list of tool definitions the template renders (the
 //                          caller decides when tools are allowed); the fixed template
 //                          has no place for them, so they are refused there.
@@ -34,6 +35,8 @@
 #include "runtime/router/serving_tokenizer.h"
 
 namespace lockstep::router {
+
+inline constexpr size_t kMaxChatTemplateKwargs = 256;
 
 struct ChatPromptOptions {
   bool add_generation_prompt = true;

@@ -94,6 +94,22 @@ TEST(ChatPromptTest, BadOptionsNameTheField) {
   }
 }
 
+// Each variable is set by a linear search of the template's variables: 200,000 of them
+// took minutes; at most kMaxChatTemplateKwargs are taken.
+TEST(ChatPromptTest, ChatTemplateKwargsAreBounded) {
+  Json body = {{"chat_template_kwargs", Json::object()}};
+  for (size_t i = 0; i < kMaxChatTemplateKwargs; ++i) {
+    body["chat_template_kwargs"]["v" + std::to_string(i)] = i;
+  }
+  EXPECT_THAT(ParseChatPromptOptions(body), IsOk());
+  body["chat_template_kwargs"]["one_more"] = true;
+  const absl::StatusOr<ChatPromptOptions> options = ParseChatPromptOptions(body);
+  EXPECT_THAT(options, StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("chat_template_kwargs may hold at most 256 variables, "
+                                          "got 257")));
+  EXPECT_EQ(ParamOf(options.status()), "chat_template_kwargs");
+}
+
 // A template's raise_exception is the client's error, naming "messages".
 TEST(ChatPromptTest, ATemplateErrorNamesMessages) {
   absl::StatusOr<tok::ChatTemplate> chat =

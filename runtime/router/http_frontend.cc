@@ -176,15 +176,20 @@ HttpFrontend::HttpFrontend(Options options, RequestRunner& runner, InstanceRegis
   server_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGenerate(ApiKind::kChat, req, res);
   });
-  server_.Post("/v1/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    if (Authorized(req, res)) Respond(res, Tokenize(req.body, tokenizer_, options_.limits));
-  });
-  server_.Post("/v1/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    if (Authorized(req, res)) Respond(res, Detokenize(req.body, tokenizer_, options_.limits));
-  });
+  // Also at /tokenize and /detokenize, the paths vLLM's clients call.
+  for (const char* path : {"/v1/tokenize", "/tokenize"}) {
+    server_.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
+      if (Authorized(req, res)) Respond(res, Tokenize(req.body, tokenizer_, options_.limits));
+    });
+  }
+  for (const char* path : {"/v1/detokenize", "/detokenize"}) {
+    server_.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
+      if (Authorized(req, res)) Respond(res, Detokenize(req.body, tokenizer_, options_.limits));
+    });
+  }
   // Other methods on the POST-only endpoints get 405, not the 404 of an unknown route.
-  for (const char* path :
-       {"/v1/completions", "/v1/chat/completions", "/v1/tokenize", "/v1/detokenize"}) {
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/v1/tokenize",
+                           "/v1/detokenize", "/tokenize", "/detokenize"}) {
     const auto post_only = [](const httplib::Request& req, httplib::Response& res) {
       MethodNotAllowed(req, res, "POST");
     };
@@ -287,8 +292,8 @@ void HttpFrontend::HandleGenerate(ApiKind kind, const httplib::Request& req,
   auto choices = std::make_shared<Choices>();
   choices->ticket = admission.TryAdmit();
   if (choices->ticket == nullptr) return refuse();
-  absl::StatusOr<OpenAiRequest> parsed =
-      ParseOpenAiRequest(kind, req.body, tokenizer_, options_.sampling_defaults);
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
+      kind, req.body, tokenizer_, options_.sampling_defaults, RequestJsonBounds(options_.limits));
   absl::Status status =
       parsed.ok() ? ValidateRouterRequest(parsed->request, options_.limits) : parsed.status();
   if (status.ok() && parsed->n > 1 && admission.max_in_flight() > 0 &&

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -21,6 +22,21 @@ std::string Dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// `value` as an int32 when it is an integer in range (never truncated), else nothing.
+std::optional<int32_t> Int32Of(const json& value) {
+  if (value.is_number_unsigned()) {
+    const uint64_t v = value.get<uint64_t>();
+    if (v > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) return std::nullopt;
+    return static_cast<int32_t>(v);
+  }
+  if (!value.is_number_integer()) return std::nullopt;
+  const int64_t v = value.get<int64_t>();
+  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+    return std::nullopt;
+  }
+  return static_cast<int32_t>(v);
+}
+
 // Typed access to the fields of the request object; the first type error is kept.
 class Fields {
  public:
@@ -37,9 +53,12 @@ class Fields {
     const json* value = Get(key);
     if (value == nullptr) return false;
     if (!value->is_number_integer()) return Fail(key, "an integer", *value);
-    const int64_t v = value->is_number_unsigned() && value->get<uint64_t>() > INT64_MAX
-                          ? std::numeric_limits<int64_t>::max()
-                          : value->get<int64_t>();
+    // Out of range is refused, never truncated (an unsigned past int64 included).
+    if (value->is_number_unsigned() && value->get<uint64_t>() > static_cast<uint64_t>(max)) {
+      return FailWith(key, fmt::format("{} must be in [{}, {}], got {}", key, min, max,
+                                       value->get<uint64_t>()));
+    }
+    const int64_t v = value->get<int64_t>();
     if (v < min || v > max) {
       return FailWith(key, fmt::format("{} must be in [{}, {}], got {}", key, min, max, v));
     }
@@ -100,20 +119,48 @@ absl::StatusOr<std::vector<int32_t>> ParsePrompt(const json& prompt,
     return tokenizer.Encode(prompt[0].get<std::string>(), add_special_tokens);
   }
   std::vector<int32_t> ids;
+  ids.reserve(prompt.size());
   for (const json& id : prompt) {
     if (id.is_string() || id.is_array()) {
       return InvalidParam("prompt",
                           "only one prompt per request is supported (use n for "
                           "several choices)");
     }
-    if (!id.is_number_integer() || id.get<int64_t>() < std::numeric_limits<int32_t>::min() ||
-        id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      return InvalidParam("prompt",
-                          fmt::format("prompt token ids must be integers, got {}", Dump(id)));
+    const std::optional<int32_t> id32 = Int32Of(id);
+    if (!id32.has_value()) {
+      return InvalidParam("prompt", fmt::format("prompt token ids must be integers in the int32 "
+                                                "range, got {}",
+                                                JsonPreview(id)));
     }
-    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    ids.push_back(*id32);
   }
   return ids;
+}
+
+// `stop_token_ids`: an array of at most kMaxStopTokenIds int32 integers.
+void ParseStopTokenIds(Fields& f, std::vector<int32_t>* out) {
+  const json* stops = f.Get("stop_token_ids");
+  if (stops == nullptr) return;
+  if (!stops->is_array()) {
+    f.Fail("stop_token_ids", "an array of integers", *stops);
+    return;
+  }
+  if (stops->size() > kMaxStopTokenIds) {
+    f.FailWith("stop_token_ids", fmt::format("stop_token_ids may hold at most {} token ids, got {}",
+                                             kMaxStopTokenIds, stops->size()));
+    return;
+  }
+  for (size_t i = 0; i < stops->size(); ++i) {
+    const std::optional<int32_t> id = Int32Of((*stops)[i]);
+    if (!id.has_value()) {
+      f.FailWith("stop_token_ids",
+                 fmt::format("stop_token_ids must be an array of integers in the int32 range; "
+                             "stop_token_ids[{}] is {}",
+                             i, JsonPreview((*stops)[i])));
+      return;
+    }
+    out->push_back(*id);
+  }
 }
 
 // `stop`: null, a string, or an array of at most kMaxStopStrings strings.
@@ -151,12 +198,18 @@ void ParseLogitBias(Fields& f, std::vector<std::pair<int32_t, float>>* out) {
     f.Fail("logit_bias", "an object from token ids to numbers", *bias);
     return;
   }
+  if (bias->size() > kMaxLogitBias) {
+    f.FailWith("logit_bias", fmt::format("logit_bias may hold at most {} tokens, got {}",
+                                         kMaxLogitBias, bias->size()));
+    return;
+  }
   for (const auto& [key, value] : bias->items()) {
     int32_t id = 0;
     if (!absl::SimpleAtoi(key, &id) || !value.is_number()) {
       f.FailWith("logit_bias",
-                 fmt::format("logit_bias must map token ids to numbers, got \"{}\": {}", key,
-                             Dump(value)));
+                 fmt::format("logit_bias must map token ids to numbers (ids in the int32 "
+                             "range), got {}: {}",
+                             JsonPreview(json(key)), JsonPreview(value)));
       return;
     }
     out->emplace_back(id, value.get<float>());
@@ -172,12 +225,9 @@ uint64_t ChoiceSeed(uint64_t seed, int32_t index) {
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view body,
                                                  const ServingTokenizer& tokenizer,
-                                                 const SamplingDefaults& defaults) {
-  const json doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    return InvalidParam("", "The request body is not valid JSON");
-  }
-  if (!doc.is_object()) return InvalidParam("", "The request body must be a JSON object");
+                                                 const SamplingDefaults& defaults,
+                                                 const JsonBounds& bounds) {
+  ASSIGN_OR_RETURN(const json doc, ParseRequestBody<json>(body, bounds));
   RETURN_IF_ERROR(CheckOpenAiFields(kind, doc));
   OpenAiRequest out;
   out.kind = kind;
@@ -203,10 +253,11 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
   } else {
     if (f.Get("messages") == nullptr) return InvalidParam("messages", "messages is required");
     // Parsed again keeping the client's key order, which the template sees.
-    const nlohmann::ordered_json ordered =
-        nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
+    ASSIGN_OR_RETURN(const nlohmann::ordered_json ordered,
+                     ParseRequestBody<nlohmann::ordered_json>(body, bounds));
     ASSIGN_OR_RETURN(const ChatPromptOptions chat, ParseChatPromptOptions(ordered));
-    if (!chat.tools.is_null() && doc.value("tool_choice", json()) != "none") {
+    const json* tool_choice = f.Get("tool_choice");
+    if (!chat.tools.is_null() && (tool_choice == nullptr || *tool_choice != "none")) {
       return InvalidParam("tools",
                           "tools are supported only with tool_choice \"none\" (tool calls are "
                           "not parsed from the output)");
@@ -238,19 +289,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
   }
   if (f.Int("min_tokens", &i64, 0)) sampling.min_tokens = static_cast<int32_t>(i64);
   ParseLogitBias(f, &sampling.logit_bias);
-  if (const json* stops = f.Get("stop_token_ids")) {
-    if (!stops->is_array()) {
-      f.Fail("stop_token_ids", "an array of integers", *stops);
-    } else {
-      for (const json& id : *stops) {
-        if (!id.is_number_integer()) {
-          f.Fail("stop_token_ids", "an array of integers", id);
-          break;
-        }
-        sampling.stop_token_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
-      }
-    }
-  }
+  ParseStopTokenIds(f, &sampling.stop_token_ids);
   f.Bool("stream", &out.stream);
   if (const json* options = f.Get("stream_options")) {
     if (!options->is_object()) {

@@ -19,8 +19,11 @@
 // (1 or n), presence_penalty, frequency_penalty, logit_bias ({"token id": bias}), user
 // (a string, ignored); extensions: top_k, ignore_eos, stop_token_ids,
 // repetition_penalty, min_tokens. A field of the wrong JSON type is INVALID_ARGUMENT
-// naming it; a chat template error while rendering is INVALID_ARGUMENT naming
-// "messages".
+// naming it; so is an integer outside its range (int32 for token ids and counts, int64
+// for seed: refused, never truncated), and stop_token_ids or logit_bias with more than
+// kMaxStopTokenIds / kMaxLogitBias entries (1024 each). A chat template error while
+// rendering is INVALID_ARGUMENT naming "messages". The body is parsed within JSON
+// bounds (request_fields.h: ParseRequestBody) before anything else reads it.
 //
 // Usage with n > 1: prompt_tokens once, completion_tokens summed over the choices.
 //
@@ -62,9 +65,11 @@ struct OpenAiRequest {
   bool echo = false;         // completions: each choice's text starts with the prompt
 };
 
+// `bounds`: the body's JSON bounds (RequestJsonBounds of the router's limits).
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view body,
                                                  const ServingTokenizer& tokenizer,
-                                                 const SamplingDefaults& defaults = {});
+                                                 const SamplingDefaults& defaults = {},
+                                                 const JsonBounds& bounds = {});
 
 // The seed of choice `index` of a request with `seed`: choice 0 keeps the request's
 // seed (so n = 1 samples as before), the others derive theirs from it.

@@ -141,7 +141,39 @@ absl::Status CheckStreamOptions(const json& options) {
   return absl::OkStatus();
 }
 
+template <typename BasicJson>
+std::string Preview(const BasicJson& value) {
+  if (value.is_array() || value.is_object()) return value.type_name();
+  if (value.is_string() && value.template get_ref<const std::string&>().size() > 40) {
+    return Dump(json(value.template get_ref<const std::string&>().substr(0, 40))) + "...";
+  }
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 }  // namespace
+
+JsonBounds RequestJsonBounds(const RequestLimits& limits) {
+  return {.max_depth = kDefaultMaxJsonDepth,
+          .max_values = kDefaultMaxJsonValues + std::max<int64_t>(limits.max_prompt_tokens, 0)};
+}
+
+template <typename BasicJson>
+absl::StatusOr<BasicJson> ParseRequestBody(std::string_view body, const JsonBounds& bounds) {
+  absl::StatusOr<BasicJson> doc = ParseBoundedJson<BasicJson>(body, bounds);
+  if (!doc.ok()) {
+    return InvalidParam("",
+                        fmt::format("The request body is {}", std::string(doc.status().message())));
+  }
+  if (!doc->is_object()) return InvalidParam("", "The request body must be a JSON object");
+  return doc;
+}
+
+template absl::StatusOr<json> ParseRequestBody<json>(std::string_view, const JsonBounds&);
+template absl::StatusOr<nlohmann::ordered_json> ParseRequestBody<nlohmann::ordered_json>(
+    std::string_view, const JsonBounds&);
+
+std::string JsonPreview(const json& value) { return Preview(value); }
+std::string JsonPreview(const nlohmann::ordered_json& value) { return Preview(value); }
 
 absl::Status CheckOpenAiFields(ApiKind kind, const json& body) {
   const uint8_t api = kind == ApiKind::kChat ? kChats : kCompletions;

@@ -15,6 +15,11 @@
 // fields are checked, and stream_options' keys; messages, tools, logit_bias and
 // chat_template_kwargs hold the client's own keys.
 //
+// Every body is parsed by ParseRequestBody, which refuses JSON nested deeper than 64
+// levels or holding more than 2^18 values plus max_prompt_tokens (so that a prompt of
+// token ids always fits) while it parses, before anything else touches the body
+// (common/bounded_json.h; docs/security.md §6).
+//
 // Thread-safe (pure functions).
 #ifndef LOCKSTEP_RUNTIME_ROUTER_REQUEST_FIELDS_H_
 #define LOCKSTEP_RUNTIME_ROUTER_REQUEST_FIELDS_H_
@@ -22,12 +27,28 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/bounded_json.h"
 #include "nlohmann/json.hpp"
+#include "runtime/router/request_validation.h"
 
 namespace lockstep::router {
 
 enum class ApiKind { kCompletion, kChat };
+
+// The JSON bounds of a request body for a router serving `limits`.
+JsonBounds RequestJsonBounds(const RequestLimits& limits);
+
+// `body` as a JSON object (BasicJson: nlohmann::json or ordered_json); INVALID_ARGUMENT
+// with no param when it is not JSON, past `bounds`, or not an object.
+template <typename BasicJson>
+absl::StatusOr<BasicJson> ParseRequestBody(std::string_view body, const JsonBounds& bounds);
+
+// A short form of `value` for error messages: a scalar as JSON (a string cut at 40
+// characters), an array or object by its type; never the whole of a large value.
+std::string JsonPreview(const nlohmann::json& value);
+std::string JsonPreview(const nlohmann::ordered_json& value);
 
 // The checks above for a /v1/completions or /v1/chat/completions body (an object); one
 // error, for the first offending field. Types and ranges of implemented fields are

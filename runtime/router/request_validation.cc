@@ -75,6 +75,17 @@ absl::Status ValidateRouterRequest(const RouterRequest& request, const RequestLi
       return InvalidParam("stop", fmt::format("stop[{}] must be a non-empty string", i));
     }
   }
+  // Before the scheduler's checks, which look at each one.
+  if (request.sampling.stop_token_ids.size() > kMaxStopTokenIds) {
+    return InvalidParam("stop_token_ids",
+                        fmt::format("stop_token_ids may hold at most {} token ids, got {}",
+                                    kMaxStopTokenIds, request.sampling.stop_token_ids.size()));
+  }
+  if (request.sampling.logit_bias.size() > kMaxLogitBias) {
+    return InvalidParam("logit_bias",
+                        fmt::format("logit_bias may hold at most {} tokens, got {}", kMaxLogitBias,
+                                    request.sampling.logit_bias.size()));
+  }
   if (absl::Status status = request.sampling.Validate(limits.vocab_size); !status.ok()) {
     // The scheduler's messages start with the field name ("top_p must be ...").
     const std::string message(status.message());

@@ -11,11 +11,16 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "runtime/config/message_limits.h"
 #include "runtime/router/router_request.h"
 
 namespace lockstep::router {
 
 inline constexpr size_t kMaxStopStrings = 4;  // as OpenAI allows
+// Most stop_token_ids and logit_bias entries (config/message_limits.h: what a worker
+// request is sized for).
+inline constexpr size_t kMaxStopTokenIds = config::kMaxStopTokenIds;
+inline constexpr size_t kMaxLogitBias = config::kMaxLogitBias;
 
 struct RequestLimits {
   std::string model;

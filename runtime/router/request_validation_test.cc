@@ -89,7 +89,19 @@ INSTANTIATE_TEST_SUITE_P(
             [](auto& r) {
               r.sampling.logit_bias = {{3, 101.0f}};
             },
-            "logit_bias", "must be in [-100, 100]"}),
+            "logit_bias", "must be in [-100, 100]"},
+        // The bounds a worker request is sized for (config/message_limits.h), for both
+        // APIs (RouterService.Generate has no parser of its own).
+        Bad{"stop_ids_count",
+            [](auto& r) { r.sampling.stop_token_ids.assign(kMaxStopTokenIds + 1, 7); },
+            "stop_token_ids", "stop_token_ids may hold at most 1024 token ids, got 1025"},
+        Bad{"bias_count",
+            [](auto& r) {
+              for (size_t i = 0; i <= kMaxLogitBias; ++i) {
+                r.sampling.logit_bias.emplace_back(static_cast<int32_t>(i % 300), 1.0f);
+              }
+            },
+            "logit_bias", "logit_bias may hold at most 1024 tokens, got 1025"}),
     [](const ::testing::TestParamInfo<Bad>& info) { return info.param.label; });
 
 TEST(RequestValidationTest, AnUnknownModelIsNotFound) {
@@ -104,6 +116,12 @@ TEST(RequestValidationTest, AnUnknownModelIsNotFound) {
 
 TEST(RequestValidationTest, AcceptsAValidRequestAndTagsCodes) {
   EXPECT_THAT(ValidateRouterRequest(Valid(), kLimits), IsOk());
+  RouterRequest at_bounds = Valid();
+  at_bounds.sampling.stop_token_ids.assign(kMaxStopTokenIds, 7);
+  for (size_t i = 0; i < kMaxLogitBias; ++i) {
+    at_bounds.sampling.logit_bias.emplace_back(static_cast<int32_t>(i % 300), 1.0f);
+  }
+  EXPECT_THAT(ValidateRouterRequest(at_bounds, kLimits), IsOk());
   RouterRequest request = Valid();
   request.model = "other";
   EXPECT_EQ(ErrorCodeOf(ValidateRouterRequest(request, kLimits)), "model_not_found");

@@ -9,6 +9,7 @@
 #include "fmt/format.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "proto/router.grpc.pb.h"
+#include "runtime/config/message_limits.h"
 #include "runtime/router/admission.h"
 #include "runtime/security/api_keys.h"
 #include "runtime/security/cluster_security.h"
@@ -161,6 +162,10 @@ absl::Status RouterDaemon::StartServing() {
   grpc::ResourceQuota quota("lockstep-router-grpc");
   quota.SetMaxThreads(static_cast<int>(rc.grpc_max_threads));
   builder.SetResourceQuota(quota);
+  // A RouterService.Generate within the HTTP API's limits (a prompt of text up to the
+  // body limit, or of max_prompt_tokens ids) is never refused for its size.
+  builder.SetMaxReceiveMessageSize(config::GrpcMessageLimit(
+      rc.max_request_body_bytes + config::MaxGenerateRequestBytes(rc.max_prompt_tokens)));
   // Every method needs the cluster token but RouterService.Generate, which is for
   // clients (their API key).
   builder.AddListeningPort(rc.grpc_listen, security::ServerTransportCredentials(), &grpc_port);

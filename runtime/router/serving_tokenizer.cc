@@ -4,6 +4,7 @@
 
 #include "fmt/format.h"
 #include "tokenizer/clean_up_spaces.h"
+#include "tokenizer/rust_decode.h"
 
 namespace lockstep::router {
 
@@ -43,7 +44,7 @@ std::string ServingTokenizer::Decode(absl::Span<const int32_t> ids,
 }
 
 std::string ServingTokenizer::Detokenize(absl::Span<const int32_t> ids) const {
-  std::string text = Decode(ids);
+  std::string text = hf_ != nullptr ? tok::RustDecode(*hf_, ids) : Decode(ids);
   return clean_up_tokenization_spaces_ ? tok::CleanUpTokenizationSpaces(text) : text;
 }
 

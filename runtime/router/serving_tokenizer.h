@@ -68,7 +68,9 @@ class ServingTokenizer {
   // The text of `ids`; ids outside the vocabulary are skipped.
   std::string Decode(absl::Span<const int32_t> ids, bool skip_special_tokens = false) const;
   // The text of `ids` as transformers' tokenizer.decode(ids) gives it: special tokens
-  // shown, and cleaned up when the model's config says clean_up_tokenization_spaces.
+  // shown, an invalid run of byte-fallback tokens one U+FFFD per byte
+  // (tokenizer/rust_decode.h), and cleaned up when the model's config says
+  // clean_up_tokenization_spaces.
   std::string Detokenize(absl::Span<const int32_t> ids) const;
 
   // How a single token is shown in logprobs: its text, or for a byte token that is not

@@ -26,17 +26,25 @@ constexpr std::string_view kTokenizeFields[] = {"model",
                                                 "tools"};
 constexpr std::string_view kDetokenizeFields[] = {"model", "tokens"};
 
-// The request object, with only `known` fields and a string "model" naming the served
-// model. Kept in the client's key order (the chat template sees it).
+// The field `key` of `doc` (an object), or null when absent or JSON null; read in
+// place, never copied.
+const Json* Field(const Json& doc, const char* key) {
+  const auto it = doc.find(key);
+  return it == doc.end() || it->is_null() ? nullptr : &*it;
+}
+
+// The request object (within the body's JSON bounds), with only `known` fields and a
+// string "model" naming the served model. Kept in the client's key order (the chat
+// template sees it).
 absl::StatusOr<Json> ParseBody(std::string_view body, absl::Span<const std::string_view> known,
                                std::string_view endpoint, const RequestLimits& limits) {
-  Json doc = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidParam("", "The request body is not valid JSON");
-  if (!doc.is_object()) return InvalidParam("", "The request body must be a JSON object");
+  ASSIGN_OR_RETURN(Json doc, ParseRequestBody<Json>(body, RequestJsonBounds(limits)));
   RETURN_IF_ERROR(CheckKnownFields(doc, known, endpoint));
-  const Json model = doc.value("model", Json());
-  if (!model.is_string()) return InvalidParam("model", "model is required (a string)");
-  RETURN_IF_ERROR(ValidateModel(model.get<std::string>(), limits));
+  const Json* model = Field(doc, "model");
+  if (model == nullptr || !model->is_string()) {
+    return InvalidParam("model", "model is required (a string)");
+  }
+  RETURN_IF_ERROR(ValidateModel(model->get<std::string>(), limits));
   return doc;
 }
 
@@ -46,19 +54,19 @@ absl::StatusOr<std::string> Tokenize(std::string_view body, const ServingTokeniz
                                      const RequestLimits& limits) {
   ASSIGN_OR_RETURN(const Json doc, ParseBody(body, kTokenizeFields, "/v1/tokenize", limits));
   std::vector<int32_t> ids;
-  const Json prompt = doc.value("prompt", Json());
-  const Json messages = doc.value("messages", Json());
-  if (prompt.is_string() && messages.is_null()) {
-    const Json add = doc.value("add_special_tokens", Json(true));
-    if (!add.is_boolean()) {
+  const Json* prompt = Field(doc, "prompt");
+  const Json* messages = Field(doc, "messages");
+  if (prompt != nullptr && prompt->is_string() && messages == nullptr) {
+    const Json* add = Field(doc, "add_special_tokens");
+    if (add != nullptr && !add->is_boolean()) {
       return InvalidParam(
           "add_special_tokens",
-          fmt::format("add_special_tokens must be a boolean, got {}", add.type_name()));
+          fmt::format("add_special_tokens must be a boolean, got {}", add->type_name()));
     }
-    ids = tokenizer.Encode(prompt.get<std::string>(), add.get<bool>());
-  } else if (!messages.is_null() && prompt.is_null()) {
+    ids = tokenizer.Encode(prompt->get<std::string>(), add == nullptr || add->get<bool>());
+  } else if (messages != nullptr && prompt == nullptr) {
     ASSIGN_OR_RETURN(const ChatPromptOptions options, ParseChatPromptOptions(doc));
-    ASSIGN_OR_RETURN(ids, EncodeChatPrompt(messages, tokenizer, options));
+    ASSIGN_OR_RETURN(ids, EncodeChatPrompt(*messages, tokenizer, options));
   } else {
     return InvalidParam("prompt", "exactly one of prompt (a string) and messages is required");
   }
@@ -69,14 +77,19 @@ absl::StatusOr<std::string> Tokenize(std::string_view body, const ServingTokeniz
 absl::StatusOr<std::string> Detokenize(std::string_view body, const ServingTokenizer& tokenizer,
                                        const RequestLimits& limits) {
   ASSIGN_OR_RETURN(const Json doc, ParseBody(body, kDetokenizeFields, "/v1/detokenize", limits));
-  const Json tokens = doc.value("tokens", Json());
-  if (!tokens.is_array()) return InvalidParam("tokens", "tokens must be an array of token ids");
+  const Json* tokens = Field(doc, "tokens");
+  if (tokens == nullptr || !tokens->is_array()) {
+    return InvalidParam("tokens", "tokens must be an array of token ids");
+  }
   std::vector<int32_t> ids;
-  for (const Json& id : tokens) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-        id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      return InvalidParam("tokens", "tokens must be an array of token ids");
-    }
+  ids.reserve(tokens->size());
+  for (const Json& id : *tokens) {
+    // Unsigned first: a value past int64 must not wrap to a small id.
+    const bool in_range = id.is_number_unsigned()
+                              ? id.get<uint64_t>() <= std::numeric_limits<int32_t>::max()
+                              : id.is_number_integer() && id.get<int64_t>() >= 0 &&
+                                    id.get<int64_t>() <= std::numeric_limits<int32_t>::max();
+    if (!in_range) return InvalidParam("tokens", "tokens must be an array of token ids");
     ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
   RETURN_IF_ERROR(ValidateTokenIds(ids, limits, "tokens"));

@@ -7,9 +7,13 @@
 //                   chat_template_kwargs and tools)
 //                -> {"tokens": [ids], "count": n, "max_model_len": max prompt tokens}
 //   /v1/detokenize  {"model", "tokens": [ids]} -> {"prompt": text} (as transformers'
-//                   tokenizer.decode: special tokens shown, the model's
+//                   tokenizer.decode: special tokens shown, an invalid run of
+//                   byte-fallback tokens one U+FFFD per byte, the model's
 //                   clean_up_tokenization_spaces applied)
+// (The HTTP frontend serves both at /tokenize and /detokenize too, vLLM's paths.)
 //
+// The body is parsed within the router's JSON bounds (request_fields.h) before any
+// field is read; fields are read in place, never copied.
 // Errors as for the generation endpoints: INVALID_ARGUMENT naming the field (an
 // unknown field too, request_fields.h), NOT_FOUND for another model. Thread-safe (pure functions of
 // their arguments).

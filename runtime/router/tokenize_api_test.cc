@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "common/testing/status_matchers.h"
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -61,6 +62,41 @@ TEST(TokenizeApiTest, DetokenizeCleansUpWhenTheModelSaysSo) {
                  RequestLimits{.model = "m", .vocab_size = 302});
   ASSERT_THAT(body, IsOk());
   EXPECT_EQ(json::parse(*body)["prompt"], "he!<s>");
+}
+
+// As Hugging Face's tokenizers decode (transformers' decode): an invalid run of
+// byte-fallback tokens is one U+FFFD per byte ([<0xF0>, <0x9F>] is two), where the
+// generated text's rule writes one per maximal invalid subsequence.
+TEST(TokenizeApiTest, DetokenizeReplacesEachByteOfAnInvalidByteRun) {
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"a", 259}};
+  for (int b = 0; b < 256; ++b) {
+    vocab[fmt::format("<0x{:02X}>", b)] = 3 + b;
+  }
+  const json config = {
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", vocab},
+        {"merges", json::array()},
+        {"unk_token", "<unk>"},
+        {"byte_fallback", true}}},
+      {"decoder",
+       {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}}};
+  absl::StatusOr<std::unique_ptr<tok::HfTokenizer>> hf =
+      tok::HfTokenizer::FromJson(config.dump(), "test");
+  ASSERT_THAT(hf, IsOk());
+  const ServingTokenizer tokenizer(std::shared_ptr<const tok::HfTokenizer>(*std::move(hf)));
+  const RequestLimits limits{.model = "m", .vocab_size = 260};
+  absl::StatusOr<std::string> body =
+      Detokenize(fmt::format(R"({{"model": "m", "tokens": [{}, {}]}})", 3 + 0xF0, 3 + 0x9F),
+                 tokenizer, limits);
+  ASSERT_THAT(body, IsOk());
+  EXPECT_EQ(json::parse(*body)["prompt"], "\uFFFD\uFFFD");
+  body = Detokenize(fmt::format(R"({{"model": "m", "tokens": [{}, {}, 259]}})", 3 + 0xC3, 3 + 0xA9),
+                    tokenizer, limits);
+  ASSERT_THAT(body, IsOk());
+  EXPECT_EQ(json::parse(*body)["prompt"], "\u00e9a");
+  // Generated text keeps its own rule (streaming equals the whole).
+  EXPECT_EQ(tokenizer.Decode({3 + 0xF0, 3 + 0x9F}), "\uFFFD");
 }
 
 TEST(TokenizeApiTest, ErrorsNameTheField) {

@@ -2,12 +2,15 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "proto/router.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
+#include "runtime/config/message_limits.h"
 #include "runtime/config/role_wire.h"
 #include "runtime/engine/cpu_engine.h"
 #include "runtime/engine/cuda_support.h"
@@ -190,6 +193,10 @@ absl::Status Worker::StartService() {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options_.listen_address, security::ServerTransportCredentials(), &port);
+  // Every request the router may send fits: a prompt of up to max_prompt_tokens ids, or
+  // a migrated request's prompt and output, at most the model's positions.
+  builder.SetMaxReceiveMessageSize(config::GrpcMessageLimit(config::MaxGenerateRequestBytes(
+      std::max(options_.deployment.router.max_prompt_tokens, engine_->info().max_position))));
   checked_service_ = security::RequireClusterToken<v1::WorkerService>(service_.get());
   builder.RegisterService(checked_service_.get());
   server_ = builder.BuildAndStart();

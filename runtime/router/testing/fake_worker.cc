@@ -7,6 +7,7 @@
 #include "common/host_port.h"
 #include "common/status_macros.h"
 #include "fmt/format.h"
+#include "runtime/config/message_limits.h"
 #include "runtime/security/grpc_credentials.h"
 #include "runtime/security/token_checked_service.h"
 
@@ -28,6 +29,8 @@ absl::StatusOr<std::unique_ptr<FakeWorker>> FakeWorker::Start(Options options) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(worker->options_.listen, security::ServerTransportCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(config::GrpcMessageLimit(
+      config::MaxGenerateRequestBytes(worker->options_.max_prompt_tokens)));
   worker->checked_service_ = security::RequireClusterToken<v1::WorkerService>(worker.get());
   builder.RegisterService(worker->checked_service_.get());
   worker->server_ = builder.BuildAndStart();

@@ -41,6 +41,8 @@ class FakeWorker final : public v1::WorkerService::Service {
     int32_t world_size = 1;
     std::string model = "tiny";
     std::string listen = "127.0.0.1:0";  // port 0: a free port
+    // Sizes its gRPC receive limit as a worker does (config/message_limits.h).
+    int64_t max_prompt_tokens = 2048;
   };
 
   static absl::StatusOr<std::unique_ptr<FakeWorker>> Start(Options options);
