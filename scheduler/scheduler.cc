@@ -26,10 +26,6 @@ bool IsPausable(const Request& r) {
 
 }  // namespace
 
-const char* DummyPolicyName(DummyPolicy policy) {
-  return policy == DummyPolicy::kCompat ? "compat" : "reserved";
-}
-
 Scheduler::Scheduler(const SchedulerConfig& config, kv::KvManager* kv) : config_(config), kv_(kv) {
   LOCKSTEP_CHECK_OK(config_.Validate());
 }

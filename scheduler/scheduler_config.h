@@ -6,32 +6,14 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "scheduler/scheduler_settings.h"
 #include "spec_decode/speculative_config.h"
 
 namespace lockstep::sched {
 
-// How a rank pads a step in which it has nothing to forward (docs/design.md §1).
-enum class DummyPolicy {
-  // TensorRT-LLM's behaviour: the dummy competes for KV like any request and is refused
-  // at max_num_active_requests, so a full rank vetoes the forward on every rank.
-  kCompat,
-  // A request slot and enough KV for the dummy are reserved at start-up, outside
-  // max_num_active_requests: padding cannot be refused.
-  kReserved,
-};
-
-const char* DummyPolicyName(DummyPolicy policy);
-
-struct SchedulerConfig {
-  // Most requests (context chunks + generation steps) in one step's batch.
-  int32_t max_batch_size = 8;
-  // Most tokens in one step's batch (a generation step costs 1 + K tokens).
-  int64_t max_num_tokens = 512;
-  // Most requests a rank holds, including requests waiting for KV (not the dummy under
-  // kReserved). Enforced by rank assignment and by the pad decision.
-  int32_t max_num_active_requests = 16;
-  // Largest prefill chunk per request per step (chunked prefill).
-  int64_t chunk_size = 256;
+// The knobs (scheduler_settings.h) and what the worker derives from elsewhere: the
+// speculative block, prefix reuse and the model's length.
+struct SchedulerConfig : SchedulerSettings {
   // Speculative decoding: who proposes drafts (kDraftModel needs a draft KV pool,
   // kNgram none), K (num_draft_tokens: proposed and verified per generation step; with
   // dynamic K the most, the KV grant following each request's choice).
@@ -40,7 +22,6 @@ struct SchedulerConfig {
   // draft cache reuses the prefix committed in both pools; an unpaired mirror reuses
   // its own pool's prefix (at most the target's) and the draft model prefills the rest.
   bool prefix_reuse = true;
-  DummyPolicy dummy_policy = DummyPolicy::kReserved;
   // Positions the model supports (engine::EngineInfo::max_position; 0: no limit): no
   // step's K reaches past them (spec::CapDraftTokens). The executor sets it from its
   // engine.

@@ -17,13 +17,8 @@ namespace {
 template <typename Enum, size_t N>
 using NameTable = std::array<std::pair<Enum, std::string_view>, N>;
 
-constexpr NameTable<InstanceRole, 3> kRoleNames = {{{InstanceRole::kAggregated, "aggregated"},
-                                                    {InstanceRole::kContext, "context"},
-                                                    {InstanceRole::kGeneration, "generation"}}};
 constexpr NameTable<EngineKind, 3> kEngineNames = {
     {{EngineKind::kCpu, "cpu"}, {EngineKind::kFake, "fake"}, {EngineKind::kCuda, "cuda"}}};
-constexpr NameTable<DummyPolicy, 2> kDummyNames = {
-    {{DummyPolicy::kReserved, "reserved"}, {DummyPolicy::kCompat, "compat"}}};
 constexpr NameTable<RoutingPolicy, 3> kPolicyNames = {{{RoutingPolicy::kRoundRobin, "round_robin"},
                                                        {RoutingPolicy::kLeastLoad, "least_load"},
                                                        {RoutingPolicy::kKvAware, "kv_aware"}}};
@@ -308,9 +303,7 @@ void ValidateSecurity(const SecurityConfig& security, Problems& problems) {
 
 }  // namespace
 
-std::string_view InstanceRoleName(InstanceRole role) { return NameOf(kRoleNames, role); }
 std::string_view EngineKindName(EngineKind engine) { return NameOf(kEngineNames, engine); }
-std::string_view DummyPolicyName(DummyPolicy policy) { return NameOf(kDummyNames, policy); }
 std::string_view DraftPoolName(DraftPool pool) { return kv::DraftModeName(pool); }
 std::string_view RoutingPolicyName(RoutingPolicy policy) { return NameOf(kPolicyNames, policy); }
 std::string_view CommTransportName(CommTransport transport) {
@@ -318,13 +311,24 @@ std::string_view CommTransportName(CommTransport transport) {
 }
 
 absl::StatusOr<InstanceRole> ParseInstanceRole(std::string_view name) {
-  return ParseName(kRoleNames, name);
+  std::vector<std::string_view> names;
+  for (InstanceRole role :
+       {InstanceRole::kAggregated, InstanceRole::kContext, InstanceRole::kGeneration}) {
+    if (name == InstanceRoleName(role)) return role;
+    names.push_back(InstanceRoleName(role));
+  }
+  return UnknownName(names, name);
 }
 absl::StatusOr<EngineKind> ParseEngineKind(std::string_view name) {
   return ParseName(kEngineNames, name);
 }
 absl::StatusOr<DummyPolicy> ParseDummyPolicy(std::string_view name) {
-  return ParseName(kDummyNames, name);
+  std::vector<std::string_view> names;
+  for (DummyPolicy policy : {DummyPolicy::kReserved, DummyPolicy::kCompat}) {
+    if (name == DummyPolicyName(policy)) return policy;
+    names.push_back(DummyPolicyName(policy));
+  }
+  return UnknownName(names, name);
 }
 absl::StatusOr<DraftPool> ParseDraftPool(std::string_view name) {
   std::vector<std::string_view> names;

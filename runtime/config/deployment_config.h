@@ -22,17 +22,20 @@
 #include "absl/status/statusor.h"
 #include "kvcache/kv_types.h"
 #include "runtime/config/cuda_settings.h"
+#include "scheduler/scheduler_settings.h"
 #include "spec_decode/speculative_config.h"
 
 namespace lockstep::config {
 
 // What an instance serves (docs/design.md §2). YAML: aggregated | context | generation.
-enum class InstanceRole { kAggregated, kContext, kGeneration };
+// The scheduler's own type and names (sched::InstanceRoleName), which the executor reads.
+using InstanceRole = sched::InstanceRole;
 // YAML: cpu (the CPU transformer engine) | fake (a deterministic test engine) | cuda
 // (the GPU engine, settings in `cuda:`; a worker built without CUDA refuses to start).
 enum class EngineKind { kCpu, kFake, kCuda };
-// How a rank pads an empty batch (docs/design.md §1). YAML: reserved | compat.
-enum class DummyPolicy { kReserved, kCompat };
+// How a rank pads an empty batch (docs/design.md §1). YAML: reserved | compat. The
+// scheduler's own type and names (sched::DummyPolicyName).
+using DummyPolicy = sched::DummyPolicy;
 // The draft model's KV pool (docs/design.md §5). YAML: none | paired | unpaired. The
 // KV manager's own type and names (kv::DraftModeName): the config names it, the manager
 // builds it.
@@ -47,9 +50,9 @@ enum class RoutingPolicy { kRoundRobin, kLeastLoad, kKvAware };
 enum class CommTransport { kGloo, kShm, kAuto, kNccl };
 
 // The YAML spelling of each value, and its inverse (an error lists the valid names).
-std::string_view InstanceRoleName(InstanceRole role);
+using sched::InstanceRoleName;
 std::string_view EngineKindName(EngineKind engine);
-std::string_view DummyPolicyName(DummyPolicy policy);
+using sched::DummyPolicyName;
 std::string_view DraftPoolName(DraftPool pool);
 std::string_view RoutingPolicyName(RoutingPolicy policy);
 std::string_view CommTransportName(CommTransport transport);
@@ -182,27 +185,18 @@ struct RouterConfig {
   int64_t grpc_max_threads = 1024;
 };
 
-// `instances[i].executor:` — the executor loop of every rank of the instance.
-struct ExecutorSettings {
-  // Most requests in one forward, per rank (context chunks + generation requests).
-  int64_t max_batch_size = 8;
-  // Most tokens in one forward, per rank. Must cover a full generation batch:
-  // >= max_batch_size * (1 + spec_k).
-  int64_t max_num_tokens = 512;
-  // Most requests a rank holds (scheduled, paused or waiting for KV), excluding the
-  // reserved pad dummy slot.
-  int64_t max_num_active_requests = 16;
-  // reserved: the pad dummy has its own slot and blocks and never vetoes;
-  // compat: the TensorRT-LLM behaviour (the dummy competes for a slot).
-  DummyPolicy dummy_policy = DummyPolicy::kReserved;
+// `instances[i].executor:` — the executor loop of every rank of the instance. The
+// scheduling knobs (max_batch_size, max_num_tokens, max_num_active_requests, chunk_size,
+// dummy_policy) and their defaults are the scheduler's (scheduler/scheduler_settings.h);
+// validation adds: max_num_tokens >= max_batch_size * (1 + K), chunk_size <=
+// max_num_tokens.
+struct ExecutorSettings : sched::SchedulerSettings {
   // Alias kept for older files: `spec_k: K` (K > 0) means `speculative: {method:
   // draft_model, num_draft_tokens: K}`. 0..16; give either it or `speculative`.
   int64_t spec_k = 0;
   // The draft model's KV pool: paired or unpaired with method draft_model, none
   // otherwise (the n-gram drafter keeps no draft KV).
   DraftPool draft_pool = DraftPool::kNone;
-  // Prefill chunk length in tokens; <= max_num_tokens.
-  int64_t chunk_size = 64;
   // A step that takes longer than this makes Health report "not progressing".
   int64_t step_timeout_ms = 30000;
   // BLAS threads per rank for the CPU engine.

@@ -7,18 +7,6 @@
 
 namespace lockstep::exec {
 
-const char* RoleName(Role role) {
-  switch (role) {
-    case Role::kAggregated:
-      return "aggregated";
-    case Role::kContext:
-      return "context";
-    case Role::kGeneration:
-      return "generation";
-  }
-  return "?";
-}
-
 absl::Status ExecutorConfig::Validate() const {
   if (world_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("world_size must be >= 1, got ", world_size));

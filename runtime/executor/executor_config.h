@@ -12,13 +12,10 @@
 
 namespace lockstep::exec {
 
-enum class Role { kAggregated, kContext, kGeneration };
-const char* RoleName(Role role);
-
 struct ExecutorConfig {
   // Instance name and this process's place in it.
   std::string instance = "local";
-  Role role = Role::kAggregated;
+  sched::InstanceRole role = sched::InstanceRole::kAggregated;
   int32_t rank = 0;
   int32_t world_size = 1;
 

@@ -14,6 +14,7 @@
 
 namespace lockstep::exec {
 
+using sched::InstanceRole;
 using sched::Request;
 using sched::RequestState;
 using sched::RequestType;
@@ -128,12 +129,12 @@ absl::Status Executor::ValidateNew(const NewRequestSpec& spec) const {
     return bad(s.message());
   }
   const bool role_ok =
-      (config_.role == Role::kAggregated && spec.type == RequestType::kAggregated) ||
-      (config_.role == Role::kContext && spec.type == RequestType::kContextOnly) ||
-      (config_.role == Role::kGeneration && spec.type == RequestType::kGenerationOnly);
+      (config_.role == InstanceRole::kAggregated && spec.type == RequestType::kAggregated) ||
+      (config_.role == InstanceRole::kContext && spec.type == RequestType::kContextOnly) ||
+      (config_.role == InstanceRole::kGeneration && spec.type == RequestType::kGenerationOnly);
   if (!role_ok) {
     return bad(absl::StrCat("a ", sched::RequestTypeName(spec.type), " request cannot run on a ",
-                            RoleName(config_.role), " instance"));
+                            InstanceRoleName(config_.role), " instance"));
   }
   if (spec.type == RequestType::kGenerationOnly && !spec.context_source.has_value()) {
     return bad("a generation_only request needs its context source");

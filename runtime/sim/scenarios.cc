@@ -13,7 +13,7 @@ SimConfig Dep4SmallBatch(int32_t max_batch_size, sched::DummyPolicy policy, uint
   SimConfig c;
   c.seed = seed;
   c.ranks = 4;
-  c.role = exec::Role::kGeneration;
+  c.role = sched::InstanceRole::kGeneration;
   c.scheduler.max_batch_size = max_batch_size;
   // As in the anchor, the per-rank cap follows the batch size, and requests still
   // receiving KV count toward it.
@@ -68,8 +68,8 @@ SimConfig RandomConfig(uint64_t seed) {
   c.draft_mode = k == 0 ? kv::DraftMode::kNone
                         : (pick(0, 1) ? kv::DraftMode::kPaired : kv::DraftMode::kUnpaired);
   c.scheduler.prefix_reuse = pick(0, 3) != 0;  // on in every draft mode
-  c.role = pick(0, 1) ? exec::Role::kGeneration : exec::Role::kAggregated;
-  c.workload.generation_only = c.role == exec::Role::kGeneration;
+  c.role = pick(0, 1) ? sched::InstanceRole::kGeneration : sched::InstanceRole::kAggregated;
+  c.workload.generation_only = c.role == sched::InstanceRole::kGeneration;
   c.workload.num_requests = pick(40, 160);
   c.workload.arrival_rate = pick(0, 3) == 0 ? 0 : 300.0 * c.ranks;
   c.workload.min_prompt = pick(1, 16);
@@ -102,8 +102,8 @@ SimConfig RandomConfig(uint64_t seed) {
     }
   }
   // Drawn last, so the draws above (and the configurations of existing seeds) stay.
-  if (c.role == exec::Role::kAggregated && pick(0, 2) == 0) {
-    c.role = exec::Role::kContext;
+  if (c.role == sched::InstanceRole::kAggregated && pick(0, 2) == 0) {
+    c.role = sched::InstanceRole::kContext;
     c.workload.context_only = true;
     if (!c.faults.empty()) {
       c.send_refusal_rate = 0.1;
@@ -144,7 +144,7 @@ FleetConfig RandomFleetConfig(uint64_t seed) {
   FleetConfig f;
   f.sim = RandomConfig(seed);
   // The fleet's router has no two-leg flow: aggregated instances, no transfers.
-  f.sim.role = exec::Role::kAggregated;
+  f.sim.role = sched::InstanceRole::kAggregated;
   f.sim.workload.generation_only = false;
   f.sim.workload.context_only = false;
   f.sim.transfer_failure_rate = 0;

@@ -393,7 +393,7 @@ std::string SimConfig::ToString() const {
       "dummy_policy=%s requests=%d blocks=%d draft_blocks=%d gen_only=%d faults=%d "
       "transfer_failure_rate=%.2f send_refusal_rate=%.2f prefix_reuse=%d conversations=%d "
       "system_prompt=%d hints=%d",
-      seed, ranks, exec::RoleName(role), scheduler.max_batch_size,
+      seed, ranks, sched::InstanceRoleName(role), scheduler.max_batch_size,
       scheduler.speculative.num_draft_tokens, spec::MethodName(scheduler.speculative.method),
       scheduler.speculative.dynamic, kv::DraftModeName(draft_mode),
       sched::DummyPolicyName(scheduler.dummy_policy), workload.num_requests, num_blocks,

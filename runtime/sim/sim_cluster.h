@@ -46,7 +46,7 @@ struct SimConfig {
   int ranks = 4;
   // kGeneration: generation-only workload; kContext: context-only (legs end at the KV
   // hand-off).
-  exec::Role role = exec::Role::kAggregated;
+  sched::InstanceRole role = sched::InstanceRole::kAggregated;
   sched::SchedulerConfig scheduler;
   kv::DraftMode draft_mode = kv::DraftMode::kNone;
   int32_t tokens_per_block = 16;

@@ -140,7 +140,7 @@ class Fleet {
 };
 
 bool Fleet::Build() {
-  if (config_.sim.role != exec::Role::kAggregated || config_.instances < 1) {
+  if (config_.sim.role != sched::InstanceRole::kAggregated || config_.instances < 1) {
     Violation("the fleet runs one or more aggregated instances");
     return false;
   }

@@ -46,29 +46,14 @@ absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::Deployment
                                                         const kv::BlockLayout& draft_layout) {
   exec::ExecutorConfig c;
   c.instance = instance.name;
-  switch (instance.role) {
-    case config::InstanceRole::kAggregated:
-      c.role = exec::Role::kAggregated;
-      break;
-    case config::InstanceRole::kContext:
-      c.role = exec::Role::kContext;
-      break;
-    case config::InstanceRole::kGeneration:
-      c.role = exec::Role::kGeneration;
-      break;
-  }
+  c.role = instance.role;
   c.rank = rank;
   c.world_size = static_cast<int32_t>(instance.world_size);
   const config::ExecutorSettings& e = instance.executor;
-  c.scheduler.max_batch_size = static_cast<int32_t>(e.max_batch_size);
-  c.scheduler.max_num_tokens = e.max_num_tokens;
-  c.scheduler.max_num_active_requests = static_cast<int32_t>(e.max_num_active_requests);
-  c.scheduler.chunk_size = e.chunk_size;
+  // The YAML's scheduling knobs as written; then what comes from the other blocks.
+  static_cast<sched::SchedulerSettings&>(c.scheduler) = e;
   c.scheduler.speculative = config::EffectiveSpeculative(instance);
   c.scheduler.prefix_reuse = instance.kv.prefix_reuse;
-  c.scheduler.dummy_policy = e.dummy_policy == config::DummyPolicy::kCompat
-                                 ? sched::DummyPolicy::kCompat
-                                 : sched::DummyPolicy::kReserved;
 
   const uint64_t salt = ModelSalt(deployment.model);
   c.kv.target.layout = target_layout;

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <optional>
+#include <string>
+#include <type_traits>
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -26,7 +28,7 @@ TEST(ExecutorSettingsTest, TheDisaggregatedExampleMapsFieldByField) {
   const kv::BlockLayout target{4, 2, 32, 16}, draft{1, 2, 32, 16};
   absl::StatusOr<exec::ExecutorConfig> c = MakeExecutorConfig(*d, *gen, 3, target, draft);
   ASSERT_THAT(c, IsOk());
-  EXPECT_EQ(c->role, exec::Role::kGeneration);
+  EXPECT_EQ(c->role, sched::InstanceRole::kGeneration);
   EXPECT_EQ(c->rank, 3);
   EXPECT_EQ(c->world_size, 4);
   EXPECT_EQ(c->scheduler.max_batch_size, 2);
@@ -43,6 +45,49 @@ TEST(ExecutorSettingsTest, TheDisaggregatedExampleMapsFieldByField) {
   other.path += "-other";
   EXPECT_EQ(ModelSalt(d->model), ModelSalt(d->model));
   EXPECT_NE(ModelSalt(d->model), ModelSalt(other));
+}
+
+// The YAML's scheduling knobs are the scheduler's own struct: a file that omits them
+// runs with the scheduler's defaults (chunk_size 64), one that sets them reaches the
+// scheduler field by field.
+TEST(ExecutorSettingsTest, SchedulingKnobsAreTheSchedulersOwn) {
+  static_assert(std::is_same_v<config::InstanceRole, sched::InstanceRole>);
+  static_assert(std::is_same_v<config::DummyPolicy, sched::DummyPolicy>);
+  const kv::BlockLayout layout{4, 2, 32, 16};
+  const std::string model = "model: {name: m, path: /m}\n";
+  absl::StatusOr<config::DeploymentConfig> omitted = config::ParseDeploymentConfig(
+      model +
+          "instances:\n  - {name: a, role: context, world_size: 1}\n"
+          "  - {name: b, role: generation, world_size: 1}\n",
+      "");
+  ASSERT_THAT(omitted, IsOk());
+  absl::StatusOr<exec::ExecutorConfig> c =
+      MakeExecutorConfig(*omitted, omitted->instances[0], 0, layout, layout);
+  ASSERT_THAT(c, IsOk());
+  const sched::SchedulerConfig defaults;
+  EXPECT_EQ(c->role, sched::InstanceRole::kContext);
+  EXPECT_EQ(c->scheduler.max_batch_size, defaults.max_batch_size);
+  EXPECT_EQ(c->scheduler.max_num_tokens, defaults.max_num_tokens);
+  EXPECT_EQ(c->scheduler.max_num_active_requests, defaults.max_num_active_requests);
+  EXPECT_EQ(c->scheduler.chunk_size, defaults.chunk_size);
+  EXPECT_EQ(c->scheduler.chunk_size, 64);
+  EXPECT_EQ(c->scheduler.dummy_policy, defaults.dummy_policy);
+
+  absl::StatusOr<config::DeploymentConfig> set = config::ParseDeploymentConfig(
+      model +
+          "instances:\n  - {name: a, role: aggregated, world_size: 1, executor: "
+          "{max_batch_size: 3, max_num_tokens: 96, max_num_active_requests: 5, chunk_size: 40, "
+          "dummy_policy: compat}}\n",
+      "");
+  ASSERT_THAT(set, IsOk());
+  c = MakeExecutorConfig(*set, set->instances[0], 0, layout, layout);
+  ASSERT_THAT(c, IsOk());
+  EXPECT_EQ(c->role, sched::InstanceRole::kAggregated);
+  EXPECT_EQ(c->scheduler.max_batch_size, 3);
+  EXPECT_EQ(c->scheduler.max_num_tokens, 96);
+  EXPECT_EQ(c->scheduler.max_num_active_requests, 5);
+  EXPECT_EQ(c->scheduler.chunk_size, 40);
+  EXPECT_EQ(c->scheduler.dummy_policy, sched::DummyPolicy::kCompat);
 }
 
 // A CUDA rank with an NCCL engine group loads its modules eagerly (set here, in the

@@ -149,8 +149,8 @@ exec::NewRequestSpec ScriptedCluster::MakeRequest(int64_t id, int prompt_len, in
   s.sampling.max_tokens = max_tokens;
   s.sampling.seed = static_cast<uint64_t>(id) * 7919;
   s.pinned_rank = pinned_rank;
-  if (options_.role == exec::Role::kContext) s.type = sched::RequestType::kContextOnly;
-  if (options_.role == exec::Role::kGeneration) {
+  if (options_.role == sched::InstanceRole::kContext) s.type = sched::RequestType::kContextOnly;
+  if (options_.role == sched::InstanceRole::kGeneration) {
     s.type = sched::RequestType::kGenerationOnly;
     sched::ContextSource c;
     c.instance = "ctx";

@@ -26,7 +26,7 @@ namespace lockstep::testing {
 
 struct ClusterOptions {
   int ranks = 4;
-  exec::Role role = exec::Role::kAggregated;
+  sched::InstanceRole role = sched::InstanceRole::kAggregated;
   sched::SchedulerConfig scheduler;
   kv::DraftMode draft_mode = kv::DraftMode::kNone;
   int32_t tokens_per_block = 4;

@@ -43,7 +43,7 @@ TEST(EdgeCasesTest, RankWithOnlyToCompleteRequestsPads) {
 // Checklist: ranks that only await KV transfers are not schedulable; they pad only when
 // some rank has forward work, and nobody pads (or vetoes) when every rank only waits.
 TEST(EdgeCasesTest, RanksOnlyAwaitingTransfersDoNotPad) {
-  ClusterOptions o = Base(2, exec::Role::kGeneration);
+  ClusterOptions o = Base(2, sched::InstanceRole::kGeneration);
   o.rank_transfer_latency = {absl::Milliseconds(20), absl::Milliseconds(40)};
   ScriptedCluster c(o);
   c.Submit(c.MakeRequest(1, 4, 4, 0));
@@ -109,7 +109,8 @@ TEST(EdgeCasesTest, DummyWithoutKvVetoesWithoutLeaking) {
 TEST(EdgeCasesTest, FullRankCannotPadUnderCompatButCanUnderReserved) {
   for (sched::DummyPolicy policy : {sched::DummyPolicy::kCompat, sched::DummyPolicy::kReserved}) {
     SCOPED_TRACE(sched::DummyPolicyName(policy));
-    ClusterOptions o = WithDraft(Base(2, exec::Role::kGeneration), kv::DraftMode::kUnpaired);
+    ClusterOptions o =
+        WithDraft(Base(2, sched::InstanceRole::kGeneration), kv::DraftMode::kUnpaired);
     o.scheduler.max_batch_size = 1;
     o.scheduler.max_num_active_requests = 1;
     o.scheduler.dummy_policy = policy;
@@ -234,7 +235,7 @@ TEST(EdgeCasesTest, CancelWhileUpdateIsDeferred) {
 // Checklist: a transfer error on one rank fails that request (with a message naming the
 // context instance), the other ranks keep stepping, everything else completes.
 TEST(EdgeCasesTest, TransferFailureFailsOnlyItsRequest) {
-  ClusterOptions o = Base(2, exec::Role::kGeneration);
+  ClusterOptions o = Base(2, sched::InstanceRole::kGeneration);
   o.transfer_failure_rate = 0.5;
   ScriptedCluster c(o);
   std::vector<exec::NewRequestSpec> specs;
@@ -265,7 +266,7 @@ TEST(EdgeCasesTest, TransferFailureFailsOnlyItsRequest) {
 // Checklist (timeout without an in-flight cancel): the transceiver expires a receive at
 // its deadline; the request fails with DeadlineExceeded and its blocks are freed.
 TEST(EdgeCasesTest, TransferDeadline) {
-  ClusterOptions o = Base(1, exec::Role::kGeneration);
+  ClusterOptions o = Base(1, sched::InstanceRole::kGeneration);
   o.transfer_latency = absl::Milliseconds(500);
   o.transfer_deadline = absl::Milliseconds(50);
   ScriptedCluster c(o);
@@ -284,7 +285,7 @@ TEST(EdgeCasesTest, TransferDeadline) {
 // in flight is cancelled; its request fails only once the transceiver confirms that
 // the receive stopped, and its blocks stay allocated until then.
 TEST(EdgeCasesTest, DrainDeadlineCancelsAReceiveAndWaitsForTheTransceiver) {
-  ClusterOptions o = Base(1, exec::Role::kGeneration);
+  ClusterOptions o = Base(1, sched::InstanceRole::kGeneration);
   o.transfer_latency = absl::Milliseconds(500);
   o.drain_timeout = absl::Milliseconds(5);
   ScriptedCluster c(o);
@@ -315,7 +316,7 @@ TEST(EdgeCasesTest, DrainDeadlineCancelsAReceiveAndWaitsForTheTransceiver) {
 // Checklist: a context-only request answers (first token, drafts, where its KV waits)
 // before it is terminated; its blocks stay claimed until the send ends, then are freed.
 TEST(EdgeCasesTest, ContextOnlyRespondsThenHoldsKvUntilSent) {
-  ClusterOptions o = WithDraft(Base(2, exec::Role::kContext), kv::DraftMode::kUnpaired, 2);
+  ClusterOptions o = WithDraft(Base(2, sched::InstanceRole::kContext), kv::DraftMode::kUnpaired, 2);
   o.transfer_latency = absl::Milliseconds(15);
   ScriptedCluster c(o);
   auto a = c.MakeRequest(1, 10, 8, 1);

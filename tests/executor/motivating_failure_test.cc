@@ -37,7 +37,7 @@ namespace {
 ClusterOptions Dep4(sched::DummyPolicy policy) {
   ClusterOptions o;
   o.ranks = 4;
-  o.role = exec::Role::kGeneration;
+  o.role = sched::InstanceRole::kGeneration;
   o.scheduler.max_batch_size = 2;
   o.scheduler.max_num_active_requests = 2;
   o.scheduler.max_num_tokens = 64;

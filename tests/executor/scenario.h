@@ -16,7 +16,7 @@
 
 namespace lockstep::testing {
 
-inline ClusterOptions Base(int ranks, exec::Role role = exec::Role::kAggregated) {
+inline ClusterOptions Base(int ranks, sched::InstanceRole role = sched::InstanceRole::kAggregated) {
   ClusterOptions o;
   o.ranks = ranks;
   o.role = role;

@@ -16,7 +16,7 @@ using ::testing::IsEmpty;
 ClusterOptions ContextCluster() {
   ClusterOptions o;
   o.ranks = 2;
-  o.role = exec::Role::kContext;
+  o.role = sched::InstanceRole::kContext;
   o.scheduler.max_batch_size = 4;
   o.scheduler.max_num_active_requests = 4;
   o.scheduler.max_num_tokens = 128;

@@ -13,19 +13,19 @@ using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
-SimConfig Small(exec::Role role, uint64_t seed) {
+SimConfig Small(sched::InstanceRole role, uint64_t seed) {
   SimConfig c;
   c.seed = seed;
   c.ranks = 2;
   c.role = role;
   c.workload.num_requests = 60;
-  c.workload.generation_only = role == exec::Role::kGeneration;
-  c.workload.context_only = role == exec::Role::kContext;
+  c.workload.generation_only = role == sched::InstanceRole::kGeneration;
+  c.workload.context_only = role == sched::InstanceRole::kContext;
   return c;
 }
 
 TEST(FaultExplanationTest, InjectedTransferFailuresAndCancelsExplainTheirRequests) {
-  SimConfig c = Small(exec::Role::kGeneration, 11);
+  SimConfig c = Small(sched::InstanceRole::kGeneration, 11);
   c.transfer_failure_rate = 0.3;
   c.workload.cancel_fraction = 0.2;
   const SimSummary s = RunSimulation(c);
@@ -35,7 +35,7 @@ TEST(FaultExplanationTest, InjectedTransferFailuresAndCancelsExplainTheirRequest
 }
 
 TEST(FaultExplanationTest, RefusedSendsExplainTheirRequests) {
-  SimConfig c = Small(exec::Role::kContext, 12);
+  SimConfig c = Small(sched::InstanceRole::kContext, 12);
   c.send_refusal_rate = 0.3;
   const SimSummary s = RunSimulation(c);
   EXPECT_TRUE(s.ok()) << c.ToString() << "\n" << s.ToString();
@@ -47,7 +47,7 @@ TEST(FaultExplanationTest, RefusedSendsExplainTheirRequests) {
 // Receives that cannot finish before their deadline fail, but nothing was injected:
 // each such failure is a violation.
 TEST(FaultExplanationTest, UnexplainedFailureIsAViolation) {
-  SimConfig c = Small(exec::Role::kGeneration, 13);
+  SimConfig c = Small(sched::InstanceRole::kGeneration, 13);
   c.transfer_min_latency = absl::Milliseconds(50);
   c.transfer_max_latency = absl::Milliseconds(60);
   c.transfer_deadline = absl::Milliseconds(5);

@@ -41,7 +41,7 @@ TEST(RandomConfigTest, ManySeeds) {
     failed_requests += summary.failed;
     cancelled += summary.cancelled;
     if (config.scheduler.prefix_reuse && config.workload.conversations > 0 &&
-        config.role != exec::Role::kGeneration) {
+        config.role != sched::InstanceRole::kGeneration) {
       const spec::SpeculativeConfig& s = config.scheduler.speculative;
       const std::string mode = !s.enabled() ? "no speculation"
                                             : absl::StrCat(spec::MethodName(s.method), "/",

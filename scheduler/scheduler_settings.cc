@@ -1,0 +1,21 @@
+#include "scheduler/scheduler_settings.h"
+
+namespace lockstep::sched {
+
+const char* InstanceRoleName(InstanceRole role) {
+  switch (role) {
+    case InstanceRole::kAggregated:
+      return "aggregated";
+    case InstanceRole::kContext:
+      return "context";
+    case InstanceRole::kGeneration:
+      return "generation";
+  }
+  return "?";
+}
+
+const char* DummyPolicyName(DummyPolicy policy) {
+  return policy == DummyPolicy::kCompat ? "compat" : "reserved";
+}
+
+}  // namespace lockstep::sched
