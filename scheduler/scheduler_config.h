@@ -1,4 +1,6 @@
-// Limits and knobs of the per-rank scheduling policy.
+// The per-rank scheduling policy's configuration: the knobs the deployment sets
+// (scheduler_settings.h) and what the worker derives from elsewhere. Value type;
+// thread-compatible.
 #ifndef LOCKSTEP_SCHEDULER_SCHEDULER_CONFIG_H_
 #define LOCKSTEP_SCHEDULER_SCHEDULER_CONFIG_H_
 
@@ -11,8 +13,8 @@
 
 namespace lockstep::sched {
 
-// The knobs (scheduler_settings.h) and what the worker derives from elsewhere: the
-// speculative block, prefix reuse and the model's length.
+// The knobs, and the speculative block, prefix reuse (both from the deployment's other
+// blocks) and the model's length (from the engine).
 struct SchedulerConfig : SchedulerSettings {
   // Speculative decoding: who proposes drafts (kDraftModel needs a draft KV pool,
   // kNgram none), K (num_draft_tokens: proposed and verified per generation step; with

@@ -5,7 +5,8 @@
 //   ASSIGN_OR_RETURN(DeploymentConfig config, LoadDeploymentConfig("deploy/local/agg_dep2.yaml"));
 //   const InstanceConfig* self = config.FindInstance("agg0");
 //
-// Every field is documented with its default below. `Validate()` checks ranges and
+// Every field is documented with its default below (the executor block's scheduling
+// knobs in scheduler/scheduler_settings.h). `Validate()` checks ranges and
 // cross-field rules; every error names the field by its path in the file, e.g.
 // `instances[1].executor.max_batch_size: must be >= 1, got 0`. Parsing is in
 // config_yaml.h. Plain value types; thread-compatible.
