@@ -75,9 +75,9 @@ class BoundedBuilder final : public nlohmann::json_sax<BasicJson> {
  private:
   struct Frame {
     bool object = false;
-    BasicJson array;                                          // !object
-    std::vector<std::pair<string_t, BasicJson>> members;      // object, in input order
-    string_t key;                                             // object: the next member's
+    BasicJson array;                                      // !object
+    std::vector<std::pair<string_t, BasicJson>> members;  // object, in input order
+    string_t key;                                         // object: the next member's
   };
 
   bool Count() {
@@ -127,8 +127,7 @@ class BoundedBuilder final : public nlohmann::json_sax<BasicJson> {
   // merged (sorted indices: O(n log n), where ordered_map's operator[] scans).
   template <typename ObjectT>
   static void FillObject(ObjectT& object, std::vector<std::pair<string_t, BasicJson>>& members) {
-    if constexpr (!std::is_base_of_v<std::vector<std::pair<const string_t, BasicJson>>,
-                                     ObjectT>) {
+    if constexpr (!std::is_base_of_v<std::vector<std::pair<const string_t, BasicJson>>, ObjectT>) {
       for (auto& [key, value] : members) object[std::move(key)] = std::move(value);
     } else {
       std::vector<size_t> order(members.size());
@@ -151,7 +150,8 @@ class BoundedBuilder final : public nlohmann::json_sax<BasicJson> {
       }
       object.reserve(kept);
       for (size_t i = 0; i < members.size(); ++i) {
-        if (!dropped[i]) object.emplace_back(std::move(members[i].first), std::move(members[i].second));
+        if (dropped[i]) continue;
+        object.emplace_back(std::move(members[i].first), std::move(members[i].second));
       }
     }
   }

@@ -49,8 +49,8 @@ struct JsonBounds {
 template <typename BasicJson>
 absl::StatusOr<BasicJson> ParseBoundedJson(std::string_view text, const JsonBounds& bounds = {});
 
-extern template absl::StatusOr<nlohmann::json> ParseBoundedJson<nlohmann::json>(
-    std::string_view, const JsonBounds&);
+extern template absl::StatusOr<nlohmann::json> ParseBoundedJson<nlohmann::json>(std::string_view,
+                                                                                const JsonBounds&);
 extern template absl::StatusOr<nlohmann::ordered_json> ParseBoundedJson<nlohmann::ordered_json>(
     std::string_view, const JsonBounds&);
 

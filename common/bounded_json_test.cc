@@ -16,9 +16,9 @@ namespace {
 
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::StatusIs;
-using ::testing::HasSubstr;
 using nlohmann::json;
 using nlohmann::ordered_json;
+using ::testing::HasSubstr;
 
 std::string Nested(int depth, std::string_view open, std::string_view close) {
   std::string text;
@@ -57,8 +57,8 @@ TEST(BoundedJsonTest, InvalidJsonSaysWhere) {
     EXPECT_THAT(ParseBoundedJson<ordered_json>(text),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not valid JSON")));
   }
-  EXPECT_THAT(ParseBoundedJson<json>("[1, 2"), StatusIs(absl::StatusCode::kInvalidArgument,
-                                                         HasSubstr("line 1, column 6")));
+  EXPECT_THAT(ParseBoundedJson<json>("[1, 2"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("line 1, column 6")));
 }
 
 // The depth counts arrays and objects inside one another; the top level is 1.
@@ -67,12 +67,12 @@ TEST(BoundedJsonTest, DepthIsBounded) {
     SCOPED_TRACE(open);
     EXPECT_THAT(ParseBoundedJson<json>(Nested(64, open, close)), IsOk());
     EXPECT_THAT(ParseBoundedJson<ordered_json>(Nested(64, open, close)), IsOk());
-    EXPECT_THAT(ParseBoundedJson<json>(Nested(65, open, close)),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("nested deeper than 64 levels")));
-    EXPECT_THAT(ParseBoundedJson<json>(Nested(3, open, close), {.max_depth = 2}),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("nested deeper than 2 levels")));
+    EXPECT_THAT(
+        ParseBoundedJson<json>(Nested(65, open, close)),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nested deeper than 64 levels")));
+    EXPECT_THAT(
+        ParseBoundedJson<json>(Nested(3, open, close), {.max_depth = 2}),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nested deeper than 2 levels")));
     // 100,000 levels: refused at level 65, nothing deep is built (nor copied, dumped
     // or destroyed).
     EXPECT_THAT(ParseBoundedJson<ordered_json>(Nested(100000, open, close)),

@@ -19,15 +19,15 @@ using json = nlohmann::json;
 
 // Byte token b is id kByte + b.
 constexpr int32_t kByte = 3;
-constexpr int32_t kA = 260;  // "a"
+constexpr int32_t kA = 260;       // "a"
 constexpr int32_t kSpaceA = 262;  // "▁a"
-constexpr int32_t kBos = 1;  // "<s>", special
+constexpr int32_t kBos = 1;       // "<s>", special
 
 // Llama 2's layout: a SentencePiece-style BPE with byte fallback, its decoder
 // Replace(▁ -> " "), ByteFallback, Fuse, Strip(1 leading space).
 std::unique_ptr<HfTokenizer> ByteFallbackTokenizer() {
-  json vocab = {{"<unk>", 0}, {"<s>", kBos}, {"</s>", 2}, {"▁", 259}, {"a", kA},
-                {"b", 261},   {"▁a", kSpaceA}};
+  json vocab = {{"<unk>", 0}, {"<s>", kBos}, {"</s>", 2},    {"▁", 259},
+                {"a", kA},    {"b", 261},    {"▁a", kSpaceA}};
   for (int b = 0; b < 256; ++b) vocab[absl::StrFormat("<0x%02X>", b)] = kByte + b;
   const json config = {
       {"model",
@@ -142,7 +142,9 @@ TEST(RustDecodeTest, ValidSequencesDecodeAsDecodeDoes) {
     ASSERT_EQ(RustDecode(*fallback, ids, true), fallback->Decode(ids, true));
     // ByteLevel: any bytes, valid or not, decode alike (from_utf8_lossy).
     std::vector<int32_t> bytes;
-    for (int n = static_cast<int>(rng() % 8); n > 0; --n) bytes.push_back(static_cast<int>(rng() % 256));
+    for (int n = static_cast<int>(rng() % 8); n > 0; --n) {
+      bytes.push_back(static_cast<int>(rng() % 256));
+    }
     SCOPED_TRACE(absl::StrJoin(bytes, ","));
     ASSERT_EQ(RustDecode(*level, bytes), level->Decode(bytes));
   }

@@ -101,8 +101,7 @@ namespace {
 // Value::FromJson at nesting level `depth` (the top-level value is 1).
 Value FromJsonAt(const nlohmann::ordered_json& json, int depth) {
   using Type = nlohmann::ordered_json::value_t;
-  if ((json.type() == Type::array || json.type() == Type::object) &&
-      depth > Value::kMaxJsonDepth) {
+  if ((json.type() == Type::array || json.type() == Type::object) && depth > Value::kMaxJsonDepth) {
     return Value::Undefined("a JSON value nested deeper than " +
                             std::to_string(Value::kMaxJsonDepth) + " levels");
   }
