@@ -164,17 +164,17 @@ absl::Status Executor::Step() {
 
   // The deferral table: process the previous batch unless the fleet vetoed while this
   // rank had a batch (its host update then waits for the next forward).
-  const bool process_previous = can_queue || !local_nonempty;
+  const bool process_previous = BatchInFlight::ProcessPrevious(can_queue, local_nonempty);
   if (in_flight_.has_value()) {
     if (process_previous) {
-      RETURN_IF_ERROR(Complete(*in_flight_));
-      in_flight_.reset();
+      RETURN_IF_ERROR(Complete(in_flight_.batch()));
+      in_flight_.Clear();
     } else {
       ++counters_.deferred_updates;
       current_.deferred = true;
     }
   }
-  if (launched.has_value()) in_flight_ = std::move(launched);
+  if (launched.has_value()) in_flight_.Hold(std::move(*launched));
   StartReadyReceives();
 
   RETURN_IF_ERROR(Respond());

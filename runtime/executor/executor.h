@@ -52,6 +52,7 @@
 #include "kvcache/kv_manager.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/engine/model_engine.h"
+#include "runtime/executor/batch_in_flight.h"
 #include "runtime/executor/cache_audit.h"
 #include "runtime/executor/executor_config.h"
 #include "runtime/executor/instance_loads.h"
@@ -148,26 +149,6 @@ class Executor {
   bool has_batch_in_flight() const { return in_flight_.has_value(); }
 
  private:
-  // One launched step: what the completion needs to apply its results.
-  struct InFlightEntry {
-    RequestId id;
-    uint64_t target_generation = 0;
-    uint64_t draft_generation = 0;
-    bool is_context = false;
-    bool last_chunk = false;
-    bool is_dummy = false;
-    int64_t position = 0;          // context: first token of the chunk
-    int64_t num_tokens = 0;        // context: chunk length
-    int32_t num_draft_tokens = 0;  // K of this step (from its spec::Grant)
-    int64_t target_grant = 0;      // capacity this step granted in the target pool
-    int64_t draft_grant = 0;       // ... and in the draft pool (the draft gap included)
-    // Context: draft positions prefilled before the chunk (ScheduledChunk::draft_position).
-    int64_t draft_gap = 0;
-  };
-  struct InFlightBatch {
-    StepId step;
-    std::vector<InFlightEntry> entries;
-  };
   // Local facts every rank learns from the load all-gather.
   struct InstanceView {
     int64_t schedulable = 0;  // schedulable requests on all ranks, after assignment
@@ -263,7 +244,8 @@ class Executor {
   // every rank (every rank applies the same broadcast and the same assignment).
   std::deque<NewRequestSpec> queue_;
   sched::Request* dummy_ = nullptr;
-  std::optional<InFlightBatch> in_flight_;
+  // The batch launched and not yet processed, and the deferral table.
+  BatchInFlight in_flight_;
   // Caches released since the last launch: the engine may drop their state.
   std::vector<kv::BlockRefs> released_;
   // Responses produced on this rank since the last gather.

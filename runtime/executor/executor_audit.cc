@@ -24,14 +24,7 @@ void Executor::BindCaches() {
 
 int64_t Executor::CapacityAllowance(RequestId id, kv::PoolKind pool, uint64_t generation) const {
   const bool target = pool == kv::PoolKind::kTarget;
-  int64_t allowed = 0;
-  if (in_flight_.has_value()) {
-    for (const InFlightEntry& e : in_flight_->entries) {
-      if (e.id == id && (target ? e.target_generation : e.draft_generation) == generation) {
-        allowed += target ? e.target_grant : e.draft_grant;
-      }
-    }
-  }
+  int64_t allowed = in_flight_.Granted(id, pool, generation);
   // The draft model's proposals after a last context chunk stay in an unpaired mirror.
   if (!target && kv_->config().draft_mode == kv::DraftMode::kUnpaired) {
     allowed += config_.scheduler.speculative.num_draft_tokens;

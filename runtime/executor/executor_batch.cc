@@ -1,5 +1,6 @@
 // Launch of a step's batch and completion of the previous one (docs/design.md §3 steps
-// 7–8). Part of Executor; runs on the executor thread.
+// 7–8); the batch in flight and the deferral table are BatchInFlight's
+// (batch_in_flight.h). Part of Executor; runs on the executor thread.
 #include <algorithm>
 #include <optional>
 
@@ -26,8 +27,8 @@ kv::BlockRefs MakeRef(const kv::KvManager& kv, RequestId id) {
 
 }  // namespace
 
-Executor::InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision,
-                                         const engine::StepAgreement& agreement) {
+InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision,
+                               const engine::StepAgreement& agreement) {
   // A token drafter (n-gram) looks for matches in the whole sequence: hand it the
   // tokens the engine has not seen in this sequence's chunks.
   const bool token_drafter = config_.scheduler.speculative.enabled() &&

@@ -19,7 +19,7 @@ void Executor::StartReadyReceives() {
   // is no engine thread still writing blocks that were freed and handed to a receive.
   // (The batch in flight now, if any, was launched at or after that step when the
   // previous batch was processed; a deferred batch is older and holds them back.)
-  const int64_t oldest_running = in_flight_.has_value() ? in_flight_->step.value() : step_ + 1;
+  const int64_t oldest_running = in_flight_.OldestRunningStep(step_ + 1);
   std::vector<std::pair<RequestId, int64_t>> waiting;
   for (const auto& [id, allocated] : pending_receives_) {
     Request* r = Find(id);
