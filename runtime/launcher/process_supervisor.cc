@@ -41,8 +41,10 @@ void SignalChild(pid_t pid, int sig) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
   const int null_fd = open("/dev/null", O_RDONLY);
   if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-  dup2(log_fd, STDOUT_FILENO);
-  dup2(log_fd, STDERR_FILENO);
+  if (log_fd >= 0) {
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+  }
   execv(argv[0], argv);
   const int error = errno;
   ssize_t ignored = write(error_fd, &error, sizeof(error));
@@ -59,7 +61,8 @@ std::string ChildExit::Describe() const {
       signal != 0 ? fmt::format("was killed by signal {} ({})", signal, strsignal(signal))
                   : fmt::format("exited with status {}", exit_code);
   const std::string error = last_error.empty() ? "" : fmt::format("; last error: {}", last_error);
-  return fmt::format("{} (pid {}) {}{}; log: {}", name, pid, how, error, log_path);
+  const std::string log = log_path.empty() ? "" : fmt::format("; log: {}", log_path);
+  return fmt::format("{} (pid {}) {}{}{}", name, pid, how, error, log);
 }
 
 namespace {
@@ -118,16 +121,18 @@ absl::Status ProcessSupervisor::Start(const ProcessSpec& spec) {
   if (spec.argv.empty()) {
     return absl::InvalidArgumentError(fmt::format("{}: empty command line", spec.name));
   }
-  const int log_fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) {
+  const int log_fd = spec.log_path.empty() ? -1
+                                           : open(spec.log_path.c_str(),
+                                                  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0 && !spec.log_path.empty()) {
     return absl::UnavailableError(
         fmt::format("{}: cannot open log file {}: {}", spec.name, spec.log_path, ErrnoText(errno)));
   }
   struct stat log_stat;
-  const int64_t log_start = fstat(log_fd, &log_stat) == 0 ? log_stat.st_size : 0;
+  const int64_t log_start = log_fd >= 0 && fstat(log_fd, &log_stat) == 0 ? log_stat.st_size : 0;
   int error_pipe[2];
   if (pipe2(error_pipe, O_CLOEXEC) != 0) {
-    close(log_fd);
+    if (log_fd >= 0) close(log_fd);
     return absl::InternalError(fmt::format("{}: pipe: {}", spec.name, ErrnoText(errno)));
   }
   std::vector<char*> argv;
@@ -137,7 +142,7 @@ absl::Status ProcessSupervisor::Start(const ProcessSpec& spec) {
   const pid_t pid = fork();
   if (pid == 0) ExecChild(argv.data(), log_fd, error_pipe[1], parent);
   const int fork_errno = errno;
-  close(log_fd);
+  if (log_fd >= 0) close(log_fd);
   close(error_pipe[1]);
   if (pid < 0) {
     close(error_pipe[0]);
@@ -184,7 +189,9 @@ bool ProcessSupervisor::Reap(size_t index, bool block, ChildExit* exit) {
   } else if (done == child.pid) {
     exit->exit_code = WEXITSTATUS(status);
   }
-  if (!exit->clean()) exit->last_error = LastLoggedError(child.spec.log_path, child.log_start);
+  if (!exit->clean() && !child.spec.log_path.empty()) {
+    exit->last_error = LastLoggedError(child.spec.log_path, child.log_start);
+  }
   close(child.pidfd);
   kill(-child.pid, SIGKILL);  // whatever it left in its group
   children_.erase(children_.begin() + static_cast<ptrdiff_t>(index));

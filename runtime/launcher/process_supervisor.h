@@ -33,7 +33,9 @@ namespace lockstep::launcher {
 struct ProcessSpec {
   std::string name;               // how reports name it, e.g. "gen0/rank2"
   std::vector<std::string> argv;  // argv[0] is the executable's path
-  std::string log_path;           // stdout and stderr are appended here
+  // stdout and stderr are appended here; empty: the child writes to this process's own
+  // (inherited, not reopened: reopening /dev/stderr fails for another user's pipe).
+  std::string log_path;
 };
 
 // How a child ended.
@@ -48,7 +50,8 @@ struct ChildExit {
 
   bool clean() const { return signal == 0 && exit_code == 0; }
   // "gen0/rank2 (pid 1234) exited with status 3; last error: engine cuda: ...; log:
-  // run/gen0.rank2.log" ("; last error: ..." only when there is one).
+  // run/gen0.rank2.log" ("; last error: ..." only when there is one, "; log: ..." only
+  // with a log file).
   std::string Describe() const;
 };
 

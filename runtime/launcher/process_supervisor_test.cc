@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -113,6 +114,26 @@ TEST(LastLoggedErrorTest, FindsTheLastErrorOrCriticalLineAndStripsItsPrefix) {
   EXPECT_EQ(LastLoggedError(path + ".missing"), "");
   std::ofstream(path) << "[2026-01-02 03:04:05.678] [E] [t] [m] " << std::string(1000, 'x');
   EXPECT_EQ(LastLoggedError(path), std::string(400, 'x') + "...");
+}
+
+// Without a log file the child writes to the supervisor's own stdout and stderr, the
+// same open files (not reopened by path: another user's pipe cannot be).
+TEST_F(ProcessSupervisorTest, WithoutALogFileAChildInheritsStdoutAndStderr) {
+  ProcessSupervisor supervisor;
+  LOCKSTEP_ASSERT_OK(supervisor.Start({"inherits", {kChild, "ready", Path("inherits.ready")}, ""}));
+  LOCKSTEP_ASSERT_OK(supervisor.WaitReady(FileExists(Path("inherits.ready")), kDeadline));
+  const pid_t pid = supervisor.PidOf("inherits");
+  for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    struct stat ours, theirs;
+    ASSERT_EQ(fstat(fd, &ours), 0);
+    ASSERT_EQ(stat(("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd)).c_str(), &theirs),
+              0);
+    EXPECT_EQ(ours.st_dev, theirs.st_dev) << "fd " << fd;
+    EXPECT_EQ(ours.st_ino, theirs.st_ino) << "fd " << fd;
+  }
+  std::vector<ChildExit> exits = supervisor.StopAll(kDeadline);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_THAT(exits[0].Describe(), ::testing::EndsWith("exited with status 0"));
 }
 
 TEST_F(ProcessSupervisorTest, ReadinessFailsWhenAChildDies) {

@@ -137,11 +137,13 @@ int RunInstanceCommand(const std::vector<std::string>& args) {
     if (!f.advertise_address.empty()) {
       spec.argv.insert(spec.argv.end(), {"--advertise-address", f.advertise_address});
     }
-    spec.log_path = f.log_dir.empty()
-                        ? "/dev/stderr"
-                        : (std::filesystem::path(f.log_dir) /
-                           fmt::format("{}.rank{}.log", self.name, rank))
-                              .string();
+    // No --log-dir: the ranks inherit this process's stderr (a pod's is a pipe of the
+    // container runtime's, which the pod's user cannot open again as /dev/stderr).
+    spec.log_path =
+        f.log_dir.empty()
+            ? ""
+            : (std::filesystem::path(f.log_dir) / fmt::format("{}.rank{}.log", self.name, rank))
+                  .string();
     if (absl::Status status = supervisor.Start(spec); !status.ok()) {
       Say(std::string(status.message()));
       supervisor.StopAll(absl::Seconds(f.grace_s));
