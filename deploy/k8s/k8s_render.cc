@@ -177,6 +177,14 @@ class Renderer {
     return own;
   }
 
+  // The pod runs as the image's user; fsGroup gives its group the Secrets' files.
+  static Json PodSecurityContext() {
+    return {{"runAsNonRoot", true},
+            {"runAsUser", kImageUid},
+            {"runAsGroup", kImageGid},
+            {"fsGroup", kImageGid}};
+  }
+
   Json ConfigVolume() const {
     return {{"name", "config"}, {"configMap", {{"name", Name("config")}}}};
   }
@@ -207,7 +215,8 @@ class Renderer {
               {"template",
                {{"metadata", {{"labels", Labels("router")}}},
                 {"spec",
-                 {{"containers", Json::array({container})},
+                 {{"securityContext", PodSecurityContext()},
+                  {"containers", Json::array({container})},
                   {"volumes", Volumes({ConfigVolume()}, /*router=*/true)}}}}}}}};
   }
 
@@ -285,6 +294,7 @@ class Renderer {
                    {"app.kubernetes.io/instance", options_.name}}}}},
                {"topologyKey", placement.topology_key}}})}}}};
     }
+    spec["securityContext"] = PodSecurityContext();
     spec["terminationGracePeriodSeconds"] = 30;
     spec["containers"] = Json::array({container});
     if (placement.compute_domain) {

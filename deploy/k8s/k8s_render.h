@@ -23,9 +23,15 @@
 // (runtime/worker/worker_identity.h). Each pod asks for placement.gpus_per_node GPUs
 // and mounts a memory-backed /dev/shm. The leader's WorkerService listens on
 // kLeaderPort; its readiness probe is `lockstep probe`.
+//
+// Every pod runs as the image's user (kImageUid:kImageGid, runAsNonRoot) with fsGroup
+// kImageGid: kubelet gives that group the mounted Secrets' files, which are mounted 0440
+// (owner root, group-readable), so the daemons can read their token, keys and
+// certificates and no other user can.
 #ifndef LOCKSTEP_DEPLOY_K8S_K8S_RENDER_H_
 #define LOCKSTEP_DEPLOY_K8S_K8S_RENDER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,6 +41,10 @@
 namespace lockstep::deploy {
 
 inline constexpr int kLeaderPort = 8700;
+// The user and group deploy/docker/Dockerfile runs as (its USER line; the tests read it
+// and check the rendered pods against it).
+inline constexpr int64_t kImageUid = 10001;
+inline constexpr int64_t kImageGid = 10001;
 
 struct K8sRenderOptions {
   std::string image;          // the container image (deploy/docker/Dockerfile); required

@@ -194,7 +194,9 @@ std::string MountOf(const YAML::Node& container, const std::string& volume,
 std::string SecretVolume(const YAML::Node& pod, const std::string& volume) {
   for (const YAML::Node& v : pod["volumes"]) {
     if (v["name"].Scalar() == volume) {
-      EXPECT_EQ(v["secret"]["defaultMode"].as<int>(), 0400);
+      // Group-readable: the pod's fsGroup (the image's group) owns the files
+      // (pod_file_access_test checks the image's user reads them).
+      EXPECT_EQ(v["secret"]["defaultMode"].as<int>(), 0440);
       return v["secret"]["secretName"].Scalar();
     }
   }

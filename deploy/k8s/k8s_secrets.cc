@@ -11,7 +11,8 @@ using Json = nlohmann::ordered_json;
 
 constexpr char kTokenKey[] = "token";
 constexpr char kApiKeysKey[] = "api_keys";
-constexpr int kOwnerReadOnly = 0400;
+// Owner root, readable by the group that fsGroup gives the files (the pod's user's).
+constexpr int kOwnerAndGroupRead = 0440;
 
 }  // namespace
 
@@ -103,7 +104,7 @@ std::vector<Json> K8sSecrets::Volumes(bool router) const {
     if (volume.router_only && !router) continue;
     volumes.push_back(
         {{"name", volume.name},
-         {"secret", {{"secretName", volume.secret}, {"defaultMode", kOwnerReadOnly}}}});
+         {"secret", {{"secretName", volume.secret}, {"defaultMode", kOwnerAndGroupRead}}}});
   }
   return volumes;
 }

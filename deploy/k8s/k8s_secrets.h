@@ -6,7 +6,8 @@
 // HTTPS certificate and key (PREFIX-router-https, keys tls.crt and tls.key, as
 // `kubectl create secret tls` makes it) and its client API keys (PREFIX-api-keys, key
 // api_keys). Every pod mounts the cluster's secrets, the router pod also its own,
-// read-only, each file by itself (subPath) at the path the config names (the token:
+// read-only, mode 0440 (kubelet gives the files the pod's fsGroup, the image's group:
+// k8s_render.h), each file by itself (subPath) at the path the config names (the token:
 // kDefaultTokenPath when it names none); the cluster's are also named in the LOCKSTEP_*
 // variables, which `lockstep probe` (the readiness probe) reads too.
 //
