@@ -355,7 +355,10 @@ TEST_F(HttpLimitsTest, ANonStreamingRequestWhoseClientLeftIsCancelledAtItsWorker
   EXPECT_TRUE(worker_->AwaitStreamsCancelled(1, absl::Seconds(30)));
   ASSERT_EQ(worker_->requests().size(), 1u);
   EXPECT_TRUE(worker_->AwaitCancelRpc(worker_->requests()[0].request_id(), absl::Seconds(30)));
-  EXPECT_TRUE(lockstep::testing::PollUntil([&] { return router_->flows().size() == 0; }));
+  // The request is counted after its flow ends (RequestRunner::Run): wait for both.
+  EXPECT_TRUE(lockstep::testing::PollUntil([&] {
+    return router_->flows().size() == 0 && router_->metrics().RequestCount("cancelled") >= 1;
+  }));
   EXPECT_EQ(router_->metrics().RequestCount("cancelled"), 1);
   worker_->SetStallAfter(-1);
   // A client that stays is served to the end.

@@ -183,7 +183,10 @@ TEST_F(RouterFailoverTest, ClientHangingUpCancelsTheWorkerStream) {
   // The router notices on its next keep-alive write, cancels the stream and tells the worker.
   EXPECT_TRUE(worker_->AwaitStreamsCancelled(1, absl::Seconds(10)));
   EXPECT_TRUE(worker_->AwaitCancelRpc(id, absl::Seconds(10)));
-  EXPECT_TRUE(PollUntil([&] { return router_->flows().size() == 0; }));
+  // The request is counted after its flow ends (RequestRunner::Run): wait for both.
+  EXPECT_TRUE(PollUntil([&] {
+    return router_->flows().size() == 0 && router_->metrics().RequestCount("cancelled") >= 1;
+  }));
   EXPECT_EQ(router_->metrics().RequestCount("cancelled"), 1);
   EXPECT_TRUE(Healthy());
 }

@@ -138,7 +138,10 @@ TEST_F(RouterMigrationTest, AClientCancelIsNeverMigrated) {
   FakeWorker* served = Busy({"agg0", "agg1"});
   ASSERT_NE(served, nullptr);
   EXPECT_TRUE(served->AwaitCancelRpc(served->requests()[0].request_id(), absl::Seconds(10)));
-  EXPECT_TRUE(PollUntil([&] { return router_->flows().size() == 0; }));
+  // The request is counted after its flow ends (RequestRunner::Run): wait for both.
+  EXPECT_TRUE(PollUntil([&] {
+    return router_->flows().size() == 0 && router_->metrics().RequestCount("cancelled") >= 1;
+  }));
   EXPECT_EQ(Worker("agg0").requests().size() + Worker("agg1").requests().size(), 1u);
   EXPECT_EQ(Migrations(), 0);
   EXPECT_EQ(router_->metrics().RequestCount("cancelled"), 1);
