@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -245,6 +246,23 @@ void ExpectMigrationsCompleted(const launcher::LocalDeployment& d) {
   EXPECT_EQ(completed, logged.requests) << "a migrated request did not complete";
   EXPECT_GE(resumed, 1) << "no migrated request received a token after the failure";
   EXPECT_GE(logged.mid_stream, 1) << "every migration began a stream afresh";
+}
+
+int RouterUnhealthyRecords(const launcher::LocalDeployment& d, const std::string& instance) {
+  // The line router/health_monitor.cc logs: "instance NAME is unhealthy (REASON); ...".
+  const std::string record = absl::StrCat("instance ", instance, " is unhealthy (");
+  int records = 0;
+  for (absl::string_view line : absl::StrSplit(d.LogOf("router"), '\n')) {
+    if (absl::StrContains(line, record)) ++records;
+  }
+  return records;
+}
+
+void ExpectRouterTookOut(launcher::LocalDeployment& d, const std::string& instance) {
+  EXPECT_TRUE(
+      d.WaitFor([&] { return RouterUnhealthyRecords(d, instance) >= 1; }, absl::Seconds(30)))
+      << "the router never took " << instance << " out of rotation\n"
+      << LogTails(d);
 }
 
 }  // namespace lockstep::e2e

@@ -80,6 +80,17 @@ void KillUnderLoad(launcher::LocalDeployment& d, MigrationLoad& load,
 // gtest failure otherwise; prints the counts.
 void ExpectMigrationsCompleted(const launcher::LocalDeployment& d);
 
+// How many times the router's log records `instance` going from serving to unhealthy
+// (router::HealthMonitor writes one line each time). Unlike the instance's state, the
+// record stays once written: a state read once after a kill may still say healthy (the
+// router notices within a heartbeat timeout, and the load may end before that) or say
+// healthy again (a restart).
+int RouterUnhealthyRecords(const launcher::LocalDeployment& d, const std::string& instance);
+
+// After a kill on `d`: the router records `instance` unhealthy within 30 s. Adds a gtest
+// failure (with the logs' tails) otherwise.
+void ExpectRouterTookOut(launcher::LocalDeployment& d, const std::string& instance);
+
 }  // namespace lockstep::e2e
 
 #endif  // LOCKSTEP_TESTS_E2E_MIGRATION_LOAD_H_
