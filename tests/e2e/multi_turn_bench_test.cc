@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -100,8 +101,14 @@ TEST(MultiTurnBenchTest, DisaggregatedContextWorkersReuseThePreviousPrompt) {
   const nlohmann::json r = RunBench("disagg", DisaggYaml(model, /*fault_timeouts=*/false));
   ExpectWorkersReuseTheIdeal(r);
   if (r.is_null()) return;
+  // Every generation rank (gen0 is DEP4) reports, and none prefilled a prompt token.
+  std::vector<nlohmann::json> generation;
   for (const nlohmann::json& rank : r["workers"]["ranks"]) {
-    if (rank["instance"] == "gen0") EXPECT_EQ(rank["prompt_tokens"].get<double>(), 0);
+    if (rank["instance"] == "gen0") generation.push_back(rank);
+  }
+  ASSERT_EQ(generation.size(), 4u) << r["workers"].dump(2);
+  for (const nlohmann::json& rank : generation) {
+    EXPECT_EQ(rank["prompt_tokens"].get<double>(), 0) << rank.dump();
   }
 }
 
