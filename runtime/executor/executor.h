@@ -26,6 +26,12 @@
 // collective or a stuck engine (this rank can no longer vote) makes Step return an
 // error.
 //
+// Parts that own their state (each header says what): InstanceLoads (phase 1: what the
+// load all-gather told this rank of every rank), BatchInFlight (phases 7-8: the batch
+// in flight and the deferral table), CacheAudit (phase 10: cache identity of every
+// owner, the step's violations). Executor owns the requests (live, claimed, queued),
+// the drain, the pad dummy, the outbox and the transfers' bookkeeping.
+//
 // Threading: Step() and everything else runs on the executor thread, which owns all
 // scheduling, KV and request state. `inbox()` (leader) and `Snapshot()` may be used
 // from any thread.
