@@ -2,7 +2,7 @@
 # Builds the GPU checks and packs them for a GPU machine that has the CUDA 13 libraries
 # but no Bazel and no build tools of ours (docs/gpu.md).
 #
-#   tools/gpu/pack.sh            build with --config=cuda -c opt, pack into .gpu/
+#   tools/gpu/pack.sh            build with --config=cuda --config=opt, pack into .gpu/
 #   BAZEL="bazel --output_base=/tmp/b" tools/gpu/pack.sh    another Bazel command line
 #
 # The checks are //runtime/cuda:gpu_probe (always first) and every target tagged
@@ -33,7 +33,7 @@ PROBE=//runtime/cuda:gpu_probe
 # What //tests/e2e:cuda_launch_test starts and reads on the GPU machine (beside it).
 PACKED_TOOLS=(//tools:lockstep)
 PACKED_DATA=(deploy/local/agg_cuda_tiny.yaml)
-BUILD_FLAGS=(--config=cuda -c opt "$@")
+BUILD_FLAGS=(--config=cuda --config=opt "$@")
 
 log() { printf '[pack] %s\n' "$*" >&2; }
 die() { printf '[pack] error: %s\n' "$*" >&2; exit 1; }
