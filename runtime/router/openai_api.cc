@@ -66,6 +66,17 @@ class Fields {
     return true;
   }
 
+  // A seed: any JSON integer in [-2^63, 2^64 - 1]; a negative one is taken as its
+  // two's complement (the sampler's seed is 64 bits, clients send either signedness).
+  bool Seed(const char* key, uint64_t* out) {
+    const json* value = Get(key);
+    if (value == nullptr) return false;
+    if (!value->is_number_integer()) return Fail(key, "an integer", *value);
+    *out = value->is_number_unsigned() ? value->get<uint64_t>()
+                                       : static_cast<uint64_t>(value->get<int64_t>());
+    return true;
+  }
+
   bool Number(const char* key, double* out) {
     const json* value = Get(key);
     if (value == nullptr) return false;
@@ -274,11 +285,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
   if (f.Number("temperature", &number)) sampling.temperature = static_cast<float>(number);
   if (f.Number("top_p", &number)) sampling.top_p = static_cast<float>(number);
   if (f.Int("top_k", &i64)) sampling.top_k = static_cast<int32_t>(i64);
-  if (f.Int("seed", &i64, std::numeric_limits<int64_t>::min(),
-            std::numeric_limits<int64_t>::max())) {
-    sampling.seed = static_cast<uint64_t>(i64);
-    out.has_seed = true;
-  }
+  if (f.Seed("seed", &sampling.seed)) out.has_seed = true;
   f.Bool("ignore_eos", &sampling.ignore_eos);
   if (f.Number("presence_penalty", &number)) sampling.presence_penalty = static_cast<float>(number);
   if (f.Number("frequency_penalty", &number)) {

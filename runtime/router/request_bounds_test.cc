@@ -167,8 +167,8 @@ TEST(RequestBoundsTest, IntegersOutsideTheirRangeAreRefusedNotTruncated) {
            {kC, R"("stop_token_ids": [4294967297])", "stop_token_ids"},
            {kC, R"("stop_token_ids": [-2147483649])", "stop_token_ids"},
            {kC, R"("stop_token_ids": [18446744073709551615])", "stop_token_ids"},
-           {kC, R"("seed": 18446744073709551615)", "seed"},
-           {kC, R"("seed": 9223372036854775808)", "seed"},
+           {kC, R"("seed": 18446744073709551616)", "seed"},
+           {kC, R"("seed": -9223372036854775809)", "seed"},
            {kC, R"("logit_bias": {"4294967297": 1})", "logit_bias"},
            {kC, R"("max_tokens": 4294967297)", "max_tokens"},
            {kC, R"("min_tokens": 18446744073709551615)", "min_tokens"},
@@ -206,6 +206,25 @@ TEST(RequestBoundsTest, IntegersOutsideTheirRangeAreRefusedNotTruncated) {
   EXPECT_THAT(parsed->request.prompt, ElementsAre(2147483647));
   EXPECT_EQ(parsed->request.sampling.seed, 9223372036854775807u);
   EXPECT_THAT(parsed->request.sampling.stop_token_ids, ElementsAre(2147483647));
+}
+
+// The sampler's seed is 64 bits: clients send it signed or unsigned, and both ends of
+// both ranges are taken (a negative seed as its two's complement), never clamped.
+TEST(RequestBoundsTest, SeedsTakeTheWholeSixtyFourBitRange) {
+  for (const auto& [text, seed] : std::vector<std::pair<std::string, uint64_t>>{
+           {"18446744073709551615", 18446744073709551615u},
+           {"12267550562924977706", 12267550562924977706u},
+           {"9223372036854775808", 9223372036854775808u},
+           {"-1", 18446744073709551615u},
+           {"-9223372036854775808", 9223372036854775808u},
+           {"0", 0u},
+       }) {
+    const absl::StatusOr<OpenAiRequest> parsed =
+        Parse(kC, absl::StrCat(R"({"model":"m","prompt":"x","seed":)", text, "}"));
+    ASSERT_THAT(parsed, IsOk()) << text;
+    EXPECT_EQ(parsed->request.sampling.seed, seed) << text;
+    EXPECT_TRUE(parsed->has_seed) << text;
+  }
 }
 
 }  // namespace
