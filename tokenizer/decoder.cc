@@ -16,13 +16,6 @@ int HexDigit(char c) {
   return -1;
 }
 
-// The byte of a "<0xHH>" token, or -1.
-int FallbackByte(std::string_view token) {
-  if (token.size() != 6 || token.substr(0, 3) != "<0x" || token[5] != '>') return -1;
-  const int hi = HexDigit(token[3]), lo = HexDigit(token[4]);
-  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
-}
-
 absl::StatusOr<char32_t> SingleChar(const std::string& s, std::string_view what) {
   size_t pos = 0;
   if (s.empty() || !IsValidUtf8(s)) {
@@ -35,6 +28,12 @@ absl::StatusOr<char32_t> SingleChar(const std::string& s, std::string_view what)
 }
 
 }  // namespace
+
+int FallbackByte(std::string_view token) {
+  if (token.size() != 6 || token.substr(0, 3) != "<0x" || token[5] != '>') return -1;
+  const int hi = HexDigit(token[3]), lo = HexDigit(token[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
 
 absl::StatusOr<Decoder> Decoder::FromJson(const nlohmann::json& config) {
   Decoder decoder;

@@ -60,6 +60,9 @@ class Decoder {
   char32_t strip_char_ = ' ';
 };
 
+// The byte of a ByteFallback token "<0xHH>" (either hex case), or -1 for any other token.
+int FallbackByte(std::string_view token);
+
 }  // namespace lockstep::tok
 
 #endif  // LOCKSTEP_TOKENIZER_DECODER_H_

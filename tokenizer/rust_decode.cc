@@ -2,27 +2,17 @@
 
 #include <string_view>
 
+#include "tokenizer/decoder.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/utf8_stream_decoder.h"
 
 namespace lockstep::tok {
 namespace {
 
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // Whether `token` ("<0xHH>") became the single byte HH: the decoder's ByteFallback
 // stage took it for a byte token (a ByteLevel stage or none would keep six bytes).
 bool IsByteToken(std::string_view token, std::string_view bytes) {
-  if (bytes.size() != 1 || token.size() != 6 || token.substr(0, 3) != "<0x" || token[5] != '>') {
-    return false;
-  }
-  const int hi = HexDigit(token[3]), lo = HexDigit(token[4]);
-  return hi >= 0 && lo >= 0 && static_cast<unsigned char>(bytes[0]) == hi * 16 + lo;
+  return bytes.size() == 1 && FallbackByte(token) == static_cast<unsigned char>(bytes[0]);
 }
 
 }  // namespace
