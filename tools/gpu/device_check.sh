@@ -32,8 +32,8 @@
 #    RUN_DIR/summary.txt (the table, every goal line, the first lines of each failure,
 #    ldd --version, driver/CUDA/NCCL versions, an nvidia-smi -q excerpt, the benchmarks'
 #    figures) and, with RESULTS_DIR, copies it there beside RUN_DIR as one archive,
-#    gpu-run.tar.gz (files over 64 MiB that checks left are deleted first, logs over
-#    8 MiB cut to their first and last MiB).
+#    gpu-run.tar.gz (files over 64 MiB that checks left are deleted first, models
+#    (*.safetensors) left out, logs over 8 MiB cut to their first and last MiB).
 #
 # What is printed is kept short (each check's output goes to its log only), so the
 # summary table ends a device call's last 12,000 characters. Everything printed also

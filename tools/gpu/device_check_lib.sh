@@ -137,8 +137,9 @@ print_table() {
 }
 
 # With RESULTS_DIR: copies summary.txt there and the run directory as gpu-run.tar.gz
-# (logs over 8 MiB cut to their first and last MiB; if the archive is still over
-# 15 MiB, one of the logs and summary only). Prints nothing: it runs after the output
+# (without the models checks wrote, *.safetensors: random weights that do not compress;
+# logs over 8 MiB cut to their first and last MiB; if the archive is still over 15 MiB,
+# device_check.log and summary.txt only). Prints nothing: it runs after the output
 # is closed. A problem is appended to RESULTS_DIR/summary.txt.
 archive_results() {
   [[ -n ${RESULTS_DIR:-} ]] || return 0
@@ -151,7 +152,8 @@ archive_results() {
   [[ -f $OUT_DIR/summary.txt ]] && cp "$OUT_DIR/summary.txt" "$RESULTS_DIR/summary.txt"
   local parent base
   parent="$(dirname "$OUT_DIR")" base="$(basename "$OUT_DIR")"
-  tar -C "$parent" --exclude="$base/gpu-run.tar.gz*" -czf "$part" "$base" 2>/dev/null
+  tar -C "$parent" --exclude="$base/gpu-run.tar.gz*" --exclude='*.safetensors' -czf "$part" "$base" \
+    2>/dev/null
   if [[ ! -s $part || $(stat -c %s "$part") -gt $((15 * 1048576)) ]]; then
     tar -C "$parent" -czf "$part" "$base/device_check.log" "$base/summary.txt" 2>/dev/null
     say "device_check: the whole run directory would not fit 16 MiB: the archive holds device_check.log and summary.txt only" \

@@ -27,8 +27,14 @@ for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
 done
 printf '#!/bin/sh\nif [ "${FAKE_NO_GPU:-0}" = 1 ]; then echo "no usable GPU"; exit 1; fi\necho "probe ok, args: $*"\necho "NCCL 2.28.9"\n' \
   >"$WORK/stage/bin/gpu_probe"
-printf '#!/bin/sh\necho "args: $*"\necho "limit: $LOCKSTEP_CHECK_TIMEOUT_S"\necho "[  PASSED  ] 1 test."\n' \
-  >"$WORK/stage/bin/kernel_test"
+# kernel_test prints its arguments and limit and leaves a model in its TEST_TMPDIR.
+cat >"$WORK/stage/bin/kernel_test" <<'TEST'
+#!/bin/sh
+echo "args: $*"
+echo "limit: $LOCKSTEP_CHECK_TIMEOUT_S"
+echo weights >"$TEST_TMPDIR/model.safetensors"
+echo "[  PASSED  ] 1 test."
+TEST
 # With FAKE_FAIL=1: 200 KB of output, then a gtest failure.
 cat >"$WORK/stage/bin/plain_test" <<'TEST'
 #!/bin/bash
@@ -161,6 +167,7 @@ grep -q 'Unrelated' "$results/summary.txt" && fail "summary.txt has all of nvidi
 archived="$(tar -tzf "$results/gpu-run.tar.gz")"
 grep -qx 'run/device_check.log' <<<"$archived" || fail "no log in the archive" supported
 grep -qx 'run/kernel_test.memcheck.log' <<<"$archived" || fail "no check log archived" supported
+grep -q 'safetensors' <<<"$archived" && fail "a model in the archive" supported
 [[ $(tar -xzOf "$results/gpu-run.tar.gz" run/device_check.log | tail -n 1) == "5 passed, 0 failed" ]] ||
   fail "the archived log is not complete" supported
 
