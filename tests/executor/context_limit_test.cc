@@ -25,6 +25,7 @@
 #include "runtime/engine/model_engine.h"
 #include "runtime/engine/testing/test_models.h"
 #include "runtime/executor/executor.h"
+#include "tests/executor/outcome_sink.h"
 #include "spec_decode/speculative_config.h"
 
 namespace lockstep::exec {
@@ -64,25 +65,7 @@ struct Mode {
   bool dynamic;
 };
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  bool finished = false;
-  absl::Status status;
-};
-
-class Sink : public ResponseSink {
- public:
-  void OnResponses(std::vector<Response> responses) override {
-    for (Response& r : responses) {
-      Outcome& o = outcomes[r.id];
-      o.tokens.insert(o.tokens.end(), r.tokens.begin(), r.tokens.end());
-      if (!r.finished) continue;
-      o.finished = true;
-      o.status = r.status;
-    }
-  }
-  absl::flat_hash_map<RequestId, Outcome> outcomes;
-};
+using Sink = OutcomeSink;
 
 // Wraps the CPU engine; from the `refuse_at`-th generation step of `victim` on, hands
 // the engine a block table naming a block outside the pool, which the engine refuses.

@@ -23,6 +23,7 @@
 #include "runtime/engine/make_model.h"
 #include "runtime/engine/testing/test_models.h"
 #include "runtime/executor/executor.h"
+#include "tests/executor/outcome_sink.h"
 #include "spec_decode/speculative_config.h"
 
 namespace lockstep::exec {
@@ -47,29 +48,7 @@ struct Mode {
   int32_t draft_blocks;
 };
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  int64_t proposed = 0;
-  int64_t accepted = 0;
-  bool finished = false;
-  absl::Status status;
-};
-
-class Sink : public ResponseSink {
- public:
-  void OnResponses(std::vector<Response> responses) override {
-    for (Response& r : responses) {
-      Outcome& o = outcomes[r.id];
-      o.tokens.insert(o.tokens.end(), r.tokens.begin(), r.tokens.end());
-      if (!r.finished) continue;
-      o.finished = true;
-      o.status = r.status;
-      o.proposed = r.drafts_proposed;
-      o.accepted = r.drafts_accepted;
-    }
-  }
-  absl::flat_hash_map<RequestId, Outcome> outcomes;
-};
+using Sink = OutcomeSink;
 
 struct RunResult {
   std::vector<Outcome> outcomes;  // in submission order

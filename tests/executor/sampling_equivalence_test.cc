@@ -29,6 +29,7 @@
 #include "runtime/engine/make_model.h"
 #include "runtime/engine/testing/test_models.h"
 #include "runtime/executor/executor.h"
+#include "tests/executor/outcome_sink.h"
 
 namespace lockstep::exec {
 namespace {
@@ -43,29 +44,7 @@ constexpr int kRequests = 12;
 constexpr int kMaxTokens = 12;
 constexpr int kMinTokens = 5;
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  bool finished = false;
-  absl::Status status;
-  int32_t rank = -1;
-};
-
-// The leader's responses. Written on rank 0's step thread, read by the test between
-// steps (after joining that thread).
-class Sink : public ResponseSink {
- public:
-  void OnResponses(std::vector<Response> responses) override {
-    for (Response& r : responses) {
-      Outcome& o = outcomes[r.id];
-      o.tokens.insert(o.tokens.end(), r.tokens.begin(), r.tokens.end());
-      o.rank = r.rank;
-      if (!r.finished) continue;
-      o.finished = true;
-      o.status = r.status;
-    }
-  }
-  absl::flat_hash_map<RequestId, Outcome> outcomes;
-};
+using Sink = OutcomeSink;
 
 // One instance of `ranks` ranks of the tiny MoE model (expert parallel over the ranks).
 class Instance {
