@@ -30,7 +30,10 @@ namespace {
 // does not (the peer is gone).
 bool PollFor(int sock, short events, absl::Duration timeout) {
   pollfd fd{.fd = sock, .events = events, .revents = 0};
-  const int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout));
+  // Rounded up: poll counts whole milliseconds, and a wait that ends before `timeout`
+  // would let the caller see a timed-out read still inside its deadline.
+  const int64_t ms = std::max<int64_t>(
+      0, absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1))));
   int ready;
   do {
     ready = ::poll(&fd, 1, static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
@@ -245,8 +248,10 @@ class BoundedHttpServer::ConnectionStream : public httplib::Stream {
       return -1;
     }
     if (tls_ != nullptr) {
-      const ssize_t n = TlsIo([&](short* wait) { return tls_->Read(data, size, wait); }, deadline_);
-      if (n < 0 && absl::Now() >= deadline_) breach_ = Breach::kTimedOut;
+      bool timed_out = false;
+      const ssize_t n =
+          TlsIo([&](short* wait) { return tls_->Read(data, size, wait); }, deadline_, &timed_out);
+      if (timed_out) breach_ = Breach::kTimedOut;
       return n;
     }
     if (!PollFor(sock_, POLLIN, deadline_ - absl::Now())) {
@@ -261,14 +266,17 @@ class BoundedHttpServer::ConnectionStream : public httplib::Stream {
   }
 
   // Repeats a TLS read or write (`op`) until it moves bytes, fails, or `deadline`
-  // passes while it waits for the socket (-1).
+  // passes while it waits for the socket (-1, and `*timed_out` set when given).
   template <typename Op>
-  ssize_t TlsIo(Op op, absl::Time deadline) const {
+  ssize_t TlsIo(Op op, absl::Time deadline, bool* timed_out = nullptr) const {
     for (;;) {
       short wait = 0;
       const ssize_t n = op(&wait);
       if (n >= 0 || wait == 0) return n;
-      if (!PollFor(sock_, wait, deadline - absl::Now())) return -1;
+      if (!PollFor(sock_, wait, deadline - absl::Now())) {
+        if (timed_out != nullptr) *timed_out = true;
+        return -1;
+      }
     }
   }
 

@@ -294,11 +294,13 @@ TEST_F(HttpsTest, IdleAndSilentConnectionsAreClosed) {
     EXPECT_TRUE(closed);
   }
   {
-    // A request head that stalls halfway: answered 400 (as over plain HTTP) and closed.
+    // A request head that stalls halfway: answered 408 once router.http_read_timeout_ms
+    // has passed since its first byte (as over plain HTTP), and closed.
     RawConnection stalled = Tls();
     stalled.Send("GET /health HTTP/1.1\r\nHo");
     bool closed = false;
-    EXPECT_THAT(stalled.Receive(kWait, "", &closed), ::testing::StartsWith("HTTP/1.1 400"));
+    EXPECT_THAT(stalled.Receive(kWait, "", &closed),
+                ::testing::StartsWith("HTTP/1.1 408 Request Timeout"));
     EXPECT_TRUE(closed);
   }
   EXPECT_EQ(Client().Get("/health").status, 200);
