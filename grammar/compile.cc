@@ -1,0 +1,25 @@
+// Compile(): dispatches a GrammarSpec to its front end and binds the grammar to the
+// vocabulary.
+#include <utility>
+
+#include "grammar/compiled_grammar.h"
+#include "grammar/json_rules.h"
+#include "grammar/matcher.h"
+
+namespace lockstep::grammar {
+
+absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(
+    const GrammarSpec& spec, std::shared_ptr<const Vocabulary> vocabulary) {
+  absl::StatusOr<Grammar> grammar;
+  switch (spec.kind) {
+    case GrammarSpec::Kind::kJsonObject:
+      grammar = JsonObjectGrammar();
+      break;
+    default:
+      return absl::InvalidArgumentError("this grammar kind is not supported yet");
+  }
+  if (!grammar.ok()) return grammar.status();
+  return CompiledGrammar::Create(*std::move(grammar), std::move(vocabulary));
+}
+
+}  // namespace lockstep::grammar
