@@ -6,7 +6,8 @@
 // that match several armed faults count for each). Stream ops are counted when they
 // run (a graph's nodes at each replay), and only those put on streams through
 // Enqueue (kernel launches, cuBLASLt, NCCL), optionally only those whose name
-// contains a filter.
+// contains a filter. Ops of different streams count in the order they run, which
+// varies: a test that needs one exact op uses a filter or a single stream.
 //
 // Armed from the environment at the first event, LOCKSTEP_CUDA_CPU_FAULTS is a
 // comma-separated list of KIND:N[@FILTER], e.g.
