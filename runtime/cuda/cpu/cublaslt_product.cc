@@ -32,26 +32,60 @@ float Load(const void* data, ElementType type, int64_t index) {
   return Bf16ToFloat(static_cast<const Bf16*>(data)[index]);
 }
 
-// op(X)[r, c] of an operand stored column-major.
-float OpElement(const MatrixOperand& x, int64_t r, int64_t c) {
-  return x.transposed ? Load(x.data, x.type, c + r * x.ld) : Load(x.data, x.type, r + c * x.ld);
-}
+inline float Widen(float v) { return v; }
+inline float Widen(Bf16 v) { return Bf16ToFloat(v); }
 
 // Packs op(A)[i0 .. i0 + kMr, p0 .. p0 + kc] as kc rows of kMr floats (zero past row m).
+// One instance per element type and transposition, so the copy loops are plain.
+template <typename T, bool kTransposed>
 void PackA(const MatrixOperand& a, int64_t m, int64_t i0, int64_t p0, int64_t kc, float* out) {
+  const T* base = static_cast<const T*>(a.data);
   const int rows = static_cast<int>(std::min<int64_t>(kMr, m - i0));
   if (rows < kMr) std::fill(out, out + kc * kMr, 0.0f);
-  for (int ii = 0; ii < rows; ++ii) {
-    for (int64_t p = 0; p < kc; ++p) out[p * kMr + ii] = OpElement(a, i0 + ii, p0 + p);
+  if constexpr (kTransposed) {  // row i of op(A) is contiguous
+    for (int ii = 0; ii < rows; ++ii) {
+      const T* row = base + (i0 + ii) * a.ld + p0;
+      for (int64_t p = 0; p < kc; ++p) out[p * kMr + ii] = Widen(row[p]);
+    }
+  } else {  // column p of op(A) is contiguous
+    for (int64_t p = 0; p < kc; ++p) {
+      const T* col = base + (p0 + p) * a.ld + i0;
+      for (int ii = 0; ii < rows; ++ii) out[p * kMr + ii] = Widen(col[ii]);
+    }
   }
 }
 
 // Packs op(B)[p0 .. p0 + kc, j0 .. j0 + kNr] as kc rows of kNr floats (zero past column n).
+template <typename T, bool kTransposed>
 void PackB(const MatrixOperand& b, int64_t n, int64_t j0, int64_t p0, int64_t kc, float* out) {
+  const T* base = static_cast<const T*>(b.data);
   const int cols = static_cast<int>(std::min<int64_t>(kNr, n - j0));
   if (cols < kNr) std::fill(out, out + kc * kNr, 0.0f);
-  for (int jj = 0; jj < cols; ++jj) {
-    for (int64_t p = 0; p < kc; ++p) out[p * kNr + jj] = OpElement(b, p0 + p, j0 + jj);
+  if constexpr (kTransposed) {  // row p of op(B) is contiguous
+    for (int64_t p = 0; p < kc; ++p) {
+      const T* row = base + (p0 + p) * b.ld + j0;
+      for (int jj = 0; jj < cols; ++jj) out[p * kNr + jj] = Widen(row[jj]);
+    }
+  } else {  // column j of op(B) is contiguous
+    for (int jj = 0; jj < cols; ++jj) {
+      const T* col = base + (j0 + jj) * b.ld + p0;
+      for (int64_t p = 0; p < kc; ++p) out[p * kNr + jj] = Widen(col[p]);
+    }
+  }
+}
+
+using Packer = void (*)(const MatrixOperand& x, int64_t extent, int64_t start, int64_t p0,
+                        int64_t kc, float* out);
+
+template <bool kIsA>
+Packer PackerFor(const MatrixOperand& x) {
+  const bool bf16 = x.type == ElementType::kBf16;
+  if constexpr (kIsA) {
+    if (bf16) return x.transposed ? PackA<Bf16, true> : PackA<Bf16, false>;
+    return x.transposed ? PackA<float, true> : PackA<float, false>;
+  } else {
+    if (bf16) return x.transposed ? PackB<Bf16, true> : PackB<Bf16, false>;
+    return x.transposed ? PackB<float, true> : PackB<float, false>;
   }
 }
 
@@ -124,16 +158,18 @@ void Blocked(const MatrixOperand& a, const MatrixOperand& b, int64_t m, int64_t 
   const int64_t j_panels = (n + kNr - 1) / kNr;
   std::vector<float> bpack(static_cast<size_t>(j_panels) * kNr * kKc);
   std::vector<float> apack(static_cast<size_t>(kMc) * kKc);
+  const Packer pack_a = PackerFor<true>(a);
+  const Packer pack_b = PackerFor<false>(b);
   float tile[kMr * kNr];
   for (int64_t p0 = k0; p0 < k1; p0 += kKc) {
     const int64_t kc = std::min(kKc, k1 - p0);
     for (int64_t jp = 0; jp < j_panels; ++jp) {
-      PackB(b, n, jp * kNr, p0, kc, bpack.data() + jp * kNr * kc);
+      pack_b(b, n, jp * kNr, p0, kc, bpack.data() + jp * kNr * kc);
     }
     for (int64_t ib = 0; ib < m; ib += kMc) {
       const int64_t i_panels = (std::min(kMc, m - ib) + kMr - 1) / kMr;
       for (int64_t ip = 0; ip < i_panels; ++ip) {
-        PackA(a, m, ib + ip * kMr, p0, kc, apack.data() + ip * kMr * kc);
+        pack_a(a, m, ib + ip * kMr, p0, kc, apack.data() + ip * kMr * kc);
       }
       for (int64_t jp = 0; jp < j_panels; ++jp) {
         const int64_t j0 = jp * kNr;
