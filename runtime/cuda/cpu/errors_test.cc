@@ -45,6 +45,8 @@ TEST_F(ErrorsTest, AFaultingOpMakesTheDeviceSticky) {
   EXPECT_EQ(Enqueue(stream, "kernel After", [] { return cudaSuccess; }), cudaErrorIllegalAddress);
   EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
   EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);  // not cleared by reading
+  cudaStream_t second;
+  ASSERT_EQ(cudaStreamCreate(&second), cudaErrorIllegalAddress);
   // Another device is unaffected.
   ASSERT_EQ(cudaSetDevice(4), cudaSuccess);
   EXPECT_EQ(cudaMalloc(&p, 16), cudaSuccess);

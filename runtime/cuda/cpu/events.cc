@@ -62,7 +62,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (!LiveLocked(event)) return ci::Ret(cudaErrorInvalidResourceHandle);
   Events().erase(std::find(Events().begin(), Events().end(), event));
   delete event;
-  return cudaSuccess;
+  return ci::CheckSticky();  // destroyed even so
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {

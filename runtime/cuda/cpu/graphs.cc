@@ -68,7 +68,7 @@ cudaError_t DestroyLocked(T* handle) {
   if (!LiveLocked(handle)) return ci::Ret(cudaErrorInvalidResourceHandle);
   Live<T>().erase(std::find(Live<T>().begin(), Live<T>().end(), handle));
   delete handle;
-  return cudaSuccess;
+  return ci::CheckSticky();  // destroyed even so
 }
 
 }  // namespace

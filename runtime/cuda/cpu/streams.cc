@@ -207,7 +207,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   live.erase(std::find(live.begin(), live.end(), s));
   s->destroyed = true;  // its worker finishes the work already enqueued, then deletes it
   ci::Cv().notify_all();
-  return cudaSuccess;
+  return ci::CheckSticky();  // destroyed even so
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {

@@ -184,8 +184,12 @@ enum cudaStreamCaptureMode {
   cudaStreamCaptureModeRelaxed = 2,
 };
 
+// The calling-convention markers of CUDA's API and callbacks (nothing on Linux).
+#define CUDART_CB
+#define CUDARTAPI
+
 // Host callbacks of cudaLaunchHostFunc.
-typedef void (*cudaHostFn_t)(void* userData);
+typedef void(CUDART_CB* cudaHostFn_t)(void* userData);
 
 // The attributes cudaFuncSetAttribute takes (the kernel part implements the call).
 enum cudaFuncAttribute {
