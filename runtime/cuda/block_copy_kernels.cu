@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "runtime/cuda/kernels/launch.h"
+
 namespace lockstep::cuda {
 namespace {
 
@@ -50,9 +52,9 @@ cudaError_t LaunchGatherSegments(const std::byte* slab, std::byte* staging,
                                  cudaStream_t stream) {
   if (num_segments <= 0) return cudaSuccess;
   // The kernel only reads the slab when gathering.
-  CopySegmentsKernel<true><<<GridFor(num_segments), kThreads, 0, stream>>>(
-      const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(slab)),
-      reinterpret_cast<unsigned char*>(staging), segments, num_segments);
+  LOCKSTEP_LAUNCH(CopySegmentsKernel<true>, GridFor(num_segments), kThreads, 0, stream)
+  (const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(slab)),
+   reinterpret_cast<unsigned char*>(staging), segments, num_segments);
   return cudaGetLastError();
 }
 
@@ -61,10 +63,10 @@ cudaError_t LaunchScatterSegments(std::byte* slab, const std::byte* staging,
                                   cudaStream_t stream) {
   if (num_segments <= 0) return cudaSuccess;
   // The kernel only reads the staging buffer when scattering.
-  CopySegmentsKernel<false><<<GridFor(num_segments), kThreads, 0, stream>>>(
-      reinterpret_cast<unsigned char*>(slab),
-      const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(staging)), segments,
-      num_segments);
+  LOCKSTEP_LAUNCH(CopySegmentsKernel<false>, GridFor(num_segments), kThreads, 0, stream)
+  (reinterpret_cast<unsigned char*>(slab),
+   const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(staging)), segments,
+   num_segments);
   return cudaGetLastError();
 }
 

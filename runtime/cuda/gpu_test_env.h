@@ -1,7 +1,8 @@
 // For GPU checks (gtest): a test that needs a device skips when none is usable, so
 // `bazel test --config=cuda` passes on a machine without a GPU; under
 // LOCKSTEP_REQUIRE_GPU=1 (set by tools/gpu/device_check.sh) it fails instead, so a GPU
-// run never passes by skipping.
+// run never passes by skipping. Under --config=cuda_cpu the device is the CPU execution
+// layer's (runtime/cuda/cpu), always there: a test that finds none fails, never skips.
 //
 //   TEST(FooTest, OnDevice) {
 //     LOCKSTEP_SKIP_WITHOUT_GPU();
@@ -18,7 +19,7 @@ namespace lockstep::cuda::testing {
 // OK when device 0 is usable; otherwise why not (no driver, no device).
 absl::Status DeviceAvailable();
 
-// True when LOCKSTEP_REQUIRE_GPU is "1".
+// True when LOCKSTEP_REQUIRE_GPU is "1", and always on the CPU execution layer.
 bool GpuRequired();
 
 }  // namespace lockstep::cuda::testing

@@ -1,5 +1,7 @@
 #include "runtime/cuda/nccl_group.h"
 
+#include <cuda_runtime.h>  // cudaMalloc(T**), cudaMallocHost(T**): not in the C API header
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>

@@ -4,7 +4,7 @@
 // (runtime/comm/communicator_contract_test, nccl_communicator_test).
 #include "runtime/cuda/nccl_group.h"
 
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>  // cudaMalloc(T**)
 
 #include <algorithm>
 #include <cstdio>

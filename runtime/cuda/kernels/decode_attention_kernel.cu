@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "runtime/cuda/kernels/device_util.h"
+#include "runtime/cuda/kernels/launch.h"
 #include "runtime/cuda/kernels/paged_kv.h"
 
 namespace lockstep::cuda::kernels {
@@ -27,7 +28,7 @@ size_t SplitSharedBytes(int group, int head_dim) {
 // type of q, out and the pool.
 template <typename T>
 __global__ void DecodeSplitKernel(DecodeAttentionArgs args) {
-  extern __shared__ float smem[];
+  LOCKSTEP_EXTERN_SHARED(float, smem);
   const DecodeWorkItem item = args.items[blockIdx.x];
   if (item.row < 0) return;  // an unused item of a graph's static grid
   const DecodeRowDesc row = args.rows[item.row];
@@ -143,9 +144,11 @@ cudaError_t Launch(const DecodeAttentionArgs& args, cudaStream_t stream) {
       e != cudaSuccess) {
     return e;
   }
-  DecodeSplitKernel<T><<<dim3(args.num_items, kv_heads), kThreads, shared, stream>>>(args);
+  LOCKSTEP_LAUNCH(DecodeSplitKernel<T>, dim3(args.num_items, kv_heads), kThreads, shared, stream)
+  (args);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  DecodeMergeKernel<T><<<dim3(args.num_rows, args.num_heads), kThreads, 0, stream>>>(args);
+  LOCKSTEP_LAUNCH(DecodeMergeKernel<T>, dim3(args.num_rows, args.num_heads), kThreads, 0, stream)
+  (args);
   return cudaGetLastError();
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "runtime/cuda/kernels/device_util.h"
+#include "runtime/cuda/kernels/launch.h"
 
 namespace lockstep::cuda::kernels {
 namespace {
@@ -112,7 +113,8 @@ template <typename T>
 cudaError_t AddRmsNorm(const T* x, T* residual, const T* weight, int rows, int n, float eps,
                        T* out, cudaStream_t stream) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
-  AddRmsNormKernel<T><<<rows, kNormThreads, 0, stream>>>(x, residual, weight, n, eps, out);
+  LOCKSTEP_LAUNCH(AddRmsNormKernel<T>, rows, kNormThreads, 0, stream)
+  (x, residual, weight, n, eps, out);
   return cudaGetLastError();
 }
 
@@ -122,9 +124,9 @@ cudaError_t HeadRmsNorm(T* x, int64_t row_stride, int tokens, int heads, int hea
   if (tokens <= 0 || heads <= 0 || head_dim <= 0) return cudaSuccess;
   const int64_t vectors = static_cast<int64_t>(tokens) * heads;
   const int warps = kThreads / 32;
-  HeadRmsNormKernel<T>
-      <<<static_cast<unsigned>((vectors + warps - 1) / warps), kThreads, 0, stream>>>(
-          x, row_stride, tokens, heads, head_dim, weight, eps);
+  LOCKSTEP_LAUNCH(HeadRmsNormKernel<T>, static_cast<unsigned>((vectors + warps - 1) / warps),
+                  kThreads, 0, stream)
+  (x, row_stride, tokens, heads, head_dim, weight, eps);
   return cudaGetLastError();
 }
 
@@ -132,8 +134,8 @@ template <typename T>
 cudaError_t Rope(T* x, int64_t row_stride, int tokens, int heads, int head_dim,
                  const int32_t* positions, const double* inv_freq, cudaStream_t stream) {
   if (tokens <= 0 || heads <= 0 || head_dim < 2) return cudaSuccess;
-  RopeKernel<T><<<tokens, kThreads, 0, stream>>>(x, row_stride, heads, head_dim, positions,
-                                                 inv_freq);
+  LOCKSTEP_LAUNCH(RopeKernel<T>, tokens, kThreads, 0, stream)
+  (x, row_stride, heads, head_dim, positions, inv_freq);
   return cudaGetLastError();
 }
 
@@ -141,8 +143,8 @@ template <typename T>
 cudaError_t SiluMul(const T* gate, const T* up, int64_t in_stride, int rows, int n, T* out,
                     int64_t out_stride, cudaStream_t stream) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
-  SiluMulKernel<T><<<dim3(rows, ColumnBlocks(n)), kThreads, 0, stream>>>(gate, up, in_stride, n,
-                                                                        out, out_stride);
+  LOCKSTEP_LAUNCH(SiluMulKernel<T>, dim3(rows, ColumnBlocks(n)), kThreads, 0, stream)
+  (gate, up, in_stride, n, out, out_stride);
   return cudaGetLastError();
 }
 
@@ -150,7 +152,8 @@ template <typename T>
 cudaError_t AddBias(T* y, int64_t row_stride, int rows, int n, const T* bias,
                     cudaStream_t stream) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
-  AddBiasKernel<T><<<dim3(rows, ColumnBlocks(n)), kThreads, 0, stream>>>(y, row_stride, n, bias);
+  LOCKSTEP_LAUNCH(AddBiasKernel<T>, dim3(rows, ColumnBlocks(n)), kThreads, 0, stream)
+  (y, row_stride, n, bias);
   return cudaGetLastError();
 }
 

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "runtime/cuda/kernels/device_util.h"
+#include "runtime/cuda/kernels/launch.h"
 
 namespace lockstep::cuda::kernels {
 namespace {
@@ -86,8 +87,9 @@ cudaError_t GroupedGemm(const T* x, const GroupedGemmTile* tiles, int max_tiles,
                         const T* const* weights, int n, int k, T* y, cudaStream_t stream) {
   if (n < 1 || k < 1 || max_tiles < 0) return cudaErrorInvalidValue;
   if (max_tiles == 0) return cudaSuccess;
-  GroupedGemmKernel<T><<<dim3(max_tiles, (n + kCols - 1) / kCols), kThreads, 0, stream>>>(
-      x, tiles, weights, n, k, y);
+  LOCKSTEP_LAUNCH(GroupedGemmKernel<T>, dim3(max_tiles, (n + kCols - 1) / kCols), kThreads, 0,
+                  stream)
+  (x, tiles, weights, n, k, y);
   return cudaGetLastError();
 }
 
@@ -100,8 +102,8 @@ cudaError_t LaunchGroupedGemmPlan(const int32_t* counts, int groups, int max_loc
       group_rows < 0 || max_tiles < 1) {
     return cudaErrorInvalidValue;
   }
-  GroupedGemmPlanKernel<<<1, 32, 0, stream>>>(counts, groups, max_local, local_experts,
-                                              group_rows, tiles, max_tiles);
+  LOCKSTEP_LAUNCH(GroupedGemmPlanKernel, 1, 32, 0, stream)
+  (counts, groups, max_local, local_experts, group_rows, tiles, max_tiles);
   return cudaGetLastError();
 }
 

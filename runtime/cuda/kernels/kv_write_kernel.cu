@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include "runtime/cuda/kernels/launch.h"
 #include "runtime/cuda/kernels/paged_kv.h"
 
 namespace lockstep::cuda::kernels {
@@ -34,7 +35,8 @@ cudaError_t WriteKv(const PagedKvDesc& kv, int layer, const T* k, const T* v, in
                     cudaStream_t stream) {
   if (kv.element_bytes != static_cast<int32_t>(sizeof(T))) return cudaErrorInvalidValue;
   if (tokens <= 0) return cudaSuccess;
-  WriteKvKernel<T><<<tokens, kThreads, 0, stream>>>(kv, layer, k, v, row_stride, seqs, positions);
+  LOCKSTEP_LAUNCH(WriteKvKernel<T>, tokens, kThreads, 0, stream)
+  (kv, layer, k, v, row_stride, seqs, positions);
   return cudaGetLastError();
 }
 

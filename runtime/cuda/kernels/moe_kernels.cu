@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "runtime/cuda/kernels/device_util.h"
+#include "runtime/cuda/kernels/launch.h"
 
 namespace lockstep::cuda::kernels {
 namespace {
@@ -184,7 +185,8 @@ template <typename T>
 cudaError_t Gather(const T* x, int hidden, const int32_t* entry_of_slot, const int32_t* dest,
                    int entries, int k, T* out, cudaStream_t stream) {
   if (entries <= 0 || hidden <= 0) return cudaSuccess;
-  MoeGatherKernel<T><<<entries, kThreads, 0, stream>>>(x, hidden, entry_of_slot, dest, k, out);
+  LOCKSTEP_LAUNCH(MoeGatherKernel<T>, entries, kThreads, 0, stream)
+  (x, hidden, entry_of_slot, dest, k, out);
   return cudaGetLastError();
 }
 
@@ -192,8 +194,8 @@ template <typename T>
 cudaError_t Combine(const T* y_perm, int hidden, const int32_t* slot_of_entry, const int32_t* dest,
                     const float* weights, int rows, int k, T* out, cudaStream_t stream) {
   if (rows <= 0 || hidden <= 0) return cudaSuccess;
-  MoeCombineKernel<T>
-      <<<rows, kThreads, 0, stream>>>(y_perm, hidden, slot_of_entry, dest, weights, k, out);
+  LOCKSTEP_LAUNCH(MoeCombineKernel<T>, rows, kThreads, 0, stream)
+  (y_perm, hidden, slot_of_entry, dest, weights, k, out);
   return cudaGetLastError();
 }
 
@@ -206,16 +208,17 @@ cudaError_t LaunchMoeRoute(const float* logits, int rows, int num_experts, int k
     return cudaErrorInvalidValue;
   }
   if (rows <= 0) return cudaSuccess;
-  MoeRouteKernel<<<(rows + kRouteWarps - 1) / kRouteWarps, kRouteWarps * 32, 0, stream>>>(
-      logits, rows, num_experts, k, renormalize, experts, weights);
+  LOCKSTEP_LAUNCH(MoeRouteKernel, (rows + kRouteWarps - 1) / kRouteWarps, kRouteWarps * 32, 0,
+                  stream)
+  (logits, rows, num_experts, k, renormalize, experts, weights);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchMoePermute(const int32_t* experts, int entries, int num_experts, int32_t* offsets,
                              int32_t* entry_of_slot, int32_t* slot_of_entry, cudaStream_t stream) {
   if (num_experts < 1 || num_experts > kMaxMoeExperts || entries < 0) return cudaErrorInvalidValue;
-  MoePermuteKernel<<<1, kPermuteThreads, 0, stream>>>(experts, entries, num_experts, offsets,
-                                                      entry_of_slot, slot_of_entry);
+  LOCKSTEP_LAUNCH(MoePermuteKernel, 1, kPermuteThreads, 0, stream)
+  (experts, entries, num_experts, offsets, entry_of_slot, slot_of_entry);
   return cudaGetLastError();
 }
 
@@ -264,8 +267,8 @@ cudaError_t LaunchMoeDispatchLayout(const int32_t* offsets, int num_experts, int
     return cudaErrorInvalidValue;
   }
   const int blocks = entries > 0 ? (entries + kThreads - 1) / kThreads : 1;
-  MoeDispatchLayoutKernel<<<blocks, kThreads, 0, stream>>>(offsets, num_experts, world, capacity,
-                                                           max_local, entries, dest, counts);
+  LOCKSTEP_LAUNCH(MoeDispatchLayoutKernel, blocks, kThreads, 0, stream)
+  (offsets, num_experts, world, capacity, max_local, entries, dest, counts);
   return cudaGetLastError();
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "runtime/cuda/kernels/device_util.h"
+#include "runtime/cuda/kernels/launch.h"
 #include "runtime/cuda/kernels/paged_kv.h"
 
 namespace lockstep::cuda::kernels {
@@ -25,7 +26,7 @@ size_t SharedBytes(int head_dim) {
 // grid (tile, query head). T: the element type of q, out and the pool.
 template <typename T>
 __global__ void PrefillKernel(PrefillAttentionArgs args) {
-  extern __shared__ float smem[];
+  LOCKSTEP_EXTERN_SHARED(float, smem);
   const PrefillTileDesc tile = args.tiles[blockIdx.x];
   const int head = blockIdx.y;
   const int kv_head = head / (args.num_heads / args.kv.num_kv_heads);
@@ -114,7 +115,8 @@ cudaError_t Launch(const PrefillAttentionArgs& args, cudaStream_t stream) {
       e != cudaSuccess) {
     return e;
   }
-  PrefillKernel<T><<<dim3(args.num_tiles, args.num_heads), kThreads, shared, stream>>>(args);
+  LOCKSTEP_LAUNCH(PrefillKernel<T>, dim3(args.num_tiles, args.num_heads), kThreads, shared, stream)
+  (args);
   return cudaGetLastError();
 }
 

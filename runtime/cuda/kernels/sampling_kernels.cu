@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/splitmix64.h"
+#include "runtime/cuda/kernels/launch.h"
 
 namespace lockstep::cuda::kernels {
 namespace {
@@ -131,7 +132,7 @@ __global__ void SampleKernel(const float* logits, int vocab, const SampleRowPara
 cudaError_t LaunchArgMax(const float* logits, int rows, int vocab, int32_t* tokens,
                          cudaStream_t stream) {
   if (rows <= 0 || vocab <= 0) return cudaSuccess;
-  ArgMaxKernel<<<rows, kThreads, 0, stream>>>(logits, vocab, tokens);
+  LOCKSTEP_LAUNCH(ArgMaxKernel, rows, kThreads, 0, stream)(logits, vocab, tokens);
   return cudaGetLastError();
 }
 
@@ -139,7 +140,7 @@ cudaError_t LaunchSampleTopKTopP(const float* logits, int rows, int vocab,
                                  const SampleRowParams* params, int32_t* tokens,
                                  cudaStream_t stream) {
   if (rows <= 0 || vocab <= 0) return cudaSuccess;
-  SampleKernel<<<rows, kThreads, 0, stream>>>(logits, vocab, params, tokens);
+  LOCKSTEP_LAUNCH(SampleKernel, rows, kThreads, 0, stream)(logits, vocab, params, tokens);
   return cudaGetLastError();
 }
 
