@@ -20,7 +20,8 @@ namespace {
 // Process-lifetime state (never destroyed: detached workers may outlive main).
 struct Streams {
   std::vector<CUstream_st*> live;
-  std::vector<CUstream_st*> legacy;  // by device, made on first use
+  std::vector<CUstream_st*> draining;  // destroyed, work still to finish
+  std::vector<CUstream_st*> legacy;    // by device, made on first use
 };
 Streams& S() {
   static Streams* s = new Streams;
@@ -63,6 +64,8 @@ void Work(CUstream_st* s) {
   // Destroyed: work held behind an injected hang never runs.
   for (Item& item : s->queue) item.done->done = true;
   Cv().notify_all();
+  auto& draining = S().draining;
+  draining.erase(std::find(draining.begin(), draining.end(), s));
   delete s;
 }
 
@@ -141,9 +144,11 @@ void WaitLocked(std::unique_lock<std::mutex>& lock, const MarkerPtr& marker) {
 
 void DrainLocked(std::unique_lock<std::mutex>& lock, int device) {
   std::vector<MarkerPtr> pending;
-  for (CUstream_st* s : S().live) {
-    if ((device < 0 || s->device == device) && !s->hung && s->last != nullptr) {
-      pending.push_back(s->last);
+  for (const auto* list : {&S().live, &S().draining}) {
+    for (CUstream_st* s : *list) {
+      if ((device < 0 || s->device == device) && !s->hung && s->last != nullptr) {
+        pending.push_back(s->last);
+      }
     }
   }
   for (const MarkerPtr& m : pending) WaitLocked(lock, m);
@@ -205,6 +210,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   }
   auto& live = ci::S().live;
   live.erase(std::find(live.begin(), live.end(), s));
+  ci::S().draining.push_back(s);
   s->destroyed = true;  // its worker finishes the work already enqueued, then deletes it
   ci::Cv().notify_all();
   return ci::CheckSticky();  // destroyed even so

@@ -1,12 +1,14 @@
 // Streams: work runs in enqueue order on each stream, the host waits for it with
 // cudaStreamSynchronize, and a stream that waits for nothing can run ahead of another.
 #include <atomic>
+#include <thread>
 #include <vector>
 
 #include <cuda_runtime.h>
 
 #include "gtest/gtest.h"
 #include "runtime/cuda/cpu/stream_ops.h"
+#include "runtime/cuda/cpu/stream_test_util.h"
 
 namespace lockstep::cuda_cpu {
 namespace {
@@ -88,6 +90,25 @@ TEST(StreamsTest, LegacyStreamWaitsForBlockingStreams) {
   ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
   EXPECT_EQ(seen, 1);
   EXPECT_EQ(cudaStreamDestroy(blocking), cudaSuccess);
+}
+
+TEST(StreamsTest, DeviceSynchronizeWaitsForADestroyedStreamsWork) {
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  Gate gate;
+  ASSERT_EQ(gate.Hold(stream), cudaSuccess);
+  std::atomic<bool> ran{false};
+  ASSERT_EQ(Enqueue(stream, "after the gate",
+                    [&] {
+                      ran = true;
+                      return cudaSuccess;
+                    }),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);  // its work still runs
+  std::thread opener([&] { gate.Open(); });
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_TRUE(ran);
+  opener.join();
 }
 
 TEST(StreamsTest, HostFunctionRunsInOrder) {
