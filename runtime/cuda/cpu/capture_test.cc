@@ -2,6 +2,7 @@
 // capture error and invalidates the capture (cudaStreamEndCapture then returns
 // cudaErrorStreamCaptureInvalidated and no graph); what it allows does not.
 #include <thread>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -134,6 +135,44 @@ TEST(CaptureTest, ThreadLocalCaptureEndsOnlyOnItsThread) {
   }).join();
   EXPECT_EQ(other, cudaErrorStreamCaptureWrongThread);
   EXPECT_EQ(EndCapture(stream), cudaSuccess);
+}
+
+TEST(CaptureTest, AStreamThatWaitsForACapturedEventJoinsTheCapture) {
+  ScopedStream origin, forked;
+  cudaEvent_t fork, join;
+  ASSERT_EQ(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), cudaSuccess);
+  std::vector<int> log;
+  const auto append = [&log](int i) {
+    return [&log, i] {
+      log.push_back(i);
+      return cudaSuccess;
+    };
+  };
+  ASSERT_EQ(cudaStreamBeginCapture(origin, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(Enqueue(origin, "one", append(1)), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(fork, origin), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(forked, fork, 0), cudaSuccess);
+  EXPECT_TRUE(IsCapturing(forked));
+  ASSERT_EQ(Enqueue(forked, "two", append(2)), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(join, forked), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(origin, join, 0), cudaSuccess);
+  ASSERT_EQ(Enqueue(origin, "three", append(3)), cudaSuccess);
+  EXPECT_EQ(cudaStreamEndCapture(forked, nullptr), cudaErrorInvalidValue);
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(forked, &graph), cudaErrorStreamCaptureUnmatched);
+  ASSERT_EQ(cudaStreamEndCapture(origin, &graph), cudaSuccess);
+  EXPECT_FALSE(IsCapturing(forked));
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, origin), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(origin), cudaSuccess);
+  EXPECT_EQ(log, (std::vector<int>{1, 2, 3}));
+  cudaGetLastError();
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaEventDestroy(fork);
+  cudaEventDestroy(join);
 }
 
 TEST(CaptureTest, EndingWithoutACaptureIsAnIllegalState) {

@@ -69,12 +69,11 @@ TEST(StreamsTest, StreamsRunIndependently) {
 TEST(StreamsTest, LegacyStreamWaitsForBlockingStreams) {
   cudaStream_t blocking;
   ASSERT_EQ(cudaStreamCreate(&blocking), cudaSuccess);
-  std::atomic<bool> release{false};
+  Gate gate;
   std::atomic<int> step{0};
-  ASSERT_EQ(Enqueue(blocking, "gate",
+  ASSERT_EQ(gate.Hold(blocking), cudaSuccess);
+  ASSERT_EQ(Enqueue(blocking, "step",
                     [&] {
-                      while (!release.load()) {
-                      }
                       step = 1;
                       return cudaSuccess;
                     }),
@@ -86,7 +85,7 @@ TEST(StreamsTest, LegacyStreamWaitsForBlockingStreams) {
                       return cudaSuccess;
                     }),
             cudaSuccess);
-  release = true;
+  gate.Open();
   ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
   EXPECT_EQ(seen, 1);
   EXPECT_EQ(cudaStreamDestroy(blocking), cudaSuccess);
