@@ -2,7 +2,27 @@
 // signatures and defaults, implemented on the host by the CPU execution layer
 // (`//runtime/cuda/cpu:cudart`). Every function may be called from any thread; the
 // current device and the last error are per thread, a sticky (asynchronous) error is
-// per device. What each call does differently from a GPU is said in docs/gpu.md.
+// per device and every later call on that device returns it.
+//
+// How it differs from a GPU:
+// * Each stream is a FIFO run in order by its own worker thread; the legacy default
+//   stream (nullptr, cudaStreamLegacy; cudaStreamPerThread is the same stream here)
+//   waits for earlier work of the device's blocking streams and they for its.
+// * Copies: cudaMemcpy is synchronous; cudaMemcpyAsync from pinned or device memory
+//   reads the source when the stream gets there, from pageable memory at the call,
+//   and to pageable memory returns once done; cudaMemset is asynchronous. A device
+//   side range must lie inside one live allocation (cudaErrorInvalidValue).
+// * Memory (memory.h): guard page after each allocation, 0xFF poison, quarantine;
+//   LOCKSTEP_CUDA_CPU_MEMORY bytes per device (default 2 GiB), LOCKSTEP_CUDA_CPU_DEVICES
+//   devices (default 8). Mapped pinned memory is its own device pointer.
+// * Capture records work as graph nodes run in capture order. What CUDA forbids during
+//   a capture fails and invalidates it: synchronising or querying the capturing
+//   stream, querying a captured event, legacy-stream work while a blocking stream
+//   captures (cudaErrorStreamCaptureImplicit), unsafe calls (allocation, synchronous
+//   copies and fills, frees) under a global or this thread's thread-local capture,
+//   cudaDeviceSynchronize. cudaMallocAsync/cudaFreeAsync in a capture (graph memory
+//   nodes) are refused with cudaErrorStreamCaptureUnsupported.
+// * Faults for tests: faults.h (LOCKSTEP_CUDA_CPU_FAULTS).
 #ifndef LOCKSTEP_RUNTIME_CUDA_CPU_INCLUDE_CUDA_RUNTIME_API_H_
 #define LOCKSTEP_RUNTIME_CUDA_CPU_INCLUDE_CUDA_RUNTIME_API_H_
 
