@@ -1,6 +1,6 @@
 // The splitmix64 step and the counter-based uniform draw built on it, as constexpr
 // functions that host code and CUDA device code both call (no other dependency), so a
-// draw made on the GPU has the same bits as the CPU sampler's (runtime/engine/sampler.h).
+// draw made on the GPU has the same bits as the CPU sampler's (runtime/engine/cpu/sampler.h).
 #ifndef LOCKSTEP_COMMON_SPLITMIX64_H_
 #define LOCKSTEP_COMMON_SPLITMIX64_H_
 

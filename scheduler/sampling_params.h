@@ -30,7 +30,7 @@ struct SamplingParams {
   bool ignore_eos = false;
   // Return the top-n log-probabilities for each generated token; 0 for none.
   int32_t logprobs = 0;
-  // Penalties on the logits (runtime/engine/sampler.h ProcessLogits), as in OpenAI and
+  // Penalties on the logits (runtime/engine/cpu/sampler.h ProcessLogits), as in OpenAI and
   // vLLM: presence and frequency over the generated tokens, in [-2, 2]; repetition
   // (Hugging Face style, divides positive logits, multiplies negative ones) over the
   // prompt and generated tokens, in (0, 2], 1 disables.

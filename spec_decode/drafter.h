@@ -1,10 +1,10 @@
 // Drafter: proposes up to K draft tokens for each sequence of a batch, for the target
 // to verify (acceptance.h). Two kinds, one interface; the engine's batch runner
-// (runtime/engine/batch_runner.h) calls Propose once per batch, after acceptance:
+// (runtime/engine/cpu/batch_runner.h) calls Propose once per batch, after acceptance:
 //   * a token drafter sees only tokens: NgramDrafter (ngram_drafter.h), prompt lookup,
 //     no model and no KV. It gets each proposing sequence's whole token list.
 //   * a KV drafter (keeps_kv()) runs a model over its own KV pool: the draft model
-//     (runtime/engine/draft_model_drafter.h), whose passes run inside the engine
+//     (runtime/engine/cpu/draft_model_drafter.h), whose passes run inside the engine
 //     because they share the batch's forward and its collectives. It gets every
 //     sequence of the batch that has draft KV (also those proposing nothing, whose KV
 //     must still catch up), with the tokens this step confirmed, and keeps its

@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "runtime/config/config_yaml.h"
-#include "runtime/engine/make_model.h"
+#include "runtime/engine/model/make_model.h"
 #include "runtime/launcher/local_deployment.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/instance_stats.h"

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "runtime/comm/rendezvous_service.h"
 #include "runtime/config/config_yaml.h"
-#include "runtime/engine/cuda_support.h"
+#include "runtime/engine/device/cuda_support.h"
 #include "runtime/worker/worker.h"
 
 namespace lockstep::worker {

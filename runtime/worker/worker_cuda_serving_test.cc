@@ -19,7 +19,7 @@
 #include "runtime/comm/rendezvous_service.h"
 #include "runtime/config/config_yaml.h"
 #include "runtime/cuda/gpu_test_env.h"
-#include "runtime/engine/testing/test_models.h"
+#include "runtime/engine/cpu/testing/test_models.h"
 #include "runtime/worker/worker.h"
 
 namespace lockstep::worker {

@@ -14,7 +14,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/router.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
-#include "runtime/engine/make_model.h"
+#include "runtime/engine/model/make_model.h"
 #include "runtime/security/grpc_credentials.h"
 
 namespace lockstep::e2e {

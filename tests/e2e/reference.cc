@@ -5,7 +5,7 @@
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "runtime/comm/in_process_communicator.h"
-#include "runtime/engine/cpu_engine.h"
+#include "runtime/engine/cpu/cpu_engine.h"
 #include "runtime/executor/executor.h"
 #include "spec_decode/speculative_config.h"
 

@@ -20,13 +20,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/comm/in_process_communicator.h"
-#include "runtime/engine/cpu_engine.h"
-#include "runtime/engine/make_model.h"
+#include "runtime/engine/cpu/cpu_engine.h"
+#include "runtime/engine/cpu/testing/test_models.h"
+#include "runtime/engine/model/make_model.h"
 #include "runtime/engine/model_engine.h"
-#include "runtime/engine/testing/test_models.h"
 #include "runtime/executor/executor.h"
-#include "tests/executor/outcome_sink.h"
 #include "spec_decode/speculative_config.h"
+#include "tests/executor/outcome_sink.h"
 
 namespace lockstep::exec {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "runtime/engine/make_model.h"
+#include "runtime/engine/model/make_model.h"
 #include "runtime/router/model_text.h"
 #include "tools/cli/flags.h"
 

@@ -1,6 +1,6 @@
 // `lockstep make-model --preset tiny|tiny-moe --out DIR [--seed S]
 // [--draft-perturbation X] [--dtype f32|bf16|f16] [--tokenizer DIR]`: see
-// runtime/engine/make_model.h. With --tokenizer, the random model takes the vocabulary
+// runtime/engine/model/make_model.h. With --tokenizer, the random model takes the vocabulary
 // size and BOS / EOS ids of a Hugging Face tokenizer directory, whose tokenizer.json,
 // tokenizer_config.json (chat template) and generation_config.json are copied into
 // the model, so real tokenizers and templates run end to end without real weights.

@@ -9,8 +9,8 @@
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/engine/file_io.h"
-#include "runtime/engine/safetensors.h"
+#include "runtime/engine/model/file_io.h"
+#include "runtime/engine/model/safetensors.h"
 #include "runtime/router/model_text.h"
 #include "runtime/router/testing/test_tokenizer.h"
 

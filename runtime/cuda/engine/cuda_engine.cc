@@ -9,11 +9,11 @@
 #include "common/status_macros.h"
 #include "runtime/comm/rendezvous_client.h"
 #include "runtime/cuda/cuda_status.h"
-#include "runtime/engine/batch_runner.h"
-#include "runtime/engine/draft_model_drafter.h"
+#include "runtime/engine/cpu/batch_runner.h"
+#include "runtime/engine/cpu/draft_model_drafter.h"
 #include "runtime/engine/engine_thread.h"
 #include "runtime/engine/graph_buckets.h"
-#include "runtime/engine/model_config.h"
+#include "runtime/engine/model/model_config.h"
 #include "spec_decode/ngram_drafter.h"
 
 namespace lockstep::cuda {

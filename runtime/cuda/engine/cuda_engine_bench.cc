@@ -29,11 +29,11 @@
 #include "runtime/cuda/engine/cuda_transformer.h"
 #include "runtime/cuda/engine/device_kv_pool.h"
 #include "runtime/cuda/engine/forward_pass.h"
-#include "runtime/engine/arena.h"
-#include "runtime/engine/file_io.h"
+#include "runtime/engine/cpu/arena.h"
 #include "runtime/engine/graph_buckets.h"
-#include "runtime/engine/make_model.h"
-#include "runtime/engine/model_config.h"
+#include "runtime/engine/model/file_io.h"
+#include "runtime/engine/model/make_model.h"
+#include "runtime/engine/model/model_config.h"
 
 namespace lockstep::cuda {
 namespace {

@@ -21,10 +21,10 @@
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "runtime/cuda/gpu_test_env.h"
-#include "runtime/engine/testing/mini_host.h"
-#include "runtime/engine/testing/spec_runs.h"
-#include "runtime/engine/testing/test_engine.h"
-#include "runtime/engine/testing/test_models.h"
+#include "runtime/engine/cpu/testing/mini_host.h"
+#include "runtime/engine/cpu/testing/spec_runs.h"
+#include "runtime/engine/cpu/testing/test_engine.h"
+#include "runtime/engine/cpu/testing/test_models.h"
 
 namespace lockstep::cuda {
 namespace {

@@ -16,8 +16,8 @@
 #include "runtime/cuda/engine/weight_convert.h"
 #include "runtime/cuda/kernels/bf16.h"
 #include "runtime/cuda/poll.h"
-#include "runtime/engine/safetensors.h"
-#include "runtime/engine/weight_plan.h"
+#include "runtime/engine/model/safetensors.h"
+#include "runtime/engine/model/weight_plan.h"
 
 namespace lockstep::cuda {
 namespace {

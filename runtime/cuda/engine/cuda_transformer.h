@@ -1,4 +1,4 @@
-// CudaTransformer: the ForwardModel (runtime/engine/forward_model.h) of a decoder-only
+// CudaTransformer: the ForwardModel (runtime/engine/cpu/forward_model.h) of a decoder-only
 // transformer on one GPU, under the same batch runner as the CPU transformer, so
 // sequence state, the KV contract, speculation and sampling are the CPU engine's.
 //
@@ -57,7 +57,7 @@
 #include "absl/time/time.h"
 #include "kvcache/block_layout.h"
 #include "runtime/cuda/kernels/decode_split_plan.h"
-#include "runtime/engine/forward_model.h"
+#include "runtime/engine/cpu/forward_model.h"
 #include "runtime/engine/graph_buckets.h"
 
 namespace lockstep::cuda {

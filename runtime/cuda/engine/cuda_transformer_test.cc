@@ -1,5 +1,5 @@
 // GPU checks of CudaTransformer against the CPU transformer, teacher-forced
-// (runtime/engine/testing/forward_compare.h): for tiny models of all five families, a
+// (runtime/engine/cpu/testing/forward_compare.h): for tiny models of all five families, a
 // prefill of three prompts in one forward, six decode steps on the CPU's tokens, and a
 // verification of three drafts per sequence. Thresholds (docs/gpu.md): relative L2 of
 // every logit row <= 1e-4 in f32 mode (not bitwise: cuBLASLt's and the attention
@@ -26,12 +26,12 @@
 #include "runtime/cuda/engine/device_kv_pool.h"
 #include "runtime/cuda/engine/graph_capture.h"
 #include "runtime/cuda/gpu_test_env.h"
-#include "runtime/engine/arena.h"
+#include "runtime/engine/cpu/arena.h"
+#include "runtime/engine/cpu/moe.h"
+#include "runtime/engine/cpu/testing/forward_compare.h"
+#include "runtime/engine/cpu/testing/test_models.h"
+#include "runtime/engine/cpu/transformer.h"
 #include "runtime/engine/graph_buckets.h"
-#include "runtime/engine/moe.h"
-#include "runtime/engine/testing/forward_compare.h"
-#include "runtime/engine/testing/test_models.h"
-#include "runtime/engine/transformer.h"
 
 namespace lockstep::cuda {
 namespace {

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "kvcache/block_layout.h"
 #include "runtime/cuda/engine/device_memory.h"
-#include "runtime/engine/paged_attention.h"
+#include "runtime/engine/cpu/paged_attention.h"
 
 namespace lockstep::cuda {
 

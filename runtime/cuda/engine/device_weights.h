@@ -1,6 +1,6 @@
 // The weights of one model on the device, uploaded once at load from the same
 // config.json + safetensors through the same weight plan as the CPU engine
-// (runtime/engine/weight_plan.h): every matrix row-major [out, in] (the linear-layer
+// (runtime/engine/model/weight_plan.h): every matrix row-major [out, in] (the linear-layer
 // layout cuBLASLt multiplies by), converted on the host to the engine's element type
 // (bf16, or f32 in `cuda.dtype: f32`). With expert parallelism a rank uploads only its
 // experts. A weight that does not fit is ResourceExhausted naming it, its shape, type
@@ -15,9 +15,9 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/cuda/engine/device_memory.h"
-#include "runtime/engine/model_config.h"
-#include "runtime/engine/safetensors.h"
-#include "runtime/engine/weight_plan.h"
+#include "runtime/engine/model/model_config.h"
+#include "runtime/engine/model/safetensors.h"
+#include "runtime/engine/model/weight_plan.h"
 
 namespace lockstep::cuda {
 

@@ -3,7 +3,7 @@
 // RoPE, the K/V write through the block tables, decode and prefill attention, the O
 // projection, RMSNorm and the SwiGLU MLP or the MoE block -> final RMSNorm, the pick of
 // the logit rows and the LM head (f32 logits). The same order of operations as the CPU
-// transformer (runtime/engine/transformer.h), with the residual stream in the element
+// transformer (runtime/engine/cpu/transformer.h), with the residual stream in the element
 // type. Everything it touches lies in the weights, the KV pool and the scratch
 // (forward_scratch.h), at addresses fixed for the model's life, and every shape comes
 // from the step's StepShape, so a CUDA graph can capture it.
@@ -27,7 +27,7 @@
 #include "runtime/cuda/engine/step_layout.h"
 #include "runtime/cuda/kernels/attention_desc.h"
 #include "runtime/cuda/kernels/cublaslt_gemm.h"
-#include "runtime/engine/model_config.h"
+#include "runtime/engine/model/model_config.h"
 
 namespace lockstep::cuda {
 

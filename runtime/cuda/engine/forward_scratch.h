@@ -18,7 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/cuda/engine/step_layout.h"
-#include "runtime/engine/model_config.h"
+#include "runtime/engine/model/model_config.h"
 
 namespace lockstep::cuda {
 

@@ -6,7 +6,7 @@
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "runtime/cuda/kernels/attention_desc.h"
-#include "runtime/engine/make_model.h"
+#include "runtime/engine/model/make_model.h"
 
 namespace lockstep::cuda {
 namespace {

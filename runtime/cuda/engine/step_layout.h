@@ -28,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/cuda/kernels/attention_desc.h"
 #include "runtime/cuda/kernels/decode_split_plan.h"
-#include "runtime/engine/forward_model.h"
+#include "runtime/engine/cpu/forward_model.h"
 
 namespace lockstep::cuda {
 

@@ -22,7 +22,7 @@
 #include "runtime/cuda/kernels/cublaslt_gemm.h"
 #include "runtime/cuda/nccl_group.h"
 #include "runtime/engine/graph_buckets.h"
-#include "runtime/engine/model_config.h"
+#include "runtime/engine/model/model_config.h"
 
 namespace lockstep::cuda {
 

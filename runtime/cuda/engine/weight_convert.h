@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "runtime/engine/weight_plan.h"
+#include "runtime/engine/model/weight_plan.h"
 
 namespace lockstep::cuda {
 

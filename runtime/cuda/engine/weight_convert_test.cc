@@ -6,8 +6,8 @@
 
 #include "gtest/gtest.h"
 #include "runtime/cuda/kernels/bf16.h"
-#include "runtime/engine/make_model.h"
-#include "runtime/engine/weight_plan.h"
+#include "runtime/engine/model/make_model.h"
+#include "runtime/engine/model/weight_plan.h"
 
 namespace lockstep::cuda {
 namespace {

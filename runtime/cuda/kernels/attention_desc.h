@@ -12,7 +12,7 @@ namespace lockstep::cuda::kernels {
 // engine's f32 mode, whose queries and outputs are f32 too), and the packed block
 // tables: block_table[seq * table_stride + i] is the i-th block of sequence `seq`.
 //
-// Optionally, as the CPU engine's SequenceKv (runtime/engine/paged_attention.h), the
+// Optionally, as the CPU engine's SequenceKv (runtime/engine/cpu/paged_attention.h), the
 // positions >= spec_base[seq] of sequence `seq` (the draft model's speculative K/V) live
 // in its own buffer spec[seq], laid out [layers][2][kv_heads][spec_tokens][head_dim]
 // (slot = position - spec_base[seq]), instead of the pool.

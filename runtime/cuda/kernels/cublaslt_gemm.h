@@ -1,5 +1,5 @@
 // bf16 GEMM through cuBLASLt: y[m, n] = x[m, k] · wᵀ with w [n, k] row-major (the
-// linear-layer layout of runtime/engine/gemm.h), bf16 in, bf16 (or f32) out, fp32 compute;
+// linear-layer layout of runtime/engine/cpu/gemm.h), bf16 in, bf16 (or f32) out, fp32 compute;
 // and the same in f32 throughout (the engine's f32 mode).
 // Row-major is the transposed column-major call: yᵀ (n x m) = w (as k x n, transposed) · xᵀ.
 //

@@ -1,5 +1,5 @@
 // GPU checks of the cuBLASLt GEMM wrapper against the CPU engine's Gemm
-// (runtime/engine/gemm.h) in f32 on the same bf16-rounded inputs (relative L2 <= 1e-2),
+// (runtime/engine/cpu/gemm.h) in f32 on the same bf16-rounded inputs (relative L2 <= 1e-2),
 // the algorithm cache (also for offset, 16-byte aligned operands), and batch-invariant mode: a
 // row's bits do not depend on how many rows share the GEMM. Skips without a GPU (gpu_test_env.h).
 #include "runtime/cuda/kernels/cublaslt_gemm.h"
@@ -19,7 +19,7 @@
 #include "runtime/cuda/kernels/bf16.h"
 #include "runtime/cuda/kernels/gemm_key.h"
 #include "runtime/cuda/kernels/kernel_test_util.h"
-#include "runtime/engine/gemm.h"
+#include "runtime/engine/cpu/gemm.h"
 
 namespace lockstep::cuda::kernels {
 namespace {

@@ -1,5 +1,5 @@
 // GPU checks of the KV write and paged decode attention against the CPU engine's
-// WriteKv and AttendRow (runtime/engine/paged_attention.h) in f32 over the same
+// WriteKv and AttendRow (runtime/engine/cpu/paged_attention.h) in f32 over the same
 // bf16-rounded pool, for every family's head shapes, contexts of 1 token, one block plus
 // one token, odd lengths and 8k tokens, single rows and K+1 verify rows. Skips without a
 // GPU (gpu_test_env.h).
@@ -22,7 +22,7 @@
 #include "runtime/cuda/kernels/kernel_test_util.h"
 #include "runtime/cuda/kernels/kv_write_kernel.h"
 #include "runtime/cuda/kernels/test_kv_pool.h"
-#include "runtime/engine/paged_attention.h"
+#include "runtime/engine/cpu/paged_attention.h"
 
 namespace lockstep::cuda::kernels {
 namespace {

@@ -1,7 +1,7 @@
 // Launchers of the per-token kernels of a transformer layer: RMSNorm with the residual
 // add fused in, per-head RMSNorm of q and k (qwen3), rotary embedding (rotate-half) and
 // SiLU·mul, and the bias add of a projection. bf16 (or f32: the engine's f32 mode)
-// storage, fp32 math in the CPU engine's order of operations (runtime/engine/ops.h).
+// storage, fp32 math in the CPU engine's order of operations (runtime/engine/cpu/ops.h).
 // Raw device pointers and a stream; each returns the launch's error (cudaSuccess when
 // enqueued). Row strides are in elements.
 #ifndef LOCKSTEP_RUNTIME_CUDA_KERNELS_ELEMENTWISE_KERNELS_H_

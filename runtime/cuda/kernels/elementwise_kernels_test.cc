@@ -1,4 +1,4 @@
-// GPU checks of the per-token kernels against the CPU engine's ops (runtime/engine/ops.h)
+// GPU checks of the per-token kernels against the CPU engine's ops (runtime/engine/cpu/ops.h)
 // in f32 on the same bf16-rounded inputs; the reference is rounded to bf16 as the
 // kernels store their outputs. Skips without a GPU (gpu_test_env.h).
 #include "runtime/cuda/kernels/elementwise_kernels.h"
@@ -13,7 +13,7 @@
 #include "runtime/cuda/gpu_test_env.h"
 #include "runtime/cuda/kernels/bf16.h"
 #include "runtime/cuda/kernels/kernel_test_util.h"
-#include "runtime/engine/ops.h"
+#include "runtime/engine/cpu/ops.h"
 
 namespace lockstep::cuda::kernels {
 namespace {

@@ -11,7 +11,7 @@
 // Rows outside every tile are neither read nor written.
 //
 // Each output element is one chain of f32 fused multiply-adds over k in order from +0
-// (the CPU engine's Gemm order, runtime/engine/gemm.h), whatever the tile, the batch or
+// (the CPU engine's Gemm order, runtime/engine/cpu/gemm.h), whatever the tile, the batch or
 // the other rows: batch-invariant by construction, and in f32 equal to the CPU's.
 #ifndef LOCKSTEP_RUNTIME_CUDA_KERNELS_GROUPED_GEMM_KERNEL_H_
 #define LOCKSTEP_RUNTIME_CUDA_KERNELS_GROUPED_GEMM_KERNEL_H_

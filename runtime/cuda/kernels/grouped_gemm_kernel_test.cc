@@ -18,7 +18,7 @@
 #include "runtime/cuda/kernels/bf16.h"
 #include "runtime/cuda/kernels/kernel_test_util.h"
 #include "runtime/cuda/kernels/moe_kernels.h"
-#include "runtime/engine/gemm.h"
+#include "runtime/engine/cpu/gemm.h"
 
 namespace lockstep::cuda::kernels {
 namespace {

@@ -1,6 +1,6 @@
 // Launcher of the KV write: scatters one layer's K and V rows of a step into their
 // sequences' blocks through the device block table (the CPU engine's WriteKv,
-// runtime/engine/paged_attention.h, for a whole step at once).
+// runtime/engine/cpu/paged_attention.h, for a whole step at once).
 #ifndef LOCKSTEP_RUNTIME_CUDA_KERNELS_KV_WRITE_KERNEL_H_
 #define LOCKSTEP_RUNTIME_CUDA_KERNELS_KV_WRITE_KERNEL_H_
 

@@ -148,7 +148,7 @@ __global__ void MoeCombineKernel(const T* y_perm, int hidden, const int32_t* slo
   }
 }
 
-// The first expert of `rank` (ExpertsOfRank, runtime/engine/weight_plan.h).
+// The first expert of `rank` (ExpertsOfRank, runtime/engine/model/weight_plan.h).
 __device__ __forceinline__ int FirstExpert(int num_experts, int rank, int world) {
   return static_cast<int>(static_cast<int64_t>(rank) * num_experts / world);
 }

@@ -1,5 +1,5 @@
 // Launchers of the MoE kernels: top-k routing with softmax (the CPU engine's rule,
-// runtime/engine/moe_route.h: ties to the lower expert id, experts in ascending id order,
+// runtime/engine/cpu/moe_route.h: ties to the lower expert id, experts in ascending id order,
 // optional renormalisation), the counting-sort permutation of (row, choice) entries to
 // experts (moe_permutation.h is its host reference), the gather of token rows into
 // expert order (or into the expert-parallel send layout), and the weighted combine in
@@ -61,7 +61,7 @@ cudaError_t LaunchMoeCombineFrom(const float* y, int hidden, const int32_t* slot
 
 // The expert-parallel layout of a permutation (LaunchMoePermute's offsets) over `world`
 // ranks, each owning a contiguous range of experts (ExpertsOfRank,
-// runtime/engine/weight_plan.h): slot s of an expert of rank p goes to
+// runtime/engine/model/weight_plan.h): slot s of an expert of rank p goes to
 // dest[s] = p * capacity + (s - offsets[first expert of p]), so rank p's rows are
 // `capacity` rows from p * capacity on (the static per-peer count of the exchange), and
 // counts[p * max_local + j] = the rows of p's j-th expert (0 beyond its experts). With

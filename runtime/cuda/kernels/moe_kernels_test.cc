@@ -1,5 +1,5 @@
 // GPU checks of the MoE kernels: routing against the CPU engine's RouteTopK
-// (runtime/engine/moe_route.h), exact wherever the gap between the k-th and (k+1)-th
+// (runtime/engine/cpu/moe_route.h), exact wherever the gap between the k-th and (k+1)-th
 // logit exceeds 1e-3 and on exact ties (lower id wins); the permutation against its host
 // reference (moe_permutation.h), exactly; gather + per-expert GEMMs + combine against the
 // CPU Gemm and Axpy combine in f32 on bf16-rounded inputs (relative L2 <= 1e-2). Skips
@@ -27,9 +27,9 @@
 #include "runtime/cuda/kernels/kernel_test_util.h"
 #include "runtime/cuda/kernels/moe_expert_gemm.h"
 #include "runtime/cuda/kernels/moe_permutation.h"
-#include "runtime/engine/gemm.h"
-#include "runtime/engine/moe_route.h"
-#include "runtime/engine/ops.h"
+#include "runtime/engine/cpu/gemm.h"
+#include "runtime/engine/cpu/moe_route.h"
+#include "runtime/engine/cpu/ops.h"
 
 namespace lockstep::cuda::kernels {
 namespace {

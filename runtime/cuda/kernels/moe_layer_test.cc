@@ -18,11 +18,11 @@
 #include "runtime/cuda/kernels/kernel_test_util.h"
 #include "runtime/cuda/kernels/moe_expert_gemm.h"
 #include "runtime/cuda/kernels/moe_kernels.h"
-#include "runtime/engine/arena.h"
-#include "runtime/engine/gemm.h"
-#include "runtime/engine/model_config.h"
-#include "runtime/engine/moe.h"
-#include "runtime/engine/weights.h"
+#include "runtime/engine/cpu/arena.h"
+#include "runtime/engine/cpu/gemm.h"
+#include "runtime/engine/cpu/moe.h"
+#include "runtime/engine/cpu/weights.h"
+#include "runtime/engine/model/model_config.h"
 
 namespace lockstep::cuda::kernels {
 namespace {

@@ -2,7 +2,7 @@
 // grouped by expert, experts in ascending id order and each expert's entries in token
 // order (stable), so expert e's GEMM reads rows [offsets[e], offsets[e + 1]) of the
 // permuted activations. The combine sums a row's experts in ascending id order (the
-// CPU engine's order, runtime/engine/moe.h) through slot_of_entry.
+// CPU engine's order, runtime/engine/cpu/moe.h) through slot_of_entry.
 //
 // Pure host code: the reference for the device permutation kernel and the planner of
 // host-driven grouped GEMMs.

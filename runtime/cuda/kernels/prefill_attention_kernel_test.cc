@@ -1,5 +1,5 @@
 // GPU checks of paged prefill / chunk attention against the CPU engine's AttendRow
-// (runtime/engine/paged_attention.h) in f32 over the same bf16-rounded pool: fresh
+// (runtime/engine/cpu/paged_attention.h) in f32 over the same bf16-rounded pool: fresh
 // prompts, chunks after a cached prefix, one row, K+1 verify rows, odd lengths, an 8k
 // context, and every family's head shapes. Skips without a GPU (gpu_test_env.h).
 #include "runtime/cuda/kernels/prefill_attention_kernel.h"
@@ -21,7 +21,7 @@
 #include "runtime/cuda/kernels/kv_write_kernel.h"
 #include "runtime/cuda/kernels/prefill_tile_plan.h"
 #include "runtime/cuda/kernels/test_kv_pool.h"
-#include "runtime/engine/paged_attention.h"
+#include "runtime/engine/cpu/paged_attention.h"
 
 namespace lockstep::cuda::kernels {
 namespace {

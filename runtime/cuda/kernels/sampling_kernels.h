@@ -1,7 +1,7 @@
 // Launchers of on-device sampling: argmax, and top-k / top-p sampling with the CPU
 // sampler's counter-based draw (common/splitmix64.h CounterUniform01, purpose kToken), so
 // the same logits and (seed, position) give the same token as SampleToken
-// (runtime/engine/sampler.h) after its logit processing. The device path takes rows with
+// (runtime/engine/cpu/sampler.h) after its logit processing. The device path takes rows with
 // 0 < top_k <= kMaxDeviceTopK (or greedy); others stay on the host sampler.
 #ifndef LOCKSTEP_RUNTIME_CUDA_KERNELS_SAMPLING_KERNELS_H_
 #define LOCKSTEP_RUNTIME_CUDA_KERNELS_SAMPLING_KERNELS_H_
@@ -13,7 +13,7 @@
 namespace lockstep::cuda::kernels {
 
 inline constexpr int kMaxDeviceTopK = 256;
-// DrawPurpose::kToken of runtime/engine/sampler.h.
+// DrawPurpose::kToken of runtime/engine/cpu/sampler.h.
 inline constexpr uint64_t kTokenDrawPurpose = 1;
 
 // Per-row parameters (device memory). temperature 0: greedy.

@@ -1,4 +1,4 @@
-// GPU checks of on-device sampling against the CPU sampler (runtime/engine/sampler.h):
+// GPU checks of on-device sampling against the CPU sampler (runtime/engine/cpu/sampler.h):
 // the same logits and parameters give the same token, for greedy rows, top-k, top-k with
 // top-p, top-p over a small vocabulary, and plain temperature sampling over a small
 // vocabulary; ties go to the lower id. Skips without a GPU (gpu_test_env.h).
@@ -12,8 +12,8 @@
 #include "gtest/gtest.h"
 #include "runtime/cuda/gpu_test_env.h"
 #include "runtime/cuda/kernels/kernel_test_util.h"
-#include "runtime/engine/arena.h"
-#include "runtime/engine/sampler.h"
+#include "runtime/engine/cpu/arena.h"
+#include "runtime/engine/cpu/sampler.h"
 #include "scheduler/sampling_params.h"
 
 namespace lockstep::cuda::kernels {

@@ -15,7 +15,7 @@
 #include "runtime/cuda/kernels/attention_desc.h"
 #include "runtime/cuda/kernels/bf16.h"
 #include "runtime/cuda/kernels/kernel_test_util.h"
-#include "runtime/engine/paged_attention.h"
+#include "runtime/engine/cpu/paged_attention.h"
 
 namespace lockstep::cuda::kernels::testing {
 

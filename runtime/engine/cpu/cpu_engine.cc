@@ -1,0 +1,138 @@
+#include "runtime/engine/cpu/cpu_engine.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "runtime/engine/cpu/batch_runner.h"
+#include "runtime/engine/cpu/draft_model_drafter.h"
+#include "runtime/engine/cpu/parallel.h"
+#include "runtime/engine/cpu/transformer.h"
+#include "runtime/engine/engine_thread.h"
+#include "runtime/engine/model/model_config.h"
+#include "spec_decode/ngram_drafter.h"
+
+namespace lockstep::engine {
+namespace {
+
+constexpr int kMaxDraftTokens = spec::kMaxDraftTokens;
+
+// The drafter `options` asks for (`draft`: the loaded draft model, or null), or null.
+std::unique_ptr<spec::Drafter> MakeDrafter(const CpuEngineOptions& options,
+                                           const Transformer* draft, ThreadPool* threads) {
+  if (options.num_draft_tokens == 0) return nullptr;
+  if (options.spec_method == spec::Method::kNgram) {
+    return std::make_unique<spec::NgramDrafter>(options.ngram_max);
+  }
+  if (draft == nullptr) return nullptr;
+  return std::make_unique<DraftModelDrafter>(
+      draft, KvPoolView{options.draft_storage, options.draft_layout, options.draft_num_blocks},
+      options.num_draft_tokens, threads);
+}
+
+// Checks a pool against the model it holds KV for; errors name both.
+absl::Status CheckPool(const char* name, const float* storage, const kv::BlockLayout& layout,
+                       int32_t num_blocks, const Transformer& model, const std::string& dir) {
+  if (storage == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, "_storage is null"));
+  RETURN_IF_ERROR(layout.Validate());
+  if (num_blocks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "_num_blocks must be >= 1"));
+  }
+  const kv::BlockLayout expected = model.Layout(layout.tokens_per_block);
+  if (!(layout == expected)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " pool layout (", layout.ToString(),
+                                                   ") does not match the model in ", dir, " (",
+                                                   expected.ToString(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+// The CPU engine's parts: the models, the drafter and the batch runner over them.
+class CpuParts final : public EngineParts {
+ public:
+  CpuParts(std::unique_ptr<Transformer> target, std::unique_ptr<Transformer> draft,
+           const CpuEngineOptions& options)
+      : target_(std::move(target)),
+        draft_(std::move(draft)),
+        threads_(options.num_threads),
+        drafter_(MakeDrafter(options, draft_.get(), &threads_)),
+        runner_(target_.get(),
+                {options.target_storage, options.target_layout, options.target_num_blocks},
+                drafter_.get(),
+                {options.draft_storage, options.draft_layout, options.draft_num_blocks},
+                options.num_draft_tokens, &threads_) {}
+
+  absl::StatusOr<BatchResult> Run(const Batch& batch) override { return runner_.Run(batch); }
+
+ private:
+  const std::unique_ptr<Transformer> target_;
+  const std::unique_ptr<Transformer> draft_;
+  ThreadPool threads_;
+  const std::unique_ptr<spec::Drafter> drafter_;  // the draft model's, n-gram, or null
+  BatchRunner runner_;
+};
+
+}  // namespace
+
+absl::StatusOr<kv::BlockLayout> ModelBlockLayout(const std::string& model_dir,
+                                                 int tokens_per_block) {
+  ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
+  const kv::BlockLayout layout{config.num_layers, config.num_kv_heads, config.head_dim,
+                               tokens_per_block};
+  RETURN_IF_ERROR(layout.Validate());
+  return layout;
+}
+
+absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOptions& options) {
+  if (options.model_dir.empty()) return absl::InvalidArgumentError("model_dir is required");
+  if (options.num_threads < 1) return absl::InvalidArgumentError("num_threads must be >= 1");
+  if (options.communicator != nullptr) {
+    if (options.communicator->world_size() != options.world_size ||
+        options.communicator->rank() != options.rank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", options.rank, " of ", options.world_size,
+                       " does not match the communicator (rank ", options.communicator->rank(),
+                       " of ", options.communicator->world_size(), ")"));
+    }
+  } else if (options.world_size != 1 || options.rank != 0) {
+    return absl::InvalidArgumentError("world_size > 1 needs a communicator");
+  }
+  if (options.num_draft_tokens < 0 || options.num_draft_tokens > kMaxDraftTokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_draft_tokens must be in [0, ", kMaxDraftTokens, "], got ", options.num_draft_tokens));
+  }
+  const bool draft_model =
+      options.num_draft_tokens > 0 && options.spec_method == spec::Method::kDraftModel;
+  if (draft_model && options.draft_model_dir.empty()) {
+    return absl::InvalidArgumentError("num_draft_tokens > 0 needs draft_model_dir");
+  }
+  if (options.spec_method == spec::Method::kNgram &&
+      (options.ngram_max < 1 || options.ngram_max > spec::kMaxNgram)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ngram_max must be in [1, ", spec::kMaxNgram, "], got ", options.ngram_max));
+  }
+  const ExpertGroup group{options.communicator, options.rank, options.world_size,
+                          options.collective_timeout};
+  ASSIGN_OR_RETURN(std::unique_ptr<Transformer> target,
+                   Transformer::Load(options.model_dir, "target", group));
+  RETURN_IF_ERROR(CheckPool("target", options.target_storage, options.target_layout,
+                            options.target_num_blocks, *target, options.model_dir));
+  std::unique_ptr<Transformer> draft;
+  if (draft_model) {
+    ASSIGN_OR_RETURN(draft, Transformer::Load(options.draft_model_dir, "draft", group));
+    RETURN_IF_ERROR(CheckPool("draft", options.draft_storage, options.draft_layout,
+                              options.draft_num_blocks, *draft, options.draft_model_dir));
+    if (draft->config().vocab_size != target->config().vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("draft vocab_size ", draft->config().vocab_size, " (",
+                       options.draft_model_dir, ") differs from the target's ",
+                       target->config().vocab_size, " (", options.model_dir, ")"));
+    }
+  }
+  const ModelConfig& config = target->config();
+  const EngineInfo info{config.vocab_size, config.eos_token_id, config.max_position};
+  return std::unique_ptr<ModelEngine>(std::make_unique<EngineThread>(
+      info, std::make_unique<CpuParts>(std::move(target), std::move(draft), options)));
+}
+
+}  // namespace lockstep::engine

@@ -1,0 +1,75 @@
+// The CPU transformer engine: a ModelEngine (model_engine.h) that runs a real
+// decoder-only transformer from a safetensors model directory, with paged attention
+// directly on the host's KV pools, MoE expert parallelism over its own Communicator,
+// sampling, and two-model speculative decoding.
+//
+//   ASSIGN_OR_RETURN(kv::BlockLayout layout, ModelBlockLayout(model_dir, 16));
+//   ... size the pool with `layout`, then:
+//   CpuEngineOptions options;
+//   options.model_dir = model_dir;
+//   options.target_storage = pool_slab;  options.target_layout = layout;
+//   options.target_num_blocks = num_blocks;
+//   ASSIGN_OR_RETURN(std::unique_ptr<ModelEngine> engine, CreateCpuEngine(options));
+//
+// Batches run in launch order on the engine's own thread (see batch_runner.h for what
+// one batch does and which collectives it makes).
+#ifndef LOCKSTEP_RUNTIME_ENGINE_CPU_CPU_ENGINE_H_
+#define LOCKSTEP_RUNTIME_ENGINE_CPU_CPU_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "kvcache/block_layout.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/engine/model_engine.h"
+#include "spec_decode/speculative_config.h"
+
+namespace lockstep::engine {
+
+struct CpuEngineOptions {
+  // Directory with config.json and model.safetensors (or shards + index).
+  std::string model_dir;
+  // How drafts are made: kDraftModel loads `draft_model_dir` (its KV in the draft
+  // pool); kNgram is the prompt-lookup drafter (no draft model, no draft pool).
+  spec::Method spec_method = spec::Method::kDraftModel;
+  // Draft model directory (kDraftModel).
+  std::string draft_model_dir;
+  // K, the most drafts proposed per generation step (1..16; 0: no speculation, the
+  // draft is not loaded).
+  int num_draft_tokens = 0;
+  // kNgram: the longest match tried (spec::NgramDrafter).
+  int ngram_max = 3;
+
+  // The KV pools (host slabs, not owned; they must outlive the engine), sized with
+  // ModelBlockLayout. The layouts must match the models (layers, kv heads, head dim).
+  float* target_storage = nullptr;
+  kv::BlockLayout target_layout;
+  int32_t target_num_blocks = 0;
+  float* draft_storage = nullptr;
+  kv::BlockLayout draft_layout;
+  int32_t draft_num_blocks = 0;
+
+  // The engine thread's expert-parallel group (not owned; must outlive the engine and
+  // be used by nothing else). Null: one rank, all experts local.
+  comm::Communicator* communicator = nullptr;
+  int rank = 0;
+  int world_size = 1;
+  absl::Duration collective_timeout = absl::Seconds(60);
+
+  // Threads for the GEMMs and attention (including the engine thread). Results do not
+  // depend on it.
+  int num_threads = 1;
+};
+
+absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOptions& options);
+
+// The KV block layout the model in `model_dir` needs for `tokens_per_block`.
+absl::StatusOr<kv::BlockLayout> ModelBlockLayout(const std::string& model_dir,
+                                                 int tokens_per_block);
+
+}  // namespace lockstep::engine
+
+#endif  // LOCKSTEP_RUNTIME_ENGINE_CPU_CPU_ENGINE_H_

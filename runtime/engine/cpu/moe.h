@@ -1,0 +1,67 @@
+// The mixture-of-experts block of one layer with expert parallelism.
+//
+// Routing (moe_route.h): softmax over the router logits, the top-k experts (ties: lower
+// id), weights renormalised over the k when the config says so. Experts are sharded over
+// the ranks of the engine's Communicator in contiguous ranges (weights.h ExpertsOfRank). Each
+// token row is dispatched to the owner of each chosen expert with AllToAll (counts)
+// and AllToAllV (rows), computed there, sent back with AllToAllV, and combined on the
+// origin rank as a sum over its experts in expert-id order. Every rank makes exactly
+// these three calls per MoE layer, whatever its batch holds (even nothing), with tags
+// "<model>.moe.l<layer>.counts|.dispatch|.combine". With one rank nothing is exchanged.
+//
+// A row's output depends only on the row: the expert GEMMs are batch-invariant and the
+// combine order is fixed, so results are bitwise equal for any batch and any number of
+// ranks.
+//
+// Thread-compatible: used by the engine thread only.
+#ifndef LOCKSTEP_RUNTIME_ENGINE_CPU_MOE_H_
+#define LOCKSTEP_RUNTIME_ENGINE_CPU_MOE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/engine/cpu/arena.h"
+#include "runtime/engine/cpu/parallel.h"
+#include "runtime/engine/cpu/weights.h"
+#include "runtime/engine/model/model_config.h"
+
+namespace lockstep::engine {
+
+// The expert-parallel group of one model (the engine's own Communicator).
+struct ExpertGroup {
+  comm::Communicator* comm = nullptr;  // null: one rank
+  int rank = 0;
+  int world_size = 1;
+  absl::Duration timeout = absl::Seconds(60);
+};
+
+class MoeBlock {
+ public:
+  // `model_name` prefixes the collective tags ("target", "draft").
+  MoeBlock(const ModelConfig& config, const std::string& model_name, ExpertGroup group);
+
+  // out[m, hidden] = MoE(x[m, hidden]) for the layer's weights. An error from the
+  // Communicator is returned as is (the group is then broken).
+  absl::Status Forward(int layer, const MoeWeights& weights, const float* x, int m, float* out,
+                       Arena& arena, ThreadPool* pool) const;
+
+  // Collectives per call of Forward (0 with one rank).
+  int collectives_per_layer() const { return group_.world_size > 1 ? 3 : 0; }
+
+ private:
+  struct Tags {
+    std::string counts, dispatch, combine;
+  };
+
+  const ModelConfig& config_;
+  const ExpertGroup group_;
+  std::vector<Tags> tags_;  // per layer
+  std::vector<int> owner_;  // owner_[expert]: its rank
+};
+
+}  // namespace lockstep::engine
+
+#endif  // LOCKSTEP_RUNTIME_ENGINE_CPU_MOE_H_

@@ -1,0 +1,77 @@
+// Teacher-forced comparison of two ForwardModels of the same model (the CPU transformer
+// as the reference, a device model as the candidate): the same steps run on both, each
+// on its own KV pool with the same block tables, and every returned logit row is
+// compared. The steps: one forward prefilling every prompt (logits of each last row),
+// then `decode_steps` forwards of one row per sequence whose token is the reference's
+// greedy choice (so both see the reference's sequence), and one forward in which every
+// sequence verifies three drafts (four rows with logits: the speculative shape).
+//
+// Reported per run: the worst relative L2 (||cand - ref|| / ||ref|| per row), and the
+// greedy agreement under the margin rule, per sequence: the candidate's argmax must
+// equal the reference's at every position of a sequence before the first position
+// whose reference top-2 logit margin is not above the row's threshold (that position,
+// where the greedy tokens may first diverge, is reported per sequence, and the
+// sequence's later rows are not checked for argmax). The threshold is relative to the
+// row's observed error: `margin_errors` times the median of |cand - ref| over the row's
+// logits (at least `min_margin`). bf16 moves every logit by ~0.5-2%, so an absolute
+// margin is either flaky (bf16 noise flips a close pair) or blind (f32); the median
+// follows the noise of the whole row, while a bug that moves only a few logits (the
+// top ones) leaves it small and is caught; a row that is wrong everywhere fails the
+// relative L2 instead.
+//
+// Test helper; thread-compatible.
+#ifndef LOCKSTEP_RUNTIME_ENGINE_CPU_TESTING_FORWARD_COMPARE_H_
+#define LOCKSTEP_RUNTIME_ENGINE_CPU_TESTING_FORWARD_COMPARE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/engine/cpu/forward_model.h"
+#include "runtime/engine/cpu/testing/test_models.h"
+
+namespace lockstep::engine::testing {
+
+struct CompareReport {
+  int rows = 0;               // logit rows compared
+  double worst_rel_l2 = 0.0;  // over every row
+  int worst_row = -1;
+  // Per sequence (prompt order): the position of its first logit row whose reference
+  // top-2 margin is not above the rule's threshold, where greedy tokens may first
+  // diverge; -1: none. Argmax is checked on the sequence's rows before it.
+  std::vector<int64_t> first_low_margin_position;
+  double largest_threshold = 0.0;  // of the rule, over the rows it was computed for
+  int argmax_mismatches = 0;       // on checked rows
+  int first_mismatch_row = -1;
+  int first_mismatch_sequence = -1;
+  int64_t first_mismatch_position = -1;
+
+  std::string ToString() const;
+};
+
+struct CompareOptions {
+  int decode_steps = 6;
+  // The greedy rule's threshold: margin_errors x the row's median |cand - ref|, at least
+  // min_margin (docs above).
+  double margin_errors = 12.0;
+  double min_margin = 0.0;
+};
+
+// `reference_pool` is a host pool for `reference`; `candidate_pool` the candidate's
+// pool (its memory, its layout) with as many blocks. Block ids come from
+// `reference_pool`'s allocator.
+absl::StatusOr<CompareReport> CompareForwards(const ForwardModel& reference,
+                                              HostPool& reference_pool,
+                                              const ForwardModel& candidate,
+                                              const KvPoolView& candidate_pool,
+                                              const std::vector<std::vector<int32_t>>& prompts,
+                                              const CompareOptions& options);
+
+// `count` prompts of the given lengths with tokens drawn from [0, vocab) by `seed`.
+std::vector<std::vector<int32_t>> RandomPrompts(const std::vector<int>& lengths, int32_t vocab,
+                                                uint64_t seed);
+
+}  // namespace lockstep::engine::testing
+
+#endif  // LOCKSTEP_RUNTIME_ENGINE_CPU_TESTING_FORWARD_COMPARE_H_

@@ -1,0 +1,74 @@
+// The CPU ForwardModel (forward_model.h): the forward of one decoder-only transformer
+// over a batch of token rows from many sequences (context chunks, generation tokens,
+// verify tokens, draft proposals).
+//
+// Per layer: RMSNorm -> fused QKV (+bias) -> [q/k norm] -> RoPE -> K/V written in place
+// into each sequence's pool blocks (or spec buffer) -> paged causal attention per row
+// -> O projection + residual -> RMSNorm -> SwiGLU MLP or MoE block + residual. Then the
+// final norm and the LM head for the rows whose logits are asked for. All scratch comes
+// from the caller's Arena.
+//
+// Batch invariance: every row's logits are bitwise the same whatever other rows and
+// sequences share the forward and however many expert-parallel ranks there are.
+//
+// Thread-compatible: owned and used by the engine thread.
+#ifndef LOCKSTEP_RUNTIME_ENGINE_CPU_TRANSFORMER_H_
+#define LOCKSTEP_RUNTIME_ENGINE_CPU_TRANSFORMER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kvcache/block_layout.h"
+#include "runtime/engine/cpu/arena.h"
+#include "runtime/engine/cpu/forward_model.h"
+#include "runtime/engine/cpu/moe.h"
+#include "runtime/engine/cpu/paged_attention.h"
+#include "runtime/engine/cpu/parallel.h"
+#include "runtime/engine/cpu/weights.h"
+#include "runtime/engine/model/model_config.h"
+
+namespace lockstep::engine {
+
+class Transformer final : public ForwardModel {
+ public:
+  // Reads config.json and the safetensors of `dir`; with expert parallelism loads only
+  // this rank's experts. `name` prefixes collective tags ("target", "draft").
+  static absl::StatusOr<std::unique_ptr<Transformer>> Load(const std::string& dir,
+                                                           const std::string& name,
+                                                           ExpertGroup group);
+  static std::unique_ptr<Transformer> Create(ModelConfig config, ModelWeights weights,
+                                             const std::string& name, ExpertGroup group);
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  // ForwardModel (forward_model.h).
+  const ModelConfig& config() const override { return config_; }
+  kv::BlockLayout Layout(int tokens_per_block) const override;
+  absl::StatusOr<const float*> Forward(const ForwardInput& input, const KvPoolView& pool,
+                                       Arena& arena, ThreadPool* threads) const override;
+  void CopyKv(const KvPoolView& pool, const SequenceKv& from, const SequenceKv& to, int64_t begin,
+              int64_t end) const override;
+  int collectives_per_forward() const override;
+
+ private:
+  Transformer(ModelConfig config, ModelWeights weights, const std::string& name, ExpertGroup group);
+
+  void Attention(int layer, const ForwardInput& input, const KvPoolView& pool, float* qkv,
+                 const float* cos, const float* sin, float* out, Arena& arena,
+                 ThreadPool* threads) const;
+
+  const ModelConfig config_;
+  const ModelWeights weights_;
+  const MoeBlock moe_;
+  std::vector<double> inv_freq_;  // RoPE, head_dim / 2
+  const float eps_;               // rms_norm_eps
+};
+
+}  // namespace lockstep::engine
+
+#endif  // LOCKSTEP_RUNTIME_ENGINE_CPU_TRANSFORMER_H_

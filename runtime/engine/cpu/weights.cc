@@ -1,0 +1,73 @@
+#include "runtime/engine/cpu/weights.h"
+
+#include <utility>
+
+#include "common/status_macros.h"
+
+namespace lockstep::engine {
+namespace {
+
+absl::StatusOr<PackedMatrix> ReadPacked(const SafetensorsModel& tensors, const WeightSource& w) {
+  ASSIGN_OR_RETURN(std::vector<float> values, ReadWeight(tensors, w));
+  return PackedMatrix::Pack(values, w.rows, w.cols);
+}
+
+// An optional vector: empty when the plan has no parts for it.
+absl::StatusOr<std::vector<float>> ReadOptional(const SafetensorsModel& tensors,
+                                                const WeightSource& w) {
+  if (w.parts.empty()) return std::vector<float>();
+  return ReadWeight(tensors, w);
+}
+
+absl::StatusOr<SwiGluWeights> ReadSwiGlu(const SafetensorsModel& tensors, const SwiGluSource& s) {
+  SwiGluWeights mlp;
+  mlp.width = s.width;
+  ASSIGN_OR_RETURN(mlp.gate_up, ReadPacked(tensors, s.gate_up));
+  ASSIGN_OR_RETURN(mlp.down, ReadPacked(tensors, s.down));
+  return mlp;
+}
+
+absl::StatusOr<LayerWeights> ReadLayer(const SafetensorsModel& tensors, const LayerSource& s) {
+  LayerWeights layer;
+  ASSIGN_OR_RETURN(layer.attn_norm, ReadWeight(tensors, s.attn_norm));
+  ASSIGN_OR_RETURN(layer.mlp_norm, ReadWeight(tensors, s.mlp_norm));
+  ASSIGN_OR_RETURN(layer.qkv, ReadPacked(tensors, s.qkv));
+  ASSIGN_OR_RETURN(layer.qkv_bias, ReadOptional(tensors, s.qkv_bias));
+  ASSIGN_OR_RETURN(layer.q_norm, ReadOptional(tensors, s.q_norm));
+  ASSIGN_OR_RETURN(layer.k_norm, ReadOptional(tensors, s.k_norm));
+  ASSIGN_OR_RETURN(layer.o, ReadPacked(tensors, s.o));
+  layer.is_moe = s.is_moe;
+  if (!layer.is_moe) {
+    ASSIGN_OR_RETURN(layer.mlp, ReadSwiGlu(tensors, s.mlp));
+    return layer;
+  }
+  ASSIGN_OR_RETURN(layer.moe.router, ReadPacked(tensors, s.router));
+  layer.moe.local = s.local;
+  for (const SwiGluSource& expert : s.experts) {
+    ASSIGN_OR_RETURN(SwiGluWeights weights, ReadSwiGlu(tensors, expert));
+    layer.moe.experts.push_back(std::move(weights));
+  }
+  return layer;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelWeights> LoadWeights(const SafetensorsModel& tensors, const ModelConfig& config,
+                                         int rank, int world_size) {
+  const ModelPlan plan = PlanWeights(config, rank, world_size);
+  ModelWeights weights;
+  ASSIGN_OR_RETURN(weights.embedding, ReadWeight(tensors, plan.embedding));
+  for (const LayerSource& source : plan.layers) {
+    ASSIGN_OR_RETURN(LayerWeights layer, ReadLayer(tensors, source));
+    weights.layers.push_back(std::move(layer));
+  }
+  ASSIGN_OR_RETURN(weights.final_norm, ReadWeight(tensors, plan.final_norm));
+  if (plan.tied_lm_head) {
+    weights.lm_head = PackedMatrix::Pack(weights.embedding, config.vocab_size, config.hidden_size);
+  } else {
+    ASSIGN_OR_RETURN(weights.lm_head, ReadPacked(tensors, plan.lm_head));
+  }
+  return weights;
+}
+
+}  // namespace lockstep::engine

@@ -1,0 +1,168 @@
+#include "runtime/engine/model/model_config_defaults.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace lockstep::engine::config_defaults {
+namespace {
+
+// Each row: the defaults of the configuration class named in it, in
+// src/transformers/models/<type>/configuration_<type>.py of Hugging Face transformers
+// (read for this table; 4.x and 5.x agree on these values, 5.x moving rope_theta into
+// rope_parameters with the same per-class default). Where a class has no field, the
+// row gives what the type's modeling code uses (a fixed bias, hidden_size / heads for
+// head_dim), or kRequired when that is not the family's shape.
+constexpr FamilyDefaults kFamilies[] = {
+    // LlamaConfig: num_key_value_heads and head_dim None, filled from the head count.
+    {.model_type = "llama",
+     .transformers_class = "LlamaConfig",
+     .vocab_size = 32000,
+     .hidden_size = 4096,
+     .intermediate_size = 11008,
+     .num_hidden_layers = 32,
+     .num_attention_heads = 32,
+     .num_key_value_heads = kAttentionHeads,
+     .num_key_value_heads_if_null = kAttentionHeads,
+     .head_dim = kHiddenPerHead,
+     .max_position_embeddings = 2048,
+     .rms_norm_eps = 1e-6,
+     .rope_theta = 10000.0,
+     .tie_word_embeddings = false,
+     .attention_bias = false,
+     .bos_token_id = 1,
+     .eos_token_id = 2,
+     .sliding_window = kNone},
+    // MistralConfig: 8 KV heads and a 4096-token sliding window unless given.
+    {.model_type = "mistral",
+     .transformers_class = "MistralConfig",
+     .vocab_size = 32000,
+     .hidden_size = 4096,
+     .intermediate_size = 14336,
+     .num_hidden_layers = 32,
+     .num_attention_heads = 32,
+     .num_key_value_heads = 8,
+     .num_key_value_heads_if_null = kAttentionHeads,
+     .head_dim = kHiddenPerHead,
+     .max_position_embeddings = 4096 * 32,
+     .rms_norm_eps = 1e-6,
+     .rope_theta = 10000.0,
+     .tie_word_embeddings = false,
+     .attention_bias = false,
+     .bos_token_id = 1,
+     .eos_token_id = 2,
+     .sliding_window = 4096},
+    // MixtralConfig: rope_theta 1e6 and rms_norm_eps 1e-5, 8 KV heads, no window; the
+    // routing weights are always renormalised (no norm_topk_prob field).
+    {.model_type = "mixtral",
+     .transformers_class = "MixtralConfig",
+     .vocab_size = 32000,
+     .hidden_size = 4096,
+     .intermediate_size = 14336,
+     .num_hidden_layers = 32,
+     .num_attention_heads = 32,
+     .num_key_value_heads = 8,
+     .num_key_value_heads_if_null = kAttentionHeads,
+     .head_dim = kHiddenPerHead,
+     .max_position_embeddings = 4096 * 32,
+     .rms_norm_eps = 1e-5,
+     .rope_theta = 1e6,
+     .tie_word_embeddings = false,
+     .attention_bias = false,
+     .bos_token_id = 1,
+     .eos_token_id = 2,
+     .sliding_window = kNone,
+     .num_experts = 8,
+     .num_experts_per_tok = 2,
+     .moe_intermediate_size = 0,
+     .norm_topk_prob = true,
+     .decoder_sparse_step = 1,
+     .shared_expert_intermediate_size = 0},
+    // Qwen2Config: 32 KV heads when absent (not the head count), no BOS / EOS.
+    {.model_type = "qwen2",
+     .transformers_class = "Qwen2Config",
+     .vocab_size = 151936,
+     .hidden_size = 4096,
+     .intermediate_size = 22016,
+     .num_hidden_layers = 32,
+     .num_attention_heads = 32,
+     .num_key_value_heads = 32,
+     .num_key_value_heads_if_null = kAttentionHeads,
+     .head_dim = kHiddenPerHead,
+     .max_position_embeddings = 32768,
+     .rms_norm_eps = 1e-6,
+     .rope_theta = 10000.0,
+     .tie_word_embeddings = false,
+     .attention_bias = true,
+     .bos_token_id = kNone,
+     .eos_token_id = kNone,
+     .sliding_window = kNone},
+    // Qwen2MoeConfig: a 5632-wide shared expert unless given (the engine needs 0).
+    {.model_type = "qwen2_moe",
+     .transformers_class = "Qwen2MoeConfig",
+     .vocab_size = 151936,
+     .hidden_size = 2048,
+     .intermediate_size = 5632,
+     .num_hidden_layers = 24,
+     .num_attention_heads = 16,
+     .num_key_value_heads = 16,
+     .num_key_value_heads_if_null = kRequired,
+     .head_dim = kHiddenPerHead,
+     .max_position_embeddings = 32768,
+     .rms_norm_eps = 1e-6,
+     .rope_theta = 10000.0,
+     .tie_word_embeddings = false,
+     .attention_bias = true,
+     .bos_token_id = kNone,
+     .eos_token_id = kNone,
+     .sliding_window = kNone,
+     .num_experts = 60,
+     .num_experts_per_tok = 4,
+     .moe_intermediate_size = 1408,
+     .norm_topk_prob = false,
+     .decoder_sparse_step = 1,
+     .shared_expert_intermediate_size = 5632},
+    // Qwen3MoeConfig: no head_dim field, and Qwen 3 checkpoints' head_dim is not
+    // hidden_size / heads (128 against 2048 / 32): required.
+    {.model_type = "qwen3_moe",
+     .transformers_class = "Qwen3MoeConfig",
+     .vocab_size = 151936,
+     .hidden_size = 2048,
+     .intermediate_size = 6144,
+     .num_hidden_layers = 24,
+     .num_attention_heads = 32,
+     .num_key_value_heads = 4,
+     .num_key_value_heads_if_null = kRequired,
+     .head_dim = kRequired,
+     .max_position_embeddings = 32768,
+     .rms_norm_eps = 1e-6,
+     .rope_theta = 10000.0,
+     .tie_word_embeddings = false,
+     .attention_bias = false,
+     .bos_token_id = kNone,
+     .eos_token_id = kNone,
+     .sliding_window = kNone,
+     .num_experts = 128,
+     .num_experts_per_tok = 8,
+     .moe_intermediate_size = 768,
+     .norm_topk_prob = false,
+     .decoder_sparse_step = 1,
+     .shared_expert_intermediate_size = 0},
+};
+
+}  // namespace
+
+const FamilyDefaults* FindFamilyDefaults(absl::string_view model_type) {
+  for (const FamilyDefaults& row : kFamilies) {
+    if (model_type == row.model_type) return &row;
+  }
+  return nullptr;
+}
+
+std::string SupportedModelTypes() {
+  std::string out;
+  for (const FamilyDefaults& row : kFamilies) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", row.model_type);
+  }
+  return out;
+}
+
+}  // namespace lockstep::engine::config_defaults
