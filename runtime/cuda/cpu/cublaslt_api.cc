@@ -81,6 +81,7 @@ bool InsideAllocation(const void* p, size_t bytes, const char* operand, std::str
 struct Launch {
   Problem p;
   uint32_t splitk = 1;
+  bool m_dependent = false;
   float alpha = 1, beta = 0;
   const void* a = nullptr;
   const void* b = nullptr;
@@ -108,6 +109,14 @@ cudaError_t Run(const Launch& l) {
   const MatrixOperand c{l.c, p.out, p.ldc, false};
   const OutputMatrix d{l.d, p.out, p.ldd};
   const int64_t mn = p.m * p.n;
+  if (l.m_dependent && p.n > 1) {
+    // k's halves apart, then added: other bits than the single chain of n == 1.
+    std::vector<float> halves(static_cast<size_t>(2 * mn), 0.0f);
+    AccumulateProduct(a, b, p.m, p.n, 0, p.k / 2, halves.data());
+    AccumulateProduct(a, b, p.m, p.n, p.k / 2, p.k, halves.data() + mn);
+    WriteOutput(halves.data(), 2, mn, p.m, p.n, l.alpha, l.beta, c, d);
+    return cudaSuccess;
+  }
   if (l.splitk <= 1) {
     std::vector<float> acc(static_cast<size_t>(mn), 0.0f);
     AccumulateProduct(a, b, p.m, p.n, 0, p.k, acc.data());
@@ -394,8 +403,18 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   if (pref.search_mode != CUBLASLT_SEARCH_BEST_FIT) {
     return lt::Refuse(kCall, CUBLAS_STATUS_NOT_SUPPORTED, "search mode other than BEST_FIT");
   }
-  const std::vector<lt::Candidate> found = lt::Heuristic(problem, pref, requestedAlgoCount);
+  std::vector<lt::Candidate> found = lt::Heuristic(problem, pref, requestedAlgoCount);
   if (found.empty()) return CUBLAS_STATUS_NOT_SUPPORTED;  // as cuBLASLt: no algorithm fits
+  if (lockstep::cuda_cpu::internal::NextHeuristicIsMDependent()) {
+    lt::Candidate first = found.back();
+    first.algo.id = lt::kMDependentAlgoId;
+    first.algo.splitk = 1;
+    first.algo.reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+    first.workspace = 0;
+    first.algo.m_dependent = 1;
+    found.insert(found.begin(), first);
+    if (static_cast<int>(found.size()) > requestedAlgoCount) found.pop_back();
+  }
   for (size_t i = 0; i < found.size(); ++i) {
     cublasLtMatmulHeuristicResult_t& r = heuristicResultsArray[i];
     r = {};
@@ -485,6 +504,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     return lt::Refuse(kCall, CUBLAS_STATUS_NOT_SUPPORTED, "the workspace is not 16-byte aligned");
   }
   launch.splitk = config.splitk;
+  launch.m_dependent = config.m_dependent != 0;
   launch.a = A;
   launch.b = B;
   launch.c = launch.beta != 0 ? C : nullptr;

@@ -140,6 +140,8 @@ struct Problem {
     };
     fill(x, dx, m * k);
     fill(w, dw, n * k);
+    // y (C and D) starts as NaN: with beta 0 the product must not read it.
+    EXPECT_EQ(cudaMemset(dy.ptr, 0xFF, dy.bytes), cudaSuccess);
   }
   // y as floats (bf16 widened), after synchronizing the device.
   std::vector<float> Result() const {
@@ -482,7 +484,7 @@ TEST_F(CublasLtTest, AlgorithmsRequireTheAlignmentTheyWereChosenFor) {
     EXPECT_NEAR(got[skip * pr.n + j], pr.Exact(skip, j),
                 0.02 + 0x1p-7 * std::abs(pr.Exact(skip, j)));
   }
-  // cudaMalloc's poison stays in the rows not written.
+  // The NaN stays in the rows not written.
   EXPECT_TRUE(std::isnan(got[0]));
 }
 
@@ -539,6 +541,33 @@ TEST_F(CublasLtTest, InjectedFaultsFailTheNthMatmul) {
   EXPECT_EQ(Gemm(pr, algo, nullptr, 0), CUBLAS_STATUS_EXECUTION_FAILED);
   EXPECT_EQ(Gemm(pr, algo, nullptr, 0), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// The injected M-dependent algorithm looks like any other (split-K 1, no reduction) but
+// row 0's bits change with the batch: what the wrapper's invariance check must catch.
+TEST_F(CublasLtTest, InjectedMDependentAlgorithmChangesRowsWithTheBatch) {
+  std::mt19937_64 rng(kSeed + 7);
+  Problem pr(rng, Io::kBf16ToF32, 64, 96, 2048);
+  testing::InjectMDependentAlgorithm(2);
+  Prefs prefs;
+  prefs.reduction_mask = CUBLASLT_REDUCTION_SCHEME_NONE;
+  cublasStatus_t status;
+  EXPECT_EQ(Ask(handle_, Descs(pr.io, 128, pr.n, pr.k), prefs, &status).size(), 4u);
+  const auto found = Ask(handle_, Descs(pr.io, 128, pr.n, pr.k), prefs, &status);
+  ASSERT_EQ(found.size(), 5u);
+  EXPECT_EQ(Ask(handle_, Descs(pr.io, 128, pr.n, pr.k), prefs, &status).size(), 4u);
+  std::vector<float> rows[2][2];  // [candidate][m = 1 or 64]
+  for (int candidate : {0, 1}) {
+    EXPECT_EQ(SplitK(found[candidate].algo), 1u);
+    EXPECT_EQ(found[candidate].workspaceSize, 0u);
+    for (int big : {0, 1}) {
+      ASSERT_EQ(Gemm(pr, found[candidate].algo, nullptr, 0, big ? pr.m : 1), CUBLAS_STATUS_SUCCESS);
+      rows[candidate][big] = Row(pr.Result(), pr.n, 0);
+    }
+  }
+  EXPECT_NE(rows[0][0], rows[0][1]);
+  EXPECT_EQ(rows[0][0], rows[1][0]);  // alone, it is the plain chain
+  EXPECT_EQ(rows[1][0], rows[1][1]);
 }
 
 // An operand that does not lie inside an allocation is an illegal address on the

@@ -77,6 +77,8 @@ struct AlgoState {
   uint32_t stages = 0;
   uint16_t inner_shape = 0;
   uint16_t cluster_shape = 0;
+  // Injected (cublaslt_faults.h): with n > 1, k's two halves are summed apart.
+  uint32_t m_dependent = 0;
 };
 
 // Copies a state out of / into its semi-opaque struct.

@@ -14,8 +14,8 @@ namespace lockstep::cuda_cpu {
 namespace {
 
 struct Armed {
-  cublasStatus_t status;
-  int remaining;  // calls until it fires (1: the next one)
+  cublasStatus_t status;  // CUBLAS_STATUS_SUCCESS: an M-dependent heuristic answer
+  int remaining;          // matching calls until it fires (1: the next one)
 };
 
 struct Faults {
@@ -32,7 +32,7 @@ Faults& F() {
 [[noreturn]] void Malformed(absl::string_view value, absl::string_view why) {
   std::fprintf(stderr,
                "LOCKSTEP_CUDA_CPU_CUBLASLT_FAULTS=%.*s: %.*s (expected KIND:N,... with KIND "
-               "not_supported or execution_failed and N >= 1)\n",
+               "not_supported, execution_failed or m_dependent and N >= 1)\n",
                static_cast<int>(value.size()), value.data(), static_cast<int>(why.size()),
                why.data());
   std::abort();
@@ -53,6 +53,8 @@ void ReadEnvLocked(Faults& f) {
       f.armed.push_back({CUBLAS_STATUS_NOT_SUPPORTED, nth});
     } else if (parts[0] == "execution_failed") {
       f.armed.push_back({CUBLAS_STATUS_EXECUTION_FAILED, nth});
+    } else if (parts[0] == "m_dependent") {
+      f.armed.push_back({CUBLAS_STATUS_SUCCESS, nth});
     } else {
       Malformed(env, parts[0]);
     }
@@ -70,6 +72,13 @@ void InjectCublasLtFault(cublasStatus_t status, int nth) {
   f.armed.push_back({status, nth < 1 ? 1 : nth});
 }
 
+void InjectMDependentAlgorithm(int nth) {
+  Faults& f = F();
+  std::lock_guard lock(f.mu);
+  ReadEnvLocked(f);
+  f.armed.push_back({CUBLAS_STATUS_SUCCESS, nth < 1 ? 1 : nth});
+}
+
 void ClearCublasLtFaults() {
   Faults& f = F();
   std::lock_guard lock(f.mu);
@@ -81,20 +90,38 @@ void ClearCublasLtFaults() {
 
 namespace internal {
 
-cublasStatus_t NextMatmulFault() {
+namespace {
+
+// Counts one call for the faults that `heuristic` selects; whether one fired, and its
+// status in *status (the first armed).
+bool CountCall(bool heuristic, cublasStatus_t* status) {
   Faults& f = F();
   std::lock_guard lock(f.mu);
   ReadEnvLocked(f);
-  cublasStatus_t fired = CUBLAS_STATUS_SUCCESS;
+  bool fired = false;
   for (auto it = f.armed.begin(); it != f.armed.end();) {
-    if (--it->remaining > 0) {
+    if ((it->status == CUBLAS_STATUS_SUCCESS) != heuristic || --it->remaining > 0) {
       ++it;
       continue;
     }
-    if (fired == CUBLAS_STATUS_SUCCESS) fired = it->status;
+    if (!fired) *status = it->status;
+    fired = true;
     it = f.armed.erase(it);
   }
   return fired;
+}
+
+}  // namespace
+
+cublasStatus_t NextMatmulFault() {
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  CountCall(/*heuristic=*/false, &status);
+  return status;
+}
+
+bool NextHeuristicIsMDependent() {
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  return CountCall(/*heuristic=*/true, &status);
 }
 
 }  // namespace internal

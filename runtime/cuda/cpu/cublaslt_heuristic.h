@@ -26,6 +26,7 @@ inline constexpr int kMaxSplits = 16;
 // Algorithm ids (CUBLASLT_ALGO_CONFIG_ID).
 inline constexpr int kPlainAlgoId = 0;
 inline constexpr int kSplitKAlgoId = 1;
+inline constexpr int kMDependentAlgoId = 2;  // injected only
 
 struct Candidate {
   AlgoState algo;
