@@ -7,6 +7,8 @@
 #include "fmt/format.h"
 #include "runtime/router/chat_template.h"
 #include "runtime/router/request_validation.h"
+#include "runtime/router/tool_calls/parser_family.h"
+#include "runtime/router/tool_calls/template_messages.h"
 
 namespace lockstep::router {
 namespace {
@@ -103,7 +105,8 @@ absl::StatusOr<ChatPromptOptions> ParseChatPromptOptions(const Json& body) {
 
 absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const Json& messages,
                                                       const ServingTokenizer& tokenizer,
-                                                      const ChatPromptOptions& options) {
+                                                      const ChatPromptOptions& options,
+                                                      std::string* rendered_text) {
   std::string text;
   if (const tok::ChatTemplate* chat = tokenizer.chat_template()) {
     if (!messages.is_array() || messages.empty()) {
@@ -116,8 +119,10 @@ absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const Json& messages,
                             fmt::format("messages[{}] must be an object with a string role", i));
       }
     }
-    absl::StatusOr<std::string> rendered = chat->Render(
-        messages, options.tools, options.add_generation_prompt, options.template_kwargs);
+    const tool_calls::ToolFormat format = tool_calls::DetectParserFamily(chat->source()).tools;
+    absl::StatusOr<std::string> rendered =
+        chat->Render(tool_calls::MessagesForTemplate(format, messages), options.tools,
+                     options.add_generation_prompt, options.template_kwargs);
     if (!rendered.ok()) {
       return InvalidParam("messages", fmt::format("the model's chat template failed: {}",
                                                   std::string(rendered.status().message())));
@@ -131,7 +136,9 @@ absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const Json& messages,
     ASSIGN_OR_RETURN(text, RenderChatPrompt(parsed, options.add_generation_prompt));
   }
   // The template writes the special tokens it wants; the tokenizer's only when asked.
-  return tokenizer.Encode(text, options.add_special_tokens);
+  std::vector<int32_t> ids = tokenizer.Encode(text, options.add_special_tokens);
+  if (rendered_text != nullptr) *rendered_text = std::move(text);
+  return ids;
 }
 
 }  // namespace lockstep::router

@@ -28,6 +28,7 @@
 #define LOCKSTEP_RUNTIME_ROUTER_CHAT_PROMPT_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,10 +50,14 @@ struct ChatPromptOptions {
 absl::StatusOr<ChatPromptOptions> ParseChatPromptOptions(const nlohmann::ordered_json& body);
 
 // The prompt ids of `messages`; INVALID_ARGUMENT naming "messages" when they are
-// malformed or the template fails on them (raise_exception and the like).
+// malformed or the template fails on them (raise_exception and the like). With the
+// model's template, assistant tool calls and their content are first put in the form
+// the template's family expects (tool_calls/template_messages.h). `rendered_text`, when
+// given, receives the prompt's text.
 absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const nlohmann::ordered_json& messages,
                                                       const ServingTokenizer& tokenizer,
-                                                      const ChatPromptOptions& options = {});
+                                                      const ChatPromptOptions& options = {},
+                                                      std::string* rendered_text = nullptr);
 
 }  // namespace lockstep::router
 

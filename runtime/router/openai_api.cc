@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "fmt/format.h"
 #include "runtime/router/chat_prompt.h"
+#include "runtime/router/openai_tools.h"
 #include "runtime/router/request_validation.h"
 
 namespace lockstep::router {
@@ -267,13 +268,21 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
     ASSIGN_OR_RETURN(const nlohmann::ordered_json ordered,
                      ParseRequestBody<nlohmann::ordered_json>(body, bounds));
     ASSIGN_OR_RETURN(const ChatPromptOptions chat, ParseChatPromptOptions(ordered));
-    const json* tool_choice = f.Get("tool_choice");
-    if (!chat.tools.is_null() && (tool_choice == nullptr || *tool_choice != "none")) {
-      return InvalidParam("tools",
-                          "tools are supported only with tool_choice \"none\" (tool calls are "
-                          "not parsed from the output)");
+    ASSIGN_OR_RETURN(const ToolOptions tools, ParseToolOptions(doc));
+    out.parse_tool_calls = tools.parse_tool_calls;
+    out.parallel_tool_calls = tools.parallel_tool_calls;
+    out.include_reasoning = tools.include_reasoning;
+    if (const tok::ChatTemplate* chat_template = tokenizer.chat_template()) {
+      out.output_family = tool_calls::DetectParserFamily(chat_template->source());
     }
-    ASSIGN_OR_RETURN(request.prompt, EncodeChatPrompt(ordered["messages"], tokenizer, chat));
+    if (out.parse_tool_calls && out.output_family.tools == tool_calls::ToolFormat::kNone) {
+      return InvalidParam("tool_choice",
+                          "this model's chat template writes no tool-call format Lockstep "
+                          "parses (hermes, llama3_json, deepseek_v3, mistral): use "
+                          "tool_choice \"none\"");
+    }
+    ASSIGN_OR_RETURN(request.prompt, EncodeChatPrompt(ordered["messages"], tokenizer, chat,
+                                                      &out.prompt_text));
   }
 
   int64_t i64 = 0;
@@ -406,8 +415,96 @@ OpenAiResponseWriter::OpenAiResponseWriter(const OpenAiRequest& request, std::st
       top_logprobs_(request.top_logprobs),
       include_usage_(request.include_usage),
       tokenizer_(tokenizer),
-      text_stream_(tokenizer, request.request.stop) {
+      text_stream_(tokenizer, request.request.stop),
+      parallel_tool_calls_(request.parallel_tool_calls),
+      include_reasoning_(request.include_reasoning) {
   if (request.echo) echo_ = tokenizer.Decode(request.request.prompt, /*skip_special_tokens=*/true);
+  if (kind_ == ApiKind::kChat &&
+      (request.output_family.reasoning || request.parse_tool_calls)) {
+    parser_ = tool_calls::NewOutputParser(request.output_family, request.prompt_text,
+                                          request.parse_tool_calls);
+  }
+}
+
+tool_calls::OutputDelta OpenAiResponseWriter::Parse(const std::string& text, bool final) {
+  tool_calls::OutputDelta delta = text.empty() ? tool_calls::OutputDelta{} : parser_->Push(text);
+  if (final) delta.Append(parser_->Finish());
+  if (!include_reasoning_) delta.reasoning.clear();
+  if (!parallel_tool_calls_) {
+    std::erase_if(delta.tool_calls,
+                  [](const tool_calls::ToolCallDelta& call) { return call.index > 0; });
+  }
+  if (!delta.tool_calls.empty()) any_tool_call_ = true;
+  return delta;
+}
+
+std::string OpenAiResponseWriter::FinishReason(const RequestResult& result) const {
+  const std::string_view reason = FinishReasonName(result.finish_reason);
+  // As OpenAI and vLLM answer: the model stopped after calling tools.
+  if (any_tool_call_ && reason == "stop") return "tool_calls";
+  return std::string(reason);
+}
+
+std::string OpenAiResponseWriter::CallId(int call) const {
+  Fnv1a64 hash;
+  hash.Add(id_);
+  const uint64_t bits =
+      SplitMix64(hash.value() ^ SplitMix64((static_cast<uint64_t>(index_) << 32) | call));
+  return fmt::format("call_{:016x}", bits);
+}
+
+json OpenAiResponseWriter::ChatChunkChoice(const tool_calls::OutputDelta& delta,
+                                           const json& logprobs, const json& finish_reason) {
+  json message = json::object();
+  if (!sent_role_) {
+    message["role"] = "assistant";
+    sent_role_ = true;
+  }
+  if (!delta.content.empty()) message["content"] = delta.content;
+  if (!delta.reasoning.empty()) message["reasoning_content"] = delta.reasoning;
+  if (!delta.tool_calls.empty()) {
+    json calls = json::array();
+    for (const tool_calls::ToolCallDelta& call : delta.tool_calls) {
+      if (!calls.empty() && calls.back()["index"] == call.index) {  // same call: merge
+        calls.back()["function"]["arguments"] =
+            calls.back()["function"]["arguments"].get<std::string>() + call.arguments;
+        continue;
+      }
+      json item = {{"index", call.index}};
+      if (!call.name.empty()) {
+        item["id"] = CallId(call.index);
+        item["type"] = "function";
+        item["function"] = {{"name", call.name}, {"arguments", call.arguments}};
+      } else {
+        item["function"] = {{"arguments", call.arguments}};
+      }
+      calls.push_back(std::move(item));
+    }
+    message["tool_calls"] = std::move(calls);
+  }
+  return json{{"index", index_},
+              {"delta", std::move(message)},
+              {"logprobs", logprobs},
+              {"finish_reason", finish_reason}};
+}
+
+json OpenAiResponseWriter::WholeMessage() const {
+  json message = {{"role", "assistant"}};
+  const bool calls = !parsed_.tool_calls.empty();
+  message["content"] = parsed_.content.empty() && calls ? json() : json(parsed_.content);
+  if (!parsed_.reasoning.empty()) message["reasoning_content"] = parsed_.reasoning;
+  if (calls) {
+    json items = json::array();
+    for (size_t i = 0; i < parsed_.tool_calls.size(); ++i) {
+      items.push_back({{"id", CallId(static_cast<int>(i))},
+                       {"type", "function"},
+                       {"function",
+                        {{"name", parsed_.tool_calls[i].name},
+                         {"arguments", parsed_.tool_calls[i].arguments}}}});
+    }
+    message["tool_calls"] = std::move(items);
+  }
+  return message;
 }
 
 json OpenAiResponseWriter::Envelope(bool chunk) const {
@@ -502,6 +599,13 @@ std::string OpenAiResponseWriter::FinishText() {
 std::string OpenAiResponseWriter::StreamEvent(const TokenDelta& delta) {
   const std::string text = NextText(delta);
   const json logprobs = Logprobs(delta);
+  if (parser_ != nullptr) {
+    const tool_calls::OutputDelta parsed = Parse(text, /*final=*/false);
+    if (parsed.empty() && logprobs.is_null() && sent_role_) return "";
+    json event = Envelope(true);
+    event["choices"] = json::array({ChatChunkChoice(parsed, logprobs, json())});
+    return "data: " + Dump(event) + "\n\n";
+  }
   if (text.empty() && logprobs.is_null() && (kind_ == ApiKind::kCompletion || sent_role_)) {
     return "";  // e.g. the first bytes of a multi-byte character
   }
@@ -512,6 +616,11 @@ std::string OpenAiResponseWriter::StreamEvent(const TokenDelta& delta) {
 
 std::string OpenAiResponseWriter::StreamFinish(const RequestResult& result) {
   json event = Envelope(true);
+  if (parser_ != nullptr) {
+    const tool_calls::OutputDelta parsed = Parse(FinishText(), /*final=*/true);
+    event["choices"] = json::array({ChatChunkChoice(parsed, json(), FinishReason(result))});
+    return "data: " + Dump(event) + "\n\n";
+  }
   event["choices"] = json::array(
       {Choice(FinishText(), json(), std::string(FinishReasonName(result.finish_reason)), true)});
   return "data: " + Dump(event) + "\n\n";
@@ -551,11 +660,22 @@ std::string OpenAiResponseWriter::StreamEnd(const RequestResult& result) {
 }
 
 void OpenAiResponseWriter::Append(const TokenDelta& delta) {
-  text_ += NextText(delta);
+  if (parser_ != nullptr) {
+    parsed_.Add(Parse(NextText(delta), /*final=*/false));
+  } else {
+    text_ += NextText(delta);
+  }
   MergeLogprobs(logprobs_, Logprobs(delta));
 }
 
 json OpenAiResponseWriter::FinishedChoice(const RequestResult& result) {
+  if (parser_ != nullptr) {
+    parsed_.Add(Parse(FinishText(), /*final=*/true));
+    return json{{"index", index_},
+                {"message", WholeMessage()},
+                {"logprobs", logprobs_},
+                {"finish_reason", FinishReason(result)}};
+  }
   text_ += FinishText();
   return Choice(text_, logprobs_, std::string(FinishReasonName(result.finish_reason)), false);
 }

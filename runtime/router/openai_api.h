@@ -7,8 +7,9 @@
 // implemented, is INVALID_ARGUMENT naming it). Implemented: model, prompt (string,
 // [string], or [token ids]; add_special_tokens, default true, adds the tokenizer's
 // special tokens to a text prompt) or messages (chat; chat_prompt.h:
-// add_generation_prompt, add_special_tokens, chat_template_kwargs, and tools only with
-// tool_choice "none", rendered by the model's template), max_tokens (chat also
+// add_generation_prompt, add_special_tokens, chat_template_kwargs, and tools with
+// tool_choice "auto" or "none", parallel_tool_calls and include_reasoning:
+// openai_tools.h; rendered by the model's template), max_tokens (chat also
 // max_completion_tokens), temperature, top_p (each omitted one, like the top_k and
 // repetition_penalty extensions, takes the model's default, sampling_defaults.h, else
 // temperature 1 and the others off), seed, n (1..128: n choices, choice i sampled with
@@ -25,6 +26,14 @@
 // rendering is INVALID_ARGUMENT naming "messages". The body is parsed within JSON
 // bounds (request_fields.h: ParseRequestBody) before anything else reads it.
 //
+// Chat output: with a model whose template thinks in <think>...</think> (Qwen 3,
+// DeepSeek-R1) the reasoning is returned apart, as the message's reasoning_content
+// (dropped with include_reasoning false); with tools and tool_choice "auto" the calls
+// written in the model family's format become the message's tool_calls ({id, type
+// "function", function {name, arguments: a JSON string}}; content null when there is
+// none) and a finish reason "stop" becomes "tool_calls". Streamed, a call's first delta
+// carries its index, id, type and name, the next ones fragments of its arguments.
+//
 // Usage with n > 1: prompt_tokens once, completion_tokens summed over the choices.
 //
 // Streaming: each event is `data: {json}\n\n`, the stream ends with `data: [DONE]\n\n`;
@@ -36,6 +45,7 @@
 #define LOCKSTEP_RUNTIME_ROUTER_OPENAI_API_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +58,8 @@
 #include "runtime/router/router_request.h"
 #include "runtime/router/sampling_defaults.h"
 #include "runtime/router/serving_tokenizer.h"
+#include "runtime/router/tool_calls/output_delta.h"
+#include "runtime/router/tool_calls/parser_family.h"
 
 namespace lockstep::router {
 
@@ -63,6 +75,15 @@ struct OpenAiRequest {
   int32_t top_logprobs = 0;  // alternatives per token in the response
   int32_t n = 1;             // choices
   bool echo = false;         // completions: each choice's text starts with the prompt
+  // Chat: how the output text is split into content, reasoning_content and tool_calls
+  // (openai_tools.h, tool_calls/parser_family.h): the model's family (from its chat
+  // template), whether calls are parsed, and the rendered prompt (an open <think> at
+  // its end means the output starts as reasoning).
+  tool_calls::ParserFamily output_family;
+  bool parse_tool_calls = false;
+  bool parallel_tool_calls = true;
+  bool include_reasoning = true;
+  std::string prompt_text;
 };
 
 // `bounds`: the body's JSON bounds (RequestJsonBounds of the router's limits).
@@ -117,6 +138,15 @@ class OpenAiResponseWriter {
   nlohmann::json Envelope(bool chunk) const;
   nlohmann::json Choice(const std::string& text, const nlohmann::json& logprobs,
                         const nlohmann::json& finish_reason, bool chunk);
+  // Chat with an output parser: the streamed choice of `delta`, and the whole message.
+  nlohmann::json ChatChunkChoice(const tool_calls::OutputDelta& delta,
+                                 const nlohmann::json& logprobs,
+                                 const nlohmann::json& finish_reason);
+  nlohmann::json WholeMessage() const;
+  // Raw text through the parser (parallel_tool_calls and include_reasoning applied).
+  tool_calls::OutputDelta Parse(const std::string& text, bool final);
+  std::string FinishReason(const RequestResult& result) const;
+  std::string CallId(int call) const;
   // The logprobs object for `delta` (null when not asked); `text_offset` advances.
   nlohmann::json Logprobs(const TokenDelta& delta);
   void MergeLogprobs(nlohmann::json& into, const nlohmann::json& more) const;
@@ -139,6 +169,12 @@ class OpenAiResponseWriter {
   int64_t text_offset_ = 0;
   std::string text_;         // non-streaming
   nlohmann::json logprobs_;  // non-streaming
+  // Chat whose family thinks or whose request parses tool calls; else null.
+  std::unique_ptr<tool_calls::OutputParser> parser_;
+  const bool parallel_tool_calls_;
+  const bool include_reasoning_;
+  bool any_tool_call_ = false;
+  tool_calls::ParsedOutput parsed_;  // non-streaming
 };
 
 }  // namespace lockstep::router

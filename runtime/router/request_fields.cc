@@ -27,7 +27,7 @@ struct Field {
   const char* why = "";         // kUnsupported: appended to "... is not supported"
 };
 
-constexpr char kNoToolCalls[] = " (tool calls are not parsed from the output)";
+constexpr char kLegacyFunctions[] = " (use tools and tool_choice)";
 
 // OpenAI's fields (https://platform.openai.com/docs/api-reference) and the vLLM
 // extensions clients send; see request_fields.h for the classes.
@@ -59,22 +59,23 @@ constexpr Field kFields[] = {
     {"add_special_tokens", kBoth, Use::kImplemented},
     {"add_generation_prompt", kChats, Use::kImplemented},
     {"chat_template_kwargs", kChats, Use::kImplemented},
-    {"tools", kChats, Use::kImplemented},  // only with tool_choice "none"
+    {"tools", kChats, Use::kImplemented},
+    {"tool_choice", kChats, Use::kImplemented},  // "required" and named: refused for now
+    {"parallel_tool_calls", kChats, Use::kImplemented},
+    {"include_reasoning", kChats, Use::kImplemented},
     {"user", kBoth, Use::kImplemented},    // a string; ignored
     {"metadata", kBoth, Use::kIgnored},
     {"store", kBoth, Use::kIgnored},
     {"service_tier", kBoth, Use::kIgnored},
     {"prompt_cache_key", kBoth, Use::kIgnored},
     {"safety_identifier", kBoth, Use::kIgnored},
-    {"parallel_tool_calls", kChats, Use::kIgnored},
     {"suffix", kCompletions, Use::kUnsupported, R"("")"},
     {"include_stop_str_in_output", kBoth, Use::kUnsupported, "false"},
     {"skip_special_tokens", kBoth, Use::kUnsupported, "true"},
     {"spaces_between_special_tokens", kBoth, Use::kUnsupported, "true"},
     {"response_format", kBoth, Use::kUnsupported, R"({"type": "text"})"},
-    {"tool_choice", kChats, Use::kUnsupported, R"("none")", kNoToolCalls},
-    {"function_call", kChats, Use::kUnsupported, R"("none")", kNoToolCalls},
-    {"functions", kChats, Use::kUnsupported, "[]", kNoToolCalls},
+    {"function_call", kChats, Use::kUnsupported, R"("none")", kLegacyFunctions},
+    {"functions", kChats, Use::kUnsupported, "[]", kLegacyFunctions},
     {"modalities", kChats, Use::kUnsupported, R"(["text"])"},
     {"continue_final_message", kChats, Use::kUnsupported, "false"},
     {"echo", kChats, Use::kUnsupported, "false"},

@@ -3,9 +3,9 @@
 //
 //   * implemented: parsed and honoured (openai_api.cc, tokenize_api.cc);
 //   * accepted and ignored: they do not change the output (user, metadata, store,
-//     service_tier, prompt_cache_key, safety_identifier, parallel_tool_calls);
+//     service_tier, prompt_cache_key, safety_identifier);
 //   * known and not implemented, output-changing: INVALID_ARGUMENT naming the field,
-//     unless it holds the value that changes nothing (tool_choice "none", suffix "",
+//     unless it holds the value that changes nothing (function_call "none", suffix "",
 //     include_stop_str_in_output false, response_format {"type": "text"}, ...);
 //   * anything else: INVALID_ARGUMENT naming the field ("unknown field"), as OpenAI
 //     answers; a misspelt or unsupported option is never silently dropped. (vLLM

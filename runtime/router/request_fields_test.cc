@@ -35,7 +35,8 @@ TEST(RequestFieldsTest, ImplementedAndHarmlessFieldsPass) {
   EXPECT_THAT(Check(kChat, R"({"model": "m", "messages": [], "max_completion_tokens": 1,
       "logprobs": true, "top_logprobs": 2, "add_generation_prompt": false,
       "chat_template_kwargs": {"enable_thinking": false}, "tools": [],
-      "parallel_tool_calls": false, "metadata": {}})"),
+      "parallel_tool_calls": false, "tool_choice": "auto", "include_reasoning": false,
+      "metadata": {}})"),
               IsOk());
 }
 
@@ -55,7 +56,6 @@ TEST(RequestFieldsTest, UnsupportedFieldsAreRefusedUnlessTheyChangeNothing) {
       {kC, "spaces_between_special_tokens", "true", "false"},
       {kC, "response_format", R"({"type": "text"})", R"({"type": "json_object"})"},
       {kChat, "response_format", R"({"type": "text"})", R"({"type": "json_schema"})"},
-      {kChat, "tool_choice", R"("none")", R"("auto")"},
       {kChat, "function_call", R"("none")", R"("auto")"},
       {kChat, "functions", "[]", R"([{"name": "f"}])"},
       {kChat, "modalities", R"(["text"])", R"(["text", "audio"])"},
