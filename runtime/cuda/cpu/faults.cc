@@ -1,6 +1,7 @@
 // Fault injection (faults.h): armed faults counted down under one lock.
 #include "runtime/cuda/cpu/faults.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -24,6 +25,7 @@ struct Faults {
   std::mutex mu;
   bool env_read = false;
   std::vector<Armed> armed;
+  std::atomic<bool> any{true};  // false once the environment is read and nothing is armed
 };
 Faults& F() {
   static Faults* f = new Faults;
@@ -84,6 +86,7 @@ void ReadEnvLocked(Faults& f) {
 // Counts one event of kind `fault` (named `name` for ops); whether a fault fires.
 bool Fires(Fault fault, const std::string& name) {
   Faults& f = F();
+  if (!f.any.load(std::memory_order_acquire)) return false;  // every op asks: no lock then
   std::lock_guard lock(f.mu);
   ReadEnvLocked(f);
   bool fires = false;
@@ -95,6 +98,7 @@ bool Fires(Fault fault, const std::string& name) {
       ++it;
     }
   }
+  f.any = !f.armed.empty();
   return fires;
 }
 
@@ -107,6 +111,7 @@ void InjectFault(Fault fault, int nth, std::string filter) {
   std::lock_guard lock(f.mu);
   ReadEnvLocked(f);
   f.armed.push_back(Armed{fault, nth < 1 ? 1 : nth, std::move(filter)});
+  f.any = true;
 }
 
 void ClearFaults() {
@@ -114,6 +119,7 @@ void ClearFaults() {
   std::lock_guard lock(f.mu);
   f.env_read = true;
   f.armed.clear();
+  f.any = false;
 }
 
 void ClearStickyErrors() { internal::ClearStickyErrors(); }
