@@ -155,7 +155,7 @@ float ExpScalar(float x) {
 __attribute__((target("avx2,fma"))) inline __m256 ExpAvx2(__m256 x) {
   // x second: MAXPS and MINPS return their second operand when one is NaN, so a NaN
   // stays NaN (as in ExpScalar) instead of becoming exp(kExpLo).
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kExpLo)), _mm256_set1_ps(kExpHi));
+  x = _mm256_min_ps(_mm256_set1_ps(kExpHi), _mm256_max_ps(_mm256_set1_ps(kExpLo), x));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), x);
