@@ -1,22 +1,36 @@
-// NcclGroup against real NCCL on one GPU (a GPU check: skips without a device). Two
-// real ranks need two GPUs (NCCL rejects one device twice in a communicator); the
-// protocol at 2 and 4 ranks runs on CPU over fake primitives
-// (runtime/comm/communicator_contract_test, nccl_communicator_test).
+// NcclGroup against NCCL (a GPU check: skips without a device). World 1 runs in this
+// process; worlds of 2 and 4 run one rank per process (runtime/comm/testing/
+// rank_processes.h), meeting through a rendezvous service this process hosts, and skip
+// with fewer GPUs than ranks (NCCL rejects one device twice in a communicator). On the
+// CPU execution layer every world runs, and a peer is killed in the middle of an
+// operation by the layer's fault injection (LOCKSTEP_NCCL_CPU_FAULTS).
 #include "runtime/cuda/nccl_group.h"
 
 #include <cuda_runtime.h>  // cudaMalloc(T**)
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/status_macros.h"
 #include "common/testing/seed.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
+#include "runtime/comm/rendezvous_client.h"
+#include "runtime/comm/rendezvous_service.h"
 #include "runtime/comm/testing/conformance.h"
+#include "runtime/comm/testing/rank_processes.h"
 #include "runtime/cuda/gpu_test_env.h"
 
 namespace lockstep::cuda {
@@ -119,5 +133,263 @@ TEST(NcclGroupTest, DeviceAllToAllVIsStreamOrderedOnDeviceMemory) {
   cudaFree(recv);
 }
 
+// ---- Worlds of 2 and 4, one rank per process. args: the rendezvous address, the seed.
+
+using comm::testing::RankExit;
+using comm::testing::RankProcessRole;
+
+struct RankArgs {
+  std::string address;
+  uint64_t seed = 1;
+};
+
+RankArgs ParseArgs(const RankProcessRole& role) {
+  RankArgs args;
+  args.address = role.args.at(0);
+  if (role.args.size() > 1) (void)absl::SimpleAtoi(role.args[1], &args.seed);
+  return args;
+}
+
+absl::Status Expect(bool condition, absl::string_view what, const absl::Status& status) {
+  if (condition) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("expected ", what, ", got ", status.ToString()));
+}
+
+NcclGroupOptions RankOptions(const RankProcessRole& role, comm::RendezvousClient& rendezvous) {
+  NcclGroupOptions options;
+  options.name = absl::StrCat("nccl_group_test/", role.scenario);
+  options.rank = role.rank;
+  options.world_size = role.world_size;
+  options.local_rank = role.rank;
+  options.rendezvous = &rendezvous;
+  options.uid_key = absl::StrCat(role.scenario, "/nccl/uid");
+  options.buffer_bytes = size_t{1} << 20;
+  options.bootstrap_timeout = absl::Seconds(30);
+  return options;
+}
+
+std::unique_ptr<comm::RendezvousClient> Connect(const RankArgs& args) {
+  return comm::RendezvousClient::Connect(args.address, "nccl_group_test");
+}
+
+// The Communicator over NCCL against the reference: all-gathers, broadcasts and
+// grouped sends and receives (self included) of every size the suite draws.
+absl::Status RunConformanceRank(const RankProcessRole& role) {
+  const RankArgs args = ParseArgs(role);
+  auto rendezvous = Connect(args);
+  ASSIGN_OR_RETURN(auto comm, CreateNcclCommunicator(RankOptions(role, *rendezvous)));
+  return comm::testing::RunConformance(*comm, args.seed, /*rounds=*/3);
+}
+
+// Elements rank `from` sends rank `to` in round `round`: zero for some pairs, never
+// zero to itself (NCCL copies a rank's block to itself).
+int64_t Count(uint64_t seed, int round, int from, int to) {
+  const int64_t count = static_cast<int64_t>((seed + round + 3 * from + 5 * to) % 5);
+  return from == to ? count + 1 : count;
+}
+
+float Value(int from, int to, int64_t i) {
+  return static_cast<float>(from * 1000 + to * 100) + static_cast<float>(i) * 0.5f;
+}
+
+// The engine's MoE exchange on device memory, two rounds with other counts.
+absl::Status RunDeviceAllToAllVRank(const RankProcessRole& role) {
+  const RankArgs args = ParseArgs(role);
+  const int world = role.world_size;
+  const int me = role.rank;
+  auto rendezvous = Connect(args);
+  ASSIGN_OR_RETURN(std::unique_ptr<NcclGroup> group,
+                   NcclGroup::Create(RankOptions(role, *rendezvous)));
+  constexpr int64_t kMaxElements = 64;
+  float* send = nullptr;
+  float* recv = nullptr;
+  if (cudaMalloc(&send, sizeof(float) * kMaxElements) != cudaSuccess ||
+      cudaMalloc(&recv, sizeof(float) * kMaxElements) != cudaSuccess) {
+    return absl::InternalError("cudaMalloc");
+  }
+  for (int round = 0; round < 2; ++round) {
+    std::vector<int64_t> send_counts(world);
+    std::vector<int64_t> recv_counts(world);
+    std::vector<float> out;
+    std::vector<float> want;
+    for (int r = 0; r < world; ++r) {
+      send_counts[r] = Count(args.seed, round, me, r);
+      recv_counts[r] = Count(args.seed, round, r, me);
+      for (int64_t i = 0; i < send_counts[r]; ++i) out.push_back(Value(me, r, i));
+      for (int64_t i = 0; i < recv_counts[r]; ++i) want.push_back(Value(r, me, i));
+    }
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    if (cudaMemcpy(send, out.data(), sizeof(float) * out.size(), cudaMemcpyHostToDevice) !=
+        cudaSuccess) {
+      return absl::InternalError("cudaMemcpy");
+    }
+    RETURN_IF_ERROR(
+        group->DeviceAllToAllV(send, send_counts, recv, recv_counts, ncclFloat32, deadline));
+    std::vector<float> got(want.size());
+    if (cudaMemcpyAsync(got.data(), recv, sizeof(float) * got.size(), cudaMemcpyDeviceToHost,
+                        group->stream()) != cudaSuccess) {
+      return absl::InternalError("cudaMemcpyAsync");
+    }
+    RETURN_IF_ERROR(group->Sync(deadline));
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (got[i] != want[i]) {
+        return absl::InternalError(absl::StrCat("round ", round, " rank ", me, ": element ", i,
+                                                " is ", got[i], ", expected ", want[i]));
+      }
+    }
+  }
+  cudaFree(send);
+  cudaFree(recv);
+  return absl::OkStatus();
+}
+
+// The last rank never comes: the others' bootstrap fails and the abort that follows
+// returns, within the bootstrap timeout (plus slack for a loaded machine). The first
+// rank to reach its deadline sees DeadlineExceeded; its abort may reach the others
+// first, which then see Unavailable (a peer failed) sooner.
+constexpr absl::Duration kMissingPeerTimeout = absl::Seconds(3);
+
+absl::Status RunMissingPeerRank(const RankProcessRole& role) {
+  if (role.rank == role.world_size - 1) return absl::OkStatus();
+  const RankArgs args = ParseArgs(role);
+  auto rendezvous = Connect(args);
+  NcclGroupOptions options = RankOptions(role, *rendezvous);
+  options.bootstrap_timeout = kMissingPeerTimeout;
+  const absl::Time start = absl::Now();
+  const absl::Status status = NcclGroup::Create(options).status();
+  const absl::Duration took = absl::Now() - start;
+  std::fprintf(stderr, "rank %d after %s: %s\n", role.rank, absl::FormatDuration(took).c_str(),
+               status.ToString().c_str());
+  RETURN_IF_ERROR(Expect(absl::IsDeadlineExceeded(status) || absl::IsUnavailable(status),
+                         "DeadlineExceeded or Unavailable", status));
+  return Expect(took < kMissingPeerTimeout + absl::Seconds(2),
+                absl::StrCat("back within ", absl::FormatDuration(kMissingPeerTimeout),
+                             " and 2 s, took ", absl::FormatDuration(took)),
+                status);
+}
+
+// The last rank SIGKILLs itself in the middle of the payload of the first all-to-all-v
+// (the layer's operation 3: the barrier's header, the call's header, its sends and
+// receives, 256-byte chunks). The others must see Unavailable long before the call's
+// deadline, and the communicator is broken after it (it aborted NCCL).
+constexpr absl::Duration kDeadPeerDeadline = absl::Seconds(30);
+constexpr absl::Duration kDetectionBound = absl::Seconds(5);
+
+absl::Status RunKilledPeerRank(const RankProcessRole& role) {
+  const RankArgs args = ParseArgs(role);
+  const int world = role.world_size;
+  setenv("LOCKSTEP_NCCL_CPU_CHUNK_BYTES", "256", 1);
+  setenv("LOCKSTEP_NCCL_CPU_FAULTS", absl::StrCat("kill@3:rank=", world - 1).c_str(), 1);
+  auto rendezvous = Connect(args);
+  ASSIGN_OR_RETURN(auto comm, CreateNcclCommunicator(RankOptions(role, *rendezvous)));
+  comm::CallOptions ready;
+  ready.tag = "ready";
+  RETURN_IF_ERROR(comm->Barrier(ready));
+  comm::CallOptions moe;
+  moe.tag = "moe";
+  moe.timeout = kDeadPeerDeadline;
+  const int64_t per_peer = 1024;  // 4 KiB per peer: 16 chunks
+  std::vector<float> send(per_peer * world, 1.0f);
+  std::vector<float> recv(per_peer * world);
+  const std::vector<int64_t> counts(world, per_peer);
+  const absl::Time begin = absl::Now();
+  const absl::Status status = comm->AllToAllV(send, counts, absl::MakeSpan(recv), counts, moe);
+  const absl::Duration took = absl::Now() - begin;
+  std::fprintf(stderr, "rank %d after %s: %s\n", role.rank, absl::FormatDuration(took).c_str(),
+               status.ToString().c_str());
+  RETURN_IF_ERROR(Expect(absl::IsUnavailable(status), "Unavailable", status));
+  RETURN_IF_ERROR(
+      Expect(took < kDetectionBound,
+             absl::StrCat("the dead peer noticed within ", absl::FormatDuration(kDetectionBound),
+                          ", took ", absl::FormatDuration(took)),
+             status));
+  const absl::Status again = comm->Barrier(ready);
+  return Expect(absl::IsFailedPrecondition(again), "FailedPrecondition after the error", again);
+}
+
+int RunRank(const RankProcessRole& role) {
+  absl::Status status = absl::InvalidArgumentError("unknown scenario " + role.scenario);
+  if (role.scenario == "conformance") status = RunConformanceRank(role);
+  if (role.scenario == "device_alltoallv") status = RunDeviceAllToAllVRank(role);
+  if (role.scenario == "missing_peer") status = RunMissingPeerRank(role);
+  if (role.scenario == "killed_peer") status = RunKilledPeerRank(role);
+  if (!status.ok()) {
+    std::fprintf(stderr, "rank %d of '%s' failed: %s\n", role.rank, role.scenario.c_str(),
+                 status.ToString().c_str());
+  }
+  return status.ok() ? 0 : 1;
+}
+
+constexpr absl::Duration kRunTimeout = absl::Seconds(60);
+
+// Runs `scenario` on `world` rank processes around a rendezvous service of this
+// process; the ranks' exits, or an error.
+absl::StatusOr<std::vector<RankExit>> RunWorld(absl::string_view scenario, int world) {
+  ASSIGN_OR_RETURN(std::unique_ptr<comm::RendezvousServer> server, comm::RendezvousServer::Start());
+  return comm::testing::RunRankProcesses(
+      scenario, world, {server->address(), absl::StrCat(TestSeed())}, kRunTimeout);
+}
+
+void ExpectExitedZero(const std::vector<RankExit>& exits, int rank) {
+  EXPECT_TRUE(exits[rank].exited && exits[rank].exit_code == 0)
+      << "rank " << rank << ": " << comm::testing::DescribeExit(exits[rank])
+      << " (its stderr is above)";
+}
+
+void ExpectAllExitedZero(const absl::StatusOr<std::vector<RankExit>>& exits) {
+  ASSERT_THAT(exits, IsOk());
+  for (size_t r = 0; r < exits->size(); ++r) ExpectExitedZero(*exits, r);
+}
+
+// A GPU per rank (NCCL refuses one device twice); the CPU layer has 8.
+#define SKIP_WITHOUT_GPUS(world)                                                  \
+  do {                                                                            \
+    LOCKSTEP_SKIP_WITHOUT_GPU();                                                  \
+    int devices = 0;                                                              \
+    ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);                         \
+    if (devices < (world)) GTEST_SKIP() << (world) << " ranks need as many GPUs"; \
+  } while (false)
+
+class NcclGroupWorldTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(NcclGroupWorldTest, CommunicatorPassesTheConformanceSuite) {
+  SKIP_WITHOUT_GPUS(GetParam());
+  SCOPED_TRACE(SeedTrace(TestSeed()));
+  ExpectAllExitedZero(RunWorld("conformance", GetParam()));
+}
+
+TEST_P(NcclGroupWorldTest, DeviceAllToAllVWithSelfSends) {
+  SKIP_WITHOUT_GPUS(GetParam());
+  SCOPED_TRACE(SeedTrace(TestSeed()));
+  ExpectAllExitedZero(RunWorld("device_alltoallv", GetParam()));
+}
+
+TEST_P(NcclGroupWorldTest, PeerThatNeverArrivesFailsTheBootstrapWithinItsDeadline) {
+  SKIP_WITHOUT_GPUS(GetParam());
+  ExpectAllExitedZero(RunWorld("missing_peer", GetParam()));
+}
+
+TEST_P(NcclGroupWorldTest, PeerKilledMidOperationIsUnavailableOnTheSurvivors) {
+  SKIP_WITHOUT_GPUS(GetParam());
+#ifndef LOCKSTEP_CUDA_CPU
+  GTEST_SKIP() << "killing a rank mid-operation needs the CPU layer's fault injection";
+#endif
+  absl::StatusOr<std::vector<RankExit>> exits = RunWorld("killed_peer", GetParam());
+  ASSERT_THAT(exits, IsOk());
+  for (int r = 0; r + 1 < GetParam(); ++r) ExpectExitedZero(*exits, r);
+  EXPECT_EQ(exits->back().signal, SIGKILL) << comm::testing::DescribeExit(exits->back());
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, NcclGroupWorldTest, ::testing::Values(2, 4));
+
 }  // namespace
 }  // namespace lockstep::cuda
+
+int main(int argc, char** argv) {
+  if (std::optional<lockstep::comm::testing::RankProcessRole> role =
+          lockstep::comm::testing::GetRankProcessRole()) {
+    return lockstep::cuda::RunRank(*role);
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
