@@ -9,7 +9,10 @@
 //     messages), with and without add_generation_prompt and chat_template_kwargs, is
 //     jinja2's rendering of the model's chat template, tokenized by the JS reference;
 //   - a stop string ends generation with finish_reason "stop" and is not returned, and
-//     streamed text equals the non-streaming text, with and without the stop string.
+//     streamed text equals the non-streaming text, with and without the stop string;
+//   - a conversation with tools, an assistant tool call and its result renders as
+//     jinja2 renders it, and the parsed response (content, reasoning_content,
+//     tool_calls) is the same streamed and not.
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -289,6 +292,87 @@ TEST_F(HfModelTest, StopStringsEndGenerationAndStreamingMatches) {
   const Generated stopped_stream = Complete(with_stop);
   EXPECT_EQ(stopped_stream.text, expected);
   EXPECT_EQ(stopped_stream.finish_reason, "stop");
+}
+
+// Tools on a thinking model with Hermes tool calls (Qwen 3's template): the prompt of a
+// conversation with an assistant tool call (content null, arguments a JSON string, as
+// OpenAI clients send it) and its tool result is jinja2's rendering of those messages as
+// vLLM prepares them for the template (content "", arguments an object), tokenized by
+// the JS reference; the response (tool_choice auto) is well formed, and its streamed
+// deltas put together equal it. A tool_choice naming a function not in tools is 400.
+TEST_F(HfModelTest, ToolConversationsRenderThroughTheTemplateAndResponsesParse) {
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "description": "Weather of a city", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  const std::string call_turn = R"({"role": "assistant", "content": CONTENT, "tool_calls": [
+      {"id": "call_1", "type": "function", "function": {"name": "get_weather",
+       "arguments": ARGUMENTS}}]})";
+  auto messages = [&](const std::string& content, const std::string& arguments) {
+    std::string turn = call_turn;
+    turn.replace(turn.find("CONTENT"), 7, content);
+    turn.replace(turn.find("ARGUMENTS"), 9, arguments);
+    return R"([{"role": "user", "content": "Weather in Oslo?"}, )" + turn +
+           R"(, {"role": "tool", "tool_call_id": "call_1", "content": "Sunny, 21 C"},
+              {"role": "user", "content": "Thanks. And Paris?"}])";
+  };
+  const json client_messages = json::parse(messages("null", R"("{\"city\": \"Oslo\"}")"));
+  const nlohmann::ordered_json template_messages =
+      nlohmann::ordered_json::parse(messages("\"\"", R"({"city": "Oslo"})"));
+  absl::StatusOr<std::vector<nlohmann::ordered_json>> rendered = tok::testing::RenderWithJinja2(
+      "hf_model_tools",
+      nlohmann::ordered_json{
+          {"config", *tokenizer_dir_ + "/tokenizer_config.json"},
+          {"cases", nlohmann::ordered_json::array(
+                        {{{"messages", template_messages},
+                          {"tools", nlohmann::ordered_json::parse(tools.dump())},
+                          {"add_generation_prompt", true},
+                          {"extra", nlohmann::ordered_json::object()}}})}});
+  ASSERT_TRUE(rendered.ok()) << rendered.status();
+  ASSERT_TRUE((*rendered)[0].contains("text")) << (*rendered)[0].dump();
+  const std::string prompt = (*rendered)[0]["text"];
+  ASSERT_TRUE(absl::StrContains(prompt, "<tool_call>\n{\"name\": \"get_weather\"")) << prompt;
+  absl::StatusOr<std::vector<tok::testing::ReferenceResult>> want =
+      reference_->Encode("qwen3", {prompt});
+  ASSERT_TRUE(want.ok()) << want.status();
+
+  json request = {{"model", kModel},   {"messages", client_messages}, {"tools", tools},
+                  {"max_tokens", 24},  {"temperature", 0},            {"seed", 5},
+                  {"tool_choice", "auto"}};
+  const json whole = PostJson("/v1/chat/completions", request);
+  ASSERT_TRUE(whole.contains("choices")) << whole.dump();
+  EXPECT_EQ(whole["usage"].value("prompt_tokens", -1),
+            static_cast<int64_t>((*want)[0].ids.size()));
+  const json& message = whole["choices"][0]["message"];
+  EXPECT_EQ(message["role"], "assistant");
+  const std::string finish = whole["choices"][0]["finish_reason"];
+  EXPECT_TRUE(finish == "length" || finish == "stop" || finish == "tool_calls") << finish;
+  EXPECT_EQ(finish == "tool_calls", message.contains("tool_calls")) << whole.dump();
+
+  request["stream"] = true;
+  const auto [status, events] = deployment_->Post("/v1/chat/completions", request.dump());
+  ASSERT_EQ(status, 200) << events;
+  std::string content, reasoning, streamed_finish;
+  for (const absl::string_view line : absl::StrSplit(events, '\n')) {
+    if (!absl::StartsWith(line, "data: {")) continue;
+    const json event = json::parse(std::string(line.substr(6)));
+    ASSERT_FALSE(event.contains("error")) << event.dump();
+    for (const json& choice : event["choices"]) {
+      content += choice["delta"].value("content", "");
+      reasoning += choice["delta"].value("reasoning_content", "");
+      if (choice["finish_reason"].is_string()) streamed_finish = choice["finish_reason"];
+    }
+  }
+  EXPECT_EQ(content, message["content"].is_string() ? message["content"].get<std::string>() : "");
+  EXPECT_EQ(reasoning, message.value("reasoning_content", ""));
+  EXPECT_EQ(streamed_finish, finish);
+  std::cout << "tool conversation: finish " << finish << ", content '" << content
+            << "', reasoning '" << reasoning << "'\n";
+
+  request.erase("stream");
+  request["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_time"}}}};
+  const auto [bad_status, bad] = deployment_->Post("/v1/chat/completions", request.dump());
+  EXPECT_EQ(bad_status, 400) << bad;
+  EXPECT_TRUE(absl::StrContains(bad, "get_time")) << bad;
 }
 
 }  // namespace
