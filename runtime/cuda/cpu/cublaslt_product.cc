@@ -74,21 +74,6 @@ void PackB(const MatrixOperand& b, int64_t n, int64_t j0, int64_t p0, int64_t kc
   }
 }
 
-using Packer = void (*)(const MatrixOperand& x, int64_t extent, int64_t start, int64_t p0,
-                        int64_t kc, float* out);
-
-template <bool kIsA>
-Packer PackerFor(const MatrixOperand& x) {
-  const bool bf16 = x.type == ElementType::kBf16;
-  if constexpr (kIsA) {
-    if (bf16) return x.transposed ? PackA<Bf16, true> : PackA<Bf16, false>;
-    return x.transposed ? PackA<float, true> : PackA<float, false>;
-  } else {
-    if (bf16) return x.transposed ? PackB<Bf16, true> : PackB<Bf16, false>;
-    return x.transposed ? PackB<float, true> : PackB<float, false>;
-  }
-}
-
 // tile[jj * kMr + ii] = fma(ap[p * kMr + ii], bp[p * kNr + jj], tile[...]) for p in order.
 using MicroKernel = void (*)(const float* ap, const float* bp, int64_t kc, float* tile);
 
@@ -149,6 +134,80 @@ bool CpuHasAvx2() {
   return has;
 }
 #endif
+
+#ifdef LOCKSTEP_CUDA_CPU_HAVE_AVX2_PATH
+#define LOCKSTEP_AVX2 __attribute__((target("avx2,fma"), always_inline)) inline
+
+// Eight consecutive elements, widened exactly.
+LOCKSTEP_AVX2 __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+LOCKSTEP_AVX2 __m256 Load8(const Bf16* p) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+// r[j] becomes column j of the 8 x 8 matrix whose rows were r[0..7].
+LOCKSTEP_AVX2 void Transpose8(__m256* r) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// PackA<T, true> with 8 x 8 register transposes (the wrapper's weights: rows of op(A)
+// contiguous); the same floats in the same places.
+template <typename T>
+__attribute__((target("avx2,fma"))) void PackATransposedAvx2(const MatrixOperand& a, int64_t m,
+                                                             int64_t i0, int64_t p0, int64_t kc,
+                                                             float* out) {
+  if (m - i0 < kMr) return PackA<T, true>(a, m, i0, p0, kc, out);
+  const T* base = static_cast<const T*>(a.data) + i0 * a.ld + p0;
+  int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    for (int half = 0; half < kMr; half += 8) {
+      __m256 r[8];
+      for (int ii = 0; ii < 8; ++ii) r[ii] = Load8(base + (half + ii) * a.ld + p);
+      Transpose8(r);
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + (p + j) * kMr + half, r[j]);
+    }
+  }
+  for (; p < kc; ++p) {
+    for (int ii = 0; ii < kMr; ++ii) out[p * kMr + ii] = Widen(base[ii * a.ld + p]);
+  }
+}
+#undef LOCKSTEP_AVX2
+#endif
+
+using Packer = void (*)(const MatrixOperand& x, int64_t extent, int64_t start, int64_t p0,
+                        int64_t kc, float* out);
+
+template <bool kIsA>
+Packer PackerFor(const MatrixOperand& x) {
+  const bool bf16 = x.type == ElementType::kBf16;
+  if constexpr (kIsA) {
+#ifdef LOCKSTEP_CUDA_CPU_HAVE_AVX2_PATH
+    if (x.transposed && CpuHasAvx2()) {
+      return bf16 ? PackATransposedAvx2<Bf16> : PackATransposedAvx2<float>;
+    }
+#endif
+    if (bf16) return x.transposed ? PackA<Bf16, true> : PackA<Bf16, false>;
+    return x.transposed ? PackA<float, true> : PackA<float, false>;
+  } else {
+    if (bf16) return x.transposed ? PackB<Bf16, true> : PackB<Bf16, false>;
+    return x.transposed ? PackB<float, true> : PackB<float, false>;
+  }
+}
 
 // The blocked loops: each output's chain visits p in order (k blocks ascend, and the
 // accumulator is stored and reloaded exactly between them).
