@@ -3,8 +3,11 @@
 #include <utility>
 
 #include "grammar/compiled_grammar.h"
+#include "grammar/ebnf.h"
 #include "grammar/json_rules.h"
+#include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "grammar/regex.h"
 
 namespace lockstep::grammar {
 
@@ -15,8 +18,15 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(
     case GrammarSpec::Kind::kJsonObject:
       grammar = JsonObjectGrammar();
       break;
-    default:
-      return absl::InvalidArgumentError("this grammar kind is not supported yet");
+    case GrammarSpec::Kind::kJsonSchema:
+      grammar = JsonSchemaGrammar(spec.text);
+      break;
+    case GrammarSpec::Kind::kRegex:
+      grammar = RegexGrammar(spec.text);
+      break;
+    case GrammarSpec::Kind::kEbnf:
+      grammar = EbnfGrammar(spec.text);
+      break;
   }
   if (!grammar.ok()) return grammar.status();
   return CompiledGrammar::Create(*std::move(grammar), std::move(vocabulary));

@@ -1,19 +1,23 @@
 // File: compiled_grammar.h
 //
-// A Grammar bound to a Vocabulary with what the mask computation precomputes once:
-// the token trie and which tokens stop. Immutable after Create; shared by every Matcher
-// of the grammar (thread-safe).
+// A Grammar bound to a Vocabulary with what the mask computation precomputes: the token
+// trie, which tokens stop, and per grammar position a PositionTable (built on first use,
+// then shared). Immutable from the outside and thread-safe: a table is built outside any
+// lock and published once with an atomic compare-and-swap.
 #ifndef LOCKSTEP_GRAMMAR_COMPILED_GRAMMAR_H_
 #define LOCKSTEP_GRAMMAR_COMPILED_GRAMMAR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
 #include "grammar/parser.h"
+#include "grammar/position_table.h"
 #include "grammar/token_trie.h"
 
 namespace lockstep::grammar {
@@ -22,6 +26,7 @@ class CompiledGrammar {
  public:
   static absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Create(
       Grammar grammar, std::shared_ptr<const Vocabulary> vocabulary);
+  ~CompiledGrammar();
 
   CompiledGrammar(const CompiledGrammar&) = delete;
   CompiledGrammar& operator=(const CompiledGrammar&) = delete;
@@ -33,6 +38,11 @@ class CompiledGrammar {
   bool IsStop(int32_t token) const { return is_stop_[token]; }
   int32_t vocab_size() const { return static_cast<int32_t>(is_stop_.size()); }
 
+  // The table of the position of frame `f` (built now if first asked).
+  const PositionTable& Table(const Frame& f) const;
+  // Builds every position's table now (benchmarks; Compile leaves them lazy).
+  void BuildAllTables() const;
+
  private:
   CompiledGrammar(Grammar grammar, std::shared_ptr<const Vocabulary> vocabulary,
                   std::vector<bool> is_stop);
@@ -42,11 +52,17 @@ class CompiledGrammar {
   const std::shared_ptr<const Vocabulary> vocabulary_;
   const std::vector<bool> is_stop_;
   const TokenTrie trie_;
+  std::vector<std::vector<int32_t>> position_base_;  // [rule][alt]: index of pos 0
+  mutable std::vector<std::atomic<const PositionTable*>> tables_;
 };
 
-// Fills `mask` (zeroed first) with the tokens allowed after `state`.
+// Fills `mask` (zeroed first) with the tokens allowed after `state`, from the position
+// tables.
 void FillTokenMask(const CompiledGrammar& grammar, FrameStore* store, const ParseState& state,
                    absl::Span<uint32_t> mask);
+// The same by walking every token through the parser (the reference and the baseline).
+void FillTokenMaskByWalk(const CompiledGrammar& grammar, FrameStore* store, const ParseState& state,
+                         absl::Span<uint32_t> mask);
 
 }  // namespace lockstep::grammar
 

@@ -1,25 +1,47 @@
 #include "grammar/token_trie.h"
 
 #include <algorithm>
-#include <numeric>
 
 namespace lockstep::grammar {
+namespace {
+
+bool Less(const std::pair<const std::string*, int32_t>& a,
+          const std::pair<const std::string*, int32_t>& b) {
+  return *a.first < *b.first || (*a.first == *b.first && a.second < b.second);
+}
+
+}  // namespace
 
 TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes,
                      const std::vector<bool>& excluded) {
-  std::vector<int32_t> order;
+  std::vector<std::pair<const std::string*, int32_t>> sorted;
   for (int32_t id = 0; id < static_cast<int32_t>(token_bytes.size()); ++id) {
-    if (!token_bytes[id].empty() && !(id < static_cast<int32_t>(excluded.size()) && excluded[id])) {
-      order.push_back(id);
-    }
+    const bool skip = id < static_cast<int32_t>(excluded.size()) && excluded[id];
+    if (!token_bytes[id].empty() && !skip) sorted.push_back({&token_bytes[id], id});
   }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return token_bytes[a] < token_bytes[b]; });
+  std::sort(sorted.begin(), sorted.end(), Less);
+  Build(sorted);
+}
+
+TokenTrie::TokenTrie(std::vector<std::pair<std::string, int32_t>> entries) {
+  std::vector<std::pair<const std::string*, int32_t>> sorted;
+  sorted.reserve(entries.size());
+  for (const auto& [bytes, id] : entries) sorted.push_back({&bytes, id});
+  std::sort(sorted.begin(), sorted.end(), Less);
+  sorted.erase(std::unique(sorted.begin(), sorted.end(),
+                           [](const auto& a, const auto& b) {
+                             return *a.first == *b.first && a.second == b.second;
+                           }),
+               sorted.end());
+  Build(sorted);
+}
+
+void TokenTrie::Build(const std::vector<std::pair<const std::string*, int32_t>>& sorted) {
   nodes_.push_back(Node{});
   std::vector<int32_t> path = {0};  // node index per depth
   const std::string* previous = nullptr;
-  for (int32_t id : order) {
-    const std::string& bytes = token_bytes[id];
+  for (const auto& [bytes_ptr, id] : sorted) {
+    const std::string& bytes = *bytes_ptr;
     size_t common = 0;
     if (previous != nullptr) {
       while (common < bytes.size() && common < previous->size() &&
@@ -35,6 +57,7 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes,
       path.push_back(static_cast<int32_t>(nodes_.size()));
       nodes_.push_back(node);
     }
+    // Equal strings are adjacent in sorted order, so a node's ids are contiguous.
     Node& last = nodes_[path.back()];
     if (last.tokens_begin == last.tokens_end) {
       last.tokens_begin = static_cast<int32_t>(token_ids_.size());

@@ -61,6 +61,24 @@ void AppendUtf8(uint32_t cp, std::string* out) {
   }
 }
 
+bool NextCodePoint(std::string_view text, size_t* i, uint32_t* cp) {
+  if (*i >= text.size()) return false;
+  const uint8_t b0 = static_cast<uint8_t>(text[*i]);
+  int n = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
+  if (n == 0 || *i + n > text.size()) return false;
+  uint32_t c = n == 1 ? b0 : n == 2 ? (b0 & 0x1F) : n == 3 ? (b0 & 0x0F) : (b0 & 0x07);
+  for (int k = 1; k < n; ++k) {
+    const uint8_t b = static_cast<uint8_t>(text[*i + k]);
+    if ((b >> 6) != 2) return false;
+    c = (c << 6) | (b & 0x3F);
+  }
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (c < kMin[n] || c > kMaxCodePoint || (c >= 0xD800 && c <= 0xDFFF)) return false;
+  *i += n;
+  *cp = c;
+  return true;
+}
+
 CodePointRanges NormalizeRanges(CodePointRanges ranges) {
   std::sort(ranges.begin(), ranges.end());
   CodePointRanges out;

