@@ -1,6 +1,7 @@
 // What the block executor costs: a __syncthreads of 128 and 256 threads, a full-warp
 // shuffle, and a thread of a kernel without sync ops (the cheap path). Prints ns per
-// operation; `bazel run //runtime/cuda/cpu:barrier_bench`.
+// operation, from the difference of a long and a short run (so the launch, the stream's
+// wake-up and the synchronization drop out); `bazel run //runtime/cuda/cpu:barrier_bench`.
 #include <chrono>
 #include <cstdio>
 
@@ -42,16 +43,22 @@ int main() {
   cudaStream_t stream;
   cudaStreamCreate(&stream);
   int sink = 0;
-  constexpr int kRounds = 2000;
+  constexpr int kShort = 1000;
+  constexpr int kLong = 11000;
   for (int threads : {128, 256}) {
-    const double s = Seconds(
-        [&] { Launch(Barriers, "Barriers", 1, threads, 0, stream)(kRounds, &sink); }, stream);
-    std::printf("__syncthreads, %d threads: %.1f us per barrier (%.1f ns per thread)\n", threads,
-                s / kRounds * 1e6, s / kRounds / threads * 1e9);
+    const auto run = [&](int rounds) {
+      return Seconds([&] { Launch(Barriers, "Barriers", 1, threads, 0, stream)(rounds, &sink); },
+                     stream);
+    };
+    const double s = (run(kLong) - run(kShort)) / (kLong - kShort);
+    std::printf("__syncthreads, %d threads: %.2f us per barrier (%.1f ns per thread)\n", threads,
+                s * 1e6, s / threads * 1e9);
   }
-  const double shuffle =
-      Seconds([&] { Launch(Shuffles, "Shuffles", 1, 32, 0, stream)(kRounds, &sink); }, stream);
-  std::printf("__shfl_xor_sync, 32 lanes: %.1f us per shuffle\n", shuffle / kRounds * 1e6);
+  const auto shuffles = [&](int rounds) {
+    return Seconds([&] { Launch(Shuffles, "Shuffles", 1, 32, 0, stream)(rounds, &sink); }, stream);
+  };
+  const double shuffle = (shuffles(kLong) - shuffles(kShort)) / (kLong - kShort);
+  std::printf("__shfl_xor_sync, 32 lanes: %.2f us per shuffle\n", shuffle * 1e6);
   static float out[1000 * 256];
   const double plain = Seconds([&] { Launch(Plain, "Plain", 1000, 256, 0, stream)(out); }, stream);
   std::printf("a thread without sync ops: %.1f ns\n", plain / (1000 * 256) * 1e9);

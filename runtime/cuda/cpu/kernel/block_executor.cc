@@ -28,6 +28,12 @@ namespace {
 
 constexpr int kWarpSize = 32;
 
+// Whether two sync ops are at the same source line (the file names of one translation
+// unit are usually one pointer).
+bool SameSite(const KernelThread& a, const KernelThread& b) {
+  return a.line == b.line && (a.file == b.file || std::strcmp(a.file, b.file) == 0);
+}
+
 std::string Dim(uint3 v) { return absl::StrFormat("(%u,%u,%u)", v.x, v.y, v.z); }
 
 const char* WarpOpName(WarpOpKind kind) {
@@ -84,7 +90,7 @@ void TryCompleteBarrier(Block& b) {
     if (t.state != ThreadState::kBarrier) continue;
     if (first == nullptr) {
       first = &t;
-    } else if (t.line != first->line || std::strcmp(t.file, first->file) != 0) {
+    } else if (!SameSite(t, *first)) {
       RecordFault(b, &t, cudaErrorLaunchFailure,
                   absl::StrCat("divergent __syncthreads: thread ", Dim(first->coords.thread_idx),
                                " waits at ", first->file, ":", first->line, ", this one at"),
@@ -121,9 +127,7 @@ void TryCompleteWarp(Block& b, const KernelThread& t) {
       return;
     }
     if (u.state != ThreadState::kWarp || u.kind != t.kind || u.mask != t.mask) return;
-    if (t.kind != WarpOpKind::kSync && (u.line != t.line || std::strcmp(u.file, t.file) != 0)) {
-      return;
-    }
+    if (t.kind != WarpOpKind::kSync && !SameSite(u, t)) return;
   }
   uint64_t votes = 0;
   for (int lane = 0; lane < lanes; ++lane) {
