@@ -42,10 +42,10 @@ enum class DeviceDtype { kBf16, kF32 };
 struct DeviceEngineOptions {
   std::string name;  // the instance, in errors and logs
   std::string model_dir;
-  std::string draft_model_dir;  // kDraftModel
-  spec::Method spec_method = spec::Method::kNone;
-  int num_draft_tokens = 0;  // K (0: no speculation)
-  int ngram_max = 3;
+  // What the engine speculates with, the instance's `speculative:` block as is (checked
+  // by SpeculativeConfig::Validate; the default speculates not at all).
+  spec::SpeculativeConfig speculative;
+  std::string draft_model_dir;  // speculative.method kDraftModel
 
   int device = 0;  // this rank's GPU: its local rank
   DeviceDtype dtype = DeviceDtype::kBf16;

@@ -68,7 +68,6 @@ absl::Status Worker::Init() {
     }
   }
   const spec::SpeculativeConfig speculative = config::EffectiveSpeculative(*instance_);
-  const int k = speculative.enabled() ? speculative.num_draft_tokens : 0;
   const int tpb = static_cast<int>(instance_->kv.tokens_per_block);
   const bool cuda = instance_->engine == config::EngineKind::kCuda;
 
@@ -116,9 +115,7 @@ absl::Status Worker::Init() {
     // Host f32 slabs (CheckPool in cpu_engine.cc holds the layouts to f32).
     engine::CpuEngineOptions e;
     e.model_dir = d.model.path;
-    e.spec_method = speculative.method;
-    e.num_draft_tokens = k;
-    e.ngram_max = speculative.ngram_max;
+    e.speculative = speculative;
     if (speculative.needs_draft_kv()) e.draft_model_dir = d.model.draft_path;
     e.target_storage = reinterpret_cast<float*>(kv->Storage(kv::PoolKind::kTarget));
     e.target_layout = target_layout;

@@ -45,9 +45,7 @@ absl::Status Worker::StartDeviceEngine(const BootstrapOptions& boot,
   engine::DeviceEngineOptions o;
   o.name = instance.name;
   o.model_dir = d.model.path;
-  o.spec_method = speculative.enabled() ? speculative.method : spec::Method::kNone;
-  o.num_draft_tokens = speculative.enabled() ? speculative.num_draft_tokens : 0;
-  o.ngram_max = speculative.ngram_max;
+  o.speculative = speculative;
   if (speculative.needs_draft_kv()) o.draft_model_dir = d.model.draft_path;
   o.device = options_.device >= 0
                  ? options_.device

@@ -55,8 +55,8 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> ReferenceGenerate(
   ASSIGN_OR_RETURN(std::unique_ptr<kv::KvManager> kv, kv::KvManager::Create(config.kv));
   engine::CpuEngineOptions e;
   e.model_dir = model_dir;
+  e.speculative = config.scheduler.speculative;
   e.draft_model_dir = draft_dir;
-  e.num_draft_tokens = num_draft_tokens;
   e.target_storage = reinterpret_cast<float*>(kv->Storage(kv::PoolKind::kTarget));  // host f32
   e.target_layout = config.kv.target.layout;
   e.target_num_blocks = config.kv.target.num_blocks;

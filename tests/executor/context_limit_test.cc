@@ -128,8 +128,7 @@ RunResult RunRank(const Mode& mode, std::vector<NewRequestSpec> specs,
   LOCKSTEP_CHECK_OK(kv.status());
   engine::CpuEngineOptions e;
   e.model_dir = dir;
-  e.spec_method = mode.method == spec::Method::kNone ? spec::Method::kDraftModel : mode.method;
-  e.num_draft_tokens = mode.k;
+  e.speculative = config.scheduler.speculative;
   if (draft_model) e.draft_model_dir = dir + "/draft";
   e.target_storage = reinterpret_cast<float*>((*kv)->Storage(kv::PoolKind::kTarget));
   e.target_layout = config.kv.target.layout;

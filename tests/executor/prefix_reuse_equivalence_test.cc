@@ -89,8 +89,7 @@ RunResult RunConversations(const Mode& mode, bool reuse, uint64_t seed) {
   LOCKSTEP_CHECK_OK(kv.status());
   engine::CpuEngineOptions e;
   e.model_dir = dir;
-  e.spec_method = mode.method == spec::Method::kNone ? spec::Method::kDraftModel : mode.method;
-  e.num_draft_tokens = config.scheduler.speculative.num_draft_tokens;
+  e.speculative = config.scheduler.speculative;
   if (draft_model) e.draft_model_dir = dir + "/draft";
   e.target_storage = reinterpret_cast<float*>((*kv)->Storage(kv::PoolKind::kTarget));
   e.target_layout = config.kv.target.layout;

@@ -51,18 +51,18 @@ class CudaParts final : public engine::EngineParts {
   engine::BatchRunner runner_;
 };
 
-bool DraftModel(const engine::DeviceEngineOptions& o) {
-  return o.num_draft_tokens > 0 && o.spec_method == spec::Method::kDraftModel;
+bool DraftModel(const engine::DeviceEngineOptions& o) { return o.speculative.needs_draft_kv(); }
+
+// K: the most drafts per generation step (0 without speculation).
+int DraftTokens(const engine::DeviceEngineOptions& o) {
+  return o.speculative.enabled() ? o.speculative.num_draft_tokens : 0;
 }
 
 absl::Status CheckOptions(const engine::DeviceEngineOptions& o) {
   if (o.model_dir.empty()) return absl::InvalidArgumentError("model_dir is required");
-  if (o.num_draft_tokens < 0 || o.num_draft_tokens > spec::kMaxDraftTokens) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "num_draft_tokens must be in [0, ", spec::kMaxDraftTokens, "], got ", o.num_draft_tokens));
-  }
+  RETURN_IF_ERROR(o.speculative.Validate());
   if (DraftModel(o) && o.draft_model_dir.empty()) {
-    return absl::InvalidArgumentError("num_draft_tokens > 0 needs draft_model_dir");
+    return absl::InvalidArgumentError("speculative.method draft_model needs draft_model_dir");
   }
   if (o.max_batch_size < 1 || o.max_num_tokens < 1 || o.tokens_per_block < 1) {
     return absl::InvalidArgumentError(
@@ -87,7 +87,7 @@ absl::Status CheckOptions(const engine::DeviceEngineOptions& o) {
 
 CudaModelOptions ModelOptionsFor(const engine::DeviceEngineOptions& o, bool draft,
                                  NcclGroup* group) {
-  const int k = o.spec_method == spec::Method::kNone ? 0 : o.num_draft_tokens;
+  const int k = DraftTokens(o);
   CudaModelOptions m;
   m.name = absl::StrCat(o.name, draft ? " draft" : " target");
   m.device = o.device;
@@ -182,7 +182,7 @@ absl::StatusOr<std::unique_ptr<engine::ModelEngine>> CudaEngineBuilder::Finish(
   if (draft_ != nullptr) {
     draft_pool = {reinterpret_cast<float*>(pools.draft), *draft_layout(), pools.draft_blocks};
   }
-  const int k = options_.spec_method == spec::Method::kNone ? 0 : options_.num_draft_tokens;
+  const int k = DraftTokens(options_);
   if (options_.graphs) {
     ASSIGN_OR_RETURN(
         const engine::GraphBuckets buckets,
@@ -190,8 +190,8 @@ absl::StatusOr<std::unique_ptr<engine::ModelEngine>> CudaEngineBuilder::Finish(
     RETURN_IF_ERROR(target_->CaptureGraphs(target_pool, buckets));
   }
   std::unique_ptr<spec::Drafter> drafter;
-  if (k > 0 && options_.spec_method == spec::Method::kNgram) {
-    drafter = std::make_unique<spec::NgramDrafter>(options_.ngram_max);
+  if (k > 0 && options_.speculative.method == spec::Method::kNgram) {
+    drafter = std::make_unique<spec::NgramDrafter>(options_.speculative.ngram_max);
   } else if (k > 0 && draft_ != nullptr) {
     drafter = std::make_unique<engine::DraftModelDrafter>(draft_.get(), draft_pool, k, nullptr);
   }

@@ -114,8 +114,9 @@ std::vector<std::vector<int32_t>> RunOnDevice(const Model& model, const Run& run
   engine::DeviceEngineOptions o;
   o.name = "check";
   o.model_dir = model.dir;
-  o.spec_method = run.method;
-  o.num_draft_tokens = run.k;
+  if (run.method != spec::Method::kNone) {
+    o.speculative = {.method = run.method, .num_draft_tokens = run.k};
+  }
   if (run.method == spec::Method::kDraftModel) o.draft_model_dir = model.draft_dir;
   o.dtype = run.dtype;
   o.batch_invariant = true;

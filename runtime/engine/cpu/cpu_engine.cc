@@ -15,19 +15,18 @@
 namespace lockstep::engine {
 namespace {
 
-constexpr int kMaxDraftTokens = spec::kMaxDraftTokens;
-
 // The drafter `options` asks for (`draft`: the loaded draft model, or null), or null.
 std::unique_ptr<spec::Drafter> MakeDrafter(const CpuEngineOptions& options,
                                            const Transformer* draft, ThreadPool* threads) {
-  if (options.num_draft_tokens == 0) return nullptr;
-  if (options.spec_method == spec::Method::kNgram) {
-    return std::make_unique<spec::NgramDrafter>(options.ngram_max);
+  const spec::SpeculativeConfig& speculative = options.speculative;
+  if (!speculative.enabled()) return nullptr;
+  if (speculative.method == spec::Method::kNgram) {
+    return std::make_unique<spec::NgramDrafter>(speculative.ngram_max);
   }
   if (draft == nullptr) return nullptr;
   return std::make_unique<DraftModelDrafter>(
       draft, KvPoolView{options.draft_storage, options.draft_layout, options.draft_num_blocks},
-      options.num_draft_tokens, threads);
+      speculative.num_draft_tokens, threads);
 }
 
 // Checks a pool against the model it holds KV for; errors name both.
@@ -60,7 +59,8 @@ class CpuParts final : public EngineParts {
                 {options.target_storage, options.target_layout, options.target_num_blocks},
                 drafter_.get(),
                 {options.draft_storage, options.draft_layout, options.draft_num_blocks},
-                options.num_draft_tokens, &threads_) {}
+                options.speculative.enabled() ? options.speculative.num_draft_tokens : 0,
+                &threads_) {}
 
   absl::StatusOr<BatchResult> Run(const Batch& batch) override { return runner_.Run(batch); }
 
@@ -97,19 +97,10 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
   } else if (options.world_size != 1 || options.rank != 0) {
     return absl::InvalidArgumentError("world_size > 1 needs a communicator");
   }
-  if (options.num_draft_tokens < 0 || options.num_draft_tokens > kMaxDraftTokens) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "num_draft_tokens must be in [0, ", kMaxDraftTokens, "], got ", options.num_draft_tokens));
-  }
-  const bool draft_model =
-      options.num_draft_tokens > 0 && options.spec_method == spec::Method::kDraftModel;
+  RETURN_IF_ERROR(options.speculative.Validate());
+  const bool draft_model = options.speculative.needs_draft_kv();
   if (draft_model && options.draft_model_dir.empty()) {
-    return absl::InvalidArgumentError("num_draft_tokens > 0 needs draft_model_dir");
-  }
-  if (options.spec_method == spec::Method::kNgram &&
-      (options.ngram_max < 1 || options.ngram_max > spec::kMaxNgram)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ngram_max must be in [1, ", spec::kMaxNgram, "], got ", options.ngram_max));
+    return absl::InvalidArgumentError("speculative.method draft_model needs draft_model_dir");
   }
   const ExpertGroup group{options.communicator, options.rank, options.world_size,
                           options.collective_timeout};

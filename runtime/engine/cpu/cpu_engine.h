@@ -32,16 +32,14 @@ namespace lockstep::engine {
 struct CpuEngineOptions {
   // Directory with config.json and model.safetensors (or shards + index).
   std::string model_dir;
-  // How drafts are made: kDraftModel loads `draft_model_dir` (its KV in the draft
-  // pool); kNgram is the prompt-lookup drafter (no draft model, no draft pool).
-  spec::Method spec_method = spec::Method::kDraftModel;
+  // What the engine speculates with, the instance's `speculative:` block as is (its
+  // rules checked by SpeculativeConfig::Validate; the default speculates not at all).
+  // kDraftModel loads `draft_model_dir` (its KV in the draft pool); kNgram is the
+  // prompt-lookup drafter (no draft model, no draft pool). Dynamic K is the executor's:
+  // the engine sizes its buffers by num_draft_tokens.
+  spec::SpeculativeConfig speculative;
   // Draft model directory (kDraftModel).
   std::string draft_model_dir;
-  // K, the most drafts proposed per generation step (1..16; 0: no speculation, the
-  // draft is not loaded).
-  int num_draft_tokens = 0;
-  // kNgram: the longest match tried (spec::NgramDrafter).
-  int ngram_max = 3;
 
   // The KV pools (host slabs, not owned; they must outlive the engine), sized with
   // ModelBlockLayout. The layouts must match the models (layers, kv heads, head dim).

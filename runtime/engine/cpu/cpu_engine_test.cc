@@ -12,6 +12,7 @@
 #include "runtime/engine/cpu/testing/test_engine.h"
 #include "runtime/engine/cpu/testing/test_models.h"
 #include "runtime/engine/model/make_model.h"
+#include "spec_decode/speculative_config.h"
 
 namespace lockstep::engine {
 namespace {
@@ -285,10 +286,17 @@ TEST(CpuEngineTest, CreateRejectsBadOptionsNamingThem) {
   EXPECT_THAT(CreateCpuEngine(options),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("target_storage")));
   options.target_storage = slab.data();
-  options.num_draft_tokens = 2;
+  options.speculative = {.method = spec::Method::kDraftModel, .num_draft_tokens = 2};
   EXPECT_THAT(CreateCpuEngine(options),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("draft_model_dir")));
-  options.num_draft_tokens = 0;
+  // The speculative block's own rules, in its words.
+  options.speculative = {.method = spec::Method::kNone, .num_draft_tokens = 2};
+  EXPECT_THAT(CreateCpuEngine(options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_draft_tokens")));
+  options.speculative = {.method = spec::Method::kNgram, .num_draft_tokens = 2, .ngram_max = 0};
+  EXPECT_THAT(CreateCpuEngine(options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ngram_max")));
+  options.speculative = {};
   options.world_size = 2;
   EXPECT_THAT(CreateCpuEngine(options),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("communicator")));

@@ -18,9 +18,16 @@ TestEngine MakeTestEngine(const TestEngineOptions& options) {
   engine.target_storage = result.target->storage();
   engine.target_layout = *layout;
   engine.target_num_blocks = options.num_blocks;
-  engine.spec_method = options.spec_method;
-  engine.ngram_max = options.ngram_max;
-  if (options.spec_method == spec::Method::kNgram) engine.num_draft_tokens = options.num_draft_tokens;
+  // Drafts with K = num_draft_tokens when the method has what it needs (a draft model
+  // needs draft_dir).
+  const bool drafts =
+      options.spec_method == spec::Method::kNgram ||
+      (options.spec_method == spec::Method::kDraftModel && !options.draft_dir.empty());
+  if (drafts && options.num_draft_tokens > 0) {
+    engine.speculative = {.method = options.spec_method,
+                          .num_draft_tokens = options.num_draft_tokens,
+                          .ngram_max = options.ngram_max};
+  }
   if (!options.draft_dir.empty()) {
     absl::StatusOr<kv::BlockLayout> draft_layout =
         ModelBlockLayout(options.draft_dir, options.tokens_per_block);
@@ -28,7 +35,6 @@ TestEngine MakeTestEngine(const TestEngineOptions& options) {
     result.draft =
         std::make_unique<HostPool>(*draft_layout, options.num_blocks, options.pool_seed + 1);
     engine.draft_model_dir = options.draft_dir;
-    engine.num_draft_tokens = options.num_draft_tokens;
     engine.draft_storage = result.draft->storage();
     engine.draft_layout = *draft_layout;
     engine.draft_num_blocks = options.num_blocks;
