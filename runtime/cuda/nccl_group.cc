@@ -1,6 +1,6 @@
 #include "runtime/cuda/nccl_group.h"
 
-#include <cuda_runtime.h>  // cudaMalloc(T**), cudaMallocHost(T**): not in the C API header
+#include <cuda_runtime.h>  // the templated cudaMalloc and cudaMallocHost (not in the C API)
 
 #include <algorithm>
 #include <cstdlib>
@@ -30,6 +30,33 @@ absl::StatusCode CodeOf(ncclResult_t result) {
       return absl::StatusCode::kInvalidArgument;
     default:
       return absl::StatusCode::kInternal;
+  }
+}
+
+// Bytes per element of `type`; InvalidArgument for a type this NCCL does not have.
+absl::StatusOr<size_t> ElementBytes(ncclDataType_t type) {
+  switch (type) {
+    case ncclInt8:
+    case ncclUint8:
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+#endif
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("device all-to-all-v: unknown NCCL data type ", static_cast<int>(type)));
   }
 }
 
@@ -317,24 +344,13 @@ absl::Status NcclGroup::DeviceAllToAllV(const void* send, absl::Span<const int64
         "device all-to-all-v of nccl group '", options_.name, "': ", send_counts.size(),
         " send and ", recv_counts.size(), " receive counts for ", world, " ranks"));
   }
-  size_t element = 0;
-  switch (type) {
-    case ncclInt8:
-    case ncclUint8:
-      element = 1;
-      break;
-    case ncclFloat16:
-    case ncclBfloat16:
-      element = 2;
-      break;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      element = 4;
-      break;
-    default:
-      element = 8;
-      break;
+  ASSIGN_OR_RETURN(const size_t element, ElementBytes(type));
+  for (int r = 0; r < world; ++r) {
+    if (send_counts[r] < 0 || recv_counts[r] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device all-to-all-v of nccl group '", options_.name, "': negative count for rank ", r,
+          " (", send_counts[r], " to send, ", recv_counts[r], " to receive)"));
+    }
   }
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);

@@ -133,6 +133,25 @@ TEST(NcclGroupTest, DeviceAllToAllVIsStreamOrderedOnDeviceMemory) {
   cudaFree(recv);
 }
 
+TEST(NcclGroupTest, DeviceAllToAllVRefusesNegativeCountsAndUnknownTypes) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  auto group = NcclGroup::Create(Solo(1));
+  ASSERT_THAT(group, IsOk());
+  float* buffer = nullptr;
+  ASSERT_EQ(cudaMalloc(&buffer, sizeof(float)), cudaSuccess);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  const std::vector<int64_t> one = {1};
+  const std::vector<int64_t> negative = {-1};
+  EXPECT_THAT((*group)->DeviceAllToAllV(buffer, negative, buffer, one, ncclFloat32, deadline),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT((*group)->DeviceAllToAllV(buffer, one, buffer, negative, ncclFloat32, deadline),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT((*group)->DeviceAllToAllV(buffer, one, buffer, one,
+                                        static_cast<ncclDataType_t>(ncclNumTypes), deadline),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  cudaFree(buffer);
+}
+
 // ---- Worlds of 2 and 4, one rank per process. args: the rendezvous address, the seed.
 
 using comm::testing::RankExit;
@@ -188,59 +207,84 @@ int64_t Count(uint64_t seed, int round, int from, int to) {
   return from == to ? count + 1 : count;
 }
 
-float Value(int from, int to, int64_t i) {
-  return static_cast<float>(from * 1000 + to * 100) + static_cast<float>(i) * 0.5f;
+// Byte `b` of element `i` of the block rank `from` sends rank `to`.
+char Byte(int from, int to, int64_t i, size_t b) {
+  return static_cast<char>(from * 64 + to * 16 + i * 4 + static_cast<int64_t>(b));
 }
 
-// The engine's MoE exchange on device memory, two rounds with other counts.
-absl::Status RunDeviceAllToAllVRank(const RankProcessRole& role) {
+// Every element width the engine may exchange, with its size in bytes.
+struct Typed {
+  ncclDataType_t type;
+  size_t bytes;
+};
+constexpr Typed kTypes[] = {
+    {ncclFloat32, 4},    {ncclBfloat16, 2}, {ncclInt64, 8}, {ncclUint8, 1},
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+    {ncclFloat8e4m3, 1},
+#endif
+};
+
+// The engine's MoE exchange on device memory: two rounds with other counts per
+// element type, blocks at the offsets the element size gives.
+absl::Status DeviceAllToAllVRounds(const RankProcessRole& role, NcclGroup* group) {
   const RankArgs args = ParseArgs(role);
   const int world = role.world_size;
   const int me = role.rank;
-  auto rendezvous = Connect(args);
-  ASSIGN_OR_RETURN(std::unique_ptr<NcclGroup> group,
-                   NcclGroup::Create(RankOptions(role, *rendezvous)));
-  constexpr int64_t kMaxElements = 64;
-  float* send = nullptr;
-  float* recv = nullptr;
-  if (cudaMalloc(&send, sizeof(float) * kMaxElements) != cudaSuccess ||
-      cudaMalloc(&recv, sizeof(float) * kMaxElements) != cudaSuccess) {
+  constexpr size_t kMaxBytes = 8 * 5 * 4;  // 8-byte elements, at most 5 from each of 4 ranks
+  char* send = nullptr;
+  char* recv = nullptr;
+  if (cudaMalloc(&send, kMaxBytes) != cudaSuccess || cudaMalloc(&recv, kMaxBytes) != cudaSuccess) {
     return absl::InternalError("cudaMalloc");
   }
-  for (int round = 0; round < 2; ++round) {
-    std::vector<int64_t> send_counts(world);
-    std::vector<int64_t> recv_counts(world);
-    std::vector<float> out;
-    std::vector<float> want;
-    for (int r = 0; r < world; ++r) {
-      send_counts[r] = Count(args.seed, round, me, r);
-      recv_counts[r] = Count(args.seed, round, r, me);
-      for (int64_t i = 0; i < send_counts[r]; ++i) out.push_back(Value(me, r, i));
-      for (int64_t i = 0; i < recv_counts[r]; ++i) want.push_back(Value(r, me, i));
-    }
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    if (cudaMemcpy(send, out.data(), sizeof(float) * out.size(), cudaMemcpyHostToDevice) !=
-        cudaSuccess) {
-      return absl::InternalError("cudaMemcpy");
-    }
-    RETURN_IF_ERROR(
-        group->DeviceAllToAllV(send, send_counts, recv, recv_counts, ncclFloat32, deadline));
-    std::vector<float> got(want.size());
-    if (cudaMemcpyAsync(got.data(), recv, sizeof(float) * got.size(), cudaMemcpyDeviceToHost,
-                        group->stream()) != cudaSuccess) {
-      return absl::InternalError("cudaMemcpyAsync");
-    }
-    RETURN_IF_ERROR(group->Sync(deadline));
-    for (size_t i = 0; i < want.size(); ++i) {
-      if (got[i] != want[i]) {
-        return absl::InternalError(absl::StrCat("round ", round, " rank ", me, ": element ", i,
-                                                " is ", got[i], ", expected ", want[i]));
+  for (const Typed& typed : kTypes) {
+    for (int round = 0; round < 2; ++round) {
+      std::vector<int64_t> send_counts(world);
+      std::vector<int64_t> recv_counts(world);
+      std::string out;
+      std::string want;
+      for (int r = 0; r < world; ++r) {
+        send_counts[r] = Count(args.seed, round, me, r);
+        recv_counts[r] = Count(args.seed, round, r, me);
+        for (int64_t i = 0; i < send_counts[r]; ++i) {
+          for (size_t b = 0; b < typed.bytes; ++b) out.push_back(Byte(me, r, i, b));
+        }
+        for (int64_t i = 0; i < recv_counts[r]; ++i) {
+          for (size_t b = 0; b < typed.bytes; ++b) want.push_back(Byte(r, me, i, b));
+        }
+      }
+      const absl::Time deadline = absl::Now() + absl::Seconds(30);
+      if (cudaMemcpy(send, out.data(), out.size(), cudaMemcpyHostToDevice) != cudaSuccess) {
+        return absl::InternalError("cudaMemcpy");
+      }
+      RETURN_IF_ERROR(
+          group->DeviceAllToAllV(send, send_counts, recv, recv_counts, typed.type, deadline));
+      std::string got(want.size(), '\0');
+      if (cudaMemcpyAsync(got.data(), recv, got.size(), cudaMemcpyDeviceToHost, group->stream()) !=
+          cudaSuccess) {
+        return absl::InternalError("cudaMemcpyAsync");
+      }
+      RETURN_IF_ERROR(group->Sync(deadline));
+      for (size_t i = 0; i < want.size(); ++i) {
+        if (got[i] != want[i]) {
+          return absl::InternalError(absl::StrCat(
+              "type ", typed.type, " (", typed.bytes, " bytes) round ", round, " rank ", me,
+              ": byte ", i, " is ", int{got[i]}, ", expected ", int{want[i]}));
+        }
       }
     }
   }
   cudaFree(send);
   cudaFree(recv);
   return absl::OkStatus();
+}
+
+absl::Status RunDeviceAllToAllVRank(const RankProcessRole& role) {
+  auto rendezvous = Connect(ParseArgs(role));
+  ASSIGN_OR_RETURN(std::unique_ptr<NcclGroup> group,
+                   NcclGroup::Create(RankOptions(role, *rendezvous)));
+  absl::Status status = DeviceAllToAllVRounds(role, group.get());
+  if (!status.ok()) group->Abort();  // Peers may still be in the exchange.
+  return status;
 }
 
 // The last rank never comes: the others' bootstrap fails and the abort that follows
