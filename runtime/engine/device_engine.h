@@ -1,5 +1,6 @@
 // The GPU engine behind `engine: cuda`, as the worker sees it (no CUDA header here: a
-// binary built without CUDA links a stub whose StartCudaEngine says so).
+// binary built without CUDA links a stub whose StartCudaEngine says so; which one a
+// binary links is //runtime/engine/device:cuda_engine).
 //
 // Built in two steps, because the KV pools live in device memory and are sized from
 // what the weights leave free:
@@ -13,7 +14,7 @@
 // host and copied over; with expert parallelism only this rank's experts) and, with
 // `nccl_group`, makes the engine's NCCL group through the rendezvous. Finish binds the
 // pools, captures the decode graphs (unless disabled) and starts the engine thread
-// (engine_thread.h) over the same batch runner as the CPU engine.
+// (engine_thread.h) over the same batch runner as the CPU engine (cpu/batch_runner.h).
 //
 // The builder owns the device allocator and the NCCL group: it must outlive the engine
 // and the KV pools. Thread-compatible (the worker's start-up thread).

@@ -2,12 +2,13 @@
 //
 // Routing (moe_route.h): softmax over the router logits, the top-k experts (ties: lower
 // id), weights renormalised over the k when the config says so. Experts are sharded over
-// the ranks of the engine's Communicator in contiguous ranges (weights.h ExpertsOfRank). Each
-// token row is dispatched to the owner of each chosen expert with AllToAll (counts)
-// and AllToAllV (rows), computed there, sent back with AllToAllV, and combined on the
-// origin rank as a sum over its experts in expert-id order. Every rank makes exactly
-// these three calls per MoE layer, whatever its batch holds (even nothing), with tags
-// "<model>.moe.l<layer>.counts|.dispatch|.combine". With one rank nothing is exchanged.
+// the ranks of the engine's Communicator in contiguous ranges (ExpertsOfRank,
+// model/weight_plan.h). Each token row is dispatched to the owner of each chosen expert
+// with AllToAll (counts) and AllToAllV (rows), computed there, sent back with AllToAllV,
+// and combined on the origin rank as a sum over its experts in expert-id order. Every
+// rank makes exactly these three calls per MoE layer, whatever its batch holds (even
+// nothing), with tags "<model>.moe.l<layer>.counts|.dispatch|.combine". With one rank
+// nothing is exchanged.
 //
 // A row's output depends only on the row: the expert GEMMs are batch-invariant and the
 // combine order is fixed, so results are bitwise equal for any batch and any number of

@@ -1,6 +1,6 @@
 // The weights of one model in the CPU engine's form: f32, projections fused and packed
 // for the batch-invariant GEMM. Loaded from safetensors (any of F32/F16/BF16) by the
-// weight plan (weight_plan.h), every tensor checked by name and shape; with expert
+// weight plan (model/weight_plan.h), every tensor checked by name and shape; with expert
 // parallelism a rank loads only its experts.
 //
 // Immutable after loading; shared read-only by the forward.

@@ -1,7 +1,7 @@
 // The architecture of a decoder-only transformer, read from a Hugging Face
 // `config.json` (model types llama, mistral, qwen2, mixtral, qwen2_moe, qwen3_moe).
 //
-// Only what the CPU engine implements is accepted: features it lacks (sliding-window
+// Only what the engines (CPU and CUDA) implement is accepted: features it lacks (sliding-window
 // attention, rope scaling, shared experts, MLP bias, another activation) are rejected
 // with a message naming the config field; an unknown model type names `model_type`.
 // An absent field takes the default of the model type's configuration class in Hugging
