@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -174,14 +175,15 @@ absl::Status Expect(bool condition, absl::string_view what, const absl::Status& 
   return absl::InternalError(absl::StrCat("expected ", what, ", got ", status.ToString()));
 }
 
-NcclGroupOptions RankOptions(const RankProcessRole& role, comm::RendezvousClient& rendezvous) {
+NcclGroupOptions RankOptions(const RankProcessRole& role, comm::RendezvousClient& rendezvous,
+                             absl::string_view group = "") {
   NcclGroupOptions options;
-  options.name = absl::StrCat("nccl_group_test/", role.scenario);
+  options.name = absl::StrCat("nccl_group_test/", role.scenario, group);
   options.rank = role.rank;
   options.world_size = role.world_size;
   options.local_rank = role.rank;
   options.rendezvous = &rendezvous;
-  options.uid_key = absl::StrCat(role.scenario, "/nccl/uid");
+  options.uid_key = absl::StrCat(role.scenario, group, "/nccl/uid");
   options.buffer_bytes = size_t{1} << 20;
   options.bootstrap_timeout = absl::Seconds(30);
   return options;
@@ -198,6 +200,50 @@ absl::Status RunConformanceRank(const RankProcessRole& role) {
   auto rendezvous = Connect(args);
   ASSIGN_OR_RETURN(auto comm, CreateNcclCommunicator(RankOptions(role, *rendezvous)));
   return comm::testing::RunConformance(*comm, args.seed, /*rounds=*/3);
+}
+
+// The executor's and the engine's groups in the same processes, on the same devices,
+// used at the same time from two threads: each must stay correct and neither may
+// block the other.
+absl::Status RunTwoGroupsRank(const RankProcessRole& role) {
+  const RankArgs args = ParseArgs(role);
+  auto rendezvous = Connect(args);
+  ASSIGN_OR_RETURN(auto executor, CreateNcclCommunicator(RankOptions(role, *rendezvous, "-exec")));
+  ASSIGN_OR_RETURN(auto engine, CreateNcclCommunicator(RankOptions(role, *rendezvous, "-engine")));
+  absl::Status engine_status;
+  std::thread engine_thread(
+      [&] { engine_status = comm::testing::RunConformance(*engine, args.seed + 1, /*rounds=*/3); });
+  const absl::Status executor_status =
+      comm::testing::RunConformance(*executor, args.seed, /*rounds=*/3);
+  engine_thread.join();
+  RETURN_IF_ERROR(executor_status);
+  return engine_status;
+}
+
+// The last rank gathers where the others vote: every rank sees the desync naming both
+// calls (the header round meets every op), and the group is broken after it.
+absl::Status RunDesyncRank(const RankProcessRole& role) {
+  const RankArgs args = ParseArgs(role);
+  auto rendezvous = Connect(args);
+  ASSIGN_OR_RETURN(auto comm, CreateNcclCommunicator(RankOptions(role, *rendezvous)));
+  comm::CallOptions vote;
+  vote.tag = "vote";
+  comm::CallOptions responses;
+  responses.tag = "responses";
+  int64_t v = 1;
+  const int last = role.world_size - 1;
+  const absl::Status status =
+      role.rank == last ? comm->Gather("x", 0, responses).status()
+                        : comm->AllReduce(absl::MakeSpan(&v, 1), comm::ReduceOp::kSum, vote);
+  RETURN_IF_ERROR(
+      Expect(absl::IsInternal(status) &&
+                 absl::StrContains(status.message(),
+                                   "collective desync: rank 0 called AllReduce('vote')") &&
+                 absl::StrContains(status.message(),
+                                   absl::StrCat("rank ", last, " called Gather('responses')")),
+             "Internal naming both calls", status));
+  const absl::Status again = comm->AllReduce(absl::MakeSpan(&v, 1), comm::ReduceOp::kSum, vote);
+  return Expect(absl::IsFailedPrecondition(again), "FailedPrecondition after the desync", again);
 }
 
 // Elements rank `from` sends rank `to` in round `round`: zero for some pairs, never
@@ -354,6 +400,8 @@ absl::Status RunKilledPeerRank(const RankProcessRole& role) {
 int RunRank(const RankProcessRole& role) {
   absl::Status status = absl::InvalidArgumentError("unknown scenario " + role.scenario);
   if (role.scenario == "conformance") status = RunConformanceRank(role);
+  if (role.scenario == "desync") status = RunDesyncRank(role);
+  if (role.scenario == "two_groups") status = RunTwoGroupsRank(role);
   if (role.scenario == "device_alltoallv") status = RunDeviceAllToAllVRank(role);
   if (role.scenario == "missing_peer") status = RunMissingPeerRank(role);
   if (role.scenario == "killed_peer") status = RunKilledPeerRank(role);
@@ -400,6 +448,17 @@ TEST_P(NcclGroupWorldTest, CommunicatorPassesTheConformanceSuite) {
   SKIP_WITHOUT_GPUS(GetParam());
   SCOPED_TRACE(SeedTrace(TestSeed()));
   ExpectAllExitedZero(RunWorld("conformance", GetParam()));
+}
+
+TEST_P(NcclGroupWorldTest, OtherOpIsADesyncOnEveryRankAndBreaksTheGroup) {
+  SKIP_WITHOUT_GPUS(GetParam());
+  ExpectAllExitedZero(RunWorld("desync", GetParam()));
+}
+
+TEST_P(NcclGroupWorldTest, TwoGroupsInTheSameProcessesStayIndependent) {
+  SKIP_WITHOUT_GPUS(GetParam());
+  SCOPED_TRACE(SeedTrace(TestSeed()));
+  ExpectAllExitedZero(RunWorld("two_groups", GetParam()));
 }
 
 TEST_P(NcclGroupWorldTest, DeviceAllToAllVWithSelfSends) {
