@@ -358,6 +358,40 @@ absl::Status RunMissingPeerRank(const RankProcessRole& role) {
                 status);
 }
 
+// The last rank stays alive but never enters the barrier: the others' call fails with
+// DeadlineExceeded at its timeout (plus slack) and their abort returns; each then
+// tells the rendezvous, and the last rank leaves once all have.
+constexpr absl::Duration kStalledCallTimeout = absl::Seconds(2);
+
+absl::Status RunStalledPeerRank(const RankProcessRole& role) {
+  const RankArgs args = ParseArgs(role);
+  auto rendezvous = Connect(args);
+  ASSIGN_OR_RETURN(auto comm, CreateNcclCommunicator(RankOptions(role, *rendezvous)));
+  const int last = role.world_size - 1;
+  if (role.rank == last) {
+    std::vector<std::string> done;
+    for (int r = 0; r < last; ++r) done.push_back(absl::StrCat("stalled/done/", r));
+    return rendezvous->Wait(done, absl::Seconds(30));
+  }
+  comm::CallOptions barrier;
+  barrier.tag = "step";
+  barrier.timeout = kStalledCallTimeout;
+  const absl::Time start = absl::Now();
+  const absl::Status status = comm->Barrier(barrier);
+  const absl::Duration took = absl::Now() - start;
+  std::fprintf(stderr, "rank %d after %s: %s\n", role.rank, absl::FormatDuration(took).c_str(),
+               status.ToString().c_str());
+  RETURN_IF_ERROR(Expect(absl::IsDeadlineExceeded(status), "DeadlineExceeded", status));
+  RETURN_IF_ERROR(Expect(took < kStalledCallTimeout + absl::Seconds(2),
+                         absl::StrCat("back within ", absl::FormatDuration(kStalledCallTimeout),
+                                      " and 2 s, took ", absl::FormatDuration(took)),
+                         status));
+  const absl::Status again = comm->Barrier(barrier);
+  RETURN_IF_ERROR(Expect(absl::IsFailedPrecondition(again), "FailedPrecondition after it", again));
+  comm.reset();  // The aborted group frees nothing and returns.
+  return rendezvous->Set(absl::StrCat("stalled/done/", role.rank), "1");
+}
+
 // The last rank SIGKILLs itself in the middle of the payload of the first all-to-all-v
 // (the layer's operation 3: the barrier's header, the call's header, its sends and
 // receives, 256-byte chunks). The others must see Unavailable long before the call's
@@ -400,6 +434,7 @@ absl::Status RunKilledPeerRank(const RankProcessRole& role) {
 int RunRank(const RankProcessRole& role) {
   absl::Status status = absl::InvalidArgumentError("unknown scenario " + role.scenario);
   if (role.scenario == "conformance") status = RunConformanceRank(role);
+  if (role.scenario == "stalled_peer") status = RunStalledPeerRank(role);
   if (role.scenario == "desync") status = RunDesyncRank(role);
   if (role.scenario == "two_groups") status = RunTwoGroupsRank(role);
   if (role.scenario == "device_alltoallv") status = RunDeviceAllToAllVRank(role);
@@ -470,6 +505,11 @@ TEST_P(NcclGroupWorldTest, DeviceAllToAllVWithSelfSends) {
 TEST_P(NcclGroupWorldTest, PeerThatNeverArrivesFailsTheBootstrapWithinItsDeadline) {
   SKIP_WITHOUT_GPUS(GetParam());
   ExpectAllExitedZero(RunWorld("missing_peer", GetParam()));
+}
+
+TEST_P(NcclGroupWorldTest, PeerThatNeverCallsTimesOutTheCallAndTheAbortReturns) {
+  SKIP_WITHOUT_GPUS(GetParam());
+  ExpectAllExitedZero(RunWorld("stalled_peer", GetParam()));
 }
 
 TEST_P(NcclGroupWorldTest, PeerKilledMidOperationIsUnavailableOnTheSurvivors) {
