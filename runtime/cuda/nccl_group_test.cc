@@ -399,11 +399,13 @@ absl::Status RunStalledPeerRank(const RankProcessRole& role) {
 constexpr absl::Duration kDeadPeerDeadline = absl::Seconds(30);
 constexpr absl::Duration kDetectionBound = absl::Seconds(5);
 
-absl::Status RunKilledPeerRank(const RankProcessRole& role) {
+// With `fault` "error", the last rank's operation 3 fails with ncclSystemError
+// instead: it and the others must see Unavailable just as soon.
+absl::Status RunFaultedPeerRank(const RankProcessRole& role, absl::string_view fault) {
   const RankArgs args = ParseArgs(role);
   const int world = role.world_size;
   setenv("LOCKSTEP_NCCL_CPU_CHUNK_BYTES", "256", 1);
-  setenv("LOCKSTEP_NCCL_CPU_FAULTS", absl::StrCat("kill@3:rank=", world - 1).c_str(), 1);
+  setenv("LOCKSTEP_NCCL_CPU_FAULTS", absl::StrCat(fault, "@3:rank=", world - 1).c_str(), 1);
   auto rendezvous = Connect(args);
   ASSIGN_OR_RETURN(auto comm, CreateNcclCommunicator(RankOptions(role, *rendezvous)));
   comm::CallOptions ready;
@@ -439,7 +441,8 @@ int RunRank(const RankProcessRole& role) {
   if (role.scenario == "two_groups") status = RunTwoGroupsRank(role);
   if (role.scenario == "device_alltoallv") status = RunDeviceAllToAllVRank(role);
   if (role.scenario == "missing_peer") status = RunMissingPeerRank(role);
-  if (role.scenario == "killed_peer") status = RunKilledPeerRank(role);
+  if (role.scenario == "killed_peer") status = RunFaultedPeerRank(role, "kill");
+  if (role.scenario == "failed_peer") status = RunFaultedPeerRank(role, "error");
   if (!status.ok()) {
     std::fprintf(stderr, "rank %d of '%s' failed: %s\n", role.rank, role.scenario.c_str(),
                  status.ToString().c_str());
@@ -521,6 +524,14 @@ TEST_P(NcclGroupWorldTest, PeerKilledMidOperationIsUnavailableOnTheSurvivors) {
   ASSERT_THAT(exits, IsOk());
   for (int r = 0; r + 1 < GetParam(); ++r) ExpectExitedZero(*exits, r);
   EXPECT_EQ(exits->back().signal, SIGKILL) << comm::testing::DescribeExit(exits->back());
+}
+
+TEST_P(NcclGroupWorldTest, PeerWhoseOperationFailsIsUnavailableEverywhere) {
+  SKIP_WITHOUT_GPUS(GetParam());
+#ifndef LOCKSTEP_CUDA_CPU
+  GTEST_SKIP() << "failing a rank's operation needs the CPU layer's fault injection";
+#endif
+  ExpectAllExitedZero(RunWorld("failed_peer", GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, NcclGroupWorldTest, ::testing::Values(2, 4));
