@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/utf8.h"
 #include "grammar/grammar.h"
 
 namespace lockstep::grammar {
@@ -26,8 +27,6 @@ CodePointRanges NormalizeRanges(CodePointRanges ranges);
 CodePointRanges ComplementRanges(const CodePointRanges& ranges);
 // The expression matching the UTF-8 encoding of exactly the code points in `ranges`.
 Expr Utf8Expr(const CodePointRanges& ranges);
-// Appends the UTF-8 encoding of `cp`.
-void AppendUtf8(uint32_t cp, std::string* out);
 // Decodes the code point at `*i` of `text` and moves `*i` past it; false (and `*i`
 // unchanged) on invalid UTF-8.
 bool NextCodePoint(std::string_view text, size_t* i, uint32_t* cp);

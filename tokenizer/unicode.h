@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/utf8.h"
+
 namespace lockstep::tok {
 
 // The 30 general categories, in the generator's order.
@@ -105,8 +107,6 @@ inline size_t CodePointCount(std::string_view s) {
 inline size_t Utf8Length(uint8_t lead) {
   return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
 }
-
-void AppendUtf8(char32_t cp, std::string* out);
 
 bool IsValidUtf8(std::string_view s);
 

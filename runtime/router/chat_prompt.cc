@@ -57,21 +57,13 @@ absl::StatusOr<std::vector<ChatMessage>> FixedTemplateMessages(const Json& messa
   return parsed;
 }
 
-absl::StatusOr<bool> BoolOption(const Json& body, const char* key, bool default_value) {
-  const auto it = body.find(key);
-  if (it == body.end() || it->is_null()) return default_value;
-  if (!it->is_boolean()) {
-    return InvalidParam(key, fmt::format("{} must be a boolean, got {}", key, it->type_name()));
-  }
-  return it->get<bool>();
-}
-
 }  // namespace
 
 absl::StatusOr<ChatPromptOptions> ParseChatPromptOptions(const Json& body) {
   ChatPromptOptions options;
-  ASSIGN_OR_RETURN(options.add_generation_prompt, BoolOption(body, "add_generation_prompt", true));
-  ASSIGN_OR_RETURN(options.add_special_tokens, BoolOption(body, "add_special_tokens", false));
+  ASSIGN_OR_RETURN(options.add_generation_prompt,
+                   OptionalBool(body, "add_generation_prompt", true));
+  ASSIGN_OR_RETURN(options.add_special_tokens, OptionalBool(body, "add_special_tokens", false));
   if (const auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
     if (!it->is_object()) {
       return InvalidParam(

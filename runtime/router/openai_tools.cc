@@ -67,15 +67,6 @@ absl::StatusOr<std::set<std::string>> ToolNames(const json& tools) {
   return names;
 }
 
-absl::StatusOr<bool> BoolField(const json& body, const char* key, bool default_value) {
-  const auto it = body.find(key);
-  if (it == body.end() || it->is_null()) return default_value;
-  if (!it->is_boolean()) {
-    return InvalidParam(key, fmt::format("{} must be a boolean, got {}", key, it->type_name()));
-  }
-  return it->get<bool>();
-}
-
 }  // namespace
 
 absl::StatusOr<ToolOptions> ParseToolOptions(const json& body) {
@@ -133,10 +124,10 @@ absl::StatusOr<ToolOptions> ParseToolOptions(const json& body) {
                                     choice == "named" ? "naming a function" : "\"required\""));
   }
   options.parse_tool_calls = choice == "auto";
-  auto parallel = BoolField(body, "parallel_tool_calls", true);
+  auto parallel = OptionalBool(body, "parallel_tool_calls", true);
   if (!parallel.ok()) return parallel.status();
   options.parallel_tool_calls = *parallel;
-  auto reasoning = BoolField(body, "include_reasoning", true);
+  auto reasoning = OptionalBool(body, "include_reasoning", true);
   if (!reasoning.ok()) return reasoning.status();
   options.include_reasoning = *reasoning;
   return options;

@@ -10,6 +10,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "runtime/config/message_limits.h"
 #include "runtime/router/router_request.h"
@@ -38,6 +40,17 @@ absl::Status ValidateTokenIds(absl::Span<const int32_t> ids, const RequestLimits
 
 // INVALID_ARGUMENT with `message`, remembering `param` for ParamOf().
 absl::Status InvalidParam(std::string_view param, std::string_view message);
+// An optional boolean field `key` of a JSON request body (any nlohmann JSON type):
+// `default_value` when absent or null, INVALID_ARGUMENT naming `key` when not a boolean.
+template <typename Json>
+absl::StatusOr<bool> OptionalBool(const Json& body, const char* key, bool default_value) {
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return default_value;
+  if (!it->is_boolean()) {
+    return InvalidParam(key, absl::StrCat(key, " must be a boolean, got ", it->type_name()));
+  }
+  return it->template get<bool>();
+}
 // The parameter an InvalidParam status names; "" when none.
 std::string ParamOf(const absl::Status& status);
 // "model_not_found" etc. for the OpenAI error's "code"; "" when none.
