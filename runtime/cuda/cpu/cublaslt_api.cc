@@ -189,6 +189,28 @@ const char* StatusString(cublasStatus_t status) {
   return "unknown cuBLAS status";
 }
 
+// Destroys a live descriptor of kind `magic`; its magic word is cleared first, so a
+// use after destroy is refused rather than read.
+template <typename State, typename Handle>
+cublasStatus_t DestroyDescriptor(Handle handle, uint32_t magic) {
+  State s;
+  if (!Live(handle, magic, &s)) return CUBLAS_STATUS_INVALID_VALUE;
+  handle->data[0] = 0;
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// Applies `set` (State& -> status) to a live descriptor of kind `magic`, storing the
+// state back when it succeeds.
+template <typename State, typename Handle, typename Set>
+cublasStatus_t UpdateDescriptor(Handle handle, uint32_t magic, Set set) {
+  State s;
+  if (!Live(handle, magic, &s)) return CUBLAS_STATUS_INVALID_VALUE;
+  const cublasStatus_t status = set(s);
+  if (status == CUBLAS_STATUS_SUCCESS) StoreState(s, *handle);
+  return status;
+}
+
 }  // namespace
 }  // namespace lockstep::cuda_cpu::cublaslt
 
@@ -254,21 +276,15 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* matLayout, cud
 }
 
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout) {
-  lt::LayoutState s;
-  if (!lt::Live(matLayout, lt::kLayoutMagic, &s)) return CUBLAS_STATUS_INVALID_VALUE;
-  matLayout->data[0] = 0;
-  delete matLayout;
-  return CUBLAS_STATUS_SUCCESS;
+  return lt::DestroyDescriptor<lt::LayoutState>(matLayout, lt::kLayoutMagic);
 }
 
 cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout,
                                                 cublasLtMatrixLayoutAttribute_t attr,
                                                 const void* buf, size_t sizeInBytes) {
-  lt::LayoutState s;
-  if (!lt::Live(matLayout, lt::kLayoutMagic, &s)) return CUBLAS_STATUS_INVALID_VALUE;
-  const cublasStatus_t status = lt::SetLayoutAttribute(s, attr, buf, sizeInBytes);
-  if (status == CUBLAS_STATUS_SUCCESS) lt::StoreState(s, *matLayout);
-  return status;
+  return lt::UpdateDescriptor<lt::LayoutState>(matLayout, lt::kLayoutMagic, [&](lt::LayoutState& s) {
+    return lt::SetLayoutAttribute(s, attr, buf, sizeInBytes);
+  });
 }
 
 cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t matLayout,
@@ -293,21 +309,15 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* matmulDesc,
 }
 
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc) {
-  lt::DescState s;
-  if (!lt::Live(matmulDesc, lt::kDescMagic, &s)) return CUBLAS_STATUS_INVALID_VALUE;
-  matmulDesc->data[0] = 0;
-  delete matmulDesc;
-  return CUBLAS_STATUS_SUCCESS;
+  return lt::DestroyDescriptor<lt::DescState>(matmulDesc, lt::kDescMagic);
 }
 
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
                                               cublasLtMatmulDescAttributes_t attr, const void* buf,
                                               size_t sizeInBytes) {
-  lt::DescState s;
-  if (!lt::Live(matmulDesc, lt::kDescMagic, &s)) return CUBLAS_STATUS_INVALID_VALUE;
-  const cublasStatus_t status = lt::SetDescAttribute(s, attr, buf, sizeInBytes);
-  if (status == CUBLAS_STATUS_SUCCESS) lt::StoreState(s, *matmulDesc);
-  return status;
+  return lt::UpdateDescriptor<lt::DescState>(matmulDesc, lt::kDescMagic, [&](lt::DescState& s) {
+    return lt::SetDescAttribute(s, attr, buf, sizeInBytes);
+  });
 }
 
 cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t matmulDesc,
@@ -328,21 +338,15 @@ cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) 
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
-  lt::PrefState s;
-  if (!lt::Live(pref, lt::kPrefMagic, &s)) return CUBLAS_STATUS_INVALID_VALUE;
-  pref->data[0] = 0;
-  delete pref;
-  return CUBLAS_STATUS_SUCCESS;
+  return lt::DestroyDescriptor<lt::PrefState>(pref, lt::kPrefMagic);
 }
 
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
                                                     cublasLtMatmulPreferenceAttributes_t attr,
                                                     const void* buf, size_t sizeInBytes) {
-  lt::PrefState s;
-  if (!lt::Live(pref, lt::kPrefMagic, &s)) return CUBLAS_STATUS_INVALID_VALUE;
-  const cublasStatus_t status = lt::SetPrefAttribute(s, attr, buf, sizeInBytes);
-  if (status == CUBLAS_STATUS_SUCCESS) lt::StoreState(s, *pref);
-  return status;
+  return lt::UpdateDescriptor<lt::PrefState>(pref, lt::kPrefMagic, [&](lt::PrefState& s) {
+    return lt::SetPrefAttribute(s, attr, buf, sizeInBytes);
+  });
 }
 
 cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref,
@@ -359,11 +363,9 @@ cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t p
 cublasStatus_t cublasLtMatmulAlgoConfigSetAttribute(cublasLtMatmulAlgo_t* algo,
                                                     cublasLtMatmulAlgoConfigAttributes_t attr,
                                                     const void* buf, size_t sizeInBytes) {
-  lt::AlgoState s;
-  if (!lt::Live(algo, lt::kAlgoMagic, &s)) return CUBLAS_STATUS_INVALID_VALUE;
-  const cublasStatus_t status = lt::SetAlgoAttribute(s, attr, buf, sizeInBytes);
-  if (status == CUBLAS_STATUS_SUCCESS) lt::StoreState(s, *algo);
-  return status;
+  return lt::UpdateDescriptor<lt::AlgoState>(algo, lt::kAlgoMagic, [&](lt::AlgoState& s) {
+    return lt::SetAlgoAttribute(s, attr, buf, sizeInBytes);
+  });
 }
 
 cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo,
