@@ -67,9 +67,11 @@ printf '#!/bin/sh\necho "ldd (Fake GLIBC ${FAKE_GLIBC:-2.39}) ${FAKE_GLIBC:-2.39
 printf '#!/bin/sh\nif [ "$1" = -q ]; then printf "Driver Version : 580.159\\nCUDA Version : 13.0\\nProduct Name : Fake H200\\nUnrelated : x\\n"; else echo "0, Fake H200, 143771 MiB"; fi\n' \
   >"$WORK/fakebin/nvidia-smi"
 # A tee that keeps its copy until the end of its input and writes it only while the
-# script (its parent) waits for it: a tee that the script does not wait for writes
-# nothing, as if a loaded machine had run it only after the caller read the log. (At
-# most ~10 s of polling the parent's state; past that it writes anyway.)
+# script (its parent) waits for it: sleeping with this tee as its only child (waiting
+# for another child, such as the results' tar, is not waiting for the tee). A tee that
+# the script does not wait for writes nothing, as if a loaded machine had run it only
+# after the caller read the log. (At most ~10 s of polling the parent's state; past
+# that it writes anyway.)
 cat >"$WORK/fakebin/tee" <<'TEE'
 #!/bin/bash
 file="${!#}"
@@ -77,7 +79,9 @@ held="$(mktemp)"
 cat >"$held"
 for ((i = 0; i < 1000; i++)); do
   [[ $(tr '\0' ' ' 2>/dev/null </proc/$PPID/cmdline) == *device_check.sh* ]] || exit 0
-  [[ $(awk '{ print $3 }' /proc/$PPID/stat 2>/dev/null) == S ]] && break
+  kids=("$$")
+  [[ -r /proc/$PPID/task/$PPID/children ]] && read -r -a kids </proc/$PPID/task/$PPID/children
+  [[ $(awk '{ print $3 }' /proc/$PPID/stat 2>/dev/null) == S && "${kids[*]}" == "$$" ]] && break
   sleep 0.01
 done
 cat "$held" >>"$file"
