@@ -16,6 +16,7 @@
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine/model/file_io.h"
+#include "runtime/engine/model/fp8.h"
 
 namespace lockstep::engine {
 namespace {
@@ -29,6 +30,8 @@ bool ParseDType(const std::string& name, DType* dtype) {
     *dtype = DType::kF16;
   else if (name == "BF16")
     *dtype = DType::kBF16;
+  else if (name == "F8_E4M3")
+    *dtype = DType::kF8E4M3;
   else
     return false;
   return true;
@@ -102,11 +105,24 @@ const char* DTypeName(DType dtype) {
       return "F16";
     case DType::kBF16:
       return "BF16";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }
 
-size_t DTypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+    case DType::kBF16:
+      return 2;
+    case DType::kF8E4M3:
+      return 1;
+  }
+  return 0;
+}
 
 float Bf16ToFloat(uint16_t bits) {
   const uint32_t word = static_cast<uint32_t>(bits) << 16;
@@ -184,6 +200,9 @@ void TensorView::ToFloat(absl::Span<float> out) const {
         std::memcpy(&bits, data + 2 * i, 2);
         out[i] = dtype == DType::kBF16 ? Bf16ToFloat(bits) : F16ToFloat(bits);
       }
+      break;
+    case DType::kF8E4M3:
+      for (size_t i = 0; i < n; ++i) out[i] = Fp8E4m3ToFloat(data[i]);
       break;
   }
 }
@@ -305,7 +324,7 @@ absl::StatusOr<const TensorView*> SafetensorsModel::Find(const std::string& name
   auto it = index_.find(name);
   if (it == index_.end()) {
     return absl::NotFoundError(
-        absl::StrCat(description_, ": missing tensor '", name, "' (F32, F16 or BF16)"));
+        absl::StrCat(description_, ": missing tensor '", name, "' (F32, F16, BF16 or F8_E4M3)"));
   }
   return it->second;
 }
@@ -318,9 +337,62 @@ absl::StatusOr<std::vector<float>> SafetensorsModel::ReadFloat(
                                                    ShapeString(view->shape), ", expected ",
                                                    ShapeString(shape)));
   }
+  if (view->dtype == DType::kF8E4M3) return DequantizeFp8(*view);
   std::vector<float> values(view->NumElements());
   view->ToFloat(absl::MakeSpan(values));
+  CountRead(*view);
   return values;
+}
+
+absl::StatusOr<std::vector<float>> SafetensorsModel::DequantizeFp8(const TensorView& view) const {
+  const std::string scale_name = Fp8ScaleName(view.name);
+  if (view.shape.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(view.file, ": F8_E4M3 tensor '", view.name, "' has shape ",
+                     ShapeString(view.shape), "; only block-scaled matrices are supported"));
+  }
+  auto it = index_.find(scale_name);
+  if (it == index_.end()) {
+    return absl::NotFoundError(absl::StrCat(description_, ": F8_E4M3 tensor '", view.name,
+                                            "' has no scale tensor '", scale_name, "'"));
+  }
+  const TensorView& scale = *it->second;
+  const std::vector<int64_t> grid = Fp8ScaleShape(view.shape[0], view.shape[1]);
+  if (scale.shape != grid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        scale.file, ": scale tensor '", scale_name, "' has shape ", ShapeString(scale.shape),
+        ", expected ", ShapeString(grid), " (one per ", kFp8BlockSize, "x", kFp8BlockSize,
+        " block of '", view.name, "' ", ShapeString(view.shape), ")"));
+  }
+  if (scale.dtype == DType::kF8E4M3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(scale.file, ": scale tensor '", scale_name, "' is F8_E4M3, expected F32"));
+  }
+  std::vector<float> scales(scale.NumElements());
+  scale.ToFloat(absl::MakeSpan(scales));
+  std::vector<float> values(view.NumElements());
+  RETURN_IF_ERROR(DequantizeFp8Blocks(absl::MakeConstSpan(view.data, view.bytes), view.shape[0],
+                                      view.shape[1], scales, absl::MakeSpan(values)));
+  CountRead(view);
+  CountRead(scale);
+  return values;
+}
+
+void SafetensorsModel::CountRead(const TensorView& view) const {
+  absl::MutexLock lock(&read_mu_);
+  if (read_names_.insert(view.name).second) bytes_read_ += view.bytes;
+}
+
+std::vector<std::string> SafetensorsModel::ReadNames() const {
+  absl::MutexLock lock(&read_mu_);
+  std::vector<std::string> names(read_names_.begin(), read_names_.end());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+uint64_t SafetensorsModel::BytesRead() const {
+  absl::MutexLock lock(&read_mu_);
+  return bytes_read_;
 }
 
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors) {
@@ -342,6 +414,8 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorT
     for (float value : tensor->values) {
       if (tensor->dtype == DType::kF32) {
         data.append(reinterpret_cast<const char*>(&value), 4);
+      } else if (tensor->dtype == DType::kF8E4M3) {
+        data.push_back(static_cast<char>(FloatToFp8E4m3(value)));
       } else {
         const uint16_t bits =
             tensor->dtype == DType::kBF16 ? FloatToBf16(value) : FloatToF16(value);

@@ -5,9 +5,15 @@
 // inconsistent file is an error naming the file and the tensor, never a crash.
 //
 // A model is one `model.safetensors` or several shards listed by
-// `model.safetensors.index.json` ({"weight_map": {tensor: shard file}}).
+// `model.safetensors.index.json` ({"weight_map": {tensor: shard file}}). Opening maps
+// the files and parses their headers only; a tensor's bytes are touched when it is read,
+// so a loader that reads only some tensors (an expert-parallel rank's experts) never
+// reads the others' pages. The model counts what it read (ReadNames, BytesRead).
 //
-// Thread safety: immutable after Open; concurrent reads are safe.
+// F8_E4M3 tensors are read with their `<name>_scale_inv` block scales (fp8.h).
+//
+// Thread safety: immutable after Open except the read counters (mutex); concurrent reads
+// are safe.
 #ifndef LOCKSTEP_RUNTIME_ENGINE_MODEL_SAFETENSORS_H_
 #define LOCKSTEP_RUNTIME_ENGINE_MODEL_SAFETENSORS_H_
 
@@ -17,14 +23,17 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
 namespace lockstep::engine {
 
-enum class DType { kF32, kF16, kBF16 };
+enum class DType { kF32, kF16, kBF16, kF8E4M3 };
 
 const char* DTypeName(DType dtype);
 size_t DTypeSize(DType dtype);
@@ -39,7 +48,7 @@ struct TensorView {
   size_t bytes = 0;
 
   int64_t NumElements() const;
-  // Converts to f32 into `out` (size NumElements()).
+  // Converts to f32 into `out` (size NumElements()); F8_E4M3 codes without their scale.
   void ToFloat(absl::Span<float> out) const;
 };
 
@@ -71,18 +80,32 @@ class SafetensorsModel {
 
   // NotFound naming the tensor and the model files when absent.
   absl::StatusOr<const TensorView*> Find(const std::string& name) const;
-  // Find + shape check + conversion to f32. Errors name the file and the tensor.
+  // Find + shape check + conversion to f32, the one way loaders read any tensor: an
+  // F8_E4M3 [rows, cols] tensor is dequantized with `<name>_scale_inv` (fp8.h). Errors
+  // name the file and the tensor (and the scale tensor when it is missing or misshaped).
   absl::StatusOr<std::vector<float>> ReadFloat(const std::string& name,
                                                const std::vector<int64_t>& shape) const;
   bool Contains(const std::string& name) const;
 
+  // The tensors ReadFloat has read (sorted; scales included) and their stored bytes.
+  std::vector<std::string> ReadNames() const;
+  uint64_t BytesRead() const;
+
  private:
+  absl::StatusOr<std::vector<float>> DequantizeFp8(const TensorView& view) const;
+  void CountRead(const TensorView& view) const;
+
   std::string description_;  // for errors: the model file or index
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   absl::flat_hash_map<std::string, const TensorView*> index_;
+  mutable absl::Mutex read_mu_;
+  mutable absl::flat_hash_set<std::string> read_names_ ABSL_GUARDED_BY(read_mu_);
+  mutable uint64_t bytes_read_ ABSL_GUARDED_BY(read_mu_) = 0;
 };
 
-// A tensor to write, given as f32 and stored as `dtype`.
+// A tensor to write, given as f32 and stored as `dtype` (F8_E4M3: each value encoded
+// with FloatToFp8E4m3; the writer of a scaled weight passes the values already divided
+// by their block scale and writes the scale tensor itself).
 struct TensorToWrite {
   std::string name;
   std::vector<int64_t> shape;

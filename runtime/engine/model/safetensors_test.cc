@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/engine/model/file_io.h"
+#include "runtime/engine/model/fp8.h"
 
 namespace lockstep::engine {
 namespace {
@@ -159,6 +160,94 @@ TEST(SafetensorsTest, ShardedModelWithIndex) {
   ASSERT_THAT(WriteStringToFile(JoinPath(dir, "model.safetensors.index.json"), missing), IsOk());
   EXPECT_THAT(SafetensorsModel::Open(dir),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("model-00009.safetensors")));
+}
+
+// A [130, 257] FP8 weight with its [2, 3] scale grid, each in its own shard (checkpoints
+// may place a weight and its scale in different files).
+TEST(SafetensorsTest, Fp8WeightIsDequantizedWithItsBlockScales) {
+  const std::string dir = TempDir("fp8");
+  const int64_t rows = 130;
+  const int64_t cols = 257;
+  std::vector<float> values(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) values[i] = static_cast<float>((i * 37) % 101 - 50);
+  const Fp8Blocks blocks = QuantizeFp8Blocks(values, rows, cols);
+  TensorToWrite weight{"w.weight", {rows, cols}, {}, DType::kF8E4M3};
+  for (uint8_t code : blocks.codes) weight.values.push_back(Fp8E4m3ToFloat(code));
+  const TensorToWrite scale{"w.weight_scale_inv", {2, 3}, blocks.scale_inv, DType::kF32};
+  ASSERT_THAT(WriteSafetensors(JoinPath(dir, "model-00001-of-00002.safetensors"), {weight}),
+              IsOk());
+  ASSERT_THAT(WriteSafetensors(JoinPath(dir, "model-00002-of-00002.safetensors"), {scale}),
+              IsOk());
+  ASSERT_THAT(WriteStringToFile(JoinPath(dir, "model.safetensors.index.json"),
+                                R"({"weight_map": {
+      "w.weight": "model-00001-of-00002.safetensors",
+      "w.weight_scale_inv": "model-00002-of-00002.safetensors"}})"),
+              IsOk());
+  auto model = SafetensorsModel::Open(dir);
+  ASSERT_THAT(model, IsOk());
+  const TensorView* view = *(*model)->Find("w.weight");
+  EXPECT_EQ(view->dtype, DType::kF8E4M3);
+  EXPECT_EQ(view->bytes, static_cast<size_t>(rows * cols));
+  absl::StatusOr<std::vector<float>> read = (*model)->ReadFloat("w.weight", {rows, cols});
+  ASSERT_THAT(read, IsOk());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const float scale_inv = blocks.scale_inv[(r / 128) * 3 + c / 128];
+      ASSERT_EQ((*read)[r * cols + c], Fp8E4m3ToFloat(blocks.codes[r * cols + c]) * scale_inv)
+          << r << ", " << c;
+    }
+  }
+  EXPECT_EQ((*model)->ReadNames(), (std::vector<std::string>{"w.weight", "w.weight_scale_inv"}));
+  EXPECT_EQ((*model)->BytesRead(), static_cast<uint64_t>(rows * cols + 6 * 4));
+}
+
+TEST(SafetensorsTest, Fp8WithoutItsScaleOrWithAMisshapedOneIsAnError) {
+  const std::string dir = TempDir("fp8_bad");
+  const std::string path = JoinPath(dir, "model.safetensors");
+  const TensorToWrite weight{"w.weight", {130, 257}, std::vector<float>(130 * 257, 1.0f),
+                             DType::kF8E4M3};
+  ASSERT_THAT(WriteSafetensors(path, {weight}), IsOk());
+  auto model = SafetensorsModel::Open(dir);
+  ASSERT_THAT(model, IsOk());
+  EXPECT_THAT((*model)->ReadFloat("w.weight", {130, 257}),
+              StatusIs(absl::StatusCode::kNotFound,
+                       AllOf(HasSubstr("'w.weight'"), HasSubstr("w.weight_scale_inv"))));
+  // [2, 2] misses the last column block.
+  ASSERT_THAT(WriteSafetensors(path, {weight, {"w.weight_scale_inv", {2, 2}, {1, 1, 1, 1}}}),
+              IsOk());
+  model = SafetensorsModel::Open(dir);
+  ASSERT_THAT(model, IsOk());
+  EXPECT_THAT((*model)->ReadFloat("w.weight", {130, 257}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("w.weight_scale_inv"), HasSubstr("[2, 2]"),
+                             HasSubstr("expected [2, 3]"), HasSubstr("[130, 257]"))));
+  // A vector stored in FP8 has no block scale.
+  ASSERT_THAT(WriteSafetensors(path, {{"v", {4}, {1, 2, 3, 4}, DType::kF8E4M3}}), IsOk());
+  model = SafetensorsModel::Open(dir);
+  ASSERT_THAT(model, IsOk());
+  EXPECT_THAT((*model)->ReadFloat("v", {4}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("F8_E4M3 tensor 'v'")));
+  // A wrong byte count for the F8_E4M3 shape is refused at open.
+  const std::string header =
+      R"({"w": {"dtype": "F8_E4M3", "shape": [2, 3], "data_offsets": [0, 12]}})";
+  std::string file;
+  for (int i = 0; i < 8; ++i) file.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
+  ASSERT_THAT(WriteStringToFile(path, file + header + std::string(12, '\0')), IsOk());
+  EXPECT_THAT(SafetensorsFile::Open(path),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("needs 6")));
+}
+
+TEST(SafetensorsTest, CountsOnlyTheTensorsRead) {
+  const std::string dir = TempDir("count");
+  ASSERT_THAT(WriteSafetensors(JoinPath(dir, "model.safetensors"), TwoTensors(DType::kBF16)),
+              IsOk());
+  auto model = SafetensorsModel::Open(dir);
+  ASSERT_THAT(model, IsOk());
+  EXPECT_EQ((*model)->BytesRead(), 0u);
+  ASSERT_THAT((*model)->ReadFloat("b.bias", {3}), IsOk());
+  ASSERT_THAT((*model)->ReadFloat("b.bias", {3}), IsOk());  // counted once
+  EXPECT_EQ((*model)->ReadNames(), std::vector<std::string>{"b.bias"});
+  EXPECT_EQ((*model)->BytesRead(), 6u);
 }
 
 TEST(SafetensorsTest, MissingModelFileIsNotFound) {
