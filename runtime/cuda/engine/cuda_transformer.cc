@@ -107,7 +107,10 @@ ForwardContext CudaTransformer::State::ContextFor(const PackedStep& step,
                            MaxLocalExperts(config.num_experts, world), world);
   }
   c.exchange = exchange.get();
-  if (timed) c.timer = timer;
+  if (timed) {
+    c.timer = timer;
+    c.routing = routing;
+  }
   return c;
 }
 
@@ -437,6 +440,8 @@ absl::Status CudaTransformer::FinishKvCopies() {
 }
 
 void CudaTransformer::set_forward_timer(ForwardTimer* timer) { state_->timer = timer; }
+
+void CudaTransformer::set_routing_hook(RoutingHook* hook) { state_->routing = hook; }
 
 std::unique_ptr<engine::SpecBuffer> CudaTransformer::NewSpecBuffer(int tokens) const {
   State& s = *state_;

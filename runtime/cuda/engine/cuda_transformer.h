@@ -64,6 +64,7 @@ namespace lockstep::cuda {
 
 class ForwardTimer;
 class NcclGroup;
+class RoutingHook;
 
 struct CudaModelOptions {
   std::string name = "target";  // in errors and logs
@@ -123,6 +124,9 @@ class CudaTransformer final : public engine::ForwardModel {
   // Instruments the eager forwards that follow with `timer` (not owned; null: none).
   // Graph replays are not instrumented. For benchmarks.
   void set_forward_timer(ForwardTimer* timer);
+  // Instruments the eager forwards' MoE routing that follow with `hook` (not owned;
+  // null: none; forward_pass.h). For tests: it waits for the device in every MoE layer.
+  void set_routing_hook(RoutingHook* hook);
 
   // Device bytes of the weights, and of the scratch.
   size_t weight_bytes() const;

@@ -7,23 +7,34 @@
 // bf16; greedy tokens equal at every position of a sequence before the first where the
 // CPU's top-2 logit margin is not above 12 x the row's median |GPU - CPU| logit error
 // (relative to the row's noise: forward_compare.h; the report prints that position per
-// sequence). Also: a decode step of 3 rows replayed from its 4-row CUDA graph (a pad
-// row included) gives the eager step's bits (batch-invariant GEMMs), and running out
-// of device memory at load names what did not fit. Skips without a GPU.
+// sequence). MoE families also run with teacher-forced routing (the CUDA MoE uses the
+// CPU's experts and gates through the routing hook, so a near-tied top-k that bf16
+// flips does not send a row to other experts) and the routing rule: the CUDA router's
+// own choice equals the CPU's except within 8 x the row's median router error of a tie
+// (excused and counted, at most 1 in 20 rows), router rows within 1e-4 (f32) / 6e-2
+// (bf16); planted bugs (experts on their neighbour's weights, a router favouring one
+// expert) are caught. Also: a decode step of 3 rows replayed from its 4-row CUDA graph
+// (a pad row included) gives the eager step's bits (batch-invariant GEMMs), and running
+// out of device memory at load names what did not fit. Skips without a GPU.
 #include "runtime/cuda/engine/cuda_transformer.h"
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "common/status_macros.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/cuda/engine/device_kv_pool.h"
+#include "runtime/cuda/engine/forward_pass.h"
 #include "runtime/cuda/engine/graph_capture.h"
 #include "runtime/cuda/gpu_test_env.h"
 #include "runtime/engine/cpu/arena.h"
@@ -62,36 +73,130 @@ DeviceKvPool MakePool(const CudaTransformer& model) {
   return pool.ok() ? *std::move(pool) : DeviceKvPool{};
 }
 
+// A bug planted in the candidate's MoE to show the comparison catches it.
+enum class Bug {
+  kNone,
+  kNeighbourExperts,  // every expert computes with the next expert's weights
+  kBiasedRouter,      // one expert's router logit is 0.5 too high
+};
+
+// The candidate's routing hook: traces its router logits and forces the reference's
+// routing (teacher forcing, forward_compare.h), with `bug` planted.
+class ForcedRoutingHook final : public RoutingHook {
+ public:
+  ForcedRoutingHook(const et::RouterTrace& reference, et::RouterTrace& own, bool renormalize,
+                    Bug bug)
+      : reference_(reference), own_(own), renormalize_(renormalize), bug_(bug) {}
+
+  void Observe(int layer, const float* logits, int rows, int experts) override {
+    own_.Record(layer, logits, rows, experts);
+    if (bug_ != Bug::kBiasedRouter) return;
+    std::vector<float>& last = own_.layers.back().logits;
+    for (int i = 0; i < rows; ++i) last[static_cast<size_t>(i) * experts + 1] += 0.5f;
+  }
+
+  absl::StatusOr<bool> Force(int layer, int rows, int k, int32_t* experts,
+                             float* weights) override {
+    RETURN_IF_ERROR(et::ForcedRouting(reference_, layer, rows, k, renormalize_, experts, weights));
+    if (bug_ == Bug::kNeighbourExperts) {
+      const int n = reference_.Find(layer)->experts;
+      for (int i = 0; i < rows; ++i) {
+        std::vector<std::pair<int32_t, float>> row;
+        for (int j = 0; j < k; ++j) row.push_back({(experts[i * k + j] + 1) % n, weights[i * k + j]});
+        std::sort(row.begin(), row.end());
+        for (int j = 0; j < k; ++j) std::tie(experts[i * k + j], weights[i * k + j]) = row[j];
+      }
+    }
+    return true;
+  }
+
+ private:
+  const et::RouterTrace& reference_;
+  et::RouterTrace& own_;
+  const bool renormalize_;
+  const Bug bug_;
+};
+
+// The comparison of one family (MoE families with teacher-forced routing and the routing
+// rule); the report printed.
+absl::StatusOr<et::CompareReport> RunFamily(const std::string& family, int element_bytes,
+                                            Bug bug = Bug::kNone) {
+  const std::string dir = et::FamilyModelDir(family);
+  ASSIGN_OR_RETURN(std::unique_ptr<engine::Transformer> cpu,
+                   engine::Transformer::Load(dir, "target", engine::ExpertGroup{}));
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaTransformer> gpu,
+                   CudaTransformer::Load(dir, Options(element_bytes)));
+  et::HostPool host(cpu->Layout(kTokensPerBlock), kBlocks, 1);
+  ASSIGN_OR_RETURN(DeviceKvPool device,
+                   MakeDeviceKvPool(0, gpu->Layout(kTokensPerBlock), kBlocks));
+  const auto prompts = et::RandomPrompts({37, 5, 70}, cpu->config().vocab_size, 11);
+  et::CompareOptions options;
+  et::RouterTrace reference_router, candidate_router;
+  ForcedRoutingHook hook(reference_router, candidate_router, cpu->config().norm_topk_prob, bug);
+  if (cpu->config().is_moe()) {
+    cpu->set_router_tap([&](int layer, const float* logits, int rows, int experts) {
+      reference_router.Record(layer, logits, rows, experts);
+    });
+    gpu->set_routing_hook(&hook);
+    options.reference_router = &reference_router;
+    options.candidate_router = &candidate_router;
+  }
+  ASSIGN_OR_RETURN(et::CompareReport report,
+                   et::CompareForwards(*cpu, host, *gpu, device.view, prompts, options));
+  std::cout << "[" << family << (element_bytes == 4 ? " f32] " : " bf16] ") << report.ToString()
+            << "\n";
+  return report;
+}
+
 void CompareFamily(const std::string& family, int element_bytes) {
   SCOPED_TRACE(::testing::Message() << family << (element_bytes == 4 ? " f32" : " bf16"));
-  const std::string dir = et::FamilyModelDir(family);
-  absl::StatusOr<std::unique_ptr<engine::Transformer>> cpu =
-      engine::Transformer::Load(dir, "target", engine::ExpertGroup{});
-  ASSERT_THAT(cpu, IsOk());
-  absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
-      CudaTransformer::Load(dir, Options(element_bytes));
-  ASSERT_THAT(gpu, IsOk());
-  et::HostPool host((*cpu)->Layout(kTokensPerBlock), kBlocks, 1);
-  DeviceKvPool device = MakePool(**gpu);
-  ASSERT_NE(device.view.storage, nullptr);
-  const auto prompts = et::RandomPrompts({37, 5, 70}, (*cpu)->config().vocab_size, 11);
-  absl::StatusOr<et::CompareReport> report =
-      et::CompareForwards(**cpu, host, **gpu, device.view, prompts, et::CompareOptions{});
+  absl::StatusOr<et::CompareReport> report = RunFamily(family, element_bytes);
   ASSERT_THAT(report, IsOk());
-  std::cout << "[" << family << (element_bytes == 4 ? " f32] " : " bf16] ") << report->ToString()
-            << "\n";
-  EXPECT_LE(report->worst_rel_l2, element_bytes == 4 ? 1e-4 : 2e-2) << report->ToString();
+  const double tolerance = element_bytes == 4 ? 1e-4 : 2e-2;
+  EXPECT_LE(report->worst_rel_l2, tolerance) << report->ToString();
   EXPECT_EQ(report->argmax_mismatches, 0) << report->ToString();
+  if (et::FamilyConfig(family).is_moe()) {
+    EXPECT_GT(report->routing_rows, 0) << report->ToString();
+    // A row's 8 router logits are small: bf16 moves them by up to ~4% (mixtral 0.037).
+    EXPECT_LE(report->worst_router_rel_l2, element_bytes == 4 ? 1e-4 : 6e-2)
+        << report->ToString();
+    EXPECT_EQ(report->routing_mismatches, 0) << report->ToString();
+    // Excused flips are rare near-ties, not a pattern (bf16: 18 of 1,136 routings).
+    EXPECT_LE(report->routing_flips_excused, report->routing_rows / 20) << report->ToString();
+  }
 }
 
-TEST(CudaTransformerTest, F32MatchesTheCpuEngineOnEveryFamily) {
+// One test per family and element type, so a sharded run spreads them.
+class CudaTransformerFamilyTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaTransformerFamilyTest, F32MatchesTheCpuEngine) {
   LOCKSTEP_SKIP_WITHOUT_GPU();
-  for (const char* family : et::kModelFamilies) CompareFamily(family, 4);
+  CompareFamily(GetParam(), 4);
 }
 
-TEST(CudaTransformerTest, Bf16MatchesTheCpuEngineWithinTolerance) {
+TEST_P(CudaTransformerFamilyTest, Bf16MatchesTheCpuEngineWithinTolerance) {
   LOCKSTEP_SKIP_WITHOUT_GPU();
-  for (const char* family : et::kModelFamilies) CompareFamily(family, 2);
+  CompareFamily(GetParam(), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CudaTransformerFamilyTest,
+                         ::testing::ValuesIn(et::kModelFamilies),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
+
+// Teacher-forced routing hides no bug: experts computing with their neighbour's weights
+// fail the logits' relative L2, and a router that favours one expert fails the routing
+// rule (flips with a clear gap; its median error stays small).
+TEST(CudaTransformerTest, PlantedMoeBugsAreCaught) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  absl::StatusOr<et::CompareReport> experts = RunFamily("mixtral", 2, Bug::kNeighbourExperts);
+  ASSERT_THAT(experts, IsOk());
+  EXPECT_GT(experts->worst_rel_l2, 0.1) << experts->ToString();
+  absl::StatusOr<et::CompareReport> router = RunFamily("mixtral", 2, Bug::kBiasedRouter);
+  ASSERT_THAT(router, IsOk());
+  EXPECT_GT(router->routing_mismatches, 0) << router->ToString();
+  EXPECT_LE(router->worst_rel_l2, 2e-2) << router->ToString();  // routing was forced
 }
 
 // The same decode step eagerly (the agreement says a context chunk is somewhere) and

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "runtime/cuda/engine/device_weights.h"
 #include "runtime/cuda/engine/forward_scratch.h"
 #include "runtime/cuda/engine/step_layout.h"
@@ -56,6 +57,21 @@ class ForwardTimer {
   virtual void End(cudaStream_t stream) = 0;
 };
 
+// Optional test instrumentation of an eager forward's MoE routing (cuda_transformer_test,
+// with the routing rule of runtime/engine/cpu/testing/forward_compare.h): after each
+// MoE layer's router GEMM and route kernel the pass waits for the stream, hands the
+// router logits [rows, experts] to Observe and, when Force fills `experts` and `weights`
+// ([rows, k] each, ascending expert ids: the route kernel's format) and returns true,
+// copies them over the kernel's choice (teacher-forced routing). Called on the
+// enqueuing thread; graph captures never carry one (the waits would break a capture).
+class RoutingHook {
+ public:
+  virtual ~RoutingHook() = default;
+  virtual void Observe(int layer, const float* logits, int rows, int experts) = 0;
+  virtual absl::StatusOr<bool> Force(int layer, int rows, int k, int32_t* experts,
+                                     float* weights) = 0;
+};
+
 struct ForwardContext {
   const engine::ModelConfig* config = nullptr;
   const DeviceWeights* weights = nullptr;
@@ -72,6 +88,7 @@ struct ForwardContext {
   MoeExchange moe;                     // this step's exchange shape
   ExpertExchange* exchange = nullptr;  // null: one rank
   ForwardTimer* timer = nullptr;       // null: not instrumented
+  RoutingHook* routing = nullptr;      // null: not instrumented
 };
 
 // Enqueues `enqueue` (returning absl::Status) as one `segment` of the context's timer.

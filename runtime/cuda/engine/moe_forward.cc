@@ -1,6 +1,11 @@
 #include "runtime/cuda/engine/moe_forward.h"
 
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -12,6 +17,35 @@
 #include "runtime/cuda/kernels/moe_kernels.h"
 
 namespace lockstep::cuda {
+namespace {
+
+// The routing hook (forward_pass.h) of one layer: waits for the router logits and the
+// route kernel's choice, shows the logits, and copies a forced choice over the kernel's.
+absl::Status ApplyRoutingHook(const ForwardContext& c, int layer, int rows, const float* logits,
+                              int32_t* experts, float* weights) {
+  const int n = c.config->num_experts;
+  const int k = c.config->num_experts_per_tok;
+  const std::string where = absl::StrCat("layer ", layer, " routing hook");
+  RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(c.stream), where));
+  std::vector<float> host(static_cast<size_t>(rows) * n);
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpy(host.data(), logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost), where));
+  c.routing->Observe(layer, host.data(), rows, n);
+  std::vector<int32_t> forced_experts(static_cast<size_t>(rows) * k);
+  std::vector<float> forced_weights(forced_experts.size());
+  ASSIGN_OR_RETURN(const bool forced,
+                   c.routing->Force(layer, rows, k, forced_experts.data(), forced_weights.data()));
+  if (!forced) return absl::OkStatus();
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpy(experts, forced_experts.data(),
+                                        forced_experts.size() * sizeof(int32_t),
+                                        cudaMemcpyHostToDevice),
+                             where));
+  return CudaStatus(cudaMemcpy(weights, forced_weights.data(),
+                               forced_weights.size() * sizeof(float), cudaMemcpyHostToDevice),
+                    where);
+}
+
+}  // namespace
 
 template <typename T>
 absl::Status EnqueueMoe(const ForwardContext& c, int layer, const T* x, T* out) {
@@ -44,6 +78,9 @@ absl::Status EnqueueMoe(const ForwardContext& c, int layer, const T* x, T* out) 
   }
   RETURN_IF_ERROR(kernels::MoeRoute(router_logits, rows, experts, k, config.norm_topk_prob,
                                     i32(l.experts), weights, c.stream));
+  if (c.routing != nullptr && rows > 0) {
+    RETURN_IF_ERROR(ApplyRoutingHook(c, layer, rows, router_logits, i32(l.experts), weights));
+  }
   RETURN_IF_ERROR(
       check(kernels::LaunchMoePermute(i32(l.experts), entries, experts, i32(l.offsets),
                                       i32(l.entry_of_slot), i32(l.slot_of_entry), c.stream),

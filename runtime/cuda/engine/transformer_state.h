@@ -71,6 +71,7 @@ struct CudaTransformer::State {
   absl::Status pending;                          // a CopyKv error, returned by the next Forward
   bool kv_copies_pending = false;                // CopyKv enqueued copies no Wait has covered yet
   ForwardTimer* timer = nullptr;  // instruments eager forwards (a benchmark's); not owned
+  RoutingHook* routing = nullptr;  // instruments eager forwards' routing (a test's); not owned
 
   int64_t forwards = 0;       // finished
   int64_t graph_replays = 0;  // of those, from a graph
@@ -80,7 +81,7 @@ struct CudaTransformer::State {
 
   StepOptions StepOptionsFor(const engine::KvPoolView& pool, int64_t graph_rows) const;
   // The context of `step` over `pool` with the exchange sized for `moe_rows` rows
-  // (with the timer when `timed`).
+  // (with the timer and the routing hook when `timed`: an eager forward).
   ForwardContext ContextFor(const PackedStep& step, const engine::KvPoolView& pool,
                             int64_t moe_rows, bool timed = false) const;
   // InvalidArgument when `step` or `moe_rows` exceed what the scratch holds.

@@ -175,5 +175,116 @@ TEST(ForwardCompareTest, TheMarginRuleScalesWithTheNoise) {
   }
 }
 
+// A one-layer MoE model for the routing rule: logits as a fixed table, router logits over
+// 8 experts (k = 1) of {2, 1, 0.5, 0, ...} per row, with expert 1 at 2 - 0.01 (a near
+// tie) at sequence 0 position 2. A candidate adds `noise` to every router logit
+// (up on odd experts, down on even ones) and swaps experts 0 and 1 at the rows in `swap`.
+class RoutedModel final : public ForwardModel {
+ public:
+  RoutedModel(RouterTrace& trace, float noise, std::vector<std::pair<int, int64_t>> swap)
+      : trace_(trace), noise_(noise), swap_(std::move(swap)) {
+    config_.vocab_size = 8;
+    config_.num_layers = 1;
+    config_.num_kv_heads = 1;
+    config_.head_dim = 1;
+    config_.max_position = 1024;
+    config_.num_experts = 8;
+    config_.num_experts_per_tok = 1;
+  }
+  const ModelConfig& config() const override { return config_; }
+  kv::BlockLayout Layout(int tokens_per_block) const override {
+    return kv::BlockLayout{1, 1, 1, tokens_per_block};
+  }
+  absl::StatusOr<const float*> Forward(const ForwardInput& input, const KvPoolView& /*pool*/,
+                                       Arena& arena, ThreadPool* /*threads*/) const override {
+    std::vector<float> router;
+    for (const ForwardRow& row : input.rows) {
+      float r[8] = {2.0f, 1.0f, 0.5f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      if (row.seq == 0 && row.position == 2) r[1] = 1.99f;
+      for (const auto& [seq, position] : swap_) {
+        if (row.seq == seq && row.position == position) std::swap(r[0], r[1]);
+      }
+      for (int e = 0; e < 8; ++e) router.push_back(r[e] + (e % 2 == 1 ? noise_ : -noise_));
+    }
+    trace_.Record(0, router.data(), static_cast<int>(input.rows.size()), 8);
+    float* logits = arena.Alloc<float>(input.logit_rows.size() * 8);
+    for (size_t j = 0; j < input.logit_rows.size() * 8; ++j) logits[j] = j % 8 == 3 ? 1.0f : 0.0f;
+    return logits;
+  }
+  void CopyKv(const KvPoolView&, const SequenceKv&, const SequenceKv&, int64_t,
+              int64_t) const override {}
+  int collectives_per_forward() const override { return 0; }
+
+ private:
+  ModelConfig config_;
+  RouterTrace& trace_;
+  const float noise_;
+  const std::vector<std::pair<int, int64_t>> swap_;
+};
+
+absl::StatusOr<CompareReport> CompareRouting(float noise,
+                                             std::vector<std::pair<int, int64_t>> swap) {
+  RouterTrace reference_trace, candidate_trace;
+  const RoutedModel reference(reference_trace, 0.0f, {});
+  const RoutedModel candidate(candidate_trace, noise, std::move(swap));
+  HostPool pool_a(reference.Layout(8), kBlocks, 1);
+  HostPool pool_b(reference.Layout(8), kBlocks, 2);
+  CompareOptions options;
+  options.reference_router = &reference_trace;
+  options.candidate_router = &candidate_trace;
+  return CompareForwards(reference, pool_a, candidate, pool_b.view(), RandomPrompts({5, 9}, 8, 1),
+                         options);
+}
+
+// With a candidate 0.01 off on every router logit the tie threshold is 8 x 0.01: the
+// flip at the 0.01 gap is excused, the one at a gap of 1 is a mismatch; the ForcedRouting
+// a device model would use instead is the reference's choice.
+TEST(ForwardCompareTest, TheRoutingRuleExcusesNearTiesOnly) {
+  absl::StatusOr<CompareReport> report = CompareRouting(0.01f, {{0, 2}, {1, 3}});
+  ASSERT_THAT(report, IsOk());
+  // Every forward row of the 8 forwards: 14 prompt rows, 6 x 2 decode, 2 x 4 verify.
+  EXPECT_EQ(report->routing_rows, 14 + 12 + 8) << report->ToString();
+  EXPECT_EQ(report->routing_flips_excused, 1) << report->ToString();
+  EXPECT_EQ(report->routing_mismatches, 1) << report->ToString();
+  EXPECT_EQ(report->first_routing_mismatch_layer, 0) << report->ToString();
+  EXPECT_EQ(report->first_routing_mismatch_sequence, 1) << report->ToString();
+  EXPECT_EQ(report->first_routing_mismatch_position, 3) << report->ToString();
+  EXPECT_NEAR(report->largest_routing_threshold, 0.08, 1e-6) << report->ToString();
+  EXPECT_GT(report->worst_router_rel_l2, 0.0) << report->ToString();
+
+  RouterTrace trace;
+  const float logits[] = {0.0f, 3.0f, 1.0f, 2.0f, 5.0f, 4.0f, 0.0f, 0.0f};
+  trace.Record(4, logits, 1, 8);
+  int32_t experts[2];
+  float weights[2];
+  ASSERT_THAT(ForcedRouting(trace, 4, 1, 2, true, experts, weights), IsOk());
+  EXPECT_EQ(experts[0], 4);
+  EXPECT_EQ(experts[1], 5);
+  EXPECT_NEAR(weights[0] + weights[1], 1.0f, 1e-6);
+  EXPECT_FALSE(ForcedRouting(trace, 3, 1, 2, true, experts, weights).ok());
+  EXPECT_FALSE(ForcedRouting(trace, 4, 2, 2, true, experts, weights).ok());
+}
+
+// Not blind: an exact candidate (median error 0) is held to every gap, the near tie too.
+TEST(ForwardCompareTest, TheRoutingRuleHoldsAnExactCandidateToEveryGap) {
+  absl::StatusOr<CompareReport> report = CompareRouting(0.0f, {{0, 2}});
+  ASSERT_THAT(report, IsOk());
+  EXPECT_EQ(report->routing_flips_excused, 0) << report->ToString();
+  EXPECT_EQ(report->routing_mismatches, 1) << report->ToString();
+  EXPECT_EQ(report->first_routing_mismatch_position, 2) << report->ToString();
+}
+
+TEST(ForwardCompareTest, TheRoutingRuleNeedsBothTraces) {
+  RouterTrace trace;
+  const RoutedModel model(trace, 0.0f, {});
+  HostPool pool_a(model.Layout(8), kBlocks, 1);
+  HostPool pool_b(model.Layout(8), kBlocks, 2);
+  CompareOptions options;
+  options.reference_router = &trace;
+  EXPECT_FALSE(CompareForwards(model, pool_a, model, pool_b.view(), RandomPrompts({5}, 8, 1),
+                               options)
+                   .ok());
+}
+
 }  // namespace
 }  // namespace lockstep::engine::testing

@@ -34,6 +34,7 @@ absl::Status MoeBlock::Forward(int layer, const MoeWeights& weights, const float
   // 1. Route every row.
   float* logits = arena.Alloc<float>(static_cast<size_t>(m) * config_.num_experts + 1);
   Gemm(x, m, hidden, weights.router, nullptr, logits, config_.num_experts, pool);
+  if (router_tap_) router_tap_(layer, logits, m, config_.num_experts);
   int* experts = arena.Alloc<int>(static_cast<size_t>(m) * k + 1);
   float* gates = arena.Alloc<float>(static_cast<size_t>(m) * k + 1);
   float* probs = arena.Alloc<float>(config_.num_experts);

@@ -18,7 +18,9 @@
 #ifndef LOCKSTEP_RUNTIME_ENGINE_CPU_MOE_H_
 #define LOCKSTEP_RUNTIME_ENGINE_CPU_MOE_H_
 
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,6 +41,11 @@ struct ExpertGroup {
   absl::Duration timeout = absl::Seconds(60);
 };
 
+// Test hook (the routing rule of testing/forward_compare.h): receives each MoE layer's
+// router logits, [rows, num_experts] row-major, before they are routed. Called on the
+// thread that runs Forward.
+using RouterTap = std::function<void(int layer, const float* logits, int rows, int experts)>;
+
 class MoeBlock {
  public:
   // `model_name` prefixes the collective tags ("target", "draft").
@@ -52,6 +59,9 @@ class MoeBlock {
   // Collectives per call of Forward (0 with one rank).
   int collectives_per_layer() const { return group_.world_size > 1 ? 3 : 0; }
 
+  // Taps the router logits of the calls that follow (empty: none).
+  void set_router_tap(RouterTap tap) { router_tap_ = std::move(tap); }
+
  private:
   struct Tags {
     std::string counts, dispatch, combine;
@@ -61,6 +71,7 @@ class MoeBlock {
   const ExpertGroup group_;
   std::vector<Tags> tags_;  // per layer
   std::vector<int> owner_;  // owner_[expert]: its rank
+  RouterTap router_tap_;
 };
 
 }  // namespace lockstep::engine

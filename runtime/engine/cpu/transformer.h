@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -55,6 +56,9 @@ class Transformer final : public ForwardModel {
               int64_t end) const override;
   int collectives_per_forward() const override;
 
+  // Taps the MoE router logits of the forwards that follow (moe.h; a test hook).
+  void set_router_tap(RouterTap tap) { moe_.set_router_tap(std::move(tap)); }
+
  private:
   Transformer(ModelConfig config, ModelWeights weights, const std::string& name, ExpertGroup group);
 
@@ -64,7 +68,7 @@ class Transformer final : public ForwardModel {
 
   const ModelConfig config_;
   const ModelWeights weights_;
-  const MoeBlock moe_;
+  MoeBlock moe_;
   std::vector<double> inv_freq_;  // RoPE, head_dim / 2
   const float eps_;               // rms_norm_eps
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "runtime/engine/cpu/arena.h"
+#include "runtime/engine/cpu/moe_route.h"
 
 namespace lockstep::engine::testing {
 namespace {
@@ -42,11 +44,19 @@ class Comparer {
     const ForwardInput input{rows, seqs, logit_rows};
     reference_arena_.Reset();
     candidate_arena_.Reset();
+    RouterTrace* const ref_router = options_.reference_router;
+    RouterTrace* const got_router = options_.candidate_router;
+    if ((ref_router == nullptr) != (got_router == nullptr)) {
+      return absl::InvalidArgumentError("the routing rule needs both models' router traces");
+    }
+    if (ref_router != nullptr) ref_router->layers.clear();
+    if (got_router != nullptr) got_router->layers.clear();
     ASSIGN_OR_RETURN(const float* ref,
                      reference_.Forward(input, reference_pool_.view(), reference_arena_, nullptr));
     std::vector<float> ref_copy(ref, ref + logit_rows.size() * static_cast<size_t>(vocab_));
     ASSIGN_OR_RETURN(const float* got,
                      candidate_.Forward(input, candidate_pool_, candidate_arena_, nullptr));
+    if (ref_router != nullptr) RETURN_IF_ERROR(CompareRouting(rows, *ref_router, *got_router));
     for (size_t j = 0; j < logit_rows.size(); ++j) {
       const ForwardRow& row = rows[logit_rows[j]];
       Compare(ref_copy.data() + j * vocab_, got + j * vocab_, row.seq, row.position);
@@ -93,6 +103,73 @@ class Comparer {
     }
   }
 
+  // The routing rule (forward_compare.h) over every traced layer and forward row.
+  absl::Status CompareRouting(const std::vector<ForwardRow>& rows, const RouterTrace& ref_trace,
+                              const RouterTrace& got_trace) {
+    if (ref_trace.layers.size() != got_trace.layers.size()) {
+      return absl::InternalError(absl::StrCat("the reference traced ", ref_trace.layers.size(),
+                                              " router layers, the candidate ",
+                                              got_trace.layers.size()));
+    }
+    const int k = reference_.config().num_experts_per_tok;
+    for (const RouterTrace::Layer& ref : ref_trace.layers) {
+      const RouterTrace::Layer* got = got_trace.Find(ref.layer);
+      if (got == nullptr || got->rows != ref.rows || got->experts != ref.experts ||
+          ref.rows != static_cast<int>(rows.size()) || ref.experts <= k) {
+        return absl::InternalError(absl::StrCat(
+            "router logits of layer ", ref.layer, ": the reference traced ", ref.rows, " x ",
+            ref.experts, ", the candidate ", got == nullptr ? 0 : got->rows, " x ",
+            got == nullptr ? 0 : got->experts, ", for ", rows.size(), " rows and k ", k));
+      }
+      const int n = ref.experts;
+      std::vector<int> ref_experts(k), got_experts(k);
+      std::vector<float> gates(k), probs(n), sorted(n);
+      std::vector<double> errors(n);
+      for (int i = 0; i < ref.rows; ++i) {
+        const float* r = ref.logits.data() + static_cast<size_t>(i) * n;
+        const float* g = got->logits.data() + static_cast<size_t>(i) * n;
+        ++report_.routing_rows;
+        double diff = 0.0, norm = 0.0;
+        for (int e = 0; e < n; ++e) {
+          const double d = static_cast<double>(g[e]) - r[e];
+          diff += d * d;
+          norm += static_cast<double>(r[e]) * r[e];
+          errors[e] = std::fabs(d);
+        }
+        const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+        if (!(rel <= report_.worst_router_rel_l2)) {
+          report_.worst_router_rel_l2 = std::isnan(rel) ? INFINITY : rel;
+        }
+        std::nth_element(errors.begin(), errors.begin() + n / 2, errors.end());
+        const double threshold = options_.routing_errors * errors[n / 2];
+        if (!(threshold <= report_.largest_routing_threshold)) {
+          report_.largest_routing_threshold = std::isnan(threshold) ? INFINITY : threshold;
+        }
+        RouteTopK(r, n, k, false, ref_experts.data(), gates.data(), probs.data());
+        RouteTopK(g, n, k, false, got_experts.data(), gates.data(), probs.data());
+        if (ref_experts == got_experts) continue;
+        std::copy(r, r + n, sorted.begin());
+        std::nth_element(sorted.begin(), sorted.begin() + k - 1, sorted.end(), std::greater<>());
+        const float kth = sorted[k - 1];
+        const float next = *std::max_element(sorted.begin() + k, sorted.end());
+        const double gap = static_cast<double>(kth) - next;
+        report_.largest_flip_gap_errors =
+            std::max(report_.largest_flip_gap_errors, gap / errors[n / 2]);
+        if (gap <= threshold) {
+          report_.largest_excused_gap = std::max(report_.largest_excused_gap, gap);
+          ++report_.routing_flips_excused;
+          continue;
+        }
+        if (report_.routing_mismatches++ == 0) {
+          report_.first_routing_mismatch_layer = ref.layer;
+          report_.first_routing_mismatch_sequence = rows[i].seq;
+          report_.first_routing_mismatch_position = rows[i].position;
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // The greedy rule's threshold for one row: margin_errors x its median |got - ref|.
   double MarginThreshold(const float* ref, const float* got) {
     errors_.resize(vocab_);
@@ -131,7 +208,50 @@ std::string CompareReport::ToString() const {
                     first_low_margin_position[s] < 0 ? std::string("none")
                                                      : absl::StrCat(first_low_margin_position[s]));
   }
+  if (routing_rows > 0) {
+    absl::StrAppend(&text, "; routing: ", routing_rows, " rows x layers, worst router relative L2 ",
+                    worst_router_rel_l2, ", largest tie threshold ", largest_routing_threshold,
+                    ", ", routing_flips_excused, " flips within it (excused; largest gap ",
+                    largest_excused_gap, "; largest flip gap ", largest_flip_gap_errors,
+                    " median errors), ",
+                    routing_mismatches, " with a clear gap");
+    if (routing_mismatches > 0) {
+      absl::StrAppend(&text, " (first at layer ", first_routing_mismatch_layer, ": sequence ",
+                      first_routing_mismatch_sequence, " position ",
+                      first_routing_mismatch_position, ")");
+    }
+  }
   return text;
+}
+
+void RouterTrace::Record(int layer, const float* logits, int rows, int experts) {
+  layers.push_back({layer, rows, experts,
+                    std::vector<float>(logits, logits + static_cast<size_t>(rows) * experts)});
+}
+
+const RouterTrace::Layer* RouterTrace::Find(int layer) const {
+  for (const Layer& l : layers) {
+    if (l.layer == layer) return &l;
+  }
+  return nullptr;
+}
+
+absl::Status ForcedRouting(const RouterTrace& reference, int layer, int rows, int k,
+                           bool renormalize, int32_t* experts, float* weights) {
+  const RouterTrace::Layer* ref = reference.Find(layer);
+  if (ref == nullptr || ref->rows != rows || ref->experts < k) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no reference routing for layer ", layer, " with ", rows, " rows (",
+                     ref == nullptr ? "not traced" : absl::StrCat(ref->rows, " traced"), ")"));
+  }
+  std::vector<int> chosen(k);
+  std::vector<float> probs(ref->experts);
+  for (int i = 0; i < rows; ++i) {
+    RouteTopK(ref->logits.data() + static_cast<size_t>(i) * ref->experts, ref->experts, k,
+              renormalize, chosen.data(), weights + static_cast<size_t>(i) * k, probs.data());
+    for (int j = 0; j < k; ++j) experts[static_cast<size_t>(i) * k + j] = chosen[j];
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::vector<int32_t>> RandomPrompts(const std::vector<int>& lengths, int32_t vocab,

@@ -19,6 +19,18 @@
 // top ones) leaves it small and is caught; a row that is wrong everywhere fails the
 // relative L2 instead.
 //
+// The routing rule (MoE models, when both models' router logits are traced): every
+// forward row's top-k expert choice from the candidate's router logits must equal the
+// reference's, except where the reference's k-th and (k+1)-th logits are within
+// `routing_errors` x the row's observed router error (the median |cand - ref| over its
+// experts, as in the greedy rule: a bug that moves a few experts' logits leaves it
+// small) of a tie: such a flip is excused, counted and reported. The router logit rows
+// also get their own worst relative L2, so a wrong router (whose large error would
+// excuse every flip) fails that instead. A candidate fed the reference's routing (teacher
+// forcing: ForcedRouting) then computes every row on the reference's experts, and its
+// logits are held to the plain relative L2 and greedy rules above; without forcing, a
+// flipped row computes other experts and its sequence's logits differ beyond rounding.
+//
 // Test helper; thread-compatible.
 #ifndef LOCKSTEP_RUNTIME_ENGINE_CPU_TESTING_FORWARD_COMPARE_H_
 #define LOCKSTEP_RUNTIME_ENGINE_CPU_TESTING_FORWARD_COMPARE_H_
@@ -27,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/engine/cpu/forward_model.h"
 #include "runtime/engine/cpu/testing/test_models.h"
@@ -46,9 +59,47 @@ struct CompareReport {
   int first_mismatch_row = -1;
   int first_mismatch_sequence = -1;
   int64_t first_mismatch_position = -1;
+  // The routing rule (zero without router traces): forward rows x MoE layers checked,
+  // the worst relative L2 of a router logit row, flips within the rule's tie threshold
+  // (excused), and flips with a clear gap (failures; the first one's layer, sequence,
+  // position).
+  int routing_rows = 0;
+  double worst_router_rel_l2 = 0.0;
+  double largest_routing_threshold = 0.0;
+  // Over every flip: the largest gap in units of its row's median router error.
+  double largest_flip_gap_errors = 0.0;
+  double largest_excused_gap = 0.0;
+  int routing_flips_excused = 0;
+  int routing_mismatches = 0;
+  int first_routing_mismatch_layer = -1;
+  int first_routing_mismatch_sequence = -1;
+  int64_t first_routing_mismatch_position = -1;
 
   std::string ToString() const;
 };
+
+// The router logits of each MoE layer of a model's last Forward, as its tap records them
+// (Transformer::set_router_tap; a device model's hook). CompareForwards clears it before
+// each Forward.
+struct RouterTrace {
+  struct Layer {
+    int layer = 0;
+    int rows = 0;
+    int experts = 0;
+    std::vector<float> logits;  // [rows, experts]
+  };
+  std::vector<Layer> layers;
+
+  void Record(int layer, const float* logits, int rows, int experts);
+  const Layer* Find(int layer) const;  // null: not recorded
+};
+
+// Teacher-forced routing: the reference's choice for `layer` (RouteTopK of its traced
+// logits: experts[rows, k] in ascending id, weights[rows, k]), for a candidate to use
+// instead of its own. FailedPrecondition when the reference did not trace the layer
+// with `rows` rows.
+absl::Status ForcedRouting(const RouterTrace& reference, int layer, int rows, int k,
+                           bool renormalize, int32_t* experts, float* weights);
 
 struct CompareOptions {
   int decode_steps = 6;
@@ -56,6 +107,11 @@ struct CompareOptions {
   // min_margin (docs above).
   double margin_errors = 12.0;
   double min_margin = 0.0;
+  // The routing rule (docs above): both traced, or neither (no rule). Not owned; the
+  // callers' taps fill them during each Forward.
+  RouterTrace* reference_router = nullptr;
+  RouterTrace* candidate_router = nullptr;
+  double routing_errors = 8.0;
 };
 
 // `reference_pool` is a host pool for `reference`; `candidate_pool` the candidate's
