@@ -16,6 +16,7 @@
 #define LOCKSTEP_RUNTIME_COMM_COLLECTIVE_PRIMITIVES_H_
 
 #include <cstddef>
+#include <limits>
 #include <string>
 
 #include "absl/status/status.h"
@@ -33,6 +34,11 @@ class CollectivePrimitives {
   virtual int world_size() const = 0;
   // The group's name, for error messages ("gen0/exec").
   virtual const std::string& name() const = 0;
+  // The most bytes one operation may send, and receive, on any rank (the group's
+  // buffers; the same on every rank); an operation over it is ResourceExhausted.
+  // Callers whose ranks move different sizes check every rank's against it after
+  // agreeing sizes, so that all refuse together before any payload moves.
+  virtual size_t max_transfer_bytes() const { return std::numeric_limits<size_t>::max(); }
 
   // `out` (world_size * in.size() bytes) receives rank r's `in` at r * in.size().
   // in.size() is the same on every rank.

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -46,6 +47,23 @@ class NcclCall {
   absl::Status Broadcast(char* data, size_t size, int root) {
     RETURN_IF_ERROR(BeforePrimitive());
     return Named(primitives_.Broadcast(data, size, root, deadline_));
+  }
+  // After the header round, before any payload: every rank computes every rank's
+  // payload bytes (`bytes(r)`: sent, received; its own block excluded) from the same
+  // headers, so all refuse together (ResourceExhausted naming the first rank over the
+  // group's buffers) instead of one refusing while its peers wait in the exchange.
+  absl::Status AgreedFits(absl::FunctionRef<std::pair<int64_t, int64_t>(int rank)> bytes) const {
+    const size_t limit = primitives_.max_transfer_bytes();
+    for (int r = 0; r < primitives_.world_size(); ++r) {
+      const auto [send, recv] = bytes(r);
+      if (static_cast<size_t>(send) <= limit && static_cast<size_t>(recv) <= limit) continue;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          Where(), ": rank ", r, " would send ", send, " bytes and receive ", recv,
+          ", more than the group's ", limit,
+          "-byte buffers (NcclGroupOptions::buffer_bytes); every rank refuses the call "
+          "before any payload moves"));
+    }
+    return absl::OkStatus();
   }
   absl::Status SendRecv(absl::Span<const CollectivePrimitives::PeerTransfer> transfers) {
     RETURN_IF_ERROR(BeforePrimitive());
@@ -263,6 +281,12 @@ absl::StatusOr<std::vector<std::string>> NcclCommunicator::Gather(absl::string_v
       return absl::OkStatus();
     }
     // Every rank sends to the root; the root receives from every rank.
+    RETURN_IF_ERROR(call.AgreedFits([&](int r) -> std::pair<int64_t, int64_t> {
+      if (r != root) return {headers.field(r, 0), 0};
+      int64_t in = 0;
+      for (int s = 0; s < world_size_; ++s) in += s == root ? 0 : headers.field(s, 0);
+      return {0, in};
+    }));
     std::vector<int64_t> send_sizes(world_size_, 0);
     std::vector<int64_t> recv_sizes(world_size_, 0);
     send_sizes[root] = size;
@@ -321,6 +345,15 @@ absl::Status NcclCommunicator::AllToAllV(absl::Span<const float> send,
         spec, world_size_, "floats", [&](int s, int r) { return headers.field(s, r); },
         [&](int r, int s) { return headers.field(r, world_size_ + s); }));
     constexpr int64_t kFloat = sizeof(float);
+    RETURN_IF_ERROR(call.AgreedFits([&](int r) -> std::pair<int64_t, int64_t> {
+      int64_t out = 0, in = 0;
+      for (int s = 0; s < world_size_; ++s) {
+        if (s == r) continue;
+        out += headers.field(r, s) * kFloat;
+        in += headers.field(r, world_size_ + s) * kFloat;
+      }
+      return {out, in};
+    }));
     return Exchange(call, rank_, reinterpret_cast<const char*>(send.data()),
                     Offsets(send_counts, kFloat), Scaled(send_counts, kFloat),
                     reinterpret_cast<char*>(recv.data()), Offsets(recv_counts, kFloat),
@@ -342,6 +375,15 @@ absl::StatusOr<std::vector<std::string>> NcclCommunicator::AllToAllBytes(
     ASSIGN_OR_RETURN(WireHeaders headers, call.Headers(send_sizes));
     std::vector<int64_t> recv_sizes(world_size_);
     for (int s = 0; s < world_size_; ++s) recv_sizes[s] = headers.field(s, rank_);
+    RETURN_IF_ERROR(call.AgreedFits([&](int r) -> std::pair<int64_t, int64_t> {
+      int64_t out = 0, in = 0;
+      for (int s = 0; s < world_size_; ++s) {
+        if (s == r) continue;
+        out += headers.field(r, s);
+        in += headers.field(s, r);
+      }
+      return {out, in};
+    }));
     const std::vector<int64_t> recv_offsets = Offsets(recv_sizes);
     std::string flat_recv(recv_offsets.back() + recv_sizes.back(), '\0');
     RETURN_IF_ERROR(Exchange(call, rank_, flat_send.data(), Offsets(send_sizes), send_sizes,

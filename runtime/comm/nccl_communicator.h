@@ -14,7 +14,10 @@
 //    the root.
 //  * AllToAll, AllToAllV, AllToAllBytes: grouped send/recv with exact per-peer sizes
 //    after the header; AllToAllV's counts are checked pairwise (what s sends to r is
-//    what r expects from s).
+//    what r expects from s). Where ranks move different sizes (AllToAllV,
+//    AllToAllBytes, Gather), every rank then checks every rank's payload against the
+//    primitives' max_transfer_bytes, so all refuse a call too large for one rank
+//    together (ResourceExhausted naming it) before any payload moves.
 //
 // Contract (communicator.h), as for GlooCommunicator: tags and fingerprints are
 // compared on every rank (Internal "collective desync: rank 0 called AllReduce('vote')

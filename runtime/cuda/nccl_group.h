@@ -23,7 +23,10 @@
 // synchronizing CUDA call (cudaMalloc, cudaFree, synchronous copies, device
 // synchronize) runs after Create on this path: an operation copies into the staging,
 // enqueues the copies and the NCCL call on the stream, records the event and waits
-// for it. An operation whose bytes do not fit buffer_bytes is ResourceExhausted.
+// for it. An operation whose bytes do not fit buffer_bytes is ResourceExhausted
+// (max_transfer_bytes); NcclCommunicator checks every rank's sizes against it after its
+// header round, so when one rank's exchange is too large every rank refuses it
+// together, before any payload moves, rather than its peers waiting in the exchange.
 //
 // Wait(deadline): polls the event together with ncclCommGetAsyncError, spinning for
 // `spin`, then yielding, then (past 50 ms) sleeping with a doubling back-off up to 1 ms
@@ -99,6 +102,7 @@ class NcclGroup final : public comm::CollectivePrimitives {
   int rank() const override { return options_.rank; }
   int world_size() const override { return options_.world_size; }
   const std::string& name() const override { return options_.name; }
+  size_t max_transfer_bytes() const override { return options_.buffer_bytes; }
   cudaStream_t stream() const { return stream_; }
 
   absl::Status AllGatherFixed(absl::string_view in, char* out, absl::Time deadline) override;

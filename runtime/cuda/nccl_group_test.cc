@@ -433,6 +433,60 @@ absl::Status RunFaultedPeerRank(const RankProcessRole& role, absl::string_view f
   return Expect(absl::IsFailedPrecondition(again), "FailedPrecondition after the error", again);
 }
 
+// The last rank's all-to-all-v sends (1 MiB + 64 KiB) / (world - 1) floats' worth to each
+// other rank: more than the 1 MiB buffers in total on that rank alone (the others
+// receive less than 1 MiB each at world 4; at world 2, rank 0 receives all of it and is
+// the first rank over). Every rank must refuse with ResourceExhausted naming the first
+// rank over, at once, with its receive buffer untouched; the group is
+// broken after it, as after any error.
+absl::Status RunOversizedRank(const RankProcessRole& role) {
+  const RankArgs args = ParseArgs(role);
+  const int world = role.world_size;
+  const int last = world - 1;
+  auto rendezvous = Connect(args);
+  ASSIGN_OR_RETURN(auto comm, CreateNcclCommunicator(RankOptions(role, *rendezvous)));
+  const int64_t big = ((int64_t{1} << 20) + (int64_t{64} << 10)) / (world - 1) / 4;
+  std::vector<int64_t> send_counts(world, 1);
+  std::vector<int64_t> recv_counts(world, 1);
+  if (role.rank == last) {
+    for (int r = 0; r < last; ++r) send_counts[r] = big;
+  } else {
+    recv_counts[last] = big;
+  }
+  int64_t send_total = 0, recv_total = 0;
+  for (int r = 0; r < world; ++r) {
+    send_total += send_counts[r];
+    recv_total += recv_counts[r];
+  }
+  const std::vector<float> send(send_total, 1.0f);
+  std::vector<float> recv(recv_total, -7.0f);
+  comm::CallOptions moe;
+  moe.tag = "moe";
+  moe.timeout = absl::Seconds(30);
+  const absl::Time begin = absl::Now();
+  const absl::Status status =
+      comm->AllToAllV(send, send_counts, absl::MakeSpan(recv), recv_counts, moe);
+  const absl::Duration took = absl::Now() - begin;
+  std::fprintf(stderr, "rank %d after %s: %s\n", role.rank, absl::FormatDuration(took).c_str(),
+               status.ToString().c_str());
+  const int over = world == 2 ? 0 : last;
+  RETURN_IF_ERROR(Expect(absl::IsResourceExhausted(status) &&
+                             absl::StrContains(status.message(),
+                                               absl::StrCat(": rank ", over, " would send")),
+                         absl::StrCat("ResourceExhausted naming rank ", over), status));
+  RETURN_IF_ERROR(Expect(took < absl::Seconds(5),
+                         absl::StrCat("refused at once, took ", absl::FormatDuration(took)),
+                         status));
+  for (size_t i = 0; i < recv.size(); ++i) {
+    if (recv[i] != -7.0f) {
+      return absl::InternalError(absl::StrCat("rank ", role.rank, ": received float ", i,
+                                              " although the call was refused"));
+    }
+  }
+  const absl::Status again = comm->Barrier(moe);
+  return Expect(absl::IsFailedPrecondition(again), "FailedPrecondition after it", again);
+}
+
 int RunRank(const RankProcessRole& role) {
   absl::Status status = absl::InvalidArgumentError("unknown scenario " + role.scenario);
   if (role.scenario == "conformance") status = RunConformanceRank(role);
@@ -443,6 +497,7 @@ int RunRank(const RankProcessRole& role) {
   if (role.scenario == "missing_peer") status = RunMissingPeerRank(role);
   if (role.scenario == "killed_peer") status = RunFaultedPeerRank(role, "kill");
   if (role.scenario == "failed_peer") status = RunFaultedPeerRank(role, "error");
+  if (role.scenario == "oversized") status = RunOversizedRank(role);
   if (!status.ok()) {
     std::fprintf(stderr, "rank %d of '%s' failed: %s\n", role.rank, role.scenario.c_str(),
                  status.ToString().c_str());
@@ -532,6 +587,11 @@ TEST_P(NcclGroupWorldTest, PeerWhoseOperationFailsIsUnavailableEverywhere) {
   GTEST_SKIP() << "failing a rank's operation needs the CPU layer's fault injection";
 #endif
   ExpectAllExitedZero(RunWorld("failed_peer", GetParam()));
+}
+
+TEST_P(NcclGroupWorldTest, AnExchangeTooLargeForOneRankIsRefusedByEveryRank) {
+  SKIP_WITHOUT_GPUS(GetParam());
+  ExpectAllExitedZero(RunWorld("oversized", GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, NcclGroupWorldTest, ::testing::Values(2, 4));
