@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "common/thread_checker.h"
 #include "kvcache/kv_pool.h"
+#include "kvcache/tier_onboard.h"
 
 namespace lockstep::kv {
 namespace {
@@ -31,6 +32,8 @@ class KvManager::Impl {
   KvManagerConfig config;
   std::unique_ptr<HostAllocator> owned_allocator;
   std::array<std::unique_ptr<KvPool>, 2> pools;
+  // Tiers below the target pool; declared after `pools`, so destroyed before them.
+  std::unique_ptr<TierOnboarder> onboarder;
   uint64_t next_generation = 1;
   int64_t stale_updates = 0;
   int64_t reused_tokens = 0;
@@ -89,6 +92,10 @@ absl::StatusOr<std::unique_ptr<KvManager>> KvManager::Create(const KvManagerConf
         .dummy_id = kDummyId};
     ASSIGN_OR_RETURN(impl->pools[1], KvPool::Create(draft, allocator));
   }
+  if (config.tiers.enabled()) {
+    ASSIGN_OR_RETURN(impl->onboarder, TierOnboarder::Create(config.tiers, impl->pools[0].get(),
+                                                            config.target.reuse_salt));
+  }
   return std::unique_ptr<KvManager>(new KvManager(std::move(impl)));
 }
 
@@ -106,10 +113,13 @@ absl::StatusOr<int64_t> KvManager::CreateCache(RequestId id, absl::Span<const in
         absl::StrCat("request ", id.value(), " already has a target cache"));
   }
   // The dummy never reuses: its tokens are padding.
-  const int64_t reused = id == kDummyId ? 0 : m.ReusableTokens(prompt);
+  int64_t reused = id == kDummyId ? 0 : m.ReusableTokens(prompt);
   m.target().CreateCache(id, m.next_generation++, prompt, reused / m.target().tokens_per_block());
   if (m.paired()) {
     m.draft()->CreateCache(id, m.next_generation++, prompt, reused / m.draft()->tokens_per_block());
+  }
+  if (m.onboarder != nullptr && id != kDummyId) {
+    reused += m.onboarder->Onboard(*m.target().Find(id), prompt);
   }
   m.reused_tokens += reused;
   return reused;
@@ -228,6 +238,7 @@ absl::Status KvManager::Resume(RequestId id) {
 int KvManager::Release(RequestId id) {
   LOCKSTEP_DCHECK(impl_->thread_checker.IsOnOwnerThread());
   int closed = 0;
+  if (impl_->onboarder != nullptr) impl_->onboarder->Forget(id);
   for (const auto& pool : impl_->pools) {
     if (pool != nullptr && pool->Close(id)) ++closed;
   }
@@ -333,6 +344,10 @@ ManagerStats KvManager::Stats() const {
   stats.stale_updates = impl_->stale_updates;
   stats.reused_tokens = impl_->reused_tokens;
   stats.mirror_reused_tokens = impl_->mirror_reused_tokens;
+  if (impl_->onboarder != nullptr) {
+    stats.tiers = impl_->onboarder->Stats();
+    stats.onboarded_tokens = impl_->onboarder->onboarded_tokens();
+  }
   return stats;
 }
 
@@ -374,7 +389,24 @@ std::vector<std::string> KvManager::Audit(absl::Span<const RequestId> live_ids,
       }
     }
   }
+  if (m.onboarder != nullptr) m.onboarder->AuditInto("kv tiers: ", &out);
   return out;
+}
+
+void KvManager::OnBatchLaunched() {
+  if (impl_->onboarder != nullptr) impl_->onboarder->OnBatchLaunched();
+}
+
+void KvManager::OnBatchCollected() {
+  if (impl_->onboarder != nullptr) impl_->onboarder->OnBatchCollected();
+}
+
+bool KvManager::OnboardPending(RequestId id) const {
+  return impl_->onboarder != nullptr && impl_->onboarder->Pending(id);
+}
+
+void KvManager::FlushTiers() {
+  if (impl_->onboarder != nullptr) impl_->onboarder->tiers().Flush();
 }
 
 }  // namespace lockstep::kv

@@ -153,6 +153,19 @@ class KvManager {
   // target pool's salt.
   void SetEventObserver(KvEventObserver* observer);
 
+  // ---- Tiers (KvManagerConfig::tiers, docs/design.md §5.1; no-ops without tiers). ----
+
+  // CreateCache also brings back prefix blocks the host and disk tiers hold, past what
+  // the device reuses (tier_onboard.h). Their copy into fresh blocks waits until every
+  // batch launched before the allocation is collected: the executor calls these after
+  // each engine launch and each collect (a caller that never launches copies at once).
+  void OnBatchLaunched();
+  void OnBatchCollected();
+  // Whether `id`'s cache still waits for its onboarding copy: it must not be scheduled.
+  bool OnboardPending(RequestId id) const;
+  // Waits for queued copy-downs and disk writes (tests, benchmarks).
+  void FlushTiers();
+
   // ---- Queries. ----
 
   bool Has(RequestId id, PoolKind pool) const;
@@ -193,7 +206,8 @@ class KvManager {
   // refcounts not equal to block-table references plus radix pins; free and used
   // blocks not a partition of the pool; radix-tree structure; a draft key with no
   // target key (any draft mode); with a paired pool, a target key with no draft key or
-  // a pair whose history, capacity or status differ.
+  // a pair whose history, capacity or status differ; with tiers, KvTiers::AuditInto and
+  // pending onboards whose cache is gone or no longer holds them.
   std::vector<std::string> Audit(absl::Span<const RequestId> live_ids,
                                  absl::Span<const RequestId> claimed_ids, bool dummy_active) const;
 

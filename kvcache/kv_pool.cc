@@ -164,6 +164,7 @@ BlockId KvPool::AllocateBlock(bool for_dummy) {
   LOCKSTEP_CHECK(victim.has_value()) << "allocation without a free or evictable block";
   ++evicted_blocks_;
   LOCKSTEP_CHECK(blocks_->Unref(*victim) == 0) << "evicted block " << *victim << " in use";
+  if (tiers_ != nullptr) tiers_->BeforeReuse(*victim);
   const std::optional<BlockId> block = blocks_->Allocate(for_dummy);
   LOCKSTEP_CHECK(block.has_value());
   return *block;
@@ -175,7 +176,15 @@ void KvPool::Reference(BlockId block) {
 }
 
 void KvPool::Unreference(BlockId block) {
-  if (blocks_->Unref(block) == 1 && tree_.Contains(block)) tree_.MarkEvictable(block);
+  if (blocks_->Unref(block) == 1 && tree_.Contains(block)) {
+    tree_.MarkEvictable(block);
+    if (tiers_ != nullptr) {
+      const absl::Span<const int32_t> tokens = tree_.tokens(block);
+      tiers_->OnEvictable(block, TierBlockMeta{.key = tree_.key(block),
+                                               .parent_key = tree_.parent_key(block),
+                                               .tokens = {tokens.begin(), tokens.end()}});
+    }
+  }
 }
 
 std::vector<RequestId> KvPool::Ids() const {

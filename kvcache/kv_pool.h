@@ -9,7 +9,8 @@
 // atomic.
 //
 // Cost: growth by one block and Close are O(blocks touched) and allocate nothing
-// (block tables keep their memory: closed caches are recycled).
+// (block tables keep their memory: closed caches are recycled), except with tiers:
+// then a block that becomes evictable is copied down (kv_tiers.h).
 //
 // Thread safety: not thread-safe; owned by the executor thread (through KvManager).
 #ifndef LOCKSTEP_KVCACHE_KV_POOL_H_
@@ -32,6 +33,7 @@
 #include "kvcache/block_pool.h"
 #include "kvcache/kv_cache.h"
 #include "kvcache/kv_events.h"
+#include "kvcache/kv_tiers.h"
 #include "kvcache/kv_types.h"
 #include "kvcache/memory_kind.h"
 #include "kvcache/radix_tree.h"
@@ -117,6 +119,9 @@ class KvPool {
   const RadixTree& tree() const { return tree_; }
   // The tree reports its keys to `observer` (kv_events.h); not owned, null: nobody.
   void set_event_observer(KvEventObserver* observer) { tree_.set_observer(observer); }
+  // Tiers below this pool (kv_tiers.h; not owned, null: none): told each tree block that
+  // becomes evictable (to copy it down) and each evicted block before its reuse.
+  void set_tiers(KvTiers* tiers) { tiers_ = tiers; }
 
   // Appends one line per violation, each starting with `prefix`: caches whose id is not
   // in `owners`, lengths, block-table coverage, refcounts, the free-list partition, the
@@ -145,6 +150,7 @@ class KvPool {
   std::vector<int32_t> free_slots_;
   absl::flat_hash_map<RequestId, int32_t> by_id_;
   int64_t evicted_blocks_ = 0;
+  KvTiers* tiers_ = nullptr;
 };
 
 }  // namespace lockstep::kv

@@ -75,6 +75,15 @@ absl::Status KvManagerConfig::Validate() const {
           name, " pool, which has only ", pool->num_blocks, " (must leave at least one)"));
     }
   }
+  RETURN_IF_ERROR(tiers.Validate());
+  if (tiers.enabled() && draft_mode != DraftMode::kNone) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv_tiers hold target blocks only: they need draft_mode none, not ",
+        DraftModeName(draft_mode), " (a draft pool's KV would not travel with its block)"));
+  }
+  if (tiers.enabled() && !target.enable_prefix_reuse) {
+    return absl::InvalidArgumentError("kv_tiers need prefix reuse on in the target pool");
+  }
   return absl::OkStatus();
 }
 

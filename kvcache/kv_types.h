@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "common/ids.h"
 #include "kvcache/block_layout.h"
+#include "kvcache/tier_config.h"
 
 namespace lockstep::kv {
 
@@ -40,6 +41,8 @@ struct KvManagerConfig {
   // Tokens of KV set aside in every pool for the pad dummy (0: nothing reserved, the
   // dummy competes for free blocks like any request).
   int32_t dummy_reserved_tokens = 0;
+  // Host and disk tiers below the target pool (off by default; draft_mode none only).
+  TierConfig tiers;
 
   absl::Status Validate() const;
 };
@@ -91,6 +94,8 @@ struct ManagerStats {
   int64_t reused_tokens = 0;         // prefix tokens reused by CreateCache
   int64_t mirror_reused_tokens = 0;  // prefix tokens unpaired mirrors reused (AdmitMirror)
   int64_t evicted_blocks = 0;        // radix-tree blocks evicted (every pool) for growth
+  int64_t onboarded_tokens = 0;      // prefix tokens CreateCache brought back from tiers
+  TierStats tiers;                   // zeros without tiers
 };
 
 }  // namespace lockstep::kv

@@ -70,6 +70,11 @@ class RadixTree {
   bool Contains(BlockId block) const { return nodes_[block.value()].in_tree; }
   bool IsEvictable(BlockId block) const { return nodes_[block.value()].evictable; }
   BlockId parent(BlockId block) const { return BlockId(nodes_[block.value()].parent); }
+  // A published block's key, its parent's key (the root key for a first block) and its
+  // tokens: what names it below the device (kv_tiers.h).
+  uint64_t key(BlockId block) const { return nodes_[block.value()].key; }
+  uint64_t parent_key(BlockId block) const { return KeyOf(parent(block)); }
+  absl::Span<const int32_t> tokens(BlockId block) const { return TokensOf(block.value()); }
 
   // Moves a node to / off the back of the LRU list (its block lost its last / gained a
   // first non-tree reference).

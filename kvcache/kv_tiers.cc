@@ -1,0 +1,486 @@
+#include "kvcache/kv_tiers.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/check.h"
+
+namespace lockstep::kv {
+namespace {
+
+// A job runs one block copy or one file write; anything longer means the memory system
+// or the disk is stuck, which no caller can recover from.
+constexpr absl::Duration kJobDeadline = absl::Seconds(60);
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct KvTiers::Job {
+  enum class Kind { kCopyDown, kDiskWrite };
+  enum class State { kQueued, kRunning, kDone, kCancelled };
+  Kind kind = Kind::kCopyDown;
+  BlockId block{-1};
+  std::shared_ptr<std::vector<std::byte>> bytes;
+  TierBlockMeta meta;  // kDiskWrite
+  std::string path;    // kDiskWrite
+  // Guarded by the worker's mutex.
+  State state = State::kQueued;
+  absl::Status status;
+  int64_t ns = 0;
+};
+
+// One thread that runs queued jobs in order; the owner may run a queued job itself
+// (Finish) or cancel it.
+class KvTiers::Worker {
+ public:
+  explicit Worker(BlockCopier* device) : device_(device), thread_([this] { Loop(); }) {}
+  ~Worker() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+  }
+
+  void Enqueue(std::shared_ptr<Job> job) {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(job));
+  }
+
+  // Runs `job` here if it is still queued, else waits for the worker to finish it.
+  // Returns whether this thread ran it.
+  bool Finish(Job& job) {
+    mu_.Lock();
+    if (job.state == Job::State::kQueued) {
+      job.state = Job::State::kRunning;
+      mu_.Unlock();
+      Run(job);
+      return true;
+    }
+    WaitDone(job);
+    mu_.Unlock();
+    return false;
+  }
+
+  // Cancels `job` if still queued; else waits for it. Returns whether it was cancelled.
+  bool Cancel(Job& job) {
+    absl::MutexLock lock(&mu_);
+    if (job.state == Job::State::kQueued) {
+      job.state = Job::State::kCancelled;
+      return true;
+    }
+    WaitDone(job);
+    return job.state == Job::State::kCancelled;
+  }
+
+  bool Done(const Job& job) const {
+    absl::MutexLock lock(&mu_);
+    return job.state == Job::State::kDone || job.state == Job::State::kCancelled;
+  }
+
+  absl::Status StatusOf(const Job& job) const {
+    absl::MutexLock lock(&mu_);
+    return job.status;
+  }
+
+  void Flush() {
+    absl::MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + kJobDeadline;
+    auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; };
+    LOCKSTEP_CHECK(mu_.AwaitWithDeadline(absl::Condition(&idle), deadline))
+        << "KV tier worker did not drain in " << kJobDeadline;
+  }
+
+  // Counters of finished jobs: copy-downs and their time, disk writes and failures.
+  void Counters(int64_t* offloaded, int64_t* offload_ns, int64_t* writes,
+                int64_t* write_errors) const {
+    absl::MutexLock lock(&mu_);
+    *offloaded = offloaded_;
+    *offload_ns = offload_ns_;
+    *writes = writes_;
+    *write_errors = write_errors_;
+  }
+
+ private:
+  void WaitDone(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto done = [&job]() {
+      return job.state == Job::State::kDone || job.state == Job::State::kCancelled;
+    };
+    LOCKSTEP_CHECK(mu_.AwaitWithDeadline(absl::Condition(&done), absl::Now() + kJobDeadline))
+        << "KV tier job did not finish in " << kJobDeadline;
+  }
+
+  // Runs a job marked kRunning by this thread, without the lock; marks it done.
+  void Run(Job& job) {
+    const int64_t start = NowNs();
+    absl::Status status;
+    if (job.kind == Job::Kind::kCopyDown) {
+      const BlockSpan span{job.block, 0, device_->block_bytes()};
+      status = device_->CopyOut({&span, 1}, absl::MakeSpan(*job.bytes));
+    } else {
+      status = WriteTierFile(job.path, job.meta, *job.bytes);
+    }
+    const int64_t ns = NowNs() - start;
+    absl::MutexLock lock(&mu_);
+    job.status = std::move(status);
+    job.ns = ns;
+    job.state = Job::State::kDone;
+    if (job.kind == Job::Kind::kCopyDown) {
+      ++offloaded_;
+      offload_ns_ += ns;
+    } else {
+      ++writes_;
+      if (!job.status.ok()) ++write_errors_;
+    }
+  }
+
+  void Loop() {
+    while (true) {
+      std::shared_ptr<Job> job;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
+        mu_.Await(absl::Condition(&ready));
+        if (queue_.empty()) return;  // stop_, and nothing left
+        job = std::move(queue_.front());
+        queue_.pop_front();
+        if (job->state != Job::State::kQueued) continue;  // run by the owner or cancelled
+        job->state = Job::State::kRunning;
+        busy_ = true;
+      }
+      Run(*job);
+      absl::MutexLock lock(&mu_);
+      busy_ = false;
+    }
+  }
+
+  BlockCopier* const device_;
+  mutable absl::Mutex mu_;
+  std::deque<std::shared_ptr<Job>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t offloaded_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t offload_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t write_errors_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;  // last: starts after the fields above exist
+};
+
+absl::StatusOr<std::unique_ptr<KvTiers>> KvTiers::Create(const TierConfig& config,
+                                                         BlockCopier* device) {
+  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  if (!config.enabled()) return absl::InvalidArgumentError("kv_tiers: host_bytes is 0");
+  LOCKSTEP_CHECK(device != nullptr);
+  const int64_t block_bytes = static_cast<int64_t>(device->block_bytes());
+  if (config.host_bytes < block_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("kv_tiers: host_bytes ", config.host_bytes,
+                                                   " is less than one block (", block_bytes,
+                                                   " bytes)"));
+  }
+  std::string dir;
+  if (config.has_disk()) {
+    const int64_t file_bytes = static_cast<int64_t>(
+        TierFileBytes(device->layout().tokens_per_block, device->block_bytes()));
+    if (config.disk_bytes < file_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("kv_tiers: disk_bytes ", config.disk_bytes,
+                                                     " is less than one block file (",
+                                                     file_bytes, " bytes)"));
+    }
+    static std::atomic<int> instances{0};
+    dir = absl::StrCat(config.disk_path, "/kv-", getpid(), "-", instances.fetch_add(1));
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      return absl::UnavailableError(
+          absl::StrCat("kv_tiers: cannot create disk tier directory ", dir, ": ", ec.message()));
+    }
+  }
+  return std::unique_ptr<KvTiers>(new KvTiers(config, device, std::move(dir)));
+}
+
+KvTiers::KvTiers(const TierConfig& config, BlockCopier* device, std::string disk_dir)
+    : config_(config),
+      device_(device),
+      block_bytes_(device->block_bytes()),
+      host_capacity_(config.host_bytes / static_cast<int64_t>(block_bytes_)),
+      disk_capacity_(config.has_disk()
+                         ? config.disk_bytes / static_cast<int64_t>(TierFileBytes(
+                                                   device->layout().tokens_per_block,
+                                                   block_bytes_))
+                         : 0),
+      disk_dir_(std::move(disk_dir)),
+      worker_(std::make_unique<Worker>(device)) {
+  stats_.block_bytes = static_cast<int64_t>(block_bytes_);
+  stats_.host_capacity_blocks = host_capacity_;
+  stats_.disk_capacity_blocks = disk_capacity_;
+}
+
+KvTiers::~KvTiers() {
+  worker_.reset();  // runs what is queued, then joins
+  if (!disk_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(disk_dir_, ec);
+  }
+}
+
+std::string KvTiers::DiskPathOf(uint64_t key) const {
+  return absl::StrFormat("%s/%016x.kvb", disk_dir_, key);
+}
+
+void KvTiers::OnEvictable(BlockId block, TierBlockMeta meta) {
+  if (const auto it = host_.find(meta.key); it != host_.end()) {
+    host_lru_.splice(host_lru_.end(), host_lru_, it->second.lru);
+    return;
+  }
+  if (disk_.contains(meta.key)) return;
+  // A block published again after its eviction may still be named as another key's
+  // source only if BeforeReuse was skipped: never.
+  LOCKSTEP_CHECK(!copying_.contains(block)) << "block " << block << " is already copying down";
+  while (static_cast<int64_t>(host_.size()) >= host_capacity_) EvictHostLru();
+  auto job = std::make_shared<Job>();
+  job->kind = Job::Kind::kCopyDown;
+  job->block = block;
+  job->bytes = std::make_shared<std::vector<std::byte>>(block_bytes_);
+  const uint64_t key = meta.key;
+  host_lru_.push_back(key);
+  HostEntry entry{.meta = std::move(meta),
+                  .bytes = job->bytes,
+                  .copy_down = job,
+                  .source = block,
+                  .lru = std::prev(host_lru_.end())};
+  host_.emplace(key, std::move(entry));
+  copying_.emplace(block, key);
+  worker_->Enqueue(std::move(job));
+}
+
+void KvTiers::BeforeReuse(BlockId block) {
+  const auto it = copying_.find(block);
+  if (it == copying_.end()) return;
+  HostEntry& entry = host_.at(it->second);
+  copying_.erase(it);
+  if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
+  if (!worker_->StatusOf(*entry.copy_down).ok()) {
+    EraseHost(entry.meta.key);
+    return;
+  }
+  entry.copy_down.reset();
+}
+
+void KvTiers::EraseHost(uint64_t key) {
+  const auto it = host_.find(key);
+  if (it == host_.end()) return;
+  if (it->second.copy_down != nullptr) copying_.erase(it->second.source);
+  host_lru_.erase(it->second.lru);
+  host_.erase(it);
+}
+
+void KvTiers::EraseDisk(uint64_t key, bool remove_file) {
+  const auto it = disk_.find(key);
+  if (it == disk_.end()) return;
+  disk_lru_.erase(it->second.lru);
+  disk_.erase(it);
+  if (remove_file) std::remove(DiskPathOf(key).c_str());
+}
+
+void KvTiers::EvictHostLru() {
+  const uint64_t key = host_lru_.front();
+  HostEntry& entry = host_.at(key);
+  bool usable = true;
+  if (entry.copy_down != nullptr) {
+    // Finished, not cancelled: what lands in which tier must not depend on the
+    // worker's speed (the device block is still intact: BeforeReuse was not called).
+    copying_.erase(entry.source);
+    if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
+    usable = worker_->StatusOf(*entry.copy_down).ok();
+    entry.copy_down.reset();
+  }
+  HostEntry taken = std::move(entry);
+  host_lru_.erase(taken.lru);
+  host_.erase(key);
+  if (usable && disk_capacity_ > 0) SpillToDisk(std::move(taken));
+}
+
+void KvTiers::SpillToDisk(HostEntry entry) {
+  while (static_cast<int64_t>(disk_.size()) >= disk_capacity_) EvictDiskLru();
+  const uint64_t key = entry.meta.key;
+  auto job = std::make_shared<Job>();
+  job->kind = Job::Kind::kDiskWrite;
+  job->bytes = std::move(entry.bytes);
+  job->meta = entry.meta;
+  job->path = DiskPathOf(key);
+  disk_lru_.push_back(key);
+  disk_.emplace(key, DiskEntry{.meta = std::move(entry.meta),
+                               .write = job,
+                               .lru = std::prev(disk_lru_.end())});
+  worker_->Enqueue(std::move(job));
+}
+
+void KvTiers::EvictDiskLru() {
+  const uint64_t key = disk_lru_.front();
+  DiskEntry& entry = disk_.at(key);
+  bool wrote = true;
+  if (entry.write != nullptr) wrote = !worker_->Cancel(*entry.write);
+  EraseDisk(key, wrote);
+}
+
+int64_t KvTiers::Probe(uint64_t parent_key, absl::Span<const uint64_t> keys,
+                       absl::Span<const int32_t> tokens) const {
+  const size_t tpb = static_cast<size_t>(device_->layout().tokens_per_block);
+  int64_t found = 0;
+  uint64_t parent = parent_key;
+  for (const uint64_t key : keys) {
+    const TierBlockMeta* meta = nullptr;
+    if (const auto h = host_.find(key); h != host_.end()) {
+      meta = &h->second.meta;
+    } else if (const auto d = disk_.find(key); d != disk_.end()) {
+      meta = &d->second.meta;
+    }
+    const size_t at = static_cast<size_t>(found) * tpb;
+    if (meta == nullptr || meta->parent_key != parent || at + tpb > tokens.size() ||
+        !std::equal(meta->tokens.begin(), meta->tokens.end(), tokens.begin() + at)) {
+      break;
+    }
+    ++found;
+    parent = key;
+  }
+  return found;
+}
+
+absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uint64_t key,
+                                                                             Tier* from) {
+  if (const auto h = host_.find(key); h != host_.end()) {
+    HostEntry& entry = h->second;
+    if (entry.copy_down != nullptr) {
+      copying_.erase(entry.source);
+      if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
+      const absl::Status status = worker_->StatusOf(*entry.copy_down);
+      entry.copy_down.reset();
+      if (!status.ok()) {
+        EraseHost(key);
+        return absl::NotFoundError(absl::StrCat("host tier: copy-down failed: ", status.message()));
+      }
+    }
+    host_lru_.splice(host_lru_.end(), host_lru_, entry.lru);
+    *from = Tier::kHost;
+    return std::shared_ptr<const std::vector<std::byte>>(entry.bytes);
+  }
+  const auto d = disk_.find(key);
+  if (d == disk_.end()) return absl::NotFoundError(absl::StrCat("no tier holds block ", key));
+  DiskEntry& entry = d->second;
+  *from = Tier::kDisk;
+  disk_lru_.splice(disk_lru_.end(), disk_lru_, entry.lru);
+  if (entry.write != nullptr) {
+    if (!worker_->Done(*entry.write)) {
+      // Still in memory: the write only reads these bytes.
+      return std::shared_ptr<const std::vector<std::byte>>(entry.write->bytes);
+    }
+    const absl::Status status = worker_->StatusOf(*entry.write);
+    entry.write.reset();
+    if (!status.ok()) {
+      EraseDisk(key, /*remove_file=*/true);
+      return absl::NotFoundError(absl::StrCat("disk tier: write failed: ", status.message()));
+    }
+  }
+  auto bytes = std::make_shared<std::vector<std::byte>>(block_bytes_);
+  const absl::Status read = ReadTierFile(DiskPathOf(key), entry.meta, absl::MakeSpan(*bytes));
+  if (!read.ok()) {
+    ++stats_.disk_corrupt;
+    EraseDisk(key, /*remove_file=*/true);
+    return absl::NotFoundError(absl::StrCat("disk tier miss: ", read.message()));
+  }
+  return std::shared_ptr<const std::vector<std::byte>>(std::move(bytes));
+}
+
+absl::Status KvTiers::CopyToDevice(const std::vector<std::byte>& bytes, BlockId dst, Tier from) {
+  const int64_t start = NowNs();
+  const BlockSpan span{dst, 0, block_bytes_};
+  absl::Status status = device_->CopyIn(bytes, {&span, 1});
+  if (!status.ok()) return status;
+  stats_.onboard_ns += NowNs() - start;
+  ++stats_.onboarded_blocks[static_cast<int>(from)];
+  return absl::OkStatus();
+}
+
+Tier KvTiers::Where(uint64_t key) const {
+  if (host_.contains(key)) return Tier::kHost;
+  if (disk_.contains(key)) return Tier::kDisk;
+  return Tier::kDevice;
+}
+
+void KvTiers::Flush() { worker_->Flush(); }
+
+TierStats KvTiers::Stats() const {
+  TierStats s = stats_;
+  s.host_blocks = static_cast<int64_t>(host_.size());
+  s.disk_blocks = static_cast<int64_t>(disk_.size());
+  worker_->Counters(&s.offloaded_blocks, &s.offload_ns, &s.disk_writes, &s.disk_write_errors);
+  return s;
+}
+
+void KvTiers::AuditInto(const std::string& prefix, std::vector<std::string>* out) const {
+  auto report = [&](auto&&... parts) { out->push_back(absl::StrCat(prefix, parts...)); };
+  if (static_cast<int64_t>(host_.size()) > host_capacity_) {
+    report("host tier holds ", host_.size(), " blocks, capacity ", host_capacity_);
+  }
+  if (static_cast<int64_t>(disk_.size()) > disk_capacity_) {
+    report("disk tier holds ", disk_.size(), " blocks, capacity ", disk_capacity_);
+  }
+  if (host_lru_.size() != host_.size()) {
+    report("host tier LRU lists ", host_lru_.size(), " keys for ", host_.size(), " entries");
+  }
+  if (disk_lru_.size() != disk_.size()) {
+    report("disk tier LRU lists ", disk_lru_.size(), " keys for ", disk_.size(), " entries");
+  }
+  for (const uint64_t key : host_lru_) {
+    const auto it = host_.find(key);
+    if (it == host_.end()) {
+      report("host tier LRU names key ", key, " with no entry");
+      continue;
+    }
+    const HostEntry& e = it->second;
+    if (e.meta.key != key) report("host tier entry ", key, " names key ", e.meta.key);
+    if (disk_.contains(key)) report("key ", key, " is in the host and the disk tier");
+    if (e.bytes == nullptr || e.bytes->size() != block_bytes_) {
+      report("host tier entry ", key, " does not hold one block of bytes");
+    }
+    if (e.copy_down != nullptr) {
+      const auto c = copying_.find(e.source);
+      if (c == copying_.end() || c->second != key) {
+        report("host tier entry ", key, " copies down from block ", e.source.value(),
+               ", which is not recorded as copying it");
+      }
+    }
+  }
+  for (const uint64_t key : disk_lru_) {
+    if (!disk_.contains(key)) report("disk tier LRU names key ", key, " with no entry");
+  }
+  for (const auto& [block, key] : copying_) {
+    const auto it = host_.find(key);
+    if (it == host_.end() || it->second.copy_down == nullptr || it->second.source != block) {
+      report("block ", block.value(), " is recorded as copying down key ", key,
+             ", which has no such copy-down");
+    }
+  }
+}
+
+}  // namespace lockstep::kv

@@ -1,0 +1,129 @@
+// KvTiers: the host and disk tiers below one rank's target pool (docs/design.md §5.1).
+// Blocks are named by the radix tree's prefix-hash keys (prefix_hash.h), so a block
+// below the device is found by the same chain as one in it, and every hit compares its
+// parent key and tokens too.
+//
+// Down. When a published target block becomes evictable (refcount = the tree's pin),
+// KvPool calls OnEvictable: unless its key is already below, a host slot is taken (the
+// host LRU entry makes room: to disk when there is a disk tier, else dropped) and a
+// copy-down is queued to the worker thread, which reads the block through the pool's
+// BlockCopier. The step never waits for it. Before the pool reuses an evicted block it
+// calls BeforeReuse: a copy-down still queued runs there (counted as inline), one
+// running is waited for (one block copy). Host entries the host tier evicts are
+// written to disk by the same worker, with checksums (tier_file.h).
+//
+// Up. Probe counts the blocks of a chain found below; Fetch hands out the verified bytes
+// of one (a disk block whose checksum fails is dropped and is a miss, never served);
+// CopyToDevice writes them into a freshly allocated device block.
+//
+// Determinism: which keys sit in which tier depends only on the calls made (all index
+// changes happen on the caller's thread); only byte copies run on the worker.
+//
+// Thread safety: every method but the destructor runs on the owner's thread (the
+// executor's, through KvManager). The worker touches only its jobs' buffers, the
+// copier (thread-safe) and files.
+#ifndef LOCKSTEP_KVCACHE_KV_TIERS_H_
+#define LOCKSTEP_KVCACHE_KV_TIERS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/ids.h"
+#include "kvcache/block_copier.h"
+#include "kvcache/tier_config.h"
+#include "kvcache/tier_file.h"
+
+namespace lockstep::kv {
+
+class KvTiers {
+ public:
+  // `device` is the target pool's copier (not owned; must outlive this). With a disk
+  // tier, a fresh subdirectory of config.disk_path holds this instance's files; it is
+  // removed by the destructor.
+  static absl::StatusOr<std::unique_ptr<KvTiers>> Create(const TierConfig& config,
+                                                         BlockCopier* device);
+  ~KvTiers();  // finishes the jobs that hold files open, stops the worker
+  KvTiers(const KvTiers&) = delete;
+  KvTiers& operator=(const KvTiers&) = delete;
+
+  // Device block `block` (published under meta.key) became evictable.
+  void OnEvictable(BlockId block, TierBlockMeta meta);
+  // Device block `block` is about to be reused for other KV.
+  void BeforeReuse(BlockId block);
+
+  // How many of `keys` (a chain continuing from `parent_key`) are found below the
+  // device, in order, each with its parent and its tokens (tokens_per_block each, from
+  // `tokens`) matching.
+  int64_t Probe(uint64_t parent_key, absl::Span<const uint64_t> keys,
+                absl::Span<const int32_t> tokens) const;
+
+  // The bytes of block `key` (one block), verified; `from` says which tier held them.
+  // NotFound when no tier holds it or a disk copy failed verification (then dropped).
+  absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> Fetch(uint64_t key, Tier* from);
+  // Writes fetched bytes into device block `dst` (counted as onboarded from `from`).
+  absl::Status CopyToDevice(const std::vector<std::byte>& bytes, BlockId dst, Tier from);
+
+  // Which tier holds `key` below the device (kDevice: none).
+  Tier Where(uint64_t key) const;
+  // Waits for every queued job (tests and benchmarks; each job has a deadline).
+  void Flush();
+
+  TierStats Stats() const;
+  // One line per broken invariant, each starting with `prefix`: a key in two tiers,
+  // entry counts over capacity or out of step with the LRU lists, a copy-down whose
+  // block or key is not its entry's, a buffer of the wrong size.
+  void AuditInto(const std::string& prefix, std::vector<std::string>* out) const;
+  // The disk tier's files' directory ("" without one), for tests.
+  const std::string& disk_dir() const { return disk_dir_; }
+  std::string DiskPathOf(uint64_t key) const;
+
+ private:
+  struct Job;
+  class Worker;
+  struct HostEntry {
+    TierBlockMeta meta;
+    std::shared_ptr<std::vector<std::byte>> bytes;
+    std::shared_ptr<Job> copy_down;  // null once known finished
+    BlockId source{-1};              // the device block the copy-down reads
+    std::list<uint64_t>::iterator lru;
+  };
+  struct DiskEntry {
+    TierBlockMeta meta;
+    std::shared_ptr<Job> write;  // null once known finished
+    std::list<uint64_t>::iterator lru;
+  };
+
+  KvTiers(const TierConfig& config, BlockCopier* device, std::string disk_dir);
+  void EvictHostLru();
+  void EvictDiskLru();
+  void SpillToDisk(HostEntry entry);
+  void EraseHost(uint64_t key);
+  void EraseDisk(uint64_t key, bool remove_file);
+
+  const TierConfig config_;
+  BlockCopier* const device_;
+  const size_t block_bytes_;
+  const int64_t host_capacity_;
+  const int64_t disk_capacity_;
+  const std::string disk_dir_;
+  std::unique_ptr<Worker> worker_;
+
+  absl::flat_hash_map<uint64_t, HostEntry> host_;
+  std::list<uint64_t> host_lru_;  // least recently used first
+  absl::flat_hash_map<uint64_t, DiskEntry> disk_;
+  std::list<uint64_t> disk_lru_;
+  absl::flat_hash_map<BlockId, uint64_t> copying_;  // device block -> key being copied down
+  TierStats stats_;
+};
+
+}  // namespace lockstep::kv
+
+#endif  // LOCKSTEP_KVCACHE_KV_TIERS_H_

@@ -1,0 +1,218 @@
+#include "kvcache/kv_tiers.h"
+
+#include <cstddef>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+#include "common/ids.h"
+#include "common/testing/status_matchers.h"
+#include "gtest/gtest.h"
+#include "kvcache/block_copier.h"
+#include "kvcache/tier_file.h"
+
+namespace lockstep::kv {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::StatusIs;
+
+constexpr int kBlocks = 8;
+
+// 1 layer x 1 head x 2 tokens x 2 dims of f32: 32 bytes a block.
+BlockLayout Layout() {
+  return BlockLayout{.num_layers = 1, .num_kv_heads = 1, .head_dim = 2, .tokens_per_block = 2};
+}
+
+class KvTiersTest : public ::testing::Test {
+ protected:
+  KvTiersTest() : slab_(kBlocks * Layout().BlockBytes()), copier_(slab_.data(), Layout(), kBlocks) {
+    for (int b = 0; b < kBlocks; ++b) Fill(b, static_cast<uint8_t>(b + 1));
+  }
+
+  size_t block_bytes() const { return Layout().BlockBytes(); }
+  void Fill(int block, uint8_t value) {
+    for (size_t i = 0; i < block_bytes(); ++i) {
+      slab_[block * block_bytes() + i] = static_cast<std::byte>(value + i);
+    }
+  }
+  std::vector<std::byte> BlockBytes(int block) const {
+    return {slab_.begin() + block * block_bytes(), slab_.begin() + (block + 1) * block_bytes()};
+  }
+  // Block `block` holds tokens {key, key} under key `key`, parent `key - 1`.
+  static TierBlockMeta Meta(uint64_t key) {
+    return TierBlockMeta{.key = key,
+                         .parent_key = key - 1,
+                         .tokens = {static_cast<int32_t>(key), static_cast<int32_t>(key)}};
+  }
+  std::unique_ptr<KvTiers> Make(int64_t host_blocks, int64_t disk_blocks) {
+    TierConfig config{.host_bytes = host_blocks * static_cast<int64_t>(block_bytes())};
+    if (disk_blocks > 0) {
+      config.disk_path = std::string(std::getenv("TEST_TMPDIR")) + "/tiers";
+      config.disk_bytes =
+          disk_blocks * static_cast<int64_t>(TierFileBytes(2, block_bytes()));
+    }
+    absl::StatusOr<std::unique_ptr<KvTiers>> tiers = KvTiers::Create(config, &copier_);
+    LOCKSTEP_CHECK_OK(tiers.status());
+    return *std::move(tiers);
+  }
+  void ExpectClean(const KvTiers& tiers) {
+    std::vector<std::string> v;
+    tiers.AuditInto("", &v);
+    EXPECT_TRUE(v.empty()) << v.front();
+  }
+
+  std::vector<std::byte> slab_;
+  HostBlockCopier copier_;
+};
+
+TEST_F(KvTiersTest, CreateRejectsBadSizes) {
+  EXPECT_THAT(KvTiers::Create(TierConfig{.host_bytes = 8}, &copier_).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      KvTiers::Create(TierConfig{.host_bytes = 1024, .disk_path = "/nonexistent-x", .disk_bytes = 4},
+                      &copier_)
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(KvTiers::Create(TierConfig{.host_bytes = 1024, .disk_bytes = 4096}, &copier_).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(KvTiersTest, ReuseOfAnEvictedBlockNeverLosesItsCopy) {
+  std::unique_ptr<KvTiers> tiers = Make(4, 0);
+  const std::vector<std::byte> original = BlockBytes(3);
+  tiers->OnEvictable(BlockId(3), Meta(10));
+  EXPECT_EQ(tiers->Where(10), Tier::kHost);
+  tiers->BeforeReuse(BlockId(3));  // the copy-down has run, here or on the worker
+  Fill(3, 200);                    // the block now holds other KV
+  Tier from = Tier::kDevice;
+  absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = tiers->Fetch(10, &from);
+  ASSERT_THAT(bytes.status(), IsOk());
+  EXPECT_EQ(from, Tier::kHost);
+  EXPECT_EQ(**bytes, original);
+  ASSERT_THAT(tiers->CopyToDevice(**bytes, BlockId(5), from), IsOk());
+  EXPECT_EQ(BlockBytes(5), original);
+  tiers->Flush();
+  const TierStats s = tiers->Stats();
+  EXPECT_EQ(s.offloaded_blocks + 0, 1);
+  EXPECT_EQ(s.onboarded_blocks[static_cast<int>(Tier::kHost)], 1);
+  ExpectClean(*tiers);
+}
+
+TEST_F(KvTiersTest, AKeyAlreadyBelowIsNotCopiedAgain) {
+  std::unique_ptr<KvTiers> tiers = Make(4, 0);
+  tiers->OnEvictable(BlockId(1), Meta(10));
+  tiers->BeforeReuse(BlockId(1));
+  tiers->OnEvictable(BlockId(2), Meta(10));  // republished elsewhere, evictable again
+  tiers->Flush();
+  EXPECT_EQ(tiers->Stats().offloaded_blocks, 1);
+  EXPECT_EQ(tiers->Stats().host_blocks, 1);
+  ExpectClean(*tiers);
+}
+
+TEST_F(KvTiersTest, FullHostTierDropsItsLeastRecentlyUsedBlockWithoutDisk) {
+  std::unique_ptr<KvTiers> tiers = Make(2, 0);
+  tiers->OnEvictable(BlockId(1), Meta(10));
+  tiers->OnEvictable(BlockId(2), Meta(20));
+  Tier from;
+  ASSERT_THAT(tiers->Fetch(10, &from).status(), IsOk());  // 10 is now the most recent
+  tiers->OnEvictable(BlockId(3), Meta(30));
+  EXPECT_EQ(tiers->Where(10), Tier::kHost);
+  EXPECT_EQ(tiers->Where(20), Tier::kDevice);
+  EXPECT_EQ(tiers->Where(30), Tier::kHost);
+  EXPECT_THAT(tiers->Fetch(20, &from).status(), StatusIs(absl::StatusCode::kNotFound));
+  ExpectClean(*tiers);
+}
+
+TEST_F(KvTiersTest, HostEvictionsSpillToDiskAndComeBackVerified) {
+  std::unique_ptr<KvTiers> tiers = Make(1, 2);
+  const std::vector<std::byte> one = BlockBytes(1);
+  tiers->OnEvictable(BlockId(1), Meta(10));
+  tiers->BeforeReuse(BlockId(1));
+  Fill(1, 99);
+  tiers->OnEvictable(BlockId(2), Meta(20));  // 10 goes to disk
+  tiers->OnEvictable(BlockId(3), Meta(30));  // 20 goes to disk
+  EXPECT_EQ(tiers->Where(10), Tier::kDisk);
+  EXPECT_EQ(tiers->Where(20), Tier::kDisk);
+  EXPECT_EQ(tiers->Where(30), Tier::kHost);
+  tiers->Flush();
+  Tier from = Tier::kDevice;
+  absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = tiers->Fetch(10, &from);
+  ASSERT_THAT(bytes.status(), IsOk());
+  EXPECT_EQ(from, Tier::kDisk);
+  EXPECT_EQ(**bytes, one);
+  EXPECT_EQ(tiers->Stats().disk_writes, 2);
+  // Disk full: the least recently used file (20) is deleted for 30.
+  tiers->OnEvictable(BlockId(4), Meta(40));
+  tiers->Flush();
+  EXPECT_EQ(tiers->Where(20), Tier::kDevice);
+  EXPECT_FALSE(std::ifstream(tiers->DiskPathOf(20)).good());
+  ExpectClean(*tiers);
+}
+
+TEST_F(KvTiersTest, ACorruptedDiskBlockIsAMissNeverServed) {
+  std::unique_ptr<KvTiers> tiers = Make(1, 2);
+  tiers->OnEvictable(BlockId(1), Meta(10));
+  tiers->OnEvictable(BlockId(2), Meta(20));  // 10 goes to disk
+  tiers->Flush();
+  const std::string path = tiers->DiskPathOf(10);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-5, std::ios::end);
+    char c;
+    f.read(&c, 1);
+    c ^= 1;
+    f.seekp(-5, std::ios::end);
+    f.write(&c, 1);
+  }
+  EXPECT_EQ(tiers->Probe(9, std::vector<uint64_t>{10}, std::vector<int32_t>{10, 10}), 1);
+  Tier from;
+  EXPECT_THAT(tiers->Fetch(10, &from).status(), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(tiers->Stats().disk_corrupt, 1);
+  EXPECT_EQ(tiers->Where(10), Tier::kDevice);
+  EXPECT_FALSE(std::ifstream(path).good());
+  EXPECT_EQ(tiers->Probe(9, std::vector<uint64_t>{10}, std::vector<int32_t>{10, 10}), 0);
+  ExpectClean(*tiers);
+}
+
+TEST_F(KvTiersTest, ProbeFollowsTheChainAndComparesParentAndTokens) {
+  std::unique_ptr<KvTiers> tiers = Make(4, 0);
+  tiers->OnEvictable(BlockId(1), Meta(10));
+  tiers->OnEvictable(BlockId(2), TierBlockMeta{.key = 11, .parent_key = 10, .tokens = {11, 11}});
+  tiers->OnEvictable(BlockId(3), TierBlockMeta{.key = 12, .parent_key = 11, .tokens = {7, 7}});
+  const std::vector<uint64_t> chain = {10, 11, 12};
+  EXPECT_EQ(tiers->Probe(9, chain, std::vector<int32_t>{10, 10, 11, 11, 7, 7}), 3);
+  EXPECT_EQ(tiers->Probe(9, chain, std::vector<int32_t>{10, 10, 11, 11, 7, 8}), 2);
+  EXPECT_EQ(tiers->Probe(9, chain, std::vector<int32_t>{10, 10, 11, 11}), 2);
+  EXPECT_EQ(tiers->Probe(8, chain, std::vector<int32_t>{10, 10, 11, 11, 7, 7}), 0);
+  ExpectClean(*tiers);
+}
+
+TEST_F(KvTiersTest, ManyCopyDownsWithReusesKeepEveryCopyExact) {
+  std::unique_ptr<KvTiers> tiers = Make(64, 0);
+  std::vector<std::vector<std::byte>> expected;
+  for (int round = 0; round < 40; ++round) {
+    const int block = round % kBlocks;
+    Fill(block, static_cast<uint8_t>(round * 3));
+    expected.push_back(BlockBytes(block));
+    tiers->OnEvictable(BlockId(block), Meta(100 + round));
+    // The next round reuses the block after this one: it must be copied first.
+    tiers->BeforeReuse(BlockId((round + 1) % kBlocks));
+  }
+  for (int round = 0; round < 40; ++round) {
+    const int block = round % kBlocks;
+    tiers->BeforeReuse(BlockId(block));
+  }
+  for (int round = 0; round < 40; ++round) {
+    Tier from;
+    absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes =
+        tiers->Fetch(100 + round, &from);
+    ASSERT_THAT(bytes.status(), IsOk());
+    EXPECT_EQ(**bytes, expected[round]) << "round " << round;
+  }
+  ExpectClean(*tiers);
+}
+
+}  // namespace
+}  // namespace lockstep::kv
