@@ -62,6 +62,8 @@ double RoleScale(const ModelConfig& config, const TensorSpec& spec) {
       return kLayerGain / std::sqrt(static_cast<double>(spec.shape[1]));
     case TensorRole::kRouter:
       return kRouterGain / std::sqrt(hidden);
+    case TensorRole::kRouterBias:
+      return 0.1;
     case TensorRole::kLmHead:
       return kHeadNoise / std::sqrt(hidden);
   }

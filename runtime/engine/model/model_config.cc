@@ -1,6 +1,7 @@
 #include "runtime/engine/model/model_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -10,100 +11,14 @@
 #include "nlohmann/json.hpp"
 #include "runtime/engine/model/file_io.h"
 #include "runtime/engine/model/model_config_defaults.h"
+#include "runtime/engine/model/model_config_fields.h"
 
 namespace lockstep::engine {
 namespace {
 
 using Json = nlohmann::json;
 using config_defaults::FamilyDefaults;
-
-// Typed, non-throwing access to the fields of a config object; errors name the field.
-class Fields {
- public:
-  Fields(const Json& json, absl::string_view source) : json_(json), source_(source) {}
-
-  absl::Status Error(absl::string_view field, absl::string_view problem) const {
-    return absl::InvalidArgumentError(absl::StrCat(source_, ": ", field, ": ", problem));
-  }
-
-  // Absent and null both read as nullptr.
-  const Json* Find(absl::string_view field) const {
-    auto it = json_.find(std::string(field));
-    if (it == json_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
-  // Present with the value null (Python's None, which some fields give a meaning).
-  bool IsNull(absl::string_view field) const {
-    auto it = json_.find(std::string(field));
-    return it != json_.end() && it->is_null();
-  }
-
-  absl::StatusOr<std::optional<int64_t>> OptionalInt(absl::string_view field) const {
-    const Json* value = Find(field);
-    if (value == nullptr) return std::optional<int64_t>();
-    if (!value->is_number_integer()) return Error(field, "must be an integer");
-    return std::optional<int64_t>(value->get<int64_t>());
-  }
-
-  absl::StatusOr<int32_t> Int(absl::string_view field, std::optional<int64_t> fallback,
-                              int64_t min_value) const {
-    ASSIGN_OR_RETURN(std::optional<int64_t> value, OptionalInt(field));
-    if (!value.has_value()) {
-      if (!fallback.has_value()) return Error(field, "is required");
-      value = fallback;
-    }
-    if (*value < min_value || *value > (int64_t{1} << 31) - 1) {
-      return Error(field, absl::StrCat("must be >= ", min_value, ", got ", *value));
-    }
-    return static_cast<int32_t>(*value);
-  }
-
-  absl::StatusOr<double> Number(absl::string_view field, double fallback) const {
-    const Json* value = Find(field);
-    if (value == nullptr) return fallback;
-    if (!value->is_number()) return Error(field, "must be a number");
-    return value->get<double>();
-  }
-
-  absl::StatusOr<bool> Bool(absl::string_view field, bool fallback) const {
-    const Json* value = Find(field);
-    if (value == nullptr) return fallback;
-    if (!value->is_boolean()) return Error(field, "must be true or false");
-    return value->get<bool>();
-  }
-
-  // An int or a list of ints (the first is used), e.g. eos_token_id; `fallback` when
-  // absent, -1 (none) when null or an empty list.
-  absl::StatusOr<int32_t> TokenId(absl::string_view field, int32_t fallback) const {
-    if (IsNull(field)) return -1;
-    const Json* value = Find(field);
-    if (value == nullptr) return fallback;
-    const Json* first = value;
-    if (value->is_array()) {
-      if (value->empty()) return -1;
-      first = &(*value)[0];
-    }
-    if (!first->is_number_integer() || first->get<int64_t>() < 0) {
-      return Error(field, "must be a non-negative integer or a list of them");
-    }
-    return static_cast<int32_t>(first->get<int64_t>());
-  }
-
-  // Rejects a feature the engine does not implement: present, not null, and not
-  // `allowed` (when given).
-  absl::Status RejectUnless(absl::string_view field, absl::string_view feature,
-                            const std::optional<Json>& allowed = std::nullopt) const {
-    const Json* value = Find(field);
-    if (value == nullptr) return absl::OkStatus();
-    if (allowed.has_value() && *value == *allowed) return absl::OkStatus();
-    return Error(field, absl::StrCat(value->dump(), " is not supported (", feature, ")"));
-  }
-
- private:
-  const Json& json_;
-  absl::string_view source_;
-};
+using config_internal::Fields;
 
 bool IsMixtralLike(const std::string& type) { return type == "mistral" || type == "mixtral"; }
 bool IsQwenMoe(const std::string& type) { return type == "qwen2_moe" || type == "qwen3_moe"; }
@@ -253,6 +168,24 @@ absl::Status ParseMoe(const Fields& fields, const FamilyDefaults& family, ModelC
 
 }  // namespace
 
+double YarnScaling::Mscale(double m) const {
+  return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0;
+}
+
+double YarnScaling::RopeMagnitude() const {
+  return Mscale(mscale) / Mscale(mscale_all_dim);
+}
+
+double YarnScaling::SoftmaxFactor() const {
+  const double m = Mscale(mscale_all_dim);
+  return m * m;
+}
+
+double ModelConfig::softmax_scale() const {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  return yarn ? scale * yarn_scaling.SoftmaxFactor() : scale;
+}
+
 absl::Status ModelConfig::Validate() const {
   auto error = [](absl::string_view field, absl::string_view problem) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
@@ -261,12 +194,28 @@ absl::Status ModelConfig::Validate() const {
   if (hidden_size < 1) return error("hidden_size", "must be >= 1");
   if (num_layers < 1) return error("num_hidden_layers", "must be >= 1");
   if (num_heads < 1) return error("num_attention_heads", "must be >= 1");
-  if (num_kv_heads < 1 || num_heads % num_kv_heads != 0) {
+  // MLA has no KV heads: num_key_value_heads is read and kept, not used.
+  if (num_kv_heads < 1 || (!mla && num_heads % num_kv_heads != 0)) {
     return error("num_key_value_heads",
                  absl::StrCat(num_kv_heads, " must divide num_attention_heads ", num_heads));
   }
-  if (head_dim < 2 || head_dim % 2 != 0) {
+  if (mla) {
+    if (mla_dims.qk_rope_head_dim < 2 || mla_dims.qk_rope_head_dim % 2 != 0) {
+      return error("qk_rope_head_dim", absl::StrCat("must be even and >= 2 (rotary pairs), got ",
+                                                    mla_dims.qk_rope_head_dim));
+    }
+    if (mla_dims.kv_lora_rank < 1) return error("kv_lora_rank", "must be >= 1");
+    if (mla_dims.qk_nope_head_dim < 1) return error("qk_nope_head_dim", "must be >= 1");
+    if (mla_dims.v_head_dim < 1) return error("v_head_dim", "must be >= 1");
+    if (mla_dims.q_lora_rank < 0) return error("q_lora_rank", "must be >= 1 or null");
+    if (head_dim != mla_dims.qk_head_dim()) {
+      return error("head_dim", "must be qk_nope_head_dim + qk_rope_head_dim under MLA");
+    }
+  } else if (head_dim < 2 || head_dim % 2 != 0) {
     return error("head_dim", absl::StrCat("must be even and >= 2 (rotary pairs), got ", head_dim));
+  }
+  if (yarn && !(yarn_scaling.factor >= 1.0)) {
+    return error("rope_scaling", absl::StrCat("factor must be >= 1, got ", yarn_scaling.factor));
   }
   if (max_position < 1) return error("max_position_embeddings", "must be >= 1");
   if (!(rms_norm_eps > 0.0)) return error("rms_norm_eps", "must be > 0");
@@ -278,9 +227,22 @@ absl::Status ModelConfig::Validate() const {
   if (any_dense && intermediate_size < 1) return error("intermediate_size", "must be >= 1");
   if (is_moe()) {
     if (num_experts_per_tok < 1 || num_experts_per_tok > num_experts) {
-      return error("num_experts_per_tok", "must be in [1, num_experts]");
+      return error("num_experts_per_tok", absl::StrCat(num_experts_per_tok, " must be in [1, ",
+                                                       num_experts, "] (the experts)"));
     }
     if (moe_intermediate_size < 1) return error("moe_intermediate_size", "must be >= 1");
+    if (n_group < 1 || num_experts % n_group != 0) {
+      return error("n_group", absl::StrCat(n_group, " must divide n_routed_experts ", num_experts));
+    }
+    if (topk_group < 1 || topk_group > n_group) {
+      return error("topk_group", absl::StrCat(topk_group, " must be in [1, n_group ", n_group, "]"));
+    }
+    if (num_experts_per_tok > topk_group * (num_experts / n_group)) {
+      return error("num_experts_per_tok",
+                   absl::StrCat(num_experts_per_tok, " exceeds the experts of topk_group ",
+                                topk_group, " groups"));
+    }
+    if (n_shared_experts < 0) return error("n_shared_experts", "must be >= 0");
   }
   if (eos_token_id >= vocab_size) return error("eos_token_id", "is outside the vocabulary");
   if (bos_token_id >= vocab_size) return error("bos_token_id", "is outside the vocabulary");
@@ -328,9 +290,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                                                       ? family.num_key_value_heads_if_null
                                                       : family.num_key_value_heads,
                                                   1));
-  ASSIGN_OR_RETURN(config.head_dim, int_field("head_dim", family.head_dim, 1));
+  const bool deepseek = family.deepseek != nullptr;
+  if (!deepseek) {  // the DeepSeek family's head sizes and RoPE: ParseDeepseek
+    ASSIGN_OR_RETURN(config.head_dim, int_field("head_dim", family.head_dim, 1));
+    ASSIGN_OR_RETURN(config.rope_theta, RopeTheta(fields, family));
+  }
   ASSIGN_OR_RETURN(config.rms_norm_eps, fields.Number("rms_norm_eps", family.rms_norm_eps));
-  ASSIGN_OR_RETURN(config.rope_theta, RopeTheta(fields, family));
   ASSIGN_OR_RETURN(int32_t max_position,
                    int_field("max_position_embeddings", family.max_position_embeddings, 1));
   config.max_position = max_position;
@@ -344,7 +309,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
       fields.TokenId("eos_token_id", static_cast<int32_t>(*Fallback(family.eos_token_id, config))));
 
   RETURN_IF_ERROR(fields.RejectUnless("hidden_act", "only silu", Json("silu")));
-  RETURN_IF_ERROR(fields.RejectUnless("rope_scaling", "rope scaling"));
+  if (!deepseek) RETURN_IF_ERROR(fields.RejectUnless("rope_scaling", "rope scaling"));
   RETURN_IF_ERROR(fields.RejectUnless("mlp_bias", "MLP bias", Json(false)));
   RETURN_IF_ERROR(fields.RejectUnless("partial_rotary_factor", "partial rotary", Json(1.0)));
   if (IsMixtralLike(t)) RETURN_IF_ERROR(CheckSlidingWindow(fields, config.max_position, family));
@@ -359,6 +324,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   }
   config.qk_norm = t == "qwen3_moe";
   if (t == "mixtral" || IsQwenMoe(t)) RETURN_IF_ERROR(ParseMoe(fields, family, config));
+  if (deepseek) RETURN_IF_ERROR(config_internal::ParseDeepseek(fields, config));
 
   absl::Status valid = config.Validate();
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", valid.message()));
@@ -393,6 +359,8 @@ std::string ModelConfigToJson(const ModelConfig& config) {
   json["bos_token_id"] = config.bos_token_id >= 0 ? Json(config.bos_token_id) : Json(nullptr);
   json["eos_token_id"] = config.eos_token_id >= 0 ? Json(config.eos_token_id) : Json(nullptr);
   const std::string& t = config.model_type;
+  // DeepseekV3Config derives head_dim (a given one would change transformers' RoPE).
+  if (config.is_deepseek()) json.erase("head_dim");
   if (t == "llama" || t == "qwen3_moe") json["attention_bias"] = config.attention_bias;
   if (IsMixtralLike(t)) json["sliding_window"] = nullptr;  // absent: mistral's 4096
   if (t == "mixtral") {
@@ -411,10 +379,12 @@ std::string ModelConfigToJson(const ModelConfig& config) {
     json["mlp_only_layers"] = dense;
     if (t == "qwen2_moe") json["shared_expert_intermediate_size"] = 0;
   }
+  if (config.is_deepseek()) config_internal::DeepseekToJson(config, json);
   static const std::pair<const char*, const char*> kArchitectures[] = {
       {"llama", "LlamaForCausalLM"},        {"mistral", "MistralForCausalLM"},
       {"qwen2", "Qwen2ForCausalLM"},        {"mixtral", "MixtralForCausalLM"},
-      {"qwen2_moe", "Qwen2MoeForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"}};
+      {"qwen2_moe", "Qwen2MoeForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"},
+      {"deepseek_v3", "DeepseekV3ForCausalLM"}, {"kimi_k2", "DeepseekV3ForCausalLM"}};
   for (const auto& [type, architecture] : kArchitectures) {
     if (t == type) json["architectures"].push_back(architecture);
   }

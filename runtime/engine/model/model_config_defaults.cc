@@ -3,6 +3,31 @@
 #include "absl/strings/str_cat.h"
 
 namespace lockstep::engine::config_defaults {
+
+// DeepseekV3Config (transformers' deepseek_v3/configuration_deepseek_v3.py). It has no
+// topk_method, scoring_func, moe_layer_freq or num_nextn_predict_layers: its modeling
+// code always routes by noaux_tc over sigmoid scores, makes every layer from
+// first_k_dense_replace on a MoE layer and builds no MTP layer. YaRN's defaults are
+// those of transformers' RoPE initialisation (beta_fast 32, beta_slow 1, no mscale).
+const DeepseekDefaults kDeepseekV3 = {.q_lora_rank = 1536,
+                                      .kv_lora_rank = 512,
+                                      .qk_nope_head_dim = 128,
+                                      .qk_rope_head_dim = 64,
+                                      .v_head_dim = 128,
+                                      .n_shared_experts = 1,
+                                      .routed_scaling_factor = 2.5,
+                                      .n_group = 8,
+                                      .topk_group = 4,
+                                      .first_k_dense_replace = 3,
+                                      .moe_layer_freq = 1,
+                                      .topk_method = "noaux_tc",
+                                      .scoring_func = "sigmoid",
+                                      .num_nextn_predict_layers = 0,
+                                      .yarn_beta_fast = 32.0,
+                                      .yarn_beta_slow = 1.0,
+                                      .yarn_mscale = 1.0,
+                                      .yarn_mscale_all_dim = 0.0};
+
 namespace {
 
 // Each row: the defaults of the configuration class named in it, in
@@ -146,6 +171,60 @@ constexpr FamilyDefaults kFamilies[] = {
      .norm_topk_prob = false,
      .decoder_sparse_step = 1,
      .shared_expert_intermediate_size = 0},
+    // DeepseekV3Config: 128 KV heads (MLA ignores them), BOS 0, EOS 1; the MLA, routing
+    // and shared-expert fields are in kDeepseekV3. kimi_k2 (Kimi-K2's configs) uses the
+    // same class.
+    {.model_type = "deepseek_v3",
+     .transformers_class = "DeepseekV3Config",
+     .vocab_size = 129280,
+     .hidden_size = 7168,
+     .intermediate_size = 18432,
+     .num_hidden_layers = 61,
+     .num_attention_heads = 128,
+     .num_key_value_heads = 128,
+     .num_key_value_heads_if_null = kAttentionHeads,
+     .head_dim = kRequired,  // not read: the MLA dimensions decide it
+     .max_position_embeddings = 4096,
+     .rms_norm_eps = 1e-6,
+     .rope_theta = 10000.0,
+     .tie_word_embeddings = false,
+     .attention_bias = false,
+     .bos_token_id = 0,
+     .eos_token_id = 1,
+     .sliding_window = kNone,
+     .num_experts = 256,
+     .num_experts_per_tok = 8,
+     .moe_intermediate_size = 2048,
+     .norm_topk_prob = true,
+     .decoder_sparse_step = 1,
+     .shared_expert_intermediate_size = 0,
+     .deepseek = &kDeepseekV3},
+    // kimi_k2: Kimi-K2's configs name DeepseekV3Config's architecture so.
+    {.model_type = "kimi_k2",
+     .transformers_class = "DeepseekV3Config",
+     .vocab_size = 129280,
+     .hidden_size = 7168,
+     .intermediate_size = 18432,
+     .num_hidden_layers = 61,
+     .num_attention_heads = 128,
+     .num_key_value_heads = 128,
+     .num_key_value_heads_if_null = kAttentionHeads,
+     .head_dim = kRequired,  // not read: the MLA dimensions decide it
+     .max_position_embeddings = 4096,
+     .rms_norm_eps = 1e-6,
+     .rope_theta = 10000.0,
+     .tie_word_embeddings = false,
+     .attention_bias = false,
+     .bos_token_id = 0,
+     .eos_token_id = 1,
+     .sliding_window = kNone,
+     .num_experts = 256,
+     .num_experts_per_tok = 8,
+     .moe_intermediate_size = 2048,
+     .norm_topk_prob = true,
+     .decoder_sparse_step = 1,
+     .shared_expert_intermediate_size = 0,
+     .deepseek = &kDeepseekV3},
 };
 
 }  // namespace

@@ -21,6 +21,32 @@ inline constexpr int64_t kNone = -2;            // Python's None: no token, no w
 inline constexpr int64_t kAttentionHeads = -3;  // num_attention_heads of the config
 inline constexpr int64_t kHiddenPerHead = -4;   // hidden_size / num_attention_heads
 
+// The DeepSeek-V3 family's own fields (DeepseekV3Config; where transformers' class has
+// no such field, the value its modeling code hard-wires, which is also the default of
+// the checkpoints' own configuration_deepseek.py).
+struct DeepseekDefaults {
+  int64_t q_lora_rank;
+  int64_t kv_lora_rank;
+  int64_t qk_nope_head_dim;
+  int64_t qk_rope_head_dim;
+  int64_t v_head_dim;
+  int64_t n_shared_experts;
+  double routed_scaling_factor;
+  int64_t n_group;
+  int64_t topk_group;
+  int64_t first_k_dense_replace;
+  int64_t moe_layer_freq;
+  const char* topk_method;
+  const char* scoring_func;
+  int64_t num_nextn_predict_layers;
+  // rope_scaling type yarn: absent fields.
+  double yarn_beta_fast;
+  double yarn_beta_slow;
+  double yarn_mscale;
+  double yarn_mscale_all_dim;  // 0: none
+};
+extern const DeepseekDefaults kDeepseekV3;
+
 // One model_type's defaults (field names as in config.json).
 struct FamilyDefaults {
   const char* model_type;
@@ -50,6 +76,7 @@ struct FamilyDefaults {
   bool norm_topk_prob;
   int64_t decoder_sparse_step;
   int64_t shared_expert_intermediate_size;  // qwen2_moe (0 elsewhere)
+  const DeepseekDefaults* deepseek = nullptr;  // the DeepSeek-V3 family's own fields
 };
 
 // The row of `model_type`; null when the type is not supported.

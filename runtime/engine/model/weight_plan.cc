@@ -31,6 +31,34 @@ SwiGluSource SwiGlu(const std::string& label, const std::string& gate, const std
   return mlp;
 }
 
+void PlanMla(const ModelConfig& config, int i, LayerSource& layer) {
+  const MlaDims& d = config.mla_dims;
+  const int hidden = config.hidden_size;
+  const int heads = config.num_heads;
+  const std::string label = LayerName(i, "");
+  auto name = [&](const char* what) { return absl::StrCat(label, what); };
+  MlaSource& m = layer.mla_parts;
+  layer.mla = true;
+  m.q_a.label = name("q_a");
+  m.q_a_norm.label = name("q_a_norm");
+  m.q_b.label = name("q_b");
+  m.q.label = name("q");
+  if (d.q_lora_rank > 0) {
+    m.q_a = Matrix(name("q_a"), {{MlaName(i, "q_a_proj"), d.q_lora_rank}}, hidden);
+    m.q_a_norm = Vector(name("q_a_norm"), {{MlaName(i, "q_a_layernorm"), d.q_lora_rank}});
+    m.q_b = Matrix(name("q_b"), {{MlaName(i, "q_b_proj"), heads * d.qk_head_dim()}},
+                   d.q_lora_rank);
+  } else {
+    m.q = Matrix(name("q"), {{MlaName(i, "q_proj"), heads * d.qk_head_dim()}}, hidden);
+  }
+  m.kv_a = Matrix(name("kv_a"), {{MlaName(i, "kv_a_proj_with_mqa"), d.latent_dim()}}, hidden);
+  m.kv_a_norm = Vector(name("kv_a_norm"), {{MlaName(i, "kv_a_layernorm"), d.kv_lora_rank}});
+  m.kv_b = Matrix(name("kv_b"),
+                  {{MlaName(i, "kv_b_proj"), heads * (d.qk_nope_head_dim + d.v_head_dim)}},
+                  d.kv_lora_rank);
+  layer.o = Matrix(name("o"), {{MlaName(i, "o_proj"), hidden}}, heads * d.v_head_dim);
+}
+
 LayerSource PlanLayer(const ModelConfig& config, int i, int rank, int world_size) {
   const int hidden = config.hidden_size;
   const std::string label = LayerName(i, "");
@@ -39,11 +67,16 @@ LayerSource PlanLayer(const ModelConfig& config, int i, int rank, int world_size
   layer.attn_norm = Vector(name("attn_norm"), {{LayerName(i, "input_layernorm.weight"), hidden}});
   layer.mlp_norm =
       Vector(name("mlp_norm"), {{LayerName(i, "post_attention_layernorm.weight"), hidden}});
-  layer.qkv = Matrix(name("qkv"),
+  if (config.mla) {
+    PlanMla(config, i, layer);
+  } else {
+    layer.qkv = Matrix(name("qkv"),
                      {{AttentionName(i, "q_proj", "weight"), config.q_dim()},
                       {AttentionName(i, "k_proj", "weight"), config.kv_dim()},
                       {AttentionName(i, "v_proj", "weight"), config.kv_dim()}},
                      hidden);
+    layer.o = Matrix(name("o"), {{AttentionName(i, "o_proj", "weight"), hidden}}, config.q_dim());
+  }
   layer.qkv_bias.label = name("qkv_bias");
   if (config.attention_bias) {
     layer.qkv_bias =
@@ -59,7 +92,6 @@ LayerSource PlanLayer(const ModelConfig& config, int i, int rank, int world_size
     layer.k_norm =
         Vector(name("k_norm"), {{LayerName(i, "self_attn.k_norm.weight"), config.head_dim}});
   }
-  layer.o = Matrix(name("o"), {{AttentionName(i, "o_proj", "weight"), hidden}}, config.q_dim());
   layer.is_moe = config.is_moe() && config.moe_layer[i];
   if (!layer.is_moe) {
     layer.mlp =
@@ -68,6 +100,16 @@ LayerSource PlanLayer(const ModelConfig& config, int i, int rank, int world_size
     return layer;
   }
   layer.router = Matrix(name("router"), {{RouterName(config, i), config.num_experts}}, hidden);
+  layer.router_bias.label = name("router_bias");
+  if (config.score_correction_bias) {
+    layer.router_bias = Vector(name("router_bias"), {{RouterBiasName(i), config.num_experts}});
+  }
+  if (config.n_shared_experts > 0) {
+    layer.shared = SwiGlu(name("shared_experts"), SharedExpertName(i, ExpertPart::kGate),
+                          SharedExpertName(i, ExpertPart::kUp),
+                          SharedExpertName(i, ExpertPart::kDown),
+                          config.n_shared_experts * config.moe_intermediate_size, hidden);
+  }
   layer.local = ExpertsOfRank(config.num_experts, rank, world_size);
   for (int e = layer.local.first; e < layer.local.end; ++e) {
     layer.experts.push_back(
@@ -118,16 +160,24 @@ std::vector<const WeightSource*> ModelPlan::All() const {
                                   &layer.k_norm, &layer.o, &layer.mlp_norm}) {
       add(*w);
     }
+    const MlaSource& m = layer.mla_parts;
+    for (const WeightSource* w : {&m.q_a, &m.q_a_norm, &m.q_b, &m.q, &m.kv_a, &m.kv_a_norm,
+                                  &m.kv_b}) {
+      add(*w);
+    }
     if (!layer.is_moe) {
       add(layer.mlp.gate_up);
       add(layer.mlp.down);
       continue;
     }
     add(layer.router);
+    add(layer.router_bias);
     for (const SwiGluSource& expert : layer.experts) {
       add(expert.gate_up);
       add(expert.down);
     }
+    add(layer.shared.gate_up);
+    add(layer.shared.down);
   }
   add(final_norm);
   if (!tied_lm_head) add(lm_head);

@@ -61,19 +61,36 @@ struct SwiGluSource {
   WeightSource down;  // [hidden, width]
 };
 
+// Multi-head latent attention's weights (model_config.h MlaDims; tensor_names.h).
+struct MlaSource {
+  WeightSource q_a;       // [q_lora_rank, hidden]; no parts without q_lora_rank
+  WeightSource q_a_norm;  // [q_lora_rank]
+  WeightSource q_b;       // [heads * qk_head_dim, q_lora_rank]
+  WeightSource q;         // [heads * qk_head_dim, hidden]: q_proj when q_lora_rank is null
+  WeightSource kv_a;      // [kv_lora_rank + qk_rope_head_dim, hidden]
+  WeightSource kv_a_norm;  // [kv_lora_rank]
+  WeightSource kv_b;       // [heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank]
+};
+
 struct LayerSource {
   WeightSource attn_norm;
-  WeightSource qkv;       // [q_dim + 2 * kv_dim, hidden]: q rows, k rows, v rows
+  WeightSource qkv;       // [q_dim + 2 * kv_dim, hidden]: q rows, k rows, v rows (no parts
+                          // under MLA)
+  bool mla = false;
+  MlaSource mla_parts;    // under MLA
   WeightSource qkv_bias;  // vector of q_dim + 2 * kv_dim; no parts without attention bias
   WeightSource q_norm;    // [head_dim] vectors; no parts without q/k norm
   WeightSource k_norm;
-  WeightSource o;  // [hidden, q_dim]
+  WeightSource o;  // [hidden, q_dim] (MLA: [hidden, heads * v_head_dim])
   WeightSource mlp_norm;
   bool is_moe = false;
   SwiGluSource mlp;                   // dense layers
   WeightSource router;                // MoE layers: [num_experts, hidden]
+  WeightSource router_bias;           // e_score_correction_bias; no parts without one
   ExpertRange local;                  // MoE layers: the experts this rank holds
   std::vector<SwiGluSource> experts;  // experts[e - local.first]
+  // Shared experts (every rank holds them; width 0 and no parts without them).
+  SwiGluSource shared;
 };
 
 struct ModelPlan {
