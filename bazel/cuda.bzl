@@ -42,6 +42,16 @@ CUDA_CPU_ONLY = select({
     "//conditions:default": ["//third_party:cuda_never"],
 })
 
+# Targets of the race-checking build only (--config=cuda_cpu_racecheck).
+CUDA_CPU_RACECHECK_ONLY = select({
+    "//third_party:cuda_cpu_racecheck": [],
+    "//conditions:default": ["//third_party:cuda_never"],
+})
+
+# The race checker's load/store callbacks (runtime/cuda/cpu/kernel/racecheck.h), added to
+# every generated kernel file under --config=cuda_cpu_racecheck.
+CUDA_CPU_RACECHECK_COPTS = ["-fsanitize-coverage=edge,trace-loads,trace-stores"]
+
 # The header every .cu includes first when compiled as C++ (//runtime/cuda/cpu:kernel).
 CUDA_CPU_PRELUDE = "runtime/cuda/cpu/kernel/prelude.h"
 
@@ -171,7 +181,13 @@ def cuda_library(name, srcs, hdrs = [], deps = [], archs = [], copts = [], **kwa
         # The kernels read bf16 rows through uint4 (16-byte vector) pointers, as CUDA
         # code does: well-defined for nvcc, not for a C++ compiler's aliasing rules.
         # Contraction off: nvcc's FMA contraction is not reproduced anyway (docs/gpu.md).
+        # --config=cuda_cpu_racecheck (a specialization of cuda_cpu) also instruments the
+        # kernels' loads and stores for the race checker.
         copts = select({
+            "//third_party:cuda_cpu_racecheck": [
+                "-fno-strict-aliasing",
+                "-ffp-contract=off",
+            ] + CUDA_CPU_RACECHECK_COPTS,
             "//third_party:cuda_cpu": ["-fno-strict-aliasing", "-ffp-contract=off"],
             "//conditions:default": [],
         }),

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -17,6 +19,7 @@
 #include "cuda_runtime_api.h"
 #include "runtime/cuda/cpu/faults.h"
 #include "runtime/cuda/cpu/runtime_state.h"
+#include "runtime/cuda/cpu/segv_handler.h"
 #include "runtime/cuda/cpu/stream_ops.h"
 
 namespace lockstep::cuda_cpu {
@@ -38,7 +41,7 @@ struct Registry {
   std::shared_mutex mu;
   std::map<uintptr_t, Mapping> by_base;
   std::vector<size_t> in_use = std::vector<size_t>(64, 0);
-  std::deque<std::pair<void*, size_t>> quarantine;
+  std::deque<Mapping> quarantine;  // freed, inaccessible; oldest first
   size_t quarantined_bytes = 0;
 };
 Registry& R() {
@@ -54,16 +57,52 @@ size_t PageSize() {
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // Makes a freed mapping inaccessible and keeps it a while; unmaps the oldest.
-void QuarantineLocked(Registry& r, void* start, size_t length) {
-  madvise(start, length, MADV_DONTNEED);
-  mprotect(start, length, PROT_NONE);
-  r.quarantine.emplace_back(start, length);
-  r.quarantined_bytes += length;
+void QuarantineLocked(Registry& r, const Mapping& m) {
+  madvise(m.start, m.length, MADV_DONTNEED);
+  mprotect(m.start, m.length, PROT_NONE);
+  r.quarantine.push_back(m);
+  r.quarantined_bytes += m.length;
   while (r.quarantine.size() > kQuarantineEntries || r.quarantined_bytes > kQuarantineBytes) {
-    munmap(r.quarantine.front().first, r.quarantine.front().second);
-    r.quarantined_bytes -= r.quarantine.front().second;
+    munmap(r.quarantine.front().start, r.quarantine.front().length);
+    r.quarantined_bytes -= r.quarantine.front().length;
     r.quarantine.pop_front();
   }
+}
+
+bool Contains(const Mapping& m, uintptr_t address) {
+  const auto start = reinterpret_cast<uintptr_t>(m.start);
+  return address >= start && address < start + m.length;
+}
+
+// "the 1000-byte device allocation at 0x..." into buf.
+int Name(const Allocation& a, bool freed, char* buf, size_t size) {
+  return std::snprintf(buf, size, "the %s%zu-byte %s allocation at %p (device %d)",
+                       freed ? "freed " : "", a.bytes, a.device ? "device" : "pinned host",
+                       static_cast<const void*>(a.base), a.device_ordinal);
+}
+
+// Where `address` lies against `a` (its mapping holds it, or it is the nearest).
+size_t Describe(const Allocation& a, bool freed, uintptr_t address, bool in_mapping, char* buf,
+                size_t size) {
+  const auto base = reinterpret_cast<uintptr_t>(a.base);
+  const size_t end = base + a.bytes;
+  int n = 0;
+  if (address >= base && address < end) {
+    n = std::snprintf(buf, size, "offset %zu of ", static_cast<size_t>(address - base));
+  } else if (address >= end) {
+    n = std::snprintf(buf, size, "%zu bytes past the end of ", static_cast<size_t>(address - end));
+  } else {
+    n = std::snprintf(buf, size, "%zu bytes before ", static_cast<size_t>(base - address));
+  }
+  if (n < 0 || static_cast<size_t>(n) >= size) return size > 0 ? size - 1 : 0;
+  n += Name(a, freed, buf + n, size - n);
+  if (static_cast<size_t>(n) >= size) return size - 1;
+  const char* tail = freed              ? ": a use after free"
+                     : !in_mapping      ? " (the nearest allocation; the address is in none)"
+                     : address >= end   ? ", in its padding or guard page"
+                                        : "";
+  n += std::snprintf(buf + n, size - n, "%s", tail);
+  return static_cast<size_t>(n) >= size ? size - 1 : static_cast<size_t>(n);
 }
 
 }  // namespace
@@ -78,6 +117,7 @@ cudaError_t Allocate(size_t bytes, bool device, int ordinal, void** out) {
     if (device && r.in_use[ordinal] + rounded > MemoryCap()) return cudaErrorMemoryAllocation;
     if (device) r.in_use[ordinal] += rounded;
   }
+  InstallSegvHandler();
   void* start = mmap(nullptr, body + page, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (start == MAP_FAILED) {
@@ -106,8 +146,44 @@ cudaError_t Release(void* base, bool device) {
   const Mapping m = it->second;
   r.by_base.erase(it);
   if (device) r.in_use[m.allocation.device_ordinal] -= m.charged;
-  QuarantineLocked(r, m.start, m.length);
+  QuarantineLocked(r, m);
   return cudaSuccess;
+}
+
+size_t DescribeAddress(const void* address, char* buf, size_t size) {
+  if (size == 0) return 0;
+  buf[0] = '\0';
+  Registry& r = R();
+  if (!r.mu.try_lock_shared()) {
+    return static_cast<size_t>(std::snprintf(buf, size, "(the allocation registry is busy)"));
+  }
+  const auto key = reinterpret_cast<uintptr_t>(address);
+  size_t n = 0;
+  const Mapping* nearest = nullptr;
+  uintptr_t best = UINTPTR_MAX;
+  for (auto it = r.quarantine.rbegin(); it != r.quarantine.rend() && n == 0; ++it) {
+    if (Contains(*it, key)) n = Describe(it->allocation, true, key, true, buf, size);
+  }
+  if (n == 0) {
+    // The mapping holding the address (its guard page after it), else the nearest one.
+    auto after = r.by_base.upper_bound(key);
+    if (after != r.by_base.end()) {
+      nearest = &after->second;
+      best = after->first - key;
+    }
+    if (after != r.by_base.begin()) {
+      const Mapping& before = std::prev(after)->second;
+      const uintptr_t end = reinterpret_cast<uintptr_t>(before.start) + before.length;
+      if (Contains(before, key) || key - end < best) nearest = &before;
+    }
+    if (nearest != nullptr) {
+      n = Describe(nearest->allocation, false, key, Contains(*nearest, key), buf, size);
+    } else {
+      n = static_cast<size_t>(std::snprintf(buf, size, "no allocation is live"));
+    }
+  }
+  r.mu.unlock_shared();
+  return n >= size ? size - 1 : n;
 }
 
 size_t DeviceBytesInUse(int device) {

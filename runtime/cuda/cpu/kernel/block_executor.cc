@@ -1,6 +1,7 @@
 #include "runtime/cuda/cpu/kernel/block_executor.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -16,6 +17,7 @@
 #include "runtime/cuda/cpu/kernel/fiber_stacks.h"
 #include "runtime/cuda/cpu/kernel/racecheck.h"
 #include "runtime/cuda/cpu/kernel/schedule.h"
+#include "runtime/cuda/cpu/segv_handler.h"
 #include "runtime/cuda/cpu/stream_ops.h"
 
 namespace lockstep::cuda_cpu::kernel {
@@ -407,6 +409,25 @@ std::string LastKernelFault() {
   std::lock_guard<std::mutex> lock(LastFaultMutex());
   return LastFault();
 }
+
+namespace {
+
+// The SIGSEGV report's kernel thread (segv_handler.h): no allocation, snprintf only.
+size_t FaultingKernelThread(char* buf, size_t size) {
+  if (tls_block == nullptr || tls_thread == nullptr || size == 0) return 0;
+  const ThreadCoords& c = tls_thread->coords;
+  const int n = std::snprintf(buf, size, " in kernel %s block (%u,%u,%u) thread (%u,%u,%u)",
+                              tls_block->spec->kernel_name.c_str(), c.block_idx.x, c.block_idx.y,
+                              c.block_idx.z, c.thread_idx.x, c.thread_idx.y, c.thread_idx.z);
+  return n < 0 ? 0 : std::min(static_cast<size_t>(n), size - 1);
+}
+
+const bool fault_context_registered = [] {
+  internal::SetFaultContext(FaultingKernelThread);
+  return true;
+}();
+
+}  // namespace
 
 std::string CurrentKernelThread() {
   if (tls_block == nullptr || tls_thread == nullptr) return "";
