@@ -1,6 +1,7 @@
 #include "runtime/cuda/cpu/kernel/block_executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -297,7 +298,15 @@ void RecordFault(Block& block, const KernelThread* thread, cudaError_t error,
   if (line > 0) absl::StrAppend(&block.message, " (", file, ":", line, ")");
 }
 
+namespace {
+std::atomic<uint64_t> grid_serials{0};
+thread_local uint64_t tls_grid_serial = 0;
+}  // namespace
+
+uint64_t CurrentGridSerial() { return tls_grid_serial; }
+
 cudaError_t RunGrid(const GridSpec& spec) {
+  tls_grid_serial = ++grid_serials;
   Block b;
   b.spec = &spec;
   b.schedule = ProcessSchedule();

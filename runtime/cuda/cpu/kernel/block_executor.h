@@ -74,6 +74,11 @@ uint64_t WarpOp(WarpOpKind kind, unsigned mask, uint64_t value, int operand, int
 // The running block's dynamic shared memory (LOCKSTEP_DYNAMIC_SHARED).
 void* DynamicShared();
 
+// A number unique to the grid whose block runs on this OS thread (0 outside any), so
+// per-thread state a kernel keeps on the host (ptx.h's cp.async queues) can tell a new
+// grid from the last one.
+uint64_t CurrentGridSerial();
+
 // The message of the last fault of a grid in this process ("" if none): what RunGrid
 // gave SetStickyError (tests read it).
 std::string LastKernelFault();
