@@ -105,6 +105,17 @@ TEST(HfTokenizerTest, ByteLevelMergesSpecialTokensAndTemplate) {
   EXPECT_EQ(t->vocab_size(), 302);
 }
 
+// Files whose normalizer is NFKC (or a sequence with it) load and encode normalized text.
+TEST(HfTokenizerTest, NfkcNormalizerLoads) {
+  json config = ByteLevelConfig();
+  config["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFKC"}}}}};
+  const auto t = Load(config);
+  ASSERT_NE(t, nullptr);
+  // U+FB01 LATIN SMALL LIGATURE FI and U+FF48 FULLWIDTH H become "fi" and "h".
+  EXPECT_EQ(t->Encode("\uFB01 \uFF48ello"), t->Encode("fi hello"));
+  EXPECT_THAT(t->Encode("\uFF48ello"), ElementsAre(259));
+}
+
 TEST(HfTokenizerTest, LeftmostPairMergesFirstOnTies) {
   const auto t = Load(ByteLevelConfig());
   ASSERT_NE(t, nullptr);
@@ -172,8 +183,8 @@ TEST(HfTokenizerTest, UnsupportedComponentsFailNamingThem) {
   config["model"]["type"] = "WordPiece";
   expect_error(config, "model type 'WordPiece' is not supported");
   config = ByteLevelConfig();
-  config["normalizer"] = {{"type", "NFKC"}};
-  expect_error(config, "normalizer type 'NFKC' is not supported");
+  config["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "AA=="}};
+  expect_error(config, "normalizer type 'Precompiled' is not supported");
   config = ByteLevelConfig();
   config["decoder"] = {{"type", "CTC"}};
   expect_error(config, "decoder type 'CTC' is not supported");

@@ -1,8 +1,9 @@
 #include "tokenizer/normalizer.h"
 
 #include "common/status_macros.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/json_fields.h"
-#include "tokenizer/nfc.h"
+#include "tokenizer/normalizer_text.h"
 #include "tokenizer/unicode.h"
 
 namespace lockstep::tok {
@@ -52,8 +53,36 @@ absl::Status Normalizer::AddSteps(const nlohmann::json& config, std::vector<Step
     return absl::OkStatus();
   }
   Step step;
-  if (type == "NFC") {
-    step.kind = Step::Kind::kNfc;
+  static constexpr std::pair<std::string_view, NormalForm> kForms[] = {
+      {"NFC", NormalForm::kNfc},
+      {"NFD", NormalForm::kNfd},
+      {"NFKC", NormalForm::kNfkc},
+      {"NFKD", NormalForm::kNfkd},
+  };
+  for (const auto& [name, form] : kForms) {
+    if (type == name) {
+      step.kind = Step::Kind::kUnicode;
+      step.form = form;
+      steps->push_back(std::move(step));
+      return absl::OkStatus();
+    }
+  }
+  if (type == "Lowercase") {
+    step.kind = Step::Kind::kLowercase;
+  } else if (type == "StripAccents") {
+    step.kind = Step::Kind::kStripAccents;
+  } else if (type == "Nmt") {
+    step.kind = Step::Kind::kNmt;
+  } else if (type == "ByteLevel") {
+    step.kind = Step::Kind::kByteLevel;
+  } else if (type == "BertNormalizer") {
+    step.kind = Step::Kind::kBert;
+    constexpr std::string_view kBert = "normalizer BertNormalizer";
+    ASSIGN_OR_RETURN(step.clean_text, BoolField(config, "clean_text", kBert, true));
+    ASSIGN_OR_RETURN(step.chinese_chars, BoolField(config, "handle_chinese_chars", kBert, true));
+    ASSIGN_OR_RETURN(step.lowercase, BoolField(config, "lowercase", kBert, true));
+    // strip_accents null (or absent) follows lowercase, as in the original BERT.
+    ASSIGN_OR_RETURN(step.strip_accents, BoolField(config, "strip_accents", kBert, step.lowercase));
   } else if (type == "Prepend") {
     step.kind = Step::Kind::kPrepend;
     ASSIGN_OR_RETURN(step.text, StringField(config, "prepend", "normalizer Prepend"));
@@ -91,8 +120,32 @@ std::string Normalizer::Normalize(std::string_view text) const {
 
 void Normalizer::Apply(const Step& step, std::string* text) {
   switch (step.kind) {
-    case Step::Kind::kNfc:
-      *text = ToNfc(*text);
+    case Step::Kind::kUnicode:
+      *text = ToNormalForm(step.form, *text);
+      return;
+    case Step::Kind::kLowercase:
+      *text = ToLowercase(*text);
+      return;
+    case Step::Kind::kStripAccents:
+      *text = RemoveCategories(*text, kMarkMask);
+      return;
+    case Step::Kind::kNmt:
+      *text = NmtNormalize(*text);
+      return;
+    case Step::Kind::kByteLevel: {
+      std::string out;
+      AppendByteLevel(*text, &out);
+      *text = std::move(out);
+      return;
+    }
+    case Step::Kind::kBert:
+      // In Hugging Face's order: clean, space CJK, strip accents (after NFD), lowercase.
+      if (step.clean_text) *text = BertCleanText(*text);
+      if (step.chinese_chars) *text = SpaceChineseChars(*text);
+      if (step.strip_accents) {
+        *text = RemoveCategories(ToNormalForm(NormalForm::kNfd, *text), Bit(GeneralCategory::kMn));
+      }
+      if (step.lowercase) *text = ToLowercase(*text);
       return;
     case Step::Kind::kPrepend:
       text->insert(0, step.text);

@@ -1,6 +1,9 @@
 // The "normalizer" of a tokenizer.json: edits applied to each piece of text between
-// added tokens before it is split into words. Supported types: Sequence, NFC, Prepend,
-// Replace (string or regex pattern), Strip. Others fail FromJson, naming the type.
+// added tokens before it is split into words. Supported types, as Hugging Face
+// tokenizers (Rust) defines them: Sequence, NFC, NFD, NFKC, NFKD, Lowercase,
+// StripAccents, BertNormalizer, Nmt, ByteLevel, Prepend, Replace (string or regex
+// pattern), Strip. Others (Precompiled, the SentencePiece character map of Unigram
+// models, which Lockstep does not load) fail FromJson, naming the type.
 //
 // Immutable after construction; thread-safe.
 #ifndef LOCKSTEP_TOKENIZER_NORMALIZER_H_
@@ -14,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/regex.h"
+#include "tokenizer/unicode_normalization.h"
 
 namespace lockstep::tok {
 
@@ -30,12 +34,25 @@ class Normalizer {
 
  private:
   struct Step {
-    enum class Kind { kNfc, kPrepend, kReplace, kStrip };
+    enum class Kind {
+      kUnicode,
+      kLowercase,
+      kStripAccents,
+      kBert,
+      kNmt,
+      kByteLevel,
+      kPrepend,
+      kReplace,
+      kStrip
+    };
     Kind kind;
+    NormalForm form = NormalForm::kNfc;  // kUnicode
     std::string text;                    // Prepend: the prefix; Replace: the literal pattern
     std::string content;                 // Replace: the replacement
     std::shared_ptr<const Regex> regex;  // Replace with a regex pattern
     bool strip_left = false, strip_right = false;
+    // kBert
+    bool clean_text = true, chinese_chars = true, strip_accents = true, lowercase = true;
   };
 
   static absl::Status AddSteps(const nlohmann::json& config, std::vector<Step>* steps);

@@ -5,6 +5,7 @@
 #include "common/status_macros.h"
 #include "fmt/format.h"
 #include "tokenizer/json_fields.h"
+#include "tokenizer/split_segments.h"
 #include "tokenizer/unicode.h"
 
 namespace lockstep::tok {
@@ -15,24 +16,6 @@ constexpr std::string_view kWhat = "pre_tokenizer";
 // The split pattern of the ByteLevel pre-tokenizer when `use_regex` is set (GPT-2's).
 constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-struct Segment {
-  uint32_t start, end;
-  bool is_match;
-};
-
-// Cuts [start, end) of `text` at `matches` (relative, sorted, disjoint) into segments.
-void Segments(uint32_t start, uint32_t end, const std::vector<std::pair<uint32_t, uint32_t>>& m,
-              bool invert, std::vector<Segment>* out) {
-  out->clear();
-  uint32_t prev = start;
-  for (const auto& [s, e] : m) {
-    if (prev < start + s) out->push_back({prev, start + s, invert});
-    out->push_back({start + s, start + e, !invert});
-    prev = start + e;
-  }
-  if (prev < end) out->push_back({prev, end, invert});
-}
 
 }  // namespace
 
@@ -124,7 +107,8 @@ absl::Status PreTokenizer::AddSteps(const nlohmann::json& config, std::vector<St
     ASSIGN_OR_RETURN(step.individual_digits,
                      BoolField(config, "individual_digits", "pre_tokenizer Digits", false));
   } else {
-    return UnsupportedType(kWhat, type);
+    ASSIGN_OR_RETURN(const bool parsed, ParseCharStep(type, config, &step));
+    if (!parsed) return UnsupportedType(kWhat, type);
   }
   steps->push_back(std::move(step));
   return absl::OkStatus();
@@ -147,54 +131,12 @@ void PreTokenizer::Split(std::string_view piece, bool at_input_start, Words* wor
       case Step::Kind::kDigits:
         ApplyDigits(step, words);
         break;
+      default:
+        ApplyCharStep(step, words);
+        break;
     }
   }
 }
-
-namespace {
-
-// Applies a split behavior to the segments of one word, appending the pieces.
-void Emit(const std::vector<Segment>& segments, SplitBehavior behavior,
-          std::vector<std::pair<uint32_t, uint32_t>>* out) {
-  using enum SplitBehavior;
-  const size_t first = out->size();
-  bool previous_match = false;
-  switch (behavior) {
-    case kRemoved:
-    case kIsolated:
-      for (const Segment& s : segments) {
-        if (behavior == kIsolated || !s.is_match) out->emplace_back(s.start, s.end);
-      }
-      break;
-    case kContiguous:
-    case kMergedWithPrevious:
-      for (const Segment& s : segments) {
-        const bool merge =
-            behavior == kContiguous ? s.is_match == previous_match : s.is_match && !previous_match;
-        if (merge && out->size() > first) {
-          out->back().second = s.end;
-        } else {
-          out->emplace_back(s.start, s.end);
-        }
-        previous_match = s.is_match;
-      }
-      break;
-    case kMergedWithNext:
-      for (size_t i = segments.size(); i-- > 0;) {
-        const Segment& s = segments[i];
-        if (s.is_match && !previous_match && out->size() > first) {
-          out->back().first = s.start;
-        } else {
-          out->emplace_back(s.start, s.end);
-        }
-        previous_match = s.is_match;
-      }
-      std::reverse(out->begin() + first, out->end());
-      break;
-  }
-}
-
-}  // namespace
 
 void PreTokenizer::ApplySplit(const Step& step, Words* words) {
   std::vector<std::pair<uint32_t, uint32_t>> out, matches;

@@ -1,7 +1,10 @@
 // The "pre_tokenizer" of a tokenizer.json: splits each normalized piece of text into
-// the words that the model tokenizes one by one. Supported types: Sequence, Split
-// (string or regex pattern, every behavior, invert), ByteLevel (last in a sequence;
-// its words go to the model as bytes), Metaspace, Digits. Others fail FromJson.
+// the words that the model tokenizes one by one. Supported types, as Hugging Face
+// tokenizers (Rust) defines them: Sequence, Split (string or regex pattern, every
+// behavior, invert), ByteLevel (last in a sequence; its words go to the model as
+// bytes), Metaspace, Digits, and the character-class splits of pre_tokenizer_chars.cc:
+// Whitespace, WhitespaceSplit, BertPreTokenizer, Punctuation, CharDelimiterSplit,
+// FixedLength, UnicodeScripts. Others fail FromJson.
 //
 // Immutable after construction; thread-safe.
 #ifndef LOCKSTEP_TOKENIZER_PRE_TOKENIZER_H_
@@ -48,7 +51,19 @@ class PreTokenizer {
 
  private:
   struct Step {
-    enum class Kind { kSplit, kByteLevel, kMetaspace, kDigits };
+    enum class Kind {
+      kSplit,
+      kByteLevel,
+      kMetaspace,
+      kDigits,
+      kWhitespace,
+      kWhitespaceSplit,
+      kBert,
+      kPunctuation,
+      kCharDelimiter,
+      kFixedLength,
+      kUnicodeScripts
+    };
     Kind kind;
     std::shared_ptr<const Regex> regex;  // kSplit with a regex; kByteLevel with use_regex
     std::string literal;                 // kSplit with a string; kMetaspace: the replacement
@@ -58,7 +73,13 @@ class PreTokenizer {
     enum class Prepend { kAlways, kFirst, kNever } prepend = Prepend::kAlways;  // kMetaspace
     bool split = true;                                                          // kMetaspace
     bool individual_digits = false;                                             // kDigits
+    char32_t delimiter = 0;                                                     // kCharDelimiter
+    size_t length = 5;                                                          // kFixedLength
   };
+
+  // Parses the types of pre_tokenizer_chars.cc into `step`; false for other types.
+  static absl::StatusOr<bool> ParseCharStep(const std::string& type, const nlohmann::json& config,
+                                            Step* step);
 
   static absl::Status AddSteps(const nlohmann::json& config, std::vector<Step>* steps);
   static absl::StatusOr<SplitBehavior> ParseBehavior(const std::string& name);
@@ -66,6 +87,11 @@ class PreTokenizer {
   static void ApplyByteLevel(const Step& step, Words* words);
   static void ApplyMetaspace(const Step& step, bool at_input_start, Words* words);
   static void ApplyDigits(const Step& step, Words* words);
+  // The types of pre_tokenizer_chars.cc.
+  static void ApplyCharStep(const Step& step, Words* words);
+  static void ApplyWhitespace(Words* words);
+  static void ApplyFixedLength(const Step& step, Words* words);
+  static void ApplyUnicodeScripts(Words* words);
 
   std::vector<Step> steps_;
   bool byte_level_ = false;

@@ -29,6 +29,19 @@ std::string TempDir() {
   return dir != nullptr ? dir : fs::temp_directory_path().string();
 }
 
+absl::Status WriteCorpus(const std::string& path, const std::vector<std::string>& corpus) {
+  std::ofstream out(path, std::ios::binary);
+  for (const std::string& s : corpus) {
+    const auto n = static_cast<uint32_t>(s.size());
+    const char length[4] = {static_cast<char>(n), static_cast<char>(n >> 8),
+                            static_cast<char>(n >> 16), static_cast<char>(n >> 24)};
+    out.write(length, 4);
+    out.write(s.data(), static_cast<std::streamsize>(s.size()));
+  }
+  if (!out) return absl::InternalError("cannot write " + path);
+  return absl::OkStatus();
+}
+
 absl::Status Run(const std::string& command) {
   const int rc = std::system(command.c_str());
   if (rc != 0) return absl::InternalError(absl::StrCat("command failed (", rc, "): ", command));
@@ -104,17 +117,7 @@ absl::StatusOr<std::vector<ReferenceResult>> Reference::Encode(
   const std::string base = absl::StrCat(TempDir(), "/reference_", name);
   const std::string corpus_path = base + ".corpus", out_path = base + ".jsonl";
   const std::string ids_path = base + ".ids", ids_out_path = base + ".ids.jsonl";
-  {
-    std::ofstream out(corpus_path, std::ios::binary);
-    for (const std::string& s : corpus) {
-      const auto n = static_cast<uint32_t>(s.size());
-      const char length[4] = {static_cast<char>(n), static_cast<char>(n >> 8),
-                              static_cast<char>(n >> 16), static_cast<char>(n >> 24)};
-      out.write(length, 4);
-      out.write(s.data(), static_cast<std::streamsize>(s.size()));
-    }
-    if (!out) return absl::InternalError("cannot write " + corpus_path);
-  }
+  if (absl::Status written = WriteCorpus(corpus_path, corpus); !written.ok()) return written;
   std::string command = absl::StrCat("node ", Quoted(script), " encode ", Quoted(dir), " ",
                                      Quoted(name), " ", Quoted(corpus_path), " ", Quoted(out_path));
   if (decoded != nullptr) {
@@ -147,6 +150,34 @@ absl::StatusOr<std::vector<ReferenceResult>> Reference::Encode(
     if (record.is_discarded()) return absl::InternalError("bad reference output line: " + line);
     decoded->push_back(
         {record.at("skip").get<std::string>(), record.at("detokenized").get<std::string>()});
+  }
+  return results;
+}
+
+absl::StatusOr<std::vector<nlohmann::json>> Reference::RunComponent(
+    const std::string& kind, const nlohmann::json& config,
+    const std::vector<std::string>& inputs) const {
+  const std::string base = absl::StrCat(TempDir(), "/component_", kind);
+  const std::string config_path = base + ".json", corpus_path = base + ".corpus";
+  const std::string out_path = base + ".jsonl";
+  std::ofstream(config_path) << config.dump();
+  if (absl::Status written = WriteCorpus(corpus_path, inputs); !written.ok()) return written;
+  if (absl::Status run = Run(absl::StrCat("node ", Quoted(script), " component ", Quoted(dir), " ",
+                                          Quoted(kind), " ", Quoted(config_path), " ",
+                                          Quoted(corpus_path), " ", Quoted(out_path)));
+      !run.ok()) {
+    return run;
+  }
+  std::vector<nlohmann::json> results;
+  std::ifstream in(out_path);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json result = nlohmann::json::parse(line, nullptr, false);
+    if (result.is_discarded()) return absl::InternalError("bad reference output line: " + line);
+    results.push_back(std::move(result));
+  }
+  if (results.size() != inputs.size()) {
+    return absl::InternalError(
+        absl::StrCat("the reference answered ", results.size(), " of ", inputs.size(), " inputs"));
   }
   return results;
 }

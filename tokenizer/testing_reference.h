@@ -46,6 +46,14 @@ class Reference {
       const std::vector<std::vector<int32_t>>& sequences = {},
       std::vector<ReferenceDecode>* decoded = nullptr) const;
 
+  // Runs one component alone (`node js_reference.cjs component`): `kind` is
+  // "normalizer", "pre_tokenizer" or "decoder", `config` its tokenizer.json config. One
+  // JSON result per input ({"text"} or {"words"}); a decoder's inputs are JSON arrays of
+  // token strings.
+  absl::StatusOr<std::vector<nlohmann::json>> RunComponent(
+      const std::string& kind, const nlohmann::json& config,
+      const std::vector<std::string>& inputs) const;
+
   // Runs `node js_reference.cjs bench` on a text file; returns MB/s.
   absl::StatusOr<double> BenchEncode(const std::string& name, const std::string& text_path) const;
 

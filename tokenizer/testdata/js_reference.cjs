@@ -15,6 +15,12 @@
 //   node js_reference.cjs bench REFERENCE_DIR NAME TEXT_FILE
 //     Encodes TEXT_FILE line by line, prints {"bytes": N, "seconds": S}.
 //
+//   node js_reference.cjs component REFERENCE_DIR KIND CONFIG CORPUS OUT
+//     Runs one tokenizer.json component alone: KIND is normalizer, pre_tokenizer or
+//     decoder, CONFIG a JSON file holding its config (as in tokenizer.json). CORPUS as
+//     for encode; for a decoder each record is a JSON array of token strings. OUT: one
+//     JSON line per record: {"text": normalized}, {"words": [...]} or {"text": decoded}.
+//
 // NAME is llama3, qwen3, llama2, gemma3 or deepseek_v3.
 'use strict';
 
@@ -82,7 +88,49 @@ function bench(tokenizer, textPath) {
   process.stdout.write(JSON.stringify({ bytes, seconds }) + '\n');
 }
 
+// Wraps `config` in a Sequence so that the package's own factory builds it.
+function runComponent(referenceDir, kind, configPath, corpusPath, outPath) {
+  const requireFrom = createRequire(path.join(referenceDir, 'package.json'));
+  const api = requireFrom('@huggingface/tokenizers');
+  const config = JSON.parse(fs.readFileSync(configPath, 'utf8'));
+  const records = readCorpus(corpusPath);
+  const out = fs.openSync(outPath, 'w');
+  for (const text of records) {
+    let result;
+    if (kind === 'normalizer') {
+      const normalizer = new api.SequenceNormalizer({ type: 'Sequence', normalizers: [config] });
+      result = { text: normalizer.normalize(text) };
+    } else if (kind === 'pre_tokenizer') {
+      const pre = new api.SequencePreTokenizer({ type: 'Sequence', pretokenizers: [config] });
+      result = { words: pre.pre_tokenize(text) };
+    } else if (kind === 'decoder') {
+      const decoder = new api.SequenceDecoder({ type: 'Sequence', decoders: [config] });
+      result = { text: decoder.decode(JSON.parse(text)) };
+    } else {
+      throw new Error(`unknown component kind ${kind}`);
+    }
+    fs.writeSync(out, JSON.stringify(result) + '\n');
+  }
+  fs.closeSync(out);
+}
+
+function readCorpus(corpusPath) {
+  const corpus = fs.readFileSync(corpusPath);
+  const utf8 = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true });
+  const records = [];
+  for (let offset = 0; offset < corpus.length;) {
+    const length = corpus.readUInt32LE(offset);
+    records.push(utf8.decode(corpus.subarray(offset + 4, offset + 4 + length)));
+    offset += 4 + length;
+  }
+  return records;
+}
+
 const [mode, referenceDir, name, input, output, ids, idsOutput] = process.argv.slice(2);
+if (mode === 'component') {
+  runComponent(referenceDir, name, input, output, ids);
+  process.exit(0);
+}
 const tokenizer = load(referenceDir, name);
 if (mode === 'encode') {
   encodeCorpus(tokenizer, input, output);
