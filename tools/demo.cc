@@ -17,15 +17,18 @@
 namespace lockstep {
 namespace {
 
-// Writes a tiny-moe model (with its draft) at `dir` unless one is there.
-absl::Status EnsureModel(const std::string& dir) {
+// Writes a model (with its draft) at `dir` unless one is there: the make-model preset
+// the config's model name names (tiny-dsv3, ...), else tiny-moe.
+absl::Status EnsureModel(const std::string& dir, const std::string& name) {
   if (std::filesystem::exists(std::filesystem::path(dir) / "config.json")) {
     return absl::OkStatus();
   }
-  std::printf("demo: creating the tiny-moe model in %s\n", dir.c_str());
+  const std::string preset = engine::PresetConfig(name).ok() ? name : "tiny-moe";
+  std::printf("demo: creating the %s model in %s\n", preset.c_str(), dir.c_str());
   engine::MakeModelOptions options;
-  options.preset = "tiny-moe";
+  options.preset = preset;
   options.out_dir = dir;
+  options.dtype = engine::PresetDefaultDType(preset);
   return engine::MakeModel(options);
 }
 
@@ -48,7 +51,7 @@ int RunDemo(const std::vector<std::string>& args) {
     std::fprintf(stderr, "demo: %s\n", config.status().ToString().c_str());
     return 1;
   }
-  if (absl::Status s = EnsureModel(config->model.path); !s.ok()) {
+  if (absl::Status s = EnsureModel(config->model.path, config->model.name); !s.ok()) {
     std::fprintf(stderr, "demo: %s\n", s.ToString().c_str());
     return 1;
   }

@@ -179,6 +179,20 @@ TEST(ConfigYamlTest, FakeEngineBenchmarkExampleParses) {
   EXPECT_EQ(config->instances[0].world_size, 2);
 }
 
+TEST(ConfigYamlTest, DeepseekExampleParses) {
+  absl::StatusOr<DeploymentConfig> config =
+      LoadDeploymentConfig("deploy/local/disagg_dsv3_ctx_dep2_gen_dep4.yaml");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->model.name, "tiny-dsv3");  // the demo makes the preset of this name
+  const InstanceConfig* ctx = config->FindInstance("ctx0");
+  const InstanceConfig* gen = config->FindInstance("gen0");
+  ASSERT_NE(ctx, nullptr);
+  ASSERT_NE(gen, nullptr);
+  EXPECT_EQ(ctx->role, InstanceRole::kContext);
+  EXPECT_EQ(gen->role, InstanceRole::kGeneration);
+  EXPECT_EQ(gen->world_size, 4);
+}
+
 TEST(ConfigYamlTest, DisaggregatedExampleParses) {
   absl::StatusOr<DeploymentConfig> config =
       LoadDeploymentConfig("deploy/local/disagg_ctx_dep2_gen_dep4.yaml");

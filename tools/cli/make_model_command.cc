@@ -62,14 +62,16 @@ absl::Status CopyTokenizerFiles(const std::string& dir, const engine::MakeModelO
 int RunMakeModelCommand(const std::vector<std::string>& args) {
   engine::MakeModelOptions options;
   int64_t seed = static_cast<int64_t>(options.seed);
-  std::string dtype = "f32";
+  std::string dtype;  // "": the preset's (PresetDefaultDType)
   FlagSet flags("make-model");
-  flags.AddString("preset", &options.preset, "tiny | tiny-moe");
+  flags.AddString("preset", &options.preset, "tiny | tiny-moe | tiny-dsv3 | tiny-dsv3-fp8");
   flags.AddPath("out", &options.out_dir, "output directory (the draft goes to OUT/draft)");
   flags.AddInt("seed", &seed, "seed of the random weights");
   flags.AddDouble("draft-perturbation", &options.draft_perturbation,
                   "relative noise added to the draft's copy of the target layers");
-  flags.AddString("dtype", &dtype, "storage type of the weights: f32 | bf16 | f16");
+  flags.AddString("dtype", &dtype,
+                  "storage type of the weights: f32 | bf16 | f16 (default: bf16 for the "
+                  "tiny-dsv3 presets, whose FP8 variant stores its projections in FP8, else f32)");
   std::string tokenizer_dir;
   flags.AddPath("tokenizer", &tokenizer_dir,
                 "a Hugging Face tokenizer directory (tokenizer.json, tokenizer_config.json): the "
@@ -81,7 +83,9 @@ int RunMakeModelCommand(const std::vector<std::string>& args) {
   }
   options.seed = static_cast<uint64_t>(seed);
   if (status.ok()) {
-    if (dtype == "f32") {
+    if (dtype.empty()) {
+      options.dtype = engine::PresetDefaultDType(options.preset);
+    } else if (dtype == "f32") {
       options.dtype = engine::DType::kF32;
     } else if (dtype == "bf16") {
       options.dtype = engine::DType::kBF16;

@@ -2,12 +2,14 @@
 // weight plan through SafetensorsModel touches every other tensor once and no routed
 // expert of another rank, counted by the model's read log (names and bytes), not by
 // timing.
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -45,6 +47,7 @@ TEST_P(ExpertReadTest, EachRankReadsOnlyItsExperts) {
   options.out_dir = JoinPath(std::getenv("TEST_TMPDIR"), GetParam());
   options.with_draft = false;
   options.dtype = DType::kBF16;
+  const bool fp8 = GetParam() == "tiny-dsv3-fp8";
   ASSERT_THAT(MakeModel(options), IsOk());
 
   constexpr int kWorld = 4;
@@ -73,6 +76,12 @@ TEST_P(ExpertReadTest, EachRankReadsOnlyItsExperts) {
       seen[expert] = true;
     }
     EXPECT_EQ((*tensors)->BytesRead(), bytes);
+    if (fp8) {  // the experts' FP8 weights came with their scales
+      const std::vector<std::string> names = (*tensors)->ReadNames();
+      const std::string scale = absl::StrCat("model.layers.1.mlp.experts.", own.first,
+                                             ".down_proj.weight_scale_inv");
+      EXPECT_TRUE(std::find(names.begin(), names.end(), scale) != names.end()) << scale;
+    }
     for (int e = 0; e < config->num_experts; ++e) readers[e] += seen[e];
     expert_bytes_of_all_ranks += expert_bytes;
     const uint64_t rest = bytes - expert_bytes;
@@ -89,7 +98,10 @@ TEST_P(ExpertReadTest, EachRankReadsOnlyItsExperts) {
   EXPECT_EQ((*all)->BytesRead(), shared_bytes + expert_bytes_of_all_ranks);
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, ExpertReadTest, ::testing::Values("tiny-moe"),
+// tiny-dsv3-fp8: sharded, FP8 experts with their block scales, shared experts (read by
+// every rank).
+INSTANTIATE_TEST_SUITE_P(Presets, ExpertReadTest,
+                         ::testing::Values("tiny-moe", "tiny-dsv3", "tiny-dsv3-fp8"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) {

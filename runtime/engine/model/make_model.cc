@@ -1,16 +1,21 @@
 #include "runtime/engine/model/make_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "common/hash.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine/model/file_io.h"
+#include "runtime/engine/model/fp8.h"
+#include "runtime/engine/model/make_model_tokenizer.h"
 #include "runtime/engine/model/tensor_names.h"
 
 namespace lockstep::engine {
@@ -21,6 +26,8 @@ constexpr double kLayerGain = 1.3;   // scale of each layer's residual contribut
 constexpr double kHeadGain = 1.0;    // strength of the next-token map in the LM head
 constexpr double kHeadNoise = 0.5;   // unstructured part of the LM head
 constexpr double kRouterGain = 3.0;  // sharpness of MoE routing
+constexpr double kRouterBiasScale = 0.1;  // e_score_correction_bias (choice only)
+constexpr int kDeepseekShards = 3;        // safetensors files of the DeepSeek presets
 
 // A counter-based stream: the values of a tensor depend only on (seed, name, salt).
 class Stream {
@@ -50,12 +57,13 @@ double RoleScale(const ModelConfig& config, const TensorSpec& spec) {
       return 1.0;
     case TensorRole::kNorm:
       return 0.1;
-    case TensorRole::kAttentionIn:
-      return 1.0 / std::sqrt(hidden);
+    case TensorRole::kAttentionIn:  // MLA's q_b / kv_b take a latent, not the hidden state
+      return 1.0 / std::sqrt(config.mla ? static_cast<double>(spec.shape[1]) : hidden);
     case TensorRole::kAttentionBias:
       return 0.1;
     case TensorRole::kAttentionOut:
-      return kLayerGain / std::sqrt(static_cast<double>(config.q_dim()));
+      return kLayerGain / std::sqrt(static_cast<double>(config.mla ? spec.shape[1]
+                                                                   : config.q_dim()));
     case TensorRole::kMlpIn:
       return 1.0 / std::sqrt(hidden);
     case TensorRole::kMlpOut:
@@ -63,7 +71,7 @@ double RoleScale(const ModelConfig& config, const TensorSpec& spec) {
     case TensorRole::kRouter:
       return kRouterGain / std::sqrt(hidden);
     case TensorRole::kRouterBias:
-      return 0.1;
+      return kRouterBiasScale;
     case TensorRole::kLmHead:
       return kHeadNoise / std::sqrt(hidden);
   }
@@ -104,12 +112,103 @@ std::vector<float> LmHeadValues(const ModelConfig& config, const TensorSpec& spe
   return head;
 }
 
+// The DeepSeek presets' layout (ids of make_model_tokenizer.h).
+bool HasDeepseekTokenizerLayout(const ModelConfig& config) {
+  return config.is_deepseek() && config.vocab_size >= DeepseekTokenizerVocabSize() &&
+         config.bos_token_id == kByteBosToken && config.eos_token_id == kByteEosToken;
+}
+
 absl::Status WriteTokenizer(const ModelConfig& config, const std::string& dir) {
+  if (HasDeepseekTokenizerLayout(config)) return WriteDeepseekTokenizer(config, dir);
   const nlohmann::json tokenizer = {{"type", "byte_level"},
                                     {"vocab_size", config.vocab_size},
                                     {"bos_token_id", kByteBosToken},
                                     {"eos_token_id", kByteEosToken}};
   return WriteStringToFile(JoinPath(dir, "lockstep_tokenizer.json"), tokenizer.dump(2) + "\n");
+}
+
+// DeepSeek-V3's architecture at a small size: MLA with a q LoRA, one dense layer then
+// MoE layers of 8 routed experts in 4 groups (top 2 groups, top 2 experts) plus a
+// shared expert, sigmoid scores with the correction bias, YaRN beyond 256 positions.
+// Widths that are not multiples of 128 give FP8 partial edge blocks.
+void DeepseekPreset(ModelConfig& config) {
+  config.model_type = "deepseek_v3";
+  config.vocab_size = 320;
+  config.hidden_size = 192;
+  config.num_layers = 3;
+  config.num_heads = 4;
+  config.num_kv_heads = 4;
+  config.rms_norm_eps = 1e-6;
+  config.max_position = 1024;
+  config.mla = true;
+  config.mla_dims = MlaDims{.q_lora_rank = 96,
+                            .kv_lora_rank = 64,
+                            .qk_nope_head_dim = 32,
+                            .qk_rope_head_dim = 16,
+                            .v_head_dim = 32};
+  config.head_dim = config.mla_dims.qk_head_dim();
+  config.yarn = true;
+  config.yarn_scaling = YarnScaling{.factor = 4.0,
+                                    .original_max_position = 256,
+                                    .beta_fast = 32.0,
+                                    .beta_slow = 1.0,
+                                    .mscale = 1.0,
+                                    .mscale_all_dim = 1.0};
+  config.intermediate_size = 320;
+  config.moe_intermediate_size = 64;
+  config.num_experts = 8;
+  config.num_experts_per_tok = 2;
+  config.n_shared_experts = 1;
+  config.n_group = 4;
+  config.topk_group = 2;
+  config.norm_topk_prob = true;
+  config.routed_scaling_factor = 2.5;
+  config.scoring = ExpertScoring::kSigmoid;
+  config.score_correction_bias = true;
+  config.first_k_dense_replace = 1;
+  config.moe_layer_freq = 1;
+  config.moe_naming = MoeNaming::kQwen;
+  config.moe_layer.assign(config.num_layers, true);
+  config.moe_layer[0] = false;
+}
+
+// The shard of each tensor: consecutive runs of about equal bytes, a scale with its
+// weight (checkpoints are split this way, by size in tensor order).
+std::vector<int> ShardOf(const std::vector<TensorToWrite>& tensors, int shards) {
+  size_t total = 0;
+  for (const TensorToWrite& t : tensors) total += t.values.size() * DTypeSize(t.dtype);
+  std::vector<int> shard(tensors.size());
+  size_t before = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const bool scale = i > 0 && tensors[i].name == Fp8ScaleName(tensors[i - 1].name);
+    shard[i] = scale ? shard[i - 1]
+                     : std::min<int>(shards - 1, static_cast<int>(before * shards / total));
+    before += tensors[i].values.size() * DTypeSize(tensors[i].dtype);
+  }
+  return shard;
+}
+
+// Writes model-0000k-of-0000n.safetensors and model.safetensors.index.json.
+absl::Status WriteShards(const std::vector<TensorToWrite>& tensors, const std::string& dir,
+                         int shards) {
+  const std::vector<int> shard = ShardOf(tensors, shards);
+  std::vector<std::vector<TensorToWrite>> files(shards);
+  nlohmann::json weight_map = nlohmann::json::object();
+  size_t total = 0;
+  auto file_name = [shards](int k) {
+    return absl::StrFormat("model-%05d-of-%05d.safetensors", k + 1, shards);
+  };
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    files[shard[i]].push_back(tensors[i]);
+    weight_map[tensors[i].name] = file_name(shard[i]);
+    total += tensors[i].values.size() * DTypeSize(tensors[i].dtype);
+  }
+  for (int k = 0; k < shards; ++k) {
+    RETURN_IF_ERROR(WriteSafetensors(JoinPath(dir, file_name(k)), files[k]));
+  }
+  const nlohmann::json index = {{"metadata", {{"total_size", total}}},
+                                {"weight_map", weight_map}};
+  return WriteStringToFile(JoinPath(dir, "model.safetensors.index.json"), index.dump(2) + "\n");
 }
 
 }  // namespace
@@ -154,15 +253,39 @@ absl::StatusOr<ModelConfig> PresetConfig(const std::string& preset) {
     config.norm_topk_prob = true;
     config.moe_naming = MoeNaming::kMixtral;
     config.moe_layer.assign(config.num_layers, true);
+  } else if (preset == "tiny-dsv3" || preset == "tiny-dsv3-fp8") {
+    DeepseekPreset(config);
+    config.fp8.enabled = preset == "tiny-dsv3-fp8";
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("preset: '", preset, "' is not one of tiny, tiny-moe"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "preset: '", preset, "' is not one of tiny, tiny-moe, tiny-dsv3, tiny-dsv3-fp8"));
   }
   RETURN_IF_ERROR(config.Validate());
   return config;
 }
 
+DType PresetDefaultDType(const std::string& preset) {
+  return absl::StartsWith(preset, "tiny-dsv3") ? DType::kBF16 : DType::kF32;
+}
+
 ModelConfig DraftConfigFor(const ModelConfig& target) {
+  if (target.mla) {  // a plain llama of the same vocabulary and width
+    ModelConfig base;
+    base.model_type = "llama";
+    base.vocab_size = target.vocab_size;
+    base.hidden_size = target.hidden_size;
+    base.num_heads = target.num_heads;
+    base.num_kv_heads = target.num_heads;
+    base.head_dim = target.hidden_size / target.num_heads;
+    base.rms_norm_eps = target.rms_norm_eps;
+    base.rope_theta = target.rope_theta;
+    base.max_position = target.max_position;
+    base.bos_token_id = target.bos_token_id;
+    base.eos_token_id = target.eos_token_id;
+    base.num_layers = 1;
+    base.intermediate_size = target.moe_intermediate_size * 2;
+    return base;
+  }
   ModelConfig draft = target;
   draft.model_type = "llama";
   draft.num_layers = 1;
@@ -204,7 +327,21 @@ std::vector<TensorToWrite> GenerateTensors(const ModelConfig& config, uint64_t s
     } else {
       tensor.values = RandomValues(config, spec, seed, "draft");
     }
+    if (spec.role == TensorRole::kRouterBias) tensor.dtype = DType::kF32;  // as checkpoints
+    if (!spec.fp8) {
+      tensors.push_back(std::move(tensor));
+      continue;
+    }
+    // F8_E4M3 codes (stored as their values, which encode back exactly) and the scales.
+    const Fp8Blocks blocks = QuantizeFp8Blocks(tensor.values, spec.shape[0], spec.shape[1]);
+    tensor.dtype = DType::kF8E4M3;
+    for (size_t i = 0; i < blocks.codes.size(); ++i) {
+      tensor.values[i] = Fp8E4m3ToFloat(blocks.codes[i]);
+    }
+    TensorToWrite scale{Fp8ScaleName(spec.name), Fp8ScaleShape(spec.shape[0], spec.shape[1]),
+                        blocks.scale_inv, DType::kF32};
     tensors.push_back(std::move(tensor));
+    tensors.push_back(std::move(scale));
   }
   return tensors;
 }
@@ -214,8 +351,13 @@ absl::Status WriteModel(const ModelConfig& config, const std::string& dir, uint6
   RETURN_IF_ERROR(config.Validate());
   RETURN_IF_ERROR(MakeDirectories(dir));
   RETURN_IF_ERROR(WriteStringToFile(JoinPath(dir, "config.json"), ModelConfigToJson(config)));
-  RETURN_IF_ERROR(WriteSafetensors(JoinPath(dir, "model.safetensors"),
-                                   GenerateTensors(config, seed, dtype, draft_of, perturbation)));
+  const std::vector<TensorToWrite> tensors =
+      GenerateTensors(config, seed, dtype, draft_of, perturbation);
+  if (config.is_deepseek()) {
+    RETURN_IF_ERROR(WriteShards(tensors, dir, kDeepseekShards));
+  } else {
+    RETURN_IF_ERROR(WriteSafetensors(JoinPath(dir, "model.safetensors"), tensors));
+  }
   return WriteTokenizer(config, dir);
 }
 

@@ -11,6 +11,14 @@
 // noise), so greedy draft acceptance is neither 0 nor 1: at the default, about 0.7
 // (K = 1) to 0.5 (K = 4) for tiny, 0.8 to 0.6 for tiny-moe (docs/perf.md "## engine").
 //
+// The DeepSeek-V3-family presets (tiny-dsv3, and tiny-dsv3-fp8 with the FP8 checkpoint
+// format: the layers' projections F8_E4M3 with 128 x 128 block scales, the rest in
+// `dtype`, the routers' correction bias f32) are written as a real checkpoint is:
+// three safetensors shards with model.safetensors.index.json, and the Hugging Face
+// tokenizer files of make_model_tokenizer.h (tokenizer.json with DeepSeek-V3's
+// pre-tokenizer rules, tokenizer_config.json with its chat template's shape) instead
+// of lockstep_tokenizer.json; the draft is a one-layer llama.
+//
 // Output files are a pure function of (preset, seed, draft_perturbation, dtype).
 #ifndef LOCKSTEP_RUNTIME_ENGINE_MODEL_MAKE_MODEL_H_
 #define LOCKSTEP_RUNTIME_ENGINE_MODEL_MAKE_MODEL_H_
@@ -31,12 +39,12 @@ inline constexpr int32_t kByteBosToken = 256;
 inline constexpr int32_t kByteEosToken = 257;
 
 struct MakeModelOptions {
-  std::string preset = "tiny";  // tiny | tiny-moe
+  std::string preset = "tiny";  // tiny | tiny-moe | tiny-dsv3 | tiny-dsv3-fp8
   std::string out_dir;
   uint64_t seed = 1;
   double draft_perturbation = kDefaultDraftPerturbation;
   bool with_draft = true;
-  DType dtype = DType::kF32;  // storage type of the weights
+  DType dtype = DType::kF32;  // storage type of the weights (PresetDefaultDType)
   // A real tokenizer's vocabulary size and BOS / EOS ids (make-model --tokenizer): the
   // model gets them instead of the byte-level tokenizer's, and no
   // lockstep_tokenizer.json is written. 0 / -1: the preset's.
@@ -49,15 +57,20 @@ struct MakeModelOptions {
 
 absl::Status MakeModel(const MakeModelOptions& options);
 
-// The architecture of a preset ("tiny": llama, "tiny-moe": mixtral 8 experts top-2).
+// The architecture of a preset ("tiny": llama, "tiny-moe": mixtral 8 experts top-2,
+// "tiny-dsv3" and "tiny-dsv3-fp8": deepseek_v3, MLA, 8 routed experts + 1 shared).
 absl::StatusOr<ModelConfig> PresetConfig(const std::string& preset);
+
+// The storage type a preset's checkpoint has: bf16 for the DeepSeek presets, else f32.
+DType PresetDefaultDType(const std::string& preset);
 
 // The draft architecture for `target`: a dense llama with fewer layers and the same
 // vocabulary, heads and hidden size.
 ModelConfig DraftConfigFor(const ModelConfig& target);
 
 // Writes config.json, model.safetensors and lockstep_tokenizer.json for `config` to
-// `dir` with seeded weights. With `draft_of` set, `config` is a draft of that target:
+// `dir` with seeded weights (the DeepSeek family: shards, an index and the Hugging Face
+// tokenizer files, see above). With `draft_of` set, `config` is a draft of that target:
 // tensors it shares by name and shape are the target's plus `perturbation` noise.
 absl::Status WriteModel(const ModelConfig& config, const std::string& dir, uint64_t seed,
                         DType dtype, const ModelConfig* draft_of = nullptr,
