@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "runtime/engine/cpu/batch_runner.h"
 #include "runtime/engine/cpu/draft_model_drafter.h"
@@ -77,8 +78,8 @@ class CpuParts final : public EngineParts {
 absl::StatusOr<kv::BlockLayout> ModelBlockLayout(const std::string& model_dir,
                                                  int tokens_per_block) {
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
-  const kv::BlockLayout layout{config.num_layers, config.num_kv_heads, config.head_dim,
-                               tokens_per_block};
+  const kv::BlockLayout layout{config.num_layers, config.cache_kv_heads(),
+                               config.cache_head_dim(), tokens_per_block};
   RETURN_IF_ERROR(layout.Validate());
   return layout;
 }
@@ -108,6 +109,14 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
                    Transformer::Load(options.model_dir, "target", group));
   RETURN_IF_ERROR(CheckPool("target", options.target_storage, options.target_layout,
                             options.target_num_blocks, *target, options.model_dir));
+  {
+    const ModelConfig& c = target->config();
+    GetLogger("engine")->info(
+        "{}: KV cache {} bytes per token ({} layers x {} values{}, {} bytes each)",
+        options.model_dir, c.kv_values_per_token() * options.target_layout.element_bytes,
+        c.num_layers, c.kv_values_per_token() / c.num_layers,
+        c.mla ? " of MLA's latent vector" : "", options.target_layout.element_bytes);
+  }
   std::unique_ptr<Transformer> draft;
   if (draft_model) {
     ASSIGN_OR_RETURN(draft, Transformer::Load(options.draft_model_dir, "draft", group));

@@ -14,7 +14,7 @@
 namespace lockstep::engine {
 
 MoeBlock::MoeBlock(const ModelConfig& config, const std::string& model_name, ExpertGroup group)
-    : config_(config), group_(group) {
+    : config_(config), group_(group), grouped_(config.is_deepseek()) {
   for (int i = 0; i < config.num_layers; ++i) {
     const std::string prefix = absl::StrCat(model_name, ".moe.l", i);
     tags_.push_back({prefix + ".counts", prefix + ".dispatch", prefix + ".combine"});
@@ -37,10 +37,25 @@ absl::Status MoeBlock::Forward(int layer, const MoeWeights& weights, const float
   if (router_tap_) router_tap_(layer, logits, m, config_.num_experts);
   int* experts = arena.Alloc<int>(static_cast<size_t>(m) * k + 1);
   float* gates = arena.Alloc<float>(static_cast<size_t>(m) * k + 1);
-  float* probs = arena.Alloc<float>(config_.num_experts);
-  for (int i = 0; i < m; ++i) {
-    RouteTopK(logits + static_cast<size_t>(i) * config_.num_experts, config_.num_experts, k,
-              config_.norm_topk_prob, experts + i * k, gates + i * k, probs);
+  float* probs = arena.Alloc<float>(3 * config_.num_experts + 2 * config_.n_group);
+  if (grouped_) {
+    const GroupedRouting rule{.num_experts = config_.num_experts,
+                              .k = k,
+                              .n_group = config_.n_group,
+                              .topk_group = config_.topk_group,
+                              .sigmoid = config_.scoring == ExpertScoring::kSigmoid,
+                              .renormalize = config_.norm_topk_prob,
+                              .scaling = static_cast<float>(config_.routed_scaling_factor)};
+    const float* bias = weights.score_bias.empty() ? nullptr : weights.score_bias.data();
+    for (int i = 0; i < m; ++i) {
+      RouteGrouped(logits + static_cast<size_t>(i) * config_.num_experts, bias, rule,
+                   experts + i * k, gates + i * k, probs);
+    }
+  } else {
+    for (int i = 0; i < m; ++i) {
+      RouteTopK(logits + static_cast<size_t>(i) * config_.num_experts, config_.num_experts, k,
+                config_.norm_topk_prob, experts + i * k, gates + i * k, probs);
+    }
   }
 
   // 2. Lay out the records per destination rank, in (row, expert id) order.

@@ -1,9 +1,11 @@
 // The mixture-of-experts block of one layer with expert parallelism.
 //
 // Routing (moe_route.h): softmax over the router logits, the top-k experts (ties: lower
-// id), weights renormalised over the k when the config says so. Experts are sharded over
-// the ranks of the engine's Communicator in contiguous ranges (ExpertsOfRank,
-// model/weight_plan.h). Each token row is dispatched to the owner of each chosen expert
+// id), weights renormalised over the k when the config says so; the DeepSeek-V3 family
+// routes by RouteGrouped (sigmoid scores, e_score_correction_bias, groups). Its shared
+// experts are not here: the transformer runs them on every rank for every row. Routed
+// experts are sharded over the ranks of the engine's Communicator in contiguous ranges
+// (ExpertsOfRank, model/weight_plan.h). Each token row is dispatched to the owner of each chosen expert
 // with AllToAll (counts) and AllToAllV (rows), computed there, sent back with AllToAllV,
 // and combined on the origin rank as a sum over its experts in expert-id order. Every
 // rank makes exactly these three calls per MoE layer, whatever its batch holds (even
@@ -69,6 +71,7 @@ class MoeBlock {
 
   const ModelConfig& config_;
   const ExpertGroup group_;
+  const bool grouped_;  // the DeepSeek-V3 family's routing (RouteGrouped)
   std::vector<Tags> tags_;  // per layer
   std::vector<int> owner_;  // owner_[expert]: its rank
   RouterTap router_tap_;

@@ -14,6 +14,28 @@ namespace lockstep::engine {
 void RouteTopK(const float* logits, int num_experts, int k, bool renormalize, int* experts,
                float* weights, float* probs);
 
+// The DeepSeek-V3 family's routing (ModelConfig's scoring, n_group, topk_group,
+// e_score_correction_bias, norm_topk_prob, routed_scaling_factor).
+struct GroupedRouting {
+  int num_experts = 0;
+  int k = 0;
+  int n_group = 1;
+  int topk_group = 1;
+  bool sigmoid = true;  // else softmax
+  bool renormalize = true;
+  float scaling = 1.0f;
+};
+
+// Scores s = sigmoid(logits) (or softmax); choice scores c = s + bias (bias null: 0).
+// Each group of num_experts / n_group consecutive experts ranks by the sum of its best
+// two choice scores (its one when a group has one expert); the topk_group best groups
+// (ties: lower group) are eligible, and the k best eligible choice scores (ties: lower
+// id) are chosen. Weights are the chosen experts' s (not c), divided by their sum when
+// renormalize, times scaling; experts in ascending id order. A NaN ranks below every
+// number. `scratch` holds 3 * num_experts + 2 * n_group floats.
+void RouteGrouped(const float* logits, const float* bias, const GroupedRouting& rule, int* experts,
+                  float* weights, float* scratch);
+
 }  // namespace lockstep::engine
 
 #endif  // LOCKSTEP_RUNTIME_ENGINE_CPU_MOE_ROUTE_H_

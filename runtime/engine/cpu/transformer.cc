@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "runtime/engine/cpu/gemm.h"
 #include "runtime/engine/cpu/ops.h"
+#include "runtime/engine/cpu/rope.h"
 #include "runtime/engine/model/safetensors.h"
 
 namespace lockstep::engine {
@@ -15,6 +16,22 @@ namespace {
 
 void AddInPlace(float* h, const float* delta, size_t n) {
   for (size_t i = 0; i < n; ++i) h[i] += delta[i];
+}
+
+// out[m, hidden] = down(silu(gate(x)) * up(x)).
+void RunSwiGlu(const SwiGluWeights& mlp, const float* x, int m, float* out, Arena& arena,
+               ThreadPool* threads) {
+  const int width = mlp.width;
+  const int hidden = mlp.gate_up.k();
+  const size_t rows = static_cast<size_t>(m) + 1;
+  float* gate_up = arena.Alloc<float>(rows * 2 * width);
+  float* act = arena.Alloc<float>(rows * width);
+  Gemm(x, m, hidden, mlp.gate_up, nullptr, gate_up, 2 * width, threads);
+  for (int i = 0; i < m; ++i) {
+    const float* row = gate_up + static_cast<size_t>(i) * 2 * width;
+    SiluMul(row, row + width, width, act + static_cast<size_t>(i) * width);
+  }
+  Gemm(act, m, width, mlp.down, nullptr, out, hidden, threads);
 }
 
 }  // namespace
@@ -40,15 +57,13 @@ Transformer::Transformer(ModelConfig config, ModelWeights weights, const std::st
     : config_(std::move(config)),
       weights_(std::move(weights)),
       moe_(config_, name, group),
-      eps_(static_cast<float>(config_.rms_norm_eps)) {
-  const int half = config_.head_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    inv_freq_.push_back(1.0 / std::pow(config_.rope_theta, 2.0 * i / config_.head_dim));
-  }
-}
+      mla_(config_),
+      inv_freq_(RopeInverseFrequencies(config_)),
+      rope_magnitude_(RopeMagnitude(config_)),
+      eps_(static_cast<float>(config_.rms_norm_eps)) {}
 
 kv::BlockLayout Transformer::Layout(int tokens_per_block) const {
-  return kv::BlockLayout{config_.num_layers, config_.num_kv_heads, config_.head_dim,
+  return kv::BlockLayout{config_.num_layers, config_.cache_kv_heads(), config_.cache_head_dim(),
                          tokens_per_block};
 }
 
@@ -125,8 +140,10 @@ absl::StatusOr<const float*> Transformer::Forward(const ForwardInput& input, con
                                                   Arena& arena, ThreadPool* threads) const {
   const int m = static_cast<int>(input.rows.size());
   const int hidden = config_.hidden_size;
-  const int half = config_.head_dim / 2;
-  const int qkv_width = config_.q_dim() + 2 * config_.kv_dim();
+  const int half = config_.rope_dim() / 2;
+  const int qkv_width = config_.mla ? 0 : config_.q_dim() + 2 * config_.kv_dim();
+  const int attn_width =
+      config_.mla ? config_.num_heads * config_.mla_dims.v_head_dim : config_.q_dim();
   const size_t rows = static_cast<size_t>(m) + 1;  // never a zero-size allocation
   float* h = arena.Alloc<float>(rows * hidden);
   float* cos = arena.Alloc<float>(rows * half);
@@ -138,10 +155,16 @@ absl::StatusOr<const float*> Transformer::Forward(const ForwardInput& input, con
                 hidden * sizeof(float));
     RopeAngles(row.position, inv_freq_.data(), half, cos + static_cast<size_t>(i) * half,
                sin + static_cast<size_t>(i) * half);
+    if (rope_magnitude_ != 1.0f) {
+      for (int j = 0; j < half; ++j) {
+        cos[static_cast<size_t>(i) * half + j] *= rope_magnitude_;
+        sin[static_cast<size_t>(i) * half + j] *= rope_magnitude_;
+      }
+    }
   }
   float* normed = arena.Alloc<float>(rows * hidden);
-  float* qkv = arena.Alloc<float>(rows * qkv_width);
-  float* attn = arena.Alloc<float>(rows * config_.q_dim());
+  float* qkv = arena.Alloc<float>(rows * qkv_width + 1);
+  float* attn = arena.Alloc<float>(rows * attn_width);
   float* delta = arena.Alloc<float>(rows * hidden);
   const int width = config_.intermediate_size;
   float* gate_up = arena.Alloc<float>(rows * 2 * std::max(width, 1));
@@ -153,10 +176,14 @@ absl::StatusOr<const float*> Transformer::Forward(const ForwardInput& input, con
       RmsNorm(h + static_cast<size_t>(i) * hidden, w.attn_norm.data(), hidden, eps_,
               normed + static_cast<size_t>(i) * hidden);
     }
-    Gemm(normed, m, hidden, w.qkv, w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(), qkv, qkv_width,
-         threads);
-    Attention(layer, input, pool, qkv, cos, sin, attn, arena, threads);
-    Gemm(attn, m, config_.q_dim(), w.o, nullptr, delta, hidden, threads);
+    if (w.mla) {
+      mla_.Forward(layer, w.mla_w, input, pool, normed, cos, sin, mla_form_, attn, arena, threads);
+    } else {
+      Gemm(normed, m, hidden, w.qkv, w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(), qkv,
+           qkv_width, threads);
+      Attention(layer, input, pool, qkv, cos, sin, attn, arena, threads);
+    }
+    Gemm(attn, m, attn_width, w.o, nullptr, delta, hidden, threads);
     AddInPlace(h, delta, all);
     for (int i = 0; i < m; ++i) {
       RmsNorm(h + static_cast<size_t>(i) * hidden, w.mlp_norm.data(), hidden, eps_,
@@ -164,6 +191,11 @@ absl::StatusOr<const float*> Transformer::Forward(const ForwardInput& input, con
     }
     if (w.is_moe) {
       RETURN_IF_ERROR(moe_.Forward(layer, w.moe, normed, m, delta, arena, threads));
+      if (w.shared.width > 0) {  // every rank, every row: added after the routed experts
+        float* shared = arena.Alloc<float>(rows * hidden);
+        RunSwiGlu(w.shared, normed, m, shared, arena, threads);
+        AddInPlace(delta, shared, all);
+      }
     } else {
       Gemm(normed, m, hidden, w.mlp.gate_up, nullptr, gate_up, 2 * width, threads);
       for (int i = 0; i < m; ++i) {

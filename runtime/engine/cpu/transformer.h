@@ -4,9 +4,10 @@
 //
 // Per layer: RMSNorm -> fused QKV (+bias) -> [q/k norm] -> RoPE -> K/V written in place
 // into each sequence's pool blocks (or spec buffer) -> paged causal attention per row
-// -> O projection + residual -> RMSNorm -> SwiGLU MLP or MoE block + residual. Then the
-// final norm and the LM head for the rows whose logits are asked for. All scratch comes
-// from the caller's Arena.
+// (or, for the DeepSeek-V3 family, multi-head latent attention over a latent cache:
+// mla_attention.h) -> O projection + residual -> RMSNorm -> SwiGLU MLP or MoE block
+// (plus shared experts) + residual. Then the final norm and the LM head for the rows
+// whose logits are asked for. All scratch comes from the caller's Arena.
 //
 // Batch invariance: every row's logits are bitwise the same whatever other rows and
 // sequences share the forward and however many expert-parallel ranks there are.
@@ -27,6 +28,7 @@
 #include "kvcache/block_layout.h"
 #include "runtime/engine/cpu/arena.h"
 #include "runtime/engine/cpu/forward_model.h"
+#include "runtime/engine/cpu/mla_attention.h"
 #include "runtime/engine/cpu/moe.h"
 #include "runtime/engine/cpu/paged_attention.h"
 #include "runtime/engine/cpu/parallel.h"
@@ -58,6 +60,8 @@ class Transformer final : public ForwardModel {
 
   // Taps the MoE router logits of the forwards that follow (moe.h; a test hook).
   void set_router_tap(RouterTap tap) { moe_.set_router_tap(std::move(tap)); }
+  // The MLA form of the forwards that follow (default: absorbed; a test hook).
+  void set_mla_form(MlaForm form) { mla_form_ = form; }
 
  private:
   Transformer(ModelConfig config, ModelWeights weights, const std::string& name, ExpertGroup group);
@@ -69,7 +73,10 @@ class Transformer final : public ForwardModel {
   const ModelConfig config_;
   const ModelWeights weights_;
   MoeBlock moe_;
-  std::vector<double> inv_freq_;  // RoPE, head_dim / 2
+  MlaAttention mla_;
+  MlaForm mla_form_ = MlaForm::kAbsorbed;
+  std::vector<double> inv_freq_;  // RoPE (YaRN-scaled where configured), rope_dim / 2
+  float rope_magnitude_;          // cos and sin are multiplied by it (YaRN)
   const float eps_;               // rms_norm_eps
 };
 

@@ -27,11 +27,35 @@ absl::StatusOr<SwiGluWeights> ReadSwiGlu(const SafetensorsModel& tensors, const 
   return mlp;
 }
 
+// An optional matrix: empty when the plan has no parts for it.
+absl::StatusOr<PackedMatrix> ReadOptionalPacked(const SafetensorsModel& tensors,
+                                                const WeightSource& w) {
+  if (w.parts.empty()) return PackedMatrix();
+  return ReadPacked(tensors, w);
+}
+
+absl::StatusOr<MlaWeights> ReadMla(const SafetensorsModel& tensors, const MlaSource& s) {
+  MlaWeights mla;
+  ASSIGN_OR_RETURN(mla.q_a, ReadOptionalPacked(tensors, s.q_a));
+  ASSIGN_OR_RETURN(mla.q_a_norm, ReadOptional(tensors, s.q_a_norm));
+  ASSIGN_OR_RETURN(mla.q_b, ReadOptionalPacked(tensors, s.q_b));
+  ASSIGN_OR_RETURN(mla.q, ReadOptionalPacked(tensors, s.q));
+  ASSIGN_OR_RETURN(mla.kv_a, ReadPacked(tensors, s.kv_a));
+  ASSIGN_OR_RETURN(mla.kv_a_norm, ReadWeight(tensors, s.kv_a_norm));
+  ASSIGN_OR_RETURN(mla.kv_b, ReadWeight(tensors, s.kv_b));
+  return mla;
+}
+
 absl::StatusOr<LayerWeights> ReadLayer(const SafetensorsModel& tensors, const LayerSource& s) {
   LayerWeights layer;
   ASSIGN_OR_RETURN(layer.attn_norm, ReadWeight(tensors, s.attn_norm));
   ASSIGN_OR_RETURN(layer.mlp_norm, ReadWeight(tensors, s.mlp_norm));
-  ASSIGN_OR_RETURN(layer.qkv, ReadPacked(tensors, s.qkv));
+  layer.mla = s.mla;
+  if (s.mla) {
+    ASSIGN_OR_RETURN(layer.mla_w, ReadMla(tensors, s.mla_parts));
+  } else {
+    ASSIGN_OR_RETURN(layer.qkv, ReadPacked(tensors, s.qkv));
+  }
   ASSIGN_OR_RETURN(layer.qkv_bias, ReadOptional(tensors, s.qkv_bias));
   ASSIGN_OR_RETURN(layer.q_norm, ReadOptional(tensors, s.q_norm));
   ASSIGN_OR_RETURN(layer.k_norm, ReadOptional(tensors, s.k_norm));
@@ -42,6 +66,10 @@ absl::StatusOr<LayerWeights> ReadLayer(const SafetensorsModel& tensors, const La
     return layer;
   }
   ASSIGN_OR_RETURN(layer.moe.router, ReadPacked(tensors, s.router));
+  ASSIGN_OR_RETURN(layer.moe.score_bias, ReadOptional(tensors, s.router_bias));
+  if (s.shared.width > 0) {
+    ASSIGN_OR_RETURN(layer.shared, ReadSwiGlu(tensors, s.shared));
+  }
   layer.moe.local = s.local;
   for (const SwiGluSource& expert : s.experts) {
     ASSIGN_OR_RETURN(SwiGluWeights weights, ReadSwiGlu(tensors, expert));

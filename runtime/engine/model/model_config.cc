@@ -172,9 +172,7 @@ double YarnScaling::Mscale(double m) const {
   return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0;
 }
 
-double YarnScaling::RopeMagnitude() const {
-  return Mscale(mscale) / Mscale(mscale_all_dim);
-}
+double YarnScaling::RopeMagnitude() const { return Mscale(mscale) / Mscale(mscale_all_dim); }
 
 double YarnScaling::SoftmaxFactor() const {
   const double m = Mscale(mscale_all_dim);
@@ -235,7 +233,8 @@ absl::Status ModelConfig::Validate() const {
       return error("n_group", absl::StrCat(n_group, " must divide n_routed_experts ", num_experts));
     }
     if (topk_group < 1 || topk_group > n_group) {
-      return error("topk_group", absl::StrCat(topk_group, " must be in [1, n_group ", n_group, "]"));
+      return error("topk_group",
+                   absl::StrCat(topk_group, " must be in [1, n_group ", n_group, "]"));
     }
     if (num_experts_per_tok > topk_group * (num_experts / n_group)) {
       return error("num_experts_per_tok",
@@ -381,10 +380,14 @@ std::string ModelConfigToJson(const ModelConfig& config) {
   }
   if (config.is_deepseek()) config_internal::DeepseekToJson(config, json);
   static const std::pair<const char*, const char*> kArchitectures[] = {
-      {"llama", "LlamaForCausalLM"},        {"mistral", "MistralForCausalLM"},
-      {"qwen2", "Qwen2ForCausalLM"},        {"mixtral", "MixtralForCausalLM"},
-      {"qwen2_moe", "Qwen2MoeForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"},
-      {"deepseek_v3", "DeepseekV3ForCausalLM"}, {"kimi_k2", "DeepseekV3ForCausalLM"}};
+      {"llama", "LlamaForCausalLM"},
+      {"mistral", "MistralForCausalLM"},
+      {"qwen2", "Qwen2ForCausalLM"},
+      {"mixtral", "MixtralForCausalLM"},
+      {"qwen2_moe", "Qwen2MoeForCausalLM"},
+      {"qwen3_moe", "Qwen3MoeForCausalLM"},
+      {"deepseek_v3", "DeepseekV3ForCausalLM"},
+      {"kimi_k2", "DeepseekV3ForCausalLM"}};
   for (const auto& [type, architecture] : kArchitectures) {
     if (t == type) json["architectures"].push_back(architecture);
   }

@@ -52,9 +52,7 @@ absl::Status ParseRope(const Fields& fields, const DeepseekDefaults& d, ModelCon
   if (!params->is_object()) return fields.Error(field, "must be an object");
   const std::string source = absl::StrCat(field);
   const Fields rope(*params, absl::string_view(source));
-  auto error = [&](const absl::Status& status) {
-    return fields.Error(field, status.message());
-  };
+  auto error = [&](const absl::Status& status) { return fields.Error(field, status.message()); };
   if (std::string(field) == "rope_parameters" && rope.Find("rope_theta") != nullptr) {
     absl::StatusOr<double> theta = rope.Number("rope_theta", config.rope_theta);
     if (!theta.ok()) return error(theta.status());
@@ -64,13 +62,13 @@ absl::Status ParseRope(const Fields& fields, const DeepseekDefaults& d, ModelCon
   if (type == nullptr) type = rope.Find("type");
   if (type == nullptr || *type == Json("default")) return absl::OkStatus();
   if (*type != Json("yarn")) {
-    return fields.Error(field, absl::StrCat("type ", type->dump(),
-                                            " is not supported (only yarn or default)"));
+    return fields.Error(
+        field, absl::StrCat("type ", type->dump(), " is not supported (only yarn or default)"));
   }
   absl::Status known = RejectUnknownKeys(
       fields, field, *params,
-      {"type", "rope_type", "rope_theta", "factor", "original_max_position_embeddings",
-       "beta_fast", "beta_slow", "mscale", "mscale_all_dim"});
+      {"type", "rope_type", "rope_theta", "factor", "original_max_position_embeddings", "beta_fast",
+       "beta_slow", "mscale", "mscale_all_dim"});
   if (!known.ok()) return known;
   YarnScaling& yarn = config.yarn_scaling;
   if (rope.Find("factor") == nullptr) return fields.Error(field, "factor is required for yarn");
@@ -102,9 +100,8 @@ absl::Status ParseQuantization(const Fields& fields, ModelConfig& config) {
   if (quant == nullptr) return absl::OkStatus();
   if (!quant->is_object()) return fields.Error("quantization_config", "must be an object");
   auto refuse = [&](absl::string_view key, const Json& value, absl::string_view supported) {
-    return fields.Error("quantization_config",
-                        absl::StrCat(key, " ", value.dump(), " is not supported (", supported,
-                                     ")"));
+    return fields.Error("quantization_config", absl::StrCat(key, " ", value.dump(),
+                                                            " is not supported (", supported, ")"));
   };
   const Json method = quant->value("quant_method", Json());
   if (method != Json("fp8")) return refuse("quant_method", method, "only fp8");
@@ -114,9 +111,9 @@ absl::Status ParseQuantization(const Fields& fields, ModelConfig& config) {
   if (scheme != Json("dynamic")) return refuse("activation_scheme", scheme, "only dynamic");
   const Json block = quant->value("weight_block_size", Json());
   if (block != Json({128, 128})) return refuse("weight_block_size", block, "only [128, 128]");
-  RETURN_IF_ERROR(RejectUnknownKeys(
-      fields, "quantization_config", *quant,
-      {"quant_method", "fmt", "activation_scheme", "weight_block_size"}));
+  RETURN_IF_ERROR(
+      RejectUnknownKeys(fields, "quantization_config", *quant,
+                        {"quant_method", "fmt", "activation_scheme", "weight_block_size"}));
   config.fp8 = Fp8Quantization{.enabled = true, .block_rows = 128, .block_cols = 128};
   return absl::OkStatus();
 }
@@ -164,7 +161,8 @@ absl::Status ParseDeepseek(const Fields& fields, ModelConfig& config) {
   config.moe_naming = MoeNaming::kQwen;  // mlp.gate, mlp.experts.{e}.{gate,up,down}_proj
   ASSIGN_OR_RETURN(config.moe_intermediate_size,
                    fields.Int("moe_intermediate_size", family.moe_intermediate_size, 1));
-  ASSIGN_OR_RETURN(config.num_experts_per_tok, fields.Int("num_experts_per_tok", family.num_experts_per_tok, 1));
+  ASSIGN_OR_RETURN(config.num_experts_per_tok,
+                   fields.Int("num_experts_per_tok", family.num_experts_per_tok, 1));
   ASSIGN_OR_RETURN(config.norm_topk_prob, fields.Bool("norm_topk_prob", family.norm_topk_prob));
   ASSIGN_OR_RETURN(config.n_shared_experts, fields.Int("n_shared_experts", d.n_shared_experts, 0));
   ASSIGN_OR_RETURN(config.routed_scaling_factor,
@@ -183,8 +181,8 @@ absl::Status ParseDeepseek(const Fields& fields, ModelConfig& config) {
   } else if (scoring == "softmax") {
     config.scoring = ExpertScoring::kSoftmax;
   } else {
-    return fields.Error("scoring_func", absl::StrCat("\"", scoring,
-                                                     "\" is not supported (sigmoid or softmax)"));
+    return fields.Error("scoring_func",
+                        absl::StrCat("\"", scoring, "\" is not supported (sigmoid or softmax)"));
   }
   RETURN_IF_ERROR(fields.RejectUnless("ep_size", "ep_size is the serving's choice", Json(1)));
   config.moe_layer.resize(config.num_layers);

@@ -241,8 +241,7 @@ TEST(DeepseekConfigTest, AbsentFieldsTakeDeepseekV3ConfigDefaults) {
   EXPECT_EQ(c->moe_layer[2], false);
   EXPECT_EQ(c->moe_layer[3], true);
   // YaRN without the optional fields: beta 32 / 1, no mscale, the context as original.
-  Json yarn = {{"model_type", "deepseek_v3"},
-               {"rope_scaling", {{"type", "yarn"}, {"factor", 40}}}};
+  Json yarn = {{"model_type", "deepseek_v3"}, {"rope_scaling", {{"type", "yarn"}, {"factor", 40}}}};
   c = Parse(yarn);
   ASSERT_THAT(c, IsOk());
   EXPECT_DOUBLE_EQ(c->yarn_scaling.beta_fast, 32.0);
@@ -265,8 +264,8 @@ TEST(DeepseekConfigTest, RefusalsNameFieldAndValue) {
       {"topk_method", "group_limited_greedy", "topk_method", "group_limited_greedy"},
       {"scoring_func", "tanh", "scoring_func", "tanh"},
       {"rope_scaling", Json{{"type", "linear"}, {"factor", 2.0}}, "rope_scaling", "linear"},
-      {"rope_scaling", Json{{"type", "yarn"}, {"factor", 2.0}, {"truncate", false}},
-       "rope_scaling", "truncate"},
+      {"rope_scaling", Json{{"type", "yarn"}, {"factor", 2.0}, {"truncate", false}}, "rope_scaling",
+       "truncate"},
       {"rope_scaling", Json{{"type", "yarn"}}, "rope_scaling", "factor"},
       {"rope_scaling", Json{{"type", "yarn"}, {"factor", 0.5}}, "rope_scaling", "0.5"},
       {"quantization_config", Json{{"quant_method", "gptq"}}, "quantization_config", "gptq"},

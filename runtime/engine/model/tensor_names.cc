@@ -135,17 +135,19 @@ std::vector<TensorSpec> ModelTensorSpecs(const ModelConfig& config) {
           specs.push_back({RouterBiasName(i), {config.num_experts}, TensorRole::kRouterBias, i});
         }
         for (int e = 0; e < config.num_experts; ++e) {
-          AppendSwiGlu(i, hidden, config.moe_intermediate_size,
-                       [&](ExpertPart p) { return ExpertName(config, i, e, p); }, specs);
+          AppendSwiGlu(
+              i, hidden, config.moe_intermediate_size,
+              [&](ExpertPart p) { return ExpertName(config, i, e, p); }, specs);
         }
         if (config.n_shared_experts > 0) {
-          AppendSwiGlu(i, hidden,
-                       int64_t{config.n_shared_experts} * config.moe_intermediate_size,
-                       [&](ExpertPart p) { return SharedExpertName(i, p); }, specs);
+          AppendSwiGlu(
+              i, hidden, int64_t{config.n_shared_experts} * config.moe_intermediate_size,
+              [&](ExpertPart p) { return SharedExpertName(i, p); }, specs);
         }
       } else {
-        AppendSwiGlu(i, hidden, config.intermediate_size,
-                     [&](ExpertPart p) { return DenseMlpName(i, p); }, specs);
+        AppendSwiGlu(
+            i, hidden, config.intermediate_size, [&](ExpertPart p) { return DenseMlpName(i, p); },
+            specs);
       }
       continue;
     }

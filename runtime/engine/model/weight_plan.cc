@@ -46,16 +46,15 @@ void PlanMla(const ModelConfig& config, int i, LayerSource& layer) {
   if (d.q_lora_rank > 0) {
     m.q_a = Matrix(name("q_a"), {{MlaName(i, "q_a_proj"), d.q_lora_rank}}, hidden);
     m.q_a_norm = Vector(name("q_a_norm"), {{MlaName(i, "q_a_layernorm"), d.q_lora_rank}});
-    m.q_b = Matrix(name("q_b"), {{MlaName(i, "q_b_proj"), heads * d.qk_head_dim()}},
-                   d.q_lora_rank);
+    m.q_b = Matrix(name("q_b"), {{MlaName(i, "q_b_proj"), heads * d.qk_head_dim()}}, d.q_lora_rank);
   } else {
     m.q = Matrix(name("q"), {{MlaName(i, "q_proj"), heads * d.qk_head_dim()}}, hidden);
   }
   m.kv_a = Matrix(name("kv_a"), {{MlaName(i, "kv_a_proj_with_mqa"), d.latent_dim()}}, hidden);
   m.kv_a_norm = Vector(name("kv_a_norm"), {{MlaName(i, "kv_a_layernorm"), d.kv_lora_rank}});
-  m.kv_b = Matrix(name("kv_b"),
-                  {{MlaName(i, "kv_b_proj"), heads * (d.qk_nope_head_dim + d.v_head_dim)}},
-                  d.kv_lora_rank);
+  m.kv_b =
+      Matrix(name("kv_b"), {{MlaName(i, "kv_b_proj"), heads * (d.qk_nope_head_dim + d.v_head_dim)}},
+             d.kv_lora_rank);
   layer.o = Matrix(name("o"), {{MlaName(i, "o_proj"), hidden}}, heads * d.v_head_dim);
 }
 
@@ -71,10 +70,10 @@ LayerSource PlanLayer(const ModelConfig& config, int i, int rank, int world_size
     PlanMla(config, i, layer);
   } else {
     layer.qkv = Matrix(name("qkv"),
-                     {{AttentionName(i, "q_proj", "weight"), config.q_dim()},
-                      {AttentionName(i, "k_proj", "weight"), config.kv_dim()},
-                      {AttentionName(i, "v_proj", "weight"), config.kv_dim()}},
-                     hidden);
+                       {{AttentionName(i, "q_proj", "weight"), config.q_dim()},
+                        {AttentionName(i, "k_proj", "weight"), config.kv_dim()},
+                        {AttentionName(i, "v_proj", "weight"), config.kv_dim()}},
+                       hidden);
     layer.o = Matrix(name("o"), {{AttentionName(i, "o_proj", "weight"), hidden}}, config.q_dim());
   }
   layer.qkv_bias.label = name("qkv_bias");
@@ -105,10 +104,10 @@ LayerSource PlanLayer(const ModelConfig& config, int i, int rank, int world_size
     layer.router_bias = Vector(name("router_bias"), {{RouterBiasName(i), config.num_experts}});
   }
   if (config.n_shared_experts > 0) {
-    layer.shared = SwiGlu(name("shared_experts"), SharedExpertName(i, ExpertPart::kGate),
-                          SharedExpertName(i, ExpertPart::kUp),
-                          SharedExpertName(i, ExpertPart::kDown),
-                          config.n_shared_experts * config.moe_intermediate_size, hidden);
+    layer.shared =
+        SwiGlu(name("shared_experts"), SharedExpertName(i, ExpertPart::kGate),
+               SharedExpertName(i, ExpertPart::kUp), SharedExpertName(i, ExpertPart::kDown),
+               config.n_shared_experts * config.moe_intermediate_size, hidden);
   }
   layer.local = ExpertsOfRank(config.num_experts, rank, world_size);
   for (int e = layer.local.first; e < layer.local.end; ++e) {
@@ -161,8 +160,8 @@ std::vector<const WeightSource*> ModelPlan::All() const {
       add(*w);
     }
     const MlaSource& m = layer.mla_parts;
-    for (const WeightSource* w : {&m.q_a, &m.q_a_norm, &m.q_b, &m.q, &m.kv_a, &m.kv_a_norm,
-                                  &m.kv_b}) {
+    for (const WeightSource* w :
+         {&m.q_a, &m.q_a_norm, &m.q_b, &m.q, &m.kv_a, &m.kv_a_norm, &m.kv_b}) {
       add(*w);
     }
     if (!layer.is_moe) {

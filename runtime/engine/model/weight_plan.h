@@ -63,19 +63,19 @@ struct SwiGluSource {
 
 // Multi-head latent attention's weights (model_config.h MlaDims; tensor_names.h).
 struct MlaSource {
-  WeightSource q_a;       // [q_lora_rank, hidden]; no parts without q_lora_rank
-  WeightSource q_a_norm;  // [q_lora_rank]
-  WeightSource q_b;       // [heads * qk_head_dim, q_lora_rank]
-  WeightSource q;         // [heads * qk_head_dim, hidden]: q_proj when q_lora_rank is null
-  WeightSource kv_a;      // [kv_lora_rank + qk_rope_head_dim, hidden]
+  WeightSource q_a;        // [q_lora_rank, hidden]; no parts without q_lora_rank
+  WeightSource q_a_norm;   // [q_lora_rank]
+  WeightSource q_b;        // [heads * qk_head_dim, q_lora_rank]
+  WeightSource q;          // [heads * qk_head_dim, hidden]: q_proj when q_lora_rank is null
+  WeightSource kv_a;       // [kv_lora_rank + qk_rope_head_dim, hidden]
   WeightSource kv_a_norm;  // [kv_lora_rank]
   WeightSource kv_b;       // [heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank]
 };
 
 struct LayerSource {
   WeightSource attn_norm;
-  WeightSource qkv;       // [q_dim + 2 * kv_dim, hidden]: q rows, k rows, v rows (no parts
-                          // under MLA)
+  WeightSource qkv;  // [q_dim + 2 * kv_dim, hidden]: q rows, k rows, v rows (no parts
+                     // under MLA)
   bool mla = false;
   MlaSource mla_parts;    // under MLA
   WeightSource qkv_bias;  // vector of q_dim + 2 * kv_dim; no parts without attention bias
