@@ -27,6 +27,30 @@ absl::StatusOr<char32_t> SingleChar(const std::string& s, std::string_view what)
   return cp;
 }
 
+// `text` with every `from` replaced by `to`.
+void ReplaceAll(std::string_view from, std::string_view to, std::string* text) {
+  std::string out;
+  size_t copied = 0;
+  for (size_t at = text->find(from); at != std::string::npos; at = text->find(from, copied)) {
+    out.append(*text, copied, at - copied);
+    out.append(to);
+    copied = at + from.size();
+  }
+  if (copied == 0) return;
+  out.append(*text, copied);
+  *text = std::move(out);
+}
+
+// The WordPiece decoder's clean-up of one token, in Hugging Face's order.
+void WordPieceCleanup(std::string* token) {
+  static constexpr std::pair<std::string_view, std::string_view> kEdits[] = {
+      {" .", "."},   {" ?", "?"},     {" !", "!"},     {" ,", ","},
+      {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},   {" do not", " don't"},
+      {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
+  };
+  for (const auto& [from, to] : kEdits) ReplaceAll(from, to, token);
+}
+
 }  // namespace
 
 int FallbackByte(std::string_view token) {
@@ -112,6 +136,11 @@ absl::Status Decoder::Add(const nlohmann::json& config) {
                      StringField(config, "prepend_scheme", "decoder Metaspace", false,
                                  add_prefix_space ? "always" : "never"));
     step.prepend = scheme != "never";
+  } else if (type == "WordPiece") {
+    if (after_bytes || fused_) return order_error();
+    step.kind = Step::Kind::kWordPiece;
+    ASSIGN_OR_RETURN(step.from, StringField(config, "prefix", "decoder WordPiece", false, "##"));
+    ASSIGN_OR_RETURN(step.cleanup, BoolField(config, "cleanup", "decoder WordPiece", true));
   } else {
     return UnsupportedType("decoder", type);
   }
@@ -121,20 +150,19 @@ absl::Status Decoder::Add(const nlohmann::json& config) {
 
 void Decoder::ApplyStep(const Step& step, size_t index, std::string* token) {
   switch (step.kind) {
-    case Step::Kind::kReplace: {
-      std::string out;
-      size_t copied = 0;
-      for (size_t at = token->find(step.from); at != std::string::npos;
-           at = token->find(step.from, copied)) {
-        out.append(*token, copied, at - copied);
-        out.append(step.to);
-        copied = at + step.from.size();
-      }
-      if (copied == 0) return;
-      out.append(*token, copied);
-      *token = std::move(out);
+    case Step::Kind::kReplace:
+      ReplaceAll(step.from, step.to, token);
       return;
-    }
+    case Step::Kind::kWordPiece:
+      if (index != 0) {
+        if (!step.from.empty() && token->starts_with(step.from)) {
+          token->erase(0, step.from.size());
+        } else {
+          token->insert(0, 1, ' ');
+        }
+      }
+      if (step.cleanup) WordPieceCleanup(token);
+      return;
     case Step::Kind::kStrip: {
       std::vector<std::pair<size_t, char32_t>> cps;  // (byte offset, code point)
       for (size_t i = 0; i < token->size();) {

@@ -1,10 +1,14 @@
 // The "decoder" of a tokenizer.json, split into what each token contributes on its own
 // (so decoding can stream) and what applies to the whole text. Per token, in order:
-// Replace (string pattern), Strip (before a Fuse), Metaspace; then at most one byte
+// Replace (string pattern), Strip (before a Fuse), Metaspace, WordPiece (its prefix
+// joins a token to the previous one, other tokens get a space; `cleanup` applies
+// Hugging Face's per-token clean-up of spaces before punctuation); then at most one byte
 // stage: ByteLevel (the token's code points are bytes) or ByteFallback ("<0xHH>" is the
 // byte HH). Fuse concatenates (as streaming does anyway); a Strip after Fuse removes
 // leading characters of the whole text (`stop` must be 0). Without a decoder, tokens
-// are joined with spaces. Other decoders or orders fail FromJson, naming them.
+// are joined with spaces. Other decoders or orders fail FromJson, naming them: BPEDecoder
+// and CTC, which look past the token (at the last token, at the previous one), are
+// not supported.
 //
 // All bytes go through one UTF-8 decoder that turns each maximal invalid subsequence
 // into U+FFFD (see DecodeStream). Hugging Face's ByteFallback instead writes one U+FFFD
@@ -40,12 +44,14 @@ class Decoder {
 
  private:
   struct Step {
-    enum class Kind { kReplace, kStrip, kMetaspace };
+    enum class Kind { kReplace, kStrip, kMetaspace, kWordPiece };
     Kind kind;
-    std::string from, to;  // kReplace; kMetaspace: `from` is the replacement character
+    // kReplace; kMetaspace: `from` is the replacement character; kWordPiece: the prefix
+    std::string from, to;
     char32_t strip_char = ' ';
     size_t start = 0, stop = 0;  // kStrip
     bool prepend = true;         // kMetaspace: prepend_scheme is not "never"
+    bool cleanup = true;         // kWordPiece
   };
   enum class ByteStage { kNone, kByteLevel, kByteFallback };
 
