@@ -219,6 +219,9 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
       continue;  // paused in this pass: try again next step
     }
     const RequestId id = r->id();
+    // Prefix blocks brought back from a KV tier are copied in after the batch in
+    // flight: the request waits a step, keeping its cache (the kept-cache path below).
+    if (kv_->OnboardPending(id)) continue;
     int64_t position = r->context_position();
     bool created = false;
     const absl::Span<const int32_t> reuse_from =
@@ -233,6 +236,7 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
       rollback->RecordCreate(id);
       created = true;
       if (r->start_order() < 0) r->set_start_order(next_start_order_++);
+      if (kv_->OnboardPending(id)) continue;
       position = std::max(position, *reused);
     }
     const int64_t remaining = r->context_length() - position;

@@ -150,6 +150,7 @@ InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision,
                     decision.generation[0]->is_dummy();
   if (current_.padded) ++counters_.padded_steps;
   engine_->Launch(std::move(batch));
+  kv_->OnBatchLaunched();  // onboarding copies wait for this batch (kv_manager.h)
   return in_flight;
 }
 
@@ -161,6 +162,7 @@ absl::Status Executor::Complete(const InFlightBatch& batch) {
         absl::StrCat("engine step ", batch.step.value(),
                      " did not finish in time: ", result.status().message()));
   }
+  kv_->OnBatchCollected();  // the batch no longer reads any block
   if (result.ok() && result->sequences.size() != batch.entries.size()) {
     result = absl::InternalError(absl::StrCat("engine returned ", result->sequences.size(),
                                               " results for ", batch.entries.size(), " sequences"));
