@@ -112,6 +112,13 @@ main() {
   log "finding the checks"
   local checks
   checks="$(list_checks)" || die "bazel query failed"
+  # On the CPU execution layer (--config=cuda_cpu, a dry run without a GPU) the
+  # benchmarks are not built (bazel/cuda.bzl CUDA_GPU_ONLY): leave them out, by name.
+  if [[ " ${BUILD_FLAGS[*]} " == *" --config=cuda_cpu "* ]]; then
+    log "--config=cuda_cpu: the benchmarks are GPU-only, not packed:" \
+      "$(awk -F'\t' '$5 == "bench" { printf "%s%s", sep, $1; sep = " " }' <<<"$checks")"
+    checks="$(awk -F'\t' '$5 != "bench"' <<<"$checks")"
+  fi
   local labels=()
   local label timeout memcheck order kind estimate gtest
   while IFS=$'\t' read -r label timeout memcheck order kind estimate gtest; do
