@@ -1,0 +1,208 @@
+// The multi-turn workload on one rank (real executor, KV manager and CPU engine, the
+// tiny model) with a device pool of about a quarter of the working set, with no tier, a
+// host tier, and a small host tier over a disk tier: prefix hit rate (reused / prefill
+// tokens), tokens brought back per tier, and TTFT p50/p99 (wall clock from submission to
+// the first token; each wave queues all conversations at once). docs/perf.md §KV tiers.
+//
+//   bazel run //tests/executor:kv_tier_bench -- [runs]   (default 3)
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/check.h"
+#include "common/clock.h"
+#include "runtime/comm/in_process_communicator.h"
+#include "runtime/engine/cpu/cpu_engine.h"
+#include "runtime/engine/cpu/testing/test_models.h"
+#include "runtime/engine/model/make_model.h"
+#include "runtime/executor/executor.h"
+
+namespace lockstep::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kTpb = 8;
+constexpr int kConversations = 16;
+constexpr int kTurns = 4;
+constexpr int kSystemTokens = 64;
+constexpr int kUserTokens = 48;
+constexpr int kOutputTokens = 16;
+// Final context of a conversation: system + turns x (user + output) tokens.
+constexpr int kContextBlocks =
+    (kSystemTokens + kTurns * (kUserTokens + kOutputTokens) + kTpb - 1) / kTpb;
+constexpr int kWorkingSetBlocks = kConversations * kContextBlocks;
+constexpr int kDeviceBlocks = kWorkingSetBlocks / 4;
+
+enum class Tiers { kNone, kHost, kHostDisk };
+
+class TimingSink : public ResponseSink {
+ public:
+  void OnResponses(std::vector<Response> responses) override {
+    for (Response& r : responses) {
+      Entry& e = entries[r.id];
+      if (!r.tokens.empty() && e.tokens.empty()) e.first = Clock::now();
+      e.tokens.insert(e.tokens.end(), r.tokens.begin(), r.tokens.end());
+      if (r.finished) e.finished = true;
+    }
+  }
+  struct Entry {
+    Clock::time_point first;
+    std::vector<int32_t> tokens;
+    bool finished = false;
+  };
+  absl::flat_hash_map<RequestId, Entry> entries;
+};
+
+struct RunResult {
+  std::vector<double> ttft_ms;
+  int64_t context_tokens = 0;
+  int64_t reused_tokens = 0;
+  int64_t onboarded_host = 0;  // tokens
+  int64_t onboarded_disk = 0;
+  double onboard_gbps = 0;
+  double offload_gbps = 0;
+  int64_t inline_offloads = 0;
+};
+
+RunResult Run(const std::string& model_dir, Tiers tiers, uint64_t seed, const std::string& tmp) {
+  ExecutorConfig config;
+  config.instance = "bench";
+  config.scheduler.max_batch_size = 8;
+  config.scheduler.max_num_active_requests = 3;
+  config.scheduler.max_num_tokens = 512;
+  config.scheduler.chunk_size = 128;
+  config.kv.target.layout = *engine::ModelBlockLayout(model_dir, kTpb);
+  config.kv.target.num_blocks = kDeviceBlocks;
+  config.kv.dummy_reserved_tokens = 1;
+  const int64_t block_bytes = static_cast<int64_t>(config.kv.target.layout.BlockBytes());
+  if (tiers == Tiers::kHost) config.kv.tiers.host_bytes = 2 * kWorkingSetBlocks * block_bytes;
+  if (tiers == Tiers::kHostDisk) {
+    config.kv.tiers.host_bytes = kDeviceBlocks * block_bytes;
+    config.kv.tiers.disk_path = tmp + "/kv_disk";
+    config.kv.tiers.disk_bytes = 4 * kWorkingSetBlocks * block_bytes;
+  }
+  absl::StatusOr<std::unique_ptr<kv::KvManager>> kv = kv::KvManager::Create(config.kv);
+  LOCKSTEP_CHECK_OK(kv.status());
+  engine::CpuEngineOptions e;
+  e.model_dir = model_dir;
+  e.target_storage = reinterpret_cast<float*>((*kv)->Storage(kv::PoolKind::kTarget));
+  e.target_layout = config.kv.target.layout;
+  e.target_num_blocks = config.kv.target.num_blocks;
+  absl::StatusOr<std::unique_ptr<engine::ModelEngine>> engine = engine::CreateCpuEngine(e);
+  LOCKSTEP_CHECK_OK(engine.status());
+  std::unique_ptr<comm::Communicator> comm = comm::MakeSoloCommunicator();
+  TimingSink sink;
+  Executor::Deps deps;
+  deps.comm = comm.get();
+  deps.engine = engine->get();
+  deps.kv = *std::move(kv);
+  deps.clock = SystemClock::Get();
+  deps.sink = &sink;
+  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(config, std::move(deps));
+  LOCKSTEP_CHECK_OK(executor.status());
+
+  std::mt19937_64 rng(seed);
+  auto text = [&](int n) {
+    std::vector<int32_t> t;
+    for (int i = 0; i < n; ++i) t.push_back(static_cast<int32_t>(rng() % 256));
+    return t;
+  };
+  std::vector<int32_t> system = {engine::kByteBosToken};
+  for (int32_t t : text(kSystemTokens - 1)) system.push_back(t);
+  std::vector<std::vector<int32_t>> history(kConversations, system);
+  RunResult result;
+  int64_t next_id = 1;
+  for (int turn = 0; turn < kTurns; ++turn) {
+    std::vector<RequestId> wave;
+    std::vector<Clock::time_point> submitted;
+    for (int c = 0; c < kConversations; ++c) {
+      for (int32_t t : text(kUserTokens)) history[c].push_back(t);
+      NewRequestSpec s;
+      s.id = RequestId(next_id++);
+      s.prompt = history[c];
+      s.sampling.max_tokens = kOutputTokens;
+      s.sampling.ignore_eos = true;
+      wave.push_back(s.id);
+      submitted.push_back(Clock::now());
+      (*executor)->inbox().Push(std::move(s));
+    }
+    for (int step = 0; step < 100000; ++step) {
+      bool done = true;
+      for (RequestId id : wave) done = done && sink.entries[id].finished;
+      if (done) break;
+      LOCKSTEP_CHECK_OK((*executor)->Step());
+    }
+    for (int c = 0; c < kConversations; ++c) {
+      const TimingSink::Entry& e = sink.entries[wave[c]];
+      LOCKSTEP_CHECK(e.finished);
+      result.ttft_ms.push_back(
+          std::chrono::duration<double, std::milli>(e.first - submitted[c]).count());
+      history[c].insert(history[c].end(), e.tokens.begin(), e.tokens.end());
+    }
+  }
+  const ExecutorCounters counters = (*executor)->counters();
+  const kv::ManagerStats stats = (*executor)->kv().Stats();
+  result.context_tokens = counters.context_tokens;
+  result.reused_tokens = counters.reused_tokens;
+  result.onboarded_host = stats.tiers.onboarded_blocks[static_cast<int>(kv::Tier::kHost)] * kTpb;
+  result.onboarded_disk = stats.tiers.onboarded_blocks[static_cast<int>(kv::Tier::kDisk)] * kTpb;
+  if (stats.tiers.onboard_ns > 0) {
+    result.onboard_gbps = static_cast<double>(stats.tiers.onboard_bytes()) / stats.tiers.onboard_ns;
+  }
+  if (stats.tiers.offload_ns > 0) {
+    result.offload_gbps = static_cast<double>(stats.tiers.offloaded_blocks * block_bytes) /
+                          stats.tiers.offload_ns;
+  }
+  result.inline_offloads = stats.tiers.inline_offloads;
+  return result;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+  return v[i];
+}
+
+int Main(int argc, char** argv) {
+  const int runs = argc > 1 ? std::atoi(argv[1]) : 3;
+  if (std::getenv("TEST_TMPDIR") == nullptr) {
+    char pattern[] = "/tmp/kv_tier_bench.XXXXXX";
+    LOCKSTEP_CHECK(mkdtemp(pattern) != nullptr);
+    setenv("TEST_TMPDIR", pattern, 1);
+  }
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::string model_dir = engine::testing::PresetModelDir("tiny");
+  std::printf("multi-turn: %d conversations x %d turns (system %d, user %d, output %d tokens), "
+              "working set %d blocks of %d tokens, device pool %d blocks\n",
+              kConversations, kTurns, kSystemTokens, kUserTokens, kOutputTokens,
+              kWorkingSetBlocks, kTpb, kDeviceBlocks);
+  std::printf("%-10s %4s %9s %10s %10s %9s %9s %10s %10s\n", "tiers", "run", "hit_rate",
+              "host_hits", "disk_hits", "ttft_p50", "ttft_p99", "onb_GB/s", "off_GB/s");
+  for (const Tiers tiers : {Tiers::kNone, Tiers::kHost, Tiers::kHostDisk}) {
+    const char* name = tiers == Tiers::kNone ? "none" : tiers == Tiers::kHost ? "host" : "host+disk";
+    for (int run = 0; run < runs; ++run) {
+      const RunResult r = Run(model_dir, tiers, /*seed=*/1000 + run, tmp);
+      std::printf("%-10s %4d %9.3f %10lld %10lld %8.1fms %8.1fms %10.2f %10.2f\n", name, run,
+                  static_cast<double>(r.reused_tokens) / static_cast<double>(r.context_tokens),
+                  static_cast<long long>(r.onboarded_host), static_cast<long long>(r.onboarded_disk),
+                  Percentile(r.ttft_ms, 0.5), Percentile(r.ttft_ms, 0.99), r.onboard_gbps,
+                  r.offload_gbps);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace lockstep::exec
+
+int main(int argc, char** argv) { return lockstep::exec::Main(argc, argv); }
