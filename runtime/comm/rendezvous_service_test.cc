@@ -116,5 +116,28 @@ TEST(RendezvousServiceOptionsTest, WaitIsCappedByMaxWait) {
             grpc::StatusCode::DEADLINE_EXCEEDED);
 }
 
+// docs/security.md §3: beyond max_keys (2^20) a new key is RESOURCE_EXHAUSTED, while a
+// key already held may still be set again and read.
+TEST(RendezvousServiceOptionsTest, KeysBeyondMaxKeysAreRefused) {
+  RendezvousServiceOptions options;
+  options.max_keys = 3;
+  absl::StatusOr<std::unique_ptr<RendezvousServer>> server =
+      RendezvousServer::Start("127.0.0.1:0", options);
+  ASSERT_THAT(server, IsOk());
+  auto client = RendezvousClient::Connect((*server)->address(), "deployment-a");
+  EXPECT_THAT(client->Set("a", "1"), IsOk());
+  EXPECT_THAT(client->Set("b", "2"), IsOk());
+  EXPECT_THAT(client->Set("c", "3"), IsOk());
+  EXPECT_THAT(client->Set("d", "4"), StatusIs(absl::StatusCode::kResourceExhausted,
+                                              HasSubstr("holds 3 keys already")));
+  // Another key space shares the bound.
+  EXPECT_THAT(RendezvousClient::Connect((*server)->address(), "deployment-b")->Set("a", "1"),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(client->Set("a", "again"), IsOk());
+  absl::StatusOr<std::string> value = client->Get("a");
+  ASSERT_THAT(value, IsOk());
+  EXPECT_EQ(*value, "again");
+}
+
 }  // namespace
 }  // namespace lockstep::comm
