@@ -252,6 +252,9 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   kv.Double("free_memory_fraction", &instance.kv.free_memory_fraction);
   kv.Int("draft_num_blocks", &instance.kv.draft_num_blocks);
   kv.Bool("prefix_reuse", &instance.kv.prefix_reuse);
+  kv.Int("host_tier_bytes", &instance.kv.host_tier_bytes);
+  kv.String("disk_tier_path", &instance.kv.disk_tier_path);
+  kv.Int("disk_tier_bytes", &instance.kv.disk_tier_bytes);
   kv.Finish();
 
   MapReader transfer(reader.Child("transfer"), reader.PathOf("transfer"), errors);

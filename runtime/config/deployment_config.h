@@ -224,6 +224,12 @@ struct KvSettings {
   // Publish full blocks and reuse matching prompt prefixes (in every draft mode: a
   // paired draft pool reuses with the target, an unpaired one from its own tree).
   bool prefix_reuse = true;
+  // KV tiers below the target pool (docs/design.md §5.1; draft_pool none only): bytes of
+  // host memory per rank for evicted prefix blocks (0: off), and an optional disk tier
+  // (a directory and bytes per rank).
+  int64_t host_tier_bytes = 0;
+  std::string disk_tier_path;
+  int64_t disk_tier_bytes = 0;
 };
 
 // `instances[i].transfer:` — disaggregated KV transfer (context and generation roles).

@@ -65,6 +65,9 @@ absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::Deployment
   c.kv.draft.num_blocks = static_cast<int32_t>(instance.kv.draft_num_blocks);
   c.kv.draft.enable_prefix_reuse = instance.kv.prefix_reuse;
   c.kv.draft.reuse_salt = salt ^ 0x5bd1e995u;
+  c.kv.tiers.host_bytes = instance.kv.host_tier_bytes;
+  c.kv.tiers.disk_path = instance.kv.disk_tier_path;
+  c.kv.tiers.disk_bytes = instance.kv.disk_tier_bytes;
   if (c.scheduler.dummy_policy == sched::DummyPolicy::kReserved) {
     c.kv.dummy_reserved_tokens = static_cast<int32_t>(c.scheduler.generation_step_tokens());
   }

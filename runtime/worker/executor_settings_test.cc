@@ -153,6 +153,25 @@ TEST(ExecutorSettingsTest, TheEnginesWaitEndsBeforeCollectGivesUp) {
   }
 }
 
+TEST(ExecutorSettingsTest, KvTiersReachTheKvManagerAndNeedNoDraftPool) {
+  absl::StatusOr<config::DeploymentConfig> d =
+      config::LoadDeploymentConfig("deploy/local/agg_dep2.yaml");
+  ASSERT_THAT(d, IsOk());
+  config::InstanceConfig i = d->instances[0];
+  i.executor.draft_pool = config::DraftPool::kNone;
+  i.kv.host_tier_bytes = 1 << 20;
+  i.kv.disk_tier_path = "kv-disk";
+  i.kv.disk_tier_bytes = 1 << 22;
+  absl::StatusOr<exec::ExecutorConfig> c = MakeExecutorConfig(*d, i, 0, {1, 1, 1, 16}, {1, 1, 1, 16});
+  ASSERT_THAT(c, IsOk());
+  EXPECT_EQ(c->kv.tiers.host_bytes, 1 << 20);
+  EXPECT_EQ(c->kv.tiers.disk_path, "kv-disk");
+  EXPECT_EQ(c->kv.tiers.disk_bytes, 1 << 22);
+  i.executor.draft_pool = config::DraftPool::kPaired;
+  EXPECT_THAT(MakeExecutorConfig(*d, i, 0, {1, 1, 1, 16}, {1, 1, 1, 16}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("kv_tiers")));
+}
+
 TEST(ExecutorSettingsTest, AnInconsistentInstanceIsAnErrorNamingIt) {
   absl::StatusOr<config::DeploymentConfig> d =
       config::LoadDeploymentConfig("deploy/local/agg_dep2.yaml");
