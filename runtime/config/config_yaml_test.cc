@@ -159,6 +159,23 @@ TEST(ConfigYamlTest, CudaExampleParses) {
   EXPECT_TRUE(gpu.cuda.graphs);
 }
 
+TEST(ConfigYamlTest, CudaDisaggregatedExampleParses) {
+  absl::StatusOr<DeploymentConfig> config =
+      LoadDeploymentConfig("deploy/local/disagg_cuda_ctx_dep2_gen_dep2.yaml");
+  ASSERT_THAT(config, IsOk());
+  ASSERT_EQ(config->instances.size(), 2u);
+  for (const InstanceConfig& instance : config->instances) {
+    EXPECT_EQ(instance.engine, EngineKind::kCuda);
+    EXPECT_EQ(instance.world_size, 2);
+    EXPECT_EQ(instance.comm.engine_transport, CommTransport::kNccl);
+    EXPECT_EQ(instance.speculative.method, spec::Method::kDraftModel);
+    EXPECT_EQ(instance.cuda.dtype, CudaDtype::kBf16);
+  }
+  EXPECT_EQ(config->instances[0].role, InstanceRole::kContext);
+  EXPECT_EQ(config->instances[1].role, InstanceRole::kGeneration);
+  EXPECT_FALSE(config->model.draft_path.empty());
+}
+
 TEST(ConfigYamlTest, TwoAggregatedInstancesExampleParses) {
   absl::StatusOr<DeploymentConfig> config = LoadDeploymentConfig("deploy/local/agg_two_dep2.yaml");
   ASSERT_THAT(config, IsOk());
