@@ -11,8 +11,9 @@
 
 namespace lockstep::grammar {
 
-absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(
-    const GrammarSpec& spec, std::shared_ptr<const Vocabulary> vocabulary) {
+namespace {
+
+absl::StatusOr<Grammar> BuildGrammar(const GrammarSpec& spec) {
   absl::StatusOr<Grammar> grammar;
   switch (spec.kind) {
     case GrammarSpec::Kind::kJsonObject:
@@ -28,6 +29,16 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(
       grammar = EbnfGrammar(spec.text);
       break;
   }
+  return grammar;
+}
+
+}  // namespace
+
+absl::Status CheckGrammarSpec(const GrammarSpec& spec) { return BuildGrammar(spec).status(); }
+
+absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(
+    const GrammarSpec& spec, std::shared_ptr<const Vocabulary> vocabulary) {
+  absl::StatusOr<Grammar> grammar = BuildGrammar(spec);
   if (!grammar.ok()) return grammar.status();
   return CompiledGrammar::Create(*std::move(grammar), std::move(vocabulary));
 }

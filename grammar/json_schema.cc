@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -84,15 +85,52 @@ absl::Status CheckNesting(std::string_view text) {
   return absl::OkStatus();
 }
 
+// The top-level "x-lockstep-wrap" (json_schema.h).
+struct Wrap {
+  std::string begin, end, separator;
+  bool repeat = false;
+};
+
+absl::StatusOr<std::optional<Wrap>> TakeWrap(Json& schema) {
+  if (!schema.is_object() || !schema.contains("x-lockstep-wrap")) return std::nullopt;
+  const Json w = schema["x-lockstep-wrap"];
+  schema.erase("x-lockstep-wrap");
+  Wrap wrap;
+  if (!w.is_object()) {
+    return absl::InvalidArgumentError("JSON Schema: x-lockstep-wrap must be an object");
+  }
+  for (const auto& [key, value] : w.items()) {
+    if (key == "repeat" && value.is_boolean()) {
+      wrap.repeat = value.get<bool>();
+    } else if ((key == "begin" || key == "end" || key == "separator") && value.is_string()) {
+      (key == "begin" ? wrap.begin : key == "end" ? wrap.end : wrap.separator) =
+          value.get<std::string>();
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("JSON Schema: x-lockstep-wrap: unexpected '", key, "'"));
+    }
+  }
+  return wrap;
+}
+
 class SchemaCompiler {
  public:
   explicit SchemaCompiler(const Json* root) : root_(root) { json_ = AddJsonRules(&b_); }
 
-  absl::StatusOr<Grammar> Run() {
+  absl::StatusOr<Grammar> Run(const std::optional<Wrap>& wrap) {
     absl::StatusOr<Expr> value = Compile(*root_, "", 0);
     if (!value.ok()) return value.status();
     const int32_t root = b_.Rule("root");
-    b_.Define(root, Expr::Sequence({Ws(), *std::move(value), Ws()}));
+    if (!wrap.has_value()) {
+      b_.Define(root, Expr::Sequence({Ws(), *std::move(value), Ws()}));
+    } else {
+      const int32_t one = b_.NewRule("wrapped");
+      b_.Define(one, Expr::Sequence({Expr::Literal(wrap->begin), Ws(), *std::move(value), Ws(),
+                                     Expr::Literal(wrap->end)}));
+      Expr more = Expr::Star(Expr::Sequence({Expr::Literal(wrap->separator), Expr::Ref(one)}));
+      b_.Define(root, wrap->repeat ? Expr::Sequence({Expr::Ref(one), std::move(more)})
+                                   : Expr::Ref(one));
+    }
     absl::StatusOr<Grammar> g = b_.Build(root);
     if (!g.ok())
       return absl::InvalidArgumentError(absl::StrCat("JSON Schema: ", g.status().message()));
@@ -450,7 +488,9 @@ absl::StatusOr<Grammar> JsonSchemaGrammar(std::string_view schema_text) {
   Json schema = Json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded())
     return absl::InvalidArgumentError("JSON Schema: the schema is not valid JSON");
-  return SchemaCompiler(&schema).Run();
+  absl::StatusOr<std::optional<Wrap>> wrap = TakeWrap(schema);
+  if (!wrap.ok()) return wrap.status();
+  return SchemaCompiler(&schema).Run(*wrap);
 }
 
 }  // namespace lockstep::grammar

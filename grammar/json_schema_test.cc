@@ -1,5 +1,6 @@
 #include "grammar/json_schema.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grammar/testing_match.h"
 #include "gtest/gtest.h"
@@ -91,6 +92,27 @@ TEST(JsonSchemaTest, ErrorsNameTheProblemAndWhere) {
   }
   std::string deep(300, '[');
   EXPECT_THAT(JsonSchemaGrammar(deep).status().message(), HasSubstr("nested more than 256"));
+}
+
+TEST(JsonSchemaTest, WrapMatchesCallsBetweenMarkers) {
+  const char* call =
+      R"("type":"object","properties":{"name":{"const":"f"}},"required":["name"],
+         "additionalProperties":false)";
+  absl::StatusOr<Grammar> one = JsonSchemaGrammar(absl::StrCat(
+      R"({"x-lockstep-wrap":{"begin":"<c>\n","end":"\n</c>","separator":"\n"},)", call, "}"));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_TRUE(FullMatch(*one, "<c>\n{\"name\": \"f\"}\n</c>"));
+  EXPECT_FALSE(FullMatch(*one, "{\"name\": \"f\"}"));
+  EXPECT_FALSE(FullMatch(*one, "<c>\n{\"name\":\"f\"}\n</c>\n<c>\n{\"name\":\"f\"}\n</c>"));
+  absl::StatusOr<Grammar> many = JsonSchemaGrammar(absl::StrCat(
+      R"({"x-lockstep-wrap":{"begin":"<c>","end":"</c>","separator":";","repeat":true},)", call,
+      "}"));
+  ASSERT_TRUE(many.ok()) << many.status();
+  EXPECT_TRUE(FullMatch(*many, "<c>{\"name\":\"f\"}</c>;<c>{\"name\":\"f\"}</c>"));
+  EXPECT_FALSE(FullMatch(*many, "<c>{\"name\":\"f\"}</c>;"));
+  absl::StatusOr<Grammar> bad = JsonSchemaGrammar(R"({"x-lockstep-wrap":{"start":"x"}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("unexpected 'start'"));
 }
 
 }  // namespace

@@ -48,6 +48,8 @@ void Matcher::Rollback(int n) {
 
 bool Matcher::IsTerminated() const { return history_.back().terminated; }
 
+const Vocabulary& Matcher::vocabulary() const { return grammar_->vocabulary(); }
+
 bool Matcher::CanTerminate() const {
   return !history_.back().terminated && history_.back().state.can_end;
 }

@@ -56,6 +56,10 @@ class CompiledGrammar;
 absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(
     const GrammarSpec& spec, std::shared_ptr<const Vocabulary> vocabulary);
 
+// Whether `spec` compiles (the front end only, no vocabulary): the router's check before
+// it sends a request; InvalidArgument naming the problem.
+absl::Status CheckGrammarSpec(const GrammarSpec& spec);
+
 // Compiled grammars keyed by (spec, vocabulary identity), the least recently used
 // dropped beyond `capacity`. Thread-safe; a compile runs outside the lock (two threads
 // asking for the same new spec may both compile it). Failures are not cached.
@@ -98,6 +102,7 @@ class Matcher {
   bool CanTerminate() const;  // the grammar may end here
   bool IsDeadEnd() const;     // nothing (not even a stop token) may come next
   int num_accepted() const { return static_cast<int>(history_.size()) - 1; }
+  const Vocabulary& vocabulary() const;
 
  private:
   struct Step {
