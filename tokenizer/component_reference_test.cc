@@ -50,6 +50,7 @@ constexpr size_t kCorpusSize = 600;
 
 struct Exclusions {
   bool sigma = false, unassigned = false, astral_chinese = false, js_space = false, astral = false;
+  bool icu = true;  // code points ICU's Unicode 15.0 does not know
 };
 
 bool Excluded(std::string_view text, const Exclusions& exclusions) {
@@ -57,7 +58,9 @@ bool Excluded(std::string_view text, const Exclusions& exclusions) {
   while (pos < text.size()) {
     const char32_t cp = NextCodePoint(text, &pos);
     if (cp < 0x80) continue;
-    if (!IsAssignedInIcu(cp) && CategoryOf(cp) != GeneralCategory::kCn) return true;
+    if (exclusions.icu && !IsAssignedInIcu(cp) && CategoryOf(cp) != GeneralCategory::kCn) {
+      return true;
+    }
     if (exclusions.sigma && cp == 0x3A3) return true;
     if (exclusions.unassigned && CategoryOf(cp) == GeneralCategory::kCn) return true;
     if (exclusions.astral_chinese && cp > 0xFFFF && IsChineseChar(cp)) return true;
@@ -117,9 +120,9 @@ void ExpectSameAsReference(const nlohmann::json& config, const Exclusions& exclu
 }
 
 TEST(ComponentReferenceTest, UnicodeForms) {
-  for (const char* form : {"NFC", "NFD", "NFKC", "NFKD"}) {
-    ExpectSameAsReference({{"type", form}}, {});
-  }
+  // NFC and NFD are Lockstep's own, on the reference's Unicode version: every input.
+  for (const char* form : {"NFC", "NFD"}) ExpectSameAsReference({{"type", form}}, {.icu = false});
+  for (const char* form : {"NFKC", "NFKD"}) ExpectSameAsReference({{"type", form}}, {});
 }
 
 TEST(ComponentReferenceTest, Lowercase) {
@@ -130,8 +133,8 @@ TEST(ComponentReferenceTest, StripAccentsAfterNfd) {
   ExpectSameAsReference(
       {{"type", "Sequence"},
        {"normalizers", {{{"type", "NFD"}}, {{"type", "StripAccents"}}, {{"type", "NFC"}}}}},
-      {});
-  ExpectSameAsReference({{"type", "StripAccents"}}, {});
+      {.icu = false});
+  ExpectSameAsReference({{"type", "StripAccents"}}, {.icu = false});
 }
 
 TEST(ComponentReferenceTest, BertNormalizer) {

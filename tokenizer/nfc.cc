@@ -66,12 +66,16 @@ class InterestingSet {
     for (char32_t cp = kVBase; cp < kVBase + kVCount; ++cp) Set(cp);
     for (char32_t cp = kTBase + 1; cp < kTBase + kTCount; ++cp) Set(cp);
   }
-  bool Contains(char32_t cp) const { return cp >= 0x300 && (bits_[cp >> 6] >> (cp & 63) & 1) != 0; }
+  // For NFC: code points below U+0300 change only with a mark after them, which is
+  // interesting itself. For NFD: every code point with a decomposition.
+  bool Contains(char32_t cp, bool compose) const {
+    if (compose) return cp >= 0x300 && Bit(cp);
+    return Bit(cp) || (cp >= kSBase && cp < kSBase + kSCount);
+  }
 
  private:
-  void Set(char32_t cp) {
-    if (cp >= 0x300) bits_[cp >> 6] |= uint64_t{1} << (cp & 63);
-  }
+  bool Bit(char32_t cp) const { return (bits_[cp >> 6] >> (cp & 63) & 1) != 0; }
+  void Set(char32_t cp) { bits_[cp >> 6] |= uint64_t{1} << (cp & 63); }
   std::vector<uint64_t> bits_;
 };
 
@@ -96,8 +100,9 @@ void Decompose(char32_t cp, std::vector<char32_t>* out) {
   out->push_back(cp);
 }
 
-// Normalizes one span that starts at a starter (or at the text's start).
-void NormalizeSpan(std::string_view span, std::string* out) {
+// Normalizes one span that starts at a starter (or at the text's start): NFC, or NFD
+// without `compose`.
+void NormalizeSpan(std::string_view span, bool compose, std::string* out) {
   std::vector<char32_t> cps;
   for (size_t i = 0; i < span.size();) Decompose(NextCodePoint(span, &i), &cps);
   // Canonical ordering: a stable sort of each run of non-starters by class.
@@ -108,6 +113,10 @@ void NormalizeSpan(std::string_view span, std::string* out) {
       std::swap(cps[j], cps[j - 1]);
       std::swap(ranks[j], ranks[j - 1]);
     }
+  }
+  if (!compose) {
+    for (const char32_t cp : cps) AppendUtf8(cp, out);
+    return;
   }
   // Canonical composition: join each code point to the last starter unless blocked.
   size_t kept = 0;
@@ -130,9 +139,9 @@ void NormalizeSpan(std::string_view span, std::string* out) {
   for (size_t i = 0; i < kept; ++i) AppendUtf8(cps[i], out);
 }
 
-}  // namespace
-
-std::string ToNfc(std::string_view text) {
+// Code points outside Interesting() are starters that neither decompose nor compose with
+// what precedes them: NFC and NFD leave them, and the order around them, as they are.
+std::string Normalize(std::string_view text, bool compose) {
   const InterestingSet& interesting = Interesting();
   std::string out;
   size_t copied = 0;         // text[0, copied) is in `out` (or normalized into it)
@@ -141,7 +150,7 @@ std::string ToNfc(std::string_view text) {
   size_t i = 0;
   while (i < text.size()) {
     const size_t start = i;
-    if (!interesting.Contains(NextCodePoint(text, &i))) {
+    if (!interesting.Contains(NextCodePoint(text, &i), compose)) {
       last_boundary = start;
       have_boundary = true;
       continue;
@@ -150,12 +159,12 @@ std::string ToNfc(std::string_view text) {
     size_t span_end = i;
     while (span_end < text.size()) {
       size_t next = span_end;
-      if (!interesting.Contains(NextCodePoint(text, &next))) break;
+      if (!interesting.Contains(NextCodePoint(text, &next), compose)) break;
       span_end = next;
     }
     if (out.empty()) out.reserve(text.size() + 16);
     out.append(text.substr(copied, span_begin - copied));
-    NormalizeSpan(text.substr(span_begin, span_end - span_begin), &out);
+    NormalizeSpan(text.substr(span_begin, span_end - span_begin), compose, &out);
     copied = span_end;
     i = span_end;
     have_boundary = false;
@@ -164,5 +173,11 @@ std::string ToNfc(std::string_view text) {
   out.append(text.substr(copied));
   return out;
 }
+
+}  // namespace
+
+std::string ToNfc(std::string_view text) { return Normalize(text, /*compose=*/true); }
+
+std::string ToNfd(std::string_view text) { return Normalize(text, /*compose=*/false); }
 
 }  // namespace lockstep::tok

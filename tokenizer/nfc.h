@@ -1,7 +1,7 @@
-// Unicode Normalization Form C (canonical decomposition, canonical ordering, canonical
-// composition), for the "NFC" normalizer of Hugging Face tokenizers (Qwen's, among
-// others). Runs of text that NFC cannot change are copied as they are, so ASCII, CJK
-// and already-composed text cost one table lookup per character.
+// Unicode Normalization Forms C (canonical decomposition, canonical ordering, canonical
+// composition) and D (without the composition), for the "NFC" and "NFD" normalizers of
+// Hugging Face tokenizers (Qwen's uses NFC). Runs of text that NFC cannot change are copied as they
+// are, so ASCII, CJK and already-composed text cost one table lookup per character.
 #ifndef LOCKSTEP_TOKENIZER_NFC_H_
 #define LOCKSTEP_TOKENIZER_NFC_H_
 
@@ -12,6 +12,9 @@ namespace lockstep::tok {
 
 // `text` (valid UTF-8) in NFC.
 std::string ToNfc(std::string_view text);
+
+// `text` (valid UTF-8) in NFD (canonical decomposition and ordering, no composition).
+std::string ToNfd(std::string_view text);
 
 }  // namespace lockstep::tok
 

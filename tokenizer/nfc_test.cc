@@ -29,5 +29,15 @@ TEST(NfcTest, UnchangedTextIsCopied) {
   EXPECT_EQ(ToNfc("xx e\u0301 yy o\u0308!"), "xx \u00E9 yy \u00F6!");
 }
 
+TEST(NfdTest, DecomposesAndReorders) {
+  EXPECT_EQ(ToNfd("\u00E9"), "e\u0301");
+  EXPECT_EQ(ToNfd("\u1E69"), "s\u0323\u0307");
+  EXPECT_EQ(ToNfd("s\u0307\u0323"), "s\u0323\u0307");  // reordered, not composed
+  EXPECT_EQ(ToNfd("\u212B"), "A\u030A");
+  EXPECT_EQ(ToNfd("\uAC01"), "\u1100\u1161\u11A8");
+  EXPECT_EQ(ToNfd("\uFB01 plain \u4E2D"), "\uFB01 plain \u4E2D");  // no compatibility mapping
+  EXPECT_EQ(ToNfd("x\u00E9y\u00F6"), "xe\u0301yo\u0308");
+}
+
 }  // namespace
 }  // namespace lockstep::tok

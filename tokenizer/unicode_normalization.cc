@@ -40,7 +40,9 @@ const icu::Normalizer2& Instance(NormalForm form) {
 }  // namespace
 
 std::string ToNormalForm(NormalForm form, std::string_view text) {
-  return form == NormalForm::kNfc ? ToNfc(text) : IcuNormalForm(form, text);
+  if (form == NormalForm::kNfc) return ToNfc(text);
+  if (form == NormalForm::kNfd) return ToNfd(text);
+  return IcuNormalForm(form, text);
 }
 
 std::string IcuNormalForm(NormalForm form, std::string_view text) {

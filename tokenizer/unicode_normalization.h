@@ -1,12 +1,12 @@
-// Unicode normalization forms and lowercasing for the tokenizer's normalizers. NFC is
-// Lockstep's own (nfc.h, tables of Unicode 17.0 read off the JavaScript reference's
-// ICU); NFD, NFKC, NFKD and lowercasing are ICU's (libicu-dev).
+// Unicode normalization forms and lowercasing for the tokenizer's normalizers. NFC and
+// NFD are Lockstep's own (nfc.h, tables of Unicode 17.0 read off the JavaScript
+// reference's ICU); NFKC, NFKD and lowercasing are ICU's (libicu-dev).
 //
 // Why NFC stays ours (docs/perf.md, "Tokenizer normalization"): Debian 12's ICU is as
 // fast on text NFC leaves unchanged and faster on text it changes, but it implements
 // Unicode 15.0, and the reference runs Unicode 17.0: with ICU's NFC the byte-exact
-// reference test fails (Qwen 3, a random string with a combining mark that Unicode
-// 16.0 added). The ICU-backed forms keep that caveat: code points assigned since 15.0
+// reference test fails (Qwen 3, a random string with a combining mark added by Unicode
+// 16.0 or 17.0). The ICU-backed ones keep that caveat: code points assigned since 15.0
 // are not decomposed, reordered or lowercased here.
 //
 // All functions are thread-safe (ICU's normalizer instances are immutable singletons).
