@@ -32,11 +32,26 @@ absl::StatusOr<std::unique_ptr<GrpcTransceiver>> GrpcTransceiver::Create(
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<GrpcTransceiver> t(new GrpcTransceiver(std::move(options), clock));
   const GrpcTransceiverOptions& o = t->options_;
-  ASSIGN_OR_RETURN(t->server_,
-                   KvTransferServer::Start(o.server, o.descriptor, o.copiers, t->claims_, o.hooks));
-  t->receivers_ = std::make_unique<ReceiveWorkers>(
-      o.max_concurrent_receives, std::make_unique<KvPuller>(o.descriptor, o.copiers, o.name, o.hooks),
-      t->events_, o.pull_over_tcp);
+  std::shared_ptr<UcxWorker> ucx;
+  if (o.ucx) {
+    absl::StatusOr<std::shared_ptr<UcxWorker>> worker = UcxWorker::Create(o.name, o.ucx_hooks);
+    if (!worker.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          "transfer.transport ucx: ", worker.status().message(),
+          " (check UCX_TLS and UCX_NET_DEVICES, or use transport tcp)"));
+    }
+    ucx = std::move(*worker);
+  }
+  ASSIGN_OR_RETURN(t->server_, KvTransferServer::Start(o.server, o.descriptor, o.copiers,
+                                                       t->claims_, o.hooks, ucx));
+  auto puller = std::make_unique<KvPuller>(o.descriptor, o.copiers, o.name, o.hooks);
+  std::unique_ptr<UcxPuller> ucx_puller;
+  if (ucx != nullptr) {
+    ucx_puller = std::make_unique<UcxPuller>(*puller, o.descriptor, o.copiers, std::move(ucx));
+  }
+  t->receivers_ =
+      std::make_unique<ReceiveWorkers>(o.max_concurrent_receives, std::move(puller), t->events_,
+                                       o.pull_over_tcp, std::move(ucx_puller));
   return t;
 }
 

@@ -3,7 +3,8 @@
 // requests it holds under transfer claims (send_claims.h); as a generation rank it pulls
 // its requests' KV on its own receive threads (receive_workers.h, kv_puller.h). gRPC
 // carries the control (claims, refusals, the data plane's address); the KV bytes go
-// over the TCP data plane (tcp_wire.h), or over gRPC when either side has it off.
+// over the UCX data plane (ucx_worker.h, when both sides have `ucx` on), else the TCP
+// data plane (tcp_wire.h), or over gRPC when either side has it off.
 //
 //   GrpcTransceiverOptions options;
 //   options.name = "gen0 rank 2";
@@ -56,8 +57,13 @@ struct GrpcTransceiverOptions {
   // Pull over a context rank's TCP data plane when it has one (served when
   // server.tcp_data_plane); otherwise, or when false, over gRPC.
   bool pull_over_tcp = true;
+  // Serve and pull over a UCX data plane too (docs/transfer-ucx.md): a pull goes over
+  // UCX where the context rank has it, else as above. UCX's own transport choice comes
+  // from the environment (UCX_TLS, UCX_NET_DEVICES).
+  bool ucx = false;
   // Test hooks; empty in production.
   TransferHooks hooks;
+  UcxWorkerHooks ucx_hooks;
 
   absl::Status Validate() const;
 };
@@ -87,12 +93,17 @@ class GrpcTransceiver : public Transceiver {
   std::string data_plane_address() const { return server_->tcp_address(); }
   // Its TCP data plane (stats for tests); null without one.
   const TcpDataServer* data_plane() const { return server_->tcp_data_server(); }
+  // Its UCX data plane (stats for tests); null without one.
+  const UcxDataServer* ucx_data_plane() const { return server_->ucx_data_server(); }
 
   // Receives pulled over a peer's TCP data plane, and over gRPC.
   int64_t pulls_over_tcp() const { return receivers_->pulls_over_tcp(); }
   int64_t pulls_over_grpc() const { return receivers_->pulls_over_grpc(); }
   // Of those over gRPC, the ones a peer's data plane refused (receive_workers.h).
   int64_t pulls_fallen_back() const { return receivers_->pulls_fallen_back(); }
+  // Receives pulled over UCX, and those that fell back from UCX to the others.
+  int64_t pulls_over_ucx() const { return receivers_->pulls_over_ucx(); }
+  int64_t ucx_fallbacks() const { return receivers_->ucx_fallbacks(); }
 
   // Blocks until an ended transfer waits to be polled, or `timeout` passes; true when
   // one waits. For callers with nothing else to do (tests, benchmarks); lease expiry is

@@ -82,9 +82,11 @@ class KvPuller {
   absl::Status PullTcp(const TcpSocket& socket, const ReceiveSpec& spec, PullControl& control,
                        TcpOutcome* outcome) const;
 
- private:
-  // What this rank asks the context rank for.
+  // What this rank asks the context rank for (also the UCX data plane's offer request,
+  // ucx_puller.h).
   lockstep::v1::PullRequest Request(const ReceiveSpec& spec) const;
+
+ private:
 
   const KvDescriptor descriptor_;
   const KvCopiers copiers_;

@@ -78,6 +78,7 @@ absl::Status KvTransferServerOptions::Validate() const {
         absl::StrCat("max_concurrent_pulls must be >= 1, got ", max_concurrent_pulls));
   }
   if (tcp_data_plane) RETURN_IF_ERROR(data_plane.Validate());
+  RETURN_IF_ERROR(ucx.Validate());
   if (const absl::StatusOr<HostPort> listen = ParseHostPort(listen_address); !listen.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("listen_address: ", listen.status().message()));
   }
@@ -99,7 +100,7 @@ KvTransferServer::KvTransferServer(const KvTransferServerOptions& options, KvDes
 
 absl::StatusOr<std::unique_ptr<KvTransferServer>> KvTransferServer::Start(
     const KvTransferServerOptions& options, KvDescriptor descriptor, KvCopiers copiers,
-    std::shared_ptr<SendClaims> claims, TransferHooks hooks) {
+    std::shared_ptr<SendClaims> claims, TransferHooks hooks, std::shared_ptr<UcxWorker> ucx_worker) {
   RETURN_IF_ERROR(options.Validate());
   RETURN_IF_ERROR(descriptor.Validate());
   RETURN_IF_ERROR(CheckCopiers(descriptor, copiers));
@@ -122,6 +123,18 @@ absl::StatusOr<std::unique_ptr<KvTransferServer>> KvTransferServer::Start(
   server->checked_service_ =
       security::RequireClusterToken<lockstep::v1::KvTransferService>(&server->service_);
   builder.RegisterService(server->checked_service_.get());
+  if (ucx_worker != nullptr) {
+    KvTransferServer* self = server.get();
+    UcxDataServer::Handler handler = [self](const PullRequest& request, absl::Time deadline,
+                                            ChunkSink& sink) {
+      return self->ServePull(request, deadline, /*context=*/nullptr, sink);
+    };
+    ASSIGN_OR_RETURN(server->ucx_, UcxDataServer::Start(std::move(ucx_worker), server->descriptor_,
+                                                        std::move(handler), options.ucx));
+    server->checked_ucx_service_ =
+        security::RequireClusterToken<lockstep::v1::KvUcxService>(server->ucx_.get());
+    builder.RegisterService(server->checked_ucx_service_.get());
+  }
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   builder.SetMaxSendMessageSize(static_cast<int>(kMaxChunkMessageBytes));
   server->server_ = builder.BuildAndStart();
@@ -144,6 +157,7 @@ void KvTransferServer::Shutdown(absl::Duration grace) {
   if (server_ == nullptr && tcp_ == nullptr) return;  // never started
   claims_->Shutdown();
   if (tcp_ != nullptr) tcp_->Shutdown();
+  if (ucx_ != nullptr) ucx_->Shutdown();
   if (server_ == nullptr) return;
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();

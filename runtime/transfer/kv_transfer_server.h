@@ -34,6 +34,8 @@
 #include "runtime/transfer/send_claims.h"
 #include "runtime/transfer/tcp_data_server.h"
 #include "runtime/transfer/transfer_hooks.h"
+#include "runtime/transfer/ucx_data_server.h"
+#include "runtime/transfer/ucx_worker.h"
 
 namespace lockstep::transfer {
 
@@ -52,16 +54,20 @@ struct KvTransferServerOptions {
   bool tcp_data_plane = true;
   // Its connection bounds and handshake deadline.
   TcpDataServerOptions data_plane;
+  // The UCX data plane's bounds (served when Start is given a UCX worker).
+  UcxDataServerOptions ucx;
 
   absl::Status Validate() const;
 };
 
 class KvTransferServer {
  public:
-  // Listens and serves. The copiers must stay valid until the server is destroyed.
+  // Listens and serves. The copiers must stay valid until the server is destroyed. With
+  // `ucx_worker`, also serves KvUcxService (ucx_data_server.h) on the same port.
   static absl::StatusOr<std::unique_ptr<KvTransferServer>> Start(
       const KvTransferServerOptions& options, KvDescriptor descriptor, KvCopiers copiers,
-      std::shared_ptr<SendClaims> claims, TransferHooks hooks = {});
+      std::shared_ptr<SendClaims> claims, TransferHooks hooks = {},
+      std::shared_ptr<UcxWorker> ucx_worker = nullptr);
   ~KvTransferServer();  // Shutdown(1s) if not done
   KvTransferServer(const KvTransferServer&) = delete;
   KvTransferServer& operator=(const KvTransferServer&) = delete;
@@ -72,6 +78,8 @@ class KvTransferServer {
   std::string tcp_address() const { return tcp_ == nullptr ? "" : tcp_->address(); }
   // The TCP data plane; null without one.
   const TcpDataServer* tcp_data_server() const { return tcp_.get(); }
+  // The UCX data plane; null without one.
+  const UcxDataServer* ucx_data_server() const { return ucx_.get(); }
 
   // Aborts running pulls (their claims end with kUnavailable), refuses new ones, and
   // stops the server; calls still running after `grace` are cancelled. Blocks until
@@ -105,6 +113,8 @@ class KvTransferServer {
   RawPullService service_;
   std::unique_ptr<grpc::Service> checked_service_;  // service_ behind the cluster token
   std::unique_ptr<TcpDataServer> tcp_;
+  std::unique_ptr<UcxDataServer> ucx_;
+  std::unique_ptr<grpc::Service> checked_ucx_service_;  // ucx_ behind the cluster token
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
 

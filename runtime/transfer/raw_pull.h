@@ -62,6 +62,9 @@ class RawPullStub {
   // `deadline`.
   absl::StatusOr<std::string> DataPlaneAddress(absl::Time deadline);
 
+  // The channel to the context rank (shared with the UCX data plane's stub).
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+
  private:
   std::shared_ptr<grpc::Channel> channel_;
   grpc::internal::RpcMethod method_;

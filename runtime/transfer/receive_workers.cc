@@ -12,8 +12,12 @@
 namespace lockstep::transfer {
 
 ReceiveWorkers::ReceiveWorkers(int num_threads, std::unique_ptr<KvPuller> puller,
-                               std::shared_ptr<EventQueue> events, bool pull_over_tcp)
-    : puller_(std::move(puller)), events_(std::move(events)), pull_over_tcp_(pull_over_tcp) {
+                               std::shared_ptr<EventQueue> events, bool pull_over_tcp,
+                               std::unique_ptr<UcxPuller> ucx)
+    : puller_(std::move(puller)),
+      ucx_(std::move(ucx)),
+      events_(std::move(events)),
+      pull_over_tcp_(pull_over_tcp) {
   for (int i = 0; i < std::max(1, num_threads); ++i) threads_.emplace_back([this] { Loop(); });
 }
 
@@ -83,6 +87,14 @@ RawPullStub& ReceiveWorkers::StubFor(const std::string& address) {
   return *stub;
 }
 
+lockstep::v1::KvUcxService::Stub& ReceiveWorkers::UcxStubFor(const std::string& address) {
+  std::shared_ptr<grpc::Channel> channel = StubFor(address).channel();
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<lockstep::v1::KvUcxService::Stub>& stub = ucx_stubs_[address];
+  if (stub == nullptr) stub = lockstep::v1::KvUcxService::NewStub(channel);
+  return *stub;
+}
+
 void ReceiveWorkers::NoteFallback(const std::string& address, const absl::Status& why) {
   ++pulls_fallen_back_;
   {
@@ -97,6 +109,25 @@ void ReceiveWorkers::NoteFallback(const std::string& address, const absl::Status
 
 absl::Status ReceiveWorkers::Pull(const ReceiveSpec& spec, PullControl& control) {
   const ContextHandle& source = spec.source;
+  if (ucx_ != nullptr) {
+    if (control.cancelled()) return ReceiveCancelledError(spec.blocks.id);
+    UcxPuller::Outcome outcome;
+    absl::Status status = ucx_->Pull(UcxStubFor(source.address), spec, control, &outcome);
+    if (!outcome.fall_back) {
+      ++pulls_over_ucx_;
+      return status;
+    }
+    ++ucx_fallbacks_;
+    bool first = false;
+    {
+      absl::MutexLock lock(&mu_);
+      first = ucx_fallbacks_logged_.insert(source.address).second;
+    }
+    if (first) {
+      LOCKSTEP_LOG_WARN("transfer", "KV pulls from {} fall back from UCX: {} (logged once per peer)",
+                        source.address, status.ToString());
+    }
+  }
   RawPullStub& stub = StubFor(source.address);
   const auto over_grpc = [&] {
     ++pulls_over_grpc_;

@@ -28,6 +28,7 @@
 #include "runtime/transfer/event_queue.h"
 #include "runtime/transfer/kv_puller.h"
 #include "runtime/transfer/raw_pull.h"
+#include "runtime/transfer/ucx_puller.h"
 
 namespace lockstep::transfer {
 
@@ -38,8 +39,13 @@ class ReceiveWorkers {
   // plane cannot be asked, reached or entered, or closes a fresh connection before
   // answering (a full or flooded data plane, tcp_data_server.h): gRPC then reports the
   // peer's own error if it is down.
+  //
+  // With `ucx` (built on `puller`), a pull first asks the context rank for a UCX offer
+  // (ucx_puller.h) and goes on as above only where the peer has no UCX data plane or
+  // refuses the offer (the claim untouched).
   ReceiveWorkers(int num_threads, std::unique_ptr<KvPuller> puller,
-                 std::shared_ptr<EventQueue> events, bool pull_over_tcp = true);
+                 std::shared_ptr<EventQueue> events, bool pull_over_tcp = true,
+                 std::unique_ptr<UcxPuller> ucx = nullptr);
   ~ReceiveWorkers();  // Shutdown()
   ReceiveWorkers(const ReceiveWorkers&) = delete;
   ReceiveWorkers& operator=(const ReceiveWorkers&) = delete;
@@ -63,6 +69,9 @@ class ReceiveWorkers {
   int64_t pulls_over_tcp() const { return pulls_over_tcp_.load(); }
   int64_t pulls_over_grpc() const { return pulls_over_grpc_.load(); }
   int64_t pulls_fallen_back() const { return pulls_fallen_back_.load(); }
+  // Pulls that went over UCX, and those that fell back from UCX to the others.
+  int64_t pulls_over_ucx() const { return pulls_over_ucx_.load(); }
+  int64_t ucx_fallbacks() const { return ucx_fallbacks_.load(); }
 
  private:
   struct Receive {
@@ -77,18 +86,27 @@ class ReceiveWorkers {
   void NoteFallback(const std::string& address, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   // The stub for `address` (one channel per context rank, kept for reuse).
   RawPullStub& StubFor(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+  // The UCX control stub for `address`, on the same channel.
+  lockstep::v1::KvUcxService::Stub& UcxStubFor(const std::string& address)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::unique_ptr<KvPuller> puller_;
+  const std::unique_ptr<UcxPuller> ucx_;  // null: no UCX; references *puller_
   const std::shared_ptr<EventQueue> events_;
   const bool pull_over_tcp_;
   std::atomic<int64_t> pulls_over_tcp_{0};
   std::atomic<int64_t> pulls_over_grpc_{0};
   std::atomic<int64_t> pulls_fallen_back_{0};
+  std::atomic<int64_t> pulls_over_ucx_{0};
+  std::atomic<int64_t> ucx_fallbacks_{0};
   DataConnections connections_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<RequestId, Receive> receives_ ABSL_GUARDED_BY(mu_);
   std::deque<RequestId> queue_ ABSL_GUARDED_BY(mu_);  // queued, not running
   absl::flat_hash_map<std::string, std::unique_ptr<RawPullStub>> stubs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<lockstep::v1::KvUcxService::Stub>> ucx_stubs_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> ucx_fallbacks_logged_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> fallbacks_logged_ ABSL_GUARDED_BY(mu_);  // peer addresses
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

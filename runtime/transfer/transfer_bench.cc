@@ -1,7 +1,9 @@
 // transfer_bench: KV transfer throughput between two processes over loopback — a
 // context rank (a child process, forked before any gRPC object exists) and a
 // generation rank (this process) — through GrpcTransceiver, over its TCP data plane
-// (BM_DataPlane, the default) and over gRPC only (BM_GrpcTransfer), against a raw TCP
+// (BM_DataPlane, the default), over UCX (BM_Ucx: one-sided gets, on the transports
+// UCX_TLS names, e.g. UCX_TLS=shm,self or tcp,self) and over gRPC only
+// (BM_GrpcTransfer), against a raw TCP
 // stream of the same bytes (the same blocks, read from the same slab and received
 // straight into the same destination blocks with readv) measured in the same run.
 //
@@ -197,6 +199,7 @@ int RunContext(int commands, int replies, size_t chunk_bytes) {
   options.descriptor = TinyMoe();
   options.copiers = kv.copiers();
   options.server.chunk_bytes = chunk_bytes;
+  options.ucx = true;  // offered only to pullers that ask over UCX
   absl::StatusOr<std::unique_ptr<GrpcTransceiver>> ctx =
       GrpcTransceiver::Create(options, SystemClock::Get());
   if (!ctx.ok()) Die(ctx.status().ToString());
@@ -252,6 +255,7 @@ struct Bench {
   std::unique_ptr<Kv> kv;
   std::unique_ptr<GrpcTransceiver> gen;       // pulls over the TCP data plane
   std::unique_ptr<GrpcTransceiver> gen_grpc;  // pulls over gRPC
+  std::unique_ptr<GrpcTransceiver> gen_ucx;   // pulls over UCX
   int64_t next_id = 1;
 };
 Bench* bench = nullptr;
@@ -334,6 +338,8 @@ void BM_DataPlane(benchmark::State& state) { Transfer(state, *bench->gen, "data 
 
 void BM_GrpcTransfer(benchmark::State& state) { Transfer(state, *bench->gen_grpc, "gRPC"); }
 
+void BM_Ucx(benchmark::State& state) { Transfer(state, *bench->gen_ucx, "UCX"); }
+
 void BM_RawTcp(benchmark::State& state) {
   const int64_t blocks = state.range(0);
   ClearDestination();
@@ -373,12 +379,26 @@ class RatioReporter : public benchmark::ConsoleReporter {
   // Each transport against raw TCP, per request size: throughput and its ratio, CPU per
   // GB of both processes and the ratio raw / transport (1.0: the same cost).
   void PrintRatios() const {
-    for (const char* series : {"BM_DataPlane/", "BM_GrpcTransfer/"}) PrintRatios(series);
+    for (const char* series : {"BM_DataPlane/", "BM_Ucx/", "BM_GrpcTransfer/"}) {
+      PrintRatios(series);
+    }
+    // UCX against the TCP data plane.
+    for (const auto& [key, ucx] : medians_) {
+      const auto& [name, counter] = key;
+      if (name.rfind("BM_Ucx/", 0) != 0 || counter != "bytes_per_second") continue;
+      const std::string size = name.substr(name.find('/') + 1);
+      auto tcp = medians_.find({"BM_DataPlane/" + size, counter});
+      if (tcp == medians_.end()) continue;
+      std::printf("blocks %s: UCX / data plane %.2f\n", size.substr(0, size.find('/')).c_str(),
+                  ucx / tcp->second);
+    }
   }
 
  private:
   void PrintRatios(const std::string& series) const {
-    const char* label = series == "BM_DataPlane/" ? "data plane" : "gRPC";
+    const char* label = series == "BM_DataPlane/" ? "data plane"
+                        : series == "BM_Ucx/"     ? "UCX"
+                                                  : "gRPC";
     for (const auto& [key, grpc] : medians_) {
       const auto& [name, counter] = key;
       if (name.rfind(series, 0) != 0 || counter != "bytes_per_second") continue;
@@ -456,6 +476,12 @@ int main(int argc, char** argv) {
       GrpcTransceiver::Create(options, lockstep::SystemClock::Get());
   if (!gen_grpc.ok()) Die(gen_grpc.status().ToString());
   state.gen_grpc = std::move(*gen_grpc);
+  options.pull_over_tcp = true;
+  options.ucx = true;
+  absl::StatusOr<std::unique_ptr<GrpcTransceiver>> gen_ucx =
+      GrpcTransceiver::Create(options, lockstep::SystemClock::Get());
+  if (!gen_ucx.ok()) Die(gen_ucx.status().ToString());
+  state.gen_ucx = std::move(*gen_ucx);
   state.raw_fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -469,6 +495,10 @@ int main(int argc, char** argv) {
 
   for (const int64_t blocks : {64, 256}) {
     benchmark::RegisterBenchmark("BM_DataPlane", BM_DataPlane)
+        ->Arg(blocks)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("BM_Ucx", BM_Ucx)
         ->Arg(blocks)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
@@ -489,7 +519,9 @@ int main(int argc, char** argv) {
   int bench_argc = static_cast<int>(bench_args.size());
   benchmark::Initialize(&bench_argc, bench_args.data());
   const char* poller = std::getenv("GRPC_POLL_STRATEGY");
-  std::printf("chunk %zu KiB, CRC32C %s, gRPC poller %s\n", chunk_bytes >> 10,
+  const char* tls = std::getenv("UCX_TLS");
+  std::printf("chunk %zu KiB, UCX_TLS %s, CRC32C %s, gRPC poller %s\n", chunk_bytes >> 10,
+              tls != nullptr ? tls : "(UCX default)",
               Crc32cIsWide()          ? "512-bit clmul"
               : Crc32cIsAccelerated() ? "sse4.2"
                                       : "portable",
@@ -498,10 +530,13 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.PrintRatios();
   std::printf(
-      "pulls: BM_DataPlane %lld over TCP (%lld over gRPC), BM_GrpcTransfer %lld over gRPC\n",
+      "pulls: BM_DataPlane %lld over TCP (%lld over gRPC), BM_GrpcTransfer %lld over gRPC, "
+      "BM_Ucx %lld over UCX (%lld fell back)\n",
       static_cast<long long>(state.gen->pulls_over_tcp()),
       static_cast<long long>(state.gen->pulls_over_grpc()),
-      static_cast<long long>(state.gen_grpc->pulls_over_grpc()));
+      static_cast<long long>(state.gen_grpc->pulls_over_grpc()),
+      static_cast<long long>(state.gen_ucx->pulls_over_ucx()),
+      static_cast<long long>(state.gen_ucx->ucx_fallbacks()));
 
   const int64_t stop = 0;
   WriteFull(state.raw_fd, &stop, sizeof(stop));
@@ -510,6 +545,7 @@ int main(int argc, char** argv) {
   WriteFull(state.commands, &quit, sizeof(quit));
   state.gen.reset();
   state.gen_grpc.reset();
+  state.gen_ucx.reset();
   waitpid(child, nullptr, 0);
   return 0;
 }

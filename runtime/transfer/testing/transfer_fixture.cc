@@ -104,6 +104,9 @@ absl::StatusOr<std::unique_ptr<TestRank>> MakeRank(const RankConfig& config, Clo
   options.server.tcp_data_plane = config.tcp_data_plane;
   options.server.data_plane = config.data_plane;
   options.pull_over_tcp = config.tcp_data_plane;
+  options.ucx = config.ucx;
+  options.ucx_hooks = config.ucx_hooks;
+  options.server.ucx = config.ucx_server;
   ASSIGN_OR_RETURN(rank->transceiver, GrpcTransceiver::Create(std::move(options), clock));
   return rank;
 }

@@ -51,6 +51,10 @@ struct RankConfig {
   bool tcp_data_plane = true;
   // The data plane's connection bounds and handshake deadline.
   TcpDataServerOptions data_plane;
+  // Serve and pull over a UCX data plane too (ucx_worker.h), with these bounds and hooks.
+  bool ucx = false;
+  UcxDataServerOptions ucx_server;
+  UcxWorkerHooks ucx_hooks;
   // The pools in fake device memory (kvcache/testing/fake_device_allocator.h), else host.
   bool device_memory = false;
   // When set, the pools live in what this allocator hands out (a real device allocator in

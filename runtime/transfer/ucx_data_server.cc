@@ -1,0 +1,246 @@
+#include "runtime/transfer/ucx_data_server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+
+namespace lockstep::transfer {
+namespace {
+
+using lockstep::v1::PullRequest;
+
+// Largest num_tokens an offer is sized for (a PullRequest is authenticated, but a bad
+// one must not make this rank allocate without bound).
+constexpr int64_t kMaxTokens = int64_t{1} << 24;
+
+// Writes a pull's chunks, in order, into the registered staging buffer and keeps the
+// CRC32Cs and the trailer.
+class StagingSink : public ChunkSink {
+ public:
+  StagingSink(std::byte* data, int64_t capacity, lockstep::v1::UcxOffer* offer)
+      : data_(data), capacity_(capacity), offer_(offer) {}
+
+  bool Write(const ChunkHeader& /*header*/, absl::Span<const ByteRange> pieces,
+             absl::Span<const uint32_t> crcs, const std::shared_ptr<const void>& /*keep_alive*/,
+             const absl::Notification& abort) override {
+    if (abort.HasBeenNotified()) return false;
+    for (const ByteRange& piece : pieces) {
+      if (static_cast<int64_t>(piece.size) > capacity_ - used_) return false;
+      std::memcpy(data_ + used_, piece.data, piece.size);
+      used_ += static_cast<int64_t>(piece.size);
+    }
+    for (uint32_t crc : crcs) offer_->add_block_crc32c(crc);
+    return true;
+  }
+  bool WriteTrailer(const lockstep::v1::PullTrailer& trailer) override {
+    *offer_->mutable_trailer() = trailer;
+    return true;
+  }
+  int64_t used() const { return used_; }
+
+ private:
+  std::byte* const data_;
+  const int64_t capacity_;
+  lockstep::v1::UcxOffer* const offer_;
+  int64_t used_ = 0;
+};
+
+}  // namespace
+
+absl::Status UcxDataServerOptions::Validate() const {
+  if (max_staged_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ucx: max_staged_bytes must be >= 1, got ", max_staged_bytes));
+  }
+  if (max_offer_lifetime <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("ucx: max_offer_lifetime must be positive");
+  }
+  return absl::OkStatus();
+}
+
+UcxDataServer::UcxDataServer(std::shared_ptr<UcxWorker> worker, KvDescriptor descriptor,
+                             Handler handler, const UcxDataServerOptions& options)
+    : worker_(std::move(worker)),
+      descriptor_(std::move(descriptor)),
+      handler_(std::move(handler)),
+      options_(options) {}
+
+absl::StatusOr<std::unique_ptr<UcxDataServer>> UcxDataServer::Start(
+    std::shared_ptr<UcxWorker> worker, KvDescriptor descriptor, Handler handler,
+    const UcxDataServerOptions& options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  if (worker == nullptr) return absl::InvalidArgumentError("ucx: no UCX worker");
+  std::unique_ptr<UcxDataServer> server(
+      new UcxDataServer(std::move(worker), std::move(descriptor), std::move(handler), options));
+  UcxDataServer* self = server.get();
+  server->reaper_ = std::thread([self] { self->ReapLoop(); });
+  return server;
+}
+
+UcxDataServer::~UcxDataServer() { Shutdown(); }
+
+void UcxDataServer::Shutdown() {
+  absl::flat_hash_map<uint64_t, Staged> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    dropped.swap(staged_);
+    stats_.offers = 0;
+    stats_.staged_bytes = 0;
+  }
+  if (reaper_.joinable()) reaper_.join();
+  // `dropped` goes here: each region is unregistered before its buffer is freed.
+}
+
+UcxDataServer::Stats UcxDataServer::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+absl::StatusOr<int64_t> UcxDataServer::StagedBytes(const PullRequest& request) const {
+  if (request.num_tokens() < 1 || request.num_tokens() > kMaxTokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_tokens ", request.num_tokens(), " is outside [1, ", kMaxTokens, "]"));
+  }
+  int64_t bytes = 0;
+  for (kv::PoolKind kind : {kv::PoolKind::kTarget, kv::PoolKind::kDraft}) {
+    if (kind == kv::PoolKind::kDraft && request.draft_blocks() == 0) continue;
+    const std::optional<kv::BlockLayout>& layout = descriptor_.pool(kind);
+    if (!layout.has_value()) continue;  // the handler refuses the mismatch
+    bytes += layout->BlocksFor(request.num_tokens()) * static_cast<int64_t>(layout->BlockBytes());
+  }
+  return bytes;
+}
+
+grpc::Status UcxDataServer::Offer(grpc::ServerContext* context, const PullRequest* request,
+                                  lockstep::v1::UcxOffer* reply) {
+  absl::Time deadline = absl::Now() + options_.max_offer_lifetime;
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    deadline = std::min(deadline, absl::FromChrono(context->deadline()));
+  }
+  absl::StatusOr<int64_t> bytes = StagedBytes(*request);
+  if (!bytes.ok()) return ToGrpcStatus(bytes.status());
+  const auto refuse = [&](absl::string_view why) {
+    absl::MutexLock lock(&mu_);
+    ++stats_.refused;
+    reply->set_refusal(std::string(why));
+    return grpc::Status::OK;
+  };
+  bool full = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return ToGrpcStatus(absl::UnavailableError("the UCX data plane is shut down"));
+    full = reserved_bytes_ + *bytes > options_.max_staged_bytes;
+    if (!full) reserved_bytes_ += *bytes;
+  }
+  if (full) {
+    return refuse(
+        absl::StrCat("staging ", *bytes, " more bytes would pass ", options_.max_staged_bytes));
+  }
+  Staged staged;
+  staged.bytes = *bytes;
+  staged.buffer.reset(new std::byte[std::max<int64_t>(*bytes, 1)]);
+  absl::StatusOr<std::unique_ptr<UcxRegion>> region =
+      worker_->Register({staged.buffer.get(), static_cast<size_t>(*bytes)});
+  const auto unreserve = [&] {
+    absl::MutexLock lock(&mu_);
+    reserved_bytes_ -= *bytes;
+  };
+  if (!region.ok()) {
+    unreserve();
+    LOCKSTEP_LOG_WARN("transfer", "UCX offer of request {} refused: {}",
+                      request->context_request_id(), region.status().ToString());
+    return refuse(region.status().ToString());
+  }
+  staged.region = std::move(*region);
+  StagingSink sink(staged.buffer.get(), *bytes, reply);
+  if (absl::Status served = handler_(*request, deadline, sink); !served.ok()) {
+    unreserve();
+    return ToGrpcStatus(served);
+  }
+  reply->set_worker_address(worker_->address());
+  reply->set_rkey(staged.region->rkey());
+  reply->set_remote_address(staged.region->address());
+  reply->set_length(sink.used());
+  staged.expiry = deadline;
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) {
+    reserved_bytes_ -= *bytes;
+    return ToGrpcStatus(absl::UnavailableError("the UCX data plane is shut down"));
+  }
+  uint64_t id = 0;
+  do {
+    id = ids_();
+  } while (id == 0 || staged_.contains(id));
+  reply->set_offer_id(id);
+  staged_.emplace(id, std::move(staged));
+  ++version_;
+  ++stats_.offers;
+  stats_.staged_bytes += *bytes;
+  return grpc::Status::OK;
+}
+
+grpc::Status UcxDataServer::Release(grpc::ServerContext* /*context*/,
+                                    const lockstep::v1::UcxRelease* request,
+                                    lockstep::v1::UcxReleaseReply* /*reply*/) {
+  Staged dropped;
+  absl::MutexLock lock(&mu_);
+  auto it = staged_.find(request->offer_id());
+  if (it == staged_.end()) {
+    return ToGrpcStatus(absl::NotFoundError(absl::StrCat(
+        "no staged UCX offer ", request->offer_id(), " (released, expired or never made)")));
+  }
+  dropped = std::move(it->second);
+  staged_.erase(it);
+  reserved_bytes_ -= dropped.bytes;
+  --stats_.offers;
+  stats_.staged_bytes -= dropped.bytes;
+  ++stats_.released;
+  mu_.Unlock();
+  dropped = Staged();  // unregister and free outside the lock
+  mu_.Lock();
+  return grpc::Status::OK;
+}
+
+void UcxDataServer::ReapLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!shut_down_) {
+    absl::Time next = absl::InfiniteFuture();
+    for (const auto& [id, staged] : staged_) next = std::min(next, staged.expiry);
+    // Woken by any change of `staged_` (a new offer may expire earlier) or by Shutdown.
+    const uint64_t version = version_;
+    const auto changed = [this, version]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return shut_down_ || version_ != version;
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&changed), next);
+    if (shut_down_) return;
+    const absl::Time now = absl::Now();
+    std::vector<Staged> expired;
+    for (auto it = staged_.begin(); it != staged_.end();) {
+      if (it->second.expiry > now) {
+        ++it;
+        continue;
+      }
+      reserved_bytes_ -= it->second.bytes;
+      --stats_.offers;
+      stats_.staged_bytes -= it->second.bytes;
+      ++stats_.expired;
+      expired.push_back(std::move(it->second));
+      staged_.erase(it++);
+    }
+    if (expired.empty()) continue;
+    mu_.Unlock();
+    expired.clear();
+    mu_.Lock();
+  }
+}
+
+}  // namespace lockstep::transfer

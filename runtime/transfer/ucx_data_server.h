@@ -1,0 +1,116 @@
+// The context rank's UCX data plane (docs/transfer-ucx.md): KvUcxService
+// (proto/kv_transfer.proto) on the KV transfer service's gRPC port, behind the cluster
+// token.
+//
+// Offer: allocates a host staging buffer for the claim's blocks and registers it with
+// the rank's UCX worker (before the claim is touched: a registration failure, or
+// staging beyond `max_staged_bytes`, is answered with a refusal and the puller pulls
+// over TCP or gRPC), then serves the pull through `handler` (KvTransferServer::ServePull,
+// which checks the request, ends the claim and writes the chunks with their CRC32Cs)
+// into that buffer, and answers the worker address, the remote key, the CRC32C of each
+// block and the trailer. The puller reads the buffer with one-sided gets: no thread
+// of this rank runs per transfer (the worker's progress thread serves transports that
+// emulate RMA).
+//
+// The staged copy lives until the puller's Release, the Offer call's deadline (at most
+// `max_offer_lifetime` after it), or Shutdown, whichever comes first; one reaper thread
+// drops the expired ones.
+//
+// Thread safety: thread-safe. gRPC server threads run Offer and Release; the reaper
+// thread waits with a deadline (the earliest expiry).
+#ifndef LOCKSTEP_RUNTIME_TRANSFER_UCX_DATA_SERVER_H_
+#define LOCKSTEP_RUNTIME_TRANSFER_UCX_DATA_SERVER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/kv_transfer.grpc.pb.h"
+#include "runtime/transfer/chunk_sink.h"
+#include "runtime/transfer/kv_descriptor.h"
+#include "runtime/transfer/ucx_worker.h"
+
+namespace lockstep::transfer {
+
+struct UcxDataServerOptions {
+  // Staged bytes held at once, over all offers; an offer beyond it is refused.
+  int64_t max_staged_bytes = int64_t{16} << 30;
+  // A staged copy is dropped this long after its offer at the latest.
+  absl::Duration max_offer_lifetime = absl::Minutes(2);
+
+  absl::Status Validate() const;
+};
+
+class UcxDataServer : public lockstep::v1::KvUcxService::Service {
+ public:
+  // Serves one pull into `sink` by `deadline` (KvTransferServer::ServePull).
+  using Handler = std::function<absl::Status(const lockstep::v1::PullRequest& request,
+                                             absl::Time deadline, ChunkSink& sink)>;
+
+  // `descriptor` sizes the staging buffers (the handler checks the request against it).
+  static absl::StatusOr<std::unique_ptr<UcxDataServer>> Start(std::shared_ptr<UcxWorker> worker,
+                                                              KvDescriptor descriptor,
+                                                              Handler handler,
+                                                              const UcxDataServerOptions& options);
+  ~UcxDataServer() override;  // Shutdown()
+
+  // Drops every staged copy, refuses new offers, joins the reaper. Idempotent.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  struct Stats {
+    int offers = 0;            // staged copies held now
+    int64_t staged_bytes = 0;  // their bytes
+    int64_t released = 0;      // dropped on the puller's Release
+    int64_t expired = 0;       // dropped at their deadline
+    int64_t refused = 0;       // offers refused (registration failed, staging full)
+  };
+  Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  grpc::Status Offer(grpc::ServerContext* context, const lockstep::v1::PullRequest* request,
+                     lockstep::v1::UcxOffer* reply) override ABSL_LOCKS_EXCLUDED(mu_);
+  grpc::Status Release(grpc::ServerContext* context, const lockstep::v1::UcxRelease* request,
+                       lockstep::v1::UcxReleaseReply* reply) override ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Staged {
+    std::unique_ptr<std::byte[]> buffer;
+    int64_t bytes = 0;
+    std::unique_ptr<UcxRegion> region;  // unregistered before `buffer` is freed
+    absl::Time expiry;
+  };
+
+  UcxDataServer(std::shared_ptr<UcxWorker> worker, KvDescriptor descriptor, Handler handler,
+                const UcxDataServerOptions& options);
+  // The bytes a pull of `request` stages (its descriptor's blocks for num_tokens);
+  // InvalidArgument for a request this rank cannot size.
+  absl::StatusOr<int64_t> StagedBytes(const lockstep::v1::PullRequest& request) const;
+  void ReapLoop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const std::shared_ptr<UcxWorker> worker_;
+  const KvDescriptor descriptor_;
+  const Handler handler_;
+  const UcxDataServerOptions options_;
+  std::thread reaper_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, Staged> staged_ ABSL_GUARDED_BY(mu_);
+  int64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // staged + being staged
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;        // bumped by each new offer
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  std::mt19937_64 ids_ ABSL_GUARDED_BY(mu_){std::random_device()()};
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace lockstep::transfer
+
+#endif  // LOCKSTEP_RUNTIME_TRANSFER_UCX_DATA_SERVER_H_

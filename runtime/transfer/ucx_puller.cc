@@ -1,0 +1,138 @@
+#include "runtime/transfer/ucx_puller.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "runtime/transfer/block_writer.h"
+
+namespace lockstep::transfer {
+namespace {
+
+using kv::PoolKind;
+
+// How long a Release may take; it only frees the context rank's staged copy early (its
+// deadline drops it otherwise), so a slow one does not hold the receive.
+constexpr absl::Duration kReleaseTimeout = absl::Seconds(1);
+
+void ReleaseOffer(lockstep::v1::KvUcxService::StubInterface& stub, uint64_t offer_id,
+                  const std::string& requester) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kReleaseTimeout));
+  lockstep::v1::UcxRelease request;
+  request.set_offer_id(offer_id);
+  request.set_requester(requester);
+  lockstep::v1::UcxReleaseReply reply;
+  (void)stub.Release(&context, request, &reply);
+}
+
+}  // namespace
+
+UcxPuller::UcxPuller(const KvPuller& puller, KvDescriptor descriptor, KvCopiers copiers,
+                     std::shared_ptr<UcxWorker> worker)
+    : puller_(puller),
+      descriptor_(std::move(descriptor)),
+      copiers_(copiers),
+      worker_(std::move(worker)) {}
+
+absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
+                             const ReceiveSpec& spec, PullControl& control,
+                             Outcome* outcome) const {
+  const kv::BlockRefs& blocks = spec.blocks;
+  const ContextHandle& source = spec.source;
+  *outcome = {};
+  const lockstep::v1::PullRequest request = puller_.Request(spec);
+
+  lockstep::v1::UcxOffer offer;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(spec.deadline));
+    control.Attach(&context);
+    const grpc::Status status = stub.Offer(&context, request, &offer);
+    control.Detach();
+    if (control.cancelled()) {
+      // The claim may have been staged: drop it now rather than at its deadline.
+      if (status.ok() && offer.refusal().empty()) {
+        ReleaseOffer(stub, offer.offer_id(), request.requester());
+      }
+      return ReceiveCancelledError(blocks.id);
+    }
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      outcome->fall_back = true;
+      return PullError(absl::StatusCode::kUnimplemented, source,
+                       "the context rank has no UCX data plane");
+    }
+    if (!status.ok()) {
+      return PullError(FromGrpcStatus(status).code(), source, status.error_message());
+    }
+    if (!offer.refusal().empty()) {
+      outcome->fall_back = true;
+      return PullError(absl::StatusCode::kUnavailable, source,
+                       absl::StrCat("UCX offer refused: ", offer.refusal()));
+    }
+  }
+  const auto release = [&] { ReleaseOffer(stub, offer.offer_id(), request.requester()); };
+
+  // The staged copy: the target blocks, then the draft blocks, each block_bytes long.
+  struct Part {
+    PoolKind kind;
+    int32_t count;
+    size_t bytes;
+  };
+  std::vector<Part> parts;
+  int64_t expected = 0;
+  int64_t blocks_total = 0;
+  for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
+    if (kind == PoolKind::kDraft && blocks.draft_generation == 0) continue;
+    const kv::BlockLayout& layout = *descriptor_.pool(kind);
+    const int32_t count = static_cast<int32_t>(layout.BlocksFor(spec.num_tokens));
+    parts.push_back({kind, count, static_cast<size_t>(count) * layout.BlockBytes()});
+    expected += static_cast<int64_t>(parts.back().bytes);
+    blocks_total += count;
+  }
+  if (offer.length() != expected || offer.block_crc32c_size() != blocks_total) {
+    release();
+    return PullError(absl::StatusCode::kDataLoss, source,
+                     absl::StrCat("the UCX offer stages ", offer.length(), " bytes and ",
+                                  offer.block_crc32c_size(), " checksums, expected ", expected,
+                                  " bytes and ", blocks_total));
+  }
+
+  auto staging = std::make_shared<std::vector<std::byte>>();
+  staging->resize(static_cast<size_t>(expected));
+  const absl::Status got = worker_->Get(offer.worker_address(), offer.rkey(),
+                                        offer.remote_address(), absl::MakeSpan(*staging), staging,
+                                        spec.deadline, [&control] { return control.cancelled(); });
+  release();
+  if (control.cancelled()) return ReceiveCancelledError(blocks.id);
+  if (!got.ok()) return PullError(got.code(), source, got.message());
+
+  BlockWriter writer(blocks, spec.num_tokens, descriptor_, copiers_);
+  size_t at = 0;
+  int crc_at = 0;
+  for (const Part& part : parts) {
+    const ChunkHeader header{
+        part.kind == PoolKind::kTarget ? lockstep::v1::KV_POOL_TARGET : lockstep::v1::KV_POOL_DRAFT,
+        0, 0};
+    const absl::Span<const uint32_t> crcs(offer.block_crc32c().data() + crc_at,
+                                          static_cast<size_t>(part.count));
+    absl::Status written = writer.Place(header, part.bytes, crcs.size());
+    if (written.ok()) {
+      if (control.cancelled()) return ReceiveCancelledError(blocks.id);
+      written = writer.Write({staging->data() + at, part.bytes}, crcs);
+    }
+    if (!written.ok()) return PullError(written.code(), source, written.message());
+    at += part.bytes;
+    crc_at += part.count;
+  }
+  absl::Status finished = writer.ApplyTrailer(offer.trailer());
+  if (finished.ok()) finished = writer.Finish();
+  if (!finished.ok()) return PullError(finished.code(), source, finished.message());
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep::transfer

@@ -1,0 +1,53 @@
+// One KV receive over the UCX data plane (docs/transfer-ucx.md), on a generation rank's
+// receive thread: asks the context rank for an offer (KvUcxService.Offer, on its
+// token-checked gRPC port), reads the staged blocks with one UCX get into a host
+// staging buffer, checks every block's CRC32C and writes them into the receive's blocks
+// through BlockWriter (as the other transports do), then releases the offer.
+//
+// Thread safety: UcxPuller is immutable; pulls may run on several threads at once, into
+// disjoint blocks.
+#ifndef LOCKSTEP_RUNTIME_TRANSFER_UCX_PULLER_H_
+#define LOCKSTEP_RUNTIME_TRANSFER_UCX_PULLER_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "proto/kv_transfer.grpc.pb.h"
+#include "runtime/transfer/kv_descriptor.h"
+#include "runtime/transfer/kv_puller.h"
+#include "runtime/transfer/transceiver.h"
+#include "runtime/transfer/ucx_worker.h"
+
+namespace lockstep::transfer {
+
+class UcxPuller {
+ public:
+  // `puller` (for the request), the copiers and `worker` must outlive this.
+  UcxPuller(const KvPuller& puller, KvDescriptor descriptor, KvCopiers copiers,
+            std::shared_ptr<UcxWorker> worker);
+
+  struct Outcome {
+    // The context rank has no UCX data plane or refused the offer; the claim is
+    // untouched: pull over another transport.
+    bool fall_back = false;
+  };
+
+  // Pulls `spec` by `spec.deadline` (real time). Outcomes as KvPuller::Pull's: OK;
+  // Cancelled after control.Cancel() (no block is written after it returns); DataLoss
+  // naming the block whose checksum failed, or a malformed offer; DeadlineExceeded;
+  // Unavailable when the context rank is unreachable or its UCX endpoint fails (gone
+  // mid-get); the context rank's refusal otherwise — each prefixed with where it came
+  // from. With `outcome->fall_back` the status says why and nothing was pulled.
+  absl::Status Pull(lockstep::v1::KvUcxService::StubInterface& stub, const ReceiveSpec& spec,
+                    PullControl& control, Outcome* outcome) const;
+
+ private:
+  const KvPuller& puller_;
+  const KvDescriptor descriptor_;
+  const KvCopiers copiers_;
+  const std::shared_ptr<UcxWorker> worker_;
+};
+
+}  // namespace lockstep::transfer
+
+#endif  // LOCKSTEP_RUNTIME_TRANSFER_UCX_PULLER_H_

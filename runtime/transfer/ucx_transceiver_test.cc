@@ -1,0 +1,255 @@
+// GrpcTransceiver with the UCX data plane (ucx_*.h): a context rank and a generation
+// rank in one process, over the UCX transports UCX_TLS names (the BUILD file runs this
+// test with shm and with tcp). Transfers, the fallbacks to the TCP data plane, and the
+// faults: a registration failure, a full staging area, a get that never completes, the
+// context rank gone mid-get, a cancel mid-get.
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/testing/seed.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/transfer/grpc_transceiver.h"
+#include "runtime/transfer/testing/transfer_fixture.h"
+
+namespace lockstep::transfer {
+namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::SeedTrace;
+using ::lockstep::testing::StatusIs;
+using testing::AwaitEvents;
+using testing::CompareMovedBlocks;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::RandomBlocks;
+using testing::RankConfig;
+using testing::SmallDescriptor;
+using testing::TestBlocks;
+using testing::TestRank;
+using testing::TouchedOutside;
+
+constexpr absl::Duration kWait = absl::Seconds(20);
+
+// Whether UCX carries the bytes over TCP, where an RMA get is emulated with active
+// messages that the context rank's progress thread serves (so holding that thread
+// stalls a get); over shared memory (cma) a get completes without it.
+bool OverTcp() {
+  const char* tls = std::getenv("UCX_TLS");
+  return tls != nullptr && absl::StrContains(tls, "tcp");
+}
+
+class UcxTransceiverTest : public testing::TransportTest {
+ protected:
+  SendSpec Send(const TestBlocks& blocks, absl::Duration lease = absl::Minutes(1)) {
+    return SendSpec{blocks, blocks.num_tokens, clock_.Now() + lease};
+  }
+  ReceiveSpec Receive(TestBlocks blocks, const TestRank& from, RequestId remote_id,
+                      absl::Duration timeout = kWait) {
+    return TransportTest::Receive(std::move(blocks), from.transceiver->address(), remote_id,
+                                  timeout);
+  }
+  static RankConfig Config(const char* name, bool ucx) {
+    RankConfig config{.name = name, .descriptor = SmallDescriptor()};
+    config.ucx = ucx;
+    return config;
+  }
+};
+
+TEST_P(UcxTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  const KvDescriptor d = SmallDescriptor();
+  auto ctx = Rank(Config("ctx0 rank 0", true), seed_ + 1);
+  auto gen = Rank(Config("gen0 rank 1", true), 0);
+  ASSERT_TRUE(ctx && gen);
+  std::vector<TestBlocks> all_received;
+  for (int i = 0; i < 3; ++i) {  // the endpoint is reused
+    const TestBlocks sent = RandomBlocks(RequestId(7 + i), 23, d, /*draft=*/true, 64, 0, rng_);
+    const TestBlocks received = RandomBlocks(RequestId(40 + i), 23, d, /*draft=*/true, 64, 2, rng_);
+    ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+    ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
+    const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].id, received.id);
+    EXPECT_THAT(got[0].status, IsOk());
+    const std::vector<TransferEvent> sent_events = AwaitEvents(*ctx, 1, kWait);
+    ASSERT_EQ(sent_events.size(), 1u);
+    EXPECT_EQ(sent_events[0].id, sent.id);
+    EXPECT_THAT(sent_events[0].status, IsOk());
+    EXPECT_THAT(CompareMovedBlocks(*ctx, sent, *gen, received, d), IsEmpty());
+    all_received.push_back(received);
+    EXPECT_THAT(TouchedOutside(*gen, all_received, d), IsEmpty());
+  }
+  EXPECT_EQ((*gen)->pulls_over_ucx(), 3);
+  EXPECT_EQ((*gen)->pulls_over_tcp() + (*gen)->pulls_over_grpc(), 0);
+  // Each staged copy was released by the puller, none left to expire.
+  const UcxDataServer::Stats stats = (*ctx)->ucx_data_plane()->stats();
+  EXPECT_EQ(stats.released, 3);
+  EXPECT_EQ(stats.offers, 0);
+  EXPECT_EQ(stats.staged_bytes, 0);
+}
+
+TEST_P(UcxTransceiverTest, FallsBackWhereTheContextRankHasNoUcx) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  const KvDescriptor d = SmallDescriptor();
+  auto ctx = Rank(Config("ctx0 rank 0", false), seed_ + 1);
+  auto gen = Rank(Config("gen0 rank 1", true), 0);
+  ASSERT_TRUE(ctx && gen);
+  const TestBlocks sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/false, 64, 0, rng_);
+  const TestBlocks received = RandomBlocks(RequestId(40), 23, d, /*draft=*/false, 64, 0, rng_);
+  ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+  ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
+  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(got[0].status, IsOk());
+  EXPECT_THAT(CompareMovedBlocks(*ctx, sent, *gen, received, d), IsEmpty());
+  EXPECT_EQ((*gen)->ucx_fallbacks(), 1);
+  EXPECT_EQ((*gen)->pulls_over_ucx(), 0);
+  EXPECT_EQ((*gen)->pulls_over_tcp(), 1);
+}
+
+TEST_P(UcxTransceiverTest, RegistrationFailureFallsBackWithTheClaimIntact) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  const KvDescriptor d = SmallDescriptor();
+  RankConfig config = Config("ctx0 rank 0", true);
+  config.ucx_hooks.fail_registration = [] {
+    return absl::ResourceExhaustedError("cannot pin the staging memory");
+  };
+  auto ctx = Rank(config, seed_ + 1);
+  auto gen = Rank(Config("gen0 rank 1", true), 0);
+  ASSERT_TRUE(ctx && gen);
+  const TestBlocks sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/true, 64, 0, rng_);
+  const TestBlocks received = RandomBlocks(RequestId(40), 23, d, /*draft=*/true, 64, 0, rng_);
+  ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+  ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
+  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(got[0].status, IsOk());
+  EXPECT_THAT(CompareMovedBlocks(*ctx, sent, *gen, received, d), IsEmpty());
+  EXPECT_EQ((*gen)->ucx_fallbacks(), 1);
+  EXPECT_EQ((*ctx)->ucx_data_plane()->stats().refused, 1);
+  const std::vector<TransferEvent> sent_events = AwaitEvents(*ctx, 1, kWait);
+  ASSERT_EQ(sent_events.size(), 1u);
+  EXPECT_THAT(sent_events[0].status, IsOk());
+}
+
+TEST_P(UcxTransceiverTest, FullStagingFallsBack) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  const KvDescriptor d = SmallDescriptor();
+  RankConfig config = Config("ctx0 rank 0", true);
+  config.ucx_server.max_staged_bytes = 1024;  // less than one request's blocks
+  auto ctx = Rank(config, seed_ + 1);
+  auto gen = Rank(Config("gen0 rank 1", true), 0);
+  ASSERT_TRUE(ctx && gen);
+  const TestBlocks sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/false, 64, 0, rng_);
+  const TestBlocks received = RandomBlocks(RequestId(40), 23, d, /*draft=*/false, 64, 0, rng_);
+  ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+  ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
+  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(got[0].status, IsOk());
+  EXPECT_EQ((*gen)->ucx_fallbacks(), 1);
+  EXPECT_EQ((*ctx)->ucx_data_plane()->stats().refused, 1);
+}
+
+TEST_P(UcxTransceiverTest, GetThatNeverCompletesFailsAtItsDeadline) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  const KvDescriptor d = SmallDescriptor();
+  std::atomic<bool> hold{true};
+  RankConfig config = Config("ctx0 rank 0", true);
+  config.ucx_hooks.hold_progress = [&hold] { return hold.load(); };
+  auto ctx = Rank(config, seed_ + 1);
+  auto gen = Rank(Config("gen0 rank 1", true), 0);
+  ASSERT_TRUE(ctx && gen);
+  const TestBlocks sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/false, 64, 0, rng_);
+  const TestBlocks received = RandomBlocks(RequestId(40), 23, d, /*draft=*/false, 64, 0, rng_);
+  ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+  const absl::Duration timeout = absl::Milliseconds(800);
+  const absl::Time start = absl::Now();
+  ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id, timeout)), IsOk());
+  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_LT(absl::Now() - start, timeout + absl::Seconds(3));  // ended near its deadline
+  if (OverTcp()) {
+    EXPECT_THAT(got[0].status, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                        HasSubstr("did not complete by its deadline")));
+    EXPECT_THAT(got[0].status.message(), HasSubstr("pull of request 7 from"));
+  }
+  hold = false;
+  EXPECT_EQ((*gen)->pulls_over_ucx(), 1);  // no fallback once the offer was made
+}
+
+TEST_P(UcxTransceiverTest, ContextRankGoneMidGetFailsTheReceive) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  const KvDescriptor d = SmallDescriptor();
+  std::atomic<bool> hold{true};
+  RankConfig config = Config("ctx0 rank 0", true);
+  config.ucx_hooks.hold_progress = [&hold] { return hold.load(); };
+  auto ctx = Rank(config, seed_ + 1);
+  absl::Notification getting;
+  RankConfig gen_config = Config("gen0 rank 1", true);
+  gen_config.ucx_hooks.before_get = [&getting] {
+    if (!getting.HasBeenNotified()) getting.Notify();
+  };
+  auto gen = Rank(gen_config, 0);
+  ASSERT_TRUE(ctx && gen);
+  const TestBlocks sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/false, 64, 0, rng_);
+  const TestBlocks received = RandomBlocks(RequestId(40), 23, d, /*draft=*/false, 64, 0, rng_);
+  ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+  const absl::Duration timeout = absl::Seconds(5);
+  const absl::Time start = absl::Now();
+  ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id, timeout)), IsOk());
+  ASSERT_TRUE(getting.WaitForNotificationWithTimeout(kWait));
+  ctx.reset();  // the context rank's process is gone: its worker and staged copy too
+  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_LT(absl::Now() - start, timeout + absl::Seconds(3));
+  if (OverTcp()) {
+    EXPECT_TRUE(absl::IsUnavailable(got[0].status) || absl::IsDeadlineExceeded(got[0].status))
+        << got[0].status;
+    EXPECT_THAT(got[0].status.message(), HasSubstr("pull of request 7 from"));
+  }
+}
+
+TEST_P(UcxTransceiverTest, CancelMidGetEndsTheReceiveCancelled) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  const KvDescriptor d = SmallDescriptor();
+  std::atomic<bool> hold{true};
+  RankConfig config = Config("ctx0 rank 0", true);
+  config.ucx_hooks.hold_progress = [&hold] { return hold.load(); };
+  auto ctx = Rank(config, seed_ + 1);
+  absl::Notification getting;
+  RankConfig gen_config = Config("gen0 rank 1", true);
+  gen_config.ucx_hooks.before_get = [&getting] {
+    if (!getting.HasBeenNotified()) getting.Notify();
+  };
+  auto gen = Rank(gen_config, 0);
+  ASSERT_TRUE(ctx && gen);
+  const TestBlocks sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/false, 64, 0, rng_);
+  const TestBlocks received = RandomBlocks(RequestId(40), 23, d, /*draft=*/false, 64, 0, rng_);
+  ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+  ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
+  ASSERT_TRUE(getting.WaitForNotificationWithTimeout(kWait));
+  (*gen)->Cancel(received.id);
+  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+  ASSERT_EQ(got.size(), 1u);
+  if (OverTcp()) EXPECT_THAT(got[0].status, StatusIs(absl::StatusCode::kCancelled));
+  hold = false;
+  // Nothing is written after a cancel: the blocks keep their fill (the sentinel).
+  if (absl::IsCancelled(got[0].status)) {
+    EXPECT_THAT(TouchedOutside(*gen, {}, d), IsEmpty());
+  }
+}
+
+// The TCP data plane on (the fallback); the UCX transport comes from UCX_TLS.
+INSTANTIATE_TEST_SUITE_P(Ucx, UcxTransceiverTest, ::testing::Values(true), testing::TransportName);
+
+}  // namespace
+}  // namespace lockstep::transfer

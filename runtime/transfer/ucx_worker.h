@@ -1,0 +1,144 @@
+// One UCX (UCP) context and worker of a rank's KV data plane (docs/transfer-ucx.md), with
+// its progress thread. The context side registers staging memory (Register) and hands
+// the worker address and the region's packed remote key to the puller through the
+// token-checked gRPC control messages; the puller reads the region with one-sided RMA
+// gets (Get). Which UCX transports carry the bytes is UCX's choice within UCX_TLS (shm
+// and cma on one host, rc/dc verbs across nodes, tcp otherwise); where a transport has
+// no RMA get, UCP emulates it with active messages served by the owner's progress
+// thread, so the owner still runs no thread per transfer.
+//
+// Every wait has a deadline: a get not completed by its deadline returns
+// DeadlineExceeded and its endpoint is closed (the bytes land in a buffer the
+// operation keeps alive, never in the caller's memory after Get returns); an endpoint
+// error (the peer gone, a bad remote key) fails its gets with Unavailable.
+//
+// Thread safety: thread-safe. The worker runs in UCS_THREAD_MODE_MULTI; one progress
+// thread progresses it and sleeps on its event fd between events; callers on any
+// thread submit gets and wait on their own completions.
+#ifndef LOCKSTEP_RUNTIME_TRANSFER_UCX_WORKER_H_
+#define LOCKSTEP_RUNTIME_TRANSFER_UCX_WORKER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace lockstep::transfer {
+
+// Test hooks; empty in production.
+struct UcxWorkerHooks {
+  // Register fails with this status when set (a registration failure).
+  std::function<absl::Status()> fail_registration;
+  // While true, the progress thread does not progress the worker (a peer whose gets
+  // never complete, for transports that need the owner's progress).
+  std::function<bool()> hold_progress;
+  // Called on the caller's thread before each get is submitted.
+  std::function<void()> before_get;
+};
+
+class UcxWorker;
+
+// Memory registered with the worker's context for remote reads, unregistered on
+// destruction. Made by Register (the memory belongs to the caller and must outlive the
+// region) or Allocate (UCX allocates it, in memory its transports can share: a peer on
+// the same host maps it and reads it with plain copies; freed with the region).
+class UcxRegion {
+ public:
+  ~UcxRegion();
+  UcxRegion(const UcxRegion&) = delete;
+  UcxRegion& operator=(const UcxRegion&) = delete;
+
+  uint64_t address() const { return reinterpret_cast<uint64_t>(data_); }
+  std::byte* data() const { return const_cast<std::byte*>(static_cast<const std::byte*>(data_)); }
+  size_t size() const { return size_; }
+  // The packed remote key a peer needs to read the region.
+  const std::string& rkey() const { return rkey_; }
+
+ private:
+  friend class UcxWorker;
+  UcxRegion(std::shared_ptr<UcxWorker> worker, void* memh, const void* data, size_t size,
+            std::string rkey);
+
+  const std::shared_ptr<UcxWorker> worker_;
+  void* const memh_;  // ucp_mem_h
+  const void* const data_;
+  const size_t size_;
+  const std::string rkey_;
+};
+
+class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
+ public:
+  // Reads UCX's configuration from the environment (UCX_TLS, UCX_NET_DEVICES, ...).
+  // Unavailable naming UCX's error when the context or worker cannot be made.
+  static absl::StatusOr<std::shared_ptr<UcxWorker>> Create(std::string name,
+                                                           UcxWorkerHooks hooks = {});
+  ~UcxWorker();  // stops the progress thread, closes endpoints, destroys the worker
+  UcxWorker(const UcxWorker&) = delete;
+  UcxWorker& operator=(const UcxWorker&) = delete;
+
+  // The worker's address, for peers to connect to (opaque bytes).
+  const std::string& address() const { return address_; }
+
+  // Registers `data` for remote reads. Unavailable naming UCX's error.
+  absl::StatusOr<std::unique_ptr<UcxRegion>> Register(absl::Span<const std::byte> data);
+  // Allocates and registers `size` bytes. Unavailable naming UCX's error.
+  absl::StatusOr<std::unique_ptr<UcxRegion>> Allocate(size_t size);
+
+  // Reads `out.size()` bytes at `remote_address` of the region `rkey` of the worker at
+  // `peer` into `out`, by `deadline`, giving up early once `cancelled()` holds (checked
+  // every `slice`). Outcomes: OK; DeadlineExceeded; Cancelled; Unavailable when the
+  // endpoint fails (peer gone, key refused) or the peer address is malformed. After a
+  // failure the get may still be landing: `out` must not be read, and `keep_alive`
+  // (which owns it) is held until UCX has let go of it.
+  absl::Status Get(const std::string& peer, const std::string& rkey, uint64_t remote_address,
+                   absl::Span<std::byte> out, std::shared_ptr<const void> keep_alive,
+                   absl::Time deadline, const std::function<bool()>& cancelled,
+                   absl::Duration slice = absl::Milliseconds(20));
+
+  // Endpoints to peers now open (tests).
+  int endpoints() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  friend class UcxRegion;
+  absl::StatusOr<std::unique_ptr<UcxRegion>> Map(void* data, size_t size, bool allocate);
+  struct Endpoint;
+  struct Operation;
+  UcxWorker(std::string name, UcxWorkerHooks hooks);
+  void ProgressLoop();
+  // The endpoint to `peer`, created on first use.
+  absl::StatusOr<std::shared_ptr<Endpoint>> EndpointTo(const std::string& peer)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops `endpoint` from the cache and closes it (forcibly), waiting until `deadline`.
+  void CloseEndpoint(const std::shared_ptr<Endpoint>& endpoint, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  static void OnEndpointError(void* arg, void* ep, int status);
+
+  const std::string name_;
+  const UcxWorkerHooks hooks_;
+  void* context_ = nullptr;  // ucp_context_h
+  void* worker_ = nullptr;   // ucp_worker_h
+  int event_fd_ = -1;
+  std::string address_;
+  std::atomic<bool> stopping_{false};
+  // UCX refused peer failure detection (shared memory only): connect without it.
+  std::atomic<bool> peer_mode_refused_{false};
+  std::thread progress_thread_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace lockstep::transfer
+
+#endif  // LOCKSTEP_RUNTIME_TRANSFER_UCX_WORKER_H_
