@@ -276,8 +276,15 @@ class Renderer {
     if (placement.gpus_per_node > 0) {
       resources["limits"] = {{"nvidia.com/gpu", placement.gpus_per_node}};
     }
+    for (const auto& [name, count] : placement.rdma_resources) {
+      resources["limits"][name] = count;  // RDMA devices for the KV transfer over UCX
+    }
     if (placement.compute_domain) resources["claims"] = Json::array({{{"name", kClaimName}}});
     if (!resources.empty()) container["resources"] = resources;
+    if (config::UsesUcx(config_)) {
+      // UCX registers (pins) the KV staging memory: docs/transfer-ucx.md.
+      container["securityContext"] = {{"capabilities", {{"add", Json::array({"IPC_LOCK"})}}}};
+    }
     container["volumeMounts"] =
         Mounts({{{"name", "config"}, {"mountPath", kConfigDir}, {"readOnly", true}},
                 {{"name", "shm"}, {"mountPath", "/dev/shm"}}});

@@ -203,6 +203,40 @@ std::string SecretVolume(const YAML::Node& pod, const std::string& volume) {
   return "";
 }
 
+TEST(K8sRenderTest, UcxTransfersGetRdmaResourcesAndIpcLock) {
+  // The example with UCX between its instances and an RDMA device per pod.
+  absl::StatusOr<std::vector<RenderedFile>> files = RenderText(ExampleText(0), "example.yaml");
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::map<std::string, YAML::Node> objects = Objects(*files);
+  EXPECT_FALSE(objects["StatefulSet/lockstep-ctx"]["spec"]["template"]["spec"]["containers"][0]
+                      ["securityContext"])
+      << "no capability without UCX";
+  YAML::Node doc = YAML::Load(ExampleText(0));
+  for (YAML::Node instance : doc["instances"]) instance["transfer"]["transport"] = "ucx";
+  doc["placement"]["rdma_resources"]["rdma/ib"] = 1;
+  doc["placement"]["env"]["UCX_TLS"] = "rc,sm,self";
+  YAML::Emitter out;
+  out << doc;
+  files = RenderText(out.c_str(), "example.yaml");
+  ASSERT_TRUE(files.ok()) << files.status();
+  objects = Objects(*files);
+  for (const char* pool : {"ctx", "gen"}) {
+    const YAML::Node container = objects[absl::StrCat("StatefulSet/lockstep-", pool)]["spec"]
+                                        ["template"]["spec"]["containers"][0];
+    EXPECT_EQ(container["resources"]["limits"]["rdma/ib"].as<int>(), 1) << pool;
+    EXPECT_EQ(container["resources"]["limits"]["nvidia.com/gpu"].as<int>(), 4) << pool;
+    EXPECT_EQ(container["securityContext"]["capabilities"]["add"][0].Scalar(), "IPC_LOCK") << pool;
+    EXPECT_EQ(Env(container)["UCX_TLS"]["value"].Scalar(), "rc,sm,self") << pool;
+  }
+  // A bad resource name or count names the field.
+  doc["placement"]["rdma_resources"]["rdma/ib"] = 0;
+  YAML::Emitter bad;
+  bad << doc;
+  files = RenderText(bad.c_str(), "example.yaml");
+  ASSERT_FALSE(files.ok());
+  EXPECT_THAT(files.status().message(), HasSubstr("placement.rdma_resources.rdma/ib"));
+}
+
 TEST(K8sRenderTest, EveryPodMountsTheClusterTokenSecretAndNamesIt) {
   absl::StatusOr<std::vector<RenderedFile>> files = RenderText(ExampleText(0), "example.yaml");
   ASSERT_TRUE(files.ok()) << files.status();

@@ -163,6 +163,13 @@ absl::StatusOr<std::string> PlanSlurm(const config::DeploymentConfig& config,
   for (const auto& [name, value] : config.placement.env) {
     absl::StrAppend(&script, "export ", name, "=", ShellQuote(value), "\n");
   }
+  if (config::UsesUcx(config)) {
+    // UCX registers (pins) the KV staging memory; the steps inherit this limit.
+    absl::StrAppend(&script,
+                    "ulimit -l unlimited 2>/dev/null || echo \"lockstep: cannot raise the "
+                    "locked-memory limit (ulimit -l $(ulimit -l)); UCX registration may fail "
+                    "(docs/transfer-ucx.md)\" >&2\n");
+  }
   absl::StrAppend(&script, "LOCKSTEP_RENDEZVOUS=\"", rendezvous_host, ":", grpc->port, "\"\n",
                   "export LOCKSTEP_RENDEZVOUS\n");
   if (const std::string token = SlurmClusterTokenFile(config, options); !token.empty()) {

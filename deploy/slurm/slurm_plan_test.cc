@@ -69,6 +69,26 @@ TEST(SlurmPlanTest, RouterOnTheFirstNodeAndOneStepPerInstance) {
   EXPECT_EQ(SlurmClusterTokenFile(Example(), Options({"tray1"})), "/shared/run/cluster_token");
 }
 
+TEST(SlurmPlanTest, UcxTransfersRaiseTheLockedMemoryLimitAndExportUcxVariables) {
+  config::DeploymentConfig config = Example();
+  const std::string ulimit = "ulimit -l unlimited 2>/dev/null || echo";
+  absl::StatusOr<std::string> plan = PlanSlurm(config, Options({"tray1", "tray2", "tray3"}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(*plan, Not(HasSubstr(ulimit)));  // tcp: nothing to pin
+  for (config::InstanceConfig& instance : config.instances) {
+    instance.transfer.transport = config::TransferTransport::kUcx;
+  }
+  config.placement.env.emplace_back("UCX_TLS", "rc,sm,self");
+  config.placement.env.emplace_back("UCX_NET_DEVICES", "mlx5_0:1");
+  plan = PlanSlurm(config, Options({"tray1", "tray2", "tray3"}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(*plan, HasSubstr(ulimit));
+  EXPECT_THAT(*plan, HasSubstr("export UCX_TLS=rc,sm,self\n"));
+  EXPECT_THAT(*plan, HasSubstr("export UCX_NET_DEVICES=mlx5_0:1\n"));
+  // Before the first step starts.
+  EXPECT_LT(plan->find(ulimit), plan->find("lockstep_step router"));
+}
+
 TEST(SlurmPlanTest, ATokenFileNamedInTheConfigIsTheOneUsed) {
   config::DeploymentConfig config = Example();
   config.security.cluster_token_file = "/shared/secrets/cluster_token";

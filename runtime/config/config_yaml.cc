@@ -261,7 +261,16 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   transfer.Int("deadline_ms", &instance.transfer.deadline_ms);
   transfer.Int("lease_ms", &instance.transfer.lease_ms);
   transfer.Bool("tcp_data_plane", &instance.transfer.tcp_data_plane);
+  transfer.Enumerated("transport", &instance.transfer.transport, &ParseTransferTransport);
   transfer.Finish();
+  // `tcp_data_plane: false` alone is the older spelling of `transport: grpc`.
+  if (!instance.transfer.tcp_data_plane &&
+      instance.transfer.transport == TransferTransport::kTcp) {
+    instance.transfer.transport = TransferTransport::kGrpc;
+  }
+  if (instance.transfer.transport == TransferTransport::kGrpc) {
+    instance.transfer.tcp_data_plane = false;
+  }
 
   MapReader speculative(reader.Child("speculative"), reader.PathOf("speculative"), errors);
   spec::SpeculativeConfig& s = instance.speculative;
@@ -305,6 +314,24 @@ void ReadPlacement(MapReader& reader, PlacementConfig& placement) {
           continue;
         }
         placement.env.emplace_back(name, it->second.Scalar());
+      }
+    }
+  }
+  const YAML::Node rdma = reader.Child("rdma_resources");
+  if (rdma.IsDefined() && !rdma.IsNull()) {
+    if (!rdma.IsMap()) {
+      reader.Error(reader.PathOf("rdma_resources"), "must be a mapping of resource names to counts",
+                   rdma);
+    } else {
+      for (auto it = rdma.begin(); it != rdma.end(); ++it) {
+        const std::string name = it->first.IsScalar() ? it->first.Scalar() : "?";
+        int64_t count = 0;
+        if (!it->second.IsScalar() || !absl::SimpleAtoi(it->second.Scalar(), &count)) {
+          reader.Error(absl::StrCat(reader.PathOf("rdma_resources"), ".", name),
+                       "must be an integer", it->second);
+          continue;
+        }
+        placement.rdma_resources.emplace_back(name, count);
       }
     }
   }

@@ -260,6 +260,34 @@ TEST(ConfigYamlTest, TcpDataPlaneCanBeTurnedOff) {
       "");
   ASSERT_THAT(config, IsOk());
   EXPECT_FALSE(config->instances[0].transfer.tcp_data_plane);
+  EXPECT_EQ(config->instances[0].transfer.transport, TransferTransport::kGrpc);
+}
+
+TEST(ConfigYamlTest, TransferTransportIsChosenByName) {
+  const auto parse = [](const std::string& transfer) {
+    return ParseDeploymentConfig("model: {name: m, path: p}\n"
+                                 "instances: [{name: a, role: aggregated, transfer: " +
+                                     transfer + "}]\n",
+                                 "");
+  };
+  absl::StatusOr<DeploymentConfig> ucx = parse("{transport: ucx}");
+  ASSERT_THAT(ucx, IsOk());
+  EXPECT_EQ(ucx->instances[0].transfer.transport, TransferTransport::kUcx);
+  EXPECT_TRUE(ucx->instances[0].transfer.tcp_data_plane);  // the fallback
+  absl::StatusOr<DeploymentConfig> grpc = parse("{transport: grpc}");
+  ASSERT_THAT(grpc, IsOk());
+  EXPECT_FALSE(grpc->instances[0].transfer.tcp_data_plane);
+  absl::StatusOr<DeploymentConfig> fallback_grpc = parse("{transport: ucx, tcp_data_plane: false}");
+  ASSERT_THAT(fallback_grpc, IsOk());
+  EXPECT_EQ(fallback_grpc->instances[0].transfer.transport, TransferTransport::kUcx);
+  EXPECT_FALSE(fallback_grpc->instances[0].transfer.tcp_data_plane);
+  absl::StatusOr<DeploymentConfig> defaults = parse("{}");
+  ASSERT_THAT(defaults, IsOk());
+  EXPECT_EQ(defaults->instances[0].transfer.transport, TransferTransport::kTcp);
+  EXPECT_THAT(parse("{transport: rdma}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("transfer.transport: must be one of ucx | tcp | grpc, got 'rdma'")));
+  EXPECT_EQ(TransferTransportName(TransferTransport::kUcx), "ucx");
 }
 
 TEST(ConfigYamlTest, CommTransportsAreChosenPerGroup) {

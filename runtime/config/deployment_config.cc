@@ -26,6 +26,10 @@ constexpr NameTable<CommTransport, 4> kTransportNames = {{{CommTransport::kGloo,
                                                           {CommTransport::kShm, "shm"},
                                                           {CommTransport::kAuto, "auto"},
                                                           {CommTransport::kNccl, "nccl"}}};
+constexpr NameTable<TransferTransport, 3> kTransferTransportNames = {
+    {{TransferTransport::kUcx, "ucx"},
+     {TransferTransport::kTcp, "tcp"},
+     {TransferTransport::kGrpc, "grpc"}}};
 
 template <typename Enum, size_t N>
 std::string_view NameOf(const NameTable<Enum, N>& table, Enum value) {
@@ -280,6 +284,16 @@ void ValidatePlacement(const PlacementConfig& placement,
   if (placement.compute_domain && placement.gpus_per_node == 0) {
     problems.Add("placement.compute_domain", "needs placement.gpus_per_node > 0");
   }
+  absl::flat_hash_set<std::string> resource_names;
+  for (const auto& [name, count] : placement.rdma_resources) {
+    const std::string field = absl::StrCat("placement.rdma_resources.", name);
+    if (!IsLabelKey(name)) {
+      problems.Add(field, "must be a resource name like rdma/ib");
+    } else if (!resource_names.insert(name).second) {
+      problems.Add(field, "is set twice");
+    }
+    if (count < 1) problems.Add(field, absl::StrCat("must be >= 1, got ", count));
+  }
 }
 
 void ValidateSecurity(const SecurityConfig& security, Problems& problems) {
@@ -308,6 +322,10 @@ std::string_view DraftPoolName(DraftPool pool) { return kv::DraftModeName(pool);
 std::string_view RoutingPolicyName(RoutingPolicy policy) { return NameOf(kPolicyNames, policy); }
 std::string_view CommTransportName(CommTransport transport) {
   return NameOf(kTransportNames, transport);
+}
+
+std::string_view TransferTransportName(TransferTransport transport) {
+  return NameOf(kTransferTransportNames, transport);
 }
 
 absl::StatusOr<InstanceRole> ParseInstanceRole(std::string_view name) {
@@ -343,6 +361,10 @@ absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name) {
 }
 absl::StatusOr<CommTransport> ParseCommTransport(std::string_view name) {
   return ParseName(kTransportNames, name);
+}
+
+absl::StatusOr<TransferTransport> ParseTransferTransport(std::string_view name) {
+  return ParseName(kTransferTransportNames, name);
 }
 
 absl::StatusOr<int64_t> AutoKvNumBlocks(const KvSettings& kv, std::string_view field,
@@ -473,6 +495,13 @@ const InstanceConfig* DeploymentConfig::FindInstance(std::string_view name) cons
     if (instance.name == name) return &instance;
   }
   return nullptr;
+}
+
+bool UsesUcx(const DeploymentConfig& config) {
+  for (const InstanceConfig& instance : config.instances) {
+    if (instance.transfer.transport == TransferTransport::kUcx) return true;
+  }
+  return false;
 }
 
 }  // namespace lockstep::config

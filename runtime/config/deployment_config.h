@@ -49,6 +49,11 @@ enum class RoutingPolicy { kRoundRobin, kLeastLoad, kKvAware };
 // expert-parallel group, comm.engine_transport, which the engine makes itself; not the
 // executor's vote yet: validation says so).
 enum class CommTransport { kGloo, kShm, kAuto, kNccl };
+// How KV moves from a context rank to a generation rank (`transfer.transport`). YAML:
+// ucx (UCX one-sided gets: RDMA, shared memory or TCP as UCX_TLS allows; falls back to
+// tcp where a peer has no UCX) | tcp (our TCP data plane, falling back to gRPC) | grpc
+// (gRPC streams only). docs/transfer-ucx.md.
+enum class TransferTransport { kUcx, kTcp, kGrpc };
 
 // The YAML spelling of each value, and its inverse (an error lists the valid names).
 using sched::InstanceRoleName;
@@ -57,12 +62,14 @@ using sched::DummyPolicyName;
 std::string_view DraftPoolName(DraftPool pool);
 std::string_view RoutingPolicyName(RoutingPolicy policy);
 std::string_view CommTransportName(CommTransport transport);
+std::string_view TransferTransportName(TransferTransport transport);
 absl::StatusOr<InstanceRole> ParseInstanceRole(std::string_view name);
 absl::StatusOr<EngineKind> ParseEngineKind(std::string_view name);
 absl::StatusOr<DummyPolicy> ParseDummyPolicy(std::string_view name);
 absl::StatusOr<DraftPool> ParseDraftPool(std::string_view name);
 absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name);
 absl::StatusOr<CommTransport> ParseCommTransport(std::string_view name);
+absl::StatusOr<TransferTransport> ParseTransferTransport(std::string_view name);
 
 // `model:` — the served model. Relative paths are resolved against the directory of the
 // config file when the file is loaded (so a config works from any current directory);
@@ -240,7 +247,10 @@ struct TransferSettings {
   int64_t lease_ms = 30000;
   // KV bytes go over a plain TCP data plane (gRPC carries the control); false: over
   // gRPC streams. A rank serves and pulls over TCP only where both sides have it on.
+  // `transport: grpc` turns it off; with `transport: ucx` it is UCX's fallback.
   bool tcp_data_plane = true;
+  // The KV data plane; `tcp_data_plane: false` alone means grpc.
+  TransferTransport transport = TransferTransport::kTcp;
 };
 
 // `instances[i].comm:` — the transports of the instance's two collective groups.
@@ -309,6 +319,9 @@ struct PlacementConfig {
   // Kubernetes: every worker pod claims a ComputeDomain (multi-node NVLink on GB200 /
   // GB300 NVL72). Needs gpus_per_node > 0.
   bool compute_domain = false;
+  // Kubernetes: extended resources every worker pod asks for, e.g. {rdma/ib: 1} for
+  // the KV transfer over UCX across nodes (docs/transfer-ucx.md), in file order.
+  std::vector<std::pair<std::string, int64_t>> rdma_resources;
 };
 
 // `security:` — the secrets every daemon of the deployment (router, worker, instance,
@@ -352,6 +365,9 @@ struct DeploymentConfig {
   // The instance named `name`, or null.
   const InstanceConfig* FindInstance(std::string_view name) const;
 };
+
+// Whether any instance moves KV over UCX (transfer.transport: ucx).
+bool UsesUcx(const DeploymentConfig& config);
 
 // The target pool's block count under `num_blocks: auto`:
 // floor(free_bytes * kv.free_memory_fraction / block_bytes), where `free_bytes` is the

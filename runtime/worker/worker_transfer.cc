@@ -25,12 +25,15 @@ absl::StatusOr<std::unique_ptr<transfer::Transceiver>> Worker::CreateTransceiver
   options.server.listen_address = listen.WithPort(0).ToString();
   options.server.tcp_data_plane = instance_->transfer.tcp_data_plane;
   options.pull_over_tcp = instance_->transfer.tcp_data_plane;
+  options.ucx = instance_->transfer.transport == config::TransferTransport::kUcx;
   ASSIGN_OR_RETURN(std::unique_ptr<transfer::GrpcTransceiver> transceiver,
                    transfer::GrpcTransceiver::Create(std::move(options), SystemClock::Get()));
   transceiver_address_ = transceiver->address();
   LOCKSTEP_LOG_INFO(
-      "worker", "KV transfer service at {}, TCP data plane at {}", transceiver->address(),
-      transceiver->data_plane_address().empty() ? "(off)" : transceiver->data_plane_address());
+      "worker", "KV transfer service at {}, TCP data plane at {}, UCX data plane {}",
+      transceiver->address(),
+      transceiver->data_plane_address().empty() ? "(off)" : transceiver->data_plane_address(),
+      transceiver->ucx_data_plane() == nullptr ? "off" : "on");
   return std::unique_ptr<transfer::Transceiver>(std::move(transceiver));
 }
 
