@@ -3,12 +3,14 @@
 #define LOCKSTEP_SCHEDULER_SAMPLING_PARAMS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "grammar/grammar_spec.h"
 
 namespace lockstep::sched {
 
@@ -49,12 +51,18 @@ struct SamplingParams {
   // original would have (the draw for position p is the same, positions being
   // absolute). max_tokens then counts only the tokens still to generate.
   int32_t num_generated_in_prompt = 0;
+  // Constrained decoding: the output must match this grammar (response_format, forced
+  // tool calls). The rank that owns the request masks the logits with a Matcher rebuilt
+  // from the generated tokens (runtime/engine/cpu/sampler_grammar.h); a dead end fails
+  // the request naming it.
+  std::optional<grammar::GrammarSpec> grammar;
 
   bool greedy() const { return temperature == 0.0f; }
-  // The sampler needs the sequence's tokens (penalties, min_tokens).
+  // The sampler needs the sequence's tokens (penalties, min_tokens, the grammar's
+  // replay).
   bool UsesHistory() const {
     return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f ||
-           min_tokens > 0;
+           min_tokens > 0 || grammar.has_value();
   }
 
   // Errors name the offending field.
@@ -106,6 +114,16 @@ struct SamplingParams {
         return absl::InvalidArgumentError(absl::StrCat("logit_bias: the bias of token ", t,
                                                        " must be in [-100, 100], got ", bias));
       }
+    }
+    if (grammar.has_value() &&
+        (static_cast<int>(grammar->kind) < 0 ||
+         static_cast<int>(grammar->kind) > static_cast<int>(grammar::GrammarSpec::Kind::kEbnf))) {
+      return absl::InvalidArgumentError(absl::StrCat("grammar: unknown kind ",
+                                                     static_cast<int>(grammar->kind)));
+    }
+    if (grammar.has_value() && grammar->kind != grammar::GrammarSpec::Kind::kJsonObject &&
+        grammar->text.empty()) {
+      return absl::InvalidArgumentError("grammar: the schema, regex or EBNF text is empty");
     }
     for (int32_t t : stop_token_ids) {
       if (t < 0 || t >= vocab_size) {

@@ -1,6 +1,8 @@
 #include "runtime/executor/sampling_codec.h"
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -9,7 +11,7 @@
 namespace lockstep::exec {
 namespace {
 
-static_assert(FieldCount<sched::SamplingParams>() == 14,
+static_assert(FieldCount<sched::SamplingParams>() == 15,
               "a field was added to sched::SamplingParams: encode and decode it below, then "
               "update the count");
 
@@ -22,6 +24,30 @@ bool GetLogitBias(WireReader& r, std::vector<std::pair<int32_t, float>>* bias) {
     if (!r.Get(&entry.first) || !r.Get(&entry.second)) return false;
     bias->push_back(entry);
   }
+  return true;
+}
+
+void PutGrammar(WireWriter& w, const std::optional<grammar::GrammarSpec>& g) {
+  static_assert(FieldCount<grammar::GrammarSpec>() == 2,
+                "a field was added to grammar::GrammarSpec: encode and decode it below");
+  w.PutBool(g.has_value());
+  if (!g.has_value()) return;
+  w.Put<int32_t>(static_cast<int32_t>(g->kind));
+  w.PutString(g->text);
+}
+
+bool GetGrammar(WireReader& r, std::optional<grammar::GrammarSpec>* g) {
+  bool present = false;
+  if (!r.GetBool(&present)) return false;
+  if (!present) {
+    g->reset();
+    return true;
+  }
+  int32_t kind = 0;
+  std::string text;
+  if (!r.Get(&kind) || !r.GetString(&text)) return false;
+  if (kind < 0 || kind > static_cast<int32_t>(grammar::GrammarSpec::Kind::kEbnf)) return false;
+  *g = grammar::GrammarSpec{static_cast<grammar::GrammarSpec::Kind>(kind), std::move(text)};
   return true;
 }
 
@@ -46,6 +72,7 @@ void PutSamplingParams(WireWriter& w, const sched::SamplingParams& s) {
     w.Put(bias);
   }
   w.Put(s.num_generated_in_prompt);
+  PutGrammar(w, s.grammar);
 }
 
 bool GetSamplingParams(WireReader& r, sched::SamplingParams* s) {
@@ -53,7 +80,8 @@ bool GetSamplingParams(WireReader& r, sched::SamplingParams* s) {
          r.Get(&s->seed) && r.GetVector(&s->stop_token_ids) && r.GetBool(&s->ignore_eos) &&
          r.Get(&s->logprobs) && r.Get(&s->presence_penalty) && r.Get(&s->frequency_penalty) &&
          r.Get(&s->repetition_penalty) && r.Get(&s->min_tokens) &&
-         GetLogitBias(r, &s->logit_bias) && r.Get(&s->num_generated_in_prompt);
+         GetLogitBias(r, &s->logit_bias) && r.Get(&s->num_generated_in_prompt) &&
+         GetGrammar(r, &s->grammar);
 }
 
 }  // namespace lockstep::exec

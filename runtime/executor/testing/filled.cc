@@ -21,6 +21,7 @@ sched::SamplingParams FilledSamplingParams() {
   s.min_tokens = 2;
   s.logit_bias = {{3, 1.5f}, {8, -2.0f}};  // sorted by token, as the proto path returns it
   s.num_generated_in_prompt = 1;
+  s.grammar = grammar::GrammarSpec{grammar::GrammarSpec::Kind::kRegex, "[a-z]+"};
   return s;
 }
 
