@@ -309,25 +309,66 @@ void BatchRunner::Accept(const Batch& batch, const float* logits) {
     if (work.sampling->UsesHistory() && (!work.context || work.last_chunk)) {
       history = HistoryOf(batch, work);
     }
-    if (work.context) {
+    if (work.context && !work.last_chunk) {
       work.next_start = work.start + work.num_rows;
-      if (work.last_chunk) {
-        work.tokens.push_back(SampleToken(logits + static_cast<size_t>(work.first_logit) * vocab,
-                                          vocab, *work.sampling, work.next_start, arena_, history));
-      }
       continue;
     }
-    // Sample the verified positions with the request's own draw, as far as the drafts
-    // are accepted; each position sees the tokens accepted before it.
-    work.accepted = spec::AcceptDrafts(work.drafts, [&](int j) {
-                      history.pending = absl::MakeConstSpan(work.tokens);
-                      work.tokens.push_back(
-                          SampleToken(logits + static_cast<size_t>(work.first_logit + j) * vocab,
-                                      vocab, *work.sampling, work.start + 1 + j, arena_, history));
-                      return work.tokens.back();
-                    }).accepted;
-    work.next_start = work.start + 1 + work.accepted;
+    absl::StatusOr<SequenceGrammar*> grammar = SyncGrammar(work, history);
+    if (!grammar.ok()) {
+      RefuseSampled(work, grammar.status());
+      continue;
+    }
+    // The token at `position` from logit row `row`: with a grammar, among the tokens it
+    // allows (-1: none, a dead end).
+    auto sample = [&](int row, int64_t position) -> int32_t {
+      if (*grammar != nullptr) {
+        history.allowed = (*grammar)->Allowed();
+        if (history.allowed.empty()) return -1;
+      }
+      const int32_t token = SampleToken(logits + static_cast<size_t>(row) * vocab, vocab,
+                                        *work.sampling, position, arena_, history);
+      if (*grammar != nullptr && (token < 0 || !(*grammar)->Accept(token).ok())) return -1;
+      return token;
+    };
+    if (work.context) {
+      work.next_start = work.start + work.num_rows;
+      work.tokens.push_back(sample(work.first_logit, work.next_start));
+    } else {
+      // Sample the verified positions with the request's own draw, as far as the drafts
+      // are accepted; each position sees the tokens accepted before it.
+      work.accepted = spec::AcceptDrafts(work.drafts, [&](int j) {
+                        history.pending = absl::MakeConstSpan(work.tokens);
+                        work.tokens.push_back(sample(work.first_logit + j, work.start + 1 + j));
+                        return work.tokens.back();
+                      }).accepted;
+      work.next_start = work.start + 1 + work.accepted;
+    }
+    if (work.tokens.back() < 0) {
+      RefuseSampled(work, GrammarDeadEnd((*grammar)->num_accepted()));
+    }
   }
+}
+
+absl::StatusOr<SequenceGrammar*> BatchRunner::SyncGrammar(const SeqWork& work,
+                                                           const SamplingHistory& history) {
+  if (!work.sampling->grammar.has_value() || work.state == nullptr) return nullptr;
+  if (grammars_ == nullptr) {
+    return absl::FailedPreconditionError("this engine has no vocabulary for constrained decoding");
+  }
+  std::unique_ptr<SequenceGrammar>& grammar = work.state->grammar;
+  if (grammar == nullptr) grammar = std::make_unique<SequenceGrammar>();
+  RETURN_IF_ERROR(grammar->SyncToHistory(*grammars_, *work.sampling, history));
+  return grammar.get();
+}
+
+void BatchRunner::RefuseSampled(SeqWork& work, absl::Status status) {
+  work.refused = absl::Status(status.code(), absl::StrCat("request ", work.key.first, ": ",
+                                                          status.message()));
+  work.tokens.clear();
+  work.state = nullptr;
+  work.draft_kv = false;
+  work.verify = work.propose = work.accepted = 0;
+  EraseState(work.key);
 }
 
 void BatchRunner::ExtendTokens(const Batch& batch) {
@@ -398,6 +439,10 @@ absl::Status BatchRunner::Drafts(const Batch& batch, bool empty) {
       drafts.resize(queries_[q].max_drafts);
     }
     work.state->drafts.swap(drafts);
+    // A constrained sequence's proposal stops before its first token the grammar forbids.
+    if (work.state->grammar != nullptr && !kv_drafter_) {
+      work.state->drafts.resize(work.state->grammar->AllowedDrafts(work.state->drafts));
+    }
   }
   return absl::OkStatus();
 }

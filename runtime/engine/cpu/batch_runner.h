@@ -46,6 +46,7 @@
 #include "runtime/engine/cpu/paged_attention.h"
 #include "runtime/engine/cpu/parallel.h"
 #include "runtime/engine/cpu/sampler.h"
+#include "runtime/engine/cpu/sampler_grammar.h"
 #include "runtime/engine/model_engine.h"
 #include "spec_decode/drafter.h"
 
@@ -64,6 +65,8 @@ struct SequenceState {
   // prompt.
   std::vector<int32_t> tokens;
   int64_t prompt_length = 0;
+  // A constrained request's matcher (sampler_grammar.h), or null.
+  std::unique_ptr<SequenceGrammar> grammar;
 };
 
 class BatchRunner {
@@ -82,6 +85,12 @@ class BatchRunner {
   // InvalidArgument naming the request and why; the others run. A batch naming one
   // request twice fails whole (InvalidArgument); a Communicator error is returned as is.
   absl::StatusOr<BatchResult> Run(const Batch& batch);
+
+  // Constrained decoding (SamplingParams::grammar): masks from `source` (not owned, must
+  // outlive the runner). Without one, a constrained request is refused. A sequence whose
+  // grammar does not compile or reaches a dead end is refused (SequenceResult::status
+  // FailedPrecondition or InvalidArgument naming why) after the forward.
+  void set_grammar_source(GrammarSource* source) { grammars_ = source; }
 
  private:
   // (request id, target cache generation). One state per request id: a new
@@ -136,6 +145,11 @@ class BatchRunner {
   absl::StatusOr<const float*> TargetForward(const Batch& batch, bool empty);
   // Sampling and acceptance from the target logits.
   void Accept(const Batch& batch, const float* logits);
+  // The sequence's grammar brought to its generated tokens (null: unconstrained).
+  absl::StatusOr<SequenceGrammar*> SyncGrammar(const SeqWork& work,
+                                               const SamplingHistory& history);
+  // Refuses a sequence after the forward (nothing of this step is kept).
+  void RefuseSampled(SeqWork& work, absl::Status status);
   // The sequence's tokens before this step (into history_tokens_) and the sampling
   // history over them, for work that samples with penalties or min_tokens.
   SamplingHistory HistoryOf(const Batch& batch, const SeqWork& work);
@@ -156,6 +170,7 @@ class BatchRunner {
   ThreadPool* const threads_;
   const bool kv_drafter_;     // drafter_ keeps KV (the draft model)
   const bool token_drafter_;  // drafter_ reads each sequence's tokens (n-gram)
+  GrammarSource* grammars_ = nullptr;
 
   absl::node_hash_map<int64_t, SequenceState> states_;  // by request id
   Arena arena_;

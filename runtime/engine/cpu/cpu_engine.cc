@@ -61,7 +61,11 @@ class CpuParts final : public EngineParts {
                 drafter_.get(),
                 {options.draft_storage, options.draft_layout, options.draft_num_blocks},
                 options.speculative.enabled() ? options.speculative.num_draft_tokens : 0,
-                &threads_) {}
+                &threads_),
+        grammars_(options.model_dir, target_->config().vocab_size,
+                  target_->config().eos_token_id) {
+    runner_.set_grammar_source(&grammars_);
+  }
 
   absl::StatusOr<BatchResult> Run(const Batch& batch) override { return runner_.Run(batch); }
 
@@ -71,6 +75,7 @@ class CpuParts final : public EngineParts {
   ThreadPool threads_;
   const std::unique_ptr<spec::Drafter> drafter_;  // the draft model's, n-gram, or null
   BatchRunner runner_;
+  GrammarSource grammars_;  // constrained decoding's vocabulary and compiled grammars
 };
 
 }  // namespace

@@ -45,9 +45,19 @@ const float* ProcessLogits(const float* logits, int vocab, const sched::Sampling
   const bool min_tokens = generated < params.min_tokens;
   const bool repetition = params.repetition_penalty != 1.0f;
   const bool counts = params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f;
-  if (params.logit_bias.empty() && !min_tokens && !repetition && !counts) return logits;
+  const bool masked = !history.allowed.empty();
+  if (params.logit_bias.empty() && !min_tokens && !repetition && !counts && !masked) return logits;
   float* out = arena.Alloc<float>(vocab);
   std::copy(logits, logits + vocab, out);
+  if (masked) {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    for (int32_t t = 0; t < vocab; ++t) {
+      const size_t word = static_cast<size_t>(t) / 32;
+      if (word >= history.allowed.size() || !((history.allowed[word] >> (t % 32)) & 1u)) {
+        out[t] = kNegInf;
+      }
+    }
+  }
   auto in_vocab = [vocab](int32_t t) { return t >= 0 && t < vocab; };
   for (const auto& [t, bias] : params.logit_bias) {
     if (in_vocab(t)) out[t] += bias;
@@ -87,6 +97,11 @@ const float* ProcessLogits(const float* logits, int vocab, const sched::Sampling
 int32_t SampleToken(const float* logits, int vocab, const sched::SamplingParams& params,
                     int64_t position, Arena& arena, const SamplingHistory& history) {
   logits = ProcessLogits(logits, vocab, params, history, arena);
+  if (!history.allowed.empty()) {
+    const int32_t best = ArgMax(logits, vocab);
+    if (logits[best] == -std::numeric_limits<float>::infinity()) return -1;
+    if (params.greedy()) return best;
+  }
   if (params.greedy()) return ArgMax(logits, vocab);
   // Candidates: every token in id order, or the top-k / top-p set in logit order.
   int32_t* ids = arena.Alloc<int32_t>(vocab);

@@ -40,9 +40,12 @@ struct SamplingHistory {
   absl::Span<const int32_t> output;
   absl::Span<const int32_t> pending;
   int32_t eos_token_id = -1;  // -1: none
+  // Constrained decoding (sampler_grammar.h): bit t (32 tokens a word) is set when the
+  // grammar allows token t next. Empty: every token is allowed.
+  absl::Span<const uint32_t> allowed;
 };
 
-// The logits after logit_bias, min_tokens (EOS unless ignore_eos, and the stop tokens,
+// The logits after the grammar's mask (history.allowed: the others to -inf), logit_bias, min_tokens (EOS unless ignore_eos, and the stop tokens,
 // to -inf while fewer than min_tokens were generated) and the penalties (repetition
 // over prompt and output, then frequency and presence over the output), in that
 // order: `logits` itself when none applies, else a processed copy in `arena`.
@@ -51,7 +54,8 @@ const float* ProcessLogits(const float* logits, int vocab, const sched::Sampling
 
 // Samples the token that will sit at `position` from `logits` under `params`
 // (greedy when params.greedy()), after ProcessLogits with `history` (none: no
-// history-dependent processing). A pure function of its arguments.
+// history-dependent processing). A pure function of its arguments. -1 when no token is
+// left (every token the grammar allows is at -inf: the grammar's dead end).
 int32_t SampleToken(const float* logits, int vocab, const sched::SamplingParams& params,
                     int64_t position, Arena& arena, const SamplingHistory& history = {});
 
