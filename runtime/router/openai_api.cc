@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "fmt/format.h"
 #include "runtime/router/chat_prompt.h"
+#include "runtime/router/openai_grammar.h"
 #include "runtime/router/openai_tools.h"
 #include "runtime/router/request_validation.h"
 
@@ -281,8 +282,23 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
                           "parses (hermes, llama3_json, deepseek_v3, mistral): use "
                           "tool_choice \"none\"");
     }
+    if (tools.force_tool_call) {
+      ASSIGN_OR_RETURN(sampling.grammar,
+                       ForcedToolCallGrammar(doc["tools"], tools.forced_function,
+                                             out.output_family.tools, tools.parallel_tool_calls));
+    }
     ASSIGN_OR_RETURN(request.prompt, EncodeChatPrompt(ordered["messages"], tokenizer, chat,
                                                       &out.prompt_text));
+  }
+
+  ASSIGN_OR_RETURN(std::optional<grammar::GrammarSpec> format, ResponseFormatGrammar(doc));
+  if (format.has_value()) {
+    if (sampling.grammar.has_value()) {
+      return InvalidParam("response_format",
+                          "response_format other than text together with a forced tool call "
+                          "(tool_choice \"required\" or named) is not supported");
+    }
+    sampling.grammar = std::move(format);
   }
 
   int64_t i64 = 0;

@@ -201,8 +201,9 @@ INSTANTIATE_TEST_SUITE_P(
                            "tool_choice": "auto"})",
                 "tool_choice", "needs tools"},
         BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
-                           "response_format": {"type": "json_object"}})",
-                "response_format", "not supported"},
+                           "response_format": {"type": "json_schema", "json_schema":
+                               {"name": "x", "schema": {"type": "object", "not": {}}}}})",
+                "response_format", "keyword 'not' is not supported"},
         BadBody{kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
                            "modalities": ["text", "audio"]})",
                 "modalities", "not supported"},

@@ -116,14 +116,11 @@ absl::StatusOr<ToolOptions> ParseToolOptions(const json& body) {
   if (choice != "none" && !options.has_tools) {
     return InvalidParam("tool_choice", "tool_choice other than \"none\" needs tools");
   }
-  if (choice == "required" || choice == "named") {
-    return InvalidParam("tool_choice",
-                        fmt::format("tool_choice {} is not supported yet (forcing a call needs "
-                                    "constrained decoding, which does not reach the sampler "
-                                    "yet); use \"auto\"",
-                                    choice == "named" ? "naming a function" : "\"required\""));
+  options.force_tool_call = choice == "required" || choice == "named";
+  if (choice == "named") {
+    options.forced_function = body["tool_choice"]["function"]["name"].get<std::string>();
   }
-  options.parse_tool_calls = choice == "auto";
+  options.parse_tool_calls = choice != "none";
   auto parallel = OptionalBool(body, "parallel_tool_calls", true);
   if (!parallel.ok()) return parallel.status();
   options.parallel_tool_calls = *parallel;

@@ -83,8 +83,9 @@ TEST(OpenAiToolsTest, BadToolOptionsAre400NamingTheProblem) {
        "tool_choice", "names the function 'g', which is not in tools"},
       {std::string(kTools) + R"(, "tool_choice": "sometimes")", "tool_choice",
        "tool_choice must be \"none\", \"auto\", \"required\""},
-      {std::string(kTools) + R"(, "tool_choice": "required")", "tool_choice",
-       "not supported yet"},
+      {std::string(kTools) + R"(, "tool_choice": "required", "response_format":
+        {"type": "json_object"})",
+       "response_format", "together with a forced tool call"},
       {std::string(kTools) + R"(, "parallel_tool_calls": "yes")", "parallel_tool_calls",
        "must be a boolean"},
       {R"("tool_choice": "required")", "tool_choice", "needs tools"},
@@ -97,6 +98,27 @@ TEST(OpenAiToolsTest, BadToolOptionsAre400NamingTheProblem) {
     EXPECT_EQ(ParamOf(status), c.param);
   }
   EXPECT_THAT(ParseStatus(std::string(kTools) + R"(, "tool_choice": "none")"), IsOk());
+}
+
+TEST(OpenAiToolsTest, RequiredAndNamedToolChoiceForceACallThroughAGrammar) {
+  for (const char* choice : {R"("required")", R"({"type": "function", "function":
+                                                  {"name": "get_time"}})"}) {
+    SCOPED_TRACE(choice);
+    const absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
+        ApiKind::kChat, ChatBody(std::string(kTools) + R"(, "tool_choice": )" + choice),
+        HermesTokenizer());
+    ASSERT_THAT(parsed, IsOk());
+    EXPECT_TRUE(parsed->parse_tool_calls);
+    ASSERT_TRUE(parsed->request.sampling.grammar.has_value());
+    EXPECT_THAT(parsed->request.sampling.grammar->text, HasSubstr("<tool_call>"));
+    EXPECT_THAT(parsed->request.sampling.grammar->text, HasSubstr("get_time"));
+  }
+  const absl::StatusOr<OpenAiRequest> json_object = ParseOpenAiRequest(
+      ApiKind::kChat, ChatBody(std::string(kTools) + R"(, "response_format":
+          {"type": "json_object"})"), HermesTokenizer());
+  ASSERT_THAT(json_object, IsOk());
+  ASSERT_TRUE(json_object->request.sampling.grammar.has_value());
+  EXPECT_EQ(json_object->request.sampling.grammar->kind, grammar::GrammarSpec::Kind::kJsonObject);
 }
 
 TEST(OpenAiToolsTest, ToolsAndToolMessagesReachTheTemplate) {

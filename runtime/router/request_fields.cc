@@ -60,7 +60,7 @@ constexpr Field kFields[] = {
     {"add_generation_prompt", kChats, Use::kImplemented},
     {"chat_template_kwargs", kChats, Use::kImplemented},
     {"tools", kChats, Use::kImplemented},
-    {"tool_choice", kChats, Use::kImplemented},  // "required" and named: refused for now
+    {"tool_choice", kChats, Use::kImplemented},
     {"parallel_tool_calls", kChats, Use::kImplemented},
     {"include_reasoning", kChats, Use::kImplemented},
     {"user", kBoth, Use::kImplemented},    // a string; ignored
@@ -73,7 +73,7 @@ constexpr Field kFields[] = {
     {"include_stop_str_in_output", kBoth, Use::kUnsupported, "false"},
     {"skip_special_tokens", kBoth, Use::kUnsupported, "true"},
     {"spaces_between_special_tokens", kBoth, Use::kUnsupported, "true"},
-    {"response_format", kBoth, Use::kUnsupported, R"({"type": "text"})"},
+    {"response_format", kBoth, Use::kImplemented},
     {"function_call", kChats, Use::kUnsupported, R"("none")", kLegacyFunctions},
     {"functions", kChats, Use::kUnsupported, "[]", kLegacyFunctions},
     {"modalities", kChats, Use::kUnsupported, R"(["text"])"},

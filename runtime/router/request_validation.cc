@@ -6,6 +6,7 @@
 #include "absl/strings/cord.h"
 #include "common/status_macros.h"
 #include "fmt/format.h"
+#include "grammar/matcher.h"
 
 namespace lockstep::router {
 namespace {
@@ -92,6 +93,15 @@ absl::Status ValidateRouterRequest(const RouterRequest& request, const RequestLi
     const size_t space = message.find(' ');
     const std::string param = message.substr(0, std::min(message.find(':'), space));
     return InvalidParam(param, message);
+  }
+  // The rank that owns the request compiles it again for its vocabulary; a grammar that
+  // does not compile is the client's error, named here rather than when it is sampled.
+  if (request.sampling.grammar.has_value()) {
+    if (absl::Status status = grammar::CheckGrammarSpec(*request.sampling.grammar);
+        !status.ok()) {
+      return InvalidParam("grammar", fmt::format("the grammar does not compile: {}",
+                                                 std::string(status.message())));
+    }
   }
   return absl::OkStatus();
 }

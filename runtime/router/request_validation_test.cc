@@ -101,7 +101,18 @@ INSTANTIATE_TEST_SUITE_P(
                 r.sampling.logit_bias.emplace_back(static_cast<int32_t>(i % 300), 1.0f);
               }
             },
-            "logit_bias", "logit_bias may hold at most 1024 tokens, got 1025"}),
+            "logit_bias", "logit_bias may hold at most 1024 tokens, got 1025"},
+        Bad{"grammar_text",
+            [](auto& r) {
+              r.sampling.grammar = grammar::GrammarSpec{grammar::GrammarSpec::Kind::kRegex, ""};
+            },
+            "grammar", "grammar: the schema, regex or EBNF text is empty"},
+        Bad{"grammar_compile",
+            [](auto& r) {
+              r.sampling.grammar =
+                  grammar::GrammarSpec{grammar::GrammarSpec::Kind::kRegex, "(ab"};
+            },
+            "grammar", "the grammar does not compile"}),
     [](const ::testing::TestParamInfo<Bad>& info) { return info.param.label; });
 
 TEST(RequestValidationTest, AnUnknownModelIsNotFound) {
