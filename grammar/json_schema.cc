@@ -125,7 +125,7 @@ class SchemaCompiler {
       b_.Define(root, Expr::Sequence({Ws(), *std::move(value), Ws()}));
     } else {
       const int32_t one = b_.NewRule("wrapped");
-      b_.Define(one, Expr::Sequence({Expr::Literal(wrap->begin), Ws(), *std::move(value), Ws(),
+      b_.Define(one, Expr::Sequence({Expr::Literal(wrap->begin), *std::move(value),
                                      Expr::Literal(wrap->end)}));
       Expr more = Expr::Star(Expr::Sequence({Expr::Literal(wrap->separator), Expr::Ref(one)}));
       b_.Define(root, wrap->repeat ? Expr::Sequence({Expr::Ref(one), std::move(more)})

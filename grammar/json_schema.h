@@ -14,7 +14,7 @@
 //
 // Lockstep's extension for forced tool calls (runtime/router/openai_grammar.h): a
 // top-level "x-lockstep-wrap": {"begin": B, "end": E, "separator": S, "repeat": R}
-// matches B value E (JSON whitespace allowed inside B/E around the value), and with R
+// matches B value E (no whitespace around the value), and with R
 // true any number of further S B value E after it.
 #ifndef LOCKSTEP_GRAMMAR_JSON_SCHEMA_H_
 #define LOCKSTEP_GRAMMAR_JSON_SCHEMA_H_
