@@ -30,13 +30,14 @@ TEST(RequestFieldsTest, ImplementedAndHarmlessFieldsPass) {
       "best_of": 1, "logprobs": 2, "add_special_tokens": false, "stream_options":
       {"include_usage": true, "include_obfuscation": false}, "user": "u", "metadata": {"a": "b"},
       "store": false, "service_tier": "auto", "prompt_cache_key": "k",
-      "safety_identifier": "s"})"),
+      "safety_identifier": "s", "response_format": {"type": "json_object"}})"),
               IsOk());
   EXPECT_THAT(Check(kChat, R"({"model": "m", "messages": [], "max_completion_tokens": 1,
       "logprobs": true, "top_logprobs": 2, "add_generation_prompt": false,
       "chat_template_kwargs": {"enable_thinking": false}, "tools": [],
       "parallel_tool_calls": false, "tool_choice": "auto", "include_reasoning": false,
-      "metadata": {}})"),
+      "metadata": {}, "response_format": {"type": "json_schema", "json_schema": {"name": "n",
+      "schema": {"type": "object"}}}})"),
               IsOk());
 }
 
@@ -54,8 +55,6 @@ TEST(RequestFieldsTest, UnsupportedFieldsAreRefusedUnlessTheyChangeNothing) {
       {kC, "include_stop_str_in_output", "false", "true"},
       {kC, "skip_special_tokens", "true", "false"},
       {kC, "spaces_between_special_tokens", "true", "false"},
-      {kC, "response_format", R"({"type": "text"})", R"({"type": "json_object"})"},
-      {kChat, "response_format", R"({"type": "text"})", R"({"type": "json_schema"})"},
       {kChat, "function_call", R"("none")", R"("auto")"},
       {kChat, "functions", "[]", R"([{"name": "f"}])"},
       {kChat, "modalities", R"(["text"])", R"(["text", "audio"])"},
