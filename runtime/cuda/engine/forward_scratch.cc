@@ -54,6 +54,15 @@ absl::StatusOr<ScratchLayout> PlanScratch(const engine::ModelConfig& config,
         o.max_decode_rows, ", table stride ", o.max_table_stride, ", max_splits ", o.max_splits,
         ", world ", o.world_size, ", ", o.element_bytes, "-byte elements"));
   }
+  // The DeepSeek-V3 family's parts have no CUDA kernels yet (the CPU engine runs them):
+  // refused at load by name, not served with the wrong attention or routing.
+  if (config.mla || config.yarn || config.n_shared_experts > 0 || config.n_group > 1 ||
+      config.score_correction_bias || config.scoring != engine::ExpertScoring::kSoftmax) {
+    return absl::UnimplementedError(absl::StrCat(
+        "engine cuda: model_type ", config.model_type,
+        " needs multi-head latent attention, YaRN, shared experts or grouped sigmoid routing,"
+        " which the CUDA engine does not run yet; serve it with engine: cpu"));
+  }
   // The attention kernels' limits, here so that a model they cannot run is refused at
   // load rather than at its first decode step.
   if (config.num_kv_heads < 1 || config.num_heads % config.num_kv_heads != 0) {

@@ -110,6 +110,16 @@ TEST(ForwardScratchTest, F32ActivationsTakeTwiceTheBytes) {
   EXPECT_GT(f32->bytes, bf16->bytes);
 }
 
+// The DeepSeek-V3 family (MLA, grouped sigmoid routing, shared experts) is refused at
+// load by name until the CUDA engine has its kernels.
+TEST(ForwardScratchTest, RefusesTheDeepSeekV3FamilyByName) {
+  const absl::StatusOr<ScratchLayout> dsv3 = PlanScratch(Preset("tiny-dsv3"), Options(2));
+  EXPECT_THAT(dsv3, StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_NE(dsv3.status().message().find("deepseek_v3"), std::string::npos) << dsv3.status();
+  EXPECT_NE(dsv3.status().message().find("engine: cpu"), std::string::npos) << dsv3.status();
+  EXPECT_THAT(PlanScratch(Preset("tiny-moe"), Options(2)), IsOk());
+}
+
 TEST(ForwardScratchTest, RefusesImpossibleSizes) {
   const engine::ModelConfig config = Preset("tiny-moe");
   ScratchOptions o = Options(2);
