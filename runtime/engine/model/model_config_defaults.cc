@@ -172,35 +172,8 @@ constexpr FamilyDefaults kFamilies[] = {
      .decoder_sparse_step = 1,
      .shared_expert_intermediate_size = 0},
     // DeepseekV3Config: 128 KV heads (MLA ignores them), BOS 0, EOS 1; the MLA, routing
-    // and shared-expert fields are in kDeepseekV3. kimi_k2 (Kimi-K2's configs) uses the
-    // same class.
+    // and shared-expert fields are in kDeepseekV3. kimi_k2 is an alias (kAliases).
     {.model_type = "deepseek_v3",
-     .transformers_class = "DeepseekV3Config",
-     .vocab_size = 129280,
-     .hidden_size = 7168,
-     .intermediate_size = 18432,
-     .num_hidden_layers = 61,
-     .num_attention_heads = 128,
-     .num_key_value_heads = 128,
-     .num_key_value_heads_if_null = kAttentionHeads,
-     .head_dim = kRequired,  // not read: the MLA dimensions decide it
-     .max_position_embeddings = 4096,
-     .rms_norm_eps = 1e-6,
-     .rope_theta = 10000.0,
-     .tie_word_embeddings = false,
-     .attention_bias = false,
-     .bos_token_id = 0,
-     .eos_token_id = 1,
-     .sliding_window = kNone,
-     .num_experts = 256,
-     .num_experts_per_tok = 8,
-     .moe_intermediate_size = 2048,
-     .norm_topk_prob = true,
-     .decoder_sparse_step = 1,
-     .shared_expert_intermediate_size = 0,
-     .deepseek = &kDeepseekV3},
-    // kimi_k2: Kimi-K2's configs name DeepseekV3Config's architecture so.
-    {.model_type = "kimi_k2",
      .transformers_class = "DeepseekV3Config",
      .vocab_size = 129280,
      .hidden_size = 7168,
@@ -227,9 +200,20 @@ constexpr FamilyDefaults kFamilies[] = {
      .deepseek = &kDeepseekV3},
 };
 
+// Model types that name another type's configuration class: Kimi-K2's configs say
+// kimi_k2 for DeepseekV3Config's architecture.
+struct TypeAlias {
+  const char* model_type;
+  const char* same_as;
+};
+constexpr TypeAlias kAliases[] = {{"kimi_k2", "deepseek_v3"}};
+
 }  // namespace
 
 const FamilyDefaults* FindFamilyDefaults(absl::string_view model_type) {
+  for (const TypeAlias& alias : kAliases) {
+    if (model_type == alias.model_type) model_type = alias.same_as;
+  }
   for (const FamilyDefaults& row : kFamilies) {
     if (model_type == row.model_type) return &row;
   }
@@ -241,6 +225,7 @@ std::string SupportedModelTypes() {
   for (const FamilyDefaults& row : kFamilies) {
     absl::StrAppend(&out, out.empty() ? "" : ", ", row.model_type);
   }
+  for (const TypeAlias& alias : kAliases) absl::StrAppend(&out, ", ", alias.model_type);
   return out;
 }
 
