@@ -88,4 +88,9 @@ absl::StatusOr<exec::ExecutorConfig> MakeExecutorConfig(const config::Deployment
   return c;
 }
 
+std::string KvDtypeName(const config::InstanceConfig& instance) {
+  if (instance.engine != config::EngineKind::kCuda) return "f32";
+  return std::string(config::CudaDtypeName(instance.cuda.dtype));
+}
+
 }  // namespace lockstep::worker

@@ -46,6 +46,11 @@ uint64_t ModelSalt(const config::ModelConfig& model);
 // warn of for kernels that must run concurrently. Eager loading does it all at start.
 std::optional<std::string> UseEagerCudaModuleLoading(const config::InstanceConfig& instance);
 
+// The element type of the instance's KV pools, as KV descriptors name it: "f32" on the
+// CPU engine, the CUDA engine's dtype ("bf16" or "f32") on engine cuda. Both pools of a
+// disaggregated deployment must agree.
+std::string KvDtypeName(const config::InstanceConfig& instance);
+
 }  // namespace lockstep::worker
 
 #endif  // LOCKSTEP_RUNTIME_WORKER_EXECUTOR_SETTINGS_H_

@@ -110,6 +110,20 @@ TEST(ExecutorSettingsTest, EagerModuleLoadingBesideAnNcclGroup) {
   EXPECT_EQ(std::getenv("CUDA_MODULE_LOADING"), nullptr);
 }
 
+// KV descriptors name the pools' element type: the CPU engine's f32, the CUDA engine's
+// configured dtype (a bf16 CUDA rank described its 2-byte pools as f32 and refused to
+// start its KV transfer).
+TEST(ExecutorSettingsTest, KvDtypeFollowsTheEngine) {
+  config::InstanceConfig instance;
+  instance.engine = config::EngineKind::kCpu;
+  EXPECT_EQ(KvDtypeName(instance), "f32");
+  instance.engine = config::EngineKind::kCuda;
+  instance.cuda.dtype = config::CudaDtype::kBf16;
+  EXPECT_EQ(KvDtypeName(instance), "bf16");
+  instance.cuda.dtype = config::CudaDtype::kF32;
+  EXPECT_EQ(KvDtypeName(instance), "f32");
+}
+
 TEST(ExecutorSettingsTest, KvEventsOnPrefixLegsWithReuse) {
   absl::StatusOr<config::DeploymentConfig> d =
       config::LoadDeploymentConfig("deploy/local/disagg_ctx_dep2_gen_dep4.yaml");

@@ -19,7 +19,8 @@ absl::StatusOr<std::unique_ptr<transfer::Transceiver>> Worker::CreateTransceiver
   // Both instances must serve the same model build: its name and paths identify it.
   const config::ModelConfig& model = options_.deployment.model;
   options.descriptor = transfer::DescribeKv(
-      kv, absl::StrCat(model.name, "@", absl::Hex(ModelSalt(model), absl::kZeroPad16)));
+      kv, absl::StrCat(model.name, "@", absl::Hex(ModelSalt(model), absl::kZeroPad16)),
+      KvDtypeName(*instance_));
   options.copiers = transfer::CopiersOf(kv);
   ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(options_.listen_address));
   options.server.listen_address = listen.WithPort(0).ToString();
