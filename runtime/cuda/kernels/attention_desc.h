@@ -36,6 +36,8 @@ struct PagedKvDesc {
 inline constexpr int kMaxDecodeHeadDim = 256;
 inline constexpr int kMaxDecodeGroup = 16;
 inline constexpr int kMaxPrefillHeadDim = 256;
+// The largest latent vector (2 * cache head_dim) of MLA attention (mla_kernels.h).
+inline constexpr int kMaxMlaLatent = 1024;
 
 // One query row of decode attention: it attends to positions [0, context_len) of
 // sequence `seq`; its splits own partial slots [split_begin, split_begin + num_splits),

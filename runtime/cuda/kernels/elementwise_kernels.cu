@@ -103,6 +103,14 @@ __global__ void AddBiasKernel(T* y, int64_t row_stride, int n, const T* bias) {
   }
 }
 
+template <typename T>
+__global__ void AddKernel(T* y, const T* x, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    Store(y + i, Load(y + i) + Load(x + i));
+  }
+}
+
 // CTAs in y for `n` columns of a row-wise kernel.
 int ColumnBlocks(int n) {
   const int blocks = (n + kThreads - 1) / kThreads;
@@ -157,7 +165,24 @@ cudaError_t AddBias(T* y, int64_t row_stride, int rows, int n, const T* bias,
   return cudaGetLastError();
 }
 
+template <typename T>
+cudaError_t Add(T* y, const T* x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  LOCKSTEP_LAUNCH(AddKernel<T>, static_cast<unsigned>(blocks < 1024 ? blocks : 1024), kThreads, 0,
+                  stream)
+  (y, x, n);
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+cudaError_t LaunchAdd(Bf16* y, const Bf16* x, int64_t n, cudaStream_t stream) {
+  return Add(y, x, n, stream);
+}
+cudaError_t LaunchAdd(float* y, const float* x, int64_t n, cudaStream_t stream) {
+  return Add(y, x, n, stream);
+}
 
 cudaError_t LaunchAddRmsNorm(const Bf16* x, Bf16* residual, const Bf16* weight, int rows, int n,
                              float eps, Bf16* out, cudaStream_t stream) {

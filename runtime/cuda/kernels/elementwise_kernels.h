@@ -1,7 +1,8 @@
 // Launchers of the per-token kernels of a transformer layer: RMSNorm with the residual
 // add fused in, per-head RMSNorm of q and k (qwen3), rotary embedding (rotate-half) and
-// SiLU·mul, and the bias add of a projection. bf16 (or f32: the engine's f32 mode)
-// storage, fp32 math in the CPU engine's order of operations (runtime/engine/cpu/ops.h).
+// SiLU·mul, the bias add of a projection, and an elementwise add (the shared experts').
+// bf16 (or f32: the engine's f32 mode) storage, fp32 math in the CPU engine's order of
+// operations (runtime/engine/cpu/ops.h).
 // Raw device pointers and a stream; each returns the launch's error (cudaSuccess when
 // enqueued). Row strides are in elements.
 #ifndef LOCKSTEP_RUNTIME_CUDA_KERNELS_ELEMENTWISE_KERNELS_H_
@@ -51,6 +52,10 @@ cudaError_t LaunchAddBias(Bf16* y, int64_t row_stride, int rows, int n, const Bf
                           cudaStream_t stream);
 cudaError_t LaunchAddBias(float* y, int64_t row_stride, int rows, int n, const float* bias,
                           cudaStream_t stream);
+
+// In place: y[i] += x[i] for i < n (f32 sums rounded to the element type).
+cudaError_t LaunchAdd(Bf16* y, const Bf16* x, int64_t n, cudaStream_t stream);
+cudaError_t LaunchAdd(float* y, const float* x, int64_t n, cudaStream_t stream);
 
 }  // namespace lockstep::cuda::kernels
 

@@ -188,6 +188,29 @@ TEST(ElementwiseKernelsTest, AddBiasIsExact) {
   }
 }
 
+// The shared experts' sum (LaunchAdd): each element's f32 sum rounded once, over sizes
+// that are and are not a multiple of the CTA and beyond one grid's stride.
+TEST(ElementwiseKernelsTest, AddIsExact) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  for (const int64_t n : {int64_t{1}, int64_t{256}, int64_t{1000}, int64_t{300001}}) {
+    SCOPED_TRACE(::testing::Message() << n << " elements");
+    const std::vector<float> y = RandomBf16Floats(rng, n);
+    const std::vector<float> x = RandomBf16Floats(rng, n, 0.3f);
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i) want[i] = y[i] + x[i];
+    DeviceArray<Bf16> dy(ToBf16(y)), dx(ToBf16(x));
+    ASSERT_EQ(LaunchAdd(dy.get(), dx.get(), n, nullptr), cudaSuccess);
+    DeviceArray<float> fy(y), fx(x);
+    ASSERT_EQ(LaunchAdd(fy.get(), fx.get(), n, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(ToFloat(dy.Download()), RoundedToBf16(want)) << "bf16";
+    EXPECT_EQ(fy.Download(), want) << "f32";
+  }
+}
+
 // The f32 variants (the engine's `cuda.dtype: f32`) against the CPU ops in f32: only
 // the reduction order differs, so relative L2 <= 1e-5.
 TEST(ElementwiseKernelsTest, F32VariantsMatchCpu) {

@@ -7,6 +7,11 @@
 
 namespace lockstep::cuda::kernels {
 
+// The grouped (DeepSeek-V3) routing kernel's limits (grouped_route_kernel.h).
+inline constexpr int kMaxGroupedExperts = 512;
+inline constexpr int kMaxGroupedTopK = 16;
+inline constexpr int kMaxExpertGroups = 64;
+
 // The most rows of one grouped GEMM tile.
 inline constexpr int kGroupedGemmTileRows = 32;
 
