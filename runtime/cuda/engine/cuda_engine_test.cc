@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
+#include "runtime/cuda/engine/device_test_engine.h"
 #include "runtime/cuda/gpu_test_env.h"
 #include "runtime/engine/cpu/testing/mini_host.h"
 #include "runtime/engine/cpu/testing/spec_runs.h"
@@ -34,50 +35,6 @@ namespace et = ::lockstep::engine::testing;
 
 constexpr int32_t kBlocks = 1024;
 constexpr int kTokensPerBlock = 8;
-
-// An engine with its pools in device memory (freed before the builder goes).
-class DeviceEngine {
- public:
-  ~DeviceEngine() {
-    engine_.reset();
-    if (builder_ == nullptr) return;
-    if (target_ != nullptr) builder_->allocator()->Free(target_, target_bytes_);
-    if (draft_ != nullptr) builder_->allocator()->Free(draft_, draft_bytes_);
-  }
-
-  absl::Status Start(const engine::DeviceEngineOptions& options) {
-    absl::StatusOr<std::unique_ptr<CudaEngineBuilder>> builder = CudaEngineBuilder::Start(options);
-    if (!builder.ok()) return builder.status();
-    builder_ = *std::move(builder);
-    target_bytes_ = kBlocks * builder_->target_layout().BlockBytes();
-    absl::StatusOr<std::byte*> target = builder_->allocator()->Allocate(target_bytes_);
-    if (!target.ok()) return target.status();
-    target_ = *target;
-    engine::DevicePools pools{target_, kBlocks};
-    if (std::optional<kv::BlockLayout> draft = builder_->draft_layout()) {
-      draft_bytes_ = kBlocks * draft->BlockBytes();
-      absl::StatusOr<std::byte*> memory = builder_->allocator()->Allocate(draft_bytes_);
-      if (!memory.ok()) return memory.status();
-      draft_ = *memory;
-      pools.draft = draft_;
-      pools.draft_blocks = kBlocks;
-    }
-    absl::StatusOr<std::unique_ptr<engine::ModelEngine>> engine = builder_->Finish(pools);
-    if (!engine.ok()) return engine.status();
-    engine_ = *std::move(engine);
-    return absl::OkStatus();
-  }
-
-  engine::ModelEngine* engine() const { return engine_.get(); }
-
- private:
-  std::unique_ptr<CudaEngineBuilder> builder_;
-  std::byte* target_ = nullptr;
-  size_t target_bytes_ = 0;
-  std::byte* draft_ = nullptr;
-  size_t draft_bytes_ = 0;
-  std::unique_ptr<engine::ModelEngine> engine_;
-};
 
 struct Run {
   bool graphs = true;
@@ -124,7 +81,7 @@ std::vector<std::vector<int32_t>> RunOnDevice(const Model& model, const Run& run
   o.tokens_per_block = kTokensPerBlock;
   o.max_batch_size = 8;
   o.max_num_tokens = 8 * 24;
-  DeviceEngine device;
+  cuda::testing::DeviceTestEngine device(kBlocks);
   const absl::Status started = device.Start(o);
   EXPECT_THAT(started, IsOk());
   if (!started.ok()) return {};

@@ -99,8 +99,8 @@ ForwardContext CudaTransformer::State::ContextFor(const PackedStep& step,
   c.kv.storage = pool.storage;
   c.kv.element_bytes = options.element_bytes;
   c.kv.num_layers = config.num_layers;
-  c.kv.num_kv_heads = config.num_kv_heads;
-  c.kv.head_dim = config.head_dim;
+  c.kv.num_kv_heads = config.cache_kv_heads();
+  c.kv.head_dim = config.cache_head_dim();
   c.kv.tokens_per_block = pool.layout.tokens_per_block;
   if (config.is_moe()) {
     c.moe = MoeExchangeFor(moe_rows, config.num_experts_per_tok,
@@ -255,7 +255,8 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Load(
                                                      absl::StrCat(where, ": forward scratch")));
   const size_t pad_bytes =
       engine::SpecBufferFloats(
-          kv::BlockLayout{s.config.num_layers, s.config.num_kv_heads, s.config.head_dim, 1},
+          kv::BlockLayout{s.config.num_layers, s.config.cache_kv_heads(), s.config.cache_head_dim(),
+                          1},
           options.max_spec_tokens) *
       options.element_bytes;
   ASSIGN_OR_RETURN(s.pad_spec, DeviceBuffer::Allocate(options.device, pad_bytes,
@@ -293,9 +294,11 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Load(
   }
   LOCKSTEP_LOG_INFO("cuda",
                     "{}: {} weights of {} bytes ({} of {} experts per MoE layer), "
-                    "scratch of {} bytes",
+                    "scratch of {} bytes, KV of {} bytes per token{}",
                     where, ElementName(options.element_bytes), s.weights.bytes, local_experts,
-                    s.config.num_experts, s.layout.bytes);
+                    s.config.num_experts, s.layout.bytes,
+                    s.config.kv_values_per_token() * options.element_bytes,
+                    s.config.mla ? " (MLA latent cache)" : "");
   return std::unique_ptr<CudaTransformer>(new CudaTransformer(std::move(state)));
 }
 
@@ -303,7 +306,8 @@ const engine::ModelConfig& CudaTransformer::config() const { return state_->conf
 
 kv::BlockLayout CudaTransformer::Layout(int tokens_per_block) const {
   const engine::ModelConfig& c = state_->config;
-  return kv::BlockLayout{c.num_layers, c.num_kv_heads, c.head_dim, tokens_per_block,
+  // The engines' shared cache shape (MLA: the latent vector as one KV head).
+  return kv::BlockLayout{c.num_layers, c.cache_kv_heads(), c.cache_head_dim(), tokens_per_block,
                          state_->options.element_bytes};
 }
 

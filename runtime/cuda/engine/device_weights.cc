@@ -2,13 +2,13 @@
 
 #include <cuda_runtime_api.h>
 
-#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/engine/weight_convert.h"
+#include "runtime/engine/cpu/rope.h"
 
 namespace lockstep::cuda {
 namespace {
@@ -36,6 +36,15 @@ class Uploader {
     const std::vector<std::byte> elements = ToElements(values, out_.element_bytes);
     return Bytes(elements.data(), elements.size(),
                  absl::StrCat("tensor ", DescribeWeight(w, out_.element_bytes)));
+  }
+
+  // Reads and uploads one vector as f32 whatever the element type; null without parts.
+  absl::StatusOr<const float*> F32(const engine::WeightSource& w) {
+    if (w.parts.empty()) return nullptr;
+    ASSIGN_OR_RETURN(std::vector<float> values, engine::ReadWeight(tensors_, w));
+    ASSIGN_OR_RETURN(const void* data, Bytes(values.data(), values.size() * sizeof(float),
+                                             absl::StrCat("tensor ", DescribeWeight(w, 4))));
+    return static_cast<const float*>(data);
   }
 
   // The device array of `pointers` (the grouped GEMM reads it).
@@ -70,6 +79,17 @@ absl::StatusOr<DeviceWeights> UploadWeights(const engine::SafetensorsModel& tens
     ASSIGN_OR_RETURN(layer.q_norm, up.Weight(s.q_norm));
     ASSIGN_OR_RETURN(layer.k_norm, up.Weight(s.k_norm));
     ASSIGN_OR_RETURN(layer.o, up.Weight(s.o));
+    layer.mla = s.mla;
+    if (s.mla) {
+      const engine::MlaSource& m = s.mla_parts;
+      ASSIGN_OR_RETURN(layer.q_a, up.Weight(m.q_a));
+      ASSIGN_OR_RETURN(layer.q_a_norm, up.Weight(m.q_a_norm));
+      ASSIGN_OR_RETURN(layer.q_b, up.Weight(m.q_b));
+      ASSIGN_OR_RETURN(layer.q, up.Weight(m.q));
+      ASSIGN_OR_RETURN(layer.kv_a, up.Weight(m.kv_a));
+      ASSIGN_OR_RETURN(layer.kv_a_norm, up.Weight(m.kv_a_norm));
+      ASSIGN_OR_RETURN(layer.kv_b, up.Weight(m.kv_b));
+    }
     ASSIGN_OR_RETURN(layer.mlp_norm, up.Weight(s.mlp_norm));
     layer.is_moe = s.is_moe;
     if (!s.is_moe) {
@@ -77,6 +97,10 @@ absl::StatusOr<DeviceWeights> UploadWeights(const engine::SafetensorsModel& tens
       ASSIGN_OR_RETURN(layer.down, up.Weight(s.mlp.down));
     } else {
       ASSIGN_OR_RETURN(layer.router, up.Weight(s.router));
+      ASSIGN_OR_RETURN(layer.router_bias, up.F32(s.router_bias));
+      layer.shared_width = s.shared.width;
+      ASSIGN_OR_RETURN(layer.shared_gate_up, up.Weight(s.shared.gate_up));
+      ASSIGN_OR_RETURN(layer.shared_down, up.Weight(s.shared.down));
       layer.local = s.local;
       std::vector<const void*> gate_up, down;
       for (const engine::SwiGluSource& expert : s.experts) {
@@ -98,11 +122,9 @@ absl::StatusOr<DeviceWeights> UploadWeights(const engine::SafetensorsModel& tens
   } else {
     ASSIGN_OR_RETURN(w.lm_head, up.Weight(plan.lm_head));
   }
-  // RoPE's angles, as the CPU transformer computes them.
-  std::vector<double> inv_freq;
-  for (int i = 0; i < config.head_dim / 2; ++i) {
-    inv_freq.push_back(1.0 / std::pow(config.rope_theta, 2.0 * i / config.head_dim));
-  }
+  // RoPE's angles and YaRN's magnitude, as the CPU transformer computes them.
+  const std::vector<double> inv_freq = engine::RopeInverseFrequencies(config);
+  w.rope_magnitude = engine::RopeMagnitude(config);
   ASSIGN_OR_RETURN(const void* angles,
                    up.Bytes(inv_freq.data(), inv_freq.size() * sizeof(double), "RoPE angles"));
   w.inv_freq = static_cast<const double*>(angles);

@@ -27,16 +27,31 @@ struct DeviceLayer {
   const void* qkv_bias = nullptr;  // null without attention bias
   const void* q_norm = nullptr;    // null without q/k norm
   const void* k_norm = nullptr;
-  const void* o = nullptr;  // [hidden, q_dim]
+  const void* o = nullptr;  // [hidden, q_dim] (MLA: [hidden, heads * v_head_dim])
+  // Multi-head latent attention (the DeepSeek-V3 family; qkv and its bias and norms are
+  // then null): engine::MlaSource's weights (model/weight_plan.h).
+  bool mla = false;
+  const void* q_a = nullptr;  // [q_lora_rank, hidden]; null without q_lora_rank
+  const void* q_a_norm = nullptr;
+  const void* q_b = nullptr;  // [heads * qk_head_dim, q_lora_rank]
+  const void* q = nullptr;    // [heads * qk_head_dim, hidden]: without q_lora_rank
+  const void* kv_a = nullptr;       // [kv_lora_rank + qk_rope_head_dim, hidden]
+  const void* kv_a_norm = nullptr;  // [kv_lora_rank]
+  const void* kv_b = nullptr;       // [heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank]
   const void* mlp_norm = nullptr;
   bool is_moe = false;
   const void* gate_up = nullptr;  // dense: [2 * width, hidden]
   const void* down = nullptr;     // dense: [hidden, width]
   const void* router = nullptr;   // MoE: [num_experts, hidden]
+  const float* router_bias = nullptr;  // f32 e_score_correction_bias; null without one
   engine::ExpertRange local;      // MoE: this rank's experts
   // MoE: device arrays of local.size() device pointers (the grouped GEMM's weights).
   const void* const* expert_gate_up = nullptr;
   const void* const* expert_down = nullptr;
+  // MoE: the shared experts (every rank; width 0 and null without them).
+  int shared_width = 0;
+  const void* shared_gate_up = nullptr;  // [2 * shared_width, hidden]
+  const void* shared_down = nullptr;     // [hidden, shared_width]
 };
 
 struct DeviceWeights {
@@ -45,7 +60,8 @@ struct DeviceWeights {
   std::vector<DeviceLayer> layers;
   const void* final_norm = nullptr;
   const void* lm_head = nullptr;      // the embedding when tied
-  const double* inv_freq = nullptr;   // RoPE: head_dim / 2 angles per position unit
+  const double* inv_freq = nullptr;   // RoPE: rope_dim / 2 angles per position unit (YaRN's)
+  float rope_magnitude = 1.0f;        // YaRN's factor on cos and sin (1 without)
   size_t bytes = 0;                   // on the device, in all
   std::vector<DeviceBuffer> storage;  // owns everything above
 };

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/engine/mla_forward.h"
 #include "runtime/cuda/engine/moe_forward.h"
 #include "runtime/cuda/kernels/bf16.h"
 #include "runtime/cuda/kernels/decode_attention_kernel.h"
@@ -80,6 +81,53 @@ absl::Status Gemm(const ForwardContext& c, const T* x, int64_t m, const void* w,
                       [&] { return c.gemm->Gemm(x, m, W<T>(w), n, k, y); });
 }
 
+// Plain attention of layer `i`: the fused QKV projection (+ bias), q/k norm, RoPE, the
+// K/V write and the attention kernels; out[rows][q_dim].
+template <typename T>
+absl::Status AttentionLayer(const ForwardContext& step, int i, const T* normed, T* qkv, T* attn) {
+  const ForwardContext& c = step;
+  const engine::ModelConfig& config = *c.config;
+  const DeviceLayer& layer = c.weights->layers[i];
+  const DeviceWeights& w = *c.weights;
+  const int rows = c.shape.rows;
+  const int hidden = config.hidden_size;
+  const int q_dim = config.q_dim();
+  const int kv_dim = config.kv_dim();
+  const int qkv_width = q_dim + 2 * kv_dim;
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  const std::byte* input = c.scratch + c.layout->input;
+  const auto* positions = reinterpret_cast<const int32_t*>(input + c.offsets.positions);
+  const auto* kv_seqs = reinterpret_cast<const int32_t*>(input + c.offsets.kv_seqs);
+  RETURN_IF_ERROR(Gemm<T>(c, normed, rows, layer.qkv, qkv_width, hidden, qkv));
+  if (layer.qkv_bias != nullptr) {
+    RETURN_IF_ERROR(CudaStatus(
+        kernels::LaunchAddBias(qkv, qkv_width, rows, qkv_width, W<T>(layer.qkv_bias), c.stream),
+        absl::StrCat("layer ", i, " qkv bias")));
+  }
+  if (layer.q_norm != nullptr) {
+    RETURN_IF_ERROR(
+        CudaStatus(kernels::LaunchHeadRmsNorm(qkv, qkv_width, rows, config.num_heads,
+                                              config.head_dim, W<T>(layer.q_norm), eps, c.stream),
+                   absl::StrCat("layer ", i, " q norm")));
+    RETURN_IF_ERROR(
+        CudaStatus(kernels::LaunchHeadRmsNorm(qkv + q_dim, qkv_width, rows, config.num_kv_heads,
+                                              config.head_dim, W<T>(layer.k_norm), eps, c.stream),
+                   absl::StrCat("layer ", i, " k norm")));
+  }
+  RETURN_IF_ERROR(
+      CudaStatus(kernels::LaunchRope(qkv, qkv_width, rows, config.num_heads, config.head_dim,
+                                     positions, w.inv_freq, c.stream),
+                 absl::StrCat("layer ", i, " q rope")));
+  RETURN_IF_ERROR(
+      CudaStatus(kernels::LaunchRope(qkv + q_dim, qkv_width, rows, config.num_kv_heads,
+                                     config.head_dim, positions, w.inv_freq, c.stream),
+                 absl::StrCat("layer ", i, " k rope")));
+  RETURN_IF_ERROR(kernels::WriteKv(step.kv, i, qkv + q_dim, qkv + q_dim + kv_dim, qkv_width,
+                                   kv_seqs, positions, rows, c.stream));
+  RETURN_IF_ERROR(Attention<T>(step, i, qkv, qkv_width, attn));
+  return absl::OkStatus();
+}
+
 template <typename T>
 absl::Status EnqueueLayers(const ForwardContext& c) {
   const engine::ModelConfig& config = *c.config;
@@ -88,15 +136,12 @@ absl::Status EnqueueLayers(const ForwardContext& c) {
   const int rows = c.shape.rows;
   const int hidden = config.hidden_size;
   const int q_dim = config.q_dim();
-  const int kv_dim = config.kv_dim();
-  const int qkv_width = q_dim + 2 * kv_dim;
+  const int attn_width = config.mla ? config.num_heads * config.mla_dims.v_head_dim : q_dim;
   const int width = config.intermediate_size;
   const float eps = static_cast<float>(config.rms_norm_eps);
   std::byte* s = c.scratch;
   const std::byte* input = s + l.input;
   const auto* tokens = reinterpret_cast<const int32_t*>(input + c.offsets.tokens);
-  const auto* positions = reinterpret_cast<const int32_t*>(input + c.offsets.positions);
-  const auto* kv_seqs = reinterpret_cast<const int32_t*>(input + c.offsets.kv_seqs);
   const auto* logit_rows = reinterpret_cast<const int32_t*>(input + c.offsets.logit_rows);
   T* h = reinterpret_cast<T*>(s + l.h);
   T* normed = reinterpret_cast<T*>(s + l.normed);
@@ -123,39 +168,30 @@ absl::Status EnqueueLayers(const ForwardContext& c) {
         kernels::LaunchAddRmsNorm(i == 0 ? h : delta, i == 0 ? nullptr : h, W<T>(layer.attn_norm),
                                   rows, hidden, eps, normed, c.stream),
         absl::StrCat("layer ", i, " input norm")));
-    RETURN_IF_ERROR(Gemm<T>(c, normed, rows, layer.qkv, qkv_width, hidden, qkv));
-    if (layer.qkv_bias != nullptr) {
-      RETURN_IF_ERROR(CudaStatus(
-          kernels::LaunchAddBias(qkv, qkv_width, rows, qkv_width, W<T>(layer.qkv_bias), c.stream),
-          absl::StrCat("layer ", i, " qkv bias")));
+    if (layer.mla) {
+      RETURN_IF_ERROR(EnqueueMla<T>(step, i, normed, attn));
+    } else {
+      RETURN_IF_ERROR(AttentionLayer<T>(step, i, normed, qkv, attn));
     }
-    if (layer.q_norm != nullptr) {
-      RETURN_IF_ERROR(
-          CudaStatus(kernels::LaunchHeadRmsNorm(qkv, qkv_width, rows, config.num_heads,
-                                                config.head_dim, W<T>(layer.q_norm), eps, c.stream),
-                     absl::StrCat("layer ", i, " q norm")));
-      RETURN_IF_ERROR(
-          CudaStatus(kernels::LaunchHeadRmsNorm(qkv + q_dim, qkv_width, rows, config.num_kv_heads,
-                                                config.head_dim, W<T>(layer.k_norm), eps, c.stream),
-                     absl::StrCat("layer ", i, " k norm")));
-    }
-    RETURN_IF_ERROR(
-        CudaStatus(kernels::LaunchRope(qkv, qkv_width, rows, config.num_heads, config.head_dim,
-                                       positions, w.inv_freq, c.stream),
-                   absl::StrCat("layer ", i, " q rope")));
-    RETURN_IF_ERROR(
-        CudaStatus(kernels::LaunchRope(qkv + q_dim, qkv_width, rows, config.num_kv_heads,
-                                       config.head_dim, positions, w.inv_freq, c.stream),
-                   absl::StrCat("layer ", i, " k rope")));
-    RETURN_IF_ERROR(kernels::WriteKv(step.kv, i, qkv + q_dim, qkv + q_dim + kv_dim, qkv_width,
-                                     kv_seqs, positions, rows, c.stream));
-    RETURN_IF_ERROR(Attention<T>(step, i, qkv, qkv_width, attn));
-    RETURN_IF_ERROR(Gemm<T>(c, attn, rows, layer.o, hidden, q_dim, delta));
+    RETURN_IF_ERROR(Gemm<T>(c, attn, rows, layer.o, hidden, attn_width, delta));
     RETURN_IF_ERROR(CudaStatus(kernels::LaunchAddRmsNorm(delta, h, W<T>(layer.mlp_norm), rows,
                                                          hidden, eps, normed, c.stream),
                                absl::StrCat("layer ", i, " MLP norm")));
     if (layer.is_moe) {
       RETURN_IF_ERROR(EnqueueMoe<T>(c, i, normed, delta));
+      if (layer.shared_width > 0) {  // every rank, every row: added after the routed experts
+        const int sw = layer.shared_width;
+        T* shared = reinterpret_cast<T*>(s + l.shared_out);
+        RETURN_IF_ERROR(Gemm<T>(c, normed, rows, layer.shared_gate_up, 2 * sw, hidden, gate_up));
+        RETURN_IF_ERROR(CudaStatus(
+            kernels::LaunchSiluMul(gate_up, gate_up + sw, 2 * sw, rows, sw, act, sw, c.stream),
+            absl::StrCat("layer ", i, " shared experts' SiLU")));
+        RETURN_IF_ERROR(Gemm<T>(c, act, rows, layer.shared_down, hidden, sw, shared));
+        RETURN_IF_ERROR(
+            CudaStatus(kernels::LaunchAdd(delta, shared, static_cast<int64_t>(rows) * hidden,
+                                          c.stream),
+                       absl::StrCat("layer ", i, " shared experts' sum")));
+      }
       continue;
     }
     RETURN_IF_ERROR(Gemm<T>(c, normed, rows, layer.gate_up, 2 * width, hidden, gate_up));

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "runtime/cuda/kernels/attention_desc.h"
 #include "runtime/cuda/kernels/moe_desc.h"
 
@@ -30,6 +31,63 @@ size_t DecodeScratchBytes(int64_t items, int num_heads, int head_dim) {
   return sizeof(float) * static_cast<size_t>(items) * num_heads * (head_dim + 1);
 }
 
+// The attention kernels' limits, here so that a model they cannot run is refused at
+// load rather than at its first decode step.
+absl::Status CheckAttention(const engine::ModelConfig& config) {
+  if (config.yarn) {
+    return absl::UnimplementedError(absl::StrCat("engine cuda: model_type ", config.model_type,
+                                                 " with YaRN RoPE outside the DeepSeek-V3 family"));
+  }
+  if (config.num_kv_heads < 1 || config.num_heads % config.num_kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("engine cuda: ", config.num_heads,
+                                                   " attention heads over ", config.num_kv_heads,
+                                                   " KV heads is no whole GQA group"));
+  }
+  if (const int group = config.num_heads / config.num_kv_heads; group > kernels::kMaxDecodeGroup) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "engine cuda: a GQA group of ", group, " (", config.num_heads, " heads over ",
+        config.num_kv_heads, " KV heads) exceeds the decode kernel's ", kernels::kMaxDecodeGroup));
+  }
+  if (const int limit = std::min(kernels::kMaxDecodeHeadDim, kernels::kMaxPrefillHeadDim);
+      config.head_dim < 1 || config.head_dim > limit) {
+    return absl::InvalidArgumentError(absl::StrCat("engine cuda: head_dim ", config.head_dim,
+                                                   " is outside the attention kernels' 1..",
+                                                   limit));
+  }
+  return absl::OkStatus();
+}
+
+// The MLA kernels' limits (mla_kernels.h).
+absl::Status CheckMla(const engine::ModelConfig& config) {
+  const engine::MlaDims& d = config.mla_dims;
+  if (d.latent_dim() % 2 != 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "engine cuda: kv_lora_rank ", d.kv_lora_rank, " + qk_rope_head_dim ", d.qk_rope_head_dim,
+        " is odd; the CUDA engine caches an even latent vector only"));
+  }
+  if (d.latent_dim() > kernels::kMaxMlaLatent || d.qk_rope_head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "engine cuda: a latent vector of ", d.latent_dim(), " (kv_lora_rank ", d.kv_lora_rank,
+        " + qk_rope_head_dim ", d.qk_rope_head_dim, ") exceeds the MLA kernel's ",
+        kernels::kMaxMlaLatent, " or has an odd rotary part"));
+  }
+  return absl::OkStatus();
+}
+
+// The grouped routing kernel's limits (grouped_route_kernel.h).
+absl::Status CheckGroupedRouting(const engine::ModelConfig& config) {
+  if (config.num_experts > kernels::kMaxGroupedExperts ||
+      config.num_experts_per_tok > kernels::kMaxGroupedTopK ||
+      config.n_group > kernels::kMaxExpertGroups) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "engine cuda: ", config.num_experts, " routed experts (top ", config.num_experts_per_tok,
+        ") in ", config.n_group, " groups exceed the grouped routing kernel's ",
+        kernels::kMaxGroupedExperts, " (top ", kernels::kMaxGroupedTopK, ") in ",
+        kernels::kMaxExpertGroups));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int MaxLocalExperts(int num_experts, int world_size) {
@@ -54,33 +112,12 @@ absl::StatusOr<ScratchLayout> PlanScratch(const engine::ModelConfig& config,
         o.max_decode_rows, ", table stride ", o.max_table_stride, ", max_splits ", o.max_splits,
         ", world ", o.world_size, ", ", o.element_bytes, "-byte elements"));
   }
-  // The DeepSeek-V3 family's parts have no CUDA kernels yet (the CPU engine runs them):
-  // refused at load by name, not served with the wrong attention or routing.
-  if (config.mla || config.yarn || config.n_shared_experts > 0 || config.n_group > 1 ||
-      config.score_correction_bias || config.scoring != engine::ExpertScoring::kSoftmax) {
-    return absl::UnimplementedError(absl::StrCat(
-        "engine cuda: model_type ", config.model_type,
-        " needs multi-head latent attention, YaRN, shared experts or grouped sigmoid routing,"
-        " which the CUDA engine does not run yet; serve it with engine: cpu"));
+  if (config.mla) {
+    RETURN_IF_ERROR(CheckMla(config));
+  } else {
+    RETURN_IF_ERROR(CheckAttention(config));
   }
-  // The attention kernels' limits, here so that a model they cannot run is refused at
-  // load rather than at its first decode step.
-  if (config.num_kv_heads < 1 || config.num_heads % config.num_kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("engine cuda: ", config.num_heads,
-                                                   " attention heads over ", config.num_kv_heads,
-                                                   " KV heads is no whole GQA group"));
-  }
-  if (const int group = config.num_heads / config.num_kv_heads; group > kernels::kMaxDecodeGroup) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "engine cuda: a GQA group of ", group, " (", config.num_heads, " heads over ",
-        config.num_kv_heads, " KV heads) exceeds the decode kernel's ", kernels::kMaxDecodeGroup));
-  }
-  if (const int limit = std::min(kernels::kMaxDecodeHeadDim, kernels::kMaxPrefillHeadDim);
-      config.head_dim < 1 || config.head_dim > limit) {
-    return absl::InvalidArgumentError(absl::StrCat("engine cuda: head_dim ", config.head_dim,
-                                                   " is outside the attention kernels' 1..",
-                                                   limit));
-  }
+  if (config.is_moe() && config.is_deepseek()) RETURN_IF_ERROR(CheckGroupedRouting(config));
   if (config.is_moe() && config.num_experts < o.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(config.num_experts, " experts over ",
                                                    o.world_size, " ranks: a rank without experts"));
@@ -108,15 +145,33 @@ absl::StatusOr<ScratchLayout> PlanScratch(const engine::ModelConfig& config,
   l.h = r.Take(rows * hidden * e);
   l.normed = r.Take(rows * hidden * e);
   l.qkv = r.Take(rows * (config.q_dim() + 2 * config.kv_dim()) * e);
-  l.attn = r.Take(rows * config.q_dim() * e);
+  const size_t attn_width = config.mla
+                                ? static_cast<size_t>(config.num_heads) * config.mla_dims.v_head_dim
+                                : static_cast<size_t>(config.q_dim());
+  l.attn = r.Take(rows * attn_width * e);
+  if (config.mla) {
+    const engine::MlaDims& d = config.mla_dims;
+    const size_t heads = config.num_heads;
+    l.mla_q_low = r.Take(rows * std::max(d.q_lora_rank, 1) * e);
+    l.mla_q = r.Take(rows * heads * d.qk_head_dim() * e);
+    l.mla_kv = r.Take(rows * d.latent_dim() * e);
+    l.mla_q_lat = r.Take(rows * heads * 2 * config.cache_head_dim() * sizeof(float));
+    l.mla_acc = r.Take(rows * heads * d.kv_lora_rank * sizeof(float));
+  }
   l.delta = r.Take(rows * hidden * e);
   bool dense = false;
   for (int i = 0; i < config.num_layers; ++i)
     dense = dense || !(config.is_moe() && config.moe_layer[i]);
-  if (dense) {
-    l.gate_up = r.Take(rows * 2 * config.intermediate_size * e);
-    l.act = r.Take(rows * config.intermediate_size * e);
+  const size_t shared_width =
+      config.is_moe() ? static_cast<size_t>(config.n_shared_experts) * config.moe_intermediate_size
+                      : 0;
+  const size_t mlp_width =
+      std::max(dense ? static_cast<size_t>(config.intermediate_size) : 0, shared_width);
+  if (mlp_width > 0) {
+    l.gate_up = r.Take(rows * 2 * mlp_width * e);
+    l.act = r.Take(rows * mlp_width * e);
   }
+  if (shared_width > 0) l.shared_out = r.Take(rows * hidden * e);
   l.decode_scratch =
       r.Take(DecodeScratchBytes(step.decode_items, config.num_heads, config.head_dim));
   l.final_rows = r.Take(logit_rows * hidden * e);

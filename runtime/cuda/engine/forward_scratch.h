@@ -54,7 +54,12 @@ struct ScratchLayout {
   size_t input = 0;  // the packed step (step_layout.h), input_bytes long
   size_t input_bytes = 0;
   size_t h = 0, normed = 0, qkv = 0, attn = 0, delta = 0;  // [rows][...] activations
-  size_t gate_up = 0, act = 0;                             // dense MLP
+  size_t gate_up = 0, act = 0;  // dense MLP and shared experts: [rows][2 * width], [.][width]
+  // MLA (absent without): [rows][q_lora_rank], [rows][heads * qk_head_dim],
+  // [rows][latent_dim] in the element type; f32 [rows][heads][2 * cache_head_dim] and
+  // [rows][heads][kv_lora_rank].
+  size_t mla_q_low = 0, mla_q = 0, mla_kv = 0, mla_q_lat = 0, mla_acc = 0;
+  size_t shared_out = 0;  // the shared experts' output [rows][hidden] (absent without)
   size_t decode_scratch = 0;                               // f32 split partials
   size_t final_rows = 0;                                   // [logit rows][hidden]
   size_t logits = 0;                                       // f32 [logit rows][vocab]
@@ -74,7 +79,8 @@ struct ScratchLayout {
   StepShape max_step;        // the largest packed step
 };
 
-// InvalidArgument for non-positive sizes or a model whose MoE does not fit the kernels.
+// InvalidArgument for non-positive sizes or a model whose attention or MoE does not fit
+// the kernels.
 absl::StatusOr<ScratchLayout> PlanScratch(const engine::ModelConfig& config,
                                           const ScratchOptions& options);
 

@@ -110,14 +110,28 @@ TEST(ForwardScratchTest, F32ActivationsTakeTwiceTheBytes) {
   EXPECT_GT(f32->bytes, bf16->bytes);
 }
 
-// The DeepSeek-V3 family (MLA, grouped sigmoid routing, shared experts) is refused at
-// load by name until the CUDA engine has its kernels.
-TEST(ForwardScratchTest, RefusesTheDeepSeekV3FamilyByName) {
-  const absl::StatusOr<ScratchLayout> dsv3 = PlanScratch(Preset("tiny-dsv3"), Options(2));
-  EXPECT_THAT(dsv3, StatusIs(absl::StatusCode::kUnimplemented));
-  EXPECT_NE(dsv3.status().message().find("deepseek_v3"), std::string::npos) << dsv3.status();
-  EXPECT_NE(dsv3.status().message().find("engine: cpu"), std::string::npos) << dsv3.status();
-  EXPECT_THAT(PlanScratch(Preset("tiny-moe"), Options(2)), IsOk());
+// The DeepSeek-V3 family plans MLA's buffers (the latent vector, the f32 latent-space
+// queries and sums), an attention output of heads * v_head_dim, and room for the shared
+// experts beside the dense MLP; a latent vector the kernels cannot cache is refused by
+// name.
+TEST(ForwardScratchTest, PlansTheDeepSeekV3Family) {
+  const engine::ModelConfig config = Preset("tiny-dsv3");
+  ASSERT_TRUE(config.mla);
+  const absl::StatusOr<ScratchLayout> dsv3 = PlanScratch(config, Options(2));
+  ASSERT_THAT(dsv3, IsOk());
+  const engine::MlaDims& d = config.mla_dims;
+  const size_t rows = Options(2).max_rows;
+  EXPECT_GE(dsv3->mla_q_lat - dsv3->mla_kv, rows * d.latent_dim() * 2);
+  EXPECT_GE(dsv3->mla_acc - dsv3->mla_q_lat,
+            rows * config.num_heads * 2 * config.cache_head_dim() * sizeof(float));
+  EXPECT_GT(dsv3->shared_out, 0u);
+  EXPECT_GT(dsv3->router_logits, 0u);
+  engine::ModelConfig odd = config;
+  odd.mla_dims.kv_lora_rank += 1;
+  const absl::StatusOr<ScratchLayout> refused = PlanScratch(odd, Options(2));
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_NE(refused.status().message().find("kv_lora_rank"), std::string::npos)
+      << refused.status();
 }
 
 TEST(ForwardScratchTest, RefusesImpossibleSizes) {

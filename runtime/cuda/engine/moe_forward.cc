@@ -13,6 +13,7 @@
 #include "runtime/cuda/kernels/bf16.h"
 #include "runtime/cuda/kernels/elementwise_kernels.h"
 #include "runtime/cuda/kernels/grouped_gemm_kernel.h"
+#include "runtime/cuda/kernels/grouped_route_kernel.h"
 #include "runtime/cuda/kernels/kernel_ops.h"
 #include "runtime/cuda/kernels/moe_kernels.h"
 
@@ -76,8 +77,22 @@ absl::Status EnqueueMoe(const ForwardContext& c, int layer, const T* x, T* out) 
       return c.gemm->Gemm(x, rows, static_cast<const T*>(w.router), experts, hidden, router_logits);
     }));
   }
-  RETURN_IF_ERROR(kernels::MoeRoute(router_logits, rows, experts, k, config.norm_topk_prob,
-                                    i32(l.experts), weights, c.stream));
+  if (config.is_deepseek()) {  // sigmoid scores, correction bias, groups, scaling
+    kernels::GroupedRouteRule rule;
+    rule.num_experts = experts;
+    rule.k = k;
+    rule.n_group = config.n_group;
+    rule.topk_group = config.topk_group;
+    rule.sigmoid = config.scoring == engine::ExpertScoring::kSigmoid;
+    rule.renormalize = config.norm_topk_prob;
+    rule.scaling = static_cast<float>(config.routed_scaling_factor);
+    RETURN_IF_ERROR(check(kernels::LaunchMoeRouteGrouped(router_logits, w.router_bias, rows, rule,
+                                                         i32(l.experts), weights, c.stream),
+                          "grouped routing"));
+  } else {
+    RETURN_IF_ERROR(kernels::MoeRoute(router_logits, rows, experts, k, config.norm_topk_prob,
+                                      i32(l.experts), weights, c.stream));
+  }
   if (c.routing != nullptr && rows > 0) {
     RETURN_IF_ERROR(ApplyRoutingHook(c, layer, rows, router_logits, i32(l.experts), weights));
   }

@@ -1,5 +1,6 @@
 // The MoE block of one layer on the device, part of the forward pass (forward_pass.h):
-// the router GEMM (f32 logits), top-k routing, the counting-sort permutation to experts,
+// the router GEMM (f32 logits), top-k routing (softmax, or the DeepSeek-V3 family's
+// grouped sigmoid routing with its correction bias and scaling), the counting-sort permutation to experts,
 // the dispatch layout (dest of every entry in the rank-major send layout of
 // context.moe's capacity), the exchange of the rows and of the per-expert counts with
 // every rank (expert parallelism; nothing with one rank), the grouped GEMMs of this
