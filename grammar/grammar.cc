@@ -121,26 +121,39 @@ absl::Status GrammarBuilder::LowerAlternative(const Expr& expr, std::vector<Elem
       absl::Status s = LowerAlternative(expr.items[0], &item);
       if (!s.ok()) return s;
       if (item.empty()) break;
-      int64_t copies = expr.min + (expr.max < 0 ? 1 : expr.max - expr.min);
-      elements_ += copies * static_cast<int64_t>(item.size() + 1);
+      // The optional copies (and a star's loop) take the item's choices as their own
+      // alternatives, each followed by the next copy in tail position, so a token that
+      // stays inside the repetition never leaves the rule of its first byte and a
+      // position table accepts it whatever the stack below (position_table.h). Without
+      // this, a maxLength string's tokens all left a one-character rule after one byte.
+      absl::StatusOr<std::vector<std::vector<Element>>> copy = CopyAlternatives(expr.items[0]);
+      if (!copy.ok()) return copy.status();
+      int64_t copy_size = 0;
+      for (const auto& alt : *copy) copy_size += static_cast<int64_t>(alt.size()) + 1;
+      const int64_t optional = expr.max < 0 ? 1 : expr.max - expr.min;
+      elements_ += expr.min * static_cast<int64_t>(item.size() + 1) + optional * copy_size;
       if (elements_ > kMaxElements) {
         return absl::InvalidArgumentError("the grammar is too large after expanding repetitions");
       }
       for (int i = 0; i < expr.min; ++i) out->insert(out->end(), item.begin(), item.end());
+      // A rule of the copy's alternatives, each followed by `next` (none when < 0), or empty.
+      auto add_copy_rule = [&](const char* name, int32_t next, bool self) {
+        const int32_t id = static_cast<int32_t>(grammar_.rules.size());
+        std::vector<std::vector<Element>> alternatives = *copy;
+        for (auto& alt : alternatives) {
+          if (self) alt.push_back({id, {}});
+          else if (next >= 0) alt.push_back({next, {}});
+        }
+        alternatives.emplace_back();
+        grammar_.rules.push_back({absl::StrCat(name, id), std::move(alternatives)});
+        return id;
+      };
       if (expr.max < 0) {
-        int32_t star = static_cast<int32_t>(grammar_.rules.size());
-        std::vector<Element> loop = item;
-        loop.push_back({star, {}});
-        grammar_.rules.push_back({absl::StrCat("_star", star), {std::move(loop), {}}});
-        out->push_back({star, {}});
+        out->push_back({add_copy_rule("_star", -1, /*self=*/true), {}});
       } else if (expr.max > expr.min) {
         int32_t previous = -1;
         for (int i = 0; i < expr.max - expr.min; ++i) {
-          int32_t opt = static_cast<int32_t>(grammar_.rules.size());
-          std::vector<Element> more = item;
-          if (previous >= 0) more.push_back({previous, {}});
-          grammar_.rules.push_back({absl::StrCat("_opt", opt), {std::move(more), {}}});
-          previous = opt;
+          previous = add_copy_rule("_opt", previous, /*self=*/false);
         }
         out->push_back({previous, {}});
       }
@@ -152,6 +165,43 @@ absl::Status GrammarBuilder::LowerAlternative(const Expr& expr, std::vector<Elem
     return absl::InvalidArgumentError("the grammar is too large after expanding repetitions");
   }
   return absl::OkStatus();
+}
+
+void GrammarBuilder::CollectChoices(const Expr& expr, int depth,
+                                    std::vector<const Expr*>* out) const {
+  if (expr.kind == Expr::Kind::kChoice) {
+    for (const Expr& item : expr.items) CollectChoices(item, depth, out);
+  } else if (expr.kind == Expr::Kind::kRule && depth < kMaxInlineDepth &&
+             expr.rule < static_cast<int32_t>(bodies_.size()) && defined_[expr.rule] &&
+             (bodies_[expr.rule].kind == Expr::Kind::kChoice ||
+              bodies_[expr.rule].kind == Expr::Kind::kBytes)) {
+    CollectChoices(bodies_[expr.rule], depth + 1, out);
+  } else {
+    out->push_back(&expr);
+  }
+}
+
+absl::StatusOr<std::vector<std::vector<Element>>> GrammarBuilder::CopyAlternatives(
+    const Expr& item) {
+  std::vector<const Expr*> choices;
+  CollectChoices(item, 0, &choices);
+  std::vector<std::vector<Element>> out;
+  if (choices.size() <= kMaxInlineChoices) {
+    for (const Expr* choice : choices) {
+      std::vector<Element> alt;
+      absl::Status s = LowerAlternative(*choice, &alt);
+      if (!s.ok()) return s;
+      if (alt.empty()) break;  // a nullable choice: keep the item whole
+      out.push_back(std::move(alt));
+    }
+    if (out.size() == choices.size()) return out;
+    out.clear();
+  }
+  std::vector<Element> whole;
+  absl::Status s = LowerAlternative(item, &whole);
+  if (!s.ok()) return s;
+  out.push_back(std::move(whole));
+  return out;
 }
 
 absl::StatusOr<Grammar> GrammarBuilder::Build(int32_t root) {

@@ -79,7 +79,17 @@ class GrammarBuilder {
   absl::StatusOr<Grammar> Build(int32_t root);
 
  private:
+  // How deep a repetition's item is looked through rule references for its choices,
+  // and the most choices taken apart (more: the item stays one alternative).
+  static constexpr int kMaxInlineDepth = 2;
+  static constexpr size_t kMaxInlineChoices = 64;
+
   absl::Status LowerAlternative(const Expr& expr, std::vector<Element>* out);
+  // The choices of a repetition's item: through nested choices and references to rules
+  // whose body is a choice or a byte class (at most kMaxInlineDepth deep).
+  void CollectChoices(const Expr& expr, int depth, std::vector<const Expr*>* out) const;
+  // One copy of a repetition's item as alternatives (one per choice), lowered.
+  absl::StatusOr<std::vector<std::vector<Element>>> CopyAlternatives(const Expr& item);
   absl::StatusOr<int32_t> HelperFor(const Expr& expr);
 
   std::vector<std::string> names_;

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -167,6 +168,11 @@ class SchemaCompiler {
       }
     }
     if (s.contains("$ref")) return Ref(s["$ref"], path, depth);
+    // Below a schema that is not itself a "$ref", a reference back is recursion through
+    // a value, not an alias cycle.
+    std::vector<std::string> aliases;
+    aliases.swap(aliases_);
+    absl::Cleanup restore = [&] { aliases_.swap(aliases); };
     if (s.contains("const")) return Expr::Literal(s["const"].dump());
     if (s.contains("enum")) {
       const Json& values = s["enum"];
@@ -249,6 +255,12 @@ class SchemaCompiler {
   absl::StatusOr<Expr> Ref(const Json& ref, const std::string& path, int depth) {
     if (!ref.is_string()) return Error(path, "'$ref' must be a string");
     const std::string target = ref.get<std::string>();
+    if (std::find(aliases_.begin(), aliases_.end(), target) != aliases_.end()) {
+      std::string chain;
+      for (const std::string& a : aliases_) absl::StrAppend(&chain, a, " -> ");
+      return Error(path, absl::StrCat("'$ref' cycle ", chain, target,
+                                      ": the schema refers to itself with no value in between"));
+    }
     auto it = refs_.find(target);
     if (it != refs_.end()) return Expr::Ref(it->second);
     if (target.empty() || target[0] != '#') {
@@ -276,7 +288,9 @@ class SchemaCompiler {
     }
     const int32_t rule = b_.NewRule(target);
     refs_.emplace(target, rule);
+    aliases_.push_back(target);
     absl::StatusOr<Expr> body = Compile(*node, target.substr(1), depth + 1);
+    aliases_.pop_back();
     if (!body.ok()) return body;
     b_.Define(rule, *std::move(body));
     return Expr::Ref(rule);
@@ -478,6 +492,9 @@ class SchemaCompiler {
   GrammarBuilder b_;
   JsonRules json_;
   absl::flat_hash_map<std::string, int32_t> refs_;
+  // The "$ref" targets being compiled, each the whole schema of the one before (an
+  // alias chain); one of them again is a cycle no value breaks.
+  std::vector<std::string> aliases_;
 };
 
 }  // namespace

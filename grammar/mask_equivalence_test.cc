@@ -57,5 +57,31 @@ TEST(MaskEquivalenceTest, OtherKinds) {
                    5);
 }
 
+// Inside a string of bounded length, a token that stays inside the string is accepted by
+// its position's table whatever the stack below; only tokens that may close the string
+// (or run past its length) are left to the walk from the real stack. (Lowered as a chain
+// of one-character rules, every token left the rule after its first byte, so the walk
+// covered nearly the whole vocabulary at every step.)
+TEST(MaskEquivalenceTest, BoundedStringTokensAreContextIndependent) {
+  auto vocab = MakeTestingVocabulary(1500, 7);
+  auto compiled = Compile({GrammarSpec::Kind::kJsonSchema, R"({"type":"string","maxLength":40})"},
+                          vocab);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const CompiledGrammar& g = **compiled;
+  FrameStore store;
+  ParseState state = g.parser().Start(&store);
+  ASSERT_TRUE(g.parser().AdvanceAll(&store, "\"ab", &state));
+  size_t accepted = 0, dependent = 0;
+  for (int32_t top : state.tops) {
+    const PositionTable& table = g.Table(store.Get(top));
+    accepted += table.num_accepted;
+    dependent += table.dependent.token_ids().size();
+  }
+  EXPECT_GT(accepted, vocab->token_bytes.size() / 2);
+  EXPECT_LT(dependent, vocab->token_bytes.size() / 5)
+      << "accepted " << accepted << ", dependent " << dependent;
+  ExpectMasksEqual({GrammarSpec::Kind::kJsonSchema, R"({"type":"string","maxLength":40})"}, 7);
+}
+
 }  // namespace
 }  // namespace lockstep::grammar
