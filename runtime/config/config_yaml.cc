@@ -180,6 +180,8 @@ void ReadModel(MapReader& reader, ModelConfig& model) {
   reader.String("name", &model.name);
   reader.String("path", &model.path);
   reader.String("draft_path", &model.draft_path);
+  reader.String("tool_call_parser", &model.tool_call_parser);
+  reader.String("reasoning_parser", &model.reasoning_parser);
   reader.Finish();
 }
 

@@ -64,6 +64,36 @@ TEST(ConfigYamlTest, MinimalFileGetsDefaults) {
   EXPECT_EQ(config->instances[0].comm.engine_transport, CommTransport::kGloo);
 }
 
+TEST(ConfigYamlTest, OutputParsersAreReadAndChecked) {
+  absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(R"(
+model: {name: m, path: /m, tool_call_parser: hermes, reasoning_parser: none}
+instances: [{name: a, role: aggregated}]
+)", "");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->model.tool_call_parser, "hermes");
+  EXPECT_EQ(config->model.reasoning_parser, "none");
+  absl::StatusOr<DeploymentConfig> defaults = ParseDeploymentConfig(R"(
+model: {name: m, path: /m}
+instances: [{name: a, role: aggregated}]
+)", "");
+  ASSERT_THAT(defaults, IsOk());
+  EXPECT_EQ(defaults->model.tool_call_parser, "auto");
+  EXPECT_EQ(defaults->model.reasoning_parser, "auto");
+  EXPECT_THAT(ParseDeploymentConfig(R"(
+model: {name: m, path: /m, tool_call_parser: hermess}
+instances: [{name: a, role: aggregated}]
+)", ""),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("model.tool_call_parser: 'hermess' is not one of auto, none, "
+                                 "hermes, qwen, llama3_json, deepseek_v3, mistral")));
+  EXPECT_THAT(ParseDeploymentConfig(R"(
+model: {name: m, path: /m, reasoning_parser: maybe}
+instances: [{name: a, role: aggregated}]
+)", ""),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("model.reasoning_parser: 'maybe' is not one of")));
+}
+
 TEST(ConfigYamlTest, RelativeModelPathsResolveAgainstTheConfigDirectory) {
   absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(
       R"(

@@ -4,6 +4,7 @@
 #include <array>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -394,6 +395,18 @@ absl::Status DeploymentConfig::Validate() const {
   Problems problems;
   problems.Name("model.name", model.name, /*allow_dot=*/true);
   if (model.path.empty()) problems.Add("model.path", "is required");
+  // The names of runtime/router/tool_calls/parser_family.h's ParserFamilyFromNames (its
+  // test checks that it takes each of these).
+  if (!absl::c_linear_search(kToolCallParsers, model.tool_call_parser)) {
+    problems.Add("model.tool_call_parser",
+                 fmt::format("'{}' is not one of {}", model.tool_call_parser,
+                             fmt::join(kToolCallParsers, ", ")));
+  }
+  if (!absl::c_linear_search(kReasoningParsers, model.reasoning_parser)) {
+    problems.Add("model.reasoning_parser",
+                 fmt::format("'{}' is not one of {}", model.reasoning_parser,
+                             fmt::join(kReasoningParsers, ", ")));
+  }
 
   problems.HostPort("router.http_listen", router.http_listen);
   problems.HostPort("router.grpc_listen", router.grpc_listen);

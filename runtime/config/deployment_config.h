@@ -83,12 +83,24 @@ struct ModelConfig {
   // Draft model directory for speculative decoding; empty: no draft model. Required
   // when any instance speculates with method draft_model (or `executor.spec_k > 0`).
   std::string draft_path;
+  // How the router splits a chat answer into content, reasoning_content and tool_calls
+  // (runtime/router/tool_calls/parser_family.h), and the text format a forced tool
+  // call is written in: the tool-call format, one of auto (what the model's chat
+  // template writes), none, hermes (also qwen), llama3_json, deepseek_v3, mistral;
+  // and reasoning: auto (the template's), think (<think>...</think>) or none.
+  std::string tool_call_parser = "auto";
+  std::string reasoning_parser = "auto";
 };
 
 // Threads of the router's gRPC server kept for membership, heartbeats and the
 // rendezvous: generation requests in flight never exceed router.grpc_max_threads minus
 // this (docs/security.md §5).
 inline constexpr int64_t kRouterGrpcReservedThreads = 16;
+
+// The names model.tool_call_parser and model.reasoning_parser take.
+inline constexpr std::string_view kToolCallParsers[] = {
+    "auto", "none", "hermes", "qwen", "llama3_json", "deepseek_v3", "mistral"};
+inline constexpr std::string_view kReasoningParsers[] = {"auto", "think", "none"};
 
 // `router:` — the router daemon.
 struct RouterConfig {
