@@ -22,6 +22,9 @@ MoeBlock::MoeBlock(const ModelConfig& config, const std::string& model_name, Exp
   for (int e = 0; e < config.num_experts; ++e) {
     owner_.push_back(ExpertOwner(config.num_experts, group_.world_size, e));
   }
+  for (int i = 0; i < config.num_layers; ++i) {
+    if (config.is_moe() && config.moe_layer[i]) last_moe_layer_ = i;
+  }
 }
 
 absl::Status MoeBlock::Forward(int layer, const MoeWeights& weights, const float* x, int m,
@@ -58,11 +61,27 @@ absl::Status MoeBlock::Forward(int layer, const MoeWeights& weights, const float
     }
   }
 
-  // 2. Lay out the records per destination rank, in (row, expert id) order.
+  if (load_ != nullptr) load_->AddRouted(layer, experts, m * k);
+
+  // 2. Pick each record's rank: the expert's owner, or with replicas the
+  // ((j + rank) mod replicas)-th of them for the j-th record of that expert in this
+  // batch (a replica computes the same bits, so the choice only moves load).
+  int* dest = arena.Alloc<int>(static_cast<size_t>(m) * k + 1);
+  if (weights.replicas.empty()) {
+    for (int i = 0; i < m * k; ++i) dest[i] = owner_[experts[i]];
+  } else {
+    int* seen = arena.Alloc<int>(config_.num_experts);
+    std::fill(seen, seen + config_.num_experts, 0);
+    for (int i = 0; i < m * k; ++i) {
+      const std::vector<int>& ranks = weights.replicas[experts[i]];
+      dest[i] = ranks[(seen[experts[i]]++ + group_.rank) % ranks.size()];
+    }
+  }
+  // Lay out the records per destination rank, in (row, expert id) order.
   int64_t* send_records = arena.Alloc<int64_t>(world);
   int64_t* recv_records = arena.Alloc<int64_t>(world);
   std::fill(send_records, send_records + world, 0);
-  for (int i = 0; i < m * k; ++i) ++send_records[owner_[experts[i]]];
+  for (int i = 0; i < m * k; ++i) ++send_records[dest[i]];
   int64_t* send_offset = arena.Alloc<int64_t>(world + 1);
   send_offset[0] = 0;
   for (int r = 0; r < world; ++r) send_offset[r + 1] = send_offset[r] + send_records[r];
@@ -73,7 +92,7 @@ absl::Status MoeBlock::Forward(int layer, const MoeWeights& weights, const float
     int64_t* cursor = arena.Alloc<int64_t>(world);
     std::copy(send_offset, send_offset + world, cursor);
     for (int i = 0; i < m * k; ++i) {
-      const int64_t slot = cursor[owner_[experts[i]]]++;
+      const int64_t slot = cursor[dest[i]]++;
       slot_of[i] = slot;
       float* record = send + slot * stride;
       record[0] = static_cast<float>(experts[i]);
@@ -106,25 +125,31 @@ absl::Status MoeBlock::Forward(int layer, const MoeWeights& weights, const float
   }
 
   // 4. Run the local experts on the received records, grouped by expert.
-  const int local_experts = weights.local.end - weights.local.first;
+  const int local_experts = static_cast<int>(weights.experts.size());
+  int* local_index = arena.Alloc<int>(config_.num_experts);  // expert -> experts[] index
+  std::fill(local_index, local_index + config_.num_experts, -1);
+  for (int i = 0; i < local_experts; ++i) {
+    local_index[weights.held.empty() ? weights.local.first + i : weights.held[i]] = i;
+  }
   int64_t* expert_start = arena.Alloc<int64_t>(local_experts + 1);
   std::fill(expert_start, expert_start + local_experts + 1, 0);
   for (int64_t rec = 0; rec < total_recv; ++rec) {
-    const int e = static_cast<int>(recv[rec * stride]) - weights.local.first;
-    if (e < 0 || e >= local_experts) {
+    const int expert = static_cast<int>(recv[rec * stride]);
+    const int e = expert >= 0 && expert < config_.num_experts ? local_index[expert] : -1;
+    if (e < 0) {
       return absl::InternalError(absl::StrCat(tags.dispatch, ": received a row for expert ",
-                                              e + weights.local.first, " not held by rank ",
-                                              group_.rank));
+                                              expert, " not held by rank ", group_.rank));
     }
     ++expert_start[e + 1];
   }
   for (int e = 0; e < local_experts; ++e) expert_start[e + 1] += expert_start[e];
+  if (load_ != nullptr) load_->AddComputed(layer, total_recv);
   int64_t* order = arena.Alloc<int64_t>(static_cast<size_t>(total_recv) + 1);
   {
     int64_t* cursor = arena.Alloc<int64_t>(local_experts + 1);
     std::copy(expert_start, expert_start + local_experts, cursor);
     for (int64_t rec = 0; rec < total_recv; ++rec) {
-      order[cursor[static_cast<int>(recv[rec * stride]) - weights.local.first]++] = rec;
+      order[cursor[local_index[static_cast<int>(recv[rec * stride])]]++] = rec;
     }
   }
   float* results = arena.Alloc<float>(static_cast<size_t>(total_recv) * hidden + 1);
@@ -178,6 +203,7 @@ absl::Status MoeBlock::Forward(int layer, const MoeWeights& weights, const float
       Axpy(gates[i * k + j], back + slot_of[i * k + j] * hidden, row, hidden);
     }
   }
+  if (load_ != nullptr && layer == last_moe_layer_) return load_->EndForward();
   return absl::OkStatus();
 }
 

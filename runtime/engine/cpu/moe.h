@@ -5,16 +5,19 @@
 // routes by RouteGrouped (sigmoid scores, e_score_correction_bias, groups). Its shared
 // experts are not here: the transformer runs them on every rank for every row. Routed
 // experts are sharded over the ranks of the engine's Communicator in contiguous ranges
-// (ExpertsOfRank, model/weight_plan.h). Each token row is dispatched to the owner of each chosen expert
-// with AllToAll (counts) and AllToAllV (rows), computed there, sent back with AllToAllV,
-// and combined on the origin rank as a sum over its experts in expert-id order. Every
+// (ExpertsOfRank, model/weight_plan.h), or as an expert placement says (MoeWeights'
+// held and replicas; runtime/eplb), which may hold an expert on several ranks: the j-th
+// record of such an expert in a rank's batch goes to replica (j + rank) mod replicas.
+// Each token row is dispatched to a holder of each chosen expert with AllToAll (counts)
+// and AllToAllV (rows), computed there, sent back with AllToAllV, and combined on the
+// origin rank as a sum over its experts in expert-id order. Every
 // rank makes exactly these three calls per MoE layer, whatever its batch holds (even
 // nothing), with tags "<model>.moe.l<layer>.counts|.dispatch|.combine". With one rank
 // nothing is exchanged.
 //
 // A row's output depends only on the row: the expert GEMMs are batch-invariant and the
-// combine order is fixed, so results are bitwise equal for any batch and any number of
-// ranks.
+// combine order is fixed, so results are bitwise equal for any batch, any number of
+// ranks and any placement (every replica computes the same bits).
 //
 // Thread-compatible: used by the engine thread only.
 #ifndef LOCKSTEP_RUNTIME_ENGINE_CPU_MOE_H_
@@ -29,6 +32,7 @@
 #include "absl/time/time.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/engine/cpu/arena.h"
+#include "runtime/engine/cpu/expert_load.h"
 #include "runtime/engine/cpu/parallel.h"
 #include "runtime/engine/cpu/weights.h"
 #include "runtime/engine/model/model_config.h"
@@ -64,6 +68,11 @@ class MoeBlock {
   // Taps the router logits of the calls that follow (empty: none).
   void set_router_tap(RouterTap tap) { router_tap_ = std::move(tap); }
 
+  // Counts the routing into `load` (not owned; null: none). Forward of the last MoE
+  // layer ends the forward there (ExpertLoad::EndForward, whose all-reduce every rank
+  // joins at the same forward).
+  void set_expert_load(ExpertLoad* load) { load_ = load; }
+
  private:
   struct Tags {
     std::string counts, dispatch, combine;
@@ -75,6 +84,8 @@ class MoeBlock {
   std::vector<Tags> tags_;  // per layer
   std::vector<int> owner_;  // owner_[expert]: its rank
   RouterTap router_tap_;
+  ExpertLoad* load_ = nullptr;
+  int last_moe_layer_ = -1;
 };
 
 }  // namespace lockstep::engine

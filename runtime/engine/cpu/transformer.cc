@@ -38,11 +38,12 @@ void RunSwiGlu(const SwiGluWeights& mlp, const float* x, int m, float* out, Aren
 
 absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Load(const std::string& dir,
                                                                const std::string& name,
-                                                               ExpertGroup group) {
+                                                               ExpertGroup group,
+                                                               const ExpertLayout& layout) {
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsModel> tensors, SafetensorsModel::Open(dir));
   ASSIGN_OR_RETURN(ModelWeights weights,
-                   LoadWeights(*tensors, config, group.rank, group.world_size));
+                   LoadWeights(*tensors, config, group.rank, group.world_size, layout));
   return Create(std::move(config), std::move(weights), name, group);
 }
 

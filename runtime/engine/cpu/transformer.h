@@ -40,10 +40,12 @@ namespace lockstep::engine {
 class Transformer final : public ForwardModel {
  public:
   // Reads config.json and the safetensors of `dir`; with expert parallelism loads only
-  // this rank's experts. `name` prefixes collective tags ("target", "draft").
+  // this rank's experts (placed by `layout`; empty: contiguous ranges). `name` prefixes
+  // collective tags ("target", "draft").
   static absl::StatusOr<std::unique_ptr<Transformer>> Load(const std::string& dir,
                                                            const std::string& name,
-                                                           ExpertGroup group);
+                                                           ExpertGroup group,
+                                                           const ExpertLayout& layout = {});
   static std::unique_ptr<Transformer> Create(ModelConfig config, ModelWeights weights,
                                              const std::string& name, ExpertGroup group);
   Transformer(const Transformer&) = delete;
@@ -60,6 +62,8 @@ class Transformer final : public ForwardModel {
 
   // Taps the MoE router logits of the forwards that follow (moe.h; a test hook).
   void set_router_tap(RouterTap tap) { moe_.set_router_tap(std::move(tap)); }
+  // Counts the MoE routing of the forwards that follow into `load` (moe.h; null: none).
+  void set_expert_load(ExpertLoad* load) { moe_.set_expert_load(load); }
   // The MLA form of the forwards that follow (default: absorbed; a test hook).
   void set_mla_form(MlaForm form) { mla_form_ = form; }
 

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace lockstep::engine {
@@ -71,6 +72,13 @@ absl::StatusOr<LayerWeights> ReadLayer(const SafetensorsModel& tensors, const La
     ASSIGN_OR_RETURN(layer.shared, ReadSwiGlu(tensors, s.shared));
   }
   layer.moe.local = s.local;
+  layer.moe.held = s.held;
+  if (!s.layout.empty()) {
+    layer.moe.replicas.resize(s.router.rows);  // the router has a row per expert
+    for (size_t r = 0; r < s.layout.size(); ++r) {
+      for (int e : s.layout[r]) layer.moe.replicas[e].push_back(static_cast<int>(r));
+    }
+  }
   for (const SwiGluSource& expert : s.experts) {
     ASSIGN_OR_RETURN(SwiGluWeights weights, ReadSwiGlu(tensors, expert));
     layer.moe.experts.push_back(std::move(weights));
@@ -81,8 +89,24 @@ absl::StatusOr<LayerWeights> ReadLayer(const SafetensorsModel& tensors, const La
 }  // namespace
 
 absl::StatusOr<ModelWeights> LoadWeights(const SafetensorsModel& tensors, const ModelConfig& config,
-                                         int rank, int world_size) {
-  const ModelPlan plan = PlanWeights(config, rank, world_size);
+                                         int rank, int world_size, const ExpertLayout& layout) {
+  for (size_t l = 0; l < layout.size(); ++l) {
+    if (!layout[l].empty() && static_cast<int>(layout[l].size()) != world_size) {
+      return absl::InvalidArgumentError(absl::StrCat("expert layout of layer ", l, " names ",
+                                                     layout[l].size(), " ranks, not ",
+                                                     world_size));
+    }
+    for (const std::vector<int>& experts : layout[l]) {
+      for (int e : experts) {
+        if (e < 0 || e >= config.num_experts) {
+          return absl::InvalidArgumentError(absl::StrCat("expert layout of layer ", l,
+                                                         " names expert ", e, " of ",
+                                                         config.num_experts));
+        }
+      }
+    }
+  }
+  const ModelPlan plan = PlanWeights(config, rank, world_size, layout);
   ModelWeights weights;
   ASSIGN_OR_RETURN(weights.embedding, ReadWeight(tensors, plan.embedding));
   for (const LayerSource& source : plan.layers) {

@@ -30,8 +30,12 @@ struct SwiGluWeights {
 struct MoeWeights {
   PackedMatrix router;                 // [num_experts, hidden]
   std::vector<float> score_bias;       // e_score_correction_bias; empty without one
-  ExpertRange local;                   // the experts this rank holds
-  std::vector<SwiGluWeights> experts;  // experts[e - local.first]
+  ExpertRange local;                   // the contiguous sharding's experts (else empty)
+  std::vector<int> held;               // the experts this rank holds, ascending
+  std::vector<SwiGluWeights> experts;  // experts[i] is expert held[i]
+  // replicas[e]: the ranks holding expert e, ascending (an expert placement,
+  // runtime/eplb); empty: the contiguous sharding (ExpertOwner).
+  std::vector<std::vector<int>> replicas;
 };
 
 // Multi-head latent attention (mla_attention.h).
@@ -70,9 +74,11 @@ struct ModelWeights {
   PackedMatrix lm_head;  // [vocab, hidden]; the embedding when tied
 };
 
-// Loads every tensor of `config` from `tensors`; errors name the file and tensor.
+// Loads every tensor of `config` from `tensors`; errors name the file and tensor. A
+// `layout` places the routed experts (weight_plan.h); empty: the contiguous sharding.
 absl::StatusOr<ModelWeights> LoadWeights(const SafetensorsModel& tensors, const ModelConfig& config,
-                                         int rank, int world_size);
+                                         int rank, int world_size,
+                                         const ExpertLayout& layout = {});
 
 }  // namespace lockstep::engine
 

@@ -58,7 +58,8 @@ void PlanMla(const ModelConfig& config, int i, LayerSource& layer) {
   layer.o = Matrix(name("o"), {{MlaName(i, "o_proj"), hidden}}, heads * d.v_head_dim);
 }
 
-LayerSource PlanLayer(const ModelConfig& config, int i, int rank, int world_size) {
+LayerSource PlanLayer(const ModelConfig& config, int i, int rank, int world_size,
+                      const ExpertLayout& layout) {
   const int hidden = config.hidden_size;
   const std::string label = LayerName(i, "");
   auto name = [&](const char* what) { return absl::StrCat(label, what); };
@@ -109,8 +110,14 @@ LayerSource PlanLayer(const ModelConfig& config, int i, int rank, int world_size
                SharedExpertName(i, ExpertPart::kUp), SharedExpertName(i, ExpertPart::kDown),
                config.n_shared_experts * config.moe_intermediate_size, hidden);
   }
-  layer.local = ExpertsOfRank(config.num_experts, rank, world_size);
-  for (int e = layer.local.first; e < layer.local.end; ++e) {
+  if (i < static_cast<int>(layout.size()) && !layout[i].empty()) {
+    layer.layout = layout[i];
+    layer.held = layout[i][rank];
+  } else {
+    layer.local = ExpertsOfRank(config.num_experts, rank, world_size);
+    for (int e = layer.local.first; e < layer.local.end; ++e) layer.held.push_back(e);
+  }
+  for (int e : layer.held) {
     layer.experts.push_back(
         SwiGlu(absl::StrCat(label, "experts.", e), ExpertName(config, i, e, ExpertPart::kGate),
                ExpertName(config, i, e, ExpertPart::kUp),
@@ -133,12 +140,13 @@ int ExpertOwner(int num_experts, int world_size, int expert) {
   return world_size - 1;
 }
 
-ModelPlan PlanWeights(const ModelConfig& config, int rank, int world_size) {
+ModelPlan PlanWeights(const ModelConfig& config, int rank, int world_size,
+                      const ExpertLayout& layout) {
   const int hidden = config.hidden_size;
   ModelPlan plan;
   plan.embedding = Matrix("model.embedding", {{EmbeddingName(), config.vocab_size}}, hidden);
   for (int i = 0; i < config.num_layers; ++i) {
-    plan.layers.push_back(PlanLayer(config, i, rank, world_size));
+    plan.layers.push_back(PlanLayer(config, i, rank, world_size, layout));
   }
   plan.final_norm = Vector("model.final_norm", {{FinalNormName(), hidden}});
   plan.tied_lm_head = config.tie_word_embeddings;

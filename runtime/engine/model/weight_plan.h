@@ -89,6 +89,11 @@ struct LayerSource {
   WeightSource router_bias;           // e_score_correction_bias; no parts without one
   ExpertRange local;                  // MoE layers: the experts this rank holds
   std::vector<SwiGluSource> experts;  // experts[e - local.first]
+  // The experts this rank holds, ascending: experts[i] is expert held[i]. With an
+  // ExpertLayout for the layer, `local` is empty and `held` is authoritative, and
+  // `layout` is that layer's experts per rank (empty: the contiguous sharding).
+  std::vector<int> held;
+  std::vector<std::vector<int>> layout;
   // Shared experts (every rank holds them; width 0 and no parts without them).
   SwiGluSource shared;
 };
@@ -107,8 +112,14 @@ struct ModelPlan {
   size_t TotalElements() const;
 };
 
+// Which experts each rank holds: layout[layer][rank], ascending (runtime/eplb's
+// placement, replicas allowed). A layer without an entry (or an empty entry) has the
+// contiguous sharding, ExpertsOfRank.
+using ExpertLayout = std::vector<std::vector<std::vector<int>>>;
+
 // The plan of `config` for `rank` of `world_size` (its experts only).
-ModelPlan PlanWeights(const ModelConfig& config, int rank, int world_size);
+ModelPlan PlanWeights(const ModelConfig& config, int rank, int world_size,
+                      const ExpertLayout& layout = {});
 
 // Reads `weight` as f32, row-major; every part is checked by name and shape, errors
 // name the tensor and the file.
