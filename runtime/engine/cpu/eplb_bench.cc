@@ -54,8 +54,10 @@ struct Result {
   ExpertLoadSnapshot loads;
 };
 
-// Loads the 4 ranks with `layout` (skewed), decodes, and measures.
-Result Run(const std::string& dir, const ExpertLayout& layout, int rows, int steps) {
+// Loads the 4 ranks with `layout` (skewed routing unless `skew` is false), decodes, and
+// measures.
+Result Run(const std::string& dir, const ExpertLayout& layout, int rows, int steps,
+           bool skew = true) {
   const ModelConfig config = LoadModelConfig(dir).value();
   auto tensors = SafetensorsModel::Open(dir).value();
   auto group = comm::MakeInProcessGroup(kRanks);
@@ -66,7 +68,7 @@ Result Run(const std::string& dir, const ExpertLayout& layout, int rows, int ste
   for (int r = 0; r < kRanks; ++r) {
     ModelWeights weights = LoadWeights(*tensors, config, r, kRanks, layout).value();
     for (int l = 0; l < config.num_layers; ++l) {
-      if (!weights.layers[l].is_moe) continue;
+      if (!skew || !weights.layers[l].is_moe) continue;
       std::vector<float>& bias = weights.layers[l].moe.score_bias;
       bias[(3 * l) % config.num_experts] += 1.0f;        // hot: chosen by nearly every token
       bias[(3 * l + 5) % config.num_experts] += 0.05f;  // warm
@@ -145,6 +147,9 @@ int Main(int argc, char** argv) {
               rows, steps);
   std::printf("| placement | max/mean records per rank (worst MoE layer) | step ms | plan ms | "
               "load ms |\n|---|---|---|---|---|\n");
+  const Result even = Run(dir, {}, rows, steps, /*skew=*/false);
+  std::printf("| reference: unskewed routing, contiguous | %.3f | %.2f | - | %.1f |\n",
+              even.worst_imbalance, even.step_ms, even.load_ms);
   const Result base = Run(dir, {}, rows, steps);
   std::printf("| contiguous (no plan) | %.3f | %.2f | - | %.1f |\n", base.worst_imbalance,
               base.step_ms, base.load_ms);
