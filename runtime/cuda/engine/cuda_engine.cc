@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/engine/cpu/batch_runner.h"
 #include "runtime/engine/cpu/draft_model_drafter.h"
+#include "runtime/engine/cpu/sampler_grammar.h"
 #include "runtime/engine/engine_thread.h"
 #include "runtime/engine/graph_buckets.h"
 #include "runtime/engine/model/model_config.h"
@@ -19,17 +21,24 @@
 namespace lockstep::cuda {
 namespace {
 
-// The CUDA engine's parts: the models, the drafter and the batch runner over them.
+// The CUDA engine's parts: the models, the drafter and the batch runner over them. The
+// runner samples on the host from the logits the model copied back, so constrained
+// decoding is the CPU engine's: the grammar's mask on the logits of the rank that owns
+// the request (runtime/engine/cpu/sampler_grammar.h), its vocabulary from `model_dir`.
 class CudaParts final : public engine::EngineParts {
  public:
   CudaParts(int device, std::unique_ptr<CudaTransformer> target,
             std::unique_ptr<CudaTransformer> draft, std::unique_ptr<spec::Drafter> drafter,
-            const engine::KvPoolView& target_pool, const engine::KvPoolView& draft_pool, int k)
+            const engine::KvPoolView& target_pool, const engine::KvPoolView& draft_pool, int k,
+            const std::string& model_dir)
       : device_(device),
         target_(std::move(target)),
         draft_(std::move(draft)),
         drafter_(std::move(drafter)),
-        runner_(target_.get(), target_pool, drafter_.get(), draft_pool, k, nullptr) {}
+        grammars_(model_dir, target_->config().vocab_size, target_->config().eos_token_id),
+        runner_(target_.get(), target_pool, drafter_.get(), draft_pool, k, nullptr) {
+    runner_.set_grammar_source(&grammars_);
+  }
 
   absl::StatusOr<engine::BatchResult> Run(const engine::Batch& batch) override {
     // The engine thread's device (CUDA's current device is per thread).
@@ -48,6 +57,7 @@ class CudaParts final : public engine::EngineParts {
   const std::unique_ptr<CudaTransformer> target_;
   const std::unique_ptr<CudaTransformer> draft_;
   const std::unique_ptr<spec::Drafter> drafter_;  // the draft model's, n-gram, or null
+  engine::GrammarSource grammars_;  // constrained decoding's vocabulary and compiled grammars
   engine::BatchRunner runner_;
 };
 
@@ -202,7 +212,8 @@ absl::StatusOr<std::unique_ptr<engine::ModelEngine>> CudaEngineBuilder::Finish(
   return std::unique_ptr<engine::ModelEngine>(std::make_unique<engine::EngineThread>(
       engine_info,
       std::make_unique<CudaParts>(options_.device, std::move(target_), std::move(draft_),
-                                  std::move(drafter), target_pool, draft_pool, k)));
+                                  std::move(drafter), target_pool, draft_pool, k,
+                                  options_.model_dir)));
 }
 
 }  // namespace lockstep::cuda
