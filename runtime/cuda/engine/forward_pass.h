@@ -1,8 +1,9 @@
 // The forward of one CUDA transformer over one packed step (step_layout.h), enqueued
 // on the engine's stream: embedding -> per layer RMSNorm, fused QKV (+ bias), q/k norm,
-// RoPE, the K/V write through the block tables, decode and prefill attention, the O
-// projection, RMSNorm and the SwiGLU MLP or the MoE block -> final RMSNorm, the pick of
-// the logit rows and the LM head (f32 logits). The same order of operations as the CPU
+// RoPE, the K/V write through the block tables, decode and prefill attention (or
+// multi-head latent attention: mla_forward.h), the O projection, RMSNorm and the SwiGLU
+// MLP or the MoE block (plus the shared experts) -> final RMSNorm, the pick of the logit
+// rows and the LM head (f32 logits). The same order of operations as the CPU
 // transformer (runtime/engine/cpu/transformer.h), with the residual stream in the element
 // type. Everything it touches lies in the weights, the KV pool and the scratch
 // (forward_scratch.h), at addresses fixed for the model's life, and every shape comes
