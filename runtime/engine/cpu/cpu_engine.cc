@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "runtime/engine/cpu/batch_runner.h"
 #include "runtime/engine/cpu/draft_model_drafter.h"
+#include "runtime/engine/cpu/expert_placement.h"
 #include "runtime/engine/cpu/parallel.h"
 #include "runtime/engine/cpu/transformer.h"
 #include "runtime/engine/engine_thread.h"
@@ -110,8 +111,17 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
   }
   const ExpertGroup group{options.communicator, options.rank, options.world_size,
                           options.collective_timeout};
+  ASSIGN_OR_RETURN(const ModelConfig target_config, LoadModelConfig(options.model_dir));
+  ASSIGN_OR_RETURN(const ExpertLayout layout,
+                   LoadExpertLayout(options.expert_placement, target_config,
+                                    options.world_size));
   ASSIGN_OR_RETURN(std::unique_ptr<Transformer> target,
-                   Transformer::Load(options.model_dir, "target", group));
+                   Transformer::Load(options.model_dir, "target", group, layout));
+  if (options.expert_load_window > 0) {
+    target->OwnExpertLoad(MakeExpertLoad(target->config(), options.expert_load_window,
+                                         options.communicator, options.rank,
+                                         options.collective_timeout, options.expert_load_dump));
+  }
   RETURN_IF_ERROR(CheckPool("target", options.target_storage, options.target_layout,
                             options.target_num_blocks, *target, options.model_dir));
   {

@@ -61,6 +61,14 @@ struct CpuEngineOptions {
   // Threads for the GEMMs and attention (including the engine thread). Results do not
   // depend on it.
   int num_threads = 1;
+
+  // Expert-parallel load balancing (docs/eplb.md). A file with the target's expert
+  // placement in runtime/eplb's text form (empty: the contiguous sharding).
+  std::string expert_placement;
+  // Forwards per expert-load window (0: not measured); each window's loads are
+  // all-reduced over the group and, with `expert_load_dump`, written there by rank 0.
+  int expert_load_window = 0;
+  std::string expert_load_dump;
 };
 
 absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOptions& options);

@@ -64,6 +64,13 @@ class Transformer final : public ForwardModel {
   void set_router_tap(RouterTap tap) { moe_.set_router_tap(std::move(tap)); }
   // Counts the MoE routing of the forwards that follow into `load` (moe.h; null: none).
   void set_expert_load(ExpertLoad* load) { moe_.set_expert_load(load); }
+  // As set_expert_load, keeping `load` for the transformer's lifetime (the engine's).
+  void OwnExpertLoad(std::unique_ptr<ExpertLoad> load) {
+    owned_load_ = std::move(load);
+    moe_.set_expert_load(owned_load_.get());
+  }
+  // The owned ExpertLoad (its Latest() may be read from any thread); null: none.
+  const ExpertLoad* expert_load() const { return owned_load_.get(); }
   // The MLA form of the forwards that follow (default: absorbed; a test hook).
   void set_mla_form(MlaForm form) { mla_form_ = form; }
 
@@ -77,6 +84,7 @@ class Transformer final : public ForwardModel {
   const ModelConfig config_;
   const ModelWeights weights_;
   MoeBlock moe_;
+  std::unique_ptr<ExpertLoad> owned_load_;  // OwnExpertLoad's; null: none
   MlaAttention mla_;
   MlaForm mla_form_ = MlaForm::kAbsorbed;
   std::vector<double> inv_freq_;  // RoPE (YaRN-scaled where configured), rope_dim / 2
