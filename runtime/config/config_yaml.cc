@@ -294,6 +294,12 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   cuda.Bool("batch_invariant", &instance.cuda.batch_invariant);
   cuda.Bool("graphs", &instance.cuda.graphs);
   cuda.Finish();
+
+  MapReader eplb(reader.Child("eplb"), reader.PathOf("eplb"), errors);
+  eplb.String("expert_placement", &instance.eplb.expert_placement);
+  eplb.Int("load_window", &instance.eplb.load_window);
+  eplb.String("load_dump", &instance.eplb.load_dump);
+  eplb.Finish();
   reader.Finish();
 }
 

@@ -155,6 +155,15 @@ void ValidateInstance(const InstanceConfig& instance, const std::string& prefix,
   problems.AtLeast(ex + ".step_timeout_ms", e.step_timeout_ms, 1);
   problems.InRange(ex + ".blas_threads", e.blas_threads, 1, 256);
   ValidateSpeculative(instance, prefix, problems);
+  const EplbSettings& eplb = instance.eplb;
+  problems.InRange(prefix + ".eplb.load_window", eplb.load_window, 0, 1000000);
+  if ((!eplb.expert_placement.empty() || eplb.load_window > 0) &&
+      instance.engine != EngineKind::kCpu) {
+    problems.Add(prefix + ".eplb", "needs engine: cpu (the CPU engine's expert parallelism)");
+  }
+  if (!eplb.load_dump.empty() && eplb.load_window == 0) {
+    problems.Add(prefix + ".eplb.load_dump", "needs load_window > 0");
+  }
   if (e.chunk_size >= 1 && e.max_num_tokens >= 1 && e.chunk_size > e.max_num_tokens) {
     problems.Add(ex + ".chunk_size", absl::StrCat("must be <= max_num_tokens (", e.max_num_tokens,
                                                   "), got ", e.chunk_size));

@@ -275,6 +275,19 @@ struct CommSettings {
   CommTransport engine_transport = CommTransport::kGloo;
 };
 
+// `eplb:` — expert-parallel load balancing of the CPU engine's MoE (docs/eplb.md), e.g.
+//   eplb: {expert_placement: placement.txt, load_window: 64, load_dump: loads.txt}
+struct EplbSettings {
+  // A placement file (runtime/eplb's text form, e.g. eplb_plan's output): the ranks
+  // load the experts it gives them; empty: the contiguous sharding.
+  std::string expert_placement;
+  // Forwards per expert-load window, 0..1000000 (0: not measured); each window's loads
+  // are all-reduced over the instance and, with load_dump, written to that file by
+  // rank 0 (the input of eplb_plan).
+  int64_t load_window = 0;
+  std::string load_dump;
+};
+
 // `instances[i]:` — one DEP-N group of ranks.
 struct InstanceConfig {
   // Unique; letters, digits, '_', '-'. Required.
@@ -302,6 +315,7 @@ struct InstanceConfig {
   // spec::SpeculativeConfig's.
   spec::SpeculativeConfig speculative;
   CudaSettings cuda;  // engine cuda only (cuda_settings.h)
+  EplbSettings eplb;  // engine cpu only
 };
 
 // What `instance` speculates with: its `speculative` block, or the `executor.spec_k`

@@ -130,6 +130,9 @@ absl::Status Worker::Init() {
     e.world_size = options_.world_size;
     e.collective_timeout = config.collective_timeout;
     e.num_threads = static_cast<int>(instance_->executor.blas_threads);
+    e.expert_placement = instance_->eplb.expert_placement;
+    e.expert_load_window = static_cast<int>(instance_->eplb.load_window);
+    e.expert_load_dump = instance_->eplb.load_dump;
     ASSIGN_OR_RETURN(engine_, engine::CreateCpuEngine(e));
   } else if (cuda) {
     ASSIGN_OR_RETURN(engine_, FinishDeviceEngine(*kv));
