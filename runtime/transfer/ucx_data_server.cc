@@ -59,15 +59,21 @@ absl::Status UcxDataServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("ucx: max_staged_bytes must be >= 1, got ", max_staged_bytes));
   }
+  if (staging_chunk_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ucx: staging_chunk_bytes must be >= 1, got ", staging_chunk_bytes));
+  }
   if (max_offer_lifetime <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("ucx: max_offer_lifetime must be positive");
   }
   return absl::OkStatus();
 }
 
-UcxDataServer::UcxDataServer(std::shared_ptr<UcxWorker> worker, KvDescriptor descriptor,
+UcxDataServer::UcxDataServer(std::shared_ptr<UcxWorker> worker,
+                             std::unique_ptr<UcxStagingPool> pool, KvDescriptor descriptor,
                              Handler handler, const UcxDataServerOptions& options)
     : worker_(std::move(worker)),
+      pool_(std::move(pool)),
       descriptor_(std::move(descriptor)),
       handler_(std::move(handler)),
       options_(options) {}
@@ -77,8 +83,11 @@ absl::StatusOr<std::unique_ptr<UcxDataServer>> UcxDataServer::Start(
     const UcxDataServerOptions& options) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   if (worker == nullptr) return absl::InvalidArgumentError("ucx: no UCX worker");
-  std::unique_ptr<UcxDataServer> server(
-      new UcxDataServer(std::move(worker), std::move(descriptor), std::move(handler), options));
+  absl::StatusOr<std::unique_ptr<UcxStagingPool>> pool = UcxStagingPool::Create(
+      worker, {.chunk_bytes = options.staging_chunk_bytes, .max_bytes = options.max_staged_bytes});
+  if (!pool.ok()) return pool.status();
+  std::unique_ptr<UcxDataServer> server(new UcxDataServer(
+      std::move(worker), std::move(*pool), std::move(descriptor), std::move(handler), options));
   UcxDataServer* self = server.get();
   server->reaper_ = std::thread([self] { self->ReapLoop(); });
   return server;
@@ -97,7 +106,7 @@ void UcxDataServer::Shutdown() {
     stats_.staged_bytes = 0;
   }
   if (reaper_.joinable()) reaper_.join();
-  // `dropped` goes here: each region is unregistered before its buffer is freed.
+  // `dropped` goes here: each range goes back to the pool.
 }
 
 UcxDataServer::Stats UcxDataServer::stats() const {
@@ -147,28 +156,27 @@ grpc::Status UcxDataServer::Offer(grpc::ServerContext* context, const PullReques
   }
   Staged staged;
   staged.bytes = *bytes;
-  staged.buffer.reset(new std::byte[std::max<int64_t>(*bytes, 1)]);
-  absl::StatusOr<std::unique_ptr<UcxRegion>> region =
-      worker_->Register({staged.buffer.get(), static_cast<size_t>(*bytes)});
+  absl::StatusOr<UcxStagingPool::Range> range =
+      pool_->Take(static_cast<size_t>(std::max<int64_t>(*bytes, 1)));
   const auto unreserve = [&] {
     absl::MutexLock lock(&mu_);
     reserved_bytes_ -= *bytes;
   };
-  if (!region.ok()) {
+  if (!range.ok()) {
     unreserve();
     LOCKSTEP_LOG_WARN("transfer", "UCX offer of request {} refused: {}",
-                      request->context_request_id(), region.status().ToString());
-    return refuse(region.status().ToString());
+                      request->context_request_id(), range.status().ToString());
+    return refuse(range.status().ToString());
   }
-  staged.region = std::move(*region);
-  StagingSink sink(staged.buffer.get(), *bytes, reply);
+  staged.range = std::move(*range);
+  StagingSink sink(staged.range.data(), *bytes, reply);
   if (absl::Status served = handler_(*request, deadline, sink); !served.ok()) {
     unreserve();
     return ToGrpcStatus(served);
   }
   reply->set_worker_address(worker_->address());
-  reply->set_rkey(staged.region->rkey());
-  reply->set_remote_address(staged.region->address());
+  reply->set_rkey(staged.range.rkey());
+  reply->set_remote_address(staged.range.address());
   reply->set_length(sink.used());
   staged.expiry = deadline;
   absl::MutexLock lock(&mu_);
@@ -205,7 +213,7 @@ grpc::Status UcxDataServer::Release(grpc::ServerContext* /*context*/,
   stats_.staged_bytes -= dropped.bytes;
   ++stats_.released;
   mu_.Unlock();
-  dropped = Staged();  // unregister and free outside the lock
+  dropped = Staged();  // give the range back outside the lock
   mu_.Lock();
   return grpc::Status::OK;
 }

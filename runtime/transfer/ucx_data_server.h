@@ -2,10 +2,10 @@
 // (proto/kv_transfer.proto) on the KV transfer service's gRPC port, behind the cluster
 // token.
 //
-// Offer: allocates a host staging buffer for the claim's blocks and registers it with
-// the rank's UCX worker (before the claim is touched: a registration failure, or
-// staging beyond `max_staged_bytes`, is answered with a refusal and the puller pulls
-// over TCP or gRPC), then serves the pull through `handler` (KvTransferServer::ServePull,
+// Offer: takes a staging range for the claim's blocks from the UCX-allocated staging
+// pool (UcxStagingPool; before the claim is touched: a failure to allocate or register
+// a chunk, or staging beyond `max_staged_bytes`, is answered with a refusal and the
+// puller pulls over TCP or gRPC), then serves the pull through `handler` (KvTransferServer::ServePull,
 // which checks the request, ends the claim and writes the chunks with their CRC32Cs)
 // into that buffer, and answers the worker address, the remote key, the CRC32C of each
 // block and the trailer. The puller reads the buffer with one-sided gets: no thread
@@ -38,6 +38,7 @@
 #include "proto/kv_transfer.grpc.pb.h"
 #include "runtime/transfer/chunk_sink.h"
 #include "runtime/transfer/kv_descriptor.h"
+#include "runtime/transfer/ucx_staging.h"
 #include "runtime/transfer/ucx_worker.h"
 
 namespace lockstep::transfer {
@@ -45,6 +46,8 @@ namespace lockstep::transfer {
 struct UcxDataServerOptions {
   // Staged bytes held at once, over all offers; an offer beyond it is refused.
   int64_t max_staged_bytes = int64_t{16} << 30;
+  // The staging pool's chunk size (a larger offer gets a chunk of its own).
+  int64_t staging_chunk_bytes = int64_t{64} << 20;
   // A staged copy is dropped this long after its offer at the latest.
   absl::Duration max_offer_lifetime = absl::Minutes(2);
 
@@ -83,20 +86,20 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
 
  private:
   struct Staged {
-    std::unique_ptr<std::byte[]> buffer;
+    UcxStagingPool::Range range;
     int64_t bytes = 0;
-    std::unique_ptr<UcxRegion> region;  // unregistered before `buffer` is freed
     absl::Time expiry;
   };
 
-  UcxDataServer(std::shared_ptr<UcxWorker> worker, KvDescriptor descriptor, Handler handler,
-                const UcxDataServerOptions& options);
+  UcxDataServer(std::shared_ptr<UcxWorker> worker, std::unique_ptr<UcxStagingPool> pool,
+                KvDescriptor descriptor, Handler handler, const UcxDataServerOptions& options);
   // The bytes a pull of `request` stages (its descriptor's blocks for num_tokens);
   // InvalidArgument for a request this rank cannot size.
   absl::StatusOr<int64_t> StagedBytes(const lockstep::v1::PullRequest& request) const;
   void ReapLoop() ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::shared_ptr<UcxWorker> worker_;
+  const std::unique_ptr<UcxStagingPool> pool_;  // outlives every Staged range
   const KvDescriptor descriptor_;
   const Handler handler_;
   const UcxDataServerOptions options_;

@@ -102,10 +102,11 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
                                   " bytes and ", blocks_total));
   }
 
-  auto staging = std::make_shared<std::vector<std::byte>>();
-  staging->resize(static_cast<size_t>(expected));
+  // Not zero-filled: the get overwrites all of it.
+  std::shared_ptr<std::byte[]> staging(new std::byte[std::max<int64_t>(expected, 1)]);
   const absl::Status got = worker_->Get(offer.worker_address(), offer.rkey(),
-                                        offer.remote_address(), absl::MakeSpan(*staging), staging,
+                                        offer.remote_address(),
+                                        {staging.get(), static_cast<size_t>(expected)}, staging,
                                         spec.deadline, [&control] { return control.cancelled(); });
   release();
   if (control.cancelled()) return ReceiveCancelledError(blocks.id);
@@ -123,7 +124,7 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
     absl::Status written = writer.Place(header, part.bytes, crcs.size());
     if (written.ok()) {
       if (control.cancelled()) return ReceiveCancelledError(blocks.id);
-      written = writer.Write({staging->data() + at, part.bytes}, crcs);
+      written = writer.Write({staging.get() + at, part.bytes}, crcs);
     }
     if (!written.ok()) return PullError(written.code(), source, written.message());
     at += part.bytes;

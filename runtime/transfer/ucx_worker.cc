@@ -3,11 +3,14 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
+#include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "runtime/transfer/crc32c.h"
 #include "ucp/api/ucp.h"
 
 namespace lockstep::transfer {
@@ -24,7 +27,76 @@ absl::Status UcxError(absl::string_view what, ucs_status_t status) {
 ucp_context_h Context(void* p) { return static_cast<ucp_context_h>(p); }
 ucp_worker_h Worker(void* p) { return static_cast<ucp_worker_h>(p); }
 
+// Remote keys unpacked and kept per endpoint (the same staging chunk is read again and
+// again: unpacking attaches its shared-memory segment, which is costly).
+constexpr size_t kMaxCachedRkeys = 16;
+
+// Framed UCX bytes (a worker address or a packed remote key) as they travel to peers:
+// magic, kind, UCX major and minor version, CRC32C of the bytes and their length (both
+// little-endian), then the bytes. UCX parses these bytes without a length and asserts
+// (aborts the process) on what it does not expect, so a peer's bytes reach UCX only
+// once the frame shows they are whole and made by the same UCX version.
+constexpr char kFrameMagic[4] = {'L', 'S', 'U', 'X'};
+constexpr size_t kFrameHeader = 4 + 1 + 2 + 4 + 4;
+constexpr size_t kMaxFramed = size_t{1} << 20;
+
+struct UcxVersion {
+  unsigned major = 0, minor = 0;
+};
+
+UcxVersion LocalVersion() {
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  return {major, minor};
+}
+
+std::string Frame(char kind, absl::string_view bytes) {
+  const UcxVersion version = LocalVersion();
+  std::string framed(kFrameHeader, '\0');
+  std::memcpy(framed.data(), kFrameMagic, 4);
+  framed[4] = kind;
+  framed[5] = static_cast<char>(version.major);
+  framed[6] = static_cast<char>(version.minor);
+  absl::little_endian::Store32(framed.data() + 7, Crc32c(bytes.data(), bytes.size()));
+  absl::little_endian::Store32(framed.data() + 11, static_cast<uint32_t>(bytes.size()));
+  framed.append(bytes.data(), bytes.size());
+  return framed;
+}
+
 }  // namespace
+
+absl::StatusOr<absl::string_view> UcxWorker::Unframe(char kind, absl::string_view framed) {
+  const absl::string_view what = kind == 'A' ? "UCX worker address" : "UCX remote key";
+  const auto malformed = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the context rank's ", what, " is malformed (", framed.size(), " bytes): ",
+                     why));
+  };
+  if (framed.empty()) return malformed("empty");
+  if (framed.size() < kFrameHeader || std::memcmp(framed.data(), kFrameMagic, 4) != 0) {
+    return malformed("not framed by this data plane");
+  }
+  if (framed[4] != kind) return malformed("of another kind");
+  const UcxVersion local = LocalVersion();
+  const unsigned major = static_cast<unsigned char>(framed[5]);
+  const unsigned minor = static_cast<unsigned char>(framed[6]);
+  if (major != local.major || minor != local.minor) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the context rank's ", what, " was made by UCX ", major, ".", minor,
+        " and this rank runs UCX ", local.major, ".", local.minor,
+        ": UCX versions must match across ranks (or use transfer.transport tcp)"));
+  }
+  const uint32_t length = absl::little_endian::Load32(framed.data() + 11);
+  if (length == 0 || length > kMaxFramed || length != framed.size() - kFrameHeader) {
+    return malformed(absl::StrCat("says ", length, " bytes, carries ",
+                                  framed.size() - kFrameHeader));
+  }
+  const absl::string_view bytes = framed.substr(kFrameHeader);
+  if (Crc32c(bytes.data(), bytes.size()) != absl::little_endian::Load32(framed.data() + 7)) {
+    return malformed("checksum mismatch");
+  }
+  return bytes;
+}
 
 // A connection to one peer worker. `failed` is set by UCX's error callback (on the
 // progress thread); a failed endpoint is replaced on the next use.
@@ -33,6 +105,15 @@ struct UcxWorker::Endpoint {
   std::string peer;
   std::atomic<bool> failed{false};
   std::atomic<int> error{UCS_OK};
+  absl::Mutex mu;
+  // Unpacked remote keys by their framed bytes, at most kMaxCachedRkeys.
+  absl::flat_hash_map<std::string, std::shared_ptr<RemoteKey>> rkeys ABSL_GUARDED_BY(mu);
+};
+
+// A remote key unpacked on one endpoint; destroyed when the last get using it is done.
+struct UcxWorker::RemoteKey {
+  ~RemoteKey() { ucp_rkey_destroy(static_cast<ucp_rkey_h>(rkey)); }
+  void* rkey = nullptr;  // ucp_rkey_h
 };
 
 // One get in flight: completed by UCX's callback on the progress thread.
@@ -40,7 +121,7 @@ struct UcxWorker::Operation {
   absl::Mutex mu;
   bool done ABSL_GUARDED_BY(mu) = false;
   ucs_status_t status ABSL_GUARDED_BY(mu) = UCS_OK;
-  ucp_rkey_h rkey = nullptr;
+  std::shared_ptr<RemoteKey> rkey;
   std::shared_ptr<const void> keep_alive;  // the destination, until UCX lets go
 };
 
@@ -87,7 +168,7 @@ absl::StatusOr<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::string name,
   if (ucs_status_t s = ucp_worker_get_address(worker, &address, &length); s != UCS_OK) {
     return UcxError("UCX worker address", s);
   }
-  w->address_.assign(reinterpret_cast<const char*>(address), length);
+  w->address_ = Frame('A', {reinterpret_cast<const char*>(address), length});
   ucp_worker_release_address(worker, address);
   UcxWorker* self = w.get();
   w->progress_thread_ = std::thread([self] { self->ProgressLoop(); });
@@ -122,6 +203,7 @@ UcxWorker::~UcxWorker() {
     }
     while (ucp_worker_progress(Worker(worker_)) != 0 && absl::Now() < deadline) {
     }
+    endpoints.clear();  // their cached remote keys go before the worker
     ucp_worker_destroy(Worker(worker_));
   }
   if (context_ != nullptr) ucp_cleanup(Context(context_));
@@ -185,7 +267,7 @@ absl::StatusOr<std::unique_ptr<UcxRegion>> UcxWorker::Map(void* data, size_t siz
     ucp_mem_unmap(Context(context_), memh);
     return UcxError("packing a UCX remote key", s);
   }
-  std::string rkey(static_cast<const char*>(packed), packed_size);
+  std::string rkey = Frame('K', {static_cast<const char*>(packed), packed_size});
   ucp_rkey_buffer_release(packed);
   return std::unique_ptr<UcxRegion>(
       new UcxRegion(shared_from_this(), memh, data, size, std::move(rkey)));
@@ -210,12 +292,14 @@ absl::StatusOr<std::shared_ptr<UcxWorker::Endpoint>> UcxWorker::EndpointTo(
     }
   }
   if (stale != nullptr) CloseEndpoint(stale, absl::Now());
+  absl::StatusOr<absl::string_view> address = Unframe('A', peer);
+  if (!address.ok()) return address.status();
   auto endpoint = std::make_shared<Endpoint>();
   endpoint->peer = peer;
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
-  params.address = reinterpret_cast<const ucp_address_t*>(peer.data());
+  params.address = reinterpret_cast<const ucp_address_t*>(address->data());
   params.err_handler.cb = [](void* arg, ucp_ep_h ep, ucs_status_t status) {
     OnEndpointError(arg, ep, status);
   };
@@ -271,6 +355,23 @@ void UcxWorker::CloseEndpoint(const std::shared_ptr<Endpoint>& endpoint, absl::T
   ucp_worker_signal(Worker(worker_));
 }
 
+absl::StatusOr<std::shared_ptr<UcxWorker::RemoteKey>> UcxWorker::RemoteKeyFor(
+    Endpoint& endpoint, const std::string& framed) {
+  absl::MutexLock lock(&endpoint.mu);
+  if (auto it = endpoint.rkeys.find(framed); it != endpoint.rkeys.end()) return it->second;
+  absl::StatusOr<absl::string_view> packed = Unframe('K', framed);
+  if (!packed.ok()) return packed.status();
+  auto key = std::make_shared<RemoteKey>();
+  ucp_rkey_h unpacked = nullptr;
+  if (ucs_status_t s = ucp_ep_rkey_unpack(endpoint.ep, packed->data(), &unpacked); s != UCS_OK) {
+    return UcxError("unpacking the context rank's UCX remote key", s);
+  }
+  key->rkey = unpacked;
+  if (endpoint.rkeys.size() >= kMaxCachedRkeys) endpoint.rkeys.erase(endpoint.rkeys.begin());
+  endpoint.rkeys.emplace(framed, key);
+  return key;
+}
+
 int UcxWorker::endpoints() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(endpoints_.size());
@@ -285,9 +386,9 @@ absl::Status UcxWorker::Get(const std::string& peer, const std::string& rkey,
   if (!endpoint.ok()) return endpoint.status();
   auto op = std::make_shared<Operation>();
   op->keep_alive = std::move(keep_alive);
-  if (ucs_status_t s = ucp_ep_rkey_unpack((*endpoint)->ep, rkey.data(), &op->rkey); s != UCS_OK) {
-    return UcxError("unpacking the context rank's UCX remote key", s);
-  }
+  absl::StatusOr<std::shared_ptr<RemoteKey>> key = RemoteKeyFor(**endpoint, rkey);
+  if (!key.ok()) return key.status();
+  op->rkey = std::move(*key);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = [](void* request, ucs_status_t status, void* user_data) {
@@ -297,18 +398,16 @@ absl::Status UcxWorker::Get(const std::string& peer, const std::string& rkey,
       (*held)->done = true;
       (*held)->status = status;
     }
-    ucp_rkey_destroy((*held)->rkey);
     delete held;
     ucp_request_free(request);
   };
   auto* held = new std::shared_ptr<Operation>(op);
   param.user_data = held;
   if (hooks_.before_get) hooks_.before_get();
-  void* request =
-      ucp_get_nbx((*endpoint)->ep, out.data(), out.size(), remote_address, op->rkey, &param);
+  void* request = ucp_get_nbx((*endpoint)->ep, out.data(), out.size(), remote_address,
+                              static_cast<ucp_rkey_h>(op->rkey->rkey), &param);
   if (!UCS_PTR_IS_PTR(request)) {  // done at once, or failed: no callback follows
     delete held;
-    ucp_rkey_destroy(op->rkey);
     const ucs_status_t status = UCS_PTR_STATUS(request);
     if (status != UCS_OK) {
       CloseEndpoint(*endpoint, deadline);

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace lockstep::transfer {
@@ -62,7 +63,7 @@ class UcxRegion {
   uint64_t address() const { return reinterpret_cast<uint64_t>(data_); }
   std::byte* data() const { return const_cast<std::byte*>(static_cast<const std::byte*>(data_)); }
   size_t size() const { return size_; }
-  // The packed remote key a peer needs to read the region.
+  // The packed remote key a peer needs to read the region (framed like the address).
   const std::string& rkey() const { return rkey_; }
 
  private:
@@ -87,7 +88,8 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   UcxWorker(const UcxWorker&) = delete;
   UcxWorker& operator=(const UcxWorker&) = delete;
 
-  // The worker's address, for peers to connect to (opaque bytes).
+  // The worker's address, for peers to connect to (opaque bytes: UCX's address framed
+  // with its length, checksum and UCX version, which Get checks before UCX sees it).
   const std::string& address() const { return address_; }
 
   // Registers `data` for remote reads. Unavailable naming UCX's error.
@@ -98,7 +100,9 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   // Reads `out.size()` bytes at `remote_address` of the region `rkey` of the worker at
   // `peer` into `out`, by `deadline`, giving up early once `cancelled()` holds (checked
   // every `slice`). Outcomes: OK; DeadlineExceeded; Cancelled; Unavailable when the
-  // endpoint fails (peer gone, key refused) or the peer address is malformed. After a
+  // endpoint fails (peer gone, key refused); InvalidArgument for a malformed `peer` or
+  // `rkey` and FailedPrecondition for one made by another UCX version (checked before
+  // UCX parses them: UCX aborts the process on bytes it does not expect). After a
   // failure the get may still be landing: `out` must not be read, and `keep_alive`
   // (which owns it) is held until UCX has let go of it.
   absl::Status Get(const std::string& peer, const std::string& rkey, uint64_t remote_address,
@@ -114,6 +118,14 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   absl::StatusOr<std::unique_ptr<UcxRegion>> Map(void* data, size_t size, bool allocate);
   struct Endpoint;
   struct Operation;
+  struct RemoteKey;
+  // The bytes inside a frame of `kind` ('A' address, 'K' remote key) made by Frame in
+  // ucx_worker.cc; InvalidArgument naming the problem, FailedPrecondition for another
+  // UCX version.
+  static absl::StatusOr<absl::string_view> Unframe(char kind, absl::string_view framed);
+  // `framed`'s remote key unpacked on `endpoint` (cached there).
+  absl::StatusOr<std::shared_ptr<RemoteKey>> RemoteKeyFor(Endpoint& endpoint,
+                                                          const std::string& framed);
   UcxWorker(std::string name, UcxWorkerHooks hooks);
   void ProgressLoop();
   // The endpoint to `peer`, created on first use.

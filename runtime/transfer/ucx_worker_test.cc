@@ -2,10 +2,12 @@
 // (the BUILD file runs this test once with shm and once with tcp).
 #include "runtime/transfer/ucx_worker.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -163,6 +165,76 @@ TEST(UcxWorkerTest, PeerGoneEndsTheGetWithinItsDeadline) {
   if (!status.ok()) {
     EXPECT_TRUE(absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) << status;
   }
+}
+
+// A worker address or remote key that is not what a peer's UCX made (corrupted, cut
+// short, unframed, another UCX version) is a clear error before UCX sees it: UCX itself
+// parses these bytes without a length and aborts the process on what it does not expect.
+TEST(UcxWorkerTest, MalformedPeerAddressOrKeyIsAClearErrorNotAnAbort) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
+  std::shared_ptr<UcxWorker> reader = MakeWorker("generation");
+  ASSERT_NE(owner, nullptr);
+  ASSERT_NE(reader, nullptr);
+  auto source = RandomBytes(4096, seed);
+  absl::StatusOr<std::unique_ptr<UcxRegion>> registered = owner->Register(*source);
+  ASSERT_OK(registered);
+  const UcxRegion& region = **registered;
+  const std::string good = owner->address();
+  constexpr size_t kHeader = 15;  // the frame: magic, kind, version, CRC32C, length
+  ASSERT_GT(good.size(), kHeader);
+  std::mt19937_64 rng(seed);
+  std::string random(good.size(), '\0');
+  for (char& c : random) c = static_cast<char>(rng());
+  std::string flipped = good;
+  flipped[kHeader + rng() % (good.size() - kHeader)] ^= 0x5a;
+  std::string first_byte = good;
+  first_byte[kHeader] ^= static_cast<char>(0xff);  // UCX asserts on this byte's version
+  std::string other_version = good;
+  other_version[6] = static_cast<char>(other_version[6] + 1);
+  std::string address_as_key = region.rkey();  // a frame of the other kind
+  struct Case {
+    const char* name;
+    std::string peer;
+    absl::StatusCode code;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"unframed", good.substr(kHeader), absl::StatusCode::kInvalidArgument,
+       "not framed by this data plane"},
+      {"random", random, absl::StatusCode::kInvalidArgument, "not framed by this data plane"},
+      {"cut short", good.substr(0, good.size() - 9), absl::StatusCode::kInvalidArgument,
+       "carries"},
+      {"longer", good + "xyz", absl::StatusCode::kInvalidArgument, "carries"},
+      {"header only", good.substr(0, kHeader), absl::StatusCode::kInvalidArgument, "carries 0"},
+      {"flipped", flipped, absl::StatusCode::kInvalidArgument, "checksum mismatch"},
+      {"first byte", first_byte, absl::StatusCode::kInvalidArgument, "checksum mismatch"},
+      {"other version", other_version, absl::StatusCode::kFailedPrecondition,
+       "UCX versions must match"},
+      {"a key", address_as_key, absl::StatusCode::kInvalidArgument, "of another kind"},
+  };
+  for (const Case& c : cases) {
+    auto dest = std::make_shared<std::vector<std::byte>>(64);
+    const absl::Status status =
+        reader->Get(c.peer, region.rkey(), region.address(), absl::MakeSpan(*dest), dest,
+                    absl::Now() + absl::Seconds(30), nullptr);
+    EXPECT_THAT(status, StatusIs(c.code, HasSubstr(c.says))) << c.name;
+    EXPECT_THAT(status.message(), HasSubstr("UCX worker address")) << c.name;
+  }
+  EXPECT_EQ(reader->endpoints(), 0);
+  // The remote key is checked the same way, on a good endpoint.
+  std::string bad_key = region.rkey();
+  bad_key.back() ^= 0x01;
+  auto dest = std::make_shared<std::vector<std::byte>>(64);
+  EXPECT_THAT(reader->Get(good, bad_key, region.address(), absl::MakeSpan(*dest), dest,
+                          absl::Now() + absl::Seconds(30), nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("UCX remote key is malformed")));
+  // And the good ones still read.
+  ASSERT_OK(reader->Get(good, region.rkey(), region.address(), absl::MakeSpan(*dest), dest,
+                        absl::Now() + absl::Seconds(30), nullptr));
+  EXPECT_TRUE(std::equal(dest->begin(), dest->end(), source->begin()));
 }
 
 }  // namespace
