@@ -33,8 +33,10 @@
 
 namespace lockstep::security {
 
-// `service` must have exactly the synchronous, unary or server-streaming methods of
-// `descriptor`, in its order (as protoc's generated Service does). `open_methods`
+// `service` must have exactly the unary or server-streaming methods of `descriptor`, in
+// its order (as protoc's generated Service and CallbackService do), either all
+// synchronous or all callback ones (a refused callback call ends without any thread
+// waiting on it). `open_methods`
 // ("/package.Service/Method") need no token.
 std::unique_ptr<grpc::Service> RequireClusterToken(
     grpc::Service* service, const google::protobuf::ServiceDescriptor& descriptor,

@@ -48,7 +48,54 @@ class CountingEcho final : public EchoService::Service {
   std::atomic<int> calls{0};
 };
 
+// The same service on gRPC's callback API: no thread waits on any of its calls.
+class CallbackEcho final : public EchoService::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context, const EchoMessage* request,
+                                 EchoMessage* response) override {
+    calls.fetch_add(1);
+    response->set_text(request->text());
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  grpc::ServerWriteReactor<EchoMessage>* Spell(grpc::CallbackServerContext* /*context*/,
+                                               const EchoMessage* request) override {
+    calls.fetch_add(1);
+    return new Speller(request->text());
+  }
+  std::atomic<int> calls{0};
+
+ private:
+  class Speller final : public grpc::ServerWriteReactor<EchoMessage> {
+   public:
+    explicit Speller(std::string text) : text_(std::move(text)) { Next(); }
+    void OnWriteDone(bool ok) override {
+      if (ok) {
+        Next();
+      } else {
+        Finish(grpc::Status::CANCELLED);
+      }
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    void Next() {
+      if (next_ == text_.size()) {
+        Finish(grpc::Status::OK);
+        return;
+      }
+      letter_.set_text(std::string(1, text_[next_++]));
+      StartWrite(&letter_);
+    }
+    const std::string text_;
+    size_t next_ = 0;
+    EchoMessage letter_;
+  };
+};
+
 // An echo server on a free port whose service is wrapped with `security`'s token.
+template <class Impl = CountingEcho>
 class EchoServer {
  public:
   explicit EchoServer(const ClusterSecurity& security, std::vector<std::string> open_methods = {})
@@ -65,7 +112,7 @@ class EchoServer {
   int calls() const { return service_.calls.load(); }
 
  private:
-  CountingEcho service_;
+  Impl service_;
   std::unique_ptr<grpc::Service> checked_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
@@ -202,6 +249,35 @@ TEST(TokenCheckedServiceTest, TlsAndTheToken) {
   EXPECT_EQ(CallEcho(CreateChannel(server.address(), WithToken("tls-token"))).error_code(),
             grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(server.calls(), 1);
+}
+
+// Callback methods are checked the same way, and a refused call ends without a handler.
+TEST(TokenCheckedServiceTest, CallbackMethodsAreCheckedToo) {
+  EchoServer<CallbackEcho> server(WithToken("right"));
+  const int64_t rejected_before = RejectedCalls();
+  grpc::Status none = CallEcho(NoToken(server.address()));
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED) << none.error_message();
+  EXPECT_EQ(none.error_message(), "no cluster token");
+  auto [wrong_letters, wrong] = CallSpell(CreateChannel(server.address(), WithToken("x")));
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED) << wrong.error_message();
+  EXPECT_EQ(wrong.error_message(), "wrong cluster token");
+  EXPECT_EQ(wrong_letters, "");
+  EXPECT_EQ(server.calls(), 0);
+  EXPECT_EQ(RejectedCalls() - rejected_before, 2);
+
+  const auto token = WithToken("right");
+  grpc::Status right = CallEcho(CreateChannel(server.address(), token));
+  EXPECT_TRUE(right.ok()) << right.error_message();
+  auto [letters, spelled] = CallSpell(CreateChannel(server.address(), token));
+  EXPECT_TRUE(spelled.ok()) << spelled.error_message();
+  EXPECT_EQ(letters, "abc");
+  EXPECT_EQ(server.calls(), 2);
+  // Many refused calls in a row: each requests the next call (none is lost).
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(CallSpell(NoToken(server.address())).second.error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_TRUE(CallEcho(CreateChannel(server.address(), token)).ok());
 }
 
 }  // namespace

@@ -5,8 +5,33 @@
 namespace lockstep::worker {
 
 void ResponseQueue::Push(exec::Response response) {
+  std::shared_ptr<const std::function<void()>> listener;
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(response));
+    listener = listener_;
+  }
+  if (listener != nullptr) (*listener)();
+}
+
+std::optional<exec::Response> ResponseQueue::TryPop() {
   absl::MutexLock lock(&mu_);
-  queue_.push_back(std::move(response));
+  if (queue_.empty()) return std::nullopt;
+  exec::Response r = std::move(queue_.front());
+  queue_.pop_front();
+  return r;
+}
+
+void ResponseQueue::SetListener(std::function<void()> listener) {
+  std::shared_ptr<const std::function<void()>> now;
+  {
+    absl::MutexLock lock(&mu_);
+    listener_ = listener == nullptr
+                    ? nullptr
+                    : std::make_shared<const std::function<void()>>(std::move(listener));
+    if (!queue_.empty()) now = listener_;
+  }
+  if (now != nullptr) (*now)();
 }
 
 std::optional<exec::Response> ResponseQueue::Next(absl::Duration timeout) {
@@ -35,20 +60,30 @@ void RequestStreams::Close(RequestId id) {
 }
 
 void RequestStreams::OnResponses(std::vector<exec::Response> responses) {
-  absl::MutexLock lock(&mu_);
-  for (exec::Response& r : responses) {
-    auto it = streams_.find(r.id);
-    if (it == streams_.end()) continue;  // the client left
-    // A context-only request's hand-off is its last response on this instance.
-    const bool last = r.finished || r.context.has_value();
-    it->second->Push(std::move(r));
-    if (last) streams_.erase(it);
+  // Routed under the lock, pushed outside it: a push runs its stream's listener, which
+  // may Close() streams.
+  std::vector<std::pair<std::shared_ptr<ResponseQueue>, exec::Response*>> routed;
+  routed.reserve(responses.size());
+  {
+    absl::MutexLock lock(&mu_);
+    for (exec::Response& r : responses) {
+      auto it = streams_.find(r.id);
+      if (it == streams_.end()) continue;  // the client left
+      routed.emplace_back(it->second, &r);
+      // A context-only request's hand-off is its last response on this instance.
+      if (r.finished || r.context.has_value()) streams_.erase(it);
+    }
   }
+  for (auto& [queue, r] : routed) queue->Push(std::move(*r));
 }
 
 void RequestStreams::FailAll(const absl::Status& status) {
-  absl::MutexLock lock(&mu_);
-  for (auto& [id, queue] : streams_) {
+  absl::flat_hash_map<RequestId, std::shared_ptr<ResponseQueue>> failed;
+  {
+    absl::MutexLock lock(&mu_);
+    failed.swap(streams_);
+  }
+  for (auto& [id, queue] : failed) {
     exec::Response r;
     r.id = id;
     r.finished = true;
@@ -56,7 +91,6 @@ void RequestStreams::FailAll(const absl::Status& status) {
     r.status = status;
     queue->Push(std::move(r));
   }
-  streams_.clear();
 }
 
 int64_t RequestStreams::open_streams() const {

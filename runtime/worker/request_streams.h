@@ -1,15 +1,17 @@
 // RequestStreams: the leader's hand-off between the executor thread, which produces
-// responses (ResponseSink), and the gRPC threads that stream them to clients.
+// responses (ResponseSink), and the Generate streams that send them to clients.
 //
-// Each Generate call opens a stream for its request id, then reads responses from it
-// until one is final. The executor thread only appends to streams and never blocks; a
-// stream that nobody reads any more (the client left) just drops what it gets.
+// Each Generate call opens a stream for its request id and sets a listener on its
+// queue; a push wakes the listener, which takes what is queued (TryPop) without any
+// thread waiting in between. The executor thread only appends to streams and never
+// blocks; a stream that nobody reads any more (the client left) just drops what it gets.
 //
 // Thread safety: thread-safe.
 #ifndef LOCKSTEP_RUNTIME_WORKER_REQUEST_STREAMS_H_
 #define LOCKSTEP_RUNTIME_WORKER_REQUEST_STREAMS_H_
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -25,14 +27,23 @@ namespace lockstep::worker {
 
 class ResponseQueue {
  public:
+  // Appends, then calls the listener (if any) on the pushing thread, outside any lock.
   void Push(exec::Response response) ABSL_LOCKS_EXCLUDED(mu_);
   // The next response, or nullopt if none arrived within `timeout` of real time (a
   // network read: not the injected Clock, whose time may be anywhere).
   std::optional<exec::Response> Next(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // The next response if one is queued; never waits.
+  std::optional<exec::Response> TryPop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Called after every Push (and once now if something is already queued, so nothing
+  // pushed before the listener was set is missed); nullptr removes it. The listener must
+  // not block: it runs on the executor thread. A listener call that began before its
+  // removal may still be running when SetListener returns.
+  void SetListener(std::function<void()> listener) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::Mutex mu_;
   std::deque<exec::Response> queue_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const std::function<void()>> listener_ ABSL_GUARDED_BY(mu_);
 };
 
 class RequestStreams : public exec::ResponseSink {

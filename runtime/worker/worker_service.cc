@@ -3,79 +3,90 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "runtime/worker/draft_stats.h"
+#include "runtime/worker/generate_stream.h"
 #include "runtime/worker/proto_convert.h"
 #include "runtime/worker/rank_stats.h"
 
 namespace lockstep::worker {
 
-grpc::Status WorkerServiceImpl::Generate(grpc::ServerContext* context,
-                                         const v1::GenerateRequest* request,
-                                         grpc::ServerWriter<v1::GenerateResponse>* writer) {
+namespace {
+
+grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, grpc::Status status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(std::move(status));
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerServiceImpl::Generate(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   Clock& clock = *options_.clock;
   if (!request->model().empty() && request->model() != options_.model) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("model '", request->model(), "' is not served here (",
-                                     options_.model, " is)"));
+    return GenerateStream::Refuse(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                     absl::StrCat("model '", request->model(), "' is not served here (",
+                                  options_.model, " is)")));
   }
   absl::StatusOr<exec::NewRequestSpec> spec = ToRequestSpec(*request, clock.Now());
-  if (!spec.ok()) return ToGrpcStatus(spec.status());
+  if (!spec.ok()) return GenerateStream::Refuse(ToGrpcStatus(spec.status()));
   if (options_.health().state == v1::HealthResponse::STATE_DRAINING) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        absl::StrCat("instance ", options_.instance, " is draining"));
+    return GenerateStream::Refuse(grpc::Status(
+        grpc::StatusCode::UNAVAILABLE, absl::StrCat("instance ", options_.instance, " is draining")));
   }
   const RequestId id = spec->id;
   absl::StatusOr<std::shared_ptr<ResponseQueue>> queue = options_.streams->Open(id);
-  if (!queue.ok()) return ToGrpcStatus(queue.status());
+  if (!queue.ok()) return GenerateStream::Refuse(ToGrpcStatus(queue.status()));
   options_.executor->inbox().Push(*std::move(spec));
-
-  const absl::Time deadline = clock.Now() + options_.request_timeout;
-  absl::Time cancel_deadline = absl::InfiniteFuture();
-  bool cancel_sent = false;
-  auto cancel = [&](absl::Duration grace) {
-    if (cancel_sent) return;
-    options_.executor->inbox().Cancel(id);
-    cancel_sent = true;
-    cancel_deadline = clock.Now() + grace;
-  };
-  while (true) {
-    if (context->IsCancelled()) cancel(absl::Seconds(5));
-    const absl::Time now = clock.Now();
-    if (now >= deadline && !cancel_sent) cancel(absl::Seconds(5));
-    if (now >= cancel_deadline) {
-      options_.streams->Close(id);
-      return context->IsCancelled()
-                 ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client")
-                 : grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                absl::StrCat("request ", id.value(), " did not finish within ",
-                                             absl::FormatDuration(options_.request_timeout)));
-    }
-    // The request and cancel deadlines are on the injected clock; the read waits in real
-    // time, at most a 100 ms slice and at most what is left until the cancel deadline.
-    std::optional<exec::Response> next =
-        (*queue)->Next(std::min(absl::Milliseconds(100), cancel_deadline - now));
-    if (!next.has_value()) continue;
-    v1::GenerateResponse out = ToProto(*next);
-    SetRequestDrafts(options_.executor->spec_method(), *next, &out);
-    if (!cancel_sent && !writer->Write(out)) cancel(absl::Seconds(5));  // the client left
-    if (out.finished()) {
-      options_.streams->Close(id);
-      return grpc::Status::OK;
-    }
-  }
+  GenerateStreamDeps deps;
+  deps.clock = options_.clock;
+  deps.executor = options_.executor;
+  deps.streams = options_.streams;
+  deps.timers = &timers_;
+  deps.wake = &wake_;
+  deps.request_timeout = options_.request_timeout;
+  deps.cancel_grace = options_.cancel_grace;
+  return GenerateStream::Start(deps, context, id, *std::move(queue));
 }
 
-grpc::Status WorkerServiceImpl::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
-                                       v1::CancelResponse* response) {
-  if (request->request_id() == 0 || request->request_id() > static_cast<uint64_t>(INT64_MAX)) {
+grpc::ServerUnaryReactor* WorkerServiceImpl::Cancel(grpc::CallbackServerContext* context,
+                                                    const v1::CancelRequest* request,
+                                                    v1::CancelResponse* response) {
+  return Done(context, DoCancel(*request, response));
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Health(grpc::CallbackServerContext* context,
+                                                    const v1::HealthRequest*,
+                                                    v1::HealthResponse* response) {
+  DoHealth(response);
+  return Done(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Stats(grpc::CallbackServerContext* context,
+                                                   const v1::StatsRequest*,
+                                                   v1::StatsResponse* response) {
+  DoStats(response);
+  return Done(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Drain(grpc::CallbackServerContext* context,
+                                                   const v1::DrainRequest*,
+                                                   v1::DrainResponse* response) {
+  DoDrain(response);
+  return Done(context, grpc::Status::OK);
+}
+
+grpc::Status WorkerServiceImpl::DoCancel(const v1::CancelRequest& request,
+                                         v1::CancelResponse* response) {
+  if (request.request_id() == 0 || request.request_id() > static_cast<uint64_t>(INT64_MAX)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id out of range");
   }
-  options_.executor->inbox().Cancel(RequestId(static_cast<int64_t>(request->request_id())));
+  options_.executor->inbox().Cancel(RequestId(static_cast<int64_t>(request.request_id())));
   response->set_found(true);
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequest*,
-                                       v1::HealthResponse* response) {
+void WorkerServiceImpl::DoHealth(v1::HealthResponse* response) {
   const exec::ExecutorSnapshot snap = options_.executor->Snapshot();
   const HealthView view = options_.health();
   response->set_state(view.state);
@@ -83,11 +94,9 @@ grpc::Status WorkerServiceImpl::Health(grpc::ServerContext*, const v1::HealthReq
   response->set_instance(options_.instance);
   response->set_step_count(snap.step);
   response->set_last_step_unix_nanos(absl::ToUnixNanos(snap.last_step_time));
-  return grpc::Status::OK;
 }
 
-grpc::Status WorkerServiceImpl::Stats(grpc::ServerContext*, const v1::StatsRequest*,
-                                      v1::StatsResponse* response) {
+void WorkerServiceImpl::DoStats(v1::StatsResponse* response) {
   const exec::ExecutorSnapshot snap = options_.executor->Snapshot();
   const exec::ExecutorCounters& c = snap.instance_counters;
   response->set_instance(options_.instance);
@@ -130,15 +139,12 @@ grpc::Status WorkerServiceImpl::Stats(grpc::ServerContext*, const v1::StatsReque
       d->set_used_blocks(snap.used_draft_blocks[r]);
     }
   }
-  return grpc::Status::OK;
 }
 
-grpc::Status WorkerServiceImpl::Drain(grpc::ServerContext*, const v1::DrainRequest*,
-                                      v1::DrainResponse* response) {
+void WorkerServiceImpl::DoDrain(v1::DrainResponse* response) {
   const exec::ExecutorSnapshot snap = options_.executor->Snapshot();
   options_.executor->inbox().Drain();
   response->set_active_requests(snap.active_requests + snap.queued_requests);
-  return grpc::Status::OK;
 }
 
 }  // namespace lockstep::worker

@@ -1,9 +1,10 @@
-// WorkerService (proto/worker.proto) on an instance's leader rank. Each handler only
-// validates, converts and talks to the executor through its thread-safe edges: the
-// inbox (requests, cancels, drain) and the published snapshot; responses come back
-// through RequestStreams. Generate streams until the request's final response, the
-// client cancels (then the request is cancelled in the instance), or the request
-// deadline passes. No handler ever waits without a deadline.
+// WorkerService (proto/worker.proto) on an instance's leader rank, on gRPC's callback
+// API: no handler blocks and no call holds a thread. Each handler only validates,
+// converts and talks to the executor through its thread-safe edges: the inbox
+// (requests, cancels, drain) and the published snapshot; responses come back through
+// RequestStreams to a GenerateStream (generate_stream.h), which streams until the
+// request's final response, the client cancels (then the request is cancelled in the
+// instance), or the request deadline passes.
 #ifndef LOCKSTEP_RUNTIME_WORKER_WORKER_SERVICE_H_
 #define LOCKSTEP_RUNTIME_WORKER_WORKER_SERVICE_H_
 
@@ -14,7 +15,9 @@
 #include "common/clock.h"
 #include "proto/worker.grpc.pb.h"
 #include "runtime/executor/executor.h"
+#include "runtime/worker/deadline_timers.h"
 #include "runtime/worker/request_streams.h"
+#include "runtime/worker/wake_pool.h"
 
 namespace lockstep::worker {
 
@@ -28,29 +31,47 @@ struct WorkerServiceOptions {
   std::string instance;
   std::string model;  // the served model name; a request naming another is refused
   absl::Duration request_timeout = absl::Minutes(10);
+  // How long a cancelled request's stream waits for its final response.
+  absl::Duration cancel_grace = absl::Seconds(5);
+  // Threads that start the streams' writes when the executor pushes responses.
+  int write_threads = 2;
   Clock* clock = nullptr;
   exec::Executor* executor = nullptr;  // its inbox() and Snapshot() only
   RequestStreams* streams = nullptr;
   std::function<HealthView()> health;
 };
 
-class WorkerServiceImpl final : public v1::WorkerService::Service {
+// Thread safety: handlers run concurrently on gRPC's threads. The service (and its one
+// timer thread) must outlive the server's calls: shut the server down first.
+class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  explicit WorkerServiceImpl(WorkerServiceOptions options) : options_(std::move(options)) {}
+  explicit WorkerServiceImpl(WorkerServiceOptions options)
+      : options_(std::move(options)), wake_(options_.write_threads) {}
 
-  grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
-                        grpc::ServerWriter<v1::GenerateResponse>* writer) override;
-  grpc::Status Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
-                      v1::CancelResponse* response) override;
-  grpc::Status Health(grpc::ServerContext* context, const v1::HealthRequest* request,
-                      v1::HealthResponse* response) override;
-  grpc::Status Stats(grpc::ServerContext* context, const v1::StatsRequest* request,
-                     v1::StatsResponse* response) override;
-  grpc::Status Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
-                     v1::DrainResponse* response) override;
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Cancel(grpc::CallbackServerContext* context,
+                                   const v1::CancelRequest* request,
+                                   v1::CancelResponse* response) override;
+  grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* context,
+                                   const v1::HealthRequest* request,
+                                   v1::HealthResponse* response) override;
+  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* context,
+                                  const v1::StatsRequest* request,
+                                  v1::StatsResponse* response) override;
+  grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* context,
+                                  const v1::DrainRequest* request,
+                                  v1::DrainResponse* response) override;
 
  private:
+  grpc::Status DoCancel(const v1::CancelRequest& request, v1::CancelResponse* response);
+  void DoHealth(v1::HealthResponse* response);
+  void DoStats(v1::StatsResponse* response);
+  void DoDrain(v1::DrainResponse* response);
+
   const WorkerServiceOptions options_;
+  DeadlineTimers timers_;  // the Generate streams' deadlines
+  WakePool wake_;          // where pushes wake the streams (destroyed first)
 };
 
 }  // namespace lockstep::worker
