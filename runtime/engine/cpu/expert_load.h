@@ -60,6 +60,8 @@ class ExpertLoad {
   absl::Status EndForward();
 
   ExpertLoadSnapshot Latest() const;
+  // Whether the last EndForward ended a window.
+  bool window_ended() const { return forwards_ % window_ == 0; }
 
   // Called on the engine thread with each window's snapshot once it is published (e.g.
   // to write it to a file); empty: none.

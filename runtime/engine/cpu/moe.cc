@@ -27,8 +27,11 @@ MoeBlock::MoeBlock(const ModelConfig& config, const std::string& model_name, Exp
   }
 }
 
-absl::Status MoeBlock::Forward(int layer, const MoeWeights& weights, const float* x, int m,
+absl::Status MoeBlock::Forward(int layer, const MoeWeights& given, const float* x, int m,
                                float* out, Arena& arena, ThreadPool* pool) const {
+  const MoeWeights& weights =
+      layer < static_cast<int>(adopted_.size()) && adopted_[layer] != nullptr ? *adopted_[layer]
+                                                                             : given;
   const int hidden = config_.hidden_size;
   const int k = config_.num_experts_per_tok;
   const int world = group_.world_size;
@@ -203,7 +206,12 @@ absl::Status MoeBlock::Forward(int layer, const MoeWeights& weights, const float
       Axpy(gates[i * k + j], back + slot_of[i * k + j] * hidden, row, hidden);
     }
   }
-  if (load_ != nullptr && layer == last_moe_layer_) return load_->EndForward();
+  if (load_ == nullptr || layer != last_moe_layer_) return absl::OkStatus();
+  RETURN_IF_ERROR(load_->EndForward());
+  if (rebalancer_ != nullptr && load_->window_ended()) {
+    ASSIGN_OR_RETURN(LayerMoeWeights adopted, rebalancer_->AtWindowEnd(load_->Latest()));
+    if (!adopted.empty()) adopted_ = std::move(adopted);
+  }
   return absl::OkStatus();
 }
 

@@ -33,6 +33,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/engine/cpu/arena.h"
 #include "runtime/engine/cpu/expert_load.h"
+#include "runtime/engine/cpu/expert_rebalance.h"
 #include "runtime/engine/cpu/parallel.h"
 #include "runtime/engine/cpu/weights.h"
 #include "runtime/engine/model/model_config.h"
@@ -72,6 +73,10 @@ class MoeBlock {
   // layer ends the forward there (ExpertLoad::EndForward, whose all-reduce every rank
   // joins at the same forward).
   void set_expert_load(ExpertLoad* load) { load_ = load; }
+  // Rebalances at the ends of `load`'s windows (expert_rebalance.h; not owned; null:
+  // never). An adopted placement's weights replace the layers' weights from the next
+  // forward on.
+  void set_rebalancer(ExpertRebalancer* rebalancer) { rebalancer_ = rebalancer; }
 
  private:
   struct Tags {
@@ -85,6 +90,10 @@ class MoeBlock {
   std::vector<int> owner_;  // owner_[expert]: its rank
   RouterTap router_tap_;
   ExpertLoad* load_ = nullptr;
+  ExpertRebalancer* rebalancer_ = nullptr;
+  // Per layer, the weights of an adopted placement (null: the caller's). Replaced at the
+  // end of a forward, on the engine thread.
+  mutable LayerMoeWeights adopted_;
   int last_moe_layer_ = -1;
 };
 

@@ -71,6 +71,23 @@ class Transformer final : public ForwardModel {
   }
   // The owned ExpertLoad (its Latest() may be read from any thread); null: none.
   const ExpertLoad* expert_load() const { return owned_load_.get(); }
+  // Rebalances at the ends of the expert-load windows (moe.h; needs an ExpertLoad),
+  // keeping `rebalancer` for the transformer's lifetime.
+  void OwnRebalancer(std::unique_ptr<ExpertRebalancer> rebalancer) {
+    owned_rebalancer_ = std::move(rebalancer);
+    moe_.set_rebalancer(owned_rebalancer_.get());
+  }
+  // The loaded MoE weights per layer (null for dense layers), valid while the
+  // transformer lives (they are not owned): a rebalancer's starting point.
+  LayerMoeWeights LoadedMoeWeights() const {
+    LayerMoeWeights out;
+    for (const LayerWeights& layer : weights_.layers) {
+      out.push_back(layer.is_moe ? std::shared_ptr<const MoeWeights>(std::shared_ptr<void>(),
+                                                                     &layer.moe)
+                                 : nullptr);
+    }
+    return out;
+  }
   // The MLA form of the forwards that follow (default: absorbed; a test hook).
   void set_mla_form(MlaForm form) { mla_form_ = form; }
 
@@ -85,6 +102,7 @@ class Transformer final : public ForwardModel {
   const ModelWeights weights_;
   MoeBlock moe_;
   std::unique_ptr<ExpertLoad> owned_load_;  // OwnExpertLoad's; null: none
+  std::unique_ptr<ExpertRebalancer> owned_rebalancer_;  // destroyed before owned_load_
   MlaAttention mla_;
   MlaForm mla_form_ = MlaForm::kAbsorbed;
   std::vector<double> inv_freq_;  // RoPE (YaRN-scaled where configured), rope_dim / 2
