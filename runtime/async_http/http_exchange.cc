@@ -1,0 +1,100 @@
+#include "runtime/async_http/http_exchange.h"
+
+#include <strings.h>
+
+#include "fmt/format.h"
+#include "boost/beast/http/status.hpp"
+#include "runtime/async_http/connection.h"
+
+namespace lockstep::async_http {
+namespace {
+
+std::string HeaderLines(const HttpHeaders& headers) {
+  std::string lines;
+  for (const auto& [name, value] : headers) lines += fmt::format("{}: {}\r\n", name, value);
+  return lines;
+}
+
+}  // namespace
+
+std::string_view HttpRequest::Header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (key.size() == name.size() && strncasecmp(key.data(), name.data(), name.size()) == 0) {
+      return value;
+    }
+  }
+  return {};
+}
+
+std::string StatusLine(int status) {
+  const auto reason = boost::beast::http::obsolete_reason(
+      static_cast<boost::beast::http::status>(status));
+  return fmt::format("HTTP/1.1 {} {}\r\n", status, std::string_view(reason.data(), reason.size()));
+}
+
+HttpExchange::HttpExchange(std::shared_ptr<Connection> connection, HttpRequest request,
+                           bool keep_alive)
+    : connection_(std::move(connection)), request_(std::move(request)), keep_alive_(keep_alive) {}
+
+void HttpExchange::Respond(int status, std::string_view content_type, std::string body,
+                           const HttpHeaders& headers) {
+  if (started_.exchange(true)) return;
+  ended_.store(true);
+  std::string bytes = fmt::format("{}Content-Type: {}\r\nContent-Length: {}\r\n{}{}\r\n",
+                                  StatusLine(status), content_type, body.size(),
+                                  HeaderLines(headers), keep_alive_ ? "" : "Connection: close\r\n");
+  bytes.append(body);
+  Queue(std::move(bytes), /*last=*/true);
+}
+
+void HttpExchange::StartStream(int status, std::string_view content_type,
+                               const HttpHeaders& headers) {
+  if (started_.exchange(true)) return;
+  Queue(fmt::format("{}Content-Type: {}\r\nTransfer-Encoding: chunked\r\nCache-Control: "
+                    "no-cache\r\n{}{}\r\n",
+                    StatusLine(status), content_type, HeaderLines(headers),
+                    keep_alive_ ? "" : "Connection: close\r\n"),
+        /*last=*/false);
+}
+
+bool HttpExchange::Write(std::string_view data) {
+  if (aborted_.load()) return false;
+  if (!started_.load() || ended_.load()) return false;
+  if (data.empty()) return true;
+  Queue(fmt::format("{:x}\r\n{}\r\n", data.size(), data), /*last=*/false);
+  return true;
+}
+
+void HttpExchange::End() {
+  if (!started_.load() || ended_.exchange(true)) return;
+  Queue("0\r\n\r\n", /*last=*/true);
+}
+
+void HttpExchange::Queue(std::string bytes, bool last) {
+  pending_bytes_.fetch_add(static_cast<int64_t>(bytes.size()));
+  connection_->Queue(this, std::move(bytes), last);
+}
+
+void HttpExchange::OnAbort(std::function<void()> callback) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!aborted_.load()) {
+      on_abort_ = std::move(callback);
+      return;
+    }
+  }
+  callback();
+}
+
+void HttpExchange::Abort() {
+  std::function<void()> callback;
+  {
+    absl::MutexLock lock(&mu_);
+    aborted_.store(true);
+    callback = std::move(on_abort_);
+    on_abort_ = nullptr;
+  }
+  if (callback) callback();
+}
+
+}  // namespace lockstep::async_http
