@@ -1,10 +1,12 @@
 #include "kvcache/kv_events.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "common/testing/seed.h"
@@ -13,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "kvcache/kv_manager.h"
 #include "kvcache/prefix_hash.h"
+#include "kvcache/tier_file.h"
 
 namespace lockstep::kv {
 namespace {
@@ -45,6 +48,31 @@ TEST(KvEventLogTest, CoalescesWithinATake) {
   d = log.Take();
   EXPECT_THAT(d.committed, IsEmpty());
   EXPECT_THAT(d.evicted, ElementsAre(1));
+}
+
+// Each tier's keys coalesce on their own: the same key stored below and published in
+// the device tree is reported once per tier.
+TEST(KvEventLogTest, TiersCoalesceIndependently) {
+  KvEventLog log;
+  log.OnCommitted(5);
+  log.OnStoredBelow(5, Tier::kHost);  // copied down while still published
+  log.OnStoredBelow(6, Tier::kHost);
+  log.OnRemovedBelow(6, Tier::kHost);  // stored then removed: neither
+  log.OnStoredBelow(6, Tier::kDisk);   // spilled to disk
+  log.OnRemovedBelow(9, Tier::kDisk);  // held before
+  KvEventDelta d = log.Take();
+  EXPECT_THAT(d.committed, ElementsAre(5));
+  EXPECT_THAT(d.evicted, IsEmpty());
+  EXPECT_THAT(d.host.stored, ElementsAre(5));
+  EXPECT_THAT(d.host.removed, IsEmpty());
+  EXPECT_THAT(d.disk.stored, ElementsAre(6));
+  EXPECT_THAT(d.disk.removed, ElementsAre(9));
+  EXPECT_TRUE(log.Take().empty());
+  log.OnEvicted(5);  // evicted from the device, still in the host tier
+  d = log.Take();
+  EXPECT_THAT(d.evicted, ElementsAre(5));
+  EXPECT_TRUE(d.host.empty());
+  EXPECT_FALSE(d.empty());
 }
 
 // Applying each delta (evicted, then committed) to a set reproduces the true key set
@@ -134,6 +162,81 @@ TEST(KvEventsTest, ManagerPublishesThePromptsChainAndItsEvictions) {
   kv->SetEventObserver(nullptr);
   Serve(*kv, 3, Tokens(2 * kTpb, 7));
   EXPECT_TRUE(log.empty());
+}
+
+KvManagerConfig TieredConfig(int32_t blocks, int64_t host_blocks) {
+  KvManagerConfig config;
+  config.target.layout =
+      BlockLayout{.num_layers = 1, .num_kv_heads = 1, .head_dim = 2, .tokens_per_block = kTpb};
+  config.target.num_blocks = blocks;
+  config.target.reuse_salt = kSalt;
+  config.tiers.host_bytes = host_blocks * static_cast<int64_t>(config.target.layout.BlockBytes());
+  config.tiers.disk_path = std::string(std::getenv("TEST_TMPDIR")) + "/kv_events_disk";
+  config.tiers.disk_bytes = 1 << 20;
+  return config;
+}
+
+// The tiers report the keys they hold: a released prompt's blocks are copied down (two
+// fit the host tier, the third spills to disk), in the same delta as their commit.
+TEST(KvEventsTest, TiersReportTheKeysTheyStore) {
+  absl::StatusOr<std::unique_ptr<KvManager>> kv = KvManager::Create(TieredConfig(3, 2));
+  ASSERT_THAT(kv, IsOk());
+  KvEventLog log;
+  (*kv)->SetEventObserver(&log);
+  const std::vector<int32_t> a = Tokens(3 * kTpb, 100);
+  Serve(**kv, 1, a);
+  const std::vector<uint64_t> chain = PrefixHashChain(kSalt, kTpb, a);
+  const KvEventDelta d = log.Take();
+  EXPECT_THAT(d.committed, ElementsAreArray(chain));
+  EXPECT_THAT(d.host.stored, ::testing::SizeIs(2));
+  EXPECT_THAT(d.disk.stored, ::testing::SizeIs(1));
+  std::vector<uint64_t> below = d.host.stored;
+  below.insert(below.end(), d.disk.stored.begin(), d.disk.stored.end());
+  EXPECT_THAT(below, UnorderedElementsAreArray(chain));
+  EXPECT_THAT(d.host.removed, IsEmpty());
+  EXPECT_THAT(d.disk.removed, IsEmpty());
+}
+
+// Replaying every delta per tier reproduces each tier's key count and never removes a
+// key the tier did not hold, under random prompts over tiny
+// pools (device 4 blocks, host 3, disk 6).
+TEST(KvEventsTest, TierDeltasReplayEachTier) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  KvManagerConfig config = TieredConfig(4, 3);
+  config.tiers.disk_bytes =
+      static_cast<int64_t>(6 * TierFileBytes(kTpb, config.target.layout.BlockBytes()));
+  absl::StatusOr<std::unique_ptr<KvManager>> kv = KvManager::Create(config);
+  ASSERT_THAT(kv, IsOk());
+  KvEventLog log;
+  (*kv)->SetEventObserver(&log);
+  std::set<uint64_t> device, host, disk;
+  // A key removed and stored again within one delta is only in `stored`: inserting it
+  // is a no-op when it was held before.
+  const auto apply = [](const std::vector<uint64_t>& removed, const std::vector<uint64_t>& stored,
+                        std::set<uint64_t>& keys, const char* tier, int request) {
+    for (uint64_t k : removed) EXPECT_EQ(keys.erase(k), 1u) << tier << ", request " << request;
+    keys.insert(stored.begin(), stored.end());
+  };
+  for (int request = 1; request <= 300; ++request) {
+    // Prompts of 1-3 blocks drawn from a few families, so prefixes recur.
+    std::vector<int32_t> prompt = Tokens(static_cast<int>(1 + rng() % 3) * kTpb, 0);
+    const int32_t family = static_cast<int32_t>(rng() % 5);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] += family * 100 + (i >= kTpb ? 7 : 0);
+    Serve(**kv, request, prompt);
+    if (rng() % 2 == 0) continue;
+    const KvEventDelta d = log.Take();
+    apply(d.evicted, d.committed, device, "device", request);
+    apply(d.host.removed, d.host.stored, host, "host", request);
+    apply(d.disk.removed, d.disk.stored, disk, "disk", request);
+    ASSERT_FALSE(::testing::Test::HasFailure()) << "request " << request;
+    const TierStats stats = (*kv)->Stats().tiers;
+    ASSERT_EQ(static_cast<int64_t>(host.size()), stats.host_blocks) << "request " << request;
+    ASSERT_EQ(static_cast<int64_t>(disk.size()), stats.disk_blocks) << "request " << request;
+    ASSERT_LE(device.size(), 4u);
+    for (uint64_t k : host) ASSERT_FALSE(disk.contains(k)) << "key " << k << " in two tiers";
+  }
 }
 
 TEST(KvEventsTest, NothingWithPrefixReuseOff) {

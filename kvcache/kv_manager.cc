@@ -267,6 +267,7 @@ int64_t KvManager::ProbePrefix(absl::Span<const int32_t> prompt) const {
 
 void KvManager::SetEventObserver(KvEventObserver* observer) {
   impl_->target().set_event_observer(observer);
+  if (impl_->onboarder != nullptr) impl_->onboarder->tiers().set_event_observer(observer);
 }
 
 bool KvManager::Has(RequestId id, PoolKind pool) const {

@@ -148,9 +148,9 @@ class KvManager {
   int64_t ProbePrefix(absl::Span<const int32_t> prompt) const;
 
   // KV events (kv_events.h): the target pool's radix tree reports every key it
-  // publishes and evicts to `observer` (not owned; must outlive the manager or be
-  // replaced; null: nobody). The keys are PrefixHashChain's (prefix_hash.h) with the
-  // target pool's salt.
+  // publishes and evicts to `observer`, and the tiers below it every key they store
+  // and remove (not owned; must outlive the manager or be replaced; null: nobody). The
+  // keys are PrefixHashChain's (prefix_hash.h) with the target pool's salt.
   void SetEventObserver(KvEventObserver* observer);
 
   // ---- Tiers (KvManagerConfig::tiers, docs/design.md §5.1; no-ops without tiers). ----

@@ -202,8 +202,8 @@ absl::StatusOr<std::unique_ptr<KvTiers>> KvTiers::Create(const TierConfig& confi
         TierFileBytes(device->layout().tokens_per_block, device->block_bytes()));
     if (config.disk_bytes < file_bytes) {
       return absl::InvalidArgumentError(absl::StrCat("kv_tiers: disk_bytes ", config.disk_bytes,
-                                                     " is less than one block file (",
-                                                     file_bytes, " bytes)"));
+                                                     " is less than one block file (", file_bytes,
+                                                     " bytes)"));
     }
     static std::atomic<int> instances{0};
     dir = absl::StrCat(config.disk_path, "/kv-", getpid(), "-", instances.fetch_add(1));
@@ -225,8 +225,7 @@ KvTiers::KvTiers(const TierConfig& config, BlockCopier* device, std::string disk
       host_capacity_(config.host_bytes / static_cast<int64_t>(block_bytes_)),
       disk_capacity_(config.has_disk()
                          ? config.disk_bytes / static_cast<int64_t>(TierFileBytes(
-                                                   device->layout().tokens_per_block,
-                                                   block_bytes_))
+                                                   device->layout().tokens_per_block, block_bytes_))
                          : 0),
       disk_dir_(std::move(disk_dir)),
       worker_(std::make_unique<Worker>(device)) {
@@ -270,6 +269,7 @@ void KvTiers::OnEvictable(BlockId block, TierBlockMeta meta) {
                   .lru = std::prev(host_lru_.end())};
   host_.emplace(key, std::move(entry));
   copying_.emplace(block, key);
+  Report(key, Tier::kHost, /*stored=*/true);
   worker_->Enqueue(std::move(job));
 }
 
@@ -292,6 +292,7 @@ void KvTiers::EraseHost(uint64_t key) {
   if (it->second.copy_down != nullptr) copying_.erase(it->second.source);
   host_lru_.erase(it->second.lru);
   host_.erase(it);
+  Report(key, Tier::kHost, /*stored=*/false);
 }
 
 void KvTiers::EraseDisk(uint64_t key, bool remove_file) {
@@ -300,6 +301,16 @@ void KvTiers::EraseDisk(uint64_t key, bool remove_file) {
   disk_lru_.erase(it->second.lru);
   disk_.erase(it);
   if (remove_file) std::remove(DiskPathOf(key).c_str());
+  Report(key, Tier::kDisk, /*stored=*/false);
+}
+
+void KvTiers::Report(uint64_t key, Tier tier, bool stored) {
+  if (observer_ == nullptr) return;
+  if (stored) {
+    observer_->OnStoredBelow(key, tier);
+  } else {
+    observer_->OnRemovedBelow(key, tier);
+  }
 }
 
 void KvTiers::EvictHostLru() {
@@ -317,6 +328,7 @@ void KvTiers::EvictHostLru() {
   HostEntry taken = std::move(entry);
   host_lru_.erase(taken.lru);
   host_.erase(key);
+  Report(key, Tier::kHost, /*stored=*/false);
   if (usable && disk_capacity_ > 0) SpillToDisk(std::move(taken));
 }
 
@@ -329,9 +341,10 @@ void KvTiers::SpillToDisk(HostEntry entry) {
   job->meta = entry.meta;
   job->path = DiskPathOf(key);
   disk_lru_.push_back(key);
-  disk_.emplace(key, DiskEntry{.meta = std::move(entry.meta),
-                               .write = job,
-                               .lru = std::prev(disk_lru_.end())});
+  disk_.emplace(
+      key,
+      DiskEntry{.meta = std::move(entry.meta), .write = job, .lru = std::prev(disk_lru_.end())});
+  Report(key, Tier::kDisk, /*stored=*/true);
   worker_->Enqueue(std::move(job));
 }
 

@@ -38,6 +38,7 @@
 #include "absl/types/span.h"
 #include "common/ids.h"
 #include "kvcache/block_copier.h"
+#include "kvcache/kv_events.h"
 #include "kvcache/tier_config.h"
 #include "kvcache/tier_file.h"
 
@@ -70,6 +71,10 @@ class KvTiers {
   absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> Fetch(uint64_t key, Tier* from);
   // Writes fetched bytes into device block `dst` (counted as onboarded from `from`).
   absl::Status CopyToDevice(const std::vector<std::byte>& bytes, BlockId dst, Tier from);
+
+  // Each key the host and disk tiers store or remove is reported to `observer`
+  // (kv_events.h; not owned, null: nobody), on the owner's thread.
+  void set_event_observer(KvEventObserver* observer) { observer_ = observer; }
 
   // Which tier holds `key` below the device (kDevice: none).
   Tier Where(uint64_t key) const;
@@ -107,6 +112,7 @@ class KvTiers {
   void SpillToDisk(HostEntry entry);
   void EraseHost(uint64_t key);
   void EraseDisk(uint64_t key, bool remove_file);
+  void Report(uint64_t key, Tier tier, bool stored);
 
   const TierConfig config_;
   BlockCopier* const device_;
@@ -122,6 +128,7 @@ class KvTiers {
   std::list<uint64_t> disk_lru_;
   absl::flat_hash_map<BlockId, uint64_t> copying_;  // device block -> key being copied down
   TierStats stats_;
+  KvEventObserver* observer_ = nullptr;
 };
 
 }  // namespace lockstep::kv

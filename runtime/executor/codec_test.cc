@@ -190,8 +190,13 @@ TEST(ResponseCodecTest, GatherPartCarriesTheKvEvents) {
   Response r;
   r.id = RequestId(4);
   r.tokens = {1};
-  const kv::KvEventDelta events{.committed = {11, 12}, .evicted = {99}};
+  const kv::KvEventDelta events{.committed = {11, 12},
+                                .evicted = {99},
+                                .host = {.stored = {21}, .removed = {22, 23}},
+                                .disk = {.stored = {31, 32}, .removed = {33}}};
   ASSERT_THAT(UnsetFields(events), IsEmpty());
+  ASSERT_THAT(UnsetFields(events.host), IsEmpty());
+  ASSERT_THAT(UnsetFields(events.disk), IsEmpty());
   const std::string bytes = EncodeGatherPart({r}, events);
   std::vector<Response> responses;
   kv::KvEventDelta got;
@@ -200,6 +205,10 @@ TEST(ResponseCodecTest, GatherPartCarriesTheKvEvents) {
   EXPECT_EQ(responses[0].id, RequestId(4));
   EXPECT_THAT(got.committed, ElementsAre(11, 12));
   EXPECT_THAT(got.evicted, ElementsAre(99));
+  EXPECT_THAT(got.host.stored, ElementsAre(21));
+  EXPECT_THAT(got.host.removed, ElementsAre(22, 23));
+  EXPECT_THAT(got.disk.stored, ElementsAre(31, 32));
+  EXPECT_THAT(got.disk.removed, ElementsAre(33));
   EXPECT_THAT(DecodeGatherPart(bytes.substr(0, bytes.size() - 1), &responses, &got),
               StatusIs(absl::StatusCode::kDataLoss));
   EXPECT_THAT(DecodeGatherPart(bytes + "x", &responses, &got),

@@ -11,7 +11,7 @@ static_assert(FieldCount<Response>() == 14,
               "a field was added to Response: encode and decode it below, then update the count");
 static_assert(FieldCount<engine::TokenLogprob>() == 2,
               "TokenLogprob travels as raw bytes (PutVector): check that a new field may");
-static_assert(FieldCount<kv::KvEventDelta>() == 2,
+static_assert(FieldCount<kv::KvEventDelta>() == 4 && FieldCount<kv::TierKeyDelta>() == 2,
               "a field was added to KvEventDelta: encode and decode it in the gather part, then "
               "update the count");
 
@@ -84,6 +84,10 @@ std::string EncodeGatherPart(absl::Span<const Response> responses, const kv::KvE
   w.PutString(EncodeResponses(responses));
   w.PutVector(events.committed);
   w.PutVector(events.evicted);
+  for (const kv::TierKeyDelta* tier : {&events.host, &events.disk}) {
+    w.PutVector(tier->stored);
+    w.PutVector(tier->removed);
+  }
   return w.Take();
 }
 
@@ -92,7 +96,9 @@ absl::Status DecodeGatherPart(const std::string& bytes, std::vector<Response>* r
   WireReader rd(bytes);
   std::string encoded;
   if (!rd.GetString(&encoded) || !rd.GetVector(&events->committed) ||
-      !rd.GetVector(&events->evicted) || !rd.done()) {
+      !rd.GetVector(&events->evicted) || !rd.GetVector(&events->host.stored) ||
+      !rd.GetVector(&events->host.removed) || !rd.GetVector(&events->disk.stored) ||
+      !rd.GetVector(&events->disk.removed) || !rd.done()) {
     return absl::DataLossError("response gather: malformed part");
   }
   absl::StatusOr<std::vector<Response>> decoded = DecodeResponses(encoded);
