@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/executor/field_count.h"
+
 namespace lockstep::exec {
 
 namespace {
@@ -18,6 +20,26 @@ int64_t FreeKvTokens(const kv::KvManager& kv, const kv::ManagerStats& stats) {
   }
   return tokens;
 }
+
+RankView::Tiers TierView(const kv::TierStats& t) {
+  return {.block_bytes = t.block_bytes,
+          .host_blocks = t.host_blocks,
+          .host_capacity_blocks = t.host_capacity_blocks,
+          .disk_blocks = t.disk_blocks,
+          .disk_capacity_blocks = t.disk_capacity_blocks,
+          .host_hit_blocks = t.onboarded_blocks[static_cast<int>(kv::Tier::kHost)],
+          .disk_hit_blocks = t.onboarded_blocks[static_cast<int>(kv::Tier::kDisk)],
+          .offloaded_blocks = t.offloaded_blocks,
+          .offload_ns = t.offload_ns,
+          .onboard_ns = t.onboard_ns,
+          .disk_corrupt = t.disk_corrupt};
+}
+
+static_assert(FieldCount<RankView::Tiers>() == InstanceLoads::kNumTierFields,
+              "a field was added to RankView::Tiers: list it in kTierFields and fill it below");
+
+constexpr int kTierOffset =
+    InstanceLoads::kLoadFields + kNumPerRankCounters + InstanceLoads::kKFields;
 
 }  // namespace
 
@@ -40,6 +62,8 @@ InstanceLoads::Row InstanceLoads::LocalRow(int64_t active, int64_t tokens, int64
     local[kLoadFields + kNumPerRankCounters + k] =
         (counters.*kPerRankKCounts[k / kKSize])[static_cast<size_t>(k % kKSize)];
   }
+  const RankView::Tiers tiers = TierView(kv_stats.tiers);
+  for (int i = 0; i < kNumTierFields; ++i) local[kTierOffset + i] = tiers.*kTierFields[i];
   return local;
 }
 
@@ -80,6 +104,7 @@ std::vector<sched::RankLoad> InstanceLoads::Absorb(absl::Span<const int64_t> all
       (instance_counters_.*kPerRankKCounts[k / kKSize])[static_cast<size_t>(k % kKSize)] +=
           f[kLoadFields + kNumPerRankCounters + k];
     }
+    for (int i = 0; i < kNumTierFields; ++i) rank.tiers.*kTierFields[i] = f[kTierOffset + i];
   }
   return loads;
 }

@@ -31,16 +31,40 @@ struct RankView {
   // prefill, and of those reused.
   int64_t context_tokens = 0;
   int64_t reused_tokens = 0;
+  // Its KV tiers (kv::TierStats; zeros without tiers), for the per-tier metrics.
+  struct Tiers {
+    int64_t block_bytes = 0;
+    int64_t host_blocks = 0;  // current
+    int64_t host_capacity_blocks = 0;
+    int64_t disk_blocks = 0;
+    int64_t disk_capacity_blocks = 0;
+    int64_t host_hit_blocks = 0;  // cumulative: blocks brought back from the host tier
+    int64_t disk_hit_blocks = 0;
+    int64_t offloaded_blocks = 0;
+    int64_t offload_ns = 0;  // summed copy time of the copy-downs
+    int64_t onboard_ns = 0;  // summed copy time of the blocks brought back
+    int64_t disk_corrupt = 0;
+  } tiers;
 };
+
+// RankView::Tiers' fields, in their order on the all-gather.
+inline constexpr int64_t RankView::Tiers::*kTierFields[] = {
+    &RankView::Tiers::block_bytes,          &RankView::Tiers::host_blocks,
+    &RankView::Tiers::host_capacity_blocks, &RankView::Tiers::disk_blocks,
+    &RankView::Tiers::disk_capacity_blocks, &RankView::Tiers::host_hit_blocks,
+    &RankView::Tiers::disk_hit_blocks,      &RankView::Tiers::offloaded_blocks,
+    &RankView::Tiers::offload_ns,           &RankView::Tiers::onboard_ns,
+    &RankView::Tiers::disk_corrupt};
 
 class InstanceLoads {
  public:
-  // One rank's row of the all-gather: its load, its pools, its per-rank counters and
-  // its per-rank counts by K.
+  // One rank's row of the all-gather: its load, its pools, its per-rank counters, its
+  // per-rank counts by K and its KV tiers.
   static constexpr int kLoadFields = 8;
   static constexpr int kKSize = spec::kMaxDraftTokens + 1;
   static constexpr int kKFields = kKSize * static_cast<int>(std::size(kPerRankKCounts));
-  static constexpr int kFields = kLoadFields + kNumPerRankCounters + kKFields;
+  static constexpr int kNumTierFields = static_cast<int>(std::size(kTierFields));
+  static constexpr int kFields = kLoadFields + kNumPerRankCounters + kKFields + kNumTierFields;
   using Row = std::array<int64_t, kFields>;
 
   // This rank's row: `active` requests, `tokens` in flight (sequence lengths),

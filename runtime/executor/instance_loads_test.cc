@@ -96,5 +96,44 @@ TEST(InstanceLoadsTest, EveryRankIsSeenAndPerRankCountersAreSummed) {
   EXPECT_EQ(loads.ranks().size(), 2u);
 }
 
+// A rank's KV tiers travel in its row: blocks copied down to the host tier, and those
+// brought back from it when the device pool had evicted them.
+TEST(InstanceLoadsTest, TheRowCarriesTheTiers) {
+  kv::KvManagerConfig config;
+  config.target.layout = {.num_layers = 1, .num_kv_heads = 1, .head_dim = 2, .tokens_per_block = 4};
+  config.target.num_blocks = 4;
+  config.tiers.host_bytes = 16 * static_cast<int64_t>(config.target.layout.BlockBytes());
+  absl::StatusOr<std::unique_ptr<kv::KvManager>> made = kv::KvManager::Create(config);
+  ASSERT_THAT(made, IsOk());
+  kv::KvManager& kv = **made;
+  const auto serve = [&kv](int64_t id, int32_t first, int n) {
+    std::vector<int32_t> prompt(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) prompt[static_cast<size_t>(i)] = first + i;
+    ASSERT_THAT(kv.CreateCache(RequestId(id), prompt).status(), IsOk());
+    ASSERT_THAT(kv.Resize(RequestId(id), kv::PoolKind::kTarget, n, n), IsOk());
+    ASSERT_THAT(kv.Commit(RequestId(id), prompt), IsOk());
+    kv.Release(RequestId(id));
+  };
+  serve(1, 0, 9);     // 2 full blocks, copied down when released
+  serve(2, 100, 16);  // 4 blocks: the device pool evicts the first prompt's
+  serve(3, 0, 9);     // its 2 blocks come back from the host tier
+  kv.FlushTiers();
+  const InstanceLoads::Row row = InstanceLoads::LocalRow(0, 0, 0, kv, ExecutorCounters());
+  InstanceLoads loads;
+  int64_t schedulable = 0;
+  loads.Absorb(row, 1, ExecutorCounters(), &schedulable);
+  ASSERT_EQ(loads.ranks().size(), 1u);
+  const RankView::Tiers& t = loads.ranks()[0].tiers;
+  EXPECT_EQ(t.block_bytes, static_cast<int64_t>(config.target.layout.BlockBytes()));
+  EXPECT_EQ(t.host_capacity_blocks, 16);
+  EXPECT_EQ(t.host_hit_blocks, 2);
+  EXPECT_EQ(t.disk_hit_blocks, 0);
+  EXPECT_EQ(t.disk_capacity_blocks, 0);
+  EXPECT_GE(t.host_blocks, 6);  // both prompts' blocks
+  EXPECT_EQ(t.offloaded_blocks, t.host_blocks);
+  EXPECT_GT(t.offload_ns, 0);
+  EXPECT_GT(t.onboard_ns, 0);
+}
+
 }  // namespace
 }  // namespace lockstep::exec

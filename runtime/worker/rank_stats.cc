@@ -12,6 +12,19 @@ void SetRankStats(const exec::ExecutorSnapshot& snapshot, v1::StatsResponse* out
     rank->set_free_kv_tokens(view.free_kv_tokens);
     rank->set_prompt_tokens(view.context_tokens);
     rank->set_prefix_tokens_reused(view.reused_tokens);
+    const exec::RankView::Tiers& t = view.tiers;
+    v1::KvTierStats* tiers = rank->mutable_tiers();
+    tiers->set_block_bytes(t.block_bytes);
+    tiers->set_host_blocks(t.host_blocks);
+    tiers->set_host_capacity_blocks(t.host_capacity_blocks);
+    tiers->set_disk_blocks(t.disk_blocks);
+    tiers->set_disk_capacity_blocks(t.disk_capacity_blocks);
+    tiers->set_host_hit_blocks(t.host_hit_blocks);
+    tiers->set_disk_hit_blocks(t.disk_hit_blocks);
+    tiers->set_offloaded_blocks(t.offloaded_blocks);
+    tiers->set_offload_micros(t.offload_ns / 1000);
+    tiers->set_onboard_micros(t.onboard_ns / 1000);
+    tiers->set_disk_corrupt_blocks(t.disk_corrupt);
   }
   out->set_active_token_imbalance(snapshot.token_imbalance);
 }

@@ -22,6 +22,39 @@ TEST(RankStatsTest, EveryRankInOrderAndTheImbalance) {
   EXPECT_EQ(out.ranks(1).prompt_tokens(), 80);
   EXPECT_EQ(out.ranks(1).prefix_tokens_reused(), 0);
   EXPECT_DOUBLE_EQ(out.active_token_imbalance(), 2.0);
+  EXPECT_EQ(out.ranks(0).tiers().host_capacity_blocks(), 0);  // no tiers
+}
+
+TEST(RankStatsTest, EveryRanksTiers) {
+  exec::ExecutorSnapshot snapshot;
+  snapshot.ranks.resize(2);
+  snapshot.ranks[1].tiers = {.block_bytes = 4096,
+                             .host_blocks = 7,
+                             .host_capacity_blocks = 64,
+                             .disk_blocks = 3,
+                             .disk_capacity_blocks = 256,
+                             .host_hit_blocks = 11,
+                             .disk_hit_blocks = 5,
+                             .offloaded_blocks = 20,
+                             .offload_ns = 9'000'999,
+                             .onboard_ns = 2'500'000,
+                             .disk_corrupt = 1};
+  v1::StatsResponse out;
+  SetRankStats(snapshot, &out);
+  ASSERT_EQ(out.ranks_size(), 2);
+  const v1::KvTierStats& t = out.ranks(1).tiers();
+  EXPECT_EQ(t.block_bytes(), 4096);
+  EXPECT_EQ(t.host_blocks(), 7);
+  EXPECT_EQ(t.host_capacity_blocks(), 64);
+  EXPECT_EQ(t.disk_blocks(), 3);
+  EXPECT_EQ(t.disk_capacity_blocks(), 256);
+  EXPECT_EQ(t.host_hit_blocks(), 11);
+  EXPECT_EQ(t.disk_hit_blocks(), 5);
+  EXPECT_EQ(t.offloaded_blocks(), 20);
+  EXPECT_EQ(t.offload_micros(), 9000);
+  EXPECT_EQ(t.onboard_micros(), 2500);
+  EXPECT_EQ(t.disk_corrupt_blocks(), 1);
+  EXPECT_EQ(out.ranks(0).tiers().host_blocks(), 0);
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 // tiny model) with a device pool of about a quarter of the working set, with no tier, a
 // host tier, and a small host tier over a disk tier: prefix hit rate (reused / prefill
 // tokens), tokens brought back per tier, and TTFT p50/p99 (wall clock from submission to
-// the first token; each wave queues all conversations at once). docs/perf.md §KV tiers.
+// the first token; each wave queues all conversations at once), then, per run, the rank's
+// tier metrics as the worker's Stats (and the router's /metrics) carry them: blocks held
+// and capacity per tier, hits per tier, offload / onboard bytes and mean copy latency
+// per block. docs/perf.md §KV tiers.
 //
 //   bazel run //tests/executor:kv_tier_bench -- [runs]   (default 3)
 #include <algorithm>
@@ -10,10 +13,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -71,6 +76,7 @@ struct RunResult {
   double onboard_gbps = 0;
   double offload_gbps = 0;
   int64_t inline_offloads = 0;
+  RankView::Tiers tiers;  // from the executor's snapshot, as Stats reports it
 };
 
 RunResult Run(const std::string& model_dir, Tiers tiers, uint64_t seed, const std::string& tmp) {
@@ -159,10 +165,13 @@ RunResult Run(const std::string& model_dir, Tiers tiers, uint64_t seed, const st
     result.onboard_gbps = static_cast<double>(stats.tiers.onboard_bytes()) / stats.tiers.onboard_ns;
   }
   if (stats.tiers.offload_ns > 0) {
-    result.offload_gbps = static_cast<double>(stats.tiers.offloaded_blocks * block_bytes) /
-                          stats.tiers.offload_ns;
+    result.offload_gbps =
+        static_cast<double>(stats.tiers.offloaded_blocks * block_bytes) / stats.tiers.offload_ns;
   }
   result.inline_offloads = stats.tiers.inline_offloads;
+  const ExecutorSnapshot snapshot = (*executor)->Snapshot();
+  LOCKSTEP_CHECK(snapshot.ranks.size() == 1);
+  result.tiers = snapshot.ranks[0].tiers;
   return result;
 }
 
@@ -170,6 +179,44 @@ double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
   return v[i];
+}
+
+// memcpy bandwidth on this machine for the same copies as onboarding: one block at a
+// time from separate host buffers into a pool-sized slab, GB/s (best of 5 passes).
+double MemcpyGbps(size_t block_bytes, int blocks) {
+  std::vector<std::vector<std::byte>> sources(static_cast<size_t>(blocks),
+                                              std::vector<std::byte>(block_bytes, std::byte{1}));
+  std::vector<std::byte> slab(block_bytes * static_cast<size_t>(blocks));
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    const Clock::time_point start = Clock::now();
+    for (int b = 0; b < blocks; ++b) {
+      std::memcpy(slab.data() + static_cast<size_t>(b) * block_bytes,
+                  sources[static_cast<size_t>(b)].data(), block_bytes);
+    }
+    const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+    best = std::max(best, static_cast<double>(slab.size()) / ns);
+  }
+  LOCKSTEP_CHECK(slab[block_bytes / 2] == std::byte{1});
+  return best;
+}
+
+// The tier metrics of one run: one line per tier below the device.
+void PrintTierMetrics(const char* name, int run, const RankView::Tiers& t) {
+  const auto us_per_block = [](int64_t ns, int64_t blocks) {
+    return blocks > 0 ? static_cast<double>(ns) / 1000.0 / static_cast<double>(blocks) : 0.0;
+  };
+  const int64_t hits = t.host_hit_blocks + t.disk_hit_blocks;
+  std::printf(
+      "  %-10s %d host: %lld/%lld blocks, %lld hits; disk: %lld/%lld blocks, %lld hits, "
+      "%lld corrupt; offload %.1f MiB %.2f us/block; onboard %.1f MiB %.2f us/block\n",
+      name, run, static_cast<long long>(t.host_blocks),
+      static_cast<long long>(t.host_capacity_blocks), static_cast<long long>(t.host_hit_blocks),
+      static_cast<long long>(t.disk_blocks), static_cast<long long>(t.disk_capacity_blocks),
+      static_cast<long long>(t.disk_hit_blocks), static_cast<long long>(t.disk_corrupt),
+      static_cast<double>(t.offloaded_blocks * t.block_bytes) / (1 << 20),
+      us_per_block(t.offload_ns, t.offloaded_blocks),
+      static_cast<double>(hits * t.block_bytes) / (1 << 20), us_per_block(t.onboard_ns, hits));
 }
 
 int Main(int argc, char** argv) {
@@ -181,23 +228,36 @@ int Main(int argc, char** argv) {
   }
   const std::string tmp = std::getenv("TEST_TMPDIR");
   const std::string model_dir = engine::testing::PresetModelDir("tiny");
-  std::printf("multi-turn: %d conversations x %d turns (system %d, user %d, output %d tokens), "
-              "working set %d blocks of %d tokens, device pool %d blocks\n",
-              kConversations, kTurns, kSystemTokens, kUserTokens, kOutputTokens,
-              kWorkingSetBlocks, kTpb, kDeviceBlocks);
+  std::printf(
+      "multi-turn: %d conversations x %d turns (system %d, user %d, output %d tokens), "
+      "working set %d blocks of %d tokens, device pool %d blocks\n",
+      kConversations, kTurns, kSystemTokens, kUserTokens, kOutputTokens, kWorkingSetBlocks, kTpb,
+      kDeviceBlocks);
   std::printf("%-10s %4s %9s %10s %10s %9s %9s %10s %10s\n", "tiers", "run", "hit_rate",
               "host_hits", "disk_hits", "ttft_p50", "ttft_p99", "onb_GB/s", "off_GB/s");
+  std::vector<std::pair<std::string, RankView::Tiers>> metrics;
   for (const Tiers tiers : {Tiers::kNone, Tiers::kHost, Tiers::kHostDisk}) {
-    const char* name = tiers == Tiers::kNone ? "none" : tiers == Tiers::kHost ? "host" : "host+disk";
+    const char* name = tiers == Tiers::kNone   ? "none"
+                       : tiers == Tiers::kHost ? "host"
+                                               : "host+disk";
     for (int run = 0; run < runs; ++run) {
       const RunResult r = Run(model_dir, tiers, /*seed=*/1000 + run, tmp);
+      if (tiers != Tiers::kNone) metrics.emplace_back(name, r.tiers);
       std::printf("%-10s %4d %9.3f %10lld %10lld %8.1fms %8.1fms %10.2f %10.2f\n", name, run,
                   static_cast<double>(r.reused_tokens) / static_cast<double>(r.context_tokens),
-                  static_cast<long long>(r.onboarded_host), static_cast<long long>(r.onboarded_disk),
-                  Percentile(r.ttft_ms, 0.5), Percentile(r.ttft_ms, 0.99), r.onboard_gbps,
-                  r.offload_gbps);
+                  static_cast<long long>(r.onboarded_host),
+                  static_cast<long long>(r.onboarded_disk), Percentile(r.ttft_ms, 0.5),
+                  Percentile(r.ttft_ms, 0.99), r.onboard_gbps, r.offload_gbps);
       std::fflush(stdout);
     }
+  }
+  const size_t block_bytes = engine::ModelBlockLayout(model_dir, kTpb)->BlockBytes();
+  std::printf("memcpy, %zu-byte blocks into a %d-block slab: %.2f GB/s\n", block_bytes,
+              kDeviceBlocks, MemcpyGbps(block_bytes, kDeviceBlocks));
+  std::printf("tier metrics (the worker's Stats / /metrics), per run:\n");
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    PrintTierMetrics(metrics[i].first.c_str(), static_cast<int>(i % static_cast<size_t>(runs)),
+                     metrics[i].second);
   }
   return 0;
 }
