@@ -41,6 +41,8 @@ sim::RankStackOptions StackOptions(const ClusterOptions& options, exec::Response
       options.draft_num_blocks > 0 ? options.draft_num_blocks : options.num_blocks;
   s.executor.kv = sim::FakeKvConfig(options.scheduler, options.draft_mode, options.tokens_per_block,
                                     options.num_blocks, draft_blocks);
+  s.executor.kv.tiers.host_bytes = int64_t{options.host_tier_blocks} *
+                                   static_cast<int64_t>(s.executor.kv.target.layout.BlockBytes());
   s.executor.collective_timeout = options.collective_timeout;
   s.executor.drain_timeout = options.drain_timeout;
   s.executor.transfer_deadline = options.transfer_deadline;

@@ -32,6 +32,7 @@ struct ClusterOptions {
   int32_t tokens_per_block = 4;
   int32_t num_blocks = 64;
   int32_t draft_num_blocks = 0;  // the draft pool's blocks (0: num_blocks)
+  int32_t host_tier_blocks = 0;  // a host KV tier below the target pool (0: none)
   double draft_acceptance = 0.5;
   absl::Duration step_time = absl::Milliseconds(1);
   absl::Duration transfer_latency = absl::Milliseconds(5);  // fixed
