@@ -299,6 +299,8 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   eplb.String("expert_placement", &instance.eplb.expert_placement);
   eplb.Int("load_window", &instance.eplb.load_window);
   eplb.String("load_dump", &instance.eplb.load_dump);
+  eplb.Int("rebalance_windows", &instance.eplb.rebalance_windows);
+  eplb.Int("redundant_slots", &instance.eplb.redundant_slots);
   eplb.Finish();
   reader.Finish();
 }

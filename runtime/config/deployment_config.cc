@@ -164,6 +164,11 @@ void ValidateInstance(const InstanceConfig& instance, const std::string& prefix,
   if (!eplb.load_dump.empty() && eplb.load_window == 0) {
     problems.Add(prefix + ".eplb.load_dump", "needs load_window > 0");
   }
+  problems.InRange(prefix + ".eplb.rebalance_windows", eplb.rebalance_windows, 0, 1000000);
+  problems.InRange(prefix + ".eplb.redundant_slots", eplb.redundant_slots, 0, 64);
+  if (eplb.rebalance_windows > 0 && eplb.load_window == 0) {
+    problems.Add(prefix + ".eplb.rebalance_windows", "needs load_window > 0");
+  }
   if (e.chunk_size >= 1 && e.max_num_tokens >= 1 && e.chunk_size > e.max_num_tokens) {
     problems.Add(ex + ".chunk_size", absl::StrCat("must be <= max_num_tokens (", e.max_num_tokens,
                                                   "), got ", e.chunk_size));

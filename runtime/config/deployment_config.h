@@ -286,6 +286,11 @@ struct EplbSettings {
   // rank 0 (the input of eplb_plan).
   int64_t load_window = 0;
   std::string load_dump;
+  // Live rebalancing: plan at the end of every Nth window and adopt at the next
+  // (0..1000000; 0: never; needs load_window), with redundant_slots (0..64) spare
+  // expert slots per rank.
+  int64_t rebalance_windows = 0;
+  int64_t redundant_slots = 0;
 };
 
 // `instances[i]:` — one DEP-N group of ranks.

@@ -29,13 +29,16 @@ absl::Status Validated(const std::string& instance_fields) {
 
 TEST(EplbSettingsTest, ParsesTheBlock) {
   absl::StatusOr<DeploymentConfig> config = Parse(
-      "world_size: 4, eplb: {expert_placement: p.txt, load_window: 64, load_dump: loads.txt}");
+      "world_size: 4, eplb: {expert_placement: p.txt, load_window: 64, load_dump: loads.txt, "
+      "rebalance_windows: 8, redundant_slots: 1}");
   ASSERT_THAT(config, IsOk());
   ASSERT_THAT(config->Validate(), IsOk());
   const EplbSettings& eplb = config->instances[0].eplb;
   EXPECT_EQ(eplb.expert_placement, "p.txt");
   EXPECT_EQ(eplb.load_window, 64);
   EXPECT_EQ(eplb.load_dump, "loads.txt");
+  EXPECT_EQ(eplb.rebalance_windows, 8);
+  EXPECT_EQ(eplb.redundant_slots, 1);
 }
 
 TEST(EplbSettingsTest, DefaultsMeasureNothing) {
@@ -54,6 +57,12 @@ TEST(EplbSettingsTest, ErrorsNameTheField) {
                        HasSubstr("instances[0].eplb.load_dump: needs load_window > 0")));
   EXPECT_THAT(Validated("engine: fake, eplb: {load_window: 8}"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs engine: cpu")));
+  EXPECT_THAT(Validated("eplb: {rebalance_windows: 4}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].eplb.rebalance_windows: needs load_window > 0")));
+  EXPECT_THAT(Validated("eplb: {load_window: 8, rebalance_windows: 4, redundant_slots: 65}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].eplb.redundant_slots")));
   EXPECT_THAT(Validated("eplb: {placement: p.txt}"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("placement")));
 }

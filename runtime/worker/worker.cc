@@ -133,6 +133,8 @@ absl::Status Worker::Init() {
     e.expert_placement = instance_->eplb.expert_placement;
     e.expert_load_window = static_cast<int>(instance_->eplb.load_window);
     e.expert_load_dump = instance_->eplb.load_dump;
+    e.expert_rebalance_windows = static_cast<int>(instance_->eplb.rebalance_windows);
+    e.expert_redundant_slots = static_cast<int>(instance_->eplb.redundant_slots);
     ASSIGN_OR_RETURN(engine_, engine::CreateCpuEngine(e));
   } else if (cuda) {
     ASSIGN_OR_RETURN(engine_, FinishDeviceEngine(*kv));

@@ -8,6 +8,8 @@
 #include "runtime/engine/cpu/batch_runner.h"
 #include "runtime/engine/cpu/draft_model_drafter.h"
 #include "runtime/engine/cpu/expert_placement.h"
+#include "runtime/engine/cpu/expert_rebalance.h"
+#include "runtime/eplb/placement.h"
 #include "runtime/engine/cpu/parallel.h"
 #include "runtime/engine/cpu/transformer.h"
 #include "runtime/engine/engine_thread.h"
@@ -121,6 +123,25 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
     target->OwnExpertLoad(MakeExpertLoad(target->config(), options.expert_load_window,
                                          options.communicator, options.rank,
                                          options.collective_timeout, options.expert_load_dump));
+  }
+  if (options.expert_rebalance_windows > 0) {
+    const ModelConfig& c = target->config();
+    if (options.expert_load_window <= 0 || !c.is_moe()) {
+      return absl::InvalidArgumentError(
+          "expert_rebalance_windows needs expert_load_window > 0 and a model with routed experts");
+    }
+    eplb::Placement current =
+        eplb::ContiguousPlacement(c.num_experts, options.world_size, c.num_layers);
+    for (size_t l = 0; l < layout.size(); ++l) {
+      if (!layout[l].empty()) current.layers[l].slots = layout[l];
+    }
+    target->OwnRebalancer(std::make_unique<ExpertRebalancer>(
+        c, std::move(current), target->LoadedMoeWeights(),
+        RebalanceOptions{.every_windows = options.expert_rebalance_windows,
+                         .plan = {.num_ranks = options.world_size,
+                                  .redundant_per_rank = options.expert_redundant_slots}},
+        options.communicator, options.rank, options.collective_timeout, "target",
+        CheckpointExpertLoader(options.model_dir, c, options.rank)));
   }
   RETURN_IF_ERROR(CheckPool("target", options.target_storage, options.target_layout,
                             options.target_num_blocks, *target, options.model_dir));

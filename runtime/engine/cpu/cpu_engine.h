@@ -69,6 +69,10 @@ struct CpuEngineOptions {
   // all-reduced over the group and, with `expert_load_dump`, written there by rank 0.
   int expert_load_window = 0;
   std::string expert_load_dump;
+  // Live rebalancing (expert_rebalance.h): plan at the end of every Nth expert-load
+  // window (0: never; needs expert_load_window) with this many redundant slots per rank.
+  int expert_rebalance_windows = 0;
+  int expert_redundant_slots = 0;
 };
 
 absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOptions& options);
