@@ -10,11 +10,11 @@
 #include <string_view>
 
 #include "fuzz/json_mutator.h"
-#include "runtime/router/openai_api.h"
-#include "runtime/router/request_fields.h"
-#include "runtime/router/request_validation.h"
-#include "runtime/router/serving_tokenizer.h"
-#include "runtime/router/tokenize_api.h"
+#include "runtime/router/core/request_validation.h"
+#include "runtime/router/http/openai_api.h"
+#include "runtime/router/http/request_fields.h"
+#include "runtime/router/http/tokenize_api.h"
+#include "runtime/router/text/serving_tokenizer.h"
 #include "tokenizer/byte_tokenizer.h"
 
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,

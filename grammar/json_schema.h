@@ -12,7 +12,7 @@
 // allowed). Annotations (title, description, default, ...) are ignored; a validation
 // keyword outside the subset is InvalidArgument naming it and where it is.
 //
-// Lockstep's extension for forced tool calls (runtime/router/openai_grammar.h): a
+// Lockstep's extension for forced tool calls (runtime/router/http/openai_grammar.h): a
 // top-level "x-lockstep-wrap": {"begin": B, "end": E, "separator": S, "repeat": R}
 // matches B value E (no whitespace around the value), and with R
 // true any number of further S B value E after it.

@@ -5,7 +5,7 @@
 // the penalties and min_tokens see those tokens as output. Positions being absolute
 // and every draw a function of (seed, position, the sequence's tokens), the
 // continuation generates exactly what the original would have (docs/design.md §4).
-// The router (runtime/router/request_runner.h) and the simulator (runtime/sim) both
+// The router (runtime/router/core/request_runner.h) and the simulator (runtime/sim) both
 // resume requests this way.
 //
 // Thread safety: a pure function.

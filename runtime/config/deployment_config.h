@@ -116,7 +116,7 @@ struct RouterConfig {
   // bench --config`) check the router's certificate against; empty: the system's
   // trusted CAs. Only with https_cert_file.
   std::string https_ca_file;
-  // round_robin | least_load | kv_aware (runtime/router/routing_policy.h): kv_aware
+  // round_robin | least_load | kv_aware (runtime/router/routing/routing_policy.h): kv_aware
   // sends a request where its prompt's prefix is cached (instance and rank), from the
   // KV events the leaders of aggregated and context instances with prefix reuse
   // publish (under every policy: the router's prefix-hit metric reads them too).
@@ -153,7 +153,7 @@ struct RouterConfig {
   // A request that has not finished after this long ends with DEADLINE_EXCEEDED.
   int64_t request_timeout_s = 600;
   // Most migrations of one request: how many times it may move to another instance
-  // after the instance serving it failed (runtime/router/migration.h), so at most
+  // after the instance serving it failed (runtime/router/core/migration.h), so at most
   // 1 + migration_limit attempts (the default: 3). 0: requests never migrate.
   int64_t migration_limit = 2;
   // Longest prompt accepted, in tokens (longer: HTTP 400 / INVALID_ARGUMENT).

@@ -2,7 +2,7 @@
 // gRPC message limits sized from it, so that gRPC never refuses a request within the
 // configured limits (which the router would take for a broken stream and migrate;
 // docs/security.md §5). The router refuses a request past these bounds with
-// INVALID_ARGUMENT naming the field (runtime/router/request_validation.h).
+// INVALID_ARGUMENT naming the field (runtime/router/core/request_validation.h).
 //
 // Header-only constants and pure functions; thread-safe.
 #ifndef LOCKSTEP_RUNTIME_CONFIG_MESSAGE_LIMITS_H_

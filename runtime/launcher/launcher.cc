@@ -18,7 +18,7 @@
 #include "runtime/config/config_yaml.h"
 #include "runtime/launcher/launch_plan.h"
 #include "runtime/launcher/process_supervisor.h"
-#include "runtime/router/router_http_client.h"
+#include "runtime/router/http/router_http_client.h"
 #include "runtime/security/configured_security.h"
 
 namespace lockstep::launcher {

@@ -15,7 +15,7 @@
 #include "httplib.h"
 #include "proto/router.grpc.pb.h"
 #include "runtime/config/config_yaml.h"
-#include "runtime/router/router_http_client.h"
+#include "runtime/router/http/router_http_client.h"
 #include "runtime/security/configured_security.h"
 #include "runtime/security/grpc_credentials.h"
 

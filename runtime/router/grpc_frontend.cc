@@ -16,8 +16,8 @@
 #include "common/log.h"
 #include "fmt/format.h"
 #include "runtime/config/role_wire.h"
-#include "runtime/router/generated_text.h"
 #include "runtime/config/sampling_wire.h"
+#include "runtime/router/text/generated_text.h"
 
 namespace lockstep::router {
 namespace {

@@ -18,14 +18,14 @@
 
 #include "common/clock.h"
 #include "proto/router.grpc.pb.h"
-#include "runtime/router/admission.h"
+#include "runtime/router/core/instance_registry.h"
+#include "runtime/router/core/request_runner.h"
+#include "runtime/router/core/request_validation.h"
+#include "runtime/router/core/router_metrics.h"
+#include "runtime/router/routing/admission.h"
+#include "runtime/router/routing/kv_routing.h"
+#include "runtime/router/text/serving_tokenizer.h"
 #include "runtime/security/api_keys.h"
-#include "runtime/router/instance_registry.h"
-#include "runtime/router/kv_routing.h"
-#include "runtime/router/request_runner.h"
-#include "runtime/router/request_validation.h"
-#include "runtime/router/router_metrics.h"
-#include "runtime/router/serving_tokenizer.h"
 
 namespace lockstep::router {
 

@@ -17,7 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/router.grpc.pb.h"
-#include "runtime/router/request_validation.h"
+#include "runtime/router/core/request_validation.h"
 #include "runtime/router/router_daemon.h"
 #include "runtime/router/testing/fake_worker.h"
 #include "runtime/router/testing/router_harness.h"

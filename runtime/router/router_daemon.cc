@@ -10,7 +10,7 @@
 #include "proto/rendezvous.grpc.pb.h"
 #include "proto/router.grpc.pb.h"
 #include "runtime/config/message_limits.h"
-#include "runtime/router/admission.h"
+#include "runtime/router/routing/admission.h"
 #include "runtime/security/api_keys.h"
 #include "runtime/security/cluster_security.h"
 #include "runtime/security/grpc_credentials.h"

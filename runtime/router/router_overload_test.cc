@@ -29,7 +29,7 @@
 #include "proto/router.grpc.pb.h"
 #include "runtime/comm/rendezvous_client.h"
 #include "runtime/config/role_wire.h"
-#include "runtime/router/choice_threads.h"
+#include "runtime/router/http/choice_threads.h"
 #include "runtime/router/router_daemon.h"
 #include "runtime/router/testing/fake_worker.h"
 #include "runtime/router/testing/router_harness.h"

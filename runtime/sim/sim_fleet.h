@@ -3,7 +3,7 @@
 // router that sends each request to the live instance with the fewest in flight and,
 // when an instance fails, resumes the requests it held on another live instance as
 // continuations of the tokens they had delivered (scheduler/continuation.h), as the
-// real router does (runtime/router/migration.h).
+// real router does (runtime/router/core/migration.h).
 //
 // Every rank of every instance steps together: between two steps all ranks wait at a
 // barrier while the router (on one thread) takes the leaders' responses, handles the

@@ -90,7 +90,7 @@ M WithCleared(M m, const std::string& path) {
   return m;
 }
 
-// The GenerateRequest the router sends for `spec` (runtime/router/request_runner.cc:
+// The GenerateRequest the router sends for `spec` (runtime/router/core/request_runner.cc:
 // the prompt and sampling, the leg's type, the context leg's result, the rank hint).
 // A pinned rank is the executor's own (tests, the simulator) and never on the wire.
 v1::GenerateRequest RouterRequestFor(const exec::NewRequestSpec& spec) {

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/launcher/local_deployment.h"
-#include "runtime/router/chat_template.h"
+#include "runtime/router/http/chat_template.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/reference.h"
 #include "tokenizer/byte_tokenizer.h"

@@ -16,8 +16,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/router.pb.h"
-#include "runtime/router/migration.h"
-#include "runtime/router/openai_api.h"
+#include "runtime/router/core/migration.h"
+#include "runtime/router/http/openai_api.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/reference.h"
 

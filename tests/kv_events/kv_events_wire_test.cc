@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "kvcache/kv_events.h"
 #include "proto/router.pb.h"
-#include "runtime/router/kv_routing.h"
+#include "runtime/router/routing/kv_routing.h"
 #include "runtime/worker/kv_event_publisher.h"
 
 namespace lockstep {

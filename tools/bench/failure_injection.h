@@ -1,6 +1,6 @@
 // Failure injection for `lockstep bench --kill PROCESS`: once the load streams, SIGKILL
 // one process of the deployment the bench started, and measure from the client's side
-// how long each request the router migrated (runtime/router/migration.h) waited from
+// how long each request the router migrated (runtime/router/core/migration.h) waited from
 // the kill to its next token — the first token of its continuation, the token after
 // the ones the router had delivered when it noticed the failure (tokens already on
 // their way to the client do not count) — and, as the baseline of the same run, how
@@ -22,7 +22,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "runtime/launcher/local_deployment.h"
-#include "runtime/router/migration.h"
+#include "runtime/router/core/migration.h"
 #include "tools/bench/load_generator.h"
 
 namespace lockstep::bench {

@@ -6,7 +6,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/router/migration.h"
+#include "runtime/router/core/migration.h"
 #include "tools/bench/load_generator.h"
 
 namespace lockstep::bench {

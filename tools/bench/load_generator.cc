@@ -13,7 +13,7 @@
 #include "absl/time/clock.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
-#include "runtime/router/router_http_client.h"
+#include "runtime/router/http/router_http_client.h"
 #include "tools/bench/http_error.h"
 
 namespace lockstep::bench {

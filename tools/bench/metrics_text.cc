@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "httplib.h"
-#include "runtime/router/router_http_client.h"
+#include "runtime/router/http/router_http_client.h"
 
 namespace lockstep::bench {
 

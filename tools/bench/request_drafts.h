@@ -1,6 +1,6 @@
 // Per-request speculation as the router's /metrics reports it: by method, the count and
 // the sum of lockstep_router_request_draft_acceptance, one sample per finished request
-// that proposed drafts (runtime/router/router_metrics.h).
+// that proposed drafts (runtime/router/core/router_metrics.h).
 #ifndef LOCKSTEP_TOOLS_BENCH_REQUEST_DRAFTS_H_
 #define LOCKSTEP_TOOLS_BENCH_REQUEST_DRAFTS_H_
 

@@ -22,7 +22,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "runtime/launcher/process_supervisor.h"
-#include "runtime/router/router_http_client.h"
+#include "runtime/router/http/router_http_client.h"
 #include "runtime/router/testing/fake_worker.h"
 #include "runtime/security/testing/test_certs.h"
 

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine/model/make_model.h"
-#include "runtime/router/model_text.h"
+#include "runtime/router/text/model_text.h"
 #include "tools/cli/flags.h"
 
 namespace lockstep::cli {

@@ -11,8 +11,8 @@
 #include "nlohmann/json.hpp"
 #include "runtime/engine/model/file_io.h"
 #include "runtime/engine/model/safetensors.h"
-#include "runtime/router/model_text.h"
 #include "runtime/router/testing/test_tokenizer.h"
+#include "runtime/router/text/model_text.h"
 
 namespace lockstep::cli {
 namespace {

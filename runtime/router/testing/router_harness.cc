@@ -1,7 +1,7 @@
 #include "runtime/router/testing/router_harness.h"
 
 #include "fmt/format.h"
-#include "runtime/router/router_http_client.h"
+#include "runtime/router/http/router_http_client.h"
 
 namespace lockstep::router::testing {
 namespace {
