@@ -13,7 +13,9 @@ void KvEventPublisher::MarkForSnapshot(int32_t rank) {
   RankState& state = ranks_[static_cast<size_t>(rank)];
   state.needs_snapshot = true;
   for (const v1::KvEventBatch& batch : state.pending) {
-    pending_keys_ -= static_cast<size_t>(batch.committed_size() + batch.evicted_size());
+    pending_keys_ -= static_cast<size_t>(batch.committed_size() + batch.evicted_size() +
+                                         batch.host_stored_size() + batch.host_removed_size() +
+                                         batch.disk_stored_size() + batch.disk_removed_size());
   }
   state.pending.clear();  // the snapshot covers them
 }
@@ -26,6 +28,10 @@ void KvEventPublisher::OnKvEvents(absl::Span<const kv::KvEventDelta> per_rank) {
     RankState& state = ranks_[r];
     for (uint64_t key : delta.evicted) state.keys.erase(key);
     state.keys.insert(delta.committed.begin(), delta.committed.end());
+    for (uint64_t key : delta.host.removed) state.host_keys.erase(key);
+    state.host_keys.insert(delta.host.stored.begin(), delta.host.stored.end());
+    for (uint64_t key : delta.disk.removed) state.disk_keys.erase(key);
+    state.disk_keys.insert(delta.disk.stored.begin(), delta.disk.stored.end());
     ++state.seq;
     if (state.needs_snapshot) continue;
     v1::KvEventBatch& batch = state.pending.emplace_back();
@@ -33,7 +39,13 @@ void KvEventPublisher::OnKvEvents(absl::Span<const kv::KvEventDelta> per_rank) {
     batch.set_seq(state.seq);
     batch.mutable_committed()->Assign(delta.committed.begin(), delta.committed.end());
     batch.mutable_evicted()->Assign(delta.evicted.begin(), delta.evicted.end());
-    pending_keys_ += delta.committed.size() + delta.evicted.size();
+    batch.mutable_host_stored()->Assign(delta.host.stored.begin(), delta.host.stored.end());
+    batch.mutable_host_removed()->Assign(delta.host.removed.begin(), delta.host.removed.end());
+    batch.mutable_disk_stored()->Assign(delta.disk.stored.begin(), delta.disk.stored.end());
+    batch.mutable_disk_removed()->Assign(delta.disk.removed.begin(), delta.disk.removed.end());
+    pending_keys_ += delta.committed.size() + delta.evicted.size() + delta.host.stored.size() +
+                     delta.host.removed.size() + delta.disk.stored.size() +
+                     delta.disk.removed.size();
   }
   if (pending_keys_ > options_.max_pending_keys) {
     for (size_t r = 0; r < ranks_.size(); ++r) MarkForSnapshot(static_cast<int32_t>(r));
@@ -51,6 +63,8 @@ std::optional<v1::ReportKvEventsRequest> KvEventPublisher::TakeReport() {
       snapshot->set_seq(state.seq);
       snapshot->mutable_keys()->Reserve(static_cast<int>(state.keys.size()));
       for (uint64_t key : state.keys) snapshot->add_keys(key);
+      snapshot->mutable_host_keys()->Assign(state.host_keys.begin(), state.host_keys.end());
+      snapshot->mutable_disk_keys()->Assign(state.disk_keys.begin(), state.disk_keys.end());
       state.needs_snapshot = false;
       continue;
     }

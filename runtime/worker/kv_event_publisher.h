@@ -1,7 +1,7 @@
 // KvEventPublisher: the leader's side of KV events (kv_aware routing). The executor
 // hands it every rank's coalesced delta of a step (kvcache/kv_events.h); it numbers
 // them per rank into batches (1, 2, ... within this incarnation), keeps a mirror of
-// each rank's key set, and builds the reports the worker's KV event thread sends to
+// each rank's key set per tier (device, host, disk), and builds the reports the worker's KV event thread sends to
 // the router (RouterService.ReportKvEvents).
 //
 // Snapshots come from the mirror, so no rank but the leader takes part: the gather
@@ -57,7 +57,9 @@ class KvEventPublisher final : public kv::KvEventSink {
  private:
   struct RankState {
     uint64_t seq = 0;  // last batch numbered
-    absl::flat_hash_set<uint64_t> keys;
+    absl::flat_hash_set<uint64_t> keys;  // the device tier
+    absl::flat_hash_set<uint64_t> host_keys;
+    absl::flat_hash_set<uint64_t> disk_keys;
     std::vector<v1::KvEventBatch> pending;
     bool needs_snapshot = false;
   };

@@ -86,6 +86,41 @@ TEST(KvEventPublisherTest, SnapshotsComeFromTheMirrorWhenAskedOrAfterAFailure) {
   EXPECT_EQ(r->batches(0).seq(), 4u);
 }
 
+// Each tier's keys travel in the batch, and the mirror keeps them per tier for
+// snapshots.
+TEST(KvEventPublisherTest, TheTiersTravelInBatchesAndSnapshots) {
+  KvEventPublisher p(Opts());
+  p.OnKvEvents(
+      Deltas({.committed = {1, 2}, .host = {.stored = {1, 5}}, .disk = {.stored = {6}}}, {}));
+  p.OnKvEvents(Deltas({.evicted = {1},
+                       .host = {.stored = {7}, .removed = {5}},
+                       .disk = {.stored = {5}, .removed = {6}}},
+                      {}));
+  std::optional<v1::ReportKvEventsRequest> r = p.TakeReport();
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->batches_size(), 2);
+  EXPECT_THAT(r->batches(0).host_stored(), ElementsAre(1, 5));
+  EXPECT_THAT(r->batches(0).disk_stored(), ElementsAre(6));
+  EXPECT_THAT(r->batches(1).host_stored(), ElementsAre(7));
+  EXPECT_THAT(r->batches(1).host_removed(), ElementsAre(5));
+  EXPECT_THAT(r->batches(1).disk_stored(), ElementsAre(5));
+  EXPECT_THAT(r->batches(1).disk_removed(), ElementsAre(6));
+  p.OnSendFailed(*r);
+  r = p.TakeReport();
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->snapshots_size(), 1);
+  EXPECT_THAT(r->snapshots(0).keys(), ElementsAre(2));
+  EXPECT_THAT(r->snapshots(0).host_keys(), UnorderedElementsAre(1, 7));
+  EXPECT_THAT(r->snapshots(0).disk_keys(), ElementsAre(5));
+  // A delta of lower tiers alone is a batch too.
+  p.OnKvEvents(Deltas({}, {.host = {.stored = {9}}}));
+  r = p.TakeReport();
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->batches_size(), 1);
+  EXPECT_EQ(r->batches(0).rank(), 1);
+  EXPECT_THAT(r->batches(0).host_stored(), ElementsAre(9));
+}
+
 TEST(KvEventPublisherTest, TooManyPendingKeysTurnIntoSnapshots) {
   KvEventPublisher p(Opts(/*max_pending_keys=*/4));
   p.OnKvEvents(Deltas({.committed = {1, 2}}, {.committed = {7}}));
