@@ -64,7 +64,7 @@ class ExpertRebalancer {
   int aborted() const { return aborted_; }  // loads that failed on some rank
 
  private:
-  const ModelConfig& config_;
+  [[maybe_unused]] const ModelConfig& config_;  // kept for the next rebalancing rules
   eplb::Placement current_;
   LayerMoeWeights weights_;  // in use
   const RebalanceOptions options_;
