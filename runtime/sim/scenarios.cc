@@ -135,6 +135,12 @@ SimConfig RandomConfig(uint64_t seed) {
   if (c.draft_mode == kv::DraftMode::kUnpaired && pick(0, 1) == 1) {
     c.draft_num_blocks = std::min(c.num_blocks, longest_blocks() + pick(2, 8));
   }
+  // A host KV tier below a tiny device pool (tiers need prefix reuse and no draft pool):
+  // evicted prefixes are copied down and brought back. Drawn last.
+  if (c.draft_mode == kv::DraftMode::kNone && c.scheduler.prefix_reuse && pick(0, 2) == 0) {
+    c.num_blocks = longest_blocks() + pick(2, 6);
+    c.host_tier_blocks = pick(4, 4 * c.num_blocks);
+  }
   return c;
 }
 

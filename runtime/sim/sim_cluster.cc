@@ -306,6 +306,7 @@ void Simulation::CountRank(int r) {
   const kv::ManagerStats kv = e.kv().Stats();
   summary_.kv_reused_tokens += kv.reused_tokens;
   summary_.mirror_reused_tokens += kv.mirror_reused_tokens;
+  summary_.tier_onboarded_tokens += kv.onboarded_tokens;
   for (const std::string& problem : PoolsNotAtBaseline(e)) Violation(r, c.steps, problem);
 }
 
@@ -392,14 +393,14 @@ std::string SimConfig::ToString() const {
       "seed=%d ranks=%d role=%s max_batch_size=%d K=%d method=%s dynamic_k=%d draft_pool=%s "
       "dummy_policy=%s requests=%d blocks=%d draft_blocks=%d gen_only=%d faults=%d "
       "transfer_failure_rate=%.2f send_refusal_rate=%.2f prefix_reuse=%d conversations=%d "
-      "system_prompt=%d hints=%d",
+      "system_prompt=%d hints=%d host_tier_blocks=%d",
       seed, ranks, sched::InstanceRoleName(role), scheduler.max_batch_size,
       scheduler.speculative.num_draft_tokens, spec::MethodName(scheduler.speculative.method),
       scheduler.speculative.dynamic, kv::DraftModeName(draft_mode),
       sched::DummyPolicyName(scheduler.dummy_policy), workload.num_requests, num_blocks,
       draft_num_blocks, workload.generation_only, faults.size(), transfer_failure_rate,
       send_refusal_rate, scheduler.prefix_reuse, workload.conversations, workload.system_prompt,
-      workload.hint_followups);
+      workload.hint_followups, host_tier_blocks);
 }
 
 std::string SimSummary::ToString() const {
@@ -407,12 +408,13 @@ std::string SimSummary::ToString() const {
       "requests %d: completed %d, handed off %d, failed %d, cancelled %d | steps %d, vetoed "
       "%d (%.1f per 1000), padded %d, dummies refused %d, deferred updates %d, stale updates "
       "skipped %d, paused %d, no-progress %d | tokens %d (%.2f per step), drafts accepted "
-      "%d/%d | prefix reuse %d/%d prefill tokens (KV managers: targets %d, mirrors %d) | "
-      "outcome digest %016x",
+      "%d/%d | prefix reuse %d/%d prefill tokens (KV managers: targets %d, mirrors %d, from "
+      "host tiers %d) | outcome digest %016x",
       requests, completed, handed_off, failed, cancelled, steps, vetoed_steps,
       vetoes_per_1000_steps, padded_steps, dummies_refused, deferred_updates, stale_updates, paused,
       no_progress, generated_tokens, tokens_per_step, drafts_accepted, drafts_proposed,
-      reused_tokens, context_tokens, kv_reused_tokens, mirror_reused_tokens, outcome_digest);
+      reused_tokens, context_tokens, kv_reused_tokens, mirror_reused_tokens, tier_onboarded_tokens,
+      outcome_digest);
   for (const std::string& v : violations) absl::StrAppend(&out, "\n  VIOLATION: ", v);
   return out;
 }

@@ -52,6 +52,9 @@ struct SimConfig {
   int32_t tokens_per_block = 16;
   int32_t num_blocks = 256;        // per rank, target pool
   int32_t draft_num_blocks = 256;  // per rank, draft pool
+  // Per rank, a host KV tier below the target pool, in blocks (kvcache/kv_tiers.h;
+  // 0: none; needs prefix reuse and no draft pool).
+  int32_t host_tier_blocks = 0;
   WorkloadConfig workload;
   double draft_acceptance = 0.6;
   bool threaded_engine = false;
@@ -102,6 +105,8 @@ struct SimSummary {
   // targets: the draft model prefilled the difference).
   int64_t kv_reused_tokens = 0;
   int64_t mirror_reused_tokens = 0;
+  // Prefix tokens the KV managers brought back from their host tiers.
+  int64_t tier_onboarded_tokens = 0;
   double tokens_per_step = 0;
   double vetoes_per_1000_steps = 0;
   // A hash (FNV-1a, starting from its offset basis) of every request's outcome in

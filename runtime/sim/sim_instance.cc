@@ -49,6 +49,9 @@ RankStackOptions SimRankStackOptions(const SimConfig& config, const std::string&
   options.executor.scheduler = config.scheduler;
   options.executor.kv = FakeKvConfig(config.scheduler, config.draft_mode, config.tokens_per_block,
                                      config.num_blocks, config.draft_num_blocks);
+  options.executor.kv.tiers.host_bytes =
+      int64_t{config.host_tier_blocks} *
+      static_cast<int64_t>(options.executor.kv.target.layout.BlockBytes());
   options.executor.collective_timeout = absl::Seconds(60);
   options.executor.engine_timeout = absl::Seconds(60);
   options.executor.transfer_deadline = config.transfer_deadline;

@@ -1,7 +1,8 @@
 // Random configurations (ranks 2–8, max_batch_size 1–16, K 0–4, no/paired/unpaired
 // draft pool or the n-gram drafter, fixed or dynamic K, both dummy policies, aggregated,
 // generation-only or context-only, faults on or off, prefix reuse mostly on, independent
-// requests or multi-turn conversations): no invariant violation, no hang, correct tokens
+// requests or multi-turn conversations, a host KV tier below a tiny device pool): no
+// invariant violation (the KV audit covers the tiers), no hang, correct tokens
 // for every completed request, every request answered once, every failure or
 // cancellation explained by a fault the run injected into that request, pools back to
 // baseline. CI runs LOCKSTEP_SIM_SEEDS seeds (default 150); the documented long run is
@@ -31,6 +32,7 @@ TEST(RandomConfigTest, ManySeeds) {
   // Prefix tokens reused in multi-turn runs with reuse on, by drafter and draft pool.
   std::map<std::string, int64_t> reused;
   int64_t mirror_reused = 0, unpaired_reused = 0;  // unpaired: mirrors' and targets'
+  int64_t tier_configs = 0, tier_onboarded = 0;    // host tier on: configurations, tokens back
   // Dynamic K by drafter: configurations drawn, and generation steps below the drawn K
   // (dynamic K moved) and at it.
   std::map<std::string, int64_t> dynamic_configs, dynamic_below_k, dynamic_at_k;
@@ -38,6 +40,10 @@ TEST(RandomConfigTest, ManySeeds) {
     const SimConfig config = RandomConfig(seed);
     const SimSummary summary = RunSimulation(config);
     send_refusals += summary.send_refusals;
+    if (config.host_tier_blocks > 0) {
+      ++tier_configs;
+      tier_onboarded += summary.tier_onboarded_tokens;
+    }
     failed_requests += summary.failed;
     cancelled += summary.cancelled;
     if (config.scheduler.prefix_reuse && config.workload.conversations > 0 &&
@@ -83,6 +89,9 @@ TEST(RandomConfigTest, ManySeeds) {
     // Mirrors reused too, and sometimes less than their targets (a draft prefix ran).
     EXPECT_GT(mirror_reused, 0);
     EXPECT_LT(mirror_reused, unpaired_reused);
+    // Host tiers were drawn and brought evicted prefixes back.
+    EXPECT_GT(tier_configs, 0);
+    EXPECT_GT(tier_onboarded, 0);
     // Dynamic K ran with both drafters, and moved: steps at the drawn K and below it.
     for (const char* method : {"draft_model", "ngram"}) {
       EXPECT_GT(dynamic_configs[method], 0) << method;
@@ -98,6 +107,8 @@ TEST(RandomConfigTest, ManySeeds) {
         static_cast<long long>(dynamic_below_k[method]),
         static_cast<long long>(dynamic_at_k[method]));
   }
+  std::printf("host tier: %lld configurations, %lld prefix tokens brought back\n",
+              static_cast<long long>(tier_configs), static_cast<long long>(tier_onboarded));
   std::printf("unpaired: mirrors reused %lld of their targets' %lld\n",
               static_cast<long long>(mirror_reused), static_cast<long long>(unpaired_reused));
   for (const auto& [mode, tokens] : reused) {
