@@ -223,7 +223,9 @@ absl::StatusOr<InstanceTarget> InstanceRegistry::Acquire(config::InstanceRole ro
     return absl::UnavailableError(
         fmt::format("no healthy {} instance is available", config::InstanceRoleName(role)));
   }
-  if (options_.kv != nullptr && !prompt.empty()) KvRouting::Fill(prefixes, &candidates);
+  if (options_.kv != nullptr && !prompt.empty()) {
+    KvRouting::Fill(prefixes, &candidates, options_.kv_weights);
+  }
   uint64_t* cursor = &cursors_[static_cast<int>(role)];
   size_t pick = 0;
   InstanceTarget target;

@@ -18,30 +18,52 @@ std::string_view RoutingReasonName(RoutingReason reason) {
   return "?";
 }
 
+double WeightedCachedTokens(const KvAwareWeights& weights, const KvCandidate& c) {
+  const int64_t device = c.cached_tokens - c.cached_host_tokens - c.cached_disk_tokens;
+  return static_cast<double>(device) +
+         weights.host_hit * static_cast<double>(c.cached_host_tokens) +
+         weights.disk_hit * static_cast<double>(c.cached_disk_tokens);
+}
+
 void ApplyPrefixMatches(absl::Span<const KvPrefixMatch> matches, int tokens_per_block,
-                        int64_t max_tokens, KvCandidate& c) {
+                        int64_t max_tokens, KvCandidate& c, const KvAwareWeights& weights) {
   c.cached_tokens = 0;
+  c.cached_host_tokens = 0;
+  c.cached_disk_tokens = 0;
   c.cached_rank = -1;
   c.cached_by_rank.clear();
+  double best = 0;
   for (const KvPrefixMatch& m : matches) {
     if (m.instance != c.name || m.rank < 0) continue;
     const int64_t tokens = std::min(m.blocks * tokens_per_block, max_tokens);
+    // The lower tiers hold the chain's tail: the device's blocks come first.
+    const int64_t disk = std::min(m.disk_blocks * tokens_per_block, tokens);
+    const int64_t host = std::min(m.host_blocks * tokens_per_block, tokens - disk);
     if (static_cast<size_t>(m.rank) >= c.cached_by_rank.size()) {
       c.cached_by_rank.resize(static_cast<size_t>(m.rank) + 1, 0);
     }
     c.cached_by_rank[static_cast<size_t>(m.rank)] = tokens;
-    if (tokens > c.cached_tokens) {
+    const KvCandidate mine{
+        .cached_tokens = tokens, .cached_host_tokens = host, .cached_disk_tokens = disk};
+    const double weighted = WeightedCachedTokens(weights, mine);
+    if (weighted > best || (c.cached_tokens == 0 && tokens > 0 && weighted == best)) {
+      best = weighted;
       c.cached_tokens = tokens;
+      c.cached_host_tokens = host;
+      c.cached_disk_tokens = disk;
       c.cached_rank = m.rank;
-    } else if (tokens == c.cached_tokens && tokens > 0) {
+    } else if (weighted == best && tokens > 0) {
       c.cached_rank = -1;  // a tie: no rank is the place for it
     }
   }
 }
 
 void ApplyPrefixMatches(absl::Span<const KvPrefixMatch> matches, int tokens_per_block,
-                        int64_t max_tokens, std::vector<KvCandidate>* candidates) {
-  for (KvCandidate& c : *candidates) ApplyPrefixMatches(matches, tokens_per_block, max_tokens, c);
+                        int64_t max_tokens, std::vector<KvCandidate>* candidates,
+                        const KvAwareWeights& weights) {
+  for (KvCandidate& c : *candidates) {
+    ApplyPrefixMatches(matches, tokens_per_block, max_tokens, c, weights);
+  }
 }
 
 KvAwareDecision PickKvAware(const KvAwareWeights& weights,
@@ -58,7 +80,7 @@ KvAwareDecision PickKvAware(const KvAwareWeights& weights,
     max_free = std::max(max_free, c.free_blocks);
   }
   const auto score = [&](const KvCandidate& c) {
-    const double hit = static_cast<double>(c.cached_tokens) / static_cast<double>(prompt_tokens);
+    const double hit = WeightedCachedTokens(weights, c) / static_cast<double>(prompt_tokens);
     const double load =
         static_cast<double>(c.in_flight + c.queued) / static_cast<double>(max_load + 1);
     const double short_of_kv =

@@ -27,6 +27,56 @@ TEST(KvAwarePolicyTest, PrefersTheCachedPrefixAndHintsItsRank) {
   EXPECT_EQ(d.cached_tokens, 96);
 }
 
+// A prefix the host tier holds is worth less than one on the device and more than a
+// miss; the disk tier's less again; the weights set how much.
+TEST(KvAwarePolicyTest, AHostHitRanksBetweenADeviceHitAndAMiss) {
+  uint64_t cursor = 0;
+  KvCandidate device = Candidate("device", 1, 64, 0);
+  KvCandidate host = Candidate("host", 1, 64, 0);
+  host.cached_host_tokens = 64;
+  KvCandidate disk = Candidate("disk", 1, 64, 0);
+  disk.cached_disk_tokens = 64;
+  const KvCandidate miss = Candidate("miss", 1);
+  EXPECT_EQ(PickKvAware({}, {device, disk, host, miss}, 100, &cursor).index, 0u);
+  const KvAwareDecision d = PickKvAware({}, {disk, host, miss}, 100, &cursor);
+  EXPECT_EQ(d.index, 1u);
+  EXPECT_EQ(d.reason, RoutingReason::kPrefix);
+  EXPECT_EQ(d.cached_tokens, 64);
+  EXPECT_EQ(PickKvAware({}, {disk, miss}, 100, &cursor).index, 0u);
+  // A longer host prefix can beat a shorter device one: 0.5 x 96 > 40.
+  host.cached_tokens = host.cached_host_tokens = 96;
+  KvCandidate short_device = Candidate("short", 1, 40, 0);
+  EXPECT_EQ(PickKvAware({}, {host, short_device}, 100, &cursor).index, 0u);
+  // Weighted like the device, the disk ties it; weighted 0, the host is a miss.
+  EXPECT_DOUBLE_EQ(WeightedCachedTokens({.disk_hit = 1.0}, disk), 64.0);
+  EXPECT_DOUBLE_EQ(WeightedCachedTokens({.host_hit = 0.0}, host), 0.0);
+  KvCandidate mixed = Candidate("mixed", 1, 64, 0);
+  mixed.cached_host_tokens = 16;
+  mixed.cached_disk_tokens = 16;
+  EXPECT_DOUBLE_EQ(WeightedCachedTokens({}, mixed), 32 + 0.5 * 16 + 0.25 * 16);
+}
+
+// The rank a candidate's prefix counts on is the one with the most tokens weighted by
+// tier: eight blocks on one rank's host tier lose to six on another's device.
+TEST(KvAwarePolicyTest, TheBestRankIsChosenByTierWeightedTokens) {
+  KvCandidate c = Candidate("a", 0);
+  const std::vector<KvPrefixMatch> matches = {
+      {.instance = "a", .rank = 0, .blocks = 8, .host_blocks = 8},
+      {.instance = "a", .rank = 1, .blocks = 6},
+      {.instance = "a", .rank = 2, .blocks = 9, .host_blocks = 3, .disk_blocks = 4}};
+  ApplyPrefixMatches(matches, /*tokens_per_block=*/4, /*max_tokens=*/100, c);
+  EXPECT_EQ(c.cached_rank, 1);
+  EXPECT_EQ(c.cached_tokens, 24);
+  EXPECT_EQ(c.cached_host_tokens, 0);
+  EXPECT_EQ(c.cached_by_rank, (std::vector<int64_t>{32, 24, 36}));
+  // Lower tiers worth as much as the device: rank 2's nine blocks win.
+  ApplyPrefixMatches(matches, 4, 100, c, {.host_hit = 1.0, .disk_hit = 1.0});
+  EXPECT_EQ(c.cached_rank, 2);
+  EXPECT_EQ(c.cached_tokens, 36);
+  EXPECT_EQ(c.cached_host_tokens, 12);
+  EXPECT_EQ(c.cached_disk_tokens, 16);
+}
+
 TEST(KvAwarePolicyTest, LoadOutweighsASmallPrefix) {
   uint64_t cursor = 0;
   // b holds 10% of the prompt but has 9 requests in flight against a's 0.

@@ -1,6 +1,7 @@
 #include "runtime/router/routing/kv_prefix_index.h"
 
 #include <algorithm>
+#include <array>
 #include <tuple>
 
 namespace lockstep::router {
@@ -8,8 +9,8 @@ namespace lockstep::router {
 KvPrefixIndex::KvPrefixIndex(Options options) : options_(options) {}
 
 KvPrefixIndex::SourceId KvPrefixIndex::SourceOf(const std::string& instance, int32_t rank) {
-  const auto [it, added] =
-      source_ids_.try_emplace(std::make_pair(instance, rank), static_cast<SourceId>(sources_.size()));
+  const auto [it, added] = source_ids_.try_emplace(std::make_pair(instance, rank),
+                                                   static_cast<SourceId>(sources_.size()));
   if (added) sources_.push_back(Source{.instance = instance, .rank = rank});
   return it->second;
 }
@@ -22,7 +23,20 @@ const KvPrefixIndex::Source* KvPrefixIndex::FindSource(const std::string& instan
 
 void KvPrefixIndex::Touch(Entry& entry) { lru_.splice(lru_.end(), lru_, entry.lru); }
 
-void KvPrefixIndex::Add(SourceId source, uint64_t key) {
+namespace {
+
+uint8_t Bit(KvTier tier) { return static_cast<uint8_t>(1u << static_cast<unsigned>(tier)); }
+
+// The best tier in a holder's mask (the device first).
+KvTier BestTier(uint8_t mask) {
+  if (mask & Bit(KvTier::kDevice)) return KvTier::kDevice;
+  if (mask & Bit(KvTier::kHost)) return KvTier::kHost;
+  return KvTier::kDisk;
+}
+
+}  // namespace
+
+void KvPrefixIndex::Add(SourceId source, uint64_t key, KvTier tier) {
   auto [it, added] = entries_.try_emplace(key);
   Entry& entry = it->second;
   if (added) {
@@ -33,11 +47,16 @@ void KvPrefixIndex::Add(SourceId source, uint64_t key) {
   if (std::find(entry.holders.begin(), entry.holders.end(), source) == entry.holders.end()) {
     entry.holders.push_back(source);
   }
-  sources_[source].keys.insert(key);
+  sources_[source].keys[key] |= Bit(tier);
 }
 
-void KvPrefixIndex::Remove(SourceId source, uint64_t key) {
-  if (sources_[source].keys.erase(key) == 0) return;
+void KvPrefixIndex::Remove(SourceId source, uint64_t key, KvTier tier) {
+  auto& keys = sources_[source].keys;
+  const auto held = keys.find(key);
+  if (held == keys.end()) return;
+  held->second &= static_cast<uint8_t>(~Bit(tier));
+  if (held->second != 0) return;  // still in another tier
+  keys.erase(held);
   const auto it = entries_.find(key);
   if (it == entries_.end()) return;
   std::vector<SourceId>& holders = it->second.holders;
@@ -48,9 +67,21 @@ void KvPrefixIndex::Remove(SourceId source, uint64_t key) {
   }
 }
 
+void KvPrefixIndex::AddAll(SourceId source, absl::Span<const uint64_t> keys, KvTier tier) {
+  for (uint64_t key : keys) Add(source, key, tier);
+}
+
+void KvPrefixIndex::RemoveAll(SourceId source, absl::Span<const uint64_t> keys, KvTier tier) {
+  for (uint64_t key : keys) Remove(source, key, tier);
+}
+
 void KvPrefixIndex::Clear(SourceId source) {
-  const std::vector<uint64_t> keys(sources_[source].keys.begin(), sources_[source].keys.end());
-  for (uint64_t key : keys) Remove(source, key);
+  std::vector<uint64_t> keys;
+  keys.reserve(sources_[source].keys.size());
+  for (const auto& [key, mask] : sources_[source].keys) keys.push_back(key);
+  for (uint64_t key : keys) {
+    for (KvTier tier : {KvTier::kDevice, KvTier::kHost, KvTier::kDisk}) Remove(source, key, tier);
+  }
 }
 
 void KvPrefixIndex::EvictOverflow() {
@@ -88,8 +119,12 @@ bool KvPrefixIndex::Apply(const KvEventBatch& batch) {
     return false;
   }
   source.seq = batch.seq;
-  for (uint64_t key : batch.evicted) Remove(id, key);
-  for (uint64_t key : batch.committed) Add(id, key);
+  RemoveAll(id, batch.evicted, KvTier::kDevice);
+  AddAll(id, batch.committed, KvTier::kDevice);
+  RemoveAll(id, batch.host_removed, KvTier::kHost);
+  AddAll(id, batch.host_stored, KvTier::kHost);
+  RemoveAll(id, batch.disk_removed, KvTier::kDisk);
+  AddAll(id, batch.disk_stored, KvTier::kDisk);
   EvictOverflow();
   return true;
 }
@@ -118,7 +153,9 @@ void KvPrefixIndex::ApplySnapshot(const KvSnapshot& snapshot) {
   source.incarnation = snapshot.incarnation;
   source.seq = snapshot.seq;
   source.in_sync = true;
-  for (uint64_t key : snapshot.keys) Add(id, key);
+  AddAll(id, snapshot.keys, KvTier::kDevice);
+  AddAll(id, snapshot.host_keys, KvTier::kHost);
+  AddAll(id, snapshot.disk_keys, KvTier::kDisk);
   EvictOverflow();
 }
 
@@ -143,6 +180,11 @@ std::vector<KvPrefixMatch> KvPrefixIndex::Match(absl::Span<const uint64_t> chain
   Touch(first->second);
   const std::vector<SourceId> holders = first->second.holders;
   std::vector<int64_t> blocks(holders.size(), 1);
+  // Blocks per holder in each tier (index: KvTier), each in the best tier holding it.
+  std::vector<std::array<int64_t, 3>> by_tier(holders.size(), {0, 0, 0});
+  for (size_t h = 0; h < holders.size(); ++h) {
+    ++by_tier[h][static_cast<size_t>(BestTier(sources_[holders[h]].keys.at(chain[0])))];
+  }
   std::vector<bool> alive(holders.size(), true);
   size_t num_alive = holders.size();
   for (size_t i = 1; i < chain.size() && num_alive > 0; ++i) {
@@ -151,8 +193,10 @@ std::vector<KvPrefixMatch> KvPrefixIndex::Match(absl::Span<const uint64_t> chain
     Touch(it->second);
     for (size_t h = 0; h < holders.size(); ++h) {
       if (!alive[h]) continue;
-      if (sources_[holders[h]].keys.contains(chain[i])) {
+      const auto& keys = sources_[holders[h]].keys;
+      if (const auto held = keys.find(chain[i]); held != keys.end()) {
         ++blocks[h];
+        ++by_tier[h][static_cast<size_t>(BestTier(held->second))];
       } else {
         alive[h] = false;
         --num_alive;
@@ -162,7 +206,9 @@ std::vector<KvPrefixMatch> KvPrefixIndex::Match(absl::Span<const uint64_t> chain
   out.reserve(holders.size());
   for (size_t h = 0; h < holders.size(); ++h) {
     const Source& source = sources_[holders[h]];
-    out.push_back({source.instance, source.rank, blocks[h]});
+    out.push_back({source.instance, source.rank, blocks[h],
+                   by_tier[h][static_cast<size_t>(KvTier::kHost)],
+                   by_tier[h][static_cast<size_t>(KvTier::kDisk)]});
   }
   std::sort(out.begin(), out.end(), [](const KvPrefixMatch& a, const KvPrefixMatch& b) {
     return std::tie(a.instance, a.rank) < std::tie(b.instance, b.rank);
@@ -176,11 +222,15 @@ bool KvPrefixIndex::NeedsSnapshot(const std::string& instance, int32_t rank) con
   return source != nullptr && !source->in_sync;
 }
 
-std::vector<uint64_t> KvPrefixIndex::KeysOf(const std::string& instance, int32_t rank) const {
+std::vector<uint64_t> KvPrefixIndex::KeysOf(const std::string& instance, int32_t rank,
+                                            KvTier tier) const {
   absl::MutexLock lock(&mu_);
   const Source* source = FindSource(instance, rank);
   if (source == nullptr) return {};
-  std::vector<uint64_t> keys(source->keys.begin(), source->keys.end());
+  std::vector<uint64_t> keys;
+  for (const auto& [key, mask] : source->keys) {
+    if (mask & Bit(tier)) keys.push_back(key);
+  }
   std::sort(keys.begin(), keys.end());
   return keys;
 }
@@ -190,8 +240,8 @@ std::vector<KvSourceStats> KvPrefixIndex::Sources() const {
   absl::MutexLock lock(&mu_);
   for (const Source& source : sources_) {
     if (source.keys.empty() && (source.in_sync || source.incarnation == 0)) continue;
-    out.push_back({source.instance, source.rank, static_cast<int64_t>(source.keys.size()),
-                   source.in_sync});
+    out.push_back(
+        {source.instance, source.rank, static_cast<int64_t>(source.keys.size()), source.in_sync});
   }
   std::sort(out.begin(), out.end(), [](const KvSourceStats& a, const KvSourceStats& b) {
     return std::tie(a.instance, a.rank) < std::tie(b.instance, b.rank);

@@ -40,6 +40,66 @@ TEST(KvPrefixIndexTest, MatchCountsLeadingBlocksPerRank) {
   EXPECT_EQ(index.size(), 4u);
 }
 
+// A block counts in the best tier that holds it: a chain whose head is on the device
+// and whose tail only the host or disk tier holds matches in full, with that split.
+TEST(KvPrefixIndexTest, MatchSplitsTheLeadingBlocksByTier) {
+  KvPrefixIndex index({});
+  KvEventBatch a = Batch("a", 0, 1, {10, 11});
+  a.host_stored = {10, 11, 12};  // 10 and 11 copied down while still on the device
+  a.disk_stored = {13};
+  ASSERT_TRUE(index.Apply(a));
+  KvEventBatch b = Batch("b", 0, 1, {});
+  b.host_stored = {10, 11, 12, 13};
+  ASSERT_TRUE(index.Apply(b));
+  const std::vector<uint64_t> chain = {10, 11, 12, 13, 14};
+  std::vector<KvPrefixMatch> m = index.Match(chain);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].instance, "a");
+  EXPECT_EQ(m[0].blocks, 4);
+  EXPECT_EQ(m[0].host_blocks, 1);
+  EXPECT_EQ(m[0].disk_blocks, 1);
+  EXPECT_EQ(m[1].blocks, 4);
+  EXPECT_EQ(m[1].host_blocks, 4);
+  EXPECT_EQ(m[1].disk_blocks, 0);
+  EXPECT_EQ(index.KeysOf("a", 0), (std::vector<uint64_t>{10, 11}));
+  EXPECT_EQ(index.KeysOf("a", 0, KvTier::kHost), (std::vector<uint64_t>{10, 11, 12}));
+  EXPECT_EQ(index.KeysOf("a", 0, KvTier::kDisk), (std::vector<uint64_t>{13}));
+
+  // a's device evicts 11 (the host tier still holds it), the host tier spills 12 to
+  // disk; b's host tier drops 13.
+  KvEventBatch a2 = Batch("a", 0, 2, {}, {11});
+  a2.host_removed = {12};
+  a2.disk_stored = {12};
+  ASSERT_TRUE(index.Apply(a2));
+  KvEventBatch b2 = Batch("b", 0, 2, {});
+  b2.host_removed = {13};
+  ASSERT_TRUE(index.Apply(b2));
+  m = index.Match(chain);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].blocks, 4);
+  EXPECT_EQ(m[0].host_blocks, 1);  // 11
+  EXPECT_EQ(m[0].disk_blocks, 2);  // 12, 13
+  EXPECT_EQ(m[1].blocks, 3);
+  EXPECT_EQ(m[1].host_blocks, 3);
+  EXPECT_EQ(index.size(), 4u);  // 13 still on a's disk
+
+  // Every tier of a key gone: the key is gone. A snapshot replaces every tier.
+  KvEventBatch a3 = Batch("a", 0, 3, {}, {10});
+  a3.host_removed = {10, 11};
+  a3.disk_removed = {12, 13};
+  ASSERT_TRUE(index.Apply(a3));
+  EXPECT_TRUE(index.KeysOf("a", 0, KvTier::kHost).empty());
+  EXPECT_EQ(index.Match(chain).size(), 1u);  // b only
+  index.ApplySnapshot({"a", 0, 1, 4, {10}, {20}, {11}});
+  EXPECT_EQ(index.KeysOf("a", 0), (std::vector<uint64_t>{10}));
+  EXPECT_EQ(index.KeysOf("a", 0, KvTier::kHost), (std::vector<uint64_t>{20}));
+  EXPECT_EQ(index.KeysOf("a", 0, KvTier::kDisk), (std::vector<uint64_t>{11}));
+  m = index.Match(chain);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].blocks, 2);
+  EXPECT_EQ(m[0].disk_blocks, 1);
+}
+
 TEST(KvPrefixIndexTest, GapNeedsSnapshotAndRestartStartsEmpty) {
   KvPrefixIndex index({});
   ASSERT_TRUE(index.Apply(Batch("a", 0, 1, {1, 2})));
@@ -188,8 +248,8 @@ void RunRandomStreams(uint64_t seed, size_t max_keys) {
       const auto found = std::find_if(matches.begin(), matches.end(), [&](const KvPrefixMatch& m) {
         return m.instance == r.instance && m.rank == r.rank;
       });
-      SCOPED_TRACE(::testing::Message() << "step " << step << " match " << r.instance << "/"
-                                        << r.rank);
+      SCOPED_TRACE(::testing::Message()
+                   << "step " << step << " match " << r.instance << "/" << r.rank);
       if (expected == 0) {
         ASSERT_TRUE(found == matches.end());
       } else {

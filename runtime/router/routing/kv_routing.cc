@@ -31,16 +31,21 @@ absl::StatusOr<v1::ReportKvEventsResponse> KvRouting::Apply(
   }
   for (const v1::KvEventSnapshot& s : report.snapshots()) {
     index_.ApplySnapshot({instance, s.rank(), report.incarnation(), s.seq(),
-                          std::vector<uint64_t>(s.keys().begin(), s.keys().end())});
+                          std::vector<uint64_t>(s.keys().begin(), s.keys().end()),
+                          std::vector<uint64_t>(s.host_keys().begin(), s.host_keys().end()),
+                          std::vector<uint64_t>(s.disk_keys().begin(), s.disk_keys().end())});
     ++snapshots_;
   }
   std::vector<int32_t> behind;
   for (const v1::KvEventBatch& b : report.batches()) {
     ++batches_;
+    const auto keys = [](const auto& repeated) {
+      return std::vector<uint64_t>(repeated.begin(), repeated.end());
+    };
     const bool in_sync =
-        index_.Apply({instance, b.rank(), report.incarnation(), b.seq(),
-                      std::vector<uint64_t>(b.committed().begin(), b.committed().end()),
-                      std::vector<uint64_t>(b.evicted().begin(), b.evicted().end())});
+        index_.Apply({instance, b.rank(), report.incarnation(), b.seq(), keys(b.committed()),
+                      keys(b.evicted()), keys(b.host_stored()), keys(b.host_removed()),
+                      keys(b.disk_stored()), keys(b.disk_removed())});
     if (!in_sync && std::find(behind.begin(), behind.end(), b.rank()) == behind.end()) {
       behind.push_back(b.rank());
     }
@@ -98,21 +103,24 @@ KvRouting::PrefixLookup KvRouting::Lookup(absl::Span<const int32_t> prompt) {
   return lookup;
 }
 
-void KvRouting::Fill(const PrefixLookup& lookup, std::vector<KvCandidate>* candidates) {
+void KvRouting::Fill(const PrefixLookup& lookup, std::vector<KvCandidate>* candidates,
+                     const KvAwareWeights& weights) {
   for (KvCandidate& c : *candidates) {
     c.cached_tokens = 0;
+    c.cached_host_tokens = 0;
+    c.cached_disk_tokens = 0;
     c.cached_rank = -1;
     c.cached_by_rank.clear();
     const auto it = lookup.by_instance.find(c.name);
     if (it == lookup.by_instance.end()) continue;
     const auto& [tokens_per_block, matches] = it->second;
-    ApplyPrefixMatches(matches, tokens_per_block, lookup.max_tokens, c);
+    ApplyPrefixMatches(matches, tokens_per_block, lookup.max_tokens, c, weights);
   }
 }
 
-void KvRouting::FillPrefixes(absl::Span<const int32_t> prompt,
-                             std::vector<KvCandidate>* candidates) {
-  Fill(Lookup(prompt), candidates);
+void KvRouting::FillPrefixes(absl::Span<const int32_t> prompt, std::vector<KvCandidate>* candidates,
+                             const KvAwareWeights& weights) {
+  Fill(Lookup(prompt), candidates, weights);
 }
 
 KvRoutingStats KvRouting::Stats() const {

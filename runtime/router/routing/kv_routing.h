@@ -61,17 +61,19 @@ class KvRouting {
   // Hashes the prompt once per scheme and matches it against the index (the costly
   // part: callers do it before taking their own locks).
   PrefixLookup Lookup(absl::Span<const int32_t> prompt) ABSL_LOCKS_EXCLUDED(mu_);
-  // Sets each candidate's cached prefix (ApplyPrefixMatches); candidates of instances
-  // that never reported hold nothing.
-  static void Fill(const PrefixLookup& lookup, std::vector<KvCandidate>* candidates);
+  // Sets each candidate's cached prefix (ApplyPrefixMatches, its best rank by tokens
+  // weighted by tier); candidates of instances that never reported hold nothing.
+  static void Fill(const PrefixLookup& lookup, std::vector<KvCandidate>* candidates,
+                   const KvAwareWeights& weights = {});
   // Lookup, then Fill.
-  void FillPrefixes(absl::Span<const int32_t> prompt, std::vector<KvCandidate>* candidates)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void FillPrefixes(absl::Span<const int32_t> prompt, std::vector<KvCandidate>* candidates,
+                    const KvAwareWeights& weights = {}) ABSL_LOCKS_EXCLUDED(mu_);
 
   KvRoutingStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
-  // The keys the index holds for one rank, sorted (tests).
-  std::vector<uint64_t> KeysOf(const std::string& instance, int32_t rank) const {
-    return index_.KeysOf(instance, rank);
+  // The keys the index holds for one rank in one tier, sorted (tests).
+  std::vector<uint64_t> KeysOf(const std::string& instance, int32_t rank,
+                               KvTier tier = KvTier::kDevice) const {
+    return index_.KeysOf(instance, rank, tier);
   }
 
  private:

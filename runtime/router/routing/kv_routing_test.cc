@@ -52,6 +52,41 @@ std::vector<KvCandidate> Candidates(std::initializer_list<const char*> names) {
   return out;
 }
 
+// The report's tiers reach the index (batches and snapshots), and the prefix a rank
+// holds only in its host tier counts below one on another rank's device.
+TEST(KvRoutingTest, TheTiersOfAReportReachTheIndexAndTheScore) {
+  KvRouting kv({});
+  const std::vector<int32_t> prompt = Tokens(5 * kTpb, 10);
+  const std::vector<uint64_t> chain = kv::PrefixHashChain(kSalt, kTpb, prompt);
+  v1::ReportKvEventsRequest r = Report("agg0");
+  Commit(r, 0, 1, prompt, 2);             // rank 0: 2 blocks on the device
+  v1::KvEventBatch* b = r.add_batches();  // rank 1: 4 blocks in its host tier, 1 on disk
+  b->set_rank(1);
+  b->set_seq(1);
+  for (int i = 0; i < 4; ++i) b->add_host_stored(chain[static_cast<size_t>(i)]);
+  b->add_disk_stored(chain[4]);
+  v1::KvEventSnapshot* s = r.add_snapshots();  // rank 2: a snapshot with a host block
+  s->set_rank(2);
+  s->set_seq(0);
+  s->add_host_keys(chain[0]);
+  ASSERT_THAT(kv.Apply(r), IsOk());
+  EXPECT_THAT(kv.KeysOf("agg0", 1, KvTier::kHost), ::testing::SizeIs(4));
+  EXPECT_THAT(kv.KeysOf("agg0", 1, KvTier::kDisk), ElementsAre(chain[4]));
+  EXPECT_THAT(kv.KeysOf("agg0", 2, KvTier::kHost), ElementsAre(chain[0]));
+  std::vector<KvCandidate> c = Candidates({"agg0"});
+  // The prompt minus its last token: 4 full blocks, all on rank 1's host tier (weighted
+  // 0.5 x 16 = 8 tokens) against rank 0's 2 device blocks (8 tokens): a tie, no hint.
+  kv.FillPrefixes(prompt, &c);
+  EXPECT_EQ(c[0].cached_rank, -1);
+  EXPECT_EQ(c[0].cached_by_rank, (std::vector<int64_t>{2 * kTpb, 4 * kTpb, kTpb}));
+  // Host hits worth more: rank 1.
+  kv.FillPrefixes(prompt, &c, {.host_hit = 0.75});
+  EXPECT_EQ(c[0].cached_rank, 1);
+  EXPECT_EQ(c[0].cached_tokens, 4 * kTpb);
+  EXPECT_EQ(c[0].cached_host_tokens, 4 * kTpb);
+  EXPECT_EQ(c[0].cached_disk_tokens, 0);
+}
+
 TEST(KvRoutingTest, FindsTheRankHoldingThePromptsPrefix) {
   KvRouting kv({});
   const std::vector<int32_t> prompt = Tokens(5 * kTpb, 10);
