@@ -28,6 +28,7 @@ constexpr double kHeadNoise = 0.5;   // unstructured part of the LM head
 constexpr double kRouterGain = 3.0;  // sharpness of MoE routing
 constexpr double kRouterBiasScale = 0.1;  // e_score_correction_bias (choice only)
 constexpr int kDeepseekShards = 3;        // safetensors files of the DeepSeek presets
+constexpr float kMtpHiddenMix = 0.1f;     // eh_proj's weight on the previous hidden state
 
 // A counter-based stream: the values of a tensor depend only on (seed, name, salt).
 class Stream {
@@ -253,12 +254,14 @@ absl::StatusOr<ModelConfig> PresetConfig(const std::string& preset) {
     config.norm_topk_prob = true;
     config.moe_naming = MoeNaming::kMixtral;
     config.moe_layer.assign(config.num_layers, true);
-  } else if (preset == "tiny-dsv3" || preset == "tiny-dsv3-fp8") {
+  } else if (preset == "tiny-dsv3" || preset == "tiny-dsv3-fp8" || preset == "tiny-dsv3-mtp") {
     DeepseekPreset(config);
     config.fp8.enabled = preset == "tiny-dsv3-fp8";
+    if (preset == "tiny-dsv3-mtp") config.num_nextn_predict_layers = 1;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "preset: '", preset, "' is not one of tiny, tiny-moe, tiny-dsv3, tiny-dsv3-fp8"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("preset: '", preset,
+                     "' is not one of tiny, tiny-moe, tiny-dsv3, tiny-dsv3-fp8, tiny-dsv3-mtp"));
   }
   RETURN_IF_ERROR(config.Validate());
   return config;
@@ -346,13 +349,57 @@ std::vector<TensorToWrite> GenerateTensors(const ModelConfig& config, uint64_t s
   return tensors;
 }
 
+// The MTP layer (index L = num_layers) of a DeepSeek-family target, built to track the
+// target: its decoder layer is a copy of the target's last layer (tensors and FP8
+// scales), enorm and hnorm are ones, eh_proj = [I | kMtpHiddenMix * I] (mostly the next
+// token's embedding, as the target's first layer sees it), shared_head.norm and
+// shared_head.head copy the target's final norm and LM head; embed_tokens is left out
+// (shared with the target's, as checkpoints may do).
+void AppendMtpLayer(const ModelConfig& config, DType dtype, std::vector<TensorToWrite>& tensors) {
+  const int last = config.num_layers - 1;
+  const std::string from = LayerName(last, "");
+  const int hidden = config.hidden_size;
+  const size_t count = tensors.size();
+  for (size_t i = 0; i < count; ++i) {
+    if (!absl::StartsWith(tensors[i].name, from)) continue;
+    TensorToWrite copy = tensors[i];
+    copy.name = LayerName(config.num_layers, tensors[i].name.substr(from.size()));
+    tensors.push_back(std::move(copy));
+  }
+  auto find = [&](const std::string& name) -> const TensorToWrite& {
+    for (const TensorToWrite& t : tensors) {
+      if (t.name == name) return t;
+    }
+    return tensors.front();  // not reached: the target's tensors are all there
+  };
+  const int64_t h = hidden;
+  tensors.push_back({LayerName(config.num_layers, "enorm.weight"), {h},
+                     std::vector<float>(hidden, 1.0f), dtype});
+  tensors.push_back({LayerName(config.num_layers, "hnorm.weight"), {h},
+                     std::vector<float>(hidden, 1.0f), dtype});
+  std::vector<float> eh(static_cast<size_t>(hidden) * 2 * hidden, 0.0f);
+  for (int j = 0; j < hidden; ++j) {
+    eh[static_cast<size_t>(j) * 2 * hidden + j] = 1.0f;
+    eh[static_cast<size_t>(j) * 2 * hidden + hidden + j] = kMtpHiddenMix;
+  }
+  tensors.push_back({LayerName(config.num_layers, "eh_proj.weight"), {h, 2 * h}, eh, dtype});
+  TensorToWrite norm = find(FinalNormName());
+  norm.name = LayerName(config.num_layers, "shared_head.norm.weight");
+  tensors.push_back(std::move(norm));
+  TensorToWrite head = find(config.tie_word_embeddings ? EmbeddingName() : LmHeadName());
+  head.name = LayerName(config.num_layers, "shared_head.head.weight");
+  tensors.push_back(std::move(head));
+}
+
 absl::Status WriteModel(const ModelConfig& config, const std::string& dir, uint64_t seed,
                         DType dtype, const ModelConfig* draft_of, double perturbation) {
   RETURN_IF_ERROR(config.Validate());
   RETURN_IF_ERROR(MakeDirectories(dir));
   RETURN_IF_ERROR(WriteStringToFile(JoinPath(dir, "config.json"), ModelConfigToJson(config)));
-  const std::vector<TensorToWrite> tensors =
-      GenerateTensors(config, seed, dtype, draft_of, perturbation);
+  std::vector<TensorToWrite> tensors = GenerateTensors(config, seed, dtype, draft_of, perturbation);
+  if (draft_of == nullptr && config.is_deepseek() && config.num_nextn_predict_layers > 0) {
+    AppendMtpLayer(config, dtype, tensors);
+  }
   if (config.is_deepseek()) {
     RETURN_IF_ERROR(WriteShards(tensors, dir, kDeepseekShards));
   } else {

@@ -18,6 +18,11 @@
 // tokenizer files of make_model_tokenizer.h (tokenizer.json with DeepSeek-V3's
 // pre-tokenizer rules, tokenizer_config.json with its chat template's shape) instead
 // of lockstep_tokenizer.json; the draft is a one-layer llama.
+// tiny-dsv3-mtp adds one multi-token-prediction layer (num_nextn_predict_layers 1,
+// tensors model.layers.3.{enorm,hnorm,eh_proj,shared_head.*} and a decoder layer)
+// built to track the target: a copy of its last layer fed mostly with the next token's
+// embedding (AppendMtpLayer in make_model.cc); its measured acceptance is in
+// docs/perf.md ("## MTP").
 //
 // Output files are a pure function of (preset, seed, draft_perturbation, dtype).
 #ifndef LOCKSTEP_RUNTIME_ENGINE_MODEL_MAKE_MODEL_H_
@@ -39,7 +44,8 @@ inline constexpr int32_t kByteBosToken = 256;
 inline constexpr int32_t kByteEosToken = 257;
 
 struct MakeModelOptions {
-  std::string preset = "tiny";  // tiny | tiny-moe | tiny-dsv3 | tiny-dsv3-fp8
+  // tiny | tiny-moe | tiny-dsv3 | tiny-dsv3-fp8 | tiny-dsv3-mtp
+  std::string preset = "tiny";
   std::string out_dir;
   uint64_t seed = 1;
   double draft_perturbation = kDefaultDraftPerturbation;
