@@ -51,7 +51,7 @@ class RouterDaemon {
  public:
   struct Options {
     Clock* clock = nullptr;  // null: SystemClock::Get()
-    // null: loaded from the model directory (config.model.path, model_text.h), with
+    // null: loaded from the model directory (config.model.path, text/model_text.h), with
     // the end-of-generation ids of its generation_config.json.
     std::optional<tok::ByteTokenizer> tokenizer;
     // Takes precedence over `tokenizer` when set.
@@ -59,7 +59,7 @@ class RouterDaemon {
     absl::Duration sweep_interval = absl::Milliseconds(100);
     absl::Duration keepalive_interval = absl::Seconds(1);
     // Starts the threads of an HTTP request's choices beyond the first (tests inject
-    // failures; choice_threads.h).
+    // failures; http/choice_threads.h).
     ThreadStarter start_thread = StartThread;
   };
 

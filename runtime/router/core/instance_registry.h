@@ -93,7 +93,7 @@ class InstanceRegistry {
     // registers or stops serving is removed from it.
     KvRouting* kv = nullptr;
     KvAwareWeights kv_weights;  // policy kv_aware
-    // router.max_queued_requests (queue_limit.h): an instance with this many requests
+    // router.max_queued_requests (routing/queue_limit.h): an instance with this many requests
     // in flight from this router is not picked. 0: no limit.
     int64_t max_queued_requests = 0;
   };

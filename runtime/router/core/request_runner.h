@@ -82,7 +82,7 @@ class RequestRunner {
   bool CanRoute(absl::Span<const std::string> exclude = {}) const;
 
   // Whether a request for `model` can start now: UNAVAILABLE without a route; with one,
-  // RESOURCE_EXHAUSTED (queue_limit.h, counted as a refusal) when every healthy
+  // RESOURCE_EXHAUSTED (routing/queue_limit.h, counted as a refusal) when every healthy
   // instance of a role it needs is at router.max_queued_requests. The frontends ask
   // before they answer, so that the refusal is an HTTP 429 / RESOURCE_EXHAUSTED at once.
   // Run checks again when it picks each instance (another request may have taken the

@@ -83,7 +83,7 @@ class RouterMetrics {
     requests_.Increment({std::string(OutcomeOf(status))});
   }
   void Unauthorized() { requests_.Increment({"unauthorized"}); }
-  // A request refused for overload (admission.h, queue_limit.h), by reason.
+  // A request refused for overload (routing/admission.h, routing/queue_limit.h), by reason.
   void Refused(std::string_view reason) { refusals_.Increment({std::string(reason)}); }
   double RefusalCount(std::string_view reason) const {
     return refusals_.Value({std::string(reason)});
@@ -111,7 +111,7 @@ class RouterMetrics {
     return requests_.Value({std::string(outcome)});
   }
 
-  // Routing (kv_aware_policy.h): a leg's instance choice; whether the rank that served a
+  // Routing (routing/kv_aware_policy.h): a leg's instance choice; whether the rank that served a
   // hinted leg was the hinted one; cached prompt tokens on the rank that served a leg.
   void RoutingDecision(RoutingReason reason) {
     routing_decisions_.Increment({std::string(RoutingReasonName(reason))});

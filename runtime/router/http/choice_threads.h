@@ -3,7 +3,7 @@
 // provider), every other choice on a thread of its own. Those threads are all started,
 // parked, before any choice runs, so a thread the system refuses fails the whole request
 // with UNAVAILABLE (HTTP 503) before anything ran; it never terminates the process.
-// They are bounded by admission: each choice holds a place (admission.h).
+// They are bounded by admission: each choice holds a place (routing/admission.h).
 //
 //   ASSIGN_OR_RETURN(std::unique_ptr<ChoiceThreads> threads,
 //                    ChoiceThreads::Start(n, StartThread));

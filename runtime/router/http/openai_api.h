@@ -11,7 +11,7 @@
 // tool_choice "auto" or "none", parallel_tool_calls and include_reasoning:
 // openai_tools.h; rendered by the model's template), max_tokens (chat also
 // max_completion_tokens), temperature, top_p (each omitted one, like the top_k and
-// repetition_penalty extensions, takes the model's default, sampling_defaults.h, else
+// repetition_penalty extensions, takes the model's default, text/sampling_defaults.h, else
 // temperature 1 and the others off), seed, n (1..128: n choices, choice i sampled with
 // ChoiceSeed(seed, i)), stream, stream_options.include_usage, logprobs (completions:
 // top-n count; chat: bool with top_logprobs), echo (completions: the prompt text

@@ -51,7 +51,7 @@ class Admission {
   std::atomic<int64_t> refused_{0};
 };
 
-// The refusal reason label of a request beyond the limit (router_metrics.h).
+// The refusal reason label of a request beyond the limit (core/router_metrics.h).
 inline constexpr char kAdmissionReason[] = "max_concurrent_requests";
 
 // Seconds a refused client is told to wait before retrying (HTTP Retry-After).
