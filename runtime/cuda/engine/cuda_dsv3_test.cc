@@ -9,7 +9,9 @@
 // q_lora_rank whose YaRN original context (16) the prompts pass. The latent cache both
 // engines wrote holds the same values in the same layout (what a CPU <-> CUDA KV
 // transfer relies on), and a decode step replayed from its CUDA graph (pad row included)
-// gives the eager step's bits. Skips without a GPU.
+// gives the eager step's bits. Through the engine: f32 greedy tokens equal the CPU
+// engine's, and in bf16 graphs and speculation (n-gram, draft model) leave the greedy
+// tokens alone. Skips without a GPU.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -235,6 +237,56 @@ TEST(CudaDeepseekTest, EngineGreedyTokensEqualTheCpuEngines) {
     EXPECT_EQ(gpu.output(r.id).tokens, cpu.output(r.id).tokens) << "request " << r.id;
     EXPECT_EQ(gpu.output(r.id).tokens.size(), 16u);
   }
+}
+
+// Greedy tokens of tiny-dsv3 on the CUDA engine (bf16, batch-invariant GEMMs) from
+// `requests` with graphs on or off and speculation (the draft's K/V in spec buffers of
+// the latent layout for the target's verification).
+std::vector<std::vector<int32_t>> ServeOnDevice(const std::vector<et::HostRequest>& requests,
+                                                bool graphs, spec::Method method, int k) {
+  const std::string dir = et::PresetModelDir("tiny-dsv3");
+  engine::DeviceEngineOptions o;
+  o.name = "dsv3";
+  o.model_dir = dir;
+  if (method != spec::Method::kNone) o.speculative = {.method = method, .num_draft_tokens = k};
+  if (method == spec::Method::kDraftModel) o.draft_model_dir = dir + "/draft";
+  o.dtype = engine::DeviceDtype::kBf16;
+  o.batch_invariant = true;
+  o.graphs = graphs;
+  o.tokens_per_block = kTokensPerBlock;
+  o.max_batch_size = 8;
+  o.max_num_tokens = 8 * 24;
+  testing::DeviceTestEngine device(kBlocks * 4);
+  const absl::Status started = device.Start(o);
+  EXPECT_THAT(started, IsOk());
+  if (!started.ok()) return {};
+  const kv::BlockLayout bookkeeping{1, 1, 1, kTokensPerBlock};
+  et::HostPool target(bookkeeping, kBlocks * 4, 1);
+  et::HostPool draft(bookkeeping, kBlocks * 4, 2);
+  et::HostOptions h;
+  h.chunk_size = 24;
+  h.num_draft_tokens = k;
+  h.spec_method = method == spec::Method::kNone ? spec::Method::kDraftModel : method;
+  h.overlap = true;
+  et::MiniHost host(device.engine(), &target,
+                    method == spec::Method::kDraftModel ? &draft : nullptr, h);
+  for (const et::HostRequest& r : requests) host.Add(r);
+  EXPECT_THAT(host.Run(), IsOk());
+  std::vector<std::vector<int32_t>> tokens;
+  for (const et::HostRequest& r : requests) tokens.push_back(host.output(r.id).tokens);
+  return tokens;
+}
+
+TEST(CudaDeepseekTest, GraphsAndSpeculationLeaveTheTokensAlone) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const std::vector<et::HostRequest> requests =
+      et::SpecPrompts(4, 3, 12, /*stochastic=*/false, /*repeating=*/true);
+  const auto base = ServeOnDevice(requests, true, spec::Method::kNone, 0);
+  ASSERT_EQ(base.size(), requests.size());
+  EXPECT_EQ(ServeOnDevice(requests, false, spec::Method::kNone, 0), base) << "graphs off";
+  EXPECT_EQ(ServeOnDevice(requests, true, spec::Method::kNgram, 3), base) << "n-gram K=3";
+  EXPECT_EQ(ServeOnDevice(requests, true, spec::Method::kDraftModel, 2), base)
+      << "draft model K=2";
 }
 
 }  // namespace
