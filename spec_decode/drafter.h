@@ -9,6 +9,8 @@
 //     sequence of the batch that has draft KV (also those proposing nothing, whose KV
 //     must still catch up), with the tokens this step confirmed, and keeps its
 //     per-sequence state in a DraftSequenceState the engine holds with the sequence.
+//     The MTP module (runtime/engine/cpu/mtp_drafter.h) is a KV drafter that also
+//     reads the target's last hidden states of the step (needs_target_hidden()).
 // The proposals are verified by the sequence's next step.
 //
 // Thread-compatible: one engine thread calls it.
@@ -58,6 +60,14 @@ struct DraftQuery {
   bool restart = false;
   // From NewState; null for a context chunk before the prompt's last.
   DraftSequenceState* state = nullptr;
+
+  // Drafters with needs_target_hidden() only: the target's last hidden states (after
+  // the last layer, before the final norm) of this step's rows, [hidden_rows,
+  // hidden_size] row-major for positions hidden_first_position, ...; valid during
+  // Propose.
+  const float* target_hidden = nullptr;
+  int64_t hidden_first_position = 0;
+  int hidden_rows = 0;
 };
 
 class Drafter {
@@ -68,6 +78,9 @@ class Drafter {
 
   // A KV drafter (see the top of this file); false: a token drafter.
   virtual bool keeps_kv() const { return false; }
+
+  // A KV drafter that reads the target's hidden states (DraftQuery::target_hidden).
+  virtual bool needs_target_hidden() const { return false; }
 
   // A KV drafter's state for a new sequence; null for a token drafter.
   virtual std::unique_ptr<DraftSequenceState> NewState() const { return nullptr; }

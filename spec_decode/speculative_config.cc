@@ -15,16 +15,18 @@ const char* MethodName(Method method) {
       return "draft_model";
     case Method::kNgram:
       return "ngram";
+    case Method::kMtp:
+      return "mtp";
   }
   return "unknown";
 }
 
 absl::StatusOr<Method> ParseMethod(std::string_view name) {
-  for (Method m : {Method::kNone, Method::kDraftModel, Method::kNgram}) {
+  for (Method m : {Method::kNone, Method::kDraftModel, Method::kNgram, Method::kMtp}) {
     if (name == MethodName(m)) return m;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown speculative method '", std::string(name), "' (none, draft_model or ngram)"));
+      absl::StrCat("unknown speculative method '", std::string(name), "' (none, draft_model, ngram or mtp)"));
 }
 
 namespace {
@@ -42,7 +44,7 @@ std::vector<ConfigProblem> SpeculativeConfig::Problems() const {
       problems.push_back(
           {"num_draft_tokens", absl::StrCat("must be 0 with method none, got ", num_draft_tokens)});
     }
-    if (dynamic) problems.push_back({"dynamic", "needs a method (draft_model or ngram)"});
+    if (dynamic) problems.push_back({"dynamic", "needs a method (draft_model, ngram or mtp)"});
   } else if (num_draft_tokens < 1 || num_draft_tokens > kMaxDraftTokens) {
     problems.push_back({"num_draft_tokens", OutOfRange(num_draft_tokens, 1, kMaxDraftTokens)});
   }
@@ -53,10 +55,11 @@ std::vector<ConfigProblem> SpeculativeConfig::Problems() const {
 }
 
 std::string SpeculativeConfig::DraftPoolProblem(kv::DraftMode draft_pool) const {
-  if (method == Method::kDraftModel) {
+  if (method == Method::kDraftModel || method == Method::kMtp) {
     if (draft_pool != kv::DraftMode::kNone) return "";
-    return "must be paired or unpaired with speculative.method draft_model (the draft model's "
-           "KV lives there)";
+    return absl::StrCat("must be paired or unpaired with speculative.method ", MethodName(method),
+                        method == Method::kMtp ? " (the MTP module's KV lives there)"
+                                               : " (the draft model's KV lives there)");
   }
   if (draft_pool == kv::DraftMode::kNone) return "";
   return absl::StrCat("must be none with speculative.method ", MethodName(method), " (",

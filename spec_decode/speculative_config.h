@@ -29,10 +29,11 @@ enum class Method {
   kNone,        // no speculation
   kDraftModel,  // a second, smaller model proposes (its KV in a draft pool)
   kNgram,       // prompt lookup: copy what followed the last match (no draft KV)
+  kMtp,         // the target's own multi-token-prediction module (its KV in a draft pool)
 };
 
 const char* MethodName(Method method);
-// "none", "draft_model", "ngram"; InvalidArgument naming the accepted values otherwise.
+// "none", "draft_model", "ngram", "mtp"; InvalidArgument naming the accepted values otherwise.
 absl::StatusOr<Method> ParseMethod(std::string_view name);
 
 // One rule a SpeculativeConfig breaks: the field as the YAML block names it
@@ -57,14 +58,16 @@ struct SpeculativeConfig {
 
   // Speculation is on.
   bool enabled() const { return method != Method::kNone && num_draft_tokens > 0; }
-  // The method keeps KV of its own (a draft pool).
-  bool needs_draft_kv() const { return method == Method::kDraftModel && num_draft_tokens > 0; }
+  // The method keeps KV of its own (a draft pool): the draft model and MTP.
+  bool needs_draft_kv() const {
+    return (method == Method::kDraftModel || method == Method::kMtp) && num_draft_tokens > 0;
+  }
 
   // Every rule the fields break, in field order; empty when valid.
   std::vector<ConfigProblem> Problems() const;
   // What is wrong with running over a draft KV pool in `draft_pool` mode, in the words
   // of a message about the pool's field ("must be none with speculative.method ngram
-  // ..."); empty when nothing is: the draft model needs a pool, the other methods none.
+  // ..."); empty when nothing is: the draft model and MTP need a pool, the others none.
   std::string DraftPoolProblem(kv::DraftMode draft_pool) const;
   // InvalidArgument listing Problems() as "field: message", one per line.
   absl::Status Validate() const;

@@ -16,7 +16,7 @@ std::vector<std::string> Lines(const SpeculativeConfig& c) {
 }
 
 TEST(SpeculativeConfigTest, MethodNamesRoundTrip) {
-  for (Method m : {Method::kNone, Method::kDraftModel, Method::kNgram}) {
+  for (Method m : {Method::kNone, Method::kDraftModel, Method::kNgram, Method::kMtp}) {
     const absl::StatusOr<Method> parsed = ParseMethod(MethodName(m));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, m);
@@ -45,10 +45,10 @@ TEST(SpeculativeConfigTest, ProblemsNameTheField) {
   SpeculativeConfig none{.num_draft_tokens = 3, .dynamic = true};
   EXPECT_EQ(Lines(none),
             (std::vector<std::string>{"num_draft_tokens: must be 0 with method none, got 3",
-                                      "dynamic: needs a method (draft_model or ngram)"}));
+                                      "dynamic: needs a method (draft_model, ngram or mtp)"}));
 }
 
-TEST(SpeculativeConfigTest, TheDraftModelNeedsADraftPoolAndNothingElseUsesOne) {
+TEST(SpeculativeConfigTest, TheDraftModelAndMtpNeedADraftPoolAndNothingElseUsesOne) {
   const SpeculativeConfig draft{.method = Method::kDraftModel, .num_draft_tokens = 3};
   EXPECT_TRUE(draft.needs_draft_kv());
   EXPECT_EQ(draft.DraftPoolProblem(kv::DraftMode::kPaired), "");
@@ -56,6 +56,12 @@ TEST(SpeculativeConfigTest, TheDraftModelNeedsADraftPoolAndNothingElseUsesOne) {
   EXPECT_EQ(draft.DraftPoolProblem(kv::DraftMode::kNone),
             "must be paired or unpaired with speculative.method draft_model (the draft model's "
             "KV lives there)");
+  const SpeculativeConfig mtp{.method = Method::kMtp, .num_draft_tokens = 2};
+  EXPECT_TRUE(mtp.needs_draft_kv());
+  EXPECT_EQ(mtp.DraftPoolProblem(kv::DraftMode::kPaired), "");
+  EXPECT_EQ(mtp.DraftPoolProblem(kv::DraftMode::kNone),
+            "must be paired or unpaired with speculative.method mtp (the MTP module's KV lives "
+            "there)");
   const SpeculativeConfig ngram{.method = Method::kNgram, .num_draft_tokens = 3};
   EXPECT_EQ(ngram.DraftPoolProblem(kv::DraftMode::kNone), "");
   EXPECT_EQ(ngram.DraftPoolProblem(kv::DraftMode::kUnpaired),

@@ -272,7 +272,13 @@ absl::StatusOr<const float*> BatchRunner::TargetForward(const Batch& batch, bool
     agreement.max_rows = static_cast<int64_t>(rows_.size());
     agreement.any_context = !batch.context.empty();
   }
-  return target_->Forward({rows_, seqs_, logit_rows_, agreement}, target_pool_, arena_, threads_);
+  ForwardInput input{rows_, seqs_, logit_rows_, agreement};
+  target_hidden_ = nullptr;
+  if (drafter_ != nullptr && drafter_->needs_target_hidden()) {  // MTP reads them
+    target_hidden_ = arena_.Alloc<float>((rows_.size() + 1) * target_->config().hidden_size);
+    input.hidden_out = target_hidden_;
+  }
+  return target_->Forward(input, target_pool_, arena_, threads_);
 }
 
 SamplingHistory BatchRunner::HistoryOf(const Batch& batch, const SeqWork& work) {
@@ -421,6 +427,12 @@ absl::Status BatchRunner::Drafts(const Batch& batch, bool empty) {
       query.kv_limit = work.draft_limit;
       query.restart = work.restart;
       query.state = work.state == nullptr ? nullptr : work.state->drafter_state.get();
+      if (target_hidden_ != nullptr) {
+        query.target_hidden =
+            target_hidden_ + static_cast<size_t>(work.first_row) * target_->config().hidden_size;
+        query.hidden_first_position = work.start;
+        query.hidden_rows = work.num_rows;
+      }
     } else {
       // The proposing sequences, with their tokens (ExtendTokens filled them).
       if (work.state == nullptr || work.propose == 0) continue;

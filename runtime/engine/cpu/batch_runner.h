@@ -4,8 +4,9 @@
 // verifying its drafts), sampling and acceptance (spec_decode/acceptance.h), then one
 // spec::Drafter call for the proposals of the next step: a token drafter (n-gram) on
 // each proposing sequence's tokens, or a KV drafter (the draft model,
-// draft_model_drafter.h) on every sequence with draft KV, whose K passes also catch
-// its KV up.
+// draft_model_drafter.h; or the MTP module, mtp_drafter.h, which also reads the
+// target's last hidden states of the step) on every sequence with draft KV, whose K
+// passes also catch its KV up.
 //
 // Collectives: every Run makes target.collectives_per_forward() collective calls and
 // the drafter's (the draft model: K * draft.collectives_per_forward()), in the same
@@ -186,6 +187,9 @@ class BatchRunner {
   std::vector<spec::DraftQuery> queries_;
   std::vector<int> query_work_;  // queries_[q] belongs to work_[query_work_[q]]
   std::vector<std::vector<int32_t>> proposals_;
+  // The target's last hidden states of this Run's rows (in arena_), for a drafter that
+  // reads them (MTP); null otherwise.
+  float* target_hidden_ = nullptr;
 };
 
 }  // namespace lockstep::engine

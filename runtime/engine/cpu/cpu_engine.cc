@@ -10,6 +10,8 @@
 #include "runtime/engine/cpu/expert_placement.h"
 #include "runtime/engine/cpu/expert_rebalance.h"
 #include "runtime/eplb/placement.h"
+#include "runtime/engine/cpu/mtp_drafter.h"
+#include "runtime/engine/cpu/mtp_module.h"
 #include "runtime/engine/cpu/parallel.h"
 #include "runtime/engine/cpu/transformer.h"
 #include "runtime/engine/engine_thread.h"
@@ -19,13 +21,20 @@
 namespace lockstep::engine {
 namespace {
 
-// The drafter `options` asks for (`draft`: the loaded draft model, or null), or null.
+// The drafter `options` asks for (`draft`: the loaded draft model, `mtp`: the MTP
+// module, or null), or null.
 std::unique_ptr<spec::Drafter> MakeDrafter(const CpuEngineOptions& options,
-                                           const Transformer* draft, ThreadPool* threads) {
+                                           const Transformer* draft, const MtpModule* mtp,
+                                           ThreadPool* threads) {
   const spec::SpeculativeConfig& speculative = options.speculative;
   if (!speculative.enabled()) return nullptr;
   if (speculative.method == spec::Method::kNgram) {
     return std::make_unique<spec::NgramDrafter>(speculative.ngram_max);
+  }
+  if (mtp != nullptr) {
+    return std::make_unique<MtpDrafter>(
+        mtp, KvPoolView{options.draft_storage, options.draft_layout, options.draft_num_blocks},
+        speculative.num_draft_tokens, threads);
   }
   if (draft == nullptr) return nullptr;
   return std::make_unique<DraftModelDrafter>(
@@ -35,7 +44,7 @@ std::unique_ptr<spec::Drafter> MakeDrafter(const CpuEngineOptions& options,
 
 // Checks a pool against the model it holds KV for; errors name both.
 absl::Status CheckPool(const char* name, const float* storage, const kv::BlockLayout& layout,
-                       int32_t num_blocks, const Transformer& model, const std::string& dir) {
+                       int32_t num_blocks, const ForwardModel& model, const std::string& dir) {
   if (storage == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, "_storage is null"));
   RETURN_IF_ERROR(layout.Validate());
   if (num_blocks < 1) {
@@ -54,11 +63,12 @@ absl::Status CheckPool(const char* name, const float* storage, const kv::BlockLa
 class CpuParts final : public EngineParts {
  public:
   CpuParts(std::unique_ptr<Transformer> target, std::unique_ptr<Transformer> draft,
-           const CpuEngineOptions& options)
+           std::unique_ptr<MtpModule> mtp, const CpuEngineOptions& options)
       : target_(std::move(target)),
         draft_(std::move(draft)),
+        mtp_(std::move(mtp)),
         threads_(options.num_threads),
-        drafter_(MakeDrafter(options, draft_.get(), &threads_)),
+        drafter_(MakeDrafter(options, draft_.get(), mtp_.get(), &threads_)),
         runner_(target_.get(),
                 {options.target_storage, options.target_layout, options.target_num_blocks},
                 drafter_.get(),
@@ -75,8 +85,9 @@ class CpuParts final : public EngineParts {
  private:
   const std::unique_ptr<Transformer> target_;
   const std::unique_ptr<Transformer> draft_;
+  const std::unique_ptr<MtpModule> mtp_;  // speculative.method mtp
   ThreadPool threads_;
-  const std::unique_ptr<spec::Drafter> drafter_;  // the draft model's, n-gram, or null
+  const std::unique_ptr<spec::Drafter> drafter_;  // the draft model's, MTP, n-gram, or null
   BatchRunner runner_;
   GrammarSource grammars_;  // constrained decoding's vocabulary and compiled grammars
 };
@@ -90,6 +101,16 @@ absl::StatusOr<kv::BlockLayout> ModelBlockLayout(const std::string& model_dir,
                                config.cache_head_dim(), tokens_per_block};
   RETURN_IF_ERROR(layout.Validate());
   return layout;
+}
+
+absl::StatusOr<kv::BlockLayout> DraftBlockLayout(const spec::SpeculativeConfig& speculative,
+                                                 const std::string& model_dir,
+                                                 const std::string& draft_model_dir,
+                                                 int tokens_per_block) {
+  if (speculative.method == spec::Method::kMtp) {
+    return MtpModule::BlockLayout(model_dir, tokens_per_block);
+  }
+  return ModelBlockLayout(draft_model_dir, tokens_per_block);
 }
 
 absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOptions& options) {
@@ -107,7 +128,8 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
     return absl::InvalidArgumentError("world_size > 1 needs a communicator");
   }
   RETURN_IF_ERROR(options.speculative.Validate());
-  const bool draft_model = options.speculative.needs_draft_kv();
+  const bool mtp = options.speculative.enabled() && options.speculative.method == spec::Method::kMtp;
+  const bool draft_model = options.speculative.needs_draft_kv() && !mtp;
   if (draft_model && options.draft_model_dir.empty()) {
     return absl::InvalidArgumentError("speculative.method draft_model needs draft_model_dir");
   }
@@ -165,10 +187,18 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
                        target->config().vocab_size, " (", options.model_dir, ")"));
     }
   }
+  std::unique_ptr<MtpModule> mtp_module;
+  if (mtp) {
+    ASSIGN_OR_RETURN(mtp_module, MtpModule::Load(options.model_dir, group));
+    RETURN_IF_ERROR(CheckPool("draft", options.draft_storage, options.draft_layout,
+                              options.draft_num_blocks, mtp_module->layer(),
+                              absl::StrCat(options.model_dir, " (its MTP layer)")));
+  }
   const ModelConfig& config = target->config();
   const EngineInfo info{config.vocab_size, config.eos_token_id, config.max_position};
   return std::unique_ptr<ModelEngine>(std::make_unique<EngineThread>(
-      info, std::make_unique<CpuParts>(std::move(target), std::move(draft), options)));
+      info, std::make_unique<CpuParts>(std::move(target), std::move(draft),
+                                       std::move(mtp_module), options)));
 }
 
 }  // namespace lockstep::engine

@@ -35,9 +35,11 @@ struct CpuEngineOptions {
   std::string model_dir;
   // What the engine speculates with, the instance's `speculative:` block as is (its
   // rules checked by SpeculativeConfig::Validate; the default speculates not at all).
-  // kDraftModel loads `draft_model_dir` (its KV in the draft pool); kNgram is the
-  // prompt-lookup drafter (no draft model, no draft pool). Dynamic K is the executor's:
-  // the engine sizes its buffers by num_draft_tokens.
+  // kDraftModel loads `draft_model_dir` (its KV in the draft pool); kMtp runs the
+  // model's own MTP layer (mtp_module.h; its KV in the draft pool, laid out by
+  // DraftBlockLayout); kNgram is the prompt-lookup drafter (no draft model, no draft
+  // pool). Dynamic K is the executor's: the engine sizes its buffers by
+  // num_draft_tokens.
   spec::SpeculativeConfig speculative;
   // Draft model directory (kDraftModel).
   std::string draft_model_dir;
@@ -79,6 +81,13 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
 
 // The KV block layout the model in `model_dir` needs for `tokens_per_block`.
 absl::StatusOr<kv::BlockLayout> ModelBlockLayout(const std::string& model_dir,
+                                                 int tokens_per_block);
+
+// The draft pool's layout for `speculative`: the draft model's in `draft_model_dir`,
+// or with kMtp the MTP layer's of the model in `model_dir`.
+absl::StatusOr<kv::BlockLayout> DraftBlockLayout(const spec::SpeculativeConfig& speculative,
+                                                 const std::string& model_dir,
+                                                 const std::string& draft_model_dir,
                                                  int tokens_per_block);
 
 }  // namespace lockstep::engine

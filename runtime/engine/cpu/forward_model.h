@@ -51,6 +51,11 @@ struct ForwardInput {
   // The step's agreement (model_engine.h) for the target's forward; this forward's
   // own values (not agreed) for any other.
   StepAgreement agreement;
+  // Where set (the CPU transformer; MTP, runtime/engine/cpu/mtp_module.h): the rows'
+  // input hidden states, [rows, hidden] (instead of the token embeddings), and where
+  // the last layer's output hidden states (before the final norm) of every row go.
+  const float* input_hidden = nullptr;
+  float* hidden_out = nullptr;
 };
 
 // A sequence's spec buffer (SequenceKv::spec), where the model's Forward reads it.

@@ -151,9 +151,10 @@ absl::StatusOr<const float*> Transformer::Forward(const ForwardInput& input, con
   float* sin = arena.Alloc<float>(rows * half);
   for (int i = 0; i < m; ++i) {
     const ForwardRow& row = input.rows[i];
-    std::memcpy(h + static_cast<size_t>(i) * hidden,
-                weights_.embedding.data() + static_cast<size_t>(row.token) * hidden,
-                hidden * sizeof(float));
+    const float* in = input.input_hidden != nullptr
+                          ? input.input_hidden + static_cast<size_t>(i) * hidden
+                          : weights_.embedding.data() + static_cast<size_t>(row.token) * hidden;
+    std::memcpy(h + static_cast<size_t>(i) * hidden, in, hidden * sizeof(float));
     RopeAngles(row.position, inv_freq_.data(), half, cos + static_cast<size_t>(i) * half,
                sin + static_cast<size_t>(i) * half);
     if (rope_magnitude_ != 1.0f) {
@@ -207,6 +208,7 @@ absl::StatusOr<const float*> Transformer::Forward(const ForwardInput& input, con
     }
     AddInPlace(h, delta, all);
   }
+  if (input.hidden_out != nullptr) std::memcpy(input.hidden_out, h, all * sizeof(float));
   const int num_logits = static_cast<int>(input.logit_rows.size());
   float* final_rows = arena.Alloc<float>((static_cast<size_t>(num_logits) + 1) * hidden);
   for (int j = 0; j < num_logits; ++j) {

@@ -88,6 +88,11 @@ absl::StatusOr<LayerWeights> ReadLayer(const SafetensorsModel& tensors, const La
 
 }  // namespace
 
+absl::StatusOr<LayerWeights> LoadLayerWeights(const SafetensorsModel& tensors,
+                                              const LayerSource& source) {
+  return ReadLayer(tensors, source);
+}
+
 absl::StatusOr<ModelWeights> LoadWeights(const SafetensorsModel& tensors, const ModelConfig& config,
                                          int rank, int world_size, const ExpertLayout& layout) {
   for (size_t l = 0; l < layout.size(); ++l) {

@@ -74,6 +74,10 @@ struct ModelWeights {
   PackedMatrix lm_head;  // [vocab, hidden]; the embedding when tied
 };
 
+// Loads one decoder layer planned by PlanWeights (the MTP module's, mtp_module.h).
+absl::StatusOr<LayerWeights> LoadLayerWeights(const SafetensorsModel& tensors,
+                                              const LayerSource& source);
+
 // Loads every tensor of `config` from `tensors`; errors name the file and tensor. A
 // `layout` places the routed experts (weight_plan.h); empty: the contiguous sharding.
 absl::StatusOr<ModelWeights> LoadWeights(const SafetensorsModel& tensors, const ModelConfig& config,

@@ -75,7 +75,8 @@ void MiniHost::Release(Seq& seq, Batch& batch) {
 absl::Status MiniHost::Launch(bool pad) {
   Batch batch;
   batch.step = StepId(next_step_++);
-  const bool draft_kv = options_.spec_method == spec::Method::kDraftModel;
+  const bool draft_kv = options_.spec_method == spec::Method::kDraftModel ||
+                        options_.spec_method == spec::Method::kMtp;
   std::vector<int64_t> ids;
   for (int64_t id : order_) {
     Seq& seq = seqs_[id];

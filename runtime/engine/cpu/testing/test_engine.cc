@@ -20,17 +20,18 @@ TestEngine MakeTestEngine(const TestEngineOptions& options) {
   engine.target_num_blocks = options.num_blocks;
   // Drafts with K = num_draft_tokens when the method has what it needs (a draft model
   // needs draft_dir).
+  const bool mtp = options.spec_method == spec::Method::kMtp;
   const bool drafts =
-      options.spec_method == spec::Method::kNgram ||
+      options.spec_method == spec::Method::kNgram || mtp ||
       (options.spec_method == spec::Method::kDraftModel && !options.draft_dir.empty());
   if (drafts && options.num_draft_tokens > 0) {
     engine.speculative = {.method = options.spec_method,
                           .num_draft_tokens = options.num_draft_tokens,
                           .ngram_max = options.ngram_max};
   }
-  if (!options.draft_dir.empty()) {
-    absl::StatusOr<kv::BlockLayout> draft_layout =
-        ModelBlockLayout(options.draft_dir, options.tokens_per_block);
+  if (!options.draft_dir.empty() || (mtp && options.num_draft_tokens > 0)) {
+    absl::StatusOr<kv::BlockLayout> draft_layout = DraftBlockLayout(
+        engine.speculative, options.model_dir, options.draft_dir, options.tokens_per_block);
     LOCKSTEP_CHECK_OK(draft_layout.status());
     result.draft =
         std::make_unique<HostPool>(*draft_layout, options.num_blocks, options.pool_seed + 1);

@@ -19,6 +19,7 @@ struct TestEngineOptions {
   std::string draft_dir;  // empty: no draft
   int num_draft_tokens = 0;
   // kNgram: the n-gram drafter with K = num_draft_tokens (no draft_dir, no draft pool).
+  // kMtp: the model's MTP layer with K = num_draft_tokens (no draft_dir; a draft pool).
   spec::Method spec_method = spec::Method::kDraftModel;
   int ngram_max = 3;
   int tokens_per_block = 8;
