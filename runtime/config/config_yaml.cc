@@ -278,6 +278,14 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   spec::SpeculativeConfig& s = instance.speculative;
   speculative.Enumerated("method", &s.method, &spec::ParseMethod);
   speculative.Int("num_draft_tokens", &s.num_draft_tokens);
+  if (YAML::Node k = speculative.Child("k"); k.IsDefined()) {  // num_draft_tokens, short
+    if (speculative.Child("num_draft_tokens").IsDefined()) {
+      speculative.Error(speculative.PathOf("k"),
+                        "is an alias of num_draft_tokens: give one, not both", k);
+    } else {
+      speculative.Int("k", &s.num_draft_tokens);
+    }
+  }
   speculative.Bool("dynamic", &s.dynamic);
   speculative.Int("ngram_max", &s.ngram_max);
   speculative.Finish();

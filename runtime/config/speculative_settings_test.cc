@@ -49,6 +49,18 @@ TEST(SpeculativeSettingsTest, ParsesTheBlock) {
   EXPECT_THAT(effective.Validate(), IsOk());
 }
 
+TEST(SpeculativeSettingsTest, MtpWithKNeedsNoDraftPath) {
+  absl::StatusOr<DeploymentConfig> config =
+      Parse("speculative: {method: mtp, k: 2, dynamic: true}, executor: {draft_pool: paired}");
+  ASSERT_THAT(config, IsOk());
+  ASSERT_THAT(config->Validate(), IsOk());
+  const spec::SpeculativeConfig effective = EffectiveSpeculative(config->instances[0]);
+  EXPECT_EQ(effective.method, spec::Method::kMtp);
+  EXPECT_EQ(effective.num_draft_tokens, 2);
+  EXPECT_TRUE(effective.dynamic);
+  EXPECT_TRUE(effective.needs_draft_kv());
+}
+
 TEST(SpeculativeSettingsTest, SpecKIsAnAliasOfDraftModelWithK) {
   absl::StatusOr<DeploymentConfig> config =
       Parse("executor: {spec_k: 3, draft_pool: paired}", "/d");
@@ -112,8 +124,16 @@ TEST(SpeculativeSettingsTest, ErrorsNameTheProblem) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("instances[0].speculative.num_draft_tokens: must be a 32-bit "
                                  "integer, got 4294967297")));
-  EXPECT_THAT(Parse("speculative: {k: 3}").status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("speculative.k")));
+  EXPECT_THAT(Parse("speculative: {k: 3, num_draft_tokens: 3}").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].speculative.k: is an alias of num_draft_tokens: "
+                                 "give one, not both")));
+  EXPECT_THAT(Parse("speculative: {kk: 3}").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("speculative.kk")));
+  EXPECT_THAT(Validated("speculative: {method: mtp, k: 2}"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[0].executor.draft_pool: must be paired or unpaired "
+                                 "with speculative.method mtp")));
 }
 
 }  // namespace

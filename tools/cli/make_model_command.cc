@@ -64,7 +64,8 @@ int RunMakeModelCommand(const std::vector<std::string>& args) {
   int64_t seed = static_cast<int64_t>(options.seed);
   std::string dtype;  // "": the preset's (PresetDefaultDType)
   FlagSet flags("make-model");
-  flags.AddString("preset", &options.preset, "tiny | tiny-moe | tiny-dsv3 | tiny-dsv3-fp8");
+  flags.AddString("preset", &options.preset,
+                  "tiny | tiny-moe | tiny-dsv3 | tiny-dsv3-fp8 | tiny-dsv3-mtp");
   flags.AddPath("out", &options.out_dir, "output directory (the draft goes to OUT/draft)");
   flags.AddInt("seed", &seed, "seed of the random weights");
   flags.AddDouble("draft-perturbation", &options.draft_perturbation,
