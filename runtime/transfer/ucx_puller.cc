@@ -1,6 +1,7 @@
 #include "runtime/transfer/ucx_puller.h"
 
 #include <algorithm>
+#include <memory>
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -19,15 +20,28 @@ using kv::PoolKind;
 // deadline drops it otherwise), so a slow one does not hold the receive.
 constexpr absl::Duration kReleaseTimeout = absl::Seconds(1);
 
+// Sent without waiting for the answer where the stub has gRPC's callback API (the
+// receive does not need it: a lost Release only keeps the staged copy until its
+// deadline); the call owns its state and frees it in its callback, within
+// kReleaseTimeout.
 void ReleaseOffer(lockstep::v1::KvUcxService::StubInterface& stub, uint64_t offer_id,
                   const std::string& requester) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kReleaseTimeout));
-  lockstep::v1::UcxRelease request;
-  request.set_offer_id(offer_id);
-  request.set_requester(requester);
-  lockstep::v1::UcxReleaseReply reply;
-  (void)stub.Release(&context, request, &reply);
+  struct Call {
+    grpc::ClientContext context;
+    lockstep::v1::UcxRelease request;
+    lockstep::v1::UcxReleaseReply reply;
+  };
+  auto call = std::make_unique<Call>();
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + kReleaseTimeout));
+  call->request.set_offer_id(offer_id);
+  call->request.set_requester(requester);
+  if (auto* async = stub.async(); async != nullptr) {
+    Call* held = call.release();
+    async->Release(&held->context, &held->request, &held->reply,
+                   [held](grpc::Status) { delete held; });
+    return;
+  }
+  (void)stub.Release(&call->context, call->request, &call->reply);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/testing/poll_until.h"
 #include "common/testing/seed.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -24,6 +25,7 @@ namespace {
 
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::SeedTrace;
+using ::lockstep::testing::PollUntil;
 using ::lockstep::testing::StatusIs;
 using testing::AwaitEvents;
 using testing::CompareMovedBlocks;
@@ -89,7 +91,9 @@ TEST_P(UcxTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
   }
   EXPECT_EQ((*gen)->pulls_over_ucx(), 3);
   EXPECT_EQ((*gen)->pulls_over_tcp() + (*gen)->pulls_over_grpc(), 0);
-  // Each staged copy was released by the puller, none left to expire.
+  // Each staged copy was released by the puller (without waiting for the answer), none
+  // left to expire.
+  EXPECT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 3; }));
   const UcxDataServer::Stats stats = (*ctx)->ucx_data_plane()->stats();
   EXPECT_EQ(stats.released, 3);
   EXPECT_EQ(stats.offers, 0);
