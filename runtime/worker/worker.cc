@@ -89,7 +89,8 @@ absl::Status Worker::Init() {
   if (instance_->engine == config::EngineKind::kCpu) {
     ASSIGN_OR_RETURN(target_layout, engine::ModelBlockLayout(d.model.path, tpb));
     if (speculative.needs_draft_kv()) {
-      ASSIGN_OR_RETURN(draft_layout, engine::ModelBlockLayout(d.model.draft_path, tpb));
+      ASSIGN_OR_RETURN(draft_layout, engine::DraftBlockLayout(speculative, d.model.path,
+                                                              d.model.draft_path, tpb));
     }
   } else if (cuda) {
     RETURN_IF_ERROR(StartDeviceEngine(boot, speculative));
