@@ -196,6 +196,8 @@ void ReadRouter(MapReader& reader, RouterConfig& router) {
   reader.Double("kv_prefix_weight", &router.kv_prefix_weight);
   reader.Double("kv_load_weight", &router.kv_load_weight);
   reader.Double("kv_free_weight", &router.kv_free_weight);
+  reader.Double("kv_host_hit_weight", &router.kv_host_hit_weight);
+  reader.Double("kv_disk_hit_weight", &router.kv_disk_hit_weight);
   reader.Int("kv_event_interval_ms", &router.kv_event_interval_ms);
   reader.String("api_key", &router.api_key);
   reader.String("api_keys_file", &router.api_keys_file);

@@ -270,10 +270,21 @@ TEST(ConfigYamlTest, KvAwareRoutingSettings) {
   absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(
       "model: {name: m, path: p}\n"
       "router: {policy: kv_aware, kv_index_max_keys: 5000, kv_prefix_weight: 2.5,\n"
-      "         kv_load_weight: 0, kv_free_weight: 1.5, kv_event_interval_ms: 7}\n"
+      "         kv_load_weight: 0, kv_free_weight: 1.5, kv_event_interval_ms: 7,\n"
+      "         kv_host_hit_weight: 0.75, kv_disk_hit_weight: 0}\n"
       "instances: [{name: a, role: aggregated}]\n",
       "");
   ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->router.kv_host_hit_weight, 0.75);
+  EXPECT_EQ(config->router.kv_disk_hit_weight, 0);
+  // A tier hit worth more than a device hit is refused, naming the field.
+  absl::StatusOr<DeploymentConfig> over = ParseDeploymentConfig(
+      "model: {name: m, path: p}\n"
+      "router: {policy: kv_aware, kv_host_hit_weight: 1.5}\n"
+      "instances: [{name: a, role: aggregated}]\n",
+      "");
+  EXPECT_THAT(over, StatusIs(absl::StatusCode::kInvalidArgument,
+                             ::testing::HasSubstr("router.kv_host_hit_weight")));
   EXPECT_EQ(config->router.policy, RoutingPolicy::kKvAware);
   EXPECT_EQ(config->router.kv_index_max_keys, 5000);
   EXPECT_EQ(config->router.kv_prefix_weight, 2.5);

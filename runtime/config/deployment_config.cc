@@ -452,6 +452,13 @@ absl::Status DeploymentConfig::Validate() const {
       problems.Add(path, absl::StrCat("must be in [0, 1e6], got ", weight));
     }
   }
+  for (const auto& [path, weight] :
+       {std::pair{"router.kv_host_hit_weight", router.kv_host_hit_weight},
+        std::pair{"router.kv_disk_hit_weight", router.kv_disk_hit_weight}}) {
+    if (!(weight >= 0 && weight <= 1)) {
+      problems.Add(path, absl::StrCat("must be in [0, 1] (a device hit is 1), got ", weight));
+    }
+  }
   problems.InRange("router.kv_event_interval_ms", router.kv_event_interval_ms, 1, 60000);
   problems.AtLeast("router.max_prompt_tokens", router.max_prompt_tokens, 1);
   problems.InRange("router.http_threads", router.http_threads, 1, 4096);

@@ -130,6 +130,11 @@ struct RouterConfig {
   double kv_prefix_weight = 1.0;
   double kv_load_weight = 0.5;
   double kv_free_weight = 0.25;
+  // kv_aware: what a cached prompt token is worth when only a rank's host or disk KV
+  // tier holds it (brought back, not recomputed), against 1 on the device and 0 for a
+  // miss; each in [0, 1].
+  double kv_host_hit_weight = 0.5;
+  double kv_disk_hit_weight = 0.25;
   // A leader sends its ranks' KV events to the router this often (at most).
   int64_t kv_event_interval_ms = 20;
   // Client API keys (docs/security.md §1): with api_key and/or api_keys_file set, HTTP
