@@ -96,7 +96,9 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
           .kv = &kv_routing_,
           .kv_weights = {.prefix = rc.kv_prefix_weight,
                          .load = rc.kv_load_weight,
-                         .free = rc.kv_free_weight},
+                         .free = rc.kv_free_weight,
+                         .host_hit = rc.kv_host_hit_weight,
+                         .disk_hit = rc.kv_disk_hit_weight},
           .max_queued_requests = rc.max_queued_requests},
       config_.instances, clock_);
   runner_ = std::make_unique<RequestRunner>(
