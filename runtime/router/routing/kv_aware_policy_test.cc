@@ -27,29 +27,43 @@ TEST(KvAwarePolicyTest, PrefersTheCachedPrefixAndHintsItsRank) {
   EXPECT_EQ(d.cached_tokens, 96);
 }
 
+// The index PickKvAware chooses from every round-robin start (-1 if they differ: a tie).
+int PickFromEveryStart(const KvAwareWeights& weights, const std::vector<KvCandidate>& candidates,
+                       int64_t prompt_tokens) {
+  int picked = -2;
+  for (uint64_t start = 0; start < candidates.size(); ++start) {
+    uint64_t cursor = start;
+    const int index =
+        static_cast<int>(PickKvAware(weights, candidates, prompt_tokens, &cursor).index);
+    if (picked != -2 && picked != index) return -1;
+    picked = index;
+  }
+  return picked;
+}
+
 // A prefix the host tier holds is worth less than one on the device and more than a
 // miss; the disk tier's less again; the weights set how much.
 TEST(KvAwarePolicyTest, AHostHitRanksBetweenADeviceHitAndAMiss) {
-  uint64_t cursor = 0;
   KvCandidate device = Candidate("device", 1, 64, 0);
   KvCandidate host = Candidate("host", 1, 64, 0);
   host.cached_host_tokens = 64;
   KvCandidate disk = Candidate("disk", 1, 64, 0);
   disk.cached_disk_tokens = 64;
   const KvCandidate miss = Candidate("miss", 1);
-  EXPECT_EQ(PickKvAware({}, {device, disk, host, miss}, 100, &cursor).index, 0u);
-  const KvAwareDecision d = PickKvAware({}, {disk, host, miss}, 100, &cursor);
-  EXPECT_EQ(d.index, 1u);
+  EXPECT_EQ(PickFromEveryStart({}, {disk, host, miss, device}, 100), 3);
+  EXPECT_EQ(PickFromEveryStart({}, {disk, miss, host}, 100), 2);
+  EXPECT_EQ(PickFromEveryStart({}, {miss, disk}, 100), 1);
+  uint64_t cursor = 0;
+  const KvAwareDecision d = PickKvAware({}, {host, miss}, 100, &cursor);
   EXPECT_EQ(d.reason, RoutingReason::kPrefix);
   EXPECT_EQ(d.cached_tokens, 64);
-  EXPECT_EQ(PickKvAware({}, {disk, miss}, 100, &cursor).index, 0u);
-  // A longer host prefix can beat a shorter device one: 0.5 x 96 > 40.
+  // A longer host prefix can beat a shorter device one (0.5 x 96 > 40), not a longer one.
   host.cached_tokens = host.cached_host_tokens = 96;
-  KvCandidate short_device = Candidate("short", 1, 40, 0);
-  EXPECT_EQ(PickKvAware({}, {host, short_device}, 100, &cursor).index, 0u);
+  EXPECT_EQ(PickFromEveryStart({}, {Candidate("short", 1, 40, 0), host}, 100), 1);
+  EXPECT_EQ(PickFromEveryStart({}, {host, Candidate("long", 1, 56, 0)}, 100), 1);
   // Weighted like the device, the disk ties it; weighted 0, the host is a miss.
-  EXPECT_DOUBLE_EQ(WeightedCachedTokens({.disk_hit = 1.0}, disk), 64.0);
-  EXPECT_DOUBLE_EQ(WeightedCachedTokens({.host_hit = 0.0}, host), 0.0);
+  EXPECT_EQ(PickFromEveryStart({.disk_hit = 1.0}, {disk, device}, 100), -1);
+  EXPECT_EQ(PickFromEveryStart({.host_hit = 0.0}, {host, miss}, 100), -1);
   KvCandidate mixed = Candidate("mixed", 1, 64, 0);
   mixed.cached_host_tokens = 16;
   mixed.cached_disk_tokens = 16;
