@@ -273,9 +273,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
     out.parse_tool_calls = tools.parse_tool_calls;
     out.parallel_tool_calls = tools.parallel_tool_calls;
     out.include_reasoning = tools.include_reasoning;
-    if (const tok::ChatTemplate* chat_template = tokenizer.chat_template()) {
-      out.output_family = tool_calls::DetectParserFamily(chat_template->source());
-    }
+    out.output_family = tokenizer.parser_family();
     if (out.parse_tool_calls && out.output_family.tools == tool_calls::ToolFormat::kNone) {
       return InvalidParam("tool_choice",
                           "this model's chat template writes no tool-call format Lockstep "
@@ -284,14 +282,21 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
     }
     if (tools.force_tool_call) {
       ASSIGN_OR_RETURN(sampling.grammar,
-                       ForcedToolCallGrammar(doc["tools"], tools.forced_function,
+                       ForcedToolCallGrammar(ordered["tools"], tools.forced_function,
                                              out.output_family.tools, tools.parallel_tool_calls));
     }
     ASSIGN_OR_RETURN(request.prompt, EncodeChatPrompt(ordered["messages"], tokenizer, chat,
                                                       &out.prompt_text));
   }
 
-  ASSIGN_OR_RETURN(std::optional<grammar::GrammarSpec> format, ResponseFormatGrammar(doc));
+  // Parsed again keeping the client's key order: a schema's properties are generated in
+  // the order written.
+  std::optional<grammar::GrammarSpec> format;
+  if (doc.contains("response_format")) {
+    ASSIGN_OR_RETURN(const nlohmann::ordered_json ordered_body,
+                     ParseRequestBody<nlohmann::ordered_json>(body, bounds));
+    ASSIGN_OR_RETURN(format, ResponseFormatGrammar(ordered_body));
+  }
   if (format.has_value()) {
     if (sampling.grammar.has_value()) {
       return InvalidParam("response_format",

@@ -10,7 +10,7 @@
 namespace lockstep::router {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // `spec` if it compiles, else INVALID_ARGUMENT for `field` naming the problem.
 absl::StatusOr<grammar::GrammarSpec> Checked(grammar::GrammarSpec spec, const char* field,
@@ -21,6 +21,25 @@ absl::StatusOr<grammar::GrammarSpec> Checked(grammar::GrammarSpec spec, const ch
         field, fmt::format("{} does not compile: {}", what, std::string(status.message())));
   }
   return spec;
+}
+
+// Rewrites every local "$ref" ("#..." ) in `schema` to point below `pointer` (a JSON
+// pointer, "/anyOf/0/properties/arguments"), where the schema is placed in a larger
+// one. Other references are left for the compiler to refuse.
+void RebaseRefs(json& schema, const std::string& pointer) {
+  if (schema.is_array()) {
+    for (json& item : schema) RebaseRefs(item, pointer);
+    return;
+  }
+  if (!schema.is_object()) return;
+  for (auto& [key, value] : schema.items()) {
+    if (key == "$ref" && value.is_string()) {
+      const std::string ref = value.get<std::string>();
+      if (!ref.empty() && ref[0] == '#') value = "#" + pointer + ref.substr(1);
+    } else if (key != "const" && key != "enum" && key != "default" && key != "examples") {
+      RebaseRefs(value, pointer);
+    }
+  }
 }
 
 }  // namespace
@@ -99,27 +118,35 @@ absl::StatusOr<grammar::GrammarSpec> ForcedToolCallGrammar(const json& tools,
                       tool_calls::ToolFormatName(format)));
   }
   wrap["repeat"] = function.empty() && parallel_tool_calls;
-  // Ordered: a schema's properties are matched in their written order (name first).
-  using ordered = nlohmann::ordered_json;
-  ordered calls = ordered::array();
+  // The calls in the order of `tools`; each one's properties in their written order
+  // (name first). A tool's local references are rebased to where its parameters land.
+  size_t matching = 0;
+  for (const json& tool : tools) {
+    if (function.empty() || tool["function"]["name"] == function) ++matching;
+  }
+  json calls = json::array();
   for (const json& tool : tools) {
     const json& f = tool["function"];
     const std::string name = f["name"].get<std::string>();
     if (!function.empty() && name != function) continue;
     json parameters = f.value("parameters", json());
     if (parameters.is_null()) parameters = json{{"type", "object"}};
-    ordered properties = ordered::object();
-    properties["name"] = ordered{{"const", name}};
-    properties[arguments_key] = ordered::parse(parameters.dump());
-    ordered call = ordered::object();
+    RebaseRefs(parameters,
+               fmt::format("{}/properties/{}",
+                           matching == 1 ? "" : fmt::format("/anyOf/{}", calls.size()),
+                           arguments_key));
+    json properties = json::object();
+    properties["name"] = json{{"const", name}};
+    properties[arguments_key] = std::move(parameters);
+    json call = json::object();
     call["type"] = "object";
     call["properties"] = std::move(properties);
-    call["required"] = ordered::array({"name", arguments_key});
+    call["required"] = json::array({"name", arguments_key});
     call["additionalProperties"] = false;
     calls.push_back(std::move(call));
   }
-  ordered schema = calls.size() == 1 ? calls[0] : ordered{{"anyOf", calls}};
-  schema["x-lockstep-wrap"] = ordered::parse(wrap.dump());
+  json schema = calls.size() == 1 ? calls[0] : json{{"anyOf", calls}};
+  schema["x-lockstep-wrap"] = std::move(wrap);
   return Checked({grammar::GrammarSpec::Kind::kJsonSchema, schema.dump()}, "tool_choice",
                  "the grammar of the tools' parameters");
 }

@@ -13,8 +13,11 @@
 //                    Families whose markers are special tokens (DeepSeek V3, Mistral)
 //                    cannot be forced: INVALID_ARGUMENT saying so.
 //
-// A spec that does not compile is INVALID_ARGUMENT naming the field and the problem
-// (HTTP 400). Thread-safe (pure functions).
+// Both take the body as parsed keeping the client's key order: a schema's properties
+// are generated in the order the client wrote them. Local references ("$ref": "#/...")
+// of a tool's parameters resolve within that tool's parameters. A spec that does not
+// compile (remote references and reference cycles among them) is INVALID_ARGUMENT
+// naming the field and the problem (HTTP 400). Thread-safe (pure functions).
 #ifndef LOCKSTEP_RUNTIME_ROUTER_HTTP_OPENAI_GRAMMAR_H_
 #define LOCKSTEP_RUNTIME_ROUTER_HTTP_OPENAI_GRAMMAR_H_
 
@@ -30,11 +33,11 @@ namespace lockstep::router {
 
 // The grammar `body`'s response_format asks for; nullopt for text or none.
 absl::StatusOr<std::optional<grammar::GrammarSpec>> ResponseFormatGrammar(
-    const nlohmann::json& body);
+    const nlohmann::ordered_json& body);
 
 // The grammar of a forced call among `tools` (a validated tools array): `function`
 // names the one to call, empty for any (tool_choice "required").
-absl::StatusOr<grammar::GrammarSpec> ForcedToolCallGrammar(const nlohmann::json& tools,
+absl::StatusOr<grammar::GrammarSpec> ForcedToolCallGrammar(const nlohmann::ordered_json& tools,
                                                            const std::string& function,
                                                            tool_calls::ToolFormat format,
                                                            bool parallel_tool_calls);

@@ -16,7 +16,7 @@ namespace {
 
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::StatusIs;
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 using ::testing::HasSubstr;
 using tool_calls::ToolFormat;
 
@@ -135,6 +135,96 @@ TEST(OpenAiGrammarTest, ForcedCallsInTheFamilysFormat) {
       ForcedToolCallGrammar(bad, "get_weather", ToolFormat::kHermes, true).status();
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
                                HasSubstr("keyword 'not' is not supported")));
+}
+
+// The client's key order survives: properties are generated in the order written, not
+// sorted (the body used to be read into an unordered JSON, which sorts keys).
+TEST(OpenAiGrammarTest, PropertiesComeInTheSchemasKeyOrder) {
+  absl::StatusOr<std::optional<grammar::GrammarSpec>> schema =
+      ResponseFormatGrammar(json::parse(R"({"response_format": {"type": "json_schema",
+          "json_schema": {"name": "p", "schema": {"type": "object",
+          "properties": {"zeta": {"type": "integer"}, "alpha": {"type": "integer"}},
+          "required": ["zeta", "alpha"], "additionalProperties": false}}}})"));
+  ASSERT_THAT(schema, IsOk());
+  ASSERT_TRUE(schema->has_value());
+  EXPECT_TRUE(Accepts(**schema, R"({"zeta": 1, "alpha": 2})"));
+  EXPECT_FALSE(Accepts(**schema, R"({"alpha": 2, "zeta": 1})"));
+
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "properties": {"to": {"type": "string"},
+      "cc": {"type": "string"}}, "required": ["to", "cc"], "additionalProperties": false}}}])");
+  absl::StatusOr<grammar::GrammarSpec> call =
+      ForcedToolCallGrammar(tools, "f", ToolFormat::kHermes, true);
+  ASSERT_THAT(call, IsOk());
+  EXPECT_TRUE(Accepts(*call, "<tool_call>\n{\"name\": \"f\", \"arguments\": "
+                             "{\"to\": \"a\", \"cc\": \"b\"}}\n</tool_call>"));
+  EXPECT_FALSE(Accepts(*call, "<tool_call>\n{\"name\": \"f\", \"arguments\": "
+                              "{\"cc\": \"b\", \"to\": \"a\"}}\n</tool_call>"));
+}
+
+// Local references in a tool's parameters resolve within them (each tool's own $defs,
+// also with several tools in an anyOf), and in a response schema against its root.
+TEST(OpenAiGrammarTest, LocalRefsResolveInToolsAndResponseSchemas) {
+  const json tools = json::parse(R"([
+      {"type": "function", "function": {"name": "convert", "parameters": {
+        "$defs": {"unit": {"enum": ["c", "f"]},
+                  "reading": {"type": "object", "properties": {"unit": {"$ref": "#/$defs/unit"},
+                              "next": {"anyOf": [{"$ref": "#/$defs/reading"}, {"type": "null"}]}},
+                              "required": ["unit", "next"], "additionalProperties": false}},
+        "type": "object", "properties": {"from": {"$ref": "#/$defs/reading"}},
+        "required": ["from"], "additionalProperties": false}}},
+      {"type": "function", "function": {"name": "pick", "parameters": {
+        "definitions": {"unit": {"enum": ["k"]}},
+        "type": "object", "properties": {"u": {"$ref": "#/definitions/unit"}},
+        "required": ["u"], "additionalProperties": false}}}])");
+  const std::string convert =
+      R"({"name": "convert", "arguments": {"from": {"unit": "c", "next": {"unit": "f", )"
+      R"("next": null}}}})";
+  const std::string pick = R"({"name": "pick", "arguments": {"u": "k"}})";
+  for (const std::string& function : {std::string("convert"), std::string("")}) {
+    SCOPED_TRACE(function);
+    absl::StatusOr<grammar::GrammarSpec> spec =
+        ForcedToolCallGrammar(tools, function, ToolFormat::kLlama3Json, false);
+    ASSERT_THAT(spec, IsOk());
+    std::string llama = convert;
+    llama.replace(llama.find("arguments"), 9, "parameters");
+    EXPECT_TRUE(Accepts(*spec, llama));
+    EXPECT_FALSE(Accepts(*spec, R"({"name": "convert", "parameters": {"from": {"unit": "k", )"
+                                R"("next": null}}})"));
+    std::string pick_llama = pick;
+    pick_llama.replace(pick_llama.find("arguments"), 9, "parameters");
+    EXPECT_EQ(Accepts(*spec, pick_llama), function.empty());
+  }
+  absl::StatusOr<std::optional<grammar::GrammarSpec>> response =
+      ResponseFormatGrammar(json::parse(R"({"response_format": {"type": "json_schema",
+          "json_schema": {"name": "r", "schema": {"$defs": {"n": {"type": "integer"}},
+          "type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 2}}}})"));
+  ASSERT_THAT(response, IsOk());
+  ASSERT_TRUE(response->has_value());
+  EXPECT_TRUE(Accepts(**response, "[1, 2]"));
+  EXPECT_FALSE(Accepts(**response, R"(["1"])"));
+}
+
+// A remote reference, or a cycle of references with no value between, is a 400 naming it.
+TEST(OpenAiGrammarTest, RemoteRefsAndRefCyclesAre400s) {
+  const json remote = json::parse(R"([{"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "properties": {"a": {"$ref": "https://x.org/s.json"}},
+      "required": ["a"]}}}])");
+  absl::Status status = ForcedToolCallGrammar(remote, "f", ToolFormat::kHermes, true).status();
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("\"https://x.org/s.json\" is not inside this schema")));
+  EXPECT_EQ(ParamOf(status), "tool_choice");
+  const json cycle = json::parse(R"([{"type": "function", "function": {"name": "f",
+      "parameters": {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+      "type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}, "required": ["x"]}}}])");
+  status = ForcedToolCallGrammar(cycle, "f", ToolFormat::kHermes, true).status();
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'$ref' cycle")));
+  status = ResponseFormatGrammar(json::parse(R"({"response_format": {"type": "json_schema",
+      "json_schema": {"name": "r", "schema": {"$ref": "other.json#/x"}}}})"))
+               .status();
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("is not inside this schema")));
+  EXPECT_EQ(ParamOf(status), "response_format");
 }
 
 }  // namespace

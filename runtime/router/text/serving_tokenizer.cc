@@ -15,7 +15,16 @@ ServingTokenizer::ServingTokenizer(std::shared_ptr<const tok::HfTokenizer> hf,
                                    bool clean_up_tokenization_spaces)
     : hf_(std::move(hf)),
       chat_(std::move(chat)),
-      clean_up_tokenization_spaces_(clean_up_tokenization_spaces) {}
+      clean_up_tokenization_spaces_(clean_up_tokenization_spaces),
+      parser_family_(chat_ != nullptr ? tool_calls::DetectParserFamily(chat_->source())
+                                      : tool_calls::ParserFamily{}) {}
+
+std::shared_ptr<const ServingTokenizer> ServingTokenizer::WithParserFamily(
+    tool_calls::ParserFamily family) const {
+  auto copy = std::make_shared<ServingTokenizer>(*this);
+  copy->parser_family_ = family;
+  return copy;
+}
 
 ServingTokenizer::TextStream::TextStream(const ServingTokenizer* owner) : owner_(owner) {
   if (owner_->hf_ != nullptr)

@@ -13,6 +13,9 @@
 // the clean-up is lossy (`x = ' '` becomes `x =''`, "a ." becomes "a."), so applying
 // it would corrupt generated code and make the text differ from what the tokens say.
 //
+// It also says how a chat answer is parsed (tool calls, reasoning): the family its chat
+// template writes, or the one configured (model.tool_call_parser / reasoning_parser).
+//
 // Immutable after construction; thread-safe. A TextStream belongs to one sequence and
 // must not outlive its tokenizer.
 #ifndef LOCKSTEP_RUNTIME_ROUTER_TEXT_SERVING_TOKENIZER_H_
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "runtime/router/tool_calls/parser_family.h"
 #include "tokenizer/byte_tokenizer.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/decode_stream.h"
@@ -84,12 +88,18 @@ class ServingTokenizer {
   const tok::HfTokenizer* hf() const { return hf_.get(); }
   // The model's chat template, or null (then chat prompts use chat_template.h's).
   const tok::ChatTemplate* chat_template() const { return chat_.get(); }
+  // The output parsers of chat answers: the chat template's family (none without a
+  // template) unless WithParserFamily chose another.
+  const tool_calls::ParserFamily& parser_family() const { return parser_family_; }
+  // A copy that parses chat answers as `family`.
+  std::shared_ptr<const ServingTokenizer> WithParserFamily(tool_calls::ParserFamily family) const;
 
  private:
   std::optional<tok::ByteTokenizer> byte_;
   std::shared_ptr<const tok::HfTokenizer> hf_;
   std::shared_ptr<const tok::ChatTemplate> chat_;
   bool clean_up_tokenization_spaces_ = false;
+  tool_calls::ParserFamily parser_family_;
 };
 
 }  // namespace lockstep::router

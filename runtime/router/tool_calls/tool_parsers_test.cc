@@ -10,6 +10,7 @@
 #include "common/testing/seed.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "runtime/config/deployment_config.h"
 #include "runtime/router/tool_calls/call_object_scanner.h"
 #include "runtime/router/tool_calls/parser_family.h"
 #include "runtime/router/tool_calls/reasoning_parser.h"
@@ -257,6 +258,13 @@ TEST(ParserFamily, DetectedFromTemplatesAndNamed) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("hermess"), std::string::npos);
   EXPECT_FALSE(ParserFamilyFromNames("auto", "maybe", "").ok());
+  // Every name the deployment YAML accepts (model.tool_call_parser, reasoning_parser).
+  for (std::string_view name : config::kToolCallParsers) {
+    EXPECT_TRUE(ParserFamilyFromNames(name, "auto", "").ok()) << name;
+  }
+  for (std::string_view name : config::kReasoningParsers) {
+    EXPECT_TRUE(ParserFamilyFromNames("auto", name, "").ok()) << name;
+  }
 }
 
 TEST(MessagesForTemplate, ArgumentsAndContentAsEachFamilyWants) {
