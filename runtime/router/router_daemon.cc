@@ -11,6 +11,7 @@
 #include "proto/router.grpc.pb.h"
 #include "runtime/config/message_limits.h"
 #include "runtime/router/routing/admission.h"
+#include "runtime/router/tool_calls/parser_family.h"
 #include "runtime/security/api_keys.h"
 #include "runtime/security/cluster_security.h"
 #include "runtime/security/grpc_credentials.h"
@@ -63,6 +64,19 @@ absl::StatusOr<std::unique_ptr<RouterDaemon>> RouterDaemon::Start(config::Deploy
     text.tokenizer = std::make_shared<const ServingTokenizer>(*options.tokenizer);
   } else {
     ASSIGN_OR_RETURN(text, LoadModelText(config.model.path));
+  }
+  // model.tool_call_parser / reasoning_parser over what the chat template says.
+  if (config.model.tool_call_parser != "auto" || config.model.reasoning_parser != "auto") {
+    const tok::ChatTemplate* chat = text.tokenizer->chat_template();
+    absl::StatusOr<tool_calls::ParserFamily> family = tool_calls::ParserFamilyFromNames(
+        config.model.tool_call_parser, config.model.reasoning_parser,
+        chat != nullptr ? chat->source() : "");
+    if (!family.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("model.tool_call_parser / reasoning_parser: {}",
+                      std::string(family.status().message())));
+    }
+    text.tokenizer = text.tokenizer->WithParserFamily(*family);
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const security::TlsContext> https, HttpsContext(config.router));
   absl::StatusOr<security::ApiKeys> api_keys =
