@@ -1,170 +1,164 @@
 #include "runtime/router/core/metrics.h"
 
 #include <algorithm>
-#include <cmath>
+#include <sstream>
 #include <utility>
 
 #include "common/check.h"
-#include "fmt/format.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/labels.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/metric_type.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 
 namespace lockstep::router {
-namespace {
 
-std::string EscapeLabelValue(const std::string& value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string FormatNumber(double value) {
-  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
-  if (std::isnan(value)) return "NaN";
-  return fmt::format("{}", value);
-}
-
-// `{a="x",b="y"}` from names and values, plus an optional extra pair; "" when empty.
-std::string LabelText(const std::vector<std::string>& names, const LabelValues& values,
-                      const std::string& extra_name = "", const std::string& extra_value = "") {
-  std::string out;
-  for (size_t i = 0; i < names.size(); ++i) {
-    out +=
-        fmt::format("{}{}=\"{}\"", out.empty() ? "" : ",", names[i], EscapeLabelValue(values[i]));
-  }
-  if (!extra_name.empty()) {
-    out += fmt::format("{}{}=\"{}\"", out.empty() ? "" : ",", extra_name, extra_value);
-  }
-  return out.empty() ? "" : "{" + out + "}";
-}
-
-}  // namespace
-
-MetricFamily::MetricFamily(MetricsRegistry& registry, Type type, std::string name, std::string help,
+MetricFamily::MetricFamily(Type type, std::string name, std::string help,
                            std::vector<std::string> label_names)
-    : registry_(registry),
-      type_(type),
+    : type_(type),
       name_(std::move(name)),
       help_(std::move(help)),
       label_names_(std::move(label_names)) {}
 
-absl::Mutex& MetricFamily::mu() const { return registry_.mu_; }
-
-MetricFamily::Series& MetricFamily::SeriesFor(const LabelValues& labels) {
-  LOCKSTEP_CHECK(labels.size() == label_names_.size())
-      << name_ << ": " << labels.size() << " label values for " << label_names_.size() << " labels";
-  auto [it, inserted] = series_.try_emplace(labels);
-  if (inserted && type_ == Type::kHistogram) it->second.buckets.assign(bounds_.size() + 1, 0);
-  return it->second;
+std::map<std::string, std::string> MetricFamily::LabelsFor(const LabelValues& values) const {
+  LOCKSTEP_CHECK(values.size() == label_names_.size())
+      << name_ << ": " << values.size() << " label values for " << label_names_.size()
+      << " labels";
+  prometheus::Labels labels;
+  for (size_t i = 0; i < values.size(); ++i) labels.emplace(label_names_[i], values[i]);
+  return labels;
 }
 
-void MetricFamily::Render(std::string& out) const {
-  static constexpr const char* kTypeNames[] = {"counter", "gauge", "histogram"};
-  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name_, help_, name_,
-                     kTypeNames[static_cast<int>(type_)]);
-  for (const auto& [labels, series] : series_) {
-    if (type_ != Type::kHistogram) {
-      out += fmt::format("{}{} {}\n", name_, LabelText(label_names_, labels),
-                         FormatNumber(series.value));
-      continue;
-    }
-    uint64_t cumulative = 0;
-    for (size_t b = 0; b <= bounds_.size(); ++b) {
-      cumulative += series.buckets[b];
-      const std::string le = b < bounds_.size() ? FormatNumber(bounds_[b]) : "+Inf";
-      out += fmt::format("{}_bucket{} {}\n", name_, LabelText(label_names_, labels, "le", le),
-                         cumulative);
-    }
-    out += fmt::format("{}_sum{} {}\n", name_, LabelText(label_names_, labels),
-                       FormatNumber(series.sum));
-    out += fmt::format("{}_count{} {}\n", name_, LabelText(label_names_, labels), series.count);
-  }
+prometheus::MetricFamily MetricFamily::Collected(
+    std::vector<prometheus::MetricFamily> families) const {
+  if (!families.empty()) return std::move(families.front());
+  // prometheus-cpp collects nothing from a family without series; /metrics still
+  // declares it.
+  static constexpr prometheus::MetricType kTypes[] = {
+      prometheus::MetricType::Counter, prometheus::MetricType::Gauge,
+      prometheus::MetricType::Histogram};
+  return prometheus::MetricFamily{name_, help_, kTypes[static_cast<int>(type_)], {}};
 }
+
+CounterFamily::CounterFamily(prometheus::Family<prometheus::Counter>& family, std::string name,
+                             std::string help, std::vector<std::string> label_names)
+    : MetricFamily(Type::kCounter, std::move(name), std::move(help), std::move(label_names)),
+      family_(family) {}
 
 void CounterFamily::Increment(const LabelValues& labels, double by) {
-  absl::MutexLock lock(&mu());
-  SeriesFor(labels).value += by;
+  family_.Add(LabelsFor(labels)).Increment(by);
 }
 
 double CounterFamily::Value(const LabelValues& labels) const {
-  absl::MutexLock lock(&mu());
-  auto it = series_.find(labels);
-  return it == series_.end() ? 0 : it->second.value;
+  const prometheus::Labels l = LabelsFor(labels);
+  // Counters are never removed, so a series present now stays.
+  return family_.Has(l) ? family_.Add(l).Value() : 0;
+}
+
+prometheus::MetricFamily CounterFamily::Collect() const { return Collected(family_.Collect()); }
+
+GaugeFamily::GaugeFamily(prometheus::Family<prometheus::Gauge>& family, Type type,
+                         std::string name, std::string help,
+                         std::vector<std::string> label_names)
+    : MetricFamily(type, std::move(name), std::move(help), std::move(label_names)),
+      family_(family) {}
+
+prometheus::Gauge& GaugeFamily::SeriesFor(const LabelValues& labels) {
+  auto [it, inserted] = series_.try_emplace(labels, nullptr);
+  if (inserted) it->second = &family_.Add(LabelsFor(labels));
+  return *it->second;
 }
 
 void GaugeFamily::Set(const LabelValues& labels, double value) {
-  absl::MutexLock lock(&mu());
-  SeriesFor(labels).value = value;
+  absl::MutexLock lock(&mu_);
+  SeriesFor(labels).Set(value);
 }
 
 void GaugeFamily::Add(const LabelValues& labels, double delta) {
-  absl::MutexLock lock(&mu());
-  SeriesFor(labels).value += delta;
+  absl::MutexLock lock(&mu_);
+  SeriesFor(labels).Increment(delta);
 }
 
 double GaugeFamily::Value(const LabelValues& labels) const {
-  absl::MutexLock lock(&mu());
+  absl::MutexLock lock(&mu_);
   auto it = series_.find(labels);
-  return it == series_.end() ? 0 : it->second.value;
+  return it == series_.end() ? 0 : it->second->Value();
 }
 
 void GaugeFamily::Clear() {
-  absl::MutexLock lock(&mu());
+  absl::MutexLock lock(&mu_);
+  for (const auto& [labels, gauge] : series_) family_.Remove(gauge);
   series_.clear();
 }
 
+prometheus::MetricFamily GaugeFamily::Collect() const {
+  prometheus::MetricFamily family = Collected(family_.Collect());
+  if (type_ == Type::kCounter) {
+    family.type = prometheus::MetricType::Counter;
+    for (prometheus::ClientMetric& metric : family.metric) {
+      metric.counter.value = metric.gauge.value;
+    }
+  }
+  return family;
+}
+
+HistogramFamily::HistogramFamily(prometheus::Family<prometheus::Histogram>& family,
+                                 std::string name, std::string help, std::vector<double> bounds,
+                                 std::vector<std::string> label_names)
+    : MetricFamily(Type::kHistogram, std::move(name), std::move(help), std::move(label_names)),
+      family_(family),
+      bounds_(std::move(bounds)) {}
+
 void HistogramFamily::Observe(const LabelValues& labels, double value) {
-  absl::MutexLock lock(&mu());
-  Series& series = SeriesFor(labels);
-  const size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
-  ++series.buckets[bucket];
-  series.sum += value;
-  ++series.count;
+  family_.Add(LabelsFor(labels), bounds_).Observe(value);
 }
 
 uint64_t HistogramFamily::Count(const LabelValues& labels) const {
-  absl::MutexLock lock(&mu());
-  auto it = series_.find(labels);
-  return it == series_.end() ? 0 : it->second.count;
+  const prometheus::Labels l = LabelsFor(labels);
+  return family_.Has(l) ? family_.Add(l, bounds_).Collect().histogram.sample_count : 0;
 }
+
+prometheus::MetricFamily HistogramFamily::Collect() const { return Collected(family_.Collect()); }
+
+MetricsRegistry::MetricsRegistry() : registry_(std::make_unique<prometheus::Registry>()) {}
+MetricsRegistry::~MetricsRegistry() = default;
 
 CounterFamily& MetricsRegistry::AddCounter(const std::string& name, const std::string& help,
                                            std::vector<std::string> label_names) {
-  auto family = std::unique_ptr<CounterFamily>(
-      new CounterFamily(*this, MetricFamily::Type::kCounter, name, help, std::move(label_names)));
-  CounterFamily& ref = *family;
   absl::MutexLock lock(&mu_);
-  families_.push_back(std::move(family));
+  auto& family = prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
+  auto counter = std::unique_ptr<CounterFamily>(
+      new CounterFamily(family, name, help, std::move(label_names)));
+  CounterFamily& ref = *counter;
+  families_.push_back(std::move(counter));
+  return ref;
+}
+
+GaugeFamily& MetricsRegistry::AddGaugeFamily(MetricFamily::Type type, const std::string& name,
+                                             const std::string& help,
+                                             std::vector<std::string> label_names) {
+  absl::MutexLock lock(&mu_);
+  auto& family = prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
+  auto gauge = std::unique_ptr<GaugeFamily>(
+      new GaugeFamily(family, type, name, help, std::move(label_names)));
+  GaugeFamily& ref = *gauge;
+  families_.push_back(std::move(gauge));
   return ref;
 }
 
 GaugeFamily& MetricsRegistry::AddGauge(const std::string& name, const std::string& help,
                                        std::vector<std::string> label_names) {
-  auto family = std::unique_ptr<GaugeFamily>(
-      new GaugeFamily(*this, MetricFamily::Type::kGauge, name, help, std::move(label_names)));
-  GaugeFamily& ref = *family;
-  absl::MutexLock lock(&mu_);
-  families_.push_back(std::move(family));
-  return ref;
+  return AddGaugeFamily(MetricFamily::Type::kGauge, name, help, std::move(label_names));
 }
 
 GaugeFamily& MetricsRegistry::AddMirroredCounter(const std::string& name, const std::string& help,
                                                  std::vector<std::string> label_names) {
-  auto family = std::unique_ptr<GaugeFamily>(
-      new GaugeFamily(*this, MetricFamily::Type::kCounter, name, help, std::move(label_names)));
-  GaugeFamily& ref = *family;
-  absl::MutexLock lock(&mu_);
-  families_.push_back(std::move(family));
-  return ref;
+  return AddGaugeFamily(MetricFamily::Type::kCounter, name, help, std::move(label_names));
 }
 
 HistogramFamily& MetricsRegistry::AddHistogram(const std::string& name, const std::string& help,
@@ -173,20 +167,25 @@ HistogramFamily& MetricsRegistry::AddHistogram(const std::string& name, const st
   LOCKSTEP_CHECK(std::is_sorted(bounds.begin(), bounds.end()) &&
                  std::adjacent_find(bounds.begin(), bounds.end()) == bounds.end())
       << name << ": histogram bounds must be strictly ascending";
-  auto family = std::unique_ptr<HistogramFamily>(new HistogramFamily(
-      *this, MetricFamily::Type::kHistogram, name, help, std::move(label_names)));
-  family->bounds_ = std::move(bounds);
-  HistogramFamily& ref = *family;
   absl::MutexLock lock(&mu_);
-  families_.push_back(std::move(family));
+  auto& family = prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_);
+  auto histogram = std::unique_ptr<HistogramFamily>(
+      new HistogramFamily(family, name, help, std::move(bounds), std::move(label_names)));
+  HistogramFamily& ref = *histogram;
+  families_.push_back(std::move(histogram));
   return ref;
 }
 
 std::string MetricsRegistry::RenderText() const {
-  std::string out;
-  absl::MutexLock lock(&mu_);
-  for (const auto& family : families_) family->Render(out);
-  return out;
+  std::vector<prometheus::MetricFamily> collected;
+  {
+    absl::MutexLock lock(&mu_);
+    collected.reserve(families_.size());
+    for (const auto& family : families_) collected.push_back(family->Collect());
+  }
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, collected);
+  return out.str();
 }
 
 std::vector<double> LatencyBucketsSeconds() {

@@ -1,5 +1,7 @@
-// A small Prometheus metrics registry: counter, gauge and histogram families with
-// labels, rendered in the Prometheus text exposition format (version 0.0.4).
+// The router's Prometheus metrics: counter, gauge and histogram families with labels
+// over prometheus-cpp's core library (its families hold the series; its TextSerializer
+// renders the text exposition format, version 0.0.4). Serving /metrics over HTTP stays
+// the router's own (http_frontend.h).
 //
 //   MetricsRegistry registry;
 //   CounterFamily& requests = registry.AddCounter("lockstep_router_requests_total",
@@ -8,8 +10,10 @@
 //   std::string text = registry.RenderText();
 //
 // Families are added once, before use; a family's address is stable for the life of
-// the registry. Thread safety: every method is thread-safe (one mutex per registry,
-// held only to copy or update numbers).
+// the registry. Label values are given in the order of the family's label names.
+// Thread safety: every method is thread-safe (prometheus-cpp's per-family lock and
+// atomic values; the registry's mutex guards its list of families, a gauge family's
+// its series).
 #ifndef LOCKSTEP_RUNTIME_ROUTER_CORE_METRICS_H_
 #define LOCKSTEP_RUNTIME_ROUTER_CORE_METRICS_H_
 
@@ -22,13 +26,23 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
+// Only metrics.cc includes prometheus-cpp's headers (its target alone has the layering
+// check off, see BUILD.bazel); includers see these declarations.
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+class Registry;
+struct MetricFamily;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
 namespace lockstep::router {
 
 using LabelValues = std::vector<std::string>;
 
-class MetricsRegistry;
-
-// Shared by the family types: name, help, label names, and the registry's mutex.
+// Shared by the family types: name, help, label names, and the rendering type.
 class MetricFamily {
  public:
   enum class Type { kCounter, kGauge, kHistogram };
@@ -37,53 +51,58 @@ class MetricFamily {
   virtual ~MetricFamily() = default;
 
  protected:
-  struct Series {
-    double value = 0;               // counter, gauge
-    std::vector<uint64_t> buckets;  // histogram: per-bucket (not cumulative) counts
-    double sum = 0;
-    uint64_t count = 0;
-  };
-
-  MetricFamily(MetricsRegistry& registry, Type type, std::string name, std::string help,
+  MetricFamily(Type type, std::string name, std::string help,
                std::vector<std::string> label_names);
 
-  // The series for `labels` (created on first use). Requires the registry mutex.
-  Series& SeriesFor(const LabelValues& labels);
+  // prometheus-cpp's labels for `values` (one per label name, else a CHECK failure).
+  std::map<std::string, std::string> LabelsFor(const LabelValues& values) const;
+  // The family's series as prometheus-cpp collects them; HELP and TYPE also when it
+  // has none yet.
+  virtual prometheus::MetricFamily Collect() const = 0;
+  prometheus::MetricFamily Collected(std::vector<prometheus::MetricFamily> families) const;
 
-  absl::Mutex& mu() const;
-  void Render(std::string& out) const;
-
-  MetricsRegistry& registry_;
   const Type type_;
   const std::string name_;
   const std::string help_;
   const std::vector<std::string> label_names_;
-  std::vector<double> bounds_;            // histogram upper bounds, ascending (without +Inf)
-  std::map<LabelValues, Series> series_;  // guarded by registry mutex
 
   friend class MetricsRegistry;
 };
 
 class CounterFamily : public MetricFamily {
  public:
+  // `by` >= 0 (prometheus-cpp ignores a negative increment).
   void Increment(const LabelValues& labels, double by = 1);
   double Value(const LabelValues& labels) const;
 
  private:
-  using MetricFamily::MetricFamily;
+  CounterFamily(prometheus::Family<prometheus::Counter>& family, std::string name,
+                std::string help, std::vector<std::string> label_names);
+  prometheus::MetricFamily Collect() const override;
+
+  prometheus::Family<prometheus::Counter>& family_;
   friend class MetricsRegistry;
 };
 
 class GaugeFamily : public MetricFamily {
  public:
-  void Set(const LabelValues& labels, double value);
-  void Add(const LabelValues& labels, double delta);
-  double Value(const LabelValues& labels) const;
+  void Set(const LabelValues& labels, double value) ABSL_LOCKS_EXCLUDED(mu_);
+  void Add(const LabelValues& labels, double delta) ABSL_LOCKS_EXCLUDED(mu_);
+  double Value(const LabelValues& labels) const ABSL_LOCKS_EXCLUDED(mu_);
   // Drops every series (for gauges rebuilt from a fresh snapshot).
-  void Clear();
+  void Clear() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  using MetricFamily::MetricFamily;
+  // `type`: kGauge, or kCounter for a counter kept by another process and copied here
+  // by value (rendered with TYPE counter).
+  GaugeFamily(prometheus::Family<prometheus::Gauge>& family, Type type, std::string name,
+              std::string help, std::vector<std::string> label_names);
+  prometheus::Gauge& SeriesFor(const LabelValues& labels) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  prometheus::MetricFamily Collect() const override;
+
+  prometheus::Family<prometheus::Gauge>& family_;
+  mutable absl::Mutex mu_;
+  std::map<LabelValues, prometheus::Gauge*> series_ ABSL_GUARDED_BY(mu_);
   friend class MetricsRegistry;
 };
 
@@ -93,13 +112,20 @@ class HistogramFamily : public MetricFamily {
   uint64_t Count(const LabelValues& labels) const;
 
  private:
-  using MetricFamily::MetricFamily;
+  HistogramFamily(prometheus::Family<prometheus::Histogram>& family, std::string name,
+                  std::string help, std::vector<double> bounds,
+                  std::vector<std::string> label_names);
+  prometheus::MetricFamily Collect() const override;
+
+  prometheus::Family<prometheus::Histogram>& family_;
+  const std::vector<double> bounds_;  // ascending, without +Inf
   friend class MetricsRegistry;
 };
 
 class MetricsRegistry {
  public:
-  MetricsRegistry() = default;
+  MetricsRegistry();
+  ~MetricsRegistry();
   MetricsRegistry(const MetricsRegistry&) = delete;
   MetricsRegistry& operator=(const MetricsRegistry&) = delete;
 
@@ -121,9 +147,13 @@ class MetricsRegistry {
   std::string RenderText() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  friend class MetricFamily;
+  GaugeFamily& AddGaugeFamily(MetricFamily::Type type, const std::string& name,
+                              const std::string& help, std::vector<std::string> label_names)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   mutable absl::Mutex mu_;
+  // Owns the prometheus-cpp families; ours refer to them.
+  std::unique_ptr<prometheus::Registry> registry_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<MetricFamily>> families_ ABSL_GUARDED_BY(mu_);
 };
 
