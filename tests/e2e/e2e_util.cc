@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -62,8 +63,15 @@ std::string DisaggYaml(const std::string& model_dir, bool fault_timeouts, absl::
 }
 
 std::string DisaggYaml(const std::string& model_dir, const DisaggOptions& options) {
+  std::vector<std::string> transfer_fields;
+  if (options.fault_timeouts) transfer_fields.push_back("deadline_ms: 1500, lease_ms: 4000");
+  if (!options.transfer_transport.empty()) {
+    transfer_fields.push_back(absl::StrCat("transport: ", options.transfer_transport));
+  }
   const std::string transfer = absl::StrCat(
-      options.fault_timeouts ? "    transfer: {deadline_ms: 1500, lease_ms: 4000}\n" : "",
+      transfer_fields.empty()
+          ? ""
+          : absl::StrCat("    transfer: {", absl::StrJoin(transfer_fields, ", "), "}\n"),
       CommSettings(options.comm));
   std::string generation;
   for (const auto& [name, world_size] : options.generation) {

@@ -54,6 +54,8 @@ struct DisaggOptions {
   // Per generation rank.
   int generation_max_batch_size = 2;
   int generation_max_active_requests = 4;
+  // transfer.transport of every instance (ucx | tcp | grpc); empty: the default.
+  std::string transfer_transport;
 };
 std::string DisaggYaml(const std::string& model_dir, const DisaggOptions& options);
 
