@@ -50,6 +50,7 @@ void RunLayer(const MoeShape& s, std::mt19937_64& rng) {
   config.hidden_size = s.hidden;
   config.num_layers = 1;
   config.num_experts = s.num_experts;
+  config.moe_layer.assign(1, true);  // ModelConfig's contract: one entry per layer
   config.num_experts_per_tok = s.k;
   config.moe_intermediate_size = s.width;
   config.norm_topk_prob = s.renormalize;
