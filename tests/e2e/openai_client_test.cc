@@ -6,7 +6,8 @@
 // (context DEP2 + generation DEP2). The client asks for json_schema / json_object
 // response formats (chat and completions) and forced tool calls (tool_choice
 // "required" and named), streamed and not; every output must parse and validate
-// against its schema (client.mjs says what it checks).
+// against its schema with its properties in the schema's key order (client.mjs says what
+// it checks).
 #include <unistd.h>
 
 #include <climits>
@@ -65,7 +66,7 @@ std::string ClientScript() {
 std::string RunClient(const launcher::LocalDeployment& d, const std::string& log) {
   const std::string command =
       absl::StrCat("node '", ClientScript(), "' --base-url http://", d.http_address(),
-                   "/v1 --model ", kModel, " --seeds 2 > '", log, "' 2>&1");
+                   "/v1 --model ", kModel, " --seeds 2 --check-order > '", log, "' 2>&1");
   const int rc = std::system(command.c_str());
   std::string output;
   if (FILE* f = std::fopen(log.c_str(), "r")) {
