@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/comm/in_process_communicator.h"
+#include "runtime/engine/cpu/testing/prefill_logits.h"
 #include "runtime/engine/cpu/testing/test_models.h"
 #include "runtime/engine/cpu/transformer.h"
 
@@ -23,37 +24,13 @@ namespace lockstep::engine {
 namespace {
 
 using ::lockstep::engine::testing::HostPool;
+using ::lockstep::engine::testing::PrefillLogits;
 using ::lockstep::engine::testing::PresetModelDir;
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::TestSeed;
 
 constexpr int kRanks = 4;
-
-absl::Status Forward(const Transformer& model, HostPool& pool,
-                     const std::vector<std::vector<int32_t>>& seqs, std::vector<float>& out) {
-  std::vector<std::vector<BlockId>> blocks(seqs.size());
-  std::vector<ForwardRow> rows;
-  std::vector<SequenceKv> kv;
-  std::vector<int32_t> logit_rows;
-  for (size_t s = 0; s < seqs.size(); ++s) LOCKSTEP_CHECK_OK(pool.Cover(blocks[s], seqs[s].size()));
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    kv.push_back(SequenceKv{absl::MakeConstSpan(blocks[s])});
-    for (size_t j = 0; j < seqs[s].size(); ++j) {
-      logit_rows.push_back(static_cast<int32_t>(rows.size()));
-      rows.push_back({seqs[s][j], static_cast<int64_t>(j), static_cast<int32_t>(s)});
-    }
-  }
-  Arena arena;
-  absl::StatusOr<const float*> result =
-      model.Forward({rows, kv, logit_rows}, pool.view(), arena, nullptr);
-  if (!result.ok()) return result.status();
-  out.assign(*result, *result + rows.size() * model.config().vocab_size);
-  for (auto& b : blocks) {
-    for (BlockId id : b) pool.Free(id);
-  }
-  return absl::OkStatus();
-}
 
 // Runs `rounds` forwards on the 4 ranks, checking each against the single-rank model.
 // `failing_rank`: that rank's loader fails (-1: none). Returns the rebalancers (owned
@@ -111,13 +88,13 @@ std::vector<const ExpertRebalancer*> RunRounds(
     std::vector<std::thread> threads;
     for (int r = 0; r < kRanks; ++r) {
       threads.emplace_back(
-          [&, r] { status[r] = Forward(*ranks[r], *pools[r], prompts[r], logits[r]); });
+          [&, r] { status[r] = PrefillLogits(*ranks[r], *pools[r], prompts[r], logits[r]); });
     }
     for (std::thread& t : threads) t.join();
     for (int r = 0; r < kRanks; ++r) {
       EXPECT_THAT(status[r], IsOk()) << "round " << round << " rank " << r;
       std::vector<float> expected;
-      EXPECT_THAT(Forward(*single, single_pool, prompts[r], expected), IsOk());
+      EXPECT_THAT(PrefillLogits(*single, single_pool, prompts[r], expected), IsOk());
       EXPECT_EQ(logits[r], expected) << "round " << round << " rank " << r;
     }
   }

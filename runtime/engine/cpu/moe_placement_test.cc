@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "runtime/comm/in_process_communicator.h"
 #include "runtime/engine/cpu/expert_load.h"
+#include "runtime/engine/cpu/testing/prefill_logits.h"
 #include "runtime/engine/cpu/testing/test_models.h"
 #include "runtime/engine/cpu/transformer.h"
 #include "runtime/eplb/placement.h"
@@ -24,6 +25,7 @@ namespace lockstep::engine {
 namespace {
 
 using ::lockstep::engine::testing::HostPool;
+using ::lockstep::engine::testing::PrefillLogits;
 using ::lockstep::engine::testing::PresetModelDir;
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::SeedTrace;
@@ -35,32 +37,6 @@ ExpertLayout ToLayout(const eplb::Placement& placement) {
   ExpertLayout layout;
   for (const eplb::LayerPlacement& layer : placement.layers) layout.push_back(layer.slots);
   return layout;
-}
-
-// Logits of every row of `seqs` (prefill from position 0).
-absl::Status Forward(const Transformer& model, HostPool& pool,
-                     const std::vector<std::vector<int32_t>>& seqs, std::vector<float>& out) {
-  std::vector<std::vector<BlockId>> blocks(seqs.size());
-  std::vector<ForwardRow> rows;
-  std::vector<SequenceKv> kv;
-  std::vector<int32_t> logit_rows;
-  for (size_t s = 0; s < seqs.size(); ++s) LOCKSTEP_CHECK_OK(pool.Cover(blocks[s], seqs[s].size()));
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    kv.push_back(SequenceKv{absl::MakeConstSpan(blocks[s])});
-    for (size_t j = 0; j < seqs[s].size(); ++j) {
-      logit_rows.push_back(static_cast<int32_t>(rows.size()));
-      rows.push_back({seqs[s][j], static_cast<int64_t>(j), static_cast<int32_t>(s)});
-    }
-  }
-  Arena arena;
-  absl::StatusOr<const float*> result =
-      model.Forward({rows, kv, logit_rows}, pool.view(), arena, nullptr);
-  if (!result.ok()) return result.status();
-  out.assign(*result, *result + rows.size() * model.config().vocab_size);
-  for (auto& b : blocks) {
-    for (BlockId id : b) pool.Free(id);
-  }
-  return absl::OkStatus();
 }
 
 // A placement of tiny-moe's 8 experts on `ranks` ranks with `redundant` extra slots
@@ -112,13 +88,13 @@ void ExpectPlacementMatchesSingleRank(int world, const eplb::Placement& placemen
     std::vector<std::thread> threads;
     for (int r = 0; r < world; ++r) {
       threads.emplace_back(
-          [&, r] { status[r] = Forward(*ranks[r], *pools[r], prompts[r], logits[r]); });
+          [&, r] { status[r] = PrefillLogits(*ranks[r], *pools[r], prompts[r], logits[r]); });
     }
     for (std::thread& t : threads) t.join();
     for (int r = 0; r < world; ++r) {
       ASSERT_THAT(status[r], IsOk()) << "rank " << r;
       std::vector<float> expected;
-      ASSERT_THAT(Forward(*single, single_pool, prompts[r], expected), IsOk());
+      ASSERT_THAT(PrefillLogits(*single, single_pool, prompts[r], expected), IsOk());
       ASSERT_EQ(logits[r], expected) << "round " << round << " rank " << r;
     }
   }
