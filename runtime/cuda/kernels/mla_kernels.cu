@@ -51,10 +51,10 @@ __global__ void AbsorbQueryKernel(const T* q, int64_t q_stride, MlaShape s, cons
                                   float* q_lat) {
   const int row = blockIdx.x;
   const int h = blockIdx.y;
-  const T* qh = q + row * q_stride + static_cast<int64_t>(h) * s.qk();
+  const T* qh = q + row * q_stride + static_cast<int64_t>(h) * (s.nope + s.rope);
   const T* w_uk = kv_b + static_cast<int64_t>(h) * (s.nope + s.vdim) * s.lora;
-  float* out = q_lat + (static_cast<int64_t>(row) * s.heads + h) * s.latent();
-  for (int j = threadIdx.x; j < s.latent(); j += blockDim.x) {
+  float* out = q_lat + (static_cast<int64_t>(row) * s.heads + h) * (2 * s.half);
+  for (int j = threadIdx.x; j < (2 * s.half); j += blockDim.x) {
     float v = 0.0f;
     if (j < s.lora) {
       for (int n = 0; n < s.nope; ++n) v = fmaf(Load(qh + n), Load(w_uk + n * s.lora + j), v);
@@ -93,8 +93,8 @@ __global__ void MlaAttentionKernel(PagedKvDesc d, int layer, const float* q_lat,
     for (int j = threadIdx.x; j < s.lora; j += blockDim.x) out[j] = 0.0f;
     return;
   }
-  const float* q = q_lat + (static_cast<int64_t>(row) * s.heads + h) * s.latent();
-  for (int j = threadIdx.x; j < s.latent(); j += blockDim.x) q_s[j] = q[j];
+  const float* q = q_lat + (static_cast<int64_t>(row) * s.heads + h) * (2 * s.half);
+  for (int j = threadIdx.x; j < (2 * s.half); j += blockDim.x) q_s[j] = q[j];
   for (int j = threadIdx.x; j < s.lora; j += blockDim.x) acc_s[j] = 0.0f;
   __syncthreads();
   const int count = positions[row] + 1;

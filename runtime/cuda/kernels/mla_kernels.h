@@ -35,6 +35,7 @@ struct MlaShape {
   int32_t vdim = 0;  // v_head_dim
   int32_t half = 0;  // the cache's head_dim: (lora + rope + 1) / 2
 
+  // Host-only (nvcc refuses them in kernels, which spell them out).
   int32_t qk() const { return nope + rope; }
   int32_t latent() const { return 2 * half; }
 };
