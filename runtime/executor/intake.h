@@ -1,6 +1,7 @@
 // What enters an instance: new requests, cancellations and the drain order. The leader
-// collects them from client threads (Inbox) and broadcasts them to every rank at the
-// top of each step (docs/design.md §3 step 1).
+// collects them from client threads (Inbox) and broadcasts them to every rank in each
+// step's intake (docs/design.md §3 phase 1, which runs after the rank-local transfer
+// poll of phase 2).
 #ifndef LOCKSTEP_RUNTIME_EXECUTOR_INTAKE_H_
 #define LOCKSTEP_RUNTIME_EXECUTOR_INTAKE_H_
 

@@ -1,6 +1,8 @@
 // What an instance sends back for a request: new tokens, the finish, or an error. The
 // ranks' responses are gathered to the leader once per step (every rank joins the
-// gather, with an empty list if it has nothing) and delivered to a ResponseSink there.
+// gather, with an empty list if it has nothing), each rank's part followed by the KV
+// events of its target radix tree since the previous step, and delivered to a
+// ResponseSink there.
 #ifndef LOCKSTEP_RUNTIME_EXECUTOR_RESPONSE_H_
 #define LOCKSTEP_RUNTIME_EXECUTOR_RESPONSE_H_
 
