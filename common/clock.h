@@ -6,7 +6,7 @@
 // network uses real time instead: collective timeouts, the engine step timeout,
 // bootstrap and rendezvous, gRPC and TCP deadlines (a clock deadline is converted into a
 // remaining duration where the two meet), worker health and stop deadlines, the
-// leader's idle wait, the Generate read slices, health polls, KV transfer waits, server
+// leader's idle wait, the Generate stream timers, health polls, KV transfer waits, server
 // shutdown graces and the launcher. docs/threading.md §6 lists each one.
 //
 // Thread safety: both implementations are thread-safe.
