@@ -116,38 +116,73 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
                                   " bytes and ", blocks_total));
   }
 
-  // Not zero-filled: the get overwrites all of it.
-  std::shared_ptr<std::byte[]> staging(new std::byte[std::max<int64_t>(expected, 1)]);
-  const absl::Status got = worker_->Get(offer.worker_address(), offer.rkey(),
-                                        offer.remote_address(),
-                                        {staging.get(), static_cast<size_t>(expected)}, staging,
-                                        spec.deadline, [&control] { return control.cancelled(); });
-  release();
-  if (control.cancelled()) return ReceiveCancelledError(blocks.id);
-  if (!got.ok()) return PullError(got.code(), source, got.message());
-
-  BlockWriter writer(blocks, spec.num_tokens, descriptor_, copiers_);
-  size_t at = 0;
-  int crc_at = 0;
-  for (const Part& part : parts) {
-    const ChunkHeader header{
-        part.kind == PoolKind::kTarget ? lockstep::v1::KV_POOL_TARGET : lockstep::v1::KV_POOL_DRAFT,
-        0, 0};
-    const absl::Span<const uint32_t> crcs(offer.block_crc32c().data() + crc_at,
-                                          static_cast<size_t>(part.count));
-    absl::Status written = writer.Place(header, part.bytes, crcs.size());
-    if (written.ok()) {
+  // The staged bytes: read in place where shared memory maps them (one pass that
+  // checks and places every block), otherwise copied here with one get.
+  const std::byte* staged = nullptr;
+  std::shared_ptr<const void> staged_hold;
+  bool mapped = false;
+  absl::StatusOr<UcxWorker::Mapped> map =
+      worker_->MapRemote(offer.worker_address(), offer.rkey(), offer.remote_address(),
+                         static_cast<size_t>(expected));
+  if (map.ok()) {
+    staged = map->data;
+    staged_hold = std::move(map->hold);
+    mapped = true;
+  } else if (!absl::IsUnimplemented(map.status())) {
+    release();
+    return PullError(map.status().code(), source, map.status().message());
+  } else {
+    // Not zero-filled: the get overwrites all of it.
+    std::shared_ptr<std::byte[]> staging(new std::byte[std::max<int64_t>(expected, 1)]);
+    const absl::Status got = worker_->Get(
+        offer.worker_address(), offer.rkey(), offer.remote_address(),
+        {staging.get(), static_cast<size_t>(expected)}, staging, spec.deadline,
+        [&control] { return control.cancelled(); });
+    if (!got.ok()) {
+      release();
       if (control.cancelled()) return ReceiveCancelledError(blocks.id);
-      written = writer.Write({staging.get() + at, part.bytes}, crcs);
+      return PullError(got.code(), source, got.message());
     }
-    if (!written.ok()) return PullError(written.code(), source, written.message());
-    at += part.bytes;
-    crc_at += part.count;
+    staged = staging.get();
+    staged_hold = std::move(staging);
   }
-  absl::Status finished = writer.ApplyTrailer(offer.trailer());
-  if (finished.ok()) finished = writer.Finish();
-  if (!finished.ok()) return PullError(finished.code(), source, finished.message());
-  return absl::OkStatus();
+  // A got copy is ours: the staged one can go now. One read in place stays the context
+  // rank's until the Release, sent once the blocks are written.
+  if (!mapped) release();
+  const absl::Status written = [&]() -> absl::Status {
+    if (control.cancelled()) return ReceiveCancelledError(blocks.id);
+    BlockWriter writer(blocks, spec.num_tokens, descriptor_, copiers_);
+    size_t at = 0;
+    int crc_at = 0;
+    for (const Part& part : parts) {
+      const ChunkHeader header{part.kind == PoolKind::kTarget ? lockstep::v1::KV_POOL_TARGET
+                                                              : lockstep::v1::KV_POOL_DRAFT,
+                               0, 0};
+      const absl::Span<const uint32_t> crcs(offer.block_crc32c().data() + crc_at,
+                                            static_cast<size_t>(part.count));
+      absl::Status placed = writer.Place(header, part.bytes, crcs.size());
+      if (placed.ok()) {
+        if (control.cancelled()) return ReceiveCancelledError(blocks.id);
+        placed = writer.Write({staged + at, part.bytes}, crcs);
+      }
+      if (!placed.ok()) return PullError(placed.code(), source, placed.message());
+      at += part.bytes;
+      crc_at += part.count;
+    }
+    absl::Status finished = writer.ApplyTrailer(offer.trailer());
+    if (finished.ok()) finished = writer.Finish();
+    if (!finished.ok()) return PullError(finished.code(), source, finished.message());
+    // Read in place past the deadline, the range may have been dropped and reused by
+    // another offer while it was read (a checksum checked, then the bytes changed before
+    // their copy): the blocks are not trusted.
+    if (mapped && absl::Now() >= spec.deadline) {
+      return PullError(absl::StatusCode::kDeadlineExceeded, source,
+                       "the staged copy was read in place past the pull's deadline");
+    }
+    return absl::OkStatus();
+  }();
+  if (mapped) release();
+  return written;
 }
 
 }  // namespace lockstep::transfer

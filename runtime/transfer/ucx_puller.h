@@ -1,8 +1,11 @@
 // One KV receive over the UCX data plane (docs/transfer-ucx.md), on a generation rank's
 // receive thread: asks the context rank for an offer (KvUcxService.Offer, on its
-// token-checked gRPC port), reads the staged blocks with one UCX get into a host
-// staging buffer, checks every block's CRC32C and writes them into the receive's blocks
-// through BlockWriter (as the other transports do), then releases the offer.
+// token-checked gRPC port), checks every staged block's CRC32C and writes the blocks
+// into the receive's blocks through BlockWriter (as the other transports do), then
+// releases the offer. Where shared memory maps the staged copy into this process
+// (UcxWorker::MapRemote: the context rank on the same host) the blocks are read in
+// place, in one pass; otherwise one UCX get copies the staged copy into a host buffer
+// first.
 //
 // Thread safety: UcxPuller is immutable; pulls may run on several threads at once, into
 // disjoint blocks.

@@ -39,6 +39,8 @@ constexpr size_t kMaxCachedRkeys = 16;
 constexpr char kFrameMagic[4] = {'L', 'S', 'U', 'X'};
 constexpr size_t kFrameHeader = 4 + 1 + 2 + 4 + 4;
 constexpr size_t kMaxFramed = size_t{1} << 20;
+// A remote key's bytes start with its region's address and length.
+constexpr size_t kRegionPrefix = 16;
 
 struct UcxVersion {
   unsigned major = 0, minor = 0;
@@ -114,6 +116,21 @@ struct UcxWorker::Endpoint {
 struct UcxWorker::RemoteKey {
   ~RemoteKey() { ucp_rkey_destroy(static_cast<ucp_rkey_h>(rkey)); }
   void* rkey = nullptr;  // ucp_rkey_h
+  // The region it opens, as its owner framed it: reads outside it are refused here
+  // (UCX does not check them on every transport; a mapped read would fault).
+  uint64_t base = 0;
+  uint64_t length = 0;
+
+  // OK when `size` bytes at `address` lie in the region; OutOfRange naming both.
+  absl::Status Covers(uint64_t address, size_t size) const {
+    if (address >= base && address - base <= length && size <= length - (address - base)) {
+      return absl::OkStatus();
+    }
+    return absl::OutOfRangeError(absl::StrCat("the UCX read of ", size, " bytes at offset ",
+                                              static_cast<int64_t>(address - base),
+                                              " lies outside the context rank's region of ",
+                                              length, " bytes"));
+  }
 };
 
 // One get in flight: completed by UCX's callback on the progress thread.
@@ -267,7 +284,12 @@ absl::StatusOr<std::unique_ptr<UcxRegion>> UcxWorker::Map(void* data, size_t siz
     ucp_mem_unmap(Context(context_), memh);
     return UcxError("packing a UCX remote key", s);
   }
-  std::string rkey = Frame('K', {static_cast<const char*>(packed), packed_size});
+  // The key's bytes: the region's address and length (little-endian), then UCX's key.
+  std::string key(kRegionPrefix, '\0');
+  absl::little_endian::Store64(key.data(), reinterpret_cast<uint64_t>(data));
+  absl::little_endian::Store64(key.data() + 8, static_cast<uint64_t>(size));
+  key.append(static_cast<const char*>(packed), packed_size);
+  std::string rkey = Frame('K', key);
   ucp_rkey_buffer_release(packed);
   return std::unique_ptr<UcxRegion>(
       new UcxRegion(shared_from_this(), memh, data, size, std::move(rkey)));
@@ -359,17 +381,45 @@ absl::StatusOr<std::shared_ptr<UcxWorker::RemoteKey>> UcxWorker::RemoteKeyFor(
     Endpoint& endpoint, const std::string& framed) {
   absl::MutexLock lock(&endpoint.mu);
   if (auto it = endpoint.rkeys.find(framed); it != endpoint.rkeys.end()) return it->second;
-  absl::StatusOr<absl::string_view> packed = Unframe('K', framed);
-  if (!packed.ok()) return packed.status();
+  absl::StatusOr<absl::string_view> bytes = Unframe('K', framed);
+  if (!bytes.ok()) return bytes.status();
+  if (bytes->size() <= kRegionPrefix) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the context rank's UCX remote key is malformed: ", bytes->size(), " bytes"));
+  }
   auto key = std::make_shared<RemoteKey>();
+  key->base = absl::little_endian::Load64(bytes->data());
+  key->length = absl::little_endian::Load64(bytes->data() + 8);
+  const absl::string_view packed = bytes->substr(kRegionPrefix);
   ucp_rkey_h unpacked = nullptr;
-  if (ucs_status_t s = ucp_ep_rkey_unpack(endpoint.ep, packed->data(), &unpacked); s != UCS_OK) {
+  if (ucs_status_t s = ucp_ep_rkey_unpack(endpoint.ep, packed.data(), &unpacked); s != UCS_OK) {
     return UcxError("unpacking the context rank's UCX remote key", s);
   }
   key->rkey = unpacked;
   if (endpoint.rkeys.size() >= kMaxCachedRkeys) endpoint.rkeys.erase(endpoint.rkeys.begin());
   endpoint.rkeys.emplace(framed, key);
   return key;
+}
+
+absl::StatusOr<UcxWorker::Mapped> UcxWorker::MapRemote(const std::string& peer,
+                                                       const std::string& rkey,
+                                                       uint64_t remote_address, size_t size) {
+  if (hooks_.no_mapping) return absl::UnimplementedError("mapping peer memory is turned off");
+  if (peer.empty()) return absl::UnavailableError("the context rank sent no UCX worker address");
+  absl::StatusOr<std::shared_ptr<Endpoint>> endpoint = EndpointTo(peer);
+  if (!endpoint.ok()) return endpoint.status();
+  absl::StatusOr<std::shared_ptr<RemoteKey>> key = RemoteKeyFor(**endpoint, rkey);
+  if (!key.ok()) return key.status();
+  if (absl::Status covered = (*key)->Covers(remote_address, size); !covered.ok()) return covered;
+  if (hooks_.before_get) hooks_.before_get();
+  const auto rkey_h = static_cast<ucp_rkey_h>((*key)->rkey);
+  void* first = nullptr;
+  const ucs_status_t mapped = ucp_rkey_ptr(rkey_h, remote_address, &first);
+  if (mapped == UCS_ERR_UNREACHABLE) {
+    return absl::UnimplementedError("no UCX transport maps the context rank's memory");
+  }
+  if (mapped != UCS_OK) return UcxError("mapping the context rank's UCX region", mapped);
+  return Mapped{static_cast<const std::byte*>(first), std::move(*key)};
 }
 
 int UcxWorker::endpoints() const {
@@ -388,6 +438,9 @@ absl::Status UcxWorker::Get(const std::string& peer, const std::string& rkey,
   op->keep_alive = std::move(keep_alive);
   absl::StatusOr<std::shared_ptr<RemoteKey>> key = RemoteKeyFor(**endpoint, rkey);
   if (!key.ok()) return key.status();
+  if (absl::Status covered = (*key)->Covers(remote_address, out.size()); !covered.ok()) {
+    return covered;
+  }
   op->rkey = std::move(*key);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;

@@ -2,7 +2,8 @@
 // its progress thread. The context side registers staging memory (Register) and hands
 // the worker address and the region's packed remote key to the puller through the
 // token-checked gRPC control messages; the puller reads the region with one-sided RMA
-// gets (Get). Which UCX transports carry the bytes is UCX's choice within UCX_TLS (shm
+// gets (Get), or, where a shared-memory transport maps the peer's UCX-allocated region
+// into this process, reads it in place (MapRemote). Which UCX transports carry the bytes is UCX's choice within UCX_TLS (shm
 // and cma on one host, rc/dc verbs across nodes, tcp otherwise); where a transport has
 // no RMA get, UCP emulates it with active messages served by the owner's progress
 // thread, so the owner still runs no thread per transfer.
@@ -44,8 +45,10 @@ struct UcxWorkerHooks {
   // While true, the progress thread does not progress the worker (a peer whose gets
   // never complete, for transports that need the owner's progress).
   std::function<bool()> hold_progress;
-  // Called on the caller's thread before each get is submitted.
+  // Called on the caller's thread before each get is submitted or mapped read begins.
   std::function<void()> before_get;
+  // When true, MapRemote maps nothing (Unimplemented), so reads go through Get.
+  bool no_mapping = false;
 };
 
 class UcxWorker;
@@ -63,7 +66,8 @@ class UcxRegion {
   uint64_t address() const { return reinterpret_cast<uint64_t>(data_); }
   std::byte* data() const { return const_cast<std::byte*>(static_cast<const std::byte*>(data_)); }
   size_t size() const { return size_; }
-  // The packed remote key a peer needs to read the region (framed like the address).
+  // The packed remote key a peer needs to read the region, with the region's address
+  // and length (so a reader refuses ranges outside it), framed like the address.
   const std::string& rkey() const { return rkey_; }
 
  private:
@@ -100,7 +104,8 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   // Reads `out.size()` bytes at `remote_address` of the region `rkey` of the worker at
   // `peer` into `out`, by `deadline`, giving up early once `cancelled()` holds (checked
   // every `slice`). Outcomes: OK; DeadlineExceeded; Cancelled; Unavailable when the
-  // endpoint fails (peer gone, key refused); InvalidArgument for a malformed `peer` or
+  // endpoint fails (peer gone, key refused); OutOfRange when the range leaves the
+  // region `rkey` opens; InvalidArgument for a malformed `peer` or
   // `rkey` and FailedPrecondition for one made by another UCX version (checked before
   // UCX parses them: UCX aborts the process on bytes it does not expect). After a
   // failure the get may still be landing: `out` must not be read, and `keep_alive`
@@ -109,6 +114,22 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
                    absl::Span<std::byte> out, std::shared_ptr<const void> keep_alive,
                    absl::Time deadline, const std::function<bool()>& cancelled,
                    absl::Duration slice = absl::Milliseconds(20));
+
+  // A peer's region mapped into this process: `data` reads it while `hold` lives (the
+  // mapping stays valid even if the peer frees the region or exits: the bytes are then
+  // stale, not unmapped).
+  struct Mapped {
+    const std::byte* data = nullptr;
+    std::shared_ptr<const void> hold;
+  };
+  // Maps `size` bytes at `remote_address` of the region `rkey` of the worker at `peer`,
+  // where a shared-memory transport reaches that peer and the region is UCX-allocated
+  // (no copy, no progress thread: the caller reads the bytes in place). Unimplemented
+  // where it cannot (another host, tcp only, user memory): read with Get. Other errors
+  // as Get's (endpoint, malformed or foreign `peer` or `rkey`); OutOfRange when the
+  // range does not lie in the region.
+  absl::StatusOr<Mapped> MapRemote(const std::string& peer, const std::string& rkey,
+                                   uint64_t remote_address, size_t size);
 
   // Endpoints to peers now open (tests).
   int endpoints() const ABSL_LOCKS_EXCLUDED(mu_);

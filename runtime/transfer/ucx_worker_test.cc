@@ -3,6 +3,7 @@
 #include "runtime/transfer/ucx_worker.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <cstddef>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "common/testing/seed.h"
 #include "common/testing/status_matchers.h"
@@ -63,6 +65,62 @@ TEST(UcxWorkerTest, GetReadsARegisteredRegion) {
     EXPECT_TRUE(std::equal(part->begin(), part->end(), source->begin() + size / 4));
   }
   EXPECT_EQ(reader->endpoints(), 1);  // reused
+}
+
+bool OverShm() {
+  const char* tls = std::getenv("UCX_TLS");
+  return tls != nullptr && absl::StrContains(tls, "shm");
+}
+
+// Over shared memory a peer's UCX-allocated region is read in place; where no transport
+// maps it (tcp, user memory, mapping turned off) MapRemote says so and Get reads it.
+TEST(UcxWorkerTest, MapRemoteReadsAnAllocatedRegionInPlaceOverSharedMemory) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
+  std::shared_ptr<UcxWorker> reader = MakeWorker("generation");
+  ASSERT_NE(owner, nullptr);
+  ASSERT_NE(reader, nullptr);
+  constexpr size_t kSize = size_t{1} << 20;
+  absl::StatusOr<std::unique_ptr<UcxRegion>> allocated = owner->Allocate(kSize);
+  ASSERT_OK(allocated);
+  const UcxRegion& region = **allocated;
+  auto source = RandomBytes(kSize, seed);
+  std::copy(source->begin(), source->end(), region.data());
+  const size_t offset = kSize / 4;
+  // A read that leaves the region is refused before UCX sees it (on every transport).
+  auto dest = std::make_shared<std::vector<std::byte>>(2);
+  EXPECT_THAT(reader->Get(owner->address(), region.rkey(), region.address() + kSize - 1,
+                          absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("outside")));
+  absl::StatusOr<UcxWorker::Mapped> mapped =
+      reader->MapRemote(owner->address(), region.rkey(), region.address() + offset, kSize / 2);
+  if (!OverShm()) {
+    EXPECT_THAT(mapped, StatusIs(absl::StatusCode::kUnimplemented));
+    return;
+  }
+  ASSERT_OK(mapped);
+  ASSERT_NE(mapped->data, nullptr);
+  EXPECT_TRUE(std::equal(mapped->data, mapped->data + kSize / 2, source->begin() + offset));
+  // In place: the owner's later writes show through.
+  region.data()[offset + 7] = ~region.data()[offset + 7];
+  EXPECT_EQ(mapped->data[7], region.data()[offset + 7]);
+  // A range that leaves the region is refused.
+  EXPECT_THAT(reader->MapRemote(owner->address(), region.rkey(), region.address() + offset,
+                                kSize),
+              StatusIs(absl::StatusCode::kOutOfRange));
+  EXPECT_THAT(reader->MapRemote(owner->address(), region.rkey(), region.address() + 2 * kSize, 1),
+              StatusIs(absl::StatusCode::kOutOfRange));
+  // Memory the owner only registered is not mapped; nor anything with mapping off.
+  absl::StatusOr<std::unique_ptr<UcxRegion>> registered = owner->Register(*source);
+  ASSERT_OK(registered);
+  EXPECT_THAT(reader->MapRemote(owner->address(), (*registered)->rkey(), (*registered)->address(),
+                                kSize),
+              StatusIs(absl::StatusCode::kUnimplemented));
+  std::shared_ptr<UcxWorker> unmapping = MakeWorker("generation", {.no_mapping = true});
+  ASSERT_NE(unmapping, nullptr);
+  EXPECT_THAT(unmapping->MapRemote(owner->address(), region.rkey(), region.address(), kSize),
+              StatusIs(absl::StatusCode::kUnimplemented));
 }
 
 TEST(UcxWorkerTest, RegistrationFailureIsReported) {
