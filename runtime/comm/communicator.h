@@ -16,8 +16,9 @@
 //  * ShmCommunicator: processes (or threads) of one host, over a shared-memory segment.
 //  * NcclCommunicator: over the fixed-size primitives of a device collective library
 //    (cuda::NcclGroup on GPUs; fake primitives in CPU tests).
-// gloo and NCCL cannot compare calls directly: they exchange the header of
-// collective_wire.h first. Every implementation validates a call's arguments through
+// The multi-process ones (gloo, shm, NCCL) follow one per-operation protocol,
+// collective_protocol.h; gloo and NCCL carry its header round as the header of
+// collective_wire.h. Every implementation validates a call's arguments through
 // the same per-op functions (collective_op.h), and testing/conformance.h with
 // communicator_contract_test.cc hold each of them to this contract. The worker picks
 // gloo, shm or auto (shm when every rank is on one host) per group from the config.

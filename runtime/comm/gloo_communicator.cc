@@ -14,6 +14,7 @@
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
+#include "runtime/comm/collective_protocol.h"
 #include "runtime/comm/collective_wire.h"
 #include "runtime/comm/gloo_call.h"
 
@@ -26,18 +27,6 @@ namespace {
 bool IsTimeout(absl::string_view what) {
   return absl::StrContains(what, "Timed out") || absl::StrContains(what, "timeout") ||
          absl::StrContains(what, "Timeout");
-}
-
-// Splits `flat` into consecutive strings of `sizes`.
-std::vector<std::string> Split(const std::string& flat, absl::Span<const size_t> sizes) {
-  std::vector<std::string> out;
-  out.reserve(sizes.size());
-  size_t offset = 0;
-  for (size_t size : sizes) {
-    out.push_back(flat.substr(offset, size));
-    offset += size;
-  }
-  return out;
 }
 
 }  // namespace
@@ -105,11 +94,8 @@ GlooCommunicator::~GlooCommunicator() = default;
 absl::Status GlooCommunicator::Run(const CallSpec& spec, const CallOptions& options,
                                    absl::FunctionRef<absl::Status(GlooCall&)> body) {
   const CollectiveOp op = spec.op;
-  if (!broken_.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("gloo communicator of group '", prefix_, "' rank ", rank_,
-                     " is broken by an earlier error: ", broken_.ToString()));
-  }
+  RETURN_IF_ERROR(
+      broken_.CheckUsable(absl::StrCat("gloo communicator of group '", prefix_, "' rank ", rank_)));
   absl::Status status;
   bool thrown = false;
   bool io_error = false;
@@ -134,8 +120,7 @@ absl::Status GlooCommunicator::Run(const CallSpec& spec, const CallOptions& opti
              : IsTimeout(what) ? absl::DeadlineExceededError(message)
                                : absl::UnavailableError(message);
   }
-  if (!status.ok()) {
-    broken_ = status;
+  if (broken_.Record(status)) {
     LOCKSTEP_LOG_WARN("comm", "gloo group '{}' rank {} broken: {}", prefix_, rank_,
                       status.ToString());
   }
@@ -194,7 +179,7 @@ absl::StatusOr<std::vector<std::string>> GlooCommunicator::AllGatherBytes(
     for (size_t s : sizes) total += s;
     std::string flat(total, '\0');
     RETURN_IF_ERROR(call.AllGatherV(data, flat.data(), sizes));
-    result = Split(flat, sizes);
+    result = SplitBytes(flat, sizes);
     return absl::OkStatus();
   }));
   return result;
@@ -237,7 +222,7 @@ absl::StatusOr<std::vector<std::string>> GlooCommunicator::Gather(absl::string_v
     }
     std::string flat;
     RETURN_IF_ERROR(call.Gather(data, root, sizes, &flat));
-    if (rank_ == root) result = Split(flat, sizes);
+    if (rank_ == root) result = SplitBytes(flat, sizes);
     return absl::OkStatus();
   }));
   return result;
@@ -251,12 +236,10 @@ absl::Status GlooCommunicator::AllToAllV(absl::Span<const float> send,
   const CallSpec spec = SpecAllToAllV(options.tag, rank_, world_size_, send_counts, send.size(),
                                       recv_counts, recv.size());
   return Run(spec, options, [&](GlooCall& call) -> absl::Status {
-    std::vector<int64_t> fields(send_counts.begin(), send_counts.end());
-    fields.insert(fields.end(), recv_counts.begin(), recv_counts.end());
-    ASSIGN_OR_RETURN(WireHeaders headers, call.ExchangeHeaders(spec, fields));
-    RETURN_IF_ERROR(CheckAllToAllVPairs(
-        spec, world_size_, "floats", [&](int s, int r) { return headers.field(s, r); },
-        [&](int r, int s) { return headers.field(r, world_size_ + s); }));
+    ASSIGN_OR_RETURN(WireHeaders headers,
+                     call.ExchangeHeaders(spec, AllToAllVFields(spec, send_counts, recv_counts)));
+    RETURN_IF_ERROR(CheckAllToAllVFields(
+        spec, world_size_, [&](int r, int i) { return headers.field(r, i); }));
     return call.AllToAllV(send.data(), std::vector<int64_t>(send_counts.begin(), send_counts.end()),
                           recv.data(),
                           std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
@@ -268,23 +251,16 @@ absl::StatusOr<std::vector<std::string>> GlooCommunicator::AllToAllBytes(
   const CallSpec spec = SpecAllToAllBytes(options.tag, rank_, world_size_, send.size());
   std::vector<std::string> result;
   RETURN_IF_ERROR(Run(spec, options, [&](GlooCall& call) -> absl::Status {
-    std::vector<int64_t> send_sizes(world_size_, 0);
-    std::string flat_send;
-    if (spec.local.ok()) {
-      for (int r = 0; r < world_size_; ++r) {
-        send_sizes[r] = send[r].size();
-        flat_send += send[r];
-      }
-    }
-    ASSIGN_OR_RETURN(WireHeaders headers, call.ExchangeHeaders(spec, send_sizes));
+    FlatBlocks mine = FlattenAllToAllBytes(spec, rank_, send);
+    ASSIGN_OR_RETURN(WireHeaders headers, call.ExchangeHeaders(spec, mine.sizes));
     std::vector<size_t> recv_sizes = headers.column(rank_);
     std::vector<int64_t> recv_counts(recv_sizes.begin(), recv_sizes.end());
     size_t total = 0;
     for (size_t s : recv_sizes) total += s;
     std::string flat_recv(total, '\0');
     RETURN_IF_ERROR(
-        call.AllToAllV(flat_send.data(), send_sizes, flat_recv.data(), std::move(recv_counts)));
-    result = Split(flat_recv, recv_sizes);
+        call.AllToAllV(mine.flat.data(), mine.sizes, flat_recv.data(), std::move(recv_counts)));
+    result = SplitBytes(flat_recv, recv_sizes);
     return absl::OkStatus();
   }));
   return result;

@@ -7,31 +7,26 @@
 // process may hold several groups with different prefixes (the executor's and the
 // engine's); each has its own TCP device, connections and event-loop thread.
 //
-// Wire protocol. gloo aborts the process if a peer sends more bytes than a receive
-// expects, so no payload is exchanged before its size is known to agree:
+// Protocol: collective_protocol.h (header round, checks, agreed payload sizes, errors,
+// the first error breaks the communicator). gloo aborts the process if a peer sends
+// more bytes than a receive expects, so no payload moves before its size agrees. How
+// gloo carries the rounds:
 //  * Small fixed-size ops (AllReduce, AllGather, AllToAll with at most kInlineElements
 //    elements per block, and Barrier) pad every block to kInlineElements + 2 int64 and
-//    carry a fingerprint of the call (op, tag, sizes) in it: one gloo round, and every
-//    rank checks the fingerprints. The all-reduce block travels as ONE gloo element
-//    with a custom reduction (values by the op, fingerprints by min and max), so gloo's
-//    ring moves a single segment, exactly as for a one-int64 all-reduce.
-//  * All other ops first all-gather the fixed-width header of collective_wire.h per
-//    rank (fingerprint, op, tag, sizes or counts), check that every rank called the
-//    same op with the same tag and compatible sizes, and only then exchange the payload
-//    with exact sizes. Payloads of up to 256 bytes per rank (Broadcast, Gather,
-//    AllGatherBytes) travel inside the header, so the executor's intake and response
-//    exchanges take one round.
-// A mismatch returns Internal("collective desync: ...") on every rank that can see it;
-// a rank whose own arguments are invalid returns InvalidArgument and its peers learn
-// it from the header. Calls that do not even use the same gloo operation (say
-// AllReduce against Gather) cannot meet and time out.
+//    carry the call's fingerprint in it: one gloo round, and every rank checks the
+//    fingerprints. The all-reduce block travels as ONE gloo element with a custom
+//    reduction (values by the op, fingerprints by min and max), so gloo's ring moves a
+//    single segment, exactly as for a one-int64 all-reduce.
+//  * All other ops all-gather the header of collective_wire.h first; payloads of up to
+//    kWireInlineBytes per rank (Broadcast, Gather, AllGatherBytes) travel inside it, so
+//    the executor's intake and response exchanges take one round.
+// Unlike shm and NCCL, calls that do not even use the same gloo operation (say
+// AllReduce against Gather) cannot meet: they time out instead of reporting a desync.
 //
 // Errors: gloo throws; every exception is caught here and converted (timeouts ->
 // DeadlineExceeded, connection errors such as a SIGKILLed peer -> Unavailable, the
-// rest -> Internal), naming the call, the rank and the group. After any error the
-// communicator is broken: later calls fail at once with FailedPrecondition. Every
-// gloo wait is bounded by the call's timeout (CallOptions::timeout covers the whole
-// call, header and payload rounds together).
+// rest -> Internal), naming the call, the rank and the group. Every gloo wait is
+// bounded by what is left of the call's timeout.
 //
 // Thread safety: one thread at a time (like every Communicator).
 #ifndef LOCKSTEP_RUNTIME_COMM_GLOO_COMMUNICATOR_H_
@@ -50,6 +45,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "runtime/comm/collective_op.h"
+#include "runtime/comm/collective_protocol.h"
 #include "runtime/comm/communicator.h"
 
 namespace gloo {
@@ -136,7 +132,7 @@ class GlooCommunicator final : public Communicator {
   const int world_size_;
   const std::string prefix_;
   std::shared_ptr<gloo::Context> context_;
-  absl::Status broken_;  // First error; OK while usable.
+  FirstError broken_;
 };
 
 }  // namespace lockstep::comm

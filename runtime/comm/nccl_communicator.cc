@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "runtime/comm/collective_protocol.h"
 #include "runtime/comm/collective_wire.h"
 
 namespace lockstep::comm {
@@ -167,15 +168,11 @@ NcclCommunicator::~NcclCommunicator() = default;
 
 absl::Status NcclCommunicator::Run(const CallSpec& spec, const CallOptions& options,
                                    absl::FunctionRef<absl::Status(NcclCall&)> body) {
-  if (!broken_.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("nccl communicator of group '", primitives_->name(), "' rank ", rank_,
-                     " is broken by an earlier error: ", broken_.ToString()));
-  }
+  RETURN_IF_ERROR(broken_.CheckUsable(
+      absl::StrCat("nccl communicator of group '", primitives_->name(), "' rank ", rank_)));
   NcclCall call(*primitives_, spec, options);
   absl::Status status = body(call);
-  if (!status.ok()) {
-    broken_ = status;
+  if (broken_.Record(status)) {
     if (call.primitive_failed()) primitives_->Abort();  // Once: never called again.
     LOCKSTEP_LOG_WARN("comm", "nccl group '{}' rank {} broken: {}", primitives_->name(), rank_,
                       status.ToString());
@@ -338,12 +335,10 @@ absl::Status NcclCommunicator::AllToAllV(absl::Span<const float> send,
   const CallSpec spec = SpecAllToAllV(options.tag, rank_, world_size_, send_counts, send.size(),
                                       recv_counts, recv.size());
   return Run(spec, options, [&](NcclCall& call) -> absl::Status {
-    std::vector<int64_t> fields(send_counts.begin(), send_counts.end());
-    fields.insert(fields.end(), recv_counts.begin(), recv_counts.end());
-    ASSIGN_OR_RETURN(WireHeaders headers, call.Headers(fields));
-    RETURN_IF_ERROR(CheckAllToAllVPairs(
-        spec, world_size_, "floats", [&](int s, int r) { return headers.field(s, r); },
-        [&](int r, int s) { return headers.field(r, world_size_ + s); }));
+    ASSIGN_OR_RETURN(WireHeaders headers,
+                     call.Headers(AllToAllVFields(spec, send_counts, recv_counts)));
+    RETURN_IF_ERROR(CheckAllToAllVFields(spec, world_size_,
+                                         [&](int r, int i) { return headers.field(r, i); }));
     constexpr int64_t kFloat = sizeof(float);
     RETURN_IF_ERROR(call.AgreedFits([&](int r) -> std::pair<int64_t, int64_t> {
       int64_t out = 0, in = 0;
@@ -366,13 +361,8 @@ absl::StatusOr<std::vector<std::string>> NcclCommunicator::AllToAllBytes(
   const CallSpec spec = SpecAllToAllBytes(options.tag, rank_, world_size_, send.size());
   std::vector<std::string> result;
   RETURN_IF_ERROR(Run(spec, options, [&](NcclCall& call) -> absl::Status {
-    std::vector<int64_t> send_sizes(world_size_, 0);
-    std::string flat_send;
-    for (int r = 0; r < world_size_ && spec.local.ok(); ++r) {
-      send_sizes[r] = send[r].size();
-      flat_send += send[r];
-    }
-    ASSIGN_OR_RETURN(WireHeaders headers, call.Headers(send_sizes));
+    const FlatBlocks mine = FlattenAllToAllBytes(spec, rank_, send);
+    ASSIGN_OR_RETURN(WireHeaders headers, call.Headers(mine.sizes));
     std::vector<int64_t> recv_sizes(world_size_);
     for (int s = 0; s < world_size_; ++s) recv_sizes[s] = headers.field(s, rank_);
     RETURN_IF_ERROR(call.AgreedFits([&](int r) -> std::pair<int64_t, int64_t> {
@@ -386,7 +376,7 @@ absl::StatusOr<std::vector<std::string>> NcclCommunicator::AllToAllBytes(
     }));
     const std::vector<int64_t> recv_offsets = Offsets(recv_sizes);
     std::string flat_recv(recv_offsets.back() + recv_sizes.back(), '\0');
-    RETURN_IF_ERROR(Exchange(call, rank_, flat_send.data(), Offsets(send_sizes), send_sizes,
+    RETURN_IF_ERROR(Exchange(call, rank_, mine.flat.data(), Offsets(mine.sizes), mine.sizes,
                              flat_recv.data(), recv_offsets, recv_sizes));
     for (int s = 0; s < world_size_; ++s) {
       result.push_back(flat_recv.substr(recv_offsets[s], recv_sizes[s]));

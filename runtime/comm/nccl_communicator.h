@@ -19,15 +19,12 @@
 //    primitives' max_transfer_bytes, so all refuse a call too large for one rank
 //    together (ResourceExhausted naming it) before any payload moves.
 //
-// Contract (communicator.h), as for GlooCommunicator: tags and fingerprints are
-// compared on every rank (Internal "collective desync: rank 0 called AllReduce('vote')
-// with 4 elements (sum), rank 2 called Gather('responses') with root 0"; unlike gloo,
-// calls of different ops meet in the header round too); a rank's invalid arguments are
-// InvalidArgument on every rank; a primitive that does not complete by the call's
-// deadline is DeadlineExceeded and a failed peer or network Unavailable (the
-// primitives' errors, naming the call). After the first error the communicator is
-// broken: it aborts the primitives once if a primitive failed (in-flight work may still
-// touch its buffers), and every later call fails at once with FailedPrecondition.
+// Protocol: collective_protocol.h; unlike gloo, calls of different ops meet in the
+// header round too, so they report a desync. A primitive that does not complete by the
+// call's deadline is DeadlineExceeded and a failed peer or network Unavailable (the
+// primitives' errors, naming the call). On its first error the communicator also
+// aborts the primitives once if a primitive failed (in-flight work may still touch
+// its buffers).
 //
 // Thread safety: one thread at a time (like every Communicator).
 #ifndef LOCKSTEP_RUNTIME_COMM_NCCL_COMMUNICATOR_H_
@@ -44,6 +41,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "runtime/comm/collective_op.h"
+#include "runtime/comm/collective_protocol.h"
 #include "runtime/comm/collective_primitives.h"
 #include "runtime/comm/communicator.h"
 
@@ -91,7 +89,7 @@ class NcclCommunicator final : public Communicator {
   const std::unique_ptr<CollectivePrimitives> primitives_;
   const int rank_;
   const int world_size_;
-  absl::Status broken_;  // First error; OK while usable.
+  FirstError broken_;
 };
 
 }  // namespace lockstep::comm

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "runtime/comm/collective_protocol.h"
 #include "runtime/comm/shm_call.h"
 #include "runtime/comm/shm_group.h"
 
@@ -45,15 +46,11 @@ uint64_t ShmCommunicator::rounds_published() const {
 
 absl::Status ShmCommunicator::Run(const CallSpec& spec, const CallOptions& options,
                                   absl::FunctionRef<absl::Status(ShmCall&)> body) {
-  if (!broken_.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("shm communicator of group '", name_, "' rank ", rank_,
-                     " is broken by an earlier error: ", broken_.ToString()));
-  }
+  RETURN_IF_ERROR(
+      broken_.CheckUsable(absl::StrCat("shm communicator of group '", name_, "' rank ", rank_)));
   ShmCall call(*group_, spec.op, options);
   absl::Status status = body(call);
-  if (!status.ok()) {
-    broken_ = status;
+  if (broken_.Record(status)) {
     group_->MarkBroken(status.code());
     LOCKSTEP_LOG_WARN("comm", "shm group '{}' rank {} broken: {}", name_, rank_, status.ToString());
   }
@@ -166,32 +163,24 @@ absl::Status ShmCommunicator::AllToAllV(absl::Span<const float> send,
   const CallSpec spec = SpecAllToAllV(options.tag, rank_, world_size_, send_counts, send.size(),
                                       recv_counts, recv.size());
   return Run(spec, options, [&](ShmCall& call) -> absl::Status {
-    std::vector<int64_t> fields;
+    const std::vector<int64_t> fields = AllToAllVFields(spec, send_counts, recv_counts);
+    const auto field = [&](int r, int i) { return call.field(r, i); };
     int64_t send_total = 0;
     int64_t own_offset = 0;  // Floats before this rank's own block.
     if (spec.local.ok()) {
-      fields.assign(send_counts.begin(), send_counts.end());
-      fields.insert(fields.end(), recv_counts.begin(), recv_counts.end());
-      for (int r = 0; r < world_size_; ++r) {
-        if (r == rank_) own_offset = send_total;
-        send_total += send_counts[r];
-      }
+      own_offset = BlockOffset([&](int, int i) { return send_counts[i]; }, rank_, rank_);
+      for (int64_t count : send_counts) send_total += count;
     }
     RETURN_IF_ERROR(call.Start(spec, fields, Bytes(send.subspan(0, send_total)),
                                /*allow_direct=*/true, own_offset * 4,
                                spec.local.ok() ? send_counts[rank_] * 4 : 0));
-    const int world = world_size_;
-    RETURN_IF_ERROR(CheckAllToAllVPairs(
-        spec, world, "floats", [&](int s, int r) { return call.field(s, r); },
-        [&](int r, int s) { return call.field(r, world + s); }));
+    RETURN_IF_ERROR(CheckAllToAllVFields(spec, world_size_, field));
     std::vector<ShmCall::Read> reads;
     int64_t recv_offset = 0;
-    for (int s = 0; s < world; ++s) {
-      int64_t send_offset = 0;
-      for (int q = 0; q < rank_; ++q) send_offset += call.field(s, q);
+    for (int s = 0; s < world_size_; ++s) {
       const int64_t count = recv_counts[s];
-      reads.push_back(
-          {s, send_offset * 4, count * 4, reinterpret_cast<char*>(recv.data() + recv_offset)});
+      reads.push_back({s, BlockOffset(field, s, rank_) * 4, count * 4,
+                       reinterpret_cast<char*>(recv.data() + recv_offset)});
       recv_offset += count;
     }
     return call.Transfer(reads);
@@ -203,25 +192,15 @@ absl::StatusOr<std::vector<std::string>> ShmCommunicator::AllToAllBytes(
   const CallSpec spec = SpecAllToAllBytes(options.tag, rank_, world_size_, send.size());
   std::vector<std::string> result;
   RETURN_IF_ERROR(Run(spec, options, [&](ShmCall& call) -> absl::Status {
-    std::vector<int64_t> sizes;
-    std::string flat;
-    int64_t own_offset = 0;
-    if (spec.local.ok()) {
-      for (int r = 0; r < world_size_; ++r) {
-        if (r == rank_) own_offset = flat.size();
-        sizes.push_back(send[r].size());
-        flat += send[r];
-      }
-    }
-    RETURN_IF_ERROR(call.Start(spec, sizes, flat, /*allow_direct=*/true, own_offset,
-                               spec.local.ok() ? sizes[rank_] : 0));
+    const FlatBlocks mine = FlattenAllToAllBytes(spec, rank_, send);
+    RETURN_IF_ERROR(call.Start(spec, mine.sizes, mine.flat, /*allow_direct=*/true,
+                               mine.own_offset, spec.local.ok() ? mine.sizes[rank_] : 0));
+    const auto field = [&](int r, int i) { return call.field(r, i); };
     result.resize(world_size_);
     std::vector<ShmCall::Read> reads;
     for (int s = 0; s < world_size_; ++s) {
-      int64_t offset = 0;
-      for (int q = 0; q < rank_; ++q) offset += call.field(s, q);
-      result[s].resize(call.field(s, rank_));
-      reads.push_back({s, offset, call.field(s, rank_), result[s].data()});
+      result[s].resize(field(s, rank_));
+      reads.push_back({s, BlockOffset(field, s, rank_), field(s, rank_), result[s].data()});
     }
     return call.Transfer(reads);
   }));

@@ -17,20 +17,15 @@
 // join) plus one round that releases the senders, or staged through the segment in
 // one round per further chunk (two copies).
 //
-// Contract (communicator.h), as for GlooCommunicator, with the same fingerprints
-// (collective_op.h):
-//  * every call is checked against the peers' before any result is produced: another
-//    op, tag, size, root or reduce op is Internal("collective desync: rank 0 called
-//    AllReduce('vote') with 1 elements (sum), rank 2 called Gather('responses') with
-//    root 0") on every rank — unlike gloo, even calls of different ops meet;
-//  * a rank's invalid arguments are InvalidArgument on every rank;
+// Protocol: collective_protocol.h, with the header and payload in the same round.
+// Unlike gloo, even calls of different ops meet, so they report a desync. How this
+// transport reports its peers:
 //  * a peer that does not arrive by the deadline is DeadlineExceeded naming the call
 //    and the missing ranks;
 //  * a peer that exited (its pid checked through a pidfd every liveness_interval while
 //    waiting), left (destroyed its communicator) or broke (failed an earlier call) is
 //    Unavailable — within the interval, never a wait to the deadline;
-//  * after the first error this communicator fails every call with FailedPrecondition
-//    naming it, and its peers see it broken.
+//  * after its first error this communicator marks its slot broken, so its peers see it.
 //
 // Safety: the segment is 0600, created with O_EXCL under a name that carries the
 // group's epoch, and unlinked as soon as every rank has attached (see shm_group.h).
@@ -50,6 +45,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "runtime/comm/collective_op.h"
+#include "runtime/comm/collective_protocol.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/shm_options.h"
 #include "runtime/comm/shm_segment.h"
@@ -108,7 +104,7 @@ class ShmCommunicator final : public Communicator {
   const int rank_;
   const int world_size_;
   const std::string name_;
-  absl::Status broken_;  // First error; OK while usable.
+  FirstError broken_;
 };
 
 }  // namespace lockstep::comm
