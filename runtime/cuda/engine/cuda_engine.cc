@@ -10,8 +10,10 @@
 #include "common/status_macros.h"
 #include "runtime/comm/rendezvous_client.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/engine/cuda_mtp.h"
 #include "runtime/engine/cpu/batch_runner.h"
 #include "runtime/engine/cpu/draft_model_drafter.h"
+#include "runtime/engine/cpu/mtp_drafter.h"
 #include "runtime/engine/cpu/sampler_grammar.h"
 #include "runtime/engine/engine_thread.h"
 #include "runtime/engine/graph_buckets.h"
@@ -28,12 +30,14 @@ namespace {
 class CudaParts final : public engine::EngineParts {
  public:
   CudaParts(int device, std::unique_ptr<CudaTransformer> target,
-            std::unique_ptr<CudaTransformer> draft, std::unique_ptr<spec::Drafter> drafter,
+            std::unique_ptr<CudaTransformer> draft, std::unique_ptr<CudaMtp> mtp,
+            std::unique_ptr<spec::Drafter> drafter,
             const engine::KvPoolView& target_pool, const engine::KvPoolView& draft_pool, int k,
             const std::string& model_dir)
       : device_(device),
         target_(std::move(target)),
         draft_(std::move(draft)),
+        mtp_(std::move(mtp)),
         drafter_(std::move(drafter)),
         grammars_(model_dir, target_->config().vocab_size, target_->config().eos_token_id),
         runner_(target_.get(), target_pool, drafter_.get(), draft_pool, k, nullptr) {
@@ -48,6 +52,7 @@ class CudaParts final : public engine::EngineParts {
     // Collect returns it: the executor may hand its blocks to a BlockCopier next.
     absl::Status copies = target_->FinishKvCopies();
     if (draft_ != nullptr && copies.ok()) copies = draft_->FinishKvCopies();
+    if (mtp_ != nullptr && copies.ok()) copies = mtp_->model()->FinishKvCopies();
     if (!copies.ok() && result.ok()) return copies;
     return result;
   }
@@ -56,12 +61,20 @@ class CudaParts final : public engine::EngineParts {
   const int device_;
   const std::unique_ptr<CudaTransformer> target_;
   const std::unique_ptr<CudaTransformer> draft_;
-  const std::unique_ptr<spec::Drafter> drafter_;  // the draft model's, n-gram, or null
+  const std::unique_ptr<CudaMtp> mtp_;
+  const std::unique_ptr<spec::Drafter> drafter_;  // the draft model's, MTP, n-gram, or null
   engine::GrammarSource grammars_;  // constrained decoding's vocabulary and compiled grammars
   engine::BatchRunner runner_;
 };
 
-bool DraftModel(const engine::DeviceEngineOptions& o) { return o.speculative.needs_draft_kv(); }
+bool DraftModel(const engine::DeviceEngineOptions& o) {
+  return o.speculative.needs_draft_kv() && o.speculative.method == spec::Method::kDraftModel;
+}
+
+// The model's own MTP layer drafts (its KV in the draft pool).
+bool Mtp(const engine::DeviceEngineOptions& o) {
+  return o.speculative.needs_draft_kv() && o.speculative.method == spec::Method::kMtp;
+}
 
 // K: the most drafts per generation step (0 without speculation).
 int DraftTokens(const engine::DeviceEngineOptions& o) {
@@ -73,6 +86,11 @@ absl::Status CheckOptions(const engine::DeviceEngineOptions& o) {
   RETURN_IF_ERROR(o.speculative.Validate());
   if (DraftModel(o) && o.draft_model_dir.empty()) {
     return absl::InvalidArgumentError("speculative.method draft_model needs draft_model_dir");
+  }
+  if (Mtp(o) && !o.draft_model_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "speculative.method mtp drafts with the MTP layer of ", o.model_dir,
+        ", not with a draft model: leave draft_model_dir (", o.draft_model_dir, ") empty"));
   }
   if (o.max_batch_size < 1 || o.max_num_tokens < 1 || o.tokens_per_block < 1) {
     return absl::InvalidArgumentError(
@@ -99,7 +117,8 @@ CudaModelOptions ModelOptionsFor(const engine::DeviceEngineOptions& o, bool draf
                                  NcclGroup* group) {
   const int k = DraftTokens(o);
   CudaModelOptions m;
-  m.name = absl::StrCat(o.name, draft ? " draft" : " target");
+  m.name = absl::StrCat(o.name, !draft ? " target" : Mtp(o) ? " mtp" : " draft");
+  m.hidden_states = !draft && Mtp(o);  // the MTP layer reads the target's
   m.device = o.device;
   m.element_bytes = o.dtype == engine::DeviceDtype::kF32 ? 4 : 2;
   m.batch_invariant = o.batch_invariant;
@@ -151,6 +170,11 @@ absl::StatusOr<std::unique_ptr<CudaEngineBuilder>> CudaEngineBuilder::Start(
           ") differs from the target's ", config.vocab_size, " (", options.model_dir, ")"));
     }
   }
+  if (Mtp(options)) {
+    ASSIGN_OR_RETURN(b->mtp_, CudaTransformer::LoadMtp(
+                                  options.model_dir,
+                                  ModelOptionsFor(options, true, b->group_.get()), *b->target_));
+  }
   return b;
 }
 
@@ -166,6 +190,7 @@ kv::BlockLayout CudaEngineBuilder::target_layout() const {
 }
 
 std::optional<kv::BlockLayout> CudaEngineBuilder::draft_layout() const {
+  if (mtp_ != nullptr) return mtp_->Layout(options_.tokens_per_block);
   if (draft_ == nullptr) return std::nullopt;
   return draft_->Layout(options_.tokens_per_block);
 }
@@ -178,18 +203,19 @@ absl::StatusOr<engine::DeviceMemoryInfo> CudaEngineBuilder::memory() const {
 absl::StatusOr<std::unique_ptr<engine::ModelEngine>> CudaEngineBuilder::Finish(
     const engine::DevicePools& pools) {
   if (finished_) return absl::FailedPreconditionError("the CUDA engine was finished already");
+  const bool draft_kv = draft_ != nullptr || mtp_ != nullptr;
   if (pools.target == nullptr || pools.target_blocks < 1 ||
-      (draft_ != nullptr && (pools.draft == nullptr || pools.draft_blocks < 1))) {
+      (draft_kv && (pools.draft == nullptr || pools.draft_blocks < 1))) {
     return absl::InvalidArgumentError(
         absl::StrCat(options_.name, ": the CUDA engine needs its target pool",
-                     draft_ != nullptr ? " and its draft pool" : "", " in device memory"));
+                     draft_kv ? " and its draft pool" : "", " in device memory"));
   }
   finished_ = true;
   const engine::EngineInfo engine_info = info();
   const engine::KvPoolView target_pool{reinterpret_cast<float*>(pools.target), target_layout(),
                                        pools.target_blocks};
   engine::KvPoolView draft_pool;
-  if (draft_ != nullptr) {
+  if (draft_kv) {
     draft_pool = {reinterpret_cast<float*>(pools.draft), *draft_layout(), pools.draft_blocks};
   }
   const int k = DraftTokens(options_);
@@ -198,21 +224,30 @@ absl::StatusOr<std::unique_ptr<engine::ModelEngine>> CudaEngineBuilder::Finish(
         const engine::GraphBuckets buckets,
         engine::GraphBuckets::Plan(options_.max_batch_size, k, options_.graph_batch_sizes));
     RETURN_IF_ERROR(target_->CaptureGraphs(target_pool, buckets));
+    // The MTP layer's decode passes (one row per sequence, or the rows a verification
+    // confirmed) over the draft pool: the same buckets, captured now, before any step.
+    if (mtp_ != nullptr) RETURN_IF_ERROR(mtp_->CaptureGraphs(draft_pool, buckets));
   }
+  std::unique_ptr<CudaMtp> mtp;
   std::unique_ptr<spec::Drafter> drafter;
   if (k > 0 && options_.speculative.method == spec::Method::kNgram) {
     drafter = std::make_unique<spec::NgramDrafter>(options_.speculative.ngram_max);
+  } else if (k > 0 && mtp_ != nullptr) {
+    mtp = std::make_unique<CudaMtp>(std::move(mtp_));
+    drafter = std::make_unique<engine::MtpDrafter>(mtp.get(), draft_pool, k, nullptr);
   } else if (k > 0 && draft_ != nullptr) {
     drafter = std::make_unique<engine::DraftModelDrafter>(draft_.get(), draft_pool, k, nullptr);
   }
   LOCKSTEP_LOG_INFO(
       "cuda", "{}: engine on device {} ready ({} target blocks{})", options_.name, options_.device,
       pools.target_blocks,
-      draft_ != nullptr ? absl::StrCat(", ", pools.draft_blocks, " draft blocks") : "");
+      draft_kv ? absl::StrCat(", ", pools.draft_blocks, mtp != nullptr ? " MTP" : " draft",
+                              " blocks")
+               : "");
   return std::unique_ptr<engine::ModelEngine>(std::make_unique<engine::EngineThread>(
       engine_info,
       std::make_unique<CudaParts>(options_.device, std::move(target_), std::move(draft_),
-                                  std::move(drafter), target_pool, draft_pool, k,
+                                  std::move(mtp), std::move(drafter), target_pool, draft_pool, k,
                                   options_.model_dir)));
 }
 

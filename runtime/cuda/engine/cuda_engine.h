@@ -3,10 +3,14 @@
 // engine, and the engine thread. StartCudaEngine (declared there) returns one of these
 // in a CUDA build.
 //
+// Speculation: n-gram, a draft model, or the model's own MTP layer (cuda_mtp.h, its KV in
+// the draft pool) under the CPU engine's drafters and acceptance.
+//
 // Bounds: one forward holds at most max_num_tokens + max_batch_size + 1 rows (the
 // target's step, or a draft pass that catches up and proposes) and max_batch_size + 1
 // sequences; decode graphs are captured for the buckets of GraphBuckets::Plan over
-// max_batch_size and K.
+// max_batch_size and K, for the target and (MTP) the MTP layer alike, all warmed up
+// and captured in Finish.
 //
 // Thread-compatible (start-up); the engine it makes follows model_engine.h.
 #ifndef LOCKSTEP_RUNTIME_CUDA_ENGINE_CUDA_ENGINE_H_
@@ -44,6 +48,7 @@ class CudaEngineBuilder final : public engine::DeviceEngineBuilder {
   // Before Finish: the models (for checks that drive them directly).
   CudaTransformer* target() const { return target_.get(); }
   CudaTransformer* draft() const { return draft_.get(); }
+  CudaTransformer* mtp() const { return mtp_.get(); }
 
  private:
   explicit CudaEngineBuilder(const engine::DeviceEngineOptions& options)
@@ -54,6 +59,7 @@ class CudaEngineBuilder final : public engine::DeviceEngineBuilder {
   std::unique_ptr<NcclGroup> group_;  // expert parallelism over NCCL; may be null
   std::unique_ptr<CudaTransformer> target_;
   std::unique_ptr<CudaTransformer> draft_;  // the draft model; null without one
+  std::unique_ptr<CudaTransformer> mtp_;    // speculative.method mtp: the MTP layer; else null
   bool finished_ = false;
 };
 

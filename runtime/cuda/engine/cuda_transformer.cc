@@ -16,7 +16,9 @@
 #include "runtime/cuda/engine/weight_convert.h"
 #include "runtime/cuda/kernels/bf16.h"
 #include "runtime/cuda/poll.h"
+#include "runtime/engine/cpu/mtp_module.h"
 #include "runtime/engine/model/safetensors.h"
+#include "runtime/engine/model/tensor_names.h"
 #include "runtime/engine/model/weight_plan.h"
 
 namespace lockstep::cuda {
@@ -58,6 +60,52 @@ absl::Status CheckOptions(const CudaModelOptions& o) {
   return absl::OkStatus();
 }
 
+// The most experts a layer of `plan` holds on this rank.
+int MostLocalExperts(const engine::ModelPlan& plan) {
+  int local_experts = 0;
+  for (const engine::LayerSource& layer : plan.layers) {
+    local_experts = std::max(local_experts, layer.local.size());
+  }
+  return local_experts;
+}
+
+// A weight of one stored tensor: [rows, cols], or a vector of `rows` with cols 0.
+engine::WeightSource One(const std::string& name, int rows, int cols) {
+  engine::WeightSource w;
+  w.label = name;
+  w.parts = {{name, rows}};
+  w.rows = rows;
+  w.cols = cols;
+  return w;
+}
+
+// The plan of the MTP layer (index target.num_layers) of `tensors` for `rank`: its
+// decoder layer (this rank's experts), its embedding (none where the checkpoint shares
+// the target's), shared_head.norm as the final norm and shared_head.head as the LM head
+// (none where shared), and the prologue's weights in `mtp`.
+engine::ModelPlan PlanMtpLayer(const engine::SafetensorsModel& tensors,
+                               const engine::ModelConfig& target, int rank, int world,
+                               MtpSources* mtp) {
+  const int index = target.num_layers;
+  const int hidden = target.hidden_size;
+  const int vocab = target.vocab_size;
+  engine::ModelConfig extended = target;
+  extended.num_layers = index + 1;
+  extended.moe_layer.push_back(engine::MtpLayerConfig(target).moe_layer[0]);
+  engine::ModelPlan full = engine::PlanWeights(extended, rank, world);
+  engine::ModelPlan plan;
+  plan.layers.push_back(std::move(full.layers[index]));
+  const std::string embedding = engine::LayerName(index, "embed_tokens.weight");
+  if (tensors.Contains(embedding)) plan.embedding = One(embedding, vocab, hidden);
+  plan.final_norm = One(engine::LayerName(index, "shared_head.norm.weight"), hidden, 0);
+  const std::string head = engine::LayerName(index, "shared_head.head.weight");
+  if (tensors.Contains(head)) plan.lm_head = One(head, vocab, hidden);
+  mtp->enorm = One(engine::LayerName(index, "enorm.weight"), hidden, 0);
+  mtp->hnorm = One(engine::LayerName(index, "hnorm.weight"), hidden, 0);
+  mtp->eh_proj = One(engine::LayerName(index, "eh_proj.weight"), hidden, 2 * hidden);
+  return plan;
+}
+
 }  // namespace
 
 absl::Status NcclExpertExchange::AllToAll(const void* send, void* recv, int64_t count, Type type) {
@@ -80,6 +128,7 @@ StepOptions CudaTransformer::State::StepOptionsFor(const engine::KvPoolView& poo
     o.graph_seqs = static_cast<int32_t>(std::min<int64_t>(graph_rows, options.max_seqs)) + 1;
     o.graph_table_stride = layout.max_step.table_stride;
     o.graph_max_splits = options.decode.max_splits;
+    o.graph_spec_tokens = options.max_spec_tokens;  // the pad buffer's, and NewSpecBuffer's
   }
   return o;
 }
@@ -130,11 +179,24 @@ absl::Status CudaTransformer::State::CheckFits(const PackedStep& step, int64_t m
   return absl::OkStatus();
 }
 
-absl::Status CudaTransformer::State::Upload(const PackedStep& step) {
+absl::Status CudaTransformer::State::Upload(const PackedStep& step, const float* input_hidden,
+                                            int64_t rows) {
   std::memcpy(pinned_input.get(), step.bytes.data(), step.bytes.size());
-  return CudaStatus(cudaMemcpyAsync(scratch.as<std::byte>() + layout.input, pinned_input.get(),
-                                    step.bytes.size(), cudaMemcpyHostToDevice, stream),
-                    absl::StrCat(options.name, ": copying the step to the device"));
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(scratch.as<std::byte>() + layout.input,
+                                             pinned_input.get(), step.bytes.size(),
+                                             cudaMemcpyHostToDevice, stream),
+                             absl::StrCat(options.name, ": copying the step to the device")));
+  if (input_hidden == nullptr || rows == 0) return absl::OkStatus();
+  const size_t values = static_cast<size_t>(rows) * config.hidden_size;
+  if (options.element_bytes == 4) {
+    std::memcpy(pinned_hidden.get(), input_hidden, values * sizeof(float));
+  } else {
+    kernels::Bf16* out = pinned_hidden.as<kernels::Bf16>();
+    for (size_t i = 0; i < values; ++i) out[i] = kernels::FloatToBf16(input_hidden[i]);
+  }
+  return CudaStatus(cudaMemcpyAsync(scratch.as<std::byte>() + layout.hidden_in, pinned_hidden.get(),
+                                    values * options.element_bytes, cudaMemcpyHostToDevice, stream),
+                    absl::StrCat(options.name, ": copying the hidden states to the device"));
 }
 
 absl::Status CudaTransformer::State::Enqueue(const ForwardContext& context) const {
@@ -224,9 +286,6 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Load(
   s.world = options.group != nullptr ? options.group->world_size() : 1;
   const int rank = options.group != nullptr ? options.group->rank() : 0;
   ASSIGN_OR_RETURN(s.config, engine::LoadModelConfig(dir));
-  for (int i = 0; i < s.config.num_layers; ++i) {
-    s.moe_layers += s.config.is_moe() && s.config.moe_layer[i] ? 1 : 0;
-  }
   const std::string where =
       absl::StrCat(options.name, " model ", dir, " on device ", options.device);
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.device), where));
@@ -240,7 +299,50 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Load(
                         absl::StrCat(where, ": ", weights.status().message()));
   }
   s.weights = *std::move(weights);
+  return Finish(std::move(state), where, MostLocalExperts(plan));
+}
 
+absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::LoadMtp(
+    const std::string& dir, const CudaModelOptions& options, const CudaTransformer& target) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  auto state = std::make_unique<State>();
+  State& s = *state;
+  s.options = options;
+  s.options.hidden_states = true;
+  s.world = options.group != nullptr ? options.group->world_size() : 1;
+  const int rank = options.group != nullptr ? options.group->rank() : 0;
+  ASSIGN_OR_RETURN(const engine::ModelConfig target_config, engine::MtpTargetConfig(dir));
+  s.config = engine::MtpLayerConfig(target_config);
+  const std::string where =
+      absl::StrCat(options.name, " MTP layer of ", dir, " on device ", options.device);
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.device), where));
+  ASSIGN_OR_RETURN(std::unique_ptr<engine::SafetensorsModel> tensors,
+                   engine::SafetensorsModel::Open(dir));
+  MtpSources mtp;
+  const engine::ModelPlan plan = PlanMtpLayer(*tensors, target_config, rank, s.world, &mtp);
+  absl::StatusOr<DeviceWeights> weights =
+      UploadWeights(*tensors, s.config, plan, options.element_bytes, options.device, &mtp);
+  if (!weights.ok()) {
+    return absl::Status(weights.status().code(),
+                        absl::StrCat(where, ": ", weights.status().message()));
+  }
+  s.weights = *std::move(weights);
+  if (s.weights.embedding == nullptr) s.weights.embedding = target.state_->weights.embedding;
+  if (s.weights.lm_head == nullptr) s.weights.lm_head = target.state_->weights.lm_head;
+  if (target.state_->options.element_bytes != options.element_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": the target's elements are of another type"));
+  }
+  return Finish(std::move(state), where, MostLocalExperts(plan));
+}
+
+absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Finish(
+    std::unique_ptr<State> state, const std::string& where, int local_experts) {
+  State& s = *state;
+  const CudaModelOptions& options = s.options;
+  for (int i = 0; i < s.config.num_layers; ++i) {
+    s.moe_layers += s.config.is_moe() && s.config.moe_layer[i] ? 1 : 0;
+  }
   ScratchOptions so;
   so.element_bytes = options.element_bytes;
   so.max_rows = options.max_rows;
@@ -250,9 +352,17 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Load(
       (s.config.max_position + options.tokens_per_block - 1) / options.tokens_per_block);
   so.max_splits = options.decode.max_splits;
   so.world_size = s.world;
+  so.mtp = s.weights.mtp.eh_proj != nullptr;
   ASSIGN_OR_RETURN(s.layout, PlanScratch(s.config, so));
   ASSIGN_OR_RETURN(s.scratch, DeviceBuffer::Allocate(options.device, s.layout.bytes,
                                                      absl::StrCat(where, ": forward scratch")));
+  if (so.mtp) {  // what a graph's warm-up and pad rows read before any step brought any
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemset(s.scratch.as<std::byte>() + s.layout.hidden_in, 0,
+                   static_cast<size_t>(options.max_rows) * s.config.hidden_size *
+                       options.element_bytes),
+        where));
+  }
   const size_t pad_bytes =
       engine::SpecBufferFloats(
           kv::BlockLayout{s.config.num_layers, s.config.cache_kv_heads(), s.config.cache_head_dim(),
@@ -268,6 +378,12 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Load(
                    PinnedBuffer::Allocate(static_cast<size_t>(s.layout.max_step.logit_rows) *
                                               s.config.vocab_size * sizeof(float),
                                           absl::StrCat(where, " logits")));
+  if (options.hidden_states) {
+    ASSIGN_OR_RETURN(s.pinned_hidden,
+                     PinnedBuffer::Allocate(static_cast<size_t>(options.max_rows) *
+                                                s.config.hidden_size * options.element_bytes,
+                                            absl::StrCat(where, " hidden states")));
+  }
   if (options.group != nullptr) {
     s.stream = options.group->stream();
     if (s.moe_layers > 0 && s.world > 1) {
@@ -288,10 +404,6 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Load(
   gemm.invariant_check_m = std::clamp<int64_t>(options.max_rows, 2, 512);
   ASSIGN_OR_RETURN(s.gemm, kernels::CublasLtGemm::Create(s.stream, gemm));
   RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), where));  // load time only
-  int local_experts = 0;
-  for (const engine::LayerSource& layer : plan.layers) {
-    local_experts = std::max(local_experts, layer.local.size());
-  }
   LOCKSTEP_LOG_INFO("cuda",
                     "{}: {} weights of {} bytes ({} of {} experts per MoE layer), "
                     "scratch of {} bytes, KV of {} bytes per token{}",
@@ -370,7 +482,16 @@ absl::StatusOr<const float*> CudaTransformer::Forward(const engine::ForwardInput
   const absl::Status fits = packed.ok() ? s.CheckFits(*packed, moe_rows) : packed.status();
   if (!fits.ok()) return s.FailBeforeForward(fits, pool, moe_rows, deadline);
   const PackedStep& step = *packed;
-  if (absl::Status uploaded = s.Upload(step); !uploaded.ok()) {
+  const bool mtp = s.weights.mtp.eh_proj != nullptr;
+  if ((mtp && input.input_hidden == nullptr) || (!mtp && input.input_hidden != nullptr) ||
+      (input.hidden_out != nullptr && !s.options.hidden_states)) {
+    return s.FailBeforeForward(
+        absl::InvalidArgumentError(absl::StrCat(
+            s.options.name, mtp ? ": an MTP layer's forward needs the previous hidden states"
+                                : ": this model neither reads nor returns hidden states")),
+        pool, moe_rows, deadline);
+  }
+  if (absl::Status uploaded = s.Upload(step, input.input_hidden, local_rows); !uploaded.ok()) {
     return s.FailBeforeForward(uploaded, pool, moe_rows, deadline);
   }
   if (graph != nullptr) {
@@ -392,8 +513,24 @@ absl::StatusOr<const float*> CudaTransformer::Forward(const engine::ForwardInput
         absl::StrCat(s.options.name, ": copying the logits back"));
     if (!copied.ok()) return s.FailAfterForward(copied, /*exchanges_enqueued=*/true, deadline);
   }
+  const size_t hidden_values = static_cast<size_t>(local_rows) * s.config.hidden_size;
+  if (input.hidden_out != nullptr && hidden_values > 0) {
+    const absl::Status copied = CudaStatus(
+        cudaMemcpyAsync(s.pinned_hidden.get(), s.scratch.as<std::byte>() + s.layout.h,
+                        hidden_values * s.options.element_bytes, cudaMemcpyDeviceToHost, s.stream),
+        absl::StrCat(s.options.name, ": copying the hidden states back"));
+    if (!copied.ok()) return s.FailAfterForward(copied, /*exchanges_enqueued=*/true, deadline);
+  }
   RETURN_IF_ERROR(s.Wait(deadline, absl::StrCat("the forward of ", local_rows, " rows")));
   s.kv_copies_pending = false;  // the wait covered them
+  if (input.hidden_out != nullptr && hidden_values > 0) {
+    if (s.options.element_bytes == 4) {
+      std::memcpy(input.hidden_out, s.pinned_hidden.get(), hidden_values * sizeof(float));
+    } else {
+      const kernels::Bf16* in = s.pinned_hidden.as<const kernels::Bf16>();
+      for (size_t i = 0; i < hidden_values; ++i) input.hidden_out[i] = kernels::Bf16ToFloat(in[i]);
+    }
+  }
   ++s.forwards;
   if (graph != nullptr) ++s.graph_replays;
   return s.pinned_logits.as<const float>();

@@ -13,6 +13,11 @@
 // scratch and pinned staging once; nothing is allocated per step. Running out of
 // device memory names the weight (or buffer), its size and the free memory.
 //
+// MTP: LoadMtp makes the model of a checkpoint's MTP layer (its rows start from the
+// previous hidden states the caller passes in ForwardInput::input_hidden); with
+// options.hidden_states a Forward also copies the rows' last hidden states back
+// (ForwardInput::hidden_out), as the MTP drafter needs of the target and of the layer.
+//
 // One Forward: the step is packed on the host (step_layout.h) and copied to the device
 // in one transfer, the forward is enqueued on the engine's stream (eagerly, or as the
 // CUDA graph of the step's bucket), the logit rows are copied back into pinned memory,
@@ -85,12 +90,24 @@ struct CudaModelOptions {
   NcclGroup* group = nullptr;
   // The bound on one forward's wait for the device (and its collectives).
   absl::Duration timeout = absl::Seconds(60);
+  // Forwards may return the rows' last hidden states (ForwardInput::hidden_out: the
+  // target of an MTP drafter); set by LoadMtp for the MTP layer, which also reads them
+  // (ForwardInput::input_hidden).
+  bool hidden_states = false;
 };
 
 class CudaTransformer final : public engine::ForwardModel {
  public:
   static absl::StatusOr<std::unique_ptr<CudaTransformer>> Load(const std::string& dir,
                                                                const CudaModelOptions& options);
+  // The MTP layer of the model in `dir` (runtime/engine/cpu/mtp_module.h) as a one-layer
+  // model whose rows start from the MTP prologue: eh_proj([enorm(embedding(token));
+  // hnorm(input_hidden)]), every ForwardInput carrying input_hidden; its final norm and
+  // LM head are shared_head's. Where the checkpoint omits the layer's embedding or head
+  // it shares `target`'s on the device (`target` must outlive it).
+  static absl::StatusOr<std::unique_ptr<CudaTransformer>> LoadMtp(const std::string& dir,
+                                                                  const CudaModelOptions& options,
+                                                                  const CudaTransformer& target);
   ~CudaTransformer() override;
   CudaTransformer(const CudaTransformer&) = delete;
   CudaTransformer& operator=(const CudaTransformer&) = delete;
@@ -135,6 +152,10 @@ class CudaTransformer final : public engine::ForwardModel {
  private:
   struct State;
   explicit CudaTransformer(std::unique_ptr<State> state);
+  // Load's second half: scratch, staging, stream and GEMM for the loaded weights.
+  static absl::StatusOr<std::unique_ptr<CudaTransformer>> Finish(std::unique_ptr<State> state,
+                                                                 const std::string& where,
+                                                                 int local_experts);
 
   const std::unique_ptr<State> state_;  // mutable device state behind the const interface
 };

@@ -31,6 +31,8 @@ absl::Status DeviceTestEngine::Start(const engine::DeviceEngineOptions& options)
     pools.draft = draft_;
     pools.draft_blocks = blocks_;
   }
+  target_model_ = builder_->target();
+  mtp_model_ = builder_->mtp();
   absl::StatusOr<std::unique_ptr<engine::ModelEngine>> engine = builder_->Finish(pools);
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);

@@ -23,6 +23,9 @@ class DeviceTestEngine {
 
   absl::Status Start(const engine::DeviceEngineOptions& options);
   engine::ModelEngine* engine() const { return engine_.get(); }
+  // After Start: the engine's models (owned by the engine; null where it has none).
+  CudaTransformer* target_model() const { return target_model_; }
+  CudaTransformer* mtp_model() const { return mtp_model_; }
 
  private:
   const int32_t blocks_;
@@ -32,6 +35,8 @@ class DeviceTestEngine {
   std::byte* draft_ = nullptr;
   size_t draft_bytes_ = 0;
   std::unique_ptr<engine::ModelEngine> engine_;
+  CudaTransformer* target_model_ = nullptr;
+  CudaTransformer* mtp_model_ = nullptr;
 };
 
 }  // namespace lockstep::cuda::testing

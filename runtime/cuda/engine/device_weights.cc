@@ -66,7 +66,7 @@ class Uploader {
 absl::StatusOr<DeviceWeights> UploadWeights(const engine::SafetensorsModel& tensors,
                                             const engine::ModelConfig& config,
                                             const engine::ModelPlan& plan, int element_bytes,
-                                            int device) {
+                                            int device, const MtpSources* mtp) {
   DeviceWeights w;
   w.element_bytes = element_bytes;
   Uploader up(tensors, w, device);
@@ -121,6 +121,11 @@ absl::StatusOr<DeviceWeights> UploadWeights(const engine::SafetensorsModel& tens
     w.lm_head = w.embedding;
   } else {
     ASSIGN_OR_RETURN(w.lm_head, up.Weight(plan.lm_head));
+  }
+  if (mtp != nullptr) {
+    ASSIGN_OR_RETURN(w.mtp.enorm, up.Weight(mtp->enorm));
+    ASSIGN_OR_RETURN(w.mtp.hnorm, up.Weight(mtp->hnorm));
+    ASSIGN_OR_RETURN(w.mtp.eh_proj, up.Weight(mtp->eh_proj));
   }
   // RoPE's angles and YaRN's magnitude, as the CPU transformer computes them.
   const std::vector<double> inv_freq = engine::RopeInverseFrequencies(config);

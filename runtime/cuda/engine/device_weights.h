@@ -54,6 +54,19 @@ struct DeviceLayer {
   const void* shared_down = nullptr;     // [hidden, shared_width]
 };
 
+// The MTP prologue's weights (runtime/engine/cpu/mtp_module.h): all null in a model
+// that is not an MTP layer.
+struct DeviceMtp {
+  const void* enorm = nullptr;    // [hidden]
+  const void* hnorm = nullptr;    // [hidden]
+  const void* eh_proj = nullptr;  // [hidden, 2 * hidden]
+};
+
+// Where the MTP layer's own weights are (UploadWeights' `mtp`).
+struct MtpSources {
+  engine::WeightSource enorm, hnorm, eh_proj;
+};
+
 struct DeviceWeights {
   int element_bytes = 2;
   const void* embedding = nullptr;  // [vocab, hidden]
@@ -62,15 +75,18 @@ struct DeviceWeights {
   const void* lm_head = nullptr;      // the embedding when tied
   const double* inv_freq = nullptr;   // RoPE: rope_dim / 2 angles per position unit (YaRN's)
   float rope_magnitude = 1.0f;        // YaRN's factor on cos and sin (1 without)
+  DeviceMtp mtp;                      // an MTP layer's prologue; null without
   size_t bytes = 0;                   // on the device, in all
   std::vector<DeviceBuffer> storage;  // owns everything above
 };
 
-// Reads and uploads `plan`'s weights to `device` (made current).
+// Reads and uploads `plan`'s weights to `device` (made current), and `mtp`'s where
+// given. A plan's embedding or LM head without parts stays null (an MTP layer that
+// shares the target's: its loader fills them in).
 absl::StatusOr<DeviceWeights> UploadWeights(const engine::SafetensorsModel& tensors,
                                             const engine::ModelConfig& config,
                                             const engine::ModelPlan& plan, int element_bytes,
-                                            int device);
+                                            int device, const MtpSources* mtp = nullptr);
 
 }  // namespace lockstep::cuda
 

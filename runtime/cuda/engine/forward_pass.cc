@@ -128,6 +128,40 @@ absl::Status AttentionLayer(const ForwardContext& step, int i, const T* normed, 
   return absl::OkStatus();
 }
 
+// An MTP layer's input (runtime/engine/cpu/mtp_module.h), the CPU module's order:
+// h = eh_proj([enorm(embedding(token)); hnorm(previous hidden)]) over the step's rows,
+// the previous hidden states read from the scratch's hidden_in.
+template <typename T>
+absl::Status EnqueueMtpPrologue(const ForwardContext& c, const int32_t* tokens, T* h) {
+  const engine::ModelConfig& config = *c.config;
+  const ScratchLayout& l = *c.layout;
+  const DeviceWeights& w = *c.weights;
+  const int rows = c.shape.rows;
+  const int hidden = config.hidden_size;
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  T* embedded = reinterpret_cast<T*>(c.scratch + l.normed);
+  T* previous = reinterpret_cast<T*>(c.scratch + l.delta);
+  T* both = reinterpret_cast<T*>(c.scratch + l.mtp_both);
+  RETURN_IF_ERROR(CudaStatus(
+      kernels::LaunchMoeGather(W<T>(w.embedding), hidden, tokens, rows, 1, embedded, c.stream),
+      "MTP embedding lookup"));
+  RETURN_IF_ERROR(CudaStatus(kernels::LaunchAddRmsNorm(embedded, nullptr, W<T>(w.mtp.enorm), rows,
+                                                       hidden, eps, embedded, c.stream),
+                             "MTP enorm"));
+  RETURN_IF_ERROR(CudaStatus(
+      kernels::LaunchAddRmsNorm(reinterpret_cast<const T*>(c.scratch + l.hidden_in), nullptr,
+                                W<T>(w.mtp.hnorm), rows, hidden, eps, previous, c.stream),
+      "MTP hnorm"));
+  const size_t row_bytes = static_cast<size_t>(hidden) * sizeof(T);
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpy2DAsync(both, 2 * row_bytes, embedded, row_bytes, row_bytes,
+                                               rows, cudaMemcpyDeviceToDevice, c.stream),
+                             "MTP concatenation"));
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpy2DAsync(both + hidden, 2 * row_bytes, previous, row_bytes,
+                                               row_bytes, rows, cudaMemcpyDeviceToDevice, c.stream),
+                             "MTP concatenation"));
+  return Gemm<T>(c, both, rows, w.mtp.eh_proj, hidden, 2 * hidden, h);
+}
+
 template <typename T>
 absl::Status EnqueueLayers(const ForwardContext& c) {
   const engine::ModelConfig& config = *c.config;
@@ -158,9 +192,13 @@ absl::Status EnqueueLayers(const ForwardContext& c) {
   step.kv.spec = reinterpret_cast<void* const*>(input + c.offsets.spec_ptrs);
   step.kv.spec_tokens = c.shape.spec_tokens;
 
-  RETURN_IF_ERROR(
-      CudaStatus(kernels::LaunchMoeGather(W<T>(w.embedding), hidden, tokens, rows, 1, h, c.stream),
-                 "embedding lookup"));
+  if (w.mtp.eh_proj == nullptr) {
+    RETURN_IF_ERROR(CudaStatus(
+        kernels::LaunchMoeGather(W<T>(w.embedding), hidden, tokens, rows, 1, h, c.stream),
+        "embedding lookup"));
+  } else if (rows > 0) {
+    RETURN_IF_ERROR(EnqueueMtpPrologue<T>(c, tokens, h));
+  }
   for (int i = 0; i < config.num_layers; ++i) {
     const DeviceLayer& layer = w.layers[i];
     // h += delta of the layer before (none before the first); normed = RMSNorm(h).

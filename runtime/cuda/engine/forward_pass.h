@@ -1,5 +1,7 @@
 // The forward of one CUDA transformer over one packed step (step_layout.h), enqueued
-// on the engine's stream: embedding -> per layer RMSNorm, fused QKV (+ bias), q/k norm,
+// on the engine's stream: embedding (an MTP layer's model: its prologue,
+// eh_proj([enorm(embedding); hnorm(previous hidden)]), runtime/engine/cpu/mtp_module.h)
+// -> per layer RMSNorm, fused QKV (+ bias), q/k norm,
 // RoPE, the K/V write through the block tables, decode and prefill attention (or
 // multi-head latent attention: mla_forward.h), the O projection, RMSNorm and the SwiGLU
 // MLP or the MoE block (plus the shared experts) -> final RMSNorm, the pick of the logit

@@ -202,6 +202,10 @@ absl::StatusOr<ScratchLayout> PlanScratch(const engine::ModelConfig& config,
     l.y = r.Take(space * hidden * e);
     l.y_back = o.world_size == 1 ? l.y : r.Take(space * hidden * e);
   }
+  if (o.mtp) {
+    l.hidden_in = r.Take(rows * hidden * e);
+    l.mtp_both = r.Take(rows * 2 * hidden * e);
+  }
   l.bytes = r.end();
   return l;
 }

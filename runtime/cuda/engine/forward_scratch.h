@@ -47,6 +47,9 @@ struct ScratchOptions {
   int32_t max_table_stride = 1;  // the most blocks of one sequence's table
   int32_t max_splits = 32;       // DecodeSplitOptions::max_splits
   int world_size = 1;
+  // The MTP prologue (an MTP layer's model): its input hidden states and the
+  // concatenation eh_proj multiplies.
+  bool mtp = false;
 };
 
 // Byte offsets into the scratch allocation (256-byte aligned), and its size.
@@ -73,6 +76,9 @@ struct ScratchLayout {
   size_t x_send = 0, x_recv = 0;                          // [world * capacity][hidden]
   size_t expert_gate_up = 0, expert_act = 0;  // [world * capacity][2 * width], [.][width]
   size_t y = 0, y_back = 0;                   // [world * capacity][hidden]
+  // The MTP prologue (absent without): the rows' previous hidden states [rows][hidden]
+  // and [enorm(embedding) | hnorm(previous)] [rows][2 * hidden].
+  size_t hidden_in = 0, mtp_both = 0;
   size_t bytes = 0;
 
   MoeExchange max_exchange;  // for max_rows

@@ -165,6 +165,16 @@ absl::StatusOr<PackedStep> PackStep(const engine::ForwardInput& input, const Ste
   shape.decode_items = graph ? options.graph_rows * options.graph_max_splits : plan.total_splits();
   shape.prefill_tiles = static_cast<int32_t>(tiles.size());
   shape.spec_tokens = std::max(spec_tokens, 1);
+  if (graph && options.graph_spec_tokens > 0) {
+    // A graph's kernels read every spec buffer (its shape's) with the stride it was
+    // captured with, with or without any in the step.
+    if (spec_tokens != 0 && spec_tokens != options.graph_spec_tokens) {
+      return absl::InvalidArgumentError(absl::StrCat("spec buffers of ", spec_tokens,
+                                                     " positions in a graph of ",
+                                                     options.graph_spec_tokens));
+    }
+    shape.spec_tokens = options.graph_spec_tokens;
+  }
   if (graph && (!tiles.empty() || plan.total_splits() > shape.decode_items)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a graph replays decode rows only: the step has ", tiles.size(), " prefill tiles and ",

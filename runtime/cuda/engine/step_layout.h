@@ -74,6 +74,9 @@ struct StepOptions {
   int32_t graph_seqs = 0;
   int32_t graph_table_stride = 0;
   int32_t graph_max_splits = 0;
+  // The positions of every spec buffer a graph replays with (the pad buffer's); 0: any
+  // (the step's own, as eagerly).
+  int32_t graph_spec_tokens = 0;
 };
 
 // The packed step: its shape, offsets and host bytes.

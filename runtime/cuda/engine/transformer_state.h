@@ -63,6 +63,7 @@ struct CudaTransformer::State {
   DeviceBuffer pad_spec;  // zeroed: what the pad rows of a graph attend to
   PinnedBuffer pinned_input;
   PinnedBuffer pinned_logits;
+  PinnedBuffer pinned_hidden;  // hidden states in and out (options.hidden_states); else empty
   cudaStream_t stream = nullptr;
   bool own_stream = false;
   cudaEvent_t done = nullptr;
@@ -86,8 +87,10 @@ struct CudaTransformer::State {
                             int64_t moe_rows, bool timed = false) const;
   // InvalidArgument when `step` or `moe_rows` exceed what the scratch holds.
   absl::Status CheckFits(const PackedStep& step, int64_t moe_rows) const;
-  // Copies the packed step to the device (stream order).
-  absl::Status Upload(const PackedStep& step);
+  // Copies the packed step to the device (stream order), and the rows' previous hidden
+  // states of an MTP layer's step (`input_hidden`, rows of the config's hidden size).
+  absl::Status Upload(const PackedStep& step, const float* input_hidden = nullptr,
+                      int64_t rows = 0);
   // EnqueueForward in the element type.
   absl::Status Enqueue(const ForwardContext& context) const;
   // Waits for everything on the stream; past the deadline, aborts the expert group and

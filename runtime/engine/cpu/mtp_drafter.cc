@@ -23,7 +23,7 @@ struct MtpKvState final : spec::DraftSequenceState {
 
 }  // namespace
 
-MtpDrafter::MtpDrafter(const MtpModule* module, KvPoolView pool, int num_draft_tokens,
+MtpDrafter::MtpDrafter(const MtpModel* module, KvPoolView pool, int num_draft_tokens,
                        ThreadPool* threads)
     : module_(module),
       pool_(pool),
@@ -156,10 +156,15 @@ absl::Status MtpDrafter::Propose(absl::Span<const spec::DraftQuery> queries,
     for (size_t i = 0; i < inputs_.size(); ++i) {
       std::memcpy(in + i * hidden, inputs_[i], hidden * sizeof(float));
     }
+    // A pass of one row per sequence is decode-shaped (a device may replay a graph).
+    bool context = false;
+    for (int s = 0; pass == 0 && s < num_seqs; ++s) {
+      context = context || members_[s].row_end - members_[s].first_row > 1;
+    }
     ASSIGN_OR_RETURN(
         const float* logits,
         module_->Forward(
-            {rows_, seqs_, logit_rows_, {static_cast<int64_t>(rows_.size()), pass == 0, false}},
+            {rows_, seqs_, logit_rows_, {static_cast<int64_t>(rows_.size()), context, false}},
             in, out, pool_, arena_, threads_));
     previous_out = out;
     int next_logit = 0;

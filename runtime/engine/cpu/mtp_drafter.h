@@ -52,9 +52,10 @@ class MtpDrafter final : public spec::Drafter {
  public:
   static constexpr int kMaxPendingChunks = 1024;
 
-  // `module` and `threads` (may be null) are not owned and must outlive the drafter;
-  // `pool` is the draft KV pool (module.layer().Layout). K = num_draft_tokens >= 1.
-  MtpDrafter(const MtpModule* module, KvPoolView pool, int num_draft_tokens, ThreadPool* threads);
+  // `module` (the CPU engine's MtpModule or a device's MtpModel) and `threads` (may be
+  // null) are not owned and must outlive the drafter; `pool` is the draft KV pool
+  // (module.layer().Layout). K = num_draft_tokens >= 1.
+  MtpDrafter(const MtpModel* module, KvPoolView pool, int num_draft_tokens, ThreadPool* threads);
 
   spec::Method method() const override { return spec::Method::kMtp; }
   bool keeps_kv() const override { return true; }
@@ -87,7 +88,7 @@ class MtpDrafter final : public spec::Drafter {
   // Keeps the hidden state of `position` (a chunk's last) for the next chunk.
   void KeepPending(const spec::DraftQuery& query, int64_t position);
 
-  const MtpModule* const module_;
+  const MtpModel* const module_;
   const KvPoolView pool_;
   const int num_draft_tokens_;
   ThreadPool* const threads_;

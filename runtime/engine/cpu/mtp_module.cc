@@ -24,7 +24,8 @@ WeightSource One(const std::string& name, int rows, int cols) {
   return w;
 }
 
-// The target's config, checked to have an MTP layer.
+}  // namespace
+
 absl::StatusOr<ModelConfig> MtpTargetConfig(const std::string& dir) {
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   if (!config.is_deepseek()) {
@@ -40,9 +41,7 @@ absl::StatusOr<ModelConfig> MtpTargetConfig(const std::string& dir) {
   return config;
 }
 
-// The module's one decoder layer as a model of its own: the target's kinds, one layer,
-// MoE where layer index num_layers would be.
-ModelConfig LayerConfig(const ModelConfig& target) {
+ModelConfig MtpLayerConfig(const ModelConfig& target) {
   const int index = target.num_layers;
   ModelConfig config = target;
   config.num_layers = 1;
@@ -53,12 +52,10 @@ ModelConfig LayerConfig(const ModelConfig& target) {
   return config;
 }
 
-}  // namespace
-
 absl::StatusOr<kv::BlockLayout> MtpModule::BlockLayout(const std::string& dir,
                                                        int tokens_per_block) {
   ASSIGN_OR_RETURN(ModelConfig target, MtpTargetConfig(dir));
-  const ModelConfig config = LayerConfig(target);
+  const ModelConfig config = MtpLayerConfig(target);
   const kv::BlockLayout layout{1, config.cache_kv_heads(), config.cache_head_dim(),
                                tokens_per_block};
   RETURN_IF_ERROR(layout.Validate());
@@ -72,7 +69,7 @@ absl::StatusOr<std::unique_ptr<MtpModule>> MtpModule::Load(const std::string& di
   const int index = target.num_layers;
   const int hidden = target.hidden_size;
   const int vocab = target.vocab_size;
-  const ModelConfig config = LayerConfig(target);
+  const ModelConfig config = MtpLayerConfig(target);
 
   // The layer's plan: the target's with one more layer, of which the last is the MTP's.
   ModelConfig extended = target;

@@ -36,7 +36,35 @@
 
 namespace lockstep::engine {
 
-class MtpModule {
+// The target's config of the model in `dir`, checked to be of the DeepSeek-V3 family
+// with an MTP layer (num_nextn_predict_layers >= 1); InvalidArgument naming the field.
+absl::StatusOr<ModelConfig> MtpTargetConfig(const std::string& dir);
+
+// The MTP layer as a model of its own: the target's kinds, one layer, MoE where layer
+// index target.num_layers would be.
+ModelConfig MtpLayerConfig(const ModelConfig& target);
+
+// What the MTP drafter (mtp_drafter.h) runs: the module on some device. The CPU
+// engine's is MtpModule below; the CUDA engine's lives in runtime/cuda/engine/.
+class MtpModel {
+ public:
+  virtual ~MtpModel() = default;
+  // The one-layer model under the module (its config, Layout, CopyKv, NewSpecBuffer).
+  virtual const ForwardModel& layer() const = 0;
+  virtual int hidden_size() const = 0;
+  virtual int vocab_size() const = 0;
+  virtual int collectives_per_forward() const = 0;
+  // Runs the module over `input` (each row's token is embedded; its position is where
+  // its K/V goes), with `previous_hidden` [rows, hidden] on the host. Writes the rows'
+  // output hidden states to `hidden_out` [rows, hidden] on the host and returns the
+  // logits of input.logit_rows (ForwardModel::Forward's lifetime rules).
+  virtual absl::StatusOr<const float*> Forward(const ForwardInput& input,
+                                               const float* previous_hidden, float* hidden_out,
+                                               const KvPoolView& pool, Arena& arena,
+                                               ThreadPool* threads) const = 0;
+};
+
+class MtpModule final : public MtpModel {
  public:
   // Reads the MTP layer of the model in `dir` (this rank's experts only). Refuses a
   // model without one (num_nextn_predict_layers 0) or outside the DeepSeek-V3 family.
@@ -47,19 +75,14 @@ class MtpModule {
   static absl::StatusOr<kv::BlockLayout> BlockLayout(const std::string& dir,
                                                      int tokens_per_block);
 
-  // The one-layer model under the module (its config, Layout, CopyKv, NewSpecBuffer).
-  const ForwardModel& layer() const { return *layer_; }
-  int hidden_size() const { return layer_->config().hidden_size; }
-  int vocab_size() const { return layer_->config().vocab_size; }
-  int collectives_per_forward() const { return layer_->collectives_per_forward(); }
-
-  // Runs the module over `input` (each row's token is embedded; its position is where
-  // its K/V goes), with `previous_hidden` [rows, hidden]. Writes the
-  // rows' output hidden states to `hidden_out` [rows, hidden] and returns the logits
-  // of input.logit_rows (ForwardModel::Forward's lifetime rules).
+  // MtpModel.
+  const ForwardModel& layer() const override { return *layer_; }
+  int hidden_size() const override { return layer_->config().hidden_size; }
+  int vocab_size() const override { return layer_->config().vocab_size; }
+  int collectives_per_forward() const override { return layer_->collectives_per_forward(); }
   absl::StatusOr<const float*> Forward(const ForwardInput& input, const float* previous_hidden,
                                        float* hidden_out, const KvPoolView& pool, Arena& arena,
-                                       ThreadPool* threads) const;
+                                       ThreadPool* threads) const override;
 
  private:
   MtpModule() = default;
