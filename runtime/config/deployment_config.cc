@@ -134,9 +134,6 @@ void ValidateSpeculative(const InstanceConfig& instance, const std::string& pref
   for (const spec::ConfigProblem& p : instance.speculative.Problems()) {
     problems.Add(sp + "." + p.field, p.message);
   }
-  if (instance.speculative.method == spec::Method::kMtp && instance.engine == EngineKind::kCuda) {
-    problems.Add(sp + ".method", "mtp runs on the CPU engine only for now (engine: cpu)");
-  }
   if (const std::string pool = instance.speculative.DraftPoolProblem(e.draft_pool); !pool.empty()) {
     problems.Add(ex + ".draft_pool", pool);
   }

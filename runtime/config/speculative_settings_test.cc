@@ -136,5 +136,12 @@ TEST(SpeculativeSettingsTest, ErrorsNameTheProblem) {
                                  "with speculative.method mtp")));
 }
 
+// The CUDA engine drafts with the MTP layer too (runtime/cuda/engine/cuda_mtp.h).
+TEST(SpeculativeSettingsTest, MtpIsAcceptedOnTheCudaEngine) {
+  EXPECT_THAT(
+      Validated("engine: cuda, speculative: {method: mtp, k: 2}, executor: {draft_pool: paired}"),
+      IsOk());
+}
+
 }  // namespace
 }  // namespace lockstep::config
