@@ -40,6 +40,8 @@
 #include "runtime/engine/cpu/transformer.h"
 #include "runtime/engine/graph_buckets.h"
 #include "runtime/engine/model/model_config.h"
+#include "runtime/engine/model/safetensors.h"
+#include "runtime/engine/model/weight_plan.h"
 
 namespace lockstep::cuda {
 namespace {
@@ -157,6 +159,33 @@ TEST(CudaDeepseekTest, CachesTheLatentVectorOnly) {
   EXPECT_EQ(layout.num_kv_heads, 1);
   EXPECT_EQ(2 * layout.head_dim, c.mla_dims.kv_lora_rank + c.mla_dims.qk_rope_head_dim);
   EXPECT_EQ(layout.element_bytes, 2);
+}
+
+// FP8 weights are dequantized at load: on the device (bf16) the FP8 checkpoint's
+// weights take what the same model's f32 checkpoint's take, more than the FP8
+// checkpoint stores them in. The figures are in docs/gpu.md ("FP8 weight memory").
+TEST(CudaDeepseekTest, Fp8WeightsTakeTheirBf16BytesOnTheDevice) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  std::vector<size_t> device, stored;
+  for (const std::string preset : {"tiny-dsv3", "tiny-dsv3-fp8"}) {
+    const std::string dir = et::PresetModelDir(preset);
+    absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu = CudaTransformer::Load(dir, Options(2));
+    ASSERT_THAT(gpu, IsOk());
+    device.push_back((*gpu)->weight_bytes());
+    // The stored bytes of every weight the engine loads (FP8 scales included).
+    absl::StatusOr<std::unique_ptr<engine::SafetensorsModel>> tensors =
+        engine::SafetensorsModel::Open(dir);
+    ASSERT_THAT(tensors, IsOk());
+    const engine::ModelPlan plan = engine::PlanWeights((*gpu)->config(), 0, 1);
+    for (const engine::WeightSource* w : plan.All()) {
+      ASSERT_THAT(engine::ReadWeight(**tensors, *w).status(), IsOk());
+    }
+    stored.push_back((*tensors)->BytesRead());
+    std::cout << "[" << preset << "] stored " << stored.back() << " bytes, on the device (bf16) "
+              << device.back() << " bytes\n";
+  }
+  EXPECT_EQ(device[1], device[0]) << "the FP8 model's device weights are not the f32 model's";
+  EXPECT_LT(stored[1], device[1]) << "the FP8 checkpoint stores fewer bytes than the device holds";
 }
 
 // The same decode step eagerly and from its graph (bucket 4 for 3 rows: a pad row).
