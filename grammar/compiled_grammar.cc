@@ -1,6 +1,7 @@
 #include "grammar/compiled_grammar.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -113,12 +114,22 @@ void SetStops(const CompiledGrammar& g, const ParseState& state, absl::Span<uint
 
 void FillTokenMask(const CompiledGrammar& g, FrameStore* store, const ParseState& state,
                    absl::Span<uint32_t> mask) {
+  const std::string key = MaskCache::Key(*store, state);
+  if (g.mask_cache().Lookup(key, mask)) return;
+  FillTokenMaskFromTables(g, store, state, mask);
+  g.mask_cache().Insert(key, mask);
+}
+
+void FillTokenMaskFromTables(const CompiledGrammar& g, FrameStore* store, const ParseState& state,
+                             absl::Span<uint32_t> mask) {
   std::fill(mask.begin(), mask.end(), 0u);
   SetStops(g, state, mask);
   std::vector<ParseState> scratch;
   for (int32_t top : state.tops) {
     const PositionTable& table = g.Table(store->Get(top));
-    if (table.num_accepted > 0) {
+    if (table.sparse) {
+      for (const auto& [w, bits] : table.accepted_words) mask[w] |= bits;
+    } else if (table.num_accepted > 0) {
       const uint32_t* a = table.accepted.data();
       uint32_t* m = mask.data();
       const size_t words = mask.size();

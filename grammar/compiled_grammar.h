@@ -1,9 +1,10 @@
 // File: compiled_grammar.h
 //
 // A Grammar bound to a Vocabulary with what the mask computation precomputes: the token
-// trie, which tokens stop, and per grammar position a PositionTable (built on first use,
-// then shared). Immutable from the outside and thread-safe: a table is built outside any
-// lock and published once with an atomic compare-and-swap.
+// trie, which tokens stop, per grammar position a PositionTable (built on first use,
+// then shared), and the masks already computed per parse state (mask_cache.h).
+// Immutable from the outside and thread-safe: a table is built outside any lock and
+// published once with an atomic compare-and-swap; the mask cache has its own lock.
 #ifndef LOCKSTEP_GRAMMAR_COMPILED_GRAMMAR_H_
 #define LOCKSTEP_GRAMMAR_COMPILED_GRAMMAR_H_
 
@@ -15,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "grammar/grammar.h"
+#include "grammar/mask_cache.h"
 #include "grammar/matcher.h"
 #include "grammar/parser.h"
 #include "grammar/position_table.h"
@@ -42,6 +44,12 @@ class CompiledGrammar {
   const PositionTable& Table(const Frame& f) const;
   // Builds every position's table now (benchmarks; Compile leaves them lazy).
   void BuildAllTables() const;
+  // The masks computed so far, per parse state (FillTokenMask fills and reads it).
+  MaskCache& mask_cache() const { return mask_cache_; }
+
+  // The most bytes of cached masks per compiled grammar (a 128k-vocabulary mask packs
+  // to a few bytes for a narrow state, at most 16 KB).
+  static constexpr size_t kMaskCacheBytes = size_t{16} << 20;
 
  private:
   CompiledGrammar(Grammar grammar, std::shared_ptr<const Vocabulary> vocabulary,
@@ -54,12 +62,16 @@ class CompiledGrammar {
   const TokenTrie trie_;
   std::vector<std::vector<int32_t>> position_base_;  // [rule][alt]: index of pos 0
   mutable std::vector<std::atomic<const PositionTable*>> tables_;
+  mutable MaskCache mask_cache_{kMaskCacheBytes};
 };
 
-// Fills `mask` (zeroed first) with the tokens allowed after `state`, from the position
-// tables.
+// Fills `mask` (zeroed first) with the tokens allowed after `state`: from the mask
+// cache when the state was seen before, else from the position tables (then cached).
 void FillTokenMask(const CompiledGrammar& grammar, FrameStore* store, const ParseState& state,
                    absl::Span<uint32_t> mask);
+// The same from the position tables alone (no cache).
+void FillTokenMaskFromTables(const CompiledGrammar& grammar, FrameStore* store,
+                             const ParseState& state, absl::Span<uint32_t> mask);
 // The same by walking every token through the parser (the reference and the baseline).
 void FillTokenMaskByWalk(const CompiledGrammar& grammar, FrameStore* store, const ParseState& state,
                          absl::Span<uint32_t> mask);

@@ -8,11 +8,15 @@
 // Without the Llama 3 file it uses a synthetic byte-level vocabulary of 131,072 tokens
 // (testing_vocabulary.h) and says so. Outputs: 20 sampled with random logits at
 // temperature 1 (seeds 1..20); each benchmark times one mask per token of every output
-// and reports p50/p99/max in µs as counters. "warm": the position tables already built
-// (the steady state of a cached grammar); "cold": a fresh compile per output, so the
-// first use of each position builds its table inside the mask.
+// and reports p50/p99/max in µs as counters. "warm": a fresh compile with the position
+// tables already built and no mask cached yet (a cached grammar's first requests);
+// "steady": the same after 20 other outputs' masks (a cached grammar in service);
+// "cold": a fresh compile per output, so the first use of each position builds its
+// table inside the mask. The sampled outputs' fingerprint is printed: a change that
+// keeps the language must keep it.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -112,40 +116,51 @@ std::shared_ptr<const Vocabulary> LoadVocabulary(std::string* description) {
 struct Fixture {
   std::string description;
   std::shared_ptr<const Vocabulary> vocab;
-  std::shared_ptr<const CompiledGrammar> warm;  // all tables built
-  std::vector<std::vector<int32_t>> outputs;    // token ids, ending with a stop token
+  std::shared_ptr<const CompiledGrammar> sampler;  // samples the outputs below
+  std::vector<std::vector<int32_t>> outputs;       // seeds 1..20: token ids, ending with a stop
+  std::vector<std::vector<int32_t>> earlier;       // seeds 21..40: the steady state's warm-up
 };
+
+std::vector<int32_t> SampleOutput(const Fixture& f, uint32_t seed) {
+  Matcher m(f.sampler);
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> logit;
+  std::vector<uint32_t> mask(MaskWords(*f.vocab));
+  std::vector<int32_t> tokens;
+  while (!m.IsTerminated() && tokens.size() < 2000) {
+    m.FillNextTokenMask(absl::MakeSpan(mask));
+    std::vector<int32_t> allowed;
+    std::vector<double> weights;
+    for (int32_t t = 0; t < static_cast<int32_t>(f.vocab->token_bytes.size()); ++t) {
+      if ((mask[t >> 5] >> (t & 31)) & 1) {
+        allowed.push_back(t);
+        weights.push_back(std::exp(logit(rng)));
+      }
+    }
+    const int32_t t =
+        allowed[std::discrete_distribution<size_t>(weights.begin(), weights.end())(rng)];
+    m.AcceptToken(t);
+    tokens.push_back(t);
+  }
+  return tokens;
+}
 
 const Fixture& GetFixture() {
   static const Fixture* fixture = [] {
     auto* f = new Fixture;
     f->vocab = LoadVocabulary(&f->description);
-    f->warm = *Compile({GrammarSpec::Kind::kJsonSchema, kSchema}, f->vocab);
-    f->warm->BuildAllTables();
-    for (uint32_t seed = 1; seed <= 20; ++seed) {
-      Matcher m(f->warm);
-      std::mt19937 rng(seed);
-      std::normal_distribution<double> logit;
-      std::vector<uint32_t> mask(MaskWords(*f->vocab));
-      std::vector<int32_t> tokens;
-      while (!m.IsTerminated() && tokens.size() < 2000) {
-        m.FillNextTokenMask(absl::MakeSpan(mask));
-        std::vector<int32_t> allowed;
-        std::vector<double> weights;
-        for (int32_t t = 0; t < static_cast<int32_t>(f->vocab->token_bytes.size()); ++t) {
-          if ((mask[t >> 5] >> (t & 31)) & 1) {
-            allowed.push_back(t);
-            weights.push_back(std::exp(logit(rng)));
-          }
-        }
-        const int32_t t =
-            allowed[std::discrete_distribution<size_t>(weights.begin(), weights.end())(rng)];
-        m.AcceptToken(t);
-        tokens.push_back(t);
-      }
-      f->outputs.push_back(tokens);
+    f->sampler = *Compile({GrammarSpec::Kind::kJsonSchema, kSchema}, f->vocab);
+    for (uint32_t seed = 1; seed <= 20; ++seed) f->outputs.push_back(SampleOutput(*f, seed));
+    for (uint32_t seed = 21; seed <= 40; ++seed) f->earlier.push_back(SampleOutput(*f, seed));
+    // The outputs' fingerprint: equal before and after a change that keeps the language.
+    uint64_t hash = 1469598103934665603ull;
+    size_t tokens = 0;
+    for (const auto& output : f->outputs) {
+      for (int32_t t : output) hash = (hash ^ static_cast<uint32_t>(t)) * 1099511628211ull;
+      tokens += output.size();
     }
-    std::fprintf(stderr, "vocabulary: %s\n", f->description.c_str());
+    std::fprintf(stderr, "vocabulary: %s; outputs: %zu tokens, fingerprint %016llx\n",
+                 f->description.c_str(), tokens, static_cast<unsigned long long>(hash));
     return f;
   }();
   return *fixture;
@@ -159,23 +174,53 @@ void Report(benchmark::State& state, std::vector<double>& micros) {
   state.counters["p50_us"] = at(0.50);
   state.counters["p99_us"] = at(0.99);
   state.counters["max_us"] = micros.back();
+  double sum = 0;
+  for (double m : micros) sum += m;
+  state.counters["mean_us"] = sum / static_cast<double>(micros.size());
   state.counters["masks"] = static_cast<double>(micros.size());
 }
 
-// One mask per token of every output; `walk`: the baseline.
-void RunMasks(benchmark::State& state, bool walk, bool cold) {
+enum class Mode {
+  kWalk,    // the baseline: every token through the parser
+  kWarm,    // a fresh compile with every table built; no mask cached yet
+  kSteady,  // as kWarm, after the masks of 20 earlier outputs (other seeds)
+  kCold,    // a fresh compile per output: tables built on first use inside the masks
+};
+
+std::shared_ptr<const CompiledGrammar> FreshGrammar(const Fixture& f) {
+  return *Compile({GrammarSpec::Kind::kJsonSchema, kSchema}, f.vocab);
+}
+
+// One mask per token of every output.
+void RunMasks(benchmark::State& state, Mode mode) {
   const Fixture& f = GetFixture();
   std::vector<uint32_t> mask(MaskWords(*f.vocab));
   std::vector<double> micros;
   for (auto _ : state) {
+    state.PauseTiming();
+    std::shared_ptr<const CompiledGrammar> shared;
+    if (mode != Mode::kCold) {
+      shared = FreshGrammar(f);
+      shared->BuildAllTables();
+    }
+    if (mode == Mode::kSteady) {
+      for (const auto& tokens : f.earlier) {
+        Matcher m(shared);
+        for (int32_t t : tokens) {
+          m.FillNextTokenMask(absl::MakeSpan(mask));
+          m.AcceptToken(t);
+        }
+      }
+    }
+    state.ResumeTiming();
     for (const auto& tokens : f.outputs) {
-      auto grammar = cold ? *Compile({GrammarSpec::Kind::kJsonSchema, kSchema}, f.vocab) : f.warm;
+      auto grammar = mode == Mode::kCold ? FreshGrammar(f) : shared;
       Matcher m(grammar);
       FrameStore store;
       ParseState parse = grammar->parser().Start(&store);
       for (int32_t t : tokens) {
         const auto start = std::chrono::steady_clock::now();
-        if (walk) {
+        if (mode == Mode::kWalk) {
           FillTokenMaskByWalk(*grammar, &store, parse, absl::MakeSpan(mask));
         } else {
           m.FillNextTokenMask(absl::MakeSpan(mask));
@@ -184,7 +229,7 @@ void RunMasks(benchmark::State& state, bool walk, bool cold) {
         micros.push_back(std::chrono::duration<double, std::micro>(end - start).count());
         benchmark::DoNotOptimize(mask.data());
         m.AcceptToken(t);
-        if (walk && !grammar->IsStop(t))
+        if (mode == Mode::kWalk && !grammar->IsStop(t))
           grammar->parser().AdvanceAll(&store, f.vocab->token_bytes[t], &parse);
       }
     }
@@ -193,9 +238,25 @@ void RunMasks(benchmark::State& state, bool walk, bool cold) {
   state.SetLabel(f.description);
 }
 
-void BM_MaskPositionTablesWarm(benchmark::State& state) { RunMasks(state, false, false); }
-void BM_MaskPositionTablesCold(benchmark::State& state) { RunMasks(state, false, true); }
-void BM_MaskWalkBaseline(benchmark::State& state) { RunMasks(state, true, false); }
+void BM_MaskPositionTablesWarm(benchmark::State& state) { RunMasks(state, Mode::kWarm); }
+void BM_MaskSteadyState(benchmark::State& state) { RunMasks(state, Mode::kSteady); }
+void BM_MaskPositionTablesCold(benchmark::State& state) { RunMasks(state, Mode::kCold); }
+void BM_MaskWalkBaseline(benchmark::State& state) { RunMasks(state, Mode::kWalk); }
+
+// What a request with a new schema pays before its first mask (tables stay lazy).
+void BM_Compile(benchmark::State& state) {
+  const Fixture& f = GetFixture();
+  for (auto _ : state) benchmark::DoNotOptimize(FreshGrammar(f));
+}
+
+// What a request with a schema seen before pays: a lookup in the (spec, vocabulary) cache.
+void BM_GrammarCacheHit(benchmark::State& state) {
+  const Fixture& f = GetFixture();
+  GrammarCache cache;
+  const GrammarSpec spec{GrammarSpec::Kind::kJsonSchema, kSchema};
+  if (!cache.Get(spec, f.vocab).ok()) state.SkipWithError("compile failed");
+  for (auto _ : state) benchmark::DoNotOptimize(cache.Get(spec, f.vocab));
+}
 
 void BM_CompileAndBuildAllTables(benchmark::State& state) {
   const Fixture& f = GetFixture();
@@ -214,10 +275,13 @@ void BM_CompileJsonObjectAndBuildAllTables(benchmark::State& state) {
 }
 
 BENCHMARK(BM_MaskPositionTablesWarm)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_MaskSteadyState)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_MaskPositionTablesCold)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_MaskWalkBaseline)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_CompileAndBuildAllTables)->Unit(benchmark::kMillisecond)->Iterations(2);
 BENCHMARK(BM_CompileJsonObjectAndBuildAllTables)->Unit(benchmark::kMillisecond)->Iterations(2);
+BENCHMARK(BM_Compile)->Unit(benchmark::kMillisecond)->Iterations(5);
+BENCHMARK(BM_GrammarCacheHit)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace lockstep::grammar

@@ -1,6 +1,7 @@
 #include "grammar/json_rules.h"
 
 #include <utility>
+#include <vector>
 
 #include "grammar/utf8_ranges.h"
 
@@ -24,35 +25,42 @@ JsonRules AddJsonRules(GrammarBuilder* b) {
   r.object = b->Rule("object");
   r.array = b->Rule("array");
   const int32_t chars = b->Rule("string-chars");
-  const int32_t escape = b->Rule("string-escape");
-  const int32_t unicode = b->Rule("string-utf8");
 
   ByteSet space;
   for (char c : {' ', '\t', '\n', '\r'}) space.Add(c);
   b->Define(r.ws, Expr::Repeat(Expr::Bytes(space), 0, kMaxWhitespace));
 
-  // Content bytes: printable ASCII but '"' and '\\'; non-ASCII through string-utf8.
+  // Content bytes: printable ASCII but '"' and '\\'; non-ASCII as UTF-8 sequences.
   ByteSet plain = ByteSet::Range(0x20, 0x7F);
   plain.Remove('"');
   plain.Remove('\\');
-  b->Define(unicode, Utf8Expr({{0x80, kMaxCodePoint}}));
   ByteSet simple_escapes;
   for (char c : {'"', '\\', '/', 'b', 'f', 'n', 'r', 't'}) simple_escapes.Add(c);
   ByteSet hex = ByteSet::Range('0', '9');
   hex.AddRange('a', 'f');
   hex.AddRange('A', 'F');
-  b->Define(escape, Expr::Choice(
-                        {Expr::Bytes(simple_escapes),
-                         Expr::Sequence({Expr::Byte('u'), Expr::Repeat(Expr::Bytes(hex), 4, 4)})}));
-  b->Define(r.string_char, Expr::Choice({Expr::Bytes(plain), Expr::Ref(unicode),
-                                         Expr::Sequence({Expr::Byte('\\'), Expr::Ref(escape)})}));
-  // string-chars loops in one rule (a tail call), so a token inside a string stays
-  // inside this rule until its closing quote.
-  b->Define(chars,
-            Expr::Choice({Expr::Sequence({Expr::Bytes(plain), Expr::Ref(chars)}),
-                          Expr::Sequence({Expr::Ref(unicode), Expr::Ref(chars)}),
-                          Expr::Sequence({Expr::Byte('\\'), Expr::Ref(escape), Expr::Ref(chars)}),
-                          Expr::Byte('"')}));
+  // One character's choices spelled out (each UTF-8 length, each escape) rather than
+  // calls to a UTF-8 rule and an escape rule, so a token inside a string never leaves the
+  // rule of its first byte: string-chars loops in one rule (a tail call) and a bounded
+  // string's copies take these choices as their alternatives (grammar.h), and a
+  // position table accepts such a token whatever the stack below (position_table.h).
+  // Through a call, every multi-byte character or escape left the called rule, and the
+  // mask walked thousands of tokens from the real stack.
+  std::vector<Expr> char_choices = {Expr::Bytes(plain)};
+  Expr utf8 = Utf8Expr({{0x80, kMaxCodePoint}});
+  for (Expr& sequence : utf8.kind == Expr::Kind::kChoice ? utf8.items : std::vector<Expr>{utf8}) {
+    char_choices.push_back(std::move(sequence));
+  }
+  char_choices.push_back(Expr::Sequence({Expr::Byte('\\'), Expr::Bytes(simple_escapes)}));
+  char_choices.push_back(
+      Expr::Sequence({Expr::Literal("\\u"), Expr::Repeat(Expr::Bytes(hex), 4, 4)}));
+  std::vector<Expr> loop;
+  for (const Expr& choice : char_choices) {
+    loop.push_back(Expr::Sequence({choice, Expr::Ref(chars)}));
+  }
+  loop.push_back(Expr::Byte('"'));
+  b->Define(r.string_char, Expr::Choice(std::move(char_choices)));
+  b->Define(chars, Expr::Choice(std::move(loop)));
   b->Define(r.string, Expr::Sequence({Expr::Byte('"'), Expr::Ref(chars)}));
 
   b->Define(r.integer,

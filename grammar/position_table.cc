@@ -51,6 +51,14 @@ PositionTable BuildPositionTable(const Parser& parser, const TokenTrie& trie, in
     }
     ++i;
   }
+  std::vector<std::pair<uint32_t, uint32_t>> words;
+  for (size_t w = 0; w < table.accepted.size() && words.size() * 8 <= table.accepted.size(); ++w) {
+    if (table.accepted[w] != 0) words.push_back({static_cast<uint32_t>(w), table.accepted[w]});
+  }
+  if (words.size() * 8 <= table.accepted.size()) {
+    table.sparse = true;
+    table.accepted_words = std::move(words);
+  }
   table.dependent = TokenTrie(std::move(dependent));
   return table;
 }

@@ -14,6 +14,7 @@
 #define LOCKSTEP_GRAMMAR_POSITION_TABLE_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "grammar/parser.h"
@@ -24,6 +25,10 @@ namespace lockstep::grammar {
 struct PositionTable {
   std::vector<uint32_t> accepted;  // 32 tokens per word
   int32_t num_accepted = 0;
+  // When few words of `accepted` are nonzero: those words as (index, bits), so a mask
+  // ORs them instead of the whole bitset (most positions accept a handful of tokens).
+  bool sparse = false;
+  std::vector<std::pair<uint32_t, uint32_t>> accepted_words;
   TokenTrie dependent;
 };
 
