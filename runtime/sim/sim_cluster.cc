@@ -319,6 +319,9 @@ Simulation::InjectedFaults() {
     for (const transfer::InjectedFault& f : stacks_->rank(r).transceiver->injected()) {
       injected.insert({f.id, f.kind});
       if (f.kind == transfer::InjectedFault::Kind::kSendRefusal) ++summary_.send_refusals;
+      if (f.kind == transfer::InjectedFault::Kind::kTransferFallback) {
+        ++summary_.transfer_fallbacks;
+      }
     }
   }
   return injected;

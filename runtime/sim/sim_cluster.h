@@ -27,6 +27,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/executor/executor_config.h"
 #include "runtime/sim/workload.h"
+#include "runtime/transfer/fake_transceiver.h"
 #include "scheduler/scheduler_config.h"
 #include "spec_decode/speculative_config.h"
 
@@ -61,6 +62,9 @@ struct SimConfig {
   absl::Duration transfer_min_latency = absl::Milliseconds(1);
   absl::Duration transfer_max_latency = absl::Milliseconds(30);
   double transfer_failure_rate = 0.0;
+  // kUcx: each injected transfer failure is one of the UCX data plane's faults
+  // (FakeTransport in runtime/transfer/fake_transceiver.h).
+  transfer::FakeTransport transfer_transport = transfer::FakeTransport::kTcp;
   // Context role: the transceiver refuses this fraction of sends (the request fails).
   double send_refusal_rate = 0.0;
   absl::Duration transfer_deadline = absl::Seconds(10);
@@ -96,6 +100,7 @@ struct SimSummary {
   std::array<int64_t, spec::kMaxDraftTokens + 1> draft_k_steps{};
   int64_t transfer_failures = 0;
   int64_t send_refusals = 0;  // sends the transceiver was told to refuse
+  int64_t transfer_fallbacks = 0;  // UCX offers refused: pulled over TCP instead
   // Prefix reuse, summed over ranks: tokens new context caches had to prefill, and of
   // those reused (ExecutorCounters).
   int64_t context_tokens = 0;

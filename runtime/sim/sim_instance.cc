@@ -65,6 +65,7 @@ RankStackOptions SimRankStackOptions(const SimConfig& config, const std::string&
     t.min_latency = config.transfer_min_latency;
     t.max_latency = config.transfer_max_latency;
     t.failure_rate = config.transfer_failure_rate;
+    t.transport = config.transfer_transport;
     t.send_refusal_rate = config.send_refusal_rate;
     return t;
   };

@@ -1,6 +1,7 @@
 #include "runtime/transfer/fake_transceiver.h"
 
 #include <algorithm>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -28,7 +29,13 @@ absl::Status FakeTransceiver::Start(TransferKind kind, RequestId id, uint64_t ge
   const absl::Time done = clock_->Now() + Latency();
   const double u = Uniform();
   Pending p{kind, generation, done, absl::OkStatus()};
-  if (u < options_.failure_rate) {
+  if (u < options_.failure_rate && options_.transport == FakeTransport::kUcx) {
+    InjectUcxFault(id, clock_->Now(), limit, p);
+    if (p.status.ok() && p.at > limit) {  // a fallback that ran past the deadline
+      p.at = limit;
+      p.status = std::move(expiry);
+    }
+  } else if (u < options_.failure_rate) {
     p.status =
         absl::UnavailableError(absl::StrCat("injected transfer failure of request ", id.value()));
     injected_.push_back({InjectedFault::Kind::kTransferFailure, id});
@@ -39,6 +46,38 @@ absl::Status FakeTransceiver::Start(TransferKind kind, RequestId id, uint64_t ge
   pending_.emplace(id, std::move(p));
   ++started_;
   return absl::OkStatus();
+}
+
+void FakeTransceiver::InjectUcxFault(RequestId id, absl::Time start, absl::Time limit,
+                                     Pending& p) {
+  const auto fault = static_cast<UcxFault>(1 + rng_() % 4);
+  const std::string what = absl::StrCat("injected UCX fault of request ", id.value(), ": ");
+  const absl::Duration latency = p.at - start;
+  switch (fault) {
+    case UcxFault::kPeerGoneMidGet:
+      p.at = start + latency * Uniform();
+      p.status = absl::UnavailableError(absl::StrCat(
+          what, "the UCX get from the context rank failed: the context rank went away mid-get"));
+      break;
+    case UcxFault::kEndpointError:
+      p.at = start;
+      p.status = absl::UnavailableError(
+          absl::StrCat(what, "UCX endpoint error: Destination is unreachable"));
+      break;
+    case UcxFault::kRegistrationFailure:  // the offer is refused: the pull goes over TCP
+      p.at = start + 2 * latency;
+      injected_.push_back({InjectedFault::Kind::kTransferFallback, id, fault});
+      return;
+    case UcxFault::kGetStuck:
+      p.at = limit;
+      p.status = absl::DeadlineExceededError(
+          absl::StrCat(what, "the UCX get did not complete by its deadline"));
+      break;
+    case UcxFault::kNone:
+      return;
+  }
+  p.at = std::min(p.at, limit);
+  injected_.push_back({InjectedFault::Kind::kTransferFailure, id, fault});
 }
 
 absl::Status FakeTransceiver::StartSend(const SendSpec& spec) {

@@ -11,6 +11,14 @@
 // order. Every injected failure and refusal is recorded, so a test can tell injected
 // faults from real ones.
 //
+// With `transport` kUcx an injected failure is one of the UCX data plane's faults
+// (docs/transfer-ucx.md), drawn evenly, each ending as the real transport ends it and
+// never after the receive's deadline: the context rank gone mid-get (Unavailable, part
+// way through the transfer), an endpoint error (Unavailable, at once), a registration
+// failure (the offer is refused and the pull falls back to TCP: it succeeds, taking a
+// second latency; recorded as a fallback, not a failure) and a get that never completes
+// (DeadlineExceeded at the deadline).
+//
 // Thread safety: single-threaded (the executor thread).
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_FAKE_TRANSCEIVER_H_
 #define LOCKSTEP_RUNTIME_TRANSFER_FAKE_TRANSCEIVER_H_
@@ -28,11 +36,15 @@
 
 namespace lockstep::transfer {
 
+// Which data plane's faults an injected transfer failure models.
+enum class FakeTransport { kTcp, kUcx };
+
 struct FakeTransceiverOptions {
   uint64_t seed = 0;
   absl::Duration min_latency = absl::Milliseconds(1);
   absl::Duration max_latency = absl::Milliseconds(20);
   double failure_rate = 0.0;
+  FakeTransport transport = FakeTransport::kTcp;
   // StartSend refuses (Unavailable) with this probability, or when the predicate says
   // so (checked first; for scripted tests).
   double send_refusal_rate = 0.0;
@@ -42,11 +54,16 @@ struct FakeTransceiverOptions {
   const engine::BlockWriteTracker* tracker = nullptr;
 };
 
-// A failure the fake injected: a transfer that will fail, or a refused send.
+// The UCX fault an injected failure models (FakeTransport::kUcx).
+enum class UcxFault { kNone, kPeerGoneMidGet, kEndpointError, kRegistrationFailure, kGetStuck };
+
+// A failure the fake injected: a transfer that will fail, a refused send, or (UCX) a
+// transfer that falls back to another transport and succeeds.
 struct InjectedFault {
-  enum class Kind { kTransferFailure, kSendRefusal };
+  enum class Kind { kTransferFailure, kSendRefusal, kTransferFallback };
   Kind kind;
   RequestId id;
+  UcxFault ucx = UcxFault::kNone;
 };
 
 class FakeTransceiver : public Transceiver {
@@ -74,6 +91,8 @@ class FakeTransceiver : public Transceiver {
   double Uniform();
   absl::Status Start(TransferKind kind, RequestId id, uint64_t generation, absl::Time limit,
                      absl::Status expiry);
+  // A UCX fault for the transfer `p` of `id` started at `start`, ending by `limit`.
+  void InjectUcxFault(RequestId id, absl::Time start, absl::Time limit, Pending& p);
 
   const FakeTransceiverOptions options_;
   Clock* clock_;

@@ -1,5 +1,7 @@
 #include "runtime/transfer/fake_transceiver.h"
 
+#include <map>
+
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -106,6 +108,99 @@ TEST(FakeTransceiverTest, SendRefusalRateIsSeeded) {
   EXPECT_EQ(a, refused(3));
   EXPECT_GT(a.size(), 8u);
   EXPECT_LT(a.size(), 56u);
+}
+
+// With the UCX transport every injected failure is one of its four faults, each ending
+// as the real data plane ends it and never after the receive's deadline.
+TEST(FakeTransceiverTest, UcxFaultsEndAsTheDataPlaneEndsThemByTheirDeadline) {
+  constexpr uint64_t kSeed = 17;
+  SCOPED_TRACE(::testing::Message() << "seed " << kSeed);
+  FakeClock clock;
+  FakeTransceiverOptions o;
+  o.seed = kSeed;
+  o.min_latency = o.max_latency = absl::Milliseconds(10);
+  o.failure_rate = 1.0;
+  o.transport = FakeTransport::kUcx;
+  FakeTransceiver t(o, &clock);
+  const absl::Time start = clock.Now();
+  const absl::Duration deadline = absl::Milliseconds(500);
+  constexpr int64_t kReceives = 200;
+  for (int64_t id = 1; id <= kReceives; ++id) {
+    ASSERT_THAT(t.StartReceive(Receive(id, start + deadline)), IsOk());
+  }
+  // Each receive's fault, and when and how it ended.
+  std::map<RequestId, UcxFault> fault;
+  for (const InjectedFault& f : t.injected()) {
+    EXPECT_EQ(f.kind, f.ucx == UcxFault::kRegistrationFailure
+                          ? InjectedFault::Kind::kTransferFallback
+                          : InjectedFault::Kind::kTransferFailure);
+    fault[f.id] = f.ucx;
+  }
+  ASSERT_EQ(fault.size(), static_cast<size_t>(kReceives));
+  std::map<UcxFault, int> seen;
+  int ended = 0;
+  for (absl::Duration at = absl::ZeroDuration(); at <= deadline; at += absl::Milliseconds(1)) {
+    if (at > absl::ZeroDuration()) clock.Advance(absl::Milliseconds(1));
+    for (const TransferEvent& e : t.Poll()) {
+      ++ended;
+      const UcxFault f = fault[e.id];
+      ++seen[f];
+      switch (f) {
+        case UcxFault::kPeerGoneMidGet:  // part way through the transfer
+          EXPECT_THAT(e.status, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("mid-get")));
+          EXPECT_LE(at, absl::Milliseconds(10));
+          break;
+        case UcxFault::kEndpointError:  // at once
+          EXPECT_THAT(e.status,
+                      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("endpoint error")));
+          EXPECT_EQ(at, absl::ZeroDuration());
+          break;
+        case UcxFault::kRegistrationFailure:  // pulled over TCP after the refused offer
+          EXPECT_THAT(e.status, IsOk());
+          EXPECT_EQ(at, absl::Milliseconds(20));
+          break;
+        case UcxFault::kGetStuck:  // at the deadline
+          EXPECT_THAT(e.status, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                         HasSubstr("did not complete by its deadline")));
+          EXPECT_EQ(at, deadline);
+          break;
+        case UcxFault::kNone:
+          ADD_FAILURE() << "request " << e.id.value() << " ended without its fault";
+      }
+    }
+  }
+  EXPECT_EQ(ended, kReceives);  // all by the deadline
+  EXPECT_EQ(t.InFlight(), 0);
+  for (UcxFault f : {UcxFault::kPeerGoneMidGet, UcxFault::kEndpointError,
+                     UcxFault::kRegistrationFailure, UcxFault::kGetStuck}) {
+    EXPECT_GT(seen[f], 20) << static_cast<int>(f);
+  }
+}
+
+// A fallback that cannot finish before the deadline ends at it, as any late transfer.
+TEST(FakeTransceiverTest, UcxFallbackPastTheDeadlineExpiresAtIt) {
+  FakeClock clock;
+  FakeTransceiverOptions o;
+  o.seed = 5;
+  o.min_latency = o.max_latency = absl::Milliseconds(10);
+  o.failure_rate = 1.0;
+  o.transport = FakeTransport::kUcx;
+  FakeTransceiver t(o, &clock);
+  const absl::Time start = clock.Now();
+  for (int64_t id = 1; id <= 64; ++id) {
+    ASSERT_THAT(t.StartReceive(Receive(id, start + absl::Milliseconds(15))), IsOk());
+  }
+  clock.Advance(absl::Milliseconds(15));
+  int fallbacks = 0;
+  std::map<RequestId, UcxFault> fault;
+  for (const InjectedFault& f : t.injected()) fault[f.id] = f.ucx;
+  for (const TransferEvent& e : t.Poll()) {
+    if (fault[e.id] != UcxFault::kRegistrationFailure) continue;
+    ++fallbacks;
+    EXPECT_THAT(e.status, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  }
+  EXPECT_GT(fallbacks, 0);
+  EXPECT_EQ(t.InFlight(), 0);
 }
 
 }  // namespace

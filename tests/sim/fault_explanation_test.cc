@@ -44,6 +44,24 @@ TEST(FaultExplanationTest, RefusedSendsExplainTheirRequests) {
   EXPECT_GT(s.handed_off, 0) << s.ToString();
 }
 
+// The UCX data plane's faults (a peer gone mid-get, an endpoint error, a registration
+// failure, a get that never completes) at the simulator's transfer-failure rate: every
+// request completes, falls back and completes, or fails explained by its fault.
+TEST(FaultExplanationTest, UcxTransferFaultsExplainTheirRequests) {
+  SimConfig c = Small(sched::InstanceRole::kGeneration, 14);
+  c.workload.num_requests = 120;
+  c.transfer_failure_rate = 0.4;
+  c.transfer_transport = transfer::FakeTransport::kUcx;
+  c.transfer_deadline = absl::Seconds(2);
+  const SimSummary s = RunSimulation(c);
+  SCOPED_TRACE(c.ToString() + " transfer_transport=ucx\n" + s.ToString());
+  EXPECT_TRUE(s.ok());
+  EXPECT_GT(s.failed, 0);
+  EXPECT_GT(s.transfer_fallbacks, 0);
+  EXPECT_GT(s.completed, 0);
+  EXPECT_EQ(s.completed + s.failed, s.requests);
+}
+
 // Receives that cannot finish before their deadline fail, but nothing was injected:
 // each such failure is a violation.
 TEST(FaultExplanationTest, UnexplainedFailureIsAViolation) {
