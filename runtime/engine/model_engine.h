@@ -13,12 +13,13 @@
 // capacity for a step before launching it and shrinks it only after the step's result
 // is applied, so a step may write only inside its own grant:
 //  * A context chunk covering [position, position + n) writes target KV there (target
-//    capacity covers position + n). With speculation (K > 0) the draft model prefills
-//    the same chunk; after the LAST chunk it may propose K drafts (the first drafts a
-//    context instance hands over), writing draft KV in [P, P + K) where P is the
-//    prompt length: the draft capacity covers position + n + K, and the host keeps
-//    those K draft positions allocated. Where the draft KV ends before the chunk (an
-//    unpaired draft mirror that reused a shorter prefix than its target), the chunk
+//    capacity covers position + n). With speculation by a KV drafter (K > 0; the draft
+//    model or the MTP module) the drafter prefills the same chunk; after the LAST
+//    chunk it may propose K drafts (the first drafts a context instance hands over),
+//    writing draft KV in [P, P + K) where P is the prompt length: the draft capacity
+//    covers position + n + K, and the host keeps those K draft positions allocated.
+//    Where the draft KV ends before the chunk (an unpaired draft mirror that reused a
+//    shorter prefix than its target), the chunk
 //    carries the missing tokens (`draft_prefix`) and the draft prefills them first,
 //    writing draft KV in [position - draft_prefix.size(), position) too.
 //  * A generation step from history h (target KV valid for [0, h), last token at h)

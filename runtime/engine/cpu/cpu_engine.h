@@ -1,8 +1,8 @@
 // The CPU transformer engine: a ModelEngine (model_engine.h) that runs a real
 // decoder-only transformer from a safetensors model directory, with paged attention
 // directly on the host's KV pools, MoE expert parallelism over its own Communicator,
-// sampling, and speculative decoding with a draft model or the n-gram drafter (as
-// CpuEngineOptions::speculative says).
+// sampling, and speculative decoding with a draft model, the model's own MTP layer or
+// the n-gram drafter (as CpuEngineOptions::speculative says).
 //
 //   ASSIGN_OR_RETURN(kv::BlockLayout layout, ModelBlockLayout(model_dir, 16));
 //   ... size the pool with `layout`, then:
