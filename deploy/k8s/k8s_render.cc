@@ -1,10 +1,13 @@
 #include "deploy/k8s/k8s_render.h"
 
+#include <utility>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "deploy/k8s/k8s_secrets.h"
 #include "deploy/k8s/yaml_writer.h"
+#include "deploy/ucx/ucx_placement.h"
 #include "nlohmann/json.hpp"
 
 namespace lockstep::deploy {
@@ -73,6 +76,11 @@ class Renderer {
 
   std::vector<std::string> Check() const {
     std::vector<std::string> errors = secrets_.Check(kConfigDir);
+    // Every pod may land on another node, and gets devices only from the pod spec.
+    for (std::string& error : CheckUcxPlacement(
+             config_, {.multi_node = true, .devices_from_rdma_resources = true})) {
+      errors.push_back(std::move(error));
+    }
     if (options_.image.empty()) errors.push_back("--image: is required");
     if (options_.cluster_token.empty()) errors.push_back("cluster token: is required");
     if (!IsDnsLabel(options_.name)) {

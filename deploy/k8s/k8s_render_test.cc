@@ -228,6 +228,18 @@ TEST(K8sRenderTest, UcxTransfersGetRdmaResourcesAndIpcLock) {
     EXPECT_EQ(container["securityContext"]["capabilities"]["add"][0].Scalar(), "IPC_LOCK") << pool;
     EXPECT_EQ(Env(container)["UCX_TLS"]["value"].Scalar(), "rc,sm,self") << pool;
   }
+  // RDMA transports without an RDMA device in the pod spec, or transports that stay
+  // within a node, are refused naming UCX_TLS.
+  for (const char* tls : {"rc,sm,self", "shm,self"}) {
+    YAML::Node without = YAML::Clone(doc);
+    without["placement"].remove("rdma_resources");
+    without["placement"]["env"]["UCX_TLS"] = tls;
+    YAML::Emitter text;
+    text << without;
+    files = RenderText(text.c_str(), "example.yaml");
+    ASSERT_FALSE(files.ok()) << tls;
+    EXPECT_THAT(files.status().message(), HasSubstr("placement.env.UCX_TLS")) << tls;
+  }
   // A bad resource name or count names the field.
   doc["placement"]["rdma_resources"]["rdma/ib"] = 0;
   YAML::Emitter bad;

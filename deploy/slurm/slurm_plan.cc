@@ -1,9 +1,12 @@
 #include "deploy/slurm/slurm_plan.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/numbers.h"
+#include "deploy/ucx/ucx_placement.h"
 #include "fmt/format.h"
 
 namespace lockstep::deploy {
@@ -143,6 +146,9 @@ absl::StatusOr<std::string> PlanSlurm(const config::DeploymentConfig& config,
         "router.grpc_listen: {} is a loopback address, which the other nodes cannot reach "
         "(use 0.0.0.0:{})",
         config.router.grpc_listen, grpc->port));
+  }
+  for (std::string& error : CheckUcxPlacement(config, {.multi_node = options.nodes.size() > 1})) {
+    errors.push_back(std::move(error));
   }
   if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
 

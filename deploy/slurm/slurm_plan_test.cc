@@ -87,6 +87,12 @@ TEST(SlurmPlanTest, UcxTransfersRaiseTheLockedMemoryLimitAndExportUcxVariables) 
   EXPECT_THAT(*plan, HasSubstr("export UCX_NET_DEVICES=mlx5_0:1\n"));
   // Before the first step starts.
   EXPECT_LT(plan->find(ulimit), plan->find("lockstep_step router"));
+  // Transports that stay within a node cannot carry transfers between the nodes.
+  config.placement.env = {{"UCX_TLS", "shm,self"}};
+  plan = PlanSlurm(config, Options({"tray1", "tray2", "tray3"}));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(),
+              HasSubstr("placement.env.UCX_TLS: 'shm,self' names only transports within a node"));
 }
 
 TEST(SlurmPlanTest, ATokenFileNamedInTheConfigIsTheOneUsed) {
