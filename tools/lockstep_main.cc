@@ -6,6 +6,7 @@
 
 #include "tools/bench/bench_command.h"
 #include "tools/cli/command.h"
+#include "tools/cli/expert_loads_command.h"
 #include "tools/cli/instance_command.h"
 #include "tools/cli/launch_command.h"
 #include "tools/cli/make_model_command.h"
@@ -33,6 +34,8 @@ std::vector<cli::Command> Commands() {
       {"instance", "run this node's ranks of one instance; exit when one fails",
        cli::RunInstanceCommand},
       {"probe", "exit 0 iff an instance leader answers Health as serving", cli::RunProbeCommand},
+      {"expert-loads", "write an instance's last expert-load window for the offline planner",
+       cli::RunExpertLoadsCommand},
       {"plan", "print the Slurm job script of a deployment (plan slurm CONFIG --nodes ...)",
        cli::RunPlanCommand},
       {"render", "write Kubernetes manifests (render k8s CONFIG --image I --out DIR)",

@@ -134,6 +134,7 @@ absl::Status Worker::Init() {
     e.expert_placement = instance_->eplb.expert_placement;
     e.expert_load_window = static_cast<int>(instance_->eplb.load_window);
     e.expert_load_dump = instance_->eplb.load_dump;
+    e.expert_load_board = &expert_loads_;
     e.expert_rebalance_windows = static_cast<int>(instance_->eplb.rebalance_windows);
     e.expert_redundant_slots = static_cast<int>(instance_->eplb.redundant_slots);
     ASSIGN_OR_RETURN(engine_, engine::CreateCpuEngine(e));
@@ -192,6 +193,9 @@ absl::Status Worker::StartService() {
   o.executor = executor_.get();
   o.streams = &streams_;
   o.health = [this] { return Health(); };
+  if (instance_->engine == config::EngineKind::kCpu && instance_->eplb.load_window > 0) {
+    o.expert_loads = &expert_loads_;
+  }
   service_ = std::make_unique<WorkerServiceImpl>(std::move(o));
   grpc::ServerBuilder builder;
   int port = 0;

@@ -27,6 +27,7 @@
 #include "grpcpp/server.h"
 #include "kvcache/block_allocator.h"
 #include "runtime/config/deployment_config.h"
+#include "runtime/engine/cpu/expert_load.h"
 #include "runtime/engine/device_engine.h"
 #include "runtime/executor/executor.h"
 #include "runtime/worker/instance_bootstrap.h"
@@ -97,6 +98,8 @@ class Worker {
   // engine cuda: its builder, which owns the device allocator of the KV pools and the
   // engine's NCCL group, so it outlives both (members are destroyed in reverse order).
   std::unique_ptr<engine::DeviceEngineBuilder> device_;
+  // The CPU engine's expert-load windows (eplb.load_window), read by Stats.
+  engine::ExpertLoadBoard expert_loads_;
   std::unique_ptr<engine::ModelEngine> engine_;
   std::unique_ptr<transfer::Transceiver> transceiver_;
   std::unique_ptr<KvEventPublisher> kv_events_;  // leader with KV events; outlives executor_

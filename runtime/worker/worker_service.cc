@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "runtime/worker/draft_stats.h"
+#include "runtime/worker/expert_load_stats.h"
 #include "runtime/worker/generate_stream.h"
 #include "runtime/worker/proto_convert.h"
 #include "runtime/worker/rank_stats.h"
@@ -123,6 +124,10 @@ void WorkerServiceImpl::DoStats(v1::StatsResponse* response) {
   response->set_engine_failures(c.engine_failures);
   SetDraftStats(options_.executor->speculative(), c, response);
   SetRankStats(snap, response);
+  if (options_.expert_loads != nullptr) {
+    SetExpertLoadStats(options_.expert_loads->Latest(), response);
+  }
+  SetKvShape(options_.target_layout, response);
   for (size_t r = 0; r < snap.free_target_blocks.size(); ++r) {
     v1::PoolStats* p = response->add_pools();
     p->set_rank(static_cast<int32_t>(r));

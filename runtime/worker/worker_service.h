@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "proto/worker.grpc.pb.h"
+#include "runtime/engine/cpu/expert_load.h"
 #include "runtime/executor/executor.h"
 #include "runtime/worker/deadline_timers.h"
 #include "runtime/worker/request_streams.h"
@@ -39,6 +40,8 @@ struct WorkerServiceOptions {
   exec::Executor* executor = nullptr;  // its inbox() and Snapshot() only
   RequestStreams* streams = nullptr;
   std::function<HealthView()> health;
+  // The instance's expert-load windows for Stats (not owned); null: none measured.
+  const engine::ExpertLoadBoard* expert_loads = nullptr;
 };
 
 // Thread safety: handlers run concurrently on gRPC's threads. The service (and its one

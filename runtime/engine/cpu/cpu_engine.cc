@@ -144,7 +144,8 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
   if (options.expert_load_window > 0) {
     target->OwnExpertLoad(MakeExpertLoad(target->config(), options.expert_load_window,
                                          options.communicator, options.rank,
-                                         options.collective_timeout, options.expert_load_dump));
+                                         options.collective_timeout, options.expert_load_dump,
+                                         options.expert_load_board));
   }
   if (options.expert_rebalance_windows > 0) {
     const ModelConfig& c = target->config();

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "kvcache/block_layout.h"
+#include "runtime/engine/cpu/expert_load.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/engine/model_engine.h"
 #include "spec_decode/speculative_config.h"
@@ -71,6 +72,9 @@ struct CpuEngineOptions {
   // all-reduced over the group and, with `expert_load_dump`, written there by rank 0.
   int expert_load_window = 0;
   std::string expert_load_dump;
+  // Where every rank publishes each window's loads (not owned; must outlive the
+  // engine), e.g. for the worker's Stats; null: nowhere.
+  ExpertLoadBoard* expert_load_board = nullptr;
   // Live rebalancing (expert_rebalance.h): plan at the end of every Nth expert-load
   // window (0: never; needs expert_load_window) with this many redundant slots per rank.
   int expert_rebalance_windows = 0;

@@ -37,6 +37,16 @@ std::string ExpertLoadSnapshot::Format() const {
   return text;
 }
 
+void ExpertLoadBoard::Publish(const ExpertLoadSnapshot& snapshot) {
+  absl::MutexLock lock(&mu_);
+  latest_ = snapshot;
+}
+
+ExpertLoadSnapshot ExpertLoadBoard::Latest() const {
+  absl::MutexLock lock(&mu_);
+  return latest_;
+}
+
 ExpertLoad::ExpertLoad(int num_layers, int num_experts, int window, comm::Communicator* comm,
                        absl::Duration timeout, const std::string& model_name)
     : num_layers_(num_layers),

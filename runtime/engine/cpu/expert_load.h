@@ -47,6 +47,19 @@ struct ExpertLoadSnapshot {
   std::string Format() const;
 };
 
+// The latest published snapshot, for readers outside the engine thread (the worker's
+// Stats: /metrics and the expert-load dump). Thread-safe.
+class ExpertLoadBoard {
+ public:
+  void Publish(const ExpertLoadSnapshot& snapshot);
+  // windows == 0: nothing published yet.
+  ExpertLoadSnapshot Latest() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  ExpertLoadSnapshot latest_ ABSL_GUARDED_BY(mu_);
+};
+
 class ExpertLoad {
  public:
   // `window` forwards per window (> 0); `comm` null: one rank.

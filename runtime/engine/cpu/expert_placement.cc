@@ -37,13 +37,17 @@ absl::StatusOr<ExpertLayout> LoadExpertLayout(const std::string& path, const Mod
 
 std::unique_ptr<ExpertLoad> MakeExpertLoad(const ModelConfig& config, int window,
                                            comm::Communicator* comm, int rank,
-                                           absl::Duration timeout, const std::string& dump_path) {
+                                           absl::Duration timeout, const std::string& dump_path,
+                                           ExpertLoadBoard* board) {
   auto load = std::make_unique<ExpertLoad>(config.num_layers, config.num_experts, window, comm,
                                            timeout, "target");
-  if (!dump_path.empty() && rank == 0) {
-    load->set_on_window([dump_path](const ExpertLoadSnapshot& snapshot) {
-      if (absl::Status s = WriteStringToFile(dump_path, snapshot.Format()); !s.ok()) {
-        GetLogger("engine")->warn("expert load dump {}: {}", dump_path, s.ToString());
+  const std::string dump = rank == 0 ? dump_path : "";
+  if (!dump.empty() || board != nullptr) {
+    load->set_on_window([dump, board](const ExpertLoadSnapshot& snapshot) {
+      if (board != nullptr) board->Publish(snapshot);
+      if (dump.empty()) return;
+      if (absl::Status s = WriteStringToFile(dump, snapshot.Format()); !s.ok()) {
+        GetLogger("engine")->warn("expert load dump {}: {}", dump, s.ToString());
       }
     });
   }

@@ -31,10 +31,12 @@ absl::StatusOr<ExpertLayout> LoadExpertLayout(const std::string& path, const Mod
 
 // An ExpertLoad for the target model with windows of `window` forwards (> 0). With a
 // `dump_path`, rank 0 rewrites that file with each window's snapshot (its text form);
-// a failed write is logged and measuring goes on.
+// a failed write is logged and measuring goes on. With a `board` (not owned; it must
+// outlive the ExpertLoad), every window's snapshot is also published there.
 std::unique_ptr<ExpertLoad> MakeExpertLoad(const ModelConfig& config, int window,
                                            comm::Communicator* comm, int rank,
-                                           absl::Duration timeout, const std::string& dump_path);
+                                           absl::Duration timeout, const std::string& dump_path,
+                                           ExpertLoadBoard* board = nullptr);
 
 }  // namespace lockstep::engine
 

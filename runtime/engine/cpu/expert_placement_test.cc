@@ -68,5 +68,23 @@ TEST(ExpertPlacementTest, RankZeroDumpsEachWindow) {
   EXPECT_THAT(*text, HasSubstr("routed 1: 0 0 1 0 0 1 0 0\n"));
 }
 
+TEST(ExpertPlacementTest, EveryRankPublishesEachWindowOnTheBoard) {
+  const ModelConfig config = PresetConfig("tiny-moe").value();
+  ExpertLoadBoard board;
+  EXPECT_EQ(board.Latest().windows, 0);
+  // Not rank 0 and no dump file: the board still gets every window.
+  auto load = MakeExpertLoad(config, /*window=*/2, nullptr, 1, absl::Seconds(5), "", &board);
+  const int experts[] = {3, 3, 7};
+  load->AddRouted(1, experts, 3);
+  ASSERT_THAT(load->EndForward(), IsOk());
+  EXPECT_EQ(board.Latest().windows, 0);  // mid-window: nothing published
+  ASSERT_THAT(load->EndForward(), IsOk());
+  const ExpertLoadSnapshot latest = board.Latest();
+  EXPECT_EQ(latest.windows, 1);
+  EXPECT_EQ(latest.forwards, 2);
+  EXPECT_EQ(latest.Format(), load->Latest().Format());
+  EXPECT_THAT(latest.LayerLoads(1), ElementsAre(0, 0, 0, 2, 0, 0, 0, 1));
+}
+
 }  // namespace
 }  // namespace lockstep::engine

@@ -157,7 +157,16 @@ RouterMetrics::RouterMetrics()
       token_imbalance_(registry_.AddGauge(
           "lockstep_instance_active_token_imbalance",
           "Tokens in flight on the busiest rank over the mean of the ranks (1: balanced).",
-          {"instance"})) {
+          {"instance"})),
+      expert_load_(registry_.AddGauge(
+          "lockstep_instance_expert_load",
+          "Records the rank's routed experts computed in the MoE layer over the last "
+          "expert-load window (eplb.load_window).",
+          {"instance", "layer", "rank"})),
+      expert_load_imbalance_(registry_.AddGauge(
+          "lockstep_instance_expert_load_imbalance",
+          "Max over mean of the ranks' expert load in the MoE layer, last window (1: balanced).",
+          {"instance", "layer"})) {
   for (const MirroredCounter& counter : kMirrored) {
     instance_counters_.push_back(
         &registry_.AddMirroredCounter(counter.name, counter.help, {"instance"}));
@@ -214,7 +223,8 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
   instance_k_steps_.Clear();
   instance_k_requests_.Clear();
   for (GaugeFamily* family :
-       {&rank_prompt_tokens_, &rank_reused_tokens_, &rank_active_tokens_, &token_imbalance_}) {
+       {&rank_prompt_tokens_, &rank_reused_tokens_, &rank_active_tokens_, &token_imbalance_,
+        &expert_load_, &expert_load_imbalance_}) {
     family->Clear();
   }
   kv_source_keys_.Clear();
@@ -270,6 +280,19 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
     }
     if (instance.stats.ranks_size() > 0) {
       token_imbalance_.Set({instance.name}, instance.stats.active_token_imbalance());
+    }
+    // Layers without a record in the window (dense layers) have no series.
+    for (int l = 0; l < instance.stats.expert_load().layers_size(); ++l) {
+      const v1::ExpertLayerLoad& layer = instance.stats.expert_load().layers(l);
+      int64_t records = 0;
+      for (const int64_t n : layer.computed()) records += n;
+      if (records == 0) continue;
+      const std::string name = fmt::format("{}", l);
+      for (int r = 0; r < layer.computed_size(); ++r) {
+        expert_load_.Set({instance.name, name, fmt::format("{}", r)},
+                         static_cast<double>(layer.computed(r)));
+      }
+      expert_load_imbalance_.Set({instance.name, name}, layer.rank_imbalance());
     }
   }
   return registry_.RenderText();

@@ -173,6 +173,9 @@ class RouterMetrics {
   GaugeFamily& rank_reused_tokens_;
   GaugeFamily& rank_active_tokens_;
   GaugeFamily& token_imbalance_;
+  GaugeFamily& expert_load_;            // {instance, layer, rank}
+  GaugeFamily& expert_load_imbalance_;  // {instance, layer}
+  KvTierMetrics kv_tiers_{registry_};
   absl::Mutex render_mu_;  // one refresh + render at a time
 };
 

@@ -129,6 +129,43 @@ TEST(RouterMetricsTest, PrefixReuseAndLoadPerRank) {
               ::testing::IsEmpty());
 }
 
+// The last expert-load window: per MoE layer every rank's load and the layer's max/mean;
+// a layer without records (dense) has no series.
+TEST(RouterMetricsTest, ExpertLoadPerLayerAndRank) {
+  InstanceState instance;
+  instance.name = "dep4";
+  instance.has_stats = true;
+  v1::ExpertLoadStats* loads = instance.stats.mutable_expert_load();
+  loads->set_windows(2);
+  loads->set_num_experts(4);
+  loads->set_num_ranks(2);
+  v1::ExpertLayerLoad* dense = loads->add_layers();
+  dense->add_computed(0);
+  dense->add_computed(0);
+  dense->set_rank_imbalance(1);
+  v1::ExpertLayerLoad* moe = loads->add_layers();
+  moe->add_computed(30);
+  moe->add_computed(10);
+  moe->set_rank_imbalance(1.5);
+  RouterMetrics metrics;
+  absl::StatusOr<testing::ParsedMetrics> parsed =
+      testing::ParsePrometheusText(metrics.Render({instance}));
+  ASSERT_THAT(parsed, IsOk());
+  EXPECT_EQ(parsed->Value("lockstep_instance_expert_load",
+                          {{"instance", "dep4"}, {"layer", "1"}, {"rank", "0"}}),
+            30);
+  EXPECT_EQ(parsed->Value("lockstep_instance_expert_load",
+                          {{"instance", "dep4"}, {"layer", "1"}, {"rank", "1"}}),
+            10);
+  EXPECT_EQ(parsed->Value("lockstep_instance_expert_load_imbalance",
+                          {{"instance", "dep4"}, {"layer", "1"}}),
+            1.5);
+  EXPECT_EQ(parsed->types.at("lockstep_instance_expert_load_imbalance"), "gauge");
+  EXPECT_THAT(parsed->Find("lockstep_instance_expert_load_imbalance",
+                           {{"instance", "dep4"}, {"layer", "0"}}),
+              ::testing::IsEmpty());
+}
+
 // Each finished request that proposed drafts adds them to its method's counters and
 // its acceptance rate to the per-request histogram.
 TEST(RouterMetricsTest, RequestDraftsByMethodAndTheirAcceptanceRate) {
