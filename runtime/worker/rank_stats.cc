@@ -29,4 +29,10 @@ void SetRankStats(const exec::ExecutorSnapshot& snapshot, v1::StatsResponse* out
   out->set_active_token_imbalance(snapshot.token_imbalance);
 }
 
+void SetKvShape(const kv::BlockLayout& layout, v1::StatsResponse* out) {
+  out->set_kv_tokens_per_block(layout.tokens_per_block);
+  out->set_kv_bytes_per_token(
+      static_cast<int64_t>(layout.BlockBytes() / static_cast<size_t>(layout.tokens_per_block)));
+}
+
 }  // namespace lockstep::worker

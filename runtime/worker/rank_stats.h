@@ -1,9 +1,11 @@
 // Attention-DP balance and prefix reuse on the wire (proto/worker.proto RankStats): every
 // rank's load and prefix-reuse counters, and the instance's imbalance, for Stats, from
-// the executor's snapshot.
+// the executor's snapshot; and the target KV pool's shape (tokens per block, bytes per
+// token) from its layout.
 #ifndef LOCKSTEP_RUNTIME_WORKER_RANK_STATS_H_
 #define LOCKSTEP_RUNTIME_WORKER_RANK_STATS_H_
 
+#include "kvcache/block_layout.h"
 #include "proto/worker.pb.h"
 #include "runtime/executor/executor.h"
 
@@ -11,6 +13,10 @@ namespace lockstep::worker {
 
 // `ranks`: one entry per rank of the snapshot, in rank order; `active_token_imbalance`.
 void SetRankStats(const exec::ExecutorSnapshot& snapshot, v1::StatsResponse* out);
+
+// `kv_tokens_per_block` and `kv_bytes_per_token` of the target pool's `layout` (the same
+// on every rank of an instance).
+void SetKvShape(const kv::BlockLayout& layout, v1::StatsResponse* out);
 
 }  // namespace lockstep::worker
 

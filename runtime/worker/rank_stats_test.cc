@@ -57,5 +57,28 @@ TEST(RankStatsTest, EveryRanksTiers) {
   EXPECT_EQ(out.ranks(0).tiers().host_blocks(), 0);
 }
 
+TEST(RankStatsTest, KvShapeOfAnMlaLatentCache) {
+  // DeepSeek-V3: 61 layers, kv_lora_rank 512 + qk_rope_head_dim 64 = 576 latent values
+  // per token and layer, cached as one head's K and V halves of 288, in bf16.
+  const kv::BlockLayout dsv3{.num_layers = 61,
+                             .num_kv_heads = 1,
+                             .head_dim = 288,
+                             .tokens_per_block = 64,
+                             .element_bytes = 2};
+  v1::StatsResponse out;
+  SetKvShape(dsv3, &out);
+  EXPECT_EQ(out.kv_tokens_per_block(), 64);
+  EXPECT_EQ(out.kv_bytes_per_token(), (512 + 64) * 61 * 2);  // 70272: about 70 KB
+}
+
+TEST(RankStatsTest, KvShapeOfPlainAttention) {
+  // 4 layers x {K, V} x 2 heads x 16 dims x f32.
+  v1::StatsResponse out;
+  SetKvShape({.num_layers = 4, .num_kv_heads = 2, .head_dim = 16, .tokens_per_block = 8},
+             &out);
+  EXPECT_EQ(out.kv_tokens_per_block(), 8);
+  EXPECT_EQ(out.kv_bytes_per_token(), 4 * 2 * 2 * 16 * 4);
+}
+
 }  // namespace
 }  // namespace lockstep::worker

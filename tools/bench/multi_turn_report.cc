@@ -51,6 +51,21 @@ std::vector<RankReuse> WorkerReuse(const std::map<std::string, double>& before,
   return out;
 }
 
+std::map<std::string, double> TierHits(const std::map<std::string, double>& before,
+                                       const std::map<std::string, double>& after) {
+  const absl::string_view name = kTierHitTokens;
+  std::map<std::string, double> out;
+  for (const auto& [series, value] : after) {
+    if (!absl::StartsWith(series, name) || series.size() == name.size() ||
+        series[name.size()] != '{') {
+      continue;
+    }
+    const std::string tier = LabelValue(series.substr(name.size()), "tier");
+    if (!tier.empty()) out[tier] += Delta(after, before, series);
+  }
+  return out;
+}
+
 json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& policy,
                          const MultiTurnResult& result, const std::map<std::string, double>& before,
                          const std::map<std::string, double>& after) {
@@ -104,6 +119,10 @@ json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& pol
                      {"hit_rate", Ratio(rank.reused_tokens, rank.prompt_tokens)}});
   }
   const double worker_rate = Ratio(worker_reused, worker_prompt);
+  json tiers = json::object();
+  for (const auto& [tier, tokens] : TierHits(before, after)) {
+    tiers[tier] = {{"reused_tokens", tokens}, {"hit_rate", Ratio(tokens, worker_prompt)}};
+  }
   json hints = json::object();
   for (const char* outcome : {"honoured", "overridden"}) {
     hints[outcome] =
@@ -137,7 +156,8 @@ json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& pol
         {"reused_tokens", worker_reused},
         {"hit_rate", worker_rate},
         {"hit_rate_vs_ideal", Ratio(worker_rate, ideal_rate)},
-        {"ranks", ranks}}},
+        {"ranks", ranks},
+        {"tiers", tiers}}},
       {"responses",
        {{"cached_tokens", cached},
         {"hit_rate", response_rate},
@@ -183,6 +203,16 @@ std::string FormatMultiTurnReport(const json& r) {
                           rank["prompt_tokens"].get<double>());
   }
   out += "\n";
+  if (w.contains("tiers") && !w["tiers"].empty()) {
+    out += "  hits by tier   ";
+    for (const char* tier : {"device", "host", "disk"}) {
+      if (!w["tiers"].contains(tier)) continue;
+      const json& t = w["tiers"][tier];
+      absl::StrAppendFormat(&out, " %s %.1f%% (%.0f tokens)", tier,
+                            100 * t["hit_rate"].get<double>(), t["reused_tokens"].get<double>());
+    }
+    out += " of the workers' prompt tokens\n";
+  }
   const json& responses = r["responses"];
   absl::StrAppendFormat(&out,
                         "  responses       %.1f%% of the prompt tokens reported cached "

@@ -92,6 +92,26 @@ TEST(MultiTurnTest, WorkerReuseIsEachRanksCountersOverTheRun) {
   EXPECT_DOUBLE_EQ(ranks[1].reused_tokens, 0);
 }
 
+TEST(MultiTurnTest, TierHitsSumEveryRanksTierCountersOverTheRun) {
+  const std::string hits = kTierHitTokens;
+  const auto series = [&](const char* instance, const char* rank, const char* tier) {
+    return hits + "{instance=\"" + instance + "\",rank=\"" + rank + "\",tier=\"" + tier + "\"}";
+  };
+  const std::map<std::string, double> before = {{series("a", "0", "device"), 50},
+                                                {series("a", "0", "host"), 16}};
+  const std::map<std::string, double> after = {
+      {series("a", "0", "device"), 450},
+      {series("a", "0", "host"), 176},
+      {series("a", "1", "host"), 32},  // appeared during the run
+      {series("b", "0", "disk"), 64},
+      {hits + "_other{tier=\"host\"}", 9}};
+  const std::map<std::string, double> tiers = TierHits(before, after);
+  ASSERT_EQ(tiers.size(), 3u);
+  EXPECT_DOUBLE_EQ(tiers.at("device"), 400);
+  EXPECT_DOUBLE_EQ(tiers.at("host"), 160 + 32);
+  EXPECT_DOUBLE_EQ(tiers.at("disk"), 64);
+}
+
 TEST(MultiTurnTest, ReportTakesHitRatesFromTheRouterAndTheIdealFromTheTurns) {
   MultiTurnOptions o;
   MultiTurnResult result;
@@ -119,7 +139,9 @@ TEST(MultiTurnTest, ReportTakesHitRatesFromTheRouterAndTheIdealFromTheTurns) {
       {std::string(kRankPromptTokens) + "{instance=\"a\",rank=\"0\"}", 300},
       {std::string(kRankReusedTokens) + "{instance=\"a\",rank=\"0\"}", 210},
       {std::string(kRankPromptTokens) + "{instance=\"a\",rank=\"1\"}", 100},
-      {std::string(kRankReusedTokens) + "{instance=\"a\",rank=\"1\"}", 50}};
+      {std::string(kRankReusedTokens) + "{instance=\"a\",rank=\"1\"}", 50},
+      {std::string(kTierHitTokens) + "{instance=\"a\",rank=\"0\",tier=\"device\"}", 180},
+      {std::string(kTierHitTokens) + "{instance=\"a\",rank=\"0\",tier=\"host\"}", 80}};
   const nlohmann::json r = MakeMultiTurnReport(o, "kv_aware", result, before, after);
   EXPECT_EQ(r["requests"], 4);
   EXPECT_EQ(r["failed"], 1);
@@ -139,7 +161,10 @@ TEST(MultiTurnTest, ReportTakesHitRatesFromTheRouterAndTheIdealFromTheTurns) {
   EXPECT_DOUBLE_EQ(r["output_tokens_per_s"].get<double>(), 20);
   EXPECT_EQ(r["routing_decisions"]["prefix"], 3);
   EXPECT_EQ(r["rank_hints"]["overridden"], 0);
-  EXPECT_FALSE(FormatMultiTurnReport(r).empty());
+  EXPECT_DOUBLE_EQ(r["workers"]["tiers"]["device"]["reused_tokens"].get<double>(), 180);
+  EXPECT_DOUBLE_EQ(r["workers"]["tiers"]["host"]["hit_rate"].get<double>(), 80.0 / 400.0);
+  EXPECT_FALSE(r["workers"]["tiers"].contains("disk"));
+  EXPECT_NE(FormatMultiTurnReport(r).find("host 20.0% (80 tokens)"), std::string::npos);
 
   nlohmann::json baseline = r;
   baseline["policy"] = "least_load";

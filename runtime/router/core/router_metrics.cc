@@ -229,6 +229,7 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
   }
   kv_source_keys_.Clear();
   kv_source_in_sync_.Clear();
+  kv_tiers_.Clear();
   unauthenticated_calls_.Set({}, static_cast<double>(security::RejectedCalls()));
   if (kv_ != nullptr) {
     const KvRoutingStats kv = kv_->Stats();
@@ -248,6 +249,7 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
                  instance.health == InstanceHealth::kHealthy ? 1 : 0);
     in_flight_.Set({instance.name}, static_cast<double>(instance.in_flight));
     if (!instance.has_stats) continue;
+    kv_tiers_.Set(instance.name, instance.stats);
     for (size_t i = 0; i < instance_counters_.size(); ++i) {
       instance_counters_[i]->Set({instance.name},
                                  static_cast<double>(kMirrored[i].get(instance.stats)));

@@ -52,6 +52,9 @@
 //   instance_rank_active_tokens{instance,rank} tokens in flight per rank (last poll)
 //   instance_active_token_imbalance{instance} busiest rank's tokens in flight over the
 //                                             mean (1: balanced)
+//   instance_kv_bytes_per_token, instance_kv_tier_*  KV bytes per token and each rank's
+//                                             hits, contents and copies per KV tier
+//                                             (kv_tier_metrics.h)
 //
 // Thread safety: thread-safe.
 #ifndef LOCKSTEP_RUNTIME_ROUTER_CORE_ROUTER_METRICS_H_
@@ -66,6 +69,7 @@
 #include "absl/time/time.h"
 #include "proto/worker.pb.h"
 #include "runtime/router/core/instance_registry.h"
+#include "runtime/router/core/kv_tier_metrics.h"
 #include "runtime/router/core/metrics.h"
 #include "runtime/router/routing/kv_aware_policy.h"
 #include "runtime/router/routing/kv_routing.h"
@@ -175,6 +179,7 @@ class RouterMetrics {
   GaugeFamily& token_imbalance_;
   GaugeFamily& expert_load_;            // {instance, layer, rank}
   GaugeFamily& expert_load_imbalance_;  // {instance, layer}
+  KvTierMetrics kv_tiers_{registry_};
   KvTierMetrics kv_tiers_{registry_};
   absl::Mutex render_mu_;  // one refresh + render at a time
 };

@@ -197,5 +197,32 @@ TEST(RouterMetricsTest, RequestDraftsByMethodAndTheirAcceptanceRate) {
   EXPECT_EQ(parsed->Value(hist + "_count", {{"method", "draft_model"}}), 1);
 }
 
+// The KV tier series (kv_tier_metrics.h) come with every render, from the instances'
+// last Stats.
+TEST(RouterMetricsTest, KvBytesPerTokenAndTierHitsPerRank) {
+  InstanceState instance;
+  instance.name = "ctx0";
+  instance.has_stats = true;
+  instance.stats.set_kv_tokens_per_block(16);
+  instance.stats.set_kv_bytes_per_token(70272);
+  v1::RankStats* rank = instance.stats.add_ranks();
+  rank->set_prompt_tokens(400);
+  rank->set_prefix_tokens_reused(100);
+  rank->mutable_tiers()->set_host_capacity_blocks(8);
+  rank->mutable_tiers()->set_host_hit_blocks(2);
+  RouterMetrics metrics;
+  absl::StatusOr<testing::ParsedMetrics> parsed =
+      testing::ParsePrometheusText(metrics.Render({instance}));
+  ASSERT_THAT(parsed, IsOk());
+  EXPECT_EQ(parsed->Value("lockstep_instance_kv_bytes_per_token", {{"instance", "ctx0"}}), 70272);
+  EXPECT_EQ(parsed->Value("lockstep_instance_kv_tier_hit_tokens_total",
+                          {{"instance", "ctx0"}, {"rank", "0"}, {"tier", "host"}}),
+            32);
+  // A later render without the instance drops its series.
+  parsed = testing::ParsePrometheusText(metrics.Render({}));
+  ASSERT_THAT(parsed, IsOk());
+  EXPECT_THAT(parsed->Find("lockstep_instance_kv_bytes_per_token"), ::testing::IsEmpty());
+}
+
 }  // namespace
 }  // namespace lockstep::router
