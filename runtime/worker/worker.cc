@@ -191,6 +191,7 @@ absl::Status Worker::StartService() {
   o.request_timeout = absl::Seconds(options_.deployment.router.request_timeout_s);
   o.clock = SystemClock::Get();
   o.executor = executor_.get();
+  o.target_layout = executor_->kv().layout(kv::PoolKind::kTarget);  // fixed from its start
   o.streams = &streams_;
   o.health = [this] { return Health(); };
   if (instance_->engine == config::EngineKind::kCpu && instance_->eplb.load_window > 0) {

@@ -13,6 +13,7 @@
 
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "kvcache/block_layout.h"
 #include "proto/worker.grpc.pb.h"
 #include "runtime/engine/cpu/expert_load.h"
 #include "runtime/executor/executor.h"
@@ -38,6 +39,7 @@ struct WorkerServiceOptions {
   int write_threads = 2;
   Clock* clock = nullptr;
   exec::Executor* executor = nullptr;  // its inbox() and Snapshot() only
+  kv::BlockLayout target_layout;       // the target KV pool's, for Stats
   RequestStreams* streams = nullptr;
   std::function<HealthView()> health;
   // The instance's expert-load windows for Stats (not owned); null: none measured.
