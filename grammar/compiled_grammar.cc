@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/follow_bytes.h"
 
 namespace lockstep::grammar {
 
@@ -14,7 +15,8 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const Vocabula
       parser_(&grammar_),
       vocabulary_(std::move(vocabulary)),
       is_stop_(std::move(is_stop)),
-      trie_(vocabulary_->token_bytes, is_stop_) {
+      trie_(vocabulary_->token_bytes, is_stop_),
+      follow_(FollowBytes(grammar_)) {
   int32_t next = 0;
   position_base_.resize(grammar_.rules.size());
   for (size_t r = 0; r < grammar_.rules.size(); ++r) {
@@ -52,7 +54,7 @@ const PositionTable& CompiledGrammar::Table(const Frame& f) const {
   const PositionTable* table = slot.load(std::memory_order_acquire);
   if (table != nullptr) return *table;
   auto built = std::make_unique<PositionTable>(
-      BuildPositionTable(parser_, trie_, vocab_size(), f.rule, f.alt, f.pos));
+      BuildPositionTable(parser_, trie_, vocab_size(), f.rule, f.alt, f.pos, follow_[f.rule]));
   const PositionTable* expected = nullptr;
   if (slot.compare_exchange_strong(expected, built.get(), std::memory_order_acq_rel)) {
     return *built.release();

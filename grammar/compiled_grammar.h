@@ -60,6 +60,7 @@ class CompiledGrammar {
   const std::shared_ptr<const Vocabulary> vocabulary_;
   const std::vector<bool> is_stop_;
   const TokenTrie trie_;
+  const std::vector<ByteSet> follow_;  // [rule]: follow_bytes.h
   std::vector<std::vector<int32_t>> position_base_;  // [rule][alt]: index of pos 0
   mutable std::vector<std::atomic<const PositionTable*>> tables_;
   mutable MaskCache mask_cache_{kMaskCacheBytes};

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "grammar/compiled_grammar.h"
+#include "grammar/follow_bytes.h"
 #include "grammar/matcher.h"
 #include "grammar/testing_schemas.h"
 #include "grammar/testing_vocabulary.h"
@@ -128,6 +129,46 @@ TEST(MaskCacheTest, MultiByteStringTokensAreContextIndependent) {
       EXPECT_TRUE(accepted) << schema << ": '" << vocab->token_bytes[t] << "' is left to the walk";
     }
   }
+}
+
+}  // namespace
+}  // namespace lockstep::grammar
+
+namespace lockstep::grammar {
+namespace {
+
+// FOLLOW over bytes: what starts the rest after a reference, through nullable rules and
+// from the caller when the reference ends an alternative (follow_bytes.h).
+TEST(FollowBytesTest, ThroughNullableRestsAndCallers) {
+  auto vocab = MakeTestingVocabulary(300, 1);
+  auto compiled = Compile(
+      {GrammarSpec::Kind::kEbnf, "root ::= a \"x\" | a b \"z\" | c\na ::= \"q\"*\nb ::= \"y\"?\n"
+                                 "c ::= \"w\" a\n"},
+      vocab);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const Grammar& g = (*compiled)->grammar();
+  const std::vector<ByteSet> follow = FollowBytes(g);
+  auto rule = [&](const std::string& name) {
+    for (size_t r = 0; r < g.rules.size(); ++r) {
+      if (g.rules[r].name == name) return r;
+    }
+    ADD_FAILURE() << "no rule " << name << "\n" << GrammarToString(g);
+    return size_t{0};
+  };
+  ByteSet a;
+  for (char c : {'x', 'y', 'z'}) a.Add(c);
+  EXPECT_EQ(follow[rule("a")], a) << GrammarToString(g);  // c ends with a: root's (none)
+  // a's repetition is a rule it calls in tail position: it inherits a's FOLLOW.
+  int tail_calls = 0;
+  for (const auto& alt : g.rules[rule("a")].alternatives) {
+    if (!alt.empty() && alt.back().rule >= 0) {
+      EXPECT_EQ(follow[alt.back().rule], a) << g.rules[alt.back().rule].name;
+      ++tail_calls;
+    }
+  }
+  EXPECT_GT(tail_calls, 0) << GrammarToString(g);
+  EXPECT_EQ(follow[rule("b")], ByteSet::Of('z'));
+  EXPECT_TRUE(follow[rule("root")].Empty());
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 namespace lockstep::grammar {
 
 PositionTable BuildPositionTable(const Parser& parser, const TokenTrie& trie, int32_t vocab_size,
-                                 int32_t rule, int32_t alt, int32_t pos) {
+                                 int32_t rule, int32_t alt, int32_t pos, const ByteSet& follow) {
   PositionTable table;
   table.accepted.assign((vocab_size + 31) / 32, 0);
   std::vector<std::pair<std::string, int32_t>> dependent;
@@ -17,7 +17,13 @@ PositionTable BuildPositionTable(const Parser& parser, const TokenTrie& trie, in
   std::vector<int32_t> exits;  // depths (along the current path) where a parse left the rule
   std::string path;            // the current node's bytes
   auto add_dependent = [&](int32_t token) {
-    for (int32_t k : exits) dependent.push_back({path.substr(k), token});
+    for (int32_t k : exits) {
+      // Left the rule before a byte nothing after the rule begins with: dies anywhere.
+      if (k < static_cast<int32_t>(path.size()) && !follow.Contains(static_cast<uint8_t>(path[k]))) {
+        continue;
+      }
+      dependent.push_back({path.substr(k), token});
+    }
   };
   const int32_t n = static_cast<int32_t>(nodes.size());
   for (int32_t i = 1; i < n;) {

@@ -6,7 +6,8 @@
 //   * accepted whatever the stack below: some parse stays inside the position's rule
 //     through all its bytes (`accepted`, a bitset over the vocabulary);
 //   * rejected whatever the stack below: every parse dies inside the rule;
-//   * context-dependent: a parse leaves the rule after k of its bytes. It is kept as
+//   * context-dependent: a parse leaves the rule after k of its bytes, before a byte
+//     that may follow the rule anywhere in the grammar (or at its end). It is kept as
 //     the suffix (bytes k..) under its id in `dependent`, a trie, which the mask walks
 //     from the real stack's state after the rule (few distinct suffixes, mostly short).
 // Immutable and thread-safe once built.
@@ -33,9 +34,11 @@ struct PositionTable {
 };
 
 // Builds the table of position (rule, alt, pos) against `vocabulary_trie` for a
-// vocabulary of `vocab_size` tokens.
+// vocabulary of `vocab_size` tokens. `follow`: the bytes that may come after `rule`
+// (follow_bytes.h); a token that leaves the rule before any other byte is rejected.
 PositionTable BuildPositionTable(const Parser& parser, const TokenTrie& vocabulary_trie,
-                                 int32_t vocab_size, int32_t rule, int32_t alt, int32_t pos);
+                                 int32_t vocab_size, int32_t rule, int32_t alt, int32_t pos,
+                                 const ByteSet& follow);
 
 }  // namespace lockstep::grammar
 
