@@ -281,6 +281,10 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
     stats->drafts_accepted += result.num_accepted;
     counters_.drafts_proposed += result.num_proposed;
     counters_.drafts_accepted += result.num_accepted;
+    const int proposed = std::clamp(result.num_proposed, 0, spec::kMaxDraftTokens);
+    const int taken = std::clamp(result.num_accepted, 0, proposed);
+    for (int j = 1; j <= proposed; ++j) ++counters_.draft_position_proposed[j];
+    for (int j = 1; j <= taken; ++j) ++counters_.draft_position_accepted[j];
   }
   r->AddInFlight(-1);
   r->IncrementDecodingIter();

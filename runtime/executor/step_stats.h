@@ -95,6 +95,12 @@ struct ExecutorCounters {
   // (dynamic K moves them), as of the step's load all-gather. Summed over ranks like
   // draft_k_steps.
   DraftKCounts draft_k_requests{};
+  // Acceptance by draft position (index j: the j-th draft of a step; index 0 unused):
+  // verified generation sequence-steps that proposed a j-th draft, and those that
+  // accepted it (a step accepts a prefix of its drafts). Summed over ranks like
+  // draft_k_steps.
+  DraftKCounts draft_position_proposed{};
+  DraftKCounts draft_position_accepted{};
   int64_t paused = 0;
   int64_t no_progress = 0;
   int64_t transfers_received = 0;
@@ -142,6 +148,8 @@ inline constexpr int kNumPerRankCounters =
 inline constexpr DraftKCounts ExecutorCounters::*kPerRankKCounts[] = {
     &ExecutorCounters::draft_k_steps,
     &ExecutorCounters::draft_k_requests,
+    &ExecutorCounters::draft_position_proposed,
+    &ExecutorCounters::draft_position_accepted,
 };
 
 class StepStatsRing {

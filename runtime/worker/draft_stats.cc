@@ -19,6 +19,13 @@ void SetDraftStats(const spec::SpeculativeConfig& speculative,
   while (end > 0 && counters.draft_k_requests[end - 1] == 0) --end;
   end = std::max(end, static_cast<size_t>(speculative.StepDraftTokens(nullptr)) + 1);
   for (size_t k = 0; k < end; ++k) out->add_draft_k_requests(counters.draft_k_requests[k]);
+  // Positions 1.. (index 0 of the counts is unused), up to the last one proposed.
+  end = counters.draft_position_proposed.size();
+  while (end > 1 && counters.draft_position_proposed[end - 1] == 0) --end;
+  for (size_t j = 1; j < end; ++j) {
+    out->add_draft_position_proposed(counters.draft_position_proposed[j]);
+    out->add_draft_position_accepted(counters.draft_position_accepted[j]);
+  }
 }
 
 void SetRequestDrafts(spec::Method method, const exec::Response& response,

@@ -58,6 +58,26 @@ TEST(DraftStatsTest, WithoutSpeculationNoMethodAndEveryStepAtKZero) {
   EXPECT_THAT(out.draft_k_requests(), ElementsAre(2));
 }
 
+// Acceptance by position: from the first position up to the last one proposed (the
+// counts' unused index 0 is not sent); nothing before a draft was verified.
+TEST(DraftStatsTest, AcceptanceByPositionUpToTheLastProposed) {
+  const spec::SpeculativeConfig mtp{.method = spec::Method::kMtp, .num_draft_tokens = 3};
+  exec::ExecutorCounters c;
+  v1::StatsResponse idle;
+  SetDraftStats(mtp, c, &idle);
+  EXPECT_THAT(idle.draft_position_proposed(), IsEmpty());
+  EXPECT_THAT(idle.draft_position_accepted(), IsEmpty());
+  c.draft_position_proposed[1] = 10;
+  c.draft_position_proposed[2] = 10;
+  c.draft_position_accepted[1] = 7;
+  c.draft_position_accepted[2] = 4;
+  v1::StatsResponse out;
+  SetDraftStats(mtp, c, &out);
+  EXPECT_THAT(out.draft_position_proposed(), ElementsAre(10, 10));
+  EXPECT_THAT(out.draft_position_accepted(), ElementsAre(7, 4));
+  EXPECT_EQ(out.drafts_by_method(0).method(), "mtp");
+}
+
 TEST(DraftStatsTest, ARequestsDraftsOnceItProposedAny) {
   exec::Response r;
   v1::GenerateResponse none;

@@ -165,5 +165,51 @@ TEST(StepCountersTest, DraftKStepsCountEveryGenerationStepByItsK) {
   for (const auto& s : specs) EXPECT_EQ(c.stream(s.id).tokens, c.ExpectedTokens(s));
 }
 
+// Acceptance by draft position: every verified step counts each draft it proposed at
+// its position, and each it accepted (a prefix), so position j's counts never exceed
+// position j - 1's, their sums are the drafts proposed and accepted, and the instance's
+// counts are the sum of the ranks'.
+TEST(StepCountersTest, DraftPositionsCountEveryProposedAndAcceptedDraft) {
+  constexpr int kK = 3;
+  ClusterOptions o = WithDraft(Base(2), kv::DraftMode::kPaired, kK);
+  o.draft_acceptance = 0.6;
+  ScriptedCluster c(o);
+  std::vector<exec::NewRequestSpec> specs;
+  for (int i = 0; i < 4; ++i) specs.push_back(c.MakeRequest(i + 1, 6, 40, i % 2));
+  for (const auto& s : specs) c.Submit(s);
+  for (int i = 0; i < 2000 && !c.AllFinished(4); ++i) ASSERT_NO_FATAL_FAILURE(StepAudited(c));
+  ASSERT_TRUE(c.AllFinished(4));
+  for (int i = 0; i < 2; ++i) ASSERT_NO_FATAL_FAILURE(StepAudited(c));  // idle: all gathered
+  exec::DraftKCounts proposed{}, accepted{};
+  for (int r = 0; r < 2; ++r) {
+    const exec::ExecutorCounters& n = c.rank(r).counters();
+    EXPECT_EQ(n.draft_position_proposed[0], 0) << "rank " << r;
+    EXPECT_EQ(n.draft_position_accepted[0], 0) << "rank " << r;
+    int64_t proposed_sum = 0, accepted_sum = 0;
+    for (size_t j = 1; j < n.draft_position_proposed.size(); ++j) {
+      if (static_cast<int>(j) > kK) EXPECT_EQ(n.draft_position_proposed[j], 0) << "rank " << r;
+      if (j > 1) {
+        EXPECT_LE(n.draft_position_proposed[j], n.draft_position_proposed[j - 1]) << j;
+        EXPECT_LE(n.draft_position_accepted[j], n.draft_position_accepted[j - 1]) << j;
+      }
+      EXPECT_LE(n.draft_position_accepted[j], n.draft_position_proposed[j]) << j;
+      proposed_sum += n.draft_position_proposed[j];
+      accepted_sum += n.draft_position_accepted[j];
+      proposed[j] += n.draft_position_proposed[j];
+      accepted[j] += n.draft_position_accepted[j];
+    }
+    EXPECT_EQ(proposed_sum, n.drafts_proposed) << "rank " << r;
+    EXPECT_EQ(accepted_sum, n.drafts_accepted) << "rank " << r;
+    EXPECT_GT(n.draft_position_proposed[kK], 0) << "rank " << r;
+    // Some first drafts were accepted and some rejected.
+    EXPECT_GT(n.draft_position_accepted[1], 0) << "rank " << r;
+    EXPECT_LT(n.draft_position_accepted[1], n.draft_position_proposed[1]) << "rank " << r;
+  }
+  const exec::ExecutorSnapshot snap = c.rank(0).Snapshot();
+  EXPECT_EQ(snap.instance_counters.draft_position_proposed, proposed);
+  EXPECT_EQ(snap.instance_counters.draft_position_accepted, accepted);
+  for (const auto& s : specs) EXPECT_EQ(c.stream(s.id).tokens, c.ExpectedTokens(s));
+}
+
 }  // namespace
 }  // namespace lockstep::testing

@@ -57,6 +57,42 @@ std::string FormatKRequests(const json& mean, int64_t samples) {
   return out;
 }
 
+// {"acceptance": [a1, a2, ...], "mean_accepted_length": L}: acceptance at each draft
+// position and the tokens a verifying step emits on average (1 plus its accepted
+// drafts); empty before a draft was verified.
+json PositionsJson(const std::vector<int64_t>& proposed, const std::vector<int64_t>& accepted) {
+  json out = json::object();
+  const size_t n = std::min(proposed.size(), accepted.size());
+  if (n == 0 || proposed[0] <= 0) return out;
+  std::vector<double> acceptance;
+  double accepted_sum = 0;
+  for (size_t j = 0; j < n; ++j) {
+    acceptance.push_back(
+        Ratio(static_cast<double>(accepted[j]), static_cast<double>(proposed[j])));
+    accepted_sum += static_cast<double>(accepted[j]);
+  }
+  out["acceptance"] = acceptance;
+  out["mean_accepted_length"] = 1 + accepted_sum / static_cast<double>(proposed[0]);
+  return out;
+}
+
+// "1:64.9% 2:40.0% 3:25.0%; mean accepted length 2.15"
+std::string FormatPositions(const json& positions) {
+  std::string out;
+  const json& acceptance = positions["acceptance"];
+  for (size_t j = 0; j < acceptance.size(); ++j) {
+    absl::StrAppendFormat(&out, "%d:%.1f%% ", j + 1, 100.0 * acceptance[j].get<double>());
+  }
+  absl::StrAppendFormat(&out, "(mean accepted length %.2f)",
+                        positions["mean_accepted_length"].get<double>());
+  return out;
+}
+
+void AddTo(const std::vector<int64_t>& from, std::vector<int64_t>* to) {
+  if (to->size() < from.size()) to->resize(from.size());
+  for (size_t j = 0; j < from.size(); ++j) (*to)[j] += from[j];
+}
+
 }  // namespace
 
 Percentiles Compute(std::vector<double> values) {
@@ -118,6 +154,7 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
   std::vector<int64_t> k_steps;
   std::vector<double> k_requests;  // summed over instances: the deployment's mean
   int64_t k_request_samples = 0;   // the fewest any sampled instance had
+  std::vector<int64_t> position_proposed, position_accepted;
   for (const InstanceDelta& i : instances) {
     per_instance.push_back(
         {{"name", i.name},
@@ -146,7 +183,10 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
                                                     : 0.0},
          {"drafts_by_method", MethodsJson(i.drafts_by_method)},
          {"draft_k_steps", i.draft_k_steps},
-         {"mean_k", MeanK(i.draft_k_steps)}});
+         {"mean_k", MeanK(i.draft_k_steps)},
+         {"draft_positions", PositionsJson(i.draft_position_proposed, i.draft_position_accepted)}});
+    AddTo(i.draft_position_proposed, &position_proposed);
+    AddTo(i.draft_position_accepted, &position_accepted);
     if (i.draft_k_request_samples > 0) {
       per_instance.back()["draft_k_requests"] = {{"samples", i.draft_k_request_samples},
                                                  {"mean", i.mean_draft_k_requests}};
@@ -177,6 +217,7 @@ json MakeReport(const LoadOptions& options, const LoadResult& result,
   report["drafts_by_method"] = MethodsJson(by_method);
   report["draft_k_steps"] = k_steps;
   report["mean_k"] = MeanK(k_steps);
+  report["draft_positions"] = PositionsJson(position_proposed, position_accepted);
   if (k_request_samples > 0) {
     report["draft_k_requests"] = {{"samples", k_request_samples}, {"mean", k_requests}};
   }
@@ -224,6 +265,10 @@ std::string FormatReport(const json& r) {
     if (!i.value("drafts_by_method", json::object()).empty()) {
       absl::StrAppendFormat(&out, "  %-12s K per sequence step %s\n", "",
                             FormatKSteps(i["draft_k_steps"], i["mean_k"].get<double>()));
+      if (!i.value("draft_positions", json::object()).empty()) {
+        absl::StrAppendFormat(&out, "  %-12s acceptance by position %s\n", "",
+                              FormatPositions(i["draft_positions"]));
+      }
       if (i.contains("draft_k_requests")) {
         absl::StrAppendFormat(&out, "  %-12s requests by current K %s\n", "",
                               FormatKRequests(i["draft_k_requests"]["mean"],
@@ -251,6 +296,9 @@ std::string FormatReport(const json& r) {
   if (!by_method.empty()) {
     absl::StrAppendFormat(&out, "  K steps      %s\n",
                           FormatKSteps(r["draft_k_steps"], r["mean_k"].get<double>()));
+    if (!r.value("draft_positions", json::object()).empty()) {
+      absl::StrAppendFormat(&out, "  by position  %s\n", FormatPositions(r["draft_positions"]));
+    }
     if (r.contains("draft_k_requests")) {
       absl::StrAppendFormat(&out, "  K requests   %s\n",
                             FormatKRequests(r["draft_k_requests"]["mean"],

@@ -35,6 +35,10 @@ struct InstanceDelta {
   std::vector<int64_t> draft_k_requests;
   std::vector<double> mean_draft_k_requests;
   int64_t draft_k_request_samples = 0;
+  // Acceptance by draft position (entry i: position i + 1): verified generation
+  // sequence-steps that proposed that draft, and those that accepted it.
+  std::vector<int64_t> draft_position_proposed;
+  std::vector<int64_t> draft_position_accepted;
   int64_t generated_tokens = 0;
   // How the instance speculates, from the deployment config when the bench started it
   // ("ngram K=4 dynamic"); empty when unknown.

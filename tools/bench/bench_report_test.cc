@@ -132,6 +132,42 @@ TEST(BenchReportTest, DraftsByMethodKStepsAndPerRequestAcceptance) {
   EXPECT_THAT(text, ::testing::HasSubstr("K requests   0:3.5 2:1.5 4:4.0 (mean of 10 samples)"));
 }
 
+// Acceptance by draft position and the mean accepted length, per instance and summed
+// over instances; an instance that verified no draft has none.
+TEST(BenchReportTest, AcceptanceByPositionAndMeanAcceptedLength) {
+  LoadOptions options;
+  LoadResult result;
+  result.wall = absl::Seconds(1);
+  InstanceDelta a;
+  a.name = "gen0";
+  a.role = "generation";
+  a.drafts_by_method["mtp"] = {280, 125};
+  a.draft_position_proposed = {100, 100, 80};
+  a.draft_position_accepted = {65, 40, 20};  // 1 + 125 / 100 = 2.25
+  InstanceDelta b = a;
+  b.name = "gen1";
+  b.draft_position_proposed = {100, 100, 100};
+  b.draft_position_accepted = {75, 40, 20};
+  InstanceDelta plain;
+  plain.name = "gen2";
+  plain.role = "generation";
+  const nlohmann::json r = MakeReport(options, result, {a, b, plain});
+  const nlohmann::json& i0 = r["instances"][0];
+  EXPECT_DOUBLE_EQ(i0["draft_positions"]["acceptance"][0].get<double>(), 0.65);
+  EXPECT_DOUBLE_EQ(i0["draft_positions"]["acceptance"][2].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(i0["draft_positions"]["mean_accepted_length"].get<double>(), 2.25);
+  EXPECT_TRUE(r["instances"][2]["draft_positions"].empty());
+  EXPECT_DOUBLE_EQ(r["draft_positions"]["acceptance"][0].get<double>(), 0.7);
+  EXPECT_DOUBLE_EQ(r["draft_positions"]["acceptance"][2].get<double>(), 40.0 / 180);
+  EXPECT_DOUBLE_EQ(r["draft_positions"]["mean_accepted_length"].get<double>(), 2.3);
+  const std::string text = FormatReport(r);
+  EXPECT_THAT(text, ::testing::HasSubstr(
+                        "acceptance by position 1:65.0% 2:40.0% 3:25.0% (mean accepted length "
+                        "2.25)"));
+  EXPECT_THAT(text, ::testing::HasSubstr(
+                        "by position  1:70.0% 2:40.0% 3:22.2% (mean accepted length 2.30)"));
+}
+
 TEST(BenchReportTest, WorkloadNames) {
   EXPECT_EQ(*ParseWorkload("repetitive"), LoadOptions::Workload::kRepetitive);
   EXPECT_EQ(*ParseWorkload("default"), LoadOptions::Workload::kDefault);

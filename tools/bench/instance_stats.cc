@@ -55,6 +55,10 @@ absl::StatusOr<std::map<std::string, InstanceDelta>> ReadInstanceCounters(
     }
     d.draft_k_steps.assign(stats.draft_k_steps().begin(), stats.draft_k_steps().end());
     d.draft_k_requests.assign(stats.draft_k_requests().begin(), stats.draft_k_requests().end());
+    d.draft_position_proposed.assign(stats.draft_position_proposed().begin(),
+                                     stats.draft_position_proposed().end());
+    d.draft_position_accepted.assign(stats.draft_position_accepted().begin(),
+                                     stats.draft_position_accepted().end());
     d.generated_tokens = stats.generated_tokens();
     d.kv_bytes_received = stats.kv_bytes_received();
     d.kv_receive_seconds = static_cast<double>(stats.kv_receive_micros()) / 1e6;
@@ -83,6 +87,14 @@ std::vector<InstanceDelta> Subtract(const std::map<std::string, InstanceDelta>& 
       }
       for (size_t k = 0; k < d.draft_k_steps.size() && k < b.draft_k_steps.size(); ++k) {
         d.draft_k_steps[k] -= b.draft_k_steps[k];
+      }
+      for (size_t j = 0; j < d.draft_position_proposed.size() &&
+                         j < b.draft_position_proposed.size() &&
+                         j < d.draft_position_accepted.size() &&
+                         j < b.draft_position_accepted.size();
+           ++j) {
+        d.draft_position_proposed[j] -= b.draft_position_proposed[j];
+        d.draft_position_accepted[j] -= b.draft_position_accepted[j];
       }
       d.generated_tokens -= b.generated_tokens;
       d.kv_bytes_received -= b.kv_bytes_received;

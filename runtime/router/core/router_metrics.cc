@@ -1,5 +1,7 @@
 #include "runtime/router/core/router_metrics.h"
 
+#include <algorithm>
+
 #include "fmt/format.h"
 #include "runtime/security/token_check.h"
 
@@ -143,6 +145,22 @@ RouterMetrics::RouterMetrics()
           "lockstep_instance_draft_k_requests",
           "Generation requests by the K of their next step (last poll; dynamic K moves them).",
           {"instance", "k"})),
+      position_proposed_(registry_.AddMirroredCounter(
+          "lockstep_instance_draft_position_proposed_total",
+          "Verified generation steps that proposed a draft at this position.",
+          {"instance", "position"})),
+      position_accepted_(registry_.AddMirroredCounter(
+          "lockstep_instance_draft_position_accepted_total",
+          "Verified generation steps that accepted their draft at this position.",
+          {"instance", "position"})),
+      position_acceptance_(registry_.AddGauge(
+          "lockstep_instance_draft_position_acceptance",
+          "Drafts accepted at this position over drafts proposed there.",
+          {"instance", "position"})),
+      mean_accepted_length_(registry_.AddGauge(
+          "lockstep_instance_draft_mean_accepted_length",
+          "Tokens a verifying generation step emits on average: 1 plus its accepted drafts.",
+          {"instance"})),
       rank_prompt_tokens_(registry_.AddMirroredCounter(
           "lockstep_instance_rank_prompt_tokens_total",
           "Prompt tokens the rank's new context caches had to prefill.", {"instance", "rank"})),
@@ -186,6 +204,26 @@ void RouterMetrics::RequestDrafts(const v1::DraftTokens& drafts) {
   draft_acceptance_.Observe({drafts.method()}, accepted / proposed);
 }
 
+void RouterMetrics::SetDraftPositions(const InstanceState& instance) {
+  const v1::StatsResponse& stats = instance.stats;
+  const int positions =
+      std::min(stats.draft_position_proposed_size(), stats.draft_position_accepted_size());
+  double accepted_sum = 0;
+  for (int i = 0; i < positions; ++i) {
+    const LabelValues labels = {instance.name, fmt::format("{}", i + 1)};
+    const double proposed = static_cast<double>(stats.draft_position_proposed(i));
+    const double accepted = static_cast<double>(stats.draft_position_accepted(i));
+    position_proposed_.Set(labels, proposed);
+    position_accepted_.Set(labels, accepted);
+    if (proposed > 0) position_acceptance_.Set(labels, accepted / proposed);
+    accepted_sum += accepted;
+  }
+  if (positions > 0 && stats.draft_position_proposed(0) > 0) {
+    mean_accepted_length_.Set(
+        {instance.name}, 1 + accepted_sum / static_cast<double>(stats.draft_position_proposed(0)));
+  }
+}
+
 std::string_view RouterMetrics::OutcomeOf(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kOk:
@@ -222,6 +260,10 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
   instance_drafts_accepted_.Clear();
   instance_k_steps_.Clear();
   instance_k_requests_.Clear();
+  for (GaugeFamily* family : {&position_proposed_, &position_accepted_, &position_acceptance_,
+                              &mean_accepted_length_}) {
+    family->Clear();
+  }
   for (GaugeFamily* family :
        {&rank_prompt_tokens_, &rank_reused_tokens_, &rank_active_tokens_, &token_imbalance_,
         &expert_load_, &expert_load_imbalance_}) {
@@ -274,6 +316,7 @@ std::string RouterMetrics::Render(const std::vector<InstanceState>& instances) {
       instance_k_requests_.Set({instance.name, fmt::format("{}", k)},
                                static_cast<double>(instance.stats.draft_k_requests(k)));
     }
+    SetDraftPositions(instance);
     for (const v1::RankStats& rank : instance.stats.ranks()) {
       const std::vector<std::string> labels = {instance.name, fmt::format("{}", rank.rank())};
       rank_prompt_tokens_.Set(labels, static_cast<double>(rank.prompt_tokens()));

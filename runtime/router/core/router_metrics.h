@@ -45,6 +45,12 @@
 //   instance_draft_k_steps_total{instance,k}  generation steps by K (drafts asked)
 //   instance_draft_k_requests{instance,k}     generation requests by the K of their next
 //                                             step (last poll; 0 to the instance's K)
+//   instance_draft_position_proposed_total / _accepted_total{instance,position}
+//                                             verified steps that proposed / accepted a
+//                                             draft at position 1, 2, ...
+//   instance_draft_position_acceptance{instance,position} their ratio
+//   instance_draft_mean_accepted_length{instance} tokens a verifying step emits: 1 plus
+//                                             its accepted drafts, on average
 //   instance_active_requests / instance_queued_requests{instance}
 //   instance_free_blocks{instance,rank,pool}
 //   instance_rank_prompt_tokens_total / _rank_prefix_tokens_reused_total{instance,rank}
@@ -136,6 +142,9 @@ class RouterMetrics {
   std::string Render(const std::vector<InstanceState>& instances) ABSL_LOCKS_EXCLUDED(render_mu_);
 
  private:
+  // The acceptance-by-position series of one instance (none before it verified a draft).
+  void SetDraftPositions(const InstanceState& instance);
+
   MetricsRegistry registry_;
   CounterFamily& requests_;
   CounterFamily& refusals_;
@@ -173,13 +182,16 @@ class RouterMetrics {
   GaugeFamily& instance_drafts_accepted_;
   GaugeFamily& instance_k_steps_;
   GaugeFamily& instance_k_requests_;
+  GaugeFamily& position_proposed_;
+  GaugeFamily& position_accepted_;
+  GaugeFamily& position_acceptance_;
+  GaugeFamily& mean_accepted_length_;
   GaugeFamily& rank_prompt_tokens_;
   GaugeFamily& rank_reused_tokens_;
   GaugeFamily& rank_active_tokens_;
   GaugeFamily& token_imbalance_;
   GaugeFamily& expert_load_;            // {instance, layer, rank}
   GaugeFamily& expert_load_imbalance_;  // {instance, layer}
-  KvTierMetrics kv_tiers_{registry_};
   KvTierMetrics kv_tiers_{registry_};
   absl::Mutex render_mu_;  // one refresh + render at a time
 };

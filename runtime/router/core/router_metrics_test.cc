@@ -95,6 +95,40 @@ TEST(RouterMetricsTest, InstanceDraftsByMethodAndStepsByK) {
   EXPECT_THAT(parsed->Find(requests, {{"instance", "agg0"}, {"k", "3"}}), ::testing::IsEmpty());
 }
 
+// Acceptance by draft position (counters and their ratio) and the mean accepted length
+// (1 plus the accepted drafts per verifying step); none for an instance that verified no
+// draft yet.
+TEST(RouterMetricsTest, InstanceAcceptanceByPositionAndMeanAcceptedLength) {
+  InstanceState mtp;
+  mtp.name = "gen0";
+  mtp.has_stats = true;
+  for (int64_t proposed : {100, 100, 80}) mtp.stats.add_draft_position_proposed(proposed);
+  for (int64_t accepted : {65, 40, 20}) mtp.stats.add_draft_position_accepted(accepted);
+  InstanceState plain;
+  plain.name = "gen1";
+  plain.has_stats = true;
+  RouterMetrics metrics;
+  absl::StatusOr<testing::ParsedMetrics> parsed =
+      testing::ParsePrometheusText(metrics.Render({mtp, plain}));
+  ASSERT_THAT(parsed, IsOk());
+  auto at = [](const char* position) {
+    return std::map<std::string, std::string>{{"instance", "gen0"}, {"position", position}};
+  };
+  EXPECT_EQ(parsed->Value("lockstep_instance_draft_position_proposed_total", at("3")), 80);
+  EXPECT_EQ(parsed->Value("lockstep_instance_draft_position_accepted_total", at("2")), 40);
+  EXPECT_EQ(parsed->types.at("lockstep_instance_draft_position_accepted_total"), "counter");
+  EXPECT_DOUBLE_EQ(parsed->Value("lockstep_instance_draft_position_acceptance", at("1")), 0.65);
+  EXPECT_DOUBLE_EQ(parsed->Value("lockstep_instance_draft_position_acceptance", at("3")), 0.25);
+  EXPECT_EQ(parsed->Find("lockstep_instance_draft_position_acceptance", {{"instance", "gen0"}}).size(),
+            3u);
+  EXPECT_DOUBLE_EQ(
+      parsed->Value("lockstep_instance_draft_mean_accepted_length", {{"instance", "gen0"}}), 2.25);
+  EXPECT_THAT(parsed->Find("lockstep_instance_draft_mean_accepted_length", {{"instance", "gen1"}}),
+              ::testing::IsEmpty());
+  EXPECT_THAT(parsed->Find("lockstep_instance_draft_position_proposed_total", {{"instance", "gen1"}}),
+              ::testing::IsEmpty());
+}
+
 // Per rank: prefix reuse (prompt and reused tokens, counters) and tokens in flight; per
 // instance: the imbalance of the tokens in flight. None before an instance reports ranks.
 TEST(RouterMetricsTest, PrefixReuseAndLoadPerRank) {
