@@ -8,7 +8,7 @@
 //    speculation: the same tokens, bitwise the same log-probabilities (greedy and
 //    seeded sampling), and every pool block returned.
 //  * The module predicts the target: greedy acceptance at the first position >= 60%,
-//    and more tokens per step with K = 3 than with K = 1.
+//    and more tokens per step with K = 3, and with dynamic K up to 3, than with K = 1.
 //  * A model without an MTP layer is refused by name.
 #include <memory>
 #include <random>
@@ -168,6 +168,16 @@ TEST(MtpEngineTest, TheModulePredictsTheTarget) {
     steps.push_back(run.steps);
   }
   EXPECT_LT(steps[2], steps[0]) << "K = 3 takes fewer steps than K = 1";
+  // Dynamic K (at most 3): each request's K follows its own acceptance.
+  const SpecRunOutput dynamic =
+      RunSpec(dir, {.method = spec::Method::kMtp, .k = 3, .dynamic = true}, prompts, seed);
+  EXPECT_EQ(dynamic.tokens, plain.tokens) << "dynamic K";
+  ASSERT_GT(dynamic.proposed, 0);
+  std::printf("MTP K=3 dynamic: %.3f tokens/step, acceptance %lld / %lld = %.3f\n",
+              static_cast<double>(tokens) / static_cast<double>(dynamic.steps),
+              static_cast<long long>(dynamic.accepted), static_cast<long long>(dynamic.proposed),
+              static_cast<double>(dynamic.accepted) / static_cast<double>(dynamic.proposed));
+  EXPECT_LT(dynamic.steps, steps[0]) << "dynamic K (at most 3) takes fewer steps than K = 1";
 }
 
 TEST(MtpEngineTest, AModelWithoutAnMtpLayerIsRefused) {
