@@ -135,6 +135,13 @@ SimConfig RandomConfig(uint64_t seed) {
   if (c.draft_mode == kv::DraftMode::kUnpaired && pick(0, 1) == 1) {
     c.draft_num_blocks = std::min(c.num_blocks, longest_blocks() + pick(2, 8));
   }
+  // MTP instead of the draft model over a paired pool (the model's own module: its KV
+  // in a draft pool paired with the target's blocks, every pad dummy, rollback and
+  // release through the paired mirror). Drawn last.
+  if (c.scheduler.speculative.method == spec::Method::kDraftModel &&
+      c.draft_mode == kv::DraftMode::kPaired && pick(0, 1) == 1) {
+    c.scheduler.speculative.method = spec::Method::kMtp;
+  }
   // A host KV tier below a tiny device pool (tiers need prefix reuse and no draft pool):
   // evicted prefixes are copied down and brought back. Drawn last.
   if (c.draft_mode == kv::DraftMode::kNone && c.scheduler.prefix_reuse && pick(0, 2) == 0) {

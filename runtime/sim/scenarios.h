@@ -18,12 +18,12 @@ SimConfig Dep4SmallBatch(int32_t max_batch_size, sched::DummyPolicy policy, uint
                          int64_t num_requests = 1600);
 
 // A random configuration: ranks 2–8, max_batch_size 1–16, K 0–4, no/paired/unpaired
-// draft pool (draft model) or the n-gram drafter, both dummy policies, aggregated,
-// generation-only or context-only, faults (vetoes, cancels, transfer failures, send
-// refusals) on or off, prefix reuse mostly on (in every draft mode), independent
-// requests or multi-turn conversations over a shared system prompt (follow-ups hinted
-// to their previous turn's rank or not), a draft pool as large as the target's or
-// smaller.
+// draft pool (draft model), MTP over a paired draft pool or the n-gram drafter, both
+// dummy policies, aggregated, generation-only or context-only, faults (vetoes, cancels,
+// transfer failures, send refusals) on or off, prefix reuse mostly on (in every draft
+// mode), independent requests or multi-turn conversations over a shared system prompt
+// (follow-ups hinted to their previous turn's rank or not), a draft pool as large as
+// the target's or smaller.
 SimConfig RandomConfig(uint64_t seed);
 
 // A random fleet (sim_fleet.h): RandomConfig(seed) made aggregated with at most 4

@@ -1,5 +1,6 @@
 // Random configurations (ranks 2–8, max_batch_size 1–16, K 0–4, no/paired/unpaired
-// draft pool or the n-gram drafter, fixed or dynamic K, both dummy policies, aggregated,
+// draft pool or the n-gram drafter, MTP over a paired draft pool (the audit compares
+// the MTP pool with its target every step), fixed or dynamic K, both dummy policies, aggregated,
 // generation-only or context-only, faults on or off, prefix reuse mostly on, independent
 // requests or multi-turn conversations, a host KV tier below a tiny device pool): no
 // invariant violation (the KV audit covers the tiers), no hang, correct tokens
@@ -36,6 +37,9 @@ TEST(RandomConfigTest, ManySeeds) {
   // Dynamic K by drafter: configurations drawn, and generation steps below the drawn K
   // (dynamic K moved) and at it.
   std::map<std::string, int64_t> dynamic_configs, dynamic_below_k, dynamic_at_k;
+  // MTP configurations (paired draft pool), the pad dummies they forwarded and the
+  // drafts their verifications accepted.
+  int64_t mtp_configs = 0, mtp_padded_steps = 0, mtp_accepted = 0;
   for (int seed = 1; seed <= seeds; ++seed) {
     const SimConfig config = RandomConfig(seed);
     const SimSummary summary = RunSimulation(config);
@@ -57,6 +61,12 @@ TEST(RandomConfigTest, ManySeeds) {
         mirror_reused += summary.mirror_reused_tokens;
         unpaired_reused += summary.kv_reused_tokens;
       }
+    }
+    if (config.scheduler.speculative.method == spec::Method::kMtp) {
+      EXPECT_EQ(config.draft_mode, kv::DraftMode::kPaired) << "seed " << seed;
+      ++mtp_configs;
+      mtp_padded_steps += summary.padded_steps;
+      mtp_accepted += summary.drafts_accepted;
     }
     if (const spec::SpeculativeConfig& s = config.scheduler.speculative; s.dynamic) {
       const std::string method = spec::MethodName(s.method);
@@ -92,6 +102,11 @@ TEST(RandomConfigTest, ManySeeds) {
     // Host tiers were drawn and brought evicted prefixes back.
     EXPECT_GT(tier_configs, 0);
     EXPECT_GT(tier_onboarded, 0);
+    // MTP was drawn, padded and accepted drafts; reuse ran with it too.
+    EXPECT_GT(mtp_configs, 0);
+    EXPECT_GT(mtp_padded_steps, 0);
+    EXPECT_GT(mtp_accepted, 0);
+    EXPECT_GT(reused["mtp/paired"], 0);
     // Dynamic K ran with both drafters, and moved: steps at the drawn K and below it.
     for (const char* method : {"draft_model", "ngram"}) {
       EXPECT_GT(dynamic_configs[method], 0) << method;
@@ -107,6 +122,9 @@ TEST(RandomConfigTest, ManySeeds) {
         static_cast<long long>(dynamic_below_k[method]),
         static_cast<long long>(dynamic_at_k[method]));
   }
+  std::printf("mtp: %lld configurations, %lld padded steps, %lld drafts accepted\n",
+              static_cast<long long>(mtp_configs), static_cast<long long>(mtp_padded_steps),
+              static_cast<long long>(mtp_accepted));
   std::printf("host tier: %lld configurations, %lld prefix tokens brought back\n",
               static_cast<long long>(tier_configs), static_cast<long long>(tier_onboarded));
   std::printf("unpaired: mirrors reused %lld of their targets' %lld\n",
