@@ -3,11 +3,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "fmt/format.h"
 #include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/ip/address.hpp"
 #include "boost/asio/strand.hpp"
 #include "boost/asio/write.hpp"
+#include "fmt/format.h"
+#include "openssl/ssl.h"
 #include "runtime/async_http/connection.h"
 
 namespace lockstep::async_http {
@@ -52,24 +53,33 @@ void RefuseConnection(const std::shared_ptr<ServerState>& state, tcp::socket soc
 }
 
 void Accept(std::shared_ptr<ServerState> state) {
-  state->acceptor->async_accept(
-      asio::make_strand(state->io), [state](boost::system::error_code ec, tcp::socket socket) {
-        if (ec == asio::error::operation_aborted || !state->acceptor->is_open()) return;
-        if (ec) {
-          // E.g. out of descriptors: try again shortly rather than spin.
-          auto retry = std::make_shared<asio::steady_timer>(state->io, std::chrono::milliseconds(20));
-          retry->async_wait([state, retry](boost::system::error_code) { Accept(state); });
-          return;
-        }
-        if (state->open.load() >= state->limits.max_connections) {
-          state->refused.fetch_add(1);
-          RefuseConnection(state, std::move(socket));
-        } else {
-          state->open.fetch_add(1);
-          std::make_shared<Connection>(std::move(socket), state)->Start();
-        }
-        Accept(state);
-      });
+  state->acceptor->async_accept(asio::make_strand(state->io), [state](boost::system::error_code ec,
+                                                                      tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !state->acceptor->is_open()) return;
+    if (ec) {
+      // E.g. out of descriptors: try again shortly rather than spin.
+      auto retry = std::make_shared<asio::steady_timer>(state->io, std::chrono::milliseconds(20));
+      retry->async_wait([state, retry](boost::system::error_code) { Accept(state); });
+      return;
+    }
+    if (state->open.load() >= state->limits.max_connections) {
+      state->refused.fetch_add(1);
+      if (state->tls.has_value()) {
+        boost::system::error_code ignored;
+        socket.close(ignored);
+      } else {
+        RefuseConnection(state, std::move(socket));
+      }
+    } else {
+      state->open.fetch_add(1);
+      // Each SSE event is a small write: without TCP_NODELAY, Nagle and delayed ACKs
+      // add ~40 ms to it.
+      boost::system::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      std::make_shared<Connection>(std::move(socket), state)->Start();
+    }
+    Accept(state);
+  });
 }
 
 }  // namespace
@@ -84,12 +94,18 @@ AsyncHttpServer::AsyncHttpServer(AsyncHttpLimits limits, HttpHandler handler,
 
 AsyncHttpServer::~AsyncHttpServer() { Stop(); }
 
+void AsyncHttpServer::UseTls(ssl_ctx_st* context) {
+  SSL_CTX_up_ref(context);  // asio's context frees its handle
+  state_->tls.emplace(context);
+}
+
 absl::StatusOr<int> AsyncHttpServer::Start(const std::string& host, int port) {
   boost::system::error_code ec;
   const asio::ip::address address =
       asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
   if (ec) {
-    return absl::InvalidArgumentError(fmt::format("cannot listen on '{}': not an IP address", host));
+    return absl::InvalidArgumentError(
+        fmt::format("cannot listen on '{}': not an IP address", host));
   }
   state_->acceptor.emplace(asio::make_strand(state_->io));
   tcp::acceptor& acceptor = *state_->acceptor;

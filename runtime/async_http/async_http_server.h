@@ -18,10 +18,15 @@
 //
 // Each complete request goes to the handler (on an I/O thread: it must not block), as
 // an HttpExchange answered from any thread. Refusals carry `error_body(status, message)`.
-// TLS is not served here (yet): a deployment with TLS keeps its TLS-terminating front.
+// With TLS (UseTls, before Start) the server speaks HTTPS only: a connection's first
+// bytes must be a TLS handshake, completed within `read_timeout` (a silent connection is
+// closed); plain HTTP gets a plain 400 that says to use https, anything else is closed;
+// every bound above holds over TLS. A connection over the cap is closed at once (a 503
+// would need a handshake first).
 //
 // Thread safety: thread-safe. Stop (or the destructor) closes every connection,
-// aborting their exchanges, and joins the I/O threads.
+// aborting the exchanges not answered in full (one whose response is all queued is
+// written first, within the write timeout), and joins the I/O threads.
 #ifndef LOCKSTEP_RUNTIME_ASYNC_HTTP_ASYNC_HTTP_SERVER_H_
 #define LOCKSTEP_RUNTIME_ASYNC_HTTP_ASYNC_HTTP_SERVER_H_
 
@@ -56,6 +61,11 @@ struct AsyncHttpLimits {
 using ErrorBodyFn = std::function<std::string(int status, std::string_view message)>;
 
 struct ServerState;
+}  // namespace lockstep::async_http
+
+struct ssl_ctx_st;
+
+namespace lockstep::async_http {
 
 class AsyncHttpServer {
  public:
@@ -63,6 +73,10 @@ class AsyncHttpServer {
   ~AsyncHttpServer();
   AsyncHttpServer(const AsyncHttpServer&) = delete;
   AsyncHttpServer& operator=(const AsyncHttpServer&) = delete;
+
+  // HTTPS with `context` (an OpenSSL server context with its certificate and key; the
+  // server takes a reference of its own). Before Start.
+  void UseTls(ssl_ctx_st* context);
 
   // Binds `host`:`port` (an IP address or "localhost"; port 0: a free one) and starts
   // serving; returns the port. Once.

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -355,6 +356,47 @@ TEST(AsyncHttpServerTest, ManyStreamsShareAFewThreads) {
   for (auto& c : clients) {
     EXPECT_TRUE(absl::StrContains(c->Response(), "\r\n0\r\n\r\n"));
   }
+}
+
+// A producer that waits for the client before each write (AwaitPendingAtMost) holds
+// little queued while the client does not read, and finishes once it does.
+TEST(AsyncHttpServerTest, AProducerThatWaitsForItsClientHoldsLittleQueued) {
+  constexpr int64_t kChunk = 64 << 10;
+  constexpr int kChunks = 64;
+  std::shared_ptr<HttpExchange> exchange;
+  absl::Notification arrived, waited;
+  AsyncHttpServer server(TestLimits(), [&](std::shared_ptr<HttpExchange> e) {
+    exchange = std::move(e);
+    arrived.Notify();
+  });
+  const int port = StartOrDie(server);
+  Client client(port, /*receive_buffer=*/4096);
+  client.Send("GET /stream HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(arrived.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  std::atomic<int64_t> written{0};
+  std::thread producer([&] {
+    exchange->StartStream(200, "text/event-stream");
+    const std::string chunk(kChunk, 'x');
+    for (int i = 0; i < kChunks; ++i) {
+      if (!exchange->Write(chunk)) return;
+      written.fetch_add(kChunk);
+      while (!exchange->AwaitPendingAtMost(kChunk, absl::Milliseconds(50))) {
+        if (!waited.HasBeenNotified()) waited.Notify();
+        if (exchange->aborted()) return;
+      }
+    }
+    exchange->End();
+  });
+  // The client reads nothing yet: the producer waits with at most about a chunk queued.
+  ASSERT_TRUE(waited.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_LT(written.load(), kChunks * kChunk);
+  EXPECT_LE(exchange->pending_bytes(), 2 * kChunk + 64);
+  // Once it reads, everything arrives.
+  const std::string response = client.Response();
+  producer.join();
+  EXPECT_EQ(written.load(), kChunks * kChunk);
+  EXPECT_GT(response.size(), static_cast<size_t>(kChunks * kChunk));
+  EXPECT_TRUE(absl::EndsWith(response, "\r\n0\r\n\r\n"));
 }
 
 }  // namespace

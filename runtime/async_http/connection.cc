@@ -7,11 +7,12 @@
 #include <strings.h>
 
 #include "absl/strings/str_cat.h"
-#include "fmt/format.h"
 #include "boost/asio/post.hpp"
+#include "boost/asio/ssl/error.hpp"
 #include "boost/asio/write.hpp"
 #include "boost/beast/http/error.hpp"
 #include "boost/beast/http/read.hpp"
+#include "fmt/format.h"
 
 namespace lockstep::async_http {
 namespace {
@@ -23,10 +24,15 @@ using tcp = asio::ip::tcp;
 constexpr size_t kReadChunk = 4096;
 constexpr size_t kWriteSlice = 256 << 10;
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+constexpr unsigned char kTlsHandshakeRecord = 0x16;
+// After a refusal: what the client still sends is read and dropped for at most this
+// long and this much, so that closing does not reset the connection (and lose the
+// refusal) before the client has read it.
+constexpr absl::Duration kDrainTime = absl::Milliseconds(500);
+constexpr int64_t kMaxDrainBytes = 256 << 10;
 
 bool IsToken(boost::beast::string_view value, std::string_view token) {
-  return value.size() == token.size() &&
-         strncasecmp(value.data(), token.data(), token.size()) == 0;
+  return value.size() == token.size() && strncasecmp(value.data(), token.data(), token.size()) == 0;
 }
 
 std::chrono::nanoseconds Chrono(absl::Duration d) { return absl::ToChronoNanoseconds(d); }
@@ -54,11 +60,68 @@ void Connection::Start() {
     }
     state_->connections.emplace(this, weak_from_this());
   }
-  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->WaitForRequest(); });
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    if (self->state_->tls.has_value()) {
+      self->ReadFirstBytes();
+    } else {
+      self->WaitForRequest();
+    }
+  });
+}
+
+void Connection::ReadFirstBytes() {
+  // The handshake, like a request, must be complete within the read timeout.
+  ArmReadTimer(state_->limits.read_timeout);
+  reading_ = true;
+  socket_.async_read_some(buffer_.prepare(kReadChunk),
+                          [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                            self->OnFirstBytes(ec, n);
+                          });
+}
+
+void Connection::OnFirstBytes(boost::system::error_code ec, size_t bytes) {
+  reading_ = false;
+  if (closed_) return;
+  if (ec || bytes == 0) {  // silent past the read timeout, or gone
+    CloseNow();
+    return;
+  }
+  buffer_.commit(bytes);
+  const auto first = *static_cast<const unsigned char*>(buffer_.data().data());
+  if (first == kTlsHandshakeRecord) {
+    tls_.emplace(socket_, *state_->tls);
+    tls_->async_handshake(asio::ssl::stream_base::server, buffer_.data(),
+                          [self = shared_from_this()](boost::system::error_code ec, size_t used) {
+                            self->OnHandshake(ec, used);
+                          });
+    return;
+  }
+  if (first >= 'A' && first <= 'Z') {  // a request method: plain HTTP
+    Refuse(400, "this port speaks HTTPS: send the request over TLS (https://)");
+    return;
+  }
+  CloseNow();
+}
+
+void Connection::OnHandshake(boost::system::error_code ec, size_t used) {
+  if (closed_) return;
+  DisarmReadTimer();
+  if (ec) {
+    CloseNow();
+    return;
+  }
+  buffer_.consume(used);
+  WaitForRequest();
 }
 
 void Connection::Close() {
-  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->CloseNow(); });
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    if (self->exchange_ != nullptr && self->response_done_ && !self->out_.empty()) {
+      self->close_after_response_ = true;  // FinishResponse closes
+      return;
+    }
+    self->CloseNow();
+  });
 }
 
 void Connection::ArmReadTimer(absl::Duration after) {
@@ -98,10 +161,12 @@ void Connection::WaitForRequest() {
 
 void Connection::ReadSome() {
   reading_ = true;
-  socket_.async_read_some(buffer_.prepare(kReadChunk),
-                          [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-                            self->OnReadSome(ec, n);
-                          });
+  WithStream([&](auto& stream) {
+    stream.async_read_some(buffer_.prepare(kReadChunk),
+                           [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                             self->OnReadSome(ec, n);
+                           });
+  });
 }
 
 void Connection::OnReadSome(boost::system::error_code ec, size_t bytes) {
@@ -136,9 +201,11 @@ void Connection::ReadHead() {
   parser_->body_limit(static_cast<uint64_t>(state_->limits.max_body_bytes));
   // One deadline for the head and the body, from the first byte (in the buffer now).
   ArmReadTimer(state_->limits.read_timeout);
-  http::async_read_header(
-      socket_, buffer_, *parser_,
-      [self = shared_from_this()](boost::system::error_code ec, size_t) { self->OnHead(ec); });
+  WithStream([&](auto& stream) {
+    http::async_read_header(
+        stream, buffer_, *parser_,
+        [self = shared_from_this()](boost::system::error_code ec, size_t) { self->OnHead(ec); });
+  });
 }
 
 void Connection::OnHead(boost::system::error_code ec) {
@@ -154,7 +221,7 @@ void Connection::OnHead(boost::system::error_code ec) {
     } else if (ec == http::error::header_limit) {
       Refuse(431, absl::StrCat("the request head is over ", limits.max_header_bytes, " bytes"));
     } else if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-               ec == asio::error::connection_reset) {
+               ec == asio::error::connection_reset || ec == asio::ssl::error::stream_truncated) {
       CloseNow();
     } else {
       Refuse(400, absl::StrCat("malformed request: ", ec.message()));
@@ -190,14 +257,16 @@ void Connection::OnHead(boost::system::error_code ec) {
   }
   if (auto it = head.find(http::field::expect);
       it != head.end() && IsToken(it->value(), "100-continue")) {
-    asio::async_write(socket_, asio::buffer(kContinue, sizeof(kContinue) - 1),
-                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                        if (ec) {
-                          self->CloseNow();
-                        } else {
-                          self->ReadBody();
-                        }
-                      });
+    WithStream([&](auto& stream) {
+      asio::async_write(stream, asio::buffer(kContinue, sizeof(kContinue) - 1),
+                        [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                          if (ec) {
+                            self->CloseNow();
+                          } else {
+                            self->ReadBody();
+                          }
+                        });
+    });
     return;
   }
   ReadBody();
@@ -205,18 +274,20 @@ void Connection::OnHead(boost::system::error_code ec) {
 
 void Connection::ReadBody() {
   if (closed_) return;
-  http::async_read(
-      socket_, buffer_, *parser_,
-      [self = shared_from_this()](boost::system::error_code ec, size_t) { self->OnBody(ec); });
+  WithStream([&](auto& stream) {
+    http::async_read(
+        stream, buffer_, *parser_,
+        [self = shared_from_this()](boost::system::error_code ec, size_t) { self->OnBody(ec); });
+  });
 }
 
 void Connection::OnBody(boost::system::error_code ec) {
   if (closed_) return;
   if (ec) {
     if (read_timed_out_) {
-      Refuse(408, absl::StrCat("the request head and body did not arrive within ",
-                               absl::FormatDuration(state_->limits.read_timeout),
-                               " of its first byte"));
+      Refuse(408,
+             absl::StrCat("the request head and body did not arrive within ",
+                          absl::FormatDuration(state_->limits.read_timeout), " of its first byte"));
     } else if (ec == http::error::body_limit) {
       Refuse(413, absl::StrCat("the request body is over the limit of ",
                                state_->limits.max_body_bytes, " bytes"));
@@ -248,13 +319,13 @@ void Connection::Dispatch() {
 }
 
 void Connection::Queue(const HttpExchange* exchange, std::string bytes, bool last) {
-  asio::post(socket_.get_executor(), [self = shared_from_this(), exchange,
-                                       bytes = std::move(bytes), last]() mutable {
-    if (self->closed_ || exchange != self->exchange_.get()) return;
-    self->out_.push_back(std::move(bytes));
-    if (last) self->response_done_ = true;
-    self->WriteNext();
-  });
+  asio::post(socket_.get_executor(),
+             [self = shared_from_this(), exchange, bytes = std::move(bytes), last]() mutable {
+               if (self->closed_ || exchange != self->exchange_.get()) return;
+               self->out_.push_back(std::move(bytes));
+               if (last) self->response_done_ = true;
+               self->WriteNext();
+             });
 }
 
 void Connection::Refuse(int status, std::string_view message) {
@@ -282,10 +353,12 @@ void Connection::WriteNext() {
   // At most kWriteSlice per write, so the timeout is on progress, not on a whole body.
   const std::string& front = out_.front();
   const size_t slice = std::min(kWriteSlice, front.size() - front_offset_);
-  asio::async_write(socket_, asio::buffer(front.data() + front_offset_, slice),
-                    [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-                      self->OnWritten(ec, n);
-                    });
+  WithStream([&](auto& stream) {
+    asio::async_write(stream, asio::buffer(front.data() + front_offset_, slice),
+                      [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                        self->OnWritten(ec, n);
+                      });
+  });
 }
 
 void Connection::OnWritten(boost::system::error_code ec, size_t bytes) {
@@ -306,18 +379,37 @@ void Connection::OnWritten(boost::system::error_code ec, size_t bytes) {
   front_offset_ = 0;
   out_.pop_front();
   if (out_.empty() && close_after_write_) {
-    boost::system::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
-    CloseNow();
+    DrainAndClose();
     return;
   }
   WriteNext();
 }
 
+void Connection::DrainAndClose() {
+  boost::system::error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_send, ignored);
+  ArmReadTimer(kDrainTime);  // its expiry ends the read below
+  DrainSome(0);
+}
+
+void Connection::DrainSome(int64_t drained) {
+  buffer_.consume(buffer_.size());
+  socket_.async_read_some(
+      buffer_.prepare(kReadChunk),
+      [self = shared_from_this(), drained](boost::system::error_code ec, size_t n) {
+        if (self->closed_) return;
+        if (ec || drained + static_cast<int64_t>(n) >= kMaxDrainBytes) {
+          self->CloseNow();
+          return;
+        }
+        self->DrainSome(drained + static_cast<int64_t>(n));
+      });
+}
+
 void Connection::FinishResponse() {
   exchange_.reset();  // complete: never aborted
   response_done_ = false;
-  if (!keep_alive_) {
+  if (!keep_alive_ || close_after_response_) {
     boost::system::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_send, ignored);
     CloseNow();

@@ -1,7 +1,9 @@
 // The server's per-connection state machine (internal to async_http): waits for a
 // request (idle timeout), reads and checks its head and body (one read deadline),
 // hands it to the handler as an HttpExchange, and writes the exchange's queued bytes
-// (write timeout), then waits for the next request on a keep-alive connection.
+// (write timeout), then waits for the next request on a keep-alive connection. With
+// TLS it first reads the client's first bytes and runs the handshake with them (both
+// within the read timeout); every later read and write goes through the TLS stream.
 //
 // Thread safety: everything runs on the connection's strand; the public methods may be
 // called from any thread (they post to the strand).
@@ -20,6 +22,8 @@
 #include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/ssl/context.hpp"
+#include "boost/asio/ssl/stream.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/beast/core/flat_buffer.hpp"
 #include "boost/beast/http/parser.hpp"
@@ -34,6 +38,7 @@ struct ServerState {
   AsyncHttpLimits limits;
   HttpHandler handler;
   ErrorBodyFn error_body;
+  std::optional<boost::asio::ssl::context> tls;  // set: HTTPS only
   boost::asio::io_context io;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
   std::optional<boost::asio::ip::tcp::acceptor> acceptor;
@@ -41,8 +46,7 @@ struct ServerState {
   std::atomic<int64_t> refused{0};
   absl::Mutex mu;
   bool stopping ABSL_GUARDED_BY(mu) = false;
-  absl::flat_hash_map<const Connection*, std::weak_ptr<Connection>> connections
-      ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<const Connection*, std::weak_ptr<Connection>> connections ABSL_GUARDED_BY(mu);
 
   std::string RefusalResponse(int status, std::string_view message, std::string_view extra = "");
 };
@@ -56,12 +60,28 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Start();
   // From an exchange (any thread): queue bytes; `last` ends its response.
   void Queue(const HttpExchange* exchange, std::string bytes, bool last);
-  // Closes the connection (any thread), aborting its exchange.
+  // Closes the connection (any thread), aborting its exchange; one whose response is
+  // all queued is closed once it is written (within the write timeout).
   void Close();
 
  private:
   using Parser = boost::beast::http::request_parser<boost::beast::http::string_body>;
 
+  // Runs `op` with the connection's byte stream: the TLS stream once its handshake
+  // began, else the socket.
+  template <typename Op>
+  void WithStream(Op&& op) {
+    if (tls_.has_value()) {
+      op(*tls_);
+    } else {
+      op(socket_);
+    }
+  }
+
+  // HTTPS: the first bytes decide (a TLS record, plain HTTP answered 400, else closed).
+  void ReadFirstBytes();
+  void OnFirstBytes(boost::system::error_code ec, size_t bytes);
+  void OnHandshake(boost::system::error_code ec, size_t used);
   void WaitForRequest();
   // One read into the buffer: the wait for a request, or (while a response is pending)
   // the watch that notices a client closing its side.
@@ -77,6 +97,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void WriteNext();
   void OnWritten(boost::system::error_code ec, size_t bytes);
   void FinishResponse();
+  // After a refusal: shuts the sending side, drops what the client still sends (for a
+  // short while), then closes.
+  void DrainAndClose();
+  void DrainSome(int64_t drained);
   void CloseNow();
   // A timer whose expiry cancels the socket's operations (`timed_out` then says why
   // they failed); a new arm or a disarm voids the previous one.
@@ -85,6 +109,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   boost::asio::ip::tcp::socket socket_;
   const std::shared_ptr<ServerState> state_;
+  std::optional<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
   uint64_t read_timer_generation_ = 0;
   uint64_t write_timer_generation_ = 0;
   boost::asio::steady_timer read_timer_;
@@ -104,6 +129,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t front_offset_ = 0;  // of out_.front(), already written
   bool writing_ = false;
   bool close_after_write_ = false;
+  bool close_after_response_ = false;  // Close came while the response was being written
 };
 
 }  // namespace lockstep::async_http

@@ -2,8 +2,8 @@
 
 #include <strings.h>
 
-#include "fmt/format.h"
 #include "boost/beast/http/status.hpp"
+#include "fmt/format.h"
 #include "runtime/async_http/connection.h"
 
 namespace lockstep::async_http {
@@ -27,8 +27,8 @@ std::string_view HttpRequest::Header(std::string_view name) const {
 }
 
 std::string StatusLine(int status) {
-  const auto reason = boost::beast::http::obsolete_reason(
-      static_cast<boost::beast::http::status>(status));
+  const auto reason =
+      boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(status));
   return fmt::format("HTTP/1.1 {} {}\r\n", status, std::string_view(reason.data(), reason.size()));
 }
 
@@ -73,6 +73,24 @@ void HttpExchange::End() {
 void HttpExchange::Queue(std::string bytes, bool last) {
   pending_bytes_.fetch_add(static_cast<int64_t>(bytes.size()));
   connection_->Queue(this, std::move(bytes), last);
+}
+
+void HttpExchange::Sent(int64_t bytes) {
+  pending_bytes_.fetch_sub(bytes);
+  // A waiter's condition is evaluated again when the mutex is released.
+  if (waiters_.load() > 0) absl::MutexLock lock(&mu_);
+}
+
+bool HttpExchange::AwaitPendingAtMost(int64_t bytes, absl::Duration timeout) {
+  if (pending_bytes_.load() <= bytes) return true;
+  waiters_.fetch_add(1);
+  absl::MutexLock lock(&mu_);
+  const auto drained_or_aborted = [this, bytes] {
+    return pending_bytes_.load() <= bytes || aborted_.load();
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&drained_or_aborted), timeout);
+  waiters_.fetch_sub(1);
+  return pending_bytes_.load() <= bytes && !aborted_.load();
 }
 
 void HttpExchange::OnAbort(std::function<void()> callback) {

@@ -22,6 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace lockstep::async_http {
 
@@ -61,6 +62,11 @@ class HttpExchange {
   // Bytes queued and not yet written to the socket (a handler may stop producing while
   // it is high: the backpressure signal).
   int64_t pending_bytes() const { return pending_bytes_.load(); }
+  // Waits (off the I/O threads) until at most `bytes` are pending, the exchange is
+  // aborted, or `timeout` passes; true when at most `bytes` are pending. A producer
+  // that waits here before each write holds at most about `bytes` queued, and its
+  // source is held back by as much as the client falls behind.
+  bool AwaitPendingAtMost(int64_t bytes, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   bool aborted() const { return aborted_.load(); }
   // Runs `callback` once if the exchange is aborted (at once if it already was).
   void OnAbort(std::function<void()> callback) ABSL_LOCKS_EXCLUDED(mu_);
@@ -68,7 +74,7 @@ class HttpExchange {
  private:
   friend class Connection;
   // The connection's side: bytes written, and the end of the connection.
-  void Sent(int64_t bytes) { pending_bytes_.fetch_sub(bytes); }
+  void Sent(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   void Abort() ABSL_LOCKS_EXCLUDED(mu_);
   void Queue(std::string bytes, bool last);
 
@@ -79,6 +85,7 @@ class HttpExchange {
   std::atomic<bool> ended_{false};
   std::atomic<bool> aborted_{false};
   std::atomic<int64_t> pending_bytes_{0};
+  std::atomic<int> waiters_{0};  // in AwaitPendingAtMost
   absl::Mutex mu_;
   std::function<void()> on_abort_ ABSL_GUARDED_BY(mu_);
 };

@@ -458,9 +458,8 @@ absl::Status DeploymentConfig::Validate() const {
   }
   problems.InRange("router.kv_event_interval_ms", router.kv_event_interval_ms, 1, 60000);
   problems.AtLeast("router.max_prompt_tokens", router.max_prompt_tokens, 1);
-  problems.InRange("router.http_threads", router.http_threads, 1, 4096);
-  problems.InRange("router.max_concurrent_requests", router.max_concurrent_requests, 0,
-                   router.http_threads - 1);
+  problems.InRange("router.http_threads", router.http_threads, 1, 256);
+  problems.InRange("router.max_concurrent_requests", router.max_concurrent_requests, 0, 1 << 20);
   problems.AtLeast("router.max_queued_requests", router.max_queued_requests, 0);
   problems.InRange("router.max_request_body_bytes", router.max_request_body_bytes, 1, 1LL << 30);
   problems.InRange("router.max_header_bytes", router.max_header_bytes, 1024, 16 << 20);

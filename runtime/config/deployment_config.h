@@ -163,13 +163,13 @@ struct RouterConfig {
   int64_t migration_limit = 2;
   // Longest prompt accepted, in tokens (longer: HTTP 400 / INVALID_ARGUMENT).
   int64_t max_prompt_tokens = 2048;
-  // Threads serving HTTP connections; a streaming request holds one while it runs.
-  int64_t http_threads = 64;
+  // I/O threads of the event-driven HTTP server (runtime/async_http): they serve every
+  // connection and stream and never wait; a request runs on a thread of its own.
+  int64_t http_threads = 2;
   // Most generation requests in flight through the router (HTTP and gRPC together;
   // a request with `n` choices counts n times); one more is refused at once: HTTP 429
-  // with Retry-After, gRPC RESOURCE_EXHAUSTED. Below http_threads, so that a refusal
-  // never waits for a thread. 0: no limit of its own, and still at most
-  // grpc_max_threads - kRouterGrpcReservedThreads (the gRPC reserve).
+  // with Retry-After, gRPC RESOURCE_EXHAUSTED. 0: no limit of its own, and still at
+  // most grpc_max_threads - kRouterGrpcReservedThreads (the gRPC reserve).
   int64_t max_concurrent_requests = 0;
   // Most requests the router has outstanding at one instance (each leg of a two-leg
   // request counts on its instance while it runs); when every healthy instance of the
@@ -183,9 +183,8 @@ struct RouterConfig {
   int64_t max_request_body_bytes = 16 << 20;
   int64_t max_header_bytes = 64 << 10;
   int64_t max_header_count = 100;
-  // Most open HTTP connections; each is served by one of http_threads threads while
-  // open, and those beyond http_threads wait for one. One more gets 503 with
-  // Retry-After and is closed at once, unread. 0: 4 * http_threads.
+  // Most open HTTP connections (an open connection holds no thread). One more gets 503
+  // with Retry-After and is closed at once, unread (over HTTPS: closed). 0: 4096.
   int64_t max_connections = 0;
   // A connection idle between requests for http_idle_timeout_ms is closed. A request's
   // head and body must arrive in full within http_read_timeout_ms of its first byte,

@@ -22,6 +22,9 @@
 namespace lockstep::router {
 namespace {
 
+// router.max_connections when it is 0 (an open connection holds no thread).
+constexpr int64_t kDefaultMaxConnections = 4096;
+
 // The HTTPS context of router.https_cert_file and https_key_file; null without them.
 absl::StatusOr<std::shared_ptr<const security::TlsContext>> HttpsContext(
     const config::RouterConfig& rc) {
@@ -152,15 +155,18 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
   http_frontend_ = std::make_unique<HttpFrontend>(
       HttpFrontend::Options{.api_keys = std::move(api_keys),
                             .admission = admission,
-                            .server = {.threads = static_cast<int>(rc.http_threads),
-                                       .max_connections = rc.max_connections,
+                            .server = {.io_threads = static_cast<int>(rc.http_threads),
+                                       .max_connections = rc.max_connections > 0
+                                                              ? rc.max_connections
+                                                              : kDefaultMaxConnections,
                                        .max_body_bytes = rc.max_request_body_bytes,
                                        .max_header_bytes = rc.max_header_bytes,
                                        .max_header_count = rc.max_header_count,
                                        .idle_timeout = absl::Milliseconds(rc.http_idle_timeout_ms),
                                        .read_timeout = absl::Milliseconds(rc.http_read_timeout_ms),
                                        .write_timeout =
-                                           absl::Milliseconds(rc.http_write_timeout_ms)},
+                                           absl::Milliseconds(rc.http_write_timeout_ms),
+                                       .retry_after_seconds = kAdmissionRetryAfterSeconds},
                             .tls = std::move(https),
                             .api_key_for_health_and_metrics = rc.api_key_for_health_and_metrics,
                             .keepalive_interval = options_.keepalive_interval,

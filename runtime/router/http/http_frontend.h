@@ -1,10 +1,13 @@
-// The router's OpenAI-compatible HTTP API (cpp-httplib):
+// The router's OpenAI-compatible HTTP API, served by the event-driven server of
+// runtime/async_http (a few I/O threads for every connection and stream):
 //
 //   POST /v1/completions, /v1/chat/completions   (streaming as server-sent events;
-//                                                n choices run as n worker requests,
-//                                                each holding an admission place and
-//                                                a thread: choice_threads.h)
-//   POST /v1/tokenize, /v1/detokenize            (tokenize_api.h)
+//                                                generate_request.h: each runs on a
+//                                                request thread; n choices run as n
+//                                                worker requests, each holding an
+//                                                admission place)
+//   POST /v1/tokenize, /v1/detokenize            (tokenize_api.h; also at /tokenize and
+//                                                /detokenize; on a request thread)
 //   GET  /v1/models                              the served model
 //   GET  /health                                 200 while the router runs, with each
 //                                                instance's state (and, when unhealthy,
@@ -16,36 +19,34 @@
 //
 // With an API key, /v1/* (and, when configured, /health and /metrics) need
 // `Authorization: Bearer <key>` (401 otherwise). The listener's bounds (connections,
-// head and body sizes, timeouts, a client that stopped reading) are
-// http_frontend_server.h's. A bad
-// request gets 400 with an OpenAI error body, an unknown model 404 (code
-// "model_not_found"), another method than POST on the generation endpoints 405 (with
-// `Allow: POST`); no route to any instance gets 503.
+// head and body sizes, timeouts, a client that stopped reading, TLS) are
+// async_http_server.h's; its refusals name the router's config fields. A bad request
+// gets 400 with an OpenAI error body, an unknown model 404 (code "model_not_found"),
+// another method than POST on the POST endpoints 405 (with `Allow: POST`), an unknown
+// path 404; no route to any instance gets 503.
 // While a stream is idle, an SSE comment (": keep-alive") is written every
-// `keepalive_interval` from the sweeper thread, so a client that left is noticed and
-// its request cancelled even before the next token. For a non-streaming request the
-// sweeper looks whether the client closed its connection (nothing is written), and
-// cancels it at its worker the same way.
+// `keepalive_interval` from the sweeper thread. A request whose client left (its
+// connection closed or was cut) is cancelled at its worker by the sweeper.
 //
-// Thread safety: handlers run on the HTTP server's threads and share only thread-safe
-// objects. Start and Stop are called by the owner's thread.
+// Thread safety: the handlers run on the server's I/O threads and never wait; what may
+// take long runs on request threads. Start and Stop are called by the owner's thread.
 #ifndef LOCKSTEP_RUNTIME_ROUTER_HTTP_HTTP_FRONTEND_H_
 #define LOCKSTEP_RUNTIME_ROUTER_HTTP_HTTP_FRONTEND_H_
 
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "httplib.h"
+#include "runtime/async_http/async_http_server.h"
 #include "runtime/router/core/instance_registry.h"
 #include "runtime/router/core/request_runner.h"
 #include "runtime/router/core/request_validation.h"
 #include "runtime/router/core/router_metrics.h"
 #include "runtime/router/http/choice_threads.h"
-#include "runtime/router/http/http_frontend_server.h"
+#include "runtime/router/http/generate_request.h"
 #include "runtime/router/http/openai_api.h"
+#include "runtime/router/http/request_threads.h"
 #include "runtime/router/routing/admission.h"
 #include "runtime/router/text/sampling_defaults.h"
 #include "runtime/router/text/serving_tokenizer.h"
@@ -60,9 +61,9 @@ class HttpFrontend {
     security::ApiKeys api_keys;  // none: no authentication
     // Shared with the gRPC frontend; the default admits every request.
     std::shared_ptr<Admission> admission = std::make_shared<Admission>(0);
-    // Threads, connection, size and time bounds of the listener.
-    HttpServerLimits server;
-    // HTTPS with this server context (http_frontend_server.h); null: plain HTTP.
+    // I/O threads, connection, size and time bounds of the listener.
+    async_http::AsyncHttpLimits server;
+    // HTTPS with this server context; null: plain HTTP.
     std::shared_ptr<const security::TlsContext> tls;
     // /health and /metrics need the API key too (else they are open).
     bool api_key_for_health_and_metrics = false;
@@ -79,26 +80,36 @@ class HttpFrontend {
                RouterMetrics& metrics, const ServingTokenizer& tokenizer, Clock& clock);
   ~HttpFrontend();
 
-  // Binds `listen` (host:port; port 0 picks one) and serves on a thread of its own.
-  // Returns the bound port.
+  // Binds `listen` (host:port; port 0 picks one) and serves. Returns the bound port.
   absl::StatusOr<int> Start(const std::string& listen);
-  // Stops accepting and waits for the handlers to return.
+  // Closes every connection (their requests see their clients gone) and waits for the
+  // request threads.
   void Stop();
 
+  // Requests running on request threads now.
+  int64_t running_requests() const { return request_threads_.running(); }
+
  private:
-  void HandleGenerate(ApiKind kind, const httplib::Request& req, httplib::Response& res);
-  bool Authorized(const httplib::Request& req, httplib::Response& res);
-  void Health(httplib::Response& res);
-  void Models(httplib::Response& res);
+  using Exchange = std::shared_ptr<async_http::HttpExchange>;
+
+  // On an I/O thread: routes the request.
+  void Handle(const Exchange& exchange);
+  void Generate(ApiKind kind, const Exchange& exchange);
+  // Runs `body` on a request thread (503 when none can be started).
+  void OffLoop(const Exchange& exchange, std::function<void()> body);
+  bool Authorized(async_http::HttpExchange& exchange);
+  void Health(async_http::HttpExchange& exchange);
+  void Models(async_http::HttpExchange& exchange);
 
   const Options options_;
   RequestRunner& runner_;
   InstanceRegistry& registry_;
   RouterMetrics& metrics_;
   const ServingTokenizer& tokenizer_;
-  Clock& clock_;
-  BoundedHttpServer server_;
-  std::thread thread_;
+  const GenerateContext generate_;
+  RequestThreads request_threads_;
+  async_http::AsyncHttpServer server_;  // last: stopped first
+  bool stopped_ = false;
 };
 
 }  // namespace lockstep::router
