@@ -23,7 +23,8 @@ struct ScheduledChunk {
   // [draft_position, position) in the draft model first. -1: at `position`.
   int64_t draft_position = -1;
   int64_t draft_gap() const { return draft_position < 0 ? 0 : position - draft_position; }
-  // The first chunk of a cache created this pass (position = the prefix it reused).
+  // The first chunk of its cache (position = the prefix it reused): created this pass, or
+  // kept from a pass that scheduled none of it (a pending tier onboard, no room).
   bool new_cache = false;
 };
 

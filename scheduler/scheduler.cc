@@ -227,14 +227,19 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
     const absl::Span<const int32_t> reuse_from =
         config_.prefix_reuse ? absl::Span<const int32_t>(r->context_tokens())
                              : absl::Span<const int32_t>();
+    // The first chunk of its cache (ScheduledChunk::new_cache): also a cache created in an
+    // earlier pass that scheduled nothing of it (its onboard was pending, or no room).
+    bool first_chunk = false;
     if (const std::optional<kv::CacheInfo> info = kv_->Info(id, kv::PoolKind::kTarget)) {
       // A cache kept from a step that did not schedule it may hold a reused prefix.
+      first_chunk = r->context_position() == 0;
       position = std::max(position, info->history);
     } else {
       absl::StatusOr<int64_t> reused = kv_->CreateCache(id, reuse_from);
       if (!reused.ok()) break;
       rollback->RecordCreate(id);
       created = true;
+      first_chunk = true;
       if (r->start_order() < 0) r->set_start_order(next_start_order_++);
       if (kv_->OnboardPending(id)) continue;
       position = std::max(position, *reused);
@@ -276,7 +281,7 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
       const std::optional<kv::CacheInfo> draft = kv_->Info(id, kv::PoolKind::kDraft);
       if (draft.has_value() && draft->history < position) draft_position = draft->history;
     }
-    decision.context.push_back({r, position, chunk, last, grant, draft_position, created});
+    decision.context.push_back({r, position, chunk, last, grant, draft_position, first_chunk});
     decision.num_tokens += chunk;
   }
 

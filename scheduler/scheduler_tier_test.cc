@@ -72,6 +72,9 @@ TEST(SchedulerTierTest, ARequestWaitsForItsOnboardingCopyThenStartsAfterThePrefi
   ASSERT_THAT(d.context, SizeIs(1));
   EXPECT_EQ(d.context[0].position, 20);
   EXPECT_EQ(d.context[0].num_tokens, 1);
+  // Still the first chunk of b's cache: the executor counts its prompt and the reused
+  // prefix (prefix reuse per rank, usage.cached_tokens) once, here.
+  EXPECT_TRUE(d.context[0].new_cache);
   EXPECT_EQ(kv->Stats().onboarded_tokens, 20);
   EXPECT_THAT(kv->Audit({b.id()}, {}, false), IsEmpty());
 }
