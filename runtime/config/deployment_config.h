@@ -168,8 +168,9 @@ struct RouterConfig {
   int64_t http_threads = 2;
   // Most generation requests in flight through the router (HTTP and gRPC together;
   // a request with `n` choices counts n times); one more is refused at once: HTTP 429
-  // with Retry-After, gRPC RESOURCE_EXHAUSTED. 0: no limit of its own, and still at
-  // most grpc_max_threads - kRouterGrpcReservedThreads (the gRPC reserve).
+  // with Retry-After, gRPC RESOURCE_EXHAUSTED. 0: 4 × the instances' capacity (Σ
+  // world_size × executor.max_num_active_requests), at most grpc_max_threads -
+  // kRouterGrpcReservedThreads (the gRPC reserve; runtime/router/front_door_limits.h).
   int64_t max_concurrent_requests = 0;
   // Most requests the router has outstanding at one instance (each leg of a two-leg
   // request counts on its instance while it runs); when every healthy instance of the
@@ -184,7 +185,8 @@ struct RouterConfig {
   int64_t max_header_bytes = 64 << 10;
   int64_t max_header_count = 100;
   // Most open HTTP connections (an open connection holds no thread). One more gets 503
-  // with Retry-After and is closed at once, unread (over HTTPS: closed). 0: 4096.
+  // with Retry-After and is closed at once, unread (over HTTPS: closed). 0: 8 × the
+  // instances' capacity, at least 1024.
   int64_t max_connections = 0;
   // A connection idle between requests for http_idle_timeout_ms is closed. A request's
   // head and body must arrive in full within http_read_timeout_ms of its first byte,

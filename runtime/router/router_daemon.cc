@@ -10,6 +10,7 @@
 #include "proto/rendezvous.grpc.pb.h"
 #include "proto/router.grpc.pb.h"
 #include "runtime/config/message_limits.h"
+#include "runtime/router/front_door_limits.h"
 #include "runtime/router/routing/admission.h"
 #include "runtime/router/tool_calls/parser_family.h"
 #include "runtime/security/api_keys.h"
@@ -21,9 +22,6 @@
 
 namespace lockstep::router {
 namespace {
-
-// router.max_connections when it is 0 (an open connection holds no thread).
-constexpr int64_t kDefaultMaxConnections = 4096;
 
 // The HTTPS context of router.https_cert_file and https_key_file; null without them.
 absl::StatusOr<std::shared_ptr<const security::TlsContext>> HttpsContext(
@@ -132,17 +130,11 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
   const RequestLimits limits{.model = config_.model.name,
                              .max_prompt_tokens = rc.max_prompt_tokens,
                              .vocab_size = tokenizer_->vocab_size()};
-  // One limit for HTTP and gRPC requests together (docs/security.md §5). Without one of
-  // its own, generation requests still leave the gRPC reserve free: each may hold a
-  // gRPC thread for its whole length, and membership, heartbeats and the rendezvous
-  // need threads too.
-  const auto admission =
-      rc.max_concurrent_requests > 0
-          ? std::make_shared<Admission>(rc.max_concurrent_requests)
-          : std::make_shared<Admission>(
-                rc.grpc_max_threads - config::kRouterGrpcReservedThreads,
-                fmt::format("router.grpc_max_threads - {}, as router.max_concurrent_requests is 0",
-                            config::kRouterGrpcReservedThreads));
+  // One limit for HTTP and gRPC requests together (docs/security.md §5), and the
+  // connection cap: set, or sized from the instances' capacity (front_door_limits.h).
+  const FrontDoorLimits front_door = FrontDoorLimitsOf(config_);
+  const auto admission = std::make_shared<Admission>(front_door.max_concurrent_requests,
+                                                     front_door.concurrency_limit_name);
   grpc_frontend_ = std::make_unique<GrpcFrontend>(
       GrpcFrontend::Options{.limits = limits,
                             .heartbeat_interval = absl::Milliseconds(rc.heartbeat_interval_ms),
@@ -156,9 +148,7 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
       HttpFrontend::Options{.api_keys = std::move(api_keys),
                             .admission = admission,
                             .server = {.io_threads = static_cast<int>(rc.http_threads),
-                                       .max_connections = rc.max_connections > 0
-                                                              ? rc.max_connections
-                                                              : kDefaultMaxConnections,
+                                       .max_connections = front_door.max_connections,
                                        .max_body_bytes = rc.max_request_body_bytes,
                                        .max_header_bytes = rc.max_header_bytes,
                                        .max_header_count = rc.max_header_count,
@@ -215,15 +205,13 @@ absl::Status RouterDaemon::StartServing() {
       flows_.CancelDisconnected();
     }
   });
-  if (rc.max_concurrent_requests == 0 && rc.max_queued_requests == 0) {
-    LOCKSTEP_LOG_WARN("router",
-                      "router.max_concurrent_requests and router.max_queued_requests are both 0: "
-                      "up to {} requests (router.grpc_max_threads - {}) are admitted and wait at "
-                      "their instance; set them to refuse the excess sooner with 429 / "
-                      "RESOURCE_EXHAUSTED (docs/security.md §5)",
-                      rc.grpc_max_threads - config::kRouterGrpcReservedThreads,
-                      config::kRouterGrpcReservedThreads);
-  }
+  const FrontDoorLimits front_door = FrontDoorLimitsOf(config_);
+  LOCKSTEP_LOG_INFO("router",
+                    "front door: at most {} requests in flight ({}), {} open HTTP connections{}; "
+                    "the instances hold {} at once (docs/security.md §5)",
+                    front_door.max_concurrent_requests, front_door.concurrency_limit_name,
+                    front_door.max_connections,
+                    rc.max_connections > 0 ? " (router.max_connections)" : "", front_door.capacity);
   LOCKSTEP_LOG_INFO("router", "serving model {} ({} instances configured): {} {} grpc {}{}",
                     config_.model.name, config_.instances.size(),
                     rc.https_cert_file.empty() ? "http" : "https", http_address_, grpc_address_,
