@@ -139,12 +139,14 @@ class Simulation {
   SimSummary summary_;
   absl::Mutex violations_mu_;
   CollectingSink sink_;
+  std::shared_ptr<ExpertExchange> eplb_;  // with config_.eplb; outlives stacks_'s engines
   std::unique_ptr<RankStacks> stacks_;
   absl::Time start_;
 };
 
 bool Simulation::Build() {
-  const RankStackOptions options = SimRankStackOptions(config_, "sim", &sink_);
+  RankStackOptions options = SimRankStackOptions(config_, "sim", &sink_);
+  eplb_ = ExpertExchange::Attach(config_.eplb, config_.seed, config_.ranks, &options);
   absl::StatusOr<std::unique_ptr<RankStacks>> stacks = RankStacks::Build(options);
   if (!stacks.ok()) {
     AddViolation(std::string(stacks.status().message()), 0);
@@ -249,6 +251,10 @@ void Simulation::Summarize() {
   for (const SimRequest& req : workload_) {
     CheckOutcome(req, outcomes, injected);
     DigestOutcome(req, outcomes);
+  }
+  if (eplb_ != nullptr) {
+    summary_.eplb = eplb_->Summary();
+    for (const std::string& problem : eplb_->Violations()) AddViolation(problem, summary_.steps);
   }
 }
 

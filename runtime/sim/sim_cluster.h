@@ -26,6 +26,7 @@
 #include "kvcache/kv_manager.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/executor/executor_config.h"
+#include "runtime/sim/expert_exchange.h"
 #include "runtime/sim/workload.h"
 #include "runtime/transfer/fake_transceiver.h"
 #include "scheduler/scheduler_config.h"
@@ -72,6 +73,9 @@ struct SimConfig {
   absl::Duration step_time = absl::Milliseconds(1);
   int64_t max_steps = 200000;
   bool audit = true;
+  // Expert parallelism with load balancing: the exchange's per-rank load and placement
+  // changes at vote-agreed steps (expert_exchange.h); off by default.
+  SimEplbConfig eplb;
   // The ranks' communicators (RankStackOptions::make_group); default in-process.
   std::function<absl::StatusOr<std::vector<std::unique_ptr<comm::Communicator>>>(int ranks)>
       make_group;
@@ -113,6 +117,7 @@ struct SimSummary {
   // Prefix tokens the KV managers brought back from their host tiers.
   int64_t tier_onboarded_tokens = 0;
   double tokens_per_step = 0;
+  SimEplbSummary eplb;  // with SimConfig::eplb
   double vetoes_per_1000_steps = 0;
   // A hash (FNV-1a, starting from its offset basis) of every request's outcome in
   // workload order: finish reason, tokens, and the step and rank that answered it. Two
