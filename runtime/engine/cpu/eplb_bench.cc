@@ -4,8 +4,14 @@
 // per rank for `steps` steps. It measures the expert load (ExpertLoad) and the step
 // time with the contiguous sharding, plans placements from the measured loads with 0,
 // 1 and 2 redundant slots per rank (runtime/eplb), and measures again with each.
+// Then live rebalancing (expert_rebalance.h) with 0, 1 and 2 redundant slots: windows
+// of `window` forwards, a plan at the first window's end, its weights loaded in the
+// background during the second window and adopted at its end; the step time before,
+// during the load and after the adoption, and the slowest step around the adoption
+// (the hiccup), each row after a run without rebalancing in the same process.
 //
 //   bazel run //runtime/engine/cpu:eplb_bench -- [rows per rank, default 16] [steps, 24]
+//       [live steps, 0: no live part; default 40] [window, 8]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -15,11 +21,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/check.h"
 #include "runtime/comm/in_process_communicator.h"
 #include "runtime/engine/cpu/expert_load.h"
+#include "runtime/engine/cpu/expert_rebalance.h"
 #include "runtime/engine/cpu/transformer.h"
 #include "runtime/engine/cpu/weights.h"
 #include "runtime/engine/model/make_model.h"
@@ -131,6 +139,149 @@ Result Run(const std::string& dir, const ExpertLayout& layout, int rows, int ste
   return result;
 }
 
+// Live rebalancing: per forward the slowest rank's time, and the forward at whose end
+// the new placement was adopted (0: none).
+struct LiveResult {
+  std::vector<double> step_ms;  // [forward - 1]
+  int adopted_at = 0;
+  double worst_before = 0;  // worst MoE layer max/mean records per rank, first window
+  double worst_after = 0;   // the last window
+};
+
+// The skewed model on 4 ranks decoding `rows` sequences for `steps` forwards;
+// `redundant` < 0: no rebalancing (the baseline), else live rebalancing with that many
+// redundant slots per rank, planned at every window's end.
+LiveResult RunLive(const std::string& dir, int rows, int steps, int window, int redundant) {
+  const ModelConfig config = LoadModelConfig(dir).value();
+  auto tensors = SafetensorsModel::Open(dir).value();
+  auto group = comm::MakeInProcessGroup(kRanks);
+  std::vector<std::unique_ptr<Transformer>> models;
+  std::vector<ExpertLoad*> loads;
+  std::vector<const ExpertRebalancer*> rebalancers;
+  for (int r = 0; r < kRanks; ++r) {
+    ModelWeights weights = LoadWeights(*tensors, config, r, kRanks, {}).value();
+    for (int l = 0; l < config.num_layers; ++l) {
+      if (!weights.layers[l].is_moe) continue;
+      std::vector<float>& bias = weights.layers[l].moe.score_bias;
+      bias[(3 * l) % config.num_experts] += 1.0f;
+      bias[(3 * l + 5) % config.num_experts] += 0.05f;
+    }
+    models.push_back(Transformer::Create(
+        config, std::move(weights), "target",
+        ExpertGroup{group[r].get(), r, kRanks, absl::Seconds(120)}));
+    auto load = std::make_unique<ExpertLoad>(config.num_layers, config.num_experts, window,
+                                             group[r].get(), absl::Seconds(120), "target");
+    loads.push_back(load.get());
+    models.back()->OwnExpertLoad(std::move(load));
+    if (redundant >= 0) {
+      auto rebalancer = std::make_unique<ExpertRebalancer>(
+          config, eplb::ContiguousPlacement(config.num_experts, kRanks, config.num_layers),
+          models.back()->LoadedMoeWeights(),
+          RebalanceOptions{.every_windows = 1,
+                           .plan = {.num_ranks = kRanks, .redundant_per_rank = redundant}},
+          group[r].get(), r, absl::Seconds(120), "target", CheckpointExpertLoader(dir, config, r));
+      rebalancers.push_back(rebalancer.get());
+      models.back()->OwnRebalancer(std::move(rebalancer));
+    }
+  }
+  const kv::BlockLayout kv_layout = models[0]->Layout(kTokensPerBlock);
+  const int per_seq = static_cast<int>(kv_layout.BlocksFor(steps));
+  std::vector<std::vector<double>> rank_ms(kRanks, std::vector<double>(steps));
+  std::vector<int> adopted_at(kRanks, 0);
+  LiveResult result;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<float> slab(static_cast<size_t>(rows) * per_seq * kv_layout.BlockElements());
+      const KvPoolView pool{slab.data(), kv_layout, rows * per_seq};
+      std::vector<std::vector<BlockId>> blocks(rows);
+      for (int s = 0; s < rows; ++s) {
+        for (int b = 0; b < per_seq; ++b) blocks[s].push_back(BlockId(s * per_seq + b));
+      }
+      uint64_t token = 17 + r;
+      for (int step = 0; step < steps; ++step) {
+        std::vector<ForwardRow> input_rows;
+        std::vector<SequenceKv> kv;
+        std::vector<int32_t> logit_rows;
+        for (int s = 0; s < rows; ++s) {
+          token = token * 6364136223846793005ULL + 1442695040888963407ULL;
+          input_rows.push_back({static_cast<int32_t>((token >> 33) % 256), step, s});
+          kv.push_back(SequenceKv{absl::MakeConstSpan(blocks[s])});
+          logit_rows.push_back(s);
+        }
+        Arena arena;
+        const absl::Time start = absl::Now();
+        LOCKSTEP_CHECK_OK(
+            models[r]->Forward({input_rows, kv, logit_rows}, pool, arena, nullptr).status());
+        rank_ms[r][step] = absl::ToDoubleMilliseconds(absl::Now() - start);
+        if (redundant >= 0 && adopted_at[r] == 0 && rebalancers[r]->adopted() > 0) {
+          adopted_at[r] = step + 1;
+        }
+        if (r == 0 && loads[0]->window_ended()) {
+          double worst = 1;
+          const ExpertLoadSnapshot snapshot = loads[0]->Latest();
+          for (int l = 0; l < config.num_layers; ++l) {
+            if (config.moe_layer[l]) worst = std::max(worst, snapshot.RankImbalance(l));
+          }
+          if (snapshot.windows == 1) result.worst_before = worst;
+          result.worst_after = worst;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 1; r < kRanks; ++r) LOCKSTEP_CHECK(adopted_at[r] == adopted_at[0]);
+  result.adopted_at = adopted_at[0];
+  for (int step = 0; step < steps; ++step) {
+    double slowest = 0;
+    for (int r = 0; r < kRanks; ++r) slowest = std::max(slowest, rank_ms[r][step]);
+    result.step_ms.push_back(slowest);
+  }
+  return result;
+}
+
+// Mean of step_ms over forwards [first, last] (1-based, inclusive).
+double MeanMs(const std::vector<double>& step_ms, int first, int last) {
+  double total = 0;
+  int n = 0;
+  for (int f = std::max(first, 1); f <= std::min(last, static_cast<int>(step_ms.size())); ++f) {
+    total += step_ms[f - 1];
+    ++n;
+  }
+  return n > 0 ? total / n : 0;
+}
+
+double MaxMs(const std::vector<double>& step_ms, int first, int last) {
+  double max = 0;
+  for (int f = std::max(first, 1); f <= std::min(last, static_cast<int>(step_ms.size())); ++f) {
+    max = std::max(max, step_ms[f - 1]);
+  }
+  return max;
+}
+
+void LiveTable(const std::string& dir, int rows, int steps, int window) {
+  std::printf("\nlive rebalancing: %d forwards, windows of %d; plan at forward %d, load during "
+              "forwards %d-%d, adopt at the end of forward %d\n\n",
+              steps, window, window, window + 1, 2 * window, 2 * window);
+  std::printf("| run | max/mean first window | last window | adopted at | step ms before "
+              "(2-%d) | during load (%d-%d) | slowest step %d-%d | after (%d-%d) |\n"
+              "|---|---|---|---|---|---|---|---|\n",
+              window, window + 1, 2 * window, 2 * window - 1, 2 * window + 2, 2 * window + 2,
+              steps);
+  auto row = [&](const char* name, const LiveResult& r) {
+    std::printf("| %s | %.3f | %.3f | %d | %.2f | %.2f | %.2f | %.2f |\n", name, r.worst_before,
+                r.worst_after, r.adopted_at, MeanMs(r.step_ms, 2, window),
+                MeanMs(r.step_ms, window + 1, 2 * window),
+                MaxMs(r.step_ms, 2 * window - 1, 2 * window + 2),
+                MeanMs(r.step_ms, 2 * window + 2, steps));
+  };
+  for (int redundant : {0, 1, 2}) {
+    row("no rebalancing (baseline)", RunLive(dir, rows, steps, window, -1));
+    const std::string name = absl::StrCat("live, ", redundant, " redundant per rank");
+    row(name.c_str(), RunLive(dir, rows, steps, window, redundant));
+  }
+}
+
 ExpertLayout ToLayout(const eplb::Placement& placement) {
   ExpertLayout layout;
   for (const eplb::LayerPlacement& layer : placement.layers) layout.push_back(layer.slots);
@@ -140,7 +291,9 @@ ExpertLayout ToLayout(const eplb::Placement& placement) {
 int Main(int argc, char** argv) {
   const int rows = argc > 1 ? std::atoi(argv[1]) : 16;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 24;
-  LOCKSTEP_CHECK(rows > 0 && steps > 1);
+  const int live_steps = argc > 3 ? std::atoi(argv[3]) : 40;
+  const int window = argc > 4 ? std::atoi(argv[4]) : 8;
+  LOCKSTEP_CHECK(rows > 0 && steps > 1 && live_steps >= 0 && window > 0);
   const std::string dir = ModelDir();
   const ModelConfig config = LoadModelConfig(dir).value();
   std::printf("tiny-dsv3 DEP%d, %d rows per rank, %d decode steps, skewed routing\n\n", kRanks,
@@ -164,6 +317,7 @@ int Main(int argc, char** argv) {
     std::printf("| planned, %d redundant per rank | %.3f | %.2f | %.2f | %.1f |\n", redundant,
                 r.worst_imbalance, r.step_ms, plan_ms, r.load_ms);
   }
+  if (live_steps > 0) LiveTable(dir, rows, live_steps, window);
   return 0;
 }
 
