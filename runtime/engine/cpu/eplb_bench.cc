@@ -1,4 +1,4 @@
-// Expert-parallel load balancing on the CPU engine's transformer (docs/perf.md "## EPLB"):
+// Expert-parallel load balancing on the CPU engine's transformer (docs/perf/eplb.md):
 // tiny-dsv3 on 4 in-process ranks (DEP4) with skewed routing (per MoE layer one expert
 // made hot, another warm, through e_score_correction_bias), decoding `rows` sequences
 // per rank for `steps` steps. It measures the expert load (ExpertLoad) and the step
@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -55,46 +56,27 @@ std::string ModelDir() {
   return dir;
 }
 
-struct Result {
-  double worst_imbalance = 0;  // max over MoE layers of max/mean records per rank
-  double step_ms = 0;          // mean decode step (slowest rank)
-  double load_ms = 0;          // loading the ranks' weights for the placement
-  ExpertLoadSnapshot loads;
-};
-
-// Loads the 4 ranks with `layout` (skewed routing unless `skew` is false), decodes, and
-// measures.
-Result Run(const std::string& dir, const ExpertLayout& layout, int rows, int steps,
-           bool skew = true) {
-  const ModelConfig config = LoadModelConfig(dir).value();
-  auto tensors = SafetensorsModel::Open(dir).value();
-  auto group = comm::MakeInProcessGroup(kRanks);
-  std::vector<std::unique_ptr<Transformer>> models;
-  std::vector<std::unique_ptr<ExpertLoad>> loads;
-  Result result;
-  const absl::Time load_start = absl::Now();
-  for (int r = 0; r < kRanks; ++r) {
-    ModelWeights weights = LoadWeights(*tensors, config, r, kRanks, layout).value();
-    for (int l = 0; l < config.num_layers; ++l) {
-      if (!skew || !weights.layers[l].is_moe) continue;
-      std::vector<float>& bias = weights.layers[l].moe.score_bias;
-      bias[(3 * l) % config.num_experts] += 1.0f;        // hot: chosen by nearly every token
-      bias[(3 * l + 5) % config.num_experts] += 0.05f;  // warm
-    }
-    models.push_back(Transformer::Create(
-        config, std::move(weights), "target",
-        ExpertGroup{group[r].get(), r, kRanks, absl::Seconds(120)}));
-    loads.push_back(std::make_unique<ExpertLoad>(config.num_layers, config.num_experts, steps,
-                                                 group[r].get(), absl::Seconds(120), "target"));
-    models.back()->set_expert_load(loads.back().get());
+// Skews the routing of every MoE layer: one expert hot (chosen by nearly every token),
+// one warm, through the selection bias.
+void SkewRouting(const ModelConfig& config, ModelWeights& weights) {
+  for (int l = 0; l < config.num_layers; ++l) {
+    if (!weights.layers[l].is_moe) continue;
+    std::vector<float>& bias = weights.layers[l].moe.score_bias;
+    bias[(3 * l) % config.num_experts] += 1.0f;
+    bias[(3 * l + 5) % config.num_experts] += 0.05f;
   }
-  result.load_ms = absl::ToDoubleMilliseconds(absl::Now() - load_start);
+}
 
+// Decodes `rows` sequences on every rank at once (one thread per rank) for `steps`
+// forwards; returns the slowest rank's milliseconds per forward. `after_step(rank,
+// step)`, if set, runs on the rank's thread after each of its forwards.
+std::vector<double> DecodeOnAllRanks(const std::vector<std::unique_ptr<Transformer>>& models,
+                                     int rows, int steps,
+                                     const std::function<void(int, int)>& after_step) {
   const kv::BlockLayout kv_layout = models[0]->Layout(kTokensPerBlock);
   const int per_seq = static_cast<int>(kv_layout.BlocksFor(steps));
-  std::vector<double> step_ms(steps, 0.0);
-  std::vector<std::thread> threads;
   std::vector<std::vector<double>> rank_ms(kRanks, std::vector<double>(steps));
+  std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
       std::vector<float> slab(static_cast<size_t>(rows) * per_seq * kv_layout.BlockElements());
@@ -119,16 +101,51 @@ Result Run(const std::string& dir, const ExpertLayout& layout, int rows, int ste
         LOCKSTEP_CHECK_OK(
             models[r]->Forward({input_rows, kv, logit_rows}, pool, arena, nullptr).status());
         rank_ms[r][step] = absl::ToDoubleMilliseconds(absl::Now() - start);
+        if (after_step) after_step(r, step);
       }
     });
   }
   for (std::thread& t : threads) t.join();
-  double total = 0;
-  for (int step = 1; step < steps; ++step) {  // the first step warms up
-    double slowest = 0;
-    for (int r = 0; r < kRanks; ++r) slowest = std::max(slowest, rank_ms[r][step]);
-    total += slowest;
+  std::vector<double> slowest(steps, 0.0);
+  for (int step = 0; step < steps; ++step) {
+    for (int r = 0; r < kRanks; ++r) slowest[step] = std::max(slowest[step], rank_ms[r][step]);
   }
+  return slowest;
+}
+
+struct Result {
+  double worst_imbalance = 0;  // max over MoE layers of max/mean records per rank
+  double step_ms = 0;          // mean decode step (slowest rank)
+  double load_ms = 0;          // loading the ranks' weights for the placement
+  ExpertLoadSnapshot loads;
+};
+
+// Loads the 4 ranks with `layout` (skewed routing unless `skew` is false), decodes, and
+// measures.
+Result Run(const std::string& dir, const ExpertLayout& layout, int rows, int steps,
+           bool skew = true) {
+  const ModelConfig config = LoadModelConfig(dir).value();
+  auto tensors = SafetensorsModel::Open(dir).value();
+  auto group = comm::MakeInProcessGroup(kRanks);
+  std::vector<std::unique_ptr<Transformer>> models;
+  std::vector<std::unique_ptr<ExpertLoad>> loads;
+  Result result;
+  const absl::Time load_start = absl::Now();
+  for (int r = 0; r < kRanks; ++r) {
+    ModelWeights weights = LoadWeights(*tensors, config, r, kRanks, layout).value();
+    if (skew) SkewRouting(config, weights);
+    models.push_back(Transformer::Create(
+        config, std::move(weights), "target",
+        ExpertGroup{group[r].get(), r, kRanks, absl::Seconds(120)}));
+    loads.push_back(std::make_unique<ExpertLoad>(config.num_layers, config.num_experts, steps,
+                                                 group[r].get(), absl::Seconds(120), "target"));
+    models.back()->set_expert_load(loads.back().get());
+  }
+  result.load_ms = absl::ToDoubleMilliseconds(absl::Now() - load_start);
+
+  const std::vector<double> step_ms = DecodeOnAllRanks(models, rows, steps, nullptr);
+  double total = 0;
+  for (int step = 1; step < steps; ++step) total += step_ms[step];  // the first warms up
   result.step_ms = total / std::max(steps - 1, 1);
   result.loads = loads[0]->Latest();
   for (int l = 0; l < config.num_layers; ++l) {
@@ -160,12 +177,7 @@ LiveResult RunLive(const std::string& dir, int rows, int steps, int window, int 
   std::vector<const ExpertRebalancer*> rebalancers;
   for (int r = 0; r < kRanks; ++r) {
     ModelWeights weights = LoadWeights(*tensors, config, r, kRanks, {}).value();
-    for (int l = 0; l < config.num_layers; ++l) {
-      if (!weights.layers[l].is_moe) continue;
-      std::vector<float>& bias = weights.layers[l].moe.score_bias;
-      bias[(3 * l) % config.num_experts] += 1.0f;
-      bias[(3 * l + 5) % config.num_experts] += 0.05f;
-    }
+    SkewRouting(config, weights);
     models.push_back(Transformer::Create(
         config, std::move(weights), "target",
         ExpertGroup{group[r].get(), r, kRanks, absl::Seconds(120)}));
@@ -184,59 +196,24 @@ LiveResult RunLive(const std::string& dir, int rows, int steps, int window, int 
       models.back()->OwnRebalancer(std::move(rebalancer));
     }
   }
-  const kv::BlockLayout kv_layout = models[0]->Layout(kTokensPerBlock);
-  const int per_seq = static_cast<int>(kv_layout.BlocksFor(steps));
-  std::vector<std::vector<double>> rank_ms(kRanks, std::vector<double>(steps));
   std::vector<int> adopted_at(kRanks, 0);
   LiveResult result;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&, r] {
-      std::vector<float> slab(static_cast<size_t>(rows) * per_seq * kv_layout.BlockElements());
-      const KvPoolView pool{slab.data(), kv_layout, rows * per_seq};
-      std::vector<std::vector<BlockId>> blocks(rows);
-      for (int s = 0; s < rows; ++s) {
-        for (int b = 0; b < per_seq; ++b) blocks[s].push_back(BlockId(s * per_seq + b));
+  result.step_ms = DecodeOnAllRanks(models, rows, steps, [&](int r, int step) {
+    if (redundant >= 0 && adopted_at[r] == 0 && rebalancers[r]->adopted() > 0) {
+      adopted_at[r] = step + 1;
+    }
+    if (r == 0 && loads[0]->window_ended()) {
+      double worst = 1;
+      const ExpertLoadSnapshot snapshot = loads[0]->Latest();
+      for (int l = 0; l < config.num_layers; ++l) {
+        if (config.moe_layer[l]) worst = std::max(worst, snapshot.RankImbalance(l));
       }
-      uint64_t token = 17 + r;
-      for (int step = 0; step < steps; ++step) {
-        std::vector<ForwardRow> input_rows;
-        std::vector<SequenceKv> kv;
-        std::vector<int32_t> logit_rows;
-        for (int s = 0; s < rows; ++s) {
-          token = token * 6364136223846793005ULL + 1442695040888963407ULL;
-          input_rows.push_back({static_cast<int32_t>((token >> 33) % 256), step, s});
-          kv.push_back(SequenceKv{absl::MakeConstSpan(blocks[s])});
-          logit_rows.push_back(s);
-        }
-        Arena arena;
-        const absl::Time start = absl::Now();
-        LOCKSTEP_CHECK_OK(
-            models[r]->Forward({input_rows, kv, logit_rows}, pool, arena, nullptr).status());
-        rank_ms[r][step] = absl::ToDoubleMilliseconds(absl::Now() - start);
-        if (redundant >= 0 && adopted_at[r] == 0 && rebalancers[r]->adopted() > 0) {
-          adopted_at[r] = step + 1;
-        }
-        if (r == 0 && loads[0]->window_ended()) {
-          double worst = 1;
-          const ExpertLoadSnapshot snapshot = loads[0]->Latest();
-          for (int l = 0; l < config.num_layers; ++l) {
-            if (config.moe_layer[l]) worst = std::max(worst, snapshot.RankImbalance(l));
-          }
-          if (snapshot.windows == 1) result.worst_before = worst;
-          result.worst_after = worst;
-        }
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
+      if (snapshot.windows == 1) result.worst_before = worst;
+      result.worst_after = worst;
+    }
+  });
   for (int r = 1; r < kRanks; ++r) LOCKSTEP_CHECK(adopted_at[r] == adopted_at[0]);
   result.adopted_at = adopted_at[0];
-  for (int step = 0; step < steps; ++step) {
-    double slowest = 0;
-    for (int r = 0; r < kRanks; ++r) slowest = std::max(slowest, rank_ms[r][step]);
-    result.step_ms.push_back(slowest);
-  }
   return result;
 }
 
