@@ -3,7 +3,7 @@
 // `tools/lockstep setup`) against the router and workers as real processes on loopback,
 // serving a tiny MoE model on Qwen 3's tokenizer and chat template (Hermes/Qwen
 // tool-call format) with n-gram speculation on: aggregated DEP2, and disaggregated
-// (context DEP2 + generation DEP2). The client asks for json_schema / json_object
+// (context DEP2 + generation DEP4). The client asks for json_schema / json_object
 // response formats (chat and completions) and forced tool calls (tool_choice
 // "required" and named), streamed and not; every output must parse and validate
 // against its schema with its properties in the schema's key order (client.mjs says what
@@ -43,11 +43,11 @@ router:
 instances:)");
 }
 
-std::string Instance(const std::string& name, const std::string& role) {
+std::string Instance(const std::string& name, const std::string& role, int world_size) {
   return absl::StrCat(R"(
   - name: )", name, R"(
     role: )", role, R"(
-    world_size: 2
+    world_size: )", world_size, R"(
     executor: {max_batch_size: 8, max_num_tokens: 512, max_num_active_requests: 32,
                draft_pool: none})",
                       kInstanceTail, CommSettings(kE2eComm));
@@ -118,11 +118,14 @@ class OpenAiClientTest : public ::testing::Test {
 std::string* OpenAiClientTest::model_ = nullptr;
 
 TEST_F(OpenAiClientTest, AggregatedDep2) {
-  Serve(absl::StrCat(Header(*model_), Instance("agg0", "aggregated")), "agg");
+  Serve(absl::StrCat(Header(*model_), Instance("agg0", "aggregated", 2)), "agg");
 }
 
-TEST_F(OpenAiClientTest, DisaggregatedDep2) {
-  Serve(absl::StrCat(Header(*model_), Instance("ctx0", "context"), Instance("gen0", "generation")),
+// Context DEP2, generation DEP4: the grammar's state crosses to a rank layout of another
+// size, and each generation rank masks the requests it owns.
+TEST_F(OpenAiClientTest, DisaggregatedDep2ToDep4) {
+  Serve(absl::StrCat(Header(*model_), Instance("ctx0", "context", 2),
+                     Instance("gen0", "generation", 4)),
         "disagg");
 }
 
