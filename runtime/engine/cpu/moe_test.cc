@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "runtime/comm/in_process_communicator.h"
 #include "runtime/engine/cpu/testing/mini_host.h"
+#include "runtime/engine/cpu/testing/prefill_logits.h"
 #include "runtime/engine/cpu/testing/test_engine.h"
 #include "runtime/engine/cpu/testing/test_models.h"
 #include "runtime/engine/cpu/transformer.h"
@@ -31,6 +32,7 @@ namespace {
 using ::lockstep::engine::testing::HostOptions;
 using ::lockstep::engine::testing::HostOutput;
 using ::lockstep::engine::testing::HostPool;
+using ::lockstep::engine::testing::PrefillLogits;
 using ::lockstep::engine::testing::HostRequest;
 using ::lockstep::engine::testing::MakeTestEngine;
 using ::lockstep::engine::testing::MiniHost;
@@ -169,43 +171,16 @@ TEST(MoeTest, ShardedForwardEqualsSingleRankBitwise) {
     }
     std::vector<std::vector<float>> logits(kRanks);
     std::vector<absl::Status> status(kRanks);
-    auto forward = [&](const Transformer& model, HostPool& pool,
-                       const std::vector<std::vector<int32_t>>& seqs,
-                       std::vector<float>& out) -> absl::Status {
-      std::vector<std::vector<BlockId>> blocks(seqs.size());
-      std::vector<ForwardRow> rows;
-      std::vector<SequenceKv> kv;
-      std::vector<int32_t> logit_rows;
-      for (size_t s = 0; s < seqs.size(); ++s) {
-        LOCKSTEP_CHECK_OK(pool.Cover(blocks[s], seqs[s].size()));
-      }
-      for (size_t s = 0; s < seqs.size(); ++s) {
-        kv.push_back(SequenceKv{absl::MakeConstSpan(blocks[s])});
-        for (size_t j = 0; j < seqs[s].size(); ++j) {
-          logit_rows.push_back(static_cast<int32_t>(rows.size()));
-          rows.push_back({seqs[s][j], static_cast<int64_t>(j), static_cast<int32_t>(s)});
-        }
-      }
-      Arena arena;
-      absl::StatusOr<const float*> result =
-          model.Forward({rows, kv, logit_rows}, pool.view(), arena, nullptr);
-      if (!result.ok()) return result.status();
-      out.assign(*result, *result + rows.size() * model.config().vocab_size);
-      for (auto& b : blocks) {
-        for (BlockId id : b) pool.Free(id);
-      }
-      return absl::OkStatus();
-    };
     std::vector<std::thread> threads;
     for (int r = 0; r < kRanks; ++r) {
       threads.emplace_back(
-          [&, r] { status[r] = forward(*ranks[r], *pools[r], prompts[r], logits[r]); });
+          [&, r] { status[r] = PrefillLogits(*ranks[r], *pools[r], prompts[r], logits[r]); });
     }
     for (std::thread& t : threads) t.join();
     for (int r = 0; r < kRanks; ++r) {
       ASSERT_THAT(status[r], IsOk()) << "rank " << r;
       std::vector<float> expected;
-      ASSERT_THAT(forward(*single, single_pool, prompts[r], expected), IsOk());
+      ASSERT_THAT(PrefillLogits(*single, single_pool, prompts[r], expected), IsOk());
       ASSERT_EQ(logits[r], expected) << "round " << round << " rank " << r;
       EXPECT_EQ(static_cast<int>(group[r]->TakeTags().size()), ranks[r]->collectives_per_forward());
     }
