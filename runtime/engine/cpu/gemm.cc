@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace lockstep::engine {
 namespace {
@@ -108,6 +111,22 @@ PackedMatrix PackedMatrix::Pack(absl::Span<const float> w, int n, int k) {
       panel[static_cast<size_t>(kk) * kPanel + row % kPanel] = w[static_cast<size_t>(row) * k + kk];
     }
   }
+  return packed;
+}
+
+absl::StatusOr<PackedMatrix> PackedMatrix::FromPanels(int n, int k, std::vector<float> panels) {
+  PackedMatrix packed;
+  packed.n_ = n;
+  packed.k_ = k;
+  if (n < 0 || k < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("packed matrix [", n, ", ", k, "]"));
+  }
+  const size_t want = static_cast<size_t>(packed.num_panels()) * k * kPanel;
+  if (panels.size() != want) {
+    return absl::InvalidArgumentError(absl::StrCat("packed matrix [", n, ", ", k, "] needs ", want,
+                                                   " values, got ", panels.size()));
+  }
+  packed.panels_ = std::move(panels);
   return packed;
 }
 

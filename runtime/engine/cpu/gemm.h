@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "runtime/engine/cpu/parallel.h"
 
@@ -31,12 +32,16 @@ class PackedMatrix {
   PackedMatrix() = default;
   // `w` is row-major [n, k].
   static PackedMatrix Pack(absl::Span<const float> w, int n, int k);
+  // A matrix from another's n(), k() and panels(), bit for bit (an expert copied
+  // between ranks); InvalidArgument when the sizes do not fit together.
+  static absl::StatusOr<PackedMatrix> FromPanels(int n, int k, std::vector<float> panels);
 
   int n() const { return n_; }
   int k() const { return k_; }
   int num_panels() const { return (n_ + kPanel - 1) / kPanel; }
   const float* panel(int p) const { return panels_.data() + static_cast<size_t>(p) * k_ * kPanel; }
   size_t bytes() const { return panels_.size() * sizeof(float); }
+  absl::Span<const float> panels() const { return panels_; }
 
  private:
   int n_ = 0;
