@@ -5,13 +5,14 @@
 // Enqueue (stream_ops.h). On the stream it checks that every operand lies inside a live
 // allocation (else cudaErrorIllegalAddress, sticky, naming the operand) and computes
 // with cublaslt_product.h: split-K partials go to the caller's workspace and are added
-// in split order.
+// in split order. A strided batch runs its products one after another, in batch order.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -54,9 +55,19 @@ cublasStatus_t Refuse(const char* call, cublasStatus_t status, const std::string
   return status;
 }
 
-// Bytes from the first to past the last element of a rows x cols column-major matrix.
-size_t Extent(int64_t rows, int64_t cols, int64_t ld, ElementType type) {
-  return static_cast<size_t>((cols - 1) * ld + rows) * ElementBytes(type);
+// Bytes from the first to past the last element of a batch of rows x cols column-major
+// matrices `stride` elements apart.
+size_t Extent(int64_t rows, int64_t cols, int64_t ld, ElementType type, int64_t batch,
+              int64_t stride) {
+  return static_cast<size_t>((batch - 1) * stride + (cols - 1) * ld + rows) * ElementBytes(type);
+}
+
+// `p` advanced by `elements` of `type`.
+template <typename Pointer>
+Pointer Advance(Pointer p, int64_t elements, ElementType type) {
+  if (p == nullptr) return p;
+  using Byte = std::conditional_t<std::is_const_v<std::remove_pointer_t<Pointer>>, const char, char>;
+  return reinterpret_cast<Pointer>(reinterpret_cast<Byte*>(p) + elements * ElementBytes(type));
 }
 
 // Whether [p, p + bytes) lies in one live allocation; else why not.
@@ -91,23 +102,37 @@ struct Launch {
   size_t workspace_bytes = 0;
 };
 
+// One product of the batch: operands at their batch's offsets.
+void RunOne(const Launch& l, int64_t batch);
+
 cudaError_t Run(const Launch& l) {
   const Problem& p = l.p;
   std::string why;
-  if (!InsideAllocation(l.a, Extent(p.a_rows, p.a_cols, p.lda, p.in), "A", &why) ||
-      !InsideAllocation(l.b, Extent(p.b_rows, p.b_cols, p.ldb, p.in), "B", &why) ||
-      (l.beta != 0 && !InsideAllocation(l.c, Extent(p.m, p.n, p.ldc, p.out), "C", &why)) ||
-      !InsideAllocation(l.d, Extent(p.m, p.n, p.ldd, p.out), "D", &why) ||
+  if (!InsideAllocation(l.a, Extent(p.a_rows, p.a_cols, p.lda, p.in, p.batch, p.stride_a), "A",
+                        &why) ||
+      !InsideAllocation(l.b, Extent(p.b_rows, p.b_cols, p.ldb, p.in, p.batch, p.stride_b), "B",
+                        &why) ||
+      (l.beta != 0 &&
+       !InsideAllocation(l.c, Extent(p.m, p.n, p.ldc, p.out, p.batch, p.stride_c), "C", &why)) ||
+      !InsideAllocation(l.d, Extent(p.m, p.n, p.ldd, p.out, p.batch, p.stride_d), "D", &why) ||
       (l.workspace_bytes > 0 &&
        !InsideAllocation(l.workspace, l.workspace_bytes, "workspace", &why))) {
     SetStickyError(cudaErrorIllegalAddress,
-                   absl::StrCat("cublasLtMatmul m=", p.m, " n=", p.n, " k=", p.k, ": ", why));
+                   absl::StrCat("cublasLtMatmul m=", p.m, " n=", p.n, " k=", p.k, " batch ",
+                                p.batch, ": ", why));
     return cudaErrorIllegalAddress;
   }
-  const MatrixOperand a{l.a, p.in, p.lda, p.transa};
-  const MatrixOperand b{l.b, p.in, p.ldb, p.transb};
-  const MatrixOperand c{l.c, p.out, p.ldc, false};
-  const OutputMatrix d{l.d, p.out, p.ldd};
+  // The batch's products one after another (each reuses the workspace).
+  for (int64_t batch = 0; batch < p.batch; ++batch) RunOne(l, batch);
+  return cudaSuccess;
+}
+
+void RunOne(const Launch& l, int64_t batch) {
+  const Problem& p = l.p;
+  const MatrixOperand a{Advance(l.a, batch * p.stride_a, p.in), p.in, p.lda, p.transa};
+  const MatrixOperand b{Advance(l.b, batch * p.stride_b, p.in), p.in, p.ldb, p.transb};
+  const MatrixOperand c{Advance(l.c, batch * p.stride_c, p.out), p.out, p.ldc, false};
+  const OutputMatrix d{Advance(l.d, batch * p.stride_d, p.out), p.out, p.ldd};
   const int64_t mn = p.m * p.n;
   if (l.m_dependent && p.n > 1) {
     // k's halves apart, then added: other bits than the single chain of n == 1.
@@ -115,13 +140,13 @@ cudaError_t Run(const Launch& l) {
     AccumulateProduct(a, b, p.m, p.n, 0, p.k / 2, halves.data());
     AccumulateProduct(a, b, p.m, p.n, p.k / 2, p.k, halves.data() + mn);
     WriteOutput(halves.data(), 2, mn, p.m, p.n, l.alpha, l.beta, c, d);
-    return cudaSuccess;
+    return;
   }
   if (l.splitk <= 1) {
     std::vector<float> acc(static_cast<size_t>(mn), 0.0f);
     AccumulateProduct(a, b, p.m, p.n, 0, p.k, acc.data());
     WriteOutput(acc.data(), 1, mn, p.m, p.n, l.alpha, l.beta, c, d);
-    return cudaSuccess;
+    return;
   }
   // Split t covers k in [t * chunk, (t + 1) * chunk) (the last ones may be short or empty).
   float* partials = static_cast<float*>(l.workspace);
@@ -134,7 +159,6 @@ cudaError_t Run(const Launch& l) {
                       part);
   }
   WriteOutput(partials, static_cast<int>(splits), mn, p.m, p.n, l.alpha, l.beta, c, d);
-  return cudaSuccess;
 }
 
 const char* StatusName(cublasStatus_t status) {
@@ -482,7 +506,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   if (launch.beta != 0 && C == nullptr) {
     return lt::Refuse(kCall, CUBLAS_STATUS_INVALID_VALUE, "beta != 0 and C is null");
   }
-  if (C == D && (p.ldc != p.ldd || c.type != d.type)) {
+  if (C == D && (p.ldc != p.ldd || c.type != d.type || p.stride_c != p.stride_d)) {
     return lt::Refuse(kCall, CUBLAS_STATUS_INVALID_VALUE, "C is D with another layout");
   }
   const void* pointers[4] = {A, B, C, D};

@@ -127,8 +127,18 @@ cublasStatus_t CheckLayout(const LayoutState& l, const char* name, std::string* 
     *why = absl::StrCat("matrix ", name, " has order ", l.order, " (only column-major)");
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
-  if (l.batch_count != 1 || l.plane_offset != 0 || l.batch_mode != CUBLASLT_BATCH_MODE_STRIDED) {
-    *why = absl::StrCat("matrix ", name, " is batched or planar (batch count ", l.batch_count, ")");
+  if (l.plane_offset != 0 || l.batch_mode != CUBLASLT_BATCH_MODE_STRIDED) {
+    *why = absl::StrCat("matrix ", name, " has plane offset ", l.plane_offset, " and batch mode ",
+                        l.batch_mode, " (only strided batches without planes)");
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (l.batch_count < 1) {
+    *why = absl::StrCat("matrix ", name, " has batch count ", l.batch_count);
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (l.batch_count > 1 && l.batch_stride < 0) {
+    *why = absl::StrCat("matrix ", name, " has batch stride ", l.batch_stride,
+                        " (only strides >= 0)");
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   if (l.rows < 1 || l.cols < 1 || l.rows > INT32_MAX || l.cols > INT32_MAX) {
@@ -140,6 +150,17 @@ cublasStatus_t CheckLayout(const LayoutState& l, const char* name, std::string* 
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   return CUBLAS_STATUS_SUCCESS;
+}
+
+// Whether the batches of `l` (checked by CheckLayout) share no element: one after
+// another (stride >= one matrix's span), or interleaved within each column's ld (a
+// column of batch b at b * stride, no two within `rows` of each other).
+bool BatchesApart(const LayoutState& l) {
+  if (l.batch_count <= 1) return true;
+  const auto rows = static_cast<int64_t>(l.rows);
+  const int64_t span = (static_cast<int64_t>(l.cols) - 1) * l.ld + rows;
+  if (l.batch_stride >= span) return true;
+  return l.batch_stride >= rows && (l.batch_count - 1) * l.batch_stride + rows <= l.ld;
 }
 
 }  // namespace
@@ -227,6 +248,19 @@ cublasStatus_t DescribeProblem(const DescState& desc, const LayoutState& a, cons
                         ", C ", c.rows, " x ", c.cols, ", D ", d.rows, " x ", d.cols);
     return CUBLAS_STATUS_INVALID_VALUE;
   }
+  if (a.batch_count != d.batch_count || b.batch_count != d.batch_count ||
+      c.batch_count != d.batch_count) {
+    *why = absl::StrCat("batch counts differ: A ", a.batch_count, ", B ", b.batch_count, ", C ",
+                        c.batch_count, ", D ", d.batch_count);
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  // D's matrices in a batch may not share an element (which product wrote it would
+  // depend on the order they run in).
+  if (!BatchesApart(d)) {
+    *why = absl::StrCat("matrix D's ", d.batch_count, " batches overlap (stride ", d.batch_stride,
+                        ", ", d.rows, " x ", d.cols, " with ld ", d.ld, ")");
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   p.in = ta;
   p.out = td;
   p.lda = a.ld;
@@ -237,6 +271,13 @@ cublasStatus_t DescribeProblem(const DescState& desc, const LayoutState& a, cons
   p.a_cols = static_cast<int64_t>(a.cols);
   p.b_rows = static_cast<int64_t>(b.rows);
   p.b_cols = static_cast<int64_t>(b.cols);
+  p.batch = d.batch_count;
+  if (p.batch > 1) {
+    p.stride_a = a.batch_stride;
+    p.stride_b = b.batch_stride;
+    p.stride_c = c.batch_stride;
+    p.stride_d = d.batch_stride;
+  }
   *problem = p;
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -117,7 +117,10 @@ cublasStatus_t GetAlgoAttribute(const AlgoState& s, cublasLtMatmulAlgoConfigAttr
 
 // One matmul in the supported subset: D (m x n) = alpha op(A) (m x k) op(B) (k x n)
 // + beta C, column-major, inputs bf16 or f32 (both the same), C and D of one type
-// (bf16 in -> bf16 or f32 out; f32 in -> f32 out), fp32 compute and scale.
+// (bf16 in -> bf16 or f32 out; f32 in -> f32 out), fp32 compute and scale; or a strided
+// batch of them: `batch` products, operand X's matrix b at its pointer + b * stride_x
+// elements (every layout has the same batch count; strides >= 0, so 0 repeats a matrix
+// for every batch; D's matrices may not overlap).
 struct Problem {
   int64_t m = 0, n = 0, k = 0;
   ElementType in = ElementType::kF32;
@@ -126,6 +129,8 @@ struct Problem {
   int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;
   // Stored rows x columns of A and B (op() undone).
   int64_t a_rows = 0, a_cols = 0, b_rows = 0, b_cols = 0;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0, stride_d = 0;
 };
 
 size_t ElementBytes(ElementType type);

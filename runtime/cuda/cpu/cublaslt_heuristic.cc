@@ -8,8 +8,9 @@
 namespace lockstep::cuda_cpu::cublaslt {
 namespace {
 
+// Output tiles over the whole batch.
 int64_t Tiles(const Problem& p, int64_t tile_m, int64_t tile_n) {
-  return ((p.m + tile_m - 1) / tile_m) * ((p.n + tile_n - 1) / tile_n);
+  return ((p.m + tile_m - 1) / tile_m) * ((p.n + tile_n - 1) / tile_n) * p.batch;
 }
 
 }  // namespace

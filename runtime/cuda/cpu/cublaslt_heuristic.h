@@ -1,11 +1,12 @@
 // The CPU execution layer's cublasLtMatmulAlgoGetHeuristic: synthetic algorithms for a
 // matmul problem, in the order a GPU heuristic would plausibly rank them.
 //
-// Split-K is offered first when the output has few 128 x 128 tiles for the 132 SMs of
-// an H200 and k is long: splits S = 2, 4, .. 16 while tiles * S <= 132 and k / S >=
-// 256, largest first, each needing S * m * n * 4 bytes of workspace (fp32 partials) and
-// the COMPUTE_TYPE reduction. Since n (the batch, in the engine's GEMMs) sets the tile
-// count, whether and how far a GEMM is split depends on it. Then four algorithms
+// Split-K is offered first when the output (all of a batch's products) has few
+// 128 x 128 tiles for the 132 SMs of an H200 and k is long: splits S = 2, 4, .. 16 while
+// tiles * S <= 132 and k / S >= 256, largest first, each needing S * m * n * 4 bytes of
+// workspace (fp32 partials; a batch runs its products in turn over that one workspace)
+// and the COMPUTE_TYPE reduction. Since n (the batch, in the engine's GEMMs) sets the
+// tile count, whether and how far a GEMM is split depends on it. Then four algorithms
 // without split-K (tiles 64x64, 128x64, 64x128, 128x128; small outputs first). Every
 // algorithm requires the pointer alignments the preference states (256 bytes unless
 // told), and none is offered beyond the preference's workspace or reduction mask.

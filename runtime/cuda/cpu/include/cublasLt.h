@@ -79,8 +79,8 @@ enum cublasLtMatrixLayoutAttribute_t {
   CUBLASLT_MATRIX_LAYOUT_ROWS = 2,                  // uint64_t
   CUBLASLT_MATRIX_LAYOUT_COLS = 3,                  // uint64_t
   CUBLASLT_MATRIX_LAYOUT_LD = 4,                    // int64_t
-  CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,           // int32_t, 1 only here
-  CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6,  // int64_t
+  CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,           // int32_t, the same on A, B, C and D here
+  CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6,  // int64_t elements, >= 0 here
   CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET = 7,          // int64_t, 0 only here
   CUBLASLT_MATRIX_LAYOUT_BATCH_MODE = 8,            // uint32_t, STRIDED only here
 };
