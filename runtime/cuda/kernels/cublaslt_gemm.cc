@@ -1,6 +1,7 @@
 #include "runtime/cuda/kernels/cublaslt_gemm.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -34,9 +35,19 @@ absl::Status LtStatus(cublasStatus_t status, absl::string_view what) {
     }                                                                         \
   } while (false)
 
+// `batch` with its zero lds made dense for n and k.
+GemmBatch Resolved(GemmBatch batch, int64_t n, int64_t k) {
+  if (batch.x_ld == 0) batch.x_ld = k;
+  if (batch.w_ld == 0) batch.w_ld = batch.w_transposed ? k : n;
+  if (batch.y_ld == 0) batch.y_ld = n;
+  return batch;
+}
+
 }  // namespace
 
-// The descriptors of one call: yᵀ (n x m) = op_T(w: k x n) · (xᵀ: k x m), column-major.
+// The descriptors of one call: yᵀ (n x m) = op(w) · (xᵀ: k x m), column-major, with
+// op(w) = (w: k x n)ᵀ for the linear-layer layout and w: n x k otherwise; per product
+// of a strided batch.
 class MatmulDescs {
  public:
   ~MatmulDescs() {
@@ -48,16 +59,33 @@ class MatmulDescs {
 
   // CUBLAS_COMPUTE_32F (not _FAST_TF32): f32 inputs are multiplied in full f32.
   absl::Status Init(int64_t m, int64_t n, int64_t k, cudaDataType_t in_type,
-                    cudaDataType_t out_type) {
+                    cudaDataType_t out_type, const GemmBatch& layout) {
+    const GemmBatch b = Resolved(layout, n, k);
     LOCKSTEP_RETURN_IF_LT(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                           "cublasLtMatmulDescCreate");
-    const cublasOperation_t transpose = CUBLAS_OP_T;
+    const cublasOperation_t transpose = b.w_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
     LOCKSTEP_RETURN_IF_LT(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA,
                                                          &transpose, sizeof(transpose)),
                           "set TRANSA");
-    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&a_, in_type, k, n, k), "layout of w");
-    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&b_, in_type, k, m, k), "layout of x");
-    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&d_, out_type, n, m, n), "layout of y");
+    LOCKSTEP_RETURN_IF_LT(b.w_transposed ? cublasLtMatrixLayoutCreate(&a_, in_type, k, n, b.w_ld)
+                                         : cublasLtMatrixLayoutCreate(&a_, in_type, n, k, b.w_ld),
+                          "layout of w");
+    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&b_, in_type, k, m, b.x_ld), "layout of x");
+    LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutCreate(&d_, out_type, n, m, b.y_ld), "layout of y");
+    if (b.count > 1) {
+      const auto count = static_cast<int32_t>(b.count);
+      const std::pair<cublasLtMatrixLayout_t, int64_t> strides[] = {
+          {a_, b.w_stride}, {b_, b.x_stride}, {d_, b.y_stride}};
+      for (const auto& [layout, stride] : strides) {
+        LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutSetAttribute(
+                                  layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
+                              "set BATCH_COUNT");
+        LOCKSTEP_RETURN_IF_LT(
+            cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                             &stride, sizeof(stride)),
+            "set STRIDED_BATCH_OFFSET");
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -134,12 +162,15 @@ CublasLtGemm::~CublasLtGemm() {
 }
 
 absl::StatusOr<const MatmulDescs*> CublasLtGemm::Descs(Io io, int64_t m, int64_t n, int64_t k,
+                                                       const GemmBatch& batch,
                                                        std::unique_ptr<MatmulDescs>& spare) {
   const int type = static_cast<int>(io);
-  const auto key = std::make_tuple(type, m, n, k);
+  const auto key = std::make_tuple(type, m, n, k, batch);
   if (auto it = descs_.find(key); it != descs_.end()) return it->second.get();
   auto descs = std::make_unique<MatmulDescs>();
-  if (absl::Status s = descs->Init(m, n, k, InType(type), OutType(type)); !s.ok()) return s;
+  if (absl::Status s = descs->Init(m, n, k, InType(type), OutType(type), batch); !s.ok()) {
+    return s;
+  }
   if (descs_.size() >= kMaxCachedDescs) {
     spare = std::move(descs);
     return spare.get();
@@ -148,13 +179,15 @@ absl::StatusOr<const MatmulDescs*> CublasLtGemm::Descs(Io io, int64_t m, int64_t
 }
 
 absl::StatusOr<bool> CublasLtGemm::Invariant(const cublasLtMatmulAlgo_t& algo, int64_t n, int64_t k,
-                                             Io io, const void* w) {
+                                             Io io, const void* w, const GemmBatch& layout) {
   const int type = static_cast<int>(io);
   const int64_t big = std::max<int64_t>(options_.invariant_check_m, 2);
   const size_t in_bytes = io == Io::kF32 ? 4 : 2;
   const size_t out_bytes = io == Io::kBf16 ? 2 : 4;
-  const std::string what = absl::StrCat("the batch-invariance check of m=1 vs m=", big, " n=", n,
-                                        " k=", k, " ", IoName(type));
+  const GemmBatch lay = Resolved(layout, n, k);
+  const std::string what =
+      absl::StrCat("the batch-invariance check of m=1 vs m=", big, " n=", n, " k=", k, " ",
+                   IoName(type), lay.count > 1 ? absl::StrCat(" (", lay.count, " products)") : "");
   if (probe_stream_ == nullptr) {
     if (absl::Status s =
             CudaStatus(cudaStreamCreateWithFlags(&probe_stream_, cudaStreamNonBlocking), what);
@@ -164,7 +197,11 @@ absl::StatusOr<bool> CublasLtGemm::Invariant(const cublasLtMatmulAlgo_t& algo, i
   }
   // Probe rows: fixed-seed values in [-1, 1) (bf16 or f32), on a stream of their own,
   // with stream-ordered memory (no device-wide synchronization).
-  std::vector<uint8_t> host(static_cast<size_t>(big) * k * in_bytes);
+  // Elements from the first to past the last of `big` rows of every product.
+  const auto span = [&](int64_t ld, int64_t stride, int64_t row) {
+    return static_cast<size_t>((lay.count - 1) * stride + (big - 1) * ld + row);
+  };
+  std::vector<uint8_t> host(span(lay.x_ld, lay.x_stride, k) * in_bytes);
   std::mt19937 rng(12345);
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   for (size_t i = 0; i < host.size() / in_bytes; ++i) {
@@ -180,9 +217,9 @@ absl::StatusOr<bool> CublasLtGemm::Invariant(const cublasLtMatmulAlgo_t& algo, i
   void* y_big = nullptr;
   void* y_one = nullptr;
   void* workspace = nullptr;
-  const size_t y_bytes = static_cast<size_t>(n) * out_bytes;
+  const size_t y_bytes = span(lay.y_ld, lay.y_stride, n) * out_bytes;
   absl::Status s = CudaStatus(cudaMallocAsync(&x, host.size(), probe_stream_), what);
-  if (s.ok()) s = CudaStatus(cudaMallocAsync(&y_big, big * y_bytes, probe_stream_), what);
+  if (s.ok()) s = CudaStatus(cudaMallocAsync(&y_big, y_bytes, probe_stream_), what);
   if (s.ok()) s = CudaStatus(cudaMallocAsync(&y_one, y_bytes, probe_stream_), what);
   if (s.ok() && options_.workspace_bytes > 0) {
     s = CudaStatus(cudaMallocAsync(&workspace, options_.workspace_bytes, probe_stream_), what);
@@ -198,7 +235,7 @@ absl::StatusOr<bool> CublasLtGemm::Invariant(const cublasLtMatmulAlgo_t& algo, i
   for (const auto& [m, y] : runs) {
     if (!s.ok()) break;
     MatmulDescs descs;
-    s = descs.Init(m, n, k, InType(type), OutType(type));
+    s = descs.Init(m, n, k, InType(type), OutType(type), lay);
     if (s.ok()) {
       s = LtStatus(cublasLtMatmul(handle_, descs.op(), &alpha, w, descs.a(), x, descs.b(), &beta, y,
                                   descs.d(), y, descs.d(), &algo, workspace,
@@ -222,7 +259,12 @@ absl::StatusOr<bool> CublasLtGemm::Invariant(const cublasLtMatmulAlgo_t& algo, i
   const absl::Status synced = CudaStatus(cudaStreamSynchronize(probe_stream_), what);
   if (!s.ok()) return s;
   if (!synced.ok()) return synced;
-  return std::memcmp(row_big.data(), row_one.data(), y_bytes) == 0;
+  // Row 0 of every product (the rest of y_one was never written).
+  for (int64_t product = 0; product < lay.count; ++product) {
+    const size_t at = static_cast<size_t>(product * lay.y_stride) * out_bytes;
+    if (std::memcmp(row_big.data() + at, row_one.data() + at, n * out_bytes) != 0) return false;
+  }
+  return true;
 }
 
 absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key, Io io,
@@ -236,7 +278,10 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
   const int64_t n = key.n;
   const int64_t k = key.k;
   MatmulDescs descs;
-  if (absl::Status s = descs.Init(query_m, n, k, InType(type), OutType(type)); !s.ok()) return s;
+  if (absl::Status s = descs.Init(query_m, n, k, InType(type), OutType(type), key.batch);
+      !s.ok()) {
+    return s;
+  }
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   // The heuristic's candidates; with `reduction_none`, only algorithms without a split-K
@@ -279,9 +324,10 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
     // None without a reduction: any candidate, with split-K forced off below.
     status = query(false);
   }
-  const std::string shape =
-      absl::StrCat("m=", query_m, " n=", n, " k=", k, " (alignments ", key.align.a, "/",
-                   key.align.b, "/", key.align.d, " bytes)");
+  const std::string shape = absl::StrCat(
+      "m=", query_m, " n=", n, " k=", k, " (alignments ", key.align.a, "/", key.align.b, "/",
+      key.align.d, " bytes", key.batch.count > 1 ? absl::StrCat(", ", key.batch.count, " products") : "",
+      ")");
   LOCKSTEP_RETURN_IF_LT(status, absl::StrCat("cublasLtMatmulAlgoGetHeuristic ", shape));
   if (found <= options_.heuristic_index) {
     return absl::NotFoundError(absl::StrCat("cuBLASLt has ", found, " ", IoName(type),
@@ -298,7 +344,7 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
         [&](int i) { return SplitK(results[i].algo) == 1 || ForceNoSplitK(results[i].algo); },
         [&](int i) -> absl::StatusOr<bool> {
           if (options_.invariance_check_for_test) return options_.invariance_check_for_test(i);
-          return Invariant(results[i].algo, n, k, io, w);
+          return Invariant(results[i].algo, n, k, io, w, key.batch);
         },
         &refused);
     if (!pick.ok()) {
@@ -322,30 +368,66 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
 
 absl::Status CublasLtGemm::Gemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k,
                                 Bf16* y) {
-  return Run(x, m, w, n, k, y, Io::kBf16);
+  return Run(x, m, w, n, k, y, Io::kBf16, {});
 }
 
 absl::Status CublasLtGemm::Gemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k,
                                 float* y) {
-  return Run(x, m, w, n, k, y, Io::kBf16ToF32);
+  return Run(x, m, w, n, k, y, Io::kBf16ToF32, {});
 }
 
 absl::Status CublasLtGemm::Gemm(const float* x, int64_t m, const float* w, int64_t n, int64_t k,
                                 float* y) {
-  return Run(x, m, w, n, k, y, Io::kF32);
+  return Run(x, m, w, n, k, y, Io::kF32, {});
+}
+
+absl::Status CublasLtGemm::BatchedGemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n,
+                                       int64_t k, Bf16* y, const GemmBatch& batch) {
+  return Run(x, m, w, n, k, y, Io::kBf16, batch);
+}
+
+absl::Status CublasLtGemm::BatchedGemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n,
+                                       int64_t k, float* y, const GemmBatch& batch) {
+  return Run(x, m, w, n, k, y, Io::kBf16ToF32, batch);
+}
+
+absl::Status CublasLtGemm::BatchedGemm(const float* x, int64_t m, const float* w, int64_t n,
+                                       int64_t k, float* y, const GemmBatch& batch) {
+  return Run(x, m, w, n, k, y, Io::kF32, batch);
 }
 
 absl::Status CublasLtGemm::Run(const void* x, int64_t m, const void* w, int64_t n, int64_t k,
-                               void* y, Io io) {
-  if (m < 1 || n < 1 || k < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("GEMM of m=", m, " n=", n, " k=", k));
+                               void* y, Io io, const GemmBatch& batch) {
+  if (m < 1 || n < 1 || k < 1 || batch.count < 1 || batch.count > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GEMM of m=", m, " n=", n, " k=", k, " in ", batch.count, " products"));
+  }
+  const GemmBatch b = Resolved(batch, n, k);
+  if (b.x_ld < k || b.y_ld < n || b.w_ld < (b.w_transposed ? k : n) ||
+      (b.count > 1 && (b.x_stride < 0 || b.w_stride < 0 || b.y_stride < 0))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GEMM of m=", m, " n=", n, " k=", k, ": layout x ld ", b.x_ld, " stride ", b.x_stride,
+        ", w ld ", b.w_ld, " stride ", b.w_stride, ", y ld ", b.y_ld, " stride ", b.y_stride));
+  }
+  // A batch's later products start a stride past the first: each operand is aligned as
+  // its pointer and its stride both are.
+  GemmAlignments align = AlignmentsOf(w, x, y);
+  if (b.count > 1) {
+    const int64_t in_bytes = io == Io::kF32 ? 4 : 2;
+    const int64_t out_bytes = io == Io::kBf16 ? 2 : 4;
+    const auto with_stride = [](uint32_t alignment, int64_t stride_bytes) {
+      return std::min(alignment, AddressAlignment(static_cast<uintptr_t>(stride_bytes)));
+    };
+    align.a = with_stride(align.a, b.w_stride * in_bytes);
+    align.b = with_stride(align.b, b.x_stride * in_bytes);
+    align.d = with_stride(align.d, b.y_stride * out_bytes);
   }
   absl::StatusOr<cublasLtMatmulAlgo_t> algo =
-      Algorithm(MakeGemmKey(m, n, k, options_.batch_invariant, AlignmentsOf(w, x, y)), io, w);
+      Algorithm(MakeGemmKey(m, n, k, options_.batch_invariant, align, batch), io, w);
   if (!algo.ok()) return algo.status();
   const int type = static_cast<int>(io);
   std::unique_ptr<MatmulDescs> spare;
-  absl::StatusOr<const MatmulDescs*> descs = Descs(io, m, n, k, spare);
+  absl::StatusOr<const MatmulDescs*> descs = Descs(io, m, n, k, batch, spare);
   if (!descs.ok()) return descs.status();
   const float alpha = 1.0f;
   const float beta = 0.0f;
@@ -353,7 +435,8 @@ absl::Status CublasLtGemm::Run(const void* x, int64_t m, const void* w, int64_t 
   LOCKSTEP_RETURN_IF_LT(
       cublasLtMatmul(handle_, d.op(), &alpha, w, d.a(), x, d.b(), &beta, y, d.d(), y, d.d(), &*algo,
                      workspace_, options_.workspace_bytes, stream_),
-      absl::StrCat("cublasLtMatmul ", IoName(type), " m=", m, " n=", n, " k=", k));
+      absl::StrCat("cublasLtMatmul ", IoName(type), " m=", m, " n=", n, " k=", k,
+                   batch.count > 1 ? absl::StrCat(" (", batch.count, " products)") : ""));
   return absl::OkStatus();
 }
 

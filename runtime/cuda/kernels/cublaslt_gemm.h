@@ -4,7 +4,8 @@
 // Row-major is the transposed column-major call: yᵀ (n x m) = w (as k x n, transposed) · xᵀ.
 //
 // One object per stream: it owns the cuBLASLt handle and workspace of that stream and
-// caches the chosen algorithm per (M bucket, N, K, operand alignments) (gemm_key.h): the
+// caches the chosen algorithm per (M bucket, N, K, operand alignments, layout: dense or a
+// strided batch) (gemm_key.h): the
 // heuristic query states each pointer's actual alignment, so offset pointers (a
 // per-expert GEMM's rows) get an algorithm that runs on them. It also caches the matmul
 // descriptors per (types, M, N, K) (creating them costs 5-10 us of host time a call).
@@ -77,6 +78,18 @@ class CublasLtGemm {
   // f32 in and out with f32 compute (no TF32): the engine's f32 mode. Cached apart too.
   absl::Status Gemm(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float* y);
 
+  // A strided batch (cuBLASLt's BATCH_COUNT and STRIDED_BATCH_OFFSET): for b < batch.count,
+  // y_b [m, n] = x_b [m, k] · w_b (transposed or not, gemm_key.h's GemmBatch), one call
+  // for every product (MLA's per-head projections). Its algorithms and descriptors are
+  // cached per layout; batch-invariant mode checks row 0 of every product. InvalidArgument
+  // for a size < 1, an ld below its rows' length or a negative stride.
+  absl::Status BatchedGemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k, Bf16* y,
+                           const GemmBatch& batch);
+  absl::Status BatchedGemm(const Bf16* x, int64_t m, const Bf16* w, int64_t n, int64_t k, float* y,
+                           const GemmBatch& batch);
+  absl::Status BatchedGemm(const float* x, int64_t m, const float* w, int64_t n, int64_t k,
+                           float* y, const GemmBatch& batch);
+
   size_t cached_algorithms() const {
     size_t n = 0;
     for (const auto& cache : algorithms_) n += cache.size();
@@ -93,16 +106,19 @@ class CublasLtGemm {
   // The element types of one call.
   enum class Io { kBf16, kBf16ToF32, kF32, kCount };
 
-  absl::Status Run(const void* x, int64_t m, const void* w, int64_t n, int64_t k, void* y, Io io);
+  absl::Status Run(const void* x, int64_t m, const void* w, int64_t n, int64_t k, void* y, Io io,
+                   const GemmBatch& batch);
   // The cached algorithm of `key` for the element types (chosen on first use; `w` is the
   // call's weight, which the batch-invariant check multiplies by probe rows).
   absl::StatusOr<cublasLtMatmulAlgo_t> Algorithm(const GemmKey& key, Io io, const void* w);
-  // Whether `algo` gives row 0 the same bits at M = 1 as at M = invariant_check_m.
+  // Whether `algo` gives row 0 of every product the same bits at M = 1 as at
+  // M = invariant_check_m.
   absl::StatusOr<bool> Invariant(const cublasLtMatmulAlgo_t& algo, int64_t n, int64_t k, Io io,
-                                 const void* w);
-  // The cached descriptors of (io, m, n, k), made on first use (a temporary in `spare`
-  // once the cache holds kMaxCachedDescs).
+                                 const void* w, const GemmBatch& batch);
+  // The cached descriptors of (io, m, n, k, batch), made on first use (a temporary in
+  // `spare` once the cache holds kMaxCachedDescs).
   absl::StatusOr<const MatmulDescs*> Descs(Io io, int64_t m, int64_t n, int64_t k,
+                                           const GemmBatch& batch,
                                            std::unique_ptr<MatmulDescs>& spare);
 
   cudaStream_t stream_;
@@ -110,7 +126,8 @@ class CublasLtGemm {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   absl::flat_hash_map<GemmKey, cublasLtMatmulAlgo_t> algorithms_[static_cast<int>(Io::kCount)];
-  absl::flat_hash_map<std::tuple<int, int64_t, int64_t, int64_t>, std::unique_ptr<MatmulDescs>>
+  absl::flat_hash_map<std::tuple<int, int64_t, int64_t, int64_t, GemmBatch>,
+                      std::unique_ptr<MatmulDescs>>
       descs_;
   cudaStream_t probe_stream_ = nullptr;  // the batch-invariant check's, made on first use
   int invariance_fallbacks_ = 0;

@@ -1,9 +1,11 @@
 // GPU checks of the cuBLASLt GEMM wrapper against the CPU engine's Gemm
 // (runtime/engine/cpu/gemm.h) in f32 on the same bf16-rounded inputs (relative L2 <= 1e-2),
 // the algorithm cache (also for offset, 16-byte aligned operands), and batch-invariant mode: a
-// row's bits do not depend on how many rows share the GEMM. Skips without a GPU (gpu_test_env.h).
+// row's bits do not depend on how many rows share the GEMM; strided batches of per-head
+// products. Skips without a GPU (gpu_test_env.h).
 #include "runtime/cuda/kernels/cublaslt_gemm.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -220,6 +222,102 @@ TEST(CublasLtGemmTest, BatchInvariantModeFallsBackPastANonInvariantCandidate) {
   const absl::Status none = (*gemm)->Gemm(dx.get(), 4, dw.get(), 3072, 2048, dy.get());
   EXPECT_EQ(none.code(), absl::StatusCode::kNotFound) << none;
   EXPECT_NE(none.message().find("candidate 0: row 0 differs"), std::string::npos) << none;
+}
+
+// MLA's per-head projections as one strided batch: the absorbed query (q_nope of each
+// head times its [nope, lora] W_UK, not transposed, f32 out) and W_UV (each head's
+// [vdim, lora] rows, transposed, bf16 out), on rows that interleave the heads, against a
+// double product per head; in batch-invariant mode row 0 of every head keeps its bits
+// for any number of rows. Bad layouts are InvalidArgument.
+TEST(CublasLtGemmTest, StridedBatchesOfHeadsMatchAPerHeadProduct) {
+  LOCKSTEP_SKIP_WITHOUT_GPU();
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t heads = 4, nope = 48, rope = 16, lora = 96, vdim = 40, rows = 19;
+  const int64_t qk = nope + rope, per_head = (nope + vdim) * lora;
+  const std::vector<float> q = RandomBf16Floats(rng, rows * heads * qk);
+  const std::vector<float> kv_b = RandomBf16Floats(rng, heads * per_head, 0.1f);
+  DeviceArray<Bf16> dq(ToBf16(q)), dkv_b(ToBf16(kv_b)), dout(rows * heads * vdim);
+  DeviceArray<float> dlat(rows * heads * (lora + 8));
+  for (bool invariant : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "invariant=" << invariant);
+    std::unique_ptr<CublasLtGemm> gemm = MakeGemm(invariant);
+    ASSERT_NE(gemm, nullptr);
+    const GemmBatch uk{.count = heads, .x_ld = heads * qk, .x_stride = qk, .w_ld = lora,
+                       .w_stride = per_head, .y_ld = heads * (lora + 8), .y_stride = lora + 8,
+                       .w_transposed = false};
+    const GemmBatch uv{.count = heads, .x_ld = heads * qk, .x_stride = qk, .w_ld = lora,
+                       .w_stride = per_head, .y_ld = heads * vdim, .y_stride = vdim};
+    std::vector<float> lat0, out0;
+    for (int64_t m : {rows, int64_t{1}, int64_t{3}}) {
+      ASSERT_EQ(dlat.Poison(), cudaSuccess);
+      ASSERT_EQ(dout.Poison(), cudaSuccess);
+      // W_UK: [m, nope] · [nope, lora] per head (n = lora, k = nope).
+      absl::Status s = gemm->BatchedGemm(dq.get(), m, dkv_b.get(), lora, nope, dlat.get(), uk);
+      ASSERT_TRUE(s.ok()) << s;
+      // W_UV: [m, lora] · [vdim, lora]ᵀ per head, reading the q rows' first lora values
+      // of each head (k = lora <= qk is not needed: x_ld and x_stride say where).
+      s = gemm->BatchedGemm(dq.get(), m, dkv_b.get() + nope * lora, vdim, std::min(lora, qk),
+                            dout.get(), uv);
+      ASSERT_TRUE(s.ok()) << s;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<float> lat = dlat.Download();
+      const std::vector<float> out = ToFloat(dout.Download());
+      const int64_t kv = std::min(lora, qk);
+      std::vector<float> got_lat, ref_lat, got_out, ref_out;
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t h = 0; h < heads; ++h) {
+          for (int64_t j = 0; j < lora; ++j) {
+            double v = 0;
+            for (int64_t i = 0; i < nope; ++i) {
+              v += static_cast<double>(q[(r * heads + h) * qk + i]) * kv_b[h * per_head + i * lora + j];
+            }
+            ref_lat.push_back(static_cast<float>(v));
+            got_lat.push_back(lat[(r * heads + h) * (lora + 8) + j]);
+          }
+          for (int64_t j = 0; j < vdim; ++j) {
+            double v = 0;
+            for (int64_t c = 0; c < kv; ++c) {
+              v += static_cast<double>(q[(r * heads + h) * qk + c]) *
+                   kv_b[h * per_head + (nope + j) * lora + c];
+            }
+            ref_out.push_back(static_cast<float>(v));
+            got_out.push_back(out[(r * heads + h) * vdim + j]);
+          }
+        }
+      }
+      ASSERT_FALSE(HasNaN(got_lat));
+      ASSERT_FALSE(HasNaN(got_out));
+      EXPECT_LE(RelativeL2(got_lat, ref_lat), 1e-5) << "m=" << m;
+      EXPECT_LE(RelativeL2(got_out, RoundedToBf16(ref_out)), kTolerance) << "m=" << m;
+      if (!invariant) continue;
+      // Row 0 of every head: the same bits at every m.
+      std::vector<float> lat_row(got_lat.begin(), got_lat.begin() + heads * lora);
+      std::vector<float> out_row(got_out.begin(), got_out.begin() + heads * vdim);
+      if (lat0.empty()) {
+        lat0 = lat_row;
+        out0 = out_row;
+        continue;
+      }
+      for (size_t i = 0; i < lat0.size(); ++i) ASSERT_EQ(lat_row[i], lat0[i]) << "m=" << m << " " << i;
+      for (size_t i = 0; i < out0.size(); ++i) ASSERT_EQ(out_row[i], out0[i]) << "m=" << m << " " << i;
+    }
+    if (invariant) EXPECT_EQ(gemm->invariance_fallbacks(), 0);
+    // An ld shorter than a row, a negative stride, no products.
+    GemmBatch bad = uk;
+    bad.y_ld = lora - 1;
+    EXPECT_EQ(gemm->BatchedGemm(dq.get(), 2, dkv_b.get(), lora, nope, dlat.get(), bad).code(),
+              absl::StatusCode::kInvalidArgument);
+    bad = uk;
+    bad.x_stride = -qk;
+    EXPECT_EQ(gemm->BatchedGemm(dq.get(), 2, dkv_b.get(), lora, nope, dlat.get(), bad).code(),
+              absl::StatusCode::kInvalidArgument);
+    bad = uk;
+    bad.count = 0;
+    EXPECT_EQ(gemm->BatchedGemm(dq.get(), 2, dkv_b.get(), lora, nope, dlat.get(), bad).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
 }
 
 }  // namespace

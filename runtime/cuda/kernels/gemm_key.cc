@@ -19,8 +19,13 @@ GemmAlignments AlignmentsOf(const void* w, const void* x, const void* y) {
   return {.a = AddressAlignment(w), .b = AddressAlignment(x), .d = AddressAlignment(y)};
 }
 
-GemmKey MakeGemmKey(int64_t m, int64_t n, int64_t k, bool batch_invariant, GemmAlignments align) {
-  return {.m_bucket = batch_invariant ? 0 : GemmMBucket(m), .n = n, .k = k, .align = align};
+GemmKey MakeGemmKey(int64_t m, int64_t n, int64_t k, bool batch_invariant, GemmAlignments align,
+                    const GemmBatch& batch) {
+  return {.m_bucket = batch_invariant ? 0 : GemmMBucket(m),
+          .n = n,
+          .k = k,
+          .align = align,
+          .batch = batch};
 }
 
 }  // namespace lockstep::cuda::kernels
