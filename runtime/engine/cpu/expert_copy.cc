@@ -91,10 +91,10 @@ absl::StatusOr<std::vector<ExpertCopy>> PlanExpertCopies(const eplb::Placement& 
                                                          const std::vector<bool>& moe_layer) {
   if (current.num_ranks != next.num_ranks || current.layers.size() != next.layers.size() ||
       moe_layer.size() != next.layers.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "placements of ", current.num_ranks, " and ", next.num_ranks, " ranks, ",
-        current.layers.size(), " and ", next.layers.size(), " layers, ", moe_layer.size(),
-        " layer flags"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("placements of ", current.num_ranks, " and ", next.num_ranks, " ranks, ",
+                     current.layers.size(), " and ", next.layers.size(), " layers, ",
+                     moe_layer.size(), " layer flags"));
   }
   std::vector<ExpertCopy> copies;
   std::vector<int> sends(current.num_ranks, 0);
@@ -131,9 +131,8 @@ absl::StatusOr<std::vector<std::string>> EncodeExpertCopies(const std::vector<Ex
   std::vector<std::string> send(world_size);
   for (const ExpertCopy& copy : copies) {
     if (copy.from != rank) continue;
-    const MoeWeights* moe = copy.layer < static_cast<int>(weights.size())
-                                ? weights[copy.layer].get()
-                                : nullptr;
+    const MoeWeights* moe =
+        copy.layer < static_cast<int>(weights.size()) ? weights[copy.layer].get() : nullptr;
     const int index = moe == nullptr ? -1 : HeldIndex(*moe, copy.expert);
     if (index < 0 || copy.to < 0 || copy.to >= world_size) {
       return absl::NotFoundError(absl::StrCat("rank ", rank, " does not hold layer ", copy.layer,
@@ -142,8 +141,8 @@ absl::StatusOr<std::vector<std::string>> EncodeExpertCopies(const std::vector<Ex
     }
     const SwiGluWeights& expert = moe->experts[index];
     std::string& out = send[copy.to];
-    AppendInts(out, {copy.layer, copy.expert, expert.width, expert.gate_up.n(),
-                     expert.gate_up.k(), expert.down.n(), expert.down.k()});
+    AppendInts(out, {copy.layer, copy.expert, expert.width, expert.gate_up.n(), expert.gate_up.k(),
+                     expert.down.n(), expert.down.k()});
     AppendFloats(out, expert.gate_up.panels());
     AppendFloats(out, expert.down.panels());
   }
@@ -155,8 +154,8 @@ absl::StatusOr<LayerMoeWeights> AssembleExperts(const std::vector<ExpertCopy>& c
                                                 const LayerMoeWeights& weights,
                                                 const std::vector<std::string>& received) {
   if (static_cast<int>(received.size()) != next.num_ranks) {
-    return absl::InvalidArgumentError(absl::StrCat("bytes from ", received.size(), " ranks, not ",
-                                                   next.num_ranks));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bytes from ", received.size(), " ranks, not ", next.num_ranks));
   }
   // The gained experts, decoded per sender in the copies' order.
   std::vector<Reader> readers;
@@ -167,8 +166,8 @@ absl::StatusOr<LayerMoeWeights> AssembleExperts(const std::vector<ExpertCopy>& c
     if (copy.to != rank) continue;
     absl::StatusOr<SwiGluWeights> expert = ReadExpert(readers[copy.from], copy);
     if (!expert.ok()) {
-      return absl::DataLossError(absl::StrCat("copy of layer ", copy.layer, " expert ",
-                                              copy.expert, " from rank ", copy.from, ": ",
+      return absl::DataLossError(absl::StrCat("copy of layer ", copy.layer, " expert ", copy.expert,
+                                              " from rank ", copy.from, ": ",
                                               expert.status().message()));
     }
     gained[copy.layer].push_back(std::move(*expert));

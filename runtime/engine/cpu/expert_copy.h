@@ -33,8 +33,7 @@ struct ExpertCopy {
   int to = 0;
 
   bool operator==(const ExpertCopy& other) const {
-    return layer == other.layer && expert == other.expert && from == other.from &&
-           to == other.to;
+    return layer == other.layer && expert == other.expert && from == other.from && to == other.to;
   }
 };
 

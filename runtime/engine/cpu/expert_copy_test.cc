@@ -53,8 +53,9 @@ TEST(ExpertCopyTest, EachGainedSlotGetsOneSenderSpreadOverTheHolders) {
 TEST(ExpertCopyTest, AnExpertNobodyHoldsIsAnError) {
   const eplb::Placement current = OneLayer({{0}, {1}}, 3);
   const eplb::Placement next = OneLayer({{0, 2}, {1}}, 3);
-  EXPECT_THAT(PlanExpertCopies(current, next, {true}).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expert 2 is held by no rank")));
+  EXPECT_THAT(
+      PlanExpertCopies(current, next, {true}).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expert 2 is held by no rank")));
   EXPECT_THAT(PlanExpertCopies(current, OneLayer({{0, 1, 2}}, 3), {true}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
@@ -72,13 +73,13 @@ Ranks LoadRanks(int world) {
   Ranks ranks;
   ranks.config = LoadModelConfig(dir).value();
   for (int r = 0; r < world; ++r) {
-    ranks.weights.push_back(std::make_unique<ModelWeights>(
-        LoadWeights(*tensors, ranks.config, r, world, {}).value()));
+    ranks.weights.push_back(
+        std::make_unique<ModelWeights>(LoadWeights(*tensors, ranks.config, r, world, {}).value()));
     LayerMoeWeights moe;
     for (const LayerWeights& layer : ranks.weights.back()->layers) {
-      moe.push_back(layer.is_moe ? std::shared_ptr<const MoeWeights>(std::shared_ptr<void>(),
-                                                                     &layer.moe)
-                                 : nullptr);
+      moe.push_back(layer.is_moe
+                        ? std::shared_ptr<const MoeWeights>(std::shared_ptr<void>(), &layer.moe)
+                        : nullptr);
     }
     ranks.moe.push_back(std::move(moe));
   }
@@ -173,10 +174,10 @@ TEST(ExpertCopyTest, MissingOrCutBytesAreDataLossNamingTheSender) {
   EXPECT_THAT(AssembleExperts(*copies, 0, next, ranks.moe[0], extra).status(),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("rank 2 sent more")));
   // A sender asked for an expert it does not hold.
-  EXPECT_THAT(EncodeExpertCopies({{.layer = 1, .expert = 7, .from = 0, .to = 1}}, 0, kWorld,
-                                 ranks.moe[0])
-                  .status(),
-              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(
+      EncodeExpertCopies({{.layer = 1, .expert = 7, .from = 0, .to = 1}}, 0, kWorld, ranks.moe[0])
+          .status(),
+      StatusIs(absl::StatusCode::kNotFound));
 }
 
 }  // namespace

@@ -43,12 +43,7 @@ ExpertLoader CheckpointExpertLoader(std::string model_dir, ModelConfig config, i
       }
       for (size_t i = 0; i < moe->held.size(); ++i) {
         const int e = moe->held[i];
-        int had = -1;  // its index in the old weights
-        for (size_t j = 0; j < old.experts.size(); ++j) {
-          if ((old.held.empty() ? old.local.first + static_cast<int>(j) : old.held[j]) == e) {
-            had = static_cast<int>(j);
-          }
-        }
+        const int had = HeldIndex(old, e);
         if (had >= 0) {
           moe->experts.push_back(old.experts[had]);
           continue;
@@ -74,7 +69,7 @@ ExpertRebalancer::ExpertRebalancer(const ModelConfig& config, eplb::Placement cu
                                    LayerMoeWeights weights, RebalanceOptions options,
                                    comm::Communicator* comm, int rank, absl::Duration timeout,
                                    const std::string& model_name, ExpertLoader loader)
-    : config_(config),
+    : moe_layer_(config.moe_layer.begin(), config.moe_layer.end()),
       current_(std::move(current)),
       weights_(std::move(weights)),
       options_(std::move(options)),
@@ -82,28 +77,69 @@ ExpertRebalancer::ExpertRebalancer(const ModelConfig& config, eplb::Placement cu
       rank_(rank),
       timeout_(timeout),
       tag_(absl::StrCat(model_name, ".eplb.adopt")),
-      loader_(std::move(loader)) {}
+      copy_tag_(absl::StrCat(model_name, ".eplb.copy")),
+      loader_(std::move(loader)) {
+  moe_layer_.resize(current_.layers.size(), false);
+}
 
 ExpertRebalancer::~ExpertRebalancer() {
   if (loading_.valid()) loading_.wait();
+  if (sending_.valid()) sending_.wait();
+}
+
+absl::StatusOr<absl::StatusOr<LayerMoeWeights>> ExpertRebalancer::Exchange(
+    absl::StatusOr<std::vector<std::string>> prepared) {
+  const int world = current_.num_ranks;
+  std::vector<std::string> received(world);
+  if (comm_ != nullptr && world > 1) {
+    // A rank that has nothing (its encoding failed) still joins with empty bytes; its
+    // receivers then find their copies missing.
+    const std::vector<std::string> send =
+        prepared.ok() ? std::move(*prepared) : std::vector<std::string>(world);
+    absl::StatusOr<std::vector<std::string>> got =
+        comm_->AllToAllBytes(send, {timeout_, copy_tag_});
+    if (!got.ok()) return got.status();
+    received = std::move(*got);
+  }
+  if (!prepared.ok()) return absl::StatusOr<LayerMoeWeights>(prepared.status());
+  costs_.experts_received = 0;
+  costs_.bytes_received = 0;
+  for (int r = 0; r < world; ++r) {
+    if (r != rank_) costs_.bytes_received += static_cast<int64_t>(received[r].size());
+  }
+  for (const ExpertCopy& copy : copies_) costs_.experts_received += copy.to == rank_ ? 1 : 0;
+  return AssembleExperts(copies_, rank_, next_, weights_, received);
 }
 
 absl::StatusOr<LayerMoeWeights> ExpertRebalancer::AtWindowEnd(const ExpertLoadSnapshot& snapshot) {
   if (pending_) {
     // The adoption point: every rank started this load at the previous window's end.
+    // The local wait is half the collective timeout, so that a rank waiting in the
+    // collectives below for a late one does not time out first.
     pending_ = false;
-    int64_t loaded = 0;
-    absl::StatusOr<LayerMoeWeights> result = absl::DeadlineExceededError(absl::StrCat(
-        "loading the experts of the new placement took longer than ", absl::FormatDuration(
-                                                                          timeout_)));
-    if (loading_.wait_for(std::chrono::nanoseconds(absl::ToInt64Nanoseconds(timeout_))) ==
-        std::future_status::ready) {
-      result = loading_.get();
-      loaded = result.ok() ? 1 : 0;
+    const auto wait = std::chrono::nanoseconds(absl::ToInt64Nanoseconds(timeout_ / 2));
+    const absl::Status late = absl::DeadlineExceededError(
+        absl::StrCat("preparing the experts of the new placement took longer than ",
+                     absl::FormatDuration(timeout_ / 2)));
+    absl::StatusOr<LayerMoeWeights> result = late;
+    if (options_.copy_from_peers) {
+      absl::StatusOr<std::vector<std::string>> prepared = late;
+      if (sending_.wait_for(wait) == std::future_status::ready) prepared = sending_.get();
+      costs_.prepare = absl::Nanoseconds(prepare_ns_.load());
+      const absl::Time start = absl::Now();
+      absl::StatusOr<absl::StatusOr<LayerMoeWeights>> exchanged = Exchange(std::move(prepared));
+      if (!exchanged.ok()) return exchanged.status();
+      result = std::move(*exchanged);
+      costs_.exchange = absl::Now() - start;
+    } else {
+      if (loading_.wait_for(wait) == std::future_status::ready) result = loading_.get();
+      costs_.prepare = absl::Nanoseconds(prepare_ns_.load());
+      costs_.exchange = absl::ZeroDuration();
     }
+    int64_t loaded = result.ok() ? 1 : 0;
     if (comm_ != nullptr && current_.num_ranks > 1) {
-      absl::Status status = comm_->AllReduce(absl::MakeSpan(&loaded, 1), comm::ReduceOp::kMin,
-                                             {timeout_, tag_});
+      absl::Status status =
+          comm_->AllReduce(absl::MakeSpan(&loaded, 1), comm::ReduceOp::kMin, {timeout_, tag_});
       if (!status.ok()) return status;
     }
     if (loaded == 0) {
@@ -114,6 +150,7 @@ absl::StatusOr<LayerMoeWeights> ExpertRebalancer::AtWindowEnd(const ExpertLoadSn
     }
     current_ = std::move(next_);
     weights_ = std::move(*result);
+    bytes_received_ += costs_.bytes_received;
     ++adopted_;
     return weights_;
   }
@@ -122,9 +159,37 @@ absl::StatusOr<LayerMoeWeights> ExpertRebalancer::AtWindowEnd(const ExpertLoadSn
   for (int l = 0; l < snapshot.num_layers; ++l) loads.push_back(snapshot.LayerLoads(l));
   absl::StatusOr<eplb::Placement> plan = eplb::Plan(loads, options_.plan, &current_);
   if (!plan.ok() || *plan == current_) return LayerMoeWeights();
+  if (options_.copy_from_peers) {
+    absl::StatusOr<std::vector<ExpertCopy>> copies = PlanExpertCopies(current_, *plan, moe_layer_);
+    if (!copies.ok()) {
+      // The same on every rank (the same placements), so every rank skips this plan.
+      GetLogger("engine")->warn("expert rebalance skipped: {}", copies.status().ToString());
+      return LayerMoeWeights();
+    }
+    copies_ = std::move(*copies);
+  }
   next_ = std::move(*plan);
   pending_ = true;
-  loading_ = std::async(std::launch::async, loader_, next_, weights_);
+  prepare_ns_ = 0;
+  if (options_.copy_from_peers) {
+    sending_ = std::async(
+        std::launch::async,
+        [this, sender = options_.sender ? options_.sender : ExpertSender(EncodeExpertCopies),
+         copies = copies_, rank = rank_, world = current_.num_ranks,
+         weights = weights_]() -> absl::StatusOr<std::vector<std::string>> {
+          const absl::Time start = absl::Now();
+          absl::StatusOr<std::vector<std::string>> out = sender(copies, rank, world, weights);
+          prepare_ns_ = absl::ToInt64Nanoseconds(absl::Now() - start);
+          return out;
+        });
+  } else {
+    loading_ = std::async(std::launch::async, [this, next = next_, weights = weights_]() {
+      const absl::Time start = absl::Now();
+      absl::StatusOr<LayerMoeWeights> out = loader_(next, weights);
+      prepare_ns_ = absl::ToInt64Nanoseconds(absl::Now() - start);
+      return out;
+    });
+  }
   return LayerMoeWeights();
 }
 

@@ -1,19 +1,30 @@
 // Live expert rebalancing (docs/eplb.md): at the end of every `every_windows`-th
 // expert-load window each rank plans a placement from the window's all-reduced loads
 // (eplb::Plan, deterministic, so every rank plans the same one); when it differs from
-// the current placement, each rank loads the MoE weights the new placement gives it on
-// a background thread while decoding goes on. At the end of the next window every rank
-// joins one all-reduce (min) of "loaded" (tag "<model>.eplb.adopt"): all loaded, every
-// rank adopts the new placement for the forwards that follow; any failure (or a load
-// not done within the collective timeout), every rank keeps the old one. Both points
-// are the end of the same forward on every rank (expert_load.h), so no rank skips the
-// collective. Outputs do not change: a replica computes the same bits as any other.
+// the current placement, each rank prepares the MoE weights of the new placement on a
+// background thread while decoding goes on, and every rank adopts it at the end of the
+// next window. Where the experts a rank gains come from:
+//  * from peers (RebalanceOptions::copy_from_peers, expert_copy.h): every rank derives
+//    the same copies (sender, receiver, expert) from the two placements; the background
+//    thread encodes what this rank sends from its weights in use; at the adoption point
+//    one AllToAllBytes (tag "<model>.eplb.copy") carries them and each rank builds its
+//    new weights from the experts it keeps and the ones it received (the copy is the
+//    only part on the engine thread: it is a collective on the group's communicator);
+//  * from the checkpoint (ExpertLoader): the background thread reads them.
+// Then every rank joins one all-reduce (min) of "loaded" (tag "<model>.eplb.adopt"):
+// all loaded, every rank adopts the new placement for the forwards that follow; any
+// failure (a load or an encoding that failed or was not done within half the
+// collective timeout, a peer's bytes missing or cut short), every rank keeps the old
+// one. Both points are the end of the same forward on every rank (expert_load.h), so
+// no rank skips a collective. Outputs do not change: a replica computes the same bits
+// as any other.
 //
-// Thread safety: AtWindowEnd on the engine thread; the loader runs on its own thread
-// and touches only what it returns.
+// Thread safety: AtWindowEnd and the accessors on the engine thread; the background
+// thread touches only what it returns.
 #ifndef LOCKSTEP_RUNTIME_ENGINE_CPU_EXPERT_REBALANCE_H_
 #define LOCKSTEP_RUNTIME_ENGINE_CPU_EXPERT_REBALANCE_H_
 
+#include <atomic>
 #include <functional>
 #include <future>
 #include <memory>
@@ -23,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/engine/cpu/expert_copy.h"
 #include "runtime/engine/cpu/expert_load.h"
 #include "runtime/engine/cpu/weights.h"
 #include "runtime/engine/model/model_config.h"
@@ -31,20 +43,35 @@
 
 namespace lockstep::engine {
 
-// New MoE weights per layer (null for a layer that is not MoE).
-using LayerMoeWeights = std::vector<std::shared_ptr<const MoeWeights>>;
-
 // Builds this rank's MoE weights for `next`; `current` holds the weights in use (the
 // experts a rank keeps can be copied from it). Runs on the loader thread.
-using ExpertLoader = std::function<absl::StatusOr<LayerMoeWeights>(
-    const eplb::Placement& next, const LayerMoeWeights& current)>;
+using ExpertLoader = std::function<absl::StatusOr<LayerMoeWeights>(const eplb::Placement& next,
+                                                                   const LayerMoeWeights& current)>;
 
 // Reads the experts from the checkpoint in `model_dir` (copies the ones already held).
 ExpertLoader CheckpointExpertLoader(std::string model_dir, ModelConfig config, int rank);
 
+// What a rank sends its peers for `copies` (EncodeExpertCopies; tests substitute a
+// failing one). Runs on the background thread.
+using ExpertSender = std::function<absl::StatusOr<std::vector<std::string>>(
+    const std::vector<ExpertCopy>& copies, int rank, int world_size,
+    const LayerMoeWeights& weights)>;
+
 struct RebalanceOptions {
   int every_windows = 1;   // plan at the end of every Nth window (>= 1)
   eplb::PlanOptions plan;  // num_ranks: the group's world size
+  // The experts a rank gains: true, copied from the ranks holding them (the loader is
+  // not used and may be null); false, from the loader.
+  bool copy_from_peers = false;
+  ExpertSender sender;  // with copy_from_peers; empty: EncodeExpertCopies
+};
+
+// The last rebalance's costs, for benchmarks and logs.
+struct RebalanceCosts {
+  absl::Duration prepare;        // background: reading or encoding the experts
+  absl::Duration exchange;       // engine thread: the AllToAllBytes and building the weights
+  int64_t experts_received = 0;  // from peers
+  int64_t bytes_received = 0;    // from peers, headers included (expert_copy.h)
 };
 
 class ExpertRebalancer {
@@ -62,9 +89,17 @@ class ExpertRebalancer {
   const eplb::Placement& placement() const { return current_; }
   int adopted() const { return adopted_; }  // placements adopted so far
   int aborted() const { return aborted_; }  // loads that failed on some rank
+  // The last adoption attempt's costs (adopted or not).
+  const RebalanceCosts& last_costs() const { return costs_; }
+  // Bytes received from peers over every adopted placement.
+  int64_t bytes_received() const { return bytes_received_; }
 
  private:
-  [[maybe_unused]] const ModelConfig& config_;  // kept for the next rebalancing rules
+  // Exchanges the copies (empty when `prepared` failed) and builds the new weights.
+  absl::StatusOr<absl::StatusOr<LayerMoeWeights>> Exchange(
+      absl::StatusOr<std::vector<std::string>> prepared);
+
+  std::vector<bool> moe_layer_;
   eplb::Placement current_;
   LayerMoeWeights weights_;  // in use
   const RebalanceOptions options_;
@@ -72,10 +107,16 @@ class ExpertRebalancer {
   const int rank_;
   const absl::Duration timeout_;
   const std::string tag_;
+  const std::string copy_tag_;
   const ExpertLoader loader_;
   bool pending_ = false;
   eplb::Placement next_;
+  std::vector<ExpertCopy> copies_;  // with copy_from_peers
   std::future<absl::StatusOr<LayerMoeWeights>> loading_;
+  std::future<absl::StatusOr<std::vector<std::string>>> sending_;
+  std::atomic<int64_t> prepare_ns_ = 0;  // set by the background thread
+  RebalanceCosts costs_;
+  int64_t bytes_received_ = 0;
   int adopted_ = 0;
   int aborted_ = 0;
 };
