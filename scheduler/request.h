@@ -89,10 +89,16 @@ class Request {
   void MarkStreamed() { num_streamed_tokens_ = num_output_tokens(); }
 
   // Prompt tokens whose KV this rank reused from its prefix cache when the request's
-  // prefill began (the launched first chunk's position, at most the prompt); a pause and
-  // recompute keeps the first value.
+  // prefill began (the first launched first chunk's position, at most the prompt). A
+  // pause and recompute keeps the first value; a pause before any chunk launched (a
+  // request holding only the prefix a KV tier was copying back) has none to keep.
   int64_t cached_prompt_tokens() const { return cached_prompt_tokens_; }
-  void set_cached_prompt_tokens(int64_t tokens) { cached_prompt_tokens_ = tokens; }
+  // Records a launched first chunk's reuse: only the first call counts.
+  void RecordPromptReuse(int64_t tokens) {
+    if (prompt_reuse_recorded_) return;
+    prompt_reuse_recorded_ = true;
+    cached_prompt_tokens_ = tokens;
+  }
 
   // ---- Speculation and steps. ----
   // Draft proposals the host knows of (the engine keeps its own; these go to the client
@@ -158,6 +164,7 @@ class Request {
   std::vector<int32_t> output_tokens_;
   int64_t num_streamed_tokens_ = 0;
   int64_t cached_prompt_tokens_ = 0;
+  bool prompt_reuse_recorded_ = false;
 
   std::vector<int32_t> draft_tokens_;
   int64_t drafts_proposed_ = 0;

@@ -69,6 +69,15 @@ TEST(RequestTest, RecomputeContextIncludesGeneratedTokens) {
   EXPECT_THAT(r.output_tokens(), ElementsAre(9, 8));  // already produced, kept
 }
 
+TEST(RequestTest, PromptReuseIsTheFirstLaunchedChunksAndSurvivesAPause) {
+  Request r(RequestId(1), RequestType::kAggregated, {1, 2, 3, 4}, Params(4), absl::UnixEpoch());
+  r.ResetForRecompute();  // paused before any chunk launched: nothing recorded yet
+  r.RecordPromptReuse(3);
+  r.ResetForRecompute();
+  r.RecordPromptReuse(4);  // the recompute's own reuse is not the prompt's
+  EXPECT_EQ(r.cached_prompt_tokens(), 3);
+}
+
 TEST(RequestTest, FinishSetsTerminalState) {
   Request r(RequestId(1), RequestType::kGenerationOnly, {1}, Params(2), absl::UnixEpoch());
   r.TransitionTo(RequestState::kGenTransferInProgress);

@@ -65,10 +65,7 @@ InFlightBatch Executor::Launch(const sched::ScheduleDecision& decision,
     if (c.new_cache) {
       counters_.context_tokens += r->context_length();
       counters_.reused_tokens += c.position;
-      if (r->num_pauses() == 0) {
-        r->set_cached_prompt_tokens(
-            std::min<int64_t>(c.position, static_cast<int64_t>(r->prompt().size())));
-      }
+      r->RecordPromptReuse(std::min<int64_t>(c.position, static_cast<int64_t>(r->prompt().size())));
     }
 
     InFlightEntry e;
