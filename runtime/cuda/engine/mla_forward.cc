@@ -9,6 +9,7 @@
 #include "runtime/cuda/kernels/elementwise_kernels.h"
 #include "runtime/cuda/kernels/kernel_ops.h"
 #include "runtime/cuda/kernels/mla_kernels.h"
+#include "runtime/cuda/kernels/mla_projections.h"
 
 namespace lockstep::cuda {
 
@@ -33,7 +34,7 @@ absl::Status EnqueueMla(const ForwardContext& c, int layer, const T* x, T* out) 
   T* q = reinterpret_cast<T*>(s + l.mla_q);
   T* kv = reinterpret_cast<T*>(s + l.mla_kv);
   float* q_lat = reinterpret_cast<float*>(s + l.mla_q_lat);
-  float* acc = reinterpret_cast<float*>(s + l.mla_acc);
+  T* acc = reinterpret_cast<T*>(s + l.mla_acc);  // f32-sized: T fits
   const std::string where = absl::StrCat("layer ", layer, " MLA");
   auto check = [&](cudaError_t error, const char* what) {
     return CudaStatus(error, absl::StrCat(where, ": ", what));
@@ -74,18 +75,24 @@ absl::Status EnqueueMla(const ForwardContext& c, int layer, const T* x, T* out) 
   // (latent is even: PlanScratch refuses an odd one).
   RETURN_IF_ERROR(kernels::WriteKv(c.kv, layer, kv, kv + shape.half, latent, kv_seqs, positions,
                                    rows, c.stream));
-  return TimedSegment(c, ForwardTimer::Segment::kAttention, [&]() -> absl::Status {
-    RETURN_IF_ERROR(check(kernels::LaunchMlaAbsorbQuery(q, heads * qk, rows, shape, weight(w.kv_b),
-                                                        q_lat, c.stream),
-                          "absorbed query"));
-    RETURN_IF_ERROR(check(kernels::LaunchMlaAttention(c.kv, layer, q_lat, shape, kv_seqs,
-                                                      positions, rows,
-                                                      static_cast<float>(config.softmax_scale()),
-                                                      acc, c.stream),
-                          "attention"));
-    return check(kernels::LaunchMlaApplyUv(acc, rows, shape, weight(w.kv_b), out,
-                                           heads * d.v_head_dim, c.stream),
-                 "W_UV");
+  // The absorbed projections are GEMMs over the heads (mla_projections.h); the attention
+  // between them sums in f32 and rounds its output to T once.
+  auto annotate = [&](absl::Status s) {
+    return s.ok() ? s : absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+  };
+  RETURN_IF_ERROR(TimedSegment(c, ForwardTimer::Segment::kGemm, [&] {
+    return annotate(
+        kernels::MlaAbsorbQuery(*c.gemm, q, heads * qk, rows, shape, weight(w.kv_b), q_lat, c.stream));
+  }));
+  RETURN_IF_ERROR(TimedSegment(c, ForwardTimer::Segment::kAttention, [&] {
+    return check(kernels::LaunchMlaAttention(c.kv, layer, q_lat, shape, kv_seqs, positions, rows,
+                                             static_cast<float>(config.softmax_scale()), acc,
+                                             c.stream),
+                 "attention");
+  }));
+  return TimedSegment(c, ForwardTimer::Segment::kGemm, [&] {
+    return annotate(
+        kernels::MlaApplyUv(*c.gemm, acc, rows, shape, weight(w.kv_b), out, heads * d.v_head_dim));
   });
 }
 

@@ -3,7 +3,8 @@
 // latent vector (kv_a -> RMSNorm of c, interleaved RoPE of k_pe with YaRN's magnitude),
 // written into the latent cache in the CPU engine's layout (one KV head: the K plane
 // holds the first cache_head_dim values, the V plane the rest), then attention in the
-// absorbed form (mla_kernels.h) for every row, prefill and decode alike, and W_UV.
+// absorbed form (mla_kernels.h) for every row, prefill and decode alike, with W_UK and
+// W_UV as cuBLASLt batched GEMMs over the heads (mla_projections.h).
 // The CPU engine's MlaAttention (runtime/engine/cpu/mla_attention.h) is the reference.
 #ifndef LOCKSTEP_RUNTIME_CUDA_ENGINE_MLA_FORWARD_H_
 #define LOCKSTEP_RUNTIME_CUDA_ENGINE_MLA_FORWARD_H_

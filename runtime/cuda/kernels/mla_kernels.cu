@@ -45,23 +45,15 @@ __global__ void RopeInterleavedKernel(T* x, int64_t row_stride, int heads, int64
   }
 }
 
-// One CTA per (row, head); threads over the latent vector.
+// One CTA per (row, head); threads over the latent vector's part past lora.
 template <typename T>
-__global__ void AbsorbQueryKernel(const T* q, int64_t q_stride, MlaShape s, const T* kv_b,
-                                  float* q_lat) {
+__global__ void QueryPeKernel(const T* q, int64_t q_stride, MlaShape s, float* q_lat) {
   const int row = blockIdx.x;
   const int h = blockIdx.y;
   const T* qh = q + row * q_stride + static_cast<int64_t>(h) * (s.nope + s.rope);
-  const T* w_uk = kv_b + static_cast<int64_t>(h) * (s.nope + s.vdim) * s.lora;
   float* out = q_lat + (static_cast<int64_t>(row) * s.heads + h) * (2 * s.half);
-  for (int j = threadIdx.x; j < (2 * s.half); j += blockDim.x) {
-    float v = 0.0f;
-    if (j < s.lora) {
-      for (int n = 0; n < s.nope; ++n) v = fmaf(Load(qh + n), Load(w_uk + n * s.lora + j), v);
-    } else if (j < s.lora + s.rope) {
-      v = Load(qh + s.nope + (j - s.lora));
-    }
-    out[j] = v;
+  for (int j = s.lora + threadIdx.x; j < (2 * s.half); j += blockDim.x) {
+    out[j] = j < s.lora + s.rope ? Load(qh + s.nope + (j - s.lora)) : 0.0f;
   }
 }
 
@@ -75,11 +67,12 @@ __device__ __forceinline__ float Latent(const PagedKvDesc& d, int layer, int32_t
 
 // One CTA per (row, head): rounds of kTile positions, each thread scoring one position,
 // with the online softmax's running max and sum; each thread owns acc[j] for
-// j = threadIdx.x + i * blockDim.x.
-template <typename T>
+// j = threadIdx.x + i * blockDim.x. The cache holds T, the output is Out (f32 sums
+// rounded once at the end for bf16).
+template <typename T, typename Out>
 __global__ void MlaAttentionKernel(PagedKvDesc d, int layer, const float* q_lat, MlaShape s,
                                    const int32_t* seqs, const int32_t* positions, float scale,
-                                   float* acc_out) {
+                                   Out* acc_out) {
   __shared__ float q_s[kMaxMlaLatent];
   __shared__ float acc_s[kMaxMlaLatent];
   __shared__ float p_s[kTile];
@@ -87,10 +80,10 @@ __global__ void MlaAttentionKernel(PagedKvDesc d, int layer, const float* q_lat,
   __shared__ float max_s;
   const int row = blockIdx.x;
   const int h = blockIdx.y;
-  float* out = acc_out + (static_cast<int64_t>(row) * s.heads + h) * s.lora;
+  Out* out = acc_out + (static_cast<int64_t>(row) * s.heads + h) * s.lora;
   const int32_t seq = seqs[row];
   if (seq < 0) {  // a pad row
-    for (int j = threadIdx.x; j < s.lora; j += blockDim.x) out[j] = 0.0f;
+    for (int j = threadIdx.x; j < s.lora; j += blockDim.x) Store(out + j, 0.0f);
     return;
   }
   const float* q = q_lat + (static_cast<int64_t>(row) * s.heads + h) * (2 * s.half);
@@ -138,24 +131,7 @@ __global__ void MlaAttentionKernel(PagedKvDesc d, int layer, const float* q_lat,
     __syncthreads();
   }
   const float inv = 1.0f / running_sum;
-  for (int j = threadIdx.x; j < s.lora; j += blockDim.x) out[j] = acc_s[j] * inv;
-}
-
-// One CTA per (row, head); threads over the value dimensions.
-template <typename T>
-__global__ void ApplyUvKernel(const float* acc, MlaShape s, const T* kv_b, T* out,
-                              int64_t out_stride) {
-  const int row = blockIdx.x;
-  const int h = blockIdx.y;
-  const float* a = acc + (static_cast<int64_t>(row) * s.heads + h) * s.lora;
-  const T* w_uv = kv_b + (static_cast<int64_t>(h) * (s.nope + s.vdim) + s.nope) * s.lora;
-  T* o = out + row * out_stride + static_cast<int64_t>(h) * s.vdim;
-  for (int j = threadIdx.x; j < s.vdim; j += blockDim.x) {
-    const T* w = w_uv + static_cast<int64_t>(j) * s.lora;
-    float v = 0.0f;
-    for (int c = 0; c < s.lora; ++c) v = fmaf(Load(w + c), a[c], v);
-    Store(o + j, v);
-  }
+  for (int j = threadIdx.x; j < s.lora; j += blockDim.x) Store(out + j, acc_s[j] * inv);
 }
 
 template <typename T>
@@ -170,33 +146,40 @@ cudaError_t RopeInterleaved(T* x, int64_t row_stride, int tokens, int heads, int
 }
 
 template <typename T>
-cudaError_t AbsorbQuery(const T* q, int64_t q_stride, int rows, const MlaShape& shape,
-                        const T* kv_b, float* q_lat, cudaStream_t stream) {
+cudaError_t QueryPe(const T* q, int64_t q_stride, int rows, const MlaShape& shape, float* q_lat,
+                    cudaStream_t stream) {
   if (!ValidShape(shape)) return cudaErrorInvalidValue;
   if (rows <= 0) return cudaSuccess;
-  LOCKSTEP_LAUNCH(AbsorbQueryKernel<T>, dim3(rows, shape.heads), kThreads, 0, stream)
-  (q, q_stride, shape, kv_b, q_lat);
+  LOCKSTEP_LAUNCH(QueryPeKernel<T>, dim3(rows, shape.heads), kThreads, 0, stream)
+  (q, q_stride, shape, q_lat);
   return cudaGetLastError();
 }
 
-template <typename T>
+template <typename T, typename Out>
 cudaError_t MlaAttentionOf(const PagedKvDesc& kv, int layer, const float* q_lat,
                            const MlaShape& shape, const int32_t* seqs, const int32_t* positions,
-                           int rows, float scale, float* acc, cudaStream_t stream) {
+                           int rows, float scale, Out* acc, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  LOCKSTEP_LAUNCH(MlaAttentionKernel<T>, dim3(rows, shape.heads), kThreads, 0, stream)
+  // One name for the macro (a template argument list's comma would split it).
+  const auto kernel = MlaAttentionKernel<T, Out>;
+  LOCKSTEP_LAUNCH(kernel, dim3(rows, shape.heads), kThreads, 0, stream)
   (kv, layer, q_lat, shape, seqs, positions, scale, acc);
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t ApplyUv(const float* acc, int rows, const MlaShape& shape, const T* kv_b, T* out,
-                    int64_t out_stride, cudaStream_t stream) {
-  if (!ValidShape(shape)) return cudaErrorInvalidValue;
-  if (rows <= 0) return cudaSuccess;
-  LOCKSTEP_LAUNCH(ApplyUvKernel<T>, dim3(rows, shape.heads), kThreads, 0, stream)
-  (acc, shape, kv_b, out, out_stride);
-  return cudaGetLastError();
+template <typename Out>
+cudaError_t MlaAttentionTo(const PagedKvDesc& kv, int layer, const float* q_lat,
+                           const MlaShape& shape, const int32_t* seqs, const int32_t* positions,
+                           int rows, float scale, Out* acc, cudaStream_t stream) {
+  if (!ValidShape(shape) || kv.num_kv_heads != 1 || kv.head_dim != shape.half ||
+      (kv.element_bytes != 2 && kv.element_bytes != 4)) {
+    return cudaErrorInvalidValue;
+  }
+  return kv.element_bytes == 4
+             ? MlaAttentionOf<float>(kv, layer, q_lat, shape, seqs, positions, rows, scale, acc,
+                                     stream)
+             : MlaAttentionOf<Bf16>(kv, layer, q_lat, shape, seqs, positions, rows, scale, acc,
+                                    stream);
 }
 
 }  // namespace
@@ -214,38 +197,26 @@ cudaError_t LaunchRopeInterleaved(float* x, int64_t row_stride, int tokens, int 
                          magnitude, stream);
 }
 
-cudaError_t LaunchMlaAbsorbQuery(const Bf16* q, int64_t q_stride, int rows, const MlaShape& shape,
-                                 const Bf16* kv_b, float* q_lat, cudaStream_t stream) {
-  return AbsorbQuery(q, q_stride, rows, shape, kv_b, q_lat, stream);
+cudaError_t LaunchMlaQueryPe(const Bf16* q, int64_t q_stride, int rows, const MlaShape& shape,
+                             float* q_lat, cudaStream_t stream) {
+  return QueryPe(q, q_stride, rows, shape, q_lat, stream);
 }
-cudaError_t LaunchMlaAbsorbQuery(const float* q, int64_t q_stride, int rows,
-                                 const MlaShape& shape, const float* kv_b, float* q_lat,
-                                 cudaStream_t stream) {
-  return AbsorbQuery(q, q_stride, rows, shape, kv_b, q_lat, stream);
+cudaError_t LaunchMlaQueryPe(const float* q, int64_t q_stride, int rows, const MlaShape& shape,
+                             float* q_lat, cudaStream_t stream) {
+  return QueryPe(q, q_stride, rows, shape, q_lat, stream);
 }
 
 cudaError_t LaunchMlaAttention(const PagedKvDesc& kv, int layer, const float* q_lat,
                                const MlaShape& shape, const int32_t* seqs,
                                const int32_t* positions, int rows, float scale, float* acc,
                                cudaStream_t stream) {
-  if (!ValidShape(shape) || kv.num_kv_heads != 1 || kv.head_dim != shape.half ||
-      (kv.element_bytes != 2 && kv.element_bytes != 4)) {
-    return cudaErrorInvalidValue;
-  }
-  return kv.element_bytes == 4
-             ? MlaAttentionOf<float>(kv, layer, q_lat, shape, seqs, positions, rows, scale, acc,
-                                     stream)
-             : MlaAttentionOf<Bf16>(kv, layer, q_lat, shape, seqs, positions, rows, scale, acc,
-                                    stream);
+  return MlaAttentionTo(kv, layer, q_lat, shape, seqs, positions, rows, scale, acc, stream);
 }
-
-cudaError_t LaunchMlaApplyUv(const float* acc, int rows, const MlaShape& shape, const Bf16* kv_b,
-                             Bf16* out, int64_t out_stride, cudaStream_t stream) {
-  return ApplyUv(acc, rows, shape, kv_b, out, out_stride, stream);
-}
-cudaError_t LaunchMlaApplyUv(const float* acc, int rows, const MlaShape& shape, const float* kv_b,
-                             float* out, int64_t out_stride, cudaStream_t stream) {
-  return ApplyUv(acc, rows, shape, kv_b, out, out_stride, stream);
+cudaError_t LaunchMlaAttention(const PagedKvDesc& kv, int layer, const float* q_lat,
+                               const MlaShape& shape, const int32_t* seqs,
+                               const int32_t* positions, int rows, float scale, Bf16* acc,
+                               cudaStream_t stream) {
+  return MlaAttentionTo(kv, layer, q_lat, shape, seqs, positions, rows, scale, acc, stream);
 }
 
 }  // namespace lockstep::cuda::kernels

@@ -2,16 +2,17 @@
 // device form of the CPU engine's MlaAttention in its absorbed form
 // (runtime/engine/cpu/mla_attention.h), and of the family's interleaved RoPE:
 //
-//   q_lat = [q_nope W_UK_h | q_pe | 0]             LaunchMlaAbsorbQuery (per row and head)
+//   q_lat = [q_nope W_UK_h | q_pe | 0]    q_nope W_UK_h: a cuBLASLt batched GEMM
+//                                          (mla_projections.h); the rest LaunchMlaQueryPe
 //   acc   = softmax(q_lat · latent_t * scale) · c_t  LaunchMlaAttention (t <= the row's position)
-//   out_h = W_UV_h acc                              LaunchMlaApplyUv
+//   out_h = W_UV_h acc                     a cuBLASLt batched GEMM (mla_projections.h)
 //
 // The cache holds per token and layer one KV head whose K plane has the latent vector's
 // first `half` values and whose V plane the rest (engine::ModelConfig::cache_head_dim):
 // latent = [c (kv_lora_rank) | k_pe (qk_rope_head_dim) | zero padding]. kv_b is the
 // kv_b_proj weight [heads * (nope + v_head_dim), kv_lora_rank]: per head the W_UK rows,
-// then the W_UV rows. The latent-space query and the attention's weighted sum are f32;
-// weights, q and out are the engine's element type (bf16, or f32). Every row attends to
+// then the W_UV rows. The latent-space query is f32, the attention's weighted sum f32
+// rounded once to the engine's element type (bf16, or f32), as are weights, q and out. Every row attends to
 // positions [0, positions[row]] of sequence seqs[row] (prefill and decode rows alike; its
 // own latent vector is written first); a pad row (seqs[row] < 0) gets zeros. Each
 // returns the launch's error (cudaErrorInvalidValue beyond the limits below).
@@ -52,24 +53,22 @@ cudaError_t LaunchRopeInterleaved(float* x, int64_t row_stride, int tokens, int 
                                   const double* inv_freq, float magnitude, cudaStream_t stream);
 
 // q: [rows][heads * qk] (q_pe already rotated), rows q_stride apart; q_lat: f32
-// [rows][heads][latent].
-cudaError_t LaunchMlaAbsorbQuery(const Bf16* q, int64_t q_stride, int rows, const MlaShape& shape,
-                                 const Bf16* kv_b, float* q_lat, cudaStream_t stream);
-cudaError_t LaunchMlaAbsorbQuery(const float* q, int64_t q_stride, int rows,
-                                 const MlaShape& shape, const float* kv_b, float* q_lat,
-                                 cudaStream_t stream);
+// [rows][heads][latent], of which this writes [lora, latent): q_pe, then zeros.
+cudaError_t LaunchMlaQueryPe(const Bf16* q, int64_t q_stride, int rows, const MlaShape& shape,
+                             float* q_lat, cudaStream_t stream);
+cudaError_t LaunchMlaQueryPe(const float* q, int64_t q_stride, int rows, const MlaShape& shape,
+                             float* q_lat, cudaStream_t stream);
 
-// acc: f32 [rows][heads][lora]. kv.num_kv_heads must be 1 and kv.head_dim shape.half.
+// acc: [rows][heads][lora], f32 or bf16 (the f32 sums rounded). kv.num_kv_heads must be
+// 1 and kv.head_dim shape.half.
 cudaError_t LaunchMlaAttention(const PagedKvDesc& kv, int layer, const float* q_lat,
                                const MlaShape& shape, const int32_t* seqs,
                                const int32_t* positions, int rows, float scale, float* acc,
                                cudaStream_t stream);
-
-// out: [rows][heads * vdim], rows out_stride apart.
-cudaError_t LaunchMlaApplyUv(const float* acc, int rows, const MlaShape& shape, const Bf16* kv_b,
-                             Bf16* out, int64_t out_stride, cudaStream_t stream);
-cudaError_t LaunchMlaApplyUv(const float* acc, int rows, const MlaShape& shape, const float* kv_b,
-                             float* out, int64_t out_stride, cudaStream_t stream);
+cudaError_t LaunchMlaAttention(const PagedKvDesc& kv, int layer, const float* q_lat,
+                               const MlaShape& shape, const int32_t* seqs,
+                               const int32_t* positions, int rows, float scale, Bf16* acc,
+                               cudaStream_t stream);
 
 }  // namespace lockstep::cuda::kernels
 

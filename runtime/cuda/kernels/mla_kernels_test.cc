@@ -1,5 +1,5 @@
 // GPU checks of the DeepSeek-V3 family's kernels: MLA in its absorbed form (absorb the
-// query, attend over the latent cache, apply W_UV) against a host reference in the
+// query and apply W_UV as cuBLASLt batched GEMMs, attend over the latent cache) against a host reference in the
 // expanded form (each cached token's key and value expanded per head, in double) over a
 // random paged latent pool with contexts across several score tiles and spec buffers,
 // relative L2 <= 1e-4 with f32 weights and outputs (the pool is bf16 on both sides) and
@@ -20,8 +20,10 @@
 #include "gtest/gtest.h"
 #include "runtime/cuda/gpu_test_env.h"
 #include "runtime/cuda/kernels/bf16.h"
+#include "runtime/cuda/kernels/cublaslt_gemm.h"
 #include "runtime/cuda/kernels/grouped_route_kernel.h"
 #include "runtime/cuda/kernels/kernel_test_util.h"
+#include "runtime/cuda/kernels/mla_projections.h"
 #include "runtime/cuda/kernels/test_kv_pool.h"
 #include "runtime/engine/cpu/moe_route.h"
 #include "runtime/engine/cpu/paged_attention.h"
@@ -118,21 +120,24 @@ std::vector<float> RunMla(TestKvPool& pool, const MlaShape& s, const std::vector
       return ToBf16(v);
     }
   };
-  DeviceArray<T> dq(as_t(q)), dkv_b(as_t(kv_b)), dout(static_cast<size_t>(m) * s.heads * s.vdim);
-  DeviceArray<float> q_lat(static_cast<size_t>(m) * s.heads * s.latent()),
+  DeviceArray<T> dq(as_t(q)), dkv_b(as_t(kv_b)), dout(static_cast<size_t>(m) * s.heads * s.vdim),
       acc(static_cast<size_t>(m) * s.heads * s.lora);
+  DeviceArray<float> q_lat(static_cast<size_t>(m) * s.heads * s.latent());
   DeviceArray<int32_t> dseqs(seqs), dpositions(positions);
   EXPECT_EQ(dout.Poison(), cudaSuccess);
   EXPECT_EQ(acc.Poison(), cudaSuccess);
-  EXPECT_EQ(LaunchMlaAbsorbQuery(dq.get(), s.heads * s.qk(), m, s, dkv_b.get(), q_lat.get(),
-                                 nullptr),
-            cudaSuccess);
+  EXPECT_EQ(q_lat.Poison(), cudaSuccess);
+  absl::StatusOr<std::unique_ptr<CublasLtGemm>> gemm = CublasLtGemm::Create(nullptr, {});
+  EXPECT_TRUE(gemm.ok()) << gemm.status();
+  if (!gemm.ok()) return {};
+  absl::Status status = MlaAbsorbQuery(**gemm, dq.get(), s.heads * s.qk(), m, s, dkv_b.get(),
+                                       q_lat.get(), nullptr);
+  EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(LaunchMlaAttention(pool.desc(), 1, q_lat.get(), s, dseqs.get(), dpositions.get(), m,
                                scale, acc.get(), nullptr),
             cudaSuccess);
-  EXPECT_EQ(
-      LaunchMlaApplyUv(acc.get(), m, s, dkv_b.get(), dout.get(), s.heads * s.vdim, nullptr),
-      cudaSuccess);
+  status = MlaApplyUv(**gemm, acc.get(), m, s, dkv_b.get(), dout.get(), s.heads * s.vdim);
+  EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   if constexpr (std::is_same_v<T, float>) {
     return dout.Download();
@@ -180,12 +185,17 @@ TEST(MlaKernelsTest, AbsorbedAttentionMatchesTheExpandedForm) {
 TEST(MlaKernelsTest, RefusesShapesBeyondItsLimits) {
   LOCKSTEP_SKIP_WITHOUT_GPU();
   DeviceArray<float> buffer(16);
+  absl::StatusOr<std::unique_ptr<CublasLtGemm>> gemm = CublasLtGemm::Create(nullptr, {});
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
   MlaShape wide = Shape(1, 8, 8, 1200, 8);
-  EXPECT_EQ(LaunchMlaAbsorbQuery(buffer.get(), 16, 1, wide, buffer.get(), buffer.get(), nullptr),
+  EXPECT_EQ(LaunchMlaQueryPe(buffer.get(), 16, 1, wide, buffer.get(), nullptr),
             cudaErrorInvalidValue);
+  EXPECT_EQ(MlaAbsorbQuery(**gemm, buffer.get(), 16, 1, wide, buffer.get(), buffer.get(), nullptr)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
   MlaShape odd_rope = Shape(1, 8, 3, 16, 8);
-  EXPECT_EQ(LaunchMlaApplyUv(buffer.get(), 1, odd_rope, buffer.get(), buffer.get(), 8, nullptr),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(MlaApplyUv(**gemm, buffer.get(), 1, odd_rope, buffer.get(), buffer.get(), 8).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(MlaKernelsTest, InterleavedRopeMatchesTheCpuArithmetic) {
