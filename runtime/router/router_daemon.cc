@@ -120,13 +120,14 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
       RequestRunner::Options{.request_timeout = absl::Seconds(rc.request_timeout_s),
                              .eos_token_ids = std::move(text.eos_token_ids),
                              .migration_limit = static_cast<int>(rc.migration_limit),
-                             .max_queued_requests = rc.max_queued_requests},
+                             .max_queued_requests = rc.max_queued_requests,
+                             .progress = &progress_},
       *registry_, stubs_, flows_, metrics_, clock_);
   // A poll may take longer than the interval on a loaded machine; a missed answer
   // should mean a stalled or dead leader, not a busy one.
   monitor_ = std::make_unique<HealthMonitor>(
       *registry_, stubs_, flows_,
-      std::max(absl::Milliseconds(rc.health_check_interval_ms), absl::Seconds(1)));
+      std::max(absl::Milliseconds(rc.health_check_interval_ms), absl::Seconds(1)), &progress_);
   const RequestLimits limits{.model = config_.model.name,
                              .max_prompt_tokens = rc.max_prompt_tokens,
                              .vocab_size = tokenizer_->vocab_size()};

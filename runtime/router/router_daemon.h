@@ -31,6 +31,7 @@
 #include "runtime/config/deployment_config.h"
 #include "runtime/router/core/flow_tracker.h"
 #include "runtime/router/core/health_monitor.h"
+#include "runtime/router/core/instance_progress.h"
 #include "runtime/router/core/instance_registry.h"
 #include "runtime/router/core/request_runner.h"
 #include "runtime/router/core/router_metrics.h"
@@ -91,6 +92,7 @@ class RouterDaemon {
   RouterMetrics metrics_;
   FlowTracker flows_;
   WorkerStubs stubs_;
+  InstanceProgress progress_;  // the runner counts, the monitor reads
   std::unique_ptr<InstanceRegistry> registry_;
   std::unique_ptr<RequestRunner> runner_;
   std::unique_ptr<HealthMonitor> monitor_;

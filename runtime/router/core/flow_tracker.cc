@@ -11,25 +11,47 @@ bool FlowHandle::BeginLeg(const std::string& instance, grpc::ClientContext* call
   return true;
 }
 
+bool FlowHandle::BeginLeg(const std::string& instance, std::shared_ptr<grpc::ClientContext> call) {
+  absl::MutexLock lock(&mu_);
+  if (!cancel_reason_.ok()) return false;
+  instance_ = instance;
+  call_ = call.get();
+  shared_call_ = std::move(call);
+  leg_failure_ = absl::OkStatus();
+  return true;
+}
+
 void FlowHandle::EndLeg() {
   absl::MutexLock lock(&mu_);
   instance_.clear();
   call_ = nullptr;
+  shared_call_.reset();
 }
 
 void FlowHandle::Cancel(const absl::Status& reason) {
-  absl::MutexLock lock(&mu_);
-  if (cancel_reason_.ok()) cancel_reason_ = reason;
-  // TryCancel only marks the call cancelled; it runs none of our code. The lock keeps
-  // the flow thread from destroying the context meanwhile (EndLeg waits for it).
-  if (call_ != nullptr) call_->TryCancel();
+  std::shared_ptr<grpc::ClientContext> shared;
+  {
+    absl::MutexLock lock(&mu_);
+    if (cancel_reason_.ok()) cancel_reason_ = reason;
+    shared = shared_call_;
+    // A synchronous call's TryCancel only marks it cancelled; it runs none of our code.
+    // The lock keeps the flow thread from destroying the context meanwhile (EndLeg
+    // waits for it).
+    if (shared == nullptr && call_ != nullptr) call_->TryCancel();
+  }
+  if (shared != nullptr) shared->TryCancel();
 }
 
 bool FlowHandle::CancelLeg(const std::string& instance, const absl::Status& reason) {
-  absl::MutexLock lock(&mu_);
-  if (call_ == nullptr || instance_ != instance) return false;
-  if (leg_failure_.ok()) leg_failure_ = reason;
-  call_->TryCancel();
+  std::shared_ptr<grpc::ClientContext> shared;
+  {
+    absl::MutexLock lock(&mu_);
+    if (call_ == nullptr || instance_ != instance) return false;
+    if (leg_failure_.ok()) leg_failure_ = reason;
+    shared = shared_call_;
+    if (shared == nullptr) call_->TryCancel();
+  }
+  if (shared != nullptr) shared->TryCancel();
   return true;
 }
 

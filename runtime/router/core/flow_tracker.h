@@ -40,6 +40,11 @@ class FlowHandle {
   // Flow thread: `call` (owned by the flow thread, alive until EndLeg) now runs on
   // `instance`. Returns false, registering nothing, when the flow is already cancelled.
   bool BeginLeg(const std::string& instance, grpc::ClientContext* call) ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for a call of gRPC's callback API, shared with the flow: it is cancelled
+  // outside the flow's lock (TryCancel may run the call's reactions on the cancelling
+  // thread, and they end the leg).
+  bool BeginLeg(const std::string& instance, std::shared_ptr<grpc::ClientContext> call)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void EndLeg() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Any thread: ends the flow with `reason` (the first reason wins).
@@ -69,6 +74,7 @@ class FlowHandle {
   mutable absl::Mutex mu_;
   std::string instance_ ABSL_GUARDED_BY(mu_);
   grpc::ClientContext* call_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::shared_ptr<grpc::ClientContext> shared_call_ ABSL_GUARDED_BY(mu_);  // owns call_ if set
   absl::Status cancel_reason_ ABSL_GUARDED_BY(mu_);
   absl::Status leg_failure_ ABSL_GUARDED_BY(mu_);
   absl::Mutex callback_mu_;

@@ -24,7 +24,15 @@ void HealthMonitor::CheckOnce() {
 }
 
 void HealthMonitor::Poll(const InstanceTarget& target) {
-  std::shared_ptr<v1::WorkerService::Stub> stub = stubs_.Get(target.address);
+  std::shared_ptr<v1::WorkerService::Stub> stub = stubs_.GetControl(target.address);
+  // Responses from the instance's streams since its previous poll.
+  bool progressed = false;
+  if (progress_ != nullptr) {
+    const int64_t now = progress_->Read(target.name);
+    auto [it, inserted] = progress_at_poll_.try_emplace(target.name, now);
+    progressed = !inserted && now != it->second;
+    it->second = now;
+  }
   v1::HealthResponse health;
   grpc::ClientContext call;
   SetDeadline(call, rpc_timeout_);
@@ -32,6 +40,10 @@ void HealthMonitor::Poll(const InstanceTarget& target) {
   if (!status.ok()) {
     const std::string reason =
         fmt::format("health check of {} failed: {}", target.address, status.error_message());
+    if (progressed) {
+      LOCKSTEP_LOG_INFO("router", "{} while its streams make progress: not counted", reason);
+      return;
+    }
     if (registry_.ReportPollFailed(target, reason, /*immediate=*/false)) {
       CancelFlows(target.name, reason);
     }

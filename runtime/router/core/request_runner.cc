@@ -1,7 +1,7 @@
 #include "runtime/router/core/request_runner.h"
 
 #include <algorithm>
-#include <chrono>
+#include <deque>
 #include <memory>
 #include <utility>
 
@@ -9,10 +9,10 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "fmt/format.h"
-#include "grpcpp/grpcpp.h"
 #include "runtime/config/sampling_wire.h"
 #include "runtime/router/core/migration.h"
 #include "runtime/router/routing/queue_limit.h"
+#include "runtime/router/core/request_runner_call.h"
 #include "scheduler/continuation.h"
 
 namespace lockstep::router {
@@ -20,43 +20,58 @@ namespace {
 
 using config::InstanceRole;
 
-absl::Status StatusFromWorker(int32_t code, const std::string& message, const std::string& instance,
-                              uint64_t request_id) {
-  const absl::StatusCode status_code =
-      code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kInternal;
-  return absl::Status(
-      status_code, fmt::format("instance {} failed request {}: {}", instance, request_id, message));
-}
-
-// Adds to `total` what a leg's cumulative drafts `now` have beyond `seen`, the leg's
-// previous report, and remembers `now`.
-void AddNewDrafts(const v1::DraftTokens& now, v1::DraftTokens& seen, v1::DraftTokens& total) {
-  total.set_method(now.method());
-  total.set_proposed(total.proposed() + now.proposed() - seen.proposed());
-  total.set_accepted(total.accepted() + now.accepted() - seen.accepted());
-  seen = now;
-}
-
-std::chrono::system_clock::time_point GrpcDeadline(absl::Duration remaining) {
-  return std::chrono::system_clock::now() +
-         std::chrono::microseconds(absl::ToInt64Microseconds(remaining));
-}
-
 }  // namespace
 
-struct RequestRunner::Progress {
-  absl::Time start;
-  absl::Time last_token;
-  bool first_token_seen = false;
-  int64_t completion_tokens = 0;
-  int64_t cached_prompt_tokens = 0;  // reported by the latest leg that prefilled
-  v1::DraftTokens drafts;            // summed over the legs
-  // The tokens delivered to the sink, every leg and attempt (what a migration resumes
-  // from).
-  std::vector<int32_t> tokens;
-  // When the last attempt failed, until the next token arrives (migration latency).
-  std::optional<absl::Time> failed_at;
+namespace {
+
+// Hands a blocking Run's tokens to the thread that called Run, which gives them to its
+// sink (TokenSink::OnTokens runs on the request's thread, as it always did) while the
+// gRPC callback threads go on with other requests.
+class RelaySink : public TokenSink {
+ public:
+  explicit RelaySink(TokenSink& sink) : sink_(sink) {}
+  SinkAction OnTokens(const TokenDelta& delta) override { return sink_.OnTokens(delta); }
+  void OnTokensAsync(const TokenDelta& delta, std::function<void(SinkAction)> done) override {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back({delta, std::move(done)});
+  }
+  bool ClientConnected() override { return sink_.ClientConnected(); }
+  void Done(RequestResult result) {
+    absl::MutexLock lock(&mu_);
+    result_ = std::move(result);
+  }
+  // Delivers the queued tokens until the request is done. The wait is bounded by the
+  // request: every leg has the request's deadline.
+  RequestResult Wait() {
+    for (;;) {
+      Item item;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](RelaySink* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
+              return !self->queue_.empty() || self->result_.has_value();
+            },
+            this));
+        if (queue_.empty()) return *std::move(result_);
+        item = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      item.done(sink_.OnTokens(item.delta));
+    }
+  }
+
+ private:
+  struct Item {
+    TokenDelta delta;
+    std::function<void(SinkAction)> done;
+  };
+  TokenSink& sink_;
+  absl::Mutex mu_;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  std::optional<RequestResult> result_ ABSL_GUARDED_BY(mu_);
 };
+
+}  // namespace
 
 RequestRunner::RequestRunner(Options options, InstanceRegistry& registry, WorkerStubs& stubs,
                              FlowTracker& flows, RouterMetrics& metrics, Clock& clock)
@@ -68,6 +83,19 @@ RequestRunner::RequestRunner(Options options, InstanceRegistry& registry, Worker
       clock_(clock),
       // Ids stay unique across router restarts: they start at the current time in µs.
       next_request_id_(static_cast<uint64_t>(absl::ToUnixMicros(clock.Now()))) {}
+
+RequestRunner::~RequestRunner() {
+  // The requests still in flight refer to the runner; their flows were ended, so each
+  // ends within a Cancel RPC's deadline (or its request's, at worst).
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int64_t* n) { return *n == 0; }, &in_flight_));
+}
+
+int64_t RequestRunner::in_flight() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_;
+}
 
 bool RequestRunner::CanRoute(absl::Span<const std::string> exclude) const {
   return registry_.HasHealthy(InstanceRole::kAggregated, exclude) ||
@@ -96,21 +124,95 @@ absl::Status RequestRunner::CheckRoute(std::string_view model) {
 
 RequestResult RequestRunner::Run(const RouterRequest& request, uint64_t request_id,
                                  TokenSink& sink) {
-  RequestResult result;
+  RelaySink relay(sink);
+  Start(request, request_id, relay, [&relay](RequestResult result) { relay.Done(std::move(result)); });
+  return relay.Wait();
+}
+
+void RequestRunner::Start(const RouterRequest& request, uint64_t request_id, TokenSink& sink,
+                          std::function<void(RequestResult)> done) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++in_flight_;
+  }
+  auto call = std::make_shared<Call>();
+  call->request = request;
+  call->sink = &sink;
+  call->done = std::move(done);
+  RequestResult& result = call->result;
   result.request_id = request_id;
   result.prompt_tokens = static_cast<int64_t>(request.prompt.size());
-  Progress progress;
-  progress.start = clock_.Now();
-  const absl::Time deadline = progress.start + options_.request_timeout;
-
-  auto flow =
-      std::make_shared<FlowHandle>(result.request_id, [&sink] { return sink.ClientConnected(); });
-  flows_.Add(flow);
+  call->progress.start = clock_.Now();
+  call->deadline = call->progress.start + options_.request_timeout;
+  call->flow =
+      std::make_shared<FlowHandle>(request_id, [&sink] { return sink.ClientConnected(); });
+  flows_.Add(call->flow);
   metrics_.RunningDelta(+1);
   metrics_.QueueDelta(+1);
   metrics_.PromptTokens(result.prompt_tokens);
-  RunRoute(*flow, request, deadline, progress, sink, result);
-  flow->Detach();  // the sweeper may hold `flow` a while longer; `sink` goes away soon
+  call->original = WireRequest(request.model, request.prompt, request.sampling, request_id);
+  call->wire = call->original;
+  StartAttempt(call);
+}
+
+void RequestRunner::StartAttempt(const CallPtr& call) {
+  call->result.route.clear();
+  RunAttempt(call, [this, call](FailedLeg failure) { AttemptDone(call, failure); });
+}
+
+void RequestRunner::AttemptDone(const CallPtr& call, const FailedLeg& failure) {
+  RequestResult& result = call->result;
+  Progress& progress = call->progress;
+  if (!result.route.empty()) call->attempts.push_back(result.route);
+  if (result.status.ok() || failure.reason == MigrationReason::kNone) return Finish(call);
+  // It failed after the last token.
+  if (OutputComplete(call->original, progress, result)) return Finish(call);
+  if (!RetriesOnSameInstance(failure, call->failed)) call->failed.push_back(failure.instance);
+  if (clock_.Now() >= call->deadline) {
+    // The deadline covers every attempt: none starts after it.
+    result.status = absl::DeadlineExceededError(fmt::format(
+        "request {} did not finish within {} s ({})", result.request_id,
+        absl::ToInt64Seconds(options_.request_timeout), std::string(result.status.message())));
+    return Finish(call);
+  }
+  result.status = MigrationVerdict(result.status, failure.reason, call->attempts,
+                                   call->migrations, options_.migration_limit,
+                                   CanRoute(call->failed), config::InstanceRoleName(failure.role));
+  if (!result.status.ok()) {
+    call->history_told = true;
+    return Finish(call);
+  }
+  const absl::Time now = clock_.Now();
+  progress.failed_at = now;
+  metrics_.Migration(MigrationReasonName(failure.reason));
+  const RouterRequest& request = call->request;
+  const sched::Continuation next =
+      sched::ContinueAfter(request.prompt, request.sampling, progress.tokens);
+  call->wire = WireRequest(request.model, next.prompt, next.sampling, NewRequestId());
+  LOCKSTEP_LOG_WARN("router", "{}",
+                    MigrationLogLine({.request_id = result.request_id,
+                                      .instance = failure.instance,
+                                      .reason = std::string(MigrationReasonName(failure.reason)),
+                                      .delivered = static_cast<int64_t>(progress.tokens.size()),
+                                      .continuation_id = call->wire.request_id()}));
+  ++call->migrations;
+  StartAttempt(call);
+}
+
+void RequestRunner::Finish(const CallPtr& call) {
+  RequestResult& result = call->result;
+  Progress& progress = call->progress;
+  result.route = absl::StrJoin(call->attempts, " => ");
+  if (call->migrations > 0) {
+    if (result.status.ok()) {
+      metrics_.MigratedRequestCompleted();
+    } else if (!call->history_told) {
+      // A later attempt ended the request for a reason that does not migrate (its
+      // deadline, a queue limit, a validation error): the error still tells the history.
+      result.status = AfterMigrations(result.status, call->attempts, call->migrations);
+    }
+  }
+  call->flow->Detach();  // the sweeper may hold the flow a while longer; the sink goes soon
   flows_.Remove(result.request_id);
   if (!progress.first_token_seen) metrics_.QueueDelta(-1);
   metrics_.RunningDelta(-1);
@@ -126,63 +228,10 @@ RequestResult RequestRunner::Run(const RouterRequest& request, uint64_t request_
     LOCKSTEP_LOG_WARN("router", "request {} via {} ended: {}", result.request_id,
                       result.route.empty() ? "-" : result.route, result.status.ToString());
   }
-  return result;
-}
-
-void RequestRunner::RunRoute(FlowHandle& flow, const RouterRequest& request, absl::Time deadline,
-                             Progress& progress, TokenSink& sink, RequestResult& result) {
-  const v1::GenerateRequest original =
-      WireRequest(request.model, request.prompt, request.sampling, result.request_id);
-
-  std::vector<std::string> attempts;  // each attempt's route, in order
-  std::vector<std::string> failed;    // the instances excluded from later attempts
-  v1::GenerateRequest wire = original;
-  int migrations = 0;
-  bool history_told = false;  // result.status already names the attempts
-  for (;; ++migrations) {
-    result.route.clear();
-    const FailedLeg failure =
-        RunAttempt(flow, request, wire, failed, deadline, progress, sink, result);
-    if (!result.route.empty()) attempts.push_back(result.route);
-    if (result.status.ok() || failure.reason == MigrationReason::kNone) break;
-    if (OutputComplete(original, progress, result)) break;  // it failed after the last token
-    if (!RetriesOnSameInstance(failure, failed)) failed.push_back(failure.instance);
-    if (clock_.Now() >= deadline) {
-      // The deadline covers every attempt: none starts after it.
-      result.status = absl::DeadlineExceededError(fmt::format(
-          "request {} did not finish within {} s ({})", result.request_id,
-          absl::ToInt64Seconds(options_.request_timeout), std::string(result.status.message())));
-      break;
-    }
-    result.status = MigrationVerdict(result.status, failure.reason, attempts, migrations,
-                                     options_.migration_limit, CanRoute(failed),
-                                     config::InstanceRoleName(failure.role));
-    if (!result.status.ok()) {
-      history_told = true;
-      break;
-    }
-    const absl::Time now = clock_.Now();
-    progress.failed_at = now;
-    metrics_.Migration(MigrationReasonName(failure.reason));
-    const sched::Continuation next =
-        sched::ContinueAfter(request.prompt, request.sampling, progress.tokens);
-    wire = WireRequest(request.model, next.prompt, next.sampling, NewRequestId());
-    LOCKSTEP_LOG_WARN("router", "{}",
-                      MigrationLogLine({.request_id = result.request_id,
-                                        .instance = failure.instance,
-                                        .reason = std::string(MigrationReasonName(failure.reason)),
-                                        .delivered = static_cast<int64_t>(progress.tokens.size()),
-                                        .continuation_id = wire.request_id()}));
-  }
-  result.route = absl::StrJoin(attempts, " => ");
-  if (migrations == 0) return;
-  if (result.status.ok()) {
-    metrics_.MigratedRequestCompleted();
-  } else if (!history_told) {
-    // A later attempt ended the request for a reason that does not migrate (its
-    // deadline, a queue limit, a validation error): the error still tells the history.
-    result.status = AfterMigrations(result.status, attempts, migrations);
-  }
+  std::function<void(RequestResult)> done = std::move(call->done);
+  done(std::move(result));
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
 }
 
 bool RequestRunner::RetriesOnSameInstance(const FailedLeg& failure,
@@ -225,229 +274,130 @@ bool RequestRunner::OutputComplete(const v1::GenerateRequest& original, const Pr
   return true;
 }
 
-RequestRunner::FailedLeg RequestRunner::RunAttempt(FlowHandle& flow, const RouterRequest& request,
-                                                   v1::GenerateRequest wire,
-                                                   absl::Span<const std::string> exclude,
-                                                   absl::Time deadline, Progress& progress,
-                                                   TokenSink& sink, RequestResult& result) {
-  const uint64_t id = wire.request_id();
-  auto failed_leg = [](const LegOutcome& leg, const std::string& instance, InstanceRole role) {
-    return FailedLeg{leg.status.ok() ? MigrationReason::kNone : leg.migrate, instance, role};
-  };
+RequestRunner::FailedLeg RequestRunner::LegFailure(const absl::Status& status,
+                                                   MigrationReason migrate,
+                                                   const std::string& instance, InstanceRole role) {
+  return {status.ok() ? MigrationReason::kNone : migrate, instance, role};
+}
+
+void RequestRunner::RunAttempt(const CallPtr& call, FailedLegDone done) {
+  RequestResult& result = call->result;
+  v1::GenerateRequest& wire = call->wire;
+  const std::vector<std::string>& exclude = call->failed;
   if (registry_.HasHealthy(InstanceRole::kAggregated, exclude)) {
     absl::StatusOr<InstanceTarget> target =
         Route(InstanceRole::kAggregated, exclude, wire, /*by_prompt=*/true);
     if (!target.ok()) {
       result.status = target.status();
-      return {};
+      return done({});
     }
     result.route = target->name;
     wire.set_type(v1::REQUEST_TYPE_AGGREGATED);
-    LegOutcome leg = RunLeg(flow, *target, wire, deadline, progress, sink);
-    registry_.Release(target->name);
-    result.status = leg.status;
-    result.finish_reason = leg.finish_reason;
-    return failed_leg(leg, target->name, InstanceRole::kAggregated);
+    const std::string name = target->name;
+    return RunLeg(call, *target, wire, [this, call, name, done = std::move(done)](LegOutcome leg) {
+      registry_.Release(name);
+      call->result.status = leg.status;
+      call->result.finish_reason = leg.finish_reason;
+      done(LegFailure(leg.status, leg.migrate, name, InstanceRole::kAggregated));
+    });
   }
   if (!registry_.HasHealthy(InstanceRole::kContext, exclude) ||
       !registry_.HasHealthy(InstanceRole::kGeneration, exclude)) {
     result.status = absl::UnavailableError(fmt::format(
         "no healthy instance can serve model '{}': it needs an aggregated instance, or a "
         "context and a generation instance",
-        request.model));
-    return {};
+        call->request.model));
+    return done({});
   }
 
   // Leg 1: prefill on a context instance.
   absl::StatusOr<InstanceTarget> ctx = Route(InstanceRole::kContext, exclude, wire, true);
   if (!ctx.ok()) {
     result.status = ctx.status();
-    return {};
+    return done({});
   }
   result.route = ctx->name;
   wire.set_type(v1::REQUEST_TYPE_CONTEXT_ONLY);
-  LegOutcome leg1 = RunLeg(flow, *ctx, wire, deadline, progress, sink);
-  registry_.Release(ctx->name);
+  RunLeg(call, *ctx, wire,
+         [this, call, ctx = *ctx, done = std::move(done)](LegOutcome leg1) mutable {
+           registry_.Release(ctx.name);
+           AfterContextLeg(call, ctx, std::move(leg1), std::move(done));
+         });
+}
+
+void RequestRunner::AfterContextLeg(const CallPtr& call, const InstanceTarget& ctx,
+                                    LegOutcome leg1, FailedLegDone done) {
+  RequestResult& result = call->result;
+  const uint64_t id = call->wire.request_id();
   if (!leg1.status.ok() || leg1.finish_reason != v1::FINISH_REASON_HANDOFF) {
     // Failed, or finished on the context instance (its first token ended the request).
     result.status = leg1.status;
     result.finish_reason = leg1.finish_reason;
-    return failed_leg(leg1, ctx->name, InstanceRole::kContext);
+    return done(LegFailure(leg1.status, leg1.migrate, ctx.name, InstanceRole::kContext));
   }
   if (!leg1.context.has_value()) {
     result.status = absl::InternalError(fmt::format(
-        "context instance {} handed off request {} without a context handle", ctx->name, id));
-    return {};
+        "context instance {} handed off request {} without a context handle", ctx.name, id));
+    return done({});
   }
-  const v1::ContextResult& context = *leg1.context;
-  const uint64_t claim_id = context.handle().context_request_id();
+  auto context = std::make_shared<v1::ContextResult>(*std::move(leg1.context));
+  const uint64_t claim_id = context->handle().context_request_id();
 
   // The first token reaches the client as soon as the context leg ends.
   TokenDelta first;
-  first.token_ids.push_back(context.first_token_id());
-  if (request.sampling.logprobs > 0 && context.has_first_logprobs()) {
-    first.logprobs.push_back(context.first_logprobs());
+  first.token_ids.push_back(context->first_token_id());
+  if (call->request.sampling.logprobs > 0 && context->has_first_logprobs()) {
+    first.logprobs.push_back(context->first_logprobs());
   }
-  const SinkAction action = Deliver(first, progress, sink);
-  if (action == SinkAction::kClientGone) {
-    flow.Cancel(absl::CancelledError("the client disconnected"));
-    CancelOnWorker(*ctx, claim_id);
-    result.status = flow.cancel_reason();
-    return {};
-  }
-  if (action == SinkAction::kStop || progress.completion_tokens >= request.sampling.max_tokens) {
-    CancelOnWorker(*ctx, claim_id);  // nothing left to generate: release the claim
-    result.finish_reason =
-        action == SinkAction::kStop ? v1::FINISH_REASON_STOP : v1::FINISH_REASON_LENGTH;
-    return {};
-  }
+  Deliver(*call, first, [this, call, ctx, context, claim_id,
+                         done = std::move(done)](SinkAction action) mutable {
+    RequestResult& result = call->result;
+    if (action == SinkAction::kClientGone) {
+      call->flow->Cancel(absl::CancelledError("the client disconnected"));
+      result.status = call->flow->cancel_reason();
+      return CancelOnWorker(ctx, claim_id, [done = std::move(done)] { done({}); });
+    }
+    if (action == SinkAction::kStop ||
+        call->progress.completion_tokens >= call->request.sampling.max_tokens) {
+      result.finish_reason =
+          action == SinkAction::kStop ? v1::FINISH_REASON_STOP : v1::FINISH_REASON_LENGTH;
+      // Nothing left to generate: release the claim.
+      return CancelOnWorker(ctx, claim_id, [done = std::move(done)] { done({}); });
+    }
 
-  // Leg 2: decode on a generation instance, which pulls the KV from the context rank.
-  absl::StatusOr<InstanceTarget> gen = Route(InstanceRole::kGeneration, exclude, wire, false);
-  if (!gen.ok()) {
-    CancelOnWorker(*ctx, claim_id);
-    result.status = gen.status();
-    return {};
-  }
-  result.route = fmt::format("{}->{}", ctx->name, gen->name);
-  wire.set_type(v1::REQUEST_TYPE_GENERATION_ONLY);
-  *wire.mutable_context() = context;
-  LegOutcome leg2 = RunLeg(flow, *gen, wire, deadline, progress, sink);
-  registry_.Release(gen->name);
-  if (!leg2.status.ok()) CancelOnWorker(*ctx, claim_id);  // the KV may not have moved
-  result.status = leg2.status;
-  result.finish_reason = leg2.finish_reason;
-  // A failed pull blames the context instance (it may have died), never the generation
-  // instance that reported it.
-  if (leg2.migrate == MigrationReason::kKvPullFailed) {
-    return failed_leg(leg2, ctx->name, InstanceRole::kContext);
-  }
-  return failed_leg(leg2, gen->name, InstanceRole::kGeneration);
+    // Leg 2: decode on a generation instance, which pulls the KV from the context rank.
+    v1::GenerateRequest& wire = call->wire;
+    absl::StatusOr<InstanceTarget> gen = Route(InstanceRole::kGeneration, call->failed, wire, false);
+    if (!gen.ok()) {
+      result.status = gen.status();
+      return CancelOnWorker(ctx, claim_id, [done = std::move(done)] { done({}); });
+    }
+    result.route = fmt::format("{}->{}", ctx.name, gen->name);
+    wire.set_type(v1::REQUEST_TYPE_GENERATION_ONLY);
+    *wire.mutable_context() = *context;
+    const std::string gen_name = gen->name;
+    RunLeg(call, *gen, wire,
+           [this, call, ctx, claim_id, gen_name, done = std::move(done)](LegOutcome leg2) mutable {
+             registry_.Release(gen_name);
+             call->result.status = leg2.status;
+             call->result.finish_reason = leg2.finish_reason;
+             // A failed pull blames the context instance (it may have died), never the
+             // generation instance that reported it.
+             const FailedLeg failure =
+                 leg2.migrate == MigrationReason::kKvPullFailed
+                     ? LegFailure(leg2.status, leg2.migrate, ctx.name, InstanceRole::kContext)
+                     : LegFailure(leg2.status, leg2.migrate, gen_name,
+                                  InstanceRole::kGeneration);
+             if (leg2.status.ok()) return done(failure);
+             // The KV may not have moved.
+             CancelOnWorker(ctx, claim_id, [done = std::move(done), failure] { done(failure); });
+           });
+  });
 }
 
-RequestRunner::LegOutcome RequestRunner::RunLeg(FlowHandle& flow, const InstanceTarget& target,
-                                                const v1::GenerateRequest& request,
-                                                absl::Time deadline, Progress& progress,
-                                                TokenSink& sink) {
-  LegOutcome out;
-  const uint64_t id = request.request_id();
-  std::shared_ptr<v1::WorkerService::Stub> stub = stubs_.Get(target.address);
-  grpc::ClientContext call;
-  call.set_deadline(GrpcDeadline(deadline - clock_.Now()));
-  if (!flow.BeginLeg(target.name, &call)) {
-    out.status = flow.cancel_reason();
-    return out;
-  }
-  // The health monitor marks an instance unhealthy before cancelling the flows on it,
-  // so a leg that began after that sees it here.
-  if (!registry_.IsServing(target.name)) {
-    flow.CancelLeg(target.name,
-                   absl::UnavailableError(fmt::format(
-                       "instance {} became unhealthy before request {} started", target.name, id)));
-  }
-  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub->Generate(&call, request);
-  v1::GenerateResponse response;
-  bool finished = false;
-  bool stopped = false;  // the sink reached a stop string before the worker finished
-  v1::DraftTokens leg_drafts;
-  bool rank_seen = false;
-  while (reader->Read(&response)) {
-    if (!rank_seen && (response.token_ids_size() > 0 || response.has_context())) {
-      rank_seen = true;
-      NoteServingRank(target, request, response.rank());
-      // The leg that prefilled reports its prefix reuse with the first token (a
-      // continuation's prompt holds the original one: Run clamps to it).
-      if (request.type() != v1::REQUEST_TYPE_GENERATION_ONLY) {
-        progress.cached_prompt_tokens = response.cached_prompt_tokens();
-      }
-    }
-    if (response.has_drafts()) AddNewDrafts(response.drafts(), leg_drafts, progress.drafts);
-    if (response.finish_reason() == v1::FINISH_REASON_ERROR || response.error_code() != 0) {
-      out.status =
-          StatusFromWorker(response.error_code(), response.error_message(), target.name, id);
-      out.finish_reason = v1::FINISH_REASON_ERROR;
-      if (response.kv_pull_failed()) {
-        out.migrate = MigrationReason::kKvPullFailed;  // whatever its code (a late pull too)
-      } else if (WorkerErrorMigrates(response.error_code())) {
-        out.migrate = MigrationReason::kWorkerError;
-      }
-      finished = true;
-      break;
-    }
-    if (response.token_ids_size() > 0) {
-      TokenDelta delta;
-      delta.token_ids.assign(response.token_ids().begin(), response.token_ids().end());
-      delta.logprobs.assign(response.logprobs().begin(), response.logprobs().end());
-      const SinkAction action = Deliver(delta, progress, sink);
-      if (action == SinkAction::kClientGone) {
-        flow.Cancel(absl::CancelledError("the client disconnected"));
-        break;
-      }
-      if (action == SinkAction::kStop) {
-        out.finish_reason = v1::FINISH_REASON_STOP;
-        finished = response.finished();
-        stopped = !finished;
-        break;
-      }
-    }
-    if (response.finished()) {
-      finished = true;
-      out.finish_reason = response.finish_reason();
-      if (response.has_context()) out.context = response.context();
-      if (out.finish_reason == v1::FINISH_REASON_CANCELLED) {
-        out.status =
-            absl::CancelledError(fmt::format("instance {} cancelled request {}", target.name, id));
-      }
-      break;
-    }
-  }
-  // A finished stream is closed by the worker; cancelling it could cost a context
-  // leg its KV claim. Anything else is cancelled so that Finish returns at once.
-  if (!finished || !out.status.ok()) call.TryCancel();
-  const grpc::Status rpc = reader->Finish();
-  flow.EndLeg();
-  if (finished) return out;
-  if (stopped) {
-    CancelOnWorker(target, id);  // the output is complete; the worker need not go on
-    return out;
-  }
-
-  const absl::Status cancel = flow.cancel_reason();
-  if (!cancel.ok()) {
-    out.status = cancel;
-    // A client that left, or the router shutting down: stop the work on the worker too
-    // (an unhealthy instance's legs end through leg_failure below, unasked: it may not
-    // answer).
-    CancelOnWorker(target, id);
-    return out;
-  }
-  if (absl::Status unhealthy = flow.leg_failure(); !unhealthy.ok()) {
-    out.status = std::move(unhealthy);
-    out.migrate = MigrationReason::kInstanceUnhealthy;
-    return out;
-  }
-  // Past the leg's deadline the worker may end the stream first, and with another code
-  // (CANCELLED): the deadline, not the instance, ended it.
-  if (rpc.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-      std::chrono::system_clock::now() >= call.deadline()) {
-    out.status = absl::DeadlineExceededError(
-        fmt::format("request {} did not finish within {} s (on instance {})", id,
-                    absl::ToInt64Seconds(options_.request_timeout), target.name));
-    CancelOnWorker(target, id);
-  } else if (!rpc.ok()) {
-    out.migrate = MigrationReason::kStreamBroken;
-    out.status = absl::UnavailableError(
-        fmt::format("instance {} failed while serving request {}: {} (gRPC code {})", target.name,
-                    id, rpc.error_message(), static_cast<int>(rpc.error_code())));
-  } else {
-    out.migrate = MigrationReason::kStreamBroken;
-    out.status = absl::UnavailableError(fmt::format(
-        "instance {} ended the stream of request {} before it finished", target.name, id));
-  }
-  return out;
-}
-
-SinkAction RequestRunner::Deliver(const TokenDelta& delta, Progress& progress, TokenSink& sink) {
+void RequestRunner::Deliver(Call& call, const TokenDelta& delta,
+                            std::function<void(SinkAction)> then) {
+  Progress& progress = call.progress;
   const absl::Time now = clock_.Now();
   const int64_t n = static_cast<int64_t>(delta.token_ids.size());
   if (!progress.first_token_seen) {
@@ -466,7 +416,7 @@ SinkAction RequestRunner::Deliver(const TokenDelta& delta, Progress& progress, T
   progress.completion_tokens += n;
   progress.tokens.insert(progress.tokens.end(), delta.token_ids.begin(), delta.token_ids.end());
   metrics_.GeneratedTokens(n);
-  return sink.OnTokens(delta);
+  call.sink->OnTokensAsync(delta, std::move(then));
 }
 
 absl::StatusOr<InstanceTarget> RequestRunner::Route(InstanceRole role,
@@ -490,19 +440,6 @@ void RequestRunner::NoteServingRank(const InstanceTarget& target,
   if (request.has_rank_hint()) metrics_.RankHint(rank == request.rank_hint());
   if (rank >= 0 && static_cast<size_t>(rank) < target.cached_by_rank.size()) {
     metrics_.PrefixCached(target.cached_by_rank[static_cast<size_t>(rank)]);
-  }
-}
-
-void RequestRunner::CancelOnWorker(const InstanceTarget& target, uint64_t request_id) {
-  v1::CancelRequest request;
-  request.set_request_id(request_id);
-  v1::CancelResponse response;
-  grpc::ClientContext call;
-  call.set_deadline(GrpcDeadline(options_.cancel_timeout));
-  const grpc::Status status = stubs_.Get(target.address)->Cancel(&call, request, &response);
-  if (!status.ok()) {
-    LOCKSTEP_LOG_INFO("router", "Cancel of request {} on {} failed: {}", request_id, target.name,
-                      status.error_message());
   }
 }
 

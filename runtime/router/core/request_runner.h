@@ -31,23 +31,35 @@
 // its attempts. A client cancel, a stop, a validation error or the deadline never
 // migrates.
 //
-// Thread safety: thread-safe; Run blocks the calling thread (one per request).
+// Threads. Start runs a request on gRPC's callback API: no thread waits for a worker or
+// a client while it runs (its worker streams are read by gRPC's callback threads, and a
+// sink that cannot take more tokens holds the next read back until it can), so the
+// router's threads do not grow with the requests in flight. Run is Start on the calling
+// thread's behalf: it blocks that thread, which delivers the tokens to the sink.
+//
+// Thread safety: thread-safe. The destructor waits for the requests in flight to end
+// (their flows are ended first by the owner, so that takes at most a Cancel RPC's
+// deadline).
 #ifndef LOCKSTEP_RUNTIME_ROUTER_CORE_REQUEST_RUNNER_H_
 #define LOCKSTEP_RUNTIME_ROUTER_CORE_REQUEST_RUNNER_H_
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/clock.h"
 #include "proto/worker.pb.h"
 #include "runtime/router/core/flow_tracker.h"
+#include "runtime/router/core/instance_progress.h"
 #include "runtime/router/core/instance_registry.h"
 #include "runtime/router/core/migration.h"
 #include "runtime/router/core/router_metrics.h"
@@ -71,6 +83,8 @@ class RequestRunner {
     int migration_limit = 2;
     // router.max_queued_requests, for the refusals' messages (the registry enforces it).
     int64_t max_queued_requests = 0;
+    // Counts each instance's stream responses for the health monitor (none: not counted).
+    InstanceProgress* progress = nullptr;
   };
 
   // Every reference must outlive the runner.
@@ -92,8 +106,20 @@ class RequestRunner {
   // A fresh request id (unique; ids start at the router's start time in µs).
   uint64_t NewRequestId() { return next_request_id_.fetch_add(1); }
 
-  // Runs a validated request to its end under `request_id` (from NewRequestId).
+  ~RequestRunner();
+
+  // Runs a validated request to its end under `request_id` (from NewRequestId); blocks
+  // the calling thread, on which the sink gets the tokens (TokenSink::OnTokens).
   RequestResult Run(const RouterRequest& request, uint64_t request_id, TokenSink& sink);
+
+  // Starts a validated request and returns at once (it may have ended already): `done`
+  // is called once with the result, on any thread, after the last use of `sink`
+  // (TokenSink::OnTokensAsync), which must live until then.
+  void Start(const RouterRequest& request, uint64_t request_id, TokenSink& sink,
+             std::function<void(RequestResult)> done);
+
+  // Requests started and not yet done.
+  int64_t in_flight() const;
 
  private:
   struct LegOutcome {
@@ -108,22 +134,36 @@ class RequestRunner {
     std::string instance;
     config::InstanceRole role = config::InstanceRole::kAggregated;
   };
+  // The failure of a leg that ended with `status` (none when OK).
+  static FailedLeg LegFailure(const absl::Status& status, MigrationReason migrate,
+                              const std::string& instance, config::InstanceRole role);
   // Per-request progress shared by the legs (tokens, timing, metrics).
   struct Progress;
+  // One request in flight: what it runs, its progress and its continuation state.
+  struct Call;
+  using CallPtr = std::shared_ptr<Call>;
+  // The reactor reading one leg's Generate stream (request_leg.cc).
+  class Leg;
+  using LegDone = std::function<void(LegOutcome)>;
+  using FailedLegDone = std::function<void(FailedLeg)>;
 
-  LegOutcome RunLeg(FlowHandle& flow, const InstanceTarget& target,
-                    const v1::GenerateRequest& request, absl::Time deadline, Progress& progress,
-                    TokenSink& sink);
-  // Runs the attempts (the first, then its migrations); fills `result` except the
-  // bookkeeping Run does.
-  void RunRoute(FlowHandle& flow, const RouterRequest& request, absl::Time deadline,
-                Progress& progress, TokenSink& sink, RequestResult& result);
-  // Routes `wire` (its type set per leg) avoiding `exclude` and runs its legs; sets
-  // result's status, finish reason and route (this attempt's instances, "ctx0->gen1";
-  // empty when no leg started).
-  FailedLeg RunAttempt(FlowHandle& flow, const RouterRequest& request, v1::GenerateRequest wire,
-                       absl::Span<const std::string> exclude, absl::Time deadline,
-                       Progress& progress, TokenSink& sink, RequestResult& result);
+  // Runs one leg of `call` on `target`; `done` gets its outcome (request_leg.cc).
+  void RunLeg(const CallPtr& call, const InstanceTarget& target, v1::GenerateRequest request,
+              LegDone done);
+  // Starts an attempt (the first, then each migration) of `call`'s current wire request.
+  void StartAttempt(const CallPtr& call);
+  // Routes the wire request (its type set per leg) avoiding the instances `call` failed
+  // on and runs its legs; sets result's status, finish reason and route (this attempt's
+  // instances, "ctx0->gen1"; empty when no leg started); then `done` gets the leg that
+  // failed by its instance.
+  void RunAttempt(const CallPtr& call, FailedLegDone done);
+  // The two-leg flow after the context leg ended with `leg1`.
+  void AfterContextLeg(const CallPtr& call, const InstanceTarget& ctx, LegOutcome leg1,
+                       FailedLegDone done);
+  // After an attempt: ends the request or starts its migration.
+  void AttemptDone(const CallPtr& call, const FailedLeg& failure);
+  // The bookkeeping at the end of a request; calls its `done`.
+  void Finish(const CallPtr& call);
   // True when the next attempt may use `failure`'s instance again: a failed KV pull
   // from a context instance that is still healthy and the only one left besides
   // `failed` (the pull may have failed for a passing reason). Every other failure
@@ -146,9 +186,12 @@ class RequestRunner {
   // the index showed cached there.
   void NoteServingRank(const InstanceTarget& target, const v1::GenerateRequest& request,
                        int32_t rank);
-  // Best-effort Cancel RPC to `target` for `request_id` (bounded by cancel_timeout).
-  void CancelOnWorker(const InstanceTarget& target, uint64_t request_id);
-  SinkAction Deliver(const TokenDelta& delta, Progress& progress, TokenSink& sink);
+  // Best-effort Cancel RPC to `target` for `request_id` (bounded by cancel_timeout);
+  // `then` runs when it was answered or failed.
+  void CancelOnWorker(const InstanceTarget& target, uint64_t request_id,
+                      std::function<void()> then);
+  // Counts `delta` and hands it to the sink; `then` gets the sink's action.
+  void Deliver(Call& call, const TokenDelta& delta, std::function<void(SinkAction)> then);
 
   const Options options_;
   InstanceRegistry& registry_;
@@ -157,6 +200,8 @@ class RequestRunner {
   RouterMetrics& metrics_;
   Clock& clock_;
   std::atomic<uint64_t> next_request_id_;
+  mutable absl::Mutex mu_;
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace lockstep::router

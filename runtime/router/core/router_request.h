@@ -4,6 +4,7 @@
 #define LOCKSTEP_RUNTIME_ROUTER_CORE_ROUTER_REQUEST_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,15 @@ enum class SinkAction {
 class TokenSink {
  public:
   virtual ~TokenSink() = default;
-  // Called on the thread running the request.
+  // Called on the thread running the request (RequestRunner::Run's caller).
   virtual SinkAction OnTokens(const TokenDelta& delta) = 0;
+  // The asynchronous runner's call (RequestRunner::Start), on a gRPC callback thread: takes
+  // `delta` as OnTokens does and calls `done` once with the action when the sink can take
+  // more, at once or later on any thread (a stream whose client is behind: when it caught
+  // up, or went away). It never blocks. The default calls OnTokens, then `done`.
+  virtual void OnTokensAsync(const TokenDelta& delta, std::function<void(SinkAction)> done) {
+    done(OnTokens(delta));
+  }
   // Polled from the router's sweeper thread while the request runs; false once the
   // client has gone. Must be thread-safe.
   virtual bool ClientConnected() = 0;

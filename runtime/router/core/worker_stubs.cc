@@ -8,9 +8,19 @@
 namespace lockstep::router {
 
 std::shared_ptr<v1::WorkerService::Stub> WorkerStubs::Get(const std::string& address) {
+  return GetKind(address, 0);
+}
+
+std::shared_ptr<v1::WorkerService::Stub> WorkerStubs::GetControl(const std::string& address) {
+  return GetKind(address, 1);
+}
+
+std::shared_ptr<v1::WorkerService::Stub> WorkerStubs::GetKind(const std::string& address,
+                                                              int kind) {
   absl::MutexLock lock(&mu_);
-  auto it = stubs_.find(address);
-  if (it != stubs_.end() &&
+  absl::flat_hash_map<std::string, Entry>& stubs = stubs_[kind];
+  auto it = stubs.find(address);
+  if (it != stubs.end() &&
       it->second.channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_TRANSIENT_FAILURE) {
     return it->second.stub;
   }
@@ -20,10 +30,16 @@ std::shared_ptr<v1::WorkerService::Stub> WorkerStubs::Get(const std::string& add
   // loaded machine needs more than a few hundred ms for a handshake.)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Channels with equal arguments share a connection: the control channel differs, and
+  // takes no subchannel from the global pool.
+  if (kind == 1) {
+    args.SetString("lockstep.channel", "control");
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  }
   std::shared_ptr<grpc::Channel> channel =
       security::CreateChannel(address, args);
   auto stub = std::shared_ptr<v1::WorkerService::Stub>(v1::WorkerService::NewStub(channel));
-  stubs_[address] = Entry{std::move(channel), stub};
+  stubs[address] = Entry{std::move(channel), stub};
   return stub;
 }
 

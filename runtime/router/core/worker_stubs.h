@@ -21,6 +21,10 @@ class WorkerStubs {
   // connect (its worker died) is replaced by a fresh one, so a worker restarted at the
   // same address is reached at once instead of after the old channel's backoff.
   std::shared_ptr<v1::WorkerService::Stub> Get(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+  // The same on a channel (and connection) of its own, for the health monitor's polls:
+  // they never queue behind the generation streams of Get's channel.
+  std::shared_ptr<v1::WorkerService::Stub> GetControl(const std::string& address)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Entry {
@@ -28,7 +32,10 @@ class WorkerStubs {
     std::shared_ptr<v1::WorkerService::Stub> stub;
   };
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Entry> stubs_ ABSL_GUARDED_BY(mu_);
+  // By address; kind 0: streams (Get), 1: control (GetControl).
+  std::shared_ptr<v1::WorkerService::Stub> GetKind(const std::string& address, int kind)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::flat_hash_map<std::string, Entry> stubs_[2] ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace lockstep::router
