@@ -79,6 +79,40 @@ void HttpExchange::Sent(int64_t bytes) {
   pending_bytes_.fetch_sub(bytes);
   // A waiter's condition is evaluated again when the mutex is released.
   if (waiters_.load() > 0) absl::MutexLock lock(&mu_);
+  if (drain_waiters_count_.load() > 0) RunDrainWaiters(/*all=*/false);
+}
+
+void HttpExchange::RunDrainWaiters(bool all) {
+  std::vector<std::function<void()>> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    const int64_t pending = pending_bytes_.load();
+    for (auto it = drain_waiters_.begin(); it != drain_waiters_.end();) {
+      if (all || pending <= it->bytes) {
+        ready.push_back(std::move(it->callback));
+        it = drain_waiters_.erase(it);
+        drain_waiters_count_.fetch_sub(1);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& callback : ready) callback();
+}
+
+void HttpExchange::OnPendingAtMost(int64_t bytes, std::function<void()> callback) {
+  // Counted before pending_bytes_ is read: a Sent that lowers it after the read sees
+  // the count and looks at the waiters (under the mutex, so after this one is added).
+  drain_waiters_count_.fetch_add(1);
+  {
+    absl::MutexLock lock(&mu_);
+    if (pending_bytes_.load() > bytes && !aborted_.load()) {
+      drain_waiters_.push_back({bytes, std::move(callback)});
+      return;
+    }
+  }
+  drain_waiters_count_.fetch_sub(1);
+  callback();
 }
 
 bool HttpExchange::AwaitPendingAtMost(int64_t bytes, absl::Duration timeout) {
@@ -113,6 +147,7 @@ void HttpExchange::Abort() {
     on_abort_ = nullptr;
   }
   if (callback) callback();
+  RunDrainWaiters(/*all=*/true);
 }
 
 }  // namespace lockstep::async_http

@@ -67,6 +67,10 @@ class HttpExchange {
   // that waits here before each write holds at most about `bytes` queued, and its
   // source is held back by as much as the client falls behind.
   bool AwaitPendingAtMost(int64_t bytes, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // The same without a thread: runs `callback` once, when at most `bytes` are pending
+  // or the exchange is aborted (at once, on this thread, if that is so now; else on an
+  // I/O thread, which it must not block).
+  void OnPendingAtMost(int64_t bytes, std::function<void()> callback) ABSL_LOCKS_EXCLUDED(mu_);
   bool aborted() const { return aborted_.load(); }
   // Runs `callback` once if the exchange is aborted (at once if it already was).
   void OnAbort(std::function<void()> callback) ABSL_LOCKS_EXCLUDED(mu_);
@@ -77,6 +81,8 @@ class HttpExchange {
   void Sent(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   void Abort() ABSL_LOCKS_EXCLUDED(mu_);
   void Queue(std::string bytes, bool last);
+  // Runs the drain waiters whose bound is met (`all`: every one, the exchange ended).
+  void RunDrainWaiters(bool all) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::shared_ptr<Connection> connection_;
   const HttpRequest request_;
@@ -88,6 +94,12 @@ class HttpExchange {
   std::atomic<int> waiters_{0};  // in AwaitPendingAtMost
   absl::Mutex mu_;
   std::function<void()> on_abort_ ABSL_GUARDED_BY(mu_);
+  struct DrainWaiter {
+    int64_t bytes;
+    std::function<void()> callback;
+  };
+  std::atomic<int> drain_waiters_count_{0};  // entries of drain_waiters_, counted first
+  std::vector<DrainWaiter> drain_waiters_ ABSL_GUARDED_BY(mu_);
 };
 
 using HttpHandler = std::function<void(std::shared_ptr<HttpExchange>)>;

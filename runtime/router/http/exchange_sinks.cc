@@ -61,6 +61,24 @@ bool SseChannel::Write(const std::string& data) {
   return !exchange_.aborted();
 }
 
+bool SseChannel::Queue(const std::string& data) {
+  absl::MutexLock lock(&mu_);
+  if (data.empty()) return !exchange_.aborted();
+  if (!exchange_.Write(data)) return false;
+  last_write_ = clock_.Now();
+  return true;
+}
+
+void SseChannel::WriteAsync(const std::string& data, std::function<void(bool)> done) {
+  if (!Queue(data)) return done(false);
+  // The server cuts a client that takes nothing for its write timeout (the exchange is
+  // then aborted, which runs the callback): the wait is bounded as Write's is.
+  async_http::HttpExchange& exchange = exchange_;
+  exchange_.OnPendingAtMost(kMaxPendingSseBytes, [&exchange, done = std::move(done)] {
+    done(!exchange.aborted());
+  });
+}
+
 bool SseChannel::KeepAlive() {
   if (!mu_.TryLock()) return !exchange_.aborted();
   const absl::Time now = clock_.Now();
@@ -72,6 +90,13 @@ bool SseChannel::KeepAlive() {
   }
   mu_.Unlock();
   return ok;
+}
+
+void SseSink::OnTokensAsync(const TokenDelta& delta, std::function<void(SinkAction)> done) {
+  OpenAiResponseWriter& writer = writer_;
+  channel_.WriteAsync(writer.StreamEvent(delta), [&writer, done = std::move(done)](bool ok) {
+    done(AfterTokens(writer, ok));
+  });
 }
 
 SinkAction SseSink::OnTokens(const TokenDelta& delta) {

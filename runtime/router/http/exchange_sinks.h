@@ -8,13 +8,19 @@
 // for the server's write timeout is cut: the exchange is aborted, the sink reports the
 // client gone and the runner cancels the request at its worker.
 //
-// Thread safety: OnTokens runs on the request's thread; ClientConnected on the
-// router's sweeper thread; SseChannel serializes the writes of a request's choices.
+// Without a thread (RequestRunner::Start, TokenSink::OnTokensAsync) the same bound holds
+// with no thread waiting: an event is queued, and the runner is told to read on only
+// once at most kMaxPendingSseBytes are unsent (or the client is gone).
+//
+// Thread safety: OnTokens runs on the request's thread, OnTokensAsync on a gRPC callback
+// thread; ClientConnected on the router's sweeper thread; SseChannel serializes the
+// writes of a request's choices.
 #ifndef LOCKSTEP_RUNTIME_ROUTER_HTTP_EXCHANGE_SINKS_H_
 #define LOCKSTEP_RUNTIME_ROUTER_HTTP_EXCHANGE_SINKS_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -62,6 +68,12 @@ class SseChannel {
   // Queues `data` (nothing when empty), then waits while the client is behind; false
   // once the client is gone.
   bool Write(const std::string& data) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues `data` and calls `done` once, with false once the client is gone, when at
+  // most kMaxPendingSseBytes are unsent (at once, or on an I/O thread). Never waits.
+  void WriteAsync(const std::string& data, std::function<void(bool)> done)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues `data` without waiting (the end of a stream); false once the client is gone.
+  bool Queue(const std::string& data) ABSL_LOCKS_EXCLUDED(mu_);
   // A keep-alive comment when nothing was written for the keep-alive interval; never
   // waits. False once the client is gone.
   bool KeepAlive() ABSL_LOCKS_EXCLUDED(mu_);
@@ -80,6 +92,7 @@ class SseSink : public TokenSink {
  public:
   SseSink(SseChannel& channel, OpenAiResponseWriter& writer) : channel_(channel), writer_(writer) {}
   SinkAction OnTokens(const TokenDelta& delta) override;
+  void OnTokensAsync(const TokenDelta& delta, std::function<void(SinkAction)> done) override;
   bool ClientConnected() override { return channel_.KeepAlive(); }
 
  private:

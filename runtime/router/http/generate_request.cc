@@ -32,6 +32,71 @@ struct Choices {
   Admission::Ticket extra_tickets;  // the other choices' places
 };
 
+// A one-choice request run without a thread (RequestRunner::Start): it owns what the
+// runner uses until its end, and answers the exchange there.
+struct AsyncChoice {
+  GenerateContext context;
+  std::shared_ptr<async_http::HttpExchange> exchange;
+  RouterRequest request;
+  std::unique_ptr<OpenAiResponseWriter> writer;
+  Admission::Ticket ticket;
+  std::unique_ptr<SseChannel> channel;  // streaming only
+  std::unique_ptr<TokenSink> sink;
+  std::shared_ptr<void> tracked;  // counts the request as running (the frontend's Stop)
+
+  // On whichever thread the runner ends it. The place is given back before the last
+  // bytes are queued.
+  void End(const RequestResult& result) {
+    ticket.reset();
+    if (channel == nullptr) {
+      if (!result.status.ok()) return SendError(*exchange, result.status);
+      std::vector<json> bodies = {writer->FinishedChoice(result)};
+      exchange->Respond(200, "application/json", writer->Body(bodies, {result}));
+      return;
+    }
+    if (result.status.ok()) {
+      channel->Queue(writer->StreamFinish(result));
+      channel->Queue(writer->StreamTail({result}));
+    } else {
+      channel->Queue(ErrorEvent(result.status));
+    }
+    exchange->End();
+  }
+};
+
+// Runs the one choice of a parsed request without a thread.
+void StartAsyncChoice(const GenerateContext& context, const OpenAiRequest& parsed,
+                      const std::shared_ptr<async_http::HttpExchange>& exchange,
+                      Admission::Ticket ticket, ApiKind kind) {
+  RequestRunner& runner = context.runner;
+  auto choice = std::make_shared<AsyncChoice>(AsyncChoice{.context = context,
+                                                          .exchange = exchange,
+                                                          .request = parsed.request,
+                                                          .ticket = std::move(ticket),
+                                                          .tracked = context.track()});
+  choice->request.sampling.seed = ChoiceSeed(parsed.request.sampling.seed, 0);
+  const uint64_t id = runner.NewRequestId();
+  choice->writer = std::make_unique<OpenAiResponseWriter>(
+      parsed, fmt::format("{}-{}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl", id),
+      absl::ToUnixSeconds(context.clock.Now()), context.tokenizer, 0);
+  if (!parsed.stream) {
+    choice->sink = std::make_unique<CollectSink>(*choice->writer, *exchange);
+  } else {
+    exchange->StartStream(200, "text/event-stream");
+    choice->channel = std::make_unique<SseChannel>(*exchange, context.clock,
+                                                   context.keepalive_interval,
+                                                   context.write_timeout);
+    choice->sink = std::make_unique<SseSink>(*choice->channel, *choice->writer);
+  }
+  runner.Start(choice->request, id, *choice->sink,
+               [choice](RequestResult result) { choice->End(result); });
+}
+
+// The n > 1 choices of a parsed request, on a request thread.
+void RunChoices(const GenerateContext& context, ApiKind kind,
+                const std::shared_ptr<async_http::HttpExchange>& exchange, OpenAiRequest& request,
+                Choices& choices);
+
 }  // namespace
 
 void RunGenerateRequest(const GenerateContext& context, ApiKind kind,
@@ -70,7 +135,43 @@ void RunGenerateRequest(const GenerateContext& context, ApiKind kind,
     }
   }
   if (status.ok()) status = context.runner.CheckRoute(context.limits.model);
-  if (status.ok()) {
+  if (status.ok() && parsed->n == 1) {
+    if (!parsed->has_seed) parsed->request.sampling.seed = RandomSeed();
+    return StartAsyncChoice(context, *parsed, exchange, std::move(choices.ticket), kind);
+  }
+  if (!status.ok()) {
+    context.metrics.RequestFinished(status);
+    release();
+    SendError(ex, status);
+    return;
+  }
+  // n choices hold threads (choice_threads.h): the rest runs on a request thread.
+  auto moved = std::make_shared<std::pair<OpenAiRequest, Choices>>(*std::move(parsed),
+                                                                   std::move(choices));
+  status = context.run_on_thread([&context, kind, exchange, moved] {
+    RunChoices(context, kind, exchange, moved->first, moved->second);
+  });
+  if (!status.ok()) {
+    context.metrics.RequestFinished(status);
+    moved->second.ticket.reset();
+    moved->second.extra_tickets.reset();
+    SendError(ex, status);
+  }
+}
+
+namespace {
+
+void RunChoices(const GenerateContext& context, ApiKind kind,
+                const std::shared_ptr<async_http::HttpExchange>& exchange, OpenAiRequest& openai,
+                Choices& choices) {
+  async_http::HttpExchange& ex = *exchange;
+  OpenAiRequest* const parsed = &openai;
+  const auto release = [&choices] {
+    choices.ticket.reset();
+    choices.extra_tickets.reset();
+  };
+  absl::Status status;
+  {
     // Every other choice's thread starts before any choice runs (a refusal is a 503).
     absl::StatusOr<std::unique_ptr<ChoiceThreads>> threads =
         ChoiceThreads::Start(parsed->n, context.start_thread);
@@ -136,4 +237,5 @@ void RunGenerateRequest(const GenerateContext& context, ApiKind kind,
   ex.End();
 }
 
+}  // namespace
 }  // namespace lockstep::router

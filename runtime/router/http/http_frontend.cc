@@ -1,5 +1,6 @@
 #include "runtime/router/http/http_frontend.h"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -85,7 +86,13 @@ HttpFrontend::HttpFrontend(Options options, RequestRunner& runner, InstanceRegis
                 .sampling_defaults = options_.sampling_defaults,
                 .start_thread = options_.start_thread,
                 .keepalive_interval = options_.keepalive_interval,
-                .write_timeout = options_.server.write_timeout},
+                .write_timeout = options_.server.write_timeout,
+                .run_on_thread =
+                    [this](std::function<void()> body) {
+                      return request_threads_.Run(std::move(body));
+                    },
+                .track = [this] { return request_threads_.Track(); }},
+      parse_threads_(options_.parse_threads),
       server_(
           options_.server, [this](Exchange exchange) { Handle(exchange); }, ListenerErrorBody) {
   if (options_.tls != nullptr) server_.UseTls(options_.tls->get());
@@ -114,6 +121,7 @@ void HttpFrontend::Stop() {
   // takes longer than the grace (a stream waiting for a stuck client): it is aborted.
   request_threads_.AwaitIdle(kStopGrace);
   server_.Stop();
+  parse_threads_.Stop();  // what they started is tracked by request_threads_
   request_threads_.JoinAll();
 }
 
@@ -171,13 +179,16 @@ void HttpFrontend::Generate(ApiKind kind, const Exchange& exchange) {
     SendError(*exchange, refused);
     return;
   }
-  const absl::Status started =
-      request_threads_.Run([this, kind, exchange, ticket = std::move(ticket)]() mutable {
-        RunGenerateRequest(generate_, kind, exchange, std::move(ticket));
-      });
-  if (!started.ok()) {
-    metrics_.RequestFinished(started);
-    SendError(*exchange, started);
+  // Parsed on a parse thread; a one-choice request then runs on no thread of its own.
+  auto held = std::make_shared<Admission::Ticket>(std::move(ticket));
+  const bool posted = parse_threads_.Post([this, kind, exchange, held] {
+    RunGenerateRequest(generate_, kind, exchange, std::move(*held));
+  });
+  if (!posted) {
+    const absl::Status stopping =
+        absl::UnavailableError("the router is shutting down; retry on another router");
+    metrics_.RequestFinished(stopping);
+    SendError(*exchange, stopping);
   }
 }
 

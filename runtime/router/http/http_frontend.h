@@ -2,10 +2,11 @@
 // runtime/async_http (a few I/O threads for every connection and stream):
 //
 //   POST /v1/completions, /v1/chat/completions   (streaming as server-sent events;
-//                                                generate_request.h: each runs on a
-//                                                request thread; n choices run as n
-//                                                worker requests, each holding an
-//                                                admission place)
+//                                                generate_request.h: parsed on a parse
+//                                                thread, then one choice runs on no
+//                                                thread of its own, n > 1 choices on
+//                                                request threads as n worker requests,
+//                                                each holding an admission place)
 //   POST /v1/tokenize, /v1/detokenize            (tokenize_api.h; also at /tokenize and
 //                                                /detokenize; on a request thread)
 //   GET  /v1/models                              the served model
@@ -28,8 +29,8 @@
 // `keepalive_interval` from the sweeper thread. A request whose client left (its
 // connection closed or was cut) is cancelled at its worker by the sweeper.
 //
-// Thread safety: the handlers run on the server's I/O threads and never wait; what may
-// take long runs on request threads. Start and Stop are called by the owner's thread.
+// Thread safety: the handlers run on the server's I/O threads and never wait; parsing
+// runs on `parse_threads` threads, what else may take long on request threads. Start and Stop are called by the owner's thread.
 #ifndef LOCKSTEP_RUNTIME_ROUTER_HTTP_HTTP_FRONTEND_H_
 #define LOCKSTEP_RUNTIME_ROUTER_HTTP_HTTP_FRONTEND_H_
 
@@ -46,6 +47,7 @@
 #include "runtime/router/http/choice_threads.h"
 #include "runtime/router/http/generate_request.h"
 #include "runtime/router/http/openai_api.h"
+#include "runtime/router/http/parse_threads.h"
 #include "runtime/router/http/request_threads.h"
 #include "runtime/router/routing/admission.h"
 #include "runtime/router/text/sampling_defaults.h"
@@ -71,6 +73,8 @@ class HttpFrontend {
     RequestLimits limits;
     // The model's sampling defaults (generation_config.json) for omitted fields.
     SamplingDefaults sampling_defaults;
+    // Threads that parse generation requests before they start.
+    int parse_threads = 2;
     // Starts the threads of choices beyond the first (tests inject failures).
     ThreadStarter start_thread = StartThread;
   };
@@ -86,7 +90,7 @@ class HttpFrontend {
   // request threads.
   void Stop();
 
-  // Requests running on request threads now.
+  // Requests running now (on request threads, or none: RequestRunner::Start).
   int64_t running_requests() const { return request_threads_.running(); }
 
  private:
@@ -108,6 +112,9 @@ class HttpFrontend {
   const ServingTokenizer& tokenizer_;
   const GenerateContext generate_;
   RequestThreads request_threads_;
+  // Parses generation requests off the I/O threads (tokenizing a large prompt takes a
+  // while), then starts them: a fixed number of threads, whatever the streams in flight.
+  ParseThreads parse_threads_;
   async_http::AsyncHttpServer server_;  // last: stopped first
   bool stopped_ = false;
 };

@@ -27,6 +27,16 @@ absl::Status RequestThreads::Run(std::function<void()> body) {
   return absl::OkStatus();
 }
 
+std::shared_ptr<void> RequestThreads::Track() {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return nullptr;
+  ++tracked_;
+  return std::shared_ptr<void>(this, [](RequestThreads* self) {
+    absl::MutexLock lock(&self->mu_);
+    --self->tracked_;
+  });
+}
+
 void RequestThreads::Finished(uint64_t id) {
   absl::MutexLock lock(&mu_);
   auto it = running_.find(id);
@@ -51,12 +61,12 @@ void RequestThreads::JoinAll() {
   for (;;) {
     JoinFinished();
     absl::MutexLock lock(&mu_);
-    if (running_.empty() && finished_.empty()) return;
+    if (running_.empty() && finished_.empty() && tracked_ == 0) return;
     // The requests were told to end (their clients cut, their flows closed): each
     // returns within its own bounds.
     mu_.Await(absl::Condition(
         +[](RequestThreads* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
-          return !self->finished_.empty() || self->running_.empty();
+          return !self->finished_.empty() || (self->running_.empty() && self->tracked_ == 0);
         },
         this));
   }
@@ -67,14 +77,16 @@ bool RequestThreads::AwaitIdle(absl::Duration timeout) {
   return mu_.AwaitWithTimeout(
       absl::Condition(
           +[](RequestThreads* self)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) { return self->running_.empty(); },
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
+                 return self->running_.empty() && self->tracked_ == 0;
+               },
           this),
       timeout);
 }
 
 int64_t RequestThreads::running() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(running_.size());
+  return static_cast<int64_t>(running_.size()) + tracked_;
 }
 
 }  // namespace lockstep::router

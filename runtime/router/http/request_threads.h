@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -36,13 +37,20 @@ class RequestThreads {
   // after JoinAll began.
   absl::Status Run(std::function<void()> body) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Waits until no body runs, or `timeout` passes; true when none runs.
+  // Counts a request that runs without a thread of its own (RequestRunner::Start) as
+  // running until the returned token (its last copy) is destroyed. Null after JoinAll
+  // began.
+  std::shared_ptr<void> Track() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Waits until no body (or tracked request) runs, or `timeout` passes; true when none
+  // runs.
   bool AwaitIdle(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Waits for every body to return and joins its thread; later Runs are refused.
+  // Waits for every body to return (and every tracked request to end) and joins its
+  // thread; later Runs are refused.
   void JoinAll() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Bodies running now.
+  // Bodies and tracked requests running now.
   int64_t running() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -56,6 +64,7 @@ class RequestThreads {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, std::thread> running_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> finished_ ABSL_GUARDED_BY(mu_);
+  int64_t tracked_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace lockstep::router
