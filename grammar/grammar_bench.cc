@@ -28,34 +28,12 @@
 #include "benchmark/benchmark.h"
 #include "grammar/compiled_grammar.h"
 #include "grammar/matcher.h"
+#include "grammar/testing_schemas.h"
 #include "grammar/testing_vocabulary.h"
 #include "nlohmann/json.hpp"
 
 namespace lockstep::grammar {
 namespace {
-
-constexpr char kSchema[] = R"({
-  "type": "object",
-  "properties": {
-    "name": {"enum": ["get_weather", "get_forecast", "search_places"]},
-    "arguments": {
-      "type": "object",
-      "properties": {
-        "location": {"type": "string", "maxLength": 64},
-        "unit": {"enum": ["celsius", "fahrenheit"]},
-        "days": {"type": "integer", "minimum": 1, "maximum": 14},
-        "include_hourly": {"type": "boolean"},
-        "date": {"type": "string", "format": "date"},
-        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
-        "note": {"type": "string"}
-      },
-      "required": ["location", "unit", "days"],
-      "additionalProperties": false
-    }
-  },
-  "required": ["name", "arguments"],
-  "additionalProperties": false
-})";
 
 // Byte-level BPE token strings back to bytes (the GPT-2 byte-to-character table).
 std::string ByteLevelDecode(const std::string& token) {
@@ -149,7 +127,7 @@ const Fixture& GetFixture() {
   static const Fixture* fixture = [] {
     auto* f = new Fixture;
     f->vocab = LoadVocabulary(&f->description);
-    f->sampler = *Compile({GrammarSpec::Kind::kJsonSchema, kSchema}, f->vocab);
+    f->sampler = *Compile({GrammarSpec::Kind::kJsonSchema, ToolCallBenchSchema()}, f->vocab);
     for (uint32_t seed = 1; seed <= 20; ++seed) f->outputs.push_back(SampleOutput(*f, seed));
     for (uint32_t seed = 21; seed <= 40; ++seed) f->earlier.push_back(SampleOutput(*f, seed));
     // The outputs' fingerprint: equal before and after a change that keeps the language.
@@ -188,7 +166,7 @@ enum class Mode {
 };
 
 std::shared_ptr<const CompiledGrammar> FreshGrammar(const Fixture& f) {
-  return *Compile({GrammarSpec::Kind::kJsonSchema, kSchema}, f.vocab);
+  return *Compile({GrammarSpec::Kind::kJsonSchema, ToolCallBenchSchema()}, f.vocab);
 }
 
 // One mask per token of every output.
@@ -253,7 +231,7 @@ void BM_Compile(benchmark::State& state) {
 void BM_GrammarCacheHit(benchmark::State& state) {
   const Fixture& f = GetFixture();
   GrammarCache cache;
-  const GrammarSpec spec{GrammarSpec::Kind::kJsonSchema, kSchema};
+  const GrammarSpec spec{GrammarSpec::Kind::kJsonSchema, ToolCallBenchSchema()};
   if (!cache.Get(spec, f.vocab).ok()) state.SkipWithError("compile failed");
   for (auto _ : state) benchmark::DoNotOptimize(cache.Get(spec, f.vocab));
 }
@@ -261,7 +239,7 @@ void BM_GrammarCacheHit(benchmark::State& state) {
 void BM_CompileAndBuildAllTables(benchmark::State& state) {
   const Fixture& f = GetFixture();
   for (auto _ : state) {
-    auto g = *Compile({GrammarSpec::Kind::kJsonSchema, kSchema}, f.vocab);
+    auto g = *Compile({GrammarSpec::Kind::kJsonSchema, ToolCallBenchSchema()}, f.vocab);
     g->BuildAllTables();
   }
 }

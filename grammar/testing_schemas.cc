@@ -10,6 +10,31 @@
 #include "nlohmann/json.hpp"
 
 namespace lockstep::grammar {
+
+std::string ToolCallBenchSchema() {
+  return R"({
+  "type": "object",
+  "properties": {
+    "name": {"enum": ["get_weather", "get_forecast", "search_places"]},
+    "arguments": {
+      "type": "object",
+      "properties": {
+        "location": {"type": "string", "maxLength": 64},
+        "unit": {"enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 14},
+        "include_hourly": {"type": "boolean"},
+        "date": {"type": "string", "format": "date"},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+        "note": {"type": "string"}
+      },
+      "required": ["location", "unit", "days"],
+      "additionalProperties": false
+    }
+  },
+  "required": ["name", "arguments"],
+  "additionalProperties": false
+})";
+}
 namespace {
 
 using Json = nlohmann::ordered_json;

@@ -17,6 +17,11 @@
 
 namespace lockstep::grammar {
 
+// The benchmarks' schema (grammar_bench, the engine's grammar_overlap_bench): a
+// tool call's arguments (an enum name; a string of maxLength 64, an enum, a bounded
+// integer, a boolean, a date, an array of up to 5 strings and an unbounded string).
+std::string ToolCallBenchSchema();
+
 // The JSON text of a random schema for `seed`.
 std::string RandomSchema(uint32_t seed);
 
