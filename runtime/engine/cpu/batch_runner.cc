@@ -46,9 +46,12 @@ absl::StatusOr<BatchResult> BatchRunner::Run(const Batch& batch) {
   created_.clear();
   absl::Status status = Plan(batch);
   const bool empty = !status.ok();
+  if (!empty) StartMasks(batch);
   // From here on every rank makes the same collectives, whatever happened above.
   absl::StatusOr<const float*> logits = TargetForward(batch, empty);
+  const absl::Status masks = mask_worker_.Finish();  // the grammars are ours again
   if (status.ok() && !logits.ok()) status = logits.status();
+  if (status.ok()) status = masks;
   if (status.ok()) Accept(batch, *logits);
   if (status.ok()) ExtendTokens(batch);
   absl::Status draft_status = Drafts(batch, !status.ok());
@@ -355,14 +358,31 @@ void BatchRunner::Accept(const Batch& batch, const float* logits) {
   }
 }
 
+void BatchRunner::StartMasks(const Batch& batch) {
+  if (!overlap_masks_ || grammars_ == nullptr) return;
+  auto grammars = std::make_shared<std::vector<std::shared_ptr<SequenceGrammar>>>();
+  for (int i = 0; i < num_work_; ++i) {
+    const SeqWork& work = work_[i];
+    // A sequence that samples: the last context chunk or a generation step.
+    if (!work.refused.ok() || work.state == nullptr || !work.sampling->grammar.has_value()) {
+      continue;
+    }
+    // An error here comes again in Accept, which refuses the sequence.
+    if (!SyncGrammar(work, HistoryOf(batch, work)).ok()) continue;
+    grammars->push_back(work.state->grammar);
+  }
+  const int n = static_cast<int>(grammars->size());
+  mask_worker_.Start(n, [grammars = std::move(grammars)](int i) { (*grammars)[i]->Allowed(); });
+}
+
 absl::StatusOr<SequenceGrammar*> BatchRunner::SyncGrammar(const SeqWork& work,
                                                            const SamplingHistory& history) {
   if (!work.sampling->grammar.has_value() || work.state == nullptr) return nullptr;
   if (grammars_ == nullptr) {
     return absl::FailedPreconditionError("this engine has no vocabulary for constrained decoding");
   }
-  std::unique_ptr<SequenceGrammar>& grammar = work.state->grammar;
-  if (grammar == nullptr) grammar = std::make_unique<SequenceGrammar>();
+  std::shared_ptr<SequenceGrammar>& grammar = work.state->grammar;
+  if (grammar == nullptr) grammar = std::make_shared<SequenceGrammar>();
   RETURN_IF_ERROR(grammar->SyncToHistory(*grammars_, *work.sampling, history));
   return grammar.get();
 }

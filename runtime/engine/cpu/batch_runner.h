@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/engine/cpu/arena.h"
 #include "runtime/engine/cpu/forward_model.h"
+#include "runtime/engine/cpu/grammar_mask_worker.h"
 #include "runtime/engine/cpu/paged_attention.h"
 #include "runtime/engine/cpu/parallel.h"
 #include "runtime/engine/cpu/sampler.h"
@@ -66,8 +67,9 @@ struct SequenceState {
   // prompt.
   std::vector<int32_t> tokens;
   int64_t prompt_length = 0;
-  // A constrained request's matcher (sampler_grammar.h), or null.
-  std::unique_ptr<SequenceGrammar> grammar;
+  // A constrained request's matcher (sampler_grammar.h), or null. Shared only with the
+  // mask worker's job of the step in flight (grammar_mask_worker.h).
+  std::shared_ptr<SequenceGrammar> grammar;
 };
 
 class BatchRunner {
@@ -92,6 +94,11 @@ class BatchRunner {
   // grammar does not compile or reaches a dead end is refused (SequenceResult::status
   // FailedPrecondition or InvalidArgument naming why) after the forward.
   void set_grammar_source(GrammarSource* source) { grammars_ = source; }
+  // Whether the mask of each constrained sequence's first sampled position is computed
+  // on the mask worker while the target forward runs (default) or after it on this
+  // thread. The sampled tokens are the same either way.
+  void set_mask_overlap(bool overlap) { overlap_masks_ = overlap; }
+  const GrammarMaskWorker& mask_worker() const { return mask_worker_; }
 
  private:
   // (request id, target cache generation). One state per request id: a new
@@ -144,6 +151,9 @@ class BatchRunner {
   void EraseState(const Key& key);
   // One target forward over every sequence (or none); returns the logits.
   absl::StatusOr<const float*> TargetForward(const Batch& batch, bool empty);
+  // Brings every constrained sequence that samples this step to its tokens and hands
+  // the computation of its next mask to the mask worker (to run during the forward).
+  void StartMasks(const Batch& batch);
   // Sampling and acceptance from the target logits.
   void Accept(const Batch& batch, const float* logits);
   // The sequence's grammar brought to its generated tokens (null: unconstrained).
@@ -172,6 +182,8 @@ class BatchRunner {
   const bool kv_drafter_;     // drafter_ keeps KV (the draft model)
   const bool token_drafter_;  // drafter_ reads each sequence's tokens (n-gram)
   GrammarSource* grammars_ = nullptr;
+  bool overlap_masks_ = true;
+  GrammarMaskWorker mask_worker_;
 
   absl::node_hash_map<int64_t, SequenceState> states_;  // by request id
   Arena arena_;

@@ -45,11 +45,13 @@ absl::Status SequenceGrammar::Sync(GrammarSource& source, const grammar::Grammar
     matcher_.emplace(*std::move(compiled));
     spec_ = spec;
     tokens_.clear();
+    mask_valid_ = false;
   }
   // Keep the common prefix, undo the rest, replay what is new.
   const size_t common =
       std::mismatch(tokens_.begin(), tokens_.end(), generated.begin(), generated.end()).first -
       tokens_.begin();
+  if (common < tokens_.size() || common < generated.size()) mask_valid_ = false;
   matcher_->Rollback(static_cast<int>(tokens_.size() - common));
   tokens_.resize(common);
   for (size_t i = common; i < generated.size(); ++i) {
@@ -75,10 +77,13 @@ absl::Status SequenceGrammar::SyncToHistory(GrammarSource& source,
 }
 
 absl::Span<const uint32_t> SequenceGrammar::Allowed() {
-  mask_.assign(grammar::MaskWords(matcher_->vocabulary()), 0);
-  matcher_->FillNextTokenMask(absl::MakeSpan(mask_));
-  const bool any = std::any_of(mask_.begin(), mask_.end(), [](uint32_t w) { return w != 0; });
-  return any ? absl::MakeConstSpan(mask_) : absl::Span<const uint32_t>();
+  if (!mask_valid_) {
+    mask_.assign(grammar::MaskWords(matcher_->vocabulary()), 0);
+    matcher_->FillNextTokenMask(absl::MakeSpan(mask_));
+    mask_any_ = std::any_of(mask_.begin(), mask_.end(), [](uint32_t w) { return w != 0; });
+    mask_valid_ = true;
+  }
+  return mask_any_ ? absl::MakeConstSpan(mask_) : absl::Span<const uint32_t>();
 }
 
 absl::Status SequenceGrammar::Accept(int32_t token) {
@@ -87,6 +92,7 @@ absl::Status SequenceGrammar::Accept(int32_t token) {
         absl::StrCat("token ", token, " does not match the request's grammar"));
   }
   tokens_.push_back(token);
+  mask_valid_ = false;
   return absl::OkStatus();
 }
 

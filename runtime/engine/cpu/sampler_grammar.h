@@ -17,7 +17,7 @@
 // token.
 //
 // Thread safety: GrammarSource is thread-safe; a SequenceGrammar belongs to the engine
-// thread.
+// thread (which may lend it to a GrammarMaskWorker for the forward's duration).
 #ifndef LOCKSTEP_RUNTIME_ENGINE_CPU_SAMPLER_GRAMMAR_H_
 #define LOCKSTEP_RUNTIME_ENGINE_CPU_SAMPLER_GRAMMAR_H_
 
@@ -76,8 +76,10 @@ class SequenceGrammar {
   // params.grammar, which must be set.
   absl::Status SyncToHistory(GrammarSource& source, const sched::SamplingParams& params,
                              const SamplingHistory& history);
-  // The tokens allowed next (valid until the next call); empty when none may come (the
-  // grammar's dead end, or after a stop token).
+  // The tokens allowed next (valid until the state changes: Sync to other tokens,
+  // Accept); empty when none may come (the grammar's dead end, or after a stop token).
+  // Computed once per state: a second call returns the same mask (so a mask computed
+  // during the forward, grammar_mask_worker.h, is the one the sampler uses).
   absl::Span<const uint32_t> Allowed();
   // Advances by `token`; FailedPrecondition when the grammar does not allow it.
   absl::Status Accept(int32_t token);
@@ -90,6 +92,8 @@ class SequenceGrammar {
   std::optional<grammar::Matcher> matcher_;
   std::vector<int32_t> tokens_;  // accepted by matcher_
   std::vector<uint32_t> mask_;
+  bool mask_valid_ = false;  // mask_ is the mask of the matcher's state
+  bool mask_any_ = false;    // mask_ allows some token
   std::vector<int32_t> generated_;  // SyncToHistory's scratch
 };
 
