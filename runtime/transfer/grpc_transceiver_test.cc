@@ -258,7 +258,8 @@ TEST_P(GrpcTransceiverTest, IncompatibleRanksFailNamingTheField) {
       {[](KvDescriptor& g) { g.target->num_kv_heads = 1; },
        "num_kv_heads: context 2, generation 1"},
       {[](KvDescriptor& g) { g.target->head_dim = 4; }, "head_dim: context 8, generation 4"},
-      {[](KvDescriptor& g) { g.draft.reset(); }, "draft pool: context present, generation absent"},
+      {[](KvDescriptor& g) { g.draft->num_layers = 2; },
+       "draft num_layers: context 1, generation 2"},
   };
   int64_t id = 1;
   for (const Case& c : cases) {
@@ -282,6 +283,38 @@ TEST_P(GrpcTransceiverTest, IncompatibleRanksFailNamingTheField) {
                 StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(c.message)));
   }
   EXPECT_EQ((*ctx)->InFlight(), 0);
+}
+
+// A generation rank without a draft pool (no speculation, or a drafter without KV)
+// behind a context rank with one pulls the target KV alone: the context rank leaves
+// the draft blocks behind and its claim ends as a successful send.
+TEST_P(GrpcTransceiverTest, GenerationWithoutDraftPoolPullsTheTargetKvAlone) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  const KvDescriptor d = SmallDescriptor();
+  KvDescriptor no_draft = d;
+  no_draft.draft.reset();
+  auto ctx = Rank({.name = "ctx0 rank 0", .descriptor = d}, seed_ + 1);
+  auto gen = Rank({.name = "gen0 rank 0", .descriptor = no_draft}, 0);
+  ASSERT_TRUE(ctx && gen);
+  const TestBlocks sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/true, 64, 0, rng_);
+  const TestBlocks received =
+      RandomBlocks(RequestId(40), 23, no_draft, /*draft=*/false, 64, 1, rng_);
+  ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+  ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
+  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(got[0].status, IsOk());
+  const std::vector<TransferEvent> ended = AwaitEvents(*ctx, 1, kWait);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].id, sent.id);
+  EXPECT_THAT(ended[0].status, IsOk());
+  TestBlocks sent_target = sent;
+  sent_target.draft_generation = 0;
+  sent_target.draft_blocks.clear();
+  EXPECT_THAT(CompareMovedBlocks(*ctx, sent_target, *gen, received, no_draft), IsEmpty());
+  EXPECT_THAT(TouchedOutside(*gen, {received}, no_draft), IsEmpty());
+  EXPECT_EQ((*ctx)->InFlight(), 0);
+  EXPECT_EQ((*gen)->InFlight(), 0);
 }
 
 // The request's shape must match too: its prompt length and whether it has draft KV.

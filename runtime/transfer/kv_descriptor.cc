@@ -166,7 +166,18 @@ absl::Status CheckCompatible(const KvDescriptor& context, const KvDescriptor& ge
   }
   if (context.dtype != generation.dtype) return Differ("dtype", context.dtype, generation.dtype);
   RETURN_IF_ERROR(CheckPool(PoolKind::kTarget, context.target, generation.target));
+  // The generation side may keep no draft KV: the context's is left behind.
+  if (context.draft.has_value() && !generation.draft.has_value()) return absl::OkStatus();
   return CheckPool(PoolKind::kDraft, context.draft, generation.draft);
+}
+
+absl::StatusOr<bool> MovesDraftKv(const KvDescriptor& generation, bool context_cache,
+                                  bool generation_cache) {
+  if (context_cache == generation_cache) return context_cache;
+  if (context_cache && !generation.draft.has_value()) return false;
+  return absl::FailedPreconditionError(
+      absl::StrCat("draft cache: context ", context_cache ? "present" : "absent", ", generation ",
+                   generation_cache ? "present" : "absent"));
 }
 
 KvDescriptor DescribeKv(const kv::KvManager& kv, std::string model, std::string dtype) {

@@ -2,7 +2,8 @@
 // element type, the block layout of each pool) and how to reach it (KvCopiers: the
 // copier of each pool, kvcache/block_copier.h). The transfer never sees a block's
 // address, so the pools may be host or device memory. Two ranks may exchange KV only
-// when their descriptors match field for field (CheckCompatible).
+// when their descriptors match field for field (CheckCompatible), except that a
+// generation rank without a draft pool may take a context rank's target KV alone.
 //
 // Thread safety: value types; the copiers they point to are thread-safe.
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_KV_DESCRIPTOR_H_
@@ -67,8 +68,22 @@ absl::Status CheckBlockRefs(const kv::BlockRefs& blocks, int64_t num_tokens,
 
 // OK when KV produced under `context` can be used under `generation`; otherwise
 // FailedPrecondition naming the first differing field and both values, e.g.
-// "KV descriptors differ: target tokens_per_block: context 16, generation 32".
+// "KV descriptors differ: target tokens_per_block: context 16, generation 32". The
+// model, dtype and target pool must match; a draft pool present on both sides must
+// match too. A context draft pool with no generation draft pool is compatible (the
+// generation side keeps no draft KV and the pull leaves the context's draft KV behind,
+// MovesDraftKv); a generation draft pool with none on the context side is not (nothing
+// would fill it).
 absl::Status CheckCompatible(const KvDescriptor& context, const KvDescriptor& generation);
+
+// Whether a pull moves the request's draft KV, given the generation side's descriptor
+// (already CheckCompatible with the context's) and whether the request has a draft
+// cache on each side (`context_cache`, `generation_cache`): true when both have one;
+// false when neither has, or when the context has one and the generation side has no
+// draft pool at all (it drops the draft KV). FailedPrecondition naming both sides
+// otherwise (a draft cache on one side only while both sides have a draft pool).
+absl::StatusOr<bool> MovesDraftKv(const KvDescriptor& generation, bool context_cache,
+                                  bool generation_cache);
 
 // The descriptor and copiers of a KvManager's pools. The copiers stay valid while the
 // manager lives.

@@ -52,7 +52,6 @@ TEST(KvDescriptorTest, EachMismatchNamesTheFieldAndBothValues) {
        "target num_kv_heads: context 2, generation 4"},
       {[](KvDescriptor& d) { d.target->head_dim = 64; },
        "target head_dim: context 32, generation 64"},
-      {[](KvDescriptor& d) { d.draft.reset(); }, "draft pool: context present, generation absent"},
       {[](KvDescriptor& d) { d.draft->tokens_per_block = 8; },
        "draft tokens_per_block: context 16, generation 8"},
       {[](KvDescriptor& d) { d.draft->num_layers = 2; },
@@ -69,6 +68,47 @@ TEST(KvDescriptorTest, EachMismatchNamesTheFieldAndBothValues) {
   EXPECT_THAT(CheckCompatible(context, Base()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("draft pool: context absent, generation present")));
+}
+
+// A generation rank that keeps no draft KV (no drafter, or one without KV) may take
+// the target KV of a context rank with a draft pool; everything else still must match.
+TEST(KvDescriptorTest, GenerationWithoutDraftPoolIsCompatible) {
+  KvDescriptor generation = Base();
+  generation.draft.reset();
+  EXPECT_THAT(CheckCompatible(Base(), generation), IsOk());
+  generation.target->num_layers = 3;
+  EXPECT_THAT(CheckCompatible(Base(), generation),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("target num_layers: context 4, generation 3")));
+  generation = Base();
+  generation.draft.reset();
+  generation.model = "tiny@1";
+  EXPECT_THAT(CheckCompatible(Base(), generation),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("model")));
+}
+
+// The draft KV moves when both sides have a draft cache, not when neither has or the
+// generation side has no draft pool; a draft cache on one side of two draft pools is
+// a mismatch, named.
+TEST(KvDescriptorTest, MovesDraftKvOnlyBetweenTwoDraftCaches) {
+  KvDescriptor no_pool = Base();
+  no_pool.draft.reset();
+  const auto moves = [](const KvDescriptor& generation, bool context_cache,
+                        bool generation_cache) {
+    const absl::StatusOr<bool> draft = MovesDraftKv(generation, context_cache, generation_cache);
+    EXPECT_THAT(draft.status(), IsOk());
+    return draft.value_or(false);
+  };
+  EXPECT_TRUE(moves(Base(), true, true));
+  EXPECT_FALSE(moves(Base(), false, false));
+  EXPECT_FALSE(moves(no_pool, false, false));
+  EXPECT_FALSE(moves(no_pool, true, false));
+  EXPECT_THAT(MovesDraftKv(Base(), true, false),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("draft cache: context present, generation absent")));
+  EXPECT_THAT(MovesDraftKv(Base(), false, true),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("draft cache: context absent, generation present")));
 }
 
 TEST(KvDescriptorTest, ProtoRoundTrip) {

@@ -205,7 +205,8 @@ absl::Status KvTransferServer::ServePull(const PullRequest& request, absl::Time 
     }
     DetachOnReturn detach(pull->get());
     outcome = CheckRequest(request, (*pull)->spec());
-    if (outcome.ok()) outcome = Stream(*pull, sink);
+    // CheckRequest saw to it that a requester with draft blocks pulls a draft cache.
+    if (outcome.ok()) outcome = Stream(*pull, /*draft=*/request.draft_blocks() > 0, sink);
     (*pull)->Finish(outcome);
     if (const std::optional<absl::Status> aborted = (*pull)->aborted()) {
       outcome = absl::Status(
@@ -235,14 +236,11 @@ absl::Status KvTransferServer::CheckRequest(const PullRequest& request,
   if (request.num_tokens() != spec.num_tokens) {
     return Mismatch("num_tokens", spec.num_tokens, request.num_tokens());
   }
-  const bool our_draft = blocks.draft_generation != 0;
-  const bool their_draft = request.draft_blocks() > 0;
-  if (our_draft != their_draft) {
-    return Mismatch("draft cache", our_draft ? "present" : "absent",
-                    their_draft ? "present" : "absent");
-  }
+  // A generation rank without a draft pool takes the target KV alone.
+  ASSIGN_OR_RETURN(const bool draft, MovesDraftKv(*theirs, blocks.draft_generation != 0,
+                                                  request.draft_blocks() > 0));
   for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
-    if (kind == PoolKind::kDraft && !our_draft) continue;
+    if (kind == PoolKind::kDraft && !draft) continue;
     const int64_t need = descriptor_.pool(kind)->BlocksFor(spec.num_tokens);
     const int64_t have =
         kind == PoolKind::kTarget ? request.target_blocks() : request.draft_blocks();
@@ -255,7 +253,7 @@ absl::Status KvTransferServer::CheckRequest(const PullRequest& request,
   return absl::OkStatus();
 }
 
-absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull,
+absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull, bool draft,
                                       ChunkSink& sink) const {
   const kv::BlockRefs& blocks = pull->spec().blocks;
   const int64_t num_tokens = pull->spec().num_tokens;
@@ -265,7 +263,7 @@ absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull,
   std::vector<uint32_t> crcs;
   std::string copy;
   for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
-    if (kind == PoolKind::kDraft && blocks.draft_generation == 0) continue;
+    if (kind == PoolKind::kDraft && !draft) continue;
     const kv::BlockLayout& layout = *descriptor_.pool(kind);
     kv::BlockCopier& copier = *copiers_.pool(kind);
     const std::vector<BlockId>& table =

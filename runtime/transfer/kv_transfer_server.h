@@ -2,8 +2,8 @@
 // transfer claims (send_claims.h), over gRPC and over the TCP data plane
 // (tcp_data_server.h) alike. Each Pull checks the requester's KV descriptor and
 // the request's shape, then streams the claim's target blocks and then its draft
-// blocks in table order, in chunks of at most `chunk_bytes`, with a CRC32C per block
-// and a trailer with the counts. Each chunk's bytes are copied out of the blocks through
+// blocks (unless the requester has no draft pool) in table order, in chunks of at most
+// `chunk_bytes`, with a CRC32C per block and a trailer with the counts. Each chunk's bytes are copied out of the blocks through
 // the pool's copier (kvcache/block_copier.h; the pools may be device memory) into a
 // host send buffer (send_buffers.h), checksummed there and sent from it; gRPC
 // references the buffer, not the blocks, so the claim may end once the trailer is out.
@@ -98,8 +98,10 @@ class KvTransferServer {
                          grpc::ServerContext* context, ChunkSink& sink) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether the requester's descriptor and allocation fit the claim.
   absl::Status CheckRequest(const lockstep::v1::PullRequest& request, const SendSpec& spec) const;
-  // Streams the claim's blocks and the trailer; the outcome of the pull.
-  absl::Status Stream(const std::shared_ptr<ActivePull>& pull, ChunkSink& sink) const;
+  // Streams the claim's blocks (its draft blocks only when `draft`) and the trailer;
+  // the outcome of the pull.
+  absl::Status Stream(const std::shared_ptr<ActivePull>& pull, bool draft,
+                      ChunkSink& sink) const;
   // Waits for one of the `max_concurrent_pulls` turns until `deadline`.
   bool AcquireTurn(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   void ReleaseTurn() ABSL_LOCKS_EXCLUDED(mu_);
