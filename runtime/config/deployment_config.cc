@@ -330,6 +330,38 @@ void ValidateSecurity(const SecurityConfig& security, Problems& problems) {
   }
 }
 
+// A generation instance whose drafter keeps draft KV (a draft pool: draft_model, mtp)
+// verifies its first steps on the draft KV its context instance made, which only a
+// context instance drafting the same way makes: any other context instance is refused
+// here, naming both (the KV pull would refuse each request). A generation instance
+// without a draft pool takes any context instance's target KV alone.
+void ValidateDraftKvSources(const std::vector<InstanceConfig>& instances, Problems& problems) {
+  for (size_t g = 0; g < instances.size(); ++g) {
+    const InstanceConfig& gen = instances[g];
+    if (gen.role != InstanceRole::kGeneration || gen.executor.draft_pool == DraftPool::kNone) {
+      continue;
+    }
+    const spec::Method method = EffectiveSpeculative(gen).method;
+    for (const InstanceConfig& ctx : instances) {
+      if (ctx.role != InstanceRole::kContext) continue;
+      const spec::Method theirs = EffectiveSpeculative(ctx).method;
+      if (ctx.executor.draft_pool != DraftPool::kNone && theirs == method) continue;
+      problems.Add(
+          absl::StrCat("instances[", g, "].speculative.method"),
+          absl::StrCat("generation instance '", gen.name, "' drafts with ",
+                       spec::MethodName(method), " on the draft KV its context instance makes, "
+                       "but context instance '", ctx.name, "' ",
+                       ctx.executor.draft_pool == DraftPool::kNone
+                           ? absl::StrCat("has no draft pool (speculative.method ",
+                                          spec::MethodName(theirs), ")")
+                           : absl::StrCat("drafts with ", spec::MethodName(theirs)),
+                       ": give '", ctx.name,
+                       "' speculative.method ", spec::MethodName(method), " or '", gen.name,
+                       "' a method without draft KV (none, ngram)"));
+    }
+  }
+}
+
 }  // namespace
 
 std::string_view EngineKindName(EngineKind engine) { return NameOf(kEngineNames, engine); }
@@ -503,6 +535,7 @@ absl::Status DeploymentConfig::Validate() const {
       }
     }
   }
+  ValidateDraftKvSources(instances, problems);
   ValidatePlacement(placement, instances, problems);
   ValidateSecurity(security, problems);
   if (has_context != has_generation) {

@@ -21,6 +21,8 @@ DeploymentConfig ValidDisagg() {
   ctx.name = "ctx0";
   ctx.role = InstanceRole::kContext;
   ctx.world_size = 2;
+  ctx.executor.spec_k = 3;  // the generation instance's draft KV comes from here
+  ctx.executor.draft_pool = DraftPool::kUnpaired;
   InstanceConfig gen;
   gen.name = "gen0";
   gen.role = InstanceRole::kGeneration;
@@ -126,7 +128,10 @@ INSTANTIATE_TEST_SUITE_P(
                  [](auto& c) { c.instances[1].executor.draft_pool = DraftPool::kNone; },
                  "instances[1].executor.draft_pool: must be paired or unpaired when spec_k > 0"},
         BadField{"draft_pool_unused",
-                 [](auto& c) { c.instances[0].executor.draft_pool = DraftPool::kPaired; },
+                 [](auto& c) {
+                   c.instances[0].executor.spec_k = 0;
+                   c.instances[0].executor.draft_pool = DraftPool::kPaired;
+                 },
                  "instances[0].executor.draft_pool: must be none when spec_k is 0, got paired"},
         BadField{"chunk_size", [](auto& c) { c.instances[0].executor.chunk_size = 1000; },
                  "instances[0].executor.chunk_size: must be <= max_num_tokens (512), got 1000"},

@@ -143,5 +143,55 @@ TEST(SpeculativeSettingsTest, MtpIsAcceptedOnTheCudaEngine) {
       IsOk());
 }
 
+// A disaggregated deployment: one context and two generation instances with these
+// fields each.
+absl::Status DisaggValidated(const std::string& ctx, const std::string& gen0,
+                             const std::string& gen1) {
+  const std::string yaml =
+      "model: {name: tiny-dsv3-mtp, path: /m, draft_path: /d}\ninstances:\n"
+      "  - {name: ctx0, role: context, " + ctx + "}\n"
+      "  - {name: gen0, role: generation, " + gen0 + "}\n"
+      "  - {name: gen1, role: generation, " + gen1 + "}\n";
+  absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(yaml, "");
+  if (!config.ok()) return config.status();
+  return config->Validate();
+}
+
+// A generation instance without draft KV takes any context instance's target KV; one
+// with a draft pool needs its context instances to make that draft KV, and is refused
+// at start naming both instances otherwise.
+TEST(SpeculativeSettingsTest, GenerationDraftKvNeedsContextDraftKvOfTheSameMethod) {
+  const std::string mtp = "speculative: {method: mtp, k: 3}, executor: {draft_pool: paired}";
+  const std::string mtp1 = "speculative: {method: mtp, k: 1}, executor: {draft_pool: paired}";
+  const std::string draft_model =
+      "speculative: {method: draft_model, k: 2}, executor: {draft_pool: paired}";
+  const std::string ngram = "speculative: {method: ngram, k: 2}";
+  const std::string none = "executor: {max_batch_size: 4}";
+  EXPECT_THAT(DisaggValidated(mtp, mtp1, none), IsOk());
+  EXPECT_THAT(DisaggValidated(mtp, none, ngram), IsOk());
+  EXPECT_THAT(DisaggValidated(none, none, ngram), IsOk());
+  EXPECT_THAT(DisaggValidated(draft_model, draft_model, none), IsOk());
+  EXPECT_THAT(DisaggValidated(none, none, mtp),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[2].speculative.method: generation instance 'gen1' "
+                                 "drafts with mtp on the draft KV its context instance makes, but "
+                                 "context instance 'ctx0' has no draft pool (speculative.method "
+                                 "none): give 'ctx0' speculative.method mtp or 'gen1' a method "
+                                 "without draft KV (none, ngram)")));
+  EXPECT_THAT(DisaggValidated(ngram, mtp, none),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("'gen0' drafts with mtp on the draft KV its context instance "
+                                 "makes, but context instance 'ctx0' has no draft pool "
+                                 "(speculative.method ngram)")));
+  EXPECT_THAT(DisaggValidated(mtp, draft_model, none),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("instances[1].speculative.method: generation instance 'gen0' "
+                                 "drafts with draft_model on the draft KV its context instance "
+                                 "makes, but context instance 'ctx0' drafts with mtp")));
+  // The executor.spec_k alias is a draft model.
+  EXPECT_THAT(DisaggValidated("executor: {spec_k: 2, draft_pool: paired}", draft_model, none),
+              IsOk());
+}
+
 }  // namespace
 }  // namespace lockstep::config
