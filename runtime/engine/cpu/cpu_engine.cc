@@ -162,7 +162,8 @@ absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOpti
         c, std::move(current), target->LoadedMoeWeights(),
         RebalanceOptions{.every_windows = options.expert_rebalance_windows,
                          .plan = {.num_ranks = options.world_size,
-                                  .redundant_per_rank = options.expert_redundant_slots}},
+                                  .redundant_per_rank = options.expert_redundant_slots},
+                         .copy_from_peers = options.expert_copy_from_peers},
         options.communicator, options.rank, options.collective_timeout, "target",
         CheckpointExpertLoader(options.model_dir, c, options.rank)));
   }

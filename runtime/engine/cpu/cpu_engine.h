@@ -79,6 +79,9 @@ struct CpuEngineOptions {
   // window (0: never; needs expert_load_window) with this many redundant slots per rank.
   int expert_rebalance_windows = 0;
   int expert_redundant_slots = 0;
+  // The experts a rank gains: copied from the ranks holding them over `communicator`
+  // (true), or read from the checkpoint in model_dir (false).
+  bool expert_copy_from_peers = true;
 };
 
 absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOptions& options);

@@ -7,7 +7,9 @@
 // their log-probabilities are bitwise those of the same DEP4 engines without
 // rebalancing; every rank published the same windows; the windows after the adoption
 // are balanced (max/mean records per rank) where the first was not, so a placement was
-// adopted.
+// adopted. The rebalancing engines load from a copy of the checkpoint that is removed
+// once they are built, so the experts a rank gains can only come from its peers
+// (CpuEngineOptions::expert_copy_from_peers, the default).
 #include <algorithm>
 #include <filesystem>
 #include <memory>
@@ -79,9 +81,9 @@ struct Rank {
 
 // Four engines on `group`; `rebalance`: measure, plan every window with one redundant
 // slot per rank, adopt at the next window's end.
-std::vector<std::unique_ptr<Rank>> MakeRanks(const std::string& dir, bool rebalance,
-                                             std::vector<std::unique_ptr<comm::Communicator>>& group,
-                                             uint64_t seed) {
+std::vector<std::unique_ptr<Rank>> MakeRanks(
+    const std::string& dir, bool rebalance, std::vector<std::unique_ptr<comm::Communicator>>& group,
+    uint64_t seed) {
   group = comm::MakeInProcessGroup(kRanks);
   const kv::BlockLayout layout = ModelBlockLayout(dir, 8).value();
   std::vector<std::unique_ptr<Rank>> ranks;
@@ -104,10 +106,9 @@ std::vector<std::unique_ptr<Rank>> MakeRanks(const std::string& dir, bool rebala
       options.expert_redundant_slots = 1;
     }
     rank->engine = std::move(CreateCpuEngine(options)).value();
-    rank->host = std::make_unique<MiniHost>(rank->engine.get(), rank->pool.get(), nullptr,
-                                            HostOptions{.chunk_size = 8 + 3 * r,
-                                                        .max_batch = 2 + r,
-                                                        .dummy_id = -1 - r});
+    rank->host = std::make_unique<MiniHost>(
+        rank->engine.get(), rank->pool.get(), nullptr,
+        HostOptions{.chunk_size = 8 + 3 * r, .max_batch = 2 + r, .dummy_id = -1 - r});
     ranks.push_back(std::move(rank));
   }
   return ranks;
@@ -138,7 +139,16 @@ TEST(ExpertRebalanceEngineTest, GreedyOutputsAcrossALiveRebalanceEqualNoRebalanc
   std::vector<std::vector<std::unique_ptr<Rank>>> runs;
   std::vector<ExpertLoadSnapshot> windows;  // rank 0's, each once
   for (bool rebalance : {false, true}) {
-    runs.push_back(MakeRanks(dir, rebalance, groups[rebalance ? 1 : 0], seed));
+    if (!rebalance) {
+      runs.push_back(MakeRanks(dir, rebalance, groups[0], seed));
+    } else {
+      const std::string copy = dir + "_removed_after_load";
+      std::filesystem::remove_all(copy);
+      std::filesystem::copy(dir, copy, std::filesystem::copy_options::recursive);
+      runs.push_back(MakeRanks(copy, rebalance, groups[1], seed));
+      std::filesystem::remove_all(copy);
+      ASSERT_FALSE(std::filesystem::exists(copy));
+    }
     std::vector<std::unique_ptr<Rank>>& ranks = runs.back();
     for (int r = 0; r < kRanks; ++r) {
       for (const HostRequest& request : requests[r]) ranks[r]->host->Add(request);
