@@ -12,8 +12,12 @@
 //     the per-step audit found nothing.
 //   - Without speculation: the same context DEP2 + generation DEP4 deployment without a
 //     draft pool anywhere; every greedy output equals aggregated serving.
-// A generation instance without speculation behind a context instance with MTP is not
-// served: the KV pull refuses the draft pool's mismatch by name (docs/design.md §6).
+//   - Mixed: a context instance DEP2 with MTP behind a generation instance DEP2 without
+//     speculation (no draft pool: it pulls the target KV alone and ignores the first
+//     drafts) and one DEP2 with K = 2; every greedy output equals aggregated serving and
+//     both generation instances served requests.
+//   - The reverse, a generation instance with MTP behind a context instance without a
+//     draft pool, is refused at start naming both instances (docs/design.md §6).
 #include <cstdlib>
 #include <memory>
 #include <random>
@@ -29,6 +33,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/launcher/local_deployment.h"
 #include "tests/e2e/e2e_util.h"
@@ -246,6 +251,39 @@ TEST_F(DisaggMtpTest, CtxDep2GenDep4WithoutSpeculationEqualsAggregated) {
   EXPECT_EQ(stats->draft_tokens_proposed(), 0);
   EXPECT_EQ(stats->draft_position_proposed_size(), 0);
   EXPECT_TRUE((*d)->Reap().empty()) << "a process died";
+}
+
+TEST_F(DisaggMtpTest, CtxDep2WithMtpServesAGenerationInstanceWithoutDraftPool) {
+  absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d = launcher::LocalDeployment::Start(
+      Yaml(*model_, 3, {{"gen0", 2, 0}, {"gen1", 2, 2}}), TestTmpDir() + "/run_mixed",
+      LockstepBinary(), absl::Seconds(180));
+  ASSERT_TRUE(d.ok()) << d.status();
+  for (const std::string& f : Serve(**d)) ADD_FAILURE() << f;
+  ExpectAtRest(**d, {"ctx0", "gen0", "gen1"});
+  const absl::StatusOr<v1::StatsResponse> plain = InstanceStats(**d, "gen0");
+  const absl::StatusOr<v1::StatsResponse> mtp = InstanceStats(**d, "gen1");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(mtp.ok()) << mtp.status();
+  EXPECT_GT(plain->transfers_received(), 0) << "round robin sends every instance requests";
+  EXPECT_GT(mtp->transfers_received(), 0);
+  EXPECT_EQ(plain->transfers_received() + mtp->transfers_received(), kRequests);
+  EXPECT_EQ(plain->transfer_failures() + mtp->transfer_failures(), 0);
+  EXPECT_EQ(plain->draft_tokens_proposed(), 0);
+  EXPECT_GT(mtp->draft_tokens_accepted(), 0);
+  EXPECT_TRUE((*d)->Reap().empty()) << "a process died";
+}
+
+TEST_F(DisaggMtpTest, GenerationWithMtpBehindContextWithoutDraftPoolIsRefusedAtStart) {
+  const absl::StatusOr<std::unique_ptr<launcher::LocalDeployment>> d =
+      launcher::LocalDeployment::Start(Yaml(*model_, 0, {{"gen0", 2, 2}}),
+                                       TestTmpDir() + "/run_refused", LockstepBinary(),
+                                       absl::Seconds(180));
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << d.status();
+  EXPECT_THAT(std::string(d.status().message()),
+              ::testing::HasSubstr("generation instance 'gen0' drafts with mtp on the draft KV "
+                                   "its context instance makes, but context instance 'ctx0' has "
+                                   "no draft pool"));
 }
 
 }  // namespace
