@@ -4,13 +4,14 @@
 // whose Forward waits `forward_ms` (the host waiting for a device) and returns fixed
 // random logits, so a step's time is the forward plus what the host adds (masks,
 // sampling). Every request is under the tool-call schema of grammar_bench; a request
-// that stops is replaced by a new one. Each mode compiles the schema afresh and runs
-// the same requests, so both compute the same masks in the same order; the sampled
-// tokens' fingerprint is printed for each and must be equal.
+// that stops is replaced by a new one. Each mode compiles the schema afresh, builds
+// every position's table before its first step and runs the same requests, so both
+// compute the same masks in the same order; the sampled tokens' fingerprint is printed
+// for each and must be equal.
 //
 //   tokenizer/testdata/setup_reference.sh   # the Llama 3 tokenizer.json (else synthetic)
 //   bazel run --config=opt //runtime/engine/cpu:grammar_overlap_bench -- \
-//       [requests [forward_ms [warmup_steps [steps]]]]      (64 5 200 400)
+//       [requests [forward_ms [warmup_steps [steps [temperature]]]]]   (64 5 200 400 1)
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -24,6 +25,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "grammar/compiled_grammar.h"
 #include "grammar/grammar_spec.h"
 #include "grammar/matcher.h"
 #include "grammar/model_vocabulary.h"
@@ -100,7 +102,8 @@ struct Stats {
 };
 
 Stats RunMode(const std::shared_ptr<const grammar::Vocabulary>& vocabulary, int32_t eos,
-              int requests, absl::Duration forward, int warmup, int steps, bool overlap) {
+              int requests, absl::Duration forward, int warmup, int steps, float temperature,
+              bool overlap) {
   const int32_t vocab = static_cast<int32_t>(vocabulary->token_bytes.size());
   WaitingModel model(vocab, eos, requests, forward);
   const KvPoolView pool{nullptr, model.Layout(kTokensPerBlock), requests * kBlocksPerRequest};
@@ -109,10 +112,18 @@ Stats RunMode(const std::shared_ptr<const grammar::Vocabulary>& vocabulary, int3
   runner.set_grammar_source(&source);
   runner.set_mask_overlap(overlap);
   sched::SamplingParams sampling;
-  sampling.temperature = 1.0f;
+  sampling.temperature = temperature;
   sampling.max_tokens = 1000;
   sampling.grammar =
       grammar::GrammarSpec{grammar::GrammarSpec::Kind::kJsonSchema, grammar::ToolCallBenchSchema()};
+  // Every position's table now (a cached grammar's state), not inside the timed steps.
+  absl::StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compiled =
+      source.Get(*sampling.grammar);
+  if (!compiled.ok()) {
+    std::fprintf(stderr, "%s\n", compiled.status().ToString().c_str());
+    std::exit(1);
+  }
+  (*compiled)->BuildAllTables();
   int64_t next_id = 1;
   std::vector<int64_t> slot_id(requests);  // the request in each slot
   std::vector<int> length(requests, 0);
@@ -205,15 +216,18 @@ int main(int argc, char** argv) {
   const double forward_ms = argc > 2 ? std::atof(argv[2]) : 5.0;
   const int warmup = argc > 3 ? std::atoi(argv[3]) : 200;
   const int steps = argc > 4 ? std::atoi(argv[4]) : 400;
+  const float temperature = argc > 5 ? static_cast<float>(std::atof(argv[5])) : 1.0f;
   int32_t eos = -1;
   std::string what;
   const auto vocabulary = Vocabulary(&eos, &what);
-  std::printf("vocabulary: %s; %d constrained requests; forward %.1f ms; %d warm-up steps\n",
-              what.c_str(), requests, forward_ms, warmup);
+  std::printf(
+      "vocabulary: %s; %d constrained requests; forward %.1f ms; %d warm-up steps; "
+      "temperature %.2f\n",
+      what.c_str(), requests, forward_ms, warmup, temperature);
   const absl::Duration forward = absl::Microseconds(static_cast<int64_t>(forward_ms * 1000));
-  Print("masks after forward", RunMode(vocabulary, eos, requests, forward, warmup, steps, false),
-        forward_ms);
-  Print("masks during forward", RunMode(vocabulary, eos, requests, forward, warmup, steps, true),
-        forward_ms);
+  Print("masks after forward",
+        RunMode(vocabulary, eos, requests, forward, warmup, steps, temperature, false), forward_ms);
+  Print("masks during forward",
+        RunMode(vocabulary, eos, requests, forward, warmup, steps, temperature, true), forward_ms);
   return 0;
 }
