@@ -27,8 +27,8 @@ absl::Status BlockCopier::CheckSpans(absl::Span<const BlockSpan> spans, size_t h
     total += s.length;
   }
   if (total != host_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the spans hold ", total,
-                                                   " bytes but the host buffer has ", host_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the spans hold ", total, " bytes but the host buffer has ", host_bytes));
   }
   return absl::OkStatus();
 }
@@ -44,6 +44,12 @@ absl::Status BlockCopier::CopyIn(absl::Span<const std::byte> host,
   return DoCopyIn(host, spans);
 }
 
+absl::Status BlockCopier::CopyInCached(absl::Span<const std::byte> host,
+                                       absl::Span<const BlockSpan> spans) {
+  if (absl::Status s = CheckSpans(spans, host.size()); !s.ok()) return s;
+  return DoCopyInCached(host, spans);
+}
+
 HostBlockCopier::HostBlockCopier(std::byte* base, const BlockLayout& layout, int32_t num_blocks)
     : BlockCopier(layout, num_blocks), base_(base) {}
 
@@ -53,8 +59,7 @@ absl::Status HostBlockCopier::DoCopyOut(absl::Span<const BlockSpan> spans,
   std::byte* out = host.data();
   for (const BlockSpan& s : spans) {
     if (s.length == 0) continue;
-    std::memcpy(out, base_ + static_cast<size_t>(s.block.value()) * per_block + s.offset,
-                s.length);
+    std::memcpy(out, base_ + static_cast<size_t>(s.block.value()) * per_block + s.offset, s.length);
     out += s.length;
   }
   return absl::OkStatus();
@@ -70,6 +75,18 @@ absl::Status HostBlockCopier::DoCopyIn(absl::Span<const std::byte> host,
     in += s.length;
   }
   StreamCopyFence();  // the blocks are complete for whoever reads them next
+  return absl::OkStatus();
+}
+
+absl::Status HostBlockCopier::DoCopyInCached(absl::Span<const std::byte> host,
+                                             absl::Span<const BlockSpan> spans) {
+  const size_t per_block = block_bytes();
+  const std::byte* in = host.data();
+  for (const BlockSpan& s : spans) {
+    if (s.length == 0) continue;
+    std::memcpy(base_ + static_cast<size_t>(s.block.value()) * per_block + s.offset, in, s.length);
+    in += s.length;
+  }
   return absl::OkStatus();
 }
 

@@ -61,16 +61,23 @@ class BlockCopier {
 
   // Copies `host`, front to back, into `spans` in order; the same checks as CopyOut.
   absl::Status CopyIn(absl::Span<const std::byte> host, absl::Span<const BlockSpan> spans);
+  // CopyIn of KV this process reads again at once (a prefix brought back from a KV tier
+  // for the next prefill): a host slab's copier writes through the caches rather than
+  // streaming past them; other copiers copy as CopyIn does. The same checks.
+  absl::Status CopyInCached(absl::Span<const std::byte> host, absl::Span<const BlockSpan> spans);
 
  protected:
   BlockCopier(const BlockLayout& layout, int32_t num_blocks);
 
   // The copies themselves, called only with checked spans and a host buffer of
   // exactly their total length.
-  virtual absl::Status DoCopyOut(absl::Span<const BlockSpan> spans,
-                                 absl::Span<std::byte> host) = 0;
+  virtual absl::Status DoCopyOut(absl::Span<const BlockSpan> spans, absl::Span<std::byte> host) = 0;
   virtual absl::Status DoCopyIn(absl::Span<const std::byte> host,
                                 absl::Span<const BlockSpan> spans) = 0;
+  virtual absl::Status DoCopyInCached(absl::Span<const std::byte> host,
+                                      absl::Span<const BlockSpan> spans) {
+    return DoCopyIn(host, spans);
+  }
 
  private:
   absl::Status CheckSpans(absl::Span<const BlockSpan> spans, size_t host_bytes) const;
@@ -80,7 +87,8 @@ class BlockCopier {
 };
 
 // Host slabs: memcpy out; in, streaming stores (stream_copy.h) fenced before CopyIn
-// returns. Stateless after construction, so calls may run concurrently.
+// returns, or memcpy (CopyInCached). Stateless after construction, so calls may run
+// concurrently.
 class HostBlockCopier : public BlockCopier {
  public:
   // `base` is the slab of `num_blocks` blocks of `layout`, host memory.
@@ -92,6 +100,8 @@ class HostBlockCopier : public BlockCopier {
   absl::Status DoCopyOut(absl::Span<const BlockSpan> spans, absl::Span<std::byte> host) override;
   absl::Status DoCopyIn(absl::Span<const std::byte> host,
                         absl::Span<const BlockSpan> spans) override;
+  absl::Status DoCopyInCached(absl::Span<const std::byte> host,
+                              absl::Span<const BlockSpan> spans) override;
 
  private:
   std::byte* const base_;

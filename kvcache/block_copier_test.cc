@@ -17,13 +17,14 @@ using ::testing::HasSubstr;
 
 // 4 blocks of 2 layers x 2 heads x 2 tokens x 2 dims of bf16: 64 bytes each.
 BlockLayout Bf16Layout() {
-  return BlockLayout{.num_layers = 2, .num_kv_heads = 2, .head_dim = 2, .tokens_per_block = 2,
-                     .element_bytes = 2};
+  return BlockLayout{
+      .num_layers = 2, .num_kv_heads = 2, .head_dim = 2, .tokens_per_block = 2, .element_bytes = 2};
 }
 
 class HostBlockCopierTest : public ::testing::Test {
  protected:
-  HostBlockCopierTest() : slab_(4 * Bf16Layout().BlockBytes()), copier_(slab_.data(), Bf16Layout(), 4) {
+  HostBlockCopierTest()
+      : slab_(4 * Bf16Layout().BlockBytes()), copier_(slab_.data(), Bf16Layout(), 4) {
     for (size_t i = 0; i < slab_.size(); ++i) slab_[i] = static_cast<std::byte>(i);
   }
 
@@ -82,6 +83,23 @@ TEST_F(HostBlockCopierTest, RejectsBadSpansAndSizesWithoutCopying) {
   EXPECT_EQ(slab_[0], std::byte{0});
   EXPECT_THAT(copier_.CopyIn(absl::MakeConstSpan(out), {{BlockId(0), 0, 9}}),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(HostBlockCopierTest, CopyInCachedScattersLikeCopyInWithItsChecks) {
+  std::vector<std::byte> in(76);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::byte>(250 - i);
+  const std::vector<BlockSpan> to = {{BlockId(2), 0, 64}, {BlockId(0), 8, 12}};
+  ASSERT_THAT(copier_.CopyInCached(absl::MakeConstSpan(in), to), IsOk());
+  for (size_t i = 0; i < 64; ++i) ASSERT_EQ(slab_[128 + i], in[i]) << i;
+  for (size_t i = 0; i < 12; ++i) ASSERT_EQ(slab_[8 + i], in[64 + i]) << i;
+  EXPECT_EQ(slab_[20], static_cast<std::byte>(20));  // past the span: untouched
+  EXPECT_EQ(slab_[7], static_cast<std::byte>(7));
+  EXPECT_EQ(slab_[192], static_cast<std::byte>(192));  // block 3: untouched
+  // A bad span after a good one: nothing is written.
+  EXPECT_THAT(copier_.CopyInCached(absl::MakeConstSpan(in).first(8),
+                                   {{BlockId(1), 0, 4}, {BlockId(9), 0, 4}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("block 9 of a pool of 4")));
+  EXPECT_EQ(slab_[64], static_cast<std::byte>(64));
 }
 
 }  // namespace

@@ -425,12 +425,24 @@ absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uin
 }
 
 absl::Status KvTiers::CopyToDevice(const std::vector<std::byte>& bytes, BlockId dst, Tier from) {
+  const std::vector<std::byte>* one = &bytes;
+  return CopyToDevice({&one, 1}, {&dst, 1}, {&from, 1});
+}
+
+absl::Status KvTiers::CopyToDevice(absl::Span<const std::vector<std::byte>* const> bytes,
+                                   absl::Span<const BlockId> dst, absl::Span<const Tier> from) {
+  if (bytes.size() != dst.size() || bytes.size() != from.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("onboard of ", bytes.size(), " blocks into ",
+                                                   dst.size(), " from ", from.size()));
+  }
   const int64_t start = NowNs();
-  const BlockSpan span{dst, 0, block_bytes_};
-  absl::Status status = device_->CopyIn(bytes, {&span, 1});
-  if (!status.ok()) return status;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const BlockSpan span{dst[i], 0, block_bytes_};
+    absl::Status status = device_->CopyInCached(*bytes[i], {&span, 1});
+    if (!status.ok()) return status;
+  }
   stats_.onboard_ns += NowNs() - start;
-  ++stats_.onboarded_blocks[static_cast<int>(from)];
+  for (const Tier t : from) ++stats_.onboarded_blocks[static_cast<int>(t)];
   return absl::OkStatus();
 }
 

@@ -14,7 +14,8 @@
 //
 // Up. Probe counts the blocks of a chain found below; Fetch hands out the verified bytes
 // of one (a disk block whose checksum fails is dropped and is a miss, never served);
-// CopyToDevice writes them into a freshly allocated device block.
+// CopyToDevice writes them into freshly allocated device blocks, through the caches (the
+// prefill that follows reads them).
 //
 // Determinism: which keys sit in which tier depends only on the calls made (all index
 // changes happen on the caller's thread); only byte copies run on the worker.
@@ -71,6 +72,10 @@ class KvTiers {
   absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> Fetch(uint64_t key, Tier* from);
   // Writes fetched bytes into device block `dst` (counted as onboarded from `from`).
   absl::Status CopyToDevice(const std::vector<std::byte>& bytes, BlockId dst, Tier from);
+  // The same for several blocks, bytes[i] into dst[i] from from[i] (equal lengths), timed
+  // as one copy; through the copier's CopyInCached: the next prefill reads them.
+  absl::Status CopyToDevice(absl::Span<const std::vector<std::byte>* const> bytes,
+                            absl::Span<const BlockId> dst, absl::Span<const Tier> from);
 
   // Each key the host and disk tiers store or remove is reported to `observer`
   // (kv_events.h; not owned, null: nobody), on the owner's thread.

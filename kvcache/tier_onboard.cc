@@ -39,10 +39,8 @@ int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt)
   int64_t found = tiers_->Probe(parent, absl::MakeConstSpan(chain).subspan(have),
                                 limit.subspan(static_cast<size_t>(have) * tpb));
   while (found > 0 && !target_->CanGrow(cache.id(), found * tpb)) --found;
-  PendingOnboard onboard{.id = cache.id(),
-                         .generation = cache.generation(),
-                         .fence = launched_,
-                         .first_block = have};
+  PendingOnboard onboard{
+      .id = cache.id(), .generation = cache.generation(), .fence = launched_, .first_block = have};
   for (int64_t i = 0; i < found; ++i) {
     Tier from = Tier::kDevice;
     absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes =
@@ -68,11 +66,13 @@ int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt)
 }
 
 void TierOnboarder::Complete(KvCache& cache, const PendingOnboard& onboard) {
-  for (size_t i = 0; i < onboard.bytes.size(); ++i) {
-    const BlockId block = cache.blocks()[onboard.first_block + static_cast<int64_t>(i)];
-    // A failed copy into device memory is a failed device: nothing can recover it.
-    LOCKSTEP_CHECK_OK(tiers_->CopyToDevice(*onboard.bytes[i], block, onboard.from[i]));
-  }
+  std::vector<const std::vector<std::byte>*> bytes;
+  bytes.reserve(onboard.bytes.size());
+  for (const auto& b : onboard.bytes) bytes.push_back(b.get());
+  const absl::Span<const BlockId> blocks =
+      cache.blocks().subspan(static_cast<size_t>(onboard.first_block), bytes.size());
+  // A failed copy into device memory is a failed device: nothing can recover it.
+  LOCKSTEP_CHECK_OK(tiers_->CopyToDevice(bytes, blocks, onboard.from));
   target_->Commit(cache, onboard.tokens);
 }
 
