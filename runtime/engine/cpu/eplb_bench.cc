@@ -8,10 +8,15 @@
 // of `window` forwards, a plan at the first window's end, its weights loaded in the
 // background during the second window and adopted at its end; the step time before,
 // during the load and after the adoption, and the slowest step around the adoption
-// (the hiccup), each row after a run without rebalancing in the same process.
+// (the hiccup), each row after a run without rebalancing in the same process; each
+// live placement change is run twice, with the gained experts read from the checkpoint
+// and copied from the peers holding them, with what each costs: the background part
+// (reading, or encoding what a rank sends) and the engine thread's part (the copies'
+// AllToAllBytes and building the weights; none for the checkpoint).
 //
 //   bazel run //runtime/engine/cpu:eplb_bench -- [rows per rank, default 16] [steps, 24]
 //       [live steps, 0: no live part; default 40] [window, 8]
+//       [expert width, default tiny-dsv3's 64: moe_intermediate_size, for larger copies]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -43,15 +48,24 @@ namespace {
 constexpr int kRanks = 4;
 constexpr int kTokensPerBlock = 16;
 
-std::string ModelDir() {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / "lockstep_eplb_bench_tiny-dsv3").string();
+// tiny-dsv3, its routed experts `width` wide (0: the preset's).
+std::string ModelDir(int width) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           absl::StrCat("lockstep_eplb_bench_tiny-dsv3", width > 0 ? "_w" : "",
+                                        width > 0 ? absl::StrCat(width) : ""))
+                              .string();
   if (!std::filesystem::exists(dir + "/config.json")) {
-    MakeModelOptions options;
-    options.preset = "tiny-dsv3";
-    options.out_dir = dir;
-    options.with_draft = false;
-    LOCKSTEP_CHECK_OK(MakeModel(options));
+    if (width > 0) {
+      ModelConfig config = PresetConfig("tiny-dsv3").value();
+      config.moe_intermediate_size = width;
+      LOCKSTEP_CHECK_OK(WriteModel(config, dir, 1, PresetDefaultDType("tiny-dsv3")));
+    } else {
+      MakeModelOptions options;
+      options.preset = "tiny-dsv3";
+      options.out_dir = dir;
+      options.with_draft = false;
+      LOCKSTEP_CHECK_OK(MakeModel(options));
+    }
   }
   return dir;
 }
@@ -134,9 +148,9 @@ Result Run(const std::string& dir, const ExpertLayout& layout, int rows, int ste
   for (int r = 0; r < kRanks; ++r) {
     ModelWeights weights = LoadWeights(*tensors, config, r, kRanks, layout).value();
     if (skew) SkewRouting(config, weights);
-    models.push_back(Transformer::Create(
-        config, std::move(weights), "target",
-        ExpertGroup{group[r].get(), r, kRanks, absl::Seconds(120)}));
+    models.push_back(
+        Transformer::Create(config, std::move(weights), "target",
+                            ExpertGroup{group[r].get(), r, kRanks, absl::Seconds(120)}));
     loads.push_back(std::make_unique<ExpertLoad>(config.num_layers, config.num_experts, steps,
                                                  group[r].get(), absl::Seconds(120), "target"));
     models.back()->set_expert_load(loads.back().get());
@@ -163,12 +177,20 @@ struct LiveResult {
   int adopted_at = 0;
   double worst_before = 0;  // worst MoE layer max/mean records per rank, first window
   double worst_after = 0;   // the last window
+  double prepare_ms = 0;    // the first rebalance's background part, slowest rank
+  // Its engine-thread part: the rank arriving last at the AllToAllBytes waits least
+  // (about the copy alone), the first waits for the others too.
+  double exchange_min_ms = 0;
+  double exchange_max_ms = 0;
+  int64_t bytes_received = 0;  // from peers, all ranks
 };
 
 // The skewed model on 4 ranks decoding `rows` sequences for `steps` forwards;
 // `redundant` < 0: no rebalancing (the baseline), else live rebalancing with that many
-// redundant slots per rank, planned at every window's end.
-LiveResult RunLive(const std::string& dir, int rows, int steps, int window, int redundant) {
+// redundant slots per rank, planned at every window's end, the gained experts copied
+// from peers or (`peers` false) read from the checkpoint.
+LiveResult RunLive(const std::string& dir, int rows, int steps, int window, int redundant,
+                   bool peers) {
   const ModelConfig config = LoadModelConfig(dir).value();
   auto tensors = SafetensorsModel::Open(dir).value();
   auto group = comm::MakeInProcessGroup(kRanks);
@@ -178,9 +200,9 @@ LiveResult RunLive(const std::string& dir, int rows, int steps, int window, int 
   for (int r = 0; r < kRanks; ++r) {
     ModelWeights weights = LoadWeights(*tensors, config, r, kRanks, {}).value();
     SkewRouting(config, weights);
-    models.push_back(Transformer::Create(
-        config, std::move(weights), "target",
-        ExpertGroup{group[r].get(), r, kRanks, absl::Seconds(120)}));
+    models.push_back(
+        Transformer::Create(config, std::move(weights), "target",
+                            ExpertGroup{group[r].get(), r, kRanks, absl::Seconds(120)}));
     auto load = std::make_unique<ExpertLoad>(config.num_layers, config.num_experts, window,
                                              group[r].get(), absl::Seconds(120), "target");
     loads.push_back(load.get());
@@ -190,17 +212,24 @@ LiveResult RunLive(const std::string& dir, int rows, int steps, int window, int 
           config, eplb::ContiguousPlacement(config.num_experts, kRanks, config.num_layers),
           models.back()->LoadedMoeWeights(),
           RebalanceOptions{.every_windows = 1,
-                           .plan = {.num_ranks = kRanks, .redundant_per_rank = redundant}},
+                           .plan = {.num_ranks = kRanks, .redundant_per_rank = redundant},
+                           .copy_from_peers = peers},
           group[r].get(), r, absl::Seconds(120), "target", CheckpointExpertLoader(dir, config, r));
       rebalancers.push_back(rebalancer.get());
       models.back()->OwnRebalancer(std::move(rebalancer));
     }
   }
   std::vector<int> adopted_at(kRanks, 0);
+  std::vector<double> prepare_ms(kRanks, 0), exchange_ms(kRanks, 0);
+  std::vector<int64_t> received(kRanks, 0);
   LiveResult result;
   result.step_ms = DecodeOnAllRanks(models, rows, steps, [&](int r, int step) {
     if (redundant >= 0 && adopted_at[r] == 0 && rebalancers[r]->adopted() > 0) {
       adopted_at[r] = step + 1;
+      const RebalanceCosts& costs = rebalancers[r]->last_costs();
+      prepare_ms[r] = absl::ToDoubleMilliseconds(costs.prepare);
+      exchange_ms[r] = absl::ToDoubleMilliseconds(costs.exchange);
+      received[r] = costs.bytes_received;
     }
     if (r == 0 && loads[0]->window_ended()) {
       double worst = 1;
@@ -214,6 +243,13 @@ LiveResult RunLive(const std::string& dir, int rows, int steps, int window, int 
   });
   for (int r = 1; r < kRanks; ++r) LOCKSTEP_CHECK(adopted_at[r] == adopted_at[0]);
   result.adopted_at = adopted_at[0];
+  for (int r = 0; r < kRanks; ++r) {
+    result.prepare_ms = std::max(result.prepare_ms, prepare_ms[r]);
+    result.exchange_max_ms = std::max(result.exchange_max_ms, exchange_ms[r]);
+    result.exchange_min_ms =
+        r == 0 ? exchange_ms[r] : std::min(result.exchange_min_ms, exchange_ms[r]);
+    result.bytes_received += received[r];
+  }
   return result;
 }
 
@@ -237,25 +273,30 @@ double MaxMs(const std::vector<double>& step_ms, int first, int last) {
 }
 
 void LiveTable(const std::string& dir, int rows, int steps, int window) {
-  std::printf("\nlive rebalancing: %d forwards, windows of %d; plan at forward %d, load during "
-              "forwards %d-%d, adopt at the end of forward %d\n\n",
-              steps, window, window, window + 1, 2 * window, 2 * window);
-  std::printf("| run | max/mean first window | last window | adopted at | step ms before "
-              "(2-%d) | during load (%d-%d) | slowest step %d-%d | after (%d-%d) |\n"
-              "|---|---|---|---|---|---|---|---|\n",
-              window, window + 1, 2 * window, 2 * window - 1, 2 * window + 2, 2 * window + 2,
-              steps);
-  auto row = [&](const char* name, const LiveResult& r) {
-    std::printf("| %s | %.3f | %.3f | %d | %.2f | %.2f | %.2f | %.2f |\n", name, r.worst_before,
-                r.worst_after, r.adopted_at, MeanMs(r.step_ms, 2, window),
-                MeanMs(r.step_ms, window + 1, 2 * window),
+  std::printf(
+      "\nlive rebalancing: %d forwards, windows of %d; plan at forward %d, load during "
+      "forwards %d-%d, adopt at the end of forward %d\n\n",
+      steps, window, window, window + 1, 2 * window, 2 * window);
+  std::printf(
+      "| run | max/mean first window | last window | adopted at | step ms before "
+      "(2-%d) | during load (%d-%d) | slowest step %d-%d | after (%d-%d) | "
+      "background ms | engine-thread ms (min-max rank) | MB from peers |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n",
+      window, window + 1, 2 * window, 2 * window - 1, 2 * window + 2, 2 * window + 2, steps);
+  auto row = [&](const std::string& name, const LiveResult& r) {
+    std::printf("| %s | %.3f | %.3f | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f-%.2f | %.2f |\n",
+                name.c_str(), r.worst_before, r.worst_after, r.adopted_at,
+                MeanMs(r.step_ms, 2, window), MeanMs(r.step_ms, window + 1, 2 * window),
                 MaxMs(r.step_ms, 2 * window - 1, 2 * window + 2),
-                MeanMs(r.step_ms, 2 * window + 2, steps));
+                MeanMs(r.step_ms, 2 * window + 2, steps), r.prepare_ms, r.exchange_min_ms,
+                r.exchange_max_ms, static_cast<double>(r.bytes_received) / 1e6);
   };
   for (int redundant : {0, 1, 2}) {
-    row("no rebalancing (baseline)", RunLive(dir, rows, steps, window, -1));
-    const std::string name = absl::StrCat("live, ", redundant, " redundant per rank");
-    row(name.c_str(), RunLive(dir, rows, steps, window, redundant));
+    row("no rebalancing (baseline)", RunLive(dir, rows, steps, window, -1, false));
+    row(absl::StrCat("live, ", redundant, " redundant per rank, from the checkpoint"),
+        RunLive(dir, rows, steps, window, redundant, false));
+    row(absl::StrCat("live, ", redundant, " redundant per rank, copied from peers"),
+        RunLive(dir, rows, steps, window, redundant, true));
   }
 }
 
@@ -270,13 +311,17 @@ int Main(int argc, char** argv) {
   const int steps = argc > 2 ? std::atoi(argv[2]) : 24;
   const int live_steps = argc > 3 ? std::atoi(argv[3]) : 40;
   const int window = argc > 4 ? std::atoi(argv[4]) : 8;
-  LOCKSTEP_CHECK(rows > 0 && steps > 1 && live_steps >= 0 && window > 0);
-  const std::string dir = ModelDir();
+  const int width = argc > 5 ? std::atoi(argv[5]) : 0;
+  LOCKSTEP_CHECK(rows > 0 && steps > 1 && live_steps >= 0 && window > 0 && width >= 0);
+  const std::string dir = ModelDir(width);
   const ModelConfig config = LoadModelConfig(dir).value();
-  std::printf("tiny-dsv3 DEP%d, %d rows per rank, %d decode steps, skewed routing\n\n", kRanks,
-              rows, steps);
-  std::printf("| placement | max/mean records per rank (worst MoE layer) | step ms | plan ms | "
-              "load ms |\n|---|---|---|---|---|\n");
+  std::printf(
+      "tiny-dsv3 DEP%d, routed experts %d wide, %d rows per rank, %d decode steps, "
+      "skewed routing\n\n",
+      kRanks, config.moe_intermediate_size, rows, steps);
+  std::printf(
+      "| placement | max/mean records per rank (worst MoE layer) | step ms | plan ms | "
+      "load ms |\n|---|---|---|---|---|\n");
   const Result even = Run(dir, {}, rows, steps, /*skew=*/false);
   std::printf("| reference: unskewed routing, contiguous | %.3f | %.2f | - | %.1f |\n",
               even.worst_imbalance, even.step_ms, even.load_ms);

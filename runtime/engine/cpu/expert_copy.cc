@@ -149,37 +149,9 @@ absl::StatusOr<std::vector<std::string>> EncodeExpertCopies(const std::vector<Ex
   return send;
 }
 
-absl::StatusOr<LayerMoeWeights> AssembleExperts(const std::vector<ExpertCopy>& copies, int rank,
-                                                const eplb::Placement& next,
-                                                const LayerMoeWeights& weights,
-                                                const std::vector<std::string>& received) {
-  if (static_cast<int>(received.size()) != next.num_ranks) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bytes from ", received.size(), " ranks, not ", next.num_ranks));
-  }
-  // The gained experts, decoded per sender in the copies' order.
-  std::vector<Reader> readers;
-  for (const std::string& bytes : received) readers.emplace_back(bytes);
-  std::vector<std::vector<SwiGluWeights>> gained(weights.size());
-  std::vector<std::vector<int>> gained_expert(weights.size());
-  for (const ExpertCopy& copy : copies) {
-    if (copy.to != rank) continue;
-    absl::StatusOr<SwiGluWeights> expert = ReadExpert(readers[copy.from], copy);
-    if (!expert.ok()) {
-      return absl::DataLossError(absl::StrCat("copy of layer ", copy.layer, " expert ", copy.expert,
-                                              " from rank ", copy.from, ": ",
-                                              expert.status().message()));
-    }
-    gained[copy.layer].push_back(std::move(*expert));
-    gained_expert[copy.layer].push_back(copy.expert);
-  }
-  for (int from = 0; from < next.num_ranks; ++from) {
-    if (!readers[from].done()) {
-      return absl::DataLossError(absl::StrCat("rank ", from, " sent more than its copies"));
-    }
-  }
-
-  LayerMoeWeights out(weights.size());
+std::vector<std::shared_ptr<MoeWeights>> KeptExperts(int rank, const eplb::Placement& next,
+                                                     const LayerMoeWeights& weights) {
+  std::vector<std::shared_ptr<MoeWeights>> out(weights.size());
   for (size_t l = 0; l < weights.size(); ++l) {
     if (weights[l] == nullptr) continue;
     const MoeWeights& old = *weights[l];
@@ -190,20 +162,69 @@ absl::StatusOr<LayerMoeWeights> AssembleExperts(const std::vector<ExpertCopy>& c
     moe->replicas = eplb::ReplicaRanks(next.layers[l], next.num_experts);
     for (int e : moe->held) {
       const int had = HeldIndex(old, e);
-      if (had >= 0) {
-        moe->experts.push_back(old.experts[had]);
-        continue;
-      }
-      const auto it = std::find(gained_expert[l].begin(), gained_expert[l].end(), e);
-      if (it == gained_expert[l].end()) {
-        return absl::DataLossError(
-            absl::StrCat("layer ", l, " expert ", e, " is neither held nor copied to rank ", rank));
-      }
-      moe->experts.push_back(std::move(gained[l][it - gained_expert[l].begin()]));
+      moe->experts.push_back(had >= 0 ? old.experts[had] : SwiGluWeights());
     }
     out[l] = std::move(moe);
   }
   return out;
+}
+
+absl::Status FillCopiedExperts(const std::vector<ExpertCopy>& copies, int rank,
+                               const std::vector<std::string>& received,
+                               std::vector<std::shared_ptr<MoeWeights>>& kept) {
+  std::vector<Reader> readers;
+  for (const std::string& bytes : received) readers.emplace_back(bytes);
+  for (const ExpertCopy& copy : copies) {
+    if (copy.to != rank) continue;
+    if (copy.from < 0 || copy.from >= static_cast<int>(readers.size()) || copy.layer < 0 ||
+        copy.layer >= static_cast<int>(kept.size()) || kept[copy.layer] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("copy of layer ", copy.layer, " expert ",
+                                                     copy.expert, " from rank ", copy.from,
+                                                     " does not fit ", readers.size(), " ranks"));
+    }
+    absl::StatusOr<SwiGluWeights> expert = ReadExpert(readers[copy.from], copy);
+    if (!expert.ok()) {
+      return absl::DataLossError(absl::StrCat("copy of layer ", copy.layer, " expert ", copy.expert,
+                                              " from rank ", copy.from, ": ",
+                                              expert.status().message()));
+    }
+    MoeWeights& moe = *kept[copy.layer];
+    const auto it = std::find(moe.held.begin(), moe.held.end(), copy.expert);
+    if (it == moe.held.end() || moe.experts[it - moe.held.begin()].width != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", rank, " has no empty place for layer ", copy.layer, " expert ", copy.expert));
+    }
+    moe.experts[it - moe.held.begin()] = std::move(*expert);
+  }
+  for (size_t from = 0; from < readers.size(); ++from) {
+    if (!readers[from].done()) {
+      return absl::DataLossError(absl::StrCat("rank ", from, " sent more than its copies"));
+    }
+  }
+  for (size_t l = 0; l < kept.size(); ++l) {
+    if (kept[l] == nullptr) continue;
+    for (size_t i = 0; i < kept[l]->held.size(); ++i) {
+      if (kept[l]->experts[i].width == 0) {
+        return absl::DataLossError(absl::StrCat("layer ", l, " expert ", kept[l]->held[i],
+                                                " is neither held nor copied to rank ", rank));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LayerMoeWeights> AssembleExperts(const std::vector<ExpertCopy>& copies, int rank,
+                                                const eplb::Placement& next,
+                                                const LayerMoeWeights& weights,
+                                                const std::vector<std::string>& received) {
+  if (static_cast<int>(received.size()) != next.num_ranks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bytes from ", received.size(), " ranks, not ", next.num_ranks));
+  }
+  std::vector<std::shared_ptr<MoeWeights>> kept = KeptExperts(rank, next, weights);
+  absl::Status filled = FillCopiedExperts(copies, rank, received, kept);
+  if (!filled.ok()) return filled;
+  return LayerMoeWeights(kept.begin(), kept.end());
 }
 
 }  // namespace lockstep::engine

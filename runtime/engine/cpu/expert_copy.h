@@ -57,9 +57,20 @@ absl::StatusOr<std::vector<std::string>> EncodeExpertCopies(const std::vector<Ex
 // Each encoded expert: this many header bytes, then its packed matrices' bytes.
 inline constexpr int64_t kExpertCopyHeaderBytes = 7 * sizeof(int32_t);
 
-// `rank`'s weights under `next`: the experts it keeps from `weights`, the ones it gains
-// decoded from received[from]. DataLoss naming the sender when a peer's bytes do not
-// hold exactly the experts the copies say (a failed, empty or truncated copy).
+// `rank`'s weights under `next` before the copies arrive: the experts it keeps copied
+// from `weights`, an empty SwiGluWeights for each one it gains (the costly part of
+// building the weights, done before the exchange).
+std::vector<std::shared_ptr<MoeWeights>> KeptExperts(int rank, const eplb::Placement& next,
+                                                     const LayerMoeWeights& weights);
+
+// Decodes the experts copied to `rank` from received[from] into their empty places in
+// `kept` (KeptExperts). DataLoss naming the sender when a peer's bytes do not hold
+// exactly the experts the copies say (a failed, empty or truncated copy).
+absl::Status FillCopiedExperts(const std::vector<ExpertCopy>& copies, int rank,
+                               const std::vector<std::string>& received,
+                               std::vector<std::shared_ptr<MoeWeights>>& kept);
+
+// KeptExperts, then FillCopiedExperts.
 absl::StatusOr<LayerMoeWeights> AssembleExperts(const std::vector<ExpertCopy>& copies, int rank,
                                                 const eplb::Placement& next,
                                                 const LayerMoeWeights& weights,

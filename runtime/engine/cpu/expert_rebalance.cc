@@ -88,14 +88,14 @@ ExpertRebalancer::~ExpertRebalancer() {
 }
 
 absl::StatusOr<absl::StatusOr<LayerMoeWeights>> ExpertRebalancer::Exchange(
-    absl::StatusOr<std::vector<std::string>> prepared) {
+    absl::StatusOr<Prepared> prepared) {
   const int world = current_.num_ranks;
   std::vector<std::string> received(world);
   if (comm_ != nullptr && world > 1) {
     // A rank that has nothing (its encoding failed) still joins with empty bytes; its
     // receivers then find their copies missing.
     const std::vector<std::string> send =
-        prepared.ok() ? std::move(*prepared) : std::vector<std::string>(world);
+        prepared.ok() ? std::move(prepared->send) : std::vector<std::string>(world);
     absl::StatusOr<std::vector<std::string>> got =
         comm_->AllToAllBytes(send, {timeout_, copy_tag_});
     if (!got.ok()) return got.status();
@@ -108,7 +108,10 @@ absl::StatusOr<absl::StatusOr<LayerMoeWeights>> ExpertRebalancer::Exchange(
     if (r != rank_) costs_.bytes_received += static_cast<int64_t>(received[r].size());
   }
   for (const ExpertCopy& copy : copies_) costs_.experts_received += copy.to == rank_ ? 1 : 0;
-  return AssembleExperts(copies_, rank_, next_, weights_, received);
+  absl::Status filled = FillCopiedExperts(copies_, rank_, received, prepared->kept);
+  if (!filled.ok()) return absl::StatusOr<LayerMoeWeights>(filled);
+  return absl::StatusOr<LayerMoeWeights>(
+      LayerMoeWeights(prepared->kept.begin(), prepared->kept.end()));
 }
 
 absl::StatusOr<LayerMoeWeights> ExpertRebalancer::AtWindowEnd(const ExpertLoadSnapshot& snapshot) {
@@ -123,7 +126,7 @@ absl::StatusOr<LayerMoeWeights> ExpertRebalancer::AtWindowEnd(const ExpertLoadSn
                      absl::FormatDuration(timeout_ / 2)));
     absl::StatusOr<LayerMoeWeights> result = late;
     if (options_.copy_from_peers) {
-      absl::StatusOr<std::vector<std::string>> prepared = late;
+      absl::StatusOr<Prepared> prepared = late;
       if (sending_.wait_for(wait) == std::future_status::ready) prepared = sending_.get();
       costs_.prepare = absl::Nanoseconds(prepare_ns_.load());
       const absl::Time start = absl::Now();
@@ -175,10 +178,14 @@ absl::StatusOr<LayerMoeWeights> ExpertRebalancer::AtWindowEnd(const ExpertLoadSn
     sending_ = std::async(
         std::launch::async,
         [this, sender = options_.sender ? options_.sender : ExpertSender(EncodeExpertCopies),
-         copies = copies_, rank = rank_, world = current_.num_ranks,
-         weights = weights_]() -> absl::StatusOr<std::vector<std::string>> {
+         copies = copies_, rank = rank_, world = current_.num_ranks, next = next_,
+         weights = weights_]() -> absl::StatusOr<Prepared> {
           const absl::Time start = absl::Now();
-          absl::StatusOr<std::vector<std::string>> out = sender(copies, rank, world, weights);
+          absl::StatusOr<std::vector<std::string>> send = sender(copies, rank, world, weights);
+          absl::StatusOr<Prepared> out =
+              send.ok() ? absl::StatusOr<Prepared>(
+                              Prepared{std::move(*send), KeptExperts(rank, next, weights)})
+                        : absl::StatusOr<Prepared>(send.status());
           prepare_ns_ = absl::ToInt64Nanoseconds(absl::Now() - start);
           return out;
         });

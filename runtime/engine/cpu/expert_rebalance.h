@@ -6,10 +6,11 @@
 // next window. Where the experts a rank gains come from:
 //  * from peers (RebalanceOptions::copy_from_peers, expert_copy.h): every rank derives
 //    the same copies (sender, receiver, expert) from the two placements; the background
-//    thread encodes what this rank sends from its weights in use; at the adoption point
-//    one AllToAllBytes (tag "<model>.eplb.copy") carries them and each rank builds its
-//    new weights from the experts it keeps and the ones it received (the copy is the
-//    only part on the engine thread: it is a collective on the group's communicator);
+//    thread encodes what this rank sends from its weights in use and copies the experts
+//    it keeps; at the adoption point one AllToAllBytes (tag "<model>.eplb.copy")
+//    carries the copies and each rank decodes the ones it received into its new
+//    weights (the exchange is the only part on the engine thread: it is a collective
+//    on the group's communicator, which that thread owns);
 //  * from the checkpoint (ExpertLoader): the background thread reads them.
 // Then every rank joins one all-reduce (min) of "loaded" (tag "<model>.eplb.adopt"):
 // all loaded, every rank adopts the new placement for the forwards that follow; any
@@ -95,9 +96,14 @@ class ExpertRebalancer {
   int64_t bytes_received() const { return bytes_received_; }
 
  private:
-  // Exchanges the copies (empty when `prepared` failed) and builds the new weights.
-  absl::StatusOr<absl::StatusOr<LayerMoeWeights>> Exchange(
-      absl::StatusOr<std::vector<std::string>> prepared);
+  // With copy_from_peers, what the background thread prepares.
+  struct Prepared {
+    std::vector<std::string> send;                  // per destination rank
+    std::vector<std::shared_ptr<MoeWeights>> kept;  // KeptExperts
+  };
+
+  // Exchanges the copies (empty bytes when `prepared` failed) and fills them in.
+  absl::StatusOr<absl::StatusOr<LayerMoeWeights>> Exchange(absl::StatusOr<Prepared> prepared);
 
   std::vector<bool> moe_layer_;
   eplb::Placement current_;
@@ -113,7 +119,7 @@ class ExpertRebalancer {
   eplb::Placement next_;
   std::vector<ExpertCopy> copies_;  // with copy_from_peers
   std::future<absl::StatusOr<LayerMoeWeights>> loading_;
-  std::future<absl::StatusOr<std::vector<std::string>>> sending_;
+  std::future<absl::StatusOr<Prepared>> sending_;
   std::atomic<int64_t> prepare_ns_ = 0;  // set by the background thread
   RebalanceCosts costs_;
   int64_t bytes_received_ = 0;
