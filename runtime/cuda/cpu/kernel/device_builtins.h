@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "runtime/cuda/cpu/kernel/block_executor.h"
+#include "runtime/cuda/cpu/kernel/fma.h"
 
 namespace lockstep::cuda_cpu::kernel {
 
@@ -159,7 +160,9 @@ inline float __cosf(float x) { return cosf(x); }
 inline float __powf(float x, float y) { return powf(x, y); }
 inline float __fdividef(float x, float y) { return x / y; }
 inline float __frcp_rn(float x) { return 1.0f / x; }
-inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline float __fmaf_rn(float a, float b, float c) {
+  return ::lockstep::cuda_cpu::kernel::Fma(a, b, c);
+}
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }

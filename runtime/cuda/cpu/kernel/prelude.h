@@ -13,6 +13,8 @@
 // * Device `assert`: a failed one ends the grid with cudaErrorAssert (sticky), naming
 //   the thread (nothing under NDEBUG, as on the device). A header that includes
 //   <assert.h> after this one puts back the host's assert.
+// * `fmaf`: kernel::Fma (fma.h), the same bits as the C library's fmaf, inline where
+//   the CPU has FMA3 (a function-like macro: `std::fmaf` is not available in kernels).
 // * The builtins of device_builtins.h, bf16 of <cuda_bf16.h>, the vector types, and
 //   the launch template of launch.h.
 #ifndef LOCKSTEP_RUNTIME_CUDA_CPU_KERNEL_PRELUDE_H_
@@ -22,10 +24,12 @@
 #include <math.h>
 
 #include <cassert>
+#include <cmath>  // before the fmaf macro below: libstdc++'s <cmath> #undefs fmaf
 #include <string>
 
 #include "runtime/cuda/cpu/kernel/block_executor.h"
 #include "runtime/cuda/cpu/kernel/device_builtins.h"
+#include "runtime/cuda/cpu/kernel/fma.h"
 #include "runtime/cuda/cpu/kernel/launch.h"
 #include "vector_types.h"
 
@@ -42,6 +46,7 @@
 #define blockDim (::lockstep::cuda_cpu::kernel::tls_coords->block_dim)
 #define gridDim (::lockstep::cuda_cpu::kernel::tls_coords->grid_dim)
 #define warpSize 32
+#define fmaf(a, b, c) ::lockstep::cuda_cpu::kernel::Fma((a), (b), (c))
 
 namespace lockstep::cuda_cpu::kernel {
 
