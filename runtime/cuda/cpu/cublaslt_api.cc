@@ -66,7 +66,8 @@ size_t Extent(int64_t rows, int64_t cols, int64_t ld, ElementType type, int64_t 
 template <typename Pointer>
 Pointer Advance(Pointer p, int64_t elements, ElementType type) {
   if (p == nullptr) return p;
-  using Byte = std::conditional_t<std::is_const_v<std::remove_pointer_t<Pointer>>, const char, char>;
+  using Byte =
+      std::conditional_t<std::is_const_v<std::remove_pointer_t<Pointer>>, const char, char>;
   return reinterpret_cast<Pointer>(reinterpret_cast<Byte*>(p) + elements * ElementBytes(type));
 }
 

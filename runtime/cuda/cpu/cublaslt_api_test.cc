@@ -618,12 +618,13 @@ struct BatchDescs {
     const auto make = [&](cublasLtMatrixLayout_t* layout, cudaDataType_t type, int64_t rows,
                           int64_t cols, Operand o) {
       EXPECT_EQ(cublasLtMatrixLayoutCreate(layout, type, rows, cols, o.ld), CUBLAS_STATUS_SUCCESS);
-      EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                                 sizeof(count)),
+      EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                 &count, sizeof(count)),
                 CUBLAS_STATUS_SUCCESS);
-      EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(
-                    *layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &o.stride, sizeof(o.stride)),
-                CUBLAS_STATUS_SUCCESS);
+      EXPECT_EQ(
+          cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                           &o.stride, sizeof(o.stride)),
+          CUBLAS_STATUS_SUCCESS);
     };
     make(&a, InType(io), transa ? k : n, transa ? n : k, a_op);
     make(&b, InType(io), k, m, b_op);
@@ -655,8 +656,8 @@ TEST_F(CublasLtTest, StridedBatchesEqualTheirProductsOneByOne) {
       Problem all(rng, io, m, heads * wstride / k, heads * k);
       DeviceBuffer dy(m * heads * n * OutBytes(io));
       ASSERT_EQ(cudaMemset(dy.ptr, 0xFF, dy.bytes), cudaSuccess);
-      const BatchDescs batch(io, m, n, k, transa, heads, {transa ? k : n, wstride},
-                             {heads * k, k}, {heads * n, n});
+      const BatchDescs batch(io, m, n, k, transa, heads, {transa ? k : n, wstride}, {heads * k, k},
+                             {heads * n, n});
       cublasStatus_t status;
       cublasLtMatmulPreference_t pref = nullptr;
       ASSERT_EQ(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
@@ -691,17 +692,19 @@ TEST_F(CublasLtTest, StridedBatchesEqualTheirProductsOneByOne) {
                   CUBLAS_STATUS_SUCCESS);
         ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
         std::vector<uint8_t> batched(dy.bytes);
-        ASSERT_EQ(cudaMemcpy(batched.data(), dy.ptr, dy.bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(batched.data(), dy.ptr, dy.bytes, cudaMemcpyDeviceToHost),
+                  cudaSuccess);
         for (int32_t h = 0; h < heads; ++h) {
           const BatchDescs one(io, m, n, k, transa, 1, {transa ? k : n, 0}, {heads * k, 0},
                                {heads * n, 0});
           DeviceBuffer dy_one(dy.bytes);
-          ASSERT_EQ(cublasLtMatmul(handle_, one.op, &alpha, all.dw.as<char>(h * wstride * InBytes(io)),
-                                   one.a, all.dx.as<char>(h * k * InBytes(io)), one.b, &beta,
-                                   dy_one.as<char>(h * n * OutBytes(io)), one.d,
-                                   dy_one.as<char>(h * n * OutBytes(io)), one.d, &results[r].algo,
-                                   workspace.ptr, workspace.bytes, stream_),
-                    CUBLAS_STATUS_SUCCESS);
+          ASSERT_EQ(
+              cublasLtMatmul(handle_, one.op, &alpha, all.dw.as<char>(h * wstride * InBytes(io)),
+                             one.a, all.dx.as<char>(h * k * InBytes(io)), one.b, &beta,
+                             dy_one.as<char>(h * n * OutBytes(io)), one.d,
+                             dy_one.as<char>(h * n * OutBytes(io)), one.d, &results[r].algo,
+                             workspace.ptr, workspace.bytes, stream_),
+              CUBLAS_STATUS_SUCCESS);
           std::vector<uint8_t> alone(dy.bytes);
           ASSERT_EQ(cudaMemcpy(alone.data(), dy_one.ptr, dy.bytes, cudaMemcpyDeviceToHost),
                     cudaSuccess);
@@ -739,8 +742,8 @@ TEST_F(CublasLtTest, BatchLayoutsOutsideTheSubsetAreRefused) {
     EXPECT_EQ(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
     cublasLtMatmulHeuristicResult_t results[8];
     int found = 0;
-    status = cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.d, d.d, pref, 8, results,
-                                            &found);
+    status =
+        cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.d, d.d, pref, 8, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     return found;
   };
@@ -771,9 +774,9 @@ TEST_F(CublasLtTest, BatchLayoutsOutsideTheSubsetAreRefused) {
   ASSERT_EQ(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
-  ASSERT_EQ(cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.d, d.d, pref, 1, &result,
-                                           &found),
-            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(
+      cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.d, d.d, pref, 1, &result, &found),
+      CUBLAS_STATUS_SUCCESS);
   cublasLtMatmulPreferenceDestroy(pref);
   ASSERT_EQ(found, 1);
   const float alpha = 1.0f, beta = 0.0f;

@@ -137,8 +137,8 @@ cublasStatus_t CheckLayout(const LayoutState& l, const char* name, std::string* 
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (l.batch_count > 1 && l.batch_stride < 0) {
-    *why = absl::StrCat("matrix ", name, " has batch stride ", l.batch_stride,
-                        " (only strides >= 0)");
+    *why =
+        absl::StrCat("matrix ", name, " has batch stride ", l.batch_stride, " (only strides >= 0)");
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   if (l.rows < 1 || l.cols < 1 || l.rows > INT32_MAX || l.cols > INT32_MAX) {

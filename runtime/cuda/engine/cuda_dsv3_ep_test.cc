@@ -1,10 +1,11 @@
 // GPU check of the DeepSeek-V3 family under expert parallelism on CudaTransformer:
 // tiny-dsv3 (8 routed experts, shared experts on every rank) over two and four ranks,
-// each a thread with its own device and NcclGroup (one in-process rendezvous), f32 with
-// batch-invariant GEMMs. Every rank prefills its own prompt (of its own length) and
-// decodes greedily in lockstep, its MoE rows crossing ranks in every layer; each rank's
-// logits equal a one-rank model's on the same rows bit for bit (so its tokens do), and
-// the tokens equal the CPU engine's. Skips without a GPU per rank.
+// each a thread with its own device and NcclGroup (one in-process rendezvous), with
+// batch-invariant GEMMs in f32 (and bf16 on two ranks). Every rank prefills its own
+// prompt (of its own length) and decodes greedily in lockstep, its MoE rows crossing
+// ranks in every layer; each rank's logits equal a one-rank model's on the same rows
+// bit for bit (so its tokens do), and in f32 the tokens equal the CPU engine's. Skips
+// without a GPU per rank.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -56,7 +57,8 @@ absl::StatusOr<Greedy> Decode(const engine::ForwardModel& model, const engine::K
   const std::vector<engine::SequenceKv> seqs = {engine::SequenceKv{table}};
   const int vocab = model.config().vocab_size;
   std::vector<engine::ForwardRow> rows;
-  for (size_t p = 0; p < prompt.size(); ++p) rows.push_back({prompt[p], static_cast<int64_t>(p), 0});
+  for (size_t p = 0; p < prompt.size(); ++p)
+    rows.push_back({prompt[p], static_cast<int64_t>(p), 0});
   Greedy out;
   engine::Arena arena;
   for (int step = 0; step <= kSteps; ++step) {
@@ -64,8 +66,7 @@ absl::StatusOr<Greedy> Decode(const engine::ForwardModel& model, const engine::K
     ASSIGN_OR_RETURN(const float* logits,
                      model.Forward({rows, seqs, logit_rows}, pool, arena, nullptr));
     out.logits.emplace_back(logits, logits + vocab);
-    const int32_t token =
-        static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+    const int32_t token = static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
     out.tokens.push_back(token);
     const int64_t position = rows.back().position + 1;
     rows = {{token, position, 0}};
@@ -73,10 +74,10 @@ absl::StatusOr<Greedy> Decode(const engine::ForwardModel& model, const engine::K
   return out;
 }
 
-CudaModelOptions Options(int device, NcclGroup* group) {
+CudaModelOptions Options(int device, NcclGroup* group, int element_bytes) {
   CudaModelOptions o;
   o.device = device;
-  o.element_bytes = 4;
+  o.element_bytes = element_bytes;
   o.batch_invariant = true;
   o.max_rows = 64;
   o.max_seqs = 2;
@@ -89,7 +90,8 @@ CudaModelOptions Options(int device, NcclGroup* group) {
 
 // One rank of `world` (world 1: no group) on device `rank`, from its own thread.
 absl::StatusOr<Greedy> RunRank(const std::string& dir, int rank, int world,
-                               const std::string& rendezvous, const std::vector<int32_t>& prompt) {
+                               const std::string& rendezvous, const std::vector<int32_t>& prompt,
+                               int element_bytes) {
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(rank), "selecting the rank's device"));
   std::unique_ptr<comm::RendezvousClient> client;
   std::unique_ptr<NcclGroup> group;
@@ -108,7 +110,7 @@ absl::StatusOr<Greedy> RunRank(const std::string& dir, int rank, int world,
   absl::StatusOr<Greedy> out;
   {
     ASSIGN_OR_RETURN(std::unique_ptr<CudaTransformer> model,
-                     CudaTransformer::Load(dir, Options(rank, group.get())));
+                     CudaTransformer::Load(dir, Options(rank, group.get(), element_bytes)));
     ASSIGN_OR_RETURN(DeviceKvPool pool,
                      MakeDeviceKvPool(rank, model->Layout(kTokensPerBlock), kBlocks));
     out = Decode(*model, pool.view, prompt);
@@ -116,7 +118,8 @@ absl::StatusOr<Greedy> RunRank(const std::string& dir, int rank, int world,
   return out;
 }
 
-void ExpectRanksEqualOneRank(int world) {
+// f32 (4 bytes) also against the CPU engine's tokens.
+void ExpectRanksEqualOneRank(int world, int element_bytes) {
   LOCKSTEP_SKIP_WITHOUT_GPU();
   int devices = 0;
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
@@ -130,8 +133,9 @@ void ExpectRanksEqualOneRank(int world) {
   std::vector<absl::StatusOr<Greedy>> ranks(world, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
-    threads.emplace_back(
-        [&, r] { ranks[r] = RunRank(dir, r, world, (*server)->address(), prompts[r]); });
+    threads.emplace_back([&, r] {
+      ranks[r] = RunRank(dir, r, world, (*server)->address(), prompts[r], element_bytes);
+    });
   }
   for (std::thread& t : threads) t.join();
   absl::StatusOr<std::unique_ptr<engine::Transformer>> cpu =
@@ -140,12 +144,13 @@ void ExpectRanksEqualOneRank(int world) {
   for (int r = 0; r < world; ++r) {
     SCOPED_TRACE(::testing::Message() << "rank " << r << " of " << world);
     ASSERT_THAT(ranks[r], IsOk());
-    const absl::StatusOr<Greedy> alone = RunRank(dir, 0, 1, "", prompts[r]);
+    const absl::StatusOr<Greedy> alone = RunRank(dir, 0, 1, "", prompts[r], element_bytes);
     ASSERT_THAT(alone, IsOk());
     EXPECT_EQ(ranks[r]->tokens, alone->tokens);
     for (size_t step = 0; step < alone->logits.size(); ++step) {
       EXPECT_EQ(ranks[r]->logits[step], alone->logits[step]) << "logits of step " << step;
     }
+    if (element_bytes != 4) continue;
     et::HostPool host((*cpu)->Layout(kTokensPerBlock), kBlocks, 3);
     const absl::StatusOr<Greedy> on_cpu = Decode(**cpu, host.view(), prompts[r]);
     ASSERT_THAT(on_cpu, IsOk());
@@ -153,9 +158,11 @@ void ExpectRanksEqualOneRank(int world) {
   }
 }
 
-TEST(CudaDeepseekEpTest, TwoRanksEqualOneRankBitwise) { ExpectRanksEqualOneRank(2); }
+TEST(CudaDeepseekEpTest, TwoRanksEqualOneRankBitwise) { ExpectRanksEqualOneRank(2, 4); }
 
-TEST(CudaDeepseekEpTest, FourRanksEqualOneRankBitwise) { ExpectRanksEqualOneRank(4); }
+TEST(CudaDeepseekEpTest, FourRanksEqualOneRankBitwise) { ExpectRanksEqualOneRank(4, 4); }
+
+TEST(CudaDeepseekEpTest, TwoRanksInBf16EqualOneRankBitwise) { ExpectRanksEqualOneRank(2, 2); }
 
 }  // namespace
 }  // namespace lockstep::cuda

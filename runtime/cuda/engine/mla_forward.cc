@@ -81,14 +81,14 @@ absl::Status EnqueueMla(const ForwardContext& c, int layer, const T* x, T* out) 
     return s.ok() ? s : absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
   };
   RETURN_IF_ERROR(TimedSegment(c, ForwardTimer::Segment::kGemm, [&] {
-    return annotate(
-        kernels::MlaAbsorbQuery(*c.gemm, q, heads * qk, rows, shape, weight(w.kv_b), q_lat, c.stream));
+    return annotate(kernels::MlaAbsorbQuery(*c.gemm, q, heads * qk, rows, shape, weight(w.kv_b),
+                                            q_lat, c.stream));
   }));
   RETURN_IF_ERROR(TimedSegment(c, ForwardTimer::Segment::kAttention, [&] {
-    return check(kernels::LaunchMlaAttention(c.kv, layer, q_lat, shape, kv_seqs, positions, rows,
-                                             static_cast<float>(config.softmax_scale()), acc,
-                                             c.stream),
-                 "attention");
+    return check(
+        kernels::LaunchMlaAttention(c.kv, layer, q_lat, shape, kv_seqs, positions, rows,
+                                    static_cast<float>(config.softmax_scale()), acc, c.stream),
+        "attention");
   }));
   return TimedSegment(c, ForwardTimer::Segment::kGemm, [&] {
     return annotate(

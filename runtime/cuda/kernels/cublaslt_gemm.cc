@@ -77,9 +77,10 @@ class MatmulDescs {
       const std::pair<cublasLtMatrixLayout_t, int64_t> strides[] = {
           {a_, b.w_stride}, {b_, b.x_stride}, {d_, b.y_stride}};
       for (const auto& [layout, stride] : strides) {
-        LOCKSTEP_RETURN_IF_LT(cublasLtMatrixLayoutSetAttribute(
-                                  layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
-                              "set BATCH_COUNT");
+        LOCKSTEP_RETURN_IF_LT(
+            cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                             sizeof(count)),
+            "set BATCH_COUNT");
         LOCKSTEP_RETURN_IF_LT(
             cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                              &stride, sizeof(stride)),
@@ -278,8 +279,7 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
   const int64_t n = key.n;
   const int64_t k = key.k;
   MatmulDescs descs;
-  if (absl::Status s = descs.Init(query_m, n, k, InType(type), OutType(type), key.batch);
-      !s.ok()) {
+  if (absl::Status s = descs.Init(query_m, n, k, InType(type), OutType(type), key.batch); !s.ok()) {
     return s;
   }
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
@@ -326,8 +326,8 @@ absl::StatusOr<cublasLtMatmulAlgo_t> CublasLtGemm::Algorithm(const GemmKey& key,
   }
   const std::string shape = absl::StrCat(
       "m=", query_m, " n=", n, " k=", k, " (alignments ", key.align.a, "/", key.align.b, "/",
-      key.align.d, " bytes", key.batch.count > 1 ? absl::StrCat(", ", key.batch.count, " products") : "",
-      ")");
+      key.align.d, " bytes",
+      key.batch.count > 1 ? absl::StrCat(", ", key.batch.count, " products") : "", ")");
   LOCKSTEP_RETURN_IF_LT(status, absl::StrCat("cublasLtMatmulAlgoGetHeuristic ", shape));
   if (found <= options_.heuristic_index) {
     return absl::NotFoundError(absl::StrCat("cuBLASLt has ", found, " ", IoName(type),

@@ -244,11 +244,21 @@ TEST(CublasLtGemmTest, StridedBatchesOfHeadsMatchAPerHeadProduct) {
     SCOPED_TRACE(::testing::Message() << "invariant=" << invariant);
     std::unique_ptr<CublasLtGemm> gemm = MakeGemm(invariant);
     ASSERT_NE(gemm, nullptr);
-    const GemmBatch uk{.count = heads, .x_ld = heads * qk, .x_stride = qk, .w_ld = lora,
-                       .w_stride = per_head, .y_ld = heads * (lora + 8), .y_stride = lora + 8,
+    const GemmBatch uk{.count = heads,
+                       .x_ld = heads * qk,
+                       .x_stride = qk,
+                       .w_ld = lora,
+                       .w_stride = per_head,
+                       .y_ld = heads * (lora + 8),
+                       .y_stride = lora + 8,
                        .w_transposed = false};
-    const GemmBatch uv{.count = heads, .x_ld = heads * qk, .x_stride = qk, .w_ld = lora,
-                       .w_stride = per_head, .y_ld = heads * vdim, .y_stride = vdim};
+    const GemmBatch uv{.count = heads,
+                       .x_ld = heads * qk,
+                       .x_stride = qk,
+                       .w_ld = lora,
+                       .w_stride = per_head,
+                       .y_ld = heads * vdim,
+                       .y_stride = vdim};
     std::vector<float> lat0, out0;
     for (int64_t m : {rows, int64_t{1}, int64_t{3}}) {
       ASSERT_EQ(dlat.Poison(), cudaSuccess);
@@ -271,7 +281,8 @@ TEST(CublasLtGemmTest, StridedBatchesOfHeadsMatchAPerHeadProduct) {
           for (int64_t j = 0; j < lora; ++j) {
             double v = 0;
             for (int64_t i = 0; i < nope; ++i) {
-              v += static_cast<double>(q[(r * heads + h) * qk + i]) * kv_b[h * per_head + i * lora + j];
+              v += static_cast<double>(q[(r * heads + h) * qk + i]) *
+                   kv_b[h * per_head + i * lora + j];
             }
             ref_lat.push_back(static_cast<float>(v));
             got_lat.push_back(lat[(r * heads + h) * (lora + 8) + j]);
@@ -300,8 +311,10 @@ TEST(CublasLtGemmTest, StridedBatchesOfHeadsMatchAPerHeadProduct) {
         out0 = out_row;
         continue;
       }
-      for (size_t i = 0; i < lat0.size(); ++i) ASSERT_EQ(lat_row[i], lat0[i]) << "m=" << m << " " << i;
-      for (size_t i = 0; i < out0.size(); ++i) ASSERT_EQ(out_row[i], out0[i]) << "m=" << m << " " << i;
+      for (size_t i = 0; i < lat0.size(); ++i)
+        ASSERT_EQ(lat_row[i], lat0[i]) << "m=" << m << " " << i;
+      for (size_t i = 0; i < out0.size(); ++i)
+        ASSERT_EQ(out_row[i], out0[i]) << "m=" << m << " " << i;
     }
     if (invariant) EXPECT_EQ(gemm->invariance_fallbacks(), 0);
     // An ld shorter than a row, a negative stride, no products.

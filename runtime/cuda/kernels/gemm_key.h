@@ -1,10 +1,10 @@
 // The algorithm-cache key of the cuBLASLt GEMM wrapper: (M bucket, N, K, the operands'
-// alignments, their layout: dense or a strided batch). M is rounded up to a power of two (a few buckets cover every batch
-// size); in batch-invariant mode the bucket is 0 for every M, so one algorithm serves
-// every batch size and a row's result does not depend on how many rows share its GEMM.
-// The alignments are part of the key because cuBLASLt picks algorithms for them: one
-// chosen for 256-byte aligned pointers (its default assumption) may not run on the
-// offset pointers of a per-expert GEMM (rows [offsets[e], ...) of a permuted buffer).
+// alignments, their layout: dense or a strided batch). M is rounded up to a power of two (a few
+// buckets cover every batch size); in batch-invariant mode the bucket is 0 for every M, so one
+// algorithm serves every batch size and a row's result does not depend on how many rows share its
+// GEMM. The alignments are part of the key because cuBLASLt picks algorithms for them: one chosen
+// for 256-byte aligned pointers (its default assumption) may not run on the offset pointers of a
+// per-expert GEMM (rows [offsets[e], ...) of a permuted buffer).
 //
 // Pure host code.
 #ifndef LOCKSTEP_RUNTIME_CUDA_KERNELS_GEMM_KEY_H_

@@ -60,8 +60,14 @@ TEST(GemmKeyTest, AlignmentIsPartOfTheKey) {
 }
 
 TEST(GemmKeyTest, BatchLayoutIsPartOfTheKey) {
-  const GemmBatch heads{.count = 4, .x_ld = 768, .x_stride = 192, .w_ld = 512,
-                        .w_stride = 131072, .y_ld = 2304, .y_stride = 576, .w_transposed = false};
+  const GemmBatch heads{.count = 4,
+                        .x_ld = 768,
+                        .x_stride = 192,
+                        .w_ld = 512,
+                        .w_stride = 131072,
+                        .y_ld = 2304,
+                        .y_stride = 576,
+                        .w_transposed = false};
   GemmBatch other = heads;
   other.y_stride = 512;
   EXPECT_NE(MakeGemmKey(5, 512, 128, true, {}, heads), MakeGemmKey(5, 512, 128, true));

@@ -175,11 +175,10 @@ cudaError_t MlaAttentionTo(const PagedKvDesc& kv, int layer, const float* q_lat,
       (kv.element_bytes != 2 && kv.element_bytes != 4)) {
     return cudaErrorInvalidValue;
   }
-  return kv.element_bytes == 4
-             ? MlaAttentionOf<float>(kv, layer, q_lat, shape, seqs, positions, rows, scale, acc,
-                                     stream)
-             : MlaAttentionOf<Bf16>(kv, layer, q_lat, shape, seqs, positions, rows, scale, acc,
-                                    stream);
+  return kv.element_bytes == 4 ? MlaAttentionOf<float>(kv, layer, q_lat, shape, seqs, positions,
+                                                       rows, scale, acc, stream)
+                               : MlaAttentionOf<Bf16>(kv, layer, q_lat, shape, seqs, positions,
+                                                      rows, scale, acc, stream);
 }
 
 }  // namespace
@@ -213,9 +212,8 @@ cudaError_t LaunchMlaAttention(const PagedKvDesc& kv, int layer, const float* q_
   return MlaAttentionTo(kv, layer, q_lat, shape, seqs, positions, rows, scale, acc, stream);
 }
 cudaError_t LaunchMlaAttention(const PagedKvDesc& kv, int layer, const float* q_lat,
-                               const MlaShape& shape, const int32_t* seqs,
-                               const int32_t* positions, int rows, float scale, Bf16* acc,
-                               cudaStream_t stream) {
+                               const MlaShape& shape, const int32_t* seqs, const int32_t* positions,
+                               int rows, float scale, Bf16* acc, cudaStream_t stream) {
   return MlaAttentionTo(kv, layer, q_lat, shape, seqs, positions, rows, scale, acc, stream);
 }
 

@@ -12,10 +12,10 @@
 // latent = [c (kv_lora_rank) | k_pe (qk_rope_head_dim) | zero padding]. kv_b is the
 // kv_b_proj weight [heads * (nope + v_head_dim), kv_lora_rank]: per head the W_UK rows,
 // then the W_UV rows. The latent-space query is f32, the attention's weighted sum f32
-// rounded once to the engine's element type (bf16, or f32), as are weights, q and out. Every row attends to
-// positions [0, positions[row]] of sequence seqs[row] (prefill and decode rows alike; its
-// own latent vector is written first); a pad row (seqs[row] < 0) gets zeros. Each
-// returns the launch's error (cudaErrorInvalidValue beyond the limits below).
+// rounded once to the engine's element type (bf16, or f32), as are weights, q and out. Every row
+// attends to positions [0, positions[row]] of sequence seqs[row] (prefill and decode rows alike;
+// its own latent vector is written first); a pad row (seqs[row] < 0) gets zeros. Each returns the
+// launch's error (cudaErrorInvalidValue beyond the limits below).
 #ifndef LOCKSTEP_RUNTIME_CUDA_KERNELS_MLA_KERNELS_H_
 #define LOCKSTEP_RUNTIME_CUDA_KERNELS_MLA_KERNELS_H_
 
@@ -66,9 +66,8 @@ cudaError_t LaunchMlaAttention(const PagedKvDesc& kv, int layer, const float* q_
                                const int32_t* positions, int rows, float scale, float* acc,
                                cudaStream_t stream);
 cudaError_t LaunchMlaAttention(const PagedKvDesc& kv, int layer, const float* q_lat,
-                               const MlaShape& shape, const int32_t* seqs,
-                               const int32_t* positions, int rows, float scale, Bf16* acc,
-                               cudaStream_t stream);
+                               const MlaShape& shape, const int32_t* seqs, const int32_t* positions,
+                               int rows, float scale, Bf16* acc, cudaStream_t stream);
 
 }  // namespace lockstep::cuda::kernels
 

@@ -1,7 +1,7 @@
 // GPU checks of the DeepSeek-V3 family's kernels: MLA in its absorbed form (absorb the
-// query and apply W_UV as cuBLASLt batched GEMMs, attend over the latent cache) against a host reference in the
-// expanded form (each cached token's key and value expanded per head, in double) over a
-// random paged latent pool with contexts across several score tiles and spec buffers,
+// query and apply W_UV as cuBLASLt batched GEMMs, attend over the latent cache) against a host
+// reference in the expanded form (each cached token's key and value expanded per head, in double)
+// over a random paged latent pool with contexts across several score tiles and spec buffers,
 // relative L2 <= 1e-4 with f32 weights and outputs (the pool is bf16 on both sides) and
 // <= 1e-2 with bf16 ones; a pad row gets zeros. The interleaved RoPE against
 // ApplyRopeInterleaved's arithmetic with a YaRN magnitude; the grouped sigmoid routing
@@ -130,8 +130,8 @@ std::vector<float> RunMla(TestKvPool& pool, const MlaShape& s, const std::vector
   absl::StatusOr<std::unique_ptr<CublasLtGemm>> gemm = CublasLtGemm::Create(nullptr, {});
   EXPECT_TRUE(gemm.ok()) << gemm.status();
   if (!gemm.ok()) return {};
-  absl::Status status = MlaAbsorbQuery(**gemm, dq.get(), s.heads * s.qk(), m, s, dkv_b.get(),
-                                       q_lat.get(), nullptr);
+  absl::Status status =
+      MlaAbsorbQuery(**gemm, dq.get(), s.heads * s.qk(), m, s, dkv_b.get(), q_lat.get(), nullptr);
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(LaunchMlaAttention(pool.desc(), 1, q_lat.get(), s, dseqs.get(), dpositions.get(), m,
                                scale, acc.get(), nullptr),
@@ -190,9 +190,9 @@ TEST(MlaKernelsTest, RefusesShapesBeyondItsLimits) {
   MlaShape wide = Shape(1, 8, 8, 1200, 8);
   EXPECT_EQ(LaunchMlaQueryPe(buffer.get(), 16, 1, wide, buffer.get(), nullptr),
             cudaErrorInvalidValue);
-  EXPECT_EQ(MlaAbsorbQuery(**gemm, buffer.get(), 16, 1, wide, buffer.get(), buffer.get(), nullptr)
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      MlaAbsorbQuery(**gemm, buffer.get(), 16, 1, wide, buffer.get(), buffer.get(), nullptr).code(),
+      absl::StatusCode::kInvalidArgument);
   MlaShape odd_rope = Shape(1, 8, 3, 16, 8);
   EXPECT_EQ(MlaApplyUv(**gemm, buffer.get(), 1, odd_rope, buffer.get(), buffer.get(), 8).code(),
             absl::StatusCode::kInvalidArgument);

@@ -11,10 +11,9 @@ absl::Status CheckShape(const MlaShape& s, const char* what) {
       2 * s.half >= s.lora + s.rope && s.latent() <= kMaxMlaLatent) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, ": MLA shape heads ", s.heads, " nope ", s.nope, " rope ", s.rope,
-                   " lora ", s.lora, " vdim ", s.vdim, " half ", s.half, " (latent at most ",
-                   kMaxMlaLatent, ", rope even)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, ": MLA shape heads ", s.heads, " nope ", s.nope, " rope ", s.rope, " lora ", s.lora,
+      " vdim ", s.vdim, " half ", s.half, " (latent at most ", kMaxMlaLatent, ", rope even)"));
 }
 
 // Per head: kv_b's W_UK rows, then its W_UV rows, each lora long.
