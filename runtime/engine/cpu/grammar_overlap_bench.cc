@@ -1,6 +1,8 @@
 // The host time of a decode step with 64 constrained requests, with the grammar masks
-// computed after the forward on the engine thread (--overlap=0 first) and during it on
-// the mask worker (then --overlap=1), in one process: the BatchRunner drives a model
+// computed after the forward on the engine thread (first) and during it on the mask
+// worker (then), in one process, and the engine thread's CPU time per step (which the
+// masks leave when they move to the worker; unlike wall time, not inflated by a loaded
+// machine's preemption): the BatchRunner drives a model
 // whose Forward waits `forward_ms` (the host waiting for a device) and returns fixed
 // random logits, so a step's time is the forward plus what the host adds (masks,
 // sampling). Every request is under the tool-call schema of grammar_bench; a request
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -94,8 +97,16 @@ std::shared_ptr<const grammar::Vocabulary> Vocabulary(int32_t* eos, std::string*
   return grammar::MakeTestingVocabulary(131072, 1);
 }
 
+// CPU time of the calling thread (not counting its waits), ms.
+double ThreadCpuMs() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
+}
+
 struct Stats {
   std::vector<double> step_ms;
+  double engine_cpu_ms = 0;  // the engine thread's CPU time in the timed steps
   uint64_t fingerprint = 1469598103934665603ull;
   int64_t tokens = 0;
   int64_t finished = 0;
@@ -152,15 +163,18 @@ Stats RunMode(const std::shared_ptr<const grammar::Vocabulary>& vocabulary, int3
   for (int slot = 0; slot < requests; ++slot) start(batch, slot);
   for (int step = 0; step < warmup + steps; ++step) {
     batch.step = StepId(step);
+    const double cpu_begin = ThreadCpuMs();
     const auto begin = std::chrono::steady_clock::now();
     absl::StatusOr<BatchResult> result = runner.Run(batch);
     const auto end = std::chrono::steady_clock::now();
+    const double cpu_end = ThreadCpuMs();
     if (!result.ok()) {
       std::fprintf(stderr, "step %d: %s\n", step, result.status().ToString().c_str());
       std::exit(1);
     }
     if (step >= warmup) {
       stats.step_ms.push_back(std::chrono::duration<double, std::milli>(end - begin).count());
+      stats.engine_cpu_ms += cpu_end - cpu_begin;
     }
     Batch next;
     for (const SequenceResult& out : result->sequences) {
@@ -201,9 +215,11 @@ void Print(const char* mode, Stats stats, double forward_ms) {
   const double mean = sum / static_cast<double>(ms.size());
   std::printf(
       "%-22s steps %zu  step mean %.3f ms  p50 %.3f  p99 %.3f  host mean (step - forward) "
-      "%.3f ms  tokens %lld  requests finished %lld  fingerprint %016llx\n",
+      "%.3f ms  engine thread CPU %.3f ms/step  tokens %lld  requests finished %lld  "
+      "fingerprint %016llx\n",
       mode, ms.size(), mean, ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 99 / 100)],
-      mean - forward_ms, static_cast<long long>(stats.tokens),
+      mean - forward_ms, stats.engine_cpu_ms / static_cast<double>(ms.size()),
+      static_cast<long long>(stats.tokens),
       static_cast<long long>(stats.finished), static_cast<unsigned long long>(stats.fingerprint));
 }
 
