@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -198,6 +199,7 @@ int Run(const std::string& http, int streams, int max_tokens, int pid, absl::Dur
         }
       }
       bool closed = false;
+      std::string why = "closed early";  // by the peer (EOF), or the socket's error
       if (events[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
         const ssize_t r = recv(s.fd, buffer, sizeof(buffer), 0);
         if (r > 0) {
@@ -205,10 +207,16 @@ int Run(const std::string& http, int streams, int max_tokens, int pid, absl::Dur
           Scan(s, now, ttft, gaps);
         } else if (r == 0 || errno != EAGAIN) {
           closed = true;
+          if (r < 0) {
+            why = absl::StrCat("closed early: ", strerrorname_np(errno),
+                               s.written == 0 ? " (before the request was sent)" : "");
+          } else if (s.in.empty()) {
+            why = "closed early: EOF before any response byte";
+          }
         }
       }
       if (s.done || closed || !s.error.empty()) {
-        if (!s.done && s.error.empty()) s.error = "closed early";
+        if (!s.done && s.error.empty()) s.error = why;
         if (s.done && !s.finished) s.error = "no finish_reason length";
         close(s.fd);
         s.fd = -1;
