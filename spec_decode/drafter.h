@@ -70,9 +70,23 @@ struct DraftQuery {
   int hidden_rows = 0;
 };
 
+// What every rank of an instance agreed on for this step before it ran (the
+// executor's step vote; runtime/engine/model_engine.h StepAgreement), for a KV drafter
+// whose passes exchange rows between ranks: with it, a pass whose rows are bounded by
+// the target's (at most one row per sequence) sizes its exchange from the vote instead
+// of agreeing its own row count, and a device may replay a graph for it.
+struct StepShape {
+  bool agreed = false;          // false: no vote (one rank, a test host)
+  bool any_context = true;      // some rank's batch has a context chunk
+  int64_t max_target_rows = 0;  // the most rows of any rank's target forward
+};
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
+
+  // The step's shape, set by the engine before each Propose (default: no vote).
+  virtual void SetStepShape(const StepShape& /*shape*/) {}
 
   virtual Method method() const = 0;
 

@@ -462,6 +462,8 @@ absl::Status BatchRunner::Drafts(const Batch& batch, bool empty) {
     query_work_.push_back(i);
   }
   proposals_.resize(queries_.size());
+  drafter_->SetStepShape(
+      {batch.agreement.agreed, batch.agreement.any_context, batch.agreement.max_rows});
   RETURN_IF_ERROR(drafter_->Propose(queries_, absl::MakeSpan(proposals_.data(), queries_.size())));
   for (size_t q = 0; q < queries_.size(); ++q) {
     SeqWork& work = work_[query_work_[q]];

@@ -161,11 +161,15 @@ absl::Status MtpDrafter::Propose(absl::Span<const spec::DraftQuery> queries,
     for (int s = 0; pass == 0 && s < num_seqs; ++s) {
       context = context || members_[s].row_end - members_[s].first_row > 1;
     }
-    ASSIGN_OR_RETURN(
-        const float* logits,
-        module_->Forward(
-            {rows_, seqs_, logit_rows_, {static_cast<int64_t>(rows_.size()), context, false}},
-            in, out, pool_, arena_, threads_));
+    StepAgreement agreement{static_cast<int64_t>(rows_.size()), context, false};
+    if (pass > 0 && shape_.agreed && !shape_.any_context) {
+      // At most one row per sequence with draft KV, each of which has at least one
+      // target row on this rank: within the vote's bound on every rank.
+      agreement = {shape_.max_target_rows, false, true};
+    }
+    ASSIGN_OR_RETURN(const float* logits,
+                     module_->Forward({rows_, seqs_, logit_rows_, agreement}, in, out, pool_,
+                                      arena_, threads_));
     previous_out = out;
     int next_logit = 0;
     for (int s = 0; s < num_seqs; ++s) {

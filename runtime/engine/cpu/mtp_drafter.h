@@ -14,7 +14,12 @@
 //
 // Collectives: every Propose makes K * module.collectives_per_forward() collective
 // calls, whatever the queries (also none, as on a pad dummy's rank), so all ranks stay
-// in lockstep.
+// in lockstep. Passes j > 0 (one row per proposing sequence, so no more rows than the
+// rank's target forward had) run under the step's vote when every rank voted and no
+// rank has a context chunk (spec::StepShape: the same agreement on every rank, so an
+// expert-parallel device sizes their exchanges alike and may replay a graph); pass 0
+// (up to one row more per sequence than its target rows, after a seed or a restart)
+// agrees its own rows.
 //
 // Draft KV (model_engine.h, KV contract), as the draft model's
 // (draft_model_drafter.h): the pool is written only below kv_limit and holds only rows
@@ -61,6 +66,7 @@ class MtpDrafter final : public spec::Drafter {
   bool keeps_kv() const override { return true; }
   bool needs_target_hidden() const override { return true; }
   std::unique_ptr<spec::DraftSequenceState> NewState() const override;
+  void SetStepShape(const spec::StepShape& shape) override { shape_ = shape; }
   absl::Status Propose(absl::Span<const spec::DraftQuery> queries,
                        absl::Span<std::vector<int32_t>> drafts) override;
 
@@ -92,6 +98,7 @@ class MtpDrafter final : public spec::Drafter {
   const KvPoolView pool_;
   const int num_draft_tokens_;
   ThreadPool* const threads_;
+  spec::StepShape shape_;  // this step's, from the engine
 
   absl::flat_hash_map<uint64_t, Pending> pending_;  // by draft cache generation
   std::deque<uint64_t> pending_order_;              // oldest first (may name erased ones)
