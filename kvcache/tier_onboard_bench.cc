@@ -1,16 +1,17 @@
 // Onboarding from the host KV tier against memcpy (issue goal: onboard >= 0.8x memcpy):
 //   bazel run --config=opt //kvcache:tier_onboard_bench
-// Blocks of 16 KiB (the tiny model's f32 blocks at 8 tokens), N a prefix:
-//   BM_Memcpy/N        N separate host buffers into N slab blocks, one memcpy each (the
-//                      baseline: what kv_tier_bench prints as memcpy)
-//   BM_StreamCopy/N    the same with StreamCopy and one fence (the copier's CopyIn)
-//   BM_OnboardPrefix/N KvManager::CreateCache of a prompt whose N-block prefix only the
-//                      host tier holds: probe, fetch, allocation, the copies, publishing
-//                      (the copy-only rate, as TierStats counts it, is the counter
-//                      copy_bytes_per_second)
+// Blocks of 16 KiB (the tiny model's f32 blocks at 8 tokens), N blocks an iteration:
+//   BM_Memcpy/N/ring        N separate host buffers into N slab blocks, one memcpy each
+//                           (the baseline; kv_tier_bench's memcpy is BM_Memcpy/160/160)
+//   BM_StreamCopy/N/ring    the same with StreamCopy and one fence (the copier's CopyIn)
+//   BM_OnboardPrefix/N/ring KvManager::CreateCache of a prompt whose N-block prefix only
+//                           the host tier holds: probe, fetch, allocation, the copies,
+//                           publishing (the copy-only rate, as TierStats counts it, is
+//                           the counter copy_bytes_per_second)
 // Destinations are the same blocks every iteration (cached when they fit, as the pool's
 // blocks are between the engine's reads). Every rate is over wall time (run with
 // --benchmark_repetitions on a loaded machine and compare medians).
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -33,85 +34,112 @@ BlockLayout Layout() {
   return BlockLayout{.num_layers = 2, .num_kv_heads = 2, .head_dim = 64, .tokens_per_block = kTpb};
 }
 
+// Sources: `ring` host blocks; iteration i copies the next N of them. A ring of N: the
+// same sources every time (cached); a ring of kColdRing: each source was last touched
+// kColdRing / N iterations ago, 256 MiB of copies before (out of cache), as a host tier's
+// blocks usually are when a prefix comes back.
+constexpr int kColdRing = 16384;
+
 struct Buffers {
-  explicit Buffers(int blocks) : bytes(Layout().BlockBytes()) {
-    for (int b = 0; b < blocks; ++b) sources.emplace_back(bytes, std::byte{1});
+  Buffers(int blocks, int ring) : n(blocks), bytes(Layout().BlockBytes()) {
+    for (int b = 0; b < ring; ++b) sources.emplace_back(bytes, std::byte{1});
     slab.resize(bytes * static_cast<size_t>(blocks));
   }
+  // The next N sources into the slab's N blocks.
+  template <typename Copy>
+  void Step(Copy copy) {
+    for (size_t b = 0; b < static_cast<size_t>(n); ++b) {
+      copy(slab.data() + b * bytes, sources[next].data(), bytes);
+      next = (next + 1) % sources.size();
+    }
+  }
+  int n;
   size_t bytes;
+  size_t next = 0;
   std::vector<std::vector<std::byte>> sources;
   std::vector<std::byte> slab;
 };
 
 void BM_Memcpy(benchmark::State& state) {
-  Buffers buf(static_cast<int>(state.range(0)));
+  Buffers buf(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
   for (auto _ : state) {
-    for (size_t b = 0; b < buf.sources.size(); ++b) {
-      std::memcpy(buf.slab.data() + b * buf.bytes, buf.sources[b].data(), buf.bytes);
-    }
+    buf.Step([](void* d, const void* s, size_t n) { std::memcpy(d, s, n); });
     benchmark::DoNotOptimize(buf.slab.data());
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(buf.slab.size()));
 }
-BENCHMARK(BM_Memcpy)->Arg(8)->Arg(64)->UseRealTime();
 
 void BM_StreamCopy(benchmark::State& state) {
-  Buffers buf(static_cast<int>(state.range(0)));
+  Buffers buf(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
   for (auto _ : state) {
-    for (size_t b = 0; b < buf.sources.size(); ++b) {
-      StreamCopy(buf.slab.data() + b * buf.bytes, buf.sources[b].data(), buf.bytes);
-    }
+    buf.Step(StreamCopy);
     StreamCopyFence();
     benchmark::DoNotOptimize(buf.slab.data());
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(buf.slab.size()));
 }
-BENCHMARK(BM_StreamCopy)->Arg(8)->Arg(64)->UseRealTime();
 
 void BM_OnboardPrefix(benchmark::State& state) {
   const int blocks = static_cast<int>(state.range(0));
+  const int prompts = std::max<int>(1, static_cast<int>(state.range(1)) / blocks);
+  const size_t block_bytes = Layout().BlockBytes();
   KvManagerConfig config;
   config.target.layout = Layout();
   config.target.num_blocks = blocks + 2;
-  config.tiers.host_bytes = 4 * blocks * static_cast<int64_t>(Layout().BlockBytes());
+  config.tiers.host_bytes = (prompts + 2) * blocks * static_cast<int64_t>(block_bytes);
   std::unique_ptr<KvManager> m = *KvManager::Create(config);
-  std::vector<int32_t> prompt(static_cast<size_t>(blocks * kTpb + 1));
-  std::iota(prompt.begin(), prompt.end(), 1000);
   const int64_t pool_tokens = static_cast<int64_t>(config.target.num_blocks) * kTpb;
   const int64_t prefix = static_cast<int64_t>(blocks) * kTpb;
-  // Another cache takes the whole pool: the prompt's blocks leave the device (to the
+  std::vector<std::vector<int32_t>> prompt(static_cast<size_t>(prompts));
+  for (int p = 0; p < prompts; ++p) {
+    prompt[p].resize(static_cast<size_t>(prefix + 1));
+    std::iota(prompt[p].begin(), prompt[p].end(), 1000 + p * (prefix + 1));
+  }
+  // Another cache takes the whole pool: the prompts' blocks leave the device (to the
   // host tier the first time; later they are already there).
   auto evict = [&] {
     LOCKSTEP_CHECK_OK(m->CreateCache(RequestId(2)).status());
     LOCKSTEP_CHECK_OK(m->Resize(RequestId(2), PoolKind::kTarget, pool_tokens, 0));
     m->Release(RequestId(2));
   };
-  LOCKSTEP_CHECK_OK(m->CreateCache(RequestId(1)).status());
-  LOCKSTEP_CHECK_OK(m->Resize(RequestId(1), PoolKind::kTarget, prefix, prefix));
-  LOCKSTEP_CHECK_OK(m->Commit(RequestId(1), absl::MakeConstSpan(prompt).first(prefix)));
-  m->Release(RequestId(1));
-  evict();
+  for (const std::vector<int32_t>& p : prompt) {
+    LOCKSTEP_CHECK_OK(m->CreateCache(RequestId(1)).status());
+    LOCKSTEP_CHECK_OK(m->Resize(RequestId(1), PoolKind::kTarget, prefix, prefix));
+    LOCKSTEP_CHECK_OK(m->Commit(RequestId(1), absl::MakeConstSpan(p).first(prefix)));
+    m->Release(RequestId(1));
+    evict();
+  }
   m->FlushTiers();
   const int64_t copy_ns_before = m->Stats().tiers.onboard_ns;
+  size_t next = 0;
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
-    const absl::StatusOr<int64_t> reused = m->CreateCache(RequestId(1), prompt);
+    const absl::StatusOr<int64_t> reused = m->CreateCache(RequestId(1), prompt[next]);
     const auto end = std::chrono::steady_clock::now();
     LOCKSTEP_CHECK(reused.ok() && *reused == prefix) << reused.status();
     state.SetIterationTime(std::chrono::duration<double>(end - start).count());
     m->Release(RequestId(1));
     evict();
+    next = (next + 1) % prompt.size();
   }
-  const int64_t bytes =
-      state.iterations() * prefix / kTpb * static_cast<int64_t>(Layout().BlockBytes());
+  const int64_t bytes = state.iterations() * blocks * static_cast<int64_t>(block_bytes);
   state.SetBytesProcessed(bytes);
   const int64_t copy_ns = m->Stats().tiers.onboard_ns - copy_ns_before;
   state.counters["copy_bytes_per_second"] =
       copy_ns > 0 ? static_cast<double>(bytes) * 1e9 / static_cast<double>(copy_ns) : 0;
 }
-BENCHMARK(BM_OnboardPrefix)->Arg(8)->Arg(64)->UseManualTime();
+
+// {N, ring}: hot and cold sources, 8 and 64 blocks.
+void Shapes(benchmark::internal::Benchmark* b) {
+  for (const int n : {8, 64}) {
+    for (const int ring : {n, kColdRing}) b->Args({n, ring});
+  }
+}
+BENCHMARK(BM_Memcpy)->Apply(Shapes)->UseRealTime();
+BENCHMARK(BM_StreamCopy)->Apply(Shapes)->UseRealTime();
+BENCHMARK(BM_OnboardPrefix)->Apply(Shapes)->UseManualTime();
 
 }  // namespace
 }  // namespace lockstep::kv

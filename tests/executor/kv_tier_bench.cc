@@ -1,8 +1,9 @@
 // The multi-turn workload on one rank (real executor, KV manager and CPU engine, the
 // tiny model) with a device pool of about a quarter of the working set, with no tier, a
 // host tier, and a small host tier over a disk tier: prefix hit rate (reused / prefill
-// tokens), tokens brought back per tier, and TTFT p50/p99 (wall clock from submission to
-// the first token; each wave queues all conversations at once), then, per run, the rank's
+// tokens), the responses' usage.cached_tokens over their prompt tokens, tokens brought
+// back per tier, and TTFT p50/p99 (wall clock from submission to the first token; each
+// wave queues all conversations at once), then, per run, the rank's
 // tier metrics as the worker's Stats (and the router's /metrics) carry them: blocks held
 // and capacity per tier, hits per tier, offload / onboard bytes and mean copy latency
 // per block. docs/perf.md §KV tiers.
@@ -54,13 +55,17 @@ class TimingSink : public ResponseSink {
   void OnResponses(std::vector<Response> responses) override {
     for (Response& r : responses) {
       Entry& e = entries[r.id];
-      if (!r.tokens.empty() && e.tokens.empty()) e.first = Clock::now();
+      if (!r.tokens.empty() && e.tokens.empty()) {
+        e.first = Clock::now();
+        e.cached_prompt_tokens = r.cached_prompt_tokens;  // what the router reports
+      }
       e.tokens.insert(e.tokens.end(), r.tokens.begin(), r.tokens.end());
       if (r.finished) e.finished = true;
     }
   }
   struct Entry {
     Clock::time_point first;
+    int64_t cached_prompt_tokens = 0;
     std::vector<int32_t> tokens;
     bool finished = false;
   };
@@ -71,7 +76,9 @@ struct RunResult {
   std::vector<double> ttft_ms;
   int64_t context_tokens = 0;
   int64_t reused_tokens = 0;
-  int64_t onboarded_host = 0;  // tokens
+  int64_t prompt_tokens = 0;
+  int64_t usage_cached_tokens = 0;  // the responses' usage.cached_tokens, summed
+  int64_t onboarded_host = 0;       // tokens
   int64_t onboarded_disk = 0;
   double onboard_gbps = 0;
   double offload_gbps = 0;
@@ -152,6 +159,8 @@ RunResult Run(const std::string& model_dir, Tiers tiers, uint64_t seed, const st
       LOCKSTEP_CHECK(e.finished);
       result.ttft_ms.push_back(
           std::chrono::duration<double, std::milli>(e.first - submitted[c]).count());
+      result.prompt_tokens += static_cast<int64_t>(history[c].size());
+      result.usage_cached_tokens += e.cached_prompt_tokens;
       history[c].insert(history[c].end(), e.tokens.begin(), e.tokens.end());
     }
   }
@@ -182,17 +191,21 @@ double Percentile(std::vector<double> v, double p) {
 }
 
 // memcpy bandwidth on this machine for the same copies as onboarding: one block at a
-// time from separate host buffers into a pool-sized slab, GB/s (best of 5 passes).
-double MemcpyGbps(size_t block_bytes, int blocks) {
-  std::vector<std::vector<std::byte>> sources(static_cast<size_t>(blocks),
+// time from separate host buffers into a pool-sized slab, GB/s (best of 5 passes). With
+// `ring` > `blocks` sources, each pass copies the next `blocks` of them, so a source is
+// out of cache as a host tier's block is when it comes back (256 MiB of sources).
+double MemcpyGbps(size_t block_bytes, int blocks, int ring) {
+  std::vector<std::vector<std::byte>> sources(static_cast<size_t>(ring),
                                               std::vector<std::byte>(block_bytes, std::byte{1}));
   std::vector<std::byte> slab(block_bytes * static_cast<size_t>(blocks));
   double best = 0;
+  size_t next = 0;
   for (int pass = 0; pass < 5; ++pass) {
     const Clock::time_point start = Clock::now();
     for (int b = 0; b < blocks; ++b) {
-      std::memcpy(slab.data() + static_cast<size_t>(b) * block_bytes,
-                  sources[static_cast<size_t>(b)].data(), block_bytes);
+      std::memcpy(slab.data() + static_cast<size_t>(b) * block_bytes, sources[next].data(),
+                  block_bytes);
+      next = (next + 1) % sources.size();
     }
     const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
     best = std::max(best, static_cast<double>(slab.size()) / ns);
@@ -233,8 +246,8 @@ int Main(int argc, char** argv) {
       "working set %d blocks of %d tokens, device pool %d blocks\n",
       kConversations, kTurns, kSystemTokens, kUserTokens, kOutputTokens, kWorkingSetBlocks, kTpb,
       kDeviceBlocks);
-  std::printf("%-10s %4s %9s %10s %10s %9s %9s %10s %10s\n", "tiers", "run", "hit_rate",
-              "host_hits", "disk_hits", "ttft_p50", "ttft_p99", "onb_GB/s", "off_GB/s");
+  std::printf("%-10s %4s %9s %9s %10s %10s %9s %9s %10s %10s\n", "tiers", "run", "hit_rate",
+              "usage", "host_hits", "disk_hits", "ttft_p50", "ttft_p99", "onb_GB/s", "off_GB/s");
   std::vector<std::pair<std::string, RankView::Tiers>> metrics;
   for (const Tiers tiers : {Tiers::kNone, Tiers::kHost, Tiers::kHostDisk}) {
     const char* name = tiers == Tiers::kNone   ? "none"
@@ -243,8 +256,9 @@ int Main(int argc, char** argv) {
     for (int run = 0; run < runs; ++run) {
       const RunResult r = Run(model_dir, tiers, /*seed=*/1000 + run, tmp);
       if (tiers != Tiers::kNone) metrics.emplace_back(name, r.tiers);
-      std::printf("%-10s %4d %9.3f %10lld %10lld %8.1fms %8.1fms %10.2f %10.2f\n", name, run,
+      std::printf("%-10s %4d %9.3f %9.3f %10lld %10lld %8.1fms %8.1fms %10.2f %10.2f\n", name, run,
                   static_cast<double>(r.reused_tokens) / static_cast<double>(r.context_tokens),
+                  static_cast<double>(r.usage_cached_tokens) / static_cast<double>(r.prompt_tokens),
                   static_cast<long long>(r.onboarded_host),
                   static_cast<long long>(r.onboarded_disk), Percentile(r.ttft_ms, 0.5),
                   Percentile(r.ttft_ms, 0.99), r.onboard_gbps, r.offload_gbps);
@@ -252,8 +266,12 @@ int Main(int argc, char** argv) {
     }
   }
   const size_t block_bytes = engine::ModelBlockLayout(model_dir, kTpb)->BlockBytes();
-  std::printf("memcpy, %zu-byte blocks into a %d-block slab: %.2f GB/s\n", block_bytes,
-              kDeviceBlocks, MemcpyGbps(block_bytes, kDeviceBlocks));
+  const int cold_ring = static_cast<int>((size_t{256} << 20) / block_bytes);
+  std::printf(
+      "memcpy, %zu-byte blocks into a %d-block slab: %.2f GB/s (cached sources), %.2f GB/s "
+      "(sources out of cache)\n",
+      block_bytes, kDeviceBlocks, MemcpyGbps(block_bytes, kDeviceBlocks, kDeviceBlocks),
+      MemcpyGbps(block_bytes, kDeviceBlocks, cold_ring));
   std::printf("tier metrics (the worker's Stats / /metrics), per run:\n");
   for (size_t i = 0; i < metrics.size(); ++i) {
     PrintTierMetrics(metrics[i].first.c_str(), static_cast<int>(i % static_cast<size_t>(runs)),
