@@ -19,6 +19,15 @@ namespace {
 // How long the progress thread sleeps on the event fd before rechecking its stop flag
 // (Stop also wakes it at once through ucp_worker_signal).
 constexpr int kIdlePollMs = 200;
+// How long a stopping worker waits for its endpoints to finish connecting and close.
+constexpr absl::Duration kStopTimeout = absl::Seconds(2);
+constexpr int64_t kQuiesceSliceMs = 10;
+
+// The connect handshake's active messages (UcxWorker::Connected): a ping carries the
+// connecting endpoint's 8-byte token and asks for a reply endpoint; the peer answers
+// with a pong carrying the same token.
+constexpr unsigned kPingId = 1;
+constexpr unsigned kPongId = 2;
 
 absl::Status UcxError(absl::string_view what, ucs_status_t status) {
   return absl::UnavailableError(absl::StrCat(what, ": ", ucs_status_string(status)));
@@ -50,6 +59,30 @@ UcxVersion LocalVersion() {
   unsigned major = 0, minor = 0, release = 0;
   ucp_get_version(&major, &minor, &release);
   return {major, minor};
+}
+
+// A ping's handler: answers with a pong carrying the ping's token, on the endpoint the
+// ping asked the answer to go back on. The pong leaves behind this worker's wire-up
+// reply on that endpoint, so its arrival tells the peer that the reply is sent.
+ucs_status_t AnswerPing(void* /*arg*/, const void* header, size_t header_length, void* /*data*/,
+                        size_t /*length*/, const ucp_am_recv_param_t* param) {
+  if (header_length != sizeof(uint64_t) ||
+      (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) == 0) {
+    return UCS_OK;  // not our ping: nothing to answer
+  }
+  auto* token = new uint64_t;
+  std::memcpy(token, header, sizeof(*token));
+  ucp_request_param_t send{};
+  send.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  send.cb.send = [](void* request, ucs_status_t, void* user_data) {
+    delete static_cast<uint64_t*>(user_data);
+    ucp_request_free(request);
+  };
+  send.user_data = token;
+  void* request =
+      ucp_am_send_nbx(param->reply_ep, kPongId, token, sizeof(*token), nullptr, 0, &send);
+  if (!UCS_PTR_IS_PTR(request)) delete token;  // sent at once, or failed
+  return UCS_OK;
 }
 
 std::string Frame(char kind, absl::string_view bytes) {
@@ -105,11 +138,21 @@ absl::StatusOr<absl::string_view> UcxWorker::Unframe(char kind, absl::string_vie
 struct UcxWorker::Endpoint {
   ucp_ep_h ep = nullptr;
   std::string peer;
+  UcxWorker* worker = nullptr;
+  uint64_t token = 0;  // its connect handshake's (UcxWorker::Connected)
+  // Closed while connecting: closed once the handshake ends (guarded by the worker's mu_).
+  bool close_when_connected = false;
   std::atomic<bool> failed{false};
   std::atomic<int> error{UCS_OK};
   absl::Mutex mu;
   // Unpacked remote keys by their framed bytes, at most kMaxCachedRkeys.
   absl::flat_hash_map<std::string, std::shared_ptr<RemoteKey>> rkeys ABSL_GUARDED_BY(mu);
+};
+
+// A close in flight (CloseEndpoint): the endpoint's state lives until UCX completes it.
+struct UcxWorker::Closing {
+  UcxWorker* worker;
+  std::shared_ptr<Endpoint> endpoint;
 };
 
 // A remote key unpacked on one endpoint; destroyed when the last get using it is done.
@@ -162,7 +205,7 @@ absl::StatusOr<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::string name,
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 1;
   ucp_context_h context = nullptr;
   const ucs_status_t init = ucp_init(&params, config, &context);
@@ -177,6 +220,29 @@ absl::StatusOr<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::string name,
     return UcxError("UCX worker", s);
   }
   w->worker_ = worker;
+  // A pong's handler: the handshake of the endpoint its token names is complete.
+  constexpr ucp_am_recv_callback_t OnPong = [](void* arg, const void* header,
+                                               size_t header_length, void* /*data*/,
+                                               size_t /*length*/,
+                                               const ucp_am_recv_param_t* /*param*/) {
+    if (header_length == sizeof(uint64_t)) {
+      uint64_t token = 0;
+      std::memcpy(&token, header, sizeof(token));
+      static_cast<UcxWorker*>(arg)->Connected(token);
+    }
+    return UCS_OK;
+  };
+  for (unsigned id : {kPingId, kPongId}) {
+    ucp_am_handler_param_t handler{};
+    handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                         UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    handler.id = id;
+    handler.cb = id == kPingId ? &AnswerPing : OnPong;
+    handler.arg = w.get();
+    if (ucs_status_t s = ucp_worker_set_am_recv_handler(worker, &handler); s != UCS_OK) {
+      return UcxError("UCX active message handler", s);
+    }
+  }
   if (ucs_status_t s = ucp_worker_get_efd(worker, &w->event_fd_); s != UCS_OK) {
     return UcxError("UCX worker event fd", s);
   }
@@ -199,31 +265,86 @@ UcxWorker::~UcxWorker() {
     progress_thread_.join();
   }
   if (worker_ != nullptr) {
-    // Close what is left, forcibly, progressing here (the thread is gone) for at most 1s.
-    absl::flat_hash_map<std::string, std::shared_ptr<Endpoint>> endpoints;
-    {
-      absl::MutexLock lock(&mu_);
-      endpoints.swap(endpoints_);
-    }
-    const absl::Time deadline = absl::Now() + absl::Seconds(1);
-    for (auto& [peer, endpoint] : endpoints) {
-      ucp_request_param_t param{};
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      void* request = ucp_ep_close_nbx(endpoint->ep, &param);
-      if (UCS_PTR_IS_PTR(request)) {
-        while (ucp_request_check_status(request) == UCS_INPROGRESS && absl::Now() < deadline) {
-          ucp_worker_progress(Worker(worker_));
-        }
-        ucp_request_free(request);
-      }
-    }
-    while (ucp_worker_progress(Worker(worker_)) != 0 && absl::Now() < deadline) {
-    }
-    endpoints.clear();  // their cached remote keys go before the worker
+    Quiesce(absl::Now() + kStopTimeout);
     ucp_worker_destroy(Worker(worker_));
   }
   if (context_ != nullptr) ucp_cleanup(Context(context_));
+}
+
+bool UcxWorker::ProgressUntil(const std::function<bool()>& done, absl::Time deadline) {
+  for (;;) {
+    if (done()) return true;
+    if (ucp_worker_progress(Worker(worker_)) != 0) continue;
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return done();
+    const ucs_status_t armed = ucp_worker_arm(Worker(worker_));
+    if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile
+    // Wakes on the next event; rechecks `done` at least every kQuiesceSliceMs.
+    pollfd fd{event_fd_, POLLIN, 0};
+    poll(&fd, 1,
+         static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(left), 1,
+                                              kQuiesceSliceMs)));
+  }
+}
+
+void UcxWorker::Quiesce(absl::Time deadline) {
+  // UCX 1.13 aborts the process (an assertion in ucp_request.c) when an endpoint fails
+  // or is destroyed while its wire-up reply is still queued, which is what the peer of
+  // an endpoint still connecting meets when this worker goes. So: first the handshakes
+  // still unanswered (the peer's reply has then left), then a worker flush (the
+  // replies this worker still owes its peers leave), then the closes.
+  const auto wait = [&](void* request, absl::Time by) {
+    if (!UCS_PTR_IS_PTR(request)) return UCS_PTR_IS_ERR(request) ? UCS_PTR_STATUS(request) : UCS_OK;
+    const bool done = ProgressUntil(
+        [request] { return ucp_request_check_status(request) != UCS_INPROGRESS; }, by);
+    const ucs_status_t status = done ? ucp_request_check_status(request) : UCS_ERR_TIMED_OUT;
+    ucp_request_free(request);  // an unfinished one is released when UCX ends it
+    return status;
+  };
+  // An endpoint whose handshake is unanswered may have the peer's wire-up reply still
+  // queued at the peer: wait for the pong (or the endpoint's failure) first.
+  ProgressUntil(
+      [this] {
+        absl::MutexLock lock(&mu_);
+        return connecting_.empty();
+      },
+      deadline);
+  ucp_request_param_t flush{};
+  if (ucs_status_t s = wait(ucp_worker_flush_nbx(Worker(worker_), &flush), deadline);
+      s != UCS_OK) {
+    LOCKSTEP_LOG_WARN("transfer", "{}: flushing the UCX worker before it stops: {}", name_,
+                      ucs_status_string(s));
+  }
+  // Then close what is left, forcibly (the peers learn it from their own errors).
+  absl::flat_hash_map<std::string, std::shared_ptr<Endpoint>> endpoints;
+  {
+    absl::MutexLock lock(&mu_);
+    endpoints.swap(endpoints_);
+  }
+  std::vector<std::shared_ptr<Endpoint>> closes;
+  {
+    absl::MutexLock lock(&mu_);
+    closes.swap(deferred_closes_);
+    for (auto& [token, endpoint] : connecting_) {
+      if (endpoint->close_when_connected) closes.push_back(endpoint);
+    }
+  }
+  for (const std::shared_ptr<Endpoint>& endpoint : closes) ForceClose(endpoint);
+  for (auto& [peer, endpoint] : endpoints) {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    (void)wait(ucp_ep_close_nbx(endpoint->ep, &param), deadline);
+  }
+  // Closes begun earlier (CloseEndpoint) complete on progress.
+  ProgressUntil([this] { return closing_.load() == 0; }, deadline);
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Endpoint>> unanswered;
+  {
+    absl::MutexLock lock(&mu_);
+    unanswered.swap(connecting_);
+  }
+  unanswered.clear();
+  endpoints.clear();  // their cached remote keys go before the worker
 }
 
 void UcxWorker::ProgressLoop() {
@@ -233,7 +354,11 @@ void UcxWorker::ProgressLoop() {
       poll(&none, 0, 5);  // test-only: held, recheck soon
       continue;
     }
-    if (ucp_worker_progress(Worker(worker_)) != 0) continue;
+    if (ucp_worker_progress(Worker(worker_)) != 0) {
+      CloseDeferred();
+      continue;
+    }
+    CloseDeferred();
     const ucs_status_t armed = ucp_worker_arm(Worker(worker_));
     if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile
     if (armed != UCS_OK) {
@@ -299,6 +424,50 @@ void UcxWorker::OnEndpointError(void* arg, void* /*ep*/, int status) {
   auto* endpoint = static_cast<Endpoint*>(arg);
   endpoint->error = status;
   endpoint->failed = true;
+  // The peer is gone: its answer to the handshake no longer matters.
+  endpoint->worker->Connected(endpoint->token);
+}
+
+void UcxWorker::Connected(uint64_t token) {
+  absl::MutexLock lock(&mu_);
+  auto it = connecting_.find(token);
+  if (it == connecting_.end()) return;
+  // A close put off until now: the progress thread (or Quiesce) makes it, outside UCX's
+  // callback.
+  if (it->second->close_when_connected) deferred_closes_.push_back(std::move(it->second));
+  connecting_.erase(it);
+}
+
+absl::Status UcxWorker::AwaitConnected(const Endpoint& endpoint, absl::Time deadline,
+                                       const std::function<bool()>& cancelled,
+                                       absl::Duration slice) {
+  const uint64_t token = endpoint.token;
+  const auto connected = [this, token]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !connecting_.contains(token);
+  };
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    const absl::Time now = absl::Now();
+    if (connected()) return absl::OkStatus();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          "the UCX get did not complete by its deadline: the endpoint to the context rank "
+          "is still connecting");
+    }
+    if (mu_.AwaitWithDeadline(absl::Condition(&connected), std::min(deadline, now + slice))) {
+      return absl::OkStatus();
+    }
+    if (cancelled && cancelled()) return absl::CancelledError("the UCX get was cancelled");
+  }
+}
+
+void UcxWorker::CloseDeferred() {
+  std::vector<std::shared_ptr<Endpoint>> closes;
+  {
+    absl::MutexLock lock(&mu_);
+    closes.swap(deferred_closes_);
+  }
+  for (const std::shared_ptr<Endpoint>& endpoint : closes) ForceClose(endpoint);
 }
 
 absl::StatusOr<std::shared_ptr<UcxWorker::Endpoint>> UcxWorker::EndpointTo(
@@ -318,6 +487,8 @@ absl::StatusOr<std::shared_ptr<UcxWorker::Endpoint>> UcxWorker::EndpointTo(
   if (!address.ok()) return address.status();
   auto endpoint = std::make_shared<Endpoint>();
   endpoint->peer = peer;
+  endpoint->worker = this;
+  endpoint->token = next_token_.fetch_add(1);
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -343,6 +514,35 @@ absl::StatusOr<std::shared_ptr<UcxWorker::Endpoint>> UcxWorker::EndpointTo(
   if (created != UCS_OK) {
     return UcxError("connecting a UCX endpoint to the context rank", created);
   }
+  // The handshake: a worker stopping before the pong arrives waits for it (Quiesce).
+  {
+    absl::MutexLock lock(&mu_);
+    connecting_.emplace(endpoint->token, endpoint);
+  }
+  // A ping that fails (the endpoint failed, or was closed at the stop deadline) gets no
+  // answer: the handshake ends there.
+  struct Ping {
+    uint64_t token;
+    UcxWorker* worker;
+  };
+  auto* held = new Ping{endpoint->token, this};
+  ucp_request_param_t ping{};
+  ping.op_attr_mask =
+      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  ping.flags = UCP_AM_SEND_FLAG_REPLY;
+  ping.cb.send = [](void* request, ucs_status_t status, void* user_data) {
+    auto* sent = static_cast<Ping*>(user_data);
+    if (status != UCS_OK) sent->worker->Connected(sent->token);
+    delete sent;
+    ucp_request_free(request);
+  };
+  ping.user_data = held;
+  void* sent =
+      ucp_am_send_nbx(endpoint->ep, kPingId, &held->token, sizeof(held->token), nullptr, 0, &ping);
+  if (!UCS_PTR_IS_PTR(sent)) {
+    if (UCS_PTR_IS_ERR(sent)) Connected(held->token);  // the endpoint failed already
+    delete held;
+  }
   std::shared_ptr<Endpoint> theirs;
   {
     absl::MutexLock lock(&mu_);
@@ -359,7 +559,18 @@ void UcxWorker::CloseEndpoint(const std::shared_ptr<Endpoint>& endpoint, absl::T
     absl::MutexLock lock(&mu_);
     auto it = endpoints_.find(endpoint->peer);
     if (it != endpoints_.end() && it->second == endpoint) endpoints_.erase(it);
+    // Still connecting: the peer may hold its wire-up reply for this endpoint, and
+    // closing it now would leave the reply queued until this worker is gone. Close it
+    // once the handshake ends (no get rides on it: gets wait for it, AwaitConnected).
+    if (connecting_.contains(endpoint->token)) {
+      endpoint->close_when_connected = true;
+      return;
+    }
   }
+  ForceClose(endpoint);
+}
+
+void UcxWorker::ForceClose(const std::shared_ptr<Endpoint>& endpoint) {
   // Forcible: outstanding gets end with an error at once. The progress thread completes
   // the close; the request frees itself, the endpoint state lives until then.
   ucp_request_param_t param{};
@@ -367,13 +578,19 @@ void UcxWorker::CloseEndpoint(const std::shared_ptr<Endpoint>& endpoint, absl::T
       UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.flags = UCP_EP_CLOSE_FLAG_FORCE;
   param.cb.send = [](void* request, ucs_status_t, void* user_data) {
-    delete static_cast<std::shared_ptr<Endpoint>*>(user_data);
+    auto* held = static_cast<Closing*>(user_data);
+    held->worker->closing_.fetch_sub(1);
+    delete held;
     ucp_request_free(request);
   };
-  auto* hold = new std::shared_ptr<Endpoint>(endpoint);
-  param.user_data = hold;
+  auto* held = new Closing{this, endpoint};
+  param.user_data = held;
+  closing_.fetch_add(1);
   void* request = ucp_ep_close_nbx(endpoint->ep, &param);
-  if (!UCS_PTR_IS_PTR(request)) delete hold;  // closed at once (or failed: nothing pends)
+  if (!UCS_PTR_IS_PTR(request)) {  // closed at once (or failed: nothing pends)
+    closing_.fetch_sub(1);
+    delete held;
+  }
   ucp_worker_signal(Worker(worker_));
 }
 
@@ -434,6 +651,10 @@ absl::Status UcxWorker::Get(const std::string& peer, const std::string& rkey,
   if (peer.empty()) return absl::UnavailableError("the context rank sent no UCX worker address");
   absl::StatusOr<std::shared_ptr<Endpoint>> endpoint = EndpointTo(peer);
   if (!endpoint.ok()) return endpoint.status();
+  if (absl::Status connected = AwaitConnected(**endpoint, deadline, cancelled, slice);
+      !connected.ok()) {
+    return connected;
+  }
   auto op = std::make_shared<Operation>();
   op->keep_alive = std::move(keep_alive);
   absl::StatusOr<std::shared_ptr<RemoteKey>> key = RemoteKeyFor(**endpoint, rkey);

@@ -26,6 +26,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -88,7 +89,11 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   // Unavailable naming UCX's error when the context or worker cannot be made.
   static absl::StatusOr<std::shared_ptr<UcxWorker>> Create(std::string name,
                                                            UcxWorkerHooks hooks = {});
-  ~UcxWorker();  // stops the progress thread, closes endpoints, destroys the worker
+  // Stops the progress thread, then completes the connections still being made (to and
+  // from this worker), closes every endpoint and destroys the worker, waiting at most
+  // 2 s for the peers (UCX 1.13 aborts the process when a worker or its peer is
+  // destroyed mid-connect).
+  ~UcxWorker();
   UcxWorker(const UcxWorker&) = delete;
   UcxWorker& operator=(const UcxWorker&) = delete;
 
@@ -138,6 +143,7 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   friend class UcxRegion;
   absl::StatusOr<std::unique_ptr<UcxRegion>> Map(void* data, size_t size, bool allocate);
   struct Endpoint;
+  struct Closing;
   struct Operation;
   struct RemoteKey;
   // The bytes inside a frame of `kind` ('A' address, 'K' remote key) made by Frame in
@@ -149,13 +155,34 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
                                                           const std::string& framed);
   UcxWorker(std::string name, UcxWorkerHooks hooks);
   void ProgressLoop();
+  // Progresses the worker on this thread (its progress thread stopped) until `done()`
+  // holds or `deadline` passes, sleeping on the event fd between events; `done()`'s
+  // last value.
+  bool ProgressUntil(const std::function<bool()>& done, absl::Time deadline);
+  // Before the worker is destroyed: completes every endpoint's connection (a worker
+  // flush), closes every endpoint and waits for the closes begun earlier, each until
+  // `deadline` at the latest.
+  void Quiesce(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   // The endpoint to `peer`, created on first use.
   absl::StatusOr<std::shared_ptr<Endpoint>> EndpointTo(const std::string& peer)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Drops `endpoint` from the cache and closes it (forcibly), waiting until `deadline`.
   void CloseEndpoint(const std::shared_ptr<Endpoint>& endpoint, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until `endpoint`'s handshake has ended (Connected), by `deadline`, giving up
+  // once `cancelled()` holds (checked every `slice`). A get is submitted only then:
+  // an endpoint closed while connecting is closed once connected (the peer's wire-up
+  // reply must not outlive this worker), and no get may still be riding on it then.
+  absl::Status AwaitConnected(const Endpoint& endpoint, absl::Time deadline,
+                              const std::function<bool()>& cancelled, absl::Duration slice)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Closes `endpoint` forcibly now; the progress thread (or Quiesce) completes it.
+  void ForceClose(const std::shared_ptr<Endpoint>& endpoint);
+  // Makes the closes put off until their handshakes ended (Connected).
+  void CloseDeferred() ABSL_LOCKS_EXCLUDED(mu_);
   static void OnEndpointError(void* arg, void* ep, int status);
+  // The handshake of the endpoint with `token` is over (its pong came, or it failed).
+  void Connected(uint64_t token) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string name_;
   const UcxWorkerHooks hooks_;
@@ -164,12 +191,22 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   int event_fd_ = -1;
   std::string address_;
   std::atomic<bool> stopping_{false};
+  // Endpoint closes UCX has not completed yet (CloseEndpoint).
+  std::atomic<int> closing_{0};
   // UCX refused peer failure detection (shared memory only): connect without it.
   std::atomic<bool> peer_mode_refused_{false};
   std::thread progress_thread_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);
+  // Endpoints whose connect handshake is unanswered, by token. UCX 1.13 aborts the
+  // process when an endpoint fails while its wire-up reply is still queued, which is
+  // what a peer meets when this worker stops before that reply went out; so each new
+  // endpoint sends a ping that the peer answers behind its reply, and a stopping worker
+  // waits for the answers (Quiesce).
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Endpoint>> connecting_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> next_token_{1};
+  std::vector<std::shared_ptr<Endpoint>> deferred_closes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace lockstep::transfer

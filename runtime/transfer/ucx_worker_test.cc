@@ -301,5 +301,56 @@ TEST(UcxWorkerTest, MalformedPeerAddressOrKeyIsAClearErrorNotAnAbort) {
   EXPECT_TRUE(std::equal(dest->begin(), dest->end(), source->begin()));
 }
 
+// Workers stopped while their endpoints are still connecting (a rank shutting down
+// mid-connect) stop cleanly: UCX 1.13 aborts the process when a worker is destroyed
+// with an endpoint still wiring up, so the worker closes and progresses every endpoint
+// before destroying itself. Each round connects without waiting for the connection
+// (MapRemote over tcp, a get whose deadline has passed) and then stops the workers in
+// a seeded order; which step each round takes is seeded too, not timed.
+TEST(UcxWorkerTest, StoppingWhileConnectsAreInFlightIsSafe) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  // Over shm a worker stopped first leaves its peer waiting out the stop deadline (no
+  // failure detection there): fewer rounds. Over tcp (where UCX aborted: its wire-up
+  // reply waits for a connection back to the peer) many.
+  const int rounds = OverShm() ? 6 : 48;
+  for (int round = 0; round < rounds; ++round) {
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    std::shared_ptr<UcxWorker> owner = MakeWorker("context");
+    std::shared_ptr<UcxWorker> reader = MakeWorker("generation");
+    ASSERT_NE(owner, nullptr);
+    ASSERT_NE(reader, nullptr);
+    absl::StatusOr<std::unique_ptr<UcxRegion>> allocated = owner->Allocate(4096);
+    ASSERT_OK(allocated);
+    std::unique_ptr<UcxRegion> region = std::move(*allocated);
+    const int connects = 1 + static_cast<int>(rng() % 3);
+    for (int i = 0; i < connects; ++i) {
+      if (rng() % 2 == 0) {
+        // Connects and returns at once (mapped over shm, refused over tcp).
+        absl::StatusOr<UcxWorker::Mapped> mapped =
+            reader->MapRemote(owner->address(), region->rkey(), region->address(), 64);
+        if (!mapped.ok()) EXPECT_THAT(mapped, StatusIs(absl::StatusCode::kUnimplemented));
+      } else {
+        // Connects and gives up at once (its deadline is now): the endpoint is left
+        // mid-connect.
+        auto dest = std::make_shared<std::vector<std::byte>>(64);
+        const absl::Status got = reader->Get(owner->address(), region->rkey(), region->address(),
+                                             absl::MakeSpan(*dest), dest, absl::Now(), nullptr);
+        if (!got.ok()) EXPECT_THAT(got, StatusIs(absl::StatusCode::kDeadlineExceeded));
+      }
+    }
+    // The region holds the owner; drop it first, then stop the workers in either order.
+    region.reset();
+    if (rng() % 2 == 0) {
+      reader.reset();
+      owner.reset();
+    } else {
+      owner.reset();
+      reader.reset();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::transfer
