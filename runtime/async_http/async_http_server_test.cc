@@ -399,5 +399,61 @@ TEST(AsyncHttpServerTest, AProducerThatWaitsForItsClientHoldsLittleQueued) {
   EXPECT_TRUE(absl::EndsWith(response, "\r\n0\r\n\r\n"));
 }
 
+// The same without a thread (OnPendingAtMost): each callback writes the next chunk, so
+// a producer is held back by its client with nothing waiting, and goes on (on an I/O
+// thread) as the client reads.
+TEST(AsyncHttpServerTest, AProducerOnCallbacksHoldsLittleQueued) {
+  constexpr int64_t kChunk = 64 << 10;
+  constexpr int kChunks = 64;
+  struct Producer {
+    std::shared_ptr<HttpExchange> exchange;
+    std::string chunk = std::string(kChunk, 'x');
+    std::atomic<int> written{0};
+    absl::Notification parked, done;
+    void Next() {
+      if (written.load() == kChunks) {
+        exchange->End();
+        done.Notify();
+        return;
+      }
+      if (!exchange->Write(chunk)) {
+        done.Notify();
+        return;
+      }
+      written.fetch_add(1);
+      if (exchange->pending_bytes() > kChunk && !parked.HasBeenNotified()) parked.Notify();
+      exchange->OnPendingAtMost(kChunk, [this] {
+        if (exchange->aborted()) {
+          done.Notify();
+          return;
+        }
+        Next();
+      });
+    }
+  } producer;
+  absl::Notification arrived;
+  AsyncHttpServer server(TestLimits(), [&](std::shared_ptr<HttpExchange> e) {
+    producer.exchange = std::move(e);
+    arrived.Notify();
+  });
+  const int port = StartOrDie(server);
+  Client client(port, /*receive_buffer=*/4096);
+  client.Send("GET /stream HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(arrived.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  producer.exchange->StartStream(200, "text/event-stream");
+  producer.Next();
+  // The client reads nothing yet: the producer is parked with at most about a chunk
+  // queued beyond what the socket holds.
+  ASSERT_TRUE(producer.parked.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_LT(producer.written.load(), kChunks);
+  EXPECT_LE(producer.exchange->pending_bytes(), 2 * kChunk + 64);
+  // Once it reads, everything arrives.
+  const std::string response = client.Response();
+  ASSERT_TRUE(producer.done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(producer.written.load(), kChunks);
+  EXPECT_GT(response.size(), static_cast<size_t>(kChunks * kChunk));
+  EXPECT_TRUE(absl::EndsWith(response, "\r\n0\r\n\r\n"));
+}
+
 }  // namespace
 }  // namespace lockstep::async_http
