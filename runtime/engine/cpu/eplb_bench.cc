@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -32,6 +33,7 @@
 #include "absl/time/time.h"
 #include "common/check.h"
 #include "runtime/comm/in_process_communicator.h"
+#include "runtime/engine/cpu/expert_copy.h"
 #include "runtime/engine/cpu/expert_load.h"
 #include "runtime/engine/cpu/expert_rebalance.h"
 #include "runtime/engine/cpu/transformer.h"
@@ -300,6 +302,96 @@ void LiveTable(const std::string& dir, int rows, int steps, int window) {
   }
 }
 
+// This thread's CPU time: the work, whatever else shares the cores.
+double ThreadCpuMs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// The copy alone, without decoding: the 4 ranks' weights under the contiguous sharding
+// and a placement planned from `loads`; per trial, on one thread (the work, without the
+// ranks' scheduling on shared cores), every rank's weights for the placement built from
+// the checkpoint (CheckpointExpertLoader), then from peers: what each rank sends
+// encoded and its kept experts copied (EncodeExpertCopies, KeptExperts: the background
+// part), then the bytes moved as the in-process AllToAllBytes moves them and the
+// received experts decoded (FillCopiedExperts: the engine thread's part). This
+// thread's CPU milliseconds (wall milliseconds after the slash), summed over the 4
+// ranks, medians over `trials`.
+void CopyTable(const std::string& dir, const std::vector<std::vector<double>>& loads, int trials) {
+  const ModelConfig config = LoadModelConfig(dir).value();
+  auto tensors = SafetensorsModel::Open(dir).value();
+  std::vector<ModelWeights> weights;
+  std::vector<LayerMoeWeights> moe(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    weights.push_back(LoadWeights(*tensors, config, r, kRanks, {}).value());
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    for (const LayerWeights& layer : weights[r].layers) {
+      moe[r].push_back(layer.is_moe
+                           ? std::shared_ptr<const MoeWeights>(std::shared_ptr<void>(), &layer.moe)
+                           : nullptr);
+    }
+  }
+  const eplb::Placement current =
+      eplb::ContiguousPlacement(config.num_experts, kRanks, config.num_layers);
+  std::printf(
+      "\ncopy alone (one thread; CPU ms / wall ms, summed over the 4 ranks; median of %d "
+      "trials)\n\n"
+      "| redundant per rank | experts moved | MB copied | checkpoint read | peers: "
+      "encode + kept (background) | exchange + decode (engine thread) |\n"
+      "|---|---|---|---|---|---|\n",
+      trials);
+  for (int redundant : {0, 1, 2}) {
+    const eplb::Placement next =
+        eplb::Plan(loads, {.num_ranks = kRanks, .redundant_per_rank = redundant}, &current).value();
+    const std::vector<ExpertCopy> copies =
+        PlanExpertCopies(current, next, config.moe_layer).value();
+    std::vector<double> read_ms, prepare_ms, exchange_ms, read_cpu, prepare_cpu, exchange_cpu;
+    int64_t bytes = 0;
+    for (int trial = 0; trial < trials; ++trial) {
+      absl::Time start = absl::Now();
+      double cpu = ThreadCpuMs();
+      for (int r = 0; r < kRanks; ++r) {
+        LOCKSTEP_CHECK_OK(CheckpointExpertLoader(dir, config, r)(next, moe[r]).status());
+      }
+      read_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+      read_cpu.push_back(ThreadCpuMs() - cpu);
+      start = absl::Now();
+      cpu = ThreadCpuMs();
+      std::vector<std::vector<std::string>> sent;
+      std::vector<std::vector<std::shared_ptr<MoeWeights>>> kept;
+      for (int r = 0; r < kRanks; ++r) {
+        sent.push_back(EncodeExpertCopies(copies, r, kRanks, moe[r]).value());
+        kept.push_back(KeptExperts(r, next, moe[r]));
+      }
+      prepare_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+      prepare_cpu.push_back(ThreadCpuMs() - cpu);
+      start = absl::Now();
+      cpu = ThreadCpuMs();
+      bytes = 0;
+      for (int r = 0; r < kRanks; ++r) {
+        std::vector<std::string> received(kRanks);
+        for (int from = 0; from < kRanks; ++from) {
+          received[from] = sent[from][r];
+          if (from != r) bytes += static_cast<int64_t>(received[from].size());
+        }
+        LOCKSTEP_CHECK_OK(FillCopiedExperts(copies, r, received, kept[r]));
+      }
+      exchange_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+      exchange_cpu.push_back(ThreadCpuMs() - cpu);
+    }
+    std::printf("| %d | %zu | %.2f | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f |\n", redundant,
+                copies.size(), static_cast<double>(bytes) / 1e6, Median(read_cpu), Median(read_ms),
+                Median(prepare_cpu), Median(prepare_ms), Median(exchange_cpu), Median(exchange_ms));
+  }
+}
+
 ExpertLayout ToLayout(const eplb::Placement& placement) {
   ExpertLayout layout;
   for (const eplb::LayerPlacement& layer : placement.layers) layout.push_back(layer.slots);
@@ -339,6 +431,7 @@ int Main(int argc, char** argv) {
     std::printf("| planned, %d redundant per rank | %.3f | %.2f | %.2f | %.1f |\n", redundant,
                 r.worst_imbalance, r.step_ms, plan_ms, r.load_ms);
   }
+  CopyTable(dir, loads, 7);
   if (live_steps > 0) LiveTable(dir, rows, live_steps, window);
   return 0;
 }

@@ -129,22 +129,33 @@ absl::StatusOr<std::vector<std::string>> EncodeExpertCopies(const std::vector<Ex
                                                             int rank, int world_size,
                                                             const LayerMoeWeights& weights) {
   std::vector<std::string> send(world_size);
-  for (const ExpertCopy& copy : copies) {
-    if (copy.from != rank) continue;
-    const MoeWeights* moe =
-        copy.layer < static_cast<int>(weights.size()) ? weights[copy.layer].get() : nullptr;
-    const int index = moe == nullptr ? -1 : HeldIndex(*moe, copy.expert);
-    if (index < 0 || copy.to < 0 || copy.to >= world_size) {
-      return absl::NotFoundError(absl::StrCat("rank ", rank, " does not hold layer ", copy.layer,
-                                              " expert ", copy.expert, " to send to rank ",
-                                              copy.to));
+  // Each destination's size first, so its bytes are written once (no regrowth).
+  std::vector<size_t> sizes(world_size, 0);
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) {
+      for (int to = 0; to < world_size; ++to) send[to].reserve(sizes[to]);
     }
-    const SwiGluWeights& expert = moe->experts[index];
-    std::string& out = send[copy.to];
-    AppendInts(out, {copy.layer, copy.expert, expert.width, expert.gate_up.n(), expert.gate_up.k(),
-                     expert.down.n(), expert.down.k()});
-    AppendFloats(out, expert.gate_up.panels());
-    AppendFloats(out, expert.down.panels());
+    for (const ExpertCopy& copy : copies) {
+      if (copy.from != rank) continue;
+      const MoeWeights* moe =
+          copy.layer < static_cast<int>(weights.size()) ? weights[copy.layer].get() : nullptr;
+      const int index = moe == nullptr ? -1 : HeldIndex(*moe, copy.expert);
+      if (index < 0 || copy.to < 0 || copy.to >= world_size) {
+        return absl::NotFoundError(absl::StrCat("rank ", rank, " does not hold layer ", copy.layer,
+                                                " expert ", copy.expert, " to send to rank ",
+                                                copy.to));
+      }
+      const SwiGluWeights& expert = moe->experts[index];
+      if (pass == 0) {
+        sizes[copy.to] += kExpertCopyHeaderBytes + expert.gate_up.bytes() + expert.down.bytes();
+        continue;
+      }
+      std::string& out = send[copy.to];
+      AppendInts(out, {copy.layer, copy.expert, expert.width, expert.gate_up.n(),
+                       expert.gate_up.k(), expert.down.n(), expert.down.k()});
+      AppendFloats(out, expert.gate_up.panels());
+      AppendFloats(out, expert.down.panels());
+    }
   }
   return send;
 }
