@@ -1,6 +1,7 @@
 #include "runtime/engine/cpu/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -94,20 +95,66 @@ const float* ProcessLogits(const float* logits, int vocab, const sched::Sampling
   return out;
 }
 
+namespace {
+
+// SampleToken's draw over every token in id order, visiting only the tokens `allowed`
+// sets: every other token's processed logit is -inf (ProcessLogits), so its
+// probability is exactly 0.0 and adds nothing to the total or to a cumulative sum
+// (x + 0.0 == x); the token drawn is the same, at the cost of the allowed tokens only
+// (a constrained state allows a few hundred of a 128k vocabulary).
+int32_t SampleAllowed(const float* logits, int vocab, const sched::SamplingParams& params,
+                      int64_t position, absl::Span<const uint32_t> allowed, int32_t best) {
+  const double max_logit = logits[best];
+  const double inv_temperature = 1.0 / static_cast<double>(params.temperature);
+  const size_t words = std::min(allowed.size(), (static_cast<size_t>(vocab) + 31) / 32);
+  auto for_each_allowed = [&](auto&& visit) {
+    for (size_t w = 0; w < words; ++w) {
+      for (uint32_t bits = allowed[w]; bits != 0; bits &= bits - 1) {
+        const int32_t t = static_cast<int32_t>(w * 32 + std::countr_zero(bits));
+        if (t >= vocab) return;
+        if (!visit(t)) return;
+      }
+    }
+  };
+  auto prob = [&](int32_t t) {
+    return std::exp((static_cast<double>(logits[t]) - max_logit) * inv_temperature);
+  };
+  double total = 0.0;
+  for_each_allowed([&](int32_t t) {
+    total += prob(t);
+    return true;
+  });
+  const double u = CounterUniform(params.seed, position, DrawPurpose::kToken) * total;
+  double cumulative = 0.0;
+  int32_t drawn = vocab - 1;  // as the full draw when rounding leaves u >= total
+  for_each_allowed([&](int32_t t) {
+    cumulative += prob(t);
+    if (u < cumulative) {
+      drawn = t;
+      return false;
+    }
+    return true;
+  });
+  return drawn;
+}
+
+}  // namespace
+
 int32_t SampleToken(const float* logits, int vocab, const sched::SamplingParams& params,
                     int64_t position, Arena& arena, const SamplingHistory& history) {
   logits = ProcessLogits(logits, vocab, params, history, arena);
+  const bool truncate = (params.top_k > 0 && params.top_k < vocab) || params.top_p < 1.0f;
   if (!history.allowed.empty()) {
     const int32_t best = ArgMax(logits, vocab);
     if (logits[best] == -std::numeric_limits<float>::infinity()) return -1;
     if (params.greedy()) return best;
+    if (!truncate) return SampleAllowed(logits, vocab, params, position, history.allowed, best);
   }
   if (params.greedy()) return ArgMax(logits, vocab);
   // Candidates: every token in id order, or the top-k / top-p set in logit order.
   int32_t* ids = arena.Alloc<int32_t>(vocab);
   for (int32_t t = 0; t < vocab; ++t) ids[t] = t;
   int count = vocab;
-  const bool truncate = (params.top_k > 0 && params.top_k < vocab) || params.top_p < 1.0f;
   if (truncate) {
     if (params.top_k > 0 && params.top_k < vocab) {
       std::partial_sort(ids, ids + params.top_k, ids + vocab, ByLogit{logits});

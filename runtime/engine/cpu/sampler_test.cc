@@ -59,6 +59,50 @@ TEST(SamplerTest, TemperatureSamplingFollowsSoftmax) {
   }
 }
 
+// With a grammar's mask, sampling visits only the allowed tokens; the token drawn is
+// the one the draw over every token gives when the disallowed logits are -inf, for
+// masks of every density, temperatures, a logit bias, min_tokens and penalties.
+TEST(SamplerTest, AMaskedDrawIsTheFullDrawOverMaskedLogits) {
+  constexpr int kVocab = 1003;  // a partial last mask word
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  Arena arena;
+  uint64_t state = 17;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  std::vector<float> logits(kVocab);
+  for (float& l : logits) l = static_cast<float>(next() % 2000) / 250.0f - 4.0f;
+  const std::vector<int32_t> output = {5, 9, 9, 12};
+  for (int density : {1, 3, 50, 500, 1003}) {
+    std::vector<uint32_t> mask((kVocab + 31) / 32, 0u);
+    for (int i = 0; i < density; ++i) {
+      const int t = density == kVocab ? i : static_cast<int>(next() % kVocab);
+      mask[t / 32] |= 1u << (t % 32);
+    }
+    mask[0] |= 1u << 9;  // an allowed token the penalties touch
+    std::vector<float> masked = logits;
+    for (int t = 0; t < kVocab; ++t) {
+      if (!((mask[t / 32] >> (t % 32)) & 1u)) masked[t] = kNegInf;
+    }
+    for (float temperature : {0.5f, 1.0f, 1.7f}) {
+      sched::SamplingParams params = Params(temperature, 0, 1.0f, next());
+      params.logit_bias = {{9, 1.5f}, {10, 2.0f}};
+      params.min_tokens = 8;
+      params.presence_penalty = 0.3f;
+      params.repetition_penalty = 1.2f;
+      SamplingHistory with_mask{{}, output, {}, kVocab - 1, mask};
+      SamplingHistory full{{}, output, {}, kVocab - 1, {}};
+      for (int64_t position = 0; position < 300; ++position) {
+        ASSERT_EQ(SampleToken(logits.data(), kVocab, params, position, arena, with_mask),
+                  SampleToken(masked.data(), kVocab, params, position, arena, full))
+            << "density " << density << " temperature " << temperature << " position "
+            << position;
+      }
+    }
+  }
+}
+
 TEST(SamplerTest, TopKAndTopPRestrictTheCandidates) {
   Arena arena;
   const std::vector<float> logits = {1.0f, 3.0f, 2.9f, 2.8f, 0.0f, 2.7f};
