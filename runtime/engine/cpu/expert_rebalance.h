@@ -9,8 +9,8 @@
 //    thread encodes what this rank sends from its weights in use and copies the experts
 //    it keeps; at the adoption point one AllToAllBytes (tag "<model>.eplb.copy")
 //    carries the copies and each rank decodes the ones it received into its new
-//    weights (the exchange is the only part on the engine thread: it is a collective
-//    on the group's communicator, which that thread owns);
+//    weights (the exchange and this decoding are the part on the engine thread, which
+//    owns the group's communicator: the adoption step takes that much longer);
 //  * from the checkpoint (ExpertLoader): the background thread reads them.
 // Then every rank joins one all-reduce (min) of "loaded" (tag "<model>.eplb.adopt"):
 // all loaded, every rank adopts the new placement for the forwards that follow; any
@@ -21,7 +21,7 @@
 // as any other.
 //
 // Thread safety: AtWindowEnd and the accessors on the engine thread; the background
-// thread touches only what it returns.
+// thread touches only what it returns and the atomic prepare_ns_.
 #ifndef LOCKSTEP_RUNTIME_ENGINE_CPU_EXPERT_REBALANCE_H_
 #define LOCKSTEP_RUNTIME_ENGINE_CPU_EXPERT_REBALANCE_H_
 
