@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/check.h"
@@ -83,12 +84,20 @@ void SkewRouting(const ModelConfig& config, ModelWeights& weights) {
   }
 }
 
+// This thread's CPU time: the work, whatever else shares the cores.
+double ThreadCpuMs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 // Decodes `rows` sequences on every rank at once (one thread per rank) for `steps`
 // forwards; returns the slowest rank's milliseconds per forward. `after_step(rank,
 // step)`, if set, runs on the rank's thread after each of its forwards.
 std::vector<double> DecodeOnAllRanks(const std::vector<std::unique_ptr<Transformer>>& models,
                                      int rows, int steps,
-                                     const std::function<void(int, int)>& after_step) {
+                                     const std::function<void(int, int)>& after_step,
+                                     std::vector<std::vector<double>>* cpu_ms = nullptr) {
   const kv::BlockLayout kv_layout = models[0]->Layout(kTokensPerBlock);
   const int per_seq = static_cast<int>(kv_layout.BlocksFor(steps));
   std::vector<std::vector<double>> rank_ms(kRanks, std::vector<double>(steps));
@@ -114,9 +123,11 @@ std::vector<double> DecodeOnAllRanks(const std::vector<std::unique_ptr<Transform
         }
         Arena arena;
         const absl::Time start = absl::Now();
+        const double cpu_start = ThreadCpuMs();
         LOCKSTEP_CHECK_OK(
             models[r]->Forward({input_rows, kv, logit_rows}, pool, arena, nullptr).status());
         rank_ms[r][step] = absl::ToDoubleMilliseconds(absl::Now() - start);
+        if (cpu_ms != nullptr) (*cpu_ms)[r][step] = ThreadCpuMs() - cpu_start;
         if (after_step) after_step(r, step);
       }
     });
@@ -133,6 +144,12 @@ struct Result {
   double worst_imbalance = 0;  // max over MoE layers of max/mean records per rank
   double step_ms = 0;          // mean decode step (slowest rank)
   double load_ms = 0;          // loading the ranks' weights for the placement
+  // Each rank's forward on its own thread, in CPU ms (the in-process collectives block,
+  // so waiting is not counted): per step the slowest rank's and the ranks' mean,
+  // averaged over the steps. With a core per rank a step would take the slowest rank's
+  // compute (plus the exchange); a perfectly balanced one, the mean.
+  double cpu_slowest_ms = 0;
+  double cpu_mean_ms = 0;
   ExpertLoadSnapshot loads;
 };
 
@@ -159,9 +176,19 @@ Result Run(const std::string& dir, const ExpertLayout& layout, int rows, int ste
   }
   result.load_ms = absl::ToDoubleMilliseconds(absl::Now() - load_start);
 
-  const std::vector<double> step_ms = DecodeOnAllRanks(models, rows, steps, nullptr);
+  std::vector<std::vector<double>> cpu_ms(kRanks, std::vector<double>(steps, 0.0));
+  const std::vector<double> step_ms = DecodeOnAllRanks(models, rows, steps, nullptr, &cpu_ms);
   double total = 0;
-  for (int step = 1; step < steps; ++step) total += step_ms[step];  // the first warms up
+  for (int step = 1; step < steps; ++step) {  // the first warms up
+    total += step_ms[step];
+    double slowest = 0, sum = 0;
+    for (int r = 0; r < kRanks; ++r) {
+      slowest = std::max(slowest, cpu_ms[r][step]);
+      sum += cpu_ms[r][step];
+    }
+    result.cpu_slowest_ms += slowest / std::max(steps - 1, 1);
+    result.cpu_mean_ms += sum / kRanks / std::max(steps - 1, 1);
+  }
   result.step_ms = total / std::max(steps - 1, 1);
   result.loads = loads[0]->Latest();
   for (int l = 0; l < config.num_layers; ++l) {
@@ -302,13 +329,6 @@ void LiveTable(const std::string& dir, int rows, int steps, int window) {
   }
 }
 
-// This thread's CPU time: the work, whatever else shares the cores.
-double ThreadCpuMs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
@@ -392,6 +412,11 @@ void CopyTable(const std::string& dir, const std::vector<std::vector<double>>& l
   }
 }
 
+std::string CpuColumn(const Result& r) {
+  return absl::StrFormat("%.2f / %.2f (%.2f)", r.cpu_slowest_ms, r.cpu_mean_ms,
+                         r.cpu_slowest_ms / std::max(r.cpu_mean_ms, 1e-9));
+}
+
 ExpertLayout ToLayout(const eplb::Placement& placement) {
   ExpertLayout layout;
   for (const eplb::LayerPlacement& layer : placement.layers) layout.push_back(layer.slots);
@@ -413,13 +438,13 @@ int Main(int argc, char** argv) {
       kRanks, config.moe_intermediate_size, rows, steps);
   std::printf(
       "| placement | max/mean records per rank (worst MoE layer) | step ms | plan ms | "
-      "load ms |\n|---|---|---|---|---|\n");
+      "load ms | rank CPU ms per step: slowest / mean (ratio) |\n|---|---|---|---|---|---|\n");
   const Result even = Run(dir, {}, rows, steps, /*skew=*/false);
-  std::printf("| reference: unskewed routing, contiguous | %.3f | %.2f | - | %.1f |\n",
-              even.worst_imbalance, even.step_ms, even.load_ms);
+  std::printf("| reference: unskewed routing, contiguous | %.3f | %.2f | - | %.1f | %s |\n",
+              even.worst_imbalance, even.step_ms, even.load_ms, CpuColumn(even).c_str());
   const Result base = Run(dir, {}, rows, steps);
-  std::printf("| contiguous (no plan) | %.3f | %.2f | - | %.1f |\n", base.worst_imbalance,
-              base.step_ms, base.load_ms);
+  std::printf("| contiguous (no plan) | %.3f | %.2f | - | %.1f | %s |\n", base.worst_imbalance,
+              base.step_ms, base.load_ms, CpuColumn(base).c_str());
   std::vector<std::vector<double>> loads;
   for (int l = 0; l < config.num_layers; ++l) loads.push_back(base.loads.LayerLoads(l));
   for (int redundant : {0, 1, 2}) {
@@ -428,8 +453,8 @@ int Main(int argc, char** argv) {
     const double plan_ms = absl::ToDoubleMilliseconds(absl::Now() - plan_start);
     LOCKSTEP_CHECK_OK(plan.status());
     const Result r = Run(dir, ToLayout(*plan), rows, steps);
-    std::printf("| planned, %d redundant per rank | %.3f | %.2f | %.2f | %.1f |\n", redundant,
-                r.worst_imbalance, r.step_ms, plan_ms, r.load_ms);
+    std::printf("| planned, %d redundant per rank | %.3f | %.2f | %.2f | %.1f | %s |\n", redundant,
+                r.worst_imbalance, r.step_ms, plan_ms, r.load_ms, CpuColumn(r).c_str());
   }
   CopyTable(dir, loads, 7);
   if (live_steps > 0) LiveTable(dir, rows, live_steps, window);
