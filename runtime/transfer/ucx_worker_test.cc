@@ -88,8 +88,6 @@ TEST(UcxWorkerTest, MapRemoteReadsAnAllocatedRegionInPlaceOverSharedMemory) {
   auto source = RandomBytes(kSize, seed);
   std::copy(source->begin(), source->end(), region.data());
   const size_t offset = kSize / 4;
-  // One get first: the endpoint's wire-up is then complete (UCX 1.13 over tcp asserts
-  // when a worker is destroyed with an endpoint still wiring up).
   auto head = std::make_shared<std::vector<std::byte>>(64);
   ASSERT_OK(reader->Get(owner->address(), region.rkey(), region.address(), absl::MakeSpan(*head),
                         head, absl::Now() + absl::Seconds(30), nullptr));
