@@ -46,7 +46,11 @@ absl::Status Worker::StartDeviceEngine(const BootstrapOptions& boot,
   o.name = instance.name;
   o.model_dir = d.model.path;
   o.speculative = speculative;
-  if (speculative.needs_draft_kv()) o.draft_model_dir = d.model.draft_path;
+  // Only a draft model drafts from model.draft_path (MTP's layer is the model's own;
+  // the CUDA engine refuses a draft model directory with it).
+  if (speculative.needs_draft_kv() && speculative.method == spec::Method::kDraftModel) {
+    o.draft_model_dir = d.model.draft_path;
+  }
   o.device = options_.device >= 0
                  ? options_.device
                  : static_cast<int>(config::CudaDeviceIndex(options_.rank, ranks_per_node));
