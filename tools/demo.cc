@@ -10,6 +10,7 @@
 #include "runtime/engine/model/make_model.h"
 #include "runtime/launcher/local_deployment.h"
 #include "tools/bench/bench_report.h"
+#include "tools/bench/chat_once.h"
 #include "tools/bench/instance_stats.h"
 #include "tools/bench/load_generator.h"
 #include "tools/cli/flags.h"
@@ -86,10 +87,30 @@ int RunDemo(const std::vector<std::string>& args) {
   if (before.ok() && after.ok()) deltas = bench::Subtract(*after, *before);
   const nlohmann::json report = bench::MakeReport(load, result, deltas);
   std::printf("%s", bench::FormatReport(report).c_str());
+  // One chat completion: the messages go through the model's chat template in the router.
+  bench::ChatOptions chat;
+  chat.http_address = load.http_address;
+  chat.ca_file = load.ca_file;
+  chat.model = load.model;
+  chat.api_key = load.api_key;
+  chat.system = "You are a helpful assistant.";
+  chat.user = "What is disaggregated serving?";
+  chat.timeout = load.request_timeout;
+  const absl::StatusOr<bench::ChatReply> reply = bench::ChatOnce(chat);
+  if (reply.ok()) {
+    std::printf("demo: chat completion: %lld prompt tokens after the chat template, "
+                "reply (untrained weights) %s\n",
+                static_cast<long long>(reply->prompt_tokens),
+                nlohmann::json(reply->content).dump(-1, ' ', true,
+                                                     nlohmann::json::error_handler_t::replace)
+                    .c_str());
+  } else {
+    std::fprintf(stderr, "demo: %s\n", reply.status().ToString().c_str());
+  }
   std::printf("demo: stopping the deployment\n");
   d->reset();
   std::printf("demo: done\n");
-  return report["failed"].get<int64_t>() == 0 ? 0 : 1;
+  return report["failed"].get<int64_t>() == 0 && reply.ok() ? 0 : 1;
 }
 
 }  // namespace lockstep
