@@ -79,9 +79,11 @@ struct CpuEngineOptions {
   // window (0: never; needs expert_load_window) with this many redundant slots per rank.
   int expert_rebalance_windows = 0;
   int expert_redundant_slots = 0;
-  // The experts a rank gains: copied from the ranks holding them over `communicator`
-  // (true), or read from the checkpoint in model_dir (false).
-  bool expert_copy_from_peers = true;
+  // The experts a rank gains: read from the checkpoint in model_dir on the background
+  // thread (false, the default: nothing of the load is on the engine thread), or copied
+  // from the ranks holding them over `communicator` (true: no checkpoint needed, but the
+  // exchange and decode run on the engine thread at the adoption step).
+  bool expert_copy_from_peers = false;
 };
 
 absl::StatusOr<std::unique_ptr<ModelEngine>> CreateCpuEngine(const CpuEngineOptions& options);

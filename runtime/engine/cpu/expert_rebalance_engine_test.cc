@@ -9,7 +9,7 @@
 // are balanced (max/mean records per rank) where the first was not, so a placement was
 // adopted. The rebalancing engines load from a copy of the checkpoint that is removed
 // once they are built, so the experts a rank gains can only come from its peers
-// (CpuEngineOptions::expert_copy_from_peers, the default).
+// (CpuEngineOptions::expert_copy_from_peers, set here).
 #include <algorithm>
 #include <filesystem>
 #include <memory>
@@ -104,6 +104,7 @@ std::vector<std::unique_ptr<Rank>> MakeRanks(
       options.expert_load_board = &rank->board;
       options.expert_rebalance_windows = 1;
       options.expert_redundant_slots = 1;
+      options.expert_copy_from_peers = true;
     }
     rank->engine = std::move(CreateCpuEngine(options)).value();
     rank->host = std::make_unique<MiniHost>(
