@@ -198,10 +198,16 @@ absl::Status CommState::CheckPeer(int peer) {
 }
 
 void CommState::Fail(ncclResult_t code, const std::string& message) {
-  int expected = ncclSuccess;
-  if (!async.compare_exchange_strong(expected, code)) return;  // not the first error
   const std::string text = absl::StrCat(Where(), ": ", message);
-  set_last_error(text);
+  {
+    // The first error wins. Its text is set before `async` shows the code, so a caller that
+    // sees the code (ncclCommGetAsyncError, on another thread) also reads the text.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_ || async.load(std::memory_order_acquire) != ncclSuccess) return;
+    failed_ = true;
+    last_error_ = text;
+  }
+  async.store(code, std::memory_order_release);
   std::fprintf(stderr, "NCCL WARN %s\n", text.c_str());
   RankControl& control = me();
   control.error_code.store(code);

@@ -108,6 +108,7 @@ struct CommState {
 
   mutable std::mutex mu_;
   std::string last_error_;  // guarded by mu_
+  bool failed_ = false;     // guarded by mu_: Fail has recorded the first error
   std::thread bootstrap_thread_;
   bool attached_ = false;     // written by the bootstrap, read after it is joined
   bool all_arrived_ = false;  // likewise
