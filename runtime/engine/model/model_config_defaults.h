@@ -47,7 +47,9 @@ struct DeepseekDefaults {
 };
 extern const DeepseekDefaults kDeepseekV3;
 
-// One model_type's defaults (field names as in config.json).
+// One model_type's defaults (field names as in config.json). A field with an initializer
+// here holds the value that most of the classes share; a row states it only where its
+// class differs.
 struct FamilyDefaults {
   const char* model_type;
   const char* transformers_class;  // where the row comes from
@@ -59,24 +61,24 @@ struct FamilyDefaults {
   int64_t num_key_value_heads;
   // What an explicit `"num_key_value_heads": null` means: kAttentionHeads where the
   // class maps None to the head count, kRequired where it does not.
-  int64_t num_key_value_heads_if_null;
-  int64_t head_dim;
+  int64_t num_key_value_heads_if_null = kAttentionHeads;
+  int64_t head_dim = kHiddenPerHead;
   int64_t max_position_embeddings;
-  double rms_norm_eps;
-  double rope_theta;
-  bool tie_word_embeddings;
-  bool attention_bias;  // types that read the field (the Qwen 2 types always have bias)
-  int64_t bos_token_id;
-  int64_t eos_token_id;
-  int64_t sliding_window;  // mistral-style window when absent (kNone: full attention)
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // types that read the field (the Qwen 2 types always have bias)
+  int64_t bos_token_id = kNone;
+  int64_t eos_token_id = kNone;
+  int64_t sliding_window = kNone;  // mistral-style window when absent (kNone: full attention)
   // Mixture of experts (0 / false for dense types).
-  int64_t num_experts;  // num_local_experts for mixtral
-  int64_t num_experts_per_tok;
-  int64_t moe_intermediate_size;  // mixtral: intermediate_size is the expert width
-  bool norm_topk_prob;
-  int64_t decoder_sparse_step;
-  int64_t shared_expert_intermediate_size;  // qwen2_moe (0 elsewhere)
-  const DeepseekDefaults* deepseek = nullptr;  // the DeepSeek-V3 family's own fields
+  int64_t num_experts = 0;  // num_local_experts for mixtral
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;  // mixtral: intermediate_size is the expert width
+  bool norm_topk_prob = false;
+  int64_t decoder_sparse_step = 1;              // read by the Qwen MoE types only
+  int64_t shared_expert_intermediate_size = 0;  // qwen2_moe (0 elsewhere)
+  const DeepseekDefaults* deepseek = nullptr;   // the DeepSeek-V3 family's own fields
 };
 
 // The row of `model_type`; null when the type is not supported.
