@@ -17,8 +17,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/comm/in_process_communicator.h"
-#include "runtime/engine/cpu/testing/mini_host.h"
 #include "runtime/engine/cpu/testing/prefill_logits.h"
+#include "runtime/engine/cpu/testing/rank_group_run.h"
 #include "runtime/engine/cpu/testing/test_engine.h"
 #include "runtime/engine/cpu/testing/test_models.h"
 #include "runtime/engine/cpu/transformer.h"
@@ -29,14 +29,15 @@
 namespace lockstep::engine {
 namespace {
 
-using ::lockstep::engine::testing::HostOptions;
 using ::lockstep::engine::testing::HostOutput;
 using ::lockstep::engine::testing::HostPool;
-using ::lockstep::engine::testing::PrefillLogits;
 using ::lockstep::engine::testing::HostRequest;
 using ::lockstep::engine::testing::MakeTestEngine;
-using ::lockstep::engine::testing::MiniHost;
+using ::lockstep::engine::testing::Members;
+using ::lockstep::engine::testing::PrefillLogits;
 using ::lockstep::engine::testing::PresetModelDir;
+using ::lockstep::engine::testing::RequestsPerRank;
+using ::lockstep::engine::testing::RunRankGroupAgainstOneEngine;
 using ::lockstep::engine::testing::TestEngine;
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::SeedTrace;
@@ -188,26 +189,6 @@ TEST(MoeTest, ShardedForwardEqualsSingleRankBitwise) {
   EXPECT_EQ(ranks[0]->collectives_per_forward(), 3 * 4);  // counts, dispatch, combine per layer
 }
 
-std::vector<HostRequest> Requests(int n, int first_id, std::mt19937_64& rng) {
-  std::vector<HostRequest> requests;
-  for (int i = 0; i < n; ++i) {
-    HostRequest request;
-    request.id = first_id + i;
-    request.prompt.push_back(kByteBosToken);
-    const int length = 4 + static_cast<int>(rng() % 50);
-    for (int t = 1; t < length; ++t) request.prompt.push_back(static_cast<int32_t>(rng() % 256));
-    request.sampling.max_tokens = 10 + static_cast<int32_t>(rng() % 10);
-    request.sampling.logprobs = 1;
-    request.sampling.ignore_eos = true;
-    if (i % 2 == 1) {
-      request.sampling.temperature = 0.7f;
-      request.sampling.seed = rng();
-    }
-    requests.push_back(std::move(request));
-  }
-  return requests;
-}
-
 // Four engines in lockstep (one with no requests at all: it pads with the dummy), with
 // a MoE draft so the draft passes exchange too, against one engine serving everything.
 TEST(MoeTest, FourRankEnginesEqualOneRankEngine) {
@@ -216,71 +197,27 @@ TEST(MoeTest, FourRankEnginesEqualOneRankEngine) {
   std::mt19937_64 rng(seed);
   const std::string dir = PresetModelDir("tiny-moe");
   const int k = 2;
-  const int per_rank[kRanks] = {5, 2, 0, 3};
-  std::vector<std::vector<HostRequest>> requests(kRanks);
-  for (int r = 0; r < kRanks; ++r) requests[r] = Requests(per_rank[r], 1000 * (r + 1), rng);
-
-  // Reference: one rank, plain decoding.
-  TestEngine solo = MakeTestEngine({.model_dir = dir, .pool_seed = seed});
-  MiniHost solo_host(solo.engine.get(), solo.target.get(), nullptr,
-                     {.chunk_size = 16, .max_batch = 4});
-  for (const auto& rank_requests : requests) {
-    for (const HostRequest& request : rank_requests) solo_host.Add(request);
-  }
-  ASSERT_THAT(solo_host.Run(), IsOk());
-
+  const std::vector<std::vector<HostRequest>> requests =
+      RequestsPerRank({5, 2, 0, 3}, /*prompt_spread=*/50, /*min_tokens=*/10, rng);
   auto group = MakeGroup();
-  std::vector<TestEngine> engines;
-  std::vector<std::unique_ptr<MiniHost>> hosts;
-  for (int r = 0; r < kRanks; ++r) {
-    engines.push_back(MakeTestEngine({.model_dir = dir,
-                                      .draft_dir = dir,  // the MoE model drafts for itself
-                                      .num_draft_tokens = k,
-                                      .tokens_per_block = 4 + r,
-                                      .communicator = group[r].get(),
-                                      .rank = r,
-                                      .world_size = kRanks,
-                                      .pool_seed = seed + r}));
-    hosts.push_back(std::make_unique<MiniHost>(engines[r].engine.get(), engines[r].target.get(),
-                                               engines[r].draft.get(),
-                                               HostOptions{.chunk_size = 8 + 5 * r,
-                                                           .max_batch = 1 + r,
-                                                           .num_draft_tokens = k,
-                                                           .dummy_id = -1 - r}));
-    for (const HostRequest& request : requests[r]) hosts[r]->Add(request);
-  }
   std::vector<std::string> expected_tags;
-  for (int step = 0;; ++step) {
-    ASSERT_LT(step, 1000);
-    bool all_done = true;
-    for (const auto& host : hosts) all_done = all_done && host->Done();
-    if (all_done) break;
-    for (auto& host : hosts) ASSERT_THAT(host->Launch(/*pad=*/true), IsOk());
-    for (auto& host : hosts) ASSERT_THAT(host->Collect(), IsOk());
-    // Every rank made the same calls in the same order, every step.
+  // Every rank made the same calls in the same order, every step.
+  auto same_collectives = [&](int step) {
     for (int r = 0; r < kRanks; ++r) {
       const std::vector<std::string> tags = group[r]->TakeTags();
       if (expected_tags.empty()) expected_tags = tags;
       ASSERT_EQ(tags, expected_tags) << "rank " << r << " step " << step;
     }
-  }
+  };
+  std::vector<std::vector<HostOutput>> outputs;
+  ASSERT_NO_FATAL_FAILURE(RunRankGroupAgainstOneEngine({.model_dir = dir,
+                                                        .draft_dir = dir,  // drafts for itself
+                                                        .num_draft_tokens = k,
+                                                        .seed = seed,
+                                                        .drafts_for_itself = true,
+                                                        .after_step = same_collectives},
+                                                       Members(group), requests, outputs));
   EXPECT_EQ(expected_tags.size(), static_cast<size_t>(3 * 4 * (1 + k)));
-  for (int r = 0; r < kRanks; ++r) {
-    EXPECT_TRUE(hosts[r]->pools_clean());
-    for (const HostRequest& request : requests[r]) {
-      const HostOutput& got = hosts[r]->output(request.id);
-      const HostOutput& want = solo_host.output(request.id);
-      EXPECT_EQ(got.tokens, want.tokens) << "rank " << r << " request " << request.id;
-      ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
-      for (size_t t = 0; t < want.logprobs.size(); ++t) {
-        EXPECT_EQ(got.logprobs[t][0].logprob, want.logprobs[t][0].logprob)
-            << "rank " << r << " request " << request.id << " token " << t;
-      }
-      if (request.sampling.greedy()) {
-        EXPECT_EQ(got.accepted, got.proposed) << "a model drafting for itself is always right";
-      }
-    }
-  }
 }
 
 Batch OneChunk(int64_t step, int64_t id, std::vector<BlockId> blocks) {

@@ -16,114 +16,48 @@
 #include <vector>
 
 #include "common/testing/seed.h"
-#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "runtime/comm/in_process_communicator.h"
 #include "runtime/engine/cpu/cpu_engine.h"
-#include "runtime/engine/cpu/testing/mini_host.h"
+#include "runtime/engine/cpu/testing/rank_group_run.h"
 #include "runtime/engine/cpu/testing/spec_runs.h"
-#include "runtime/engine/cpu/testing/test_engine.h"
 #include "runtime/engine/cpu/testing/test_models.h"
-#include "runtime/engine/model/make_model.h"
 
 namespace lockstep::engine {
 namespace {
 
-using ::lockstep::engine::testing::HostOptions;
 using ::lockstep::engine::testing::HostOutput;
 using ::lockstep::engine::testing::HostRequest;
-using ::lockstep::engine::testing::MakeTestEngine;
-using ::lockstep::engine::testing::MiniHost;
+using ::lockstep::engine::testing::Members;
 using ::lockstep::engine::testing::PresetModelDir;
+using ::lockstep::engine::testing::RequestsPerRank;
+using ::lockstep::engine::testing::RunRankGroupAgainstOneEngine;
 using ::lockstep::engine::testing::RunSpec;
 using ::lockstep::engine::testing::SpecPrompts;
 using ::lockstep::engine::testing::SpecRun;
 using ::lockstep::engine::testing::SpecRunOutput;
-using ::lockstep::engine::testing::TestEngine;
-using ::lockstep::testing::IsOk;
 using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::TestSeed;
-
-std::vector<HostRequest> Requests(int n, int first_id, std::mt19937_64& rng) {
-  std::vector<HostRequest> requests;
-  for (int i = 0; i < n; ++i) {
-    HostRequest request;
-    request.id = first_id + i;
-    request.prompt.push_back(kByteBosToken);
-    const int length = 4 + static_cast<int>(rng() % 40);
-    for (int t = 1; t < length; ++t) request.prompt.push_back(static_cast<int32_t>(rng() % 256));
-    request.sampling.max_tokens = 8 + static_cast<int32_t>(rng() % 8);
-    request.sampling.logprobs = 1;
-    request.sampling.ignore_eos = true;
-    if (i % 2 == 1) {
-      request.sampling.temperature = 0.7f;
-      request.sampling.seed = rng();
-    }
-    requests.push_back(std::move(request));
-  }
-  return requests;
-}
 
 // `ranks` expert-parallel engines drafting with MTP (K = k) against one without.
 void ExpectEngineGroupEqualsPlainDecoding(int ranks, int k, const std::vector<int>& per_rank) {
   const uint64_t seed = TestSeed();
   SCOPED_TRACE(SeedTrace(seed));
   std::mt19937_64 rng(seed);
-  const std::string dir = PresetModelDir("tiny-dsv3-mtp");
-  std::vector<std::vector<HostRequest>> requests(ranks);
-  for (int r = 0; r < ranks; ++r) requests[r] = Requests(per_rank[r], 1000 * (r + 1), rng);
-
-  TestEngine solo = MakeTestEngine({.model_dir = dir, .pool_seed = seed});
-  MiniHost solo_host(solo.engine.get(), solo.target.get(), nullptr,
-                     {.chunk_size = 16, .max_batch = 4});
-  for (const auto& rank_requests : requests) {
-    for (const HostRequest& request : rank_requests) solo_host.Add(request);
-  }
-  ASSERT_THAT(solo_host.Run(), IsOk());
-
+  const std::vector<std::vector<HostRequest>> requests =
+      RequestsPerRank(per_rank, /*prompt_spread=*/40, /*min_tokens=*/8, rng);
   std::vector<std::unique_ptr<comm::Communicator>> group = comm::MakeInProcessGroup(ranks);
-  std::vector<TestEngine> engines;
-  std::vector<std::unique_ptr<MiniHost>> hosts;
-  for (int r = 0; r < ranks; ++r) {
-    engines.push_back(MakeTestEngine({.model_dir = dir,
-                                      .num_draft_tokens = k,
-                                      .spec_method = spec::Method::kMtp,
-                                      .tokens_per_block = 4 + r,
-                                      .communicator = group[r].get(),
-                                      .rank = r,
-                                      .world_size = ranks,
-                                      .pool_seed = seed + r}));
-    ASSERT_NE(engines[r].draft, nullptr);
-    hosts.push_back(std::make_unique<MiniHost>(engines[r].engine.get(), engines[r].target.get(),
-                                               engines[r].draft.get(),
-                                               HostOptions{.chunk_size = 8 + 5 * r,
-                                                           .max_batch = 1 + r,
-                                                           .num_draft_tokens = k,
-                                                           .spec_method = spec::Method::kMtp,
-                                                           .dummy_id = -1 - r}));
-    for (const HostRequest& request : requests[r]) hosts[r]->Add(request);
-  }
+  std::vector<std::vector<HostOutput>> outputs;
+  ASSERT_NO_FATAL_FAILURE(
+      RunRankGroupAgainstOneEngine({.model_dir = PresetModelDir("tiny-dsv3-mtp"),
+                                    .spec_method = spec::Method::kMtp,
+                                    .num_draft_tokens = k,
+                                    .seed = seed},
+                                   Members(group), requests, outputs));
   int64_t proposed = 0;
   int64_t accepted = 0;
-  for (int step = 0;; ++step) {
-    ASSERT_LT(step, 1000);
-    bool all_done = true;
-    for (const auto& host : hosts) all_done = all_done && host->Done();
-    if (all_done) break;
-    for (auto& host : hosts) ASSERT_THAT(host->Launch(/*pad=*/true), IsOk());
-    for (auto& host : hosts) ASSERT_THAT(host->Collect(), IsOk());
-  }
-  for (int r = 0; r < ranks; ++r) {
-    EXPECT_TRUE(hosts[r]->pools_clean()) << "rank " << r;
-    for (const HostRequest& request : requests[r]) {
-      const HostOutput& got = hosts[r]->output(request.id);
-      const HostOutput& want = solo_host.output(request.id);
-      EXPECT_EQ(got.tokens, want.tokens) << "rank " << r << " request " << request.id;
-      ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
-      for (size_t t = 0; t < want.logprobs.size(); ++t) {
-        EXPECT_EQ(got.logprobs[t][0].logprob, want.logprobs[t][0].logprob)
-            << "rank " << r << " request " << request.id << " token " << t;
-      }
+  for (const std::vector<HostOutput>& rank_outputs : outputs) {
+    for (const HostOutput& got : rank_outputs) {
       proposed += got.proposed;
       accepted += got.accepted;
     }
@@ -156,8 +90,7 @@ TEST(MtpEngineTest, TheModulePredictsTheTarget) {
     const SpecRunOutput run = RunSpec(dir, {.method = spec::Method::kMtp, .k = k}, prompts, seed);
     EXPECT_EQ(run.tokens, plain.tokens) << "K = " << k;
     ASSERT_GT(run.proposed, 0);
-    const double acceptance =
-        static_cast<double>(run.accepted) / static_cast<double>(run.proposed);
+    const double acceptance = static_cast<double>(run.accepted) / static_cast<double>(run.proposed);
     std::printf("MTP K=%d: %.3f tokens/step, acceptance %lld / %lld = %.3f\n", k,
                 static_cast<double>(tokens) / static_cast<double>(run.steps),
                 static_cast<long long>(run.accepted), static_cast<long long>(run.proposed),
