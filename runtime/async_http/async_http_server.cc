@@ -1,5 +1,6 @@
 #include "runtime/async_http/async_http_server.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,8 +17,6 @@ namespace {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-
-constexpr int kListenBacklog = 1024;
 
 std::string DefaultErrorBody(int status, std::string_view message) {
   std::string escaped;
@@ -113,7 +112,7 @@ absl::StatusOr<int> AsyncHttpServer::Start(const std::string& host, int port) {
   acceptor.open(endpoint.protocol(), ec);
   if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor.bind(endpoint, ec);
-  if (!ec) acceptor.listen(kListenBacklog, ec);
+  if (!ec) acceptor.listen(std::max(1, state_->limits.listen_backlog), ec);
   if (ec) {
     return absl::UnavailableError(
         fmt::format("cannot listen on {}:{}: {}", host, port, ec.message()));

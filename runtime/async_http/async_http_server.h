@@ -9,7 +9,12 @@
 //  * the body: only with Content-Length (Transfer-Encoding: 411; a Content-Encoding
 //    other than identity: 415), at most `max_body_bytes` (413 before the body is read;
 //    `Expect: 100-continue` gets its 100 only for a body within the limit);
-//  * time: a connection idle between requests for `idle_timeout` is closed; a
+//  * time: a new connection whose first request does not begin within
+//    `first_request_timeout` of its accept (over TLS: of its handshake) is closed, and so
+//    is one idle between requests for `idle_timeout`. The first wait is separate and
+//    longer by default: when thousands of clients connect at once, the kernel's accept
+//    queue overflows and their requests arrive seconds after the accept (TCP
+//    retransmits), though the clients sent them at once. A
 //    request's head and body must arrive within `read_timeout` of its first byte, one
 //    deadline for all their reads (408 and close); a response write (of at most 256 KiB)
 //    that does not complete within `write_timeout` (a client that stopped reading)
@@ -48,9 +53,13 @@ namespace lockstep::async_http {
 struct AsyncHttpLimits {
   int io_threads = 2;
   int64_t max_connections = 4096;
+  // The listener's accept queue (listen()'s backlog); the kernel caps it at
+  // net.core.somaxconn, so the default asks for as much as the system allows.
+  int listen_backlog = 65535;
   int64_t max_body_bytes = 16 << 20;
   int64_t max_header_bytes = 64 << 10;
   int64_t max_header_count = 100;
+  absl::Duration first_request_timeout = absl::Seconds(30);
   absl::Duration idle_timeout = absl::Seconds(5);
   absl::Duration read_timeout = absl::Seconds(10);
   absl::Duration write_timeout = absl::Seconds(10);

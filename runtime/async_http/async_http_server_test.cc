@@ -19,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/testing/poll_until.h"
 #include "gtest/gtest.h"
 
 namespace lockstep::async_http {
@@ -147,6 +148,7 @@ int StartOrDie(AsyncHttpServer& server) {
 
 AsyncHttpLimits TestLimits() {
   AsyncHttpLimits limits;
+  limits.first_request_timeout = absl::Seconds(60);
   limits.idle_timeout = absl::Seconds(60);
   limits.read_timeout = absl::Seconds(60);
   limits.write_timeout = absl::Seconds(60);
@@ -213,10 +215,11 @@ TEST(AsyncHttpServerTest, HeadAndBodyBounds) {
 }
 
 // A client trickling its request gets 408 at the read deadline, counted from its first
-// byte; one that never sends anything is closed after the idle timeout.
+// byte; one that never sends anything is closed after the first request timeout.
 TEST(AsyncHttpServerTest, SlowAndIdleClientsAreCut) {
   AsyncHttpLimits limits = TestLimits();
   limits.read_timeout = absl::Milliseconds(200);
+  limits.first_request_timeout = absl::Milliseconds(200);
   limits.idle_timeout = absl::Milliseconds(200);
   AsyncHttpServer server(limits, Echo);
   const int port = StartOrDie(server);
@@ -228,6 +231,32 @@ TEST(AsyncHttpServerTest, SlowAndIdleClientsAreCut) {
   Client idle(port);
   EXPECT_EQ(idle.UntilClosed(), "");
   EXPECT_TRUE(idle.closed());
+}
+
+// A new connection's first request is awaited for the first request timeout, not the
+// idle timeout. No timing involved: on one I/O thread, timers run in deadline order, and
+// `fresh` began its wait before `served` connected; so had that wait been the idle
+// timeout, `fresh` would have been closed before `served` was (after its response).
+TEST(AsyncHttpServerTest, AFirstRequestIsAwaitedForLongerThanTheIdleTimeout) {
+  AsyncHttpLimits limits = TestLimits();
+  limits.io_threads = 1;
+  limits.idle_timeout = absl::Milliseconds(50);
+  limits.first_request_timeout = absl::Hours(1);
+  AsyncHttpServer server(limits, Echo);
+  const int port = StartOrDie(server);
+  Client fresh(port);
+  ASSERT_TRUE(fresh.connected());
+  // Accepted (its wait is queued on the I/O thread before anything `served` causes).
+  ASSERT_TRUE(testing::PollUntil([&] { return server.open_connections() == 1; }));
+  Client served(port);
+  served.Send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(Body(served.Response()), "GET /first ");
+  EXPECT_EQ(served.UntilClosed(), "");  // idle after its request: closed
+  EXPECT_TRUE(served.closed());
+  fresh.Send("GET /late HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string late = fresh.Response();
+  EXPECT_EQ(Status(late), "HTTP/1.1 200") << late;
+  EXPECT_EQ(Body(late), "GET /late ");
 }
 
 TEST(AsyncHttpServerTest, ConnectionsOverTheCapGet503) {

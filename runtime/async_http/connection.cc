@@ -155,7 +155,8 @@ void Connection::WaitForRequest() {
     ReadHead();
     return;
   }
-  ArmReadTimer(state_->limits.idle_timeout);
+  ArmReadTimer(awaiting_first_request_ ? state_->limits.first_request_timeout
+                                       : state_->limits.idle_timeout);
   ReadSome();
 }
 
@@ -196,6 +197,7 @@ void Connection::OnReadSome(boost::system::error_code ec, size_t bytes) {
 }
 
 void Connection::ReadHead() {
+  awaiting_first_request_ = false;
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(state_->limits.max_header_bytes));
   parser_->body_limit(static_cast<uint64_t>(state_->limits.max_body_bytes));

@@ -1,5 +1,5 @@
 // The server's per-connection state machine (internal to async_http): waits for a
-// request (idle timeout), reads and checks its head and body (one read deadline),
+// request (the first request timeout, later the idle timeout), reads and checks its head and body (one read deadline),
 // hands it to the handler as an HttpExchange, and writes the exchange's queued bytes
 // (write timeout), then waits for the next request on a keep-alive connection. With
 // TLS it first reads the client's first bytes and runs the handshake with them (both
@@ -117,6 +117,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::beast::flat_buffer buffer_;
   std::optional<Parser> parser_;
   bool read_timed_out_ = false;
+  bool awaiting_first_request_ = true;  // no byte of a request has arrived yet
   bool closed_ = false;
   bool reading_ = false;       // a ReadSome is outstanding
   bool restart_read_ = false;  // it was cancelled to start the wait for a request

@@ -215,6 +215,7 @@ void ReadRouter(MapReader& reader, RouterConfig& router) {
   reader.Int("max_header_count", &router.max_header_count);
   reader.Int("max_connections", &router.max_connections);
   reader.Int("grpc_max_threads", &router.grpc_max_threads);
+  reader.Int("http_first_request_timeout_ms", &router.http_first_request_timeout_ms);
   reader.Int("http_idle_timeout_ms", &router.http_idle_timeout_ms);
   reader.Int("http_read_timeout_ms", &router.http_read_timeout_ms);
   reader.Int("http_write_timeout_ms", &router.http_write_timeout_ms);

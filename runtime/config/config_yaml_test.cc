@@ -26,6 +26,7 @@ TEST(ConfigYamlTest, RouterBoundsAreRead) {
       std::string(kMinimal) +
           "router: {max_queued_requests: 7, max_request_body_bytes: 4096, max_header_bytes: "
           "2048, max_header_count: 9, max_connections: 10, http_idle_timeout_ms: 11, "
+          "http_first_request_timeout_ms: 14, "
           "http_read_timeout_ms: 12, http_write_timeout_ms: 13, grpc_max_threads: 64, "
           "api_key_for_health_and_metrics: true}\n",
       "");
@@ -37,6 +38,7 @@ TEST(ConfigYamlTest, RouterBoundsAreRead) {
   EXPECT_EQ(router.max_header_count, 9);
   EXPECT_EQ(router.max_connections, 10);
   EXPECT_EQ(router.http_idle_timeout_ms, 11);
+  EXPECT_EQ(router.http_first_request_timeout_ms, 14);
   EXPECT_EQ(router.http_read_timeout_ms, 12);
   EXPECT_EQ(router.http_write_timeout_ms, 13);
   EXPECT_EQ(router.grpc_max_threads, 64);

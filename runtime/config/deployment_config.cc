@@ -497,6 +497,8 @@ absl::Status DeploymentConfig::Validate() const {
   problems.InRange("router.max_header_bytes", router.max_header_bytes, 1024, 16 << 20);
   problems.InRange("router.max_header_count", router.max_header_count, 1, 10000);
   problems.AtLeast("router.max_connections", router.max_connections, 0);
+  problems.InRange("router.http_first_request_timeout_ms", router.http_first_request_timeout_ms, 1,
+                   3600000);
   problems.InRange("router.http_idle_timeout_ms", router.http_idle_timeout_ms, 1, 3600000);
   problems.InRange("router.http_read_timeout_ms", router.http_read_timeout_ms, 1, 3600000);
   problems.InRange("router.http_write_timeout_ms", router.http_write_timeout_ms, 1, 3600000);

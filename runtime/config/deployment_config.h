@@ -188,10 +188,15 @@ struct RouterConfig {
   // with Retry-After and is closed at once, unread (over HTTPS: closed). 0: 8 × the
   // instances' capacity, at least 1024.
   int64_t max_connections = 0;
+  // A new connection whose first request does not begin within
+  // http_first_request_timeout_ms of its accept (HTTPS: of its handshake) is closed;
+  // longer than the idle timeout, because a burst of connections overflows the accept
+  // queue and their requests reach the router seconds late (TCP retransmits).
   // A connection idle between requests for http_idle_timeout_ms is closed. A request's
   // head and body must arrive in full within http_read_timeout_ms of its first byte,
   // however it trickles in (else 408, and the connection is closed); an HTTPS
   // handshake within it too. Neither applies while a response streams.
+  int64_t http_first_request_timeout_ms = 30000;
   int64_t http_idle_timeout_ms = 5000;
   int64_t http_read_timeout_ms = 10000;
   // A response write that makes no progress for this long (a client that stopped

@@ -249,6 +249,7 @@ TEST_F(HttpLimitsTest, ConnectionsBeyondTheLimitGet503WithoutBeingRead) {
 TEST_F(HttpLimitsTest, IdleConnectionsCloseButAQuietStreamDoesNot) {
   constexpr int kIdleMs = 200;
   Start([&](config::RouterConfig& router) {
+    router.http_first_request_timeout_ms = kIdleMs;
     router.http_idle_timeout_ms = kIdleMs;
     router.http_read_timeout_ms = kIdleMs;
   });

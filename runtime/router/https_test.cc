@@ -275,6 +275,7 @@ TEST_F(HttpsTest, ConnectionsBeyondTheLimitAreClosed) {
 TEST_F(HttpsTest, IdleAndSilentConnectionsAreClosed) {
   constexpr int kTimeoutMs = 200;
   Start([&](config::RouterConfig& router) {
+    router.http_first_request_timeout_ms = kTimeoutMs;
     router.http_idle_timeout_ms = kTimeoutMs;
     router.http_read_timeout_ms = kTimeoutMs;
   });

@@ -153,6 +153,8 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
                                        .max_body_bytes = rc.max_request_body_bytes,
                                        .max_header_bytes = rc.max_header_bytes,
                                        .max_header_count = rc.max_header_count,
+                                       .first_request_timeout =
+                                           absl::Milliseconds(rc.http_first_request_timeout_ms),
                                        .idle_timeout = absl::Milliseconds(rc.http_idle_timeout_ms),
                                        .read_timeout = absl::Milliseconds(rc.http_read_timeout_ms),
                                        .write_timeout =
@@ -197,15 +199,11 @@ absl::Status RouterDaemon::StartServing() {
   if (!http_port.ok()) return http_port.status();
   ASSIGN_OR_RETURN(http_address_, Bound(rc.http_listen, *http_port));
 
-  const absl::Duration check_interval = absl::Milliseconds(rc.health_check_interval_ms);
-  monitor_thread_ = std::thread([this, check_interval] {
-    while (!stop_.WaitForNotificationWithTimeout(check_interval)) monitor_->CheckOnce();
-  });
-  sweeper_thread_ = std::thread([this] {
-    while (!stop_.WaitForNotificationWithTimeout(options_.sweep_interval)) {
-      flows_.CancelDisconnected();
-    }
-  });
+  if (!options_.housekeeping_on_caller) {
+    housekeeping_thread_ = std::thread([this] {
+      RunHousekeeping([this](absl::Duration d) { return stop_.WaitForNotificationWithTimeout(d); });
+    });
+  }
   const FrontDoorLimits front_door = FrontDoorLimitsOf(config_);
   LOCKSTEP_LOG_INFO("router",
                     "front door: at most {} requests in flight ({}), {} open HTTP connections{}; "
@@ -218,6 +216,21 @@ absl::Status RouterDaemon::StartServing() {
                     rc.https_cert_file.empty() ? "http" : "https", http_address_, grpc_address_,
                     security::ProcessClusterSecurity().tls() ? " (TLS)" : "");
   return absl::OkStatus();
+}
+
+void RouterDaemon::RunHousekeeping(const std::function<bool(absl::Duration)>& stop_within) {
+  const absl::Duration check_interval =
+      absl::Milliseconds(config_.router.health_check_interval_ms);
+  absl::Time next_check = absl::Now() + check_interval;
+  while (!stop_.HasBeenNotified()) {
+    const absl::Duration until_check = std::max(absl::ZeroDuration(), next_check - absl::Now());
+    if (stop_within(std::min(options_.sweep_interval, until_check))) return;
+    flows_.CancelDisconnected();
+    if (absl::Now() >= next_check) {
+      monitor_->CheckOnce();
+      next_check = absl::Now() + check_interval;
+    }
+  }
 }
 
 RouterDaemon::~RouterDaemon() { Shutdown(); }
@@ -233,8 +246,7 @@ void RouterDaemon::Shutdown() {
     grpc_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
   stop_.Notify();
-  if (monitor_thread_.joinable()) monitor_thread_.join();
-  if (sweeper_thread_.joinable()) sweeper_thread_.join();
+  if (housekeeping_thread_.joinable()) housekeeping_thread_.join();
   LOCKSTEP_LOG_INFO("router", "stopped");
 }
 

@@ -1,8 +1,12 @@
 // The router process's core: RouterService (gRPC) and the OpenAI-compatible HTTP API
 // in front of the instance registry, the rendezvous service on the same gRPC port (the
-// ranks of every instance bootstrap their collectives there), the request runner, and two
-// background threads: the monitor (every `router.health_check_interval_ms`: heartbeats, Health and
-// Stats polls) and the sweeper (every `sweep_interval`: cancels requests whose client left).
+// ranks of every instance bootstrap their collectives there), the request runner, and the
+// housekeeping loop: the sweep (every `sweep_interval`: cancels requests whose client
+// left) and the instance checks (every `router.health_check_interval_ms`: heartbeats,
+// Health and Stats polls), on one thread of the daemon's own or, with
+// `housekeeping_on_caller`, on the owner's thread in RunHousekeeping (the router
+// process's main thread, which would otherwise only wait for a signal). A sweep waits
+// while a check's polls run (each bounded by the poll timeout).
 //
 //   ASSIGN_OR_RETURN(auto router, RouterDaemon::Start(config, {}));
 //   printf("%s\n", router->http_address().c_str());
@@ -16,6 +20,7 @@
 #ifndef LOCKSTEP_RUNTIME_ROUTER_ROUTER_DAEMON_H_
 #define LOCKSTEP_RUNTIME_ROUTER_ROUTER_DAEMON_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +63,8 @@ class RouterDaemon {
     // Takes precedence over `tokenizer` when set.
     std::shared_ptr<const ServingTokenizer> serving_tokenizer;
     absl::Duration sweep_interval = absl::Milliseconds(100);
+    // No housekeeping thread: the owner runs RunHousekeeping.
+    bool housekeeping_on_caller = false;
     absl::Duration keepalive_interval = absl::Seconds(1);
     // Starts the threads of an HTTP request's choices beyond the first (tests inject
     // failures; http/choice_threads.h).
@@ -69,6 +76,10 @@ class RouterDaemon {
   static absl::StatusOr<std::unique_ptr<RouterDaemon>> Start(config::DeploymentConfig config,
                                                              Options options);
   ~RouterDaemon();
+
+  // With `housekeeping_on_caller`: sweeps and checks on the calling thread until
+  // `stop_within(d)` (a wait of at most `d`) returns true or Shutdown begins.
+  void RunHousekeeping(const std::function<bool(absl::Duration)>& stop_within);
 
   void Shutdown();
 
@@ -105,8 +116,7 @@ class RouterDaemon {
   std::string http_address_;
   std::string grpc_address_;
   absl::Notification stop_;
-  std::thread monitor_thread_;
-  std::thread sweeper_thread_;
+  std::thread housekeeping_thread_;  // unless housekeeping_on_caller
   bool shut_down_ = false;
 };
 
