@@ -5,10 +5,37 @@
 
 namespace lockstep::cuda::kernels::testing {
 
+namespace {
+
+// std::generate_canonical<float, 24>(rng) for mt19937_64 as libstdc++ computes it: one
+// draw x, float(x) / 2^64, at most the float just below 1. The library recomputes a
+// long-double logarithm of the generator's range on every call, which was most of the
+// attention tests' time; the value is the same.
+float Canonical(std::mt19937_64& rng) {
+  const float u = static_cast<float>(rng()) * 0x1p-64f;
+  return u >= 1.0f ? std::nextafter(1.0f, 0.0f) : u;
+}
+
+}  // namespace
+
 std::vector<float> RandomBf16Floats(std::mt19937_64& rng, size_t n, float stddev) {
-  std::normal_distribution<float> dist(0.0f, stddev);
+  // std::normal_distribution<float>(0, stddev)'s draws in libstdc++ (the Marsaglia polar
+  // method, a pair per accepted point, the second value returned next), written out with
+  // the same float and double operations so that the values are the same bits for the
+  // same generator (kernel_test_util_test compares them).
+  const float mean = 0.0f;
   std::vector<float> out(n);
-  for (float& v : out) v = RoundToBf16(dist(rng));
+  for (size_t i = 0; i < n; i += 2) {
+    float x, y, r2;
+    do {
+      x = 2.0f * Canonical(rng) - 1.0;
+      y = 2.0f * Canonical(rng) - 1.0;
+      r2 = x * x + y * y;
+    } while (r2 > 1.0 || r2 == 0.0);
+    const float mult = std::sqrt(-2 * std::log(r2) / r2);
+    out[i] = RoundToBf16(y * mult * stddev + mean);
+    if (i + 1 < n) out[i + 1] = RoundToBf16(x * mult * stddev + mean);
+  }
   return out;
 }
 
