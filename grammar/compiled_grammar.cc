@@ -1,6 +1,7 @@
 #include "grammar/compiled_grammar.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -122,26 +123,53 @@ void FillTokenMask(const CompiledGrammar& g, FrameStore* store, const ParseState
   g.mask_cache().Insert(key, mask);
 }
 
+namespace {
+
+// mask[w] |= the OR of `tables`' word w, over all words in one pass (a 16 KB bitset per
+// table at 128k tokens), four words at a time.
+void OrDenseTables(absl::Span<const uint32_t* const> tables, absl::Span<uint32_t> mask) {
+  using Block = uint32_t __attribute__((vector_size(16)));
+  constexpr size_t kWords = sizeof(Block) / sizeof(uint32_t);
+  uint32_t* m = mask.data();
+  const size_t words = mask.size();
+  size_t w = 0;
+  for (; w + kWords <= words; w += kWords) {
+    Block acc;
+    std::memcpy(&acc, m + w, sizeof(acc));
+    for (const uint32_t* a : tables) {
+      Block b;
+      std::memcpy(&b, a + w, sizeof(b));
+      acc |= b;
+    }
+    std::memcpy(m + w, &acc, sizeof(acc));
+  }
+  for (; w < words; ++w) {
+    for (const uint32_t* a : tables) m[w] |= a[w];
+  }
+}
+
+}  // namespace
+
 void FillTokenMaskFromTables(const CompiledGrammar& g, FrameStore* store, const ParseState& state,
                              absl::Span<uint32_t> mask) {
   std::fill(mask.begin(), mask.end(), 0u);
   SetStops(g, state, mask);
   std::vector<ParseState> scratch;
+  // The dense accepted sets are ORed together in one pass at the end (same bits).
+  std::vector<const uint32_t*> dense;
   for (int32_t top : state.tops) {
     const PositionTable& table = g.Table(store->Get(top));
     if (table.sparse) {
       for (const auto& [w, bits] : table.accepted_words) mask[w] |= bits;
     } else if (table.num_accepted > 0) {
-      const uint32_t* a = table.accepted.data();
-      uint32_t* m = mask.data();
-      const size_t words = mask.size();
-      for (size_t w = 0; w < words; ++w) m[w] |= a[w];
+      dense.push_back(table.accepted.data());
     }
     if (table.dependent.empty()) continue;
     ParseState after = g.parser().Finish(store, top);
     if (after.Dead()) continue;
     WalkTrie(g, store, after, table.dependent, &scratch, mask);
   }
+  if (!dense.empty()) OrDenseTables(dense, mask);
 }
 
 void FillTokenMaskByWalk(const CompiledGrammar& g, FrameStore* store, const ParseState& state,

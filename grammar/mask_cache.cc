@@ -35,6 +35,10 @@ bool MaskCache::Lookup(const std::string& key, absl::Span<uint32_t> mask) {
     lru_.splice(lru_.begin(), lru_, it->second.lru);
     packed = it->second.packed;
   }
+  if (packed->raw.size() == mask.size()) {
+    std::copy(packed->raw.begin(), packed->raw.end(), mask.begin());
+    return true;
+  }
   std::fill(mask.begin(), mask.end(), packed->fill);
   for (const auto& [index, value] : packed->words) mask[index] = value;
   return true;
@@ -42,11 +46,20 @@ bool MaskCache::Lookup(const std::string& key, absl::Span<uint32_t> mask) {
 
 void MaskCache::Insert(const std::string& key, absl::Span<const uint32_t> mask) {
   auto packed = std::make_shared<Packed>();
-  const size_t ones = std::count(mask.begin(), mask.end(), ~0u);
-  const size_t zeros = std::count(mask.begin(), mask.end(), 0u);
+  size_t ones = 0, zeros = 0;
+  for (uint32_t w : mask) {
+    ones += w == ~0u;
+    zeros += w == 0u;
+  }
   packed->fill = ones > zeros ? ~0u : 0u;
-  for (size_t i = 0; i < mask.size(); ++i) {
-    if (mask[i] != packed->fill) packed->words.push_back({static_cast<uint32_t>(i), mask[i]});
+  const size_t differ = mask.size() - std::max(ones, zeros);
+  if (differ * 2 > mask.size()) {
+    packed->raw.assign(mask.begin(), mask.end());
+  } else {
+    packed->words.reserve(differ);
+    for (size_t i = 0; i < mask.size(); ++i) {
+      if (mask[i] != packed->fill) packed->words.push_back({static_cast<uint32_t>(i), mask[i]});
+    }
   }
   const size_t size = packed->Bytes() + key.size();
   if (size > capacity_bytes_) return;

@@ -8,7 +8,8 @@
 // per request) share entries; a mask is a pure function of that key.
 //
 // A mask is stored as the words that differ from its most common fill (all zeros or all
-// ones), so the many narrow masks of a schema's structure cost a few bytes each. Entries
+// ones), so the many narrow masks of a schema's structure cost a few bytes each; a mask
+// where more than half of the words differ is stored whole (smaller, and a copy). Entries
 // beyond `capacity_bytes` are dropped, least recently used first.
 //
 // Thread-safe (one mutex; the key and the mask's expansion run outside it).
@@ -46,10 +47,15 @@ class MaskCache {
   size_t bytes() const;
 
  private:
+  // Either the words that differ from `fill`, or (when that would be larger) the whole
+  // mask in `raw`, copied in one go.
   struct Packed {
     uint32_t fill = 0;                                 // 0 or ~0
     std::vector<std::pair<uint32_t, uint32_t>> words;  // (index, value) that differ
-    size_t Bytes() const { return sizeof(Packed) + words.size() * sizeof(words[0]); }
+    std::vector<uint32_t> raw;                         // the whole mask, or empty
+    size_t Bytes() const {
+      return sizeof(Packed) + words.size() * sizeof(words[0]) + raw.size() * sizeof(raw[0]);
+    }
   };
   struct Entry {
     std::shared_ptr<const Packed> packed;

@@ -100,6 +100,20 @@ TEST(MaskCacheTest, PacksBothFillsAndEvictsBeyondCapacity) {
   EXPECT_TRUE(small.Lookup("m4", absl::MakeSpan(out).subspan(0, 100)));
 }
 
+// A mask whose words mostly differ from both fills is kept whole, and comes back equal
+// (also after a lookup into a buffer that held another mask).
+TEST(MaskCacheTest, KeepsAMostlyMixedMaskWhole) {
+  std::vector<uint32_t> mixed(4000), out(4000, 0xdeadbeefu);
+  for (size_t i = 0; i < mixed.size(); ++i) mixed[i] = static_cast<uint32_t>(i * 2654435761u) | 1u;
+  mixed[5] = 0u;
+  mixed[6] = ~0u;
+  MaskCache cache(1 << 20);
+  cache.Insert("mixed", mixed);
+  ASSERT_TRUE(cache.Lookup("mixed", absl::MakeSpan(out)));
+  EXPECT_EQ(out, mixed);
+  EXPECT_LT(cache.bytes(), mixed.size() * sizeof(uint32_t) + 1000);  // not 8 bytes a word
+}
+
 // A token of multi-byte characters inside a JSON string is accepted by a position table
 // whatever the stack below (the string's characters are alternatives of its loop, not a
 // call whose every character leaves the called rule).

@@ -7,6 +7,7 @@ namespace lockstep::grammar {
 FrameStore::FrameStore() {
   frames_.push_back(Frame{});  // id 0: the bottom
   marks_.push_back(0);
+  successors_.emplace_back();
 }
 
 int32_t FrameStore::Intern(const Frame& frame) {
@@ -14,8 +15,17 @@ int32_t FrameStore::Intern(const Frame& frame) {
   if (inserted) {
     frames_.push_back(frame);
     marks_.push_back(0);
+    successors_.emplace_back();
   }
   return it->second;
+}
+
+void FrameStore::SetSuccessor(int32_t id, const std::vector<int32_t>& tops, bool can_end) {
+  Successor& s = successors_[id];
+  s.begin = static_cast<int32_t>(successor_tops_.size());
+  successor_tops_.insert(successor_tops_.end(), tops.begin(), tops.end());
+  s.end = static_cast<int32_t>(successor_tops_.size());
+  s.can_end = can_end;
 }
 
 bool FrameStore::Mark(int32_t id) {
@@ -83,16 +93,32 @@ ParseState Parser::Finish(FrameStore* store, int32_t top) const {
   return state;
 }
 
+const FrameStore::Successor& Parser::SuccessorOf(FrameStore* store, int32_t top) const {
+  if (store->successor(top).begin >= 0) return store->successor(top);
+  // Its own closure pass: the union over several tops equals one shared pass's set.
+  ParseState next;
+  store->NewEpoch();
+  const Frame f = store->Get(top);
+  Close(store, store->Intern({f.rule, f.alt, f.pos + 1, f.parent}), &next);
+  Normalize(&next);
+  store->SetSuccessor(top, next.tops, next.can_end);
+  return store->successor(top);
+}
+
 void Parser::Advance(FrameStore* store, const ParseState& in, uint8_t byte, ParseState* out) const {
   out->tops.clear();
   out->can_end = false;
-  store->NewEpoch();
+  int taken = 0;
   for (int32_t top : in.tops) {
-    const Frame f = store->Get(top);
+    const Frame& f = store->Get(top);
     if (!grammar_->rules[f.rule].alternatives[f.alt][f.pos].bytes.Contains(byte)) continue;
-    Close(store, store->Intern({f.rule, f.alt, f.pos + 1, f.parent}), out);
+    const FrameStore::Successor s = SuccessorOf(store, top);
+    const int32_t* tops = store->successor_tops().data();
+    out->tops.insert(out->tops.end(), tops + s.begin, tops + s.end);
+    out->can_end |= s.can_end;
+    ++taken;
   }
-  Normalize(out);
+  if (taken > 1) Normalize(out);  // one successor's tops are sorted and unique already
 }
 
 bool Parser::AdvanceAll(FrameStore* store, std::string_view bytes, ParseState* state) const {

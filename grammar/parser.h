@@ -34,7 +34,10 @@ struct Frame {
   }
 };
 
-// Interns frames; ids are stable and the store only grows.
+// Interns frames; ids are stable and the store only grows. It also remembers, per
+// frame, the closure of the frame one position further (what a byte the frame takes
+// leads to), so a state advanced again (a trie walk advances one state by each child's
+// byte) does not redo the closure.
 class FrameStore {
  public:
   FrameStore();
@@ -45,9 +48,21 @@ class FrameStore {
   void NewEpoch() { ++epoch_; }
   bool Mark(int32_t id);  // true when `id` was not yet marked this epoch
 
+  // The successor closure of frame `id` remembered by SetSuccessor: its tops (sorted,
+  // unique) are successor_tops()[begin, end); false when not remembered yet.
+  struct Successor {
+    int32_t begin = -1, end = -1;
+    bool can_end = false;
+  };
+  const Successor& successor(int32_t id) const { return successors_[id]; }
+  void SetSuccessor(int32_t id, const std::vector<int32_t>& tops, bool can_end);
+  const std::vector<int32_t>& successor_tops() const { return successor_tops_; }
+
  private:
   std::vector<Frame> frames_;
   std::vector<uint32_t> marks_;
+  std::vector<Successor> successors_;
+  std::vector<int32_t> successor_tops_;
   uint32_t epoch_ = 1;
   absl::flat_hash_map<Frame, int32_t> ids_;
 };
@@ -84,6 +99,8 @@ class Parser {
  private:
   // Adds the closure of frame `id` to `out` (tops unsorted).
   void Close(FrameStore* store, int32_t id, ParseState* out) const;
+  // The closure of the frame after `top` (its position + 1), remembered in `store`.
+  const FrameStore::Successor& SuccessorOf(FrameStore* store, int32_t top) const;
   static void Normalize(ParseState* state);
 
   const Grammar* grammar_;
