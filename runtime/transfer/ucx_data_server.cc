@@ -86,6 +86,12 @@ absl::StatusOr<std::unique_ptr<UcxDataServer>> UcxDataServer::Start(
   absl::StatusOr<std::unique_ptr<UcxStagingPool>> pool = UcxStagingPool::Create(
       worker, {.chunk_bytes = options.staging_chunk_bytes, .max_bytes = options.max_staged_bytes});
   if (!pool.ok()) return pool.status();
+  // The first offer should not pay for the first chunk; if it cannot be made now, each
+  // offer tries again (and is refused with UCX's reason).
+  if (absl::Status warmed = (*pool)->Warm(); !warmed.ok()) {
+    LOCKSTEP_LOG_WARN("transfer", "UCX staging: the first chunk could not be made: {}",
+                      warmed.ToString());
+  }
   std::unique_ptr<UcxDataServer> server(new UcxDataServer(
       std::move(worker), std::move(*pool), std::move(descriptor), std::move(handler), options));
   UcxDataServer* self = server.get();

@@ -1,6 +1,7 @@
 #include "runtime/transfer/ucx_staging.h"
 
 #include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <utility>
 
@@ -103,7 +104,15 @@ absl::StatusOr<UcxStagingPool::Range> UcxStagingPool::Take(size_t bytes) {
                        " (", taken_, " taken in ", allocated_, " allocated)"));
     }
   }
-  absl::StatusOr<std::unique_ptr<UcxRegion>> region = worker_->Allocate(chunk_bytes);
+  absl::StatusOr<int> index = AddChunk(chunk_bytes);
+  if (!index.ok()) return index.status();
+  TakeFrom(*index, rounded, range);
+  range.size_ = bytes;
+  return range;
+}
+
+absl::StatusOr<int> UcxStagingPool::AddChunk(size_t bytes) {
+  absl::StatusOr<std::unique_ptr<UcxRegion>> region = worker_->Allocate(bytes);
   if (!region.ok()) return region.status();
   int index = 0;
   while (index < static_cast<int>(chunks_.size()) && chunks_[index].region != nullptr) ++index;
@@ -111,12 +120,25 @@ absl::StatusOr<UcxStagingPool::Range> UcxStagingPool::Take(size_t bytes) {
   Chunk& chunk = chunks_[index];
   chunk.region = std::move(*region);
   chunk.free.clear();
-  chunk.free.emplace(0, chunk_bytes);
+  chunk.free.emplace(0, bytes);
   chunk.taken = 0;
-  allocated_ += static_cast<int64_t>(chunk_bytes);
-  TakeFrom(index, rounded, range);
-  range.size_ = bytes;
-  return range;
+  allocated_ += static_cast<int64_t>(bytes);
+  return index;
+}
+
+absl::Status UcxStagingPool::Warm() {
+  absl::MutexLock lock(&mu_);
+  for (const Chunk& chunk : chunks_) {
+    if (chunk.region != nullptr) return absl::OkStatus();
+  }
+  // A chunk over the bound would be refused to Take too.
+  if (options_.chunk_bytes > options_.max_bytes) return absl::OkStatus();
+  const size_t bytes = static_cast<size_t>(options_.chunk_bytes);
+  absl::StatusOr<int> index = AddChunk(bytes);
+  if (!index.ok()) return index.status();
+  // Every page written once (nothing is taken yet): the first copies into it fault none.
+  std::memset(chunks_[*index].region->data(), 0, bytes);
+  return absl::OkStatus();
 }
 
 void UcxStagingPool::Give(int index, size_t offset, size_t bytes) {

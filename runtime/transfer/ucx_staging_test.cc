@@ -71,6 +71,26 @@ TEST(UcxStagingPoolTest, RangesShareAChunkAndComeBackForReuse) {
   EXPECT_EQ(pool->allocated_bytes(), kChunk + 3 * kChunk + 64);  // kept for reuse
 }
 
+TEST(UcxStagingPoolTest, WarmMakesTheFirstChunkOnceAndTakeUsesIt) {
+  std::shared_ptr<UcxWorker> worker = MakeWorker("context");
+  ASSERT_NE(worker, nullptr);
+  std::unique_ptr<UcxStagingPool> pool = MakePool(worker, 8 * kChunk);
+  ASSERT_NE(pool, nullptr);
+  EXPECT_EQ(pool->allocated_bytes(), 0);
+  ASSERT_OK(pool->Warm());
+  EXPECT_EQ(pool->allocated_bytes(), kChunk);
+  EXPECT_EQ(pool->taken_bytes(), 0);
+  absl::StatusOr<UcxStagingPool::Range> a = pool->Take(1000);
+  ASSERT_OK(a);
+  ASSERT_OK(pool->Warm());  // a chunk exists: nothing more
+  EXPECT_EQ(pool->allocated_bytes(), kChunk);
+  // Over a bound smaller than a chunk, no chunk is made (Take would refuse it too).
+  std::unique_ptr<UcxStagingPool> small = MakePool(worker, kChunk / 2);
+  ASSERT_NE(small, nullptr);
+  ASSERT_OK(small->Warm());
+  EXPECT_EQ(small->allocated_bytes(), 0);
+}
+
 TEST(UcxStagingPoolTest, StaysWithinItsBoundFreeingIdleChunksFirst) {
   std::shared_ptr<UcxWorker> worker = MakeWorker("context");
   ASSERT_NE(worker, nullptr);
@@ -97,6 +117,7 @@ TEST(UcxStagingPoolTest, AChunkThatCannotBeMadeIsUcxsError) {
   ASSERT_NE(pool, nullptr);
   EXPECT_THAT(pool->Take(10).status(),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no memory to pin")));
+  EXPECT_THAT(pool->Warm(), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no memory to pin")));
   EXPECT_EQ(pool->allocated_bytes(), 0);
 }
 
