@@ -12,14 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "common/check.h"
-#include "common/clock.h"
 #include "common/testing/seed.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/comm/in_process_communicator.h"
 #include "runtime/engine/cpu/cpu_engine.h"
 #include "runtime/engine/cpu/testing/test_models.h"
 #include "runtime/engine/model/make_model.h"
@@ -27,6 +24,7 @@
 #include "runtime/executor/executor.h"
 #include "spec_decode/speculative_config.h"
 #include "tests/executor/outcome_sink.h"
+#include "tests/executor/solo_executor.h"
 
 namespace lockstep::exec {
 namespace {
@@ -37,7 +35,6 @@ using ::lockstep::testing::StatusIs;
 using ::lockstep::testing::TestSeed;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using ::testing::IsEmpty;
 
 constexpr int64_t kMaxPosition = 64;
 constexpr int kTpb = 8;
@@ -65,8 +62,6 @@ struct Mode {
   bool dynamic;
 };
 
-using Sink = OutcomeSink;
-
 // Wraps the CPU engine; from the `refuse_at`-th generation step of `victim` on, hands
 // the engine a block table naming a block outside the pool, which the engine refuses.
 class RefusingEngine : public engine::ModelEngine {
@@ -93,18 +88,12 @@ class RefusingEngine : public engine::ModelEngine {
   int victim_steps_ = 0;
 };
 
-struct RunResult {
-  std::vector<Outcome> outcomes;  // in submission order
-  ExecutorCounters counters;
-};
-
 // One rank over the 64-position model; submits `specs` (ids 1, 2, ...) at once and
 // steps until every one finished, auditing after every step. `refuse`: a
 // RefusingEngine refuses that request from its third generation step on.
-RunResult RunRank(const Mode& mode, std::vector<NewRequestSpec> specs,
-                  std::optional<RequestId> refuse = std::nullopt) {
+RunOutcomes RunRank(const Mode& mode, std::vector<NewRequestSpec> specs,
+                    std::optional<RequestId> refuse = std::nullopt) {
   const std::string dir = ShortModelDir();
-  const bool draft_model = mode.method == spec::Method::kDraftModel;
   ExecutorConfig config;
   config.instance = "limit";
   config.audit_every_step = true;
@@ -119,59 +108,22 @@ RunResult RunRank(const Mode& mode, std::vector<NewRequestSpec> specs,
   config.kv.target.layout = *engine::ModelBlockLayout(dir, kTpb);
   config.kv.target.num_blocks = 128;
   config.kv.draft_mode = mode.draft_mode;
-  if (draft_model) {
+  if (mode.method == spec::Method::kDraftModel) {
     config.kv.draft.layout = *engine::ModelBlockLayout(dir + "/draft", kTpb);
     config.kv.draft.num_blocks = 128;
   }
   config.kv.dummy_reserved_tokens = 1 + mode.k;
-  absl::StatusOr<std::unique_ptr<kv::KvManager>> kv = kv::KvManager::Create(config.kv);
-  LOCKSTEP_CHECK_OK(kv.status());
-  engine::CpuEngineOptions e;
-  e.model_dir = dir;
-  e.speculative = config.scheduler.speculative;
-  if (draft_model) e.draft_model_dir = dir + "/draft";
-  e.target_storage = reinterpret_cast<float*>((*kv)->Storage(kv::PoolKind::kTarget));
-  e.target_layout = config.kv.target.layout;
-  e.target_num_blocks = config.kv.target.num_blocks;
-  if (draft_model) {
-    e.draft_storage = reinterpret_cast<float*>((*kv)->Storage(kv::PoolKind::kDraft));
-    e.draft_layout = config.kv.draft.layout;
-    e.draft_num_blocks = config.kv.draft.num_blocks;
-  }
-  absl::StatusOr<std::unique_ptr<engine::ModelEngine>> cpu = engine::CreateCpuEngine(e);
-  LOCKSTEP_CHECK_OK(cpu.status());
-  std::unique_ptr<engine::ModelEngine> engine = *std::move(cpu);
+  OutcomeSink sink;
+  EngineWrapper refusing;
   if (refuse.has_value()) {
-    engine = std::make_unique<RefusingEngine>(std::move(engine), *refuse, /*refuse_at=*/3);
+    refusing = [&](std::unique_ptr<engine::ModelEngine> engine) {
+      return std::make_unique<RefusingEngine>(std::move(engine), *refuse, /*refuse_at=*/3);
+    };
   }
-  std::unique_ptr<comm::Communicator> comm = comm::MakeSoloCommunicator();
-  Sink sink;
-  Executor::Deps deps;
-  deps.comm = comm.get();
-  deps.engine = engine.get();
-  deps.kv = *std::move(kv);
-  deps.clock = SystemClock::Get();
-  deps.sink = &sink;
-  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(config, std::move(deps));
-  LOCKSTEP_CHECK_OK(executor.status());
-
+  SoloExecutor rank = MakeSoloExecutor(config, dir, &sink, refusing);
   std::vector<RequestId> ids;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    specs[i].id = RequestId(static_cast<int64_t>(i) + 1);
-    ids.push_back(specs[i].id);
-    (*executor)->inbox().Push(std::move(specs[i]));
-  }
-  for (int step = 0; step < 1000; ++step) {
-    bool done = true;
-    for (RequestId id : ids) done = done && sink.outcomes[id].finished;
-    if (done) break;
-    LOCKSTEP_CHECK_OK((*executor)->Step());
-    EXPECT_THAT((*executor)->Audit(), IsEmpty()) << mode.name << " step " << step;
-  }
-  RunResult run;
-  for (RequestId id : ids) run.outcomes.push_back(sink.outcomes[id]);
-  run.counters = (*executor)->counters();
-  return run;
+  RunWave(*rank.executor, sink, std::move(specs), 1000, mode.name, ids);
+  return CollectOutcomes(*rank.executor, sink, ids);
 }
 
 NewRequestSpec MakeSpec(std::vector<int32_t> prompt, int max_tokens) {
@@ -209,9 +161,9 @@ TEST_P(ContextLimitTest, RequestsAtTheLimitGetEveryTokenAndEqualNoSpeculation) {
   const uint64_t seed = TestSeed();
   SCOPED_TRACE(SeedTrace(seed));
   const Mode& mode = GetParam();
-  const RunResult plain =
+  const RunOutcomes plain =
       RunRank({"none", spec::Method::kNone, kv::DraftMode::kNone, 0, false}, LimitRequests(seed));
-  const RunResult spec = RunRank(mode, LimitRequests(seed));
+  const RunOutcomes spec = RunRank(mode, LimitRequests(seed));
   const std::vector<NewRequestSpec> specs = LimitRequests(seed);
   ASSERT_EQ(spec.outcomes.size(), specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -222,7 +174,7 @@ TEST_P(ContextLimitTest, RequestsAtTheLimitGetEveryTokenAndEqualNoSpeculation) {
         << mode.name << " request " << i;
     EXPECT_EQ(o.tokens, plain.outcomes[i].tokens) << mode.name << " request " << i;
   }
-  for (const RunResult* r : {&plain, &spec}) {
+  for (const RunOutcomes* r : {&plain, &spec}) {
     EXPECT_EQ(r->counters.engine_failures, 0);
     EXPECT_EQ(r->counters.failed, 0);
     EXPECT_EQ(r->counters.audit_violations, 0);
@@ -255,9 +207,9 @@ TEST(EngineRefusalTest, OnlyTheRefusedRequestFails) {
   std::mt19937_64 rng(seed);
   std::vector<NewRequestSpec> specs;
   for (int i = 0; i < 4; ++i) specs.push_back(MakeSpec(Prompt(rng, 12 + 5 * i, i % 2 == 0), 16));
-  const RunResult clean = RunRank(mode, specs);
+  const RunOutcomes clean = RunRank(mode, specs);
   const RequestId victim(2);  // the second request
-  const RunResult refused = RunRank(mode, specs, victim);
+  const RunOutcomes refused = RunRank(mode, specs, victim);
   for (size_t i = 0; i < specs.size(); ++i) {
     const Outcome& o = refused.outcomes[i];
     EXPECT_TRUE(o.finished) << "request " << i;

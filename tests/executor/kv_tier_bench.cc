@@ -24,12 +24,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "common/check.h"
-#include "common/clock.h"
-#include "runtime/comm/in_process_communicator.h"
 #include "runtime/engine/cpu/cpu_engine.h"
 #include "runtime/engine/cpu/testing/test_models.h"
 #include "runtime/engine/model/make_model.h"
 #include "runtime/executor/executor.h"
+#include "tests/executor/solo_executor.h"
 
 namespace lockstep::exec {
 namespace {
@@ -103,34 +102,13 @@ RunResult Run(const std::string& model_dir, Tiers tiers, uint64_t seed, const st
     config.kv.tiers.disk_path = tmp + "/kv_disk";
     config.kv.tiers.disk_bytes = 4 * kWorkingSetBlocks * block_bytes;
   }
-  absl::StatusOr<std::unique_ptr<kv::KvManager>> kv = kv::KvManager::Create(config.kv);
-  LOCKSTEP_CHECK_OK(kv.status());
-  engine::CpuEngineOptions e;
-  e.model_dir = model_dir;
-  e.target_storage = reinterpret_cast<float*>((*kv)->Storage(kv::PoolKind::kTarget));
-  e.target_layout = config.kv.target.layout;
-  e.target_num_blocks = config.kv.target.num_blocks;
-  absl::StatusOr<std::unique_ptr<engine::ModelEngine>> engine = engine::CreateCpuEngine(e);
-  LOCKSTEP_CHECK_OK(engine.status());
-  std::unique_ptr<comm::Communicator> comm = comm::MakeSoloCommunicator();
   TimingSink sink;
-  Executor::Deps deps;
-  deps.comm = comm.get();
-  deps.engine = engine->get();
-  deps.kv = *std::move(kv);
-  deps.clock = SystemClock::Get();
-  deps.sink = &sink;
-  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(config, std::move(deps));
-  LOCKSTEP_CHECK_OK(executor.status());
+  SoloExecutor rank = MakeSoloExecutor(config, model_dir, &sink);
+  Executor& executor = *rank.executor;
 
   std::mt19937_64 rng(seed);
-  auto text = [&](int n) {
-    std::vector<int32_t> t;
-    for (int i = 0; i < n; ++i) t.push_back(static_cast<int32_t>(rng() % 256));
-    return t;
-  };
   std::vector<int32_t> system = {engine::kByteBosToken};
-  for (int32_t t : text(kSystemTokens - 1)) system.push_back(t);
+  for (int32_t t : RandomBytes(rng, kSystemTokens - 1)) system.push_back(t);
   std::vector<std::vector<int32_t>> history(kConversations, system);
   RunResult result;
   int64_t next_id = 1;
@@ -138,7 +116,7 @@ RunResult Run(const std::string& model_dir, Tiers tiers, uint64_t seed, const st
     std::vector<RequestId> wave;
     std::vector<Clock::time_point> submitted;
     for (int c = 0; c < kConversations; ++c) {
-      for (int32_t t : text(kUserTokens)) history[c].push_back(t);
+      for (int32_t t : RandomBytes(rng, kUserTokens)) history[c].push_back(t);
       NewRequestSpec s;
       s.id = RequestId(next_id++);
       s.prompt = history[c];
@@ -146,13 +124,13 @@ RunResult Run(const std::string& model_dir, Tiers tiers, uint64_t seed, const st
       s.sampling.ignore_eos = true;
       wave.push_back(s.id);
       submitted.push_back(Clock::now());
-      (*executor)->inbox().Push(std::move(s));
+      executor.inbox().Push(std::move(s));
     }
     for (int step = 0; step < 100000; ++step) {
       bool done = true;
       for (RequestId id : wave) done = done && sink.entries[id].finished;
       if (done) break;
-      LOCKSTEP_CHECK_OK((*executor)->Step());
+      LOCKSTEP_CHECK_OK(executor.Step());
     }
     for (int c = 0; c < kConversations; ++c) {
       const TimingSink::Entry& e = sink.entries[wave[c]];
@@ -164,8 +142,8 @@ RunResult Run(const std::string& model_dir, Tiers tiers, uint64_t seed, const st
       history[c].insert(history[c].end(), e.tokens.begin(), e.tokens.end());
     }
   }
-  const ExecutorCounters counters = (*executor)->counters();
-  const kv::ManagerStats stats = (*executor)->kv().Stats();
+  const ExecutorCounters counters = executor.counters();
+  const kv::ManagerStats stats = executor.kv().Stats();
   result.context_tokens = counters.context_tokens;
   result.reused_tokens = counters.reused_tokens;
   result.onboarded_host = stats.tiers.onboarded_blocks[static_cast<int>(kv::Tier::kHost)] * kTpb;
@@ -178,7 +156,7 @@ RunResult Run(const std::string& model_dir, Tiers tiers, uint64_t seed, const st
         static_cast<double>(stats.tiers.offloaded_blocks * block_bytes) / stats.tiers.offload_ns;
   }
   result.inline_offloads = stats.tiers.inline_offloads;
-  const ExecutorSnapshot snapshot = (*executor)->Snapshot();
+  const ExecutorSnapshot snapshot = executor.Snapshot();
   LOCKSTEP_CHECK(snapshot.ranks.size() == 1);
   result.tiers = snapshot.ranks[0].tiers;
   return result;

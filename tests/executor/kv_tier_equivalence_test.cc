@@ -11,18 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "common/check.h"
-#include "common/clock.h"
 #include "common/testing/seed.h"
 #include "common/testing/status_matchers.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/comm/in_process_communicator.h"
 #include "runtime/engine/cpu/cpu_engine.h"
 #include "runtime/engine/cpu/testing/test_models.h"
 #include "runtime/engine/model/make_model.h"
 #include "runtime/executor/executor.h"
 #include "tests/executor/outcome_sink.h"
+#include "tests/executor/solo_executor.h"
 
 namespace lockstep::exec {
 namespace {
@@ -31,7 +28,6 @@ using ::lockstep::engine::testing::PresetModelDir;
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::TestSeed;
-using ::testing::IsEmpty;
 
 constexpr int kTpb = 8;
 constexpr int kConversations = 4;
@@ -41,13 +37,11 @@ constexpr int32_t kDeviceBlocks = 128;
 
 enum class Tiers { kNone, kHost, kHostDisk };
 
-struct RunResult {
-  std::vector<Outcome> outcomes;  // in submission order
-  ExecutorCounters counters;
-  kv::ManagerStats kv;
-};
+const char* TiersName(Tiers tiers) {
+  return tiers == Tiers::kNone ? "none" : tiers == Tiers::kHost ? "host" : "host+disk";
+}
 
-RunResult RunConversations(Tiers tiers, uint64_t seed) {
+RunOutcomes RunConversations(Tiers tiers, uint64_t seed) {
   const std::string dir = PresetModelDir("tiny");
   ExecutorConfig config;
   config.instance = "tiers";
@@ -69,60 +63,24 @@ RunResult RunConversations(Tiers tiers, uint64_t seed) {
     config.kv.tiers.disk_path = std::string(std::getenv("TEST_TMPDIR")) + "/kv_disk";
     config.kv.tiers.disk_bytes = 4096 * block_bytes;
   }
-  absl::StatusOr<std::unique_ptr<kv::KvManager>> kv = kv::KvManager::Create(config.kv);
-  LOCKSTEP_CHECK_OK(kv.status());
-  engine::CpuEngineOptions e;
-  e.model_dir = dir;
-  e.target_storage = reinterpret_cast<float*>((*kv)->Storage(kv::PoolKind::kTarget));
-  e.target_layout = config.kv.target.layout;
-  e.target_num_blocks = config.kv.target.num_blocks;
-  absl::StatusOr<std::unique_ptr<engine::ModelEngine>> engine = engine::CreateCpuEngine(e);
-  LOCKSTEP_CHECK_OK(engine.status());
-  std::unique_ptr<comm::Communicator> comm = comm::MakeSoloCommunicator();
   OutcomeSink sink;
-  Executor::Deps deps;
-  deps.comm = comm.get();
-  deps.engine = engine->get();
-  deps.kv = *std::move(kv);
-  deps.clock = SystemClock::Get();
-  deps.sink = &sink;
-  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(config, std::move(deps));
-  LOCKSTEP_CHECK_OK(executor.status());
+  SoloExecutor rank = MakeSoloExecutor(config, dir, &sink);
 
   std::mt19937_64 rng(seed);
-  auto text = [&](int n) {
-    std::vector<int32_t> t;
-    for (int i = 0; i < n; ++i) t.push_back(static_cast<int32_t>(rng() % 256));
-    return t;
-  };
   std::vector<int32_t> system = {engine::kByteBosToken};
-  for (int32_t t : text(40)) system.push_back(t);
+  for (int32_t t : RandomBytes(rng, 40)) system.push_back(t);
   std::vector<std::vector<int32_t>> history(kConversations, system);
   std::vector<RequestId> order;
-  int64_t next_id = 1;
   auto run_wave = [&](std::vector<NewRequestSpec> specs) {
-    std::vector<RequestId> wave;
-    for (NewRequestSpec& s : specs) {
-      s.id = RequestId(next_id++);
-      s.sampling.max_tokens = kMaxTokens;
-      s.sampling.ignore_eos = true;
-      wave.push_back(s.id);
-      order.push_back(s.id);
-      (*executor)->inbox().Push(std::move(s));
-    }
-    for (int step = 0; step < 5000; ++step) {
-      bool done = true;
-      for (RequestId id : wave) done = done && sink.outcomes[id].finished;
-      if (done) break;
-      LOCKSTEP_CHECK_OK((*executor)->Step());
-      EXPECT_THAT((*executor)->Audit(), IsEmpty()) << "step " << step;
-    }
-    return wave;
+    for (NewRequestSpec& s : specs) s.sampling = {.max_tokens = kMaxTokens, .ignore_eos = true};
+    return RunWave(*rank.executor, sink, std::move(specs), 5000, TiersName(tiers), order);
   };
   for (int turn = 0; turn < kTurns; ++turn) {
     std::vector<NewRequestSpec> specs(kConversations);
     for (int c = 0; c < kConversations; ++c) {
-      for (int32_t t : text(5 + static_cast<int>(rng() % 12))) history[c].push_back(t);
+      for (int32_t t : RandomBytes(rng, 5 + static_cast<int>(rng() % 12))) {
+        history[c].push_back(t);
+      }
       specs[c].prompt = history[c];
     }
     const std::vector<RequestId> wave = run_wave(std::move(specs));
@@ -134,26 +92,22 @@ RunResult RunConversations(Tiers tiers, uint64_t seed) {
     // so the conversations' blocks are evicted (and, with tiers, copied down).
     for (int n = 0; n < 2; ++n) {
       std::vector<NewRequestSpec> noise(1);
-      noise[0].prompt = text(kDeviceBlocks * kTpb - 3 * kTpb);
+      noise[0].prompt = RandomBytes(rng, kDeviceBlocks * kTpb - 3 * kTpb);
       run_wave(std::move(noise));
     }
   }
-  RunResult run;
-  for (RequestId id : order) run.outcomes.push_back(sink.outcomes[id]);
-  run.counters = (*executor)->counters();
-  run.kv = (*executor)->kv().Stats();
-  return run;
+  return CollectOutcomes(*rank.executor, sink, order);
 }
 
 TEST(KvTierEquivalenceTest, TiersOnEqualTiersOffTokenForToken) {
   const uint64_t seed = TestSeed();
   SCOPED_TRACE(SeedTrace(seed));
-  const RunResult off = RunConversations(Tiers::kNone, seed);
+  const RunOutcomes off = RunConversations(Tiers::kNone, seed);
   ASSERT_EQ(off.outcomes.size(), static_cast<size_t>(kTurns * (kConversations + 2)));
   for (const Tiers tiers : {Tiers::kHost, Tiers::kHostDisk}) {
-    const char* name = tiers == Tiers::kHost ? "host" : "host+disk";
+    const char* name = TiersName(tiers);
     SCOPED_TRACE(name);
-    const RunResult on = RunConversations(tiers, seed);
+    const RunOutcomes on = RunConversations(tiers, seed);
     ASSERT_EQ(on.outcomes.size(), off.outcomes.size());
     for (size_t i = 0; i < on.outcomes.size(); ++i) {
       EXPECT_THAT(on.outcomes[i].status, IsOk()) << "request " << i;

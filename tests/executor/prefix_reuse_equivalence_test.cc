@@ -11,20 +11,17 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "common/check.h"
-#include "common/clock.h"
+#include "absl/strings/str_cat.h"
 #include "common/testing/seed.h"
 #include "common/testing/status_matchers.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/comm/in_process_communicator.h"
 #include "runtime/engine/cpu/cpu_engine.h"
 #include "runtime/engine/cpu/testing/test_models.h"
 #include "runtime/engine/model/make_model.h"
 #include "runtime/executor/executor.h"
 #include "spec_decode/speculative_config.h"
 #include "tests/executor/outcome_sink.h"
+#include "tests/executor/solo_executor.h"
 
 namespace lockstep::exec {
 namespace {
@@ -33,7 +30,6 @@ using ::lockstep::engine::testing::PresetModelDir;
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::TestSeed;
-using ::testing::IsEmpty;
 
 constexpr int kTpb = 8;
 constexpr int kK = 3;
@@ -48,19 +44,11 @@ struct Mode {
   int32_t draft_blocks;
 };
 
-using Sink = OutcomeSink;
-
-struct RunResult {
-  std::vector<Outcome> outcomes;  // in submission order
-  ExecutorCounters counters;
-  kv::ManagerStats kv;
-};
-
 // One rank with the tiny model, `reuse` on or off; conversations of kTurns turns, each
 // turn's prompt the previous prompt + its output + a new user message, turn by turn
 // (wave t submits turn t of every conversation, plus a duplicate of conversation 0's;
 // two long unrelated requests follow each turn).
-RunResult RunConversations(const Mode& mode, bool reuse, uint64_t seed) {
+RunOutcomes RunConversations(const Mode& mode, bool reuse, uint64_t seed) {
   const std::string dir = PresetModelDir("tiny");
   const bool draft_model = mode.method == spec::Method::kDraftModel;
   ExecutorConfig config;
@@ -85,70 +73,26 @@ RunResult RunConversations(const Mode& mode, bool reuse, uint64_t seed) {
     config.kv.draft.reuse_salt = 7;
   }
   config.kv.dummy_reserved_tokens = 1 + config.scheduler.speculative.num_draft_tokens;
-  absl::StatusOr<std::unique_ptr<kv::KvManager>> kv = kv::KvManager::Create(config.kv);
-  LOCKSTEP_CHECK_OK(kv.status());
-  engine::CpuEngineOptions e;
-  e.model_dir = dir;
-  e.speculative = config.scheduler.speculative;
-  if (draft_model) e.draft_model_dir = dir + "/draft";
-  e.target_storage = reinterpret_cast<float*>((*kv)->Storage(kv::PoolKind::kTarget));
-  e.target_layout = config.kv.target.layout;
-  e.target_num_blocks = config.kv.target.num_blocks;
-  if (draft_model) {
-    e.draft_storage = reinterpret_cast<float*>((*kv)->Storage(kv::PoolKind::kDraft));
-    e.draft_layout = config.kv.draft.layout;
-    e.draft_num_blocks = config.kv.draft.num_blocks;
-  }
-  absl::StatusOr<std::unique_ptr<engine::ModelEngine>> engine = engine::CreateCpuEngine(e);
-  LOCKSTEP_CHECK_OK(engine.status());
-  std::unique_ptr<comm::Communicator> comm = comm::MakeSoloCommunicator();
-  Sink sink;
-  Executor::Deps deps;
-  deps.comm = comm.get();
-  deps.engine = engine->get();
-  deps.kv = *std::move(kv);
-  deps.clock = SystemClock::Get();
-  deps.sink = &sink;
-  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(config, std::move(deps));
-  LOCKSTEP_CHECK_OK(executor.status());
+  OutcomeSink sink;
+  SoloExecutor rank = MakeSoloExecutor(config, dir, &sink);
 
   std::mt19937_64 rng(seed);
-  auto text = [&](int n) {
-    std::vector<int32_t> t;
-    for (int i = 0; i < n; ++i) t.push_back(static_cast<int32_t>(rng() % 256));
-    return t;
-  };
   std::vector<int32_t> system = {engine::kByteBosToken};
-  for (int32_t t : text(45)) system.push_back(t);
+  for (int32_t t : RandomBytes(rng, 45)) system.push_back(t);
   std::vector<std::vector<int32_t>> history(kConversations, system);
   std::vector<RequestId> order;
-  int64_t next_id = 1;
-  // Submits `specs` and steps until every one finished, the audit after every step.
   auto run_wave = [&](std::vector<NewRequestSpec> specs) {
-    std::vector<RequestId> wave;
-    for (NewRequestSpec& s : specs) {
-      s.id = RequestId(next_id++);
-      s.sampling.max_tokens = kMaxTokens;
-      s.sampling.ignore_eos = true;
-      wave.push_back(s.id);
-      order.push_back(s.id);
-      (*executor)->inbox().Push(std::move(s));
-    }
-    for (int step = 0; step < 5000; ++step) {
-      bool done = true;
-      for (RequestId id : wave) done = done && sink.outcomes[id].finished;
-      if (done) break;
-      LOCKSTEP_CHECK_OK((*executor)->Step());
-      EXPECT_THAT((*executor)->Audit(), IsEmpty())
-          << mode.name << " reuse " << reuse << " step " << step;
-    }
-    return wave;
+    for (NewRequestSpec& s : specs) s.sampling = {.max_tokens = kMaxTokens, .ignore_eos = true};
+    return RunWave(*rank.executor, sink, std::move(specs), 5000,
+                   absl::StrCat(mode.name, " reuse ", reuse), order);
   };
   for (int turn = 0; turn < kTurns; ++turn) {
     // Turn `turn` of every conversation, and a duplicate of conversation 0's, at once.
     std::vector<NewRequestSpec> specs(kConversations + 1);
     for (int c = 0; c < kConversations; ++c) {
-      for (int32_t t : text(5 + static_cast<int>(rng() % 12))) history[c].push_back(t);
+      for (int32_t t : RandomBytes(rng, 5 + static_cast<int>(rng() % 12))) {
+        history[c].push_back(t);
+      }
       specs[c].prompt = history[c];
     }
     specs[kConversations].prompt = history[0];
@@ -161,14 +105,10 @@ RunResult RunConversations(const Mode& mode, bool reuse, uint64_t seed) {
     // front of the draft tree, the tails of some conversations, which the target tree
     // keeps (its pool is large): the next turn's mirrors reuse less than their targets.
     std::vector<NewRequestSpec> noise(2);
-    for (NewRequestSpec& s : noise) s.prompt = text(300);
+    for (NewRequestSpec& s : noise) s.prompt = RandomBytes(rng, 300);
     run_wave(std::move(noise));
   }
-  RunResult run;
-  for (RequestId id : order) run.outcomes.push_back(sink.outcomes[id]);
-  run.counters = (*executor)->counters();
-  run.kv = (*executor)->kv().Stats();
-  return run;
+  return CollectOutcomes(*rank.executor, sink, order);
 }
 
 class PrefixReuseEquivalenceTest : public ::testing::TestWithParam<Mode> {};
@@ -177,8 +117,8 @@ TEST_P(PrefixReuseEquivalenceTest, ReuseOnEqualsReuseOffTokenForTokenAndDraftFor
   const uint64_t seed = TestSeed();
   SCOPED_TRACE(SeedTrace(seed));
   const Mode& mode = GetParam();
-  const RunResult off = RunConversations(mode, false, seed);
-  const RunResult on = RunConversations(mode, true, seed);
+  const RunOutcomes off = RunConversations(mode, false, seed);
+  const RunOutcomes on = RunConversations(mode, true, seed);
   ASSERT_EQ(off.outcomes.size(), static_cast<size_t>(kTurns * (kConversations + 3)));
   ASSERT_EQ(on.outcomes.size(), off.outcomes.size());
   for (size_t i = 0; i < on.outcomes.size(); ++i) {
@@ -189,7 +129,7 @@ TEST_P(PrefixReuseEquivalenceTest, ReuseOnEqualsReuseOffTokenForTokenAndDraftFor
     EXPECT_EQ(on.outcomes[i].accepted, off.outcomes[i].accepted) << "request " << i;
   }
   // Nothing paused (a recompute may draft differently) and nothing failed.
-  for (const RunResult* r : {&off, &on}) {
+  for (const RunOutcomes* r : {&off, &on}) {
     EXPECT_EQ(r->counters.paused, 0);
     EXPECT_EQ(r->counters.engine_failures, 0);
     EXPECT_EQ(r->counters.audit_violations, 0);
