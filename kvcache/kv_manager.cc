@@ -13,6 +13,7 @@
 #include "common/thread_checker.h"
 #include "kvcache/kv_pool.h"
 #include "kvcache/tier_onboard.h"
+#include "kvcache/tier_pins.h"
 
 namespace lockstep::kv {
 namespace {
@@ -34,6 +35,8 @@ class KvManager::Impl {
   std::array<std::unique_ptr<KvPool>, 2> pools;
   // Tiers below the target pool; declared after `pools`, so destroyed before them.
   std::unique_ptr<TierOnboarder> onboarder;
+  // Host tier pins of transfer claims (with tiers); destroyed before the tiers.
+  std::unique_ptr<TierPins> pins;
   uint64_t next_generation = 1;
   int64_t stale_updates = 0;
   int64_t reused_tokens = 0;
@@ -95,6 +98,9 @@ absl::StatusOr<std::unique_ptr<KvManager>> KvManager::Create(const KvManagerConf
   if (config.tiers.enabled()) {
     ASSIGN_OR_RETURN(impl->onboarder, TierOnboarder::Create(config.tiers, impl->pools[0].get(),
                                                             config.target.reuse_salt));
+    impl->pins = std::make_unique<TierPins>(&impl->onboarder->tiers(),
+                                            config.target.layout.tokens_per_block,
+                                            config.target.reuse_salt);
   }
   return std::unique_ptr<KvManager>(new KvManager(std::move(impl)));
 }
@@ -239,6 +245,7 @@ int KvManager::Release(RequestId id) {
   LOCKSTEP_DCHECK(impl_->thread_checker.IsOnOwnerThread());
   int closed = 0;
   if (impl_->onboarder != nullptr) impl_->onboarder->Forget(id);
+  if (impl_->pins != nullptr) impl_->pins->Release(id);
   for (const auto& pool : impl_->pools) {
     if (pool != nullptr && pool->Close(id)) ++closed;
   }
@@ -391,6 +398,7 @@ std::vector<std::string> KvManager::Audit(absl::Span<const RequestId> live_ids,
     }
   }
   if (m.onboarder != nullptr) m.onboarder->AuditInto("kv tiers: ", &out);
+  if (m.pins != nullptr) m.pins->AuditInto("kv tiers: ", owners, &out);
   return out;
 }
 
@@ -408,6 +416,21 @@ bool KvManager::OnboardPending(RequestId id) const {
 
 void KvManager::FlushTiers() {
   if (impl_->onboarder != nullptr) impl_->onboarder->tiers().Flush();
+}
+
+absl::StatusOr<std::shared_ptr<const HostBlocks>> KvManager::PinHostBlocks(
+    RequestId id, absl::Span<const int32_t> prompt) {
+  Impl& m = *impl_;
+  LOCKSTEP_DCHECK(m.thread_checker.IsOnOwnerThread());
+  const KvCache* cache = m.target().Find(id);
+  if (cache == nullptr) {
+    return absl::NotFoundError(absl::StrCat("request ", id.value(), " has no target cache"));
+  }
+  if (m.pins == nullptr || id == kDummyId) return nullptr;
+  // Only blocks whose KV is computed, and an onboard still pending has not copied in.
+  if (m.onboarder->Pending(id)) return nullptr;
+  const int64_t tokens = std::min<int64_t>(cache->history(), static_cast<int64_t>(prompt.size()));
+  return m.pins->Pin(id, prompt, tokens / m.target().tokens_per_block());
 }
 
 }  // namespace lockstep::kv

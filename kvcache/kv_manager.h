@@ -48,6 +48,7 @@
 #include "kvcache/block_allocator.h"
 #include "kvcache/block_copier.h"
 #include "kvcache/block_layout.h"
+#include "kvcache/host_blocks.h"
 #include "kvcache/kv_events.h"
 #include "kvcache/kv_types.h"
 #include "kvcache/memory_kind.h"
@@ -165,6 +166,14 @@ class KvManager {
   bool OnboardPending(RequestId id) const;
   // Waits for queued copy-downs and disk writes (tests, benchmarks).
   void FlushTiers();
+  // At a context leg's hand-off: pins the host-tier copies of `id`'s full target blocks
+  // holding `prompt` (as far as its history reaches) for its transfer claim to read
+  // instead of the device blocks (tier_pins.h: the rule). Null without tiers or when
+  // the host tier holds none of them. Release(id) drops the pins (after the claim
+  // ended) and counts the blocks the transfer read (TierStats::served_blocks).
+  // NotFound without a target cache; AlreadyExists when `id` already holds pins.
+  absl::StatusOr<std::shared_ptr<const HostBlocks>> PinHostBlocks(
+      RequestId id, absl::Span<const int32_t> prompt);
 
   // ---- Queries. ----
 
@@ -207,7 +216,8 @@ class KvManager {
   // blocks not a partition of the pool; radix-tree structure; a draft key with no
   // target key (any draft mode); with a paired pool, a target key with no draft key or
   // a pair whose history, capacity or status differ; with tiers, KvTiers::AuditInto and
-  // pending onboards whose cache is gone or no longer holds them.
+  // pending onboards whose cache is gone or no longer holds them, and host tier pins
+  // held by an id that is neither live nor claimed or not adding up.
   std::vector<std::string> Audit(absl::Span<const RequestId> live_ids,
                                  absl::Span<const RequestId> claimed_ids, bool dummy_active) const;
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -227,6 +228,7 @@ KvTiers::KvTiers(const TierConfig& config, BlockCopier* device, std::string disk
                          ? config.disk_bytes / static_cast<int64_t>(TierFileBytes(
                                                    device->layout().tokens_per_block, block_bytes_))
                          : 0),
+      max_pins_(host_capacity_ / 2),
       disk_dir_(std::move(disk_dir)),
       worker_(std::make_unique<Worker>(device)) {
   stats_.block_bytes = static_cast<int64_t>(block_bytes_);
@@ -314,7 +316,12 @@ void KvTiers::Report(uint64_t key, Tier tier, bool stored) {
 }
 
 void KvTiers::EvictHostLru() {
-  const uint64_t key = host_lru_.front();
+  // The least recently used unpinned entry; pins hold at most half the capacity, so
+  // there is one.
+  auto victim = host_lru_.begin();
+  while (victim != host_lru_.end() && host_.at(*victim).pins > 0) ++victim;
+  LOCKSTEP_CHECK(victim != host_lru_.end()) << "every host tier entry is pinned";
+  const uint64_t key = *victim;
   HostEntry& entry = host_.at(key);
   bool usable = true;
   if (entry.copy_down != nullptr) {
@@ -446,6 +453,40 @@ absl::Status KvTiers::CopyToDevice(absl::Span<const std::vector<std::byte>* cons
   return absl::OkStatus();
 }
 
+std::shared_ptr<const std::vector<std::byte>> KvTiers::Pin(uint64_t key, uint64_t parent_key,
+                                                           absl::Span<const int32_t> tokens) {
+  if (pins_ >= max_pins_) return nullptr;
+  const auto it = host_.find(key);
+  if (it == host_.end()) return nullptr;
+  HostEntry& entry = it->second;
+  if (entry.meta.parent_key != parent_key ||
+      !std::equal(entry.meta.tokens.begin(), entry.meta.tokens.end(), tokens.begin(),
+                  tokens.end())) {
+    return nullptr;
+  }
+  if (entry.copy_down != nullptr) {
+    copying_.erase(entry.source);
+    if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
+    const absl::Status status = worker_->StatusOf(*entry.copy_down);
+    entry.copy_down.reset();
+    if (!status.ok()) {
+      EraseHost(key);
+      return nullptr;
+    }
+  }
+  host_lru_.splice(host_lru_.end(), host_lru_, entry.lru);
+  ++entry.pins;
+  ++pins_;
+  return entry.bytes;
+}
+
+void KvTiers::Unpin(uint64_t key) {
+  const auto it = host_.find(key);
+  LOCKSTEP_CHECK(it != host_.end() && it->second.pins > 0) << "unpin of unpinned block " << key;
+  --it->second.pins;
+  --pins_;
+}
+
 Tier KvTiers::Where(uint64_t key) const {
   if (host_.contains(key)) return Tier::kHost;
   if (disk_.contains(key)) return Tier::kDisk;
@@ -458,6 +499,7 @@ TierStats KvTiers::Stats() const {
   TierStats s = stats_;
   s.host_blocks = static_cast<int64_t>(host_.size());
   s.disk_blocks = static_cast<int64_t>(disk_.size());
+  s.pinned_blocks = pins_;
   worker_->Counters(&s.offloaded_blocks, &s.offload_ns, &s.disk_writes, &s.disk_write_errors);
   return s;
 }
@@ -476,6 +518,8 @@ void KvTiers::AuditInto(const std::string& prefix, std::vector<std::string>* out
   if (disk_lru_.size() != disk_.size()) {
     report("disk tier LRU lists ", disk_lru_.size(), " keys for ", disk_.size(), " entries");
   }
+  if (pins_ > max_pins_) report(pins_, " host tier pins, cap ", max_pins_);
+  int64_t pins = 0;
   for (const uint64_t key : host_lru_) {
     const auto it = host_.find(key);
     if (it == host_.end()) {
@@ -483,6 +527,11 @@ void KvTiers::AuditInto(const std::string& prefix, std::vector<std::string>* out
       continue;
     }
     const HostEntry& e = it->second;
+    pins += e.pins;
+    if (e.pins < 0) report("host tier entry ", key, " has ", e.pins, " pins");
+    if (e.pins > 0 && e.copy_down != nullptr) {
+      report("host tier entry ", key, " is pinned while its copy-down may still run");
+    }
     if (e.meta.key != key) report("host tier entry ", key, " names key ", e.meta.key);
     if (disk_.contains(key)) report("key ", key, " is in the host and the disk tier");
     if (e.bytes == nullptr || e.bytes->size() != block_bytes_) {
@@ -496,6 +545,7 @@ void KvTiers::AuditInto(const std::string& prefix, std::vector<std::string>* out
       }
     }
   }
+  if (pins != pins_) report("host tier entries hold ", pins, " pins, counted ", pins_);
   for (const uint64_t key : disk_lru_) {
     if (!disk_.contains(key)) report("disk tier LRU names key ", key, " with no entry");
   }

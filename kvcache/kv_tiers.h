@@ -17,6 +17,12 @@
 // CopyToDevice writes them into freshly allocated device blocks, through the caches (the
 // prefill that follows reads them).
 //
+// Pins. A transfer claim may read a host entry's bytes directly instead of the device
+// block (tier_pins.h): Pin finishes the entry's copy-down and pins it, and a pinned entry
+// is never evicted until Unpin (host bytes are never written after their copy-down, so
+// pinned bytes cannot change). Pins hold at most half of the host capacity, so a
+// copy-down always finds an unpinned entry to make room.
+//
 // Determinism: which keys sit in which tier depends only on the calls made (all index
 // changes happen on the caller's thread); only byte copies run on the worker.
 //
@@ -77,6 +83,17 @@ class KvTiers {
   absl::Status CopyToDevice(absl::Span<const std::vector<std::byte>* const> bytes,
                             absl::Span<const BlockId> dst, absl::Span<const Tier> from);
 
+  // Pins host entry `key` when it continues `parent_key` with `tokens` (tokens_per_block
+  // of them) and the pins held stay within half the host capacity; finishes its
+  // copy-down first. Returns its bytes (valid and unchanged while pinned), or null (not
+  // in the host tier, another chain's block, a failed copy-down, or the pin cap).
+  std::shared_ptr<const std::vector<std::byte>> Pin(uint64_t key, uint64_t parent_key,
+                                                    absl::Span<const int32_t> tokens);
+  // Drops one pin of `key` (a key with no pin is a caller bug: checked).
+  void Unpin(uint64_t key);
+  // Counts `blocks` that a transfer read from pinned host entries (TierStats).
+  void RecordServed(int64_t blocks) { stats_.served_blocks += blocks; }
+
   // Each key the host and disk tiers store or remove is reported to `observer`
   // (kv_events.h; not owned, null: nobody), on the owner's thread.
   void set_event_observer(KvEventObserver* observer) { observer_ = observer; }
@@ -87,9 +104,11 @@ class KvTiers {
   void Flush();
 
   TierStats Stats() const;
+  size_t block_bytes() const { return block_bytes_; }
   // One line per broken invariant, each starting with `prefix`: a key in two tiers,
   // entry counts over capacity or out of step with the LRU lists, a copy-down whose
-  // block or key is not its entry's, a buffer of the wrong size.
+  // block or key is not its entry's, a buffer of the wrong size, a pinned entry still
+  // copying down, pins that do not add up or exceed their cap.
   void AuditInto(const std::string& prefix, std::vector<std::string>* out) const;
   // The disk tier's files' directory ("" without one), for tests.
   const std::string& disk_dir() const { return disk_dir_; }
@@ -103,6 +122,7 @@ class KvTiers {
     std::shared_ptr<std::vector<std::byte>> bytes;
     std::shared_ptr<Job> copy_down;  // null once known finished
     BlockId source{-1};              // the device block the copy-down reads
+    int32_t pins = 0;                // transfer claims reading `bytes` (never evicted)
     std::list<uint64_t>::iterator lru;
   };
   struct DiskEntry {
@@ -124,6 +144,7 @@ class KvTiers {
   const size_t block_bytes_;
   const int64_t host_capacity_;
   const int64_t disk_capacity_;
+  const int64_t max_pins_;  // half the host capacity
   const std::string disk_dir_;
   std::unique_ptr<Worker> worker_;
 
@@ -133,6 +154,7 @@ class KvTiers {
   std::list<uint64_t> disk_lru_;
   absl::flat_hash_map<BlockId, uint64_t> copying_;  // device block -> key being copied down
   TierStats stats_;
+  int64_t pins_ = 0;  // over all host entries
   KvEventObserver* observer_ = nullptr;
 };
 

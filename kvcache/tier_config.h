@@ -50,6 +50,10 @@ struct TierStats {
   // Blocks brought back, by the tier they came from (index: Tier), and the copy time.
   int64_t onboarded_blocks[kNumTiers] = {};
   int64_t onboard_ns = 0;
+  // Host entries pinned for transfer claims now (pins, tier_pins.h), and the blocks
+  // transfers read from the host tier instead of the device (total).
+  int64_t pinned_blocks = 0;
+  int64_t served_blocks = 0;
   int64_t onboard_bytes() const {
     return (onboarded_blocks[1] + onboarded_blocks[2]) * block_bytes;
   }
