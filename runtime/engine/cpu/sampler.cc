@@ -138,12 +138,85 @@ int32_t SampleAllowed(const float* logits, int vocab, const sched::SamplingParam
   return drawn;
 }
 
+// Whether token t's bit is set in `allowed` (a word past its end: not allowed).
+bool IsAllowed(absl::Span<const uint32_t> allowed, int32_t t) {
+  const size_t word = static_cast<size_t>(t) / 32;
+  return word < allowed.size() && ((allowed[word] >> (t % 32)) & 1u);
+}
+
+// Calls visit(t) for every token t < vocab that `allowed` sets, in id order.
+template <typename Visit>
+void ForEachAllowed(absl::Span<const uint32_t> allowed, int vocab, Visit&& visit) {
+  const size_t words = std::min(allowed.size(), (static_cast<size_t>(vocab) + 31) / 32);
+  for (size_t w = 0; w < words; ++w) {
+    for (uint32_t bits = allowed[w]; bits != 0; bits &= bits - 1) {
+      const int32_t t = static_cast<int32_t>(w * 32 + std::countr_zero(bits));
+      if (t >= vocab) return;
+      visit(t);
+    }
+  }
+}
+
+// SampleToken under a grammar's mask without penalties or top-k/top-p, touching only
+// the allowed tokens: their processed logits are ProcessLogits' values (the raw logit,
+// then logit_bias, then min_tokens' -inf), written at their ids in a scratch array that
+// is never read elsewhere (or the raw logits themselves when neither applies); every
+// other token's processed logit would be -inf. ArgMax over the full processed logits
+// starts at token 0 and takes a later token only when strictly greater, so a
+// disallowed token (-inf) never replaces the best and token 0 is the start whether it
+// is allowed or not: the same token as the full pass, -1 when the best is -inf.
+int32_t SampleMasked(const float* logits, int vocab, const sched::SamplingParams& params,
+                     int64_t position, Arena& arena, const SamplingHistory& history,
+                     bool min_tokens) {
+  const absl::Span<const uint32_t> allowed = history.allowed;
+  const float* processed = logits;
+  if (!params.logit_bias.empty() || min_tokens) {
+    float* out = arena.Alloc<float>(vocab);
+    ForEachAllowed(allowed, vocab, [&](int32_t t) { out[t] = logits[t]; });
+    auto in_vocab_allowed = [&](int32_t t) { return t >= 0 && t < vocab && IsAllowed(allowed, t); };
+    for (const auto& [t, bias] : params.logit_bias) {
+      if (in_vocab_allowed(t)) out[t] += bias;
+    }
+    if (min_tokens) {
+      constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+      if (!params.ignore_eos && in_vocab_allowed(history.eos_token_id)) {
+        out[history.eos_token_id] = kNegInf;
+      }
+      for (int32_t t : params.stop_token_ids) {
+        if (in_vocab_allowed(t)) out[t] = kNegInf;
+      }
+    }
+    processed = out;
+  }
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  int32_t best = 0;
+  float best_logit = IsAllowed(allowed, 0) ? processed[0] : kNegInf;
+  ForEachAllowed(allowed, vocab, [&](int32_t t) {
+    if (t > 0 && processed[t] > best_logit) best = t, best_logit = processed[t];
+  });
+  if (best_logit == kNegInf) return -1;
+  if (params.greedy()) return best;
+  return SampleAllowed(processed, vocab, params, position, allowed, best);
+}
+
 }  // namespace
 
 int32_t SampleToken(const float* logits, int vocab, const sched::SamplingParams& params,
                     int64_t position, Arena& arena, const SamplingHistory& history) {
-  logits = ProcessLogits(logits, vocab, params, history, arena);
   const bool truncate = (params.top_k > 0 && params.top_k < vocab) || params.top_p < 1.0f;
+  if (!history.allowed.empty() && !truncate && params.repetition_penalty == 1.0f &&
+      params.presence_penalty == 0.0f && params.frequency_penalty == 0.0f &&
+      std::all_of(params.logit_bias.begin(), params.logit_bias.end(),
+                  [](const auto& entry) { return std::isfinite(entry.second); })) {
+    // As ProcessLogits decides min_tokens.
+    const size_t earlier = std::min(
+        static_cast<size_t>(std::max(params.num_generated_in_prompt, 0)), history.prompt.size());
+    const int64_t generated =
+        static_cast<int64_t>(earlier + history.output.size() + history.pending.size());
+    return SampleMasked(logits, vocab, params, position, arena, history,
+                        generated < params.min_tokens);
+  }
+  logits = ProcessLogits(logits, vocab, params, history, arena);
   if (!history.allowed.empty()) {
     const int32_t best = ArgMax(logits, vocab);
     if (logits[best] == -std::numeric_limits<float>::infinity()) return -1;

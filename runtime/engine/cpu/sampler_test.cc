@@ -103,6 +103,65 @@ TEST(SamplerTest, AMaskedDrawIsTheFullDrawOverMaskedLogits) {
   }
 }
 
+// Without penalties or top-k/top-p a masked request's draw (and argmax) visits only the
+// allowed tokens. It gives the token of the full pass over the processed logits (forced
+// here by a presence penalty that changes nothing: no output yet): greedy ties to the
+// lowest id, token 0 allowed or not, logit_bias, min_tokens on EOS and stop tokens,
+// and -1 when every allowed token is at -inf.
+TEST(SamplerTest, TheMaskedPathWithoutPenaltiesIsTheFullPass) {
+  constexpr int kVocab = 1003;  // a partial last mask word
+  Arena arena;
+  const uint32_t seed = 38;
+  uint64_t state = seed;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  std::vector<float> logits(kVocab);
+  // Few distinct values, so the argmax often ties.
+  for (float& l : logits) l = static_cast<float>(next() % 8) - 4.0f;
+  const int32_t eos = 7;
+  for (int density : {1, 2, 3, 50, 500, 1003}) {
+    for (bool token0 : {false, true}) {
+      std::vector<uint32_t> mask((kVocab + 31) / 32, 0u);
+      for (int i = 0; i < density; ++i) {
+        const int t = density == kVocab ? i : static_cast<int>(next() % kVocab);
+        mask[t / 32] |= 1u << (t % 32);
+      }
+      if (density == 1) mask.assign(mask.size(), 0u), mask[0] = 1u << eos;  // only EOS
+      if (density == 2) mask.assign(mask.size(), 0u), mask[0] = (1u << eos) | (1u << 12);
+      if (token0) mask[0] |= 1u;
+      else mask[0] &= ~1u;
+      for (float temperature : {0.0f, 0.5f, 1.0f, 1.7f}) {
+        for (int variant = 0; variant < 4; ++variant) {
+          sched::SamplingParams params = Params(temperature, 0, 1.0f, next());
+          if (variant & 1) params.logit_bias = {{12, 3.0f}, {0, 0.5f}, {12, -1.0f}, {40, 9.0f}};
+          if (variant & 2) {
+            params.min_tokens = 4;
+            params.stop_token_ids = {12};
+          }
+          sched::SamplingParams full_params = params;
+          full_params.presence_penalty = 0.5f;  // the full pass; no output: no effect
+          const SamplingHistory history{{}, {}, {}, eos, mask};
+          for (int64_t position = 0; position < 40; ++position) {
+            ASSERT_EQ(SampleToken(logits.data(), kVocab, params, position, arena, history),
+                      SampleToken(logits.data(), kVocab, full_params, position, arena, history))
+                << "seed " << seed << " density " << density << " token0 " << token0
+                << " temperature " << temperature << " variant " << variant << " position "
+                << position;
+          }
+        }
+      }
+    }
+  }
+  // Only EOS allowed and min_tokens not reached: a dead end, as the full pass says.
+  std::vector<uint32_t> only_eos((kVocab + 31) / 32, 0u);
+  only_eos[0] = 1u << eos;
+  sched::SamplingParams params = Params(0.0f);
+  params.min_tokens = 2;
+  EXPECT_EQ(SampleToken(logits.data(), kVocab, params, 0, arena, {{}, {}, {}, eos, only_eos}), -1);
+}
+
 TEST(SamplerTest, TopKAndTopPRestrictTheCandidates) {
   Arena arena;
   const std::vector<float> logits = {1.0f, 3.0f, 2.9f, 2.8f, 0.0f, 2.7f};
