@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -81,7 +82,10 @@ std::string WaitSite(const KernelThread& t) {
 void Yield(Block& b) { b.scheduler = std::move(b.scheduler).resume(); }
 
 void Release(Block& b, std::vector<int>& ascending) {
-  for (int i : ascending) b.threads[i].state = ThreadState::kRunnable;
+  for (int i : ascending) {
+    b.threads[i].state = ThreadState::kRunnable;
+    b.warp_waiting[i / kWarpSize] &= ~(1u << (i % kWarpSize));
+  }
   b.queue.PushGroup(ascending);
 }
 
@@ -111,6 +115,16 @@ void TryCompleteBarrier(Block& b) {
 void TryCompleteWarp(Block& b, const KernelThread& t) {
   const int warp_base = t.linear / kWarpSize * kWarpSize;
   const int lanes = std::min<int>(kWarpSize, static_cast<int>(b.threads.size()) - warp_base);
+  // Until the last lane arrives, the scan below stops at the first lane of the mask not
+  // waiting yet (or at a mismatch before it) and changes nothing; it can only fault or
+  // complete once every lane before the first missing one waits and that one does not
+  // exist or has exited. So without scanning, as each lane arrives: O(32) per warp op
+  // instead of O(32^2).
+  const uint32_t missing = t.mask & ~b.warp_waiting[warp_base / kWarpSize];
+  if (missing != 0) {
+    const int first = std::countr_zero(missing);
+    if (first < lanes && b.threads[warp_base + first].state != ThreadState::kExited) return;
+  }
   for (int lane = 0; lane < kWarpSize; ++lane) {
     if (((t.mask >> lane) & 1u) == 0) continue;
     if (lane >= lanes) {
@@ -241,6 +255,7 @@ void RunBlock(Block& b, uint64_t block_linear) {
   }
   b.live = n;
   b.at_barrier = 0;
+  b.warp_waiting.assign((n + kWarpSize - 1) / kWarpSize, 0);
   b.queue.Reset(b.schedule, block_linear);
   b.queue.PushGroup(all);
   if (spec.dynamic_shared_bytes > 0) std::memset(b.dynamic_shared, 0xFF, spec.dynamic_shared_bytes);
@@ -394,6 +409,7 @@ uint64_t WarpOp(WarpOpKind kind, unsigned mask, uint64_t value, int operand, int
     }
   }
   t.state = ThreadState::kWarp;
+  b.warp_waiting[t.linear / kWarpSize] |= 1u << lane;
   t.kind = kind;
   t.mask = mask;
   t.value = value;

@@ -44,6 +44,8 @@ struct Block {
   std::vector<KernelThread> threads;
   int live = 0;        // threads not exited (started or not)
   int at_barrier = 0;  // threads waiting at __syncthreads
+  // Per warp, bit L set while lane L waits at a warp op (state kWarp).
+  std::vector<uint32_t> warp_waiting;
   RunQueue queue;
   boost::context::fiber scheduler;  // where a yielding kernel thread returns to
   std::byte* dynamic_shared = nullptr;

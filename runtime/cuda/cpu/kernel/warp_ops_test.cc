@@ -134,6 +134,23 @@ TEST_P(WarpOpsTest, AnExitedMaskedLaneIsAFault) {
   EXPECT_THAT(fault_, HasSubstr("warp_ops_test.cc:"));
 }
 
+// Lane 5 leaves before the others reach the shuffle under every schedule (the barrier
+// waits for the live threads only), so no lane waits when it exits: the lanes' arrivals
+// must find it.
+__global__ void ExitedBeforeTheOthersArrive(float* out) {
+  if (threadIdx.x == 5) return;
+  __syncthreads();
+  out[threadIdx.x] = WarpSum(1.0f);
+}
+
+TEST_P(WarpOpsTest, ALaneThatExitedBeforeTheOthersArrivedIsAFault) {
+  std::vector<float> out(32, 0.0f);
+  Launch(ExitedBeforeTheOthersArrive, "ExitedBeforeTheOthersArrive", 1, 32, 0, stream_)(out.data());
+  EXPECT_EQ(Sync(), cudaErrorLaunchFailure);
+  EXPECT_THAT(fault_, HasSubstr("__shfl_xor_sync mask 0xffffffff names lane 5 (thread (5,0,0)), "
+                                "which has exited"));
+}
+
 // A block of 48 threads: its second warp has 16 lanes, but shuffles with a full mask.
 __global__ void MissingLanes(float* out) { out[threadIdx.x] = WarpSum(1.0f); }
 
