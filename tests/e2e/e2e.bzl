@@ -1,7 +1,12 @@
 """The end-to-end test rule: a multi-process test against the lockstep binary."""
 
 def e2e_test(name, deps, shm_variant = False, tags = [], **kwargs):
-    """A large, exclusive cc_test of `name`.cc that starts //tools:lockstep.
+    """A large cc_test of `name`.cc that starts //tools:lockstep.
+
+    Not exclusive: each test's processes bind port 0 and write under the test's own
+    TEMP dir, and each launch names its shared-memory segments by a fresh nonce, so
+    two of these tests (or a test and the build) may run at once. A test that needs
+    the machine to itself (fixed ports, no sandbox) adds "exclusive" to `tags`.
 
     Args:
       name: the test; its source is name + ".cc".
@@ -9,7 +14,7 @@ def e2e_test(name, deps, shm_variant = False, tags = [], **kwargs):
       shm_variant: also NAME_shm_test (name without "_test" + "_shm_test"): the same
         source built with LOCKSTEP_E2E_SHM, every instance's collectives over shared
         memory instead of gloo.
-      tags: more tags beside "exclusive" (the tests start several processes each).
+      tags: the cc_test's tags.
       **kwargs: passed on to cc_test (data beyond the binary goes in `data`).
     """
     data = kwargs.pop("data", [])
@@ -23,7 +28,7 @@ def e2e_test(name, deps, shm_variant = False, tags = [], **kwargs):
             srcs = [name + ".cc"],
             data = data + ["//tools:lockstep"],
             local_defines = defines,
-            tags = ["exclusive"] + tags,
+            tags = tags,
             deps = deps,
             **kwargs
         )
