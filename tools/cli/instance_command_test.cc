@@ -6,11 +6,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <dirent.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "common/host_port.h"
 #include "common/testing/poll_until.h"
@@ -21,10 +19,14 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "runtime/launcher/process_supervisor.h"
+#include "tools/cli/testing/process_test_util.h"
 
 namespace lockstep::launcher {
 namespace {
 
+using ::lockstep::cli::testing::ChildrenOf;
+using ::lockstep::cli::testing::FreshTestDirWithModel;
+using ::lockstep::cli::testing::Slurp;
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::PollUntil;
 using nlohmann::json;
@@ -33,56 +35,20 @@ using ::testing::HasSubstr;
 constexpr absl::Duration kDeadline = absl::Seconds(60);
 constexpr absl::Duration kPoll = absl::Milliseconds(50);
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Pids whose parent is `parent`, with their command lines.
-std::map<pid_t, std::string> ChildrenOf(pid_t parent) {
-  std::map<pid_t, std::string> children;
-  DIR* proc = opendir("/proc");
-  while (dirent* entry = readdir(proc)) {
-    const pid_t pid = std::atoi(entry->d_name);
-    if (pid <= 0) continue;
-    const std::string stat = Slurp(fmt::format("/proc/{}/stat", pid));
-    const size_t paren = stat.rfind(')');
-    if (paren == std::string::npos) continue;
-    std::istringstream rest(stat.substr(paren + 2));
-    std::string state;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    if (ppid != parent) continue;
-    std::string cmdline = Slurp(fmt::format("/proc/{}/cmdline", pid));
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    children[pid] = cmdline;
-  }
-  closedir(proc);
-  return children;
-}
-
 class InstanceCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_ / "model");
-    std::ofstream(dir_ / "model" / "lockstep_tokenizer.json")
-        << R"({"type": "byte_level", "vocab_size": 300, "bos_token_id": 256, "eos_token_id": 257})";
+    dir_ = FreshTestDirWithModel();
     config_ = (dir_ / "deploy.yaml").string();
     std::ofstream(config_) << ConfigText(Security());
     binary_ = std::filesystem::absolute("tools/cli/fake_lockstep").string();
     const std::string address_file = (dir_ / "router.json").string();
-    ASSERT_THAT(supervisor_.Start({"router",
-                                   {binary_, "router", "--config", config_, "--address-file",
-                                    address_file},
-                                   (dir_ / "router.log").string()}),
-                IsOk());
-    ASSERT_THAT(supervisor_.WaitReady(
-                    [&] { return !Slurp(address_file).empty(); }, kDeadline),
+    ASSERT_THAT(
+        supervisor_.Start({"router",
+                           {binary_, "router", "--config", config_, "--address-file", address_file},
+                           (dir_ / "router.log").string()}),
+        IsOk());
+    ASSERT_THAT(supervisor_.WaitReady([&] { return !Slurp(address_file).empty(); }, kDeadline),
                 IsOk());
     const json address = json::parse(Slurp(address_file), nullptr, false);
     http_ = address.value("http", "");
@@ -112,9 +78,9 @@ instances:
   pid_t StartInstance() {
     instance_log_ = (dir_ / "instance.log").string();
     EXPECT_THAT(supervisor_.Start({"instance",
-                                   {binary_, "instance", "--config", config_, "--instance",
-                                    "agg0", "--rendezvous", grpc_, "--lockstep", binary_,
-                                    "--leader-listen", "127.0.0.1:0", "--grace-s", "5"},
+                                   {binary_, "instance", "--config", config_, "--instance", "agg0",
+                                    "--rendezvous", grpc_, "--lockstep", binary_, "--leader-listen",
+                                    "127.0.0.1:0", "--grace-s", "5"},
                                    instance_log_}),
                 IsOk());
     EXPECT_TRUE(PollUntil([&] { return InstanceField("state") == "healthy"; }, kDeadline, kPoll))
@@ -187,8 +153,7 @@ TEST_F(InstanceCommandTest, RunsEveryRankAndTheProbeSeesTheLeader) {
   const ChildExit exit = AwaitExit("instance");
   EXPECT_TRUE(exit.clean()) << exit.Describe() << "\n" << Slurp(instance_log_);
   for (const auto& [pid, cmdline] : ranks) {
-    EXPECT_TRUE(PollUntil([pid = pid] { return kill(pid, 0) != 0; }, kDeadline, kPoll))
-        << cmdline;
+    EXPECT_TRUE(PollUntil([pid = pid] { return kill(pid, 0) != 0; }, kDeadline, kPoll)) << cmdline;
   }
   // Nothing answers there any more.
   EXPECT_EQ(Probe(leader), 1);
@@ -207,8 +172,7 @@ TEST_F(InstanceCommandTest, ADeadRankEndsTheInstanceWithAFailure) {
   const ChildExit exit = AwaitExit("instance");
   EXPECT_EQ(exit.exit_code, 1) << exit.Describe() << "\n" << Slurp(instance_log_);
   for (const auto& [pid, cmdline] : ranks) {
-    EXPECT_TRUE(PollUntil([pid = pid] { return kill(pid, 0) != 0; }, kDeadline, kPoll))
-        << cmdline;
+    EXPECT_TRUE(PollUntil([pid = pid] { return kill(pid, 0) != 0; }, kDeadline, kPoll)) << cmdline;
   }
   EXPECT_THAT(Slurp(instance_log_),
               HasSubstr(fmt::format("agg0/rank2 (pid {}) was killed by signal 9", victim)));
@@ -241,8 +205,7 @@ TEST_F(InstanceCommandTokenTest, EveryDaemonUsesTheTokenNamedInTheConfig) {
   // The leader wants the token: the probe has it only through the variable.
   EXPECT_EQ(Probe(leader), 1);
   EXPECT_THAT(Slurp((dir_ / "probe0.log").string()), HasSubstr("no cluster token"));
-  EXPECT_EQ(Probe(leader, {"LOCKSTEP_CLUSTER_TOKEN_FILE=" + (dir_ / "cluster_token").string()}),
-            0);
+  EXPECT_EQ(Probe(leader, {"LOCKSTEP_CLUSTER_TOKEN_FILE=" + (dir_ / "cluster_token").string()}), 0);
 }
 
 TEST_F(InstanceCommandTokenTest, AnUnreadableTokenFileStopsEachDaemonNamingTheField) {

@@ -1,17 +1,14 @@
 // `lockstep launch` with real processes: the launcher (run from a stand-in lockstep
 // binary), a real router process, and fake worker ranks that register and heartbeat.
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 
 #include "common/host_port.h"
 #include "common/testing/poll_until.h"
@@ -25,10 +22,14 @@
 #include "runtime/router/http/router_http_client.h"
 #include "runtime/router/testing/fake_worker.h"
 #include "runtime/security/testing/test_certs.h"
+#include "tools/cli/testing/process_test_util.h"
 
 namespace lockstep::launcher {
 namespace {
 
+using ::lockstep::cli::testing::ChildrenOf;
+using ::lockstep::cli::testing::FreshTestDirWithModel;
+using ::lockstep::cli::testing::Slurp;
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::PollUntil;
 using nlohmann::json;
@@ -37,36 +38,6 @@ using ::testing::Not;
 
 constexpr absl::Duration kDeadline = absl::Seconds(60);
 constexpr absl::Duration kPoll = absl::Milliseconds(50);  // PollUntil interval
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Pids whose parent is `parent`, with their command lines.
-std::map<pid_t, std::string> ChildrenOf(pid_t parent) {
-  std::map<pid_t, std::string> children;
-  DIR* proc = opendir("/proc");
-  while (dirent* entry = readdir(proc)) {
-    const pid_t pid = std::atoi(entry->d_name);
-    if (pid <= 0) continue;
-    const std::string stat = Slurp(fmt::format("/proc/{}/stat", pid));
-    const size_t paren = stat.rfind(')');
-    if (paren == std::string::npos) continue;
-    std::istringstream rest(stat.substr(paren + 2));
-    std::string state;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    if (ppid != parent) continue;
-    std::string cmdline = Slurp(fmt::format("/proc/{}/cmdline", pid));
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    children[pid] = cmdline;
-  }
-  closedir(proc);
-  return children;
-}
 
 // Waits (bounded) until `pid` has exited.
 bool AwaitGone(pid_t pid, absl::Duration timeout) {
@@ -81,12 +52,7 @@ bool AwaitGone(pid_t pid, absl::Duration timeout) {
 class LauncherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_ / "model");
-    std::ofstream(dir_ / "model" / "lockstep_tokenizer.json")
-        << R"({"type": "byte_level", "vocab_size": 300, "bos_token_id": 256, "eos_token_id": 257})";
+    dir_ = FreshTestDirWithModel();
     std::ofstream(dir_ / "deploy.yaml") << R"(
 model: {name: tiny, path: model}
 router: {heartbeat_interval_ms: 100, heartbeat_timeout_ms: 2000, health_check_interval_ms: 100}
@@ -160,15 +126,15 @@ TEST_F(LauncherTest, ServesThenStopsEverythingOnSigterm) {
 TEST_F(LauncherTest, WaitsForAnHttpsRouterAndPrintsItsUrl) {
   absl::StatusOr<security::TestCerts> certs = security::MakeTestCerts(dir_.string());
   ASSERT_THAT(certs, IsOk());
-  std::ofstream(dir_ / "deploy.yaml") << fmt::format(R"(
+  std::ofstream(dir_ / "deploy.yaml")
+      << fmt::format(R"(
 model: {{name: tiny, path: model}}
 router: {{heartbeat_interval_ms: 100, heartbeat_timeout_ms: 2000, health_check_interval_ms: 100,
           https_cert_file: {}, https_key_file: {}, https_ca_file: {}}}
 instances:
   - {{name: agg0, role: aggregated, world_size: 1, engine: fake}}
 )",
-                                                     certs->cert_file, certs->key_file,
-                                                     certs->ca_file);
+                     certs->cert_file, certs->key_file, certs->ca_file);
   const std::string http = Launch();
   ASSERT_FALSE(http.empty()) << Slurp(launcher_log_);
   EXPECT_THAT(Slurp(launcher_log_), HasSubstr("OpenAI API  https://" + http));
@@ -176,9 +142,9 @@ instances:
       router::NewRouterHttpClient("https://" + http, certs->ca_file);
   ASSERT_THAT(client, IsOk());
   (*client)->set_read_timeout(20, 0);
-  httplib::Result result = (*client)->Post(
-      "/v1/completions", R"({"model": "tiny", "prompt": "tls", "max_tokens": 3})",
-      "application/json");
+  httplib::Result result =
+      (*client)->Post("/v1/completions", R"({"model": "tiny", "prompt": "tls", "max_tokens": 3})",
+                      "application/json");
   ASSERT_TRUE(result) << httplib::to_string(result.error());
   ASSERT_EQ(result->status, 200) << result->body;
   EXPECT_EQ(json::parse(result->body)["choices"][0]["text"],
