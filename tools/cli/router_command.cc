@@ -45,7 +45,7 @@ int RunRouterCommand(const std::vector<std::string>& args) {
   if (!http_listen.empty()) config->router.http_listen = http_listen;
   if (!grpc_listen.empty()) config->router.grpc_listen = grpc_listen;
   absl::StatusOr<std::unique_ptr<router::RouterDaemon>> router =
-      router::RouterDaemon::Start(*std::move(config), router::RouterDaemon::Options());
+      router::RouterDaemon::Start(*std::move(config), {.housekeeping_on_caller = true});
   if (!router.ok()) {
     std::fprintf(stderr, "lockstep router: %s\n", router.status().ToString().c_str());
     return 1;
@@ -61,7 +61,9 @@ int RunRouterCommand(const std::vector<std::string>& args) {
       return 1;
     }
   }
-  stop.WaitUntil(absl::InfiniteFuture());
+  // This thread sweeps and checks the instances until a stop signal (one thread less).
+  (*router)->RunHousekeeping(
+      [&stop](absl::Duration d) { return stop.WaitUntil(absl::Now() + d); });
   LOCKSTEP_LOG_INFO("router", "signal {}: shutting down", stop.signal_number());
   (*router)->Shutdown();
   FlushAllLoggers();

@@ -162,8 +162,11 @@ void HttpFrontend::Handle(const Exchange& exchange) {
 }
 
 void HttpFrontend::OffLoop(const Exchange& exchange, std::function<void()> body) {
-  const absl::Status started = request_threads_.Run(std::move(body));
-  if (!started.ok()) SendError(*exchange, started);
+  // Short CPU work (tokenizing): a parse thread's, no thread of its own.
+  if (!parse_threads_.Post(std::move(body))) {
+    SendError(*exchange,
+              absl::UnavailableError("the router is shutting down; retry on another router"));
+  }
 }
 
 void HttpFrontend::Generate(ApiKind kind, const Exchange& exchange) {

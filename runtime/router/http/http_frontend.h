@@ -8,7 +8,7 @@
 //                                                request threads as n worker requests,
 //                                                each holding an admission place)
 //   POST /v1/tokenize, /v1/detokenize            (tokenize_api.h; also at /tokenize and
-//                                                /detokenize; on a request thread)
+//                                                /detokenize; on a parse thread)
 //   GET  /v1/models                              the served model
 //   GET  /health                                 200 while the router runs, with each
 //                                                instance's state (and, when unhealthy,
@@ -26,11 +26,12 @@
 // another method than POST on the POST endpoints 405 (with `Allow: POST`), an unknown
 // path 404; no route to any instance gets 503.
 // While a stream is idle, an SSE comment (": keep-alive") is written every
-// `keepalive_interval` from the sweeper thread. A request whose client left (its
-// connection closed or was cut) is cancelled at its worker by the sweeper.
+// `keepalive_interval` by the router's sweep (router_daemon.h). A request whose client
+// left (its connection closed or was cut) is cancelled at its worker by the sweep.
 //
 // Thread safety: the handlers run on the server's I/O threads and never wait; parsing
-// runs on `parse_threads` threads, what else may take long on request threads. Start and Stop are called by the owner's thread.
+// and tokenizing run on `parse_threads` threads, n > 1 choices on request threads.
+// Start and Stop are called by the owner's thread.
 #ifndef LOCKSTEP_RUNTIME_ROUTER_HTTP_HTTP_FRONTEND_H_
 #define LOCKSTEP_RUNTIME_ROUTER_HTTP_HTTP_FRONTEND_H_
 
@@ -99,7 +100,7 @@ class HttpFrontend {
   // On an I/O thread: routes the request.
   void Handle(const Exchange& exchange);
   void Generate(ApiKind kind, const Exchange& exchange);
-  // Runs `body` on a request thread (503 when none can be started).
+  // Runs `body` on a parse thread (503 once stopping).
   void OffLoop(const Exchange& exchange, std::function<void()> body);
   bool Authorized(async_http::HttpExchange& exchange);
   void Health(async_http::HttpExchange& exchange);
