@@ -40,14 +40,16 @@ TEST(FrontDoorLimitsTest, ConfiguredLimitsAreKept) {
   EXPECT_EQ(limits.max_connections, 300);
 }
 
-// Each RouterService.Generate call holds a gRPC thread: the derived limit stays below
-// the gRPC threads less the reserve; a small deployment still accepts kMinConnections.
+// Each RouterService.Generate call holds a gRPC thread: those calls stay below the gRPC
+// threads less the reserve, while the HTTP requests (no thread each) are not held to it;
+// a small deployment still accepts kMinConnections.
 TEST(FrontDoorLimitsTest, TheGrpcReserveAndTheConnectionFloorBound) {
   config::DeploymentConfig config = Dep4x2();
   config.router.grpc_max_threads = 1024;
   FrontDoorLimits limits = FrontDoorLimitsOf(config);
-  EXPECT_EQ(limits.max_concurrent_requests, 1024 - config::kRouterGrpcReservedThreads);
-  EXPECT_THAT(limits.concurrency_limit_name, HasSubstr("router.grpc_max_threads - 16"));
+  EXPECT_EQ(limits.max_concurrent_requests, kConcurrencyFactor * 6144);
+  EXPECT_EQ(limits.max_grpc_generate_calls, 1024 - config::kRouterGrpcReservedThreads);
+  EXPECT_THAT(limits.grpc_generate_limit_name, HasSubstr("router.grpc_max_threads - 16"));
 
   config.instances.resize(1);
   config.instances[0].world_size = 1;

@@ -133,9 +133,11 @@ grpc::Status GrpcFrontend::Generate(grpc::ServerContext* context,
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "Incorrect or missing API key; send metadata authorization: Bearer <key>");
   }
-  const Admission::Ticket ticket = options_.admission->TryAdmit();  // held until we return
+  const Admission::Ticket call = options_.generate_calls->TryAdmit();  // held until we return
+  const Admission::Ticket ticket = call != nullptr ? options_.admission->TryAdmit() : nullptr;
   if (ticket == nullptr) {
-    const absl::Status refused = options_.admission->RefusalStatus();
+    const absl::Status refused = call == nullptr ? options_.generate_calls->RefusalStatus()
+                                                 : options_.admission->RefusalStatus();
     metrics_.Refused(kAdmissionReason);
     metrics_.RequestFinished(refused);
     return ToGrpcStatus(refused);

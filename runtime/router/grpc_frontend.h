@@ -39,6 +39,8 @@ class GrpcFrontend final : public v1::RouterService::Service {
     security::ApiKeys api_keys;
     // Shared with the HTTP frontend; the default admits every request.
     std::shared_ptr<Admission> admission = std::make_shared<Admission>(0);
+    // Generate calls at once (each holds a gRPC thread); the default admits every call.
+    std::shared_ptr<Admission> generate_calls = std::make_shared<Admission>(0);
     // Where ReportKvEvents goes (not owned; null: refused as UNIMPLEMENTED).
     KvRouting* kv_routing = nullptr;
     // A Generate write stalled this long ends the call (router.http_write_timeout_ms).

@@ -142,6 +142,9 @@ RouterDaemon::RouterDaemon(config::DeploymentConfig config, Options options, Mod
                             .heartbeat_timeout = absl::Milliseconds(rc.heartbeat_timeout_ms),
                             .api_keys = api_keys,
                             .admission = admission,
+                            .generate_calls = std::make_shared<Admission>(
+                                front_door.max_grpc_generate_calls,
+                                front_door.grpc_generate_limit_name),
                             .kv_routing = &kv_routing_,
                             .write_timeout = absl::Milliseconds(rc.http_write_timeout_ms)},
       *runner_, *registry_, metrics_, *tokenizer_, clock_);
