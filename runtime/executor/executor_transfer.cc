@@ -68,6 +68,11 @@ void Executor::StartSend(Request* request) {
     spec.blocks = kv_->BlockRefsOf(request->id());
     spec.num_tokens = static_cast<int64_t>(request->prompt().size());
     spec.lease_expiry = clock_->Now() + config_.claim_lease;
+    // Prefix blocks the host KV tier holds are read from there (kvcache/tier_pins.h);
+    // the pins go with the cache, released once the claim ends.
+    absl::StatusOr<std::shared_ptr<const kv::HostBlocks>> host =
+        kv_->PinHostBlocks(request->id(), request->prompt());
+    if (host.ok()) spec.host_blocks = *std::move(host);
     started = transceiver_->StartSend(spec);
   }
   if (started.ok()) {

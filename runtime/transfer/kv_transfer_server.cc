@@ -17,6 +17,7 @@
 #include "proto/kv_transfer.grpc.pb.h"
 #include "runtime/security/grpc_credentials.h"
 #include "runtime/security/token_checked_service.h"
+#include "runtime/transfer/claim_blocks.h"
 #include "runtime/transfer/crc32c.h"
 
 namespace lockstep::transfer {
@@ -293,7 +294,9 @@ absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull, b
       // The chunk's bytes out of the blocks (wherever they live) into host memory, where
       // they are checksummed and sent.
       const std::shared_ptr<absl::Span<std::byte>> buffer = buffers_.Take(payload_bytes);
-      RETURN_IF_ERROR(copier.CopyOut(spans, *buffer));
+      RETURN_IF_ERROR(CopyOutClaimBlocks(
+          copier, kind == PoolKind::kTarget ? pull->spec().host_blocks.get() : nullptr, block,
+          spans, *buffer));
       const std::byte* data = buffer->data();
       for (const kv::BlockSpan& span : spans) {
         crc = Crc32cExtend(crc, data, span.length);

@@ -21,12 +21,14 @@
 #define LOCKSTEP_RUNTIME_TRANSFER_TRANSCEIVER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/ids.h"
+#include "kvcache/host_blocks.h"
 #include "kvcache/kv_types.h"
 
 namespace lockstep::transfer {
@@ -45,6 +47,9 @@ struct SendSpec {
   kv::BlockRefs blocks;
   int64_t num_tokens = 0;   // tokens whose KV moves (the prompt length)
   absl::Time lease_expiry;  // release the claim at this time if nobody pulled
+  // Target blocks read from pinned host KV tier copies instead of the pool
+  // (KvManager::PinHostBlocks; claim_blocks.h); null: every block from the pool.
+  std::shared_ptr<const kv::HostBlocks> host_blocks;
 };
 
 struct ReceiveSpec {
