@@ -63,6 +63,45 @@ class UcxTransceiverTest : public testing::TransportTest {
     config.ucx = ucx;
     return config;
   }
+
+  // A get held up: a context rank whose progress thread does not run while `hold`, a
+  // generation rank that notifies `getting` as its first get or mapped read begins,
+  // and request 7's 23 target blocks staged by the context rank, to be received as
+  // request 40. The ranks go first on destruction (their hooks point at `hold` and
+  // `getting`).
+  struct HeldGet {
+    std::atomic<bool> hold{true};
+    absl::Notification getting;
+    std::unique_ptr<TestRank> ctx;
+    std::unique_ptr<TestRank> gen;
+    TestBlocks sent;
+    TestBlocks received;
+  };
+  // Null (with a test failure) when a rank or the send cannot start.
+  std::unique_ptr<HeldGet> StartHeldGet() {
+    auto held = std::make_unique<HeldGet>();
+    HeldGet* h = held.get();
+    RankConfig config = Config("ctx0 rank 0", true);
+    config.ucx_hooks.hold_progress = [h] { return h->hold.load(); };
+    h->ctx = Rank(config, seed_ + 1);
+    RankConfig gen_config = Config("gen0 rank 1", true);
+    gen_config.ucx_hooks.before_get = [h] {
+      if (!h->getting.HasBeenNotified()) h->getting.Notify();
+    };
+    h->gen = Rank(gen_config, 0);
+    if (h->ctx == nullptr || h->gen == nullptr) {
+      ADD_FAILURE() << "a rank did not start";
+      return nullptr;
+    }
+    const KvDescriptor d = SmallDescriptor();
+    h->sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/false, 64, 0, rng_);
+    h->received = RandomBlocks(RequestId(40), 23, d, /*draft=*/false, 64, 0, rng_);
+    if (absl::Status sent = (*h->ctx)->StartSend(Send(h->sent)); !sent.ok()) {
+      ADD_FAILURE() << "StartSend: " << sent;
+      return nullptr;
+    }
+    return held;
+  }
 };
 
 TEST_P(UcxTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
@@ -165,20 +204,14 @@ TEST_P(UcxTransceiverTest, FullStagingFallsBack) {
 
 TEST_P(UcxTransceiverTest, GetThatNeverCompletesFailsAtItsDeadline) {
   SCOPED_TRACE(SeedTrace(seed_));
-  const KvDescriptor d = SmallDescriptor();
-  std::atomic<bool> hold{true};
-  RankConfig config = Config("ctx0 rank 0", true);
-  config.ucx_hooks.hold_progress = [&hold] { return hold.load(); };
-  auto ctx = Rank(config, seed_ + 1);
-  auto gen = Rank(Config("gen0 rank 1", true), 0);
-  ASSERT_TRUE(ctx && gen);
-  const TestBlocks sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/false, 64, 0, rng_);
-  const TestBlocks received = RandomBlocks(RequestId(40), 23, d, /*draft=*/false, 64, 0, rng_);
-  ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+  std::unique_ptr<HeldGet> held = StartHeldGet();
+  ASSERT_NE(held, nullptr);
+  TestRank& gen = *held->gen;
   const absl::Duration timeout = absl::Milliseconds(800);
   const absl::Time start = absl::Now();
-  ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id, timeout)), IsOk());
-  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+  ASSERT_THAT(gen->StartReceive(Receive(held->received, *held->ctx, held->sent.id, timeout)),
+              IsOk());
+  const std::vector<TransferEvent> got = AwaitEvents(gen, 1, kWait);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_LT(absl::Now() - start, timeout + absl::Seconds(3));  // ended near its deadline
   if (OverTcp()) {
@@ -186,33 +219,22 @@ TEST_P(UcxTransceiverTest, GetThatNeverCompletesFailsAtItsDeadline) {
                                         HasSubstr("did not complete by its deadline")));
     EXPECT_THAT(got[0].status.message(), HasSubstr("pull of request 7 from"));
   }
-  hold = false;
-  EXPECT_EQ((*gen)->pulls_over_ucx(), 1);  // no fallback once the offer was made
+  held->hold = false;
+  EXPECT_EQ(gen->pulls_over_ucx(), 1);  // no fallback once the offer was made
 }
 
 TEST_P(UcxTransceiverTest, ContextRankGoneMidGetFailsTheReceive) {
   SCOPED_TRACE(SeedTrace(seed_));
-  const KvDescriptor d = SmallDescriptor();
-  std::atomic<bool> hold{true};
-  RankConfig config = Config("ctx0 rank 0", true);
-  config.ucx_hooks.hold_progress = [&hold] { return hold.load(); };
-  auto ctx = Rank(config, seed_ + 1);
-  absl::Notification getting;
-  RankConfig gen_config = Config("gen0 rank 1", true);
-  gen_config.ucx_hooks.before_get = [&getting] {
-    if (!getting.HasBeenNotified()) getting.Notify();
-  };
-  auto gen = Rank(gen_config, 0);
-  ASSERT_TRUE(ctx && gen);
-  const TestBlocks sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/false, 64, 0, rng_);
-  const TestBlocks received = RandomBlocks(RequestId(40), 23, d, /*draft=*/false, 64, 0, rng_);
-  ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+  std::unique_ptr<HeldGet> held = StartHeldGet();
+  ASSERT_NE(held, nullptr);
+  TestRank& gen = *held->gen;
   const absl::Duration timeout = absl::Seconds(5);
   const absl::Time start = absl::Now();
-  ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id, timeout)), IsOk());
-  ASSERT_TRUE(getting.WaitForNotificationWithTimeout(kWait));
-  ctx.reset();  // the context rank's process is gone: its worker and staged copy too
-  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+  ASSERT_THAT(gen->StartReceive(Receive(held->received, *held->ctx, held->sent.id, timeout)),
+              IsOk());
+  ASSERT_TRUE(held->getting.WaitForNotificationWithTimeout(kWait));
+  held->ctx.reset();  // the context rank's process is gone: its worker and staged copy too
+  const std::vector<TransferEvent> got = AwaitEvents(gen, 1, kWait);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_LT(absl::Now() - start, timeout + absl::Seconds(3));
   if (OverTcp()) {
@@ -224,31 +246,19 @@ TEST_P(UcxTransceiverTest, ContextRankGoneMidGetFailsTheReceive) {
 
 TEST_P(UcxTransceiverTest, CancelMidGetEndsTheReceiveCancelled) {
   SCOPED_TRACE(SeedTrace(seed_));
-  const KvDescriptor d = SmallDescriptor();
-  std::atomic<bool> hold{true};
-  RankConfig config = Config("ctx0 rank 0", true);
-  config.ucx_hooks.hold_progress = [&hold] { return hold.load(); };
-  auto ctx = Rank(config, seed_ + 1);
-  absl::Notification getting;
-  RankConfig gen_config = Config("gen0 rank 1", true);
-  gen_config.ucx_hooks.before_get = [&getting] {
-    if (!getting.HasBeenNotified()) getting.Notify();
-  };
-  auto gen = Rank(gen_config, 0);
-  ASSERT_TRUE(ctx && gen);
-  const TestBlocks sent = RandomBlocks(RequestId(7), 23, d, /*draft=*/false, 64, 0, rng_);
-  const TestBlocks received = RandomBlocks(RequestId(40), 23, d, /*draft=*/false, 64, 0, rng_);
-  ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
-  ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
-  ASSERT_TRUE(getting.WaitForNotificationWithTimeout(kWait));
-  (*gen)->Cancel(received.id);
-  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+  std::unique_ptr<HeldGet> held = StartHeldGet();
+  ASSERT_NE(held, nullptr);
+  TestRank& gen = *held->gen;
+  ASSERT_THAT(gen->StartReceive(Receive(held->received, *held->ctx, held->sent.id)), IsOk());
+  ASSERT_TRUE(held->getting.WaitForNotificationWithTimeout(kWait));
+  gen->Cancel(held->received.id);
+  const std::vector<TransferEvent> got = AwaitEvents(gen, 1, kWait);
   ASSERT_EQ(got.size(), 1u);
   if (OverTcp()) EXPECT_THAT(got[0].status, StatusIs(absl::StatusCode::kCancelled));
-  hold = false;
+  held->hold = false;
   // Nothing is written after a cancel: the blocks keep their fill (the sentinel).
   if (absl::IsCancelled(got[0].status)) {
-    EXPECT_THAT(TouchedOutside(*gen, {}, d), IsEmpty());
+    EXPECT_THAT(TouchedOutside(gen, {}, SmallDescriptor()), IsEmpty());
   }
 }
 
