@@ -148,52 +148,67 @@ TEST(UcxWorkerTest, MissingPeerAddressFails) {
   // both travel only over the token-checked control channel (docs/transfer-ucx.md).
 }
 
-TEST(UcxWorkerTest, CancelEndsAWaitingGet) {
-  // The owner never progresses: a transport that needs its progress (tcp) never
-  // completes; the others (shm, cma) complete at once, which is also fine.
+// An owner worker that does not progress while `hold` (a transport that needs its
+// progress, tcp, then never completes a get; shm and cma complete without it), a
+// reader, and 1 MiB of random bytes (`seed`) registered with the owner. The workers
+// go first on destruction (the owner's hook points at `hold`).
+struct HeldOwner {
   std::atomic<bool> hold{true};
-  std::shared_ptr<UcxWorker> owner =
-      MakeWorker("context", {.hold_progress = [&hold] { return hold.load(); }});
-  std::shared_ptr<UcxWorker> reader = MakeWorker("generation");
-  ASSERT_NE(owner, nullptr);
-  ASSERT_NE(reader, nullptr);
-  auto source = RandomBytes(1 << 20, 1);
-  absl::StatusOr<std::unique_ptr<UcxRegion>> registered = owner->Register(*source);
-  ASSERT_OK(registered);
-  std::unique_ptr<UcxRegion> region = std::move(*registered);
-  auto dest = std::make_shared<std::vector<std::byte>>(source->size());
+  std::shared_ptr<std::vector<std::byte>> source;
+  std::shared_ptr<UcxWorker> owner;
+  std::shared_ptr<UcxWorker> reader;
+  std::unique_ptr<UcxRegion> region;
+  std::shared_ptr<std::vector<std::byte>> dest;
+};
+
+// Null (with a test failure) when a worker or the registration fails.
+std::unique_ptr<HeldOwner> MakeHeldOwner(uint64_t seed) {
+  auto held = std::make_unique<HeldOwner>();
+  HeldOwner* h = held.get();
+  h->source = RandomBytes(1 << 20, seed);
+  h->owner = MakeWorker("context", {.hold_progress = [h] { return h->hold.load(); }});
+  h->reader = MakeWorker("generation");
+  if (h->owner == nullptr || h->reader == nullptr) return nullptr;
+  absl::StatusOr<std::unique_ptr<UcxRegion>> registered = h->owner->Register(*h->source);
+  if (!registered.ok()) {
+    ADD_FAILURE() << "Register: " << registered.status();
+    return nullptr;
+  }
+  h->region = std::move(*registered);
+  h->dest = std::make_shared<std::vector<std::byte>>(h->source->size());
+  return held;
+}
+
+TEST(UcxWorkerTest, CancelEndsAWaitingGet) {
+  std::unique_ptr<HeldOwner> held = MakeHeldOwner(1);
+  ASSERT_NE(held, nullptr);
   std::atomic<int> checks{0};
-  const absl::Status status =
-      reader->Get(owner->address(), region->rkey(), region->address(), absl::MakeSpan(*dest), dest,
-                  absl::InfiniteFuture(), [&checks] { return ++checks > 2; });
+  const absl::Status status = held->reader->Get(
+      held->owner->address(), held->region->rkey(), held->region->address(),
+      absl::MakeSpan(*held->dest), held->dest, absl::InfiniteFuture(),
+      [&checks] { return ++checks > 2; });
   if (!status.ok()) EXPECT_THAT(status, StatusIs(absl::StatusCode::kCancelled));
-  hold = false;
+  held->hold = false;
 }
 
 TEST(UcxWorkerTest, GetThatNeverCompletesEndsAtItsDeadline) {
-  std::atomic<bool> hold{true};
-  std::shared_ptr<UcxWorker> owner =
-      MakeWorker("context", {.hold_progress = [&hold] { return hold.load(); }});
-  std::shared_ptr<UcxWorker> reader = MakeWorker("generation");
-  ASSERT_NE(owner, nullptr);
-  ASSERT_NE(reader, nullptr);
-  auto source = RandomBytes(1 << 20, 2);
-  absl::StatusOr<std::unique_ptr<UcxRegion>> registered = owner->Register(*source);
-  ASSERT_OK(registered);
-  std::unique_ptr<UcxRegion> region = std::move(*registered);
-  auto dest = std::make_shared<std::vector<std::byte>>(source->size());
+  std::unique_ptr<HeldOwner> held = MakeHeldOwner(2);
+  ASSERT_NE(held, nullptr);
+  const UcxRegion& region = *held->region;
   const absl::Time deadline = absl::Now() + absl::Milliseconds(300);
-  const absl::Status status = reader->Get(owner->address(), region->rkey(), region->address(),
-                                          absl::MakeSpan(*dest), dest, deadline, nullptr);
+  const absl::Status status =
+      held->reader->Get(held->owner->address(), region.rkey(), region.address(),
+                        absl::MakeSpan(*held->dest), held->dest, deadline, nullptr);
   EXPECT_LT(absl::Now() - deadline, absl::Seconds(2));
   if (!status.ok()) {
     EXPECT_THAT(status, StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("deadline")));
   }
-  hold = false;
+  held->hold = false;
   // The endpoint was closed; the next get connects anew and completes.
-  ASSERT_OK(reader->Get(owner->address(), region->rkey(), region->address(), absl::MakeSpan(*dest),
-                        dest, absl::Now() + absl::Seconds(30), nullptr));
-  EXPECT_TRUE(*dest == *source);
+  ASSERT_OK(held->reader->Get(held->owner->address(), region.rkey(), region.address(),
+                              absl::MakeSpan(*held->dest), held->dest,
+                              absl::Now() + absl::Seconds(30), nullptr));
+  EXPECT_TRUE(*held->dest == *held->source);
 }
 
 TEST(UcxWorkerTest, PeerGoneEndsTheGetWithinItsDeadline) {
