@@ -7,12 +7,20 @@
 //
 //   front_door_bench --http 127.0.0.1:8000 --streams 5000 --max-tokens 20 --pid 1234
 //
+// With --grpc LEADER (an instance leader's WorkerService address; the cluster token from
+// LOCKSTEP_CLUSTER_TOKEN_FILE), the same streams then run again straight on the leader
+// (front_door_direct.h), and the bench prints both runs' first-token and between-token
+// percentiles and their differences: the latency the router adds. Both runs send the
+// same prompt (token ids) and sampling, so the fake engine paces them alike. Each run
+// also states the bench's own CPU time, to tell it apart from the router's.
+//
 // Exit status 0 when every stream completed (200, every token, [DONE]).
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,9 +29,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -31,6 +41,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/host_port.h"
+#include "runtime/router/front_door_direct.h"
 
 namespace lockstep::router {
 namespace {
@@ -42,7 +53,7 @@ struct Stream {
   std::string in;
   size_t scanned = 0;  // of `in`, searched for events
   bool head_ok = false;
-  absl::Time sent, last;
+  absl::Time sent, first, last;
   int events = 0;         // SSE events with text (a token or a few)
   bool finished = false;  // an event said finish_reason "length"
   std::string error;  // empty while fine
@@ -91,6 +102,17 @@ double CpuSeconds(int pid) {
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// This process's CPU time (all its threads), in seconds.
+double OwnCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+// The prompt of every stream, as token ids, in both runs.
+constexpr int kPromptTokenIds[] = {11, 12, 13, 14, 15, 16, 17, 18};
+
 double Percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
@@ -125,6 +147,7 @@ void Scan(Stream& s, absl::Time now, std::vector<double>& ttft, std::vector<doub
     if (event.find("\"finish_reason\":\"length\"") != std::string_view::npos) s.finished = true;
     if (s.events++ == 0) {
       ttft.push_back(absl::ToDoubleMilliseconds(now - s.sent));
+      s.first = now;
     } else {
       gaps.push_back(absl::ToDoubleMilliseconds(now - s.last));
     }
@@ -136,9 +159,18 @@ void Scan(Stream& s, absl::Time now, std::vector<double>& ttft, std::vector<doub
   }
 }
 
-int Run(const std::string& http, int streams, int max_tokens, int pid, absl::Duration timeout) {
-  const absl::StatusOr<HostPort> address = ParseHostPort(http);
-  if (!address.ok()) {
+struct HttpRun {
+  int completed = 0;
+  std::vector<double> ttft, gaps;
+  std::vector<double> per_token;  // as DirectResult::per_token_ms
+};
+
+HttpRun RunHttp(const std::string& http, const std::string& model, int streams, int max_tokens,
+                int pid, absl::Duration timeout);
+
+int Run(const std::string& http, const std::string& grpc, const std::string& model, int streams,
+        int max_tokens, int pid, absl::Duration timeout) {
+  if (const absl::StatusOr<HostPort> address = ParseHostPort(http); !address.ok()) {
     std::fprintf(stderr, "--http: %s\n", std::string(address.status().message()).c_str());
     return 2;
   }
@@ -146,9 +178,50 @@ int Run(const std::string& http, int streams, int max_tokens, int pid, absl::Dur
   getrlimit(RLIMIT_NOFILE, &files);
   files.rlim_cur = files.rlim_max;
   setrlimit(RLIMIT_NOFILE, &files);
-  const std::string body = absl::StrCat(
-      R"({"model":"tiny-moe","prompt":"front door","stream":true,"ignore_eos":true,"max_tokens":)",
-      max_tokens, "}");
+  const HttpRun routed = RunHttp(http, model, streams, max_tokens, pid, timeout);
+  if (grpc.empty()) return routed.completed == streams ? 0 : 1;
+  const double cpu_before = OwnCpuSeconds();
+  const double router_cpu_before = pid > 0 ? CpuSeconds(pid) : 0;
+  const DirectResult direct =
+      RunDirect({.worker = grpc,
+                 .model = model,
+                 .prompt_token_ids = std::vector<int>(std::begin(kPromptTokenIds),
+                                                      std::end(kPromptTokenIds)),
+                 .streams = streams,
+                 .max_tokens = max_tokens,
+                 .timeout = timeout});
+  std::printf("direct on %s: streams %d, completed %d, responses %ld, wall %.2f s, bench CPU "
+              "%.2f s, router CPU %.2f s\n",
+              grpc.c_str(), streams, direct.completed, direct.responses, direct.wall_s,
+              OwnCpuSeconds() - cpu_before, pid > 0 ? CpuSeconds(pid) - router_cpu_before : 0.0);
+  for (const auto& [what, count] : direct.errors) {
+    std::printf("  error '%s': %d\n", what.c_str(), count);
+  }
+  std::printf("direct: first tokens ms p50 %.2f p99 %.2f; between responses ms p50 %.2f p99 "
+              "%.2f; per token ms p50 %.3f p99 %.3f\n",
+              Percentile(direct.first_ms, 0.5), Percentile(direct.first_ms, 0.99),
+              Percentile(direct.gap_ms, 0.5), Percentile(direct.gap_ms, 0.99),
+              Percentile(direct.per_token_ms, 0.5), Percentile(direct.per_token_ms, 0.99));
+  // Differences of percentiles (the runs' tokens cannot be paired one to one).
+  std::printf("added by the router (routed - direct), ms: first token p50 %+.2f p99 %+.2f; "
+              "between events p50 %+.2f p99 %+.2f; per token p50 %+.3f p99 %+.3f\n",
+              Percentile(routed.ttft, 0.5) - Percentile(direct.first_ms, 0.5),
+              Percentile(routed.ttft, 0.99) - Percentile(direct.first_ms, 0.99),
+              Percentile(routed.gaps, 0.5) - Percentile(direct.gap_ms, 0.5),
+              Percentile(routed.gaps, 0.99) - Percentile(direct.gap_ms, 0.99),
+              Percentile(routed.per_token, 0.5) - Percentile(direct.per_token_ms, 0.5),
+              Percentile(routed.per_token, 0.99) - Percentile(direct.per_token_ms, 0.99));
+  return routed.completed == streams && direct.completed == streams ? 0 : 1;
+}
+
+HttpRun RunHttp(const std::string& http, const std::string& model, int streams, int max_tokens,
+                int pid, absl::Duration timeout) {
+  const absl::StatusOr<HostPort> address = ParseHostPort(http);
+  std::string prompt;
+  for (int id : kPromptTokenIds) absl::StrAppend(&prompt, prompt.empty() ? "" : ",", id);
+  const std::string body =
+      absl::StrCat(R"({"model":")", model, R"(","prompt":[)", prompt,
+                   R"(],"stream":true,"ignore_eos":true,"max_tokens":)", max_tokens, "}");
   const std::string request =
       absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: router\r\nContent-Type: "
                    "application/json\r\nContent-Length: ",
@@ -160,6 +233,7 @@ int Run(const std::string& http, int streams, int max_tokens, int pid, absl::Dur
   to.sin_port = htons(static_cast<uint16_t>(address->port));
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   const double cpu_before = pid > 0 ? CpuSeconds(pid) : 0;
+  const double own_cpu_before = OwnCpuSeconds();
   const absl::Time start = absl::Now();
   int open = 0;
   for (int i = 0; i < streams; ++i) {
@@ -232,37 +306,47 @@ int Run(const std::string& http, int streams, int max_tokens, int pid, absl::Dur
   }
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
   const double cpu = pid > 0 ? CpuSeconds(pid) - cpu_before : 0;
+  const double own_cpu = OwnCpuSeconds() - own_cpu_before;
   std::map<std::string, int> errors;
   int64_t received = 0;
   int completed = 0;
+  std::vector<double> per_token;
   for (Stream& s : all) {
     received += s.events;
     if (s.fd >= 0) s.error = "timed out";
     if (s.error.empty()) {
       ++completed;
+      if (max_tokens > 1) {
+        per_token.push_back(absl::ToDoubleMilliseconds(s.last - s.first) / (max_tokens - 1));
+      }
     } else {
       ++errors[s.error];
     }
   }
-  std::printf("streams %d, completed %d, events %ld (%d tokens each stream), wall %.2f s\n",
-              streams, completed, received, max_tokens, wall);
+  std::printf("streams %d, completed %d, events %ld (%d tokens each stream), wall %.2f s, "
+              "bench CPU %.2f s\n",
+              streams, completed, received, max_tokens, wall, own_cpu);
   for (const auto& [what, count] : errors) std::printf("  error '%s': %d\n", what.c_str(), count);
-  std::printf("first event ms p50 %.1f p99 %.1f; between events ms p50 %.2f p99 %.2f\n",
+  std::printf("first event ms p50 %.1f p99 %.1f; between events ms p50 %.2f p99 %.2f; per "
+              "token ms p50 %.3f p99 %.3f\n",
               Percentile(ttft, 0.5), Percentile(ttft, 0.99), Percentile(gaps, 0.5),
-              Percentile(gaps, 0.99));
+              Percentile(gaps, 0.99), Percentile(per_token, 0.5), Percentile(per_token, 0.99));
   if (pid > 0) {
     const double tokens = static_cast<double>(completed) * max_tokens;
     std::printf("router: threads max %ld, RSS max %.0f MB, CPU %.2f s (%.1f us per token)\n",
                 peak.threads, peak.rss_kb / 1024.0, cpu, tokens > 0 ? cpu * 1e6 / tokens : 0.0);
   }
-  return completed == streams ? 0 : 1;
+  return {.completed = completed,
+          .ttft = std::move(ttft),
+          .gaps = std::move(gaps),
+          .per_token = std::move(per_token)};
 }
 
 }  // namespace
 }  // namespace lockstep::router
 
 int main(int argc, char** argv) {
-  std::string http;
+  std::string http, grpc, model = "tiny-moe";
   int streams = 1000, max_tokens = 20, pid = 0, timeout_s = 300;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -270,6 +354,10 @@ int main(int argc, char** argv) {
     bool ok = true;
     if (flag == "--http") {
       http = value;
+    } else if (flag == "--grpc") {
+      grpc = value;
+    } else if (flag == "--model") {
+      model = value;
     } else if (flag == "--streams") {
       ok = absl::SimpleAtoi(value, &streams) && streams > 0;
     } else if (flag == "--max-tokens") {
@@ -289,8 +377,9 @@ int main(int argc, char** argv) {
   if (http.empty()) {
     std::fprintf(stderr,
                  "usage: front_door_bench --http HOST:PORT [--streams N] [--max-tokens T] "
-                 "[--pid ROUTER_PID] [--timeout-s S]\n");
+                 "[--pid ROUTER_PID] [--timeout-s S] [--grpc LEADER_HOST:PORT] [--model M]\n");
     return 2;
   }
-  return lockstep::router::Run(http, streams, max_tokens, pid, absl::Seconds(timeout_s));
+  return lockstep::router::Run(http, grpc, model, streams, max_tokens, pid,
+                               absl::Seconds(timeout_s));
 }
