@@ -31,8 +31,10 @@ ClusterOptions ContextCluster(int32_t host_tier_blocks) {
   return o;
 }
 
-// Runs one context leg on rank 0 to its hand-off, then until its claim is released.
-Stream RunLeg(ScriptedCluster& c, exec::NewRequestSpec spec) {
+// Runs one context leg on rank 0 to its hand-off, then until its claim is released (no
+// generation instance pulls: its lease expires). `pinned`, when given, gets rank 0's
+// host tier pins at the hand-off.
+Stream RunLeg(ScriptedCluster& c, exec::NewRequestSpec spec, int64_t* pinned = nullptr) {
   const RequestId id = spec.id;
   c.Submit(std::move(spec));
   const auto ended = [&] {
@@ -44,6 +46,7 @@ Stream RunLeg(ScriptedCluster& c, exec::NewRequestSpec spec) {
     EXPECT_THAT(c.AuditAll(), IsEmpty()) << "step " << c.steps();
   }
   EXPECT_TRUE(ended()) << "request " << id.value();
+  if (pinned != nullptr) *pinned = c.rank(0).kv().Stats().tiers.pinned_blocks;
   const auto released = [&] {
     return c.rank(0).LiveIds().empty() && c.rank(0).ClaimedIds().empty();
   };
@@ -54,6 +57,7 @@ Stream RunLeg(ScriptedCluster& c, exec::NewRequestSpec spec) {
 
 struct Outcome {
   Stream again;  // the repeated prompt's leg
+  int64_t pinned_at_handoff = 0;
   kv::ManagerStats kv;
 };
 
@@ -70,7 +74,7 @@ Outcome RepeatAfterEviction(int32_t host_tier_blocks) {
   exec::NewRequestSpec again = c.MakeRequest(3, 8 * kTpb + 1, 4, /*pinned_rank=*/0);
   again.prompt = prompt;
   Outcome out;
-  out.again = RunLeg(c, std::move(again));
+  out.again = RunLeg(c, std::move(again), &out.pinned_at_handoff);
   out.kv = c.rank(0).kv().Stats();
   EXPECT_EQ(out.kv.target.used_blocks, 0);
   EXPECT_EQ(out.kv.target.num_caches, 0);
@@ -87,6 +91,11 @@ TEST(ContextTierTest, AContextLegServesAPrefixHitFromTheHostTier) {
   const int64_t from_host = tiered.kv.tiers.onboarded_blocks[static_cast<int>(kv::Tier::kHost)];
   EXPECT_GE(from_host, 4);  // the device pool kept the rest
   EXPECT_EQ(tiered.kv.onboarded_tokens, from_host * kTpb);
+  // Its claim named the host tier's copies of the prefix (kvcache/tier_pins.h); the
+  // expired claim released them (the audit balanced the pins every step).
+  EXPECT_GE(tiered.pinned_at_handoff, from_host);
+  EXPECT_EQ(tiered.kv.tiers.pinned_blocks, 0);
+  EXPECT_EQ(tiered.kv.tiers.served_blocks, 0);  // nobody pulled
 
   const Outcome untiered = RepeatAfterEviction(/*host_tier_blocks=*/0);
   ASSERT_TRUE(untiered.again.context.has_value());
