@@ -39,18 +39,7 @@ using testing::TransportTest;
 
 constexpr absl::Duration kWait = absl::Seconds(20);
 
-class GrpcTransceiverTest : public TransportTest {
- protected:
-  SendSpec Send(const TestBlocks& blocks, absl::Duration lease = absl::Minutes(1)) {
-    return SendSpec{blocks, blocks.num_tokens, clock_.Now() + lease};
-  }
-
-  ReceiveSpec Receive(TestBlocks blocks, const TestRank& from, RequestId remote_id,
-                      absl::Duration timeout = kWait) {
-    return TransportTest::Receive(std::move(blocks), from.transceiver->address(), remote_id,
-                                  timeout);
-  }
-};
+class GrpcTransceiverTest : public TransportTest {};
 
 TEST_P(GrpcTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
   SCOPED_TRACE(SeedTrace(seed_));

@@ -50,14 +50,6 @@ bool OverTcp() {
 
 class UcxTransceiverTest : public testing::TransportTest {
  protected:
-  SendSpec Send(const TestBlocks& blocks, absl::Duration lease = absl::Minutes(1)) {
-    return SendSpec{blocks, blocks.num_tokens, clock_.Now() + lease};
-  }
-  ReceiveSpec Receive(TestBlocks blocks, const TestRank& from, RequestId remote_id,
-                      absl::Duration timeout = kWait) {
-    return TransportTest::Receive(std::move(blocks), from.transceiver->address(), remote_id,
-                                  timeout);
-  }
   static RankConfig Config(const char* name, bool ucx) {
     RankConfig config{.name = name, .descriptor = SmallDescriptor()};
     config.ucx = ucx;

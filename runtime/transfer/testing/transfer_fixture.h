@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -106,6 +107,15 @@ class TransportTest : public ::testing::TestWithParam<bool> {
   // A receive of `blocks` from request `remote_id` of the rank serving at `address`.
   ReceiveSpec Receive(TestBlocks blocks, const std::string& address, RequestId remote_id,
                       absl::Duration timeout);
+  // The same from the rank `from`.
+  ReceiveSpec Receive(TestBlocks blocks, const TestRank& from, RequestId remote_id,
+                      absl::Duration timeout = absl::Seconds(20)) {
+    return Receive(std::move(blocks), from.transceiver->address(), remote_id, timeout);
+  }
+  // A send of all of `blocks`, its lease ending `lease` from now (the fake clock).
+  SendSpec Send(const TestBlocks& blocks, absl::Duration lease = absl::Minutes(1)) {
+    return SendSpec{blocks, blocks.num_tokens, clock_.Now() + lease};
+  }
 
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
