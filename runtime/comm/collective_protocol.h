@@ -79,7 +79,8 @@ int64_t BlockOffset(HeaderField field, int s, int r);
 // `flat` cut into consecutive strings of `sizes` (their sum must not exceed it).
 std::vector<std::string> SplitBytes(absl::string_view flat, absl::Span<const size_t> sizes);
 
-// The broken-after-the-first-error rule, for one communicator.
+// The broken-after-the-first-error rule of communicator.h, for one communicator (each
+// implementation in this package keeps one).
 class FirstError {
  public:
   // OK while no call failed; else FailedPrecondition("<who> is broken by an earlier

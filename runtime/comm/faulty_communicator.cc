@@ -61,10 +61,7 @@ int64_t FaultyCommunicator::InjectedCount(absl::string_view tag) const {
 
 absl::Status FaultyCommunicator::Before(CollectiveOp op, absl::string_view tag,
                                         absl::Span<int64_t> ints) {
-  if (!broken_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "communicator of rank ", rank(), " is broken by an earlier error: ", broken_.ToString()));
-  }
+  RETURN_IF_ERROR(broken_.CheckUsable(absl::StrCat("communicator of rank ", rank())));
   // Matching actions are copied out so that none runs under the lock.
   absl::Duration delay;
   std::vector<std::function<void(absl::Span<int64_t>)>> mutations;
@@ -100,7 +97,7 @@ absl::Status FaultyCommunicator::Before(CollectiveOp op, absl::string_view tag,
     if (mutate && !ints.empty()) mutate(ints);
   }
   if (!failure.ok()) {
-    broken_ = failure;
+    broken_.Record(failure);
     return absl::Status(failure.code(), absl::StrCat("injected into ", DescribeCall(op, tag),
                                                      " on rank ", rank(), ": ", failure.message()));
   }
@@ -108,7 +105,7 @@ absl::Status FaultyCommunicator::Before(CollectiveOp op, absl::string_view tag,
 }
 
 absl::Status FaultyCommunicator::After(absl::Status status) {
-  if (!status.ok() && broken_.ok()) broken_ = status;
+  broken_.Record(status);
   return status;
 }
 

@@ -38,6 +38,7 @@
 #include "absl/types/span.h"
 #include "common/clock.h"
 #include "runtime/comm/collective_op.h"
+#include "runtime/comm/collective_protocol.h"
 #include "runtime/comm/communicator.h"
 
 namespace lockstep::comm {
@@ -117,7 +118,7 @@ class FaultyCommunicator final : public Communicator {
 
   Communicator* const inner_;
   Clock* const clock_;
-  absl::Status broken_;  // First error returned; touched only by the calling thread.
+  FirstError broken_;  // First error returned; touched only by the calling thread.
   mutable absl::Mutex mu_;
   std::vector<FaultRule> rules_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, TagCounters> counters_ ABSL_GUARDED_BY(mu_);

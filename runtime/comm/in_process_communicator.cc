@@ -118,14 +118,11 @@ int InProcessCommunicator::world_size() const { return group_->world_size(); }
 void InProcessCommunicator::MarkDead() { group_->Kill(rank_, "marked dead"); }
 
 absl::Status InProcessCommunicator::Run(InProcessCall& call, const CallOptions& options) {
-  if (!broken_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "communicator of rank ", rank_, " is broken by an earlier error: ", broken_.ToString()));
-  }
+  RETURN_IF_ERROR(broken_.CheckUsable(absl::StrCat("communicator of rank ", rank_)));
   call.tag = options.tag;
   call.rank = rank_;
   absl::Status status = group_->Enter(&call, calls_entered_++, options);
-  if (!status.ok()) broken_ = status;
+  broken_.Record(status);
   return status;
 }
 

@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "runtime/comm/collective_protocol.h"
 #include "runtime/comm/communicator.h"
 
 namespace lockstep::comm {
@@ -84,7 +85,7 @@ class InProcessCommunicator final : public Communicator {
   const std::shared_ptr<internal::InProcessGroup> group_;
   const int rank_;
   int64_t calls_entered_ = 0;  // Collectives this rank has entered (its sequence number).
-  absl::Status broken_;        // The first error this rank saw; OK while usable.
+  FirstError broken_;          // The first error this rank saw (collective_protocol.h).
 };
 
 // A group of `world_size` (>= 1) ranks; element r is rank r. Every member may be
