@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "common/splitmix64.h"
 
@@ -116,19 +117,28 @@ int32_t SampleAllowed(const float* logits, int vocab, const sched::SamplingParam
       }
     }
   };
-  auto prob = [&](int32_t t) {
-    return std::exp((static_cast<double>(logits[t]) - max_logit) * inv_temperature);
-  };
+  // Each allowed token's probability, computed once in the first pass and read back in
+  // the same order by the second (the same doubles as computing them again). Kept per
+  // thread, not in the step's arena: its size varies with the mask, and every new
+  // largest step would grow the arena.
+  thread_local std::vector<double> scratch;
+  size_t num_allowed = 0;
+  for (size_t w = 0; w < words; ++w) num_allowed += std::popcount(allowed[w]);
+  if (scratch.size() < num_allowed) scratch.resize(num_allowed);
+  double* probs = scratch.data();
+  int32_t count = 0;
   double total = 0.0;
   for_each_allowed([&](int32_t t) {
-    total += prob(t);
+    probs[count] = std::exp((static_cast<double>(logits[t]) - max_logit) * inv_temperature);
+    total += probs[count++];
     return true;
   });
   const double u = CounterUniform(params.seed, position, DrawPurpose::kToken) * total;
   double cumulative = 0.0;
   int32_t drawn = vocab - 1;  // as the full draw when rounding leaves u >= total
+  int32_t i = 0;
   for_each_allowed([&](int32_t t) {
-    cumulative += prob(t);
+    cumulative += probs[i++];
     if (u < cumulative) {
       drawn = t;
       return false;
@@ -221,7 +231,9 @@ int32_t SampleToken(const float* logits, int vocab, const sched::SamplingParams&
     const int32_t best = ArgMax(logits, vocab);
     if (logits[best] == -std::numeric_limits<float>::infinity()) return -1;
     if (params.greedy()) return best;
-    if (!truncate) return SampleAllowed(logits, vocab, params, position, history.allowed, best);
+    if (!truncate) {
+      return SampleAllowed(logits, vocab, params, position, history.allowed, best);
+    }
   }
   if (params.greedy()) return ArgMax(logits, vocab);
   // Candidates: every token in id order, or the top-k / top-p set in logit order.
