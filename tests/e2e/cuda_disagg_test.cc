@@ -33,8 +33,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -107,8 +107,8 @@ std::string Complete(httplib::Client& client, const std::string& model, int i,
   const json reply = json::parse(result->body, nullptr, false);
   if (result->status != 200 || !reply.is_object() || !reply.contains("choices") ||
       !reply["choices"].is_array() || reply["choices"].empty() ||
-      reply["choices"][0].value("finish_reason", "") != "length" ||
-      !reply.contains("usage") || reply["usage"].value("completion_tokens", 0) != kMaxTokens) {
+      reply["choices"][0].value("finish_reason", "") != "length" || !reply.contains("usage") ||
+      reply["usage"].value("completion_tokens", 0) != kMaxTokens) {
     *problem = absl::StrCat("HTTP ", result->status, ": ", result->body);
     return "";
   }
@@ -131,8 +131,8 @@ Served LaunchAndServe(const std::string& binary, const std::string& dir, const s
   const absl::Time start = absl::Now();
   if (!supervisor
            .Start({"launcher",
-                   {binary, "launch", deployment, "--run-dir", served.run_dir, "--lockstep",
-                    binary, "--ready-timeout-s", "180", "--grace-s", "10"},
+                   {binary, "launch", deployment, "--run-dir", served.run_dir, "--lockstep", binary,
+                    "--ready-timeout-s", "180", "--grace-s", "10"},
                    log})
            .ok()) {
     served.problems.push_back("the launcher did not start");
@@ -142,8 +142,8 @@ Served LaunchAndServe(const std::string& binary, const std::string& dir, const s
   const absl::Status ready =
       supervisor.WaitReady([&] { return std::filesystem::exists(endpoints); }, absl::Seconds(200));
   if (!ready.ok()) {
-    served.problems.push_back(absl::StrCat(name, " not ready: ", ready.ToString(), "\n",
-                                           Slurp(log)));
+    served.problems.push_back(
+        absl::StrCat(name, " not ready: ", ready.ToString(), "\n", Slurp(log)));
     return served;
   }
   std::cout << name << ": ready in " << absl::FormatDuration(absl::Now() - start) << "\n";
@@ -167,8 +167,8 @@ Served LaunchAndServe(const std::string& binary, const std::string& dir, const s
     });
   }
   for (std::thread& t : clients) t.join();
-  std::cout << name << ": " << kRequests - served.problems.size() << "/" << kRequests
-            << " served, " << absl::FormatDuration(absl::Now() - start) << " from the start\n";
+  std::cout << name << ": " << kRequests - served.problems.size() << "/" << kRequests << " served, "
+            << absl::FormatDuration(absl::Now() - start) << " from the start\n";
   if (mtp) {
     // A request's drafts are counted when the router finishes it, which may trail the
     // response the client read: wait for a count, within a deadline.
@@ -193,10 +193,27 @@ Served LaunchAndServe(const std::string& binary, const std::string& dir, const s
   kill(supervisor.PidOf("launcher"), SIGTERM);
   launcher::ProcessSupervisor::WaitResult stopped = supervisor.Wait(absl::Seconds(60));
   if (stopped.exited.size() != 1 || !stopped.exited[0].clean()) {
-    served.problems.push_back(absl::StrCat(name, ": the launcher did not stop cleanly\n",
-                                           Slurp(log)));
+    served.problems.push_back(
+        absl::StrCat(name, ": the launcher did not stop cleanly\n", Slurp(log)));
   }
   return served;
+}
+
+// Runs `lockstep make-model --preset <preset> --out <out>`; "" or what went wrong.
+std::string MakeModel(const std::string& binary, const std::string& preset, const std::string& out,
+                      const std::string& dir) {
+  const std::string log = dir + "/make_model.log";
+  launcher::ProcessSupervisor supervisor;
+  if (!supervisor
+           .Start({"make-model", {binary, "make-model", "--preset", preset, "--out", out}, log})
+           .ok()) {
+    return "make-model did not start";
+  }
+  launcher::ProcessSupervisor::WaitResult made = supervisor.Wait(absl::Seconds(120));
+  if (made.exited.size() != 1 || !made.exited[0].clean()) {
+    return absl::StrCat("make-model --preset ", preset, " failed:\n", Slurp(log));
+  }
+  return "";
 }
 
 TEST(CudaDisaggTest, ContextAndGenerationDep2ServeTheCpuEnginesTokens) {
@@ -213,30 +230,21 @@ TEST(CudaDisaggTest, ContextAndGenerationDep2ServeTheCpuEnginesTokens) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string model = dir + "/models/tiny-moe";
-  {
-    launcher::ProcessSupervisor supervisor;
-    ASSERT_TRUE(supervisor
-                    .Start({"make-model",
-                            {binary, "make-model", "--preset", "tiny-moe", "--out", model},
-                            dir + "/make_model.log"})
-                    .ok());
-    launcher::ProcessSupervisor::WaitResult made = supervisor.Wait(absl::Seconds(120));
-    ASSERT_EQ(made.exited.size(), 1u) << Slurp(dir + "/make_model.log");
-    ASSERT_TRUE(made.exited[0].clean()) << Slurp(dir + "/make_model.log");
-  }
-  const std::string yaml =
-      absl::StrReplaceAll(example, {{kModelPath, "path: " + model},
-                                    {kDraftPath, "draft_path: " + model + "/draft"}});
+  ASSERT_EQ(MakeModel(binary, "tiny-moe", model, dir), "");
+  const std::string yaml = absl::StrReplaceAll(
+      example, {{kModelPath, "path: " + model}, {kDraftPath, "draft_path: " + model + "/draft"}});
   const std::string f32 = absl::StrReplaceAll(yaml, {{"dtype: bf16", "dtype: f32"}});
   const std::string cpu = absl::StrReplaceAll(
-      yaml, {{"engine: cuda", "engine: cpu"}, {"engine_transport: nccl", "engine_transport: auto"}});
+      yaml,
+      {{"engine: cuda", "engine: cpu"}, {"engine_transport: nccl", "engine_transport: auto"}});
 
   const Served bf16_run = LaunchAndServe(binary, dir, "cuda_bf16", yaml);
   const Served f32_run = LaunchAndServe(binary, dir, "cuda_f32", f32);
   const Served cpu_run = LaunchAndServe(binary, dir, "cpu", cpu);
   for (const Served* run : {&bf16_run, &f32_run, &cpu_run}) {
-    EXPECT_TRUE(run->problems.empty()) << run->problems.size() << " problems, the first: "
-                                       << (run->problems.empty() ? "" : run->problems[0]);
+    EXPECT_TRUE(run->problems.empty())
+        << run->problems.size()
+        << " problems, the first: " << (run->problems.empty() ? "" : run->problems[0]);
   }
   int f32_equal = 0, bf16_equal = 0;
   for (int i = 0; i < kRequests; ++i) {
@@ -281,34 +289,26 @@ TEST(CudaDisaggTest, DeepSeekV3WithMtpUnderExpertParallelismServesTheCpuEnginesT
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string model = dir + "/models/tiny-dsv3-mtp";
-  {
-    launcher::ProcessSupervisor supervisor;
-    ASSERT_TRUE(supervisor
-                    .Start({"make-model",
-                            {binary, "make-model", "--preset", "tiny-dsv3-mtp", "--out", model},
-                            dir + "/make_model.log"})
-                    .ok());
-    launcher::ProcessSupervisor::WaitResult made = supervisor.Wait(absl::Seconds(120));
-    ASSERT_EQ(made.exited.size(), 1u) << Slurp(dir + "/make_model.log");
-    ASSERT_TRUE(made.exited[0].clean()) << Slurp(dir + "/make_model.log");
-  }
+  ASSERT_EQ(MakeModel(binary, "tiny-dsv3-mtp", model, dir), "");
   const std::string yaml = absl::StrReplaceAll(example, {{kMtpModelPath, "path: " + model}});
   const std::string f32 = absl::StrReplaceAll(yaml, {{"dtype: bf16", "dtype: f32"}});
-  const std::string cpu = absl::StrReplaceAll(
-      yaml, {{"engine: cuda", "engine: cpu"},
-            {"engine_transport: nccl", "engine_transport: auto"},
-            {kMtp, ""},
-            {"draft_pool: paired", "draft_pool: none"}});
+  const std::string cpu =
+      absl::StrReplaceAll(yaml, {{"engine: cuda", "engine: cpu"},
+                                 {"engine_transport: nccl", "engine_transport: auto"},
+                                 {kMtp, ""},
+                                 {"draft_pool: paired", "draft_pool: none"}});
 
   const std::string cpu_mtp = absl::StrReplaceAll(
-      yaml, {{"engine: cuda", "engine: cpu"}, {"engine_transport: nccl", "engine_transport: auto"}});
+      yaml,
+      {{"engine: cuda", "engine: cpu"}, {"engine_transport: nccl", "engine_transport: auto"}});
 
   const Served mtp_run = LaunchAndServe(binary, dir, "cuda_mtp_f32", f32, "tiny-dsv3-mtp", true);
   const Served cpu_run = LaunchAndServe(binary, dir, "cpu_no_spec", cpu, "tiny-dsv3-mtp");
   const Served cpu_mtp_run = LaunchAndServe(binary, dir, "cpu_mtp", cpu_mtp, "tiny-dsv3-mtp", true);
   for (const Served* run : {&mtp_run, &cpu_run, &cpu_mtp_run}) {
-    EXPECT_TRUE(run->problems.empty()) << run->problems.size() << " problems, the first: "
-                                       << (run->problems.empty() ? "" : run->problems[0]);
+    EXPECT_TRUE(run->problems.empty())
+        << run->problems.size()
+        << " problems, the first: " << (run->problems.empty() ? "" : run->problems[0]);
   }
   for (int i = 0; i < kRequests; ++i) {
     EXPECT_FALSE(cpu_run.texts[i].empty()) << "request " << i;
