@@ -502,14 +502,10 @@ absl::Status DeploymentConfig::Validate() const {
   problems.InRange("router.http_idle_timeout_ms", router.http_idle_timeout_ms, 1, 3600000);
   problems.InRange("router.http_read_timeout_ms", router.http_read_timeout_ms, 1, 3600000);
   problems.InRange("router.http_write_timeout_ms", router.http_write_timeout_ms, 1, 3600000);
-  const int64_t min_grpc_threads =
-      std::max<int64_t>(router.max_concurrent_requests, 0) + kRouterGrpcReservedThreads;
-  if (router.grpc_max_threads < min_grpc_threads || router.grpc_max_threads > (1 << 16)) {
-    problems.Add("router.grpc_max_threads",
-                 absl::StrCat("must be in [max_concurrent_requests + ", kRouterGrpcReservedThreads,
-                              " = ", min_grpc_threads,
-                              ", 65536], got ", router.grpc_max_threads));
-  }
+  // An HTTP request holds no gRPC thread; RouterService.Generate calls are held to
+  // grpc_max_threads - kRouterGrpcReservedThreads whatever max_concurrent_requests is.
+  problems.InRange("router.grpc_max_threads", router.grpc_max_threads,
+                   kRouterGrpcReservedThreads, 1 << 16);
 
   if (instances.empty()) problems.Add("instances", "must list at least one instance");
   absl::flat_hash_set<std::string> names;

@@ -93,8 +93,8 @@ struct ModelConfig {
 };
 
 // Threads of the router's gRPC server kept for membership, heartbeats and the
-// rendezvous: generation requests in flight never exceed router.grpc_max_threads minus
-// this (docs/security.md §5).
+// rendezvous: RouterService.Generate calls at once never exceed router.grpc_max_threads
+// minus this (docs/security.md §5).
 inline constexpr int64_t kRouterGrpcReservedThreads = 16;
 
 // The names model.tool_call_parser and model.reasoning_parser take.
@@ -169,8 +169,8 @@ struct RouterConfig {
   // Most generation requests in flight through the router (HTTP and gRPC together;
   // a request with `n` choices counts n times); one more is refused at once: HTTP 429
   // with Retry-After, gRPC RESOURCE_EXHAUSTED. 0: 4 × the instances' capacity (Σ
-  // world_size × executor.max_num_active_requests), at most grpc_max_threads -
-  // kRouterGrpcReservedThreads (the gRPC reserve; runtime/router/front_door_limits.h).
+  // world_size × executor.max_num_active_requests) (runtime/router/front_door_limits.h).
+  // Not bounded by grpc_max_threads: an HTTP request holds no thread.
   int64_t max_concurrent_requests = 0;
   // Most requests the router has outstanding at one instance (each leg of a two-leg
   // request counts on its instance while it runs); when every healthy instance of the
@@ -208,11 +208,10 @@ struct RouterConfig {
   // Most threads of the router's gRPC server (gRPC's ResourceQuota): each call holds one
   // while its handler runs (a RouterService.Generate stream, a rendezvous Wait), its
   // pollers count too. A call that finds none free is refused at once with
-  // RESOURCE_EXHAUSTED. At least max_concurrent_requests + kRouterGrpcReservedThreads,
-  // so that internal calls find a thread while every admitted request streams over
-  // gRPC (with max_concurrent_requests 0 the router admits at most grpc_max_threads -
-  // kRouterGrpcReservedThreads); it must also exceed the ranks that bootstrap at once
-  // (each waits on the rendezvous).
+  // RESOURCE_EXHAUSTED. At least kRouterGrpcReservedThreads: RouterService.Generate
+  // calls are held to grpc_max_threads - kRouterGrpcReservedThreads at once, so that
+  // internal calls find a thread while those calls stream; it must also exceed the
+  // ranks that bootstrap at once (each waits on the rendezvous).
   int64_t grpc_max_threads = 1024;
 };
 
