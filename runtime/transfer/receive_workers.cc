@@ -107,12 +107,14 @@ void ReceiveWorkers::NoteFallback(const std::string& address, const absl::Status
                     address, why.ToString());
 }
 
-absl::Status ReceiveWorkers::Pull(const ReceiveSpec& spec, PullControl& control) {
+absl::Status ReceiveWorkers::Pull(const ReceiveSpec& spec, PullControl& control,
+                                  std::optional<uint64_t>* release_offer) {
   const ContextHandle& source = spec.source;
   if (ucx_ != nullptr) {
     if (control.cancelled()) return ReceiveCancelledError(spec.blocks.id);
     UcxPuller::Outcome outcome;
     absl::Status status = ucx_->Pull(UcxStubFor(source.address), spec, control, &outcome);
+    *release_offer = outcome.release_offer;
     if (!outcome.fall_back) {
       ++pulls_over_ucx_;
       return status;
@@ -180,11 +182,18 @@ void ReceiveWorkers::Loop() {
       receive.control = control;
       spec = receive.spec;
     }
-    absl::Status status = Pull(spec, *control);
-    absl::MutexLock lock(&mu_);
-    receives_.erase(id);
-    if (!shut_down_) {
-      events_->Push({TransferKind::kReceive, id, spec.blocks.generation, std::move(status)});
+    std::optional<uint64_t> release_offer;
+    absl::Status status = Pull(spec, *control, &release_offer);
+    {
+      absl::MutexLock lock(&mu_);
+      receives_.erase(id);
+      if (!shut_down_) {
+        events_->Push({TransferKind::kReceive, id, spec.blocks.generation, std::move(status)});
+      }
+    }
+    // The staged copy's Release, off the receive's path (UcxPuller::Outcome).
+    if (release_offer.has_value()) {
+      ucx_->Release(UcxStubFor(spec.source.address), spec, *release_offer);
     }
   }
 }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,7 +82,10 @@ class ReceiveWorkers {
 
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   // One pull, over the data plane or gRPC.
-  absl::Status Pull(const ReceiveSpec& spec, PullControl& control) ABSL_LOCKS_EXCLUDED(mu_);
+  // `release_offer`: set where a UCX offer's staged copy is to be released (after the
+  // receive is reported).
+  absl::Status Pull(const ReceiveSpec& spec, PullControl& control,
+                    std::optional<uint64_t>* release_offer) ABSL_LOCKS_EXCLUDED(mu_);
   // Counts a fallback to gRPC from `address`'s data plane (`why`); logs the first per peer.
   void NoteFallback(const std::string& address, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   // The stub for `address` (one channel per context rank, kept for reuse).

@@ -17,32 +17,8 @@ namespace {
 using kv::PoolKind;
 
 // How long a Release may take; it only frees the context rank's staged copy early (its
-// deadline drops it otherwise), so a slow one does not hold the receive.
+// deadline drops it otherwise), so a slow one does not hold the receive thread long.
 constexpr absl::Duration kReleaseTimeout = absl::Seconds(1);
-
-// Sent without waiting for the answer where the stub has gRPC's callback API (the
-// receive does not need it: a lost Release only keeps the staged copy until its
-// deadline); the call owns its state and frees it in its callback, within
-// kReleaseTimeout.
-void ReleaseOffer(lockstep::v1::KvUcxService::StubInterface& stub, uint64_t offer_id,
-                  const std::string& requester) {
-  struct Call {
-    grpc::ClientContext context;
-    lockstep::v1::UcxRelease request;
-    lockstep::v1::UcxReleaseReply reply;
-  };
-  auto call = std::make_unique<Call>();
-  call->context.set_deadline(absl::ToChronoTime(absl::Now() + kReleaseTimeout));
-  call->request.set_offer_id(offer_id);
-  call->request.set_requester(requester);
-  if (auto* async = stub.async(); async != nullptr) {
-    Call* held = call.release();
-    async->Release(&held->context, &held->request, &held->reply,
-                   [held](grpc::Status) { delete held; });
-    return;
-  }
-  (void)stub.Release(&call->context, call->request, &call->reply);
-}
 
 }  // namespace
 
@@ -69,10 +45,8 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
     const grpc::Status status = stub.Offer(&context, request, &offer);
     control.Detach();
     if (control.cancelled()) {
-      // The claim may have been staged: drop it now rather than at its deadline.
-      if (status.ok() && offer.refusal().empty()) {
-        ReleaseOffer(stub, offer.offer_id(), request.requester());
-      }
+      // The claim may have been staged: released rather than left to its deadline.
+      if (status.ok() && offer.refusal().empty()) outcome->release_offer = offer.offer_id();
       return ReceiveCancelledError(blocks.id);
     }
     if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
@@ -89,7 +63,9 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
                        absl::StrCat("UCX offer refused: ", offer.refusal()));
     }
   }
-  const auto release = [&] { ReleaseOffer(stub, offer.offer_id(), request.requester()); };
+  // From here on the context rank holds a staged copy for us: released on every path,
+  // once the receive has been reported (Outcome::release_offer).
+  outcome->release_offer = offer.offer_id();
 
   // The staged copy: the target blocks, then the draft blocks, each block_bytes long.
   struct Part {
@@ -109,7 +85,6 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
     blocks_total += count;
   }
   if (offer.length() != expected || offer.block_crc32c_size() != blocks_total) {
-    release();
     return PullError(absl::StatusCode::kDataLoss, source,
                      absl::StrCat("the UCX offer stages ", offer.length(), " bytes and ",
                                   offer.block_crc32c_size(), " checksums, expected ", expected,
@@ -129,7 +104,6 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
     staged_hold = std::move(map->hold);
     mapped = true;
   } else if (!absl::IsUnimplemented(map.status())) {
-    release();
     return PullError(map.status().code(), source, map.status().message());
   } else {
     // Not zero-filled: the get overwrites all of it.
@@ -139,16 +113,12 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
         {staging.get(), static_cast<size_t>(expected)}, staging, spec.deadline,
         [&control] { return control.cancelled(); });
     if (!got.ok()) {
-      release();
       if (control.cancelled()) return ReceiveCancelledError(blocks.id);
       return PullError(got.code(), source, got.message());
     }
     staged = staging.get();
     staged_hold = std::move(staging);
   }
-  // A got copy is ours: the staged one can go now. One read in place stays the context
-  // rank's until the Release, sent once the blocks are written.
-  if (!mapped) release();
   const absl::Status written = [&]() -> absl::Status {
     if (control.cancelled()) return ReceiveCancelledError(blocks.id);
     BlockWriter writer(blocks, spec.num_tokens, descriptor_, copiers_);
@@ -181,8 +151,18 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
     }
     return absl::OkStatus();
   }();
-  if (mapped) release();
   return written;
+}
+
+void UcxPuller::Release(lockstep::v1::KvUcxService::StubInterface& stub, const ReceiveSpec& spec,
+                        uint64_t offer_id) const {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kReleaseTimeout));
+  lockstep::v1::UcxRelease request;
+  request.set_offer_id(offer_id);
+  request.set_requester(puller_.Request(spec).requester());
+  lockstep::v1::UcxReleaseReply reply;
+  (void)stub.Release(&context, request, &reply);
 }
 
 }  // namespace lockstep::transfer

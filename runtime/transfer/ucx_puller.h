@@ -13,6 +13,7 @@
 #define LOCKSTEP_RUNTIME_TRANSFER_UCX_PULLER_H_
 
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "proto/kv_transfer.grpc.pb.h"
@@ -33,6 +34,12 @@ class UcxPuller {
     // The context rank has no UCX data plane or refused the offer; the claim is
     // untouched: pull over another transport.
     bool fall_back = false;
+    // Set once an offer was made: the context rank's staged copy, to be let go with
+    // Release (UcxPuller::Release) once the receive has been reported. Sending it after
+    // the report keeps its round trip off the receive's path without gRPC's callback
+    // API (whose alternative completion queue crashed when channels were torn down
+    // while a Release was in flight).
+    std::optional<uint64_t> release_offer;
   };
 
   // Pulls `spec` by `spec.deadline` (real time). Outcomes as KvPuller::Pull's: OK;
@@ -43,6 +50,12 @@ class UcxPuller {
   // from. With `outcome->fall_back` the status says why and nothing was pulled.
   absl::Status Pull(lockstep::v1::KvUcxService::StubInterface& stub, const ReceiveSpec& spec,
                     PullControl& control, Outcome* outcome) const;
+
+  // Lets the context rank drop the staged copy of `offer_id` (Outcome::release_offer),
+  // waiting at most a second for the answer: a lost Release only keeps the copy until
+  // its deadline.
+  void Release(lockstep::v1::KvUcxService::StubInterface& stub, const ReceiveSpec& spec,
+               uint64_t offer_id) const;
 
  private:
   const KvPuller& puller_;

@@ -122,8 +122,8 @@ TEST_P(UcxTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
   }
   EXPECT_EQ((*gen)->pulls_over_ucx(), 3);
   EXPECT_EQ((*gen)->pulls_over_tcp() + (*gen)->pulls_over_grpc(), 0);
-  // Each staged copy was released by the puller (without waiting for the answer), none
-  // left to expire.
+  // Each staged copy was released by the receive thread (after reporting the receive),
+  // none left to expire.
   EXPECT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 3; }));
   const UcxDataServer::Stats stats = (*ctx)->ucx_data_plane()->stats();
   EXPECT_EQ(stats.released, 3);
