@@ -34,6 +34,7 @@ using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::StatusIs;
 using ::lockstep::testing::TestSeed;
 using ::testing::AllOf;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 constexpr Transport kAll[] = {Transport::kInProcess, Transport::kGloo, Transport::kShm,
@@ -201,10 +202,17 @@ TEST_P(ContractTest, MissingRankTimesOutNamingTheCall) {
   };
   RankFn absent = [](Communicator&) { return absl::OkStatus(); };
   std::vector<absl::Status> results = RunRanks(group, {vote, vote, vote, absent});
+  int timed_out = 0;
   for (int r = 0; r < 3; ++r) {
+    // A rank times out, or (gloo) sees a peer that timed out first close its connection:
+    // on a loaded machine the ranks' deadlines pass at different times.
     EXPECT_THAT(results[r],
-                StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("AllReduce('vote')")));
+                AnyOf(StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("AllReduce('vote')")),
+                      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("AllReduce('vote')"))))
+        << "rank " << r;
+    timed_out += absl::IsDeadlineExceeded(results[r]);
   }
+  EXPECT_GE(timed_out, 1) << "no rank waited out the deadline";
   if (TraitsOf(GetParam()).late_rank_sees_broken_peers) {
     EXPECT_THAT(group[3]->Barrier(Tag("late", absl::Seconds(30))),
                 StatusIs(absl::StatusCode::kUnavailable));
