@@ -390,15 +390,8 @@ absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uin
                                                                              Tier* from) {
   if (const auto h = host_.find(key); h != host_.end()) {
     HostEntry& entry = h->second;
-    if (entry.copy_down != nullptr) {
-      copying_.erase(entry.source);
-      if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
-      const absl::Status status = worker_->StatusOf(*entry.copy_down);
-      entry.copy_down.reset();
-      if (!status.ok()) {
-        EraseHost(key);
-        return absl::NotFoundError(absl::StrCat("host tier: copy-down failed: ", status.message()));
-      }
+    if (const absl::Status status = FinishCopyDown(key, entry); !status.ok()) {
+      return absl::NotFoundError(absl::StrCat("host tier: copy-down failed: ", status.message()));
     }
     host_lru_.splice(host_lru_.end(), host_lru_, entry.lru);
     *from = Tier::kHost;
@@ -464,20 +457,21 @@ std::shared_ptr<const std::vector<std::byte>> KvTiers::Pin(uint64_t key, uint64_
                   tokens.end())) {
     return nullptr;
   }
-  if (entry.copy_down != nullptr) {
-    copying_.erase(entry.source);
-    if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
-    const absl::Status status = worker_->StatusOf(*entry.copy_down);
-    entry.copy_down.reset();
-    if (!status.ok()) {
-      EraseHost(key);
-      return nullptr;
-    }
-  }
+  if (!FinishCopyDown(key, entry).ok()) return nullptr;
   host_lru_.splice(host_lru_.end(), host_lru_, entry.lru);
   ++entry.pins;
   ++pins_;
   return entry.bytes;
+}
+
+absl::Status KvTiers::FinishCopyDown(uint64_t key, HostEntry& entry) {
+  if (entry.copy_down == nullptr) return absl::OkStatus();
+  copying_.erase(entry.source);
+  if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
+  const absl::Status status = worker_->StatusOf(*entry.copy_down);
+  entry.copy_down.reset();
+  if (!status.ok()) EraseHost(key);
+  return status;
 }
 
 void KvTiers::Unpin(uint64_t key) {

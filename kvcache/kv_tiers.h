@@ -136,6 +136,9 @@ class KvTiers {
   void EvictDiskLru();
   void SpillToDisk(HostEntry entry);
   void EraseHost(uint64_t key);
+  // Waits for `entry`'s copy-down, if one is pending; a failed one erases the entry
+  // (`entry` is then gone) and is returned.
+  absl::Status FinishCopyDown(uint64_t key, HostEntry& entry);
   void EraseDisk(uint64_t key, bool remove_file);
   void Report(uint64_t key, Tier tier, bool stored);
 
