@@ -32,7 +32,9 @@ RankView::Tiers TierView(const kv::TierStats& t) {
           .offloaded_blocks = t.offloaded_blocks,
           .offload_ns = t.offload_ns,
           .onboard_ns = t.onboard_ns,
-          .disk_corrupt = t.disk_corrupt};
+          .disk_corrupt = t.disk_corrupt,
+          .pinned_blocks = t.pinned_blocks,
+          .served_blocks = t.served_blocks};
 }
 
 static_assert(FieldCount<RankView::Tiers>() == InstanceLoads::kNumTierFields,

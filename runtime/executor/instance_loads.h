@@ -44,6 +44,8 @@ struct RankView {
     int64_t offload_ns = 0;  // summed copy time of the copy-downs
     int64_t onboard_ns = 0;  // summed copy time of the blocks brought back
     int64_t disk_corrupt = 0;
+    int64_t pinned_blocks = 0;  // current: host entries pinned for transfer claims
+    int64_t served_blocks = 0;  // cumulative: blocks transfers read from the host tier
   } tiers;
 };
 
@@ -54,7 +56,8 @@ inline constexpr int64_t RankView::Tiers::*kTierFields[] = {
     &RankView::Tiers::disk_capacity_blocks, &RankView::Tiers::host_hit_blocks,
     &RankView::Tiers::disk_hit_blocks,      &RankView::Tiers::offloaded_blocks,
     &RankView::Tiers::offload_ns,           &RankView::Tiers::onboard_ns,
-    &RankView::Tiers::disk_corrupt};
+    &RankView::Tiers::disk_corrupt,         &RankView::Tiers::pinned_blocks,
+    &RankView::Tiers::served_blocks};
 
 class InstanceLoads {
  public:

@@ -118,12 +118,33 @@ TEST(InstanceLoadsTest, TheRowCarriesTheTiers) {
   serve(2, 100, 16);  // 4 blocks: the device pool evicts the first prompt's
   serve(3, 0, 9);     // its 2 blocks come back from the host tier
   kv.FlushTiers();
-  const InstanceLoads::Row row = InstanceLoads::LocalRow(0, 0, 0, kv, ExecutorCounters());
-  InstanceLoads loads;
-  int64_t schedulable = 0;
-  loads.Absorb(row, 1, ExecutorCounters(), &schedulable);
-  ASSERT_EQ(loads.ranks().size(), 1u);
-  const RankView::Tiers& t = loads.ranks()[0].tiers;
+  // A context leg of the same prompt handed off: the transfer may read its 2 full blocks
+  // from the host tier's copies (pinned until the claim ends).
+  std::vector<int32_t> leg(9);
+  for (int i = 0; i < 9; ++i) leg[static_cast<size_t>(i)] = i;
+  ASSERT_THAT(kv.CreateCache(RequestId(4), leg).status(), IsOk());
+  ASSERT_THAT(kv.Resize(RequestId(4), kv::PoolKind::kTarget, 9, 9), IsOk());
+  ASSERT_THAT(kv.Commit(RequestId(4), leg), IsOk());
+  absl::StatusOr<std::shared_ptr<const kv::HostBlocks>> pinned =
+      kv.PinHostBlocks(RequestId(4), leg);
+  ASSERT_THAT(pinned, IsOk());
+  ASSERT_NE(*pinned, nullptr);
+  const auto gather = [&kv] {
+    InstanceLoads loads;
+    int64_t schedulable = 0;
+    loads.Absorb(InstanceLoads::LocalRow(0, 0, 0, kv, ExecutorCounters()), 1, ExecutorCounters(),
+                 &schedulable);
+    EXPECT_EQ(loads.ranks().size(), 1u);
+    return loads.ranks().empty() ? RankView::Tiers() : loads.ranks()[0].tiers;
+  };
+  EXPECT_EQ(gather().pinned_blocks, 2);
+  EXPECT_EQ(gather().served_blocks, 0);
+  // The transfer read both; the claim ends.
+  (*pinned)->bytes_read += 2 * static_cast<int64_t>(config.target.layout.BlockBytes());
+  kv.Release(RequestId(4));
+  const RankView::Tiers t = gather();
+  EXPECT_EQ(t.pinned_blocks, 0);
+  EXPECT_EQ(t.served_blocks, 2);
   EXPECT_EQ(t.block_bytes, static_cast<int64_t>(config.target.layout.BlockBytes()));
   EXPECT_EQ(t.host_capacity_blocks, 16);
   EXPECT_EQ(t.host_hit_blocks, 2);

@@ -25,6 +25,8 @@ void SetRankStats(const exec::ExecutorSnapshot& snapshot, v1::StatsResponse* out
     tiers->set_offload_micros(t.offload_ns / 1000);
     tiers->set_onboard_micros(t.onboard_ns / 1000);
     tiers->set_disk_corrupt_blocks(t.disk_corrupt);
+    tiers->set_pinned_blocks(t.pinned_blocks);
+    tiers->set_served_blocks(t.served_blocks);
   }
   out->set_active_token_imbalance(snapshot.token_imbalance);
 }

@@ -38,7 +38,9 @@ TEST(RankStatsTest, EveryRanksTiers) {
                              .offloaded_blocks = 20,
                              .offload_ns = 9'000'999,
                              .onboard_ns = 2'500'000,
-                             .disk_corrupt = 1};
+                             .disk_corrupt = 1,
+                             .pinned_blocks = 6,
+                             .served_blocks = 13};
   v1::StatsResponse out;
   SetRankStats(snapshot, &out);
   ASSERT_EQ(out.ranks_size(), 2);
@@ -54,6 +56,8 @@ TEST(RankStatsTest, EveryRanksTiers) {
   EXPECT_EQ(t.offload_micros(), 9000);
   EXPECT_EQ(t.onboard_micros(), 2500);
   EXPECT_EQ(t.disk_corrupt_blocks(), 1);
+  EXPECT_EQ(t.pinned_blocks(), 6);
+  EXPECT_EQ(t.served_blocks(), 13);
   EXPECT_EQ(out.ranks(0).tiers().host_blocks(), 0);
 }
 
@@ -74,8 +78,7 @@ TEST(RankStatsTest, KvShapeOfAnMlaLatentCache) {
 TEST(RankStatsTest, KvShapeOfPlainAttention) {
   // 4 layers x {K, V} x 2 heads x 16 dims x f32.
   v1::StatsResponse out;
-  SetKvShape({.num_layers = 4, .num_kv_heads = 2, .head_dim = 16, .tokens_per_block = 8},
-             &out);
+  SetKvShape({.num_layers = 4, .num_kv_heads = 2, .head_dim = 16, .tokens_per_block = 8}, &out);
   EXPECT_EQ(out.kv_tokens_per_block(), 8);
   EXPECT_EQ(out.kv_bytes_per_token(), 4 * 2 * 2 * 16 * 4);
 }

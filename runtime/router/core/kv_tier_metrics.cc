@@ -41,10 +41,9 @@ KvTierMetrics::KvTierMetrics(MetricsRegistry& registry)
       capacity_bytes_(registry.AddGauge(absl::StrCat(kPrefix, "capacity_bytes"),
                                         "Bytes of KV the rank's host or disk tier can hold.",
                                         {"instance", "rank", "tier"})),
-      offloaded_blocks_(
-          registry.AddMirroredCounter(absl::StrCat(kPrefix, "offloaded_blocks_total"),
-                                      "Blocks copied down from the device pool to the host tier.",
-                                      {"instance", "rank"})),
+      offloaded_blocks_(registry.AddMirroredCounter(
+          absl::StrCat(kPrefix, "offloaded_blocks_total"),
+          "Blocks copied down from the device pool to the host tier.", {"instance", "rank"})),
       offload_bytes_(registry.AddMirroredCounter(absl::StrCat(kPrefix, "offload_bytes_total"),
                                                  "Bytes copied down to the host tier.",
                                                  {"instance", "rank"})),
@@ -55,10 +54,9 @@ KvTierMetrics::KvTierMetrics(MetricsRegistry& registry)
           absl::StrCat(kPrefix, "onboarded_blocks_total"),
           "Prefix blocks brought back into the device pool, by the tier they came from.",
           {"instance", "rank", "tier"})),
-      onboard_bytes_(
-          registry.AddMirroredCounter(absl::StrCat(kPrefix, "onboard_bytes_total"),
-                                      "Bytes brought back into the device pool from the tiers.",
-                                      {"instance", "rank"})),
+      onboard_bytes_(registry.AddMirroredCounter(
+          absl::StrCat(kPrefix, "onboard_bytes_total"),
+          "Bytes brought back into the device pool from the tiers.", {"instance", "rank"})),
       onboard_seconds_(registry.AddMirroredCounter(
           absl::StrCat(kPrefix, "onboard_seconds_total"),
           "Summed copy time of the blocks brought back from the tiers.", {"instance", "rank"})),
@@ -74,21 +72,44 @@ KvTierMetrics::KvTierMetrics(MetricsRegistry& registry)
           absl::StrCat(kPrefix, "offload_block_seconds"),
           "Mean copy time of one block copied down to the host tier since the start.",
           {"instance", "rank"})),
-      onboard_latency_(registry.AddGauge(
-          absl::StrCat(kPrefix, "onboard_block_seconds"),
-          "Mean copy time of one block brought back from a tier since the start.",
-          {"instance", "rank"})),
+      onboard_latency_(
+          registry.AddGauge(absl::StrCat(kPrefix, "onboard_block_seconds"),
+                            "Mean copy time of one block brought back from a tier since the start.",
+                            {"instance", "rank"})),
       disk_corrupt_(registry.AddMirroredCounter(
           absl::StrCat(kPrefix, "disk_corrupt_blocks_total"),
           "Disk tier blocks that failed verification (treated as misses, never served).",
+          {"instance", "rank"})),
+      pinned_(registry.AddGauge(absl::StrCat(kPrefix, "pinned_blocks"),
+                                "Host tier blocks pinned for KV transfers now: a context rank "
+                                "serving a prefix from its host tier (last poll).",
+                                {"instance", "rank"})),
+      served_(registry.AddMirroredCounter(
+          absl::StrCat(kPrefix, "served_blocks_total"),
+          "Blocks KV transfers read from the rank's host tier instead of its device pool.",
           {"instance", "rank"})) {}
 
 void KvTierMetrics::Clear() {
-  for (GaugeFamily* family :
-       {&bytes_per_token_, &hit_tokens_, &hit_rate_, &blocks_, &capacity_blocks_, &bytes_,
-        &capacity_bytes_, &offloaded_blocks_, &offload_bytes_, &offload_seconds_,
-        &onboarded_blocks_, &onboard_bytes_, &onboard_seconds_, &offload_throughput_,
-        &onboard_throughput_, &offload_latency_, &onboard_latency_, &disk_corrupt_}) {
+  for (GaugeFamily* family : {&bytes_per_token_,
+                              &hit_tokens_,
+                              &hit_rate_,
+                              &blocks_,
+                              &capacity_blocks_,
+                              &bytes_,
+                              &capacity_bytes_,
+                              &offloaded_blocks_,
+                              &offload_bytes_,
+                              &offload_seconds_,
+                              &onboarded_blocks_,
+                              &onboard_bytes_,
+                              &onboard_seconds_,
+                              &offload_throughput_,
+                              &onboard_throughput_,
+                              &offload_latency_,
+                              &onboard_latency_,
+                              &disk_corrupt_,
+                              &pinned_,
+                              &served_}) {
     family->Clear();
   }
 }
@@ -145,6 +166,8 @@ void KvTierMetrics::Set(const std::string& instance, const v1::StatsResponse& st
     offload_latency_.Set({instance, r}, Ratio(offload_s, offloaded));
     onboard_latency_.Set({instance, r}, Ratio(onboard_s, onboarded));
     disk_corrupt_.Set({instance, r}, static_cast<double>(t.disk_corrupt_blocks()));
+    pinned_.Set({instance, r}, static_cast<double>(t.pinned_blocks()));
+    served_.Set({instance, r}, static_cast<double>(t.served_blocks()));
   }
 }
 

@@ -19,6 +19,9 @@
 //   kv_tier_offload_block_seconds, kv_tier_onboard_block_seconds
 //                                             mean copy time of one block since the start
 //   kv_tier_disk_corrupt_blocks_total         disk blocks that failed verification
+//   kv_tier_pinned_blocks                     host entries pinned for transfer claims now
+//   kv_tier_served_blocks_total               blocks transfers read from the host tier
+//                                             instead of the device (kvcache/tier_pins.h)
 // A rank without tiers has only the device tier's hit series. Throughput and latency
 // over a window: rate(_bytes_total) / rate(_seconds_total), rate(_seconds_total) /
 // rate(_blocks_total).
@@ -64,6 +67,8 @@ class KvTierMetrics {
   GaugeFamily& offload_latency_;
   GaugeFamily& onboard_latency_;
   GaugeFamily& disk_corrupt_;
+  GaugeFamily& pinned_;
+  GaugeFamily& served_;
 };
 
 }  // namespace lockstep::router

@@ -36,6 +36,8 @@ v1::StatsResponse TwoRanks() {
   t->set_offload_micros(8000);
   t->set_onboard_micros(3000);
   t->set_disk_corrupt_blocks(2);
+  t->set_pinned_blocks(3);
+  t->set_served_blocks(9);
   return stats;
 }
 
@@ -60,8 +62,8 @@ TEST(KvTierMetricsTest, HitsSplitByTierAddUpToTheRanksReuse) {
   EXPECT_DOUBLE_EQ(at("lockstep_instance_kv_tier_hit_rate", "1", "device"), 960.0 / 2000);
   // Without tiers: the device series only.
   EXPECT_DOUBLE_EQ(at("lockstep_instance_kv_tier_hit_rate", "0", "device"), 0.25);
-  EXPECT_TRUE(m->Find("lockstep_instance_kv_tier_hit_rate", {{"rank", "0"}, {"tier", "host"}})
-                  .empty());
+  EXPECT_TRUE(
+      m->Find("lockstep_instance_kv_tier_hit_rate", {{"rank", "0"}, {"tier", "host"}}).empty());
   EXPECT_TRUE(m->Find("lockstep_instance_kv_tier_blocks", {{"rank", "0"}}).empty());
   EXPECT_TRUE(m->Find("lockstep_instance_kv_tier_offload_bytes_total", {{"rank", "0"}}).empty());
 }
@@ -85,11 +87,14 @@ TEST(KvTierMetricsTest, ContentsCopiesAndBytesPerToken) {
   EXPECT_EQ(m->Value("lockstep_instance_kv_tier_onboard_bytes_total", rank1), 15 * 4096);
   EXPECT_DOUBLE_EQ(m->Value("lockstep_instance_kv_tier_onboard_bytes_per_second", rank1),
                    15 * 4096 / 0.003);
-  EXPECT_DOUBLE_EQ(m->Value("lockstep_instance_kv_tier_offload_block_seconds", rank1),
-                   0.008 / 40);
-  EXPECT_DOUBLE_EQ(m->Value("lockstep_instance_kv_tier_onboard_block_seconds", rank1),
-                   0.003 / 15);
+  EXPECT_DOUBLE_EQ(m->Value("lockstep_instance_kv_tier_offload_block_seconds", rank1), 0.008 / 40);
+  EXPECT_DOUBLE_EQ(m->Value("lockstep_instance_kv_tier_onboard_block_seconds", rank1), 0.003 / 15);
   EXPECT_EQ(m->Value("lockstep_instance_kv_tier_disk_corrupt_blocks_total", rank1), 2);
+  EXPECT_EQ(m->types.at("lockstep_instance_kv_tier_served_blocks_total"), "counter");
+  EXPECT_EQ(m->Value("lockstep_instance_kv_tier_served_blocks_total", rank1), 9);
+  EXPECT_EQ(m->types.at("lockstep_instance_kv_tier_pinned_blocks"), "gauge");
+  EXPECT_EQ(m->Value("lockstep_instance_kv_tier_pinned_blocks", rank1), 3);
+  EXPECT_TRUE(m->Find("lockstep_instance_kv_tier_served_blocks_total", {{"rank", "0"}}).empty());
 }
 
 TEST(KvTierMetricsTest, NoCopiesYetIsZeroNotNan) {
@@ -116,10 +121,10 @@ TEST(KvTierMetricsTest, AWorkerWithoutItsKvShapeHasNoSeriesAndClearDropsThem) {
   metrics.Set("ctx0", TwoRanks());
   absl::StatusOr<testing::ParsedMetrics> m = testing::ParsePrometheusText(registry.RenderText());
   ASSERT_THAT(m, IsOk());
-  EXPECT_TRUE(m->Find("lockstep_instance_kv_tier_hit_tokens_total", {{"instance", "old0"}})
-                  .empty());
-  EXPECT_FALSE(m->Find("lockstep_instance_kv_tier_hit_tokens_total", {{"instance", "ctx0"}})
-                   .empty());
+  EXPECT_TRUE(
+      m->Find("lockstep_instance_kv_tier_hit_tokens_total", {{"instance", "old0"}}).empty());
+  EXPECT_FALSE(
+      m->Find("lockstep_instance_kv_tier_hit_tokens_total", {{"instance", "ctx0"}}).empty());
   metrics.Clear();
   m = testing::ParsePrometheusText(registry.RenderText());
   ASSERT_THAT(m, IsOk());
