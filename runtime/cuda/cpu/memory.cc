@@ -56,6 +56,44 @@ size_t PageSize() {
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// A memory file of 0xFF bytes that fresh allocations up to kPoisonLimit map privately
+// (copy on write): an allocation reads as poison from the start, and only the pages that
+// are touched cost anything, where filling each allocation wrote every page (a 32 MiB
+// GEMM workspace per cuBLASLt probe, mostly never touched). The file is filled up to the
+// largest mapping so far. -1 where memfd_create fails: then each allocation is filled.
+class PoisonFile {
+ public:
+  // The file's descriptor, holding at least `bytes` of 0xFF; -1 if there is none.
+  int Holding(size_t bytes) {
+    std::lock_guard lock(mu_);
+    if (fd_ == -2) fd_ = memfd_create("cuda_cpu_poison", MFD_CLOEXEC);
+    if (fd_ < 0 || bytes <= filled_) return fd_;
+    if (ftruncate(fd_, static_cast<off_t>(bytes)) != 0) return Fail();
+    void* p = mmap(nullptr, bytes - filled_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
+                   static_cast<off_t>(filled_));
+    if (p == MAP_FAILED) return Fail();
+    std::memset(p, 0xFF, bytes - filled_);
+    munmap(p, bytes - filled_);
+    filled_ = bytes;
+    return fd_;
+  }
+
+ private:
+  int Fail() {
+    close(fd_);
+    fd_ = -1;
+    return fd_;
+  }
+
+  std::mutex mu_;
+  int fd_ = -2;  // -2: not made yet
+  size_t filled_ = 0;
+};
+PoisonFile& Poison() {
+  static PoisonFile* p = new PoisonFile;
+  return *p;
+}
+
 // Makes a freed mapping inaccessible and keeps it a while; unmaps the oldest.
 void QuarantineLocked(Registry& r, const Mapping& m) {
   madvise(m.start, m.length, MADV_DONTNEED);
@@ -118,8 +156,9 @@ cudaError_t Allocate(size_t bytes, bool device, int ordinal, void** out) {
     if (device) r.in_use[ordinal] += rounded;
   }
   InstallSegvHandler();
+  const int poison = rounded <= kPoisonLimit ? Poison().Holding(body + page) : -1;
   void* start = mmap(nullptr, body + page, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                     MAP_PRIVATE | MAP_NORESERVE | (poison < 0 ? MAP_ANONYMOUS : 0), poison, 0);
   if (start == MAP_FAILED) {
     std::unique_lock lock(r.mu);
     if (device) r.in_use[ordinal] -= rounded;
@@ -128,7 +167,7 @@ cudaError_t Allocate(size_t bytes, bool device, int ordinal, void** out) {
   auto* guard = static_cast<std::byte*>(start) + body;
   mprotect(guard, page, PROT_NONE);
   std::byte* base = guard - rounded;
-  if (rounded <= kPoisonLimit) std::memset(base, 0xFF, rounded);
+  if (rounded <= kPoisonLimit && poison < 0) std::memset(base, 0xFF, rounded);
   std::unique_lock lock(r.mu);
   r.by_base[reinterpret_cast<uintptr_t>(base)] =
       Mapping{start, body + page, Allocation{base, bytes, device, ordinal}, device ? rounded : 0};
@@ -202,7 +241,11 @@ void ZeroPages(void* p, size_t bytes) {
     return;
   }
   std::memset(first, 0, begin - reinterpret_cast<uintptr_t>(p));
-  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  // Fresh anonymous pages in place (not madvise: a poisoned mapping would read 0xFF).
+  if (mmap(reinterpret_cast<void*>(begin), end - begin, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
+    std::memset(reinterpret_cast<void*>(begin), 0, end - begin);
+  }
   std::memset(reinterpret_cast<void*>(end), 0, reinterpret_cast<uintptr_t>(p) + bytes - end);
 }
 

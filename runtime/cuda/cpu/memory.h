@@ -1,7 +1,8 @@
 // Device and pinned host memory of the CPU execution layer. Each allocation is its
 // own mapping: it starts 256-byte aligned and ends at an inaccessible guard page (an
 // overrun past the 256-byte-rounded size faults at once), fresh memory up to 64 MiB
-// is filled with 0xFF bytes (NaN in every float format), and freed memory stays
+// reads as 0xFF bytes (NaN in every float format; a private copy-on-write mapping of a
+// file of them, so pages never touched cost nothing), and freed memory stays
 // inaccessible in a quarantine for a while (a late use faults). Device memory counts
 // against the device's cap (LOCKSTEP_CUDA_CPU_MEMORY).
 //
@@ -28,8 +29,8 @@ cudaError_t Release(void* base, bool device);
 // Bytes of device memory live on `device`.
 size_t DeviceBytesInUse(int device);
 
-// Hands the whole pages inside [p, p + bytes) back to the system, so they read as 0
-// (a fill with 0 of a large range without touching it).
+// Replaces the whole pages inside [p, p + bytes) with fresh anonymous ones, so they read
+// as 0 (a fill with 0 of a large range without touching it).
 void ZeroPages(void* p, size_t bytes);
 
 }  // namespace lockstep::cuda_cpu::internal

@@ -24,6 +24,38 @@ TEST(MemoryTest, FreshMemoryIsNanPoison) {
   EXPECT_EQ(cudaFree(device), cudaSuccess);
 }
 
+// Fresh memory maps one file of poison copy-on-write: what one allocation writes stays
+// its own, a new allocation of any size reads poison on every page, and a large fill
+// with 0 (fresh pages in place) reads 0 rather than the file's poison.
+TEST(MemoryTest, PoisonIsPerAllocationAtEverySize) {
+  constexpr size_t kPage = 4096;
+  for (size_t bytes : {size_t{100}, size_t{5} << 20, size_t{64} << 20}) {
+    SCOPED_TRACE(bytes);
+    unsigned char* first = nullptr;
+    ASSERT_EQ(cudaMalloc(&first, bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(first, 0x5A, bytes), cudaSuccess);
+    unsigned char* second = nullptr;
+    ASSERT_EQ(cudaMalloc(&second, bytes), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const size_t step = bytes > kPage ? kPage - 1 : 1;  // a byte in every page
+    for (size_t i = 0; i < bytes; i += step) {
+      ASSERT_EQ(first[i], 0x5A) << i;
+      ASSERT_EQ(second[i], 0xFF) << i;
+    }
+    ASSERT_EQ(second[bytes - 1], 0xFF);
+    ASSERT_EQ(cudaMemset(second, 0, bytes), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (size_t i = 0; i < bytes; i += step) ASSERT_EQ(second[i], 0) << i;
+    ASSERT_EQ(second[bytes - 1], 0);
+    EXPECT_EQ(cudaFree(second), cudaSuccess);
+    unsigned char* third = nullptr;  // after a free: poison again, not the last contents
+    ASSERT_EQ(cudaMalloc(&third, bytes), cudaSuccess);
+    for (size_t i = 0; i < bytes; i += step) ASSERT_EQ(third[i], 0xFF) << i;
+    EXPECT_EQ(cudaFree(third), cudaSuccess);
+    EXPECT_EQ(cudaFree(first), cudaSuccess);
+  }
+}
+
 TEST(MemoryTest, FindAllocationKnowsLiveAllocations) {
   char* device = nullptr;
   ASSERT_EQ(cudaMalloc(&device, 100), cudaSuccess);
