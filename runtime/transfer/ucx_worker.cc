@@ -11,10 +11,16 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "runtime/transfer/crc32c.h"
+#include "runtime/transfer/ucx_worker_internal.h"
 #include "ucp/api/ucp.h"
 
 namespace lockstep::transfer {
 namespace {
+
+using ucx_internal::Context;
+using ucx_internal::kFetchId;
+using ucx_internal::UcxError;
+using ucx_internal::Worker;
 
 // How long the progress thread sleeps on the event fd before rechecking its stop flag
 // (Stop also wakes it at once through ucp_worker_signal).
@@ -28,13 +34,6 @@ constexpr int64_t kQuiesceSliceMs = 10;
 // with a pong carrying the same token.
 constexpr unsigned kPingId = 1;
 constexpr unsigned kPongId = 2;
-
-absl::Status UcxError(absl::string_view what, ucs_status_t status) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", ucs_status_string(status)));
-}
-
-ucp_context_h Context(void* p) { return static_cast<ucp_context_h>(p); }
-ucp_worker_h Worker(void* p) { return static_cast<ucp_worker_h>(p); }
 
 // Remote keys unpacked and kept per endpoint (the same staging chunk is read again and
 // again: unpacking attaches its shared-memory segment, which is costly).
@@ -133,56 +132,10 @@ absl::StatusOr<absl::string_view> UcxWorker::Unframe(char kind, absl::string_vie
   return bytes;
 }
 
-// A connection to one peer worker. `failed` is set by UCX's error callback (on the
-// progress thread); a failed endpoint is replaced on the next use.
-struct UcxWorker::Endpoint {
-  ucp_ep_h ep = nullptr;
-  std::string peer;
-  UcxWorker* worker = nullptr;
-  uint64_t token = 0;  // its connect handshake's (UcxWorker::Connected)
-  // Closed while connecting: closed once the handshake ends (guarded by the worker's mu_).
-  bool close_when_connected = false;
-  std::atomic<bool> failed{false};
-  std::atomic<int> error{UCS_OK};
-  absl::Mutex mu;
-  // Unpacked remote keys by their framed bytes, at most kMaxCachedRkeys.
-  absl::flat_hash_map<std::string, std::shared_ptr<RemoteKey>> rkeys ABSL_GUARDED_BY(mu);
-};
-
 // A close in flight (CloseEndpoint): the endpoint's state lives until UCX completes it.
 struct UcxWorker::Closing {
   UcxWorker* worker;
   std::shared_ptr<Endpoint> endpoint;
-};
-
-// A remote key unpacked on one endpoint; destroyed when the last get using it is done.
-struct UcxWorker::RemoteKey {
-  ~RemoteKey() { ucp_rkey_destroy(static_cast<ucp_rkey_h>(rkey)); }
-  void* rkey = nullptr;  // ucp_rkey_h
-  // The region it opens, as its owner framed it: reads outside it are refused here
-  // (UCX does not check them on every transport; a mapped read would fault).
-  uint64_t base = 0;
-  uint64_t length = 0;
-
-  // OK when `size` bytes at `address` lie in the region; OutOfRange naming both.
-  absl::Status Covers(uint64_t address, size_t size) const {
-    if (address >= base && address - base <= length && size <= length - (address - base)) {
-      return absl::OkStatus();
-    }
-    return absl::OutOfRangeError(absl::StrCat("the UCX read of ", size, " bytes at offset ",
-                                              static_cast<int64_t>(address - base),
-                                              " lies outside the context rank's region of ",
-                                              length, " bytes"));
-  }
-};
-
-// One get in flight: completed by UCX's callback on the progress thread.
-struct UcxWorker::Operation {
-  absl::Mutex mu;
-  bool done ABSL_GUARDED_BY(mu) = false;
-  ucs_status_t status ABSL_GUARDED_BY(mu) = UCS_OK;
-  std::shared_ptr<RemoteKey> rkey;
-  std::shared_ptr<const void> keep_alive;  // the destination, until UCX lets go
 };
 
 UcxRegion::UcxRegion(std::shared_ptr<UcxWorker> worker, void* memh, const void* data, size_t size,
@@ -190,6 +143,10 @@ UcxRegion::UcxRegion(std::shared_ptr<UcxWorker> worker, void* memh, const void* 
     : worker_(std::move(worker)), memh_(memh), data_(data), size_(size), rkey_(std::move(rkey)) {}
 
 UcxRegion::~UcxRegion() {
+  {
+    absl::MutexLock lock(&worker_->served_mu_);
+    worker_->served_.erase(reinterpret_cast<uint64_t>(data_));
+  }
   ucp_mem_unmap(Context(worker_->context_), static_cast<ucp_mem_h>(memh_));
 }
 
@@ -205,7 +162,7 @@ absl::StatusOr<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::string name,
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 1;
   ucp_context_h context = nullptr;
   const ucs_status_t init = ucp_init(&params, config, &context);
@@ -232,12 +189,22 @@ absl::StatusOr<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::string name,
     }
     return UCS_OK;
   };
-  for (unsigned id : {kPingId, kPongId}) {
+  // A fetch's handler (UcxWorker::AnswerFetch).
+  constexpr ucp_am_recv_callback_t OnFetch = [](void* arg, const void* header,
+                                                size_t header_length, void* /*data*/,
+                                                size_t /*length*/,
+                                                const ucp_am_recv_param_t* param) {
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0) {
+      static_cast<UcxWorker*>(arg)->AnswerFetch(param->reply_ep, header, header_length);
+    }
+    return UCS_OK;
+  };
+  for (unsigned id : {kPingId, kPongId, kFetchId}) {
     ucp_am_handler_param_t handler{};
     handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                          UCP_AM_HANDLER_PARAM_FIELD_ARG;
     handler.id = id;
-    handler.cb = id == kPingId ? &AnswerPing : OnPong;
+    handler.cb = id == kPingId ? &AnswerPing : id == kPongId ? OnPong : OnFetch;
     handler.arg = w.get();
     if (ucs_status_t s = ucp_worker_set_am_recv_handler(worker, &handler); s != UCS_OK) {
       return UcxError("UCX active message handler", s);
@@ -416,6 +383,10 @@ absl::StatusOr<std::unique_ptr<UcxRegion>> UcxWorker::Map(void* data, size_t siz
   key.append(static_cast<const char*>(packed), packed_size);
   std::string rkey = Frame('K', key);
   ucp_rkey_buffer_release(packed);
+  {
+    absl::MutexLock lock(&served_mu_);
+    served_[reinterpret_cast<uint64_t>(data)] = Served{static_cast<uint64_t>(size), rkey};
+  }
   return std::unique_ptr<UcxRegion>(
       new UcxRegion(shared_from_this(), memh, data, size, std::move(rkey)));
 }
@@ -514,6 +485,7 @@ absl::StatusOr<std::shared_ptr<UcxWorker::Endpoint>> UcxWorker::EndpointTo(
   if (created != UCS_OK) {
     return UcxError("connecting a UCX endpoint to the context rank", created);
   }
+  endpoint->native_get = ucx_internal::HasNativeGet(endpoint->ep);
   // The handshake: a worker stopping before the pong arrives waits for it (Quiesce).
   {
     absl::MutexLock lock(&mu_);
@@ -661,6 +633,10 @@ absl::Status UcxWorker::Get(const std::string& peer, const std::string& rkey,
   if (!key.ok()) return key.status();
   if (absl::Status covered = (*key)->Covers(remote_address, out.size()); !covered.ok()) {
     return covered;
+  }
+  if (!(*endpoint)->native_get) {
+    return Fetch(*endpoint, rkey, remote_address, out, std::move(op->keep_alive), deadline,
+                 cancelled, slice);
   }
   op->rkey = std::move(*key);
   ucp_request_param_t param{};

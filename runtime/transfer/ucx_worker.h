@@ -3,10 +3,12 @@
 // the worker address and the region's packed remote key to the puller through the
 // token-checked gRPC control messages; the puller reads the region with one-sided RMA
 // gets (Get), or, where a shared-memory transport maps the peer's UCX-allocated region
-// into this process, reads it in place (MapRemote). Which UCX transports carry the bytes is UCX's choice within UCX_TLS (shm
-// and cma on one host, rc/dc verbs across nodes, tcp otherwise); where a transport has
-// no RMA get, UCP emulates it with active messages served by the owner's progress
-// thread, so the owner still runs no thread per transfer.
+// into this process, reads it in place (MapRemote). Which UCX transports carry the bytes
+// is UCX's choice within UCX_TLS (shm and cma on one host, rc/dc verbs across nodes, tcp
+// otherwise). Where UCX has no native get to the peer (tcp), UCP would emulate one with
+// small active messages answered by the owner's progress thread; Get then asks the owner
+// to send the range instead (Fetch: a tagged rendezvous send into the reader's buffer),
+// still with no thread per transfer on the owner.
 //
 // Every wait has a deadline: a get not completed by its deadline returns
 // DeadlineExceeded and its endpoint is closed (the bytes land in a buffer the
@@ -23,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -138,6 +141,8 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
 
   // Endpoints to peers now open (tests).
   int endpoints() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads made by Get through Fetch so far (tests).
+  int64_t fetches() const { return fetches_.load(); }
 
  private:
   friend class UcxRegion;
@@ -207,6 +212,31 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   absl::flat_hash_map<uint64_t, std::shared_ptr<Endpoint>> connecting_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> next_token_{1};
   std::vector<std::shared_ptr<Endpoint>> deferred_closes_ ABSL_GUARDED_BY(mu_);
+
+  // Regions a peer may ask this worker to send (Fetch), by base address: their length
+  // and framed remote key (a fetch must name the key, as a get must hold it).
+  struct Served {
+    uint64_t length = 0;
+    std::string rkey;
+  };
+  absl::Mutex served_mu_;
+  std::map<uint64_t, Served> served_ ABSL_GUARDED_BY(served_mu_);
+  std::atomic<uint64_t> next_tag_{1};
+  std::atomic<int64_t> fetches_{0};
+  // Get's path where UCX has no native get to `endpoint` (Endpoint::native_get): a
+  // receive is posted for a fresh tag and the peer is asked (an active message) to send
+  // the range with that tag, which UCX moves by rendezvous straight from the peer's
+  // region into `out` (on tcp: one socket write there, one read here, instead of an
+  // emulated get's 8 KiB replies). Outcomes as Get's; OutOfRange when the peer serves
+  // no such range under `rkey` (it answers with no bytes).
+  absl::Status Fetch(const std::shared_ptr<Endpoint>& endpoint, const std::string& rkey,
+                     uint64_t remote_address, absl::Span<std::byte> out,
+                     std::shared_ptr<const void> keep_alive, absl::Time deadline,
+                     const std::function<bool()>& cancelled, absl::Duration slice);
+  // A fetch's answer, on the progress thread: sends the range it names on `reply_ep`
+  // (a ucp_ep_h) if this worker serves it under the key it names, else no bytes.
+  void AnswerFetch(void* reply_ep, const void* header, size_t header_length)
+      ABSL_LOCKS_EXCLUDED(served_mu_);
 };
 
 }  // namespace lockstep::transfer

@@ -1,0 +1,175 @@
+// UcxWorker's reads where UCX has no native get (UcxWorker::Fetch, AnswerFetch), and
+// the test that tells them apart (ucx_internal::HasNativeGet).
+#include <stdio.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "absl/base/internal/endian.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "runtime/transfer/ucx_worker.h"
+#include "runtime/transfer/ucx_worker_internal.h"
+
+namespace lockstep::transfer {
+namespace ucx_internal {
+
+bool HasNativeGet(ucp_ep_h ep) {
+  // UCX 1.13 has no query for an endpoint's lanes; ucp_ep_print_info describes them, one
+  // line per lane naming its uses ("rma#0" for a lane that carries gets and puts
+  // natively; "rma_bw#0" alone is a rendezvous lane, which tcp offers for puts only).
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* stream = open_memstream(&text, &size);
+  if (stream == nullptr) return true;
+  ucp_ep_print_info(ep, stream);
+  fclose(stream);
+  const std::string info(text != nullptr ? text : "", size);
+  free(text);
+  bool lanes = false;
+  for (absl::string_view line : absl::StrSplit(info, '\n')) {
+    if (!absl::StrContains(line, "lane[")) continue;
+    lanes = true;
+    if (absl::StrContains(line, " rma#")) return true;
+  }
+  return !lanes;  // unreadable: keep the get
+}
+
+}  // namespace ucx_internal
+
+using ucx_internal::kFetchHeader;
+using ucx_internal::kFetchId;
+using ucx_internal::UcxError;
+using ucx_internal::Worker;
+
+void UcxWorker::AnswerFetch(void* reply_ep, const void* header, size_t header_length) {
+  if (header_length < kFetchHeader) return;  // not our fetch: nothing to answer
+  const char* bytes = static_cast<const char*>(header);
+  const uint64_t tag = absl::little_endian::Load64(bytes);
+  const uint64_t address = absl::little_endian::Load64(bytes + 8);
+  const uint64_t size = absl::little_endian::Load64(bytes + 16);
+  const absl::string_view rkey(bytes + kFetchHeader, header_length - kFetchHeader);
+  const void* from = nullptr;
+  size_t send_size = 0;  // a range this worker does not serve is answered with no bytes
+  {
+    absl::MutexLock lock(&served_mu_);
+    auto it = served_.upper_bound(address);
+    if (it != served_.begin()) {
+      --it;
+      const uint64_t offset = address - it->first;
+      if (it->second.rkey == rkey && offset <= it->second.length &&
+          size <= it->second.length - offset) {
+        from = reinterpret_cast<const void*>(address);
+        send_size = static_cast<size_t>(size);
+      }
+    }
+  }
+  // The bytes stay valid while the send is in flight as they do for a peer's get: the
+  // region lives as long as its staging chunk, and a range dropped meanwhile only
+  // changes bytes that the reader's checksums then refuse.
+  ucp_request_param_t send{};
+  send.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
+  send.cb.send = [](void* request, ucs_status_t, void*) { ucp_request_free(request); };
+  (void)ucp_tag_send_nbx(static_cast<ucp_ep_h>(reply_ep), from, send_size, tag, &send);
+}
+
+absl::Status UcxWorker::Fetch(const std::shared_ptr<Endpoint>& endpoint, const std::string& rkey,
+                              uint64_t remote_address, absl::Span<std::byte> out,
+                              std::shared_ptr<const void> keep_alive, absl::Time deadline,
+                              const std::function<bool()>& cancelled, absl::Duration slice) {
+  fetches_.fetch_add(1);
+  auto op = std::make_shared<Operation>();
+  op->keep_alive = std::move(keep_alive);
+  const uint64_t tag = next_tag_.fetch_add(1);
+  ucp_request_param_t recv{};
+  recv.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  recv.cb.recv = [](void* /*request*/, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                    void* user_data) {
+    auto* held = static_cast<std::shared_ptr<Operation>*>(user_data);
+    {
+      absl::MutexLock lock(&(*held)->mu);
+      (*held)->done = true;
+      (*held)->status = status;
+      if (status == UCS_OK) (*held)->received = info->length;
+    }
+    delete held;  // the request itself is freed by Fetch
+  };
+  auto* held = new std::shared_ptr<Operation>(op);
+  recv.user_data = held;
+  if (hooks_.before_get) hooks_.before_get();
+  void* request =
+      ucp_tag_recv_nbx(Worker(worker_), out.data(), out.size(), tag, ~ucp_tag_t{0}, &recv);
+  if (!UCS_PTR_IS_PTR(request)) {  // a fresh tag cannot match at once: failed
+    delete held;
+    return UcxError("posting a UCX receive", UCS_PTR_STATUS(request));
+  }
+  // The request: tag, address, length, then the key (freed once sent).
+  auto* ask = new std::string(kFetchHeader, '\0');
+  absl::little_endian::Store64(ask->data(), tag);
+  absl::little_endian::Store64(ask->data() + 8, remote_address);
+  absl::little_endian::Store64(ask->data() + 16, out.size());
+  ask->append(rkey);
+  ucp_request_param_t param{};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.flags = UCP_AM_SEND_FLAG_REPLY;
+  param.cb.send = [](void* sent, ucs_status_t, void* user_data) {
+    delete static_cast<std::string*>(user_data);
+    ucp_request_free(sent);
+  };
+  param.user_data = ask;
+  void* asked =
+      ucp_am_send_nbx(endpoint->ep, kFetchId, ask->data(), ask->size(), nullptr, 0, &param);
+  if (!UCS_PTR_IS_PTR(asked)) delete ask;  // sent at once, or failed (the endpoint's error)
+  ucp_worker_signal(Worker(worker_));
+  absl::Status outcome;
+  {
+    absl::MutexLock lock(&op->mu);
+    const auto done = [&op]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op->mu) { return op->done; };
+    for (;;) {
+      const absl::Time now = absl::Now();
+      // A posted receive is not tied to the endpoint: its failure is checked here.
+      if (endpoint->failed || (UCS_PTR_IS_ERR(asked) && !op->done)) {
+        const ucs_status_t error = UCS_PTR_IS_ERR(asked)
+                                       ? UCS_PTR_STATUS(asked)
+                                       : static_cast<ucs_status_t>(endpoint->error.load());
+        outcome = UcxError("the UCX read from the context rank failed (endpoint error)", error);
+        break;
+      }
+      if (now >= deadline) {
+        outcome = absl::DeadlineExceededError(absl::StrCat(
+            "the UCX read of ", out.size(), " bytes did not complete by its deadline"));
+        break;
+      }
+      if (op->mu.AwaitWithDeadline(absl::Condition(&done), std::min(deadline, now + slice))) break;
+      if (cancelled && cancelled()) {
+        outcome = absl::CancelledError("the UCX read was cancelled");
+        break;
+      }
+    }
+    if (outcome.ok()) {
+      if (op->status != UCS_OK) {
+        outcome = UcxError("the UCX read from the context rank failed", op->status);
+      } else if (op->received != out.size()) {
+        outcome = absl::OutOfRangeError(absl::StrCat("the context rank serves no UCX range of ",
+                                                     out.size(), " bytes under this key (it sent ",
+                                                     op->received, ")"));
+      }
+    }
+  }
+  if (!outcome.ok()) {
+    // An unmatched receive ends now (its callback releases `keep_alive`); one already
+    // matched ends with its data or with the endpoint's close below.
+    ucp_request_cancel(Worker(worker_), request);
+    if (!absl::IsCancelled(outcome) && !absl::IsOutOfRange(outcome)) {
+      CloseEndpoint(endpoint, deadline);
+    }
+  }
+  ucp_request_free(request);
+  return outcome;
+}
+
+}  // namespace lockstep::transfer

@@ -1,0 +1,95 @@
+// Internals of UcxWorker shared by its source files (ucx_worker.cc, ucx_fetch.cc): the
+// state of endpoints, remote keys and reads in flight. Not for other users.
+#ifndef LOCKSTEP_RUNTIME_TRANSFER_UCX_WORKER_INTERNAL_H_
+#define LOCKSTEP_RUNTIME_TRANSFER_UCX_WORKER_INTERNAL_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/transfer/ucx_worker.h"
+#include "ucp/api/ucp.h"
+
+namespace lockstep::transfer {
+namespace ucx_internal {
+
+inline absl::Status UcxError(absl::string_view what, ucs_status_t status) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", ucs_status_string(status)));
+}
+
+inline ucp_context_h Context(void* p) { return static_cast<ucp_context_h>(p); }
+inline ucp_worker_h Worker(void* p) { return static_cast<ucp_worker_h>(p); }
+
+// A read served by its owner sending the bytes (UcxWorker::Fetch): an active message
+// whose header is the tag to send with, the address and the length (8 bytes each,
+// little-endian), then the region's framed remote key.
+constexpr unsigned kFetchId = 3;
+constexpr size_t kFetchHeader = 24;
+
+// Whether UCX gives `ep` a native RMA lane (see Endpoint::native_get), read from UCX's
+// description of the endpoint's lanes; true when that cannot be read.
+bool HasNativeGet(ucp_ep_h ep);
+
+}  // namespace ucx_internal
+
+// A connection to one peer worker. `failed` is set by UCX's error callback (on the
+// progress thread); a failed endpoint is replaced on the next use.
+struct UcxWorker::Endpoint {
+  ucp_ep_h ep = nullptr;
+  std::string peer;
+  UcxWorker* worker = nullptr;
+  uint64_t token = 0;  // its connect handshake's (UcxWorker::Connected)
+  // Closed while connecting: closed once the handshake ends (guarded by the worker's mu_).
+  bool close_when_connected = false;
+  std::atomic<bool> failed{false};
+  std::atomic<int> error{UCS_OK};
+  // UCX reads this peer's memory with a native get (a lane of its own for RMA, as on
+  // verbs); without one UCX emulates gets with active messages answered piecewise by the
+  // peer's progress thread (tcp), and reads go through Fetch instead.
+  bool native_get = true;
+  absl::Mutex mu;
+  // Unpacked remote keys by their framed bytes, at most kMaxCachedRkeys.
+  absl::flat_hash_map<std::string, std::shared_ptr<RemoteKey>> rkeys ABSL_GUARDED_BY(mu);
+};
+
+// A remote key unpacked on one endpoint; destroyed when the last get using it is done.
+struct UcxWorker::RemoteKey {
+  ~RemoteKey() { ucp_rkey_destroy(static_cast<ucp_rkey_h>(rkey)); }
+  void* rkey = nullptr;  // ucp_rkey_h
+  // The region it opens, as its owner framed it: reads outside it are refused here
+  // (UCX does not check them on every transport; a mapped read would fault).
+  uint64_t base = 0;
+  uint64_t length = 0;
+
+  // OK when `size` bytes at `address` lie in the region; OutOfRange naming both.
+  absl::Status Covers(uint64_t address, size_t size) const {
+    if (address >= base && address - base <= length && size <= length - (address - base)) {
+      return absl::OkStatus();
+    }
+    return absl::OutOfRangeError(absl::StrCat(
+        "the UCX read of ", size, " bytes at offset ", static_cast<int64_t>(address - base),
+        " lies outside the context rank's region of ", length, " bytes"));
+  }
+};
+
+// One get or fetch in flight: completed by UCX's callback on the progress thread.
+struct UcxWorker::Operation {
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  ucs_status_t status ABSL_GUARDED_BY(mu) = UCS_OK;
+  size_t received ABSL_GUARDED_BY(mu) = 0;  // bytes a fetch received
+  std::shared_ptr<RemoteKey> rkey;
+  std::shared_ptr<const void> keep_alive;  // the destination, until UCX lets go
+};
+
+}  // namespace lockstep::transfer
+
+#endif  // LOCKSTEP_RUNTIME_TRANSFER_UCX_WORKER_INTERNAL_H_
