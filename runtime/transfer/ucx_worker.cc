@@ -190,9 +190,8 @@ absl::StatusOr<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::string name,
     return UCS_OK;
   };
   // A fetch's handler (UcxWorker::AnswerFetch).
-  constexpr ucp_am_recv_callback_t OnFetch = [](void* arg, const void* header,
-                                                size_t header_length, void* /*data*/,
-                                                size_t /*length*/,
+  constexpr ucp_am_recv_callback_t OnFetch = [](void* arg, const void* header, size_t header_length,
+                                                void* /*data*/, size_t /*length*/,
                                                 const ucp_am_recv_param_t* param) {
     if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0) {
       static_cast<UcxWorker*>(arg)->AnswerFetch(param->reply_ep, header, header_length);
