@@ -160,13 +160,14 @@ absl::Status UcxWorker::Fetch(const std::shared_ptr<Endpoint>& endpoint, const s
       }
     }
   }
-  if (!outcome.ok()) {
-    // An unmatched receive ends now (its callback releases `keep_alive`); one already
-    // matched ends with its data or with the endpoint's close below.
+  // A cancelled read from a live peer is left to complete, as a cancelled get is (its
+  // buffer held until then): the peer's send then meets its receive instead of waiting
+  // in this worker's unexpected queue. Otherwise an unmatched receive ends now (its
+  // callback releases `keep_alive`) and one already matched ends with the endpoint's
+  // close.
+  if (!outcome.ok() && !absl::IsCancelled(outcome)) {
     ucp_request_cancel(Worker(worker_), request);
-    if (!absl::IsCancelled(outcome) && !absl::IsOutOfRange(outcome)) {
-      CloseEndpoint(endpoint, deadline);
-    }
+    if (!absl::IsOutOfRange(outcome)) CloseEndpoint(endpoint, deadline);
   }
   ucp_request_free(request);
   return outcome;
