@@ -2,6 +2,7 @@
 // blocks with their exact bytes, the onboarding copy waits for the batch fence, a
 // released cache drops its pending onboard, a damaged disk block is never served, and
 // the audit stays clean throughout.
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -31,8 +32,7 @@ KvManagerConfig Config(int32_t blocks, int64_t host_blocks, int64_t disk_bytes =
       BlockLayout{.num_layers = 1, .num_kv_heads = 1, .head_dim = 2, .tokens_per_block = kTpb};
   config.target.num_blocks = blocks;
   config.target.reuse_salt = 77;
-  config.tiers.host_bytes =
-      host_blocks * static_cast<int64_t>(config.target.layout.BlockBytes());
+  config.tiers.host_bytes = host_blocks * static_cast<int64_t>(config.target.layout.BlockBytes());
   if (disk_bytes > 0) {
     config.tiers.disk_path = std::string(std::getenv("TEST_TMPDIR")) + "/kvdisk";
     config.tiers.disk_bytes = disk_bytes;
@@ -66,7 +66,8 @@ void Compute(KvManager& m, RequestId id, const std::vector<int32_t>& tokens, int
   const size_t per_token = layout.BlockElements() / kTpb;
   for (int64_t p = from; p < to; ++p) {
     const BlockId block = m.BlockTable(id, kTarget)[p / kTpb];
-    float* base = reinterpret_cast<float*>(m.Storage(kTarget) + block.value() * layout.BlockBytes());
+    float* base =
+        reinterpret_cast<float*>(m.Storage(kTarget) + block.value() * layout.BlockBytes());
     for (size_t e = 0; e < per_token; ++e) {
       base[(p % kTpb) * per_token + e] = Kv(tokens, static_cast<size_t>(p), e);
     }
@@ -138,6 +139,31 @@ TEST(KvManagerTierTest, AnEvictedPrefixComesBackFromTheHostTierWithItsBytes) {
   EXPECT_EQ(m->ProbePrefix(follow_up), 8);
 }
 
+// Onboarding takes no block another cache holds: with `held` of the 6 blocks held by
+// another request, a 4-block host hit brings back min(4, 6 - held) blocks; the prefill
+// computes the rest.
+TEST(KvManagerTierTest, OnboardingBringsBackWhatThePoolHasRoomFor) {
+  for (int held = 0; held <= 6; ++held) {
+    SCOPED_TRACE(::testing::Message() << "held " << held);
+    std::unique_ptr<KvManager> m = Make(Config(6, 16));
+    const std::vector<int32_t> a = Tokens(8, 100);  // 4 blocks
+    Serve(*m, RequestId(1), a);
+    Serve(*m, RequestId(2), Tokens(12, 500));  // 6 blocks: evicts every block of `a`
+    ASSERT_THAT(m->CreateCache(RequestId(9), Tokens(2 * held, 900)), IsOk());
+    ASSERT_THAT(m->Resize(RequestId(9), kTarget, 2 * held, 2 * held), IsOk());
+    std::vector<int32_t> follow_up = a;
+    follow_up.push_back(7);
+    absl::StatusOr<int64_t> reused = m->CreateCache(RequestId(3), follow_up);
+    ASSERT_THAT(reused, IsOk());
+    const int64_t blocks = std::min(4, 6 - held);
+    EXPECT_EQ(*reused, 2 * blocks);
+    EXPECT_EQ(m->Info(RequestId(3), kTarget)->committed, 2 * blocks);
+    ExpectKv(*m, RequestId(3), a, 2 * blocks);
+    EXPECT_EQ(m->Stats().tiers.onboarded_blocks[static_cast<int>(Tier::kHost)], blocks);
+    EXPECT_THAT(m->Audit({RequestId(3), RequestId(9)}, {}, false), IsEmpty());
+  }
+}
+
 TEST(KvManagerTierTest, DeviceReuseThenTierReuseContinueOneChain) {
   std::unique_ptr<KvManager> m = Make(Config(6, 16));
   const std::vector<int32_t> a = Tokens(8, 100);
@@ -168,7 +194,7 @@ TEST(KvManagerTierTest, OnboardingWaitsForTheBatchFence) {
   ASSERT_THAT(reused, IsOk());
   EXPECT_EQ(*reused, 8);
   EXPECT_TRUE(m->OnboardPending(RequestId(3)));
-  EXPECT_EQ(m->Info(RequestId(3), kTarget)->history, 8);   // admission sees the blocks
+  EXPECT_EQ(m->Info(RequestId(3), kTarget)->history, 8);    // admission sees the blocks
   EXPECT_EQ(m->Info(RequestId(3), kTarget)->committed, 0);  // not published yet
   EXPECT_EQ(m->ProbePrefix(follow_up), 0);
   EXPECT_THAT(m->Audit({RequestId(3)}, {}, false), IsEmpty());

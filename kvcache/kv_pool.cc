@@ -126,14 +126,26 @@ bool KvPool::CanGrow(RequestId id, int64_t tokens) const {
 }
 
 void KvPool::Commit(KvCache& cache, absl::Span<const int32_t> tokens) {
+  Commit(cache, tokens, {}, 0);
+}
+
+void KvPool::Commit(KvCache& cache, absl::Span<const int32_t> tokens,
+                    absl::Span<const uint64_t> keys, int64_t first_key_block) {
   const int tpb = tokens_per_block();
   const int64_t full =
       std::min<int64_t>(static_cast<int64_t>(tokens.size()), cache.history()) / tpb;
   if (prefix_reuse_ && cache.id() != dummy_id_) {
+    const int64_t keys_end = first_key_block + static_cast<int64_t>(keys.size());
     for (int64_t i = cache.tree_blocks(); i < full && !cache.publishing_stopped(); ++i) {
       const BlockId parent = i == 0 ? RadixTree::kRoot : cache.blocks()[i - 1];
       const BlockId block = cache.blocks()[i];
-      if (tree_.Insert(parent, block, tokens.subspan(static_cast<size_t>(i) * tpb, tpb))) {
+      const absl::Span<const int32_t> block_tokens =
+          tokens.subspan(static_cast<size_t>(i) * tpb, tpb);
+      const bool inserted =
+          i >= first_key_block && i < keys_end
+              ? tree_.Insert(parent, block, block_tokens, keys[i - first_key_block])
+              : tree_.Insert(parent, block, block_tokens);
+      if (inserted) {
         blocks_->AddRef(block);  // the tree's pin
         cache.AddTreeBlock();
       } else {

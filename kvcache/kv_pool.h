@@ -105,6 +105,10 @@ class KvPool {
   // by another block (or collides) stops publishing for this cache; the blocks stay
   // private. Reuse off or the dummy: only committed moves.
   void Commit(KvCache& cache, absl::Span<const int32_t> tokens);
+  // The same where the keys of blocks [first_key_block, first_key_block + keys.size())
+  // are known (their prefix-hash chain: an onboard fetched them by it), not rehashed.
+  void Commit(KvCache& cache, absl::Span<const int32_t> tokens, absl::Span<const uint64_t> keys,
+              int64_t first_key_block);
 
   // Closes `id`'s cache: drops its block references (deepest first, so the LRU order
   // invariant of RadixTree holds). Returns false when there is none.

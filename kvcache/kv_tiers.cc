@@ -363,18 +363,19 @@ void KvTiers::EvictDiskLru() {
   EraseDisk(key, wrote);
 }
 
+const TierBlockMeta* KvTiers::Meta(uint64_t key) const {
+  if (const auto h = host_.find(key); h != host_.end()) return &h->second.meta;
+  if (const auto d = disk_.find(key); d != disk_.end()) return &d->second.meta;
+  return nullptr;
+}
+
 int64_t KvTiers::Probe(uint64_t parent_key, absl::Span<const uint64_t> keys,
                        absl::Span<const int32_t> tokens) const {
   const size_t tpb = static_cast<size_t>(device_->layout().tokens_per_block);
   int64_t found = 0;
   uint64_t parent = parent_key;
   for (const uint64_t key : keys) {
-    const TierBlockMeta* meta = nullptr;
-    if (const auto h = host_.find(key); h != host_.end()) {
-      meta = &h->second.meta;
-    } else if (const auto d = disk_.find(key); d != disk_.end()) {
-      meta = &d->second.meta;
-    }
+    const TierBlockMeta* meta = Meta(key);
     const size_t at = static_cast<size_t>(found) * tpb;
     if (meta == nullptr || meta->parent_key != parent || at + tpb > tokens.size() ||
         !std::equal(meta->tokens.begin(), meta->tokens.end(), tokens.begin() + at)) {
@@ -422,6 +423,32 @@ absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uin
     return absl::NotFoundError(absl::StrCat("disk tier miss: ", read.message()));
   }
   return std::shared_ptr<const std::vector<std::byte>>(std::move(bytes));
+}
+
+int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
+                            absl::Span<const int32_t> tokens, int64_t max_blocks,
+                            FetchedBlocks* out) {
+  const size_t tpb = static_cast<size_t>(device_->layout().tokens_per_block);
+  const int64_t blocks = std::min<int64_t>(max_blocks, static_cast<int64_t>(tokens.size() / tpb));
+  uint64_t parent = parent_key;
+  int64_t found = 0;
+  for (; found < blocks; ++found) {
+    const absl::Span<const int32_t> block = tokens.subspan(static_cast<size_t>(found) * tpb, tpb);
+    const uint64_t key = hasher(parent, block);
+    const TierBlockMeta* meta = Meta(key);
+    if (meta == nullptr || meta->parent_key != parent ||
+        !std::equal(meta->tokens.begin(), meta->tokens.end(), block.begin(), block.end())) {
+      break;
+    }
+    Tier from = Tier::kDevice;
+    absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = Fetch(key, &from);
+    if (!bytes.ok()) break;  // a miss after all (a damaged disk block)
+    out->keys.push_back(key);
+    out->bytes.push_back(*std::move(bytes));
+    out->from.push_back(from);
+    parent = key;
+  }
+  return found;
 }
 
 absl::Status KvTiers::CopyToDevice(const std::vector<std::byte>& bytes, BlockId dst, Tier from) {

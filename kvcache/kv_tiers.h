@@ -45,11 +45,25 @@
 #include "absl/types/span.h"
 #include "common/ids.h"
 #include "kvcache/block_copier.h"
+#include "kvcache/block_hash.h"
 #include "kvcache/kv_events.h"
 #include "kvcache/tier_config.h"
 #include "kvcache/tier_file.h"
 
 namespace lockstep::kv {
+
+// Blocks fetched for one onboard (KvTiers::FetchChain), in chain order: each block's key,
+// its verified bytes and the tier that held them.
+struct FetchedBlocks {
+  std::vector<uint64_t> keys;
+  std::vector<std::shared_ptr<const std::vector<std::byte>>> bytes;
+  std::vector<Tier> from;
+  void Clear() {
+    keys.clear();
+    bytes.clear();
+    from.clear();
+  }
+};
 
 class KvTiers {
  public:
@@ -76,6 +90,13 @@ class KvTiers {
   // The bytes of block `key` (one block), verified; `from` says which tier held them.
   // NotFound when no tier holds it or a disk copy failed verification (then dropped).
   absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> Fetch(uint64_t key, Tier* from);
+  // Probe and Fetch in one pass, hashing as it goes: the blocks of `tokens` (whole blocks,
+  // at most `max_blocks`) continuing the chain of `parent_key`, each named by
+  // hasher(parent, its tokens), found below the device with its parent and tokens
+  // matching, and fetched; stops at the first miss (or a disk copy failing
+  // verification). Appends them to `*out`; returns how many.
+  int64_t FetchChain(BlockHasher hasher, uint64_t parent_key, absl::Span<const int32_t> tokens,
+                     int64_t max_blocks, FetchedBlocks* out);
   // Writes fetched bytes into device block `dst` (counted as onboarded from `from`).
   absl::Status CopyToDevice(const std::vector<std::byte>& bytes, BlockId dst, Tier from);
   // The same for several blocks, bytes[i] into dst[i] from from[i] (equal lengths), timed
@@ -104,6 +125,8 @@ class KvTiers {
   void Flush();
 
   TierStats Stats() const;
+  // Whether neither tier holds a block (cheaper than Stats()).
+  bool empty() const { return host_.empty() && disk_.empty(); }
   size_t block_bytes() const { return block_bytes_; }
   // One line per broken invariant, each starting with `prefix`: a key in two tiers,
   // entry counts over capacity or out of step with the LRU lists, a copy-down whose
@@ -141,6 +164,8 @@ class KvTiers {
   absl::Status FinishCopyDown(uint64_t key, HostEntry& entry);
   void EraseDisk(uint64_t key, bool remove_file);
   void Report(uint64_t key, Tier tier, bool stored);
+  // The metadata of `key` in the host or disk tier, or null.
+  const TierBlockMeta* Meta(uint64_t key) const;
 
   const TierConfig config_;
   BlockCopier* const device_;

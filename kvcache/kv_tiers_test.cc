@@ -50,8 +50,7 @@ class KvTiersTest : public ::testing::Test {
     TierConfig config{.host_bytes = host_blocks * static_cast<int64_t>(block_bytes())};
     if (disk_blocks > 0) {
       config.disk_path = std::string(std::getenv("TEST_TMPDIR")) + "/tiers";
-      config.disk_bytes =
-          disk_blocks * static_cast<int64_t>(TierFileBytes(2, block_bytes()));
+      config.disk_bytes = disk_blocks * static_cast<int64_t>(TierFileBytes(2, block_bytes()));
     }
     absl::StatusOr<std::unique_ptr<KvTiers>> tiers = KvTiers::Create(config, &copier_);
     LOCKSTEP_CHECK_OK(tiers.status());
@@ -71,12 +70,13 @@ TEST_F(KvTiersTest, CreateRejectsBadSizes) {
   EXPECT_THAT(KvTiers::Create(TierConfig{.host_bytes = 8}, &copier_).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(
-      KvTiers::Create(TierConfig{.host_bytes = 1024, .disk_path = "/nonexistent-x", .disk_bytes = 4},
-                      &copier_)
+      KvTiers::Create(
+          TierConfig{.host_bytes = 1024, .disk_path = "/nonexistent-x", .disk_bytes = 4}, &copier_)
           .status(),
       StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(KvTiers::Create(TierConfig{.host_bytes = 1024, .disk_bytes = 4096}, &copier_).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      KvTiers::Create(TierConfig{.host_bytes = 1024, .disk_bytes = 4096}, &copier_).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(KvTiersTest, ReuseOfAnEvictedBlockNeverLosesItsCopy) {
@@ -186,6 +186,33 @@ TEST_F(KvTiersTest, ProbeFollowsTheChainAndComparesParentAndTokens) {
   EXPECT_EQ(tiers->Probe(9, chain, std::vector<int32_t>{10, 10, 11, 11, 7, 8}), 2);
   EXPECT_EQ(tiers->Probe(9, chain, std::vector<int32_t>{10, 10, 11, 11}), 2);
   EXPECT_EQ(tiers->Probe(8, chain, std::vector<int32_t>{10, 10, 11, 11, 7, 7}), 0);
+  ExpectClean(*tiers);
+}
+
+// FetchChain names each block by the hasher as it goes (here: the parent's key plus one,
+// so the chain of 9 is 10, 11, 12), and fetches until the first miss.
+TEST_F(KvTiersTest, FetchChainHashesAsItGoesAndStopsAtTheFirstMiss) {
+  std::unique_ptr<KvTiers> tiers = Make(4, 0);
+  tiers->OnEvictable(BlockId(1), Meta(10));
+  tiers->OnEvictable(BlockId(2), TierBlockMeta{.key = 11, .parent_key = 10, .tokens = {11, 11}});
+  tiers->OnEvictable(BlockId(3), TierBlockMeta{.key = 12, .parent_key = 11, .tokens = {7, 7}});
+  const BlockHasher next = [](uint64_t parent, absl::Span<const int32_t>) { return parent + 1; };
+  FetchedBlocks out;
+  EXPECT_EQ(tiers->FetchChain(next, 9, std::vector<int32_t>{10, 10, 11, 11, 7, 8}, 10, &out), 2);
+  ASSERT_EQ(out.keys, (std::vector<uint64_t>{10, 11}));
+  ASSERT_EQ(out.bytes.size(), 2u);
+  EXPECT_EQ(*out.bytes[0], BlockBytes(1));
+  EXPECT_EQ(*out.bytes[1], BlockBytes(2));
+  EXPECT_EQ(out.from, (std::vector<Tier>{Tier::kHost, Tier::kHost}));
+  // At most max_blocks, whole blocks only, appended; another parent: another chain.
+  const std::vector<int32_t> all = {10, 10, 11, 11, 7, 7, 7};
+  EXPECT_EQ(tiers->FetchChain(next, 9, all, 1, &out), 1);
+  EXPECT_EQ(tiers->FetchChain(next, 9, all, 10, &out), 3);
+  EXPECT_EQ(out.keys, (std::vector<uint64_t>{10, 11, 10, 10, 11, 12}));
+  EXPECT_EQ(*out.bytes.back(), BlockBytes(3));
+  EXPECT_EQ(tiers->FetchChain(next, 8, all, 10, &out), 0);
+  EXPECT_EQ(out.keys.size(), 6u);
+  EXPECT_FALSE(tiers->empty());
   ExpectClean(*tiers);
 }
 

@@ -44,6 +44,17 @@ int64_t RadixTree::Match(absl::Span<const int32_t> tokens, int64_t max_blocks,
 }
 
 bool RadixTree::Insert(BlockId parent, BlockId block, absl::Span<const int32_t> tokens) {
+  return InsertKeyed(parent, block, tokens, hasher_(KeyOf(parent), tokens));
+}
+
+bool RadixTree::Insert(BlockId parent, BlockId block, absl::Span<const int32_t> tokens,
+                       uint64_t key) {
+  LOCKSTEP_DCHECK(key == hasher_(KeyOf(parent), tokens));
+  return InsertKeyed(parent, block, tokens, key);
+}
+
+bool RadixTree::InsertKeyed(BlockId parent, BlockId block, absl::Span<const int32_t> tokens,
+                            uint64_t key) {
   LOCKSTEP_CHECK(static_cast<int>(tokens.size()) == tokens_per_block_)
       << "a published block holds " << tokens_per_block_ << " tokens, got " << tokens.size();
   Node& node = nodes_[block.value()];
@@ -53,7 +64,6 @@ bool RadixTree::Insert(BlockId parent, BlockId block, absl::Span<const int32_t> 
     LOCKSTEP_CHECK(p.in_tree && !p.evictable) << "block " << block << " published under block "
                                               << parent << " that is not a referenced node";
   }
-  const uint64_t key = hasher_(KeyOf(parent), tokens);
   if (!by_key_.try_emplace(key, block.value()).second) return false;
   node = Node{.key = key, .parent = parent.value(), .in_tree = true};
   std::copy(tokens.begin(), tokens.end(),

@@ -66,6 +66,9 @@ class RadixTree {
   // key is taken: the same prefix is already published by another block, or a
   // different prefix collides on the key.
   bool Insert(BlockId parent, BlockId block, absl::Span<const int32_t> tokens);
+  // The same with the block's key already known: hasher(parent's key, tokens), which
+  // the caller computed (checked in debug builds; the audit checks every node's key).
+  bool Insert(BlockId parent, BlockId block, absl::Span<const int32_t> tokens, uint64_t key);
 
   bool Contains(BlockId block) const { return nodes_[block.value()].in_tree; }
   bool IsEvictable(BlockId block) const { return nodes_[block.value()].evictable; }
@@ -95,6 +98,7 @@ class RadixTree {
   void AuditInto(const std::string& prefix, std::vector<std::string>* out) const;
 
  private:
+  bool InsertKeyed(BlockId parent, BlockId block, absl::Span<const int32_t> tokens, uint64_t key);
   uint64_t KeyOf(BlockId parent) const {
     return parent == kRoot ? root_key_ : nodes_[parent.value()].key;
   }

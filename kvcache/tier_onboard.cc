@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "kvcache/block_hash.h"
-#include "kvcache/prefix_hash.h"
 
 namespace lockstep::kv {
 
@@ -19,61 +18,74 @@ absl::StatusOr<std::unique_ptr<TierOnboarder>> TierOnboarder::Create(const TierC
 }
 
 TierOnboarder::TierOnboarder(std::unique_ptr<KvTiers> tiers, KvPool* target, uint64_t salt)
-    : tiers_(std::move(tiers)), target_(target), root_key_(RootHash(salt)), salt_(salt) {
+    : tiers_(std::move(tiers)), target_(target), root_key_(RootHash(salt)) {
   target_->set_tiers(tiers_.get());
 }
 
 TierOnboarder::~TierOnboarder() { target_->set_tiers(nullptr); }
 
-int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt) {
-  if (prompt.size() < 2) return 0;
-  const TierStats stats = tiers_->Stats();
-  if (stats.host_blocks + stats.disk_blocks == 0) return 0;
-  const int tpb = target_->tokens_per_block();
-  const absl::Span<const int32_t> limit = prompt.first(prompt.size() - 1);
-  const int64_t have = cache.num_blocks();
-  const int64_t max_blocks = static_cast<int64_t>(limit.size()) / tpb;
-  if (max_blocks <= have) return 0;
-  const std::vector<uint64_t> chain = PrefixHashChain(salt_, tpb, limit.first(max_blocks * tpb));
-  const uint64_t parent = have == 0 ? root_key_ : chain[have - 1];
-  int64_t found = tiers_->Probe(parent, absl::MakeConstSpan(chain).subspan(have),
-                                limit.subspan(static_cast<size_t>(have) * tpb));
-  while (found > 0 && !target_->CanGrow(cache.id(), found * tpb)) --found;
-  PendingOnboard onboard{
-      .id = cache.id(), .generation = cache.generation(), .fence = launched_, .first_block = have};
-  for (int64_t i = 0; i < found; ++i) {
-    Tier from = Tier::kDevice;
-    absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes =
-        tiers_->Fetch(chain[have + i], &from);
-    if (!bytes.ok()) break;  // a miss after all (a damaged disk block): stop here
-    onboard.bytes.push_back(*std::move(bytes));
-    onboard.from.push_back(from);
+int64_t TierOnboarder::GrowableBlocks(RequestId id, int64_t max_blocks) const {
+  const int64_t tpb = target_->tokens_per_block();
+  if (target_->CanGrow(id, max_blocks * tpb)) return max_blocks;
+  // CanGrow is monotone in the tokens and holds for 0: the largest n that fits.
+  int64_t lo = 0;
+  int64_t hi = max_blocks - 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (target_->CanGrow(id, mid * tpb)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
   }
-  const int64_t blocks = static_cast<int64_t>(onboard.bytes.size());
+  return lo;
+}
+
+int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt) {
+  if (prompt.size() < 2 || tiers_->empty()) return 0;
+  const int tpb = target_->tokens_per_block();
+  const int64_t have = cache.num_blocks();
+  // Whole blocks before the last token (the prefill computes its KV) past the reused
+  // ones, no more than the pool can add without taking blocks a cache holds.
+  const int64_t max_blocks = static_cast<int64_t>(prompt.size() - 1) / tpb - have;
+  if (max_blocks <= 0) return 0;
+  const int64_t room = GrowableBlocks(cache.id(), max_blocks);
+  if (room == 0) return 0;
+  // The reused blocks are the tree's: the chain continues from the last one's key.
+  const uint64_t parent = have == 0 ? root_key_ : target_->tree().key(cache.blocks()[have - 1]);
+  fetched_.Clear();
+  const int64_t blocks = tiers_->FetchChain(
+      &BlockHash, parent, prompt.subspan(static_cast<size_t>(have) * tpb), room, &fetched_);
   if (blocks == 0) return 0;
   const int64_t tokens = (have + blocks) * tpb;
   absl::StatusOr<KvPool::ResizePlan> plan = target_->PlanResize(cache.id(), tokens, tokens);
-  LOCKSTEP_CHECK_OK(plan.status());  // CanGrow said it fits
+  LOCKSTEP_CHECK_OK(plan.status());  // GrowableBlocks said it fits
   target_->ApplyResize(*plan);
-  onboard.tokens.assign(prompt.begin(), prompt.begin() + tokens);
   onboarded_tokens_ += blocks * tpb;
+  const absl::Span<const int32_t> through = prompt.first(static_cast<size_t>(tokens));
   if (collected_ >= launched_) {
-    Complete(cache, onboard);
+    Complete(cache, have, fetched_, through);
   } else {
-    pending_.push_back(std::move(onboard));
+    pending_.push_back(PendingOnboard{.id = cache.id(),
+                                      .generation = cache.generation(),
+                                      .fence = launched_,
+                                      .first_block = have,
+                                      .fetched = std::move(fetched_),
+                                      .tokens = {through.begin(), through.end()}});
+    fetched_ = FetchedBlocks();
   }
   return blocks * tpb;
 }
 
-void TierOnboarder::Complete(KvCache& cache, const PendingOnboard& onboard) {
-  std::vector<const std::vector<std::byte>*> bytes;
-  bytes.reserve(onboard.bytes.size());
-  for (const auto& b : onboard.bytes) bytes.push_back(b.get());
+void TierOnboarder::Complete(KvCache& cache, int64_t first_block, const FetchedBlocks& fetched,
+                             absl::Span<const int32_t> tokens) {
+  sources_.clear();
+  for (const auto& b : fetched.bytes) sources_.push_back(b.get());
   const absl::Span<const BlockId> blocks =
-      cache.blocks().subspan(static_cast<size_t>(onboard.first_block), bytes.size());
+      cache.blocks().subspan(static_cast<size_t>(first_block), sources_.size());
   // A failed copy into device memory is a failed device: nothing can recover it.
-  LOCKSTEP_CHECK_OK(tiers_->CopyToDevice(bytes, blocks, onboard.from));
-  target_->Commit(cache, onboard.tokens);
+  LOCKSTEP_CHECK_OK(tiers_->CopyToDevice(sources_, blocks, fetched.from));
+  target_->Commit(cache, tokens, fetched.keys, first_block);
 }
 
 void TierOnboarder::OnBatchCollected() {
@@ -84,7 +96,9 @@ void TierOnboarder::OnBatchCollected() {
   for (const PendingOnboard& p : pending_) {
     if (!ready(p)) continue;
     KvCache* cache = target_->Find(p.id);
-    if (cache != nullptr && cache->generation() == p.generation) Complete(*cache, p);
+    if (cache != nullptr && cache->generation() == p.generation) {
+      Complete(*cache, p.first_block, p.fetched, p.tokens);
+    }
   }
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(), ready), pending_.end());
 }
@@ -104,7 +118,7 @@ void TierOnboarder::AuditInto(const std::string& prefix, std::vector<std::string
   tiers_->AuditInto(prefix, out);
   for (const PendingOnboard& p : pending_) {
     const KvCache* cache = target_->Find(p.id);
-    const int64_t end = p.first_block + static_cast<int64_t>(p.bytes.size());
+    const int64_t end = p.first_block + static_cast<int64_t>(p.fetched.bytes.size());
     if (cache == nullptr || cache->generation() != p.generation) {
       out->push_back(absl::StrCat(prefix, "pending onboard of request ", p.id.value(),
                                   " generation ", p.generation, " has no such cache"));

@@ -67,23 +67,29 @@ class TierOnboarder {
     uint64_t generation = 0;
     int64_t fence = 0;        // batches launched before the allocation
     int64_t first_block = 0;  // index in the block table of the first onboarded block
-    std::vector<std::shared_ptr<const std::vector<std::byte>>> bytes;
-    std::vector<Tier> from;
+    FetchedBlocks fetched;
     std::vector<int32_t> tokens;  // the prompt through the last onboarded block
   };
 
   TierOnboarder(std::unique_ptr<KvTiers> tiers, KvPool* target, uint64_t salt);
-  // Copies the blocks in and publishes them.
-  void Complete(KvCache& cache, const PendingOnboard& onboard);
+  // The most blocks, up to `max_blocks`, by which `id`'s cache can grow without taking
+  // a block another cache holds.
+  int64_t GrowableBlocks(RequestId id, int64_t max_blocks) const;
+  // Copies `fetched` into the cache's blocks from `first_block` on and publishes them
+  // (`tokens`: the prompt through the last of them).
+  void Complete(KvCache& cache, int64_t first_block, const FetchedBlocks& fetched,
+                absl::Span<const int32_t> tokens);
 
   std::unique_ptr<KvTiers> tiers_;
   KvPool* const target_;
   const uint64_t root_key_;
-  const uint64_t salt_;
   int64_t launched_ = 0;
   int64_t collected_ = 0;
   int64_t onboarded_tokens_ = 0;
   std::vector<PendingOnboard> pending_;  // in creation order
+  // Scratch of Onboard and Complete, kept to spare allocations on each onboard.
+  FetchedBlocks fetched_;
+  std::vector<const std::vector<std::byte>*> sources_;
 };
 
 }  // namespace lockstep::kv
