@@ -18,12 +18,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "proto/router.pb.h"
 #include "runtime/config/deployment_config.h"
 #include "runtime/launcher/launch_plan.h"
 #include "runtime/launcher/process_supervisor.h"
+
+// Named only by the private HttpClient(); httplib.h, the largest header this one would
+// pull into every end-to-end test, is included by local_deployment.cc.
+namespace httplib {
+class Client;
+}  // namespace httplib
 
 namespace lockstep::launcher {
 
