@@ -40,6 +40,7 @@ bool HasNativeGet(ucp_ep_h ep) {
 
 }  // namespace ucx_internal
 
+using ucx_internal::AwaitDone;
 using ucx_internal::kFetchHeader;
 using ucx_internal::kFetchId;
 using ucx_internal::UcxError;
@@ -128,28 +129,16 @@ absl::Status UcxWorker::Fetch(const std::shared_ptr<Endpoint>& endpoint, const s
   absl::Status outcome;
   {
     absl::MutexLock lock(&op->mu);
-    const auto done = [&op]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op->mu) { return op->done; };
-    for (;;) {
-      const absl::Time now = absl::Now();
-      // A posted receive is not tied to the endpoint: its failure is checked here.
-      if (endpoint->failed || (UCS_PTR_IS_ERR(asked) && !op->done)) {
-        const ucs_status_t error = UCS_PTR_IS_ERR(asked)
-                                       ? UCS_PTR_STATUS(asked)
-                                       : static_cast<ucs_status_t>(endpoint->error.load());
-        outcome = UcxError("the UCX read from the context rank failed (endpoint error)", error);
-        break;
-      }
-      if (now >= deadline) {
-        outcome = absl::DeadlineExceededError(absl::StrCat(
-            "the UCX read of ", out.size(), " bytes did not complete by its deadline"));
-        break;
-      }
-      if (op->mu.AwaitWithDeadline(absl::Condition(&done), std::min(deadline, now + slice))) break;
-      if (cancelled && cancelled()) {
-        outcome = absl::CancelledError("the UCX read was cancelled");
-        break;
-      }
-    }
+    // A posted receive is not tied to the endpoint: its failure is checked here.
+    const auto failed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op->mu) -> absl::Status {
+      if (!endpoint->failed && !(UCS_PTR_IS_ERR(asked) && !op->done)) return absl::OkStatus();
+      const ucs_status_t error = UCS_PTR_IS_ERR(asked)
+                                     ? UCS_PTR_STATUS(asked)
+                                     : static_cast<ucs_status_t>(endpoint->error.load());
+      return UcxError("the UCX read from the context rank failed (endpoint error)", error);
+    };
+    outcome =
+        AwaitDone(op->mu, op->done, "UCX read", out.size(), deadline, slice, cancelled, failed);
     if (outcome.ok()) {
       if (op->status != UCS_OK) {
         outcome = UcxError("the UCX read from the context rank failed", op->status);

@@ -17,6 +17,7 @@
 namespace lockstep::transfer {
 namespace {
 
+using ucx_internal::AwaitDone;
 using ucx_internal::Context;
 using ucx_internal::kFetchId;
 using ucx_internal::UcxError;
@@ -668,20 +669,8 @@ absl::Status UcxWorker::Get(const std::string& peer, const std::string& rkey,
   absl::Status outcome;
   {
     absl::MutexLock lock(&op->mu);
-    const auto done = [&op]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op->mu) { return op->done; };
-    for (;;) {
-      const absl::Time now = absl::Now();
-      if (now >= deadline) {
-        outcome = absl::DeadlineExceededError(
-            absl::StrCat("the UCX get of ", out.size(), " bytes did not complete by its deadline"));
-        break;
-      }
-      if (op->mu.AwaitWithDeadline(absl::Condition(&done), std::min(deadline, now + slice))) break;
-      if (cancelled && cancelled()) {
-        outcome = absl::CancelledError("the UCX get was cancelled");
-        break;
-      }
-    }
+    outcome =
+        AwaitDone(op->mu, op->done, "UCX get", out.size(), deadline, slice, cancelled, nullptr);
     if (outcome.ok()) {
       if (op->status == UCS_OK) return absl::OkStatus();
       const int error = (*endpoint)->error;
@@ -701,5 +690,32 @@ absl::Status UcxWorker::Get(const std::string& peer, const std::string& rkey,
   if (!absl::IsCancelled(outcome)) CloseEndpoint(*endpoint, deadline);
   return outcome;
 }
+
+namespace ucx_internal {
+
+absl::Status AwaitDone(absl::Mutex& mu, const bool& done, absl::string_view what, size_t bytes,
+                       absl::Time deadline, absl::Duration slice,
+                       const std::function<bool()>& cancelled,
+                       const std::function<absl::Status()>& failed) {
+  const auto is_done = [&done]() { return done; };
+  for (;;) {
+    if (failed) {
+      if (absl::Status status = failed(); !status.ok()) return status;
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the ", what, " of ", bytes, " bytes did not complete by its deadline"));
+    }
+    if (mu.AwaitWithDeadline(absl::Condition(&is_done), std::min(deadline, now + slice))) {
+      return absl::OkStatus();
+    }
+    if (cancelled && cancelled()) {
+      return absl::CancelledError(absl::StrCat("the ", what, " was cancelled"));
+    }
+  }
+}
+
+}  // namespace ucx_internal
 
 }  // namespace lockstep::transfer

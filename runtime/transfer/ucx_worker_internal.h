@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "runtime/transfer/ucx_worker.h"
 #include "ucp/api/ucp.h"
 
@@ -37,6 +39,16 @@ constexpr size_t kFetchHeader = 24;
 // Whether UCX gives `ep` a native RMA lane (see Endpoint::native_get), read from UCX's
 // description of the endpoint's lanes; true when that cannot be read.
 bool HasNativeGet(ucp_ep_h ep);
+
+// Waits with `mu` held (on entry and on return) until `done` is set, in slices of
+// `slice`: OK once it is; first in each slice, the error `failed` returns when it is not
+// OK (may be empty); DeadlineExceeded at `deadline`; Cancelled once `cancelled` says so
+// (may be empty). `what` and `bytes` name the read in the errors ("UCX get").
+absl::Status AwaitDone(absl::Mutex& mu, const bool& done, absl::string_view what, size_t bytes,
+                       absl::Time deadline, absl::Duration slice,
+                       const std::function<bool()>& cancelled,
+                       const std::function<absl::Status()>& failed)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
 }  // namespace ucx_internal
 
