@@ -277,6 +277,45 @@ TEST(UcxWorkerTest, PeerGoneEndsTheGetWithinItsDeadline) {
   }
 }
 
+// The owner goes away after the reader connected, just before the read is sent. Over tcp
+// (where the owner answers a read by sending the range) the read ends as an endpoint
+// error instead of waiting out its deadline for bytes that will never come.
+TEST(UcxWorkerTest, OwnerGoneJustBeforeAReadEndsItWithoutWaitingForTheDeadline) {
+  auto source = RandomBytes(1 << 20, 4);
+  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
+  ASSERT_NE(owner, nullptr);
+  absl::StatusOr<std::unique_ptr<UcxRegion>> registered = owner->Register(*source);
+  ASSERT_OK(registered);
+  std::unique_ptr<UcxRegion> region = std::move(*registered);
+  const std::string address = owner->address();
+  const std::string rkey = region->rkey();
+  const uint64_t remote = region->address();
+  bool armed = false;  // touched on this thread only (before_get runs in Get's caller)
+  std::shared_ptr<UcxWorker> reader = MakeWorker("generation", {.before_get = [&] {
+                                                   if (!armed) return;
+                                                   region.reset();
+                                                   owner.reset();
+                                                 }});
+  ASSERT_NE(reader, nullptr);
+  auto warm = std::make_shared<std::vector<std::byte>>(16);
+  ASSERT_OK(reader->Get(address, rkey, remote, absl::MakeSpan(*warm), warm,
+                        absl::Now() + absl::Seconds(30), nullptr));
+  armed = true;
+  auto dest = std::make_shared<std::vector<std::byte>>(1 << 20);
+  // Over shm a get has no peer failure to see: it may read this process's bytes or wait
+  // out a short deadline (PeerGoneEndsTheGetWithinItsDeadline).
+  const absl::Time deadline = absl::Now() + (OverShm() ? absl::Seconds(3) : absl::Seconds(60));
+  const absl::Status status =
+      reader->Get(address, rkey, remote, absl::MakeSpan(*dest), dest, deadline, nullptr);
+  EXPECT_EQ(owner, nullptr);
+  if (!OverShm()) {
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable))
+        << "deadline in " << deadline - absl::Now();
+  } else if (!status.ok()) {
+    EXPECT_TRUE(absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) << status;
+  }
+}
+
 // A worker address or remote key that is not what a peer's UCX made (corrupted, cut
 // short, unframed, another UCX version) is a clear error before UCX sees it: UCX itself
 // parses these bytes without a length and aborts the process on what it does not expect.
