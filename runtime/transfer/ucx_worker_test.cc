@@ -244,6 +244,40 @@ TEST(UcxWorkerTest, GetThatNeverCompletesEndsAtItsDeadline) {
   EXPECT_TRUE(*held->dest == *held->source);
 }
 
+// A worker serving `source` (registered) and what a reader needs to read it; the region
+// goes before its worker. `owner` is null (with a test failure) when either step fails.
+struct Served {
+  std::shared_ptr<UcxWorker> owner;
+  std::unique_ptr<UcxRegion> region;
+  std::string address;
+  std::string rkey;
+  uint64_t remote = 0;
+};
+
+Served Serve(const std::vector<std::byte>& source) {
+  Served served;
+  served.owner = MakeWorker("context");
+  if (served.owner == nullptr) return served;
+  absl::StatusOr<std::unique_ptr<UcxRegion>> registered = served.owner->Register(source);
+  if (!registered.ok()) {
+    ADD_FAILURE() << "Register: " << registered.status();
+    served.owner = nullptr;
+    return served;
+  }
+  served.region = std::move(*registered);
+  served.address = served.owner->address();
+  served.rkey = served.region->rkey();
+  served.remote = served.region->address();
+  return served;
+}
+
+// Reads 16 bytes of `served`, so that `reader` is connected to its owner.
+absl::Status ConnectTo(UcxWorker& reader, const Served& served) {
+  auto warm = std::make_shared<std::vector<std::byte>>(16);
+  return reader.Get(served.address, served.rkey, served.remote, absl::MakeSpan(*warm), warm,
+                    absl::Now() + absl::Seconds(30), nullptr);
+}
+
 TEST(UcxWorkerTest, PeerGoneEndsTheGetWithinItsDeadline) {
   std::shared_ptr<UcxWorker> reader = MakeWorker("generation");
   ASSERT_NE(reader, nullptr);
@@ -251,18 +285,13 @@ TEST(UcxWorkerTest, PeerGoneEndsTheGetWithinItsDeadline) {
   uint64_t remote = 0;
   auto source = RandomBytes(1 << 20, 3);
   {
-    std::shared_ptr<UcxWorker> owner = MakeWorker("context");
-    ASSERT_NE(owner, nullptr);
-    absl::StatusOr<std::unique_ptr<UcxRegion>> registered = owner->Register(*source);
-    ASSERT_OK(registered);
-    std::unique_ptr<UcxRegion> region = std::move(*registered);
-    address = owner->address();
-    rkey = region->rkey();
-    remote = region->address();
+    Served served = Serve(*source);
+    ASSERT_NE(served.owner, nullptr);
+    address = served.address;
+    rkey = served.rkey;
+    remote = served.remote;
     // Connect while the peer lives, so that the get below meets a dead peer.
-    auto warm = std::make_shared<std::vector<std::byte>>(16);
-    ASSERT_OK(reader->Get(address, rkey, remote, absl::MakeSpan(*warm), warm,
-                          absl::Now() + absl::Seconds(30), nullptr));
+    ASSERT_OK(ConnectTo(*reader, served));
   }
   source.reset();
   auto dest = std::make_shared<std::vector<std::byte>>(1 << 20);
@@ -282,32 +311,24 @@ TEST(UcxWorkerTest, PeerGoneEndsTheGetWithinItsDeadline) {
 // error instead of waiting out its deadline for bytes that will never come.
 TEST(UcxWorkerTest, OwnerGoneJustBeforeAReadEndsItWithoutWaitingForTheDeadline) {
   auto source = RandomBytes(1 << 20, 4);
-  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
-  ASSERT_NE(owner, nullptr);
-  absl::StatusOr<std::unique_ptr<UcxRegion>> registered = owner->Register(*source);
-  ASSERT_OK(registered);
-  std::unique_ptr<UcxRegion> region = std::move(*registered);
-  const std::string address = owner->address();
-  const std::string rkey = region->rkey();
-  const uint64_t remote = region->address();
+  Served served = Serve(*source);
+  ASSERT_NE(served.owner, nullptr);
   bool armed = false;  // touched on this thread only (before_get runs in Get's caller)
   std::shared_ptr<UcxWorker> reader = MakeWorker("generation", {.before_get = [&] {
                                                    if (!armed) return;
-                                                   region.reset();
-                                                   owner.reset();
+                                                   served.region.reset();
+                                                   served.owner.reset();
                                                  }});
   ASSERT_NE(reader, nullptr);
-  auto warm = std::make_shared<std::vector<std::byte>>(16);
-  ASSERT_OK(reader->Get(address, rkey, remote, absl::MakeSpan(*warm), warm,
-                        absl::Now() + absl::Seconds(30), nullptr));
+  ASSERT_OK(ConnectTo(*reader, served));
   armed = true;
   auto dest = std::make_shared<std::vector<std::byte>>(1 << 20);
   // Over shm a get has no peer failure to see: it may read this process's bytes or wait
   // out a short deadline (PeerGoneEndsTheGetWithinItsDeadline).
   const absl::Time deadline = absl::Now() + (OverShm() ? absl::Seconds(3) : absl::Seconds(60));
-  const absl::Status status =
-      reader->Get(address, rkey, remote, absl::MakeSpan(*dest), dest, deadline, nullptr);
-  EXPECT_EQ(owner, nullptr);
+  const absl::Status status = reader->Get(served.address, served.rkey, served.remote,
+                                          absl::MakeSpan(*dest), dest, deadline, nullptr);
+  EXPECT_EQ(served.owner, nullptr);
   if (!OverShm()) {
     EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable))
         << "deadline in " << deadline - absl::Now();
