@@ -363,28 +363,19 @@ void KvTiers::EvictDiskLru() {
   EraseDisk(key, wrote);
 }
 
-const TierBlockMeta* KvTiers::Meta(uint64_t key) const {
-  if (const auto h = host_.find(key); h != host_.end()) return &h->second.meta;
-  if (const auto d = disk_.find(key); d != disk_.end()) return &d->second.meta;
-  return nullptr;
-}
-
-int64_t KvTiers::Probe(uint64_t parent_key, absl::Span<const uint64_t> keys,
-                       absl::Span<const int32_t> tokens) const {
-  const size_t tpb = static_cast<size_t>(device_->layout().tokens_per_block);
-  int64_t found = 0;
-  uint64_t parent = parent_key;
-  for (const uint64_t key : keys) {
-    const TierBlockMeta* meta = Meta(key);
-    const size_t at = static_cast<size_t>(found) * tpb;
-    if (meta == nullptr || meta->parent_key != parent || at + tpb > tokens.size() ||
-        !std::equal(meta->tokens.begin(), meta->tokens.end(), tokens.begin() + at)) {
-      break;
-    }
-    ++found;
-    parent = key;
+const TierBlockMeta* KvTiers::Matching(uint64_t key, uint64_t parent_key,
+                                       absl::Span<const int32_t> tokens) const {
+  const TierBlockMeta* meta = nullptr;
+  if (const auto h = host_.find(key); h != host_.end()) {
+    meta = &h->second.meta;
+  } else if (const auto d = disk_.find(key); d != disk_.end()) {
+    meta = &d->second.meta;
   }
-  return found;
+  if (meta == nullptr || meta->parent_key != parent_key ||
+      !std::equal(meta->tokens.begin(), meta->tokens.end(), tokens.begin(), tokens.end())) {
+    return nullptr;
+  }
+  return meta;
 }
 
 absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uint64_t key,
@@ -435,11 +426,7 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
   for (; found < blocks; ++found) {
     const absl::Span<const int32_t> block = tokens.subspan(static_cast<size_t>(found) * tpb, tpb);
     const uint64_t key = hasher(parent, block);
-    const TierBlockMeta* meta = Meta(key);
-    if (meta == nullptr || meta->parent_key != parent ||
-        !std::equal(meta->tokens.begin(), meta->tokens.end(), block.begin(), block.end())) {
-      break;
-    }
+    if (Matching(key, parent, block) == nullptr) break;
     Tier from = Tier::kDevice;
     absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = Fetch(key, &from);
     if (!bytes.ok()) break;  // a miss after all (a damaged disk block)
@@ -477,13 +464,8 @@ std::shared_ptr<const std::vector<std::byte>> KvTiers::Pin(uint64_t key, uint64_
                                                            absl::Span<const int32_t> tokens) {
   if (pins_ >= max_pins_) return nullptr;
   const auto it = host_.find(key);
-  if (it == host_.end()) return nullptr;
+  if (it == host_.end() || Matching(key, parent_key, tokens) == nullptr) return nullptr;
   HostEntry& entry = it->second;
-  if (entry.meta.parent_key != parent_key ||
-      !std::equal(entry.meta.tokens.begin(), entry.meta.tokens.end(), tokens.begin(),
-                  tokens.end())) {
-    return nullptr;
-  }
   if (!FinishCopyDown(key, entry).ok()) return nullptr;
   host_lru_.splice(host_lru_.end(), host_lru_, entry.lru);
   ++entry.pins;

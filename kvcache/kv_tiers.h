@@ -12,8 +12,9 @@
 // running is waited for (one block copy). Host entries the host tier evicts are
 // written to disk by the same worker, with checksums (tier_file.h).
 //
-// Up. Probe counts the blocks of a chain found below; Fetch hands out the verified bytes
-// of one (a disk block whose checksum fails is dropped and is a miss, never served);
+// Up. FetchChain follows a prompt's chain below the device and hands out the verified
+// bytes of each block found (a disk block whose checksum fails is dropped and is a miss,
+// never served);
 // CopyToDevice writes them into freshly allocated device blocks, through the caches (the
 // prefill that follows reads them).
 //
@@ -81,16 +82,10 @@ class KvTiers {
   // Device block `block` is about to be reused for other KV.
   void BeforeReuse(BlockId block);
 
-  // How many of `keys` (a chain continuing from `parent_key`) are found below the
-  // device, in order, each with its parent and its tokens (tokens_per_block each, from
-  // `tokens`) matching.
-  int64_t Probe(uint64_t parent_key, absl::Span<const uint64_t> keys,
-                absl::Span<const int32_t> tokens) const;
-
   // The bytes of block `key` (one block), verified; `from` says which tier held them.
   // NotFound when no tier holds it or a disk copy failed verification (then dropped).
   absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> Fetch(uint64_t key, Tier* from);
-  // Probe and Fetch in one pass, hashing as it goes: the blocks of `tokens` (whole blocks,
+  // The blocks of `tokens` (whole blocks,
   // at most `max_blocks`) continuing the chain of `parent_key`, each named by
   // hasher(parent, its tokens), found below the device with its parent and tokens
   // matching, and fetched; stops at the first miss (or a disk copy failing
@@ -164,8 +159,10 @@ class KvTiers {
   absl::Status FinishCopyDown(uint64_t key, HostEntry& entry);
   void EraseDisk(uint64_t key, bool remove_file);
   void Report(uint64_t key, Tier tier, bool stored);
-  // The metadata of `key` in the host or disk tier, or null.
-  const TierBlockMeta* Meta(uint64_t key) const;
+  // The metadata of `key` in the host or disk tier when it names the block after
+  // `parent_key` holding `tokens`; null otherwise.
+  const TierBlockMeta* Matching(uint64_t key, uint64_t parent_key,
+                                absl::Span<const int32_t> tokens) const;
 
   const TierConfig config_;
   BlockCopier* const device_;

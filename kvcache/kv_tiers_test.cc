@@ -166,26 +166,37 @@ TEST_F(KvTiersTest, ACorruptedDiskBlockIsAMissNeverServed) {
     f.seekp(-5, std::ios::end);
     f.write(&c, 1);
   }
-  EXPECT_EQ(tiers->Probe(9, std::vector<uint64_t>{10}, std::vector<int32_t>{10, 10}), 1);
+  EXPECT_EQ(tiers->Where(10), Tier::kDisk);
   Tier from;
   EXPECT_THAT(tiers->Fetch(10, &from).status(), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(tiers->Stats().disk_corrupt, 1);
   EXPECT_EQ(tiers->Where(10), Tier::kDevice);
   EXPECT_FALSE(std::ifstream(path).good());
-  EXPECT_EQ(tiers->Probe(9, std::vector<uint64_t>{10}, std::vector<int32_t>{10, 10}), 0);
+  const BlockHasher next = [](uint64_t parent, absl::Span<const int32_t>) { return parent + 1; };
+  FetchedBlocks out;
+  EXPECT_EQ(tiers->FetchChain(next, 9, std::vector<int32_t>{10, 10}, 1, &out), 0);
   ExpectClean(*tiers);
 }
 
-TEST_F(KvTiersTest, ProbeFollowsTheChainAndComparesParentAndTokens) {
+// A block found by its key is used only when its parent and its tokens match too (the
+// hasher here names a block by its first token alone, so a key can be found under
+// another parent or with other tokens).
+TEST_F(KvTiersTest, FetchChainComparesParentAndTokens) {
   std::unique_ptr<KvTiers> tiers = Make(4, 0);
   tiers->OnEvictable(BlockId(1), Meta(10));
   tiers->OnEvictable(BlockId(2), TierBlockMeta{.key = 11, .parent_key = 10, .tokens = {11, 11}});
   tiers->OnEvictable(BlockId(3), TierBlockMeta{.key = 12, .parent_key = 11, .tokens = {7, 7}});
-  const std::vector<uint64_t> chain = {10, 11, 12};
-  EXPECT_EQ(tiers->Probe(9, chain, std::vector<int32_t>{10, 10, 11, 11, 7, 7}), 3);
-  EXPECT_EQ(tiers->Probe(9, chain, std::vector<int32_t>{10, 10, 11, 11, 7, 8}), 2);
-  EXPECT_EQ(tiers->Probe(9, chain, std::vector<int32_t>{10, 10, 11, 11}), 2);
-  EXPECT_EQ(tiers->Probe(8, chain, std::vector<int32_t>{10, 10, 11, 11, 7, 7}), 0);
+  const BlockHasher by_first_token = [](uint64_t, absl::Span<const int32_t> tokens) {
+    return tokens[0] == 7 ? uint64_t{12} : static_cast<uint64_t>(tokens[0]);
+  };
+  const auto fetched = [&](uint64_t parent, std::vector<int32_t> tokens) {
+    FetchedBlocks out;
+    return tiers->FetchChain(by_first_token, parent, tokens, 10, &out);
+  };
+  EXPECT_EQ(fetched(9, {10, 10, 11, 11, 7, 7}), 3);
+  EXPECT_EQ(fetched(9, {10, 10, 11, 11, 7, 8}), 2);
+  EXPECT_EQ(fetched(9, {10, 10, 11, 11}), 2);
+  EXPECT_EQ(fetched(8, {10, 10, 11, 11, 7, 7}), 0);
   ExpectClean(*tiers);
 }
 
