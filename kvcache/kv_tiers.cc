@@ -27,6 +27,18 @@ namespace {
 // or the disk is stuck, which no caller can recover from.
 constexpr absl::Duration kJobDeadline = absl::Seconds(60);
 
+// FetchChain asks for this many blocks' host entries before reading the first of them.
+constexpr int64_t kLookahead = 16;
+
+// Asks for the cache line at `p` without waiting for it.
+inline void Prefetch(const void* p) { __builtin_prefetch(p); }
+
+// The first line of each 4 KiB page of `bytes`: starts the page walks and reads of a
+// block the copy reaches next.
+void PrefetchPages(absl::Span<const std::byte> bytes) {
+  for (size_t offset = 0; offset < bytes.size(); offset += 4096) Prefetch(bytes.data() + offset);
+}
+
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -250,7 +262,7 @@ std::string KvTiers::DiskPathOf(uint64_t key) const {
 
 void KvTiers::OnEvictable(BlockId block, TierBlockMeta meta) {
   if (const auto it = host_.find(meta.key); it != host_.end()) {
-    host_lru_.splice(host_lru_.end(), host_lru_, it->second.lru);
+    TouchHost(it->first, it->second);
     return;
   }
   if (disk_.contains(meta.key)) return;
@@ -263,13 +275,8 @@ void KvTiers::OnEvictable(BlockId block, TierBlockMeta meta) {
   job->block = block;
   job->bytes = std::make_shared<std::vector<std::byte>>(block_bytes_);
   const uint64_t key = meta.key;
-  host_lru_.push_back(key);
-  HostEntry entry{.meta = std::move(meta),
-                  .bytes = job->bytes,
-                  .copy_down = job,
-                  .source = block,
-                  .lru = std::prev(host_lru_.end())};
-  host_.emplace(key, std::move(entry));
+  HostEntry entry{.meta = std::move(meta), .bytes = job->bytes, .copy_down = job, .source = block};
+  TouchHost(key, host_.emplace(key, std::move(entry)).first->second);
   copying_.emplace(block, key);
   Report(key, Tier::kHost, /*stored=*/true);
   worker_->Enqueue(std::move(job));
@@ -292,8 +299,7 @@ void KvTiers::EraseHost(uint64_t key) {
   const auto it = host_.find(key);
   if (it == host_.end()) return;
   if (it->second.copy_down != nullptr) copying_.erase(it->second.source);
-  host_lru_.erase(it->second.lru);
-  host_.erase(it);
+  host_.erase(it);  // its LRU record goes stale
   Report(key, Tier::kHost, /*stored=*/false);
 }
 
@@ -318,10 +324,14 @@ void KvTiers::Report(uint64_t key, Tier tier, bool stored) {
 void KvTiers::EvictHostLru() {
   // The least recently used unpinned entry; pins hold at most half the capacity, so
   // there is one.
+  while (!host_lru_.empty() && !Live(host_lru_.front())) host_lru_.pop_front();
   auto victim = host_lru_.begin();
-  while (victim != host_lru_.end() && host_.at(*victim).pins > 0) ++victim;
+  while (victim != host_lru_.end() && (!Live(*victim) || host_.at(victim->key).pins > 0)) {
+    ++victim;
+  }
   LOCKSTEP_CHECK(victim != host_lru_.end()) << "every host tier entry is pinned";
-  const uint64_t key = *victim;
+  const uint64_t key = victim->key;
+  const bool front = victim == host_lru_.begin();
   HostEntry& entry = host_.at(key);
   bool usable = true;
   if (entry.copy_down != nullptr) {
@@ -333,10 +343,29 @@ void KvTiers::EvictHostLru() {
     entry.copy_down.reset();
   }
   HostEntry taken = std::move(entry);
-  host_lru_.erase(taken.lru);
   host_.erase(key);
+  if (front) host_lru_.pop_front();  // else its record stays, stale
   Report(key, Tier::kHost, /*stored=*/false);
   if (usable && disk_capacity_ > 0) SpillToDisk(std::move(taken));
+}
+
+bool KvTiers::Live(const LruRecord& record) const {
+  const auto it = host_.find(record.key);
+  return it != host_.end() && it->second.stamp == record.stamp;
+}
+
+void KvTiers::TouchHost(uint64_t key, HostEntry& entry) {
+  entry.stamp = ++lru_clock_;
+  host_lru_.push_back(LruRecord{key, entry.stamp});
+  if (host_lru_.size() <= 4 * host_.size() + 64) return;
+  // Drop the stale records (at most a quarter are live): about one lookup a touch,
+  // each asked for ahead of its use.
+  size_t kept = 0;
+  for (size_t i = 0; i < host_lru_.size(); ++i) {
+    if (i + 8 < host_lru_.size()) host_.prefetch(host_lru_[i + 8].key);
+    if (Live(host_lru_[i])) host_lru_[kept++] = host_lru_[i];
+  }
+  host_lru_.resize(kept);
 }
 
 void KvTiers::SpillToDisk(HostEntry entry) {
@@ -385,7 +414,7 @@ absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uin
     if (const absl::Status status = FinishCopyDown(key, entry); !status.ok()) {
       return absl::NotFoundError(absl::StrCat("host tier: copy-down failed: ", status.message()));
     }
-    host_lru_.splice(host_lru_.end(), host_lru_, entry.lru);
+    TouchHost(key, entry);
     *from = Tier::kHost;
     return std::shared_ptr<const std::vector<std::byte>>(entry.bytes);
   }
@@ -423,17 +452,36 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
   const int64_t blocks = std::min<int64_t>(max_blocks, static_cast<int64_t>(tokens.size() / tpb));
   uint64_t parent = parent_key;
   int64_t found = 0;
-  for (; found < blocks; ++found) {
-    const absl::Span<const int32_t> block = tokens.subspan(static_cast<size_t>(found) * tpb, tpb);
-    const uint64_t key = hasher(parent, block);
-    if (Matching(key, parent, block) == nullptr) break;
-    Tier from = Tier::kDevice;
-    absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = Fetch(key, &from);
-    if (!bytes.ok()) break;  // a miss after all (a damaged disk block)
-    out->keys.push_back(key);
-    out->bytes.push_back(*std::move(bytes));
-    out->from.push_back(from);
-    parent = key;
+  while (found < blocks) {
+    // A prefix that comes back long after it left finds its host entries out of cache:
+    // ask for a window's entries (hash slots, then tokens and byte buffers) before
+    // reading any, so their misses overlap instead of following one another.
+    const int64_t end = std::min(blocks, found + kLookahead);
+    window_keys_.clear();
+    for (uint64_t key = parent; found + static_cast<int64_t>(window_keys_.size()) < end;) {
+      const size_t b = static_cast<size_t>(found) + window_keys_.size();
+      key = hasher(key, tokens.subspan(b * tpb, tpb));
+      window_keys_.push_back(key);
+      host_.prefetch(key);
+    }
+    for (const uint64_t key : window_keys_) {
+      const auto h = host_.find(key);
+      if (h == host_.end()) break;
+      Prefetch(h->second.meta.tokens.data());
+      Prefetch(h->second.bytes.get());  // with its shared count (make_shared)
+    }
+    for (const uint64_t key : window_keys_) {
+      const absl::Span<const int32_t> block = tokens.subspan(static_cast<size_t>(found) * tpb, tpb);
+      if (Matching(key, parent, block) == nullptr) return found;
+      Tier from = Tier::kDevice;
+      absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = Fetch(key, &from);
+      if (!bytes.ok()) return found;  // a miss after all (a damaged disk block)
+      out->keys.push_back(key);
+      out->bytes.push_back(*std::move(bytes));
+      out->from.push_back(from);
+      parent = key;
+      ++found;
+    }
   }
   return found;
 }
@@ -451,6 +499,7 @@ absl::Status KvTiers::CopyToDevice(absl::Span<const std::vector<std::byte>* cons
   }
   const int64_t start = NowNs();
   for (size_t i = 0; i < bytes.size(); ++i) {
+    if (i + 1 < bytes.size()) PrefetchPages(*bytes[i + 1]);
     const BlockSpan span{dst[i], 0, block_bytes_};
     absl::Status status = device_->CopyInCached(*bytes[i], {&span, 1});
     if (!status.ok()) return status;
@@ -467,7 +516,7 @@ std::shared_ptr<const std::vector<std::byte>> KvTiers::Pin(uint64_t key, uint64_
   if (it == host_.end() || Matching(key, parent_key, tokens) == nullptr) return nullptr;
   HostEntry& entry = it->second;
   if (!FinishCopyDown(key, entry).ok()) return nullptr;
-  host_lru_.splice(host_lru_.end(), host_lru_, entry.lru);
+  TouchHost(key, entry);
   ++entry.pins;
   ++pins_;
   return entry.bytes;
@@ -515,21 +564,17 @@ void KvTiers::AuditInto(const std::string& prefix, std::vector<std::string>* out
   if (static_cast<int64_t>(disk_.size()) > disk_capacity_) {
     report("disk tier holds ", disk_.size(), " blocks, capacity ", disk_capacity_);
   }
-  if (host_lru_.size() != host_.size()) {
-    report("host tier LRU lists ", host_lru_.size(), " keys for ", host_.size(), " entries");
+  const int64_t live = std::count_if(host_lru_.begin(), host_lru_.end(),
+                                     [this](const LruRecord& r) { return Live(r); });
+  if (live != static_cast<int64_t>(host_.size())) {
+    report("host tier LRU lists ", live, " live keys for ", host_.size(), " entries");
   }
   if (disk_lru_.size() != disk_.size()) {
     report("disk tier LRU lists ", disk_lru_.size(), " keys for ", disk_.size(), " entries");
   }
   if (pins_ > max_pins_) report(pins_, " host tier pins, cap ", max_pins_);
   int64_t pins = 0;
-  for (const uint64_t key : host_lru_) {
-    const auto it = host_.find(key);
-    if (it == host_.end()) {
-      report("host tier LRU names key ", key, " with no entry");
-      continue;
-    }
-    const HostEntry& e = it->second;
+  for (const auto& [key, e] : host_) {
     pins += e.pins;
     if (e.pins < 0) report("host tier entry ", key, " has ", e.pins, " pins");
     if (e.pins > 0 && e.copy_down != nullptr) {

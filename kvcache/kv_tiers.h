@@ -35,6 +35,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <memory>
 #include <string>
@@ -141,7 +142,14 @@ class KvTiers {
     std::shared_ptr<Job> copy_down;  // null once known finished
     BlockId source{-1};              // the device block the copy-down reads
     int32_t pins = 0;                // transfer claims reading `bytes` (never evicted)
-    std::list<uint64_t>::iterator lru;
+    uint64_t stamp = 0;              // its live record in host_lru_
+  };
+  // host_lru_'s records: a record is live while host_[key] has its stamp; touching an
+  // entry appends a new record (the old one goes stale) instead of moving a list node,
+  // which would read the node's neighbours, out of cache when a prefix comes back late.
+  struct LruRecord {
+    uint64_t key;
+    uint64_t stamp;
   };
   struct DiskEntry {
     TierBlockMeta meta;
@@ -151,6 +159,10 @@ class KvTiers {
 
   KvTiers(const TierConfig& config, BlockCopier* device, std::string disk_dir);
   void EvictHostLru();
+  // Makes `entry` (of `key`) the host tier's most recently used; drops stale records
+  // when they outnumber the live ones.
+  void TouchHost(uint64_t key, HostEntry& entry);
+  bool Live(const LruRecord& record) const;
   void EvictDiskLru();
   void SpillToDisk(HostEntry entry);
   void EraseHost(uint64_t key);
@@ -174,7 +186,9 @@ class KvTiers {
   std::unique_ptr<Worker> worker_;
 
   absl::flat_hash_map<uint64_t, HostEntry> host_;
-  std::list<uint64_t> host_lru_;  // least recently used first
+  std::deque<LruRecord> host_lru_;     // least recently used first; stale records skipped
+  uint64_t lru_clock_ = 0;             // the last stamp handed out
+  std::vector<uint64_t> window_keys_;  // FetchChain's scratch
   absl::flat_hash_map<uint64_t, DiskEntry> disk_;
   std::list<uint64_t> disk_lru_;
   absl::flat_hash_map<BlockId, uint64_t> copying_;  // device block -> key being copied down

@@ -1,7 +1,9 @@
 #include "kvcache/kv_tiers.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -122,6 +124,49 @@ TEST_F(KvTiersTest, FullHostTierDropsItsLeastRecentlyUsedBlockWithoutDisk) {
   EXPECT_EQ(tiers->Where(20), Tier::kDevice);
   EXPECT_EQ(tiers->Where(30), Tier::kHost);
   EXPECT_THAT(tiers->Fetch(20, &from).status(), StatusIs(absl::StatusCode::kNotFound));
+  ExpectClean(*tiers);
+}
+
+// Touches leave stale LRU records behind (and are compacted away past a bound); the
+// eviction order must stay the least recently used unpinned entry first.
+TEST_F(KvTiersTest, HostEvictionOrderSurvivesManyTouchesAndPins) {
+  constexpr int kHost = 5;
+  constexpr uint32_t kSeed = 39;
+  SCOPED_TRACE(::testing::Message() << "seed " << kSeed);
+  std::mt19937 rng(kSeed);
+  std::unique_ptr<KvTiers> tiers = Make(kHost, 0);
+  std::vector<uint64_t> order;  // least recently used first
+  uint64_t next_key = 10;
+  auto add = [&] {
+    tiers->OnEvictable(BlockId(1), Meta(next_key));
+    tiers->BeforeReuse(BlockId(1));
+    order.push_back(next_key++);
+  };
+  for (int i = 0; i < kHost; ++i) add();
+  // The oldest entry stays pinned and untouched: evictions must pass over it and over
+  // the stale records that follow it.
+  const uint64_t pinned = order.front();
+  ASSERT_NE(tiers->Pin(pinned, pinned - 1, Meta(pinned).tokens), nullptr);
+  order.erase(order.begin());
+  for (int round = 0; round < 60; ++round) {
+    const int touches = std::uniform_int_distribution<int>(1, 40)(rng);
+    for (int t = 0; t < touches; ++t) {
+      const size_t i = std::uniform_int_distribution<size_t>(0, order.size() - 1)(rng);
+      const uint64_t key = order[i];
+      Tier from;
+      ASSERT_THAT(tiers->Fetch(key, &from).status(), IsOk()) << "round " << round;
+      order.erase(order.begin() + static_cast<std::ptrdiff_t>(i));
+      order.push_back(key);
+    }
+    const uint64_t victim = order.front();
+    order.erase(order.begin());
+    add();
+    EXPECT_EQ(tiers->Where(victim), Tier::kDevice) << "round " << round;
+    EXPECT_EQ(tiers->Where(pinned), Tier::kHost) << "round " << round;
+    for (const uint64_t key : order) EXPECT_EQ(tiers->Where(key), Tier::kHost) << key;
+    ExpectClean(*tiers);
+  }
+  tiers->Unpin(pinned);
   ExpectClean(*tiers);
 }
 
