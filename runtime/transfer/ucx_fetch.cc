@@ -46,6 +46,11 @@ using ucx_internal::kFetchId;
 using ucx_internal::UcxError;
 using ucx_internal::Worker;
 
+// How long a reader progressing the worker sleeps on its event fd at most before it
+// checks its read again (the progress thread may have taken the event that completed
+// the read just before standing aside).
+constexpr absl::Duration kReaderSleep = absl::Microseconds(200);
+
 void UcxWorker::AnswerFetch(void* reply_ep, const void* header, size_t header_length) {
   if (header_length < kFetchHeader) return;  // not our fetch: nothing to answer
   const char* bytes = static_cast<const char*>(header);
@@ -125,7 +130,6 @@ absl::Status UcxWorker::Fetch(const std::shared_ptr<Endpoint>& endpoint, const s
   void* asked =
       ucp_am_send_nbx(endpoint->ep, kFetchId, ask->data(), ask->size(), nullptr, 0, &param);
   if (!UCS_PTR_IS_PTR(asked)) delete ask;  // sent at once, or failed (the endpoint's error)
-  ucp_worker_signal(Worker(worker_));
   absl::Status outcome;
   {
     absl::MutexLock lock(&op->mu);
@@ -137,8 +141,25 @@ absl::Status UcxWorker::Fetch(const std::shared_ptr<Endpoint>& endpoint, const s
                                      : static_cast<ucs_status_t>(endpoint->error.load());
       return UcxError("the UCX read from the context rank failed (endpoint error)", error);
     };
-    outcome =
-        AwaitDone(op->mu, op->done, "UCX read", out.size(), deadline, slice, cancelled, failed);
+    // Progressed on this thread where no other reader does (TakeProgress): the bytes
+    // land and complete the receive here, without the progress thread's wake-up of this
+    // one (docs/perf/ucx.md). A missed wake-up costs at most kReaderSleep.
+    const auto progress = [this, &op](absl::Time until) {
+      if (!TakeProgress()) {  // another reader progresses: its progress completes ours
+        absl::MutexLock lock(&op->mu);
+        op->mu.AwaitWithDeadline(absl::Condition(&op->done), until);
+        return;
+      }
+      ProgressUntil(
+          [&op] {
+            absl::MutexLock lock(&op->mu);
+            return op->done;
+          },
+          until, kReaderSleep);
+      GiveProgressBack();
+    };
+    outcome = AwaitDone(op->mu, op->done, "UCX read", out.size(), deadline, slice, cancelled,
+                        failed, progress);
     if (outcome.ok()) {
       if (op->status != UCS_OK) {
         outcome = UcxError("the UCX read from the context rank failed", op->status);

@@ -28,7 +28,6 @@ using ucx_internal::Worker;
 constexpr int kIdlePollMs = 200;
 // How long a stopping worker waits for its endpoints to finish connecting and close.
 constexpr absl::Duration kStopTimeout = absl::Seconds(2);
-constexpr int64_t kQuiesceSliceMs = 10;
 
 // The connect handshake's active messages (UcxWorker::Connected): a ping carries the
 // connecting endpoint's 8-byte token and asks for a reply endpoint; the peer answers
@@ -227,6 +226,7 @@ absl::StatusOr<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::string name,
 
 UcxWorker::~UcxWorker() {
   stopping_ = true;
+  { absl::MutexLock lock(&progress_mu_); }  // a progress thread standing aside sees it
   if (progress_thread_.joinable()) {
     ucp_worker_signal(Worker(worker_));
     progress_thread_.join();
@@ -238,7 +238,25 @@ UcxWorker::~UcxWorker() {
   if (context_ != nullptr) ucp_cleanup(Context(context_));
 }
 
-bool UcxWorker::ProgressUntil(const std::function<bool()>& done, absl::Time deadline) {
+bool UcxWorker::TakeProgress() {
+  absl::MutexLock lock(&progress_mu_);
+  if (reader_progressing_) return false;
+  reader_progressing_ = true;
+  return true;
+}
+
+void UcxWorker::GiveProgressBack() {
+  {
+    absl::MutexLock lock(&progress_mu_);
+    reader_progressing_ = false;
+  }
+  // Events the reader left (its own arm may have drained the event fd) go to the
+  // progress thread now.
+  ucp_worker_signal(Worker(worker_));
+}
+
+bool UcxWorker::ProgressUntil(const std::function<bool()>& done, absl::Time deadline,
+                              absl::Duration max_sleep) {
   for (;;) {
     if (done()) return true;
     if (ucp_worker_progress(Worker(worker_)) != 0) continue;
@@ -246,11 +264,10 @@ bool UcxWorker::ProgressUntil(const std::function<bool()>& done, absl::Time dead
     if (left <= absl::ZeroDuration()) return done();
     const ucs_status_t armed = ucp_worker_arm(Worker(worker_));
     if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile
-    // Wakes on the next event; rechecks `done` at least every kQuiesceSliceMs.
+    // Wakes on the next event; rechecks `done` at least every `max_sleep`.
     pollfd fd{event_fd_, POLLIN, 0};
-    poll(&fd, 1,
-         static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(left), 1,
-                                              kQuiesceSliceMs)));
+    const timespec sleep = absl::ToTimespec(std::min(left, max_sleep));
+    ppoll(&fd, 1, &sleep, nullptr);
   }
 }
 
@@ -315,7 +332,14 @@ void UcxWorker::Quiesce(absl::Time deadline) {
 }
 
 void UcxWorker::ProgressLoop() {
+  const auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_) {
+    return !reader_progressing_ || stopping_.load();
+  };
   while (!stopping_) {
+    {
+      absl::MutexLock lock(&progress_mu_);
+      progress_mu_.Await(absl::Condition(&free));
+    }
     if (hooks_.hold_progress && hooks_.hold_progress()) {
       pollfd none{-1, 0, 0};
       poll(&none, 0, 5);  // test-only: held, recheck soon
@@ -696,7 +720,8 @@ namespace ucx_internal {
 absl::Status AwaitDone(absl::Mutex& mu, const bool& done, absl::string_view what, size_t bytes,
                        absl::Time deadline, absl::Duration slice,
                        const std::function<bool()>& cancelled,
-                       const std::function<absl::Status()>& failed) {
+                       const std::function<absl::Status()>& failed,
+                       const std::function<void(absl::Time)>& progress) {
   const auto is_done = [&done]() { return done; };
   for (;;) {
     if (failed) {
@@ -707,7 +732,12 @@ absl::Status AwaitDone(absl::Mutex& mu, const bool& done, absl::string_view what
       return absl::DeadlineExceededError(
           absl::StrCat("the ", what, " of ", bytes, " bytes did not complete by its deadline"));
     }
-    if (mu.AwaitWithDeadline(absl::Condition(&is_done), std::min(deadline, now + slice))) {
+    if (progress) {
+      mu.Unlock();
+      progress(std::min(deadline, now + slice));
+      mu.Lock();
+      if (done) return absl::OkStatus();
+    } else if (mu.AwaitWithDeadline(absl::Condition(&is_done), std::min(deadline, now + slice))) {
       return absl::OkStatus();
     }
     if (cancelled && cancelled()) {

@@ -17,7 +17,9 @@
 //
 // Thread safety: thread-safe. The worker runs in UCS_THREAD_MODE_MULTI; one progress
 // thread progresses it and sleeps on its event fd between events; callers on any
-// thread submit gets and wait on their own completions.
+// thread submit gets and wait on their own completions. A caller waiting for a fetch
+// progresses the worker itself meanwhile (one caller at a time, the progress thread
+// standing aside), so that its read completes on its own thread.
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_UCX_WORKER_H_
 #define LOCKSTEP_RUNTIME_TRANSFER_UCX_WORKER_H_
 
@@ -160,10 +162,18 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
                                                           const std::string& framed);
   UcxWorker(std::string name, UcxWorkerHooks hooks);
   void ProgressLoop();
-  // Progresses the worker on this thread (its progress thread stopped) until `done()`
-  // holds or `deadline` passes, sleeping on the event fd between events; `done()`'s
-  // last value.
-  bool ProgressUntil(const std::function<bool()>& done, absl::Time deadline);
+  // Progresses the worker on this thread (its progress thread stopped, or standing aside
+  // for a reader: TakeProgress) until `done()` holds or `deadline` passes, sleeping on
+  // the event fd between events (at most `max_sleep` at a time); `done()`'s last value.
+  bool ProgressUntil(const std::function<bool()>& done, absl::Time deadline,
+                     absl::Duration max_sleep = absl::Milliseconds(10));
+  // A reader waiting for its read takes over progressing the worker while no other
+  // reader does: the progress thread stands aside until GiveProgressBack, so that the
+  // read completes on the reader's thread instead of on the progress thread, which would
+  // then have to wake the reader (a thread hop per read). False when another reader
+  // holds it.
+  bool TakeProgress() ABSL_LOCKS_EXCLUDED(progress_mu_);
+  void GiveProgressBack() ABSL_LOCKS_EXCLUDED(progress_mu_);
   // Before the worker is destroyed: completes every endpoint's connection (a worker
   // flush), closes every endpoint and waits for the closes begun earlier, each until
   // `deadline` at the latest.
@@ -201,6 +211,9 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   // UCX refused peer failure detection (shared memory only): connect without it.
   std::atomic<bool> peer_mode_refused_{false};
   std::thread progress_thread_;
+  absl::Mutex progress_mu_;
+  // A reader progresses the worker (TakeProgress); the progress thread waits meanwhile.
+  bool reader_progressing_ ABSL_GUARDED_BY(progress_mu_) = false;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);

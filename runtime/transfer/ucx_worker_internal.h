@@ -43,11 +43,15 @@ bool HasNativeGet(ucp_ep_h ep);
 // Waits with `mu` held (on entry and on return) until `done` is set, in slices of
 // `slice`: OK once it is; first in each slice, the error `failed` returns when it is not
 // OK (may be empty); DeadlineExceeded at `deadline`; Cancelled once `cancelled` says so
-// (may be empty). `what` and `bytes` name the read in the errors ("UCX get").
+// (may be empty). `what` and `bytes` name the read in the errors ("UCX get"). With
+// `progress` set, each slice calls it (without `mu`) to progress the worker on this
+// thread until the given time or until `done`, instead of waiting for the progress
+// thread's completion callback to wake this one.
 absl::Status AwaitDone(absl::Mutex& mu, const bool& done, absl::string_view what, size_t bytes,
                        absl::Time deadline, absl::Duration slice,
                        const std::function<bool()>& cancelled,
-                       const std::function<absl::Status()>& failed)
+                       const std::function<absl::Status()>& failed,
+                       const std::function<void(absl::Time)>& progress = nullptr)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
 }  // namespace ucx_internal

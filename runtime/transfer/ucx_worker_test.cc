@@ -3,12 +3,13 @@
 #include "runtime/transfer/ucx_worker.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
 #include <cstddef>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -103,6 +104,52 @@ TEST(UcxWorkerTest, AFetchOfARegionNoLongerServedIsRefused) {
   ASSERT_OK(reader->Get(owner->address(), (*stays)->rkey(), (*stays)->address(),
                         absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr));
   EXPECT_TRUE(*dest == *kept);
+}
+
+// Reads from several threads of one reader all complete: one of them progresses the
+// worker on its own thread (the progress thread standing aside), and the others' reads
+// complete through its progress or the progress thread's once it gives progress back.
+TEST(UcxWorkerTest, ConcurrentReadsOfOneReaderAllComplete) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
+  std::shared_ptr<UcxWorker> reader = MakeWorker("generation");
+  ASSERT_NE(owner, nullptr);
+  ASSERT_NE(reader, nullptr);
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 5;
+  constexpr size_t kSize = size_t{1} << 20;
+  std::vector<std::shared_ptr<std::vector<std::byte>>> sources;
+  std::vector<std::unique_ptr<UcxRegion>> regions;
+  for (int i = 0; i < kThreads; ++i) {
+    sources.push_back(RandomBytes(kSize, seed + i));
+    absl::StatusOr<std::unique_ptr<UcxRegion>> region = owner->Register(*sources.back());
+    ASSERT_OK(region);
+    regions.push_back(std::move(*region));
+  }
+  std::vector<absl::Status> failures(kThreads);
+  std::vector<int> matched(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int round = 0; round < kRounds; ++round) {
+        auto dest = std::make_shared<std::vector<std::byte>>(kSize);
+        absl::Status got =
+            reader->Get(owner->address(), regions[i]->rkey(), regions[i]->address(),
+                        absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr);
+        if (!got.ok()) {
+          failures[i] = got;
+          return;
+        }
+        if (*dest == *sources[i]) ++matched[i];
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int i = 0; i < kThreads; ++i) {
+    EXPECT_THAT(failures[i], ::lockstep::testing::IsOk()) << "thread " << i;
+    EXPECT_EQ(matched[i], kRounds) << "thread " << i;
+  }
 }
 
 // Over shared memory a peer's UCX-allocated region is read in place; where no transport
