@@ -47,83 +47,84 @@ bool OverShm() {
   return tls != nullptr && absl::StrContains(tls, "shm");
 }
 
-TEST(UcxWorkerTest, GetReadsARegisteredRegion) {
-  const uint64_t seed = TestSeed();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
-  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
-  std::shared_ptr<UcxWorker> reader = MakeWorker("generation");
-  ASSERT_NE(owner, nullptr);
-  ASSERT_NE(reader, nullptr);
+// An owner ("context") and a reader ("generation") worker of this process; the seed is
+// printed with any failure.
+class UcxWorkerPairTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    owner_ = MakeWorker("context");
+    reader_ = MakeWorker("generation");
+    ASSERT_NE(owner_, nullptr);
+    ASSERT_NE(reader_, nullptr);
+  }
+
+  const uint64_t seed_ = TestSeed();
+  ::testing::ScopedTrace trace_{__FILE__, __LINE__, ::testing::Message() << "seed " << seed_};
+  std::shared_ptr<UcxWorker> owner_;
+  std::shared_ptr<UcxWorker> reader_;
+};
+
+TEST_F(UcxWorkerPairTest, GetReadsARegisteredRegion) {
   for (size_t size : {size_t{1}, size_t{4096}, size_t{3} << 20}) {
-    auto source = RandomBytes(size, seed + size);
-    absl::StatusOr<std::unique_ptr<UcxRegion>> registered = owner->Register(*source);
+    auto source = RandomBytes(size, seed_ + size);
+    absl::StatusOr<std::unique_ptr<UcxRegion>> registered = owner_->Register(*source);
     ASSERT_OK(registered);
     std::unique_ptr<UcxRegion> region = std::move(*registered);
     EXPECT_EQ(region->size(), size);
     auto dest = std::make_shared<std::vector<std::byte>>(size);
-    ASSERT_OK(reader->Get(owner->address(), region->rkey(), region->address(),
-                          absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr));
+    ASSERT_OK(reader_->Get(owner_->address(), region->rkey(), region->address(),
+                           absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr));
     EXPECT_TRUE(*dest == *source) << size << " bytes";
     // A part of the region, from an offset.
     auto part = std::make_shared<std::vector<std::byte>>(size / 2);
-    ASSERT_OK(reader->Get(owner->address(), region->rkey(), region->address() + size / 4,
-                          absl::MakeSpan(*part), part, absl::Now() + absl::Seconds(30), nullptr));
+    ASSERT_OK(reader_->Get(owner_->address(), region->rkey(), region->address() + size / 4,
+                           absl::MakeSpan(*part), part, absl::Now() + absl::Seconds(30), nullptr));
     EXPECT_TRUE(std::equal(part->begin(), part->end(), source->begin() + size / 4));
   }
-  EXPECT_EQ(reader->endpoints(), 1);  // reused
+  EXPECT_EQ(reader_->endpoints(), 1);  // reused
   // Over tcp UCX has no native get: the reads were sent by the owner instead of being
   // answered piecewise by an emulated get.
-  if (!OverShm()) EXPECT_GT(reader->fetches(), 0);
+  if (!OverShm()) EXPECT_GT(reader_->fetches(), 0);
 }
 
 // A fetch names a range by its key: once the owner no longer serves the region (freed
 // and unregistered), it sends nothing and the read fails as out of range instead of
 // returning whatever the memory now holds.
-TEST(UcxWorkerTest, AFetchOfARegionNoLongerServedIsRefused) {
-  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
-  std::shared_ptr<UcxWorker> reader = MakeWorker("generation");
-  ASSERT_NE(owner, nullptr);
-  ASSERT_NE(reader, nullptr);
+TEST_F(UcxWorkerPairTest, AFetchOfARegionNoLongerServedIsRefused) {
   auto source = RandomBytes(1 << 16, 7);
   auto kept = RandomBytes(1 << 16, 8);
-  absl::StatusOr<std::unique_ptr<UcxRegion>> gone = owner->Register(*source);
-  absl::StatusOr<std::unique_ptr<UcxRegion>> stays = owner->Register(*kept);
+  absl::StatusOr<std::unique_ptr<UcxRegion>> gone = owner_->Register(*source);
+  absl::StatusOr<std::unique_ptr<UcxRegion>> stays = owner_->Register(*kept);
   ASSERT_OK(gone);
   ASSERT_OK(stays);
   auto dest = std::make_shared<std::vector<std::byte>>(1 << 16);
-  ASSERT_OK(reader->Get(owner->address(), (*gone)->rkey(), (*gone)->address(),
-                        absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr));
-  if (reader->fetches() == 0) GTEST_SKIP() << "UCX reads this peer with native gets";
+  ASSERT_OK(reader_->Get(owner_->address(), (*gone)->rkey(), (*gone)->address(),
+                         absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr));
+  if (reader_->fetches() == 0) GTEST_SKIP() << "UCX reads this peer with native gets";
   const std::string rkey = (*gone)->rkey();
   const uint64_t address = (*gone)->address();
   gone->reset();
-  EXPECT_THAT(reader->Get(owner->address(), rkey, address, absl::MakeSpan(*dest), dest,
-                          absl::Now() + absl::Seconds(30), nullptr),
+  EXPECT_THAT(reader_->Get(owner_->address(), rkey, address, absl::MakeSpan(*dest), dest,
+                           absl::Now() + absl::Seconds(30), nullptr),
               StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("serves no UCX range")));
   // The refusal ends only that read: the endpoint still serves the kept region.
-  ASSERT_OK(reader->Get(owner->address(), (*stays)->rkey(), (*stays)->address(),
-                        absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr));
+  ASSERT_OK(reader_->Get(owner_->address(), (*stays)->rkey(), (*stays)->address(),
+                         absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr));
   EXPECT_TRUE(*dest == *kept);
 }
 
 // Reads from several threads of one reader all complete: one of them progresses the
 // worker on its own thread (the progress thread standing aside), and the others' reads
 // complete through its progress or the progress thread's once it gives progress back.
-TEST(UcxWorkerTest, ConcurrentReadsOfOneReaderAllComplete) {
-  const uint64_t seed = TestSeed();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
-  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
-  std::shared_ptr<UcxWorker> reader = MakeWorker("generation");
-  ASSERT_NE(owner, nullptr);
-  ASSERT_NE(reader, nullptr);
+TEST_F(UcxWorkerPairTest, ConcurrentReadsOfOneReaderAllComplete) {
   constexpr int kThreads = 4;
   constexpr int kRounds = 5;
   constexpr size_t kSize = size_t{1} << 20;
   std::vector<std::shared_ptr<std::vector<std::byte>>> sources;
   std::vector<std::unique_ptr<UcxRegion>> regions;
   for (int i = 0; i < kThreads; ++i) {
-    sources.push_back(RandomBytes(kSize, seed + i));
-    absl::StatusOr<std::unique_ptr<UcxRegion>> region = owner->Register(*sources.back());
+    sources.push_back(RandomBytes(kSize, seed_ + i));
+    absl::StatusOr<std::unique_ptr<UcxRegion>> region = owner_->Register(*sources.back());
     ASSERT_OK(region);
     regions.push_back(std::move(*region));
   }
@@ -135,8 +136,8 @@ TEST(UcxWorkerTest, ConcurrentReadsOfOneReaderAllComplete) {
       for (int round = 0; round < kRounds; ++round) {
         auto dest = std::make_shared<std::vector<std::byte>>(kSize);
         absl::Status got =
-            reader->Get(owner->address(), regions[i]->rkey(), regions[i]->address(),
-                        absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr);
+            reader_->Get(owner_->address(), regions[i]->rkey(), regions[i]->address(),
+                         absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr);
         if (!got.ok()) {
           failures[i] = got;
           return;
@@ -154,31 +155,25 @@ TEST(UcxWorkerTest, ConcurrentReadsOfOneReaderAllComplete) {
 
 // Over shared memory a peer's UCX-allocated region is read in place; where no transport
 // maps it (tcp, user memory, mapping turned off) MapRemote says so and Get reads it.
-TEST(UcxWorkerTest, MapRemoteReadsAnAllocatedRegionInPlaceOverSharedMemory) {
-  const uint64_t seed = TestSeed();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
-  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
-  std::shared_ptr<UcxWorker> reader = MakeWorker("generation");
-  ASSERT_NE(owner, nullptr);
-  ASSERT_NE(reader, nullptr);
+TEST_F(UcxWorkerPairTest, MapRemoteReadsAnAllocatedRegionInPlaceOverSharedMemory) {
   constexpr size_t kSize = size_t{1} << 20;
-  absl::StatusOr<std::unique_ptr<UcxRegion>> allocated = owner->Allocate(kSize);
+  absl::StatusOr<std::unique_ptr<UcxRegion>> allocated = owner_->Allocate(kSize);
   ASSERT_OK(allocated);
   const UcxRegion& region = **allocated;
-  auto source = RandomBytes(kSize, seed);
+  auto source = RandomBytes(kSize, seed_);
   std::copy(source->begin(), source->end(), region.data());
   const size_t offset = kSize / 4;
   auto head = std::make_shared<std::vector<std::byte>>(64);
-  ASSERT_OK(reader->Get(owner->address(), region.rkey(), region.address(), absl::MakeSpan(*head),
-                        head, absl::Now() + absl::Seconds(30), nullptr));
+  ASSERT_OK(reader_->Get(owner_->address(), region.rkey(), region.address(), absl::MakeSpan(*head),
+                         head, absl::Now() + absl::Seconds(30), nullptr));
   EXPECT_TRUE(std::equal(head->begin(), head->end(), source->begin()));
   // A read that leaves the region is refused before UCX sees it (on every transport).
   auto dest = std::make_shared<std::vector<std::byte>>(2);
-  EXPECT_THAT(reader->Get(owner->address(), region.rkey(), region.address() + kSize - 1,
-                          absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr),
+  EXPECT_THAT(reader_->Get(owner_->address(), region.rkey(), region.address() + kSize - 1,
+                           absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr),
               StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("outside")));
   absl::StatusOr<UcxWorker::Mapped> mapped =
-      reader->MapRemote(owner->address(), region.rkey(), region.address() + offset, kSize / 2);
+      reader_->MapRemote(owner_->address(), region.rkey(), region.address() + offset, kSize / 2);
   if (!OverShm()) {
     EXPECT_THAT(mapped, StatusIs(absl::StatusCode::kUnimplemented));
     return;
@@ -190,20 +185,20 @@ TEST(UcxWorkerTest, MapRemoteReadsAnAllocatedRegionInPlaceOverSharedMemory) {
   region.data()[offset + 7] = ~region.data()[offset + 7];
   EXPECT_EQ(mapped->data[7], region.data()[offset + 7]);
   // A range that leaves the region is refused.
-  EXPECT_THAT(reader->MapRemote(owner->address(), region.rkey(), region.address() + offset,
-                                kSize),
-              StatusIs(absl::StatusCode::kOutOfRange));
-  EXPECT_THAT(reader->MapRemote(owner->address(), region.rkey(), region.address() + 2 * kSize, 1),
+  EXPECT_THAT(
+      reader_->MapRemote(owner_->address(), region.rkey(), region.address() + offset, kSize),
+      StatusIs(absl::StatusCode::kOutOfRange));
+  EXPECT_THAT(reader_->MapRemote(owner_->address(), region.rkey(), region.address() + 2 * kSize, 1),
               StatusIs(absl::StatusCode::kOutOfRange));
   // Memory the owner only registered is not mapped; nor anything with mapping off.
-  absl::StatusOr<std::unique_ptr<UcxRegion>> registered = owner->Register(*source);
+  absl::StatusOr<std::unique_ptr<UcxRegion>> registered = owner_->Register(*source);
   ASSERT_OK(registered);
-  EXPECT_THAT(reader->MapRemote(owner->address(), (*registered)->rkey(), (*registered)->address(),
-                                kSize),
-              StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_THAT(
+      reader_->MapRemote(owner_->address(), (*registered)->rkey(), (*registered)->address(), kSize),
+      StatusIs(absl::StatusCode::kUnimplemented));
   std::shared_ptr<UcxWorker> unmapping = MakeWorker("generation", {.no_mapping = true});
   ASSERT_NE(unmapping, nullptr);
-  EXPECT_THAT(unmapping->MapRemote(owner->address(), region.rkey(), region.address(), kSize),
+  EXPECT_THAT(unmapping->MapRemote(owner_->address(), region.rkey(), region.address(), kSize),
               StatusIs(absl::StatusCode::kUnimplemented));
 }
 
@@ -387,21 +382,15 @@ TEST(UcxWorkerTest, OwnerGoneJustBeforeAReadEndsItWithoutWaitingForTheDeadline) 
 // A worker address or remote key that is not what a peer's UCX made (corrupted, cut
 // short, unframed, another UCX version) is a clear error before UCX sees it: UCX itself
 // parses these bytes without a length and aborts the process on what it does not expect.
-TEST(UcxWorkerTest, MalformedPeerAddressOrKeyIsAClearErrorNotAnAbort) {
-  const uint64_t seed = TestSeed();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
-  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
-  std::shared_ptr<UcxWorker> reader = MakeWorker("generation");
-  ASSERT_NE(owner, nullptr);
-  ASSERT_NE(reader, nullptr);
-  auto source = RandomBytes(4096, seed);
-  absl::StatusOr<std::unique_ptr<UcxRegion>> registered = owner->Register(*source);
+TEST_F(UcxWorkerPairTest, MalformedPeerAddressOrKeyIsAClearErrorNotAnAbort) {
+  auto source = RandomBytes(4096, seed_);
+  absl::StatusOr<std::unique_ptr<UcxRegion>> registered = owner_->Register(*source);
   ASSERT_OK(registered);
   const UcxRegion& region = **registered;
-  const std::string good = owner->address();
+  const std::string good = owner_->address();
   constexpr size_t kHeader = 15;  // the frame: magic, kind, version, CRC32C, length
   ASSERT_GT(good.size(), kHeader);
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(seed_);
   std::string random(good.size(), '\0');
   for (char& c : random) c = static_cast<char>(rng());
   std::string flipped = good;
@@ -434,23 +423,23 @@ TEST(UcxWorkerTest, MalformedPeerAddressOrKeyIsAClearErrorNotAnAbort) {
   for (const Case& c : cases) {
     auto dest = std::make_shared<std::vector<std::byte>>(64);
     const absl::Status status =
-        reader->Get(c.peer, region.rkey(), region.address(), absl::MakeSpan(*dest), dest,
-                    absl::Now() + absl::Seconds(30), nullptr);
+        reader_->Get(c.peer, region.rkey(), region.address(), absl::MakeSpan(*dest), dest,
+                     absl::Now() + absl::Seconds(30), nullptr);
     EXPECT_THAT(status, StatusIs(c.code, HasSubstr(c.says))) << c.name;
     EXPECT_THAT(status.message(), HasSubstr("UCX worker address")) << c.name;
   }
-  EXPECT_EQ(reader->endpoints(), 0);
+  EXPECT_EQ(reader_->endpoints(), 0);
   // The remote key is checked the same way, on a good endpoint.
   std::string bad_key = region.rkey();
   bad_key.back() ^= 0x01;
   auto dest = std::make_shared<std::vector<std::byte>>(64);
-  EXPECT_THAT(reader->Get(good, bad_key, region.address(), absl::MakeSpan(*dest), dest,
-                          absl::Now() + absl::Seconds(30), nullptr),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("UCX remote key is malformed")));
+  EXPECT_THAT(
+      reader_->Get(good, bad_key, region.address(), absl::MakeSpan(*dest), dest,
+                   absl::Now() + absl::Seconds(30), nullptr),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("UCX remote key is malformed")));
   // And the good ones still read.
-  ASSERT_OK(reader->Get(good, region.rkey(), region.address(), absl::MakeSpan(*dest), dest,
-                        absl::Now() + absl::Seconds(30), nullptr));
+  ASSERT_OK(reader_->Get(good, region.rkey(), region.address(), absl::MakeSpan(*dest), dest,
+                         absl::Now() + absl::Seconds(30), nullptr));
   EXPECT_TRUE(std::equal(dest->begin(), dest->end(), source->begin()));
 }
 
