@@ -400,11 +400,13 @@ const TierBlockMeta* KvTiers::Matching(uint64_t key, uint64_t parent_key,
   } else if (const auto d = disk_.find(key); d != disk_.end()) {
     meta = &d->second.meta;
   }
-  if (meta == nullptr || meta->parent_key != parent_key ||
-      !std::equal(meta->tokens.begin(), meta->tokens.end(), tokens.begin(), tokens.end())) {
-    return nullptr;
-  }
-  return meta;
+  return meta != nullptr && SameBlock(*meta, parent_key, tokens) ? meta : nullptr;
+}
+
+bool KvTiers::SameBlock(const TierBlockMeta& meta, uint64_t parent_key,
+                        absl::Span<const int32_t> tokens) {
+  return meta.parent_key == parent_key &&
+         std::equal(meta.tokens.begin(), meta.tokens.end(), tokens.begin(), tokens.end());
 }
 
 absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uint64_t key,
@@ -464,20 +466,36 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
       window_keys_.push_back(key);
       host_.prefetch(key);
     }
+    // The window's leading host entries, looked up once (nothing below inserts into
+    // host_, and a failed copy-down's erase ends the chain at once).
+    window_hosts_.clear();
     for (const uint64_t key : window_keys_) {
       const auto h = host_.find(key);
       if (h == host_.end()) break;
       Prefetch(h->second.meta.tokens.data());
       Prefetch(h->second.bytes.get());  // with its shared count (make_shared)
+      window_hosts_.push_back(&h->second);
     }
-    for (const uint64_t key : window_keys_) {
+    for (size_t i = 0; i < window_keys_.size(); ++i) {
+      const uint64_t key = window_keys_[i];
       const absl::Span<const int32_t> block = tokens.subspan(static_cast<size_t>(found) * tpb, tpb);
-      if (Matching(key, parent, block) == nullptr) return found;
-      Tier from = Tier::kDevice;
-      absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = Fetch(key, &from);
-      if (!bytes.ok()) return found;  // a miss after all (a damaged disk block)
+      Tier from = Tier::kHost;
+      std::shared_ptr<const std::vector<std::byte>> bytes;
+      if (i < window_hosts_.size()) {  // as Matching and Fetch would, without their finds
+        HostEntry& entry = *window_hosts_[i];
+        if (!SameBlock(entry.meta, parent, block) || !FinishCopyDown(key, entry).ok()) {
+          return found;
+        }
+        TouchHost(key, entry);
+        bytes = entry.bytes;
+      } else {
+        if (Matching(key, parent, block) == nullptr) return found;
+        absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> fetched = Fetch(key, &from);
+        if (!fetched.ok()) return found;  // a miss after all (a damaged disk block)
+        bytes = *std::move(fetched);
+      }
       out->keys.push_back(key);
-      out->bytes.push_back(*std::move(bytes));
+      out->bytes.push_back(std::move(bytes));
       out->from.push_back(from);
       parent = key;
       ++found;

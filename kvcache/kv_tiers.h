@@ -175,6 +175,9 @@ class KvTiers {
   // `parent_key` holding `tokens`; null otherwise.
   const TierBlockMeta* Matching(uint64_t key, uint64_t parent_key,
                                 absl::Span<const int32_t> tokens) const;
+  // Whether `meta` names the block after `parent_key` holding `tokens`.
+  static bool SameBlock(const TierBlockMeta& meta, uint64_t parent_key,
+                        absl::Span<const int32_t> tokens);
 
   const TierConfig config_;
   BlockCopier* const device_;
@@ -189,6 +192,7 @@ class KvTiers {
   std::deque<LruRecord> host_lru_;     // least recently used first; stale records skipped
   uint64_t lru_clock_ = 0;             // the last stamp handed out
   std::vector<uint64_t> window_keys_;  // FetchChain's scratch
+  std::vector<HostEntry*> window_hosts_;  // FetchChain's scratch
   absl::flat_hash_map<uint64_t, DiskEntry> disk_;
   std::list<uint64_t> disk_lru_;
   absl::flat_hash_map<BlockId, uint64_t> copying_;  // device block -> key being copied down
