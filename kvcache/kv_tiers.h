@@ -96,7 +96,8 @@ class KvTiers {
   // Writes fetched bytes into device block `dst` (counted as onboarded from `from`).
   absl::Status CopyToDevice(const std::vector<std::byte>& bytes, BlockId dst, Tier from);
   // The same for several blocks, bytes[i] into dst[i] from from[i] (equal lengths), timed
-  // as one copy; through the copier's CopyInCached: the next prefill reads them.
+  // as one copy, in the sources' address order; through the copier's CopyInCached: the
+  // next prefill reads them.
   absl::Status CopyToDevice(absl::Span<const std::vector<std::byte>* const> bytes,
                             absl::Span<const BlockId> dst, absl::Span<const Tier> from);
 
@@ -193,6 +194,7 @@ class KvTiers {
   uint64_t lru_clock_ = 0;             // the last stamp handed out
   std::vector<uint64_t> window_keys_;  // FetchChain's scratch
   std::vector<HostEntry*> window_hosts_;  // FetchChain's scratch
+  std::vector<size_t> copy_order_;        // CopyToDevice's scratch
   absl::flat_hash_map<uint64_t, DiskEntry> disk_;
   std::list<uint64_t> disk_lru_;
   absl::flat_hash_map<BlockId, uint64_t> copying_;  // device block -> key being copied down

@@ -102,6 +102,31 @@ TEST_F(KvTiersTest, ReuseOfAnEvictedBlockNeverLosesItsCopy) {
   ExpectClean(*tiers);
 }
 
+TEST_F(KvTiersTest, CopyToDeviceWritesEachSourceToItsOwnBlockInAnyAddressOrder) {
+  // CopyToDevice copies in the sources' address order: the forward or the reversed
+  // list is out of address order, and each block must still get its own source.
+  std::unique_ptr<KvTiers> tiers = Make(4, 0);
+  std::vector<std::vector<std::byte>> sources;
+  for (int b = 0; b < 4; ++b) sources.push_back(BlockBytes(b));
+  for (const bool reversed : {false, true}) {
+    std::vector<const std::vector<std::byte>*> bytes;
+    for (const auto& s : sources) bytes.push_back(&s);
+    if (reversed) std::reverse(bytes.begin(), bytes.end());
+    const std::vector<BlockId> dst = {BlockId(4), BlockId(7), BlockId(5), BlockId(6)};
+    const std::vector<Tier> from(4, Tier::kHost);
+    ASSERT_THAT(tiers->CopyToDevice(bytes, dst, from), IsOk());
+    for (size_t i = 0; i < dst.size(); ++i) {
+      EXPECT_EQ(BlockBytes(static_cast<int>(dst[i].value())), *bytes[i])
+          << "block " << dst[i] << (reversed ? " (reversed)" : "");
+    }
+  }
+  EXPECT_EQ(tiers->Stats().onboarded_blocks[static_cast<int>(Tier::kHost)], 8);
+  const std::vector<std::byte>* one = &sources[0];
+  EXPECT_THAT(tiers->CopyToDevice(absl::MakeConstSpan(&one, 1), absl::Span<const BlockId>(),
+                                  absl::Span<const Tier>()),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST_F(KvTiersTest, AKeyAlreadyBelowIsNotCopiedAgain) {
   std::unique_ptr<KvTiers> tiers = Make(4, 0);
   tiers->OnEvictable(BlockId(1), Meta(10));
