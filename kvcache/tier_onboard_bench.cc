@@ -3,6 +3,8 @@
 // Blocks of 16 KiB (the tiny model's f32 blocks at 8 tokens), N blocks an iteration:
 //   BM_Memcpy/N/ring        N separate host buffers into N slab blocks, one memcpy each
 //                           (the baseline; kv_tier_bench's memcpy is BM_Memcpy/160/160)
+//   BM_MemcpyFalling/N/ring the same with each iteration's N sources in descending
+//                           address order
 //   BM_StreamCopy/N/ring    the same with StreamCopy and one fence (the copier's CopyIn)
 //   BM_OnboardPrefix/N/ring KvManager::CreateCache of a prompt whose N-block prefix only
 //                           the host tier holds: probe, fetch, allocation, the copies,
@@ -49,13 +51,16 @@ struct Buffers {
     for (int b = 0; b < ring; ++b) sources.emplace_back(bytes, std::byte{1});
     slab.resize(bytes * static_cast<size_t>(blocks));
   }
-  // The next N sources into the slab's N blocks.
+  // The next N sources into the slab's N blocks; `falling`: the N sources in descending
+  // address order (as a prefix released deepest first lies in the host tier).
   template <typename Copy>
-  void Step(Copy copy) {
+  void Step(Copy copy, bool falling = false) {
     for (size_t b = 0; b < static_cast<size_t>(n); ++b) {
-      copy(slab.data() + b * bytes, sources[next].data(), bytes);
-      next = (next + 1) % sources.size();
+      const size_t s = falling ? (next + static_cast<size_t>(n) - 1 - b) % sources.size()
+                               : (next + b) % sources.size();
+      copy(slab.data() + b * bytes, sources[s].data(), bytes);
     }
+    next = (next + static_cast<size_t>(n)) % sources.size();
   }
   int n;
   size_t bytes;
@@ -68,6 +73,17 @@ void BM_Memcpy(benchmark::State& state) {
   Buffers buf(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
   for (auto _ : state) {
     buf.Step([](void* d, const void* s, size_t n) { std::memcpy(d, s, n); });
+    benchmark::DoNotOptimize(buf.slab.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(buf.slab.size()));
+}
+
+// BM_Memcpy with each iteration's N sources copied in descending address order.
+void BM_MemcpyFalling(benchmark::State& state) {
+  Buffers buf(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  for (auto _ : state) {
+    buf.Step([](void* d, const void* s, size_t n) { std::memcpy(d, s, n); }, /*falling=*/true);
     benchmark::DoNotOptimize(buf.slab.data());
     benchmark::ClobberMemory();
   }
@@ -155,6 +171,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
   }
 }
 BENCHMARK(BM_Memcpy)->Apply(Shapes)->UseRealTime();
+BENCHMARK(BM_MemcpyFalling)->Apply(Shapes)->UseRealTime();
 BENCHMARK(BM_StreamCopy)->Apply(Shapes)->UseRealTime();
 BENCHMARK(BM_OnboardPrefix)->Apply(Shapes)->UseManualTime();
 
