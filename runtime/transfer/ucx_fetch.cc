@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/match.h"
@@ -84,61 +86,79 @@ void UcxWorker::AnswerFetch(void* reply_ep, const void* header, size_t header_le
 
 absl::Status UcxWorker::Fetch(const std::shared_ptr<Endpoint>& endpoint, const std::string& rkey,
                               uint64_t remote_address, absl::Span<std::byte> out,
-                              std::shared_ptr<const void> keep_alive, absl::Time deadline,
-                              const std::function<bool()>& cancelled, absl::Duration slice) {
-  fetches_.fetch_add(1);
-  auto op = std::make_shared<Operation>();
-  op->keep_alive = std::move(keep_alive);
-  const uint64_t tag = next_tag_.fetch_add(1);
-  ucp_request_param_t recv{};
-  recv.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  recv.cb.recv = [](void* /*request*/, ucs_status_t status, const ucp_tag_recv_info_t* info,
-                    void* user_data) {
-    auto* held = static_cast<std::shared_ptr<Operation>*>(user_data);
-    {
-      absl::MutexLock lock(&(*held)->mu);
-      (*held)->done = true;
-      (*held)->status = status;
-      if (status == UCS_OK) (*held)->received = info->length;
+                              const Pieces& pieces, std::shared_ptr<const void> keep_alive,
+                              absl::Time deadline, const std::function<bool()>& cancelled,
+                              absl::Duration slice) {
+  // One receive per piece, each for a fresh tag, and one request to the owner to send it.
+  struct Piece {
+    std::shared_ptr<Operation> op;
+    void* request = nullptr;  // the posted receive, freed on return
+    size_t offset = 0;
+  };
+  std::vector<Piece> posted;
+  posted.reserve(pieces.sizes.size());
+  // A request that could not be sent: its endpoint's error.
+  ucs_status_t ask_failed = UCS_OK;
+  const auto ask = [&](size_t i) -> absl::Status {
+    const size_t offset = posted.empty() ? 0 : posted.back().offset + pieces.sizes[i - 1];
+    const absl::Span<std::byte> into = out.subspan(offset, pieces.sizes[i]);
+    fetches_.fetch_add(1);
+    auto op = std::make_shared<Operation>();
+    op->keep_alive = keep_alive;
+    const uint64_t tag = next_tag_.fetch_add(1);
+    ucp_request_param_t recv{};
+    recv.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    recv.cb.recv = [](void* /*request*/, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                      void* user_data) {
+      auto* held = static_cast<std::shared_ptr<Operation>*>(user_data);
+      {
+        absl::MutexLock lock(&(*held)->mu);
+        (*held)->done = true;
+        (*held)->status = status;
+        if (status == UCS_OK) (*held)->received = info->length;
+      }
+      delete held;  // the request itself is freed by Fetch
+    };
+    auto* held = new std::shared_ptr<Operation>(op);
+    recv.user_data = held;
+    if (hooks_.before_get) hooks_.before_get();
+    void* request =
+        ucp_tag_recv_nbx(Worker(worker_), into.data(), into.size(), tag, ~ucp_tag_t{0}, &recv);
+    if (!UCS_PTR_IS_PTR(request)) {  // a fresh tag cannot match at once: failed
+      delete held;
+      return UcxError("posting a UCX receive", UCS_PTR_STATUS(request));
     }
-    delete held;  // the request itself is freed by Fetch
+    posted.push_back({std::move(op), request, offset});
+    // The request: tag, address, length, then the key (freed once sent).
+    auto* asking = new std::string(kFetchHeader, '\0');
+    absl::little_endian::Store64(asking->data(), tag);
+    absl::little_endian::Store64(asking->data() + 8, remote_address + offset);
+    absl::little_endian::Store64(asking->data() + 16, into.size());
+    asking->append(rkey);
+    ucp_request_param_t param{};
+    param.op_attr_mask =
+        UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.flags = UCP_AM_SEND_FLAG_REPLY;
+    param.cb.send = [](void* sent, ucs_status_t, void* user_data) {
+      delete static_cast<std::string*>(user_data);
+      ucp_request_free(sent);
+    };
+    param.user_data = asking;
+    void* asked =
+        ucp_am_send_nbx(endpoint->ep, kFetchId, asking->data(), asking->size(), nullptr, 0, &param);
+    if (!UCS_PTR_IS_PTR(asked)) delete asking;  // sent at once, or failed
+    if (UCS_PTR_IS_ERR(asked) && ask_failed == UCS_OK) ask_failed = UCS_PTR_STATUS(asked);
+    return absl::OkStatus();
   };
-  auto* held = new std::shared_ptr<Operation>(op);
-  recv.user_data = held;
-  if (hooks_.before_get) hooks_.before_get();
-  void* request =
-      ucp_tag_recv_nbx(Worker(worker_), out.data(), out.size(), tag, ~ucp_tag_t{0}, &recv);
-  if (!UCS_PTR_IS_PTR(request)) {  // a fresh tag cannot match at once: failed
-    delete held;
-    return UcxError("posting a UCX receive", UCS_PTR_STATUS(request));
-  }
-  // The request: tag, address, length, then the key (freed once sent).
-  auto* ask = new std::string(kFetchHeader, '\0');
-  absl::little_endian::Store64(ask->data(), tag);
-  absl::little_endian::Store64(ask->data() + 8, remote_address);
-  absl::little_endian::Store64(ask->data() + 16, out.size());
-  ask->append(rkey);
-  ucp_request_param_t param{};
-  param.op_attr_mask =
-      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  param.flags = UCP_AM_SEND_FLAG_REPLY;
-  param.cb.send = [](void* sent, ucs_status_t, void* user_data) {
-    delete static_cast<std::string*>(user_data);
-    ucp_request_free(sent);
-  };
-  param.user_data = ask;
-  void* asked =
-      ucp_am_send_nbx(endpoint->ep, kFetchId, ask->data(), ask->size(), nullptr, 0, &param);
-  if (!UCS_PTR_IS_PTR(asked)) delete ask;  // sent at once, or failed (the endpoint's error)
-  absl::Status outcome;
-  {
-    absl::MutexLock lock(&op->mu);
+  // Waits for piece `i` (posted): OK once its bytes are all there.
+  const auto await = [&](size_t i, const std::function<bool()>& give_up) -> absl::Status {
+    Operation& op = *posted[i].op;
+    absl::MutexLock lock(&op.mu);
     // A posted receive is not tied to the endpoint: its failure is checked here.
-    const auto failed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op->mu) -> absl::Status {
-      if (!endpoint->failed && !(UCS_PTR_IS_ERR(asked) && !op->done)) return absl::OkStatus();
-      const ucs_status_t error = UCS_PTR_IS_ERR(asked)
-                                     ? UCS_PTR_STATUS(asked)
-                                     : static_cast<ucs_status_t>(endpoint->error.load());
+    const auto failed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op.mu) -> absl::Status {
+      if (op.done || (!endpoint->failed && ask_failed == UCS_OK)) return absl::OkStatus();
+      const ucs_status_t error =
+          ask_failed != UCS_OK ? ask_failed : static_cast<ucs_status_t>(endpoint->error.load());
       return UcxError("the UCX read from the context rank failed (endpoint error)", error);
     };
     // Progressed on this thread where no other reader does (TakeProgress): the bytes
@@ -146,40 +166,74 @@ absl::Status UcxWorker::Fetch(const std::shared_ptr<Endpoint>& endpoint, const s
     // one (docs/perf/ucx.md). A missed wake-up costs at most kReaderSleep.
     const auto progress = [this, &op](absl::Time until) {
       if (!TakeProgress()) {  // another reader progresses: its progress completes ours
-        absl::MutexLock lock(&op->mu);
-        op->mu.AwaitWithDeadline(absl::Condition(&op->done), until);
+        absl::MutexLock lock(&op.mu);
+        op.mu.AwaitWithDeadline(absl::Condition(&op.done), until);
         return;
       }
       ProgressUntil(
           [&op] {
-            absl::MutexLock lock(&op->mu);
-            return op->done;
+            absl::MutexLock lock(&op.mu);
+            return op.done;
           },
           until, kReaderSleep);
       GiveProgressBack();
     };
-    outcome = AwaitDone(op->mu, op->done, "UCX read", out.size(), deadline, slice, cancelled,
-                        failed, progress);
-    if (outcome.ok()) {
-      if (op->status != UCS_OK) {
-        outcome = UcxError("the UCX read from the context rank failed", op->status);
-      } else if (op->received != out.size()) {
-        outcome = absl::OutOfRangeError(absl::StrCat("the context rank serves no UCX range of ",
-                                                     out.size(), " bytes under this key (it sent ",
-                                                     op->received, ")"));
+    absl::Status outcome = AwaitDone(op.mu, op.done, "UCX read", pieces.sizes[i], deadline, slice,
+                                     give_up, failed, progress);
+    if (!outcome.ok()) return outcome;
+    if (op.status != UCS_OK)
+      return UcxError("the UCX read from the context rank failed", op.status);
+    if (op.received != pieces.sizes[i]) {
+      return absl::OutOfRangeError(absl::StrCat("the context rank serves no UCX range of ",
+                                                pieces.sizes[i], " bytes under this key (it sent ",
+                                                op.received, ")"));
+    }
+    return absl::OkStatus();
+  };
+
+  const size_t count = pieces.sizes.size();
+  absl::Status outcome;
+  bool handed_error = false;  // `outcome` is what pieces.done returned
+  for (size_t i = 0; i < count && outcome.ok(); ++i) {
+    // Keep `in_flight` pieces asked for, this one included.
+    while (outcome.ok() && posted.size() < count &&
+           posted.size() < i + static_cast<size_t>(pieces.in_flight)) {
+      outcome = ask(posted.size());
+    }
+    if (outcome.ok()) outcome = await(i, cancelled);
+    if (outcome.ok() && pieces.done) {
+      outcome = pieces.done(i, out.subspan(posted[i].offset, pieces.sizes[i]));
+      // A cancel seen there is a cancel: the pieces on the wire are left to land.
+      handed_error = !outcome.ok() && !absl::IsCancelled(outcome);
+    }
+  }
+  // After the caller's error the owner is live and the pieces asked for are on their way:
+  // they land (unread) before this returns, rather than waiting in this worker's
+  // unexpected queue for a receive that was cancelled (a cancel meanwhile leaves them to
+  // land later, as a cancelled read does).
+  if (handed_error) {
+    for (size_t i = 0; i < posted.size(); ++i) {
+      const absl::Status landed = await(i, cancelled);
+      if (absl::IsCancelled(landed)) break;
+      if (!landed.ok()) {
+        outcome = absl::Status(
+            outcome.code(),
+            absl::StrCat(outcome.message(), " (and the UCX pieces still in flight did not land)"));
+        handed_error = false;  // cancelled and closed below
+        break;
       }
     }
   }
   // A cancelled read from a live peer is left to complete, as a cancelled get is (its
-  // buffer held until then): the peer's send then meets its receive instead of waiting
-  // in this worker's unexpected queue. Otherwise an unmatched receive ends now (its
-  // callback releases `keep_alive`) and one already matched ends with the endpoint's
-  // close.
-  if (!outcome.ok() && !absl::IsCancelled(outcome)) {
-    ucp_request_cancel(Worker(worker_), request);
+  // buffer held until then): the peer's sends then meet their receives instead of
+  // waiting in this worker's unexpected queue. Otherwise an unmatched receive ends now
+  // (its callback releases `keep_alive`) and one already matched ends with the
+  // endpoint's close.
+  if (!outcome.ok() && !absl::IsCancelled(outcome) && !handed_error) {
+    for (Piece& piece : posted) ucp_request_cancel(Worker(worker_), piece.request);
     if (!absl::IsOutOfRange(outcome)) CloseEndpoint(endpoint, deadline);
   }
-  ucp_request_free(request);
+  for (Piece& piece : posted) ucp_request_free(piece.request);
   return outcome;
 }
 

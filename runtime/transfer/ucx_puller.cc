@@ -20,6 +20,13 @@ using kv::PoolKind;
 // deadline drops it otherwise), so a slow one does not hold the receive thread long.
 constexpr absl::Duration kReleaseTimeout = absl::Seconds(1);
 
+// Where the staged copy is fetched (not mapped): the size of the pieces it is read in,
+// and how many are asked for at once, so that the blocks of one piece are checked and
+// written while the next ones arrive (docs/perf/ucx.md: 256 KiB to 2 MiB and 2 to 32
+// tried on loopback tcp, none clearly ahead).
+constexpr size_t kPieceBytes = size_t{1} << 20;
+constexpr int kPiecesInFlight = 4;
+
 }  // namespace
 
 UcxPuller::UcxPuller(const KvPuller& puller, KvDescriptor descriptor, KvCopiers copiers,
@@ -67,21 +74,29 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
   // once the receive has been reported (Outcome::release_offer).
   outcome->release_offer = offer.offer_id();
 
-  // The staged copy: the target blocks, then the draft blocks, each block_bytes long.
-  struct Part {
+  // The staged copy: the target blocks, then the draft blocks, each block_bytes long,
+  // read in pieces of whole blocks of one pool (kPieceBytes or one block).
+  struct Piece {
     PoolKind kind;
+    int32_t first_block;
     int32_t count;
     size_t bytes;
   };
-  std::vector<Part> parts;
+  std::vector<Piece> pieces;
   int64_t expected = 0;
   int64_t blocks_total = 0;
   for (PoolKind kind : {PoolKind::kTarget, PoolKind::kDraft}) {
     if (kind == PoolKind::kDraft && blocks.draft_generation == 0) continue;
     const kv::BlockLayout& layout = *descriptor_.pool(kind);
     const int32_t count = static_cast<int32_t>(layout.BlocksFor(spec.num_tokens));
-    parts.push_back({kind, count, static_cast<size_t>(count) * layout.BlockBytes()});
-    expected += static_cast<int64_t>(parts.back().bytes);
+    const size_t block_bytes = layout.BlockBytes();
+    const int32_t per_piece =
+        static_cast<int32_t>(std::max<size_t>(1, kPieceBytes / std::max<size_t>(block_bytes, 1)));
+    for (int32_t first = 0; first < count; first += per_piece) {
+      const int32_t n = std::min(per_piece, count - first);
+      pieces.push_back({kind, first, n, static_cast<size_t>(n) * block_bytes});
+    }
+    expected += static_cast<int64_t>(count) * static_cast<int64_t>(block_bytes);
     blocks_total += count;
   }
   if (offer.length() != expected || offer.block_crc32c_size() != blocks_total) {
@@ -91,67 +106,76 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
                                   " bytes and ", blocks_total));
   }
 
-  // The staged bytes: read in place where shared memory maps them (one pass that
-  // checks and places every block), otherwise copied here with one get.
-  const std::byte* staged = nullptr;
-  std::shared_ptr<const void> staged_hold;
+  // Each piece's blocks are checked against their CRC32Cs and only then written (a
+  // failed piece writes nothing of itself); pieces come in order.
+  BlockWriter writer(blocks, spec.num_tokens, descriptor_, copiers_);
+  int crc_at = 0;
+  absl::Status write_error;  // the error a piece's write ended the pull with
+  const auto write_piece = [&](size_t i, absl::Span<const std::byte> bytes) -> absl::Status {
+    const Piece& piece = pieces[i];
+    absl::Status placed = control.cancelled() ? ReceiveCancelledError(blocks.id) : absl::OkStatus();
+    if (placed.ok()) {
+      const ChunkHeader header{piece.kind == PoolKind::kTarget ? lockstep::v1::KV_POOL_TARGET
+                                                               : lockstep::v1::KV_POOL_DRAFT,
+                               piece.first_block, 0};
+      const absl::Span<const uint32_t> crcs(offer.block_crc32c().data() + crc_at,
+                                            static_cast<size_t>(piece.count));
+      placed = writer.Place(header, bytes.size(), crcs.size());
+      if (placed.ok()) placed = writer.Write(bytes, crcs);
+      if (!placed.ok()) placed = PullError(placed.code(), source, placed.message());
+    }
+    if (!placed.ok()) {
+      write_error = placed;
+      return placed;
+    }
+    crc_at += piece.count;
+    return absl::OkStatus();
+  };
+
+  // The staged bytes: read in place where shared memory maps them, otherwise fetched
+  // piece by piece into a buffer of this rank, each piece written while the next ones
+  // are on the wire (UcxWorker::GetInPieces).
   bool mapped = false;
   absl::StatusOr<UcxWorker::Mapped> map =
       worker_->MapRemote(offer.worker_address(), offer.rkey(), offer.remote_address(),
                          static_cast<size_t>(expected));
   if (map.ok()) {
-    staged = map->data;
-    staged_hold = std::move(map->hold);
     mapped = true;
+    size_t at = 0;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      if (absl::Status written = write_piece(i, {map->data + at, pieces[i].bytes}); !written.ok()) {
+        return written;
+      }
+      at += pieces[i].bytes;
+    }
   } else if (!absl::IsUnimplemented(map.status())) {
     return PullError(map.status().code(), source, map.status().message());
   } else {
     // Not zero-filled: the get overwrites all of it.
     std::shared_ptr<std::byte[]> staging(new std::byte[std::max<int64_t>(expected, 1)]);
-    const absl::Status got = worker_->Get(
-        offer.worker_address(), offer.rkey(), offer.remote_address(),
-        {staging.get(), static_cast<size_t>(expected)}, staging, spec.deadline,
-        [&control] { return control.cancelled(); });
+    UcxWorker::Pieces read{.done = write_piece, .in_flight = kPiecesInFlight};
+    for (const Piece& piece : pieces) read.sizes.push_back(piece.bytes);
+    const absl::Status got =
+        worker_->GetInPieces(offer.worker_address(), offer.rkey(), offer.remote_address(),
+                             {staging.get(), static_cast<size_t>(expected)}, read, staging,
+                             spec.deadline, [&control] { return control.cancelled(); });
     if (!got.ok()) {
+      if (!write_error.ok()) return got;  // the piece's own error (already a PullError)
       if (control.cancelled()) return ReceiveCancelledError(blocks.id);
       return PullError(got.code(), source, got.message());
     }
-    staged = staging.get();
-    staged_hold = std::move(staging);
   }
-  const absl::Status written = [&]() -> absl::Status {
-    if (control.cancelled()) return ReceiveCancelledError(blocks.id);
-    BlockWriter writer(blocks, spec.num_tokens, descriptor_, copiers_);
-    size_t at = 0;
-    int crc_at = 0;
-    for (const Part& part : parts) {
-      const ChunkHeader header{part.kind == PoolKind::kTarget ? lockstep::v1::KV_POOL_TARGET
-                                                              : lockstep::v1::KV_POOL_DRAFT,
-                               0, 0};
-      const absl::Span<const uint32_t> crcs(offer.block_crc32c().data() + crc_at,
-                                            static_cast<size_t>(part.count));
-      absl::Status placed = writer.Place(header, part.bytes, crcs.size());
-      if (placed.ok()) {
-        if (control.cancelled()) return ReceiveCancelledError(blocks.id);
-        placed = writer.Write({staged + at, part.bytes}, crcs);
-      }
-      if (!placed.ok()) return PullError(placed.code(), source, placed.message());
-      at += part.bytes;
-      crc_at += part.count;
-    }
-    absl::Status finished = writer.ApplyTrailer(offer.trailer());
-    if (finished.ok()) finished = writer.Finish();
-    if (!finished.ok()) return PullError(finished.code(), source, finished.message());
-    // Read in place past the deadline, the range may have been dropped and reused by
-    // another offer while it was read (a checksum checked, then the bytes changed before
-    // their copy): the blocks are not trusted.
-    if (mapped && absl::Now() >= spec.deadline) {
-      return PullError(absl::StatusCode::kDeadlineExceeded, source,
-                       "the staged copy was read in place past the pull's deadline");
-    }
-    return absl::OkStatus();
-  }();
-  return written;
+  absl::Status finished = writer.ApplyTrailer(offer.trailer());
+  if (finished.ok()) finished = writer.Finish();
+  if (!finished.ok()) return PullError(finished.code(), source, finished.message());
+  // Read in place past the deadline, the range may have been dropped and reused by
+  // another offer while it was read (a checksum checked, then the bytes changed before
+  // their copy): the blocks are not trusted.
+  if (mapped && absl::Now() >= spec.deadline) {
+    return PullError(absl::StatusCode::kDeadlineExceeded, source,
+                     "the staged copy was read in place past the pull's deadline");
+  }
+  return absl::OkStatus();
 }
 
 void UcxPuller::Release(lockstep::v1::KvUcxService::StubInterface& stub, const ReceiveSpec& spec,

@@ -644,6 +644,22 @@ absl::Status UcxWorker::Get(const std::string& peer, const std::string& rkey,
                             uint64_t remote_address, absl::Span<std::byte> out,
                             std::shared_ptr<const void> keep_alive, absl::Time deadline,
                             const std::function<bool()>& cancelled, absl::Duration slice) {
+  return GetInPieces(peer, rkey, remote_address, out, {.sizes = {out.size()}},
+                     std::move(keep_alive), deadline, cancelled, slice);
+}
+
+absl::Status UcxWorker::GetInPieces(const std::string& peer, const std::string& rkey,
+                                    uint64_t remote_address, absl::Span<std::byte> out,
+                                    const Pieces& pieces, std::shared_ptr<const void> keep_alive,
+                                    absl::Time deadline, const std::function<bool()>& cancelled,
+                                    absl::Duration slice) {
+  size_t total = 0;
+  for (size_t size : pieces.sizes) total += size;
+  if (total != out.size() || pieces.in_flight < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("UCX read of ", out.size(), " bytes cut into ",
+                                                   pieces.sizes.size(), " pieces of ", total,
+                                                   " bytes, ", pieces.in_flight, " in flight"));
+  }
   if (peer.empty()) return absl::UnavailableError("the context rank sent no UCX worker address");
   absl::StatusOr<std::shared_ptr<Endpoint>> endpoint = EndpointTo(peer);
   if (!endpoint.ok()) return endpoint.status();
@@ -659,9 +675,20 @@ absl::Status UcxWorker::Get(const std::string& peer, const std::string& rkey,
     return covered;
   }
   if (!(*endpoint)->native_get) {
-    return Fetch(*endpoint, rkey, remote_address, out, std::move(op->keep_alive), deadline,
+    return Fetch(*endpoint, rkey, remote_address, out, pieces, std::move(op->keep_alive), deadline,
                  cancelled, slice);
   }
+  // The whole read lands first; then its pieces are handed over.
+  const auto hand_over = [&]() -> absl::Status {
+    if (!pieces.done) return absl::OkStatus();
+    size_t at = 0;
+    for (size_t i = 0; i < pieces.sizes.size(); ++i) {
+      absl::Status handed = pieces.done(i, out.subspan(at, pieces.sizes[i]));
+      if (!handed.ok()) return handed;
+      at += pieces.sizes[i];
+    }
+    return absl::OkStatus();
+  };
   op->rkey = std::move(*key);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -687,16 +714,19 @@ absl::Status UcxWorker::Get(const std::string& peer, const std::string& rkey,
       CloseEndpoint(*endpoint, deadline);
       return UcxError("UCX get from the context rank", status);
     }
-    return absl::OkStatus();
+    return hand_over();
   }
   ucp_worker_signal(Worker(worker_));
   absl::Status outcome;
   {
-    absl::MutexLock lock(&op->mu);
+    absl::ReleasableMutexLock lock(&op->mu);
     outcome =
         AwaitDone(op->mu, op->done, "UCX get", out.size(), deadline, slice, cancelled, nullptr);
     if (outcome.ok()) {
-      if (op->status == UCS_OK) return absl::OkStatus();
+      if (op->status == UCS_OK) {
+        lock.Release();
+        return hand_over();
+      }
       const int error = (*endpoint)->error;
       outcome = absl::UnavailableError(absl::StrCat(
           "the UCX get from the context rank failed: ", ucs_status_string(op->status),

@@ -125,6 +125,28 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
                    absl::Time deadline, const std::function<bool()>& cancelled,
                    absl::Duration slice = absl::Milliseconds(20));
 
+  // A read handed to its caller in pieces (GetInPieces): `sizes` cut it, in order, and
+  // sum to its length; `done(i, bytes)` gets piece i on the caller's thread once it and
+  // every piece before it landed, while later pieces are still on the wire.
+  struct Pieces {
+    std::vector<size_t> sizes;
+    std::function<absl::Status(size_t index, absl::Span<const std::byte> bytes)> done;
+    // Pieces asked for and not yet handed over, at most (where the owner sends them).
+    int in_flight = 4;
+  };
+  // Get, streamed: where UCX has no native get (tcp) each piece is a read of its own,
+  // `pieces.in_flight` at a time, the next one asked for before a landed one is handed
+  // over; with a native get (or shared memory) the whole read lands first. Outcomes as
+  // Get's, or the first error `pieces.done` returns, after which no piece is handed over
+  // and the pieces still on the wire are waited for (until `deadline`; then they are
+  // cancelled and the endpoint closed), so that nothing lands in `out` after this
+  // returns, except after Cancelled (as Get's).
+  absl::Status GetInPieces(const std::string& peer, const std::string& rkey,
+                           uint64_t remote_address, absl::Span<std::byte> out, const Pieces& pieces,
+                           std::shared_ptr<const void> keep_alive, absl::Time deadline,
+                           const std::function<bool()>& cancelled,
+                           absl::Duration slice = absl::Milliseconds(20));
+
   // A peer's region mapped into this process: `data` reads it while `hold` lives (the
   // mapping stays valid even if the peer frees the region or exits: the bytes are then
   // stale, not unmapped).
@@ -242,8 +264,9 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   // region into `out` (on tcp: one socket write there, one read here, instead of an
   // emulated get's 8 KiB replies). Outcomes as Get's; OutOfRange when the peer serves
   // no such range under `rkey` (it answers with no bytes).
+  // With several `pieces`, each is a fetch of its own (GetInPieces).
   absl::Status Fetch(const std::shared_ptr<Endpoint>& endpoint, const std::string& rkey,
-                     uint64_t remote_address, absl::Span<std::byte> out,
+                     uint64_t remote_address, absl::Span<std::byte> out, const Pieces& pieces,
                      std::shared_ptr<const void> keep_alive, absl::Time deadline,
                      const std::function<bool()>& cancelled, absl::Duration slice);
   // A fetch's answer, on the progress thread: sends the range it names on `reply_ep`

@@ -153,6 +153,87 @@ TEST_F(UcxWorkerPairTest, ConcurrentReadsOfOneReaderAllComplete) {
   }
 }
 
+// A read in pieces hands every piece over once, in order, with its own bytes, and at
+// most `in_flight` of them are asked for at once (over tcp each piece is a fetch).
+TEST_F(UcxWorkerPairTest, GetInPiecesHandsEveryPieceOverInOrder) {
+  std::mt19937_64 rng(seed_);
+  std::vector<size_t> sizes;
+  size_t total = 0;
+  for (int i = 0; i < 9; ++i) {
+    sizes.push_back(1 + rng() % (size_t{300} << 10));
+    total += sizes.back();
+  }
+  auto source = RandomBytes(total, seed_);
+  absl::StatusOr<std::unique_ptr<UcxRegion>> region = owner_->Register(*source);
+  ASSERT_OK(region);
+  for (int in_flight : {1, 3, 16}) {
+    auto dest = std::make_shared<std::vector<std::byte>>(total);
+    std::vector<size_t> handed;
+    size_t at = 0;
+    const int64_t fetches_before = reader_->fetches();
+    UcxWorker::Pieces pieces{
+        .sizes = sizes,
+        .done = [&](size_t i, absl::Span<const std::byte> bytes) -> absl::Status {
+          handed.push_back(i);
+          EXPECT_EQ(bytes.size(), sizes[i]);
+          EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), source->begin() + at)) << i;
+          at += bytes.size();
+          return absl::OkStatus();
+        },
+        .in_flight = in_flight};
+    ASSERT_OK(reader_->GetInPieces(owner_->address(), (*region)->rkey(), (*region)->address(),
+                                   absl::MakeSpan(*dest), pieces, dest,
+                                   absl::Now() + absl::Seconds(30), nullptr));
+    EXPECT_EQ(handed, std::vector<size_t>({0, 1, 2, 3, 4, 5, 6, 7, 8})) << in_flight;
+    EXPECT_TRUE(*dest == *source) << in_flight;
+    if (!OverShm()) EXPECT_EQ(reader_->fetches() - fetches_before, 9) << in_flight;
+  }
+  // Pieces that do not cover the read are refused before anything is asked for.
+  auto dest = std::make_shared<std::vector<std::byte>>(total);
+  EXPECT_THAT(reader_->GetInPieces(owner_->address(), (*region)->rkey(), (*region)->address(),
+                                   absl::MakeSpan(*dest), {.sizes = {total - 1}}, dest,
+                                   absl::Now() + absl::Seconds(30), nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pieces")));
+}
+
+// The caller's error on a piece (a checksum that failed) ends the read with that error:
+// no later piece is handed over, and none is left landing after the read returned (its
+// buffer let go); the endpoint stays and serves the next read.
+TEST_F(UcxWorkerPairTest, AnErrorOnAPieceEndsTheReadWithNothingLeftInFlight) {
+  constexpr size_t kPiece = size_t{128} << 10;
+  constexpr int kPieces = 8;
+  auto source = RandomBytes(kPiece * kPieces, seed_);
+  absl::StatusOr<std::unique_ptr<UcxRegion>> region = owner_->Register(*source);
+  ASSERT_OK(region);
+  auto warm = std::make_shared<std::vector<std::byte>>(16);  // connects the reader
+  ASSERT_OK(reader_->Get(owner_->address(), (*region)->rkey(), (*region)->address(),
+                         absl::MakeSpan(*warm), warm, absl::Now() + absl::Seconds(30), nullptr));
+  for (size_t failing : {size_t{0}, size_t{1}, size_t{kPieces - 1}}) {
+    auto dest = std::make_shared<std::vector<std::byte>>(source->size());
+    std::weak_ptr<std::vector<std::byte>> buffer = dest;
+    int handed = 0;
+    UcxWorker::Pieces pieces{.sizes = std::vector<size_t>(kPieces, kPiece),
+                             .done = [&](size_t i, absl::Span<const std::byte>) -> absl::Status {
+                               ++handed;
+                               if (i == failing) return absl::DataLossError("piece failed");
+                               return absl::OkStatus();
+                             },
+                             .in_flight = 4};
+    const absl::Status status = reader_->GetInPieces(
+        owner_->address(), (*region)->rkey(), (*region)->address(), absl::MakeSpan(*dest), pieces,
+        dest, absl::Now() + absl::Seconds(30), nullptr);
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kDataLoss, HasSubstr("piece failed")));
+    EXPECT_EQ(handed, static_cast<int>(failing) + 1);
+    dest.reset();
+    EXPECT_TRUE(buffer.expired()) << "a piece still lands in the buffer, failing " << failing;
+  }
+  EXPECT_EQ(reader_->endpoints(), 1);
+  auto dest = std::make_shared<std::vector<std::byte>>(source->size());
+  ASSERT_OK(reader_->Get(owner_->address(), (*region)->rkey(), (*region)->address(),
+                         absl::MakeSpan(*dest), dest, absl::Now() + absl::Seconds(30), nullptr));
+  EXPECT_TRUE(*dest == *source);
+}
+
 // Over shared memory a peer's UCX-allocated region is read in place; where no transport
 // maps it (tcp, user memory, mapping turned off) MapRemote says so and Get reads it.
 TEST_F(UcxWorkerPairTest, MapRemoteReadsAnAllocatedRegionInPlaceOverSharedMemory) {
@@ -377,6 +458,37 @@ TEST(UcxWorkerTest, OwnerGoneJustBeforeAReadEndsItWithoutWaitingForTheDeadline) 
   } else if (!status.ok()) {
     EXPECT_TRUE(absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) << status;
   }
+}
+
+// The owner goes away while a read in pieces is under way (after the first piece was
+// handed over, before the next is asked for): over tcp the read ends as an endpoint
+// error, not at its deadline, and no piece is handed over after it.
+TEST(UcxWorkerTest, OwnerGoneMidPiecesEndsTheReadUnavailable) {
+  if (OverShm()) GTEST_SKIP() << "over shared memory the whole read lands before any piece";
+  auto source = RandomBytes(size_t{1} << 20, 5);
+  Served served = Serve(*source);
+  ASSERT_NE(served.owner, nullptr);
+  std::shared_ptr<UcxWorker> reader = MakeWorker("generation");
+  ASSERT_NE(reader, nullptr);
+  ASSERT_OK(ConnectTo(*reader, served));
+  int handed = 0;
+  UcxWorker::Pieces pieces{.sizes = std::vector<size_t>(4, size_t{256} << 10),
+                           .done = [&](size_t, absl::Span<const std::byte>) -> absl::Status {
+                             if (++handed == 1) {
+                               served.region.reset();
+                               served.owner.reset();
+                             }
+                             return absl::OkStatus();
+                           },
+                           .in_flight = 1};
+  auto dest = std::make_shared<std::vector<std::byte>>(source->size());
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  const absl::Status status =
+      reader->GetInPieces(served.address, served.rkey, served.remote, absl::MakeSpan(*dest), pieces,
+                          dest, deadline, nullptr);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable))
+      << "deadline in " << deadline - absl::Now();
+  EXPECT_EQ(handed, 1);
 }
 
 // A worker address or remote key that is not what a peer's UCX made (corrupted, cut
