@@ -4,8 +4,9 @@
 // into the receive's blocks through BlockWriter (as the other transports do), then
 // releases the offer. Where shared memory maps the staged copy into this process
 // (UcxWorker::MapRemote: the context rank on the same host) the blocks are read in
-// place, in one pass; otherwise one UCX get copies the staged copy into a host buffer
-// first.
+// place, in one pass; otherwise the staged copy is read into a host buffer in pieces of
+// whole blocks (UcxWorker::GetInPieces), each piece checked and written while the next
+// ones are on the wire.
 //
 // Thread safety: UcxPuller is immutable; pulls may run on several threads at once, into
 // disjoint blocks.
