@@ -91,7 +91,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   std::unique_lock lock(ci::Mu());
   if (!LiveLocked(event)) return ci::Ret(cudaErrorInvalidResourceHandle);
   if (CapturedLocked(event)) return ci::Ret(cudaErrorCapturedEvent);
-  if (event->marker != nullptr && !event->marker->done) return cudaErrorNotReady;
+  const ci::MarkerPtr marker = event->marker;  // the event may go while the query waits
+  if (!ci::QueryWaitLocked(lock, marker)) return cudaErrorNotReady;
   return ci::CheckSticky();
 }
 

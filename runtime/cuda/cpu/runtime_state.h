@@ -92,6 +92,17 @@ cudaError_t SubmitLocked(CUstream_st* s, std::string name, StreamOp op,
 // Waits (no deadline, as CUDA) until `marker` is done.
 void WaitLocked(std::unique_lock<std::mutex>& lock, const MarkerPtr& marker);
 
+// How long a query of unfinished work (cudaEventQuery, cudaStreamQuery) waits for it
+// before it answers cudaErrorNotReady. Callers poll a query in a loop that spins, then
+// yields (runtime/cuda/poll.h); on the host that loop would take the CPU, and Mu(), from
+// the stream workers doing the work. So a query blocks instead and returns as soon as
+// the work is done (Cv() wakes it), or after this bound: the caller's own deadline and
+// abort checks still run between queries.
+inline constexpr std::chrono::milliseconds kQueryWait{2};
+
+// Waits until `marker` is done, at most kQueryWait; whether it is done.
+bool QueryWaitLocked(std::unique_lock<std::mutex>& lock, const MarkerPtr& marker);
+
 // Marks `capture` invalidated by `error` (the first error stays).
 void InvalidateLocked(Capture& capture, cudaError_t error);
 

@@ -142,6 +142,10 @@ void WaitLocked(std::unique_lock<std::mutex>& lock, const MarkerPtr& marker) {
   Cv().wait(lock, [&] { return marker->done; });
 }
 
+bool QueryWaitLocked(std::unique_lock<std::mutex>& lock, const MarkerPtr& marker) {
+  return marker == nullptr || Cv().wait_for(lock, kQueryWait, [&] { return marker->done; });
+}
+
 void DrainLocked(std::unique_lock<std::mutex>& lock, int device) {
   std::vector<MarkerPtr> pending;
   for (const auto* list : {&S().live, &S().draining}) {
@@ -244,7 +248,8 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
     ci::InvalidateLocked(*s->capture, cudaErrorStreamCaptureUnsupported);
     return ci::Ret(cudaErrorStreamCaptureUnsupported);
   }
-  return s->last == nullptr || s->last->done ? cudaSuccess : cudaErrorNotReady;
+  const ci::MarkerPtr last = s->last;  // the stream may go while the query waits
+  return ci::QueryWaitLocked(lock, last) ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
