@@ -404,16 +404,20 @@ bool KvTiers::SameBlock(const TierBlockMeta& meta, uint64_t parent_key,
          std::equal(meta.tokens.begin(), meta.tokens.end(), tokens.begin(), tokens.end());
 }
 
+absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::FetchHost(uint64_t key,
+                                                                                 HostEntry& entry) {
+  if (const absl::Status status = FinishCopyDown(key, entry); !status.ok()) {
+    return absl::NotFoundError(absl::StrCat("host tier: copy-down failed: ", status.message()));
+  }
+  TouchHost(key, entry);
+  return std::shared_ptr<const std::vector<std::byte>>(entry.bytes);
+}
+
 absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uint64_t key,
                                                                              Tier* from) {
   if (const auto h = host_.find(key); h != host_.end()) {
-    HostEntry& entry = h->second;
-    if (const absl::Status status = FinishCopyDown(key, entry); !status.ok()) {
-      return absl::NotFoundError(absl::StrCat("host tier: copy-down failed: ", status.message()));
-    }
-    TouchHost(key, entry);
     *from = Tier::kHost;
-    return std::shared_ptr<const std::vector<std::byte>>(entry.bytes);
+    return FetchHost(key, h->second);
   }
   const auto d = disk_.find(key);
   if (d == disk_.end()) return absl::NotFoundError(absl::StrCat("no tier holds block ", key));
@@ -475,22 +479,19 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
       const uint64_t key = window_keys_[i];
       const absl::Span<const int32_t> block = tokens.subspan(static_cast<size_t>(found) * tpb, tpb);
       Tier from = Tier::kHost;
-      std::shared_ptr<const std::vector<std::byte>> bytes;
+      absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes;
       if (i < window_hosts_.size()) {  // as Matching and Fetch would, without their finds
         HostEntry& entry = *window_hosts_[i];
-        if (!SameBlock(entry.meta, parent, block) || !FinishCopyDown(key, entry).ok()) {
-          return found;
-        }
-        TouchHost(key, entry);
-        bytes = entry.bytes;
+        if (!SameBlock(entry.meta, parent, block)) return found;
+        bytes = FetchHost(key, entry);
       } else {
         if (Matching(key, parent, block) == nullptr) return found;
-        absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> fetched = Fetch(key, &from);
-        if (!fetched.ok()) return found;  // a miss after all (a damaged disk block)
-        bytes = *std::move(fetched);
+        bytes = Fetch(key, &from);
       }
+      // A miss after all: a failed copy-down or a damaged disk block.
+      if (!bytes.ok()) return found;
       out->keys.push_back(key);
-      out->bytes.push_back(std::move(bytes));
+      out->bytes.push_back(*std::move(bytes));
       out->from.push_back(from);
       parent = key;
       ++found;

@@ -170,6 +170,10 @@ class KvTiers {
   // Waits for `entry`'s copy-down, if one is pending; a failed one erases the entry
   // (`entry` is then gone) and is returned.
   absl::Status FinishCopyDown(uint64_t key, HostEntry& entry);
+  // Fetch of host entry `entry` (of `key`): finishes its copy-down, touches it, returns
+  // its bytes; NotFound when the copy-down failed (`entry` is then gone).
+  absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> FetchHost(uint64_t key,
+                                                                          HostEntry& entry);
   void EraseDisk(uint64_t key, bool remove_file);
   void Report(uint64_t key, Tier tier, bool stored);
   // The metadata of `key` in the host or disk tier when it names the block after
