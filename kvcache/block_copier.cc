@@ -50,6 +50,28 @@ absl::Status BlockCopier::CopyInCached(absl::Span<const std::byte> host,
   return DoCopyInCached(host, spans);
 }
 
+absl::Status BlockCopier::CopyBlocksInCached(absl::Span<const BlockSource> sources) {
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const int32_t block = sources[i].block.value();
+    if (block < 0 || block >= num_blocks_) {
+      return absl::InvalidArgumentError(absl::StrCat("source ", i, " names block ", block,
+                                                     " of a pool of ", num_blocks_, " blocks"));
+    }
+  }
+  return DoCopyBlocksInCached(sources);
+}
+
+absl::Status BlockCopier::DoCopyBlocksInCached(absl::Span<const BlockSource> sources) {
+  const size_t per_block = block_bytes();
+  for (const BlockSource& s : sources) {
+    const BlockSpan span{s.block, 0, per_block};
+    if (absl::Status status = DoCopyInCached({s.data, per_block}, {&span, 1}); !status.ok()) {
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
 HostBlockCopier::HostBlockCopier(std::byte* base, const BlockLayout& layout, int32_t num_blocks)
     : BlockCopier(layout, num_blocks), base_(base) {}
 
@@ -75,6 +97,14 @@ absl::Status HostBlockCopier::DoCopyIn(absl::Span<const std::byte> host,
     in += s.length;
   }
   StreamCopyFence();  // the blocks are complete for whoever reads them next
+  return absl::OkStatus();
+}
+
+absl::Status HostBlockCopier::DoCopyBlocksInCached(absl::Span<const BlockSource> sources) {
+  const size_t per_block = block_bytes();
+  for (const BlockSource& s : sources) {
+    std::memcpy(base_ + static_cast<size_t>(s.block.value()) * per_block, s.data, per_block);
+  }
   return absl::OkStatus();
 }
 

@@ -42,6 +42,13 @@ struct BlockSpan {
   friend bool operator==(const BlockSpan&, const BlockSpan&) = default;
 };
 
+// One whole block's bytes at `data` (block_bytes() of them, the caller's) and the pool
+// block they go to (BlockCopier::CopyBlocksInCached).
+struct BlockSource {
+  const std::byte* data = nullptr;
+  BlockId block;
+};
+
 class BlockCopier {
  public:
   virtual ~BlockCopier() = default;
@@ -65,6 +72,10 @@ class BlockCopier {
   // for the next prefill): a host slab's copier writes through the caches rather than
   // streaming past them; other copiers copy as CopyIn does. The same checks.
   absl::Status CopyInCached(absl::Span<const std::byte> host, absl::Span<const BlockSpan> spans);
+  // CopyInCached of whole blocks from separate buffers, in order: one call for an
+  // onboard's blocks. InvalidArgument when a block is outside the pool; nothing is
+  // copied then.
+  absl::Status CopyBlocksInCached(absl::Span<const BlockSource> sources);
 
  protected:
   BlockCopier(const BlockLayout& layout, int32_t num_blocks);
@@ -78,6 +89,8 @@ class BlockCopier {
                                       absl::Span<const BlockSpan> spans) {
     return DoCopyIn(host, spans);
   }
+  // Called only with blocks inside the pool; by default one DoCopyInCached a block.
+  virtual absl::Status DoCopyBlocksInCached(absl::Span<const BlockSource> sources);
 
  private:
   absl::Status CheckSpans(absl::Span<const BlockSpan> spans, size_t host_bytes) const;
@@ -102,6 +115,7 @@ class HostBlockCopier : public BlockCopier {
                         absl::Span<const BlockSpan> spans) override;
   absl::Status DoCopyInCached(absl::Span<const std::byte> host,
                               absl::Span<const BlockSpan> spans) override;
+  absl::Status DoCopyBlocksInCached(absl::Span<const BlockSource> sources) override;
 
  private:
   std::byte* const base_;

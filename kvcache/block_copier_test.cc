@@ -102,5 +102,21 @@ TEST_F(HostBlockCopierTest, CopyInCachedScattersLikeCopyInWithItsChecks) {
   EXPECT_EQ(slab_[64], static_cast<std::byte>(64));
 }
 
+TEST_F(HostBlockCopierTest, CopyBlocksInCachedWritesEachSourceToItsBlock) {
+  std::vector<std::byte> a(64, std::byte{0xa0});
+  std::vector<std::byte> b(64, std::byte{0xb0});
+  ASSERT_THAT(copier_.CopyBlocksInCached({{b.data(), BlockId(3)}, {a.data(), BlockId(1)}}), IsOk());
+  for (size_t i = 0; i < 64; ++i) {
+    ASSERT_EQ(slab_[64 + i], std::byte{0xa0}) << i;
+    ASSERT_EQ(slab_[192 + i], std::byte{0xb0}) << i;
+  }
+  EXPECT_EQ(slab_[0], static_cast<std::byte>(0));      // block 0: untouched
+  EXPECT_EQ(slab_[128], static_cast<std::byte>(128));  // block 2: untouched
+  // A block outside the pool after a good one: nothing is written.
+  EXPECT_THAT(copier_.CopyBlocksInCached({{a.data(), BlockId(0)}, {a.data(), BlockId(4)}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("block 4 of a pool of 4")));
+  EXPECT_EQ(slab_[0], static_cast<std::byte>(0));
+}
+
 }  // namespace
 }  // namespace lockstep::kv

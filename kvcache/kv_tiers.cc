@@ -28,8 +28,11 @@ namespace {
 // or the disk is stuck, which no caller can recover from.
 constexpr absl::Duration kJobDeadline = absl::Seconds(60);
 
-// FetchChain asks for this many blocks' host entries before reading the first of them.
-constexpr int64_t kLookahead = 16;
+// FetchChain asks for each of a block's two dependent reads this many blocks before it
+// needs the answer.
+constexpr int64_t kStage = 4;
+// A block of FetchChain's chain that the host tier does not hold.
+constexpr uint32_t kNoSlot = ~uint32_t{0};
 
 // Asks for the cache line at `p` without waiting for it.
 inline void Prefetch(const void* p) { __builtin_prefetch(p); }
@@ -230,6 +233,7 @@ KvTiers::KvTiers(const TierConfig& config, BlockCopier* device, std::string disk
     : config_(config),
       device_(device),
       block_bytes_(device->block_bytes()),
+      tpb_(static_cast<size_t>(device->layout().tokens_per_block)),
       host_capacity_(config.host_bytes / static_cast<int64_t>(block_bytes_)),
       disk_capacity_(config.has_disk()
                          ? config.disk_bytes / static_cast<int64_t>(TierFileBytes(
@@ -257,7 +261,7 @@ std::string KvTiers::DiskPathOf(uint64_t key) const {
 
 void KvTiers::OnEvictable(BlockId block, TierBlockMeta meta) {
   if (const auto it = host_.find(meta.key); it != host_.end()) {
-    TouchHost(it->first, it->second);
+    TouchHost(it->second);
     return;
   }
   if (disk_.contains(meta.key)) return;
@@ -270,8 +274,17 @@ void KvTiers::OnEvictable(BlockId block, TierBlockMeta meta) {
   job->block = block;
   job->bytes = std::make_shared<std::vector<std::byte>>(block_bytes_);
   const uint64_t key = meta.key;
-  HostEntry entry{.meta = std::move(meta), .bytes = job->bytes, .copy_down = job, .source = block};
-  TouchHost(key, host_.emplace(key, std::move(entry)).first->second);
+  const uint32_t slot = TakeHostSlot();
+  LOCKSTEP_CHECK(meta.tokens.size() == tpb_)
+      << "block " << block << " holds " << meta.tokens.size() << " tokens, not " << tpb_;
+  std::copy(meta.tokens.begin(), meta.tokens.end(), host_tokens_.begin() + slot * tpb_);
+  host_slots_[slot] = HostEntry{.meta = std::move(meta),
+                                .data = job->bytes->data(),
+                                .copy_down = job,
+                                .bytes = job->bytes,
+                                .source = block};
+  host_.emplace(key, slot);
+  TouchHost(slot);
   copying_.emplace(block, key);
   Report(key, Tier::kHost, /*stored=*/true);
   worker_->Enqueue(std::move(job));
@@ -280,7 +293,7 @@ void KvTiers::OnEvictable(BlockId block, TierBlockMeta meta) {
 void KvTiers::BeforeReuse(BlockId block) {
   const auto it = copying_.find(block);
   if (it == copying_.end()) return;
-  HostEntry& entry = host_.at(it->second);
+  HostEntry& entry = host_slots_[host_.at(it->second)];
   copying_.erase(it);
   if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
   if (!worker_->StatusOf(*entry.copy_down).ok()) {
@@ -293,9 +306,29 @@ void KvTiers::BeforeReuse(BlockId block) {
 void KvTiers::EraseHost(uint64_t key) {
   const auto it = host_.find(key);
   if (it == host_.end()) return;
-  if (it->second.copy_down != nullptr) copying_.erase(it->second.source);
-  host_.erase(it);  // its LRU record goes stale
+  const uint32_t slot = it->second;
+  if (host_slots_[slot].copy_down != nullptr) copying_.erase(host_slots_[slot].source);
+  host_.erase(it);
+  FreeHostSlot(slot);
   Report(key, Tier::kHost, /*stored=*/false);
+}
+
+uint32_t KvTiers::TakeHostSlot() {
+  if (!free_host_slots_.empty()) {
+    const uint32_t slot = free_host_slots_.back();
+    free_host_slots_.pop_back();
+    return slot;
+  }
+  host_slots_.emplace_back();
+  host_stamps_.push_back(0);
+  host_tokens_.resize(host_tokens_.size() + tpb_);
+  return static_cast<uint32_t>(host_slots_.size() - 1);
+}
+
+void KvTiers::FreeHostSlot(uint32_t slot) {
+  host_slots_[slot] = HostEntry{};
+  host_stamps_[slot] = 0;  // its LRU records go stale
+  free_host_slots_.push_back(slot);
 }
 
 void KvTiers::EraseDisk(uint64_t key, bool remove_file) {
@@ -321,13 +354,14 @@ void KvTiers::EvictHostLru() {
   // there is one.
   while (!host_lru_.empty() && !Live(host_lru_.front())) host_lru_.pop_front();
   auto victim = host_lru_.begin();
-  while (victim != host_lru_.end() && (!Live(*victim) || host_.at(victim->key).pins > 0)) {
+  while (victim != host_lru_.end() && (!Live(*victim) || host_slots_[victim->slot].pins > 0)) {
     ++victim;
   }
   LOCKSTEP_CHECK(victim != host_lru_.end()) << "every host tier entry is pinned";
-  const uint64_t key = victim->key;
+  const uint32_t slot = victim->slot;
   const bool front = victim == host_lru_.begin();
-  HostEntry& entry = host_.at(key);
+  HostEntry& entry = host_slots_[slot];
+  const uint64_t key = entry.meta.key;
   bool usable = true;
   if (entry.copy_down != nullptr) {
     // Finished, not cancelled: what lands in which tier must not depend on the
@@ -339,25 +373,19 @@ void KvTiers::EvictHostLru() {
   }
   HostEntry taken = std::move(entry);
   host_.erase(key);
+  FreeHostSlot(slot);
   if (front) host_lru_.pop_front();  // else its record stays, stale
   Report(key, Tier::kHost, /*stored=*/false);
   if (usable && disk_capacity_ > 0) SpillToDisk(std::move(taken));
 }
 
-bool KvTiers::Live(const LruRecord& record) const {
-  const auto it = host_.find(record.key);
-  return it != host_.end() && it->second.stamp == record.stamp;
-}
-
-void KvTiers::TouchHost(uint64_t key, HostEntry& entry) {
-  entry.stamp = ++lru_clock_;
-  host_lru_.push_back(LruRecord{key, entry.stamp});
+void KvTiers::TouchHost(uint32_t slot) {
+  host_stamps_[slot] = ++lru_clock_;
+  host_lru_.push_back(LruRecord{slot, lru_clock_});
   if (host_lru_.size() <= 4 * host_.size() + 64) return;
-  // Drop the stale records (at most a quarter are live): about one lookup a touch,
-  // each asked for ahead of its use.
+  // Drop the stale records (at most a quarter are live), reading only the stamps.
   size_t kept = 0;
   for (size_t i = 0; i < host_lru_.size(); ++i) {
-    if (i + 8 < host_lru_.size()) host_.prefetch(host_lru_[i + 8].key);
     if (Live(host_lru_[i])) host_lru_[kept++] = host_lru_[i];
   }
   host_lru_.resize(kept);
@@ -391,7 +419,7 @@ const TierBlockMeta* KvTiers::Matching(uint64_t key, uint64_t parent_key,
                                        absl::Span<const int32_t> tokens) const {
   const TierBlockMeta* meta = nullptr;
   if (const auto h = host_.find(key); h != host_.end()) {
-    meta = &h->second.meta;
+    meta = &host_slots_[h->second].meta;
   } else if (const auto d = disk_.find(key); d != disk_.end()) {
     meta = &d->second.meta;
   }
@@ -404,20 +432,19 @@ bool KvTiers::SameBlock(const TierBlockMeta& meta, uint64_t parent_key,
          std::equal(meta.tokens.begin(), meta.tokens.end(), tokens.begin(), tokens.end());
 }
 
-absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::FetchHost(uint64_t key,
-                                                                                 HostEntry& entry) {
-  if (const absl::Status status = FinishCopyDown(key, entry); !status.ok()) {
+absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::FetchHost(uint32_t slot) {
+  if (const absl::Status status = FinishCopyDown(slot); !status.ok()) {
     return absl::NotFoundError(absl::StrCat("host tier: copy-down failed: ", status.message()));
   }
-  TouchHost(key, entry);
-  return std::shared_ptr<const std::vector<std::byte>>(entry.bytes);
+  TouchHost(slot);
+  return std::shared_ptr<const std::vector<std::byte>>(host_slots_[slot].bytes);
 }
 
 absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uint64_t key,
                                                                              Tier* from) {
   if (const auto h = host_.find(key); h != host_.end()) {
     *from = Tier::kHost;
-    return FetchHost(key, h->second);
+    return FetchHost(h->second);
   }
   const auto d = disk_.find(key);
   if (d == disk_.end()) return absl::NotFoundError(absl::StrCat("no tier holds block ", key));
@@ -447,68 +474,83 @@ absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uin
 }
 
 int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
-                            absl::Span<const int32_t> tokens, int64_t max_blocks,
+                            absl::Span<const int32_t> tokens, int64_t max_blocks, bool hold,
                             FetchedBlocks* out) {
-  const size_t tpb = static_cast<size_t>(device_->layout().tokens_per_block);
+  const size_t tpb = tpb_;
   const int64_t blocks = std::min<int64_t>(max_blocks, static_cast<int64_t>(tokens.size() / tpb));
+  // A prefix that comes back long after it left finds its host entries out of cache, and
+  // each block's check is two dependent reads: its index slot, then its entry and its
+  // copy of the tokens (both found from the slot). Each is asked for kStage blocks before
+  // the next needs it (hash and index slot 2 * kStage blocks ahead of the block being
+  // checked, entry and tokens kStage), so the misses of successive blocks overlap instead
+  // of following one another. Nothing below inserts into host_, and erasing (a failed
+  // copy-down) ends the chain at once, so the slots found ahead stay valid.
+  chain_keys_.clear();
+  chain_slots_.clear();
+  uint64_t hashed = parent_key;
   uint64_t parent = parent_key;
-  int64_t found = 0;
-  while (found < blocks) {
-    // A prefix that comes back long after it left finds its host entries out of cache:
-    // ask for a window's entries (hash slots, then tokens and byte buffers) before
-    // reading any, so their misses overlap instead of following one another.
-    const int64_t end = std::min(blocks, found + kLookahead);
-    window_keys_.clear();
-    for (uint64_t key = parent; found + static_cast<int64_t>(window_keys_.size()) < end;) {
-      const size_t b = static_cast<size_t>(found) + window_keys_.size();
-      key = hasher(key, tokens.subspan(b * tpb, tpb));
-      window_keys_.push_back(key);
-      host_.prefetch(key);
+  for (int64_t i = 0; i < blocks; ++i) {
+    for (int64_t end = std::min(blocks, i + 2 * kStage + 1);
+         static_cast<int64_t>(chain_keys_.size()) < end;) {
+      hashed = hasher(hashed, tokens.subspan(chain_keys_.size() * tpb, tpb));
+      chain_keys_.push_back(hashed);
+      host_.prefetch(hashed);
     }
-    // The window's leading host entries, looked up once (nothing below inserts into
-    // host_, and a failed copy-down's erase ends the chain at once).
-    window_hosts_.clear();
-    for (const uint64_t key : window_keys_) {
-      const auto h = host_.find(key);
-      if (h == host_.end()) break;
-      Prefetch(h->second.meta.tokens.data());
-      Prefetch(h->second.bytes.get());  // with its shared count (make_shared)
-      window_hosts_.push_back(&h->second);
-    }
-    for (size_t i = 0; i < window_keys_.size(); ++i) {
-      const uint64_t key = window_keys_[i];
-      const absl::Span<const int32_t> block = tokens.subspan(static_cast<size_t>(found) * tpb, tpb);
-      Tier from = Tier::kHost;
-      absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes;
-      if (i < window_hosts_.size()) {  // as Matching and Fetch would, without their finds
-        HostEntry& entry = *window_hosts_[i];
-        if (!SameBlock(entry.meta, parent, block)) return found;
-        bytes = FetchHost(key, entry);
-      } else {
-        if (Matching(key, parent, block) == nullptr) return found;
-        bytes = Fetch(key, &from);
+    for (int64_t end = std::min(blocks, i + kStage + 1);
+         static_cast<int64_t>(chain_slots_.size()) < end;) {
+      const auto h = host_.find(chain_keys_[chain_slots_.size()]);
+      chain_slots_.push_back(h == host_.end() ? kNoSlot : h->second);
+      if (h != host_.end()) {
+        Prefetch(&host_slots_[h->second]);
+        const int32_t* copy = &host_tokens_[h->second * tpb_];
+        Prefetch(copy);
+        Prefetch(copy + tpb_ - 1);
       }
-      // A miss after all: a failed copy-down or a damaged disk block.
-      if (!bytes.ok()) return found;
-      out->keys.push_back(key);
-      out->bytes.push_back(*std::move(bytes));
-      out->from.push_back(from);
-      parent = key;
-      ++found;
     }
+    const uint64_t key = chain_keys_[i];
+    const uint32_t slot = chain_slots_[i];
+    const absl::Span<const int32_t> block = tokens.subspan(static_cast<size_t>(i) * tpb, tpb);
+    if (slot != kNoSlot) {  // as Matching and Fetch would, without their finds
+      HostEntry& entry = host_slots_[slot];
+      const int32_t* copy = &host_tokens_[slot * tpb_];
+      if (entry.meta.parent_key != parent || !std::equal(block.begin(), block.end(), copy)) {
+        return i;
+      }
+      // A miss after all: a failed copy-down.
+      if (!FinishCopyDown(slot).ok()) return i;
+      TouchHost(slot);
+      out->data.push_back(entry.data);
+      if (hold) out->owned.push_back(entry.bytes);
+      out->from.push_back(Tier::kHost);
+    } else {
+      Tier from = Tier::kDisk;
+      if (Matching(key, parent, block) == nullptr) return i;
+      absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = Fetch(key, &from);
+      // A miss after all: a damaged disk block.
+      if (!bytes.ok()) return i;
+      out->data.push_back((*bytes)->data());
+      out->owned.push_back(*std::move(bytes));
+      out->from.push_back(from);
+    }
+    out->keys.push_back(key);
+    parent = key;
   }
-  return found;
+  return blocks;
 }
 
 absl::Status KvTiers::CopyToDevice(const std::vector<std::byte>& bytes, BlockId dst, Tier from) {
-  const std::vector<std::byte>* one = &bytes;
+  if (bytes.size() != block_bytes_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("onboard of ", bytes.size(), " bytes into a block of ", block_bytes_));
+  }
+  const std::byte* one = bytes.data();
   return CopyToDevice({&one, 1}, {&dst, 1}, {&from, 1});
 }
 
-absl::Status KvTiers::CopyToDevice(absl::Span<const std::vector<std::byte>* const> bytes,
+absl::Status KvTiers::CopyToDevice(absl::Span<const std::byte* const> data,
                                    absl::Span<const BlockId> dst, absl::Span<const Tier> from) {
-  if (bytes.size() != dst.size() || bytes.size() != from.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("onboard of ", bytes.size(), " blocks into ",
+  if (data.size() != dst.size() || data.size() != from.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("onboard of ", data.size(), " blocks into ",
                                                    dst.size(), " from ", from.size()));
   }
   const int64_t start = NowNs();
@@ -516,17 +558,19 @@ absl::Status KvTiers::CopyToDevice(absl::Span<const std::vector<std::byte>* cons
   // across blocks, not a falling one, and a released prefix leaves its blocks deepest
   // first, so its host buffers usually lie at falling addresses in chain order (a copy
   // in chain order ran 1.6-2.3x slower than ascending, docs/perf/kv_tiers.md). Ascending,
-  // the copy needs no software prefetch of the next block's pages.
-  copy_order_.resize(bytes.size());
-  std::iota(copy_order_.begin(), copy_order_.end(), size_t{0});
-  std::sort(copy_order_.begin(), copy_order_.end(),
-            [&](size_t a, size_t b) { return bytes[a]->data() < bytes[b]->data(); });
-  for (size_t k = 0; k < copy_order_.size(); ++k) {
-    const size_t i = copy_order_[k];
-    const BlockSpan span{dst[i], 0, block_bytes_};
-    absl::Status status = device_->CopyInCached(*bytes[i], {&span, 1});
-    if (!status.ok()) return status;
+  // the copy needs no software prefetch of the next block's pages. Falling and rising
+  // runs are common, so they are reversed or kept without a sort.
+  copy_order_.clear();
+  for (size_t i = 0; i < data.size(); ++i) copy_order_.push_back({data[i], dst[i]});
+  const auto rising = [](const BlockSource& a, const BlockSource& b) { return a.data < b.data; };
+  if (!std::is_sorted(copy_order_.begin(), copy_order_.end(), rising)) {
+    if (std::is_sorted(copy_order_.rbegin(), copy_order_.rend(), rising)) {
+      std::reverse(copy_order_.begin(), copy_order_.end());
+    } else {
+      std::sort(copy_order_.begin(), copy_order_.end(), rising);
+    }
   }
+  if (absl::Status status = device_->CopyBlocksInCached(copy_order_); !status.ok()) return status;
   stats_.onboard_ns += NowNs() - start;
   for (const Tier t : from) ++stats_.onboarded_blocks[static_cast<int>(t)];
   return absl::OkStatus();
@@ -537,28 +581,31 @@ std::shared_ptr<const std::vector<std::byte>> KvTiers::Pin(uint64_t key, uint64_
   if (pins_ >= max_pins_) return nullptr;
   const auto it = host_.find(key);
   if (it == host_.end() || Matching(key, parent_key, tokens) == nullptr) return nullptr;
-  HostEntry& entry = it->second;
-  if (!FinishCopyDown(key, entry).ok()) return nullptr;
-  TouchHost(key, entry);
+  const uint32_t slot = it->second;
+  if (!FinishCopyDown(slot).ok()) return nullptr;
+  TouchHost(slot);
+  HostEntry& entry = host_slots_[slot];
   ++entry.pins;
   ++pins_;
   return entry.bytes;
 }
 
-absl::Status KvTiers::FinishCopyDown(uint64_t key, HostEntry& entry) {
+absl::Status KvTiers::FinishCopyDown(uint32_t slot) {
+  HostEntry& entry = host_slots_[slot];
   if (entry.copy_down == nullptr) return absl::OkStatus();
   copying_.erase(entry.source);
   if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
   const absl::Status status = worker_->StatusOf(*entry.copy_down);
   entry.copy_down.reset();
-  if (!status.ok()) EraseHost(key);
+  if (!status.ok()) EraseHost(entry.meta.key);
   return status;
 }
 
 void KvTiers::Unpin(uint64_t key) {
   const auto it = host_.find(key);
-  LOCKSTEP_CHECK(it != host_.end() && it->second.pins > 0) << "unpin of unpinned block " << key;
-  --it->second.pins;
+  LOCKSTEP_CHECK(it != host_.end() && host_slots_[it->second].pins > 0)
+      << "unpin of unpinned block " << key;
+  --host_slots_[it->second].pins;
   --pins_;
 }
 
@@ -597,15 +644,28 @@ void KvTiers::AuditInto(const std::string& prefix, std::vector<std::string>* out
   }
   if (pins_ > max_pins_) report(pins_, " host tier pins, cap ", max_pins_);
   int64_t pins = 0;
-  for (const auto& [key, e] : host_) {
+  if (host_.size() + free_host_slots_.size() != host_slots_.size()) {
+    report("host tier indexes ", host_.size(), " entries and ", free_host_slots_.size(),
+           " free slots of ", host_slots_.size());
+  }
+  for (const auto& [key, slot] : host_) {
+    if (slot >= host_slots_.size() || host_stamps_[slot] == 0) {
+      report("host tier entry ", key, " is in slot ", slot, ", which is not in use");
+      continue;
+    }
+    const HostEntry& e = host_slots_[slot];
     pins += e.pins;
     if (e.pins < 0) report("host tier entry ", key, " has ", e.pins, " pins");
     if (e.pins > 0 && e.copy_down != nullptr) {
       report("host tier entry ", key, " is pinned while its copy-down may still run");
     }
     if (e.meta.key != key) report("host tier entry ", key, " names key ", e.meta.key);
+    if (!std::equal(e.meta.tokens.begin(), e.meta.tokens.end(), host_tokens_.begin() + slot * tpb_,
+                    host_tokens_.begin() + (slot + 1) * tpb_)) {
+      report("host tier entry ", key, "'s copy of its tokens differs from its tokens");
+    }
     if (disk_.contains(key)) report("key ", key, " is in the host and the disk tier");
-    if (e.bytes == nullptr || e.bytes->size() != block_bytes_) {
+    if (e.bytes == nullptr || e.bytes->size() != block_bytes_ || e.data != e.bytes->data()) {
       report("host tier entry ", key, " does not hold one block of bytes");
     }
     if (e.copy_down != nullptr) {
@@ -622,7 +682,8 @@ void KvTiers::AuditInto(const std::string& prefix, std::vector<std::string>* out
   }
   for (const auto& [block, key] : copying_) {
     const auto it = host_.find(key);
-    if (it == host_.end() || it->second.copy_down == nullptr || it->second.source != block) {
+    if (it == host_.end() || host_slots_[it->second].copy_down == nullptr ||
+        host_slots_[it->second].source != block) {
       report("block ", block.value(), " is recorded as copying down key ", key,
              ", which has no such copy-down");
     }

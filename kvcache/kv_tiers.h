@@ -55,15 +55,20 @@
 namespace lockstep::kv {
 
 // Blocks fetched for one onboard (KvTiers::FetchChain), in chain order: each block's key,
-// its verified bytes and the tier that held them.
+// the address of its verified bytes (block_bytes() of them) and the tier that held them.
+// `owned` keeps bytes alive: at least those of every block read from disk (no tier keeps
+// them), and with `hold` every block's. Bytes it does not hold are a host entry's and
+// stay valid until the tiers' next OnEvictable (nothing else drops a fetched entry).
 struct FetchedBlocks {
   std::vector<uint64_t> keys;
-  std::vector<std::shared_ptr<const std::vector<std::byte>>> bytes;
+  std::vector<const std::byte*> data;
   std::vector<Tier> from;
+  std::vector<std::shared_ptr<const std::vector<std::byte>>> owned;
   void Clear() {
     keys.clear();
-    bytes.clear();
+    data.clear();
     from.clear();
+    owned.clear();
   }
 };
 
@@ -90,16 +95,17 @@ class KvTiers {
   // at most `max_blocks`) continuing the chain of `parent_key`, each named by
   // hasher(parent, its tokens), found below the device with its parent and tokens
   // matching, and fetched; stops at the first miss (or a disk copy failing
-  // verification). Appends them to `*out`; returns how many.
+  // verification). Appends them to `*out` (`hold`: with every block's bytes in
+  // out->owned); returns how many.
   int64_t FetchChain(BlockHasher hasher, uint64_t parent_key, absl::Span<const int32_t> tokens,
-                     int64_t max_blocks, FetchedBlocks* out);
+                     int64_t max_blocks, bool hold, FetchedBlocks* out);
   // Writes fetched bytes into device block `dst` (counted as onboarded from `from`).
   absl::Status CopyToDevice(const std::vector<std::byte>& bytes, BlockId dst, Tier from);
-  // The same for several blocks, bytes[i] into dst[i] from from[i] (equal lengths), timed
-  // as one copy, in the sources' address order; through the copier's CopyInCached: the
-  // next prefill reads them.
-  absl::Status CopyToDevice(absl::Span<const std::vector<std::byte>* const> bytes,
-                            absl::Span<const BlockId> dst, absl::Span<const Tier> from);
+  // The same for several blocks, the block_bytes() at data[i] into dst[i] from from[i]
+  // (equal lengths), timed as one copy, in the sources' address order; through the
+  // copier's CopyInCached: the next prefill reads them.
+  absl::Status CopyToDevice(absl::Span<const std::byte* const> data, absl::Span<const BlockId> dst,
+                            absl::Span<const Tier> from);
 
   // Pins host entry `key` when it continues `parent_key` with `tokens` (tokens_per_block
   // of them) and the pins held stay within half the host capacity; finishes its
@@ -137,19 +143,21 @@ class KvTiers {
  private:
   struct Job;
   class Worker;
-  struct HostEntry {
+  // A host tier entry, in host_slots_. Its first cache line holds what an onboard reads.
+  struct alignas(64) HostEntry {
     TierBlockMeta meta;
+    const std::byte* data = nullptr;  // bytes->data()
+    std::shared_ptr<Job> copy_down;   // null once known finished
     std::shared_ptr<std::vector<std::byte>> bytes;
-    std::shared_ptr<Job> copy_down;  // null once known finished
-    BlockId source{-1};              // the device block the copy-down reads
-    int32_t pins = 0;                // transfer claims reading `bytes` (never evicted)
-    uint64_t stamp = 0;              // its live record in host_lru_
+    BlockId source{-1};  // the device block the copy-down reads
+    int32_t pins = 0;    // transfer claims reading `bytes` (never evicted)
   };
-  // host_lru_'s records: a record is live while host_[key] has its stamp; touching an
-  // entry appends a new record (the old one goes stale) instead of moving a list node,
-  // which would read the node's neighbours, out of cache when a prefix comes back late.
+  // host_lru_'s records: a record is live while host_stamps_[slot] is its stamp;
+  // touching an entry appends a new record (the old one goes stale) instead of moving a
+  // list node, which would read the node's neighbours, out of cache when a prefix comes
+  // back late. Stamps are never reused, so a record outlives its slot's reuse harmlessly.
   struct LruRecord {
-    uint64_t key;
+    uint32_t slot;
     uint64_t stamp;
   };
   struct DiskEntry {
@@ -160,20 +168,23 @@ class KvTiers {
 
   KvTiers(const TierConfig& config, BlockCopier* device, std::string disk_dir);
   void EvictHostLru();
-  // Makes `entry` (of `key`) the host tier's most recently used; drops stale records
+  // Makes host slot `slot` the host tier's most recently used; drops stale records
   // when they outnumber the live ones.
-  void TouchHost(uint64_t key, HostEntry& entry);
-  bool Live(const LruRecord& record) const;
+  void TouchHost(uint32_t slot);
+  bool Live(const LruRecord& record) const { return host_stamps_[record.slot] == record.stamp; }
+  // A free host slot (grows the slots when none is free).
+  uint32_t TakeHostSlot();
+  // Empties `slot` (already out of host_) and lists it as free; its LRU records go stale.
+  void FreeHostSlot(uint32_t slot);
   void EvictDiskLru();
   void SpillToDisk(HostEntry entry);
   void EraseHost(uint64_t key);
-  // Waits for `entry`'s copy-down, if one is pending; a failed one erases the entry
-  // (`entry` is then gone) and is returned.
-  absl::Status FinishCopyDown(uint64_t key, HostEntry& entry);
-  // Fetch of host entry `entry` (of `key`): finishes its copy-down, touches it, returns
-  // its bytes; NotFound when the copy-down failed (`entry` is then gone).
-  absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> FetchHost(uint64_t key,
-                                                                          HostEntry& entry);
+  // Waits for host slot `slot`'s copy-down, if one is pending; a failed one erases the
+  // entry (the slot is then free) and is returned.
+  absl::Status FinishCopyDown(uint32_t slot);
+  // Fetch of host slot `slot`: finishes its copy-down, touches it, returns its bytes;
+  // NotFound when the copy-down failed (the slot is then free).
+  absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> FetchHost(uint32_t slot);
   void EraseDisk(uint64_t key, bool remove_file);
   void Report(uint64_t key, Tier tier, bool stored);
   // The metadata of `key` in the host or disk tier when it names the block after
@@ -187,18 +198,27 @@ class KvTiers {
   const TierConfig config_;
   BlockCopier* const device_;
   const size_t block_bytes_;
+  const size_t tpb_;  // tokens a block
   const int64_t host_capacity_;
   const int64_t disk_capacity_;
   const int64_t max_pins_;  // half the host capacity
   const std::string disk_dir_;
   std::unique_ptr<Worker> worker_;
 
-  absl::flat_hash_map<uint64_t, HostEntry> host_;
+  // The host tier: key -> slot in host_slots_ (a small map, so an onboard's lookups stay
+  // in cache; the entries are found at known addresses and asked for ahead of use).
+  absl::flat_hash_map<uint64_t, uint32_t> host_;
+  std::vector<HostEntry> host_slots_;
+  std::vector<uint64_t> host_stamps_;  // per slot: its live LRU stamp, 0 when free
+  // Per slot, tpb_ tokens from slot * tpb_: a copy of its entry's meta.tokens at an
+  // address known from the slot alone, so an onboard asks for it with the entry.
+  std::vector<int32_t> host_tokens_;
+  std::vector<uint32_t> free_host_slots_;
   std::deque<LruRecord> host_lru_;     // least recently used first; stale records skipped
   uint64_t lru_clock_ = 0;             // the last stamp handed out
-  std::vector<uint64_t> window_keys_;  // FetchChain's scratch
-  std::vector<HostEntry*> window_hosts_;  // FetchChain's scratch
-  std::vector<size_t> copy_order_;        // CopyToDevice's scratch
+  std::vector<uint64_t> chain_keys_;   // FetchChain's scratch
+  std::vector<uint32_t> chain_slots_;  // FetchChain's scratch
+  std::vector<BlockSource> copy_order_;  // CopyToDevice's scratch
   absl::flat_hash_map<uint64_t, DiskEntry> disk_;
   std::list<uint64_t> disk_lru_;
   absl::flat_hash_map<BlockId, uint64_t> copying_;  // device block -> key being copied down

@@ -39,6 +39,8 @@ class KvTiersTest : public ::testing::Test {
       slab_[block * block_bytes() + i] = static_cast<std::byte>(value + i);
     }
   }
+  // The block's bytes at `data`.
+  std::vector<std::byte> Bytes(const std::byte* data) const { return {data, data + block_bytes()}; }
   std::vector<std::byte> BlockBytes(int block) const {
     return {slab_.begin() + block * block_bytes(), slab_.begin() + (block + 1) * block_bytes()};
   }
@@ -103,25 +105,30 @@ TEST_F(KvTiersTest, ReuseOfAnEvictedBlockNeverLosesItsCopy) {
 }
 
 TEST_F(KvTiersTest, CopyToDeviceWritesEachSourceToItsOwnBlockInAnyAddressOrder) {
-  // CopyToDevice copies in the sources' address order: the forward or the reversed
-  // list is out of address order, and each block must still get its own source.
+  // CopyToDevice copies in the sources' address order, and each block must still get
+  // its own source.
   std::unique_ptr<KvTiers> tiers = Make(4, 0);
-  std::vector<std::vector<std::byte>> sources;
-  for (int b = 0; b < 4; ++b) sources.push_back(BlockBytes(b));
-  for (const bool reversed : {false, true}) {
-    std::vector<const std::vector<std::byte>*> bytes;
-    for (const auto& s : sources) bytes.push_back(&s);
-    if (reversed) std::reverse(bytes.begin(), bytes.end());
+  // One buffer: block b's bytes at ascending addresses; each order below takes another
+  // path (already rising, falling, mixed).
+  std::vector<std::byte> sources;
+  for (int b = 0; b < 4; ++b) {
+    const std::vector<std::byte> one = BlockBytes(b);
+    sources.insert(sources.end(), one.begin(), one.end());
+  }
+  for (const std::vector<int>& order :
+       {std::vector<int>{0, 1, 2, 3}, std::vector<int>{3, 2, 1, 0}, std::vector<int>{2, 0, 3, 1}}) {
+    std::vector<const std::byte*> data;
+    for (const int b : order) data.push_back(sources.data() + b * block_bytes());
     const std::vector<BlockId> dst = {BlockId(4), BlockId(7), BlockId(5), BlockId(6)};
     const std::vector<Tier> from(4, Tier::kHost);
-    ASSERT_THAT(tiers->CopyToDevice(bytes, dst, from), IsOk());
+    ASSERT_THAT(tiers->CopyToDevice(data, dst, from), IsOk());
     for (size_t i = 0; i < dst.size(); ++i) {
-      EXPECT_EQ(BlockBytes(static_cast<int>(dst[i].value())), *bytes[i])
-          << "block " << dst[i] << (reversed ? " (reversed)" : "");
+      EXPECT_EQ(BlockBytes(static_cast<int>(dst[i].value())), Bytes(data[i]))
+          << "block " << dst[i] << " of order " << order[0] << order[1] << order[2] << order[3];
     }
   }
-  EXPECT_EQ(tiers->Stats().onboarded_blocks[static_cast<int>(Tier::kHost)], 8);
-  const std::vector<std::byte>* one = &sources[0];
+  EXPECT_EQ(tiers->Stats().onboarded_blocks[static_cast<int>(Tier::kHost)], 12);
+  const std::byte* one = sources.data();
   EXPECT_THAT(tiers->CopyToDevice(absl::MakeConstSpan(&one, 1), absl::Span<const BlockId>(),
                                   absl::Span<const Tier>()),
               StatusIs(absl::StatusCode::kInvalidArgument));
@@ -244,7 +251,7 @@ TEST_F(KvTiersTest, ACorruptedDiskBlockIsAMissNeverServed) {
   EXPECT_FALSE(std::ifstream(path).good());
   const BlockHasher next = [](uint64_t parent, absl::Span<const int32_t>) { return parent + 1; };
   FetchedBlocks out;
-  EXPECT_EQ(tiers->FetchChain(next, 9, std::vector<int32_t>{10, 10}, 1, &out), 0);
+  EXPECT_EQ(tiers->FetchChain(next, 9, std::vector<int32_t>{10, 10}, 1, false, &out), 0);
   ExpectClean(*tiers);
 }
 
@@ -261,7 +268,7 @@ TEST_F(KvTiersTest, FetchChainComparesParentAndTokens) {
   };
   const auto fetched = [&](uint64_t parent, std::vector<int32_t> tokens) {
     FetchedBlocks out;
-    return tiers->FetchChain(by_first_token, parent, tokens, 10, &out);
+    return tiers->FetchChain(by_first_token, parent, tokens, 10, false, &out);
   };
   EXPECT_EQ(fetched(9, {10, 10, 11, 11, 7, 7}), 3);
   EXPECT_EQ(fetched(9, {10, 10, 11, 11, 7, 8}), 2);
@@ -279,21 +286,49 @@ TEST_F(KvTiersTest, FetchChainHashesAsItGoesAndStopsAtTheFirstMiss) {
   tiers->OnEvictable(BlockId(3), TierBlockMeta{.key = 12, .parent_key = 11, .tokens = {7, 7}});
   const BlockHasher next = [](uint64_t parent, absl::Span<const int32_t>) { return parent + 1; };
   FetchedBlocks out;
-  EXPECT_EQ(tiers->FetchChain(next, 9, std::vector<int32_t>{10, 10, 11, 11, 7, 8}, 10, &out), 2);
+  EXPECT_EQ(tiers->FetchChain(next, 9, std::vector<int32_t>{10, 10, 11, 11, 7, 8}, 10, false, &out),
+            2);
   ASSERT_EQ(out.keys, (std::vector<uint64_t>{10, 11}));
-  ASSERT_EQ(out.bytes.size(), 2u);
-  EXPECT_EQ(*out.bytes[0], BlockBytes(1));
-  EXPECT_EQ(*out.bytes[1], BlockBytes(2));
+  ASSERT_EQ(out.data.size(), 2u);
+  EXPECT_EQ(Bytes(out.data[0]), BlockBytes(1));
+  EXPECT_EQ(Bytes(out.data[1]), BlockBytes(2));
   EXPECT_EQ(out.from, (std::vector<Tier>{Tier::kHost, Tier::kHost}));
-  // At most max_blocks, whole blocks only, appended; another parent: another chain.
+  EXPECT_TRUE(out.owned.empty());  // the host tier keeps them
+  // At most max_blocks, whole blocks only, appended; another parent: another chain;
+  // `hold`: with the bytes.
   const std::vector<int32_t> all = {10, 10, 11, 11, 7, 7, 7};
-  EXPECT_EQ(tiers->FetchChain(next, 9, all, 1, &out), 1);
-  EXPECT_EQ(tiers->FetchChain(next, 9, all, 10, &out), 3);
+  EXPECT_EQ(tiers->FetchChain(next, 9, all, 1, false, &out), 1);
+  EXPECT_EQ(tiers->FetchChain(next, 9, all, 10, true, &out), 3);
   EXPECT_EQ(out.keys, (std::vector<uint64_t>{10, 11, 10, 10, 11, 12}));
-  EXPECT_EQ(*out.bytes.back(), BlockBytes(3));
-  EXPECT_EQ(tiers->FetchChain(next, 8, all, 10, &out), 0);
+  EXPECT_EQ(Bytes(out.data.back()), BlockBytes(3));
+  ASSERT_EQ(out.owned.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(out.owned[i]->data(), out.data[3 + i]);
+  EXPECT_EQ(tiers->FetchChain(next, 8, all, 10, false, &out), 0);
   EXPECT_EQ(out.keys.size(), 6u);
   EXPECT_FALSE(tiers->empty());
+  ExpectClean(*tiers);
+}
+
+// Without `hold`, blocks read from disk are still owned by the result: no tier keeps
+// their bytes.
+TEST_F(KvTiersTest, FetchChainOwnsWhatItReadFromDisk) {
+  std::unique_ptr<KvTiers> tiers = Make(1, 4);
+  tiers->OnEvictable(BlockId(1), Meta(10));
+  tiers->OnEvictable(BlockId(2), TierBlockMeta{.key = 11, .parent_key = 10, .tokens = {11, 11}});
+  tiers->OnEvictable(BlockId(3), TierBlockMeta{.key = 12, .parent_key = 11, .tokens = {7, 7}});
+  tiers->Flush();
+  ASSERT_EQ(tiers->Where(10), Tier::kDisk);
+  ASSERT_EQ(tiers->Where(11), Tier::kDisk);
+  ASSERT_EQ(tiers->Where(12), Tier::kHost);
+  const BlockHasher next = [](uint64_t parent, absl::Span<const int32_t>) { return parent + 1; };
+  FetchedBlocks out;
+  ASSERT_EQ(tiers->FetchChain(next, 9, std::vector<int32_t>{10, 10, 11, 11, 7, 7}, 10, false, &out),
+            3);
+  EXPECT_EQ(out.from, (std::vector<Tier>{Tier::kDisk, Tier::kDisk, Tier::kHost}));
+  ASSERT_GE(out.owned.size(), 2u);
+  EXPECT_EQ(out.owned[0]->data(), out.data[0]);
+  EXPECT_EQ(out.owned[1]->data(), out.data[1]);
+  for (int b = 0; b < 3; ++b) EXPECT_EQ(Bytes(out.data[b]), BlockBytes(b + 1)) << "block " << b;
   ExpectClean(*tiers);
 }
 

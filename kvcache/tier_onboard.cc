@@ -53,9 +53,13 @@ int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt)
   if (room == 0) return 0;
   // The reused blocks are the tree's: the chain continues from the last one's key.
   const uint64_t parent = have == 0 ? root_key_ : target_->tree().key(cache.blocks()[have - 1]);
+  // An onboard that must wait for the fence holds its bytes: entries may leave the host
+  // tier before it copies. One that copies at once reads them where they are.
+  const bool copy_now = collected_ >= launched_;
   fetched_.Clear();
-  const int64_t blocks = tiers_->FetchChain(
-      &BlockHash, parent, prompt.subspan(static_cast<size_t>(have) * tpb), room, &fetched_);
+  const int64_t blocks =
+      tiers_->FetchChain(&BlockHash, parent, prompt.subspan(static_cast<size_t>(have) * tpb), room,
+                         /*hold=*/!copy_now, &fetched_);
   if (blocks == 0) return 0;
   const int64_t tokens = (have + blocks) * tpb;
   absl::StatusOr<KvPool::ResizePlan> plan = target_->PlanResize(cache.id(), tokens, tokens);
@@ -63,7 +67,7 @@ int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt)
   target_->ApplyResize(*plan);
   onboarded_tokens_ += blocks * tpb;
   const absl::Span<const int32_t> through = prompt.first(static_cast<size_t>(tokens));
-  if (collected_ >= launched_) {
+  if (copy_now) {
     Complete(cache, have, fetched_, through);
   } else {
     pending_.push_back(PendingOnboard{.id = cache.id(),
@@ -79,12 +83,10 @@ int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt)
 
 void TierOnboarder::Complete(KvCache& cache, int64_t first_block, const FetchedBlocks& fetched,
                              absl::Span<const int32_t> tokens) {
-  sources_.clear();
-  for (const auto& b : fetched.bytes) sources_.push_back(b.get());
   const absl::Span<const BlockId> blocks =
-      cache.blocks().subspan(static_cast<size_t>(first_block), sources_.size());
+      cache.blocks().subspan(static_cast<size_t>(first_block), fetched.data.size());
   // A failed copy into device memory is a failed device: nothing can recover it.
-  LOCKSTEP_CHECK_OK(tiers_->CopyToDevice(sources_, blocks, fetched.from));
+  LOCKSTEP_CHECK_OK(tiers_->CopyToDevice(fetched.data, blocks, fetched.from));
   target_->Commit(cache, tokens, fetched.keys, first_block);
 }
 
@@ -118,7 +120,7 @@ void TierOnboarder::AuditInto(const std::string& prefix, std::vector<std::string
   tiers_->AuditInto(prefix, out);
   for (const PendingOnboard& p : pending_) {
     const KvCache* cache = target_->Find(p.id);
-    const int64_t end = p.first_block + static_cast<int64_t>(p.fetched.bytes.size());
+    const int64_t end = p.first_block + static_cast<int64_t>(p.fetched.data.size());
     if (cache == nullptr || cache->generation() != p.generation) {
       out->push_back(absl::StrCat(prefix, "pending onboard of request ", p.id.value(),
                                   " generation ", p.generation, " has no such cache"));

@@ -87,9 +87,8 @@ class TierOnboarder {
   int64_t collected_ = 0;
   int64_t onboarded_tokens_ = 0;
   std::vector<PendingOnboard> pending_;  // in creation order
-  // Scratch of Onboard and Complete, kept to spare allocations on each onboard.
+  // Onboard's scratch, kept to spare allocations on each onboard.
   FetchedBlocks fetched_;
-  std::vector<const std::vector<std::byte>*> sources_;
 };
 
 }  // namespace lockstep::kv
