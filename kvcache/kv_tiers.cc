@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
-#include <numeric>
 #include <system_error>
 #include <thread>
 #include <utility>
