@@ -277,7 +277,8 @@ void KvTiers::OnEvictable(BlockId block, TierBlockMeta meta) {
   LOCKSTEP_CHECK(meta.tokens.size() == tpb_)
       << "block " << block << " holds " << meta.tokens.size() << " tokens, not " << tpb_;
   std::copy(meta.tokens.begin(), meta.tokens.end(), host_tokens_.begin() + slot * tpb_);
-  host_slots_[slot] = HostEntry{.meta = std::move(meta),
+  host_slots_[slot] = HostEntry{.key = key,
+                                .parent_key = meta.parent_key,
                                 .data = job->bytes->data(),
                                 .copy_down = job,
                                 .bytes = job->bytes,
@@ -296,7 +297,7 @@ void KvTiers::BeforeReuse(BlockId block) {
   copying_.erase(it);
   if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
   if (!worker_->StatusOf(*entry.copy_down).ok()) {
-    EraseHost(entry.meta.key);
+    EraseHost(entry.key);
     return;
   }
   entry.copy_down.reset();
@@ -360,7 +361,7 @@ void KvTiers::EvictHostLru() {
   const uint32_t slot = victim->slot;
   const bool front = victim == host_lru_.begin();
   HostEntry& entry = host_slots_[slot];
-  const uint64_t key = entry.meta.key;
+  const uint64_t key = entry.key;
   bool usable = true;
   if (entry.copy_down != nullptr) {
     // Finished, not cancelled: what lands in which tier must not depend on the
@@ -370,12 +371,18 @@ void KvTiers::EvictHostLru() {
     usable = worker_->StatusOf(*entry.copy_down).ok();
     entry.copy_down.reset();
   }
-  HostEntry taken = std::move(entry);
+  const bool spill = usable && disk_capacity_ > 0;
+  TierBlockMeta meta;
+  if (spill) {
+    const absl::Span<const int32_t> tokens = HostTokens(slot);
+    meta = {.key = key, .parent_key = entry.parent_key, .tokens = {tokens.begin(), tokens.end()}};
+  }
+  std::shared_ptr<std::vector<std::byte>> bytes = std::move(entry.bytes);
   host_.erase(key);
   FreeHostSlot(slot);
   if (front) host_lru_.pop_front();  // else its record stays, stale
   Report(key, Tier::kHost, /*stored=*/false);
-  if (usable && disk_capacity_ > 0) SpillToDisk(std::move(taken));
+  if (spill) SpillToDisk(std::move(meta), std::move(bytes));
 }
 
 void KvTiers::TouchHost(uint32_t slot) {
@@ -390,18 +397,17 @@ void KvTiers::TouchHost(uint32_t slot) {
   host_lru_.resize(kept);
 }
 
-void KvTiers::SpillToDisk(HostEntry entry) {
+void KvTiers::SpillToDisk(TierBlockMeta meta, std::shared_ptr<std::vector<std::byte>> bytes) {
   while (static_cast<int64_t>(disk_.size()) >= disk_capacity_) EvictDiskLru();
-  const uint64_t key = entry.meta.key;
+  const uint64_t key = meta.key;
   auto job = std::make_shared<Job>();
   job->kind = Job::Kind::kDiskWrite;
-  job->bytes = std::move(entry.bytes);
-  job->meta = entry.meta;
+  job->bytes = std::move(bytes);
+  job->meta = meta;
   job->path = DiskPathOf(key);
   disk_lru_.push_back(key);
   disk_.emplace(
-      key,
-      DiskEntry{.meta = std::move(entry.meta), .write = job, .lru = std::prev(disk_lru_.end())});
+      key, DiskEntry{.meta = std::move(meta), .write = job, .lru = std::prev(disk_lru_.end())});
   Report(key, Tier::kDisk, /*stored=*/true);
   worker_->Enqueue(std::move(job));
 }
@@ -414,15 +420,14 @@ void KvTiers::EvictDiskLru() {
   EraseDisk(key, wrote);
 }
 
-const TierBlockMeta* KvTiers::Matching(uint64_t key, uint64_t parent_key,
-                                       absl::Span<const int32_t> tokens) const {
-  const TierBlockMeta* meta = nullptr;
+bool KvTiers::Matching(uint64_t key, uint64_t parent_key, absl::Span<const int32_t> tokens) const {
   if (const auto h = host_.find(key); h != host_.end()) {
-    meta = &host_slots_[h->second].meta;
-  } else if (const auto d = disk_.find(key); d != disk_.end()) {
-    meta = &d->second.meta;
+    const absl::Span<const int32_t> held = HostTokens(h->second);
+    return host_slots_[h->second].parent_key == parent_key &&
+           std::equal(held.begin(), held.end(), tokens.begin(), tokens.end());
   }
-  return meta != nullptr && SameBlock(*meta, parent_key, tokens) ? meta : nullptr;
+  const auto d = disk_.find(key);
+  return d != disk_.end() && SameBlock(d->second.meta, parent_key, tokens);
 }
 
 bool KvTiers::SameBlock(const TierBlockMeta& meta, uint64_t parent_key,
@@ -479,7 +484,7 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
   const int64_t blocks = std::min<int64_t>(max_blocks, static_cast<int64_t>(tokens.size() / tpb));
   // A prefix that comes back long after it left finds its host entries out of cache, and
   // each block's check is two dependent reads: its index slot, then its entry and its
-  // copy of the tokens (both found from the slot). Each is asked for kStage blocks before
+  // tokens (both found from the slot). Each is asked for kStage blocks before
   // the next needs it (hash and index slot 2 * kStage blocks ahead of the block being
   // checked, entry and tokens kStage), so the misses of successive blocks overlap instead
   // of following one another. Nothing below inserts into host_, and erasing (a failed
@@ -512,7 +517,7 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
     if (slot != kNoSlot) {  // as Matching and Fetch would, without their finds
       HostEntry& entry = host_slots_[slot];
       const int32_t* copy = &host_tokens_[slot * tpb_];
-      if (entry.meta.parent_key != parent || !std::equal(block.begin(), block.end(), copy)) {
+      if (entry.parent_key != parent || !std::equal(block.begin(), block.end(), copy)) {
         return i;
       }
       // A miss after all: a failed copy-down.
@@ -523,7 +528,7 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
       out->from.push_back(Tier::kHost);
     } else {
       Tier from = Tier::kDisk;
-      if (Matching(key, parent, block) == nullptr) return i;
+      if (!Matching(key, parent, block)) return i;
       absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = Fetch(key, &from);
       // A miss after all: a damaged disk block.
       if (!bytes.ok()) return i;
@@ -579,7 +584,7 @@ std::shared_ptr<const std::vector<std::byte>> KvTiers::Pin(uint64_t key, uint64_
                                                            absl::Span<const int32_t> tokens) {
   if (pins_ >= max_pins_) return nullptr;
   const auto it = host_.find(key);
-  if (it == host_.end() || Matching(key, parent_key, tokens) == nullptr) return nullptr;
+  if (it == host_.end() || !Matching(key, parent_key, tokens)) return nullptr;
   const uint32_t slot = it->second;
   if (!FinishCopyDown(slot).ok()) return nullptr;
   TouchHost(slot);
@@ -596,7 +601,7 @@ absl::Status KvTiers::FinishCopyDown(uint32_t slot) {
   if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
   const absl::Status status = worker_->StatusOf(*entry.copy_down);
   entry.copy_down.reset();
-  if (!status.ok()) EraseHost(entry.meta.key);
+  if (!status.ok()) EraseHost(entry.key);
   return status;
 }
 
@@ -658,11 +663,7 @@ void KvTiers::AuditInto(const std::string& prefix, std::vector<std::string>* out
     if (e.pins > 0 && e.copy_down != nullptr) {
       report("host tier entry ", key, " is pinned while its copy-down may still run");
     }
-    if (e.meta.key != key) report("host tier entry ", key, " names key ", e.meta.key);
-    if (!std::equal(e.meta.tokens.begin(), e.meta.tokens.end(), host_tokens_.begin() + slot * tpb_,
-                    host_tokens_.begin() + (slot + 1) * tpb_)) {
-      report("host tier entry ", key, "'s copy of its tokens differs from its tokens");
-    }
+    if (e.key != key) report("host tier entry ", key, " names key ", e.key);
     if (disk_.contains(key)) report("key ", key, " is in the host and the disk tier");
     if (e.bytes == nullptr || e.bytes->size() != block_bytes_ || e.data != e.bytes->data()) {
       report("host tier entry ", key, " does not hold one block of bytes");

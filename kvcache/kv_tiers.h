@@ -143,9 +143,11 @@ class KvTiers {
  private:
   struct Job;
   class Worker;
-  // A host tier entry, in host_slots_. Its first cache line holds what an onboard reads.
+  // A host tier entry, in host_slots_. Its first cache line holds what an onboard reads;
+  // its tokens are in host_tokens_ (HostTokens).
   struct alignas(64) HostEntry {
-    TierBlockMeta meta;
+    uint64_t key = 0;
+    uint64_t parent_key = 0;
     const std::byte* data = nullptr;  // bytes->data()
     std::shared_ptr<Job> copy_down;   // null once known finished
     std::shared_ptr<std::vector<std::byte>> bytes;
@@ -177,7 +179,8 @@ class KvTiers {
   // Empties `slot` (already out of host_) and lists it as free; its LRU records go stale.
   void FreeHostSlot(uint32_t slot);
   void EvictDiskLru();
-  void SpillToDisk(HostEntry entry);
+  // Writes an evicted host entry (`meta` and its bytes) to the disk tier.
+  void SpillToDisk(TierBlockMeta meta, std::shared_ptr<std::vector<std::byte>> bytes);
   void EraseHost(uint64_t key);
   // Waits for host slot `slot`'s copy-down, if one is pending; a failed one erases the
   // entry (the slot is then free) and is returned.
@@ -187,10 +190,13 @@ class KvTiers {
   absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> FetchHost(uint32_t slot);
   void EraseDisk(uint64_t key, bool remove_file);
   void Report(uint64_t key, Tier tier, bool stored);
-  // The metadata of `key` in the host or disk tier when it names the block after
-  // `parent_key` holding `tokens`; null otherwise.
-  const TierBlockMeta* Matching(uint64_t key, uint64_t parent_key,
-                                absl::Span<const int32_t> tokens) const;
+  // Whether `key` is in the host or disk tier naming the block after `parent_key` holding
+  // `tokens`.
+  bool Matching(uint64_t key, uint64_t parent_key, absl::Span<const int32_t> tokens) const;
+  // The tokens of host slot `slot`'s block (tpb_ of them).
+  absl::Span<const int32_t> HostTokens(uint32_t slot) const {
+    return absl::MakeConstSpan(host_tokens_).subspan(slot * tpb_, tpb_);
+  }
   // Whether `meta` names the block after `parent_key` holding `tokens`.
   static bool SameBlock(const TierBlockMeta& meta, uint64_t parent_key,
                         absl::Span<const int32_t> tokens);
@@ -210,8 +216,8 @@ class KvTiers {
   absl::flat_hash_map<uint64_t, uint32_t> host_;
   std::vector<HostEntry> host_slots_;
   std::vector<uint64_t> host_stamps_;  // per slot: its live LRU stamp, 0 when free
-  // Per slot, tpb_ tokens from slot * tpb_: a copy of its entry's meta.tokens at an
-  // address known from the slot alone, so an onboard asks for it with the entry.
+  // Per slot, its block's tpb_ tokens from slot * tpb_ (their only copy), at an address
+  // known from the slot alone, so an onboard asks for them with the entry.
   std::vector<int32_t> host_tokens_;
   std::vector<uint32_t> free_host_slots_;
   std::deque<LruRecord> host_lru_;     // least recently used first; stale records skipped
