@@ -436,19 +436,20 @@ bool KvTiers::SameBlock(const TierBlockMeta& meta, uint64_t parent_key,
          std::equal(meta.tokens.begin(), meta.tokens.end(), tokens.begin(), tokens.end());
 }
 
-absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::FetchHost(uint32_t slot) {
+absl::Status KvTiers::FetchHost(uint32_t slot) {
   if (const absl::Status status = FinishCopyDown(slot); !status.ok()) {
     return absl::NotFoundError(absl::StrCat("host tier: copy-down failed: ", status.message()));
   }
   TouchHost(slot);
-  return std::shared_ptr<const std::vector<std::byte>>(host_slots_[slot].bytes);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uint64_t key,
                                                                              Tier* from) {
   if (const auto h = host_.find(key); h != host_.end()) {
     *from = Tier::kHost;
-    return FetchHost(h->second);
+    if (absl::Status status = FetchHost(h->second); !status.ok()) return status;
+    return std::shared_ptr<const std::vector<std::byte>>(host_slots_[h->second].bytes);
   }
   const auto d = disk_.find(key);
   if (d == disk_.end()) return absl::NotFoundError(absl::StrCat("no tier holds block ", key));
@@ -521,8 +522,7 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
         return i;
       }
       // A miss after all: a failed copy-down.
-      if (!FinishCopyDown(slot).ok()) return i;
-      TouchHost(slot);
+      if (!FetchHost(slot).ok()) return i;
       out->data.push_back(entry.data);
       if (hold) out->owned.push_back(entry.bytes);
       out->from.push_back(Tier::kHost);

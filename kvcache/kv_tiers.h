@@ -185,9 +185,10 @@ class KvTiers {
   // Waits for host slot `slot`'s copy-down, if one is pending; a failed one erases the
   // entry (the slot is then free) and is returned.
   absl::Status FinishCopyDown(uint32_t slot);
-  // Fetch of host slot `slot`: finishes its copy-down, touches it, returns its bytes;
-  // NotFound when the copy-down failed (the slot is then free).
-  absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> FetchHost(uint32_t slot);
+  // What a fetch of host slot `slot` does before handing out its bytes (Fetch and
+  // FetchChain): finishes its copy-down and touches it; NotFound when the copy-down
+  // failed (the slot is then free).
+  absl::Status FetchHost(uint32_t slot);
   void EraseDisk(uint64_t key, bool remove_file);
   void Report(uint64_t key, Tier tier, bool stored);
   // Whether `key` is in the host or disk tier naming the block after `parent_key` holding
