@@ -422,9 +422,7 @@ void KvTiers::EvictDiskLru() {
 
 bool KvTiers::Matching(uint64_t key, uint64_t parent_key, absl::Span<const int32_t> tokens) const {
   if (const auto h = host_.find(key); h != host_.end()) {
-    const absl::Span<const int32_t> held = HostTokens(h->second);
-    return host_slots_[h->second].parent_key == parent_key &&
-           std::equal(held.begin(), held.end(), tokens.begin(), tokens.end());
+    return HostMatches(h->second, parent_key, tokens);
   }
   const auto d = disk_.find(key);
   return d != disk_.end() && SameBlock(d->second.meta, parent_key, tokens);
@@ -516,13 +514,10 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
     const uint32_t slot = chain_slots_[i];
     const absl::Span<const int32_t> block = tokens.subspan(static_cast<size_t>(i) * tpb, tpb);
     if (slot != kNoSlot) {  // as Matching and Fetch would, without their finds
-      HostEntry& entry = host_slots_[slot];
-      const int32_t* copy = &host_tokens_[slot * tpb_];
-      if (entry.parent_key != parent || !std::equal(block.begin(), block.end(), copy)) {
-        return i;
-      }
+      if (!HostMatches(slot, parent, block)) return i;
       // A miss after all: a failed copy-down.
       if (!FetchHost(slot).ok()) return i;
+      const HostEntry& entry = host_slots_[slot];
       out->data.push_back(entry.data);
       if (hold) out->owned.push_back(entry.bytes);
       out->from.push_back(Tier::kHost);

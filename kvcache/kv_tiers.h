@@ -33,6 +33,7 @@
 #ifndef LOCKSTEP_KVCACHE_KV_TIERS_H_
 #define LOCKSTEP_KVCACHE_KV_TIERS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -197,6 +198,12 @@ class KvTiers {
   // The tokens of host slot `slot`'s block (tpb_ of them).
   absl::Span<const int32_t> HostTokens(uint32_t slot) const {
     return absl::MakeConstSpan(host_tokens_).subspan(slot * tpb_, tpb_);
+  }
+  // Whether host slot `slot` names the block after `parent_key` holding `tokens`.
+  bool HostMatches(uint32_t slot, uint64_t parent_key, absl::Span<const int32_t> tokens) const {
+    const absl::Span<const int32_t> held = HostTokens(slot);
+    return host_slots_[slot].parent_key == parent_key &&
+           std::equal(held.begin(), held.end(), tokens.begin(), tokens.end());
   }
   // Whether `meta` names the block after `parent_key` holding `tokens`.
   static bool SameBlock(const TierBlockMeta& meta, uint64_t parent_key,
