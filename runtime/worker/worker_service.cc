@@ -122,6 +122,7 @@ void WorkerServiceImpl::DoStats(v1::StatsResponse* response) {
   response->set_error_steps(c.error_steps);
   response->set_dummy_updates_dropped(c.dummy_updates_dropped);
   response->set_engine_failures(c.engine_failures);
+  response->set_paused_requests(c.paused);
   SetDraftStats(options_.executor->speculative(), c, response);
   SetRankStats(snap, response);
   if (options_.expert_loads != nullptr) {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -53,6 +54,19 @@ double Delta(const std::map<std::string, double>& after,
   const auto a = after.find(series);
   const auto b = before.find(series);
   return (a == after.end() ? 0 : a->second) - (b == before.end() ? 0 : b->second);
+}
+
+double FamilyDelta(const std::map<std::string, double>& after,
+                   const std::map<std::string, double>& before, absl::string_view name) {
+  double sum = 0;
+  for (const auto& [series, value] : after) {
+    if (!absl::StartsWith(series, name) ||
+        (series.size() != name.size() && series[name.size()] != '{')) {
+      continue;
+    }
+    sum += Delta(after, before, series);
+  }
+  return sum;
 }
 
 }  // namespace lockstep::bench

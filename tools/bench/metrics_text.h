@@ -27,6 +27,11 @@ std::map<std::string, double> ParseSamples(absl::string_view metrics_text);
 double Delta(const std::map<std::string, double>& after,
              const std::map<std::string, double>& before, const std::string& series);
 
+// The same summed over every series of the metric `name` (the bare name and each of its
+// label sets: `name{...}`), e.g. a per-instance counter over the whole deployment.
+double FamilyDelta(const std::map<std::string, double>& after,
+                   const std::map<std::string, double>& before, absl::string_view name);
+
 }  // namespace lockstep::bench
 
 #endif  // LOCKSTEP_TOOLS_BENCH_METRICS_TEXT_H_

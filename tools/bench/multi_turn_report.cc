@@ -170,6 +170,7 @@ json MakeMultiTurnReport(const MultiTurnOptions& options, const std::string& pol
       {"routing_decisions", decisions},
       {"rank_hints", hints},
       {"kv_resyncs", delta("lockstep_router_kv_resyncs_total")},
+      {"paused_requests", FamilyDelta(after, before, kPausedRequests)},
   };
 }
 
@@ -181,9 +182,10 @@ std::string FormatMultiTurnReport(const json& r) {
       r["turns"]["min"].get<int64_t>(), r["turns"]["max"].get<int64_t>(),
       r["system_tokens"].get<int64_t>(), r["mean_think_ms"].get<double>(),
       r["seed"].get<uint64_t>());
-  absl::StrAppendFormat(&out, "  requests        %d ok, %d failed in %.1f s (%.2f req/s)\n",
-                        r["requests"].get<int64_t>(), r["failed"].get<int64_t>(),
-                        r["wall_s"].get<double>(), r["requests_per_s"].get<double>());
+  absl::StrAppendFormat(
+      &out, "  requests        %d ok, %d failed in %.1f s (%.2f req/s); %.0f paused to make room\n",
+      r["requests"].get<int64_t>(), r["failed"].get<int64_t>(), r["wall_s"].get<double>(),
+      r["requests_per_s"].get<double>(), r.value("paused_requests", 0.0));
   absl::StrAppendFormat(
       &out,
       "  prefix hit rate %.1f%% (router: cached on the serving rank); ideal %.1f%%; %.1f%% "

@@ -19,6 +19,7 @@ namespace lockstep::bench {
 inline constexpr char kRankPromptTokens[] = "lockstep_instance_rank_prompt_tokens_total";
 inline constexpr char kRankReusedTokens[] = "lockstep_instance_rank_prefix_tokens_reused_total";
 inline constexpr char kTierHitTokens[] = "lockstep_instance_kv_tier_hit_tokens_total";
+inline constexpr char kPausedRequests[] = "lockstep_instance_paused_requests_total";
 
 // One rank's prefix reuse over a run, from its Stats as the router mirrors them: the
 // tokens its new context caches had to prefill, and how many of them it reused.

@@ -129,8 +129,10 @@ TEST(MultiTurnTest, ReportTakesHitRatesFromTheRouterAndTheIdealFromTheTurns) {
   TurnOutcome failed;
   failed.error = "gRPC 14: gone";
   result.turns.push_back(failed);
+  const std::string paused = kPausedRequests;
   const std::map<std::string, double> before = {{"lockstep_router_prompt_tokens_total", 50},
-                                                {"lockstep_router_prefix_cached_tokens_total", 5}};
+                                                {"lockstep_router_prefix_cached_tokens_total", 5},
+                                                {paused + "{instance=\"a\"}", 2}};
   const std::map<std::string, double> after = {
       {"lockstep_router_prompt_tokens_total", 450},
       {"lockstep_router_prefix_cached_tokens_total", 293},
@@ -141,7 +143,10 @@ TEST(MultiTurnTest, ReportTakesHitRatesFromTheRouterAndTheIdealFromTheTurns) {
       {std::string(kRankPromptTokens) + "{instance=\"a\",rank=\"1\"}", 100},
       {std::string(kRankReusedTokens) + "{instance=\"a\",rank=\"1\"}", 50},
       {std::string(kTierHitTokens) + "{instance=\"a\",rank=\"0\",tier=\"device\"}", 180},
-      {std::string(kTierHitTokens) + "{instance=\"a\",rank=\"0\",tier=\"host\"}", 80}};
+      {std::string(kTierHitTokens) + "{instance=\"a\",rank=\"0\",tier=\"host\"}", 80},
+      {paused + "{instance=\"a\"}", 7},
+      {paused + "{instance=\"b\"}", 1},  // appeared during the run
+      {paused + "_other{instance=\"a\"}", 50}};
   const nlohmann::json r = MakeMultiTurnReport(o, "kv_aware", result, before, after);
   EXPECT_EQ(r["requests"], 4);
   EXPECT_EQ(r["failed"], 1);
@@ -165,6 +170,8 @@ TEST(MultiTurnTest, ReportTakesHitRatesFromTheRouterAndTheIdealFromTheTurns) {
   EXPECT_DOUBLE_EQ(r["workers"]["tiers"]["host"]["hit_rate"].get<double>(), 80.0 / 400.0);
   EXPECT_FALSE(r["workers"]["tiers"].contains("disk"));
   EXPECT_NE(FormatMultiTurnReport(r).find("host 20.0% (80 tokens)"), std::string::npos);
+  EXPECT_DOUBLE_EQ(r["paused_requests"].get<double>(), 5 + 1);
+  EXPECT_NE(FormatMultiTurnReport(r).find("; 6 paused to make room"), std::string::npos);
 
   nlohmann::json baseline = r;
   baseline["policy"] = "least_load";

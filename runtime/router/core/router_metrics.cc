@@ -37,6 +37,10 @@ const MirroredCounter kMirrored[] = {
      [](const v1::StatsResponse& s) { return s.error_steps(); }},
     {"lockstep_instance_engine_failures_total", "Engine batches that failed, on any rank.",
      [](const v1::StatsResponse& s) { return s.engine_failures(); }},
+    {"lockstep_instance_paused_requests_total",
+     "Requests paused to make room for older ones (KV released: recomputed or brought back "
+     "from a KV tier when they run again).",
+     [](const v1::StatsResponse& s) { return s.paused_requests(); }},
 };
 
 // Per-request acceptance rates: tenths, the last bucket exactly 1 (every draft taken).

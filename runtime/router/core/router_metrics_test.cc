@@ -27,6 +27,7 @@ TEST(RouterMetricsTest, MirrorsTheStepCountersOfEveryInstance) {
   instance.stats.set_rank_errors(3);
   instance.stats.set_error_steps(1);
   instance.stats.set_engine_failures(1);
+  instance.stats.set_paused_requests(6);
   RouterMetrics metrics;
   absl::StatusOr<testing::ParsedMetrics> parsed =
       testing::ParsePrometheusText(metrics.Render({instance}));
@@ -38,6 +39,7 @@ TEST(RouterMetricsTest, MirrorsTheStepCountersOfEveryInstance) {
   EXPECT_EQ(parsed->Value("lockstep_instance_rank_errors_total", gen0), 3);
   EXPECT_EQ(parsed->Value("lockstep_instance_error_steps_total", gen0), 1);
   EXPECT_EQ(parsed->Value("lockstep_instance_engine_failures_total", gen0), 1);
+  EXPECT_EQ(parsed->Value("lockstep_instance_paused_requests_total", gen0), 6);
   EXPECT_EQ(parsed->types.at("lockstep_instance_rank_errors_total"), "counter");
   EXPECT_THAT(parsed->help.at("lockstep_instance_stale_updates_total"),
               HasSubstr("closed or re-created"));
