@@ -385,9 +385,18 @@ void KvTiers::EvictHostLru() {
   if (spill) SpillToDisk(std::move(meta), std::move(bytes));
 }
 
-void KvTiers::TouchHost(uint32_t slot) {
-  host_stamps_[slot] = ++lru_clock_;
-  host_lru_.push_back(LruRecord{slot, lru_clock_});
+void KvTiers::TouchHost(uint32_t slot) { TouchHosts({&slot, 1}); }
+
+void KvTiers::TouchHosts(absl::Span<const uint32_t> slots) {
+  for (const uint32_t slot : slots) {
+    if (slot == kNoSlot) continue;
+    host_stamps_[slot] = ++lru_clock_;
+    // Field by field: a record built aside and copied in is read back before its two
+    // stores have left the store buffer, a stall per record.
+    LruRecord& record = host_lru_.emplace_back();
+    record.slot = slot;
+    record.stamp = lru_clock_;
+  }
   if (host_lru_.size() <= 4 * host_.size() + 64) return;
   // Drop the stale records (at most a quarter are live), reading only the stamps.
   size_t kept = 0;
@@ -438,7 +447,6 @@ absl::Status KvTiers::FetchHost(uint32_t slot) {
   if (const absl::Status status = FinishCopyDown(slot); !status.ok()) {
     return absl::NotFoundError(absl::StrCat("host tier: copy-down failed: ", status.message()));
   }
-  TouchHost(slot);
   return absl::OkStatus();
 }
 
@@ -447,6 +455,7 @@ absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uin
   if (const auto h = host_.find(key); h != host_.end()) {
     *from = Tier::kHost;
     if (absl::Status status = FetchHost(h->second); !status.ok()) return status;
+    TouchHost(h->second);
     return std::shared_ptr<const std::vector<std::byte>>(host_slots_[h->second].bytes);
   }
   const auto d = disk_.find(key);
@@ -514,19 +523,19 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
     const uint32_t slot = chain_slots_[i];
     const absl::Span<const int32_t> block = tokens.subspan(static_cast<size_t>(i) * tpb, tpb);
     if (slot != kNoSlot) {  // as Matching and Fetch would, without their finds
-      if (!HostMatches(slot, parent, block)) return i;
+      if (!HostMatches(slot, parent, block)) return TouchChain(i);
       // A miss after all: a failed copy-down.
-      if (!FetchHost(slot).ok()) return i;
+      if (!FetchHost(slot).ok()) return TouchChain(i);
       const HostEntry& entry = host_slots_[slot];
       out->data.push_back(entry.data);
       if (hold) out->owned.push_back(entry.bytes);
       out->from.push_back(Tier::kHost);
     } else {
       Tier from = Tier::kDisk;
-      if (!Matching(key, parent, block)) return i;
+      if (!Matching(key, parent, block)) return TouchChain(i);
       absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = Fetch(key, &from);
       // A miss after all: a damaged disk block.
-      if (!bytes.ok()) return i;
+      if (!bytes.ok()) return TouchChain(i);
       out->data.push_back((*bytes)->data());
       out->owned.push_back(*std::move(bytes));
       out->from.push_back(from);
@@ -534,7 +543,12 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
     out->keys.push_back(key);
     parent = key;
   }
-  return blocks;
+  return TouchChain(blocks);
+}
+
+int64_t KvTiers::TouchChain(int64_t fetched) {
+  TouchHosts(absl::MakeConstSpan(chain_slots_).first(static_cast<size_t>(fetched)));
+  return fetched;
 }
 
 absl::Status KvTiers::CopyToDevice(const std::vector<std::byte>& bytes, BlockId dst, Tier from) {
@@ -559,8 +573,12 @@ absl::Status KvTiers::CopyToDevice(absl::Span<const std::byte* const> data,
   // in chain order ran 1.6-2.3x slower than ascending, docs/perf/kv_tiers.md). Ascending,
   // the copy needs no software prefetch of the next block's pages. Falling and rising
   // runs are common, so they are reversed or kept without a sort.
-  copy_order_.clear();
-  for (size_t i = 0; i < data.size(); ++i) copy_order_.push_back({data[i], dst[i]});
+  copy_order_.resize(data.size());
+  for (size_t i = 0; i < data.size(); ++i) {
+    // Field by field, as TouchHosts writes its records.
+    copy_order_[i].data = data[i];
+    copy_order_[i].block = dst[i];
+  }
   const auto rising = [](const BlockSource& a, const BlockSource& b) { return a.data < b.data; };
   if (!std::is_sorted(copy_order_.begin(), copy_order_.end(), rising)) {
     if (std::is_sorted(copy_order_.rbegin(), copy_order_.rend(), rising)) {
@@ -571,7 +589,18 @@ absl::Status KvTiers::CopyToDevice(absl::Span<const std::byte* const> data,
   }
   if (absl::Status status = device_->CopyBlocksInCached(copy_order_); !status.ok()) return status;
   stats_.onboard_ns += NowNs() - start;
-  for (const Tier t : from) ++stats_.onboarded_blocks[static_cast<int>(t)];
+  // Counted in registers: an increment of a counter in memory per block waits for the
+  // previous one's store.
+  int64_t host = 0;
+  int64_t disk = 0;
+  for (const Tier t : from) {
+    host += t == Tier::kHost ? 1 : 0;
+    disk += t == Tier::kDisk ? 1 : 0;
+  }
+  stats_.onboarded_blocks[static_cast<int>(Tier::kHost)] += host;
+  stats_.onboarded_blocks[static_cast<int>(Tier::kDisk)] += disk;
+  stats_.onboarded_blocks[static_cast<int>(Tier::kDevice)] +=
+      static_cast<int64_t>(from.size()) - host - disk;
   return absl::OkStatus();
 }
 

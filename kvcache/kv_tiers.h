@@ -174,6 +174,11 @@ class KvTiers {
   // Makes host slot `slot` the host tier's most recently used; drops stale records
   // when they outnumber the live ones.
   void TouchHost(uint32_t slot);
+  // The same for each of `slots` in order (kNoSlot: skipped), compacting once.
+  void TouchHosts(absl::Span<const uint32_t> slots);
+  // Touches the host slots of FetchChain's first `fetched` blocks, in chain order;
+  // returns `fetched`.
+  int64_t TouchChain(int64_t fetched);
   bool Live(const LruRecord& record) const { return host_stamps_[record.slot] == record.stamp; }
   // A free host slot (grows the slots when none is free).
   uint32_t TakeHostSlot();
@@ -187,8 +192,8 @@ class KvTiers {
   // entry (the slot is then free) and is returned.
   absl::Status FinishCopyDown(uint32_t slot);
   // What a fetch of host slot `slot` does before handing out its bytes (Fetch and
-  // FetchChain): finishes its copy-down and touches it; NotFound when the copy-down
-  // failed (the slot is then free).
+  // FetchChain, which then touch it): finishes its copy-down; NotFound when the
+  // copy-down failed (the slot is then free).
   absl::Status FetchHost(uint32_t slot);
   void EraseDisk(uint64_t key, bool remove_file);
   void Report(uint64_t key, Tier tier, bool stored);
