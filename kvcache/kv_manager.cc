@@ -120,13 +120,12 @@ absl::StatusOr<int64_t> KvManager::CreateCache(RequestId id, absl::Span<const in
   }
   // The dummy never reuses: its tokens are padding.
   int64_t reused = id == kDummyId ? 0 : m.ReusableTokens(prompt);
-  m.target().CreateCache(id, m.next_generation++, prompt, reused / m.target().tokens_per_block());
+  KvCache& cache = m.target().CreateCache(id, m.next_generation++, prompt,
+                                          reused / m.target().tokens_per_block());
   if (m.paired()) {
     m.draft()->CreateCache(id, m.next_generation++, prompt, reused / m.draft()->tokens_per_block());
   }
-  if (m.onboarder != nullptr && id != kDummyId) {
-    reused += m.onboarder->Onboard(*m.target().Find(id), prompt);
-  }
+  if (m.onboarder != nullptr && id != kDummyId) reused += m.onboarder->Onboard(cache, prompt);
   m.reused_tokens += reused;
   return reused;
 }

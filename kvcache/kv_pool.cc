@@ -37,7 +37,8 @@ int64_t KvPool::ProbeBlocks(absl::Span<const int32_t> tokens, int64_t max_blocks
 
 KvCache& KvPool::CreateCache(RequestId id, uint64_t generation, absl::Span<const int32_t> prompt,
                              int64_t reused_blocks) {
-  LOCKSTEP_CHECK(!by_id_.contains(id)) << "request " << id << " already has a cache";
+  const auto [it, inserted] = by_id_.try_emplace(id, -1);
+  LOCKSTEP_CHECK(inserted) << "request " << id << " already has a cache";
   int32_t slot;
   if (free_slots_.empty()) {
     slot = static_cast<int32_t>(slots_.size());
@@ -46,9 +47,9 @@ KvCache& KvPool::CreateCache(RequestId id, uint64_t generation, absl::Span<const
     slot = free_slots_.back();
     free_slots_.pop_back();
   }
+  it->second = slot;
   KvCache& cache = *slots_[slot];
   cache.Reset(id, generation);
-  by_id_.emplace(id, slot);
   if (reused_blocks > 0) {
     LOCKSTEP_CHECK(prefix_reuse_) << "reuse requested from a pool without prefix reuse";
     const int64_t matched = tree_.Match(prompt, reused_blocks, [&](BlockId block) {
@@ -82,7 +83,14 @@ absl::StatusOr<KvPool::ResizePlan> KvPool::PlanResize(RequestId id, std::optiona
     return absl::NotFoundError(
         absl::StrCat("request ", id.value(), " has no cache in the ", name_, " pool"));
   }
-  absl::StatusOr<KvCache::Lengths> resolved = cache->ResolveResize(capacity, history);
+  return PlanResize(*cache, capacity, history);
+}
+
+absl::StatusOr<KvPool::ResizePlan> KvPool::PlanResize(KvCache& cache,
+                                                      std::optional<int64_t> capacity,
+                                                      std::optional<int64_t> history) {
+  const RequestId id = cache.id();
+  absl::StatusOr<KvCache::Lengths> resolved = cache.ResolveResize(capacity, history);
   if (!resolved.ok()) {
     // The InvalidArgument messages are part of the contract and stay exact.
     if (resolved.status().code() != absl::StatusCode::kFailedPrecondition) {
@@ -97,13 +105,13 @@ absl::StatusOr<KvPool::ResizePlan> KvPool::PlanResize(RequestId id, std::optiona
                                                      " asks for capacity ", lengths.capacity,
                                                      ", the pool holds ", max_tokens(), " tokens"));
   }
-  const int64_t needed = layout().BlocksFor(lengths.capacity) - cache->num_blocks();
+  const int64_t needed = layout().BlocksFor(lengths.capacity) - cache.num_blocks();
   if (needed > 0 && needed > Available(id == dummy_id_)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         name_, " pool: request ", id.value(), " needs ", needed, " more blocks for capacity ",
         lengths.capacity, ", ", Available(id == dummy_id_), " are free or evictable"));
   }
-  return ResizePlan{.cache = cache, .lengths = lengths};
+  return ResizePlan{.cache = &cache, .lengths = lengths};
 }
 
 void KvPool::ApplyResize(const ResizePlan& plan) {
@@ -118,11 +126,17 @@ void KvPool::ApplyResize(const ResizePlan& plan) {
 
 bool KvPool::CanGrow(RequestId id, int64_t tokens) const {
   const KvCache* cache = Find(id);
-  const int64_t capacity = cache == nullptr ? 0 : cache->capacity();
-  const int64_t have = cache == nullptr ? 0 : cache->num_blocks();
+  return cache != nullptr ? CanGrow(*cache, tokens) : CanGrowFrom(0, 0, id == dummy_id_, tokens);
+}
+
+bool KvPool::CanGrow(const KvCache& cache, int64_t tokens) const {
+  return CanGrowFrom(cache.capacity(), cache.num_blocks(), cache.id() == dummy_id_, tokens);
+}
+
+bool KvPool::CanGrowFrom(int64_t capacity, int64_t have, bool for_dummy, int64_t tokens) const {
   if (tokens > max_tokens() - capacity) return false;
   const int64_t needed = layout().BlocksFor(capacity + std::max<int64_t>(tokens, 0)) - have;
-  return needed <= 0 || needed <= Available(id == dummy_id_);
+  return needed <= 0 || needed <= Available(for_dummy);
 }
 
 void KvPool::Commit(KvCache& cache, absl::Span<const int32_t> tokens) {

@@ -92,6 +92,9 @@ class KvPool {
   // dummy reserve for the dummy). NotFound without a cache. Changes nothing.
   absl::StatusOr<ResizePlan> PlanResize(RequestId id, std::optional<int64_t> capacity,
                                         std::optional<int64_t> history);
+  // The same for a cache of this pool the caller already holds (no lookup by id).
+  absl::StatusOr<ResizePlan> PlanResize(KvCache& cache, std::optional<int64_t> capacity,
+                                        std::optional<int64_t> history);
   // Applies a plan from PlanResize: allocates (evicting LRU tree blocks when the free
   // list is empty) or frees tail blocks.
   void ApplyResize(const ResizePlan& plan);
@@ -99,6 +102,8 @@ class KvPool {
   // Whether `id`'s cache could grow by `tokens` (a new cache of `tokens` when `id` has
   // none).
   bool CanGrow(RequestId id, int64_t tokens) const;
+  // The same for a cache of this pool the caller already holds.
+  bool CanGrow(const KvCache& cache, int64_t tokens) const;
 
   // Publishes `cache`'s full blocks within tokens[0, min(size, history)) to the tree and
   // raises committed to the last full block. A block whose prefix is already published
@@ -139,6 +144,8 @@ class KvPool {
   int64_t Available(bool for_dummy) const {
     return blocks_->num_available(for_dummy) + tree_.num_evictable();
   }
+  // CanGrow of a cache with `capacity` tokens in `have` blocks.
+  bool CanGrowFrom(int64_t capacity, int64_t have, bool for_dummy, int64_t tokens) const;
   BlockId AllocateBlock(bool for_dummy);
   void Reference(BlockId block);
   void Unreference(BlockId block);

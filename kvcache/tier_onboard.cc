@@ -24,15 +24,15 @@ TierOnboarder::TierOnboarder(std::unique_ptr<KvTiers> tiers, KvPool* target, uin
 
 TierOnboarder::~TierOnboarder() { target_->set_tiers(nullptr); }
 
-int64_t TierOnboarder::GrowableBlocks(RequestId id, int64_t max_blocks) const {
+int64_t TierOnboarder::GrowableBlocks(const KvCache& cache, int64_t max_blocks) const {
   const int64_t tpb = target_->tokens_per_block();
-  if (target_->CanGrow(id, max_blocks * tpb)) return max_blocks;
+  if (target_->CanGrow(cache, max_blocks * tpb)) return max_blocks;
   // CanGrow is monotone in the tokens and holds for 0: the largest n that fits.
   int64_t lo = 0;
   int64_t hi = max_blocks - 1;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
-    if (target_->CanGrow(id, mid * tpb)) {
+    if (target_->CanGrow(cache, mid * tpb)) {
       lo = mid;
     } else {
       hi = mid - 1;
@@ -49,7 +49,7 @@ int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt)
   // ones, no more than the pool can add without taking blocks a cache holds.
   const int64_t max_blocks = static_cast<int64_t>(prompt.size() - 1) / tpb - have;
   if (max_blocks <= 0) return 0;
-  const int64_t room = GrowableBlocks(cache.id(), max_blocks);
+  const int64_t room = GrowableBlocks(cache, max_blocks);
   if (room == 0) return 0;
   // The reused blocks are the tree's: the chain continues from the last one's key.
   const uint64_t parent = have == 0 ? root_key_ : target_->tree().key(cache.blocks()[have - 1]);
@@ -62,7 +62,7 @@ int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt)
                          /*hold=*/!copy_now, &fetched_);
   if (blocks == 0) return 0;
   const int64_t tokens = (have + blocks) * tpb;
-  absl::StatusOr<KvPool::ResizePlan> plan = target_->PlanResize(cache.id(), tokens, tokens);
+  absl::StatusOr<KvPool::ResizePlan> plan = target_->PlanResize(cache, tokens, tokens);
   LOCKSTEP_CHECK_OK(plan.status());  // GrowableBlocks said it fits
   target_->ApplyResize(*plan);
   onboarded_tokens_ += blocks * tpb;

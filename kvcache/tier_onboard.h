@@ -72,9 +72,9 @@ class TierOnboarder {
   };
 
   TierOnboarder(std::unique_ptr<KvTiers> tiers, KvPool* target, uint64_t salt);
-  // The most blocks, up to `max_blocks`, by which `id`'s cache can grow without taking
+  // The most blocks, up to `max_blocks`, by which `cache` can grow without taking
   // a block another cache holds.
-  int64_t GrowableBlocks(RequestId id, int64_t max_blocks) const;
+  int64_t GrowableBlocks(const KvCache& cache, int64_t max_blocks) const;
   // Copies `fetched` into the cache's blocks from `first_block` on and publishes them
   // (`tokens`: the prompt through the last of them).
   void Complete(KvCache& cache, int64_t first_block, const FetchedBlocks& fetched,
