@@ -5,6 +5,7 @@
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_CHUNK_SINK_H_
 #define LOCKSTEP_RUNTIME_TRANSFER_CHUNK_SINK_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -30,6 +31,11 @@ class ChunkSink {
 
   // Sends the trailer, after every block; false as for Write.
   virtual bool WriteTrailer(const lockstep::v1::PullTrailer& trailer) = 0;
+
+  // Where the next chunk's `bytes` may be copied out of the blocks directly, when the
+  // sink stores the stream in memory of its own (UCX staging); empty otherwise. The
+  // chunk is still passed to Write, which skips copying a piece already in place.
+  virtual absl::Span<std::byte> NextChunkMemory(size_t /*bytes*/) { return {}; }
 };
 
 }  // namespace lockstep::transfer

@@ -293,7 +293,11 @@ absl::Status KvTransferServer::Stream(const std::shared_ptr<ActivePull>& pull, b
       const size_t payload_bytes = options_.chunk_bytes - room;
       // The chunk's bytes out of the blocks (wherever they live) into host memory, where
       // they are checksummed and sent.
-      const std::shared_ptr<absl::Span<std::byte>> buffer = buffers_.Take(payload_bytes);
+      // A sink that keeps the stream in its own memory is copied into directly.
+      const absl::Span<std::byte> in_sink = sink.NextChunkMemory(payload_bytes);
+      const std::shared_ptr<absl::Span<std::byte>> buffer =
+          in_sink.size() == payload_bytes ? std::make_shared<absl::Span<std::byte>>(in_sink)
+                                          : buffers_.Take(payload_bytes);
       RETURN_IF_ERROR(CopyOutClaimBlocks(
           copier, kind == PoolKind::kTarget ? pull->spec().host_blocks.get() : nullptr, block,
           spans, *buffer));

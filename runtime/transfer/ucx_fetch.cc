@@ -1,5 +1,5 @@
 // UcxWorker's reads where UCX has no native get (UcxWorker::Fetch, AnswerFetch), and
-// the test that tells them apart (ucx_internal::HasNativeGet).
+// the checks that read UCX's own descriptions (ucx_internal::HasNativeGet, HasSharedMemory).
 #include <stdio.h>
 
 #include <algorithm>
@@ -38,6 +38,25 @@ bool HasNativeGet(ucp_ep_h ep) {
     if (absl::StrContains(line, " rma#")) return true;
   }
   return !lanes;  // unreadable: keep the get
+}
+
+bool HasSharedMemory(ucp_context_h context) {
+  // One line per resource: "resource 1  :  md 1  dev 1  flags -- sysv/memory".
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* stream = open_memstream(&text, &size);
+  if (stream == nullptr) return true;
+  ucp_context_print_info(context, stream);
+  fclose(stream);
+  const std::string info(text != nullptr ? text : "", size);
+  free(text);
+  for (absl::string_view line : absl::StrSplit(info, '\n')) {
+    if (!absl::StrContains(line, "resource")) continue;
+    for (absl::string_view shm : {"-- sysv/", "-- posix/", "-- xpmem/"}) {
+      if (absl::StrContains(line, shm)) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace ucx_internal
