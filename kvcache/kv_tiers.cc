@@ -6,26 +6,16 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <deque>
 #include <filesystem>
 #include <system_error>
-#include <thread>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "common/check.h"
 
 namespace lockstep::kv {
 namespace {
-
-// A job runs one block copy or one file write; anything longer means the memory system
-// or the disk is stuck, which no caller can recover from.
-constexpr absl::Duration kJobDeadline = absl::Seconds(60);
 
 // FetchChain asks for each of a block's two dependent reads this many blocks before it
 // needs the answer.
@@ -43,157 +33,6 @@ int64_t NowNs() {
 }
 
 }  // namespace
-
-struct KvTiers::Job {
-  enum class Kind { kCopyDown, kDiskWrite };
-  enum class State { kQueued, kRunning, kDone, kCancelled };
-  Kind kind = Kind::kCopyDown;
-  BlockId block{-1};
-  std::shared_ptr<std::vector<std::byte>> bytes;
-  TierBlockMeta meta;  // kDiskWrite
-  std::string path;    // kDiskWrite
-  // Guarded by the worker's mutex.
-  State state = State::kQueued;
-  absl::Status status;
-  int64_t ns = 0;
-};
-
-// One thread that runs queued jobs in order; the owner may run a queued job itself
-// (Finish) or cancel it.
-class KvTiers::Worker {
- public:
-  explicit Worker(BlockCopier* device) : device_(device), thread_([this] { Loop(); }) {}
-  ~Worker() {
-    {
-      absl::MutexLock lock(&mu_);
-      stop_ = true;
-    }
-    thread_.join();
-  }
-
-  void Enqueue(std::shared_ptr<Job> job) {
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(std::move(job));
-  }
-
-  // Runs `job` here if it is still queued, else waits for the worker to finish it.
-  // Returns whether this thread ran it.
-  bool Finish(Job& job) {
-    mu_.Lock();
-    if (job.state == Job::State::kQueued) {
-      job.state = Job::State::kRunning;
-      mu_.Unlock();
-      Run(job);
-      return true;
-    }
-    WaitDone(job);
-    mu_.Unlock();
-    return false;
-  }
-
-  // Cancels `job` if still queued; else waits for it. Returns whether it was cancelled.
-  bool Cancel(Job& job) {
-    absl::MutexLock lock(&mu_);
-    if (job.state == Job::State::kQueued) {
-      job.state = Job::State::kCancelled;
-      return true;
-    }
-    WaitDone(job);
-    return job.state == Job::State::kCancelled;
-  }
-
-  bool Done(const Job& job) const {
-    absl::MutexLock lock(&mu_);
-    return job.state == Job::State::kDone || job.state == Job::State::kCancelled;
-  }
-
-  absl::Status StatusOf(const Job& job) const {
-    absl::MutexLock lock(&mu_);
-    return job.status;
-  }
-
-  void Flush() {
-    absl::MutexLock lock(&mu_);
-    const absl::Time deadline = absl::Now() + kJobDeadline;
-    auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; };
-    LOCKSTEP_CHECK(mu_.AwaitWithDeadline(absl::Condition(&idle), deadline))
-        << "KV tier worker did not drain in " << kJobDeadline;
-  }
-
-  // Counters of finished jobs: copy-downs and their time, disk writes and failures.
-  void Counters(int64_t* offloaded, int64_t* offload_ns, int64_t* writes,
-                int64_t* write_errors) const {
-    absl::MutexLock lock(&mu_);
-    *offloaded = offloaded_;
-    *offload_ns = offload_ns_;
-    *writes = writes_;
-    *write_errors = write_errors_;
-  }
-
- private:
-  void WaitDone(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto done = [&job]() {
-      return job.state == Job::State::kDone || job.state == Job::State::kCancelled;
-    };
-    LOCKSTEP_CHECK(mu_.AwaitWithDeadline(absl::Condition(&done), absl::Now() + kJobDeadline))
-        << "KV tier job did not finish in " << kJobDeadline;
-  }
-
-  // Runs a job marked kRunning by this thread, without the lock; marks it done.
-  void Run(Job& job) {
-    const int64_t start = NowNs();
-    absl::Status status;
-    if (job.kind == Job::Kind::kCopyDown) {
-      const BlockSpan span{job.block, 0, device_->block_bytes()};
-      status = device_->CopyOut({&span, 1}, absl::MakeSpan(*job.bytes));
-    } else {
-      status = WriteTierFile(job.path, job.meta, *job.bytes);
-    }
-    const int64_t ns = NowNs() - start;
-    absl::MutexLock lock(&mu_);
-    job.status = std::move(status);
-    job.ns = ns;
-    job.state = Job::State::kDone;
-    if (job.kind == Job::Kind::kCopyDown) {
-      ++offloaded_;
-      offload_ns_ += ns;
-    } else {
-      ++writes_;
-      if (!job.status.ok()) ++write_errors_;
-    }
-  }
-
-  void Loop() {
-    while (true) {
-      std::shared_ptr<Job> job;
-      {
-        absl::MutexLock lock(&mu_);
-        auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
-        mu_.Await(absl::Condition(&ready));
-        if (queue_.empty()) return;  // stop_, and nothing left
-        job = std::move(queue_.front());
-        queue_.pop_front();
-        if (job->state != Job::State::kQueued) continue;  // run by the owner or cancelled
-        job->state = Job::State::kRunning;
-        busy_ = true;
-      }
-      Run(*job);
-      absl::MutexLock lock(&mu_);
-      busy_ = false;
-    }
-  }
-
-  BlockCopier* const device_;
-  mutable absl::Mutex mu_;
-  std::deque<std::shared_ptr<Job>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t offloaded_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t offload_ns_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t write_errors_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread thread_;  // last: starts after the fields above exist
-};
 
 absl::StatusOr<std::unique_ptr<KvTiers>> KvTiers::Create(const TierConfig& config,
                                                          BlockCopier* device) {
@@ -240,7 +79,7 @@ KvTiers::KvTiers(const TierConfig& config, BlockCopier* device, std::string disk
                          : 0),
       max_pins_(host_capacity_ / 2),
       disk_dir_(std::move(disk_dir)),
-      worker_(std::make_unique<Worker>(device)) {
+      worker_(std::make_unique<TierWorker>(device)) {
   stats_.block_bytes = static_cast<int64_t>(block_bytes_);
   stats_.host_capacity_blocks = host_capacity_;
   stats_.disk_capacity_blocks = disk_capacity_;
@@ -268,8 +107,8 @@ void KvTiers::OnEvictable(BlockId block, TierBlockMeta meta) {
   // source only if BeforeReuse was skipped: never.
   LOCKSTEP_CHECK(!copying_.contains(block)) << "block " << block << " is already copying down";
   while (static_cast<int64_t>(host_.size()) >= host_capacity_) EvictHostLru();
-  auto job = std::make_shared<Job>();
-  job->kind = Job::Kind::kCopyDown;
+  auto job = std::make_shared<TierJob>();
+  job->kind = TierJob::Kind::kCopyDown;
   job->block = block;
   job->bytes = std::make_shared<std::vector<std::byte>>(block_bytes_);
   const uint64_t key = meta.key;
@@ -409,8 +248,8 @@ void KvTiers::TouchHosts(absl::Span<const uint32_t> slots) {
 void KvTiers::SpillToDisk(TierBlockMeta meta, std::shared_ptr<std::vector<std::byte>> bytes) {
   while (static_cast<int64_t>(disk_.size()) >= disk_capacity_) EvictDiskLru();
   const uint64_t key = meta.key;
-  auto job = std::make_shared<Job>();
-  job->kind = Job::Kind::kDiskWrite;
+  auto job = std::make_shared<TierJob>();
+  job->kind = TierJob::Kind::kDiskWrite;
   job->bytes = std::move(bytes);
   job->meta = meta;
   job->path = DiskPathOf(key);

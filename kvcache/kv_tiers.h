@@ -6,11 +6,11 @@
 // Down. When a published target block becomes evictable (refcount = the tree's pin),
 // KvPool calls OnEvictable: unless its key is already below, a host slot is taken (the
 // host LRU entry makes room: to disk when there is a disk tier, else dropped) and a
-// copy-down is queued to the worker thread, which reads the block through the pool's
-// BlockCopier. The step never waits for it. Before the pool reuses an evicted block it
-// calls BeforeReuse: a copy-down still queued runs there (counted as inline), one
-// running is waited for (one block copy). Host entries the host tier evicts are
-// written to disk by the same worker, with checksums (tier_file.h).
+// copy-down is queued to the worker thread (tier_worker.h), which reads the block
+// through the pool's BlockCopier. The step never waits for it. Before the pool reuses an
+// evicted block it calls BeforeReuse: a copy-down still queued runs there (counted as
+// inline), one running is waited for (one block copy). Host entries the host tier
+// evicts are written to disk by the same worker, with checksums (tier_file.h).
 //
 // Up. FetchChain follows a prompt's chain below the device and hands out the verified
 // bytes of each block found (a disk block whose checksum fails is dropped and is a miss,
@@ -52,6 +52,7 @@
 #include "kvcache/kv_events.h"
 #include "kvcache/tier_config.h"
 #include "kvcache/tier_file.h"
+#include "kvcache/tier_worker.h"
 
 namespace lockstep::kv {
 
@@ -142,15 +143,13 @@ class KvTiers {
   std::string DiskPathOf(uint64_t key) const;
 
  private:
-  struct Job;
-  class Worker;
   // A host tier entry, in host_slots_. Its first cache line holds what an onboard reads;
   // its tokens are in host_tokens_ (HostTokens).
   struct alignas(64) HostEntry {
     uint64_t key = 0;
     uint64_t parent_key = 0;
     const std::byte* data = nullptr;  // bytes->data()
-    std::shared_ptr<Job> copy_down;   // null once known finished
+    std::shared_ptr<TierJob> copy_down;  // null once known finished
     std::shared_ptr<std::vector<std::byte>> bytes;
     BlockId source{-1};  // the device block the copy-down reads
     int32_t pins = 0;    // transfer claims reading `bytes` (never evicted)
@@ -165,7 +164,7 @@ class KvTiers {
   };
   struct DiskEntry {
     TierBlockMeta meta;
-    std::shared_ptr<Job> write;  // null once known finished
+    std::shared_ptr<TierJob> write;  // null once known finished
     std::list<uint64_t>::iterator lru;
   };
 
@@ -222,7 +221,7 @@ class KvTiers {
   const int64_t disk_capacity_;
   const int64_t max_pins_;  // half the host capacity
   const std::string disk_dir_;
-  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<TierWorker> worker_;
 
   // The host tier: key -> slot in host_slots_ (a small map, so an onboard's lookups stay
   // in cache; the entries are found at known addresses and asked for ahead of use).
