@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,20 +20,34 @@
 namespace lockstep::transfer {
 namespace ucx_internal {
 
+namespace {
+
+// What `print` writes to a FILE* (UCX's *_print_info), as a string; nullopt when no
+// memory stream could be opened.
+template <typename Print>
+std::optional<std::string> PrintedText(Print print) {
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* stream = open_memstream(&text, &size);
+  if (stream == nullptr) return std::nullopt;
+  print(stream);
+  fclose(stream);
+  std::string info(text != nullptr ? text : "", size);
+  free(text);
+  return info;
+}
+
+}  // namespace
+
 bool HasNativeGet(ucp_ep_h ep) {
   // UCX 1.13 has no query for an endpoint's lanes; ucp_ep_print_info describes them, one
   // line per lane naming its uses ("rma#0" for a lane that carries gets and puts
   // natively; "rma_bw#0" alone is a rendezvous lane, which tcp offers for puts only).
-  char* text = nullptr;
-  size_t size = 0;
-  FILE* stream = open_memstream(&text, &size);
-  if (stream == nullptr) return true;
-  ucp_ep_print_info(ep, stream);
-  fclose(stream);
-  const std::string info(text != nullptr ? text : "", size);
-  free(text);
+  const std::optional<std::string> info =
+      PrintedText([ep](FILE* stream) { ucp_ep_print_info(ep, stream); });
+  if (!info.has_value()) return true;
   bool lanes = false;
-  for (absl::string_view line : absl::StrSplit(info, '\n')) {
+  for (absl::string_view line : absl::StrSplit(*info, '\n')) {
     if (!absl::StrContains(line, "lane[")) continue;
     lanes = true;
     if (absl::StrContains(line, " rma#")) return true;
@@ -42,15 +57,10 @@ bool HasNativeGet(ucp_ep_h ep) {
 
 bool HasSharedMemory(ucp_context_h context) {
   // One line per resource: "resource 1  :  md 1  dev 1  flags -- sysv/memory".
-  char* text = nullptr;
-  size_t size = 0;
-  FILE* stream = open_memstream(&text, &size);
-  if (stream == nullptr) return true;
-  ucp_context_print_info(context, stream);
-  fclose(stream);
-  const std::string info(text != nullptr ? text : "", size);
-  free(text);
-  for (absl::string_view line : absl::StrSplit(info, '\n')) {
+  const std::optional<std::string> info =
+      PrintedText([context](FILE* stream) { ucp_context_print_info(context, stream); });
+  if (!info.has_value()) return true;
+  for (absl::string_view line : absl::StrSplit(*info, '\n')) {
     if (!absl::StrContains(line, "resource")) continue;
     for (absl::string_view shm : {"-- sysv/", "-- posix/", "-- xpmem/"}) {
       if (absl::StrContains(line, shm)) return true;
