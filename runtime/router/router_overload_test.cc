@@ -40,6 +40,7 @@ namespace {
 
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::PollUntil;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 constexpr int kMaxTokens = 3;
@@ -413,7 +414,11 @@ TEST_F(RouterOverloadTest, HeartbeatsGetThroughWhileGenerationCallsSaturateTheGr
     absl::MutexLock lock(&mu);
     for (const Outcome& out : outcomes) {
       EXPECT_EQ(out.grpc_code, grpc::StatusCode::RESOURCE_EXHAUSTED) << out.message;
-      EXPECT_THAT(out.message, HasSubstr("router.grpc_max_threads - 16"));
+      // The router's own refusal, or gRPC's when a burst finds every server thread busy
+      // for a moment (the threads answering earlier refusals not yet back on a loaded
+      // machine): a refusal either way, and the calls held stay at kPlaces.
+      EXPECT_THAT(out.message, AnyOf(HasSubstr("router.grpc_max_threads - 16"),
+                                     HasSubstr("Server Threadpool Exhausted")));
     }
   }
   for (int i = 0; i < 3 * kThreads; ++i) {
