@@ -2,6 +2,32 @@
 
 namespace lockstep::worker {
 
+void SetInstanceCounters(const exec::ExecutorSnapshot& snapshot, v1::StatsResponse* out) {
+  const exec::ExecutorCounters& c = snapshot.instance_counters;
+  out->set_steps(c.steps);
+  out->set_vetoed_steps(c.vetoed_steps);
+  out->set_padded_steps(c.padded_steps);
+  out->set_deferred_updates(c.deferred_updates);
+  out->set_stale_updates(c.stale_updates);
+  out->set_active_requests(snapshot.active_requests);
+  out->set_queued_requests(snapshot.queued_requests);
+  out->set_draft_tokens_proposed(c.drafts_proposed);
+  out->set_draft_tokens_accepted(c.drafts_accepted);
+  out->set_prompt_tokens(c.prompt_tokens);
+  out->set_generated_tokens(c.generated_tokens);
+  out->set_audit_violations(c.audit_violations);
+  out->set_kv_bytes_received(c.kv_bytes_received);
+  out->set_kv_receive_micros(c.kv_receive_micros);
+  out->set_transfers_received(c.transfers_received);
+  out->set_transfers_sent(c.transfers_sent);
+  out->set_transfer_failures(c.transfer_failures);
+  out->set_rank_errors(c.errors);
+  out->set_error_steps(c.error_steps);
+  out->set_dummy_updates_dropped(c.dummy_updates_dropped);
+  out->set_engine_failures(c.engine_failures);
+  out->set_paused_requests(c.paused);
+}
+
 void SetRankStats(const exec::ExecutorSnapshot& snapshot, v1::StatsResponse* out) {
   for (size_t r = 0; r < snapshot.ranks.size(); ++r) {
     const exec::RankView& view = snapshot.ranks[r];

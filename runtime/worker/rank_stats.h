@@ -1,7 +1,7 @@
-// Attention-DP balance and prefix reuse on the wire (proto/worker.proto RankStats): every
-// rank's load and prefix-reuse counters, and the instance's imbalance, for Stats, from
-// the executor's snapshot; and the target KV pool's shape (tokens per block, bytes per
-// token) from its layout.
+// The executor's snapshot on the wire (proto/worker.proto StatsResponse): the instance's
+// step counters and request gauges; attention-DP balance and prefix reuse (RankStats):
+// every rank's load and prefix-reuse counters, and the instance's imbalance; and the
+// target KV pool's shape (tokens per block, bytes per token) from its layout.
 #ifndef LOCKSTEP_RUNTIME_WORKER_RANK_STATS_H_
 #define LOCKSTEP_RUNTIME_WORKER_RANK_STATS_H_
 
@@ -10,6 +10,10 @@
 #include "runtime/executor/executor.h"
 
 namespace lockstep::worker {
+
+// The instance's counters (ExecutorCounters summed over ranks: steps, vetoes, tokens,
+// transfers, errors, pauses) and its active and queued requests.
+void SetInstanceCounters(const exec::ExecutorSnapshot& snapshot, v1::StatsResponse* out);
 
 // `ranks`: one entry per rank of the snapshot, in rank order; `active_token_imbalance`.
 void SetRankStats(const exec::ExecutorSnapshot& snapshot, v1::StatsResponse* out);

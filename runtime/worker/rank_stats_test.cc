@@ -1,9 +1,77 @@
 #include "runtime/worker/rank_stats.h"
 
+#include <set>
+#include <string>
+
+#include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
 
 namespace lockstep::worker {
 namespace {
+
+TEST(RankStatsTest, EveryInstanceCounterOnItsField) {
+  exec::ExecutorSnapshot snapshot;
+  exec::ExecutorCounters& c = snapshot.instance_counters;
+  c.steps = 1;
+  c.vetoed_steps = 2;
+  c.padded_steps = 3;
+  c.deferred_updates = 4;
+  c.stale_updates = 5;
+  snapshot.active_requests = 6;
+  snapshot.queued_requests = 7;
+  c.drafts_proposed = 8;
+  c.drafts_accepted = 9;
+  c.prompt_tokens = 10;
+  c.generated_tokens = 11;
+  c.audit_violations = 12;
+  c.kv_bytes_received = 13;
+  c.kv_receive_micros = 14;
+  c.transfers_received = 15;
+  c.transfers_sent = 16;
+  c.transfer_failures = 17;
+  c.errors = 18;
+  c.error_steps = 19;
+  c.dummy_updates_dropped = 20;
+  c.engine_failures = 21;
+  c.paused = 22;
+  v1::StatsResponse out;
+  SetInstanceCounters(snapshot, &out);
+  EXPECT_EQ(out.steps(), 1);
+  EXPECT_EQ(out.vetoed_steps(), 2);
+  EXPECT_EQ(out.padded_steps(), 3);
+  EXPECT_EQ(out.deferred_updates(), 4);
+  EXPECT_EQ(out.stale_updates(), 5);
+  EXPECT_EQ(out.active_requests(), 6);
+  EXPECT_EQ(out.queued_requests(), 7);
+  EXPECT_EQ(out.draft_tokens_proposed(), 8);
+  EXPECT_EQ(out.draft_tokens_accepted(), 9);
+  EXPECT_EQ(out.prompt_tokens(), 10);
+  EXPECT_EQ(out.generated_tokens(), 11);
+  EXPECT_EQ(out.audit_violations(), 12);
+  EXPECT_EQ(out.kv_bytes_received(), 13);
+  EXPECT_EQ(out.kv_receive_micros(), 14);
+  EXPECT_EQ(out.transfers_received(), 15);
+  EXPECT_EQ(out.transfers_sent(), 16);
+  EXPECT_EQ(out.transfer_failures(), 17);
+  EXPECT_EQ(out.rank_errors(), 18);
+  EXPECT_EQ(out.error_steps(), 19);
+  EXPECT_EQ(out.dummy_updates_dropped(), 20);
+  EXPECT_EQ(out.engine_failures(), 21);
+  EXPECT_EQ(out.paused_requests(), 22);
+  // Every scalar int64 field of StatsResponse is one of the above, or set by SetKvShape:
+  // a counter added to the message and not to SetInstanceCounters fails here.
+  const std::set<std::string> elsewhere = {"kv_tokens_per_block", "kv_bytes_per_token"};
+  const google::protobuf::Descriptor* d = v1::StatsResponse::descriptor();
+  const google::protobuf::Reflection* r = v1::StatsResponse::GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (f->is_repeated() || f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_INT64 ||
+        elsewhere.count(f->name()) > 0) {
+      continue;
+    }
+    EXPECT_NE(r->GetInt64(out, f), 0) << f->name() << " is not set by SetInstanceCounters";
+  }
+}
 
 TEST(RankStatsTest, EveryRankInOrderAndTheImbalance) {
   exec::ExecutorSnapshot snapshot;
