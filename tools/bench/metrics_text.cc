@@ -56,15 +56,16 @@ double Delta(const std::map<std::string, double>& after,
   return (a == after.end() ? 0 : a->second) - (b == before.end() ? 0 : b->second);
 }
 
+bool IsLabelledSeriesOf(absl::string_view series, absl::string_view name) {
+  return absl::StartsWith(series, name) && series.size() > name.size() &&
+         series[name.size()] == '{';
+}
+
 double FamilyDelta(const std::map<std::string, double>& after,
                    const std::map<std::string, double>& before, absl::string_view name) {
   double sum = 0;
   for (const auto& [series, value] : after) {
-    if (!absl::StartsWith(series, name) ||
-        (series.size() != name.size() && series[name.size()] != '{')) {
-      continue;
-    }
-    sum += Delta(after, before, series);
+    if (series == name || IsLabelledSeriesOf(series, name)) sum += Delta(after, before, series);
   }
   return sum;
 }

@@ -27,6 +27,9 @@ std::map<std::string, double> ParseSamples(absl::string_view metrics_text);
 double Delta(const std::map<std::string, double>& after,
              const std::map<std::string, double>& before, const std::string& series);
 
+// Whether `series` is a sample of metric `name` with labels: `name{...}`.
+bool IsLabelledSeriesOf(absl::string_view series, absl::string_view name);
+
 // The same summed over every series of the metric `name` (the bare name and each of its
 // label sets: `name{...}`), e.g. a per-instance counter over the whole deployment.
 double FamilyDelta(const std::map<std::string, double>& after,

@@ -2,7 +2,6 @@
 
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -36,10 +35,7 @@ std::vector<RankReuse> WorkerReuse(const std::map<std::string, double>& before,
   const absl::string_view prompt_name = kRankPromptTokens;
   std::vector<RankReuse> out;
   for (const auto& [series, value] : after) {
-    if (!absl::StartsWith(series, prompt_name) || series.size() == prompt_name.size() ||
-        series[prompt_name.size()] != '{') {
-      continue;
-    }
+    if (!IsLabelledSeriesOf(series, prompt_name)) continue;
     const std::string labels = series.substr(prompt_name.size());
     RankReuse rank;
     rank.instance = LabelValue(labels, "instance");
@@ -56,10 +52,7 @@ std::map<std::string, double> TierHits(const std::map<std::string, double>& befo
   const absl::string_view name = kTierHitTokens;
   std::map<std::string, double> out;
   for (const auto& [series, value] : after) {
-    if (!absl::StartsWith(series, name) || series.size() == name.size() ||
-        series[name.size()] != '{') {
-      continue;
-    }
+    if (!IsLabelledSeriesOf(series, name)) continue;
     const std::string tier = LabelValue(series.substr(name.size()), "tier");
     if (!tier.empty()) out[tier] += Delta(after, before, series);
   }
