@@ -21,14 +21,13 @@ using lockstep::v1::PullRequest;
 constexpr int64_t kMaxTokens = int64_t{1} << 24;
 
 // Writes a pull's chunks, in order, into the registered staging buffer and keeps the
-// CRC32Cs and the trailer. With `in_place`, the serving thread copies each chunk out of
-// the blocks straight into the buffer (NextChunkMemory): one copy instead of two. Not
-// where a peer may map the buffer (shared memory): measured, its read in place was then
-// slower than the copy saved (docs/perf/ucx.md, 2026-12-06 fifth round).
+// CRC32Cs and the trailer. The serving thread copies each chunk out of the blocks
+// straight into the buffer (NextChunkMemory): one copy instead of two, on every
+// transport (docs/perf/ucx.md, 2026-12-06 sixth round, for shared memory).
 class StagingSink : public ChunkSink {
  public:
-  StagingSink(std::byte* data, int64_t capacity, bool in_place, lockstep::v1::UcxOffer* offer)
-      : data_(data), capacity_(capacity), in_place_(in_place), offer_(offer) {}
+  StagingSink(std::byte* data, int64_t capacity, lockstep::v1::UcxOffer* offer)
+      : data_(data), capacity_(capacity), offer_(offer) {}
 
   bool Write(const ChunkHeader& /*header*/, absl::Span<const ByteRange> pieces,
              absl::Span<const uint32_t> crcs, const std::shared_ptr<const void>& /*keep_alive*/,
@@ -50,7 +49,7 @@ class StagingSink : public ChunkSink {
     return true;
   }
   absl::Span<std::byte> NextChunkMemory(size_t bytes) override {
-    if (!in_place_ || static_cast<int64_t>(bytes) > capacity_ - used_) return {};
+    if (static_cast<int64_t>(bytes) > capacity_ - used_) return {};
     return {data_ + used_, bytes};
   }
   int64_t used() const { return used_; }
@@ -58,7 +57,6 @@ class StagingSink : public ChunkSink {
  private:
   std::byte* const data_;
   const int64_t capacity_;
-  const bool in_place_;
   lockstep::v1::UcxOffer* const offer_;
   int64_t used_ = 0;
 };
@@ -186,7 +184,7 @@ grpc::Status UcxDataServer::Offer(grpc::ServerContext* context, const PullReques
     return refuse(range.status().ToString());
   }
   staged.range = std::move(*range);
-  StagingSink sink(staged.range.data(), *bytes, !worker_->shares_memory(), reply);
+  StagingSink sink(staged.range.data(), *bytes, reply);
   if (absl::Status served = handler_(*request, deadline, sink); !served.ok()) {
     unreserve();
     return ToGrpcStatus(served);

@@ -1,5 +1,5 @@
 // UcxWorker's reads where UCX has no native get (UcxWorker::Fetch, AnswerFetch), and
-// the checks that read UCX's own descriptions (ucx_internal::HasNativeGet, HasSharedMemory).
+// the check that reads UCX's description of an endpoint's lanes (ucx_internal::HasNativeGet).
 #include <stdio.h>
 
 #include <algorithm>
@@ -53,20 +53,6 @@ bool HasNativeGet(ucp_ep_h ep) {
     if (absl::StrContains(line, " rma#")) return true;
   }
   return !lanes;  // unreadable: keep the get
-}
-
-bool HasSharedMemory(ucp_context_h context) {
-  // One line per resource: "resource 1  :  md 1  dev 1  flags -- sysv/memory".
-  const std::optional<std::string> info =
-      PrintedText([context](FILE* stream) { ucp_context_print_info(context, stream); });
-  if (!info.has_value()) return true;
-  for (absl::string_view line : absl::StrSplit(*info, '\n')) {
-    if (!absl::StrContains(line, "resource")) continue;
-    for (absl::string_view shm : {"-- sysv/", "-- posix/", "-- xpmem/"}) {
-      if (absl::StrContains(line, shm)) return true;
-    }
-  }
-  return false;
 }
 
 }  // namespace ucx_internal

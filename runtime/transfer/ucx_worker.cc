@@ -182,7 +182,6 @@ absl::StatusOr<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::string name,
   ucp_config_release(config);
   if (init != UCS_OK) return UcxError("UCX context", init);
   w->context_ = context;
-  w->shares_memory_ = ucx_internal::HasSharedMemory(context);
   ucp_worker_params_t worker_params{};
   worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   worker_params.thread_mode = UCS_THREAD_MODE_MULTI;

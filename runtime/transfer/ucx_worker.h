@@ -105,9 +105,6 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   // The worker's address, for peers to connect to (opaque bytes: UCX's address framed
   // with its length, checksum and UCX version, which Get checks before UCX sees it).
   const std::string& address() const { return address_; }
-  // Whether a peer on this host may map this worker's UCX-allocated memory (UCX_TLS has
-  // a shared-memory transport), and then reads it in place (MapRemote).
-  bool shares_memory() const { return shares_memory_; }
 
   // Registers `data` for remote reads. Unavailable naming UCX's error.
   absl::StatusOr<std::unique_ptr<UcxRegion>> Register(absl::Span<const std::byte> data);
@@ -230,7 +227,6 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   void* worker_ = nullptr;   // ucp_worker_h
   int event_fd_ = -1;
   std::string address_;
-  bool shares_memory_ = true;
   std::atomic<bool> stopping_{false};
   // Endpoint closes UCX has not completed yet (CloseEndpoint).
   std::atomic<int> closing_{0};

@@ -40,10 +40,6 @@ constexpr size_t kFetchHeader = 24;
 // description of the endpoint's lanes; true when that cannot be read.
 bool HasNativeGet(ucp_ep_h ep);
 
-// Whether `context` has a shared-memory transport that maps a peer's UCX-allocated
-// memory (sysv, posix, xpmem), read from UCX's description of its resources.
-bool HasSharedMemory(ucp_context_h context);
-
 // Waits with `mu` held (on entry and on return) until `done` is set, in slices of
 // `slice`: OK once it is; first in each slice, the error `failed` returns when it is not
 // OK (may be empty); DeadlineExceeded at `deadline`; Cancelled once `cancelled` says so
