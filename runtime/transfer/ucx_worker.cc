@@ -9,6 +9,9 @@
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "runtime/transfer/crc32c.h"
@@ -154,6 +157,19 @@ UcxRegion::~UcxRegion() {
   ucp_mem_unmap(Context(worker_->context_), static_cast<ucp_mem_h>(memh_));
 }
 
+bool UcxTlsMayUseTcp(const char* ucx_tls) {
+  if (ucx_tls == nullptr || *ucx_tls == '\0') return true;
+  absl::string_view list(ucx_tls);
+  const bool exclude = absl::ConsumePrefix(&list, "^");
+  bool names_tcp = false;
+  for (absl::string_view entry : absl::StrSplit(list, ',')) {
+    entry = entry.substr(0, entry.find(':'));
+    if (entry == "tcp") names_tcp = true;
+    if (entry == "all" && !exclude) return true;
+  }
+  return exclude ? !names_tcp : names_tcp;
+}
+
 UcxWorker::UcxWorker(std::string name, UcxWorkerHooks hooks)
     : name_(std::move(name)), hooks_(std::move(hooks)) {}
 
@@ -169,8 +185,9 @@ absl::StatusOr<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::string name,
   // and measured faster on loopback (docs/perf/ucx.md, 2026-12-06 fifth round). A
   // UCX_TCP_RX_SEG_SIZE set by the user wins. The name is the tcp transport's own field
   // (UCX applies it to each transport that has one: only tcp does); "TCP_RX_SEG_SIZE"
-  // is accepted too, but reaches no transport.
-  if (std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr) {
+  // is accepted too, but reaches no transport. Not set where UCX_TLS leaves tcp out (UCX
+  // would warn of an invalid setting).
+  if (std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr && UcxTlsMayUseTcp(std::getenv("UCX_TLS"))) {
     (void)ucp_config_modify(config, "RX_SEG_SIZE", kTcpRxSegment);
   }
   ucp_params_t params{};

@@ -57,6 +57,11 @@ struct UcxWorkerHooks {
   bool no_mapping = false;
 };
 
+// Whether UCX may load its tcp transport under UCX_TLS = `ucx_tls` (null or empty:
+// unset, every transport): the list names tcp or "all", or excludes ("^...") without
+// naming tcp. Entries may carry a ":aux"-style suffix.
+bool UcxTlsMayUseTcp(const char* ucx_tls);
+
 class UcxWorker;
 
 // Memory registered with the worker's context for remote reads, unregistered on

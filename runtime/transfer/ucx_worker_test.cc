@@ -64,6 +64,22 @@ class UcxWorkerPairTest : public ::testing::Test {
   std::shared_ptr<UcxWorker> reader_;
 };
 
+// The tcp receive-segment default is set only where UCX may load tcp (elsewhere UCX
+// warns that the setting is invalid).
+TEST(UcxTlsTest, SaysWhetherTheListMayLoadTcp) {
+  EXPECT_TRUE(UcxTlsMayUseTcp(nullptr));
+  EXPECT_TRUE(UcxTlsMayUseTcp(""));
+  EXPECT_TRUE(UcxTlsMayUseTcp("tcp,self"));
+  EXPECT_TRUE(UcxTlsMayUseTcp("self,tcp:aux"));
+  EXPECT_TRUE(UcxTlsMayUseTcp("all"));
+  EXPECT_TRUE(UcxTlsMayUseTcp("^shm"));
+  EXPECT_FALSE(UcxTlsMayUseTcp("shm,self"));
+  EXPECT_FALSE(UcxTlsMayUseTcp("rc,sm,self"));
+  EXPECT_FALSE(UcxTlsMayUseTcp("^tcp"));
+  EXPECT_FALSE(UcxTlsMayUseTcp("^shm,tcp"));
+  EXPECT_FALSE(UcxTlsMayUseTcp("tcpx"));
+}
+
 TEST_F(UcxWorkerPairTest, GetReadsARegisteredRegion) {
   for (size_t size : {size_t{1}, size_t{4096}, size_t{3} << 20}) {
     auto source = RandomBytes(size, seed_ + size);
