@@ -149,6 +149,27 @@ bool Scheduler::MakeRoom(const Request* requester, absl::Span<Request* const> ac
   return true;
 }
 
+bool Scheduler::FitsWithoutEviction(const Request& request, absl::Span<Request* const> order,
+                                    absl::Span<const int32_t> reuse_from) const {
+  const int64_t block = kv_->tokens_per_block(kv::PoolKind::kTarget);
+  const int64_t step = config_.generation_step_tokens();
+  int64_t reserve = 0;
+  bool others = false;
+  for (const Request* o : order) {
+    if (o == &request || o->is_dummy() || o->finished()) continue;
+    const std::optional<kv::CacheInfo> cache = kv_->Info(o->id(), kv::PoolKind::kTarget);
+    if (!cache.has_value()) continue;
+    others = true;
+    const int64_t most = static_cast<int64_t>(o->prompt().size()) + o->sampling().max_tokens + step;
+    reserve += (std::max<int64_t>(0, most - cache->capacity) + block - 1) / block * block;
+  }
+  if (!others) return true;
+  const int64_t own =
+      request.context_length() - kv_->ProbePrefix(reuse_from) +
+      std::max<int64_t>(0, request.sampling().max_tokens - request.num_output_tokens()) + step;
+  return kv_->CanGrow(request.id(), own + reserve);
+}
+
 bool Scheduler::ScheduleDummy(Request* dummy, ScheduleDecision* decision, Rollback* rollback) {
   LOCKSTEP_CHECK(dummy->is_dummy()) << "ScheduleDummy on " << dummy->DebugString();
   const int32_t k = GrantedDraftTokens(*dummy, 0);  // a new cache: history 0
@@ -235,6 +256,10 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
       first_chunk = r->context_position() == 0;
       position = std::max(position, info->history);
     } else {
+      if (config_.capacity_policy == CapacityPolicy::kGuaranteedNoEvict &&
+          !FitsWithoutEviction(*r, order, reuse_from)) {
+        break;  // strict FCFS: it waits for room, and nobody younger jumps ahead
+      }
       absl::StatusOr<int64_t> reused = kv_->CreateCache(id, reuse_from);
       if (!reused.ok()) break;
       rollback->RecordCreate(id);

@@ -22,7 +22,10 @@
 // later — and the growth is retried; if it still fails, the request itself is refused
 // this step (it keeps its KV; an older request may pause it later), and no younger
 // context request jumps ahead of it. An older request is never paused for a younger
-// one, so the oldest request always progresses.
+// one, so the oldest request always progresses. Under CapacityPolicy::kGuaranteedNoEvict
+// a request that holds nothing yet is admitted (its cache created) only when its context
+// and max_tokens fit beside what every holder may still grow by; otherwise it and
+// everyone behind it wait (FitsWithoutEviction).
 //
 // Every cache created and every capacity raised is recorded in the caller's Rollback,
 // so a vetoed step can be undone exactly.
@@ -98,6 +101,11 @@ class Scheduler {
   bool MakeRoom(const Request* requester, absl::Span<Request* const> active,
                 ScheduleDecision* decision, Fits fits);
   void Pause(Request* request, ScheduleDecision* decision);
+  // CapacityPolicy::kGuaranteedNoEvict's admission test for `request` (no cache yet):
+  // its context past the reused prefix plus its max_tokens fits beside the growth every
+  // other holder in `order` may still need; true when no other request holds KV.
+  bool FitsWithoutEviction(const Request& request, absl::Span<Request* const> order,
+                           absl::Span<const int32_t> reuse_from) const;
 
   SchedulerConfig config_;
   kv::KvManager* kv_;

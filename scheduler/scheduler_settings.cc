@@ -18,4 +18,8 @@ const char* DummyPolicyName(DummyPolicy policy) {
   return policy == DummyPolicy::kCompat ? "compat" : "reserved";
 }
 
+const char* CapacityPolicyName(CapacityPolicy policy) {
+  return policy == CapacityPolicy::kGuaranteedNoEvict ? "guaranteed_no_evict" : "max_utilization";
+}
+
 }  // namespace lockstep::sched

@@ -34,6 +34,23 @@ enum class DummyPolicy {
 // "compat" or "reserved": the YAML spelling.
 const char* DummyPolicyName(DummyPolicy policy);
 
+// When a rank admits a new request's KV (TensorRT-LLM's capacity scheduler policies).
+// YAML: max_utilization | guaranteed_no_evict.
+enum class CapacityPolicy {
+  // Admit while blocks last; when a running request cannot grow, pause the youngest
+  // holders (their KV released and recomputed later, or brought back from a KV tier).
+  kMaxUtilization,
+  // Admit a new request only when its whole context and max_tokens fit beside what every
+  // request holding KV may still grow by (its prompt plus max_tokens, less what it
+  // holds), so running requests are not paused for new ones. Pausing stays the fallback
+  // (a lone request is always admitted; a prefix another request evicts can still run
+  // short).
+  kGuaranteedNoEvict,
+};
+
+// "max_utilization" or "guaranteed_no_evict": the YAML spelling.
+const char* CapacityPolicyName(CapacityPolicy policy);
+
 struct SchedulerSettings {
   // Most requests (context chunks + generation steps) in one step's batch.
   int32_t max_batch_size = 8;
@@ -45,6 +62,7 @@ struct SchedulerSettings {
   // Largest prefill chunk per request per step (chunked prefill); <= max_num_tokens.
   int64_t chunk_size = 64;
   DummyPolicy dummy_policy = DummyPolicy::kReserved;
+  CapacityPolicy capacity_policy = CapacityPolicy::kMaxUtilization;
 };
 
 }  // namespace lockstep::sched

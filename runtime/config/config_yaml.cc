@@ -238,6 +238,7 @@ void ReadInstance(MapReader& reader, InstanceConfig& instance, std::vector<std::
   executor.Int("max_num_tokens", &e.max_num_tokens);
   executor.Int("max_num_active_requests", &e.max_num_active_requests);
   executor.Enumerated("dummy_policy", &e.dummy_policy, &ParseDummyPolicy);
+  executor.Enumerated("capacity_policy", &e.capacity_policy, &ParseCapacityPolicy);
   executor.Int("spec_k", &e.spec_k);
   executor.Enumerated("draft_pool", &e.draft_pool, &ParseDraftPool);
   executor.Int("chunk_size", &e.chunk_size);

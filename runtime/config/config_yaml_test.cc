@@ -60,10 +60,21 @@ TEST(ConfigYamlTest, MinimalFileGetsDefaults) {
   EXPECT_EQ(config->instances[0].world_size, 2);
   EXPECT_EQ(config->instances[0].executor.max_batch_size, 8);
   EXPECT_EQ(config->instances[0].executor.dummy_policy, DummyPolicy::kReserved);
+  EXPECT_EQ(config->instances[0].executor.capacity_policy, CapacityPolicy::kMaxUtilization);
   EXPECT_TRUE(config->instances[0].kv.prefix_reuse);
   EXPECT_TRUE(config->instances[0].transfer.tcp_data_plane);
   EXPECT_EQ(config->instances[0].comm.vote_transport, CommTransport::kGloo);
   EXPECT_EQ(config->instances[0].comm.engine_transport, CommTransport::kGloo);
+}
+
+TEST(ConfigYamlTest, CapacityPolicyIsRead) {
+  absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(
+      "model: {name: m, path: p}\n"
+      "instances: [{name: a, role: aggregated, executor: {capacity_policy: "
+      "guaranteed_no_evict}}]\n",
+      "");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->instances[0].executor.capacity_policy, CapacityPolicy::kGuaranteedNoEvict);
 }
 
 TEST(ConfigYamlTest, OutputParsersAreReadAndChecked) {
@@ -402,6 +413,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadYaml{"bad_enum", "model: {name: m, path: p}\ninstances: [{name: a, role: decode}]\n",
                 "instances[0].role: must be one of aggregated | context | generation, got "
                 "'decode'"},
+        BadYaml{"bad_capacity_policy",
+                "model: {name: m, path: p}\n"
+                "instances: [{name: a, role: aggregated, executor: {capacity_policy: evict}}]\n",
+                "instances[0].executor.capacity_policy: must be one of max_utilization | "
+                "guaranteed_no_evict, got 'evict'"},
         BadYaml{"bad_policy",
                 "model: {name: m, path: p}\nrouter: {policy: random}\n"
                 "instances: [{name: a, role: aggregated}]\n",
@@ -438,8 +454,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadYaml{"section_scalar",
                 "model: {name: m, path: p}\ninstances: [{name: a, role: aggregated, kv: 3}]\n",
                 "instances[0].kv: must be a mapping"},
-        BadYaml{"security_unknown",
-                std::string(kMinimal) + "security: {cluster_token: abc}\n",
+        BadYaml{"security_unknown", std::string(kMinimal) + "security: {cluster_token: abc}\n",
                 "security.cluster_token: unknown key"},
         BadYaml{"security_tls_partial",
                 std::string(kMinimal) + "security: {tls_cert_file: c.pem, tls_ca_file: ca.pem}\n",

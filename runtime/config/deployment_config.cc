@@ -395,6 +395,15 @@ absl::StatusOr<DummyPolicy> ParseDummyPolicy(std::string_view name) {
   }
   return UnknownName(names, name);
 }
+absl::StatusOr<CapacityPolicy> ParseCapacityPolicy(std::string_view name) {
+  std::vector<std::string_view> names;
+  for (CapacityPolicy policy :
+       {CapacityPolicy::kMaxUtilization, CapacityPolicy::kGuaranteedNoEvict}) {
+    if (name == CapacityPolicyName(policy)) return policy;
+    names.push_back(CapacityPolicyName(policy));
+  }
+  return UnknownName(names, name);
+}
 absl::StatusOr<DraftPool> ParseDraftPool(std::string_view name) {
   std::vector<std::string_view> names;
   for (DraftPool pool : {DraftPool::kNone, DraftPool::kPaired, DraftPool::kUnpaired}) {

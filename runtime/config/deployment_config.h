@@ -37,6 +37,10 @@ enum class EngineKind { kCpu, kFake, kCuda };
 // How a rank pads an empty batch (docs/design.md §1). YAML: reserved | compat. The
 // scheduler's own type and names (sched::DummyPolicyName).
 using DummyPolicy = sched::DummyPolicy;
+// When a rank admits a new request's KV (scheduler/scheduler_settings.h). YAML:
+// max_utilization | guaranteed_no_evict. The scheduler's own type and names
+// (sched::CapacityPolicyName).
+using CapacityPolicy = sched::CapacityPolicy;
 // The draft model's KV pool (docs/design.md §5). YAML: none | paired | unpaired. The
 // KV manager's own type and names (kv::DraftModeName): the config names it, the manager
 // builds it.
@@ -58,6 +62,7 @@ enum class TransferTransport { kUcx, kTcp, kGrpc };
 // The YAML spelling of each value, and its inverse (an error lists the valid names).
 using sched::InstanceRoleName;
 std::string_view EngineKindName(EngineKind engine);
+using sched::CapacityPolicyName;
 using sched::DummyPolicyName;
 std::string_view DraftPoolName(DraftPool pool);
 std::string_view RoutingPolicyName(RoutingPolicy policy);
@@ -66,6 +71,7 @@ std::string_view TransferTransportName(TransferTransport transport);
 absl::StatusOr<InstanceRole> ParseInstanceRole(std::string_view name);
 absl::StatusOr<EngineKind> ParseEngineKind(std::string_view name);
 absl::StatusOr<DummyPolicy> ParseDummyPolicy(std::string_view name);
+absl::StatusOr<CapacityPolicy> ParseCapacityPolicy(std::string_view name);
 absl::StatusOr<DraftPool> ParseDraftPool(std::string_view name);
 absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name);
 absl::StatusOr<CommTransport> ParseCommTransport(std::string_view name);
@@ -217,9 +223,9 @@ struct RouterConfig {
 
 // `instances[i].executor:` — the executor loop of every rank of the instance. The
 // scheduling knobs (max_batch_size, max_num_tokens, max_num_active_requests, chunk_size,
-// dummy_policy) and their defaults are the scheduler's (scheduler/scheduler_settings.h);
-// validation adds: max_num_tokens >= max_batch_size * (1 + K), chunk_size <=
-// max_num_tokens.
+// dummy_policy, capacity_policy) and their defaults are the scheduler's
+// (scheduler/scheduler_settings.h); validation adds: max_num_tokens >= max_batch_size * (1 + K),
+// chunk_size <= max_num_tokens.
 struct ExecutorSettings : sched::SchedulerSettings {
   // Alias kept for older files: `spec_k: K` (K > 0) means `speculative: {method:
   // draft_model, num_draft_tokens: K}`. 0..16; give either it or `speculative`.

@@ -198,6 +198,13 @@ TEST(DeploymentConfigTest, EnumNamesRoundTrip) {
   EXPECT_EQ(*ParseRoutingPolicy("least_load"), RoutingPolicy::kLeastLoad);
   EXPECT_EQ(*ParseRoutingPolicy("kv_aware"), RoutingPolicy::kKvAware);
   EXPECT_EQ(*ParseDummyPolicy("compat"), DummyPolicy::kCompat);
+  for (CapacityPolicy policy :
+       {CapacityPolicy::kMaxUtilization, CapacityPolicy::kGuaranteedNoEvict}) {
+    EXPECT_EQ(*ParseCapacityPolicy(CapacityPolicyName(policy)), policy);
+  }
+  EXPECT_THAT(ParseCapacityPolicy("no_evict"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("must be one of max_utilization | guaranteed_no_evict")));
   EXPECT_EQ(*ParseEngineKind("fake"), EngineKind::kFake);
   EXPECT_THAT(ParseRoutingPolicy("random"),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -148,6 +148,9 @@ SimConfig RandomConfig(uint64_t seed) {
     c.num_blocks = longest_blocks() + pick(2, 6);
     c.host_tier_blocks = pick(4, 4 * c.num_blocks);
   }
+  // Admission that keeps room for every holder to finish (no pauses for new requests;
+  // a lone request is still admitted). Drawn last.
+  if (pick(0, 2) == 0) c.scheduler.capacity_policy = sched::CapacityPolicy::kGuaranteedNoEvict;
   return c;
 }
 

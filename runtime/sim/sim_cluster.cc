@@ -400,13 +400,15 @@ void Simulation::CheckTokens(const SimRequest& req, const Outcome& o) {
 std::string SimConfig::ToString() const {
   return absl::StrFormat(
       "seed=%d ranks=%d role=%s max_batch_size=%d K=%d method=%s dynamic_k=%d draft_pool=%s "
-      "dummy_policy=%s requests=%d blocks=%d draft_blocks=%d gen_only=%d faults=%d "
+      "dummy_policy=%s capacity_policy=%s requests=%d blocks=%d draft_blocks=%d gen_only=%d "
+      "faults=%d "
       "transfer_failure_rate=%.2f send_refusal_rate=%.2f prefix_reuse=%d conversations=%d "
       "system_prompt=%d hints=%d host_tier_blocks=%d",
       seed, ranks, sched::InstanceRoleName(role), scheduler.max_batch_size,
       scheduler.speculative.num_draft_tokens, spec::MethodName(scheduler.speculative.method),
       scheduler.speculative.dynamic, kv::DraftModeName(draft_mode),
-      sched::DummyPolicyName(scheduler.dummy_policy), workload.num_requests, num_blocks,
+      sched::DummyPolicyName(scheduler.dummy_policy),
+      sched::CapacityPolicyName(scheduler.capacity_policy), workload.num_requests, num_blocks,
       draft_num_blocks, workload.generation_only, faults.size(), transfer_failure_rate,
       send_refusal_rate, scheduler.prefix_reuse, workload.conversations, workload.system_prompt,
       workload.hint_followups, host_tier_blocks);
