@@ -114,14 +114,16 @@ RequestId KvManager::dummy_id() const { return kDummyId; }
 absl::StatusOr<int64_t> KvManager::CreateCache(RequestId id, absl::Span<const int32_t> prompt) {
   Impl& m = *impl_;
   LOCKSTEP_DCHECK(m.thread_checker.IsOnOwnerThread());
-  if (m.target().Find(id) != nullptr) {
+  // The dummy never reuses: its tokens are padding.
+  int64_t reused = id == kDummyId ? 0 : m.ReusableTokens(prompt);
+  KvCache* const created = m.target().TryCreateCache(id, m.next_generation, prompt,
+                                                     reused / m.target().tokens_per_block());
+  if (created == nullptr) {
     return absl::AlreadyExistsError(
         absl::StrCat("request ", id.value(), " already has a target cache"));
   }
-  // The dummy never reuses: its tokens are padding.
-  int64_t reused = id == kDummyId ? 0 : m.ReusableTokens(prompt);
-  KvCache& cache = m.target().CreateCache(id, m.next_generation++, prompt,
-                                          reused / m.target().tokens_per_block());
+  KvCache& cache = *created;
+  ++m.next_generation;
   if (m.paired()) {
     m.draft()->CreateCache(id, m.next_generation++, prompt, reused / m.draft()->tokens_per_block());
   }

@@ -37,8 +37,15 @@ int64_t KvPool::ProbeBlocks(absl::Span<const int32_t> tokens, int64_t max_blocks
 
 KvCache& KvPool::CreateCache(RequestId id, uint64_t generation, absl::Span<const int32_t> prompt,
                              int64_t reused_blocks) {
+  KvCache* cache = TryCreateCache(id, generation, prompt, reused_blocks);
+  LOCKSTEP_CHECK(cache != nullptr) << "request " << id << " already has a cache";
+  return *cache;
+}
+
+KvCache* KvPool::TryCreateCache(RequestId id, uint64_t generation, absl::Span<const int32_t> prompt,
+                                int64_t reused_blocks) {
   const auto [it, inserted] = by_id_.try_emplace(id, -1);
-  LOCKSTEP_CHECK(inserted) << "request " << id << " already has a cache";
+  if (!inserted) return nullptr;
   int32_t slot;
   if (free_slots_.empty()) {
     slot = static_cast<int32_t>(slots_.size());
@@ -63,7 +70,7 @@ KvCache& KvPool::CreateCache(RequestId id, uint64_t generation, absl::Span<const
     cache.SetLengths({.capacity = tokens, .history = tokens});
     cache.RaiseCommitted(tokens);
   }
-  return cache;
+  return &cache;
 }
 
 KvCache* KvPool::Find(RequestId id) {

@@ -83,6 +83,10 @@ class KvPool {
   // reused length. Copy-free: the reused blocks gain a reference.
   KvCache& CreateCache(RequestId id, uint64_t generation, absl::Span<const int32_t> prompt,
                        int64_t reused_blocks);
+  // The same, or null, changing nothing, when `id` already has a cache (one lookup by
+  // id both checks and inserts).
+  KvCache* TryCreateCache(RequestId id, uint64_t generation, absl::Span<const int32_t> prompt,
+                          int64_t reused_blocks);
 
   KvCache* Find(RequestId id);
   const KvCache* Find(RequestId id) const;

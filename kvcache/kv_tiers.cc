@@ -227,15 +227,19 @@ void KvTiers::EvictHostLru() {
 void KvTiers::TouchHost(uint32_t slot) { TouchHosts({&slot, 1}); }
 
 void KvTiers::TouchHosts(absl::Span<const uint32_t> slots) {
+  // The clock in a register: a stamp's store may alias lru_clock_ (both uint64_t), so
+  // the member would be read back after every stamp.
+  uint64_t clock = lru_clock_;
   for (const uint32_t slot : slots) {
     if (slot == kNoSlot) continue;
-    host_stamps_[slot] = ++lru_clock_;
+    host_stamps_[slot] = ++clock;
     // Field by field: a record built aside and copied in is read back before its two
     // stores have left the store buffer, a stall per record.
     LruRecord& record = host_lru_.emplace_back();
     record.slot = slot;
-    record.stamp = lru_clock_;
+    record.stamp = clock;
   }
+  lru_clock_ = clock;
   if (host_lru_.size() <= 4 * host_.size() + 64) return;
   // Drop the stale records (at most a quarter are live), reading only the stamps.
   size_t kept = 0;

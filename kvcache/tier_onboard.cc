@@ -62,9 +62,10 @@ int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt)
                          /*hold=*/!copy_now, &fetched_);
   if (blocks == 0) return 0;
   const int64_t tokens = (have + blocks) * tpb;
-  absl::StatusOr<KvPool::ResizePlan> plan = target_->PlanResize(cache, tokens, tokens);
-  LOCKSTEP_CHECK_OK(plan.status());  // GrowableBlocks said it fits
-  target_->ApplyResize(*plan);
+  // GrowableBlocks said it fits, and a new active cache may grow its history to its
+  // capacity: the plan PlanResize would make, without checking it again.
+  LOCKSTEP_DCHECK(target_->PlanResize(cache, tokens, tokens).ok());
+  target_->ApplyResize({.cache = &cache, .lengths = {.capacity = tokens, .history = tokens}});
   onboarded_tokens_ += blocks * tpb;
   const absl::Span<const int32_t> through = prompt.first(static_cast<size_t>(tokens));
   if (copy_now) {
