@@ -188,6 +188,22 @@ TEST(ConfigYamlTest, AggregatedExampleParses) {
   EXPECT_EQ(config->instances[0].comm.engine_transport, CommTransport::kAuto);
 }
 
+// The KV-tier measurement's deployment (docs/perf/kv_tiers.md): a quarter of the
+// working set on the device, a host tier below, and the no-evict admission.
+TEST(ConfigYamlTest, KvTiersExampleParses) {
+  absl::StatusOr<DeploymentConfig> config =
+      LoadDeploymentConfig("deploy/local/agg_dep2_kv_tiers.yaml");
+  ASSERT_THAT(config, IsOk());
+  ASSERT_EQ(config->instances.size(), 1u);
+  const InstanceConfig& agg = config->instances[0];
+  EXPECT_EQ(agg.role, InstanceRole::kAggregated);
+  EXPECT_EQ(agg.executor.capacity_policy, CapacityPolicy::kGuaranteedNoEvict);
+  EXPECT_EQ(agg.kv.num_blocks, 176);
+  EXPECT_EQ(agg.kv.host_tier_bytes, 48 << 20);
+  EXPECT_TRUE(agg.kv.disk_tier_path.empty());
+  EXPECT_EQ(config->router.policy, RoutingPolicy::kKvAware);
+}
+
 TEST(ConfigYamlTest, CudaExampleParses) {
   absl::StatusOr<DeploymentConfig> config = LoadDeploymentConfig("deploy/local/agg_cuda_tiny.yaml");
   ASSERT_THAT(config, IsOk());

@@ -72,12 +72,13 @@ TEST(ExecutorSettingsTest, SchedulingKnobsAreTheSchedulersOwn) {
   EXPECT_EQ(c->scheduler.chunk_size, defaults.chunk_size);
   EXPECT_EQ(c->scheduler.chunk_size, 64);
   EXPECT_EQ(c->scheduler.dummy_policy, defaults.dummy_policy);
+  EXPECT_EQ(c->scheduler.capacity_policy, sched::CapacityPolicy::kMaxUtilization);
 
   absl::StatusOr<config::DeploymentConfig> set = config::ParseDeploymentConfig(
       model +
           "instances:\n  - {name: a, role: aggregated, world_size: 1, executor: "
           "{max_batch_size: 3, max_num_tokens: 96, max_num_active_requests: 5, chunk_size: 40, "
-          "dummy_policy: compat}}\n",
+          "dummy_policy: compat, capacity_policy: guaranteed_no_evict}}\n",
       "");
   ASSERT_THAT(set, IsOk());
   c = MakeExecutorConfig(*set, set->instances[0], 0, layout, layout);
@@ -88,6 +89,7 @@ TEST(ExecutorSettingsTest, SchedulingKnobsAreTheSchedulersOwn) {
   EXPECT_EQ(c->scheduler.max_num_active_requests, 5);
   EXPECT_EQ(c->scheduler.chunk_size, 40);
   EXPECT_EQ(c->scheduler.dummy_policy, sched::DummyPolicy::kCompat);
+  EXPECT_EQ(c->scheduler.capacity_policy, sched::CapacityPolicy::kGuaranteedNoEvict);
 }
 
 // A CUDA rank with an NCCL engine group loads its modules eagerly (set here, in the
