@@ -6,10 +6,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "runtime/security/secret.h"
 
 namespace lockstep::transfer {
 namespace {
@@ -19,6 +21,10 @@ using lockstep::v1::PullRequest;
 // Largest num_tokens an offer is sized for (a PullRequest is authenticated, but a bad
 // one must not make this rank allocate without bound).
 constexpr int64_t kMaxTokens = int64_t{1} << 24;
+
+// Session keys held at most (one per requester that pulled over UCX); past it a new
+// requester gets none and calls Offer and Release over gRPC.
+constexpr size_t kMaxSessions = 4096;
 
 // Writes a pull's chunks, in order, into the registered staging buffer and keeps the
 // CRC32Cs and the trailer. The serving thread copies each chunk out of the blocks
@@ -101,16 +107,34 @@ absl::StatusOr<std::unique_ptr<UcxDataServer>> UcxDataServer::Start(
     LOCKSTEP_LOG_WARN("transfer", "UCX staging: the first chunk could not be made: {}",
                       warmed.ToString());
   }
+  // Offer ids: a generator seeded with 256 bits of the kernel's CSPRNG.
+  absl::StatusOr<std::string> seed = security::GenerateToken();
+  if (!seed.ok()) return seed.status();
+  const std::string seed_bytes = absl::HexStringToBytes(*seed);
+  std::vector<uint32_t> words(seed_bytes.size() / 4);
+  std::memcpy(words.data(), seed_bytes.data(), seed_bytes.size());
+  std::seed_seq seeds(words.begin(), words.end());
   std::unique_ptr<UcxDataServer> server(new UcxDataServer(
       std::move(worker), std::move(*pool), std::move(descriptor), std::move(handler), options));
   UcxDataServer* self = server.get();
+  {
+    absl::MutexLock lock(&self->mu_);
+    self->ids_.seed(seeds);
+  }
   server->reaper_ = std::thread([self] { self->ReapLoop(); });
+  // Session calls are served until Shutdown.
+  if (!self->worker_->hooks().no_sessions) {
+    self->worker_->ServeCalls(
+        [self](absl::string_view call) { return self->ServeSessionCall(call); });
+  }
   return server;
 }
 
 UcxDataServer::~UcxDataServer() { Shutdown(); }
 
 void UcxDataServer::Shutdown() {
+  // No session call runs after this (one running now is waited for).
+  worker_->ServeCalls(nullptr);
   absl::flat_hash_map<uint64_t, Staged> dropped;
   {
     absl::MutexLock lock(&mu_);
@@ -146,22 +170,89 @@ absl::StatusOr<int64_t> UcxDataServer::StagedBytes(const PullRequest& request) c
 
 grpc::Status UcxDataServer::Offer(grpc::ServerContext* context, const PullRequest* request,
                                   lockstep::v1::UcxOffer* reply) {
-  absl::Time deadline = absl::Now() + options_.max_offer_lifetime;
+  absl::Time deadline = absl::InfiniteFuture();
   if (context->deadline() != std::chrono::system_clock::time_point::max()) {
-    deadline = std::min(deadline, absl::FromChrono(context->deadline()));
+    deadline = absl::FromChrono(context->deadline());
   }
-  absl::StatusOr<int64_t> bytes = StagedBytes(*request);
-  if (!bytes.ok()) return ToGrpcStatus(bytes.status());
+  const absl::Status staged = StageOffer(*request, deadline, reply);
+  if (staged.ok() && reply->refusal().empty()) {
+    reply->set_session_key(SessionKeyFor(request->requester()));
+  }
+  return ToGrpcStatus(staged);
+}
+
+std::string UcxDataServer::SessionKeyFor(const std::string& requester) {
+  if (worker_->hooks().no_sessions) return "";
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = sessions_.find(requester); it != sessions_.end()) return it->second;
+    if (sessions_.size() >= kMaxSessions) return "";
+  }
+  absl::StatusOr<std::string> key = security::GenerateToken();
+  if (!key.ok()) {
+    LOCKSTEP_LOG_WARN("transfer", "no UCX session for {}: {}", requester, key.status().ToString());
+    return "";
+  }
+  absl::MutexLock lock(&mu_);
+  return sessions_.try_emplace(requester, *std::move(key)).first->second;
+}
+
+std::string UcxDataServer::ServeSessionCall(absl::string_view bytes) {
+  lockstep::v1::UcxSessionCall call;
+  lockstep::v1::UcxSessionAnswer answer;
+  const absl::Status served = [&]() -> absl::Status {
+    if (!call.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a malformed UCX session call (", bytes.size(), " bytes)"));
+    }
+    if (call.call_case() == lockstep::v1::UcxSessionCall::CALL_NOT_SET) {
+      return absl::InvalidArgumentError("a UCX session call with neither an offer nor a release");
+    }
+    const std::string& requester =
+        call.has_offer() ? call.offer().requester() : call.release().requester();
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = sessions_.find(requester);
+      const bool known = it != sessions_.end();
+      if (!known || !security::ConstantTimeEquals(call.session_key(), it->second)) {
+        ++stats_.session_refused;
+        return absl::UnauthenticatedError(
+            known ? absl::StrCat("the UCX session key of ", requester, " does not match")
+                  : absl::StrCat("no UCX session of ", requester,
+                                 " (this rank restarted, or gave it none)"));
+      }
+      ++stats_.session_calls;
+    }
+    if (call.has_release()) return DropOffer(call.release().offer_id());
+    if (call.timeout_micros() <= 0) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the UCX session offer of request ", call.offer().context_request_id(),
+                       " came with no time left (", call.timeout_micros(), " us)"));
+    }
+    return StageOffer(call.offer(), absl::Now() + absl::Microseconds(call.timeout_micros()),
+                      answer.mutable_offer());
+  }();
+  answer.set_code(static_cast<int32_t>(served.code()));
+  answer.set_message(std::string(served.message()));
+  if (!served.ok()) answer.clear_offer();
+  return answer.SerializeAsString();
+}
+
+absl::Status UcxDataServer::StageOffer(const PullRequest& request, absl::Time deadline,
+                                       lockstep::v1::UcxOffer* reply) {
+  deadline = std::min(deadline, absl::Now() + options_.max_offer_lifetime);
+  absl::StatusOr<int64_t> bytes = StagedBytes(request);
+  if (!bytes.ok()) return bytes.status();
   const auto refuse = [&](absl::string_view why) {
     absl::MutexLock lock(&mu_);
     ++stats_.refused;
     reply->set_refusal(std::string(why));
-    return grpc::Status::OK;
+    return absl::OkStatus();
   };
   bool full = false;
   {
     absl::MutexLock lock(&mu_);
-    if (shut_down_) return ToGrpcStatus(absl::UnavailableError("the UCX data plane is shut down"));
+    if (shut_down_) return absl::UnavailableError("the UCX data plane is shut down");
     full = reserved_bytes_ + *bytes > options_.max_staged_bytes;
     if (!full) reserved_bytes_ += *bytes;
   }
@@ -180,14 +271,14 @@ grpc::Status UcxDataServer::Offer(grpc::ServerContext* context, const PullReques
   if (!range.ok()) {
     unreserve();
     LOCKSTEP_LOG_WARN("transfer", "UCX offer of request {} refused: {}",
-                      request->context_request_id(), range.status().ToString());
+                      request.context_request_id(), range.status().ToString());
     return refuse(range.status().ToString());
   }
   staged.range = std::move(*range);
   StagingSink sink(staged.range.data(), *bytes, reply);
-  if (absl::Status served = handler_(*request, deadline, sink); !served.ok()) {
+  if (absl::Status served = handler_(request, deadline, sink); !served.ok()) {
     unreserve();
-    return ToGrpcStatus(served);
+    return served;
   }
   reply->set_worker_address(worker_->address());
   reply->set_rkey(staged.range.rkey());
@@ -197,7 +288,7 @@ grpc::Status UcxDataServer::Offer(grpc::ServerContext* context, const PullReques
   absl::MutexLock lock(&mu_);
   if (shut_down_) {
     reserved_bytes_ -= *bytes;
-    return ToGrpcStatus(absl::UnavailableError("the UCX data plane is shut down"));
+    return absl::UnavailableError("the UCX data plane is shut down");
   }
   uint64_t id = 0;
   do {
@@ -208,18 +299,22 @@ grpc::Status UcxDataServer::Offer(grpc::ServerContext* context, const PullReques
   ++version_;
   ++stats_.offers;
   stats_.staged_bytes += *bytes;
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 grpc::Status UcxDataServer::Release(grpc::ServerContext* /*context*/,
                                     const lockstep::v1::UcxRelease* request,
                                     lockstep::v1::UcxReleaseReply* /*reply*/) {
+  return ToGrpcStatus(DropOffer(request->offer_id()));
+}
+
+absl::Status UcxDataServer::DropOffer(uint64_t offer_id) {
   Staged dropped;
   absl::MutexLock lock(&mu_);
-  auto it = staged_.find(request->offer_id());
+  auto it = staged_.find(offer_id);
   if (it == staged_.end()) {
-    return ToGrpcStatus(absl::NotFoundError(absl::StrCat(
-        "no staged UCX offer ", request->offer_id(), " (released, expired or never made)")));
+    return absl::NotFoundError(
+        absl::StrCat("no staged UCX offer ", offer_id, " (released, expired or never made)"));
   }
   dropped = std::move(it->second);
   staged_.erase(it);
@@ -230,7 +325,7 @@ grpc::Status UcxDataServer::Release(grpc::ServerContext* /*context*/,
   mu_.Unlock();
   dropped = Staged();  // give the range back outside the lock
   mu_.Lock();
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 void UcxDataServer::ReapLoop() {

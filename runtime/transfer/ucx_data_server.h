@@ -5,19 +5,26 @@
 // Offer: takes a staging range for the claim's blocks from the UCX-allocated staging
 // pool (UcxStagingPool; before the claim is touched: a failure to allocate or register
 // a chunk, or staging beyond `max_staged_bytes`, is answered with a refusal and the
-// puller pulls over TCP or gRPC), then serves the pull through `handler` (KvTransferServer::ServePull,
-// which checks the request, ends the claim and writes the chunks with their CRC32Cs)
-// into that buffer, and answers the worker address, the remote key, the CRC32C of each
-// block and the trailer. The puller reads the buffer with one-sided gets: no thread
-// of this rank runs per transfer (the worker's progress thread serves transports that
-// emulate RMA).
+// puller pulls over TCP or gRPC), then serves the pull through `handler`
+// (KvTransferServer::ServePull, which checks the request, ends the claim and writes the chunks with
+// their CRC32Cs) into that buffer, and answers the worker address, the remote key, the CRC32C of
+// each block and the trailer. The puller reads the buffer with one-sided gets: no thread of this
+// rank runs per transfer (the worker's progress thread serves transports that emulate RMA).
 //
 // The staged copy lives until the puller's Release, the Offer call's deadline (at most
 // `max_offer_lifetime` after it), or Shutdown, whichever comes first; one reaper thread
 // drops the expired ones.
 //
-// Thread safety: thread-safe. gRPC server threads run Offer and Release; the reaper
-// thread waits with a deadline (the earliest expiry).
+// Sessions: a gRPC Offer's answer carries the requester's session key (256 random bits,
+// made on its first Offer and kept). The requester's later Offers and Releases may come
+// as UCX calls to this rank's worker (UcxWorker::Call, a UcxSessionCall naming the key),
+// served on the worker's progress thread: the key is checked (in constant time) before
+// anything else, then the call is served exactly as the gRPC one (StageOffer,
+// DropOffer); every error is answered (UcxSessionAnswer), naming the problem.
+//
+// Thread safety: thread-safe. gRPC server threads run Offer and Release, the worker's
+// progress thread the session calls; the reaper thread waits with a deadline (the
+// earliest expiry).
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_UCX_DATA_SERVER_H_
 #define LOCKSTEP_RUNTIME_TRANSFER_UCX_DATA_SERVER_H_
 
@@ -26,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -76,8 +84,12 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
     int64_t released = 0;      // dropped on the puller's Release
     int64_t expired = 0;       // dropped at their deadline
     int64_t refused = 0;       // offers refused (registration failed, staging full)
+    int64_t session_calls = 0;    // Offers and Releases that came as UCX session calls
+    int64_t session_refused = 0;  // session calls refused (bad key, unknown session)
   };
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Where session calls go (this rank's UCX worker).
+  const std::string& worker_address() const { return worker_->address(); }
 
   grpc::Status Offer(grpc::ServerContext* context, const lockstep::v1::PullRequest* request,
                      lockstep::v1::UcxOffer* reply) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -93,6 +105,19 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
 
   UcxDataServer(std::shared_ptr<UcxWorker> worker, std::unique_ptr<UcxStagingPool> pool,
                 KvDescriptor descriptor, Handler handler, const UcxDataServerOptions& options);
+  // An Offer, by gRPC or session call alike: stages `request`'s claim by `deadline`
+  // (capped at max_offer_lifetime from now) and fills `reply`; a refusal is OK with
+  // `reply->refusal()` set.
+  absl::Status StageOffer(const lockstep::v1::PullRequest& request, absl::Time deadline,
+                          lockstep::v1::UcxOffer* reply) ABSL_LOCKS_EXCLUDED(mu_);
+  // A Release, by gRPC or session call alike: drops the staged copy `offer_id`.
+  absl::Status DropOffer(uint64_t offer_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The session key of `requester`, made on first use; empty once kMaxSessions are held
+  // or where this rank has no sessions (UcxWorkerHooks::no_sessions).
+  std::string SessionKeyFor(const std::string& requester) ABSL_LOCKS_EXCLUDED(mu_);
+  // A session call (a serialized UcxSessionCall), on the worker's progress thread: its
+  // serialized UcxSessionAnswer.
+  std::string ServeSessionCall(absl::string_view call) ABSL_LOCKS_EXCLUDED(mu_);
   // The bytes a pull of `request` stages (its descriptor's blocks for num_tokens);
   // InvalidArgument for a request this rank cannot size.
   absl::StatusOr<int64_t> StagedBytes(const lockstep::v1::PullRequest& request) const;
@@ -110,7 +135,10 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
   int64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // staged + being staged
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;        // bumped by each new offer
   Stats stats_ ABSL_GUARDED_BY(mu_);
-  std::mt19937_64 ids_ ABSL_GUARDED_BY(mu_){std::random_device()()};
+  // Offer ids, seeded with 256 bits of the kernel's CSPRNG (Start).
+  std::mt19937_64 ids_ ABSL_GUARDED_BY(mu_);
+  // Session keys by requester (PullRequest.requester).
+  absl::flat_hash_map<std::string, std::string> sessions_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

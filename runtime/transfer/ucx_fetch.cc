@@ -99,6 +99,22 @@ void UcxWorker::AnswerFetch(void* reply_ep, const void* header, size_t header_le
   (void)ucp_tag_send_nbx(static_cast<ucp_ep_h>(reply_ep), from, send_size, tag, &send);
 }
 
+void UcxWorker::ProgressFor(Operation& op, absl::Time until) {
+  if (!TakeProgress()) {  // another reader progresses: its progress completes ours
+    absl::MutexLock lock(&op.mu);
+    op.mu.AwaitWithDeadline(absl::Condition(&op.done), until);
+    return;
+  }
+  // A missed wake-up costs at most kReaderSleep.
+  ProgressUntil(
+      [&op] {
+        absl::MutexLock lock(&op.mu);
+        return op.done;
+      },
+      until, kReaderSleep);
+  GiveProgressBack();
+}
+
 absl::Status UcxWorker::Fetch(const std::shared_ptr<Endpoint>& endpoint, const std::string& rkey,
                               uint64_t remote_address, absl::Span<std::byte> out,
                               const Pieces& pieces, std::shared_ptr<const void> keep_alive,
@@ -176,23 +192,9 @@ absl::Status UcxWorker::Fetch(const std::shared_ptr<Endpoint>& endpoint, const s
           ask_failed != UCS_OK ? ask_failed : static_cast<ucs_status_t>(endpoint->error.load());
       return UcxError("the UCX read from the context rank failed (endpoint error)", error);
     };
-    // Progressed on this thread where no other reader does (TakeProgress): the bytes
-    // land and complete the receive here, without the progress thread's wake-up of this
-    // one (docs/perf/ucx.md). A missed wake-up costs at most kReaderSleep.
-    const auto progress = [this, &op](absl::Time until) {
-      if (!TakeProgress()) {  // another reader progresses: its progress completes ours
-        absl::MutexLock lock(&op.mu);
-        op.mu.AwaitWithDeadline(absl::Condition(&op.done), until);
-        return;
-      }
-      ProgressUntil(
-          [&op] {
-            absl::MutexLock lock(&op.mu);
-            return op.done;
-          },
-          until, kReaderSleep);
-      GiveProgressBack();
-    };
+    // Progressed on this thread (ProgressFor): the bytes land and complete the receive
+    // here, without the progress thread's wake-up of this one (docs/perf/ucx.md).
+    const auto progress = [this, &op](absl::Time until) { ProgressFor(op, until); };
     absl::Status outcome = AwaitDone(op.mu, op.done, "UCX read", pieces.sizes[i], deadline, slice,
                                      give_up, failed, progress);
     if (!outcome.ok()) return outcome;

@@ -45,7 +45,25 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
   const lockstep::v1::PullRequest request = puller_.Request(spec);
 
   lockstep::v1::UcxOffer offer;
-  {
+  bool offered = false;  // over the session
+  if (std::optional<Session> session = SessionWith(source.address); session.has_value()) {
+    lockstep::v1::UcxSessionCall call;
+    *call.mutable_offer() = request;
+    absl::StatusOr<lockstep::v1::UcxSessionAnswer> answer = CallSession(
+        *session, std::move(call), spec.deadline, [&control] { return control.cancelled(); });
+    if (answer.ok()) {
+      offer = std::move(*answer->mutable_offer());
+      offered = true;
+    } else {
+      if (control.cancelled()) return ReceiveCancelledError(blocks.id);
+      DropSession(source.address, *session);
+      // A refused key, or a rank that serves no calls, touched no claim: over gRPC now.
+      if (!absl::IsUnauthenticated(answer.status()) && !absl::IsUnimplemented(answer.status())) {
+        return PullError(answer.status().code(), source, answer.status().message());
+      }
+    }
+  }
+  if (!offered) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(spec.deadline));
     control.Attach(&context);
@@ -64,11 +82,15 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
     if (!status.ok()) {
       return PullError(FromGrpcStatus(status).code(), source, status.error_message());
     }
-    if (!offer.refusal().empty()) {
-      outcome->fall_back = true;
-      return PullError(absl::StatusCode::kUnavailable, source,
-                       absl::StrCat("UCX offer refused: ", offer.refusal()));
+    if (!offer.session_key().empty() && !worker_->hooks().no_sessions) {
+      absl::MutexLock lock(&mu_);
+      sessions_[source.address] = Session{offer.worker_address(), offer.session_key()};
     }
+  }
+  if (!offer.refusal().empty()) {
+    outcome->fall_back = true;
+    return PullError(absl::StatusCode::kUnavailable, source,
+                     absl::StrCat("UCX offer refused: ", offer.refusal()));
   }
   // From here on the context rank holds a staged copy for us: released on every path,
   // once the receive has been reported (Outcome::release_offer).
@@ -180,13 +202,63 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
 
 void UcxPuller::Release(lockstep::v1::KvUcxService::StubInterface& stub, const ReceiveSpec& spec,
                         uint64_t offer_id) const {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kReleaseTimeout));
+  const absl::Time deadline = absl::Now() + kReleaseTimeout;
   lockstep::v1::UcxRelease request;
   request.set_offer_id(offer_id);
   request.set_requester(puller_.Request(spec).requester());
+  const std::string& address = spec.source.address;
+  if (std::optional<Session> session = SessionWith(address); session.has_value()) {
+    lockstep::v1::UcxSessionCall call;
+    *call.mutable_release() = request;
+    absl::StatusOr<lockstep::v1::UcxSessionAnswer> answer =
+        CallSession(*session, std::move(call), deadline, nullptr);
+    // Answered (released, or already gone: NotFound): done.
+    if (answer.ok() || absl::IsNotFound(answer.status())) return;
+    DropSession(address, *session);
+    // A lost call leaves the copy to its deadline; a refused key goes over gRPC.
+    if (!absl::IsUnauthenticated(answer.status()) && !absl::IsUnimplemented(answer.status())) {
+      return;
+    }
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(deadline));
   lockstep::v1::UcxReleaseReply reply;
   (void)stub.Release(&context, request, &reply);
+}
+
+std::optional<UcxPuller::Session> UcxPuller::SessionWith(const std::string& address) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(address);
+  if (it == sessions_.end()) return std::nullopt;
+  return it->second;
+}
+
+void UcxPuller::DropSession(const std::string& address, const Session& session) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(address);
+  if (it != sessions_.end() && it->second.key == session.key) sessions_.erase(it);
+}
+
+absl::StatusOr<lockstep::v1::UcxSessionAnswer> UcxPuller::CallSession(
+    const Session& session, lockstep::v1::UcxSessionCall call, absl::Time deadline,
+    const std::function<bool()>& cancelled) const {
+  call.set_session_key(session.key);
+  call.set_timeout_micros(absl::ToInt64Microseconds(deadline - absl::Now()));
+  absl::StatusOr<std::string> answered =
+      worker_->Call(session.worker_address, call.SerializeAsString(), deadline, cancelled);
+  if (!answered.ok()) return answered.status();
+  lockstep::v1::UcxSessionAnswer answer;
+  if (!answer.ParseFromString(*answered)) {
+    return absl::DataLossError(
+        absl::StrCat("a malformed UCX session answer (", answered->size(), " bytes)"));
+  }
+  if (answer.code() != 0) {
+    const bool known = answer.code() > 0 && answer.code() <= 16;
+    return absl::Status(
+        known ? static_cast<absl::StatusCode>(answer.code()) : absl::StatusCode::kUnknown,
+        answer.message());
+  }
+  return answer;
 }
 
 }  // namespace lockstep::transfer

@@ -8,15 +8,30 @@
 // whole blocks (UcxWorker::GetInPieces), each piece checked and written while the next
 // ones are on the wire.
 //
-// Thread safety: UcxPuller is immutable; pulls may run on several threads at once, into
-// disjoint blocks.
+// Sessions: where a context rank's offer carries a session key (UcxOffer.session_key),
+// the later Offers and Releases to that rank go as UCX calls to its worker
+// (UcxWorker::Call, a UcxSessionCall) instead of gRPC, with the receive's deadline. A
+// call that fails (no answer by the deadline, the endpoint's error, a refused key)
+// drops the session: the next Offer goes over gRPC again. A refused key or a rank that
+// serves no calls costs nothing else (the claim is untouched: the Offer goes over gRPC
+// at once); any other failure fails the receive as a failed gRPC Offer does.
+//
+// Thread safety: thread-safe; pulls may run on several threads at once, into disjoint
+// blocks.
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_UCX_PULLER_H_
 #define LOCKSTEP_RUNTIME_TRANSFER_UCX_PULLER_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "proto/kv_transfer.grpc.pb.h"
 #include "runtime/transfer/kv_descriptor.h"
 #include "runtime/transfer/kv_puller.h"
@@ -36,10 +51,11 @@ class UcxPuller {
     // untouched: pull over another transport.
     bool fall_back = false;
     // Set once an offer was made: the context rank's staged copy, to be let go with
-    // Release (UcxPuller::Release) once the receive has been reported. Sending it after
-    // the report keeps its round trip off the receive's path without gRPC's callback
-    // API (whose alternative completion queue crashed when channels were torn down
-    // while a Release was in flight).
+    // Release (UcxPuller::Release) once the receive has been reported (a receive
+    // cancelled while its session Offer was unanswered leaves the copy to its
+    // deadline). Sending it after the report keeps its round trip off the receive's
+    // path without gRPC's callback API (whose alternative completion queue crashed when
+    // channels were torn down while a Release was in flight).
     std::optional<uint64_t> release_offer;
   };
 
@@ -56,13 +72,32 @@ class UcxPuller {
   // waiting at most a second for the answer: a lost Release only keeps the copy until
   // its deadline.
   void Release(lockstep::v1::KvUcxService::StubInterface& stub, const ReceiveSpec& spec,
-               uint64_t offer_id) const;
+               uint64_t offer_id) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // A context rank's session: where its calls go, and the key they carry.
+  struct Session {
+    std::string worker_address;
+    std::string key;
+  };
+  std::optional<Session> SessionWith(const std::string& address) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets the session with `address` if it is still `session`.
+  void DropSession(const std::string& address, const Session& session) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends `call` (its key set here) over `session` by `deadline`: the context rank's
+  // answer, or its error as the gRPC call's would be (code and message), or the call's
+  // own failure (UcxWorker::Call).
+  absl::StatusOr<lockstep::v1::UcxSessionAnswer> CallSession(
+      const Session& session, lockstep::v1::UcxSessionCall call, absl::Time deadline,
+      const std::function<bool()>& cancelled) const;
+
   const KvPuller& puller_;
   const KvDescriptor descriptor_;
   const KvCopiers copiers_;
   const std::shared_ptr<UcxWorker> worker_;
+  mutable absl::Mutex mu_;
+  // Sessions by the context rank's KV transfer address (ContextHandle::address).
+  mutable absl::flat_hash_map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace lockstep::transfer

@@ -2,7 +2,9 @@
 // rank in one process, over the UCX transports UCX_TLS names (the BUILD file runs this
 // test with shm and with tcp). Transfers, the fallbacks to the TCP data plane, and the
 // faults: a registration failure, a full staging area, a get that never completes, the
-// context rank gone mid-get, a cancel mid-get.
+// context rank gone mid-get, a cancel mid-get; the session calls after a connection's
+// first Offer, ranks without them, and their faults (a bad key, no answer by the
+// deadline, the context rank gone mid-call).
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -17,8 +19,10 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/kv_transfer.pb.h"
 #include "runtime/transfer/grpc_transceiver.h"
 #include "runtime/transfer/testing/transfer_fixture.h"
+#include "runtime/transfer/ucx_worker.h"
 
 namespace lockstep::transfer {
 namespace {
@@ -54,6 +58,23 @@ class UcxTransceiverTest : public testing::TransportTest {
     RankConfig config{.name = name, .descriptor = SmallDescriptor()};
     config.ucx = ucx;
     return config;
+  }
+
+  // Moves request `from`'s 23 target blocks of `ctx` into request `to` of `gen`, with
+  // `timeout`: the receive's status (the blocks are compared when it is OK).
+  absl::Status Move(TestRank& ctx, TestRank& gen, int64_t from, int64_t to,
+                    absl::Duration timeout = kWait) {
+    const KvDescriptor d = SmallDescriptor();
+    const TestBlocks sent = RandomBlocks(RequestId(from), 23, d, /*draft=*/false, 64, 0, rng_);
+    const TestBlocks received = RandomBlocks(RequestId(to), 23, d, /*draft=*/false, 64, 0, rng_);
+    if (absl::Status s = ctx->StartSend(Send(sent)); !s.ok()) return s;
+    if (absl::Status s = gen->StartReceive(Receive(received, ctx, sent.id, timeout)); !s.ok()) {
+      return s;
+    }
+    const std::vector<TransferEvent> got = AwaitEvents(gen, 1, kWait);
+    if (got.size() != 1) return absl::InternalError("the receive reported no event");
+    if (got[0].status.ok()) EXPECT_THAT(CompareMovedBlocks(ctx, sent, gen, received, d), IsEmpty());
+    return got[0].status;
   }
 
   // A get held up: a context rank whose progress thread does not run while `hold`, a
@@ -129,6 +150,142 @@ TEST_P(UcxTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
   EXPECT_EQ(stats.released, 3);
   EXPECT_EQ(stats.offers, 0);
   EXPECT_EQ(stats.staged_bytes, 0);
+  // The first Offer went over gRPC; the later two and the three Releases over the session.
+  EXPECT_EQ(stats.session_calls, 5);
+  EXPECT_EQ(stats.session_refused, 0);
+}
+
+// A rank of an earlier version on either side (no sessions): every Offer and Release
+// goes over gRPC, and the pulls are as before.
+TEST_P(UcxTransceiverTest, RanksWithoutSessionsKeepCallingOverGrpc) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  for (bool old_context : {true, false}) {
+    SCOPED_TRACE(old_context ? "context rank without sessions" : "generation rank without them");
+    RankConfig ctx_config = Config("ctx0 rank 0", true);
+    ctx_config.ucx_hooks.no_sessions = old_context;
+    RankConfig gen_config = Config("gen0 rank 1", true);
+    gen_config.ucx_hooks.no_sessions = !old_context;
+    auto ctx = Rank(ctx_config, seed_ + 1);
+    auto gen = Rank(gen_config, 0);
+    ASSERT_TRUE(ctx && gen);
+    EXPECT_THAT(Move(*ctx, *gen, 7, 40), IsOk());
+    EXPECT_THAT(Move(*ctx, *gen, 8, 41), IsOk());
+    EXPECT_EQ((*gen)->pulls_over_ucx(), 2);
+    EXPECT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 2; }));
+    EXPECT_EQ((*ctx)->ucx_data_plane()->stats().session_calls, 0);
+  }
+}
+
+// A session call with a wrong key, for no session, or malformed is answered with an error
+// naming the problem, and touches no claim.
+TEST_P(UcxTransceiverTest, ABadSessionCallIsRefusedAndTouchesNoClaim) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  auto ctx = Rank(Config("ctx0 rank 0", true), seed_ + 1);
+  auto gen = Rank(Config("gen0 rank 1", true), 0);
+  ASSERT_TRUE(ctx && gen);
+  ASSERT_THAT(Move(*ctx, *gen, 7, 40), IsOk());  // gen0 rank 1 now holds a session
+  const TestBlocks sent =
+      RandomBlocks(RequestId(8), 23, SmallDescriptor(), /*draft=*/false, 64, 0, rng_);
+  ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+  absl::StatusOr<std::shared_ptr<UcxWorker>> intruder = UcxWorker::Create("intruder");
+  ASSERT_THAT(intruder.status(), IsOk());
+  const auto call = [&](const std::string& requester, const std::string& key) {
+    lockstep::v1::UcxSessionCall request;
+    request.set_session_key(key);
+    request.set_timeout_micros(absl::ToInt64Microseconds(kWait));
+    request.mutable_offer()->set_context_request_id(8);
+    request.mutable_offer()->set_requester(requester);
+    return (*intruder)->Call((*ctx)->ucx_data_plane()->worker_address(),
+                             request.SerializeAsString(), absl::Now() + kWait, nullptr);
+  };
+  const auto answer_of = [](const absl::StatusOr<std::string>& answered) {
+    lockstep::v1::UcxSessionAnswer answer;
+    EXPECT_THAT(answered.status(), IsOk());
+    if (answered.ok()) EXPECT_TRUE(answer.ParseFromString(*answered));
+    return answer;
+  };
+  lockstep::v1::UcxSessionAnswer answer = answer_of(call("gen0 rank 1", std::string(64, '0')));
+  EXPECT_EQ(answer.code(), static_cast<int>(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(answer.message(), HasSubstr("UCX session key of gen0 rank 1 does not match"));
+  EXPECT_FALSE(answer.has_offer());
+  answer = answer_of(call("gen9 rank 0", ""));
+  EXPECT_EQ(answer.code(), static_cast<int>(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(answer.message(), HasSubstr("no UCX session of gen9 rank 0"));
+  answer = answer_of((*intruder)->Call((*ctx)->ucx_data_plane()->worker_address(), "\xff\xff",
+                                       absl::Now() + kWait, nullptr));
+  EXPECT_EQ(answer.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(answer.message(), HasSubstr("malformed UCX session call"));
+  EXPECT_EQ((*ctx)->ucx_data_plane()->stats().session_refused, 2);
+  // Request 8's claim is intact: the generation rank pulls it over its session.
+  const TestBlocks received = RandomBlocks(RequestId(41), 23, SmallDescriptor(),
+                                           /*draft=*/false, 64, 0, rng_);
+  ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
+  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(got[0].status, IsOk());
+  EXPECT_THAT(CompareMovedBlocks(*ctx, sent, *gen, received, SmallDescriptor()), IsEmpty());
+  // Over the session: request 7's Release, 8's Offer and 8's Release.
+  EXPECT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 2; }));
+  EXPECT_EQ((*ctx)->ucx_data_plane()->stats().session_calls, 3);
+}
+
+// A session Offer the context rank does not answer (its worker not progressed) fails
+// the receive at its deadline; the session is dropped and the next pull offers over gRPC.
+TEST_P(UcxTransceiverTest, ASessionOfferUnansweredByItsDeadlineFailsTheReceive) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  std::atomic<bool> hold{false};
+  RankConfig config = Config("ctx0 rank 0", true);
+  config.ucx_hooks.hold_progress = [&hold] { return hold.load(); };
+  auto ctx = Rank(config, seed_ + 1);
+  auto gen = Rank(Config("gen0 rank 1", true), 0);
+  ASSERT_TRUE(ctx && gen);
+  ASSERT_THAT(Move(*ctx, *gen, 7, 40), IsOk());
+  ASSERT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 1; }));
+  hold = true;
+  const absl::Duration timeout = absl::Milliseconds(800);
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(Move(*ctx, *gen, 8, 41, timeout),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("UCX call of")));
+  EXPECT_LT(absl::Now() - start, timeout + absl::Seconds(3));
+  hold = false;
+  EXPECT_THAT(Move(*ctx, *gen, 9, 42), IsOk());
+  EXPECT_EQ((*gen)->pulls_over_ucx(), 3);
+  EXPECT_EQ((*gen)->ucx_fallbacks(), 0);
+}
+
+// The context rank goes away while a session Offer waits for its answer: the receive
+// fails by its deadline (an endpoint error over tcp; shared memory has no peer failure
+// detection), with the pull named.
+TEST_P(UcxTransceiverTest, ContextRankGoneMidSessionOfferFailsTheReceive) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  std::atomic<bool> hold{false};
+  std::atomic<int> sent_calls{0};
+  RankConfig config = Config("ctx0 rank 0", true);
+  config.ucx_hooks.hold_progress = [&hold] { return hold.load(); };
+  auto ctx = Rank(config, seed_ + 1);
+  RankConfig gen_config = Config("gen0 rank 1", true);
+  gen_config.ucx_hooks.before_get = [&sent_calls] { ++sent_calls; };
+  auto gen = Rank(gen_config, 0);
+  ASSERT_TRUE(ctx && gen);
+  ASSERT_THAT(Move(*ctx, *gen, 7, 40), IsOk());
+  ASSERT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 1; }));
+  hold = true;
+  const TestBlocks sent =
+      RandomBlocks(RequestId(8), 23, SmallDescriptor(), /*draft=*/false, 64, 0, rng_);
+  const TestBlocks received = RandomBlocks(RequestId(41), 23, SmallDescriptor(),
+                                           /*draft=*/false, 64, 0, rng_);
+  ASSERT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+  const int before = sent_calls.load();
+  const absl::Duration timeout = absl::Seconds(5);
+  const absl::Time start = absl::Now();
+  ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id, timeout)), IsOk());
+  ASSERT_TRUE(PollUntil([&] { return sent_calls.load() > before; }));  // the Offer is sent
+  ctx.reset();
+  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_FALSE(got[0].status.ok());
+  EXPECT_THAT(got[0].status.message(), HasSubstr("pull of request 8 from"));
+  EXPECT_LT(absl::Now() - start, timeout + absl::Seconds(3));
 }
 
 TEST_P(UcxTransceiverTest, FallsBackWhereTheContextRankHasNoUcx) {

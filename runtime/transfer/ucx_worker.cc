@@ -14,7 +14,6 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
-#include "runtime/transfer/crc32c.h"
 #include "runtime/transfer/ucx_worker_internal.h"
 #include "ucp/api/ucp.h"
 
@@ -22,7 +21,11 @@ namespace lockstep::transfer {
 namespace {
 
 using ucx_internal::AwaitDone;
+using ucx_internal::CallHandlers;
 using ucx_internal::Context;
+using ucx_internal::Frame;
+using ucx_internal::kAnswerId;
+using ucx_internal::kCallId;
 using ucx_internal::kFetchId;
 using ucx_internal::UcxError;
 using ucx_internal::Worker;
@@ -46,26 +49,8 @@ constexpr unsigned kPongId = 2;
 // again: unpacking attaches its shared-memory segment, which is costly).
 constexpr size_t kMaxCachedRkeys = 16;
 
-// Framed UCX bytes (a worker address or a packed remote key) as they travel to peers:
-// magic, kind, UCX major and minor version, CRC32C of the bytes and their length (both
-// little-endian), then the bytes. UCX parses these bytes without a length and asserts
-// (aborts the process) on what it does not expect, so a peer's bytes reach UCX only
-// once the frame shows they are whole and made by the same UCX version.
-constexpr char kFrameMagic[4] = {'L', 'S', 'U', 'X'};
-constexpr size_t kFrameHeader = 4 + 1 + 2 + 4 + 4;
-constexpr size_t kMaxFramed = size_t{1} << 20;
 // A remote key's bytes start with its region's address and length.
 constexpr size_t kRegionPrefix = 16;
-
-struct UcxVersion {
-  unsigned major = 0, minor = 0;
-};
-
-UcxVersion LocalVersion() {
-  unsigned major = 0, minor = 0, release = 0;
-  ucp_get_version(&major, &minor, &release);
-  return {major, minor};
-}
 
 // A ping's handler: answers with a pong carrying the ping's token, on the endpoint the
 // ping asked the answer to go back on. The pong leaves behind this worker's wire-up
@@ -91,53 +76,7 @@ ucs_status_t AnswerPing(void* /*arg*/, const void* header, size_t header_length,
   return UCS_OK;
 }
 
-std::string Frame(char kind, absl::string_view bytes) {
-  const UcxVersion version = LocalVersion();
-  std::string framed(kFrameHeader, '\0');
-  std::memcpy(framed.data(), kFrameMagic, 4);
-  framed[4] = kind;
-  framed[5] = static_cast<char>(version.major);
-  framed[6] = static_cast<char>(version.minor);
-  absl::little_endian::Store32(framed.data() + 7, Crc32c(bytes.data(), bytes.size()));
-  absl::little_endian::Store32(framed.data() + 11, static_cast<uint32_t>(bytes.size()));
-  framed.append(bytes.data(), bytes.size());
-  return framed;
-}
-
 }  // namespace
-
-absl::StatusOr<absl::string_view> UcxWorker::Unframe(char kind, absl::string_view framed) {
-  const absl::string_view what = kind == 'A' ? "UCX worker address" : "UCX remote key";
-  const auto malformed = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the context rank's ", what, " is malformed (", framed.size(), " bytes): ",
-                     why));
-  };
-  if (framed.empty()) return malformed("empty");
-  if (framed.size() < kFrameHeader || std::memcmp(framed.data(), kFrameMagic, 4) != 0) {
-    return malformed("not framed by this data plane");
-  }
-  if (framed[4] != kind) return malformed("of another kind");
-  const UcxVersion local = LocalVersion();
-  const unsigned major = static_cast<unsigned char>(framed[5]);
-  const unsigned minor = static_cast<unsigned char>(framed[6]);
-  if (major != local.major || minor != local.minor) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the context rank's ", what, " was made by UCX ", major, ".", minor,
-        " and this rank runs UCX ", local.major, ".", local.minor,
-        ": UCX versions must match across ranks (or use transfer.transport tcp)"));
-  }
-  const uint32_t length = absl::little_endian::Load32(framed.data() + 11);
-  if (length == 0 || length > kMaxFramed || length != framed.size() - kFrameHeader) {
-    return malformed(absl::StrCat("says ", length, " bytes, carries ",
-                                  framed.size() - kFrameHeader));
-  }
-  const absl::string_view bytes = framed.substr(kFrameHeader);
-  if (Crc32c(bytes.data(), bytes.size()) != absl::little_endian::Load32(framed.data() + 7)) {
-    return malformed("checksum mismatch");
-  }
-  return bytes;
-}
 
 // A close in flight (CloseEndpoint): the endpoint's state lives until UCX completes it.
 struct UcxWorker::Closing {
@@ -228,12 +167,18 @@ absl::StatusOr<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::string name,
     }
     return UCS_OK;
   };
-  for (unsigned id : {kPingId, kPongId, kFetchId}) {
+  const std::pair<unsigned, ucp_am_recv_callback_t> handlers[] = {
+      {kPingId, &AnswerPing},
+      {kPongId, OnPong},
+      {kFetchId, OnFetch},
+      {kCallId, &CallHandlers::OnCall},
+      {kAnswerId, &CallHandlers::OnAnswer}};
+  for (const auto& [id, callback] : handlers) {
     ucp_am_handler_param_t handler{};
     handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                          UCP_AM_HANDLER_PARAM_FIELD_ARG;
     handler.id = id;
-    handler.cb = id == kPingId ? &AnswerPing : id == kPongId ? OnPong : OnFetch;
+    handler.cb = callback;
     handler.arg = w.get();
     if (ucs_status_t s = ucp_worker_set_am_recv_handler(worker, &handler); s != UCS_OK) {
       return UcxError("UCX active message handler", s);

@@ -51,10 +51,14 @@ struct UcxWorkerHooks {
   // While true, the progress thread does not progress the worker (a peer whose gets
   // never complete, for transports that need the owner's progress).
   std::function<bool()> hold_progress;
-  // Called on the caller's thread before each get is submitted or mapped read begins.
+  // Called on the caller's thread before each get is submitted, mapped read begins or
+  // call is sent.
   std::function<void()> before_get;
   // When true, MapRemote maps nothing (Unimplemented), so reads go through Get.
   bool no_mapping = false;
+  // When true, the data plane on this worker neither gives out nor uses UCX sessions
+  // (UcxOffer.session_key): a rank of an earlier version.
+  bool no_sessions = false;
 };
 
 // Whether UCX may load its tcp transport under UCX_TLS = `ucx_tls` (null or empty:
@@ -63,6 +67,9 @@ struct UcxWorkerHooks {
 bool UcxTlsMayUseTcp(const char* ucx_tls);
 
 class UcxWorker;
+namespace ucx_internal {
+struct CallHandlers;
+}  // namespace ucx_internal
 
 // Memory registered with the worker's context for remote reads, unregistered on
 // destruction. Made by Register (the memory belongs to the caller and must outlive the
@@ -168,6 +175,27 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   absl::StatusOr<Mapped> MapRemote(const std::string& peer, const std::string& rkey,
                                    uint64_t remote_address, size_t size);
 
+  // Calls: a request and its answer as active messages (ucx_call.cc). A call's answer is
+  // what the peer's handler returns for its request; the handler runs on the peer's
+  // progress thread (it should be short: the peer's worker is not progressed meanwhile).
+  using CallHandler = std::function<std::string(absl::string_view request)>;
+  // Serves peers' calls with `handler` from now on (null: none; a call is then answered
+  // Unimplemented). Returns once no call runs the previous handler any more.
+  void ServeCalls(CallHandler handler) ABSL_LOCKS_EXCLUDED(call_handler_mu_);
+  // Sends `request` to the worker at `peer` and waits for its answer by `deadline`,
+  // giving up once `cancelled()` holds (checked every `slice`; may be empty). Outcomes:
+  // the answer; DeadlineExceeded (the endpoint is then closed: the peer is taken as
+  // stuck or gone); Cancelled; Unavailable when the endpoint fails (peer gone);
+  // Unimplemented when the peer serves no calls; InvalidArgument / FailedPrecondition
+  // for a malformed or foreign `peer` (as Get's). An answer that comes after the call
+  // ended is dropped.
+  absl::StatusOr<std::string> Call(const std::string& peer, absl::string_view request,
+                                   absl::Time deadline, const std::function<bool()>& cancelled,
+                                   absl::Duration slice = absl::Milliseconds(20))
+      ABSL_LOCKS_EXCLUDED(calls_mu_);
+
+  // The hooks this worker was made with.
+  const UcxWorkerHooks& hooks() const { return hooks_; }
   // Endpoints to peers now open (tests).
   int endpoints() const ABSL_LOCKS_EXCLUDED(mu_);
   // Reads made by Get through Fetch so far (tests).
@@ -175,6 +203,7 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
 
  private:
   friend class UcxRegion;
+  friend struct ucx_internal::CallHandlers;
   absl::StatusOr<std::unique_ptr<UcxRegion>> Map(void* data, size_t size, bool allocate);
   struct Endpoint;
   struct Closing;
@@ -274,6 +303,25 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
                      uint64_t remote_address, absl::Span<std::byte> out, const Pieces& pieces,
                      std::shared_ptr<const void> keep_alive, absl::Time deadline,
                      const std::function<bool()>& cancelled, absl::Duration slice);
+  // Waits on this thread until `op` is done or `until`: progresses the worker here where
+  // no other reader does (TakeProgress), so that the completion lands on this thread
+  // without the progress thread's wake-up; otherwise waits for the other reader's.
+  void ProgressFor(Operation& op, absl::Time until);
+  // A call's request, on the progress thread: answers it on `reply_ep` (a ucp_ep_h) with
+  // the call handler's answer, or as unserved.
+  void AnswerCall(void* reply_ep, const void* header, size_t header_length, const void* data,
+                  size_t length) ABSL_LOCKS_EXCLUDED(call_handler_mu_);
+  // A call's answer, where it lands: completes the call it names, if it still waits.
+  void CompleteCall(const void* header, size_t header_length, const void* data, size_t length)
+      ABSL_LOCKS_EXCLUDED(calls_mu_);
+  struct PendingCall;
+  // Held shared while a handler runs; ServeCalls takes it exclusively.
+  absl::Mutex call_handler_mu_;
+  CallHandler call_handler_ ABSL_GUARDED_BY(call_handler_mu_);
+  absl::Mutex calls_mu_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<PendingCall>> calls_ ABSL_GUARDED_BY(calls_mu_);
+  std::atomic<uint64_t> next_call_{1};
+
   // A fetch's answer, on the progress thread: sends the range it names on `reply_ep`
   // (a ucp_ep_h) if this worker serves it under the key it names, else no bytes.
   void AnswerFetch(void* reply_ep, const void* header, size_t header_length)

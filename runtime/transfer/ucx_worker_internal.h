@@ -30,11 +30,34 @@ inline absl::Status UcxError(absl::string_view what, ucs_status_t status) {
 inline ucp_context_h Context(void* p) { return static_cast<ucp_context_h>(p); }
 inline ucp_worker_h Worker(void* p) { return static_cast<ucp_worker_h>(p); }
 
+// `bytes` (a worker address, 'A', or a packed remote key, 'K') framed as they travel to
+// peers (ucx_frame.cc); UcxWorker::Unframe checks and opens the frame.
+std::string Frame(char kind, absl::string_view bytes);
+
 // A read served by its owner sending the bytes (UcxWorker::Fetch): an active message
 // whose header is the tag to send with, the address and the length (8 bytes each,
 // little-endian), then the region's framed remote key.
 constexpr unsigned kFetchId = 3;
 constexpr size_t kFetchHeader = 24;
+
+// A call (UcxWorker::Call): an active message whose header is the call's id (8 bytes,
+// little-endian) and whose data is the request; the answer's header is the same id and
+// one byte (1: answered by the handler, 0: no handler), its data the answer. Both are
+// sent eagerly, so that the data is there when the handler runs.
+constexpr unsigned kCallId = 4;
+constexpr unsigned kAnswerId = 5;
+constexpr size_t kCallHeader = 8;
+constexpr size_t kAnswerHeader = kCallHeader + 1;
+
+// The active message handlers of calls and answers (`arg`: the UcxWorker): they pass
+// the message to UcxWorker::AnswerCall / CompleteCall. Calls and answers are sent
+// eagerly, so their data is here (a rendezvous one would not be; it is taken as empty).
+struct CallHandlers {
+  static ucs_status_t OnCall(void* arg, const void* header, size_t header_length, void* data,
+                             size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnAnswer(void* arg, const void* header, size_t header_length, void* data,
+                               size_t length, const ucp_am_recv_param_t* param);
+};
 
 // Whether UCX gives `ep` a native RMA lane (see Endpoint::native_get), read from UCX's
 // description of the endpoint's lanes; true when that cannot be read.
@@ -104,6 +127,13 @@ struct UcxWorker::Operation {
   size_t received ABSL_GUARDED_BY(mu) = 0;  // bytes a fetch received
   std::shared_ptr<RemoteKey> rkey;
   std::shared_ptr<const void> keep_alive;  // the destination, until UCX lets go
+};
+
+// A call waiting for its answer (UcxWorker::Call); completed where the answer lands.
+struct UcxWorker::PendingCall {
+  Operation op;                                // `done` once answered
+  bool served ABSL_GUARDED_BY(op.mu) = false;  // the peer has a call handler
+  std::string answer ABSL_GUARDED_BY(op.mu);
 };
 
 }  // namespace lockstep::transfer

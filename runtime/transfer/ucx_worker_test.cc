@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/testing/seed.h"
 #include "common/testing/status_matchers.h"
@@ -620,6 +621,78 @@ TEST(UcxWorkerTest, StoppingWhileConnectsAreInFlightIsSafe) {
       reader.reset();
     }
   }
+}
+
+// Calls (UcxWorker::Call): answered by the peer's handler, Unimplemented without one.
+TEST(UcxWorkerCallTest, ACallGetsThePeersAnswer) {
+  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
+  std::shared_ptr<UcxWorker> caller = MakeWorker("generation");
+  ASSERT_TRUE(owner && caller);
+  owner->ServeCalls([](absl::string_view request) { return absl::StrCat("answer to ", request); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  absl::StatusOr<std::string> answer = caller->Call(owner->address(), "ping", deadline, nullptr);
+  ASSERT_OK(answer.status());
+  EXPECT_EQ(*answer, "answer to ping");
+  // A request and an answer larger than one eager fragment arrive whole.
+  const std::string large(100 << 10, 'x');
+  answer = caller->Call(owner->address(), large, deadline, nullptr);
+  ASSERT_OK(answer.status());
+  EXPECT_EQ(*answer, absl::StrCat("answer to ", large));
+  owner->ServeCalls(nullptr);
+  EXPECT_THAT(caller->Call(owner->address(), "ping", deadline, nullptr),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("serves no calls")));
+}
+
+TEST(UcxWorkerCallTest, ACallUnansweredByItsDeadlineEndsThere) {
+  std::unique_ptr<HeldOwner> held = MakeHeldOwner(5);
+  ASSERT_NE(held, nullptr);
+  held->owner->ServeCalls([](absl::string_view) { return std::string("answer"); });
+  held->hold = false;  // connected first, so that the call below waits for its answer
+  ASSERT_OK(
+      held->reader->Call(held->owner->address(), "ping", absl::Now() + absl::Seconds(30), nullptr));
+  held->hold = true;
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(300);
+  EXPECT_THAT(held->reader->Call(held->owner->address(), "ping", deadline, nullptr),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("UCX call of 4 bytes did not complete by its deadline")));
+  EXPECT_LT(absl::Now() - deadline, absl::Seconds(2));
+  held->hold = false;
+  // The endpoint was closed; the next call connects anew and is answered.
+  const absl::StatusOr<std::string> answer =
+      held->reader->Call(held->owner->address(), "ping", absl::Now() + absl::Seconds(30), nullptr);
+  ASSERT_OK(answer.status());
+  EXPECT_EQ(*answer, "answer");
+}
+
+TEST(UcxWorkerCallTest, ACallToAPeerGoneEndsWithinItsDeadline) {
+  std::shared_ptr<UcxWorker> caller = MakeWorker("generation");
+  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
+  ASSERT_TRUE(owner && caller);
+  owner->ServeCalls([](absl::string_view) { return std::string("answer"); });
+  const std::string address = owner->address();
+  ASSERT_OK(caller->Call(address, "ping", absl::Now() + absl::Seconds(30), nullptr));
+  owner.reset();
+  const absl::Time deadline = absl::Now() + absl::Seconds(3);
+  const absl::StatusOr<std::string> answer = caller->Call(address, "ping", deadline, nullptr);
+  EXPECT_LT(absl::Now() - deadline, absl::Seconds(2));
+  // Over tcp the endpoint fails; shared memory has no peer failure detection.
+  EXPECT_TRUE(absl::IsUnavailable(answer.status()) || absl::IsDeadlineExceeded(answer.status()))
+      << answer.status();
+}
+
+TEST(UcxWorkerCallTest, ACancelledCallEndsCancelled) {
+  std::unique_ptr<HeldOwner> held = MakeHeldOwner(6);
+  ASSERT_NE(held, nullptr);
+  held->owner->ServeCalls([](absl::string_view) { return std::string("answer"); });
+  held->hold = false;
+  ASSERT_OK(
+      held->reader->Call(held->owner->address(), "ping", absl::Now() + absl::Seconds(30), nullptr));
+  held->hold = true;
+  std::atomic<int> checks{0};
+  EXPECT_THAT(held->reader->Call(held->owner->address(), "ping", absl::InfiniteFuture(),
+                                 [&checks] { return ++checks > 2; }),
+              StatusIs(absl::StatusCode::kCancelled));
+  held->hold = false;
 }
 
 }  // namespace
