@@ -114,6 +114,7 @@ void UcxWorker::CompleteCall(const void* header, size_t header_length, const voi
 absl::StatusOr<std::string> UcxWorker::Call(const std::string& peer, absl::string_view request,
                                             absl::Time deadline,
                                             const std::function<bool()>& cancelled,
+                                            const std::function<absl::Status()>& peer_check,
                                             absl::Duration slice) {
   if (peer.empty()) return absl::UnavailableError("the context rank sent no UCX worker address");
   absl::StatusOr<std::shared_ptr<Endpoint>> endpoint = EndpointTo(peer);
@@ -156,15 +157,16 @@ absl::StatusOr<std::string> UcxWorker::Call(const std::string& peer, absl::strin
     // The answer lands on this thread where it progresses the worker (ProgressFor).
     const auto progress = [this, &op](absl::Time until) { ProgressFor(op, until); };
     outcome = AwaitDone(pending.op.mu, pending.op.done, "UCX call", request.size(), deadline, slice,
-                        cancelled, failed, progress);
+                        cancelled, failed, progress, peer_check);
     if (outcome.ok()) {
       if (!pending.served) return absl::UnimplementedError("the UCX peer serves no calls");
       return std::move(pending.answer);
     }
   }
   forget();
-  // Past its deadline, or with its endpoint failed, the peer is taken as stuck or gone:
-  // the next use connects anew. A cancelled call leaves a live peer's endpoint alone.
+  // Past its deadline, with its endpoint or `peer_check` failed, the peer is taken as
+  // stuck or gone: the next use connects anew. A cancelled call leaves a live peer's
+  // endpoint alone.
   if (!absl::IsCancelled(outcome)) CloseEndpoint(*endpoint, deadline);
   return outcome;
 }

@@ -305,6 +305,11 @@ absl::Status UcxDataServer::StageOffer(const PullRequest& request, absl::Time de
 grpc::Status UcxDataServer::Release(grpc::ServerContext* /*context*/,
                                     const lockstep::v1::UcxRelease* request,
                                     lockstep::v1::UcxReleaseReply* /*reply*/) {
+  if (request->offer_id() == 0) {  // no offer: a puller's liveness check (UcxRelease)
+    absl::MutexLock lock(&mu_);
+    ++stats_.liveness_checks;
+    return grpc::Status::OK;
+  }
   return ToGrpcStatus(DropOffer(request->offer_id()));
 }
 

@@ -13,7 +13,8 @@
 //
 // The staged copy lives until the puller's Release, the Offer call's deadline (at most
 // `max_offer_lifetime` after it), or Shutdown, whichever comes first; one reaper thread
-// drops the expired ones.
+// drops the expired ones. A Release of offer 0 (no offer has that id) is a puller's
+// liveness check, answered OK at once.
 //
 // Sessions: a gRPC Offer's answer carries the requester's session key (256 random bits,
 // made on its first Offer and kept). The requester's later Offers and Releases may come
@@ -86,6 +87,7 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
     int64_t refused = 0;       // offers refused (registration failed, staging full)
     int64_t session_calls = 0;    // Offers and Releases that came as UCX session calls
     int64_t session_refused = 0;  // session calls refused (bad key, unknown session)
+    int64_t liveness_checks = 0;  // Releases of offer 0 (UcxPuller's liveness checks)
   };
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
   // Where session calls go (this rank's UCX worker).

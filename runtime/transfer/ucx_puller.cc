@@ -20,6 +20,14 @@ using kv::PoolKind;
 // deadline drops it otherwise), so a slow one does not hold the receive thread long.
 constexpr absl::Duration kReleaseTimeout = absl::Seconds(1);
 
+// A session call unanswered this long checks, every kLivenessEvery, that the context
+// rank still lives (UcxPuller, a gRPC Release of offer 0), each check waiting at most
+// kLivenessTimeout (no answer by then proves nothing: the call waits on). A session
+// Offer is answered in about 0.3 ms at 64 blocks (docs/perf/ucx.md).
+constexpr absl::Duration kLivenessGrace = absl::Milliseconds(100);
+constexpr absl::Duration kLivenessEvery = absl::Milliseconds(250);
+constexpr absl::Duration kLivenessTimeout = absl::Milliseconds(250);
+
 // Where the staged copy is fetched (not mapped): the size of the pieces it is read in,
 // and how many are asked for at once, so that the blocks of one piece are checked and
 // written while the next ones arrive (docs/perf/ucx.md: 256 KiB to 2 MiB and 2 to 32
@@ -50,7 +58,7 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
     lockstep::v1::UcxSessionCall call;
     *call.mutable_offer() = request;
     absl::StatusOr<lockstep::v1::UcxSessionAnswer> answer = CallSession(
-        *session, std::move(call), spec.deadline, [&control] { return control.cancelled(); });
+        stub, *session, std::move(call), spec.deadline, [&control] { return control.cancelled(); });
     if (answer.ok()) {
       offer = std::move(*answer->mutable_offer());
       offered = true;
@@ -211,7 +219,7 @@ void UcxPuller::Release(lockstep::v1::KvUcxService::StubInterface& stub, const R
     lockstep::v1::UcxSessionCall call;
     *call.mutable_release() = request;
     absl::StatusOr<lockstep::v1::UcxSessionAnswer> answer =
-        CallSession(*session, std::move(call), deadline, nullptr);
+        CallSession(stub, *session, std::move(call), deadline, nullptr);
     // Answered (released, or already gone: NotFound): done.
     if (answer.ok() || absl::IsNotFound(answer.status())) return;
     DropSession(address, *session);
@@ -240,12 +248,32 @@ void UcxPuller::DropSession(const std::string& address, const Session& session) 
 }
 
 absl::StatusOr<lockstep::v1::UcxSessionAnswer> UcxPuller::CallSession(
-    const Session& session, lockstep::v1::UcxSessionCall call, absl::Time deadline,
+    lockstep::v1::KvUcxService::StubInterface& stub, const Session& session,
+    lockstep::v1::UcxSessionCall call, absl::Time deadline,
     const std::function<bool()>& cancelled) const {
+  const absl::Time start = absl::Now();
   call.set_session_key(session.key);
-  call.set_timeout_micros(absl::ToInt64Microseconds(deadline - absl::Now()));
-  absl::StatusOr<std::string> answered =
-      worker_->Call(session.worker_address, call.SerializeAsString(), deadline, cancelled);
+  call.set_timeout_micros(absl::ToInt64Microseconds(deadline - start));
+  lockstep::v1::UcxRelease check;  // offer 0: a liveness check (UcxRelease)
+  check.set_requester(call.has_offer() ? call.offer().requester() : call.release().requester());
+  absl::Time next_check = start + kLivenessGrace;
+  const auto context_rank_lives = [&]() -> absl::Status {
+    const absl::Time now = absl::Now();
+    if (now < next_check) return absl::OkStatus();
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(std::min(deadline, now + kLivenessTimeout)));
+    lockstep::v1::UcxReleaseReply reply;
+    const grpc::Status status = stub.Release(&context, check, &reply);
+    next_check = absl::Now() + kLivenessEvery;
+    // Any answer, or none yet (a slow port), is a live rank as far as is known.
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return absl::OkStatus();
+    return absl::UnavailableError(
+        absl::StrCat("the context rank is gone: its gRPC port refused a liveness check (",
+                     status.error_message(), ") while the UCX session call waited ",
+                     absl::FormatDuration(absl::Now() - start), " for its answer"));
+  };
+  absl::StatusOr<std::string> answered = worker_->Call(
+      session.worker_address, call.SerializeAsString(), deadline, cancelled, context_rank_lives);
   if (!answered.ok()) return answered.status();
   lockstep::v1::UcxSessionAnswer answer;
   if (!answer.ParseFromString(*answered)) {

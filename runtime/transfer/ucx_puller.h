@@ -14,7 +14,12 @@
 // call that fails (no answer by the deadline, the endpoint's error, a refused key)
 // drops the session: the next Offer goes over gRPC again. A refused key or a rank that
 // serves no calls costs nothing else (the claim is untouched: the Offer goes over gRPC
-// at once); any other failure fails the receive as a failed gRPC Offer does.
+// at once); any other failure fails the receive as a failed gRPC Offer does. A call
+// unanswered for 100 ms checks every 250 ms that the context rank lives, with a gRPC
+// Release of offer 0 (answered by its gRPC threads, whatever its worker is busy with):
+// UNAVAILABLE (a refused connection, where a gRPC Offer would have failed too) ends the
+// call, the context rank gone, long before the deadline, on every transport (shared
+// memory detects no dead peer of its own); any answer, or none within 250 ms, waits on.
 //
 // Thread safety: thread-safe; pulls may run on several threads at once, into disjoint
 // blocks.
@@ -86,9 +91,11 @@ class UcxPuller {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Sends `call` (its key set here) over `session` by `deadline`: the context rank's
   // answer, or its error as the gRPC call's would be (code and message), or the call's
-  // own failure (UcxWorker::Call).
+  // own failure (UcxWorker::Call; Unavailable once a liveness check over `stub` found
+  // the context rank gone).
   absl::StatusOr<lockstep::v1::UcxSessionAnswer> CallSession(
-      const Session& session, lockstep::v1::UcxSessionCall call, absl::Time deadline,
+      lockstep::v1::KvUcxService::StubInterface& stub, const Session& session,
+      lockstep::v1::UcxSessionCall call, absl::Time deadline,
       const std::function<bool()>& cancelled) const;
 
   const KvPuller& puller_;

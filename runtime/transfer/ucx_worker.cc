@@ -726,7 +726,8 @@ absl::Status AwaitDone(absl::Mutex& mu, const bool& done, absl::string_view what
                        absl::Time deadline, absl::Duration slice,
                        const std::function<bool()>& cancelled,
                        const std::function<absl::Status()>& failed,
-                       const std::function<void(absl::Time)>& progress) {
+                       const std::function<void(absl::Time)>& progress,
+                       const std::function<absl::Status()>& unlocked_check) {
   const auto is_done = [&done]() { return done; };
   for (;;) {
     if (failed) {
@@ -747,6 +748,13 @@ absl::Status AwaitDone(absl::Mutex& mu, const bool& done, absl::string_view what
     }
     if (cancelled && cancelled()) {
       return absl::CancelledError(absl::StrCat("the ", what, " was cancelled"));
+    }
+    if (unlocked_check) {
+      mu.Unlock();
+      absl::Status checked = unlocked_check();
+      mu.Lock();
+      if (done) return absl::OkStatus();
+      if (!checked.ok()) return checked;
     }
   }
 }

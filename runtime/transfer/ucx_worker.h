@@ -183,14 +183,19 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   // Unimplemented). Returns once no call runs the previous handler any more.
   void ServeCalls(CallHandler handler) ABSL_LOCKS_EXCLUDED(call_handler_mu_);
   // Sends `request` to the worker at `peer` and waits for its answer by `deadline`,
-  // giving up once `cancelled()` holds (checked every `slice`; may be empty). Outcomes:
-  // the answer; DeadlineExceeded (the endpoint is then closed: the peer is taken as
-  // stuck or gone); Cancelled; Unavailable when the endpoint fails (peer gone);
+  // giving up once `cancelled()` holds (checked every `slice`; may be empty). While no
+  // answer has come, `peer_check()` (may be empty) is asked every `slice`, on this
+  // thread and without any lock of the worker held (so it may block briefly): an error
+  // ends the call with it, the peer taken as gone (shared memory has no peer failure
+  // detection of its own). Outcomes: the answer; DeadlineExceeded (the endpoint is
+  // then closed: the peer is taken as stuck or gone); Cancelled; Unavailable when the
+  // endpoint fails (peer gone); `peer_check()`'s error (the endpoint closed);
   // Unimplemented when the peer serves no calls; InvalidArgument / FailedPrecondition
   // for a malformed or foreign `peer` (as Get's). An answer that comes after the call
   // ended is dropped.
   absl::StatusOr<std::string> Call(const std::string& peer, absl::string_view request,
                                    absl::Time deadline, const std::function<bool()>& cancelled,
+                                   const std::function<absl::Status()>& peer_check = nullptr,
                                    absl::Duration slice = absl::Milliseconds(20))
       ABSL_LOCKS_EXCLUDED(calls_mu_);
 

@@ -69,12 +69,15 @@ bool HasNativeGet(ucp_ep_h ep);
 // (may be empty). `what` and `bytes` name the read in the errors ("UCX get"). With
 // `progress` set, each slice calls it (without `mu`) to progress the worker on this
 // thread until the given time or until `done`, instead of waiting for the progress
-// thread's completion callback to wake this one.
+// thread's completion callback to wake this one. With `unlocked_check` set, each slice
+// that ends without `done` calls it without `mu` (it may block briefly) and returns its
+// error.
 absl::Status AwaitDone(absl::Mutex& mu, const bool& done, absl::string_view what, size_t bytes,
                        absl::Time deadline, absl::Duration slice,
                        const std::function<bool()>& cancelled,
                        const std::function<absl::Status()>& failed,
-                       const std::function<void(absl::Time)>& progress = nullptr)
+                       const std::function<void(absl::Time)>& progress = nullptr,
+                       const std::function<absl::Status()>& unlocked_check = nullptr)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
 }  // namespace ucx_internal

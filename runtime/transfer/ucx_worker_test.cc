@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/testing/seed.h"
 #include "common/testing/status_matchers.h"
@@ -326,7 +327,19 @@ TEST(UcxWorkerTest, MissingPeerAddressFails) {
 // reader, and 1 MiB of random bytes (`seed`) registered with the owner. The workers
 // go first on destruction (the owner's hook points at `hold`).
 struct HeldOwner {
+  // Holds the owner's progress again; true once its progress thread has seen the hold
+  // (it then progresses nothing until `hold` is false), false after 10 s without.
+  bool Hold() {
+    hold = true;
+    absl::MutexLock lock(&mu);
+    const int seen = held_checks;
+    const auto held = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return held_checks > seen; };
+    return mu.AwaitWithTimeout(absl::Condition(&held), absl::Seconds(10));
+  }
+
   std::atomic<bool> hold{true};
+  absl::Mutex mu;
+  int held_checks ABSL_GUARDED_BY(mu) = 0;  // the hook's answers while `hold`
   std::shared_ptr<std::vector<std::byte>> source;
   std::shared_ptr<UcxWorker> owner;
   std::shared_ptr<UcxWorker> reader;
@@ -339,7 +352,12 @@ std::unique_ptr<HeldOwner> MakeHeldOwner(uint64_t seed) {
   auto held = std::make_unique<HeldOwner>();
   HeldOwner* h = held.get();
   h->source = RandomBytes(1 << 20, seed);
-  h->owner = MakeWorker("context", {.hold_progress = [h] { return h->hold.load(); }});
+  h->owner = MakeWorker("context", {.hold_progress = [h] {
+                          if (!h->hold.load()) return false;
+                          absl::MutexLock lock(&h->mu);
+                          ++h->held_checks;
+                          return true;
+                        }});
   h->reader = MakeWorker("generation");
   if (h->owner == nullptr || h->reader == nullptr) return nullptr;
   absl::StatusOr<std::unique_ptr<UcxRegion>> registered = h->owner->Register(*h->source);
@@ -650,7 +668,7 @@ TEST(UcxWorkerCallTest, ACallUnansweredByItsDeadlineEndsThere) {
   held->hold = false;  // connected first, so that the call below waits for its answer
   ASSERT_OK(
       held->reader->Call(held->owner->address(), "ping", absl::Now() + absl::Seconds(30), nullptr));
-  held->hold = true;
+  ASSERT_TRUE(held->Hold());
   const absl::Time deadline = absl::Now() + absl::Milliseconds(300);
   EXPECT_THAT(held->reader->Call(held->owner->address(), "ping", deadline, nullptr),
               StatusIs(absl::StatusCode::kDeadlineExceeded,
@@ -680,6 +698,44 @@ TEST(UcxWorkerCallTest, ACallToAPeerGoneEndsWithinItsDeadline) {
       << answer.status();
 }
 
+// A peer check (UcxWorker::Call's `peer_check`) that finds the peer gone ends the call
+// with its error, at once, with a deadline far off; the endpoint is closed, so the next
+// call connects anew. One that finds the peer alive leaves the call waiting for its
+// answer.
+TEST(UcxWorkerCallTest, APeerCheckEndsTheCallOnlyWhenItFails) {
+  std::unique_ptr<HeldOwner> held = MakeHeldOwner(7);
+  ASSERT_NE(held, nullptr);
+  held->owner->ServeCalls([](absl::string_view) { return std::string("answer"); });
+  held->hold = false;
+  const std::string address = held->owner->address();
+  ASSERT_OK(held->reader->Call(address, "ping", absl::Now() + absl::Seconds(30), nullptr));
+  ASSERT_TRUE(held->Hold());
+  std::atomic<int> checks{0};
+  const auto gone_on_third = [&checks]() -> absl::Status {
+    if (++checks < 3) return absl::OkStatus();
+    return absl::UnavailableError("the peer is gone (test)");
+  };
+  EXPECT_THAT(
+      held->reader->Call(address, "ping", absl::Now() + absl::Seconds(60), nullptr, gone_on_third),
+      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("the peer is gone (test)")));
+  EXPECT_EQ(checks.load(), 3);
+  held->hold = false;
+  // The endpoint was closed: the next call connects anew and is answered.
+  ASSERT_OK(held->reader->Call(address, "ping", absl::Now() + absl::Seconds(30), nullptr));
+  // Alive: the hold is lifted from the third check, so the answer comes past several.
+  ASSERT_TRUE(held->Hold());
+  checks = 0;
+  const auto alive = [&]() -> absl::Status {
+    if (++checks == 3) held->hold = false;
+    return absl::OkStatus();
+  };
+  const absl::StatusOr<std::string> answer =
+      held->reader->Call(address, "ping", absl::Now() + absl::Seconds(60), nullptr, alive);
+  ASSERT_OK(answer.status());
+  EXPECT_EQ(*answer, "answer");
+  EXPECT_GE(checks.load(), 3);
+}
+
 TEST(UcxWorkerCallTest, ACancelledCallEndsCancelled) {
   std::unique_ptr<HeldOwner> held = MakeHeldOwner(6);
   ASSERT_NE(held, nullptr);
@@ -687,7 +743,7 @@ TEST(UcxWorkerCallTest, ACancelledCallEndsCancelled) {
   held->hold = false;
   ASSERT_OK(
       held->reader->Call(held->owner->address(), "ping", absl::Now() + absl::Seconds(30), nullptr));
-  held->hold = true;
+  ASSERT_TRUE(held->Hold());
   std::atomic<int> checks{0};
   EXPECT_THAT(held->reader->Call(held->owner->address(), "ping", absl::InfiniteFuture(),
                                  [&checks] { return ++checks > 2; }),
