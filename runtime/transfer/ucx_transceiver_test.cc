@@ -98,6 +98,44 @@ class UcxTransceiverTest : public testing::TransportTest {
     return got[0].status;
   }
 
+  // `gen`'s one event: OK, with `received` holding `sent`'s blocks bit-exact.
+  void ExpectReceivedBitExact(TestRank& ctx, TestRank& gen, const TestBlocks& sent,
+                              const TestBlocks& received) {
+    const std::vector<TransferEvent> got = AwaitEvents(gen, 1, kWait);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_THAT(got[0].status, IsOk());
+    EXPECT_THAT(CompareMovedBlocks(ctx, sent, gen, received, SmallDescriptor()), IsEmpty());
+  }
+
+  // A context rank whose progress `hold` stops and a generation rank (`gen_config`)
+  // holding a session with it: request 7 moved as 40 over UCX, the context's staged copy
+  // released, then the hold engaged. False (with a test failure) where a step failed.
+  bool StartHeldSession(ProgressHold& hold, RankConfig gen_config, std::unique_ptr<TestRank>* ctx,
+                        std::unique_ptr<TestRank>* gen) {
+    RankConfig config = Config("ctx0 rank 0", true);
+    config.ucx_hooks.hold_progress = hold.Hook();
+    *ctx = Rank(config, seed_ + 1);
+    *gen = Rank(std::move(gen_config), 0);
+    if (*ctx == nullptr || *gen == nullptr) {
+      ADD_FAILURE() << "a rank did not start";
+      return false;
+    }
+    if (absl::Status moved = Move(**ctx, **gen, 7, 40); !moved.ok()) {
+      ADD_FAILURE() << "the first pull: " << moved;
+      return false;
+    }
+    TestRank& context = **ctx;
+    if (!PollUntil([&] { return context->ucx_data_plane()->stats().released == 1; })) {
+      ADD_FAILURE() << "the first pull's copy was not released";
+      return false;
+    }
+    if (!hold.Engage()) {
+      ADD_FAILURE() << "the context rank's progress thread did not see the hold";
+      return false;
+    }
+    return true;
+  }
+
   // A get held up: a context rank whose progress thread does not run while `hold`, a
   // generation rank that notifies `getting` as its first get or mapped read begins,
   // and request 7's 23 target blocks staged by the context rank, to be received as
@@ -241,10 +279,7 @@ TEST_P(UcxTransceiverTest, ABadSessionCallIsRefusedAndTouchesNoClaim) {
   const TestBlocks received = RandomBlocks(RequestId(41), 23, SmallDescriptor(),
                                            /*draft=*/false, 64, 0, rng_);
   ASSERT_THAT((*gen)->StartReceive(Receive(received, *ctx, sent.id)), IsOk());
-  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_THAT(got[0].status, IsOk());
-  EXPECT_THAT(CompareMovedBlocks(*ctx, sent, *gen, received, SmallDescriptor()), IsEmpty());
+  ExpectReceivedBitExact(*ctx, *gen, sent, received);
   // Over the session: request 7's Release, 8's Offer and 8's Release.
   EXPECT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 2; }));
   EXPECT_EQ((*ctx)->ucx_data_plane()->stats().session_calls, 3);
@@ -255,14 +290,8 @@ TEST_P(UcxTransceiverTest, ABadSessionCallIsRefusedAndTouchesNoClaim) {
 TEST_P(UcxTransceiverTest, ASessionOfferUnansweredByItsDeadlineFailsTheReceive) {
   SCOPED_TRACE(SeedTrace(seed_));
   ProgressHold hold;
-  RankConfig config = Config("ctx0 rank 0", true);
-  config.ucx_hooks.hold_progress = hold.Hook();
-  auto ctx = Rank(config, seed_ + 1);
-  auto gen = Rank(Config("gen0 rank 1", true), 0);
-  ASSERT_TRUE(ctx && gen);
-  ASSERT_THAT(Move(*ctx, *gen, 7, 40), IsOk());
-  ASSERT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 1; }));
-  ASSERT_TRUE(hold.Engage());
+  std::unique_ptr<TestRank> ctx, gen;
+  ASSERT_TRUE(StartHeldSession(hold, Config("gen0 rank 1", true), &ctx, &gen));
   const absl::Duration timeout = absl::Milliseconds(800);
   const absl::Time start = absl::Now();
   EXPECT_THAT(Move(*ctx, *gen, 8, 41, timeout),
@@ -282,16 +311,10 @@ TEST_P(UcxTransceiverTest, ContextRankGoneMidSessionOfferFailsTheReceive) {
   SCOPED_TRACE(SeedTrace(seed_));
   ProgressHold hold;
   std::atomic<int> sent_calls{0};
-  RankConfig config = Config("ctx0 rank 0", true);
-  config.ucx_hooks.hold_progress = hold.Hook();
-  auto ctx = Rank(config, seed_ + 1);
   RankConfig gen_config = Config("gen0 rank 1", true);
   gen_config.ucx_hooks.before_get = [&sent_calls] { ++sent_calls; };
-  auto gen = Rank(gen_config, 0);
-  ASSERT_TRUE(ctx && gen);
-  ASSERT_THAT(Move(*ctx, *gen, 7, 40), IsOk());
-  ASSERT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 1; }));
-  ASSERT_TRUE(hold.Engage());
+  std::unique_ptr<TestRank> ctx, gen;
+  ASSERT_TRUE(StartHeldSession(hold, std::move(gen_config), &ctx, &gen));
   const TestBlocks sent =
       RandomBlocks(RequestId(8), 23, SmallDescriptor(), /*draft=*/false, 64, 0, rng_);
   const TestBlocks received = RandomBlocks(RequestId(41), 23, SmallDescriptor(),
@@ -313,14 +336,8 @@ TEST_P(UcxTransceiverTest, ContextRankGoneMidSessionOfferFailsTheReceive) {
 TEST_P(UcxTransceiverTest, ASlowButLiveContextRankIsWaitedFor) {
   SCOPED_TRACE(SeedTrace(seed_));
   ProgressHold hold;
-  RankConfig config = Config("ctx0 rank 0", true);
-  config.ucx_hooks.hold_progress = hold.Hook();
-  auto ctx = Rank(config, seed_ + 1);
-  auto gen = Rank(Config("gen0 rank 1", true), 0);
-  ASSERT_TRUE(ctx && gen);
-  ASSERT_THAT(Move(*ctx, *gen, 7, 40), IsOk());
-  ASSERT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 1; }));
-  ASSERT_TRUE(hold.Engage());
+  std::unique_ptr<TestRank> ctx, gen;
+  ASSERT_TRUE(StartHeldSession(hold, Config("gen0 rank 1", true), &ctx, &gen));
   const TestBlocks sent =
       RandomBlocks(RequestId(8), 23, SmallDescriptor(), /*draft=*/false, 64, 0, rng_);
   const TestBlocks received = RandomBlocks(RequestId(41), 23, SmallDescriptor(),
@@ -331,10 +348,7 @@ TEST_P(UcxTransceiverTest, ASlowButLiveContextRankIsWaitedFor) {
   EXPECT_TRUE(
       PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().liveness_checks >= 2; }, kWait));
   hold.on = false;
-  const std::vector<TransferEvent> got = AwaitEvents(*gen, 1, kWait);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_THAT(got[0].status, IsOk());
-  EXPECT_THAT(CompareMovedBlocks(*ctx, sent, *gen, received, SmallDescriptor()), IsEmpty());
+  ExpectReceivedBitExact(*ctx, *gen, sent, received);
   // Over the session: 7's Release, then 8's Offer and Release.
   EXPECT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 2; }));
   EXPECT_EQ((*ctx)->ucx_data_plane()->stats().session_calls, 3);
