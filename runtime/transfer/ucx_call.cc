@@ -116,13 +116,9 @@ absl::StatusOr<std::string> UcxWorker::Call(const std::string& peer, absl::strin
                                             const std::function<bool()>& cancelled,
                                             const std::function<absl::Status()>& peer_check,
                                             absl::Duration slice) {
-  if (peer.empty()) return absl::UnavailableError("the context rank sent no UCX worker address");
-  absl::StatusOr<std::shared_ptr<Endpoint>> endpoint = EndpointTo(peer);
+  absl::StatusOr<std::shared_ptr<Endpoint>> endpoint =
+      ConnectedEndpointTo(peer, deadline, cancelled, slice);
   if (!endpoint.ok()) return endpoint.status();
-  if (absl::Status connected = AwaitConnected(**endpoint, deadline, cancelled, slice);
-      !connected.ok()) {
-    return connected;
-  }
   auto call = std::make_shared<PendingCall>();
   const uint64_t id = next_call_.fetch_add(1);
   {

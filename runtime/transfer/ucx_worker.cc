@@ -431,6 +431,19 @@ absl::Status UcxWorker::AwaitConnected(const Endpoint& endpoint, absl::Time dead
   }
 }
 
+absl::StatusOr<std::shared_ptr<UcxWorker::Endpoint>> UcxWorker::ConnectedEndpointTo(
+    const std::string& peer, absl::Time deadline, const std::function<bool()>& cancelled,
+    absl::Duration slice) {
+  if (peer.empty()) return absl::UnavailableError("the context rank sent no UCX worker address");
+  absl::StatusOr<std::shared_ptr<Endpoint>> endpoint = EndpointTo(peer);
+  if (!endpoint.ok()) return endpoint.status();
+  if (absl::Status connected = AwaitConnected(**endpoint, deadline, cancelled, slice);
+      !connected.ok()) {
+    return connected;
+  }
+  return endpoint;
+}
+
 void UcxWorker::CloseDeferred() {
   std::vector<std::shared_ptr<Endpoint>> closes;
   {
@@ -635,13 +648,9 @@ absl::Status UcxWorker::GetInPieces(const std::string& peer, const std::string& 
                                                    pieces.sizes.size(), " pieces of ", total,
                                                    " bytes, ", pieces.in_flight, " in flight"));
   }
-  if (peer.empty()) return absl::UnavailableError("the context rank sent no UCX worker address");
-  absl::StatusOr<std::shared_ptr<Endpoint>> endpoint = EndpointTo(peer);
+  absl::StatusOr<std::shared_ptr<Endpoint>> endpoint =
+      ConnectedEndpointTo(peer, deadline, cancelled, slice);
   if (!endpoint.ok()) return endpoint.status();
-  if (absl::Status connected = AwaitConnected(**endpoint, deadline, cancelled, slice);
-      !connected.ok()) {
-    return connected;
-  }
   auto op = std::make_shared<Operation>();
   op->keep_alive = std::move(keep_alive);
   absl::StatusOr<std::shared_ptr<RemoteKey>> key = RemoteKeyFor(**endpoint, rkey);

@@ -252,6 +252,10 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   absl::Status AwaitConnected(const Endpoint& endpoint, absl::Time deadline,
                               const std::function<bool()>& cancelled, absl::Duration slice)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // EndpointTo(peer), once AwaitConnected: the endpoint a get or a call may ride on.
+  absl::StatusOr<std::shared_ptr<Endpoint>> ConnectedEndpointTo(
+      const std::string& peer, absl::Time deadline, const std::function<bool()>& cancelled,
+      absl::Duration slice) ABSL_LOCKS_EXCLUDED(mu_);
   // Closes `endpoint` forcibly now; the progress thread (or Quiesce) completes it.
   void ForceClose(const std::shared_ptr<Endpoint>& endpoint);
   // Makes the closes put off until their handshakes ended (Connected).
