@@ -1,7 +1,6 @@
 #include "runtime/async_http/async_http_server.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -21,26 +20,17 @@
 #include "absl/time/time.h"
 #include "common/testing/poll_until.h"
 #include "gtest/gtest.h"
+#include "runtime/testing/process_stats.h"
 
 namespace lockstep::async_http {
 namespace {
+
+using ::lockstep::process::ThreadCount;
 
 TEST(AsyncHttpServerTest, RefusesAnAddressItCannotListenOn) {
   AsyncHttpServer server(AsyncHttpLimits(), [](std::shared_ptr<HttpExchange>) {});
   EXPECT_EQ(server.Start("not-an-address", 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
-
-int ThreadCount() {
-  int count = 0;
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return -1;
-  while (dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] != '.') ++count;
-  }
-  closedir(dir);
-  return count;
-}
-
 // A plain TCP client: every read waits at most 30 s.
 class Client {
  public:

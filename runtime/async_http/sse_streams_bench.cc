@@ -8,17 +8,14 @@
 //   bazel run //runtime/async_http:sse_streams_bench -- 5000 50
 //   (streams, steps)
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,33 +24,14 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "runtime/async_http/async_http_server.h"
+#include "runtime/testing/process_stats.h"
 
 namespace lockstep::async_http {
 namespace {
 
-int Threads() {
-  int count = 0;
-  DIR* dir = opendir("/proc/self/task");
-  while (dir != nullptr && readdir(dir) != nullptr) ++count;
-  if (dir != nullptr) closedir(dir);
-  return count - 2;
-}
-
-int64_t RssKib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
-  }
-  return -1;
-}
-
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
+using ::lockstep::process::CpuSeconds;
+using ::lockstep::process::RssKib;
+using ::lockstep::process::ThreadCount;
 
 double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
@@ -109,7 +87,7 @@ int Run(int streams, int steps) {
     std::fprintf(stderr, "%s\n", port.status().ToString().c_str());
     return 1;
   }
-  const int threads_idle = Threads();
+  const int threads_idle = ThreadCount();
   const int64_t rss_idle = RssKib();
   std::vector<int> fds;
   const std::string request =
@@ -134,7 +112,7 @@ int Run(int streams, int steps) {
     std::fprintf(stderr, "streams did not open\n");
     return 1;
   }
-  const int threads_open = Threads();
+  const int threads_open = ThreadCount();
   std::vector<std::shared_ptr<HttpExchange>> exchanges;
   {
     absl::MutexLock lock(&mu);

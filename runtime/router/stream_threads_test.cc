@@ -3,7 +3,6 @@
 // with a few. The worker here is a gRPC callback server, so that a held stream holds no
 // thread on its side either; the count is taken once every stream is held (a state, not
 // a moment), so it does not depend on timing.
-#include <dirent.h>
 #include <poll.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -23,21 +22,12 @@
 #include "proto/router.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
 #include "runtime/router/testing/router_harness.h"
+#include "runtime/testing/process_stats.h"
 
 namespace lockstep::router {
 namespace {
 
-// Threads of this process.
-int ThreadCount() {
-  int n = 0;
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return -1;
-  while (dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] != '.') ++n;
-  }
-  closedir(dir);
-  return n;
-}
+using ::lockstep::process::ThreadCount;
 
 // A worker whose streams send one token and then wait, on no thread, until Release
 // (then they finish with a second token) or until the router cancels them.

@@ -8,14 +8,11 @@
 //
 //   bazel run //runtime/worker:generate_streams_bench -- 5000 50
 //   (streams, steps)
-#include <dirent.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,35 +26,16 @@
 #include "runtime/comm/in_process_communicator.h"
 #include "runtime/engine/fake/fake_engine.h"
 #include "runtime/executor/executor.h"
+#include "runtime/testing/process_stats.h"
 #include "runtime/worker/request_streams.h"
 #include "runtime/worker/worker_service.h"
 
 namespace lockstep::worker {
 namespace {
 
-int Threads() {
-  int count = 0;
-  DIR* dir = opendir("/proc/self/task");
-  while (dir != nullptr && readdir(dir) != nullptr) ++count;
-  if (dir != nullptr) closedir(dir);
-  return count - 2;  // "." and ".."
-}
-
-int64_t RssKib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
-  }
-  return -1;
-}
-
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
+using ::lockstep::process::CpuSeconds;
+using ::lockstep::process::RssKib;
+using ::lockstep::process::ThreadCount;
 
 // Counts what the readers received, so the bench can wait for a step's last token.
 class Progress {
@@ -147,7 +125,7 @@ int Run(int streams, int steps) {
   auto stub = v1::WorkerService::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
 
-  const int threads_idle = Threads();
+  const int threads_idle = ThreadCount();
   const int64_t rss_idle = RssKib();
   Progress opened, tokens, done;
   std::vector<std::unique_ptr<Reader>> readers;
@@ -159,7 +137,7 @@ int Run(int streams, int steps) {
     std::fprintf(stderr, "streams did not open\n");
     return 1;
   }
-  const int threads_open = Threads();
+  const int threads_open = ThreadCount();
   const double cpu_start = CpuSeconds();
   std::vector<double> step_ms;
   for (int step = 0; step < steps; ++step) {
@@ -179,7 +157,7 @@ int Run(int streams, int steps) {
     step_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - pushed));
   }
   const double cpu = CpuSeconds() - cpu_start;
-  const int threads_streaming = Threads();
+  const int threads_streaming = ThreadCount();
   const int64_t rss_streaming = RssKib();
   done.WaitFor(streams);
   std::printf(

@@ -1,6 +1,5 @@
 #include "runtime/worker/worker_service.h"
-
-#include <dirent.h>
+#include "runtime/testing/process_stats.h"
 
 #include <chrono>
 #include <memory>
@@ -27,17 +26,7 @@
 namespace lockstep::worker {
 namespace {
 
-// The threads of this process, as the kernel lists them.
-int ThreadCount() {
-  int count = 0;
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return -1;
-  while (dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] != '.') ++count;
-  }
-  closedir(dir);
-  return count;
-}
+using ::lockstep::process::ThreadCount;
 
 // A WorkerService over an executor that never steps (the test plays its responses into
 // the RequestStreams), served on a free local port behind the cluster-token wrapper.
