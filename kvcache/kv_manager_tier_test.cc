@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kvcache/kv_manager.h"
+#include "kvcache/tier_file.h"
 
 namespace lockstep::kv {
 namespace {
@@ -237,21 +238,31 @@ TEST(KvManagerTierTest, ADamagedDiskBlockIsRecomputedNeverServed) {
   Serve(*m, RequestId(2), Tokens(12, 500));
   m->FlushTiers();
   EXPECT_GE(m->Stats().tiers.disk_blocks, 3);
-  // Damage the file of a's second block: onboarding stops after the first.
+  // Damage the slot of a's second block (the last byte of its payload): onboarding
+  // stops after the first.
+  const size_t block_bytes = Config(6, 1).target.layout.BlockBytes();
+  const size_t slot_bytes = TierFileBytes(kTpb, block_bytes);
+  const size_t record = 48 + kTpb * sizeof(int32_t) + block_bytes;
+  int files = 0;
   int damaged = 0;
   for (const auto& entry :
        std::filesystem::recursive_directory_iterator(Config(6, 1, 1).tiers.disk_path)) {
     if (!entry.is_regular_file()) continue;
-    std::vector<int32_t> want = {102, 103};
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::vector<char> file((std::istreambuf_iterator<char>(in)), {});
-    in.close();
-    if (file.size() < 56 || std::memcmp(file.data() + 48, want.data(), 8) != 0) continue;
-    file.back() ^= 1;
-    std::ofstream(entry.path(), std::ios::binary | std::ios::trunc)
-        .write(file.data(), static_cast<std::streamsize>(file.size()));
-    ++damaged;
+    ++files;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    const std::vector<int32_t> want = {102, 103};
+    for (size_t offset = 0; offset + slot_bytes <= entry.file_size(); offset += slot_bytes) {
+      std::vector<char> slot(record);
+      f.seekg(static_cast<std::streamoff>(offset));
+      ASSERT_TRUE(f.read(slot.data(), static_cast<std::streamsize>(record)));
+      if (std::memcmp(slot.data() + 48, want.data(), 8) != 0) continue;
+      slot.back() ^= 1;
+      f.seekp(static_cast<std::streamoff>(offset));
+      ASSERT_TRUE(f.write(slot.data(), static_cast<std::streamsize>(record)));
+      ++damaged;
+    }
   }
+  ASSERT_EQ(files, 1) << "one file per rank";
   ASSERT_EQ(damaged, 1);
   std::vector<int32_t> follow_up = a;
   follow_up.push_back(7);

@@ -5,13 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/check.h"
 
 namespace lockstep::kv {
@@ -46,12 +44,13 @@ absl::StatusOr<std::unique_ptr<KvTiers>> KvTiers::Create(const TierConfig& confi
                                                    " bytes)"));
   }
   std::string dir;
+  std::unique_ptr<TierFile> file;
   if (config.has_disk()) {
-    const int64_t file_bytes = static_cast<int64_t>(
-        TierFileBytes(device->layout().tokens_per_block, device->block_bytes()));
-    if (config.disk_bytes < file_bytes) {
+    const size_t tpb = static_cast<size_t>(device->layout().tokens_per_block);
+    const int64_t slot_bytes = static_cast<int64_t>(TierFileBytes(tpb, device->block_bytes()));
+    if (config.disk_bytes < slot_bytes) {
       return absl::InvalidArgumentError(absl::StrCat("kv_tiers: disk_bytes ", config.disk_bytes,
-                                                     " is less than one block file (", file_bytes,
+                                                     " is less than one block's slot (", slot_bytes,
                                                      " bytes)"));
     }
     static std::atomic<int> instances{0};
@@ -63,23 +62,33 @@ absl::StatusOr<std::unique_ptr<KvTiers>> KvTiers::Create(const TierConfig& confi
       return absl::UnavailableError(
           absl::StrCat("kv_tiers: cannot create disk tier directory ", dir, ": ", ec.message()));
     }
+    absl::StatusOr<std::unique_ptr<TierFile>> made =
+        TierFile::Create(absl::StrCat(dir, "/blocks.kvt"), config.disk_bytes / slot_bytes, tpb,
+                         device->block_bytes());
+    if (!made.ok()) {
+      std::filesystem::remove_all(dir, ec);
+      return made.status();
+    }
+    file = *std::move(made);
   }
-  return std::unique_ptr<KvTiers>(new KvTiers(config, device, std::move(dir)));
+  return std::unique_ptr<KvTiers>(new KvTiers(config, device, std::move(dir), std::move(file)));
 }
 
-KvTiers::KvTiers(const TierConfig& config, BlockCopier* device, std::string disk_dir)
+KvTiers::KvTiers(const TierConfig& config, BlockCopier* device, std::string disk_dir,
+                 std::unique_ptr<TierFile> disk_file)
     : config_(config),
       device_(device),
       block_bytes_(device->block_bytes()),
       tpb_(static_cast<size_t>(device->layout().tokens_per_block)),
       host_capacity_(config.host_bytes / static_cast<int64_t>(block_bytes_)),
-      disk_capacity_(config.has_disk()
-                         ? config.disk_bytes / static_cast<int64_t>(TierFileBytes(
-                                                   device->layout().tokens_per_block, block_bytes_))
-                         : 0),
+      disk_capacity_(disk_file != nullptr ? disk_file->slots() : 0),
       max_pins_(host_capacity_ / 2),
       disk_dir_(std::move(disk_dir)),
+      disk_file_(std::move(disk_file)),
       worker_(std::make_unique<TierWorker>(device)) {
+  // Slot 0 is handed out first.
+  free_disk_slots_.reserve(static_cast<size_t>(disk_capacity_));
+  for (int64_t slot = disk_capacity_ - 1; slot >= 0; --slot) free_disk_slots_.push_back(slot);
   stats_.block_bytes = static_cast<int64_t>(block_bytes_);
   stats_.host_capacity_blocks = host_capacity_;
   stats_.disk_capacity_blocks = disk_capacity_;
@@ -87,14 +96,17 @@ KvTiers::KvTiers(const TierConfig& config, BlockCopier* device, std::string disk
 
 KvTiers::~KvTiers() {
   worker_.reset();  // runs what is queued, then joins
+  disk_file_.reset();
   if (!disk_dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(disk_dir_, ec);
   }
 }
 
-std::string KvTiers::DiskPathOf(uint64_t key) const {
-  return absl::StrFormat("%s/%016x.kvb", disk_dir_, key);
+KvTiers::DiskLocation KvTiers::DiskLocationOf(uint64_t key) const {
+  const auto it = disk_.find(key);
+  if (it == disk_.end()) return {};
+  return {.path = disk_file_->path(), .offset = disk_file_->OffsetOf(it->second.slot)};
 }
 
 void KvTiers::OnEvictable(BlockId block, TierBlockMeta meta) {
@@ -170,12 +182,12 @@ void KvTiers::FreeHostSlot(uint32_t slot) {
   free_host_slots_.push_back(slot);
 }
 
-void KvTiers::EraseDisk(uint64_t key, bool remove_file) {
+void KvTiers::EraseDisk(uint64_t key) {
   const auto it = disk_.find(key);
   if (it == disk_.end()) return;
   disk_lru_.erase(it->second.lru);
+  free_disk_slots_.push_back(it->second.slot);
   disk_.erase(it);
-  if (remove_file) std::remove(DiskPathOf(key).c_str());
   Report(key, Tier::kDisk, /*stored=*/false);
 }
 
@@ -250,16 +262,22 @@ void KvTiers::TouchHosts(absl::Span<const uint32_t> slots) {
 }
 
 void KvTiers::SpillToDisk(TierBlockMeta meta, std::shared_ptr<std::vector<std::byte>> bytes) {
+  // Every slot not in disk_ is free (EraseDisk), so this leaves one.
   while (static_cast<int64_t>(disk_.size()) >= disk_capacity_) EvictDiskLru();
+  const int64_t slot = free_disk_slots_.back();
+  free_disk_slots_.pop_back();
   const uint64_t key = meta.key;
   auto job = std::make_shared<TierJob>();
   job->kind = TierJob::Kind::kDiskWrite;
   job->bytes = std::move(bytes);
   job->meta = meta;
-  job->path = DiskPathOf(key);
+  job->file = disk_file_.get();
+  job->slot = slot;
   disk_lru_.push_back(key);
   disk_.emplace(
-      key, DiskEntry{.meta = std::move(meta), .write = job, .lru = std::prev(disk_lru_.end())});
+      key,
+      DiskEntry{
+          .meta = std::move(meta), .slot = slot, .write = job, .lru = std::prev(disk_lru_.end())});
   Report(key, Tier::kDisk, /*stored=*/true);
   worker_->Enqueue(std::move(job));
 }
@@ -267,9 +285,10 @@ void KvTiers::SpillToDisk(TierBlockMeta meta, std::shared_ptr<std::vector<std::b
 void KvTiers::EvictDiskLru() {
   const uint64_t key = disk_lru_.front();
   DiskEntry& entry = disk_.at(key);
-  bool wrote = true;
-  if (entry.write != nullptr) wrote = !worker_->Cancel(*entry.write);
-  EraseDisk(key, wrote);
+  // Cancelled while queued, else waited for: either way no write to its slot is left
+  // to run when the slot is freed.
+  if (entry.write != nullptr) worker_->Cancel(*entry.write);
+  EraseDisk(key);
 }
 
 bool KvTiers::Matching(uint64_t key, uint64_t parent_key, absl::Span<const int32_t> tokens) const {
@@ -314,15 +333,15 @@ absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uin
     const absl::Status status = worker_->StatusOf(*entry.write);
     entry.write.reset();
     if (!status.ok()) {
-      EraseDisk(key, /*remove_file=*/true);
+      EraseDisk(key);
       return absl::NotFoundError(absl::StrCat("disk tier: write failed: ", status.message()));
     }
   }
   auto bytes = std::make_shared<std::vector<std::byte>>(block_bytes_);
-  const absl::Status read = ReadTierFile(DiskPathOf(key), entry.meta, absl::MakeSpan(*bytes));
+  const absl::Status read = disk_file_->Read(entry.slot, entry.meta, absl::MakeSpan(*bytes));
   if (!read.ok()) {
     ++stats_.disk_corrupt;
-    EraseDisk(key, /*remove_file=*/true);
+    EraseDisk(key);
     return absl::NotFoundError(absl::StrCat("disk tier miss: ", read.message()));
   }
   return std::shared_ptr<const std::vector<std::byte>>(std::move(bytes));
@@ -547,6 +566,22 @@ void KvTiers::AuditInto(const std::string& prefix, std::vector<std::string>* out
   for (const uint64_t key : disk_lru_) {
     if (!disk_.contains(key)) report("disk tier LRU names key ", key, " with no entry");
   }
+  if (static_cast<int64_t>(disk_.size() + free_disk_slots_.size()) != disk_capacity_) {
+    report("disk tier indexes ", disk_.size(), " entries and ", free_disk_slots_.size(),
+           " free slots of ", disk_capacity_);
+  }
+  std::vector<bool> slot_used(static_cast<size_t>(disk_capacity_));
+  auto use_slot = [&](int64_t slot, auto&&... whose) {
+    if (slot < 0 || slot >= disk_capacity_) {
+      report("disk tier slot ", slot, " of ", whose..., " is outside the file's ", disk_capacity_);
+    } else if (slot_used[slot]) {
+      report("disk tier slot ", slot, " is used twice, again by ", whose...);
+    } else {
+      slot_used[slot] = true;
+    }
+  };
+  for (const auto& [key, entry] : disk_) use_slot(entry.slot, "key ", key);
+  for (const int64_t slot : free_disk_slots_) use_slot(slot, "the free list");
   for (const auto& [block, key] : copying_) {
     const auto it = host_.find(key);
     if (it == host_.end() || host_slots_[it->second].copy_down == nullptr ||

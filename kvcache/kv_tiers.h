@@ -10,7 +10,12 @@
 // through the pool's BlockCopier. The step never waits for it. Before the pool reuses an
 // evicted block it calls BeforeReuse: a copy-down still queued runs there (counted as
 // inline), one running is waited for (one block copy). Host entries the host tier
-// evicts are written to disk by the same worker, with checksums (tier_file.h).
+// evicts are written to disk by the same worker, each into a free slot of the rank's one
+// preallocated disk file, with checksums (tier_file.h). A disk slot is free, being
+// written (its write queued or running: read from the entry's bytes in memory, never
+// from the file) or holding a ready entry; evicting a disk entry cancels its write or
+// waits for it before the slot is free again, so no slot is ever handed to a second
+// write while the first may still run.
 //
 // Up. FetchChain follows a prompt's chain below the device and hands out the verified
 // bytes of each block found (a disk block whose checksum fails is dropped and is a miss,
@@ -77,11 +82,11 @@ struct FetchedBlocks {
 class KvTiers {
  public:
   // `device` is the target pool's copier (not owned; must outlive this). With a disk
-  // tier, a fresh subdirectory of config.disk_path holds this instance's files; it is
-  // removed by the destructor.
+  // tier, a fresh subdirectory of config.disk_path holds this instance's disk file
+  // (disk_bytes / TierFileBytes slots, reserved here); it is removed by the destructor.
   static absl::StatusOr<std::unique_ptr<KvTiers>> Create(const TierConfig& config,
                                                          BlockCopier* device);
-  ~KvTiers();  // finishes the jobs that hold files open, stops the worker
+  ~KvTiers();  // finishes the queued jobs, stops the worker, removes the disk file
   KvTiers(const KvTiers&) = delete;
   KvTiers& operator=(const KvTiers&) = delete;
 
@@ -138,9 +143,15 @@ class KvTiers {
   // block or key is not its entry's, a buffer of the wrong size, a pinned entry still
   // copying down, pins that do not add up or exceed their cap.
   void AuditInto(const std::string& prefix, std::vector<std::string>* out) const;
-  // The disk tier's files' directory ("" without one), for tests.
+  // The disk tier's directory ("" without one), for tests.
   const std::string& disk_dir() const { return disk_dir_; }
-  std::string DiskPathOf(uint64_t key) const;
+  // Where the disk tier holds `key`'s record: its file and the offset of its slot
+  // (TierFileBytes long); offset -1 when the disk tier does not hold it. For tests.
+  struct DiskLocation {
+    std::string path;
+    int64_t offset = -1;
+  };
+  DiskLocation DiskLocationOf(uint64_t key) const;
 
  private:
   // A host tier entry, in host_slots_. Its first cache line holds what an onboard reads;
@@ -164,11 +175,13 @@ class KvTiers {
   };
   struct DiskEntry {
     TierBlockMeta meta;
+    int64_t slot = -1;               // in disk_file_
     std::shared_ptr<TierJob> write;  // null once known finished
     std::list<uint64_t>::iterator lru;
   };
 
-  KvTiers(const TierConfig& config, BlockCopier* device, std::string disk_dir);
+  KvTiers(const TierConfig& config, BlockCopier* device, std::string disk_dir,
+          std::unique_ptr<TierFile> disk_file);
   void EvictHostLru();
   // Makes host slot `slot` the host tier's most recently used; drops stale records
   // when they outnumber the live ones.
@@ -194,7 +207,9 @@ class KvTiers {
   // FetchChain, which then touch it): finishes its copy-down; NotFound when the
   // copy-down failed (the slot is then free).
   absl::Status FetchHost(uint32_t slot);
-  void EraseDisk(uint64_t key, bool remove_file);
+  // Drops disk entry `key` and frees its slot; its write, if any, is finished or
+  // cancelled.
+  void EraseDisk(uint64_t key);
   void Report(uint64_t key, Tier tier, bool stored);
   // Whether `key` is in the host or disk tier naming the block after `parent_key` holding
   // `tokens`.
@@ -221,6 +236,7 @@ class KvTiers {
   const int64_t disk_capacity_;
   const int64_t max_pins_;  // half the host capacity
   const std::string disk_dir_;
+  std::unique_ptr<TierFile> disk_file_;  // null without a disk tier; outlives worker_'s jobs
   std::unique_ptr<TierWorker> worker_;
 
   // The host tier: key -> slot in host_slots_ (a small map, so an onboard's lookups stay
@@ -239,6 +255,7 @@ class KvTiers {
   std::vector<BlockSource> copy_order_;  // CopyToDevice's scratch
   absl::flat_hash_map<uint64_t, DiskEntry> disk_;
   std::list<uint64_t> disk_lru_;
+  std::vector<int64_t> free_disk_slots_;            // no write queued or running for any of them
   absl::flat_hash_map<BlockId, uint64_t> copying_;  // device block -> key being copied down
   TierStats stats_;
   int64_t pins_ = 0;  // over all host entries

@@ -1,9 +1,16 @@
 #include "kvcache/kv_tiers.h"
 
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstddef>
 #include <fstream>
+#include <functional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,15 +57,40 @@ class KvTiersTest : public ::testing::Test {
                          .parent_key = key - 1,
                          .tokens = {static_cast<int32_t>(key), static_cast<int32_t>(key)}};
   }
-  std::unique_ptr<KvTiers> Make(int64_t host_blocks, int64_t disk_blocks) {
+  // `disk_blocks` slots of disk, and `extra_disk_bytes` (less than a slot) more.
+  std::unique_ptr<KvTiers> Make(int64_t host_blocks, int64_t disk_blocks,
+                                int64_t extra_disk_bytes = 0) {
     TierConfig config{.host_bytes = host_blocks * static_cast<int64_t>(block_bytes())};
     if (disk_blocks > 0) {
       config.disk_path = std::string(std::getenv("TEST_TMPDIR")) + "/tiers";
-      config.disk_bytes = disk_blocks * static_cast<int64_t>(TierFileBytes(2, block_bytes()));
+      config.disk_bytes =
+          disk_blocks * static_cast<int64_t>(TierFileBytes(2, block_bytes())) + extra_disk_bytes;
     }
     absl::StatusOr<std::unique_ptr<KvTiers>> tiers = KvTiers::Create(config, &copier_);
     LOCKSTEP_CHECK_OK(tiers.status());
     return *std::move(tiers);
+  }
+  // The bytes of a disk slot's record (header, tokens, payload) at `at`.
+  size_t RecordBytes() const { return 48 + 2 * sizeof(int32_t) + block_bytes(); }
+  static std::vector<char> ReadAt(const KvTiers::DiskLocation& at, size_t n) {
+    std::vector<char> out(n);
+    std::ifstream in(at.path, std::ios::binary);
+    in.seekg(at.offset);
+    in.read(out.data(), static_cast<std::streamsize>(n));
+    EXPECT_TRUE(in.good()) << at.path << " at " << at.offset;
+    return out;
+  }
+  static void WriteAt(const KvTiers::DiskLocation& at, const std::vector<char>& bytes) {
+    std::fstream f(at.path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(at.offset);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    EXPECT_TRUE(f.good()) << at.path << " at " << at.offset;
+  }
+  // Flips byte `at` of the record at `where`.
+  static void Flip(const KvTiers::DiskLocation& where, size_t at) {
+    std::vector<char> record = ReadAt(where, at + 1);
+    record[at] ^= 1;
+    WriteAt(where, record);
   }
   void ExpectClean(const KvTiers& tiers) {
     std::vector<std::string> v;
@@ -220,38 +252,201 @@ TEST_F(KvTiersTest, HostEvictionsSpillToDiskAndComeBackVerified) {
   EXPECT_EQ(from, Tier::kDisk);
   EXPECT_EQ(**bytes, one);
   EXPECT_EQ(tiers->Stats().disk_writes, 2);
-  // Disk full: the least recently used file (20) is deleted for 30.
+  // Disk full: the least recently used block (20) leaves, and 30 takes its slot.
+  const KvTiers::DiskLocation twenty = tiers->DiskLocationOf(20);
+  ASSERT_GE(twenty.offset, 0);
   tiers->OnEvictable(BlockId(4), Meta(40));
   tiers->Flush();
   EXPECT_EQ(tiers->Where(20), Tier::kDevice);
-  EXPECT_FALSE(std::ifstream(tiers->DiskPathOf(20)).good());
+  EXPECT_EQ(tiers->DiskLocationOf(20).offset, -1);
+  EXPECT_EQ(tiers->DiskLocationOf(30).offset, twenty.offset);
+  bytes = tiers->Fetch(30, &from);
+  ASSERT_THAT(bytes.status(), IsOk());
+  EXPECT_EQ(**bytes, BlockBytes(3));
   ExpectClean(*tiers);
 }
 
+// Each way of damaging block 10's slot (a flipped payload, token or header byte, a
+// checksum byte, the file cut inside it) makes it a miss: dropped, counted, never
+// served, and its slot free for the next block.
 TEST_F(KvTiersTest, ACorruptedDiskBlockIsAMissNeverServed) {
-  std::unique_ptr<KvTiers> tiers = Make(1, 2);
+  const struct {
+    const char* what;
+    std::function<void(const KvTiers::DiskLocation&)> damage;
+  } kDamages[] = {
+      {"a payload byte", [&](const auto& at) { Flip(at, RecordBytes() - 5); }},
+      {"a token byte", [&](const auto& at) { Flip(at, 48 + 4); }},
+      {"a header byte (the key)", [&](const auto& at) { Flip(at, 8); }},
+      {"a header byte (the parent key)", [&](const auto& at) { Flip(at, 16); }},
+      {"a checksum byte", [&](const auto& at) { Flip(at, 40); }},
+      {"the file cut in the payload",
+       [&](const auto& at) { ASSERT_EQ(truncate(at.path.c_str(), at.offset + 70), 0); }},
+      {"the file cut in the header",
+       [&](const auto& at) { ASSERT_EQ(truncate(at.path.c_str(), at.offset + 20), 0); }},
+  };
+  for (const auto& d : kDamages) {
+    SCOPED_TRACE(d.what);
+    std::unique_ptr<KvTiers> tiers = Make(1, 2);
+    tiers->OnEvictable(BlockId(2), Meta(20));
+    tiers->OnEvictable(BlockId(1), Meta(10));  // 20 goes to disk (slot 0)
+    tiers->OnEvictable(BlockId(3), Meta(30));  // 10 goes to disk (slot 1, the file's last)
+    tiers->Flush();
+    const KvTiers::DiskLocation ten = tiers->DiskLocationOf(10);
+    ASSERT_GE(ten.offset, 0);
+    d.damage(ten);
+    EXPECT_EQ(tiers->Where(10), Tier::kDisk);
+    Tier from;
+    EXPECT_THAT(tiers->Fetch(10, &from).status(), StatusIs(absl::StatusCode::kNotFound));
+    EXPECT_EQ(tiers->Stats().disk_corrupt, 1);
+    EXPECT_EQ(tiers->Where(10), Tier::kDevice);
+    EXPECT_EQ(tiers->DiskLocationOf(10).offset, -1);
+    const BlockHasher next = [](uint64_t parent, absl::Span<const int32_t>) { return parent + 1; };
+    FetchedBlocks out;
+    EXPECT_EQ(tiers->FetchChain(next, 9, std::vector<int32_t>{10, 10}, 1, false, &out), 0);
+    EXPECT_TRUE(out.keys.empty());
+    // The freed slot holds the next block, written whole again.
+    tiers->OnEvictable(BlockId(4), Meta(40));  // 30 goes to disk
+    tiers->Flush();
+    EXPECT_EQ(tiers->DiskLocationOf(30).offset, ten.offset);
+    absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = tiers->Fetch(30, &from);
+    ASSERT_THAT(bytes.status(), IsOk());
+    EXPECT_EQ(**bytes, BlockBytes(3));
+    EXPECT_EQ(tiers->Stats().disk_corrupt, 1);
+    ExpectClean(*tiers);
+  }
+}
+
+// A slot freed by an eviction and written with another block serves only that block:
+// the old block is gone from the index, and should the slot still hold the old block's
+// record (a write that never landed), the new block is a miss, not the old bytes.
+TEST_F(KvTiersTest, ASlotReusedAfterEvictionNeverServesTheOldBlock) {
+  std::unique_ptr<KvTiers> tiers = Make(1, 1);
   tiers->OnEvictable(BlockId(1), Meta(10));
   tiers->OnEvictable(BlockId(2), Meta(20));  // 10 goes to disk
   tiers->Flush();
-  const std::string path = tiers->DiskPathOf(10);
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(-5, std::ios::end);
-    char c;
-    f.read(&c, 1);
-    c ^= 1;
-    f.seekp(-5, std::ios::end);
-    f.write(&c, 1);
-  }
-  EXPECT_EQ(tiers->Where(10), Tier::kDisk);
+  const KvTiers::DiskLocation ten = tiers->DiskLocationOf(10);
+  ASSERT_GE(ten.offset, 0);
+  const std::vector<char> old_record = ReadAt(ten, RecordBytes());
+  tiers->OnEvictable(BlockId(3), Meta(30));  // 20 goes to disk, in 10's slot
+  tiers->Flush();
+  EXPECT_EQ(tiers->Where(10), Tier::kDevice);
+  EXPECT_EQ(tiers->DiskLocationOf(20).offset, ten.offset);
   Tier from;
   EXPECT_THAT(tiers->Fetch(10, &from).status(), StatusIs(absl::StatusCode::kNotFound));
+  absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = tiers->Fetch(20, &from);
+  ASSERT_THAT(bytes.status(), IsOk());
+  EXPECT_EQ(**bytes, BlockBytes(2));
+  WriteAt(ten, old_record);
+  EXPECT_THAT(tiers->Fetch(20, &from).status(), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(tiers->Stats().disk_corrupt, 1);
-  EXPECT_EQ(tiers->Where(10), Tier::kDevice);
-  EXPECT_FALSE(std::ifstream(path).good());
-  const BlockHasher next = [](uint64_t parent, absl::Span<const int32_t>) { return parent + 1; };
-  FetchedBlocks out;
-  EXPECT_EQ(tiers->FetchChain(next, 9, std::vector<int32_t>{10, 10}, 1, false, &out), 0);
+  EXPECT_EQ(tiers->Where(20), Tier::kDevice);
+  ExpectClean(*tiers);
+}
+
+// Spills through two slots faster than the worker may write them: an evicted entry's
+// write is cancelled or waited for before its slot takes the next block, so every
+// block the disk tier still holds comes back exact.
+TEST_F(KvTiersTest, ManySpillsThroughFewSlotsKeepEveryBlockExact) {
+  std::unique_ptr<KvTiers> tiers = Make(1, 2);
+  std::vector<std::vector<std::byte>> expected;
+  constexpr int kRounds = 60;
+  for (int round = 0; round < kRounds; ++round) {
+    const int block = round % kBlocks;
+    Fill(block, static_cast<uint8_t>(round * 5));
+    expected.push_back(BlockBytes(block));
+    tiers->OnEvictable(BlockId(block), Meta(100 + round));
+    tiers->BeforeReuse(BlockId((round + 1) % kBlocks));
+  }
+  tiers->Flush();
+  for (int round = 0; round < kRounds; ++round) {
+    const Tier want = round == kRounds - 1   ? Tier::kHost
+                      : round >= kRounds - 3 ? Tier::kDisk
+                                             : Tier::kDevice;
+    ASSERT_EQ(tiers->Where(100 + round), want) << "round " << round;
+  }
+  for (int round = kRounds - 3; round < kRounds; ++round) {
+    Tier from;
+    absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes =
+        tiers->Fetch(100 + round, &from);
+    ASSERT_THAT(bytes.status(), IsOk()) << "round " << round;
+    EXPECT_EQ(**bytes, expected[round]) << "round " << round;
+  }
+  const TierStats s = tiers->Stats();
+  EXPECT_EQ(s.disk_corrupt, 0);
+  EXPECT_EQ(s.disk_write_errors, 0);
+  ExpectClean(*tiers);
+}
+
+// A write the file system refuses (here: past the process's file size limit) is
+// counted, its block is a miss, and its slot takes the next block.
+TEST_F(KvTiersTest, AFailedDiskWriteIsCountedAMissAndFreesItsSlot) {
+  std::unique_ptr<KvTiers> tiers = Make(1, 2);
+  const int64_t slot_bytes = static_cast<int64_t>(TierFileBytes(2, block_bytes()));
+  tiers->OnEvictable(BlockId(1), Meta(10));
+  // Writes from slot 1 on fail with EFBIG (SIGXFSZ ignored) until the limit is restored.
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit limited = saved;
+  limited.rlim_cur = static_cast<rlim_t>(slot_bytes);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
+  tiers->OnEvictable(BlockId(2), Meta(20));  // 10 goes to disk, slot 0
+  tiers->OnEvictable(BlockId(3), Meta(30));  // 20 goes to disk, slot 1: refused
+  tiers->Flush();
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  std::signal(SIGXFSZ, old_handler);
+  TierStats s = tiers->Stats();
+  EXPECT_EQ(s.disk_writes, 2);
+  EXPECT_EQ(s.disk_write_errors, 1);
+  EXPECT_EQ(tiers->DiskLocationOf(20).offset, slot_bytes);
+  Tier from;
+  EXPECT_THAT(tiers->Fetch(20, &from).status(), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(tiers->Where(20), Tier::kDevice);
+  absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = tiers->Fetch(10, &from);
+  ASSERT_THAT(bytes.status(), IsOk());
+  EXPECT_EQ(**bytes, BlockBytes(1));
+  tiers->OnEvictable(BlockId(4), Meta(40));  // 30 goes to disk, in 20's slot
+  tiers->Flush();
+  EXPECT_EQ(tiers->DiskLocationOf(30).offset, slot_bytes);
+  bytes = tiers->Fetch(30, &from);
+  ASSERT_THAT(bytes.status(), IsOk());
+  EXPECT_EQ(**bytes, BlockBytes(3));
+  s = tiers->Stats();
+  EXPECT_EQ(s.disk_write_errors, 1);
+  EXPECT_EQ(s.disk_corrupt, 0);
+  ExpectClean(*tiers);
+}
+
+// disk_bytes buys whole slots only; the file is their size and never grows, and the
+// tier never holds more blocks than slots.
+TEST_F(KvTiersTest, TheDiskTierHoldsAsManyBlocksAsWholeSlots) {
+  const int64_t slot_bytes = static_cast<int64_t>(TierFileBytes(2, block_bytes()));
+  std::unique_ptr<KvTiers> tiers = Make(1, 3, slot_bytes - 1);
+  EXPECT_EQ(tiers->Stats().disk_capacity_blocks, 3);
+  for (int round = 0; round < 7; ++round) {
+    tiers->OnEvictable(BlockId(round % kBlocks), Meta(100 + round));
+    tiers->BeforeReuse(BlockId(round % kBlocks));
+    EXPECT_LE(tiers->Stats().disk_blocks, 3) << "round " << round;
+  }
+  tiers->Flush();
+  EXPECT_EQ(tiers->Stats().disk_blocks, 3);
+  std::set<int64_t> offsets;
+  for (int round = 3; round < 6; ++round) {
+    const KvTiers::DiskLocation at = tiers->DiskLocationOf(100 + round);
+    EXPECT_GE(at.offset, 0) << "round " << round;
+    EXPECT_LT(at.offset, 3 * slot_bytes) << "round " << round;
+    EXPECT_EQ(at.offset % slot_bytes, 0) << "round " << round;
+    offsets.insert(at.offset);
+    Tier from;
+    absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes =
+        tiers->Fetch(100 + round, &from);
+    ASSERT_THAT(bytes.status(), IsOk()) << "round " << round;
+    EXPECT_EQ(**bytes, BlockBytes(round % kBlocks)) << "round " << round;
+  }
+  EXPECT_EQ(offsets.size(), 3u);
+  struct stat st {};
+  ASSERT_EQ(stat(tiers->DiskLocationOf(103).path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 3 * slot_bytes);
   ExpectClean(*tiers);
 }
 

@@ -18,9 +18,9 @@ const char* TierName(Tier tier);
 struct TierConfig {
   // Bytes of host memory for evicted target blocks; 0: no tiers at all.
   int64_t host_bytes = 0;
-  // A directory for blocks the host tier evicts (created if missing; this rank's files
-  // in it are deleted at start, so it is safe to delete between runs). Empty: no disk
-  // tier.
+  // A directory for blocks the host tier evicts (created if missing; each rank keeps
+  // one file of disk_bytes in a fresh subdirectory, made empty at start and removed at
+  // exit, so it is safe to delete between runs). Empty: no disk tier.
   std::string disk_path;
   int64_t disk_bytes = 0;
 

@@ -98,7 +98,7 @@ void TierWorker::Run(TierJob& job) {
     const BlockSpan span{job.block, 0, device_->block_bytes()};
     status = device_->CopyOut({&span, 1}, absl::MakeSpan(*job.bytes));
   } else {
-    status = WriteTierFile(job.path, job.meta, *job.bytes);
+    status = job.file->Write(job.slot, job.meta, *job.bytes);
   }
   const int64_t ns = NowNs() - start;
   absl::MutexLock lock(&mu_);

@@ -1,6 +1,7 @@
 // TierWorker: the KV tiers' background thread (kv_tiers.h). It runs queued jobs in
 // order, each one block's copy-down (device block -> host bytes, through the device
-// pool's copier) or one disk-tier file write (tier_file.h), and counts them. The owner
+// pool's copier) or one block's write into its slot of the disk tier's file
+// (tier_file.h), and counts them. The owner
 // may run a job that is still queued itself (Finish: a block about to be reused, an
 // entry about to be read) or cancel it (an evicted disk entry's write).
 //
@@ -23,7 +24,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -47,7 +47,8 @@ struct TierJob {
   BlockId block{-1};                              // kCopyDown: the device block to read
   std::shared_ptr<std::vector<std::byte>> bytes;  // kCopyDown: filled; kDiskWrite: written
   TierBlockMeta meta;                             // kDiskWrite
-  std::string path;                               // kDiskWrite
+  TierFile* file = nullptr;                       // kDiskWrite: not owned, outlives the job's run
+  int64_t slot = -1;  // kDiskWrite: no other job writes it while this one may run
   // Guarded by the worker's mutex (read them through the worker).
   State state = State::kQueued;
   absl::Status status;

@@ -90,15 +90,18 @@ TEST_F(TierWorkerTest, TheOwnerRunsAQueuedJobItselfOrCancelsIt) {
 
 TEST_F(TierWorkerTest, DiskWritesAreVerifiableAndFailuresCounted) {
   copier_.started.Notify();  // no gate
+  absl::StatusOr<std::unique_ptr<TierFile>> file = TierFile::Create(
+      std::string(std::getenv("TEST_TMPDIR")) + "/blocks.kvt", 2, 2, Layout().BlockBytes());
+  ASSERT_TRUE(file.ok()) << file.status();
   TierWorker worker(&copier_);
-  const std::string dir = std::getenv("TEST_TMPDIR");
   auto write = std::make_shared<TierJob>();
   write->kind = TierJob::Kind::kDiskWrite;
   write->meta = TierBlockMeta{.key = 11, .parent_key = 5, .tokens = {3, 4}};
-  write->path = dir + "/block-11";
+  write->file = file->get();
+  write->slot = 1;
   write->bytes = std::make_shared<std::vector<std::byte>>(BlockBytes(3));
   auto bad = std::make_shared<TierJob>(*write);
-  bad->path = dir + "/no-such-directory/block-11";
+  bad->slot = 2;  // past the file's slots: the write fails
   worker.Enqueue(write);
   worker.Enqueue(bad);
   worker.Flush();
@@ -106,7 +109,7 @@ TEST_F(TierWorkerTest, DiskWritesAreVerifiableAndFailuresCounted) {
   EXPECT_TRUE(worker.StatusOf(*write).ok()) << worker.StatusOf(*write);
   EXPECT_FALSE(worker.StatusOf(*bad).ok());
   std::vector<std::byte> read(Layout().BlockBytes());
-  ASSERT_TRUE(ReadTierFile(write->path, write->meta, absl::MakeSpan(read)).ok());
+  ASSERT_TRUE((*file)->Read(1, write->meta, absl::MakeSpan(read)).ok());
   EXPECT_EQ(read, BlockBytes(3));
   int64_t offloaded = 0, offload_ns = 0, writes = 0, write_errors = 0;
   worker.Counters(&offloaded, &offload_ns, &writes, &write_errors);
