@@ -86,9 +86,6 @@ KvTiers::KvTiers(const TierConfig& config, BlockCopier* device, std::string disk
       disk_dir_(std::move(disk_dir)),
       disk_file_(std::move(disk_file)),
       worker_(std::make_unique<TierWorker>(device)) {
-  // Slot 0 is handed out first.
-  free_disk_slots_.reserve(static_cast<size_t>(disk_capacity_));
-  for (int64_t slot = disk_capacity_ - 1; slot >= 0; --slot) free_disk_slots_.push_back(slot);
   stats_.block_bytes = static_cast<int64_t>(block_bytes_);
   stats_.host_capacity_blocks = host_capacity_;
   stats_.disk_capacity_blocks = disk_capacity_;
@@ -262,10 +259,15 @@ void KvTiers::TouchHosts(absl::Span<const uint32_t> slots) {
 }
 
 void KvTiers::SpillToDisk(TierBlockMeta meta, std::shared_ptr<std::vector<std::byte>> bytes) {
-  // Every slot not in disk_ is free (EraseDisk), so this leaves one.
+  // Below capacity, a slot is free or was never used (EraseDisk frees them).
   while (static_cast<int64_t>(disk_.size()) >= disk_capacity_) EvictDiskLru();
-  const int64_t slot = free_disk_slots_.back();
-  free_disk_slots_.pop_back();
+  int64_t slot = next_disk_slot_;
+  if (free_disk_slots_.empty()) {
+    ++next_disk_slot_;
+  } else {
+    slot = free_disk_slots_.back();
+    free_disk_slots_.pop_back();
+  }
   const uint64_t key = meta.key;
   auto job = std::make_shared<TierJob>();
   job->kind = TierJob::Kind::kDiskWrite;
@@ -566,14 +568,16 @@ void KvTiers::AuditInto(const std::string& prefix, std::vector<std::string>* out
   for (const uint64_t key : disk_lru_) {
     if (!disk_.contains(key)) report("disk tier LRU names key ", key, " with no entry");
   }
-  if (static_cast<int64_t>(disk_.size() + free_disk_slots_.size()) != disk_capacity_) {
+  if (static_cast<int64_t>(disk_.size() + free_disk_slots_.size()) != next_disk_slot_ ||
+      next_disk_slot_ > disk_capacity_) {
     report("disk tier indexes ", disk_.size(), " entries and ", free_disk_slots_.size(),
-           " free slots of ", disk_capacity_);
+           " free slots of ", next_disk_slot_, " used, capacity ", disk_capacity_);
   }
-  std::vector<bool> slot_used(static_cast<size_t>(disk_capacity_));
+  std::vector<bool> slot_used(static_cast<size_t>(std::min(next_disk_slot_, disk_capacity_)));
   auto use_slot = [&](int64_t slot, auto&&... whose) {
-    if (slot < 0 || slot >= disk_capacity_) {
-      report("disk tier slot ", slot, " of ", whose..., " is outside the file's ", disk_capacity_);
+    if (slot < 0 || slot >= static_cast<int64_t>(slot_used.size())) {
+      report("disk tier slot ", slot, " of ", whose..., " is outside the ", slot_used.size(),
+             " slots used");
     } else if (slot_used[slot]) {
       report("disk tier slot ", slot, " is used twice, again by ", whose...);
     } else {

@@ -255,7 +255,11 @@ class KvTiers {
   std::vector<BlockSource> copy_order_;  // CopyToDevice's scratch
   absl::flat_hash_map<uint64_t, DiskEntry> disk_;
   std::list<uint64_t> disk_lru_;
-  std::vector<int64_t> free_disk_slots_;            // no write queued or running for any of them
+  // Slots from next_disk_slot_ on were never used; below it, a slot is an entry's or in
+  // free_disk_slots_ (no write queued or running for any of those), reused last freed
+  // first. Grown on use: a large disk tier costs no memory up front.
+  int64_t next_disk_slot_ = 0;
+  std::vector<int64_t> free_disk_slots_;
   absl::flat_hash_map<BlockId, uint64_t> copying_;  // device block -> key being copied down
   TierStats stats_;
   int64_t pins_ = 0;  // over all host entries
