@@ -117,7 +117,7 @@ absl::StatusOr<std::string> UcxWorker::Call(const std::string& peer, absl::strin
                                             const std::function<absl::Status()>& peer_check,
                                             absl::Duration slice) {
   absl::StatusOr<std::shared_ptr<Endpoint>> endpoint =
-      ConnectedEndpointTo(peer, deadline, cancelled, slice);
+      ConnectedEndpointTo(peer, deadline, cancelled, peer_check, slice);
   if (!endpoint.ok()) return endpoint.status();
   auto call = std::make_shared<PendingCall>();
   const uint64_t id = next_call_.fetch_add(1);

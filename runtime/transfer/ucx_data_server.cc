@@ -22,10 +22,6 @@ using lockstep::v1::PullRequest;
 // one must not make this rank allocate without bound).
 constexpr int64_t kMaxTokens = int64_t{1} << 24;
 
-// Session keys held at most (one per requester that pulled over UCX); past it a new
-// requester gets none and calls Offer and Release over gRPC.
-constexpr size_t kMaxSessions = 4096;
-
 // Writes a pull's chunks, in order, into the registered staging buffer and keeps the
 // CRC32Cs and the trailer. The serving thread copies each chunk out of the blocks
 // straight into the buffer (NextChunkMemory): one copy instead of two, on every
@@ -81,6 +77,13 @@ absl::Status UcxDataServerOptions::Validate() const {
   if (max_offer_lifetime <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("ucx: max_offer_lifetime must be positive");
   }
+  if (session_idle_lifetime <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("ucx: session_idle_lifetime must be positive");
+  }
+  if (max_sessions < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ucx: max_sessions must be >= 1, got ", max_sessions));
+  }
   return absl::OkStatus();
 }
 
@@ -91,7 +94,8 @@ UcxDataServer::UcxDataServer(std::shared_ptr<UcxWorker> worker,
       pool_(std::move(pool)),
       descriptor_(std::move(descriptor)),
       handler_(std::move(handler)),
-      options_(options) {}
+      options_(options),
+      clock_(options.clock != nullptr ? options.clock : SystemClock::Get()) {}
 
 absl::StatusOr<std::unique_ptr<UcxDataServer>> UcxDataServer::Start(
     std::shared_ptr<UcxWorker> worker, KvDescriptor descriptor, Handler handler,
@@ -181,12 +185,33 @@ grpc::Status UcxDataServer::Offer(grpc::ServerContext* context, const PullReques
   return ToGrpcStatus(staged);
 }
 
+UcxDataServer::Session* UcxDataServer::SessionOf(const std::string& requester, absl::Time now,
+                                                 bool* expired) {
+  *expired = false;
+  auto it = sessions_.find(requester);
+  if (it == sessions_.end()) return nullptr;
+  if (now - it->second.last_used <= options_.session_idle_lifetime) return &it->second;
+  sessions_.erase(it);
+  ++stats_.sessions_expired;
+  *expired = true;
+  return nullptr;
+}
+
+void UcxDataServer::Touch(Session& session, absl::Time now) {
+  session.last_used = std::max(session.last_used, now);
+  session.use = ++uses_;
+}
+
 std::string UcxDataServer::SessionKeyFor(const std::string& requester) {
   if (worker_->hooks().no_sessions) return "";
+  bool expired = false;
   {
     absl::MutexLock lock(&mu_);
-    if (auto it = sessions_.find(requester); it != sessions_.end()) return it->second;
-    if (sessions_.size() >= kMaxSessions) return "";
+    const absl::Time now = clock_->Now();
+    if (Session* session = SessionOf(requester, now, &expired); session != nullptr) {
+      Touch(*session, now);
+      return session->key;
+    }
   }
   absl::StatusOr<std::string> key = security::GenerateToken();
   if (!key.ok()) {
@@ -194,7 +219,24 @@ std::string UcxDataServer::SessionKeyFor(const std::string& requester) {
     return "";
   }
   absl::MutexLock lock(&mu_);
-  return sessions_.try_emplace(requester, *std::move(key)).first->second;
+  const absl::Time now = clock_->Now();
+  Session* session = SessionOf(requester, now, &expired);  // another Offer's, made meanwhile
+  if (session == nullptr) {
+    // Full: the session unused longest makes way (a scan, once per new requester).
+    while (sessions_.size() >= static_cast<size_t>(options_.max_sessions)) {
+      auto oldest = sessions_.begin();
+      for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+        if (it->second.use < oldest->second.use) oldest = it;
+      }
+      const bool idle = now - oldest->second.last_used > options_.session_idle_lifetime;
+      ++(idle ? stats_.sessions_expired : stats_.sessions_evicted);
+      sessions_.erase(oldest);
+    }
+    session = &sessions_[requester];
+    session->key = *std::move(key);
+  }
+  Touch(*session, now);
+  return session->key;
 }
 
 std::string UcxDataServer::ServeSessionCall(absl::string_view bytes) {
@@ -212,18 +254,27 @@ std::string UcxDataServer::ServeSessionCall(absl::string_view bytes) {
         call.has_offer() ? call.offer().requester() : call.release().requester();
     {
       absl::MutexLock lock(&mu_);
-      auto it = sessions_.find(requester);
-      const bool known = it != sessions_.end();
-      if (!known || !security::ConstantTimeEquals(call.session_key(), it->second)) {
+      const absl::Time now = clock_->Now();
+      bool expired = false;
+      Session* session = SessionOf(requester, now, &expired);
+      if (session == nullptr || !security::ConstantTimeEquals(call.session_key(), session->key)) {
         ++stats_.session_refused;
+        if (session != nullptr) {
+          return absl::UnauthenticatedError(
+              absl::StrCat("the UCX session key of ", requester, " does not match"));
+        }
+        // Dropped (or never given): the requester offers over gRPC for a new key.
         return absl::UnauthenticatedError(
-            known ? absl::StrCat("the UCX session key of ", requester, " does not match")
-                  : absl::StrCat("no UCX session of ", requester,
-                                 " (this rank restarted, or gave it none)"));
+            expired ? absl::StrCat("no UCX session of ", requester, ": it expired, unused for ",
+                                   absl::FormatDuration(options_.session_idle_lifetime))
+                    : absl::StrCat("no UCX session of ", requester,
+                                   " (evicted for a newer requester, this rank restarted, or "
+                                   "it was given none)"));
       }
+      Touch(*session, now);
       ++stats_.session_calls;
     }
-    if (call.has_release()) return DropOffer(call.release().offer_id());
+    if (call.has_release()) return DropOffer(call.release().offer_id(), requester);
     if (call.timeout_micros() <= 0) {
       return absl::DeadlineExceededError(
           absl::StrCat("the UCX session offer of request ", call.offer().context_request_id(),
@@ -285,6 +336,7 @@ absl::Status UcxDataServer::StageOffer(const PullRequest& request, absl::Time de
   reply->set_remote_address(staged.range.address());
   reply->set_length(sink.used());
   staged.expiry = deadline;
+  staged.requester = request.requester();
   absl::MutexLock lock(&mu_);
   if (shut_down_) {
     reserved_bytes_ -= *bytes;
@@ -310,16 +362,21 @@ grpc::Status UcxDataServer::Release(grpc::ServerContext* /*context*/,
     ++stats_.liveness_checks;
     return grpc::Status::OK;
   }
-  return ToGrpcStatus(DropOffer(request->offer_id()));
+  return ToGrpcStatus(DropOffer(request->offer_id(), request->requester()));
 }
 
-absl::Status UcxDataServer::DropOffer(uint64_t offer_id) {
+absl::Status UcxDataServer::DropOffer(uint64_t offer_id, const std::string& requester) {
   Staged dropped;
   absl::MutexLock lock(&mu_);
   auto it = staged_.find(offer_id);
   if (it == staged_.end()) {
     return absl::NotFoundError(
         absl::StrCat("no staged UCX offer ", offer_id, " (released, expired or never made)"));
+  }
+  if (it->second.requester != requester) {
+    ++stats_.release_refused;
+    return absl::PermissionDeniedError(absl::StrCat("UCX offer ", offer_id, " was not made to ",
+                                                    requester, ": it stays staged for its owner"));
   }
   dropped = std::move(it->second);
   staged_.erase(it);

@@ -17,11 +17,18 @@
 // liveness check, answered OK at once.
 //
 // Sessions: a gRPC Offer's answer carries the requester's session key (256 random bits,
-// made on its first Offer and kept). The requester's later Offers and Releases may come
-// as UCX calls to this rank's worker (UcxWorker::Call, a UcxSessionCall naming the key),
-// served on the worker's progress thread: the key is checked (in constant time) before
-// anything else, then the call is served exactly as the gRPC one (StageOffer,
-// DropOffer); every error is answered (UcxSessionAnswer), naming the problem.
+// made on its first Offer and kept while used). The requester's later Offers and
+// Releases may come as UCX calls to this rank's worker (UcxWorker::Call, a
+// UcxSessionCall naming the key), served on the worker's progress thread: the key is
+// checked (in constant time) before anything else, then the call is served exactly as
+// the gRPC one (StageOffer, DropOffer); every error is answered (UcxSessionAnswer),
+// naming the problem. A key unused for `session_idle_lifetime` is dropped, and so is
+// the one unused longest when a new requester needs a place past `max_sessions`: a call
+// with a dropped key is refused UNAUTHENTICATED ("no UCX session" / "expired"), touching
+// no claim, and the requester offers over gRPC again for a new key.
+//
+// A Release (by gRPC or session call) frees only an offer made to its requester; one of
+// another requester's is refused PERMISSION_DENIED and stays staged for its owner.
 //
 // Thread safety: thread-safe. gRPC server threads run Offer and Release, the worker's
 // progress thread the session calls; the reaper thread waits with a deadline (the
@@ -43,6 +50,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/kv_transfer.grpc.pb.h"
 #include "runtime/transfer/chunk_sink.h"
@@ -59,6 +67,14 @@ struct UcxDataServerOptions {
   int64_t staging_chunk_bytes = int64_t{64} << 20;
   // A staged copy is dropped this long after its offer at the latest.
   absl::Duration max_offer_lifetime = absl::Minutes(2);
+  // A session key unused this long is dropped (its requester's next call is refused; it
+  // offers over gRPC again, for a new key: one gRPC round trip).
+  absl::Duration session_idle_lifetime = absl::Minutes(10);
+  // Session keys held at most: past it a new requester's key takes the place of the one
+  // unused longest (that requester then offers over gRPC again).
+  int max_sessions = 4096;
+  // Where sessions' idleness is read (not owned); null: the system clock.
+  Clock* clock = nullptr;
 
   absl::Status Validate() const;
 };
@@ -86,7 +102,10 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
     int64_t expired = 0;       // dropped at their deadline
     int64_t refused = 0;       // offers refused (registration failed, staging full)
     int64_t session_calls = 0;    // Offers and Releases that came as UCX session calls
-    int64_t session_refused = 0;  // session calls refused (bad key, unknown session)
+    int64_t session_refused = 0;  // session calls refused (bad key, unknown or expired session)
+    int64_t sessions_expired = 0;  // session keys dropped idle past session_idle_lifetime
+    int64_t sessions_evicted = 0;  // session keys dropped for a new requester (max_sessions)
+    int64_t release_refused = 0;   // Releases of an offer made to another requester
     int64_t liveness_checks = 0;  // Releases of offer 0 (UcxPuller's liveness checks)
   };
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -103,6 +122,12 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
     UcxStagingPool::Range range;
     int64_t bytes = 0;
     absl::Time expiry;
+    std::string requester;  // whom the offer was made to: only it may Release it
+  };
+  struct Session {
+    std::string key;
+    absl::Time last_used;  // on clock_
+    uint64_t use = 0;      // recency: a later use has a larger one
   };
 
   UcxDataServer(std::shared_ptr<UcxWorker> worker, std::unique_ptr<UcxStagingPool> pool,
@@ -112,11 +137,19 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
   // `reply->refusal()` set.
   absl::Status StageOffer(const lockstep::v1::PullRequest& request, absl::Time deadline,
                           lockstep::v1::UcxOffer* reply) ABSL_LOCKS_EXCLUDED(mu_);
-  // A Release, by gRPC or session call alike: drops the staged copy `offer_id`.
-  absl::Status DropOffer(uint64_t offer_id) ABSL_LOCKS_EXCLUDED(mu_);
-  // The session key of `requester`, made on first use; empty once kMaxSessions are held
-  // or where this rank has no sessions (UcxWorkerHooks::no_sessions).
+  // A Release, by gRPC or session call alike: drops the staged copy `offer_id` if it
+  // was offered to `requester` (PermissionDenied otherwise; the copy stays).
+  absl::Status DropOffer(uint64_t offer_id, const std::string& requester) ABSL_LOCKS_EXCLUDED(mu_);
+  // The session key of `requester`, made on first use (or after its key was dropped),
+  // its use noted; empty where the key cannot be made or this rank has no sessions
+  // (UcxWorkerHooks::no_sessions).
   std::string SessionKeyFor(const std::string& requester) ABSL_LOCKS_EXCLUDED(mu_);
+  // The session of `requester` at `now`, null when it has none; one idle past
+  // session_idle_lifetime is dropped here (`*expired` set).
+  Session* SessionOf(const std::string& requester, absl::Time now, bool* expired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Notes a use of `session` at `now`.
+  void Touch(Session& session, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A session call (a serialized UcxSessionCall), on the worker's progress thread: its
   // serialized UcxSessionAnswer.
   std::string ServeSessionCall(absl::string_view call) ABSL_LOCKS_EXCLUDED(mu_);
@@ -130,6 +163,7 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
   const KvDescriptor descriptor_;
   const Handler handler_;
   const UcxDataServerOptions options_;
+  Clock* const clock_;  // options_.clock, or the system clock
   std::thread reaper_;
 
   mutable absl::Mutex mu_;
@@ -139,8 +173,9 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
   Stats stats_ ABSL_GUARDED_BY(mu_);
   // Offer ids, seeded with 256 bits of the kernel's CSPRNG (Start).
   std::mt19937_64 ids_ ABSL_GUARDED_BY(mu_);
-  // Session keys by requester (PullRequest.requester).
-  absl::flat_hash_map<std::string, std::string> sessions_ ABSL_GUARDED_BY(mu_);
+  // Sessions by requester (PullRequest.requester), at most options_.max_sessions.
+  absl::flat_hash_map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  uint64_t uses_ ABSL_GUARDED_BY(mu_) = 0;  // session uses so far (Session::use)
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -119,6 +119,7 @@ absl::Status UcxWorker::Fetch(const std::shared_ptr<Endpoint>& endpoint, const s
                               uint64_t remote_address, absl::Span<std::byte> out,
                               const Pieces& pieces, std::shared_ptr<const void> keep_alive,
                               absl::Time deadline, const std::function<bool()>& cancelled,
+                              const std::function<absl::Status()>& peer_check,
                               absl::Duration slice) {
   // One receive per piece, each for a fresh tag, and one request to the owner to send it.
   struct Piece {
@@ -196,7 +197,7 @@ absl::Status UcxWorker::Fetch(const std::shared_ptr<Endpoint>& endpoint, const s
     // here, without the progress thread's wake-up of this one (docs/perf/ucx.md).
     const auto progress = [this, &op](absl::Time until) { ProgressFor(op, until); };
     absl::Status outcome = AwaitDone(op.mu, op.done, "UCX read", pieces.sizes[i], deadline, slice,
-                                     give_up, failed, progress);
+                                     give_up, failed, progress, peer_check);
     if (!outcome.ok()) return outcome;
     if (op.status != UCS_OK)
       return UcxError("the UCX read from the context rank failed", op.status);

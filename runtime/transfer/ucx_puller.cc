@@ -1,12 +1,15 @@
 #include "runtime/transfer/ucx_puller.h"
 
 #include <algorithm>
-#include <memory>
 #include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "runtime/transfer/block_writer.h"
@@ -20,10 +23,10 @@ using kv::PoolKind;
 // deadline drops it otherwise), so a slow one does not hold the receive thread long.
 constexpr absl::Duration kReleaseTimeout = absl::Seconds(1);
 
-// A session call unanswered this long checks, every kLivenessEvery, that the context
-// rank still lives (UcxPuller, a gRPC Release of offer 0), each check waiting at most
-// kLivenessTimeout (no answer by then proves nothing: the call waits on). A session
-// Offer is answered in about 0.3 ms at 64 blocks (docs/perf/ucx.md).
+// A UCX wait on the context rank unanswered this long checks, every kLivenessEvery, that
+// the rank still lives (ContextRankLiveness), each check waiting at most
+// kLivenessTimeout (no answer by then proves nothing: the wait goes on). A session Offer
+// is answered, and a 64-block staged copy read, in well under 1 ms (docs/perf/ucx.md).
 constexpr absl::Duration kLivenessGrace = absl::Milliseconds(100);
 constexpr absl::Duration kLivenessEvery = absl::Milliseconds(250);
 constexpr absl::Duration kLivenessTimeout = absl::Milliseconds(250);
@@ -34,6 +37,38 @@ constexpr absl::Duration kLivenessTimeout = absl::Milliseconds(250);
 // tried on loopback tcp, none clearly ahead).
 constexpr size_t kPieceBytes = size_t{1} << 20;
 constexpr int kPiecesInFlight = 4;
+
+// The check a UCX wait on the context rank (a session call's answer, an endpoint's
+// handshake, a get or fetch of the staged copy) asks while it goes unanswered
+// (UcxWorker::Call's and Get's `peer_check`): from kLivenessGrace after now, every
+// kLivenessEvery, a gRPC Release of offer 0 over `stub` (no offer has that id; answered
+// by the rank's gRPC threads, whatever its worker is busy with). Only UNAVAILABLE (a
+// refused connection: the rank is gone, where a gRPC Offer would have failed at once
+// too) is an error, naming the UCX `what` that waited; any answer, or none within
+// kLivenessTimeout (a slow port), passes, so a slow but live rank is never failed by it.
+// Shared memory detects no dead peer of its own.
+std::function<absl::Status()> ContextRankLiveness(lockstep::v1::KvUcxService::StubInterface& stub,
+                                                  const std::string& requester,
+                                                  absl::string_view what, absl::Time deadline) {
+  lockstep::v1::UcxRelease check;
+  check.set_requester(requester);
+  const absl::Time start = absl::Now();
+  return [&stub, check = std::move(check), what = std::string(what), deadline, start,
+          next_check = start + kLivenessGrace]() mutable -> absl::Status {
+    const absl::Time now = absl::Now();
+    if (now < next_check) return absl::OkStatus();
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(std::min(deadline, now + kLivenessTimeout)));
+    lockstep::v1::UcxReleaseReply reply;
+    const grpc::Status status = stub.Release(&context, check, &reply);
+    next_check = absl::Now() + kLivenessEvery;
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return absl::OkStatus();
+    return absl::UnavailableError(
+        absl::StrCat("the context rank is gone: its gRPC port refused a liveness check (",
+                     status.error_message(), ") while the UCX ", what, " waited ",
+                     absl::FormatDuration(absl::Now() - start)));
+  };
+}
 
 }  // namespace
 
@@ -185,10 +220,11 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
     std::shared_ptr<std::byte[]> staging(new std::byte[std::max<int64_t>(expected, 1)]);
     UcxWorker::Pieces read{.done = write_piece, .in_flight = kPiecesInFlight};
     for (const Piece& piece : pieces) read.sizes.push_back(piece.bytes);
-    const absl::Status got =
-        worker_->GetInPieces(offer.worker_address(), offer.rkey(), offer.remote_address(),
-                             {staging.get(), static_cast<size_t>(expected)}, read, staging,
-                             spec.deadline, [&control] { return control.cancelled(); });
+    const absl::Status got = worker_->GetInPieces(
+        offer.worker_address(), offer.rkey(), offer.remote_address(),
+        {staging.get(), static_cast<size_t>(expected)}, read, staging, spec.deadline,
+        [&control] { return control.cancelled(); },
+        ContextRankLiveness(stub, request.requester(), "read of the staged copy", spec.deadline));
     if (!got.ok()) {
       if (!write_error.ok()) return got;  // the piece's own error (already a PullError)
       if (control.cancelled()) return ReceiveCancelledError(blocks.id);
@@ -251,29 +287,13 @@ absl::StatusOr<lockstep::v1::UcxSessionAnswer> UcxPuller::CallSession(
     lockstep::v1::KvUcxService::StubInterface& stub, const Session& session,
     lockstep::v1::UcxSessionCall call, absl::Time deadline,
     const std::function<bool()>& cancelled) const {
-  const absl::Time start = absl::Now();
   call.set_session_key(session.key);
-  call.set_timeout_micros(absl::ToInt64Microseconds(deadline - start));
-  lockstep::v1::UcxRelease check;  // offer 0: a liveness check (UcxRelease)
-  check.set_requester(call.has_offer() ? call.offer().requester() : call.release().requester());
-  absl::Time next_check = start + kLivenessGrace;
-  const auto context_rank_lives = [&]() -> absl::Status {
-    const absl::Time now = absl::Now();
-    if (now < next_check) return absl::OkStatus();
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(std::min(deadline, now + kLivenessTimeout)));
-    lockstep::v1::UcxReleaseReply reply;
-    const grpc::Status status = stub.Release(&context, check, &reply);
-    next_check = absl::Now() + kLivenessEvery;
-    // Any answer, or none yet (a slow port), is a live rank as far as is known.
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return absl::OkStatus();
-    return absl::UnavailableError(
-        absl::StrCat("the context rank is gone: its gRPC port refused a liveness check (",
-                     status.error_message(), ") while the UCX session call waited ",
-                     absl::FormatDuration(absl::Now() - start), " for its answer"));
-  };
-  absl::StatusOr<std::string> answered = worker_->Call(
-      session.worker_address, call.SerializeAsString(), deadline, cancelled, context_rank_lives);
+  call.set_timeout_micros(absl::ToInt64Microseconds(deadline - absl::Now()));
+  const std::string& requester =
+      call.has_offer() ? call.offer().requester() : call.release().requester();
+  absl::StatusOr<std::string> answered =
+      worker_->Call(session.worker_address, call.SerializeAsString(), deadline, cancelled,
+                    ContextRankLiveness(stub, requester, "session call", deadline));
   if (!answered.ok()) return answered.status();
   lockstep::v1::UcxSessionAnswer answer;
   if (!answer.ParseFromString(*answered)) {

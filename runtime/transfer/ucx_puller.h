@@ -14,12 +14,16 @@
 // call that fails (no answer by the deadline, the endpoint's error, a refused key)
 // drops the session: the next Offer goes over gRPC again. A refused key or a rank that
 // serves no calls costs nothing else (the claim is untouched: the Offer goes over gRPC
-// at once); any other failure fails the receive as a failed gRPC Offer does. A call
-// unanswered for 100 ms checks every 250 ms that the context rank lives, with a gRPC
-// Release of offer 0 (answered by its gRPC threads, whatever its worker is busy with):
-// UNAVAILABLE (a refused connection, where a gRPC Offer would have failed too) ends the
-// call, the context rank gone, long before the deadline, on every transport (shared
-// memory detects no dead peer of its own); any answer, or none within 250 ms, waits on.
+// at once); any other failure fails the receive as a failed gRPC Offer does. A call the
+// context rank dropped (its key expired or evicted: "no UCX session") is such a refusal.
+//
+// Liveness: a session call, or a read of the staged copy (its get or fetch, or its
+// endpoint's handshake), unanswered for 100 ms checks every 250 ms that the context rank
+// lives, with a gRPC Release of offer 0 (answered by its gRPC threads, whatever its
+// worker is busy with): UNAVAILABLE (a refused connection, where a gRPC Offer would have
+// failed too) ends the wait, the context rank gone, long before the deadline, on every
+// transport (shared memory detects no dead peer of its own); any answer, or none within
+// 250 ms, waits on. A read in place waits for nothing (the mapping outlives the peer).
 //
 // Thread safety: thread-safe; pulls may run on several threads at once, into disjoint
 // blocks.
@@ -92,7 +96,7 @@ class UcxPuller {
   // Sends `call` (its key set here) over `session` by `deadline`: the context rank's
   // answer, or its error as the gRPC call's would be (code and message), or the call's
   // own failure (UcxWorker::Call; Unavailable once a liveness check over `stub` found
-  // the context rank gone).
+  // the context rank gone: ContextRankLiveness in ucx_puller.cc).
   absl::StatusOr<lockstep::v1::UcxSessionAnswer> CallSession(
       lockstep::v1::KvUcxService::StubInterface& stub, const Session& session,
       lockstep::v1::UcxSessionCall call, absl::Time deadline,

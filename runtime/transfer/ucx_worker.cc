@@ -410,6 +410,7 @@ void UcxWorker::Connected(uint64_t token) {
 
 absl::Status UcxWorker::AwaitConnected(const Endpoint& endpoint, absl::Time deadline,
                                        const std::function<bool()>& cancelled,
+                                       const std::function<absl::Status()>& peer_check,
                                        absl::Duration slice) {
   const uint64_t token = endpoint.token;
   const auto connected = [this, token]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -428,16 +429,23 @@ absl::Status UcxWorker::AwaitConnected(const Endpoint& endpoint, absl::Time dead
       return absl::OkStatus();
     }
     if (cancelled && cancelled()) return absl::CancelledError("the UCX get was cancelled");
+    if (peer_check) {
+      mu_.Unlock();
+      absl::Status checked = peer_check();
+      mu_.Lock();
+      if (connected()) return absl::OkStatus();
+      if (!checked.ok()) return checked;
+    }
   }
 }
 
 absl::StatusOr<std::shared_ptr<UcxWorker::Endpoint>> UcxWorker::ConnectedEndpointTo(
     const std::string& peer, absl::Time deadline, const std::function<bool()>& cancelled,
-    absl::Duration slice) {
+    const std::function<absl::Status()>& peer_check, absl::Duration slice) {
   if (peer.empty()) return absl::UnavailableError("the context rank sent no UCX worker address");
   absl::StatusOr<std::shared_ptr<Endpoint>> endpoint = EndpointTo(peer);
   if (!endpoint.ok()) return endpoint.status();
-  if (absl::Status connected = AwaitConnected(**endpoint, deadline, cancelled, slice);
+  if (absl::Status connected = AwaitConnected(**endpoint, deadline, cancelled, peer_check, slice);
       !connected.ok()) {
     return connected;
   }
@@ -631,15 +639,17 @@ int UcxWorker::endpoints() const {
 absl::Status UcxWorker::Get(const std::string& peer, const std::string& rkey,
                             uint64_t remote_address, absl::Span<std::byte> out,
                             std::shared_ptr<const void> keep_alive, absl::Time deadline,
-                            const std::function<bool()>& cancelled, absl::Duration slice) {
+                            const std::function<bool()>& cancelled,
+                            const std::function<absl::Status()>& peer_check, absl::Duration slice) {
   return GetInPieces(peer, rkey, remote_address, out, {.sizes = {out.size()}},
-                     std::move(keep_alive), deadline, cancelled, slice);
+                     std::move(keep_alive), deadline, cancelled, peer_check, slice);
 }
 
 absl::Status UcxWorker::GetInPieces(const std::string& peer, const std::string& rkey,
                                     uint64_t remote_address, absl::Span<std::byte> out,
                                     const Pieces& pieces, std::shared_ptr<const void> keep_alive,
                                     absl::Time deadline, const std::function<bool()>& cancelled,
+                                    const std::function<absl::Status()>& peer_check,
                                     absl::Duration slice) {
   size_t total = 0;
   for (size_t size : pieces.sizes) total += size;
@@ -649,7 +659,7 @@ absl::Status UcxWorker::GetInPieces(const std::string& peer, const std::string& 
                                                    " bytes, ", pieces.in_flight, " in flight"));
   }
   absl::StatusOr<std::shared_ptr<Endpoint>> endpoint =
-      ConnectedEndpointTo(peer, deadline, cancelled, slice);
+      ConnectedEndpointTo(peer, deadline, cancelled, peer_check, slice);
   if (!endpoint.ok()) return endpoint.status();
   auto op = std::make_shared<Operation>();
   op->keep_alive = std::move(keep_alive);
@@ -660,7 +670,7 @@ absl::Status UcxWorker::GetInPieces(const std::string& peer, const std::string& 
   }
   if (!(*endpoint)->native_get) {
     return Fetch(*endpoint, rkey, remote_address, out, pieces, std::move(op->keep_alive), deadline,
-                 cancelled, slice);
+                 cancelled, peer_check, slice);
   }
   // The whole read lands first; then its pieces are handed over.
   const auto hand_over = [&]() -> absl::Status {
@@ -704,8 +714,8 @@ absl::Status UcxWorker::GetInPieces(const std::string& peer, const std::string& 
   absl::Status outcome;
   {
     absl::ReleasableMutexLock lock(&op->mu);
-    outcome =
-        AwaitDone(op->mu, op->done, "UCX get", out.size(), deadline, slice, cancelled, nullptr);
+    outcome = AwaitDone(op->mu, op->done, "UCX get", out.size(), deadline, slice, cancelled,
+                        nullptr, nullptr, peer_check);
     if (outcome.ok()) {
       if (op->status == UCS_OK) {
         lock.Release();
@@ -720,11 +730,11 @@ absl::Status UcxWorker::GetInPieces(const std::string& peer, const std::string& 
               : ""));
     }
   }
-  // The get may still be pending. Past its deadline the peer is taken as stuck or gone:
-  // closing the endpoint forcibly ends every get on it (their callbacks release
-  // `keep_alive`), and the next get connects anew. A cancelled get to a live peer is
-  // left to complete (its buffer held until then) so that other receives from the same
-  // peer are not failed with it.
+  // The get may still be pending. Past its deadline (or found gone by `peer_check`) the
+  // peer is taken as stuck or gone: closing the endpoint forcibly ends every get on it
+  // (their callbacks release `keep_alive`), and the next get connects anew. A cancelled
+  // get to a live peer is left to complete (its buffer held until then) so that other
+  // receives from the same peer are not failed with it.
   if (!absl::IsCancelled(outcome)) CloseEndpoint(*endpoint, deadline);
   return outcome;
 }

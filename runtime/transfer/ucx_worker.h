@@ -125,8 +125,11 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
 
   // Reads `out.size()` bytes at `remote_address` of the region `rkey` of the worker at
   // `peer` into `out`, by `deadline`, giving up early once `cancelled()` holds (checked
-  // every `slice`). Outcomes: OK; DeadlineExceeded; Cancelled; Unavailable when the
-  // endpoint fails (peer gone, key refused); OutOfRange when the range leaves the
+  // every `slice`). While the read (or its endpoint's handshake) waits for the peer,
+  // `peer_check()` (may be empty) is asked every `slice`, as Call's: its error ends the
+  // read, the endpoint closed. Outcomes: OK; DeadlineExceeded; Cancelled; Unavailable
+  // when the endpoint fails (peer gone, key refused); `peer_check()`'s error;
+  // OutOfRange when the range leaves the
   // region `rkey` opens; InvalidArgument for a malformed `peer` or
   // `rkey` and FailedPrecondition for one made by another UCX version (checked before
   // UCX parses them: UCX aborts the process on bytes it does not expect). After a
@@ -135,6 +138,7 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   absl::Status Get(const std::string& peer, const std::string& rkey, uint64_t remote_address,
                    absl::Span<std::byte> out, std::shared_ptr<const void> keep_alive,
                    absl::Time deadline, const std::function<bool()>& cancelled,
+                   const std::function<absl::Status()>& peer_check = nullptr,
                    absl::Duration slice = absl::Milliseconds(20));
 
   // A read handed to its caller in pieces (GetInPieces): `sizes` cut it, in order, and
@@ -157,6 +161,7 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
                            uint64_t remote_address, absl::Span<std::byte> out, const Pieces& pieces,
                            std::shared_ptr<const void> keep_alive, absl::Time deadline,
                            const std::function<bool()>& cancelled,
+                           const std::function<absl::Status()>& peer_check = nullptr,
                            absl::Duration slice = absl::Milliseconds(20));
 
   // A peer's region mapped into this process: `data` reads it while `hold` lives (the
@@ -184,7 +189,8 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   void ServeCalls(CallHandler handler) ABSL_LOCKS_EXCLUDED(call_handler_mu_);
   // Sends `request` to the worker at `peer` and waits for its answer by `deadline`,
   // giving up once `cancelled()` holds (checked every `slice`; may be empty). While no
-  // answer has come, `peer_check()` (may be empty) is asked every `slice`, on this
+  // answer has come (or the endpoint's handshake waits), `peer_check()` (may be empty)
+  // is asked every `slice`, on this
   // thread and without any lock of the worker held (so it may block briefly): an error
   // ends the call with it, the peer taken as gone (shared memory has no peer failure
   // detection of its own). Outcomes: the answer; DeadlineExceeded (the endpoint is
@@ -246,16 +252,21 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   void CloseEndpoint(const std::shared_ptr<Endpoint>& endpoint, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until `endpoint`'s handshake has ended (Connected), by `deadline`, giving up
-  // once `cancelled()` holds (checked every `slice`). A get is submitted only then:
-  // an endpoint closed while connecting is closed once connected (the peer's wire-up
-  // reply must not outlive this worker), and no get may still be riding on it then.
+  // once `cancelled()` holds or `peer_check()` (may be empty) fails (each asked every
+  // `slice`; the check without mu_ held). A get is submitted only then: an endpoint
+  // closed while connecting is closed once connected (the peer's wire-up reply must not
+  // outlive this worker), and no get may still be riding on it then.
   absl::Status AwaitConnected(const Endpoint& endpoint, absl::Time deadline,
-                              const std::function<bool()>& cancelled, absl::Duration slice)
+                              const std::function<bool()>& cancelled,
+                              const std::function<absl::Status()>& peer_check, absl::Duration slice)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // EndpointTo(peer), once AwaitConnected: the endpoint a get or a call may ride on.
+  // EndpointTo(peer), once AwaitConnected: the endpoint a get or a call may ride on. One
+  // whose handshake was not waited out stays cached, still connecting: the next use
+  // waits on it again (no second endpoint to the peer mid-connect).
   absl::StatusOr<std::shared_ptr<Endpoint>> ConnectedEndpointTo(
       const std::string& peer, absl::Time deadline, const std::function<bool()>& cancelled,
-      absl::Duration slice) ABSL_LOCKS_EXCLUDED(mu_);
+      const std::function<absl::Status()>& peer_check, absl::Duration slice)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Closes `endpoint` forcibly now; the progress thread (or Quiesce) completes it.
   void ForceClose(const std::shared_ptr<Endpoint>& endpoint);
   // Makes the closes put off until their handshakes ended (Connected).
@@ -311,7 +322,8 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   absl::Status Fetch(const std::shared_ptr<Endpoint>& endpoint, const std::string& rkey,
                      uint64_t remote_address, absl::Span<std::byte> out, const Pieces& pieces,
                      std::shared_ptr<const void> keep_alive, absl::Time deadline,
-                     const std::function<bool()>& cancelled, absl::Duration slice);
+                     const std::function<bool()>& cancelled,
+                     const std::function<absl::Status()>& peer_check, absl::Duration slice);
   // Waits on this thread until `op` is done or `until`: progresses the worker here where
   // no other reader does (TakeProgress), so that the completion lands on this thread
   // without the progress thread's wake-up; otherwise waits for the other reader's.

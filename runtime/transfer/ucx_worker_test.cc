@@ -736,6 +736,35 @@ TEST(UcxWorkerCallTest, APeerCheckEndsTheCallOnlyWhenItFails) {
   EXPECT_GE(checks.load(), 3);
 }
 
+// The same for a read waiting for its owner (held: its endpoint's handshake, or over
+// tcp the read itself): a failing check ends it with the check's error; while the check
+// passes it waits, and completes once the owner progresses again.
+TEST(UcxWorkerTest, APeerCheckEndsAWaitingGetOnlyWhenItFails) {
+  std::unique_ptr<HeldOwner> held = MakeHeldOwner(8);
+  ASSERT_NE(held, nullptr);
+  const UcxRegion& region = *held->region;
+  std::atomic<int> checks{0};
+  const auto gone_on_third = [&checks]() -> absl::Status {
+    if (++checks < 3) return absl::OkStatus();
+    return absl::UnavailableError("the peer is gone (test)");
+  };
+  EXPECT_THAT(held->reader->Get(held->owner->address(), region.rkey(), region.address(),
+                                absl::MakeSpan(*held->dest), held->dest,
+                                absl::Now() + absl::Seconds(60), nullptr, gone_on_third),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("the peer is gone (test)")));
+  EXPECT_EQ(checks.load(), 3);
+  checks = 0;
+  const auto alive = [&]() -> absl::Status {
+    if (++checks == 3) held->hold = false;
+    return absl::OkStatus();
+  };
+  ASSERT_OK(held->reader->Get(held->owner->address(), region.rkey(), region.address(),
+                              absl::MakeSpan(*held->dest), held->dest,
+                              absl::Now() + absl::Seconds(60), nullptr, alive));
+  EXPECT_TRUE(*held->dest == *held->source);
+  EXPECT_GE(checks.load(), 3);
+}
+
 TEST(UcxWorkerCallTest, ACancelledCallEndsCancelled) {
   std::unique_ptr<HeldOwner> held = MakeHeldOwner(6);
   ASSERT_NE(held, nullptr);
