@@ -1,5 +1,6 @@
-// Internals of UcxWorker shared by its source files (ucx_worker.cc, ucx_fetch.cc): the
-// state of endpoints, remote keys and reads in flight. Not for other users.
+// Internals of UcxWorker shared by its source files (ucx_worker.cc, ucx_endpoint.cc,
+// ucx_fetch.cc, ucx_call.cc, ucx_frame.cc): the state of endpoints, remote keys and reads
+// in flight. Not for other users.
 #ifndef LOCKSTEP_RUNTIME_TRANSFER_UCX_WORKER_INTERNAL_H_
 #define LOCKSTEP_RUNTIME_TRANSFER_UCX_WORKER_INTERNAL_H_
 
@@ -33,6 +34,16 @@ inline ucp_worker_h Worker(void* p) { return static_cast<ucp_worker_h>(p); }
 // `bytes` (a worker address, 'A', or a packed remote key, 'K') framed as they travel to
 // peers (ucx_frame.cc); UcxWorker::Unframe checks and opens the frame.
 std::string Frame(char kind, absl::string_view bytes);
+
+// The connect handshake's active messages (UcxWorker::Connected, ucx_endpoint.cc): a
+// ping carries the connecting endpoint's 8-byte token and asks for a reply endpoint; the
+// peer answers with a pong carrying the same token.
+constexpr unsigned kPingId = 1;
+constexpr unsigned kPongId = 2;
+
+// A remote key's bytes start with its region's address and length (UcxWorker::Map
+// writes them, RemoteKeyFor reads them).
+constexpr size_t kRegionPrefix = 16;
 
 // A read served by its owner sending the bytes (UcxWorker::Fetch): an active message
 // whose header is the tag to send with, the address and the length (8 bytes each,
