@@ -178,31 +178,6 @@ void KvPool::Commit(KvCache& cache, absl::Span<const int32_t> tokens,
   cache.RaiseCommitted(full * tpb);
 }
 
-void KvPool::GrowPublished(KvCache& cache, absl::Span<const int32_t> tokens,
-                           absl::Span<const uint64_t> keys) {
-  const int tpb = tokens_per_block();
-  const bool for_dummy = cache.id() == dummy_id_;
-  const bool publish = prefix_reuse_ && !for_dummy;
-  LOCKSTEP_DCHECK(cache.history() == cache.capacity() &&
-                  cache.capacity() == int64_t{cache.num_blocks()} * tpb);
-  for (const uint64_t key : keys) {
-    const int64_t i = cache.num_blocks();
-    const BlockId block = AllocateBlock(for_dummy);
-    cache.PushBlock(block);
-    if (!publish || cache.publishing_stopped() || cache.tree_blocks() != i) continue;
-    const BlockId parent = i == 0 ? RadixTree::kRoot : cache.blocks()[i - 1];
-    if (tree_.Insert(parent, block, tokens.subspan(static_cast<size_t>(i) * tpb, tpb), key)) {
-      blocks_->AddRef(block);  // the tree's pin
-      cache.AddTreeBlock();
-    } else {
-      cache.StopPublishing();
-    }
-  }
-  const int64_t length = int64_t{cache.num_blocks()} * tpb;
-  cache.SetLengths({.capacity = length, .history = length});
-  cache.RaiseCommitted(length);
-}
-
 bool KvPool::Close(RequestId id) {
   const auto it = by_id_.find(id);
   if (it == by_id_.end()) return false;

@@ -122,16 +122,6 @@ class KvPool {
   void Commit(KvCache& cache, absl::Span<const int32_t> tokens, absl::Span<const uint64_t> keys,
               int64_t first_key_block);
 
-  // Grows `cache` (holding only the tree blocks it reused: history = committed =
-  // capacity on a block boundary) by keys.size() fresh blocks and publishes each in the
-  // walk that allocates it, block have + i holding tokens' block have + i under keys[i]
-  // (its verified prefix key; `tokens` from position 0), as Commit would after
-  // ApplyResize, in one pass instead of two. For an onboard whose bytes are copied in
-  // before the pool is read again (nothing reads a block between). The caller checked
-  // CanGrow. committed = history = capacity = the new length.
-  void GrowPublished(KvCache& cache, absl::Span<const int32_t> tokens,
-                     absl::Span<const uint64_t> keys);
-
   // Closes `id`'s cache: drops its block references (deepest first, so the LRU order
   // invariant of RadixTree holds). Returns false when there is none.
   bool Close(RequestId id);

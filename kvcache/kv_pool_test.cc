@@ -10,7 +10,6 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kvcache/prefix_hash.h"
 
 namespace lockstep::kv {
 namespace {
@@ -189,34 +188,6 @@ TEST_F(KvPoolTest, DuplicatePrefixStaysPrivate) {
   EXPECT_THAT(Audit(*pool, {RequestId(1), RequestId(2)}), IsEmpty());
   pool->Close(RequestId(2));
   EXPECT_EQ(pool->Stats().free_blocks, 6);  // its blocks were private: freed, not cached
-}
-
-// GrowPublished: the blocks it adds are published as Commit after ApplyResize would
-// publish them (continuing the reused chain), and a prefix another block already
-// published stays private, as with Commit.
-TEST_F(KvPoolTest, GrowPublishedPublishesWhatCommitWould) {
-  std::unique_ptr<KvPool> pool = MakePool(8);
-  const std::vector<int32_t> prompt = Tokens(12, 7);
-  Compute(*pool, RequestId(1), std::vector<int32_t>(prompt.begin(), prompt.begin() + 4));
-  pool->Close(RequestId(1));
-  KvCache& cache = pool->CreateCache(RequestId(2), next_generation_++, prompt, 1);
-  const std::vector<uint64_t> keys = PrefixHashChain(0, kTpb, prompt);
-  pool->GrowPublished(cache, prompt, absl::MakeConstSpan(keys).subspan(1));
-  EXPECT_EQ(cache.num_blocks(), 3);
-  EXPECT_EQ(cache.tree_blocks(), 3);
-  EXPECT_EQ(cache.committed(), 12);
-  EXPECT_EQ(cache.history(), 12);
-  EXPECT_EQ(cache.capacity(), 12);
-  EXPECT_EQ(pool->ProbeBlocks(prompt, 3), 3);
-  EXPECT_THAT(Audit(*pool, {RequestId(2)}), IsEmpty());
-
-  KvCache& twin = pool->CreateCache(RequestId(3), next_generation_++, prompt, 0);
-  pool->GrowPublished(twin, prompt, keys);  // the same prefix, published by RequestId(2)
-  EXPECT_EQ(twin.num_blocks(), 3);
-  EXPECT_EQ(twin.tree_blocks(), 0);
-  EXPECT_TRUE(twin.publishing_stopped());
-  EXPECT_EQ(twin.committed(), 12);
-  EXPECT_THAT(Audit(*pool, {RequestId(2), RequestId(3)}), IsEmpty());
 }
 
 TEST_F(KvPoolTest, CommitStopsAtHistoryAndFullBlocks) {

@@ -67,26 +67,23 @@ int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt,
           : tiers_->FetchChain(&BlockHash, parent, rest, room, /*hold=*/!copy_now, &fetched_);
   if (blocks == 0) return 0;
   const int64_t tokens = (have + blocks) * tpb;
-  onboarded_tokens_ += blocks * tpb;
-  const absl::Span<const int32_t> through = prompt.first(static_cast<size_t>(tokens));
-  if (copy_now) {
-    // Allocated and published in one walk, then copied: nothing reads the pool between.
-    target_->GrowPublished(cache, through, fetched_.keys);
-    LOCKSTEP_CHECK_OK(tiers_->CopyToDevice(
-        fetched_.data, cache.blocks().subspan(static_cast<size_t>(have)), fetched_.from));
-    return blocks * tpb;
-  }
   // GrowableBlocks said it fits, and a new active cache may grow its history to its
   // capacity: the plan PlanResize would make, without checking it again.
   LOCKSTEP_DCHECK(target_->PlanResize(cache, tokens, tokens).ok());
   target_->ApplyResize({.cache = &cache, .lengths = {.capacity = tokens, .history = tokens}});
-  pending_.push_back(PendingOnboard{.id = cache.id(),
-                                    .generation = cache.generation(),
-                                    .fence = launched_,
-                                    .first_block = have,
-                                    .fetched = std::move(fetched_),
-                                    .tokens = {through.begin(), through.end()}});
-  fetched_ = FetchedBlocks();
+  onboarded_tokens_ += blocks * tpb;
+  const absl::Span<const int32_t> through = prompt.first(static_cast<size_t>(tokens));
+  if (copy_now) {
+    Complete(cache, have, fetched_, through);
+  } else {
+    pending_.push_back(PendingOnboard{.id = cache.id(),
+                                      .generation = cache.generation(),
+                                      .fence = launched_,
+                                      .first_block = have,
+                                      .fetched = std::move(fetched_),
+                                      .tokens = {through.begin(), through.end()}});
+    fetched_ = FetchedBlocks();
+  }
   return blocks * tpb;
 }
 

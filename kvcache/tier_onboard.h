@@ -13,10 +13,8 @@
 // every batch launched before the allocation is collected. A pending request must not
 // be scheduled (Pending says so); its bytes are already fetched and verified, so the
 // deferred copy cannot miss. The copied blocks are then published to the tree like a
-// commit; an onboard that copies at once publishes each block in the walk that
-// allocates it (KvPool::GrowPublished), then copies. Releasing the cache drops a
-// pending onboard (Forget): the blocks return with the cache and nothing was published,
-// so a vetoed step leaves nothing half-owned.
+// commit. Releasing the cache drops a pending onboard (Forget): the blocks return with
+// the cache and nothing was published, so a vetoed step leaves nothing half-owned.
 //
 // Thread safety: like KvManager, which owns it: the executor thread only.
 #ifndef LOCKSTEP_KVCACHE_TIER_ONBOARD_H_
