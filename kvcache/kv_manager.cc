@@ -54,9 +54,22 @@ class KvManager::Impl {
   bool paired() const { return config.draft_mode == DraftMode::kPaired; }
   bool unpaired() const { return config.draft_mode == DraftMode::kUnpaired; }
 
+  // Whether a paired draft pool's blocks have the target's keys (same salt and size).
+  bool draft_shares_keys() const {
+    return paired() && draft()->tokens_per_block() == target().tokens_per_block() &&
+           config.draft.reuse_salt == config.target.reuse_salt;
+  }
+
+  // OK when `keys` may stand for `prompt`'s in the target pool (PrefixKeys::CheckCovers).
+  absl::Status CheckKeys(absl::Span<const int32_t> prompt, const PrefixKeys& keys) const {
+    return keys.CheckCovers(config.target.reuse_salt, target().tokens_per_block(),
+                            static_cast<int64_t>(prompt.size()));
+  }
+
   // Tokens of `prompt` a new cache reuses: full blocks of the prompt minus its
-  // last token, matched in the target pool and (paired) the draft pool alike.
-  int64_t ReusableTokens(absl::Span<const int32_t> prompt) const {
+  // last token, matched in the target pool and (paired) the draft pool alike. `keys`:
+  // the target's keys of the prompt's leading blocks when known (checked by the caller).
+  int64_t ReusableTokens(absl::Span<const int32_t> prompt, absl::Span<const uint64_t> keys) const {
     if (prompt.size() < 2) return 0;
     const absl::Span<const int32_t> limit = prompt.first(prompt.size() - 1);
     int64_t tokens = static_cast<int64_t>(limit.size());
@@ -65,11 +78,17 @@ class KvManager::Impl {
       if (p == nullptr) continue;
       if (!p->prefix_reuse()) return 0;
       const int tpb = p->tokens_per_block();
-      tokens = std::min(tokens, p->ProbeBlocks(limit, tokens / tpb) * tpb);
+      const absl::Span<const uint64_t> own =
+          p == &target() || draft_shares_keys() ? keys : absl::Span<const uint64_t>();
+      tokens = std::min(tokens, p->ProbeBlocks(limit, tokens / tpb, own) * tpb);
       granule = std::lcm(granule, static_cast<int64_t>(tpb));
     }
     return tokens / granule * granule;
   }
+
+  // CreateCache with the target's keys of the prompt's leading blocks when known.
+  absl::StatusOr<int64_t> CreateCache(RequestId id, absl::Span<const int32_t> prompt,
+                                      absl::Span<const uint64_t> keys);
 };
 
 absl::StatusOr<std::unique_ptr<KvManager>> KvManager::Create(const KvManagerConfig& config,
@@ -112,23 +131,34 @@ const KvManagerConfig& KvManager::config() const { return impl_->config; }
 RequestId KvManager::dummy_id() const { return kDummyId; }
 
 absl::StatusOr<int64_t> KvManager::CreateCache(RequestId id, absl::Span<const int32_t> prompt) {
-  Impl& m = *impl_;
-  LOCKSTEP_DCHECK(m.thread_checker.IsOnOwnerThread());
+  return impl_->CreateCache(id, prompt, {});
+}
+
+absl::StatusOr<int64_t> KvManager::CreateCache(RequestId id, absl::Span<const int32_t> prompt,
+                                               const PrefixKeys& keys) {
+  RETURN_IF_ERROR(impl_->CheckKeys(prompt, keys));
+  return impl_->CreateCache(id, prompt, keys.keys());
+}
+
+absl::StatusOr<int64_t> KvManager::Impl::CreateCache(RequestId id, absl::Span<const int32_t> prompt,
+                                                     absl::Span<const uint64_t> keys) {
+  LOCKSTEP_DCHECK(thread_checker.IsOnOwnerThread());
   // The dummy never reuses: its tokens are padding.
-  int64_t reused = id == kDummyId ? 0 : m.ReusableTokens(prompt);
-  KvCache* const created = m.target().TryCreateCache(id, m.next_generation, prompt,
-                                                     reused / m.target().tokens_per_block());
+  int64_t reused = id == kDummyId ? 0 : ReusableTokens(prompt, keys);
+  KvCache* const created = target().TryCreateCache(id, next_generation, prompt,
+                                                   reused / target().tokens_per_block(), keys);
   if (created == nullptr) {
     return absl::AlreadyExistsError(
         absl::StrCat("request ", id.value(), " already has a target cache"));
   }
   KvCache& cache = *created;
-  ++m.next_generation;
-  if (m.paired()) {
-    m.draft()->CreateCache(id, m.next_generation++, prompt, reused / m.draft()->tokens_per_block());
+  ++next_generation;
+  if (paired()) {
+    draft()->CreateCache(id, next_generation++, prompt, reused / draft()->tokens_per_block(),
+                         draft_shares_keys() ? keys : absl::Span<const uint64_t>());
   }
-  if (m.onboarder != nullptr && id != kDummyId) reused += m.onboarder->Onboard(cache, prompt);
-  m.reused_tokens += reused;
+  if (onboarder != nullptr && id != kDummyId) reused += onboarder->Onboard(cache, prompt, keys);
+  reused_tokens += reused;
   return reused;
 }
 
@@ -270,7 +300,17 @@ absl::Status KvManager::Commit(RequestId id, absl::Span<const int32_t> tokens) {
 }
 
 int64_t KvManager::ProbePrefix(absl::Span<const int32_t> prompt) const {
-  return impl_->ReusableTokens(prompt);
+  return impl_->ReusableTokens(prompt, {});
+}
+
+absl::StatusOr<int64_t> KvManager::ProbePrefix(absl::Span<const int32_t> prompt,
+                                               const PrefixKeys& keys) const {
+  RETURN_IF_ERROR(impl_->CheckKeys(prompt, keys));
+  return impl_->ReusableTokens(prompt, keys.keys());
+}
+
+void KvManager::HashPrefix(absl::Span<const int32_t> tokens, PrefixKeys* keys) const {
+  keys->Extend(impl_->config.target.reuse_salt, impl_->target().tokens_per_block(), tokens);
 }
 
 void KvManager::SetEventObserver(KvEventObserver* observer) {

@@ -52,6 +52,7 @@
 #include "kvcache/kv_events.h"
 #include "kvcache/kv_types.h"
 #include "kvcache/memory_kind.h"
+#include "kvcache/prefix_hash.h"
 
 namespace lockstep::kv {
 
@@ -81,6 +82,12 @@ class KvManager {
   // reused length is the longest prefix committed in both pools that ends on a block
   // boundary of each.
   absl::StatusOr<int64_t> CreateCache(RequestId id, absl::Span<const int32_t> prompt = {});
+  // The same where `keys` are `prompt`'s prefix keys (HashPrefix; a request keeps them):
+  // the device tree's match and the tiers' fetch read them instead of hashing the
+  // prompt. InvalidArgument, creating nothing, when they were made under another salt
+  // or block size than the target pool's or for a prompt of another length (stale).
+  absl::StatusOr<int64_t> CreateCache(RequestId id, absl::Span<const int32_t> prompt,
+                                      const PrefixKeys& keys);
 
   // Unpaired draft pool only: creates the draft mirror of `id` at capacity 0, or
   // resumes it if it exists. A new mirror given the `prompt` its target cache was
@@ -147,6 +154,12 @@ class KvManager {
   // Read-only probe: how many tokens of `prompt` (minus its last token) a new target
   // cache would reuse (an unpaired mirror's own reuse is not part of it).
   int64_t ProbePrefix(absl::Span<const int32_t> prompt) const;
+  // The same with `prompt`'s prefix keys; InvalidArgument as for CreateCache.
+  absl::StatusOr<int64_t> ProbePrefix(absl::Span<const int32_t> prompt,
+                                      const PrefixKeys& keys) const;
+  // Extends `keys` to cover `tokens` under the target pool's salt and block size
+  // (PrefixKeys::Extend): the keys CreateCache and ProbePrefix take.
+  void HashPrefix(absl::Span<const int32_t> tokens, PrefixKeys* keys) const;
 
   // KV events (kv_events.h): the target pool's radix tree reports every key it
   // publishes and evicts to `observer`, and the tiers below it every key they store

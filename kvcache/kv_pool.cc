@@ -30,20 +30,21 @@ KvPool::KvPool(const Options& options, std::unique_ptr<BlockPool> blocks)
       tree_(blocks_->num_blocks(), blocks_->layout().tokens_per_block, options.config.reuse_salt,
             options.hasher) {}
 
-int64_t KvPool::ProbeBlocks(absl::Span<const int32_t> tokens, int64_t max_blocks) const {
+int64_t KvPool::ProbeBlocks(absl::Span<const int32_t> tokens, int64_t max_blocks,
+                            absl::Span<const uint64_t> keys) const {
   if (!prefix_reuse_) return 0;
-  return tree_.Match(tokens, max_blocks, [](BlockId) {});
+  return tree_.Match(tokens, keys, max_blocks, [](BlockId) {});
 }
 
 KvCache& KvPool::CreateCache(RequestId id, uint64_t generation, absl::Span<const int32_t> prompt,
-                             int64_t reused_blocks) {
-  KvCache* cache = TryCreateCache(id, generation, prompt, reused_blocks);
+                             int64_t reused_blocks, absl::Span<const uint64_t> keys) {
+  KvCache* cache = TryCreateCache(id, generation, prompt, reused_blocks, keys);
   LOCKSTEP_CHECK(cache != nullptr) << "request " << id << " already has a cache";
   return *cache;
 }
 
 KvCache* KvPool::TryCreateCache(RequestId id, uint64_t generation, absl::Span<const int32_t> prompt,
-                                int64_t reused_blocks) {
+                                int64_t reused_blocks, absl::Span<const uint64_t> keys) {
   const auto [it, inserted] = by_id_.try_emplace(id, -1);
   if (!inserted) return nullptr;
   int32_t slot;
@@ -59,7 +60,7 @@ KvCache* KvPool::TryCreateCache(RequestId id, uint64_t generation, absl::Span<co
   cache.Reset(id, generation);
   if (reused_blocks > 0) {
     LOCKSTEP_CHECK(prefix_reuse_) << "reuse requested from a pool without prefix reuse";
-    const int64_t matched = tree_.Match(prompt, reused_blocks, [&](BlockId block) {
+    const int64_t matched = tree_.Match(prompt, keys, reused_blocks, [&](BlockId block) {
       Reference(block);
       cache.PushBlock(block);
       cache.AddTreeBlock();

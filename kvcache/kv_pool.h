@@ -75,18 +75,21 @@ class KvPool {
   int64_t max_tokens() const { return int64_t{num_blocks()} * tokens_per_block(); }
 
   // Full blocks of `tokens`, at most `max_blocks`, a new cache would reuse (0 with
-  // reuse off). Changes nothing.
-  int64_t ProbeBlocks(absl::Span<const int32_t> tokens, int64_t max_blocks) const;
+  // reuse off). `keys`: the keys of the leading blocks of `tokens` when known (a
+  // request's PrefixKeys under this pool's salt; RadixTree::Match). Changes nothing.
+  int64_t ProbeBlocks(absl::Span<const int32_t> tokens, int64_t max_blocks,
+                      absl::Span<const uint64_t> keys = {}) const;
 
   // Creates an active cache for `id` (which must have none) reusing the first
   // `reused_blocks` full blocks of `prompt` (<= ProbeBlocks); all lengths start at the
-  // reused length. Copy-free: the reused blocks gain a reference.
+  // reused length. Copy-free: the reused blocks gain a reference. `keys` as for
+  // ProbeBlocks.
   KvCache& CreateCache(RequestId id, uint64_t generation, absl::Span<const int32_t> prompt,
-                       int64_t reused_blocks);
+                       int64_t reused_blocks, absl::Span<const uint64_t> keys = {});
   // The same, or null, changing nothing, when `id` already has a cache (one lookup by
   // id both checks and inserts).
   KvCache* TryCreateCache(RequestId id, uint64_t generation, absl::Span<const int32_t> prompt,
-                          int64_t reused_blocks);
+                          int64_t reused_blocks, absl::Span<const uint64_t> keys = {});
 
   KvCache* Find(RequestId id);
   const KvCache* Find(RequestId id) const;

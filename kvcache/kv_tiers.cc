@@ -354,27 +354,37 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
                             FetchedBlocks* out) {
   const size_t tpb = tpb_;
   const int64_t blocks = std::min<int64_t>(max_blocks, static_cast<int64_t>(tokens.size() / tpb));
+  chain_keys_.clear();
+  for (uint64_t key = parent_key; static_cast<int64_t>(chain_keys_.size()) < blocks;) {
+    key = hasher(key, tokens.subspan(chain_keys_.size() * tpb, tpb));
+    chain_keys_.push_back(key);
+  }
+  return FetchChain(chain_keys_, parent_key, tokens, blocks, hold, out);
+}
+
+int64_t KvTiers::FetchChain(absl::Span<const uint64_t> keys, uint64_t parent_key,
+                            absl::Span<const int32_t> tokens, int64_t max_blocks, bool hold,
+                            FetchedBlocks* out) {
+  const size_t tpb = tpb_;
+  const int64_t blocks = std::min(
+      {max_blocks, static_cast<int64_t>(tokens.size() / tpb), static_cast<int64_t>(keys.size())});
   // A prefix that comes back long after it left finds its host entries out of cache, and
   // each block's check is two dependent reads: its index slot, then its entry and its
   // tokens (both found from the slot). Each is asked for kStage blocks before
-  // the next needs it (hash and index slot 2 * kStage blocks ahead of the block being
-  // checked, entry and tokens kStage), so the misses of successive blocks overlap instead
-  // of following one another. Nothing below inserts into host_, and erasing (a failed
+  // the next needs it (index slot 2 * kStage blocks ahead of the block being checked,
+  // entry and tokens kStage), so the misses of successive blocks overlap instead of
+  // following one another. Nothing below inserts into host_, and erasing (a failed
   // copy-down) ends the chain at once, so the slots found ahead stay valid.
-  chain_keys_.clear();
   chain_slots_.clear();
-  uint64_t hashed = parent_key;
+  int64_t asked = 0;  // blocks whose index slot was asked for
   uint64_t parent = parent_key;
   for (int64_t i = 0; i < blocks; ++i) {
-    for (int64_t end = std::min(blocks, i + 2 * kStage + 1);
-         static_cast<int64_t>(chain_keys_.size()) < end;) {
-      hashed = hasher(hashed, tokens.subspan(chain_keys_.size() * tpb, tpb));
-      chain_keys_.push_back(hashed);
-      host_.prefetch(hashed);
+    for (const int64_t end = std::min(blocks, i + 2 * kStage + 1); asked < end; ++asked) {
+      host_.prefetch(keys[static_cast<size_t>(asked)]);
     }
     for (int64_t end = std::min(blocks, i + kStage + 1);
          static_cast<int64_t>(chain_slots_.size()) < end;) {
-      const auto h = host_.find(chain_keys_[chain_slots_.size()]);
+      const auto h = host_.find(keys[chain_slots_.size()]);
       chain_slots_.push_back(h == host_.end() ? kNoSlot : h->second);
       if (h != host_.end()) {
         Prefetch(&host_slots_[h->second]);
@@ -383,7 +393,7 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
         Prefetch(copy + tpb_ - 1);
       }
     }
-    const uint64_t key = chain_keys_[i];
+    const uint64_t key = keys[static_cast<size_t>(i)];
     const uint32_t slot = chain_slots_[i];
     const absl::Span<const int32_t> block = tokens.subspan(static_cast<size_t>(i) * tpb, tpb);
     if (slot != kNoSlot) {  // as Matching and Fetch would, without their finds

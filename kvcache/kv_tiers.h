@@ -106,6 +106,11 @@ class KvTiers {
   // out->owned); returns how many.
   int64_t FetchChain(BlockHasher hasher, uint64_t parent_key, absl::Span<const int32_t> tokens,
                      int64_t max_blocks, bool hold, FetchedBlocks* out);
+  // The same where keys[i] is the key of block i of `tokens` (a request's prefix keys,
+  // known before): nothing is hashed, and no more than keys.size() blocks are fetched.
+  int64_t FetchChain(absl::Span<const uint64_t> keys, uint64_t parent_key,
+                     absl::Span<const int32_t> tokens, int64_t max_blocks, bool hold,
+                     FetchedBlocks* out);
   // Writes fetched bytes into device block `dst` (counted as onboarded from `from`).
   absl::Status CopyToDevice(const std::vector<std::byte>& bytes, BlockId dst, Tier from);
   // The same for several blocks, the block_bytes() at data[i] into dst[i] from from[i]

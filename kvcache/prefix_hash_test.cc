@@ -62,5 +62,50 @@ TEST(PrefixHashTest, SharedPrefixesShareKeysAndSaltsSeparateThem) {
   EXPECT_NE(PrefixHashChain(2, 4, a)[0], ca[0]);
 }
 
+TEST(PrefixKeysTest, ExtendingInStepsHashesLikeTheWholeSequence) {
+  const std::vector<int32_t> tokens = Iota(23, 40);
+  PrefixKeys keys;
+  for (const size_t n : {0, 3, 4, 9, 9, 16, 23}) {
+    keys.Extend(/*salt=*/7, /*tokens_per_block=*/4, absl::MakeConstSpan(tokens).first(n));
+    EXPECT_EQ(std::vector<uint64_t>(keys.keys().begin(), keys.keys().end()),
+              PrefixHashChain(7, 4, absl::MakeConstSpan(tokens).first(n)))
+        << n << " tokens";
+    EXPECT_EQ(keys.num_tokens(), static_cast<int64_t>(n));
+  }
+}
+
+TEST(PrefixKeysTest, AnotherChainOrAShorterSequenceStartsOver) {
+  const std::vector<int32_t> tokens = Iota(12, 0);
+  PrefixKeys keys;
+  keys.Extend(1, 4, tokens);
+  keys.Extend(2, 4, tokens);  // another salt
+  EXPECT_EQ(std::vector<uint64_t>(keys.keys().begin(), keys.keys().end()),
+            PrefixHashChain(2, 4, tokens));
+  keys.Extend(2, 3, tokens);  // another block size
+  EXPECT_EQ(std::vector<uint64_t>(keys.keys().begin(), keys.keys().end()),
+            PrefixHashChain(2, 3, tokens));
+  std::vector<int32_t> other = Iota(6, 500);
+  keys.Extend(2, 3, other);  // fewer tokens than covered: another sequence
+  EXPECT_EQ(std::vector<uint64_t>(keys.keys().begin(), keys.keys().end()),
+            PrefixHashChain(2, 3, other));
+}
+
+TEST(PrefixKeysTest, CheckCoversNamesWhatDiffers) {
+  PrefixKeys keys;
+  keys.Extend(9, 4, Iota(10, 0));
+  EXPECT_TRUE(keys.CheckCovers(9, 4, 10).ok());
+  const absl::Status stale = keys.CheckCovers(9, 4, 14);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(stale.message().find("cover 10 tokens; the prompt has 14"), absl::string_view::npos)
+      << stale;
+  const absl::Status salt = keys.CheckCovers(8, 4, 10);
+  EXPECT_EQ(salt.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(salt.message().find("salt 9"), absl::string_view::npos) << salt;
+  EXPECT_EQ(keys.CheckCovers(9, 5, 10).code(), absl::StatusCode::kInvalidArgument);
+  // A sequence shorter than a block needs no key; keys that name blocks still must fit.
+  EXPECT_TRUE(PrefixKeys().CheckCovers(9, 4, 3).ok());
+  EXPECT_EQ(keys.CheckCovers(9, 4, 3).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace lockstep::kv

@@ -20,6 +20,11 @@ RadixTree::RadixTree(int32_t num_blocks, int tokens_per_block, uint64_t salt, Bl
 
 int64_t RadixTree::Match(absl::Span<const int32_t> tokens, int64_t max_blocks,
                          absl::FunctionRef<void(BlockId)> visit) const {
+  return Match(tokens, {}, max_blocks, visit);
+}
+
+int64_t RadixTree::Match(absl::Span<const int32_t> tokens, absl::Span<const uint64_t> keys,
+                         int64_t max_blocks, absl::FunctionRef<void(BlockId)> visit) const {
   const int64_t full = static_cast<int64_t>(tokens.size()) / tokens_per_block_;
   const int64_t limit = std::min(full, max_blocks);
   int32_t parent = kRoot.value();
@@ -28,7 +33,9 @@ int64_t RadixTree::Match(absl::Span<const int32_t> tokens, int64_t max_blocks,
   for (; matched < limit; ++matched) {
     const absl::Span<const int32_t> block_tokens =
         tokens.subspan(static_cast<size_t>(matched) * tokens_per_block_, tokens_per_block_);
-    const uint64_t key = hasher_(parent_key, block_tokens);
+    const uint64_t key = matched < static_cast<int64_t>(keys.size())
+                             ? keys[static_cast<size_t>(matched)]
+                             : hasher_(parent_key, block_tokens);
     const auto it = by_key_.find(key);
     if (it == by_key_.end()) break;
     const int32_t node = it->second;

@@ -60,6 +60,12 @@ class RadixTree {
   // calls `visit` for each matching node, in order. Returns the number matched.
   int64_t Match(absl::Span<const int32_t> tokens, int64_t max_blocks,
                 absl::FunctionRef<void(BlockId)> visit) const;
+  // The same where `keys` are the keys of the leading blocks of `tokens` (a request's
+  // PrefixKeys, made with this tree's salt and block size): those blocks are not hashed
+  // again, the ones past them are. A wrong key only misses (the parent and tokens are
+  // compared on every hit).
+  int64_t Match(absl::Span<const int32_t> tokens, absl::Span<const uint64_t> keys,
+                int64_t max_blocks, absl::FunctionRef<void(BlockId)> visit) const;
 
   // Publishes `block` holding `tokens` (exactly tokens_per_block) as a child of `parent`
   // (kRoot or a node that is not evictable). Returns false, changing nothing, when the

@@ -41,7 +41,8 @@ int64_t TierOnboarder::GrowableBlocks(const KvCache& cache, int64_t max_blocks) 
   return lo;
 }
 
-int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt) {
+int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt,
+                               absl::Span<const uint64_t> keys) {
   if (prompt.size() < 2 || tiers_->empty()) return 0;
   const int tpb = target_->tokens_per_block();
   const int64_t have = cache.num_blocks();
@@ -57,9 +58,13 @@ int64_t TierOnboarder::Onboard(KvCache& cache, absl::Span<const int32_t> prompt)
   // tier before it copies. One that copies at once reads them where they are.
   const bool copy_now = collected_ >= launched_;
   fetched_.Clear();
+  const absl::Span<const int32_t> rest = prompt.subspan(static_cast<size_t>(have) * tpb);
+  // With every key the chain may reach known, none is hashed.
   const int64_t blocks =
-      tiers_->FetchChain(&BlockHash, parent, prompt.subspan(static_cast<size_t>(have) * tpb), room,
-                         /*hold=*/!copy_now, &fetched_);
+      static_cast<int64_t>(keys.size()) >= have + room
+          ? tiers_->FetchChain(keys.subspan(static_cast<size_t>(have)), parent, rest, room,
+                               /*hold=*/!copy_now, &fetched_)
+          : tiers_->FetchChain(&BlockHash, parent, rest, room, /*hold=*/!copy_now, &fetched_);
   if (blocks == 0) return 0;
   const int64_t tokens = (have + blocks) * tpb;
   // GrowableBlocks said it fits, and a new active cache may grow its history to its

@@ -45,9 +45,11 @@ class TierOnboarder {
   TierOnboarder& operator=(const TierOnboarder&) = delete;
 
   // `cache` was just created for `prompt` and holds only reused device blocks (history =
-  // committed = capacity on a block boundary). Returns the tokens onboarded (history
-  // grew by that much).
-  int64_t Onboard(KvCache& cache, absl::Span<const int32_t> prompt);
+  // committed = capacity on a block boundary). `keys`: the prompt's prefix keys under
+  // the target's salt when known (those of its leading blocks; the rest are hashed).
+  // Returns the tokens onboarded (history grew by that much).
+  int64_t Onboard(KvCache& cache, absl::Span<const int32_t> prompt,
+                  absl::Span<const uint64_t> keys = {});
 
   void OnBatchLaunched() { ++launched_; }
   void OnBatchCollected();

@@ -7,13 +7,21 @@
 //                           address order
 //   BM_StreamCopy/N/ring    the same with StreamCopy and one fence (the copier's CopyIn)
 //   BM_OnboardPrefix/N/ring KvManager::CreateCache of a prompt whose N-block prefix only
-//                           the host tier holds: probe, fetch, allocation, the copies,
-//                           publishing (the copy-only rate, as TierStats counts it, is
-//                           the counter copy_bytes_per_second). Each iteration also
-//                           times a memcpy of N blocks from a ring as large and as
-//                           cold as the host tier's entries, right before the onboard:
+//                           the host tier holds, given the prompt's prefix keys as the
+//                           scheduler's admission gives them (made once per request):
+//                           probe, fetch, allocation, the copies, publishing (the
+//                           copy-only rate, as TierStats counts it, is the counter
+//                           copy_bytes_per_second). Each iteration also times a memcpy
+//                           of N blocks from a ring as large and as cold as the host
+//                           tier's entries, right before the onboard:
 //                           memcpy_bytes_per_second, and vs_memcpy (memcpy time over
-//                           onboard time) compares the two under the same load.
+//                           onboard time) compares the two under the same load; and it
+//                           times hashing the prompt's keys afresh (hash_ns): with it
+//                           counted in, vs_memcpy_hashed (memcpy time over onboard plus
+//                           hashing time).
+//   BM_HashPrefix/N         KvManager::HashPrefix of an (N + 1)-token-block prompt from no
+//                           keys: the hashing a request's admission does once (counter
+//                           sec_per_block).
 // Destinations are the same blocks every iteration (cached when they fit, as the pool's
 // blocks are between the engine's reads), in a slab from the pool's own allocator
 // (HostAllocator: 64-byte aligned, as the onboard's blocks are); sources are separate
@@ -32,6 +40,7 @@
 #include "common/check.h"
 #include "kvcache/block_allocator.h"
 #include "kvcache/kv_manager.h"
+#include "kvcache/prefix_hash.h"
 #include "kvcache/stream_copy.h"
 
 namespace lockstep::kv {
@@ -144,10 +153,16 @@ void BM_OnboardPrefix(benchmark::State& state) {
   }
   m->FlushTiers();
   const int64_t copy_ns_before = m->Stats().tiers.onboard_ns;
+  // Each prompt's keys, made once as a request's are (outside the timed region); the
+  // same hashing into `scratch` is timed on its own each iteration.
+  std::vector<PrefixKeys> keys(prompt.size());
+  for (size_t p = 0; p < prompt.size(); ++p) m->HashPrefix(prompt[p], &keys[p]);
+  PrefixKeys scratch;
   size_t next = 0;
   Buffers reference(blocks, prompts * blocks);
   double memcpy_s = 0;
   double onboard_s = 0;
+  double hash_s = 0;
   for (auto _ : state) {
     const auto copy_start = std::chrono::steady_clock::now();
     reference.Step([](void* d, const void* s, size_t n) { std::memcpy(d, s, n); });
@@ -155,8 +170,13 @@ void BM_OnboardPrefix(benchmark::State& state) {
     benchmark::ClobberMemory();
     memcpy_s +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count();
+    const auto hash_start = std::chrono::steady_clock::now();
+    scratch.Clear();
+    m->HashPrefix(prompt[next], &scratch);
+    benchmark::DoNotOptimize(scratch.keys().data());
+    hash_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - hash_start).count();
     const auto start = std::chrono::steady_clock::now();
-    const absl::StatusOr<int64_t> reused = m->CreateCache(RequestId(1), prompt[next]);
+    const absl::StatusOr<int64_t> reused = m->CreateCache(RequestId(1), prompt[next], keys[next]);
     const auto end = std::chrono::steady_clock::now();
     LOCKSTEP_CHECK(reused.ok() && *reused == prefix) << reused.status();
     state.SetIterationTime(std::chrono::duration<double>(end - start).count());
@@ -173,6 +193,33 @@ void BM_OnboardPrefix(benchmark::State& state) {
   state.counters["memcpy_bytes_per_second"] =
       memcpy_s > 0 ? static_cast<double>(bytes) / memcpy_s : 0;
   state.counters["vs_memcpy"] = onboard_s > 0 ? memcpy_s / onboard_s : 0;
+  state.counters["vs_memcpy_hashed"] = onboard_s > 0 ? memcpy_s / (onboard_s + hash_s) : 0;
+  state.counters["hash_ns"] =
+      state.iterations() > 0 ? hash_s * 1e9 / static_cast<double>(state.iterations()) : 0;
+}
+
+// Hashing an (N + 1)-token-block prompt's N full blocks from no keys (PrefixKeys keeps
+// its memory, as a request's does once made).
+void BM_HashPrefix(benchmark::State& state) {
+  const int blocks = static_cast<int>(state.range(0));
+  KvManagerConfig config;
+  config.target.layout = Layout();
+  config.target.num_blocks = blocks + 2;
+  std::unique_ptr<KvManager> m = *KvManager::Create(config);
+  std::vector<int32_t> prompt(static_cast<size_t>(blocks) * kTpb + 1);
+  std::iota(prompt.begin(), prompt.end(), 1000);
+  PrefixKeys keys;
+  for (auto _ : state) {
+    keys.Clear();
+    m->HashPrefix(prompt, &keys);
+    benchmark::DoNotOptimize(keys.keys().data());
+    benchmark::ClobberMemory();
+  }
+  LOCKSTEP_CHECK(static_cast<int>(keys.keys().size()) == blocks);
+  state.SetItemsProcessed(state.iterations() * blocks);
+  state.counters["sec_per_block"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * blocks,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 // {N, ring}: hot and cold sources, 8 and 64 blocks.
@@ -185,6 +232,7 @@ BENCHMARK(BM_Memcpy)->Apply(Shapes)->UseRealTime();
 BENCHMARK(BM_MemcpyFalling)->Apply(Shapes)->UseRealTime();
 BENCHMARK(BM_StreamCopy)->Apply(Shapes)->UseRealTime();
 BENCHMARK(BM_OnboardPrefix)->Apply(Shapes)->UseManualTime();
+BENCHMARK(BM_HashPrefix)->Arg(8)->Arg(64);
 
 }  // namespace
 }  // namespace lockstep::kv

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/ids.h"
+#include "kvcache/prefix_hash.h"
 #include "scheduler/request_state.h"
 #include "scheduler/sampling_params.h"
 #include "spec_decode/dynamic_k.h"
@@ -76,6 +77,11 @@ class Request {
   int64_t context_position() const { return context_position_; }
   void set_context_position(int64_t position);
   int64_t context_remaining() const { return context_length() - context_position_; }
+  // The prefix keys of the context's full blocks (kv::PrefixKeys), made when the
+  // scheduler first tries to admit the request and extended as the context grows, so
+  // the prompt is hashed once for every lookup of its prefix. The scheduler keeps them.
+  const kv::PrefixKeys& prefix_keys() const { return prefix_keys_; }
+  kv::PrefixKeys* mutable_prefix_keys() { return &prefix_keys_; }
 
   // ---- Generated tokens. ----
   const std::vector<int32_t>& output_tokens() const { return output_tokens_; }
@@ -161,6 +167,7 @@ class Request {
 
   std::vector<int32_t> context_tokens_;
   int64_t context_position_ = 0;
+  kv::PrefixKeys prefix_keys_;
   std::vector<int32_t> output_tokens_;
   int64_t num_streamed_tokens_ = 0;
   int64_t cached_prompt_tokens_ = 0;

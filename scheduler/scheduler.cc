@@ -164,8 +164,9 @@ bool Scheduler::FitsWithoutEviction(const Request& request, absl::Span<Request* 
     reserve += (std::max<int64_t>(0, most - cache->capacity) + block - 1) / block * block;
   }
   if (!others) return true;
+  // Keys that do not cover `reuse_from` (never, as Schedule makes them) reuse nothing.
   const int64_t own =
-      request.context_length() - kv_->ProbePrefix(reuse_from) +
+      request.context_length() - kv_->ProbePrefix(reuse_from, request.prefix_keys()).value_or(0) +
       std::max<int64_t>(0, request.sampling().max_tokens - request.num_output_tokens()) + step;
   return kv_->CanGrow(request.id(), own + reserve);
 }
@@ -256,11 +257,14 @@ ScheduleDecision Scheduler::Schedule(absl::Span<Request* const> active, bool in_
       first_chunk = r->context_position() == 0;
       position = std::max(position, info->history);
     } else {
+      // The context's prefix keys, hashed once (later tries hash only blocks it gained):
+      // the probe, the device tree's match and the tiers' fetch all read them.
+      if (!reuse_from.empty()) kv_->HashPrefix(reuse_from, r->mutable_prefix_keys());
       if (config_.capacity_policy == CapacityPolicy::kGuaranteedNoEvict &&
           !FitsWithoutEviction(*r, order, reuse_from)) {
         break;  // strict FCFS: it waits for room, and nobody younger jumps ahead
       }
-      absl::StatusOr<int64_t> reused = kv_->CreateCache(id, reuse_from);
+      absl::StatusOr<int64_t> reused = kv_->CreateCache(id, reuse_from, r->prefix_keys());
       if (!reused.ok()) break;
       rollback->RecordCreate(id);
       created = true;

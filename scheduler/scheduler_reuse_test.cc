@@ -9,6 +9,7 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kvcache/prefix_hash.h"
 #include "scheduler/scheduler.h"
 #include "spec_decode/speculative_config.h"
 
@@ -162,6 +163,31 @@ TEST(SchedulerReuseTest, ReuseOffReusesNothingInAnyPool) {
   EXPECT_EQ(d.context[0].position, 0);
   EXPECT_EQ(d.context[0].draft_gap(), 0);
   EXPECT_EQ(h.kv().Stats().mirror_reused_tokens, 0);
+}
+
+// Admission hashes a request's context once into its prefix keys (the probe, the
+// device tree's match and the tiers' fetch read them), and extends them when a pause
+// makes the context grow.
+TEST(SchedulerReuseTest, AdmissionKeepsTheContextsPrefixKeysWithTheRequest) {
+  ReuseHarness h(kv::DraftMode::kNone, 64);
+  Request* a = h.Add(1, Prompt(21));
+  h.Step({a});
+  auto keys = [](const Request& r) {
+    return std::vector<uint64_t>(r.prefix_keys().keys().begin(), r.prefix_keys().keys().end());
+  };
+  EXPECT_EQ(keys(*a), kv::PrefixHashChain(0, kTpb, a->context_tokens()));
+  EXPECT_EQ(a->prefix_keys().num_tokens(), 21);
+
+  a->TransitionTo(RequestState::kGenerationInProgress);
+  ASSERT_EQ(a->AppendTokens({7, 8, 9, 10}, /*eos_token_id=*/-1).num_appended, 4);
+  h.kv().Release(a->id());
+  a->ResetForRecompute();
+  const ScheduleDecision d = h.Step({a});
+  ASSERT_THAT(d.context, SizeIs(1));
+  EXPECT_EQ(d.context[0].position, 20);  // its committed prompt blocks
+  EXPECT_EQ(a->prefix_keys().num_tokens(), 25);
+  EXPECT_EQ(keys(*a), kv::PrefixHashChain(0, kTpb, a->context_tokens()));
+  EXPECT_THAT(h.kv().Audit({a->id()}, {}, false), IsEmpty());
 }
 
 }  // namespace
