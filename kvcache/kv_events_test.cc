@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <numeric>
 #include <random>
 #include <set>
 #include <string>
@@ -15,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "kvcache/kv_manager.h"
 #include "kvcache/prefix_hash.h"
+#include "kvcache/testing/token_run.h"
 #include "kvcache/tier_file.h"
 
 namespace lockstep::kv {
@@ -113,12 +113,6 @@ std::unique_ptr<KvManager> Manager(int32_t blocks) {
   absl::StatusOr<std::unique_ptr<KvManager>> m = KvManager::Create(config);
   EXPECT_THAT(m, IsOk());
   return m.ok() ? std::move(*m) : nullptr;
-}
-
-std::vector<int32_t> Tokens(int n, int32_t first) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
 }
 
 // Runs a request over `prompt` to its end: its full blocks are published, then freed

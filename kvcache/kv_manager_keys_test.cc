@@ -5,7 +5,6 @@
 // fence) bringing back the right bytes, published, with the audit clean.
 #include <cstring>
 #include <memory>
-#include <numeric>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
@@ -13,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "kvcache/kv_manager.h"
 #include "kvcache/prefix_hash.h"
+#include "kvcache/testing/token_run.h"
 
 namespace lockstep::kv {
 namespace {
@@ -38,12 +38,6 @@ std::unique_ptr<KvManager> Make(int32_t blocks, int64_t host_blocks = 0) {
   absl::StatusOr<std::unique_ptr<KvManager>> m = KvManager::Create(config);
   EXPECT_THAT(m, IsOk());
   return m.ok() ? std::move(*m) : nullptr;
-}
-
-std::vector<int32_t> Tokens(int n, int first) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
 }
 
 PrefixKeys KeysOf(const KvManager& m, absl::Span<const int32_t> tokens) {

@@ -2,13 +2,13 @@
 // mirror from its own radix tree (never past its target), and concurrent requests with
 // the same prefix: the first to commit publishes it for every later request.
 #include <memory>
-#include <numeric>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kvcache/kv_manager.h"
+#include "kvcache/testing/token_run.h"
 
 namespace lockstep::kv {
 namespace {
@@ -37,12 +37,6 @@ std::unique_ptr<KvManager> Make(DraftMode mode, int32_t target_blocks, int targe
   absl::StatusOr<std::unique_ptr<KvManager>> m = KvManager::Create(config);
   EXPECT_THAT(m, IsOk());
   return m.ok() ? std::move(*m) : nullptr;
-}
-
-std::vector<int32_t> Tokens(int n, int first) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
 }
 
 std::vector<BlockId> Table(const KvManager& m, RequestId id, PoolKind pool, size_t n) {

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kvcache/testing/token_run.h"
 
 namespace lockstep::kv {
 namespace {
@@ -50,12 +50,6 @@ std::unique_ptr<KvManager> Make(DraftMode mode, int32_t target_blocks, int32_t d
   config.draft = Pool(draft_blocks);
   config.dummy_reserved_tokens = dummy_reserved_tokens;
   return Make(config);
-}
-
-std::vector<int32_t> Tokens(int n, int first) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
 }
 
 std::vector<BlockId> Table(const KvManager& m, RequestId id, PoolKind pool) {

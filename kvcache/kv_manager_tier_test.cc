@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kvcache/kv_manager.h"
+#include "kvcache/testing/token_run.h"
 #include "kvcache/tier_file.h"
 
 namespace lockstep::kv {
@@ -45,12 +45,6 @@ std::unique_ptr<KvManager> Make(const KvManagerConfig& config) {
   absl::StatusOr<std::unique_ptr<KvManager>> m = KvManager::Create(config);
   EXPECT_THAT(m, IsOk());
   return m.ok() ? std::move(*m) : nullptr;
-}
-
-std::vector<int32_t> Tokens(int n, int first) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
 }
 
 // The KV a position holds: a function of the tokens up to it, as an engine's would be.

@@ -5,13 +5,13 @@
 // against live and claimed requests.
 #include <cstring>
 #include <memory>
-#include <numeric>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kvcache/kv_manager.h"
+#include "kvcache/testing/token_run.h"
 
 namespace lockstep::kv {
 namespace {
@@ -35,12 +35,6 @@ std::unique_ptr<KvManager> Make(int32_t blocks, int64_t host_blocks) {
   absl::StatusOr<std::unique_ptr<KvManager>> m = KvManager::Create(config);
   EXPECT_THAT(m, IsOk());
   return m.ok() ? std::move(*m) : nullptr;
-}
-
-std::vector<int32_t> Tokens(int n, int first) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
 }
 
 // The bytes block `block` of a cache holding `tokens` has: position p's elements are

@@ -1,6 +1,6 @@
 #include "runtime/router/routing/kv_routing.h"
+#include "kvcache/testing/token_run.h"
 
-#include <numeric>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
@@ -11,6 +11,7 @@
 namespace lockstep::router {
 namespace {
 
+using ::lockstep::kv::Tokens;
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::StatusIs;
 using ::testing::ElementsAre;
@@ -18,12 +19,6 @@ using ::testing::IsEmpty;
 
 constexpr uint64_t kSalt = 42;
 constexpr int kTpb = 4;
-
-std::vector<int32_t> Tokens(int n, int32_t first) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
 
 v1::ReportKvEventsRequest Report(const std::string& instance, int tpb = kTpb,
                                  uint64_t incarnation = 1) {
