@@ -15,23 +15,19 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/transfer/testing/ucx_workers.h"
 
 namespace lockstep::transfer {
 namespace {
 
 using ::lockstep::testing::StatusIs;
 using ::lockstep::testing::TestSeed;
+using ::lockstep::transfer::testing::MakeWorker;
 using ::testing::HasSubstr;
 
 #define ASSERT_OK(expr) LOCKSTEP_ASSERT_OK(expr)
 
 constexpr int64_t kChunk = 1 << 20;
-
-std::shared_ptr<UcxWorker> MakeWorker(const char* name, UcxWorkerHooks hooks = {}) {
-  absl::StatusOr<std::shared_ptr<UcxWorker>> worker = UcxWorker::Create(name, std::move(hooks));
-  EXPECT_TRUE(worker.ok()) << worker.status();
-  return worker.ok() ? *worker : nullptr;
-}
 
 std::unique_ptr<UcxStagingPool> MakePool(std::shared_ptr<UcxWorker> worker, int64_t max_bytes) {
   absl::StatusOr<std::unique_ptr<UcxStagingPool>> pool =

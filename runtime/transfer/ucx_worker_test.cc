@@ -1,11 +1,11 @@
 // UcxWorker between two workers of this process, over the transports UCX_TLS names
-// (the BUILD file runs this test once with shm and once with tcp).
+// (the BUILD file runs this test once with shm and once with tcp): gets, reads in
+// place, and their faults; the calls are in ucx_worker_call_test.cc.
 #include "runtime/transfer/ucx_worker.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
-#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -21,33 +20,21 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/transfer/testing/ucx_workers.h"
 
 namespace lockstep::transfer {
 namespace {
 
 using ::lockstep::testing::StatusIs;
 using ::lockstep::testing::TestSeed;
+using ::lockstep::transfer::testing::HeldOwner;
+using ::lockstep::transfer::testing::MakeHeldOwner;
+using ::lockstep::transfer::testing::MakeWorker;
+using ::lockstep::transfer::testing::OverShm;
+using ::lockstep::transfer::testing::RandomBytes;
 using ::testing::HasSubstr;
 
 #define ASSERT_OK(expr) LOCKSTEP_ASSERT_OK(expr)
-
-std::shared_ptr<std::vector<std::byte>> RandomBytes(size_t n, uint64_t seed) {
-  auto bytes = std::make_shared<std::vector<std::byte>>(n);
-  std::mt19937_64 rng(seed);
-  for (std::byte& b : *bytes) b = static_cast<std::byte>(rng());
-  return bytes;
-}
-
-std::shared_ptr<UcxWorker> MakeWorker(const char* name, UcxWorkerHooks hooks = {}) {
-  absl::StatusOr<std::shared_ptr<UcxWorker>> worker = UcxWorker::Create(name, std::move(hooks));
-  EXPECT_TRUE(worker.ok()) << worker.status();
-  return worker.ok() ? *worker : nullptr;
-}
-
-bool OverShm() {
-  const char* tls = std::getenv("UCX_TLS");
-  return tls != nullptr && absl::StrContains(tls, "shm");
-}
 
 // An owner ("context") and a reader ("generation") worker of this process; the seed is
 // printed with any failure.
@@ -322,54 +309,6 @@ TEST(UcxWorkerTest, MissingPeerAddressFails) {
   // both travel only over the token-checked control channel (docs/transfer-ucx.md).
 }
 
-// An owner worker that does not progress while `hold` (a transport that needs its
-// progress, tcp, then never completes a get; shm and cma complete without it), a
-// reader, and 1 MiB of random bytes (`seed`) registered with the owner. The workers
-// go first on destruction (the owner's hook points at `hold`).
-struct HeldOwner {
-  // Holds the owner's progress again; true once its progress thread has seen the hold
-  // (it then progresses nothing until `hold` is false), false after 10 s without.
-  bool Hold() {
-    hold = true;
-    absl::MutexLock lock(&mu);
-    const int seen = held_checks;
-    const auto held = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return held_checks > seen; };
-    return mu.AwaitWithTimeout(absl::Condition(&held), absl::Seconds(10));
-  }
-
-  std::atomic<bool> hold{true};
-  absl::Mutex mu;
-  int held_checks ABSL_GUARDED_BY(mu) = 0;  // the hook's answers while `hold`
-  std::shared_ptr<std::vector<std::byte>> source;
-  std::shared_ptr<UcxWorker> owner;
-  std::shared_ptr<UcxWorker> reader;
-  std::unique_ptr<UcxRegion> region;
-  std::shared_ptr<std::vector<std::byte>> dest;
-};
-
-// Null (with a test failure) when a worker or the registration fails.
-std::unique_ptr<HeldOwner> MakeHeldOwner(uint64_t seed) {
-  auto held = std::make_unique<HeldOwner>();
-  HeldOwner* h = held.get();
-  h->source = RandomBytes(1 << 20, seed);
-  h->owner = MakeWorker("context", {.hold_progress = [h] {
-                          if (!h->hold.load()) return false;
-                          absl::MutexLock lock(&h->mu);
-                          ++h->held_checks;
-                          return true;
-                        }});
-  h->reader = MakeWorker("generation");
-  if (h->owner == nullptr || h->reader == nullptr) return nullptr;
-  absl::StatusOr<std::unique_ptr<UcxRegion>> registered = h->owner->Register(*h->source);
-  if (!registered.ok()) {
-    ADD_FAILURE() << "Register: " << registered.status();
-    return nullptr;
-  }
-  h->region = std::move(*registered);
-  h->dest = std::make_shared<std::vector<std::byte>>(h->source->size());
-  return held;
-}
-
 TEST(UcxWorkerTest, CancelEndsAWaitingGet) {
   std::unique_ptr<HeldOwner> held = MakeHeldOwner(1);
   ASSERT_NE(held, nullptr);
@@ -641,101 +580,6 @@ TEST(UcxWorkerTest, StoppingWhileConnectsAreInFlightIsSafe) {
   }
 }
 
-// Calls (UcxWorker::Call): answered by the peer's handler, Unimplemented without one.
-TEST(UcxWorkerCallTest, ACallGetsThePeersAnswer) {
-  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
-  std::shared_ptr<UcxWorker> caller = MakeWorker("generation");
-  ASSERT_TRUE(owner && caller);
-  owner->ServeCalls([](absl::string_view request) { return absl::StrCat("answer to ", request); });
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  absl::StatusOr<std::string> answer = caller->Call(owner->address(), "ping", deadline, nullptr);
-  ASSERT_OK(answer.status());
-  EXPECT_EQ(*answer, "answer to ping");
-  // A request and an answer larger than one eager fragment arrive whole.
-  const std::string large(100 << 10, 'x');
-  answer = caller->Call(owner->address(), large, deadline, nullptr);
-  ASSERT_OK(answer.status());
-  EXPECT_EQ(*answer, absl::StrCat("answer to ", large));
-  owner->ServeCalls(nullptr);
-  EXPECT_THAT(caller->Call(owner->address(), "ping", deadline, nullptr),
-              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("serves no calls")));
-}
-
-TEST(UcxWorkerCallTest, ACallUnansweredByItsDeadlineEndsThere) {
-  std::unique_ptr<HeldOwner> held = MakeHeldOwner(5);
-  ASSERT_NE(held, nullptr);
-  held->owner->ServeCalls([](absl::string_view) { return std::string("answer"); });
-  held->hold = false;  // connected first, so that the call below waits for its answer
-  ASSERT_OK(
-      held->reader->Call(held->owner->address(), "ping", absl::Now() + absl::Seconds(30), nullptr));
-  ASSERT_TRUE(held->Hold());
-  const absl::Time deadline = absl::Now() + absl::Milliseconds(300);
-  EXPECT_THAT(held->reader->Call(held->owner->address(), "ping", deadline, nullptr),
-              StatusIs(absl::StatusCode::kDeadlineExceeded,
-                       HasSubstr("UCX call of 4 bytes did not complete by its deadline")));
-  EXPECT_LT(absl::Now() - deadline, absl::Seconds(2));
-  held->hold = false;
-  // The endpoint was closed; the next call connects anew and is answered.
-  const absl::StatusOr<std::string> answer =
-      held->reader->Call(held->owner->address(), "ping", absl::Now() + absl::Seconds(30), nullptr);
-  ASSERT_OK(answer.status());
-  EXPECT_EQ(*answer, "answer");
-}
-
-TEST(UcxWorkerCallTest, ACallToAPeerGoneEndsWithinItsDeadline) {
-  std::shared_ptr<UcxWorker> caller = MakeWorker("generation");
-  std::shared_ptr<UcxWorker> owner = MakeWorker("context");
-  ASSERT_TRUE(owner && caller);
-  owner->ServeCalls([](absl::string_view) { return std::string("answer"); });
-  const std::string address = owner->address();
-  ASSERT_OK(caller->Call(address, "ping", absl::Now() + absl::Seconds(30), nullptr));
-  owner.reset();
-  const absl::Time deadline = absl::Now() + absl::Seconds(3);
-  const absl::StatusOr<std::string> answer = caller->Call(address, "ping", deadline, nullptr);
-  EXPECT_LT(absl::Now() - deadline, absl::Seconds(2));
-  // Over tcp the endpoint fails; shared memory has no peer failure detection.
-  EXPECT_TRUE(absl::IsUnavailable(answer.status()) || absl::IsDeadlineExceeded(answer.status()))
-      << answer.status();
-}
-
-// A peer check (UcxWorker::Call's `peer_check`) that finds the peer gone ends the call
-// with its error, at once, with a deadline far off; the endpoint is closed, so the next
-// call connects anew. One that finds the peer alive leaves the call waiting for its
-// answer.
-TEST(UcxWorkerCallTest, APeerCheckEndsTheCallOnlyWhenItFails) {
-  std::unique_ptr<HeldOwner> held = MakeHeldOwner(7);
-  ASSERT_NE(held, nullptr);
-  held->owner->ServeCalls([](absl::string_view) { return std::string("answer"); });
-  held->hold = false;
-  const std::string address = held->owner->address();
-  ASSERT_OK(held->reader->Call(address, "ping", absl::Now() + absl::Seconds(30), nullptr));
-  ASSERT_TRUE(held->Hold());
-  std::atomic<int> checks{0};
-  const auto gone_on_third = [&checks]() -> absl::Status {
-    if (++checks < 3) return absl::OkStatus();
-    return absl::UnavailableError("the peer is gone (test)");
-  };
-  EXPECT_THAT(
-      held->reader->Call(address, "ping", absl::Now() + absl::Seconds(60), nullptr, gone_on_third),
-      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("the peer is gone (test)")));
-  EXPECT_EQ(checks.load(), 3);
-  held->hold = false;
-  // The endpoint was closed: the next call connects anew and is answered.
-  ASSERT_OK(held->reader->Call(address, "ping", absl::Now() + absl::Seconds(30), nullptr));
-  // Alive: the hold is lifted from the third check, so the answer comes past several.
-  ASSERT_TRUE(held->Hold());
-  checks = 0;
-  const auto alive = [&]() -> absl::Status {
-    if (++checks == 3) held->hold = false;
-    return absl::OkStatus();
-  };
-  const absl::StatusOr<std::string> answer =
-      held->reader->Call(address, "ping", absl::Now() + absl::Seconds(60), nullptr, alive);
-  ASSERT_OK(answer.status());
-  EXPECT_EQ(*answer, "answer");
-  EXPECT_GE(checks.load(), 3);
-}
-
 // The same for a read waiting for its owner (held: its endpoint's handshake, or over
 // tcp the read itself): a failing check ends it with the check's error; while the check
 // passes it waits, and completes once the owner progresses again.
@@ -763,21 +607,6 @@ TEST(UcxWorkerTest, APeerCheckEndsAWaitingGetOnlyWhenItFails) {
                               absl::Now() + absl::Seconds(60), nullptr, alive));
   EXPECT_TRUE(*held->dest == *held->source);
   EXPECT_GE(checks.load(), 3);
-}
-
-TEST(UcxWorkerCallTest, ACancelledCallEndsCancelled) {
-  std::unique_ptr<HeldOwner> held = MakeHeldOwner(6);
-  ASSERT_NE(held, nullptr);
-  held->owner->ServeCalls([](absl::string_view) { return std::string("answer"); });
-  held->hold = false;
-  ASSERT_OK(
-      held->reader->Call(held->owner->address(), "ping", absl::Now() + absl::Seconds(30), nullptr));
-  ASSERT_TRUE(held->Hold());
-  std::atomic<int> checks{0};
-  EXPECT_THAT(held->reader->Call(held->owner->address(), "ping", absl::InfiniteFuture(),
-                                 [&checks] { return ++checks > 2; }),
-              StatusIs(absl::StatusCode::kCancelled));
-  held->hold = false;
 }
 
 }  // namespace
