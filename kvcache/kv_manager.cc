@@ -455,8 +455,9 @@ bool KvManager::OnboardPending(RequestId id) const {
   return impl_->onboarder != nullptr && impl_->onboarder->Pending(id);
 }
 
-void KvManager::FlushTiers() {
-  if (impl_->onboarder != nullptr) impl_->onboarder->tiers().Flush();
+absl::Status KvManager::FlushTiers() {
+  if (impl_->onboarder == nullptr) return absl::OkStatus();
+  return impl_->onboarder->tiers().Flush();
 }
 
 absl::StatusOr<std::shared_ptr<const HostBlocks>> KvManager::PinHostBlocks(

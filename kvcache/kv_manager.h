@@ -177,8 +177,9 @@ class KvManager {
   void OnBatchCollected();
   // Whether `id`'s cache still waits for its onboarding copy: it must not be scheduled.
   bool OnboardPending(RequestId id) const;
-  // Waits for queued copy-downs and disk writes (tests, benchmarks).
-  void FlushTiers();
+  // Waits for queued copy-downs and disk writes (tests, benchmarks); DEADLINE_EXCEEDED
+  // when a job is stuck (the tiers are then off, kv_tiers.h).
+  absl::Status FlushTiers();
   // At a context leg's hand-off: pins the host-tier copies of `id`'s full target blocks
   // holding `prompt` (as far as its history reaches) for its transfer claim to read
   // instead of the device blocks (tier_pins.h: the rule). Null without tiers or when

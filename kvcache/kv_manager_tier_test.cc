@@ -230,7 +230,7 @@ TEST(KvManagerTierTest, ADamagedDiskBlockIsRecomputedNeverServed) {
   const std::vector<int32_t> a = Tokens(8, 100);
   Serve(*m, RequestId(1), a);
   Serve(*m, RequestId(2), Tokens(12, 500));
-  m->FlushTiers();
+  EXPECT_THAT(m->FlushTiers(), IsOk());
   EXPECT_GE(m->Stats().tiers.disk_blocks, 3);
   // Damage the slot of a's second block (the last byte of its payload): onboarding
   // stops after the first.

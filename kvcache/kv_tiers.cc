@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/log.h"
 
 namespace lockstep::kv {
 namespace {
@@ -33,7 +34,8 @@ int64_t NowNs() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<KvTiers>> KvTiers::Create(const TierConfig& config,
-                                                         BlockCopier* device) {
+                                                         BlockCopier* device,
+                                                         absl::Duration job_deadline) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
   if (!config.enabled()) return absl::InvalidArgumentError("kv_tiers: host_bytes is 0");
   LOCKSTEP_CHECK(device != nullptr);
@@ -44,7 +46,7 @@ absl::StatusOr<std::unique_ptr<KvTiers>> KvTiers::Create(const TierConfig& confi
                                                    " bytes)"));
   }
   std::string dir;
-  std::unique_ptr<TierFile> file;
+  std::shared_ptr<TierFile> file;
   if (config.has_disk()) {
     const size_t tpb = static_cast<size_t>(device->layout().tokens_per_block);
     const int64_t slot_bytes = static_cast<int64_t>(TierFileBytes(tpb, device->block_bytes()));
@@ -71,11 +73,12 @@ absl::StatusOr<std::unique_ptr<KvTiers>> KvTiers::Create(const TierConfig& confi
     }
     file = *std::move(made);
   }
-  return std::unique_ptr<KvTiers>(new KvTiers(config, device, std::move(dir), std::move(file)));
+  return std::unique_ptr<KvTiers>(
+      new KvTiers(config, device, std::move(dir), std::move(file), job_deadline));
 }
 
 KvTiers::KvTiers(const TierConfig& config, BlockCopier* device, std::string disk_dir,
-                 std::unique_ptr<TierFile> disk_file)
+                 std::shared_ptr<TierFile> disk_file, absl::Duration job_deadline)
     : config_(config),
       device_(device),
       block_bytes_(device->block_bytes()),
@@ -85,14 +88,14 @@ KvTiers::KvTiers(const TierConfig& config, BlockCopier* device, std::string disk
       max_pins_(host_capacity_ / 2),
       disk_dir_(std::move(disk_dir)),
       disk_file_(std::move(disk_file)),
-      worker_(std::make_unique<TierWorker>(device)) {
+      worker_(std::make_unique<TierWorker>(device, job_deadline)) {
   stats_.block_bytes = static_cast<int64_t>(block_bytes_);
   stats_.host_capacity_blocks = host_capacity_;
   stats_.disk_capacity_blocks = disk_capacity_;
 }
 
 KvTiers::~KvTiers() {
-  worker_.reset();  // runs what is queued, then joins
+  worker_.reset();  // runs what is queued, then joins (or leaves a stuck job its file)
   disk_file_.reset();
   if (!disk_dir_.empty()) {
     std::error_code ec;
@@ -107,6 +110,10 @@ KvTiers::DiskLocation KvTiers::DiskLocationOf(uint64_t key) const {
 }
 
 void KvTiers::OnEvictable(BlockId block, TierBlockMeta meta) {
+  if (!failed_.ok()) {
+    DropUnpinned();
+    return;
+  }
   if (const auto it = host_.find(meta.key); it != host_.end()) {
     TouchHost(it->second);
     return;
@@ -115,7 +122,11 @@ void KvTiers::OnEvictable(BlockId block, TierBlockMeta meta) {
   // A block published again after its eviction may still be named as another key's
   // source only if BeforeReuse was skipped: never.
   LOCKSTEP_CHECK(!copying_.contains(block)) << "block " << block << " is already copying down";
-  while (static_cast<int64_t>(host_.size()) >= host_capacity_) EvictHostLru();
+  while (failed_.ok() && static_cast<int64_t>(host_.size()) >= host_capacity_) EvictHostLru();
+  if (!failed_.ok()) {
+    DropUnpinned();
+    return;
+  }
   auto job = std::make_shared<TierJob>();
   job->kind = TierJob::Kind::kCopyDown;
   job->block = block;
@@ -135,7 +146,10 @@ void KvTiers::OnEvictable(BlockId block, TierBlockMeta meta) {
   TouchHost(slot);
   copying_.emplace(block, key);
   Report(key, Tier::kHost, /*stored=*/true);
-  worker_->Enqueue(std::move(job));
+  if (absl::Status queued = worker_->Enqueue(std::move(job)); !queued.ok()) {
+    FailIfStuck(queued);
+    DropUnpinned();  // this entry too: its copy-down was refused
+  }
 }
 
 void KvTiers::BeforeReuse(BlockId block) {
@@ -143,9 +157,14 @@ void KvTiers::BeforeReuse(BlockId block) {
   if (it == copying_.end()) return;
   HostEntry& entry = host_slots_[host_.at(it->second)];
   copying_.erase(it);
-  if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
-  if (!worker_->StatusOf(*entry.copy_down).ok()) {
+  bool inline_run = false;
+  const absl::Status status = worker_->Finish(*entry.copy_down, &inline_run);
+  if (inline_run) ++stats_.inline_offloads;
+  if (!status.ok()) {
+    // A stuck copy-down may still read the block after its reuse: its bytes are
+    // dropped with the entry, never served.
     EraseHost(entry.key);
+    FailIfStuck(status);
     return;
   }
   entry.copy_down.reset();
@@ -210,15 +229,17 @@ void KvTiers::EvictHostLru() {
   const bool front = victim == host_lru_.begin();
   HostEntry& entry = host_slots_[slot];
   const uint64_t key = entry.key;
-  bool usable = true;
+  absl::Status copied;
   if (entry.copy_down != nullptr) {
     // Finished, not cancelled: what lands in which tier must not depend on the
     // worker's speed (the device block is still intact: BeforeReuse was not called).
     copying_.erase(entry.source);
-    if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
-    usable = worker_->StatusOf(*entry.copy_down).ok();
+    bool inline_run = false;
+    copied = worker_->Finish(*entry.copy_down, &inline_run);
+    if (inline_run) ++stats_.inline_offloads;
     entry.copy_down.reset();
   }
+  const bool usable = copied.ok();
   const bool spill = usable && disk_capacity_ > 0;
   TierBlockMeta meta;
   if (spill) {
@@ -230,7 +251,8 @@ void KvTiers::EvictHostLru() {
   FreeHostSlot(slot);
   if (front) host_lru_.pop_front();  // else its record stays, stale
   Report(key, Tier::kHost, /*stored=*/false);
-  if (spill) SpillToDisk(std::move(meta), std::move(bytes));
+  FailIfStuck(copied);
+  if (spill && failed_.ok()) SpillToDisk(std::move(meta), std::move(bytes));
 }
 
 void KvTiers::TouchHost(uint32_t slot) { TouchHosts({&slot, 1}); }
@@ -260,7 +282,8 @@ void KvTiers::TouchHosts(absl::Span<const uint32_t> slots) {
 
 void KvTiers::SpillToDisk(TierBlockMeta meta, std::shared_ptr<std::vector<std::byte>> bytes) {
   // Below capacity, a slot is free or was never used (EraseDisk frees them).
-  while (static_cast<int64_t>(disk_.size()) >= disk_capacity_) EvictDiskLru();
+  while (failed_.ok() && static_cast<int64_t>(disk_.size()) >= disk_capacity_) EvictDiskLru();
+  if (!failed_.ok()) return;  // dropped
   int64_t slot = next_disk_slot_;
   if (free_disk_slots_.empty()) {
     ++next_disk_slot_;
@@ -273,7 +296,7 @@ void KvTiers::SpillToDisk(TierBlockMeta meta, std::shared_ptr<std::vector<std::b
   job->kind = TierJob::Kind::kDiskWrite;
   job->bytes = std::move(bytes);
   job->meta = meta;
-  job->file = disk_file_.get();
+  job->file = disk_file_;
   job->slot = slot;
   disk_lru_.push_back(key);
   disk_.emplace(
@@ -281,16 +304,39 @@ void KvTiers::SpillToDisk(TierBlockMeta meta, std::shared_ptr<std::vector<std::b
       DiskEntry{
           .meta = std::move(meta), .slot = slot, .write = job, .lru = std::prev(disk_lru_.end())});
   Report(key, Tier::kDisk, /*stored=*/true);
-  worker_->Enqueue(std::move(job));
+  if (absl::Status queued = worker_->Enqueue(std::move(job)); !queued.ok()) {
+    EraseDisk(key);  // refused, never runs: its slot is free
+    FailIfStuck(queued);
+  }
 }
 
 void KvTiers::EvictDiskLru() {
   const uint64_t key = disk_lru_.front();
   DiskEntry& entry = disk_.at(key);
   // Cancelled while queued, else waited for: either way no write to its slot is left
-  // to run when the slot is freed.
-  if (entry.write != nullptr) worker_->Cancel(*entry.write);
+  // to run when the slot is freed. A write that missed its deadline may still land in
+  // its slot: the tiers are then off, and no slot is written again.
+  if (entry.write != nullptr) FailIfStuck(worker_->Cancel(*entry.write));
   EraseDisk(key);
+}
+
+void KvTiers::FailIfStuck(const absl::Status& status) {
+  if (!absl::IsDeadlineExceeded(status) || !failed_.ok()) return;
+  failed_ = absl::UnavailableError(
+      absl::StrCat("KV tiers are off (their blocks are recomputed): ", status.message()));
+  ++stats_.stuck_jobs;
+  LOCKSTEP_LOG_ERROR("kv", "{}; the rank serves on without its host and disk tiers",
+                     std::string(failed_.message()));
+}
+
+void KvTiers::DropUnpinned() {
+  for (auto it = host_.begin(); it != host_.end();) {
+    const uint64_t key = it->first;
+    const bool pinned = host_slots_[it->second].pins > 0;
+    ++it;
+    if (!pinned) EraseHost(key);
+  }
+  while (!disk_lru_.empty()) EraseDisk(disk_lru_.front());
 }
 
 bool KvTiers::Matching(uint64_t key, uint64_t parent_key, absl::Span<const int32_t> tokens) const {
@@ -316,6 +362,7 @@ absl::Status KvTiers::FetchHost(uint32_t slot) {
 
 absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uint64_t key,
                                                                              Tier* from) {
+  if (!failed_.ok()) return failed_;
   if (const auto h = host_.find(key); h != host_.end()) {
     *from = Tier::kHost;
     if (absl::Status status = FetchHost(h->second); !status.ok()) return status;
@@ -336,6 +383,7 @@ absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uin
     entry.write.reset();
     if (!status.ok()) {
       EraseDisk(key);
+      FailIfStuck(status);
       return absl::NotFoundError(absl::StrCat("disk tier: write failed: ", status.message()));
     }
   }
@@ -365,6 +413,7 @@ int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
 int64_t KvTiers::FetchChain(absl::Span<const uint64_t> keys, uint64_t parent_key,
                             absl::Span<const int32_t> tokens, int64_t max_blocks, bool hold,
                             FetchedBlocks* out) {
+  if (!failed_.ok()) return 0;
   const size_t tpb = tpb_;
   const int64_t blocks = std::min(
       {max_blocks, static_cast<int64_t>(tokens.size() / tpb), static_cast<int64_t>(keys.size())});
@@ -480,7 +529,7 @@ absl::Status KvTiers::CopyToDevice(absl::Span<const std::byte* const> data,
 
 std::shared_ptr<const std::vector<std::byte>> KvTiers::Pin(uint64_t key, uint64_t parent_key,
                                                            absl::Span<const int32_t> tokens) {
-  if (pins_ >= max_pins_) return nullptr;
+  if (pins_ >= max_pins_ || !failed_.ok()) return nullptr;
   const auto it = host_.find(key);
   if (it == host_.end() || !Matching(key, parent_key, tokens)) return nullptr;
   const uint32_t slot = it->second;
@@ -496,10 +545,12 @@ absl::Status KvTiers::FinishCopyDown(uint32_t slot) {
   HostEntry& entry = host_slots_[slot];
   if (entry.copy_down == nullptr) return absl::OkStatus();
   copying_.erase(entry.source);
-  if (worker_->Finish(*entry.copy_down)) ++stats_.inline_offloads;
-  const absl::Status status = worker_->StatusOf(*entry.copy_down);
+  bool inline_run = false;
+  const absl::Status status = worker_->Finish(*entry.copy_down, &inline_run);
+  if (inline_run) ++stats_.inline_offloads;
   entry.copy_down.reset();
   if (!status.ok()) EraseHost(entry.key);
+  FailIfStuck(status);
   return status;
 }
 
@@ -517,7 +568,11 @@ Tier KvTiers::Where(uint64_t key) const {
   return Tier::kDevice;
 }
 
-void KvTiers::Flush() { worker_->Flush(); }
+absl::Status KvTiers::Flush() {
+  absl::Status status = worker_->Flush();
+  FailIfStuck(status);
+  return status;
+}
 
 TierStats KvTiers::Stats() const {
   TierStats s = stats_;

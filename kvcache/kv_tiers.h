@@ -29,6 +29,13 @@
 // pinned bytes cannot change). Pins hold at most half of the host capacity, so a
 // copy-down always finds an unpinned entry to make room.
 //
+// Stuck. A worker job that misses its deadline (a stalled disk or memory system,
+// tier_worker.h) turns both tiers off for good, as the worker thread is gone: the
+// waiting call treats it as a miss or a failed copy-down, later calls store nothing
+// and find nothing (the blocks are recomputed), unpinned entries are dropped at the
+// next OnEvictable (pinned ones when unpinned and evictable), spills are dropped, and
+// Stats().stuck_jobs counts it. A stuck write's slot is never reused.
+//
 // Determinism: which keys sit in which tier depends only on the calls made (all index
 // changes happen on the caller's thread); only byte copies run on the worker.
 //
@@ -50,6 +57,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/ids.h"
 #include "kvcache/block_copier.h"
@@ -84,8 +92,10 @@ class KvTiers {
   // `device` is the target pool's copier (not owned; must outlive this). With a disk
   // tier, a fresh subdirectory of config.disk_path holds this instance's disk file
   // (disk_bytes / TierFileBytes slots, reserved here); it is removed by the destructor.
-  static absl::StatusOr<std::unique_ptr<KvTiers>> Create(const TierConfig& config,
-                                                         BlockCopier* device);
+  // `job_deadline`: how long a wait for one worker job may take (tier_worker.h).
+  static absl::StatusOr<std::unique_ptr<KvTiers>> Create(
+      const TierConfig& config, BlockCopier* device,
+      absl::Duration job_deadline = kTierJobDeadline);
   ~KvTiers();  // finishes the queued jobs, stops the worker, removes the disk file
   KvTiers(const KvTiers&) = delete;
   KvTiers& operator=(const KvTiers&) = delete;
@@ -136,8 +146,11 @@ class KvTiers {
 
   // Which tier holds `key` below the device (kDevice: none).
   Tier Where(uint64_t key) const;
-  // Waits for every queued job (tests and benchmarks; each job has a deadline).
-  void Flush();
+  // Waits for every queued job (tests and benchmarks); DEADLINE_EXCEEDED when that
+  // takes longer than the job deadline (the tiers are then off).
+  absl::Status Flush();
+  // OK, or why the tiers are off (a stuck worker job).
+  const absl::Status& failed() const { return failed_; }
 
   TierStats Stats() const;
   // Whether neither tier holds a block (cheaper than Stats()).
@@ -186,7 +199,11 @@ class KvTiers {
   };
 
   KvTiers(const TierConfig& config, BlockCopier* device, std::string disk_dir,
-          std::unique_ptr<TierFile> disk_file);
+          std::shared_ptr<TierFile> disk_file, absl::Duration job_deadline);
+  // Turns the tiers off when `status` (from the worker) is a missed deadline.
+  void FailIfStuck(const absl::Status& status);
+  // Drops every unpinned host entry and every disk entry (the tiers are off).
+  void DropUnpinned();
   void EvictHostLru();
   // Makes host slot `slot` the host tier's most recently used; drops stale records
   // when they outnumber the live ones.
@@ -241,7 +258,8 @@ class KvTiers {
   const int64_t disk_capacity_;
   const int64_t max_pins_;  // half the host capacity
   const std::string disk_dir_;
-  std::unique_ptr<TierFile> disk_file_;  // null without a disk tier; outlives worker_'s jobs
+  // Null without a disk tier; shared with the disk writes, so a stuck one keeps it open.
+  std::shared_ptr<TierFile> disk_file_;
   std::unique_ptr<TierWorker> worker_;
 
   // The host tier: key -> slot in host_slots_ (a small map, so an onboard's lookups stay
@@ -268,6 +286,7 @@ class KvTiers {
   absl::flat_hash_map<BlockId, uint64_t> copying_;  // device block -> key being copied down
   TierStats stats_;
   int64_t pins_ = 0;  // over all host entries
+  absl::Status failed_;  // not OK: the tiers are off (see "Stuck" above)
   KvEventObserver* observer_ = nullptr;
 };
 

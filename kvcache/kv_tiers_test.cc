@@ -129,7 +129,7 @@ TEST_F(KvTiersTest, ReuseOfAnEvictedBlockNeverLosesItsCopy) {
   EXPECT_EQ(**bytes, original);
   ASSERT_THAT(tiers->CopyToDevice(**bytes, BlockId(5), from), IsOk());
   EXPECT_EQ(BlockBytes(5), original);
-  tiers->Flush();
+  EXPECT_THAT(tiers->Flush(), IsOk());
   const TierStats s = tiers->Stats();
   EXPECT_EQ(s.offloaded_blocks + 0, 1);
   EXPECT_EQ(s.onboarded_blocks[static_cast<int>(Tier::kHost)], 1);
@@ -171,7 +171,7 @@ TEST_F(KvTiersTest, AKeyAlreadyBelowIsNotCopiedAgain) {
   tiers->OnEvictable(BlockId(1), Meta(10));
   tiers->BeforeReuse(BlockId(1));
   tiers->OnEvictable(BlockId(2), Meta(10));  // republished elsewhere, evictable again
-  tiers->Flush();
+  EXPECT_THAT(tiers->Flush(), IsOk());
   EXPECT_EQ(tiers->Stats().offloaded_blocks, 1);
   EXPECT_EQ(tiers->Stats().host_blocks, 1);
   ExpectClean(*tiers);
@@ -245,7 +245,7 @@ TEST_F(KvTiersTest, HostEvictionsSpillToDiskAndComeBackVerified) {
   EXPECT_EQ(tiers->Where(10), Tier::kDisk);
   EXPECT_EQ(tiers->Where(20), Tier::kDisk);
   EXPECT_EQ(tiers->Where(30), Tier::kHost);
-  tiers->Flush();
+  EXPECT_THAT(tiers->Flush(), IsOk());
   Tier from = Tier::kDevice;
   absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = tiers->Fetch(10, &from);
   ASSERT_THAT(bytes.status(), IsOk());
@@ -256,7 +256,7 @@ TEST_F(KvTiersTest, HostEvictionsSpillToDiskAndComeBackVerified) {
   const KvTiers::DiskLocation twenty = tiers->DiskLocationOf(20);
   ASSERT_GE(twenty.offset, 0);
   tiers->OnEvictable(BlockId(4), Meta(40));
-  tiers->Flush();
+  EXPECT_THAT(tiers->Flush(), IsOk());
   EXPECT_EQ(tiers->Where(20), Tier::kDevice);
   EXPECT_EQ(tiers->DiskLocationOf(20).offset, -1);
   EXPECT_EQ(tiers->DiskLocationOf(30).offset, twenty.offset);
@@ -290,7 +290,7 @@ TEST_F(KvTiersTest, ACorruptedDiskBlockIsAMissNeverServed) {
     tiers->OnEvictable(BlockId(2), Meta(20));
     tiers->OnEvictable(BlockId(1), Meta(10));  // 20 goes to disk (slot 0)
     tiers->OnEvictable(BlockId(3), Meta(30));  // 10 goes to disk (slot 1, the file's last)
-    tiers->Flush();
+    EXPECT_THAT(tiers->Flush(), IsOk());
     const KvTiers::DiskLocation ten = tiers->DiskLocationOf(10);
     ASSERT_GE(ten.offset, 0);
     d.damage(ten);
@@ -306,7 +306,7 @@ TEST_F(KvTiersTest, ACorruptedDiskBlockIsAMissNeverServed) {
     EXPECT_TRUE(out.keys.empty());
     // The freed slot holds the next block, written whole again.
     tiers->OnEvictable(BlockId(4), Meta(40));  // 30 goes to disk
-    tiers->Flush();
+    EXPECT_THAT(tiers->Flush(), IsOk());
     EXPECT_EQ(tiers->DiskLocationOf(30).offset, ten.offset);
     absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = tiers->Fetch(30, &from);
     ASSERT_THAT(bytes.status(), IsOk());
@@ -323,12 +323,12 @@ TEST_F(KvTiersTest, ASlotReusedAfterEvictionNeverServesTheOldBlock) {
   std::unique_ptr<KvTiers> tiers = Make(1, 1);
   tiers->OnEvictable(BlockId(1), Meta(10));
   tiers->OnEvictable(BlockId(2), Meta(20));  // 10 goes to disk
-  tiers->Flush();
+  EXPECT_THAT(tiers->Flush(), IsOk());
   const KvTiers::DiskLocation ten = tiers->DiskLocationOf(10);
   ASSERT_GE(ten.offset, 0);
   const std::vector<char> old_record = ReadAt(ten, RecordBytes());
   tiers->OnEvictable(BlockId(3), Meta(30));  // 20 goes to disk, in 10's slot
-  tiers->Flush();
+  EXPECT_THAT(tiers->Flush(), IsOk());
   EXPECT_EQ(tiers->Where(10), Tier::kDevice);
   EXPECT_EQ(tiers->DiskLocationOf(20).offset, ten.offset);
   Tier from;
@@ -357,7 +357,7 @@ TEST_F(KvTiersTest, ManySpillsThroughFewSlotsKeepEveryBlockExact) {
     tiers->OnEvictable(BlockId(block), Meta(100 + round));
     tiers->BeforeReuse(BlockId((round + 1) % kBlocks));
   }
-  tiers->Flush();
+  EXPECT_THAT(tiers->Flush(), IsOk());
   for (int round = 0; round < kRounds; ++round) {
     const Tier want = round == kRounds - 1   ? Tier::kHost
                       : round >= kRounds - 3 ? Tier::kDisk
@@ -392,7 +392,7 @@ TEST_F(KvTiersTest, AFailedDiskWriteIsCountedAMissAndFreesItsSlot) {
   ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
   tiers->OnEvictable(BlockId(2), Meta(20));  // 10 goes to disk, slot 0
   tiers->OnEvictable(BlockId(3), Meta(30));  // 20 goes to disk, slot 1: refused
-  tiers->Flush();
+  EXPECT_THAT(tiers->Flush(), IsOk());
   ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved), 0);
   std::signal(SIGXFSZ, old_handler);
   TierStats s = tiers->Stats();
@@ -406,7 +406,7 @@ TEST_F(KvTiersTest, AFailedDiskWriteIsCountedAMissAndFreesItsSlot) {
   ASSERT_THAT(bytes.status(), IsOk());
   EXPECT_EQ(**bytes, BlockBytes(1));
   tiers->OnEvictable(BlockId(4), Meta(40));  // 30 goes to disk, in 20's slot
-  tiers->Flush();
+  EXPECT_THAT(tiers->Flush(), IsOk());
   EXPECT_EQ(tiers->DiskLocationOf(30).offset, slot_bytes);
   bytes = tiers->Fetch(30, &from);
   ASSERT_THAT(bytes.status(), IsOk());
@@ -428,7 +428,7 @@ TEST_F(KvTiersTest, TheDiskTierHoldsAsManyBlocksAsWholeSlots) {
     tiers->BeforeReuse(BlockId(round % kBlocks));
     EXPECT_LE(tiers->Stats().disk_blocks, 3) << "round " << round;
   }
-  tiers->Flush();
+  EXPECT_THAT(tiers->Flush(), IsOk());
   EXPECT_EQ(tiers->Stats().disk_blocks, 3);
   std::set<int64_t> offsets;
   for (int round = 3; round < 6; ++round) {
@@ -511,7 +511,7 @@ TEST_F(KvTiersTest, FetchChainOwnsWhatItReadFromDisk) {
   tiers->OnEvictable(BlockId(1), Meta(10));
   tiers->OnEvictable(BlockId(2), TierBlockMeta{.key = 11, .parent_key = 10, .tokens = {11, 11}});
   tiers->OnEvictable(BlockId(3), TierBlockMeta{.key = 12, .parent_key = 11, .tokens = {7, 7}});
-  tiers->Flush();
+  EXPECT_THAT(tiers->Flush(), IsOk());
   ASSERT_EQ(tiers->Where(10), Tier::kDisk);
   ASSERT_EQ(tiers->Where(11), Tier::kDisk);
   ASSERT_EQ(tiers->Where(12), Tier::kHost);

@@ -47,6 +47,8 @@ struct TierStats {
   int64_t disk_writes = 0;
   int64_t disk_write_errors = 0;
   int64_t disk_corrupt = 0;  // blocks that failed verification (misses)
+  // Worker jobs that missed their deadline (kv_tiers.h: the first turns both tiers off).
+  int64_t stuck_jobs = 0;
   // Blocks brought back, by the tier they came from (index: Tier), and the copy time.
   int64_t onboarded_blocks[kNumTiers] = {};
   int64_t onboard_ns = 0;

@@ -151,7 +151,7 @@ void BM_OnboardPrefix(benchmark::State& state) {
     m->Release(RequestId(1));
     evict();
   }
-  m->FlushTiers();
+  LOCKSTEP_CHECK_OK(m->FlushTiers());
   const int64_t copy_ns_before = m->Stats().tiers.onboard_ns;
   // Each prompt's keys, made once as a request's are (outside the timed region); the
   // same hashing into `scratch` is timed on its own each iteration.

@@ -131,7 +131,7 @@ TEST(TierPinsTest, PinnedEntriesSurviveHostTierPressureUntilReleased) {
     Serve(*m, RequestId(10 + i), Tokens(4, 1000 + 100 * i));
     EXPECT_THAT(m->Audit({}, {RequestId(3)}, false), IsEmpty()) << "prompt " << i;
   }
-  m->FlushTiers();
+  EXPECT_THAT(m->FlushTiers(), IsOk());
   EXPECT_GE(m->Stats().tiers.offloaded_blocks - offloaded, 14);
   for (int64_t b = 0; b < 4; ++b) EXPECT_EQ(*(*host)->Find(b), Expected(*m, leg, b));
   EXPECT_EQ(m->Stats().tiers.pinned_blocks, 4);

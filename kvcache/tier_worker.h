@@ -8,28 +8,35 @@
 //   TierWorker worker(copier);
 //   auto job = std::make_shared<TierJob>();   // kCopyDown of block 7 into job->bytes
 //   ...
-//   worker.Enqueue(job);
-//   worker.Finish(*job);                      // ran here, or waited for the thread
-//   RETURN_IF_ERROR(worker.StatusOf(*job));
+//   RETURN_IF_ERROR(worker.Enqueue(job));
+//   RETURN_IF_ERROR(worker.Finish(*job));     // ran here, or waited for the thread
 //
-// Every wait has a deadline (kTierJobDeadline): a job that takes longer means the memory
-// system or the disk is stuck, which no caller can recover from (a fatal check).
+// Every wait has a deadline (kTierJobDeadline unless given): a job that runs longer
+// means the memory system or the disk (a stalled network file system) is stuck. The wait
+// then ends with DEADLINE_EXCEEDED naming the job, and the worker is stuck for good
+// (stuck()): what is queued is cancelled with that status, later jobs are refused, and
+// no wait blocks again. Enqueue also finds a job running past the deadline when
+// another already waits behind it. The stuck
+// job keeps running on the thread: it owns what it reads and writes (its bytes and its
+// file through shared pointers, the worker's state through the thread), so nothing the
+// owner frees is touched; only a copy-down reads the device copier, which must outlive
+// it.
 // Thread safety: every method may be called from any thread; a job's fields other than
 // its state and result are the owner's until it is enqueued, then read-only. The
-// destructor runs what is queued, then joins the thread.
+// destructor runs what is queued, then joins the thread; when that misses the deadline
+// (or the worker is stuck) it logs, cancels what is queued and leaves the thread to end
+// on its own.
 #ifndef LOCKSTEP_KVCACHE_TIER_WORKER_H_
 #define LOCKSTEP_KVCACHE_TIER_WORKER_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/ids.h"
 #include "kvcache/block_copier.h"
@@ -47,7 +54,7 @@ struct TierJob {
   BlockId block{-1};                              // kCopyDown: the device block to read
   std::shared_ptr<std::vector<std::byte>> bytes;  // kCopyDown: filled; kDiskWrite: written
   TierBlockMeta meta;                             // kDiskWrite
-  TierFile* file = nullptr;                       // kDiskWrite: not owned, outlives the job's run
+  std::shared_ptr<TierFile> file;                 // kDiskWrite
   int64_t slot = -1;  // kDiskWrite: no other job writes it while this one may run
   // Guarded by the worker's mutex (read them through the worker).
   State state = State::kQueued;
@@ -55,46 +62,45 @@ struct TierJob {
   int64_t ns = 0;  // how long it ran
 };
 
+// "copy-down of device block 7", "disk write of block <key> into slot 3 of <path>".
+std::string DescribeTierJob(const TierJob& job);
+
 class TierWorker {
  public:
-  // `device`: the device pool's copier, for copy-downs (not owned; outlives the worker).
-  explicit TierWorker(BlockCopier* device);
+  // `device`: the device pool's copier, for copy-downs (not owned; outlives the worker
+  // and any copy-down still running after it). `deadline`: how long a wait may take.
+  explicit TierWorker(BlockCopier* device, absl::Duration deadline = kTierJobDeadline);
   ~TierWorker();
   TierWorker(const TierWorker&) = delete;
   TierWorker& operator=(const TierWorker&) = delete;
 
-  void Enqueue(std::shared_ptr<TierJob> job);
+  // Queues `job`. When the worker is stuck, or a job already waits behind one running
+  // past the deadline (which makes it stuck), cancels `job` instead and returns
+  // DEADLINE_EXCEEDED.
+  absl::Status Enqueue(std::shared_ptr<TierJob> job);
   // Runs `job` on this thread if it is still queued, else waits for the worker thread
-  // to finish it. Returns whether this thread ran it.
-  bool Finish(TierJob& job);
-  // Cancels `job` if it is still queued, else waits for it. Returns whether it was
-  // cancelled.
-  bool Cancel(TierJob& job);
+  // to finish it. Returns its status, or DEADLINE_EXCEEDED when it did not finish in
+  // time (the worker is then stuck). `ran_here` (may be null): whether this thread ran it.
+  absl::Status Finish(TierJob& job, bool* ran_here = nullptr);
+  // Cancels `job` if it is still queued (OK), else waits for it: its status, or
+  // DEADLINE_EXCEEDED as Finish. `cancelled` (may be null): whether it was cancelled.
+  absl::Status Cancel(TierJob& job, bool* cancelled = nullptr);
   // Whether `job` finished or was cancelled.
   bool Done(const TierJob& job) const;
   absl::Status StatusOf(const TierJob& job) const;
-  // Waits until nothing is queued or running.
-  void Flush();
+  // Waits until nothing is queued or running; DEADLINE_EXCEEDED (stuck) if that takes
+  // longer than the deadline.
+  absl::Status Flush();
+  // OK, or the DEADLINE_EXCEEDED that made the worker stuck.
+  absl::Status stuck() const;
   // Finished jobs: copy-downs and their summed time, disk writes and failed writes.
   void Counters(int64_t* offloaded, int64_t* offload_ns, int64_t* writes,
                 int64_t* write_errors) const;
 
  private:
-  void WaitDone(TierJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs a job this thread marked kRunning, without the lock; marks it done.
-  void Run(TierJob& job);
-  void Loop();
-
-  BlockCopier* const device_;
-  mutable absl::Mutex mu_;
-  std::deque<std::shared_ptr<TierJob>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t offloaded_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t offload_ns_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t write_errors_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread thread_;  // last: starts after the fields above exist
+  struct State;  // shared with the thread, which may outlive the worker (see above)
+  std::shared_ptr<State> state_;
+  std::thread thread_;
 };
 
 }  // namespace lockstep::kv

@@ -6,14 +6,23 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kvcache/block_copier.h"
 #include "kvcache/block_layout.h"
+#include "kvcache/testing/gated_copier.h"
 #include "kvcache/tier_file.h"
 
 namespace lockstep::kv {
 namespace {
+
+using ::lockstep::testing::IsOk;
+using ::lockstep::testing::StatusIs;
+using ::testing::HasSubstr;
 
 constexpr int32_t kBlocks = 4;
 
@@ -21,32 +30,19 @@ BlockLayout Layout() {
   return BlockLayout{.num_layers = 1, .num_kv_heads = 1, .head_dim = 2, .tokens_per_block = 2};
 }
 
-// A host slab whose first copy-out waits for `release` (after notifying `started`), so
-// a test knows the worker thread is busy and later jobs are still queued.
-class GatedCopier : public HostBlockCopier {
- public:
-  explicit GatedCopier(std::byte* base) : HostBlockCopier(base, Layout(), kBlocks) {}
-  absl::Notification started;
-  absl::Notification release;
-
- protected:
-  absl::Status DoCopyOut(absl::Span<const BlockSpan> spans, absl::Span<std::byte> host) override {
-    if (!started.HasBeenNotified()) {
-      started.Notify();
-      release.WaitForNotification();
-    }
-    return HostBlockCopier::DoCopyOut(spans, host);
-  }
-};
-
 class TierWorkerTest : public ::testing::Test {
  protected:
-  TierWorkerTest() : slab_(Layout().BlockBytes() * kBlocks), copier_(slab_.data()) {
+  TierWorkerTest()
+      : slab_(Layout().BlockBytes() * kBlocks), copier_(slab_.data(), Layout(), kBlocks) {
     for (size_t i = 0; i < slab_.size(); ++i) slab_[i] = static_cast<std::byte>(i * 7 + 1);
   }
 
-  std::shared_ptr<TierJob> CopyDown(int32_t block) {
-    auto job = std::make_shared<TierJob>();
+  // A copy-down of `block`; `freed` (if given) is notified when the job is destroyed.
+  std::shared_ptr<TierJob> CopyDown(int32_t block, absl::Notification* freed = nullptr) {
+    std::shared_ptr<TierJob> job(new TierJob, [freed](TierJob* j) {
+      delete j;
+      if (freed != nullptr) freed->Notify();
+    });
     job->kind = TierJob::Kind::kCopyDown;
     job->block = BlockId{block};
     job->bytes = std::make_shared<std::vector<std::byte>>(Layout().BlockBytes());
@@ -65,22 +61,28 @@ class TierWorkerTest : public ::testing::Test {
 TEST_F(TierWorkerTest, TheOwnerRunsAQueuedJobItselfOrCancelsIt) {
   TierWorker worker(&copier_);
   auto first = CopyDown(0), second = CopyDown(1), third = CopyDown(2);
-  worker.Enqueue(first);
+  ASSERT_THAT(worker.Enqueue(first), IsOk());
   copier_.started.WaitForNotification();  // the thread is inside `first`
-  worker.Enqueue(second);
-  worker.Enqueue(third);
-  EXPECT_TRUE(worker.Finish(*second)) << "still queued: run by the caller";
+  ASSERT_THAT(worker.Enqueue(second), IsOk());
+  ASSERT_THAT(worker.Enqueue(third), IsOk());
+  bool ran_here = false;
+  EXPECT_THAT(worker.Finish(*second, &ran_here), IsOk());
+  EXPECT_TRUE(ran_here) << "still queued: run by the caller";
   EXPECT_TRUE(worker.Done(*second));
   EXPECT_EQ(*second->bytes, BlockBytes(1));
-  EXPECT_TRUE(worker.Cancel(*third));
+  bool cancelled = false;
+  EXPECT_THAT(worker.Cancel(*third, &cancelled), IsOk());
+  EXPECT_TRUE(cancelled);
   EXPECT_TRUE(worker.Done(*third));
   EXPECT_FALSE(worker.Done(*first));
   copier_.release.Notify();
-  EXPECT_FALSE(worker.Finish(*first)) << "running on the thread: waited for";
+  EXPECT_THAT(worker.Finish(*first, &ran_here), IsOk());
+  EXPECT_FALSE(ran_here) << "running on the thread: waited for";
   EXPECT_TRUE(worker.StatusOf(*first).ok());
   EXPECT_EQ(*first->bytes, BlockBytes(0));
-  EXPECT_FALSE(worker.Cancel(*first)) << "finished: nothing to cancel";
-  worker.Flush();  // the cancelled job is skipped, not run
+  EXPECT_THAT(worker.Cancel(*first, &cancelled), IsOk());
+  EXPECT_FALSE(cancelled) << "finished: nothing to cancel";
+  EXPECT_THAT(worker.Flush(), IsOk());  // the cancelled job is skipped, not run
   int64_t offloaded = 0, offload_ns = 0, writes = 0, write_errors = 0;
   worker.Counters(&offloaded, &offload_ns, &writes, &write_errors);
   EXPECT_EQ(offloaded, 2);
@@ -90,26 +92,27 @@ TEST_F(TierWorkerTest, TheOwnerRunsAQueuedJobItselfOrCancelsIt) {
 
 TEST_F(TierWorkerTest, DiskWritesAreVerifiableAndFailuresCounted) {
   copier_.started.Notify();  // no gate
-  absl::StatusOr<std::unique_ptr<TierFile>> file = TierFile::Create(
+  absl::StatusOr<std::unique_ptr<TierFile>> created = TierFile::Create(
       std::string(std::getenv("TEST_TMPDIR")) + "/blocks.kvt", 2, 2, Layout().BlockBytes());
-  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE(created.ok()) << created.status();
+  const std::shared_ptr<TierFile> file = *std::move(created);
   TierWorker worker(&copier_);
   auto write = std::make_shared<TierJob>();
   write->kind = TierJob::Kind::kDiskWrite;
   write->meta = TierBlockMeta{.key = 11, .parent_key = 5, .tokens = {3, 4}};
-  write->file = file->get();
+  write->file = file;
   write->slot = 1;
   write->bytes = std::make_shared<std::vector<std::byte>>(BlockBytes(3));
   auto bad = std::make_shared<TierJob>(*write);
   bad->slot = 2;  // past the file's slots: the write fails
-  worker.Enqueue(write);
-  worker.Enqueue(bad);
-  worker.Flush();
+  ASSERT_THAT(worker.Enqueue(write), IsOk());
+  ASSERT_THAT(worker.Enqueue(bad), IsOk());
+  EXPECT_THAT(worker.Flush(), IsOk());
   ASSERT_TRUE(worker.Done(*write) && worker.Done(*bad));
   EXPECT_TRUE(worker.StatusOf(*write).ok()) << worker.StatusOf(*write);
   EXPECT_FALSE(worker.StatusOf(*bad).ok());
   std::vector<std::byte> read(Layout().BlockBytes());
-  ASSERT_TRUE((*file)->Read(1, write->meta, absl::MakeSpan(read)).ok());
+  ASSERT_TRUE(file->Read(1, write->meta, absl::MakeSpan(read)).ok());
   EXPECT_EQ(read, BlockBytes(3));
   int64_t offloaded = 0, offload_ns = 0, writes = 0, write_errors = 0;
   worker.Counters(&offloaded, &offload_ns, &writes, &write_errors);
@@ -123,10 +126,76 @@ TEST_F(TierWorkerTest, TheDestructorRunsWhatIsQueued) {
   auto job = CopyDown(2);
   {
     TierWorker worker(&copier_);
-    worker.Enqueue(job);
+    ASSERT_THAT(worker.Enqueue(job), IsOk());
   }
   EXPECT_EQ(job->state, TierJob::State::kDone);
   EXPECT_EQ(*job->bytes, BlockBytes(2));
+}
+
+// A copy-down stuck on the device (the gate held) past a tiny deadline: every wait for it
+// ends with DEADLINE_EXCEEDED naming it, nothing more is queued, and nothing waits
+// again; the worker's destructor leaves without it. When the job finally ends, it
+// writes only into its own bytes and frees itself on the thread.
+TEST_F(TierWorkerTest, AJobPastItsDeadlineEndsEveryWaitAndNothingIsQueuedBehindIt) {
+  absl::Notification freed;
+  std::shared_ptr<TierJob> stuck = CopyDown(0, &freed);
+  const std::shared_ptr<std::vector<std::byte>> bytes = stuck->bytes;
+  {
+    TierWorker worker(&copier_, absl::ZeroDuration());
+    ASSERT_THAT(worker.Enqueue(stuck), IsOk()) << "nothing ran yet";
+    copier_.started.WaitForNotification();  // the thread is inside `stuck`
+    bool ran_here = true;
+    EXPECT_THAT(
+        worker.Finish(*stuck, &ran_here),
+        StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("copy-down of device block 0")));
+    EXPECT_FALSE(ran_here);
+    EXPECT_FALSE(worker.Done(*stuck));
+    EXPECT_THAT(worker.stuck(), StatusIs(absl::StatusCode::kDeadlineExceeded));
+    // Later jobs are refused at once, already done; no wait blocks again.
+    auto later = CopyDown(1);
+    EXPECT_THAT(worker.Enqueue(later), StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                                HasSubstr("copy-down of device block 1")));
+    EXPECT_TRUE(worker.Done(*later));
+    EXPECT_THAT(worker.Finish(*later), StatusIs(absl::StatusCode::kDeadlineExceeded));
+    EXPECT_EQ(later->bytes->at(0), std::byte{0}) << "a refused job never ran";
+    EXPECT_THAT(worker.Cancel(*stuck), StatusIs(absl::StatusCode::kDeadlineExceeded));
+    EXPECT_THAT(worker.Flush(), StatusIs(absl::StatusCode::kDeadlineExceeded));
+  }  // the destructor neither waits for `stuck` nor aborts
+  stuck.reset();
+  copier_.release.Notify();
+  ASSERT_TRUE(freed.WaitForNotificationWithTimeout(kTierJobDeadline))
+      << "the stuck job never ended";
+  EXPECT_EQ(*bytes, BlockBytes(0)) << "it wrote its own bytes, still alive";
+}
+
+// The worker finds a job running past the deadline when more waits behind it, without
+// a wait: what waits is cancelled, what comes later refused.
+TEST_F(TierWorkerTest, JobsBehindAnOverdueJobAreCancelledOrRefused) {
+  absl::Notification freed;
+  std::shared_ptr<TierJob> first = CopyDown(0, &freed);
+  auto second = CopyDown(1), third = CopyDown(2);
+  {
+    TierWorker worker(&copier_, absl::ZeroDuration());
+    ASSERT_THAT(worker.Enqueue(first), IsOk());
+    copier_.started.WaitForNotification();
+    ASSERT_THAT(worker.Enqueue(second), IsOk()) << "nothing waits behind `first` yet";
+    EXPECT_THAT(worker.Enqueue(third),
+                StatusIs(absl::StatusCode::kDeadlineExceeded,
+                         HasSubstr("(copy-down of device block 0) still running after")));
+    EXPECT_THAT(worker.stuck(), StatusIs(absl::StatusCode::kDeadlineExceeded));
+    EXPECT_TRUE(worker.Done(*second));
+    bool ran_here = true;
+    EXPECT_THAT(worker.Finish(*second, &ran_here),
+                StatusIs(absl::StatusCode::kDeadlineExceeded,
+                         HasSubstr("copy-down of device block 1 cancelled")));
+    EXPECT_FALSE(ran_here) << "cancelled, not run";
+    EXPECT_TRUE(worker.Done(*third));
+  }
+  EXPECT_EQ(second->bytes->at(0), std::byte{0});
+  EXPECT_EQ(third->bytes->at(0), std::byte{0});
+  first.reset();
+  copier_.release.Notify();
+  ASSERT_TRUE(freed.WaitForNotificationWithTimeout(kTierJobDeadline));
 }
 
 }  // namespace

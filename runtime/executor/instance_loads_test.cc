@@ -117,7 +117,7 @@ TEST(InstanceLoadsTest, TheRowCarriesTheTiers) {
   serve(1, 0, 9);     // 2 full blocks, copied down when released
   serve(2, 100, 16);  // 4 blocks: the device pool evicts the first prompt's
   serve(3, 0, 9);     // its 2 blocks come back from the host tier
-  kv.FlushTiers();
+  EXPECT_THAT(kv.FlushTiers(), IsOk());
   // A context leg of the same prompt handed off: the transfer may read its 2 full blocks
   // from the host tier's copies (pinned until the claim ends).
   std::vector<int32_t> leg(9);
