@@ -65,6 +65,19 @@ class KvManager::Impl {
     return keys.CheckCovers(config.target.reuse_salt, target().tokens_per_block(),
                             static_cast<int64_t>(prompt.size()));
   }
+  // The same for keys of a sequence `tokens` begins (PrefixKeys::CheckCoversAtLeast).
+  absl::Status CheckKeysAtLeast(absl::Span<const int32_t> tokens, const PrefixKeys& keys) const {
+    return keys.CheckCoversAtLeast(config.target.reuse_salt, target().tokens_per_block(),
+                                   static_cast<int64_t>(tokens.size()));
+  }
+  // KvManager::Commit with the target's keys of the leading blocks when known (checked
+  // by the caller), else none.
+  absl::Status Commit(RequestId id, absl::Span<const int32_t> tokens,
+                      absl::Span<const uint64_t> keys);
+  // KvManager::PinHostBlocks, likewise.
+  absl::StatusOr<std::shared_ptr<const HostBlocks>> PinHostBlocks(RequestId id,
+                                                                  absl::Span<const int32_t> prompt,
+                                                                  absl::Span<const uint64_t> keys);
 
   // Tokens of `prompt` a new cache reuses: full blocks of the prompt minus its
   // last token, matched in the target pool and (paired) the draft pool alike. `keys`:
@@ -284,17 +297,29 @@ int KvManager::Release(RequestId id) {
 }
 
 absl::Status KvManager::Commit(RequestId id, absl::Span<const int32_t> tokens) {
-  Impl& m = *impl_;
-  LOCKSTEP_DCHECK(m.thread_checker.IsOnOwnerThread());
-  KvCache* cache = m.target().Find(id);
+  return impl_->Commit(id, tokens, {});
+}
+
+absl::Status KvManager::Commit(RequestId id, absl::Span<const int32_t> tokens,
+                               const PrefixKeys& keys) {
+  RETURN_IF_ERROR(impl_->CheckKeysAtLeast(tokens, keys));
+  return impl_->Commit(id, tokens, keys.keys());
+}
+
+absl::Status KvManager::Impl::Commit(RequestId id, absl::Span<const int32_t> tokens,
+                                     absl::Span<const uint64_t> keys) {
+  LOCKSTEP_DCHECK(thread_checker.IsOnOwnerThread());
+  KvCache* cache = target().Find(id);
   if (cache == nullptr) {
     return absl::NotFoundError(absl::StrCat("request ", id.value(), " has no target cache"));
   }
-  m.target().Commit(*cache, tokens);
+  target().Commit(*cache, tokens, keys, 0);
   // A paired draft cache and an unpaired mirror publish the same tokens, up to their
   // own history.
-  if (m.draft() != nullptr) {
-    if (KvCache* draft = m.draft()->Find(id)) m.draft()->Commit(*draft, tokens);
+  if (draft() != nullptr) {
+    if (KvCache* d = draft()->Find(id)) {
+      draft()->Commit(*d, tokens, draft_shares_keys() ? keys : absl::Span<const uint64_t>(), 0);
+    }
   }
   return absl::OkStatus();
 }
@@ -462,17 +487,29 @@ absl::Status KvManager::FlushTiers() {
 
 absl::StatusOr<std::shared_ptr<const HostBlocks>> KvManager::PinHostBlocks(
     RequestId id, absl::Span<const int32_t> prompt) {
-  Impl& m = *impl_;
-  LOCKSTEP_DCHECK(m.thread_checker.IsOnOwnerThread());
-  const KvCache* cache = m.target().Find(id);
+  return impl_->PinHostBlocks(id, prompt, {});
+}
+
+absl::StatusOr<std::shared_ptr<const HostBlocks>> KvManager::PinHostBlocks(
+    RequestId id, absl::Span<const int32_t> prompt, const PrefixKeys& keys) {
+  RETURN_IF_ERROR(impl_->CheckKeysAtLeast(prompt, keys));
+  return impl_->PinHostBlocks(id, prompt, keys.keys());
+}
+
+absl::StatusOr<std::shared_ptr<const HostBlocks>> KvManager::Impl::PinHostBlocks(
+    RequestId id, absl::Span<const int32_t> prompt, absl::Span<const uint64_t> keys) {
+  LOCKSTEP_DCHECK(thread_checker.IsOnOwnerThread());
+  const KvCache* cache = target().Find(id);
   if (cache == nullptr) {
     return absl::NotFoundError(absl::StrCat("request ", id.value(), " has no target cache"));
   }
-  if (m.pins == nullptr || id == kDummyId) return nullptr;
+  if (pins == nullptr || id == kDummyId) return nullptr;
   // Only blocks whose KV is computed, and an onboard still pending has not copied in.
-  if (m.onboarder->Pending(id)) return nullptr;
+  if (onboarder->Pending(id)) return nullptr;
   const int64_t tokens = std::min<int64_t>(cache->history(), static_cast<int64_t>(prompt.size()));
-  return m.pins->Pin(id, prompt, tokens / m.target().tokens_per_block());
+  const int64_t blocks = tokens / target().tokens_per_block();
+  if (keys.empty()) return pins->Pin(id, prompt, blocks);
+  return pins->Pin(id, prompt, keys, blocks);
 }
 
 }  // namespace lockstep::kv

@@ -150,6 +150,12 @@ class KvManager {
   // every request created after). With reuse off and for the dummy only `committed`
   // moves. NotFound when `id` has no target cache.
   absl::Status Commit(RequestId id, absl::Span<const int32_t> tokens);
+  // The same where `keys` are the prefix keys of a sequence `tokens` begins (a request's
+  // keys cover its context; HashPrefix): the blocks' keys are read, not hashed, in the
+  // target pool and a paired draft pool of the same salt and block size. InvalidArgument
+  // (nothing committed) when they were made under another salt or block size, or cover
+  // fewer tokens than `tokens` holds.
+  absl::Status Commit(RequestId id, absl::Span<const int32_t> tokens, const PrefixKeys& keys);
 
   // Read-only probe: how many tokens of `prompt` (minus its last token) a new target
   // cache would reuse (an unpaired mirror's own reuse is not part of it).
@@ -188,6 +194,11 @@ class KvManager {
   // NotFound without a target cache; AlreadyExists when `id` already holds pins.
   absl::StatusOr<std::shared_ptr<const HostBlocks>> PinHostBlocks(
       RequestId id, absl::Span<const int32_t> prompt);
+  // The same where `keys` are the prefix keys of a sequence `prompt` begins: the blocks'
+  // keys are read, not hashed. InvalidArgument (nothing pinned) as for Commit.
+  absl::StatusOr<std::shared_ptr<const HostBlocks>> PinHostBlocks(RequestId id,
+                                                                  absl::Span<const int32_t> prompt,
+                                                                  const PrefixKeys& keys);
 
   // ---- Queries. ----
 

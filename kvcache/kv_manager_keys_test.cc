@@ -10,6 +10,7 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kvcache/kv_events.h"
 #include "kvcache/kv_manager.h"
 #include "kvcache/prefix_hash.h"
 #include "kvcache/testing/token_run.h"
@@ -81,6 +82,62 @@ void EvictAll(KvManager& m) {
   ASSERT_THAT(m.Resize(other, kTarget, int64_t{m.num_blocks(kTarget)} * kTpb, 0), IsOk());
   m.Release(other);
   EXPECT_THAT(m.FlushTiers(), IsOk());
+}
+
+// The keys the tree's blocks were committed under (KvEventObserver).
+struct CommittedKeys : KvEventObserver {
+  void OnCommitted(uint64_t key) override { keys.push_back(key); }
+  void OnEvicted(uint64_t) override {}
+  std::vector<uint64_t> keys;
+};
+
+// A commit given the request's keys (a prefill chunk, the whole context, then decoded
+// tokens after the keys were extended) publishes each block under the key a fresh hash
+// of the tokens gives, and the tree then matches a freshly hashed prompt.
+TEST(KvManagerKeysTest, ACommitGivenKeysPublishesWhatAFreshHashNames) {
+  std::unique_ptr<KvManager> m = Make(32);
+  CommittedKeys committed;
+  m->SetEventObserver(&committed);
+  const RequestId id(1);
+  const std::vector<int32_t> prompt = Tokens(18, 100);
+  PrefixKeys keys = KeysOf(*m, prompt);
+  ASSERT_THAT(m->CreateCache(id, prompt, keys), IsOk());
+  ASSERT_THAT(m->Resize(id, kTarget, 18, 8), IsOk());
+  ASSERT_THAT(m->Commit(id, absl::MakeConstSpan(prompt).first(8), keys), IsOk());
+  EXPECT_THAT(committed.keys,
+              ElementsAreArray(PrefixHashChain(kSalt, kTpb, absl::MakeConstSpan(prompt).first(8))));
+  ASSERT_THAT(m->Resize(id, kTarget, 18, 18), IsOk());
+  ASSERT_THAT(m->Commit(id, prompt, keys), IsOk());
+  EXPECT_THAT(committed.keys, ElementsAreArray(PrefixHashChain(kSalt, kTpb, prompt)));
+  // Decoded tokens: the keys are extended over them (only the new blocks hashed).
+  std::vector<int32_t> decoded = prompt;
+  for (int32_t t : Tokens(7, 500)) decoded.push_back(t);
+  ASSERT_THAT(m->Resize(id, kTarget, 25, 25), IsOk());
+  EXPECT_THAT(m->Commit(id, decoded, keys),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("stale keys")));
+  EXPECT_EQ(m->Info(id, kTarget)->committed, 16) << "a refused commit publishes nothing";
+  m->HashPrefix(absl::MakeConstSpan(decoded).first(24), &keys);
+  ASSERT_THAT(m->Commit(id, absl::MakeConstSpan(decoded).first(24), keys), IsOk());
+  EXPECT_THAT(committed.keys, ElementsAreArray(PrefixHashChain(
+                                  kSalt, kTpb, absl::MakeConstSpan(decoded).first(24))));
+  EXPECT_EQ(m->ProbePrefix(decoded), 24) << "the tree matches the freshly hashed tokens";
+  EXPECT_THAT(m->Audit({id}, {}, false), IsEmpty());
+  m->SetEventObserver(nullptr);
+}
+
+// Keys made under another salt or block size are refused: nothing is committed.
+TEST(KvManagerKeysTest, ACommitGivenForeignKeysCommitsNothing) {
+  std::unique_ptr<KvManager> m = Make(32);
+  const RequestId id(1);
+  const std::vector<int32_t> prompt = Tokens(16, 100);
+  ASSERT_THAT(m->CreateCache(id, prompt), IsOk());
+  ASSERT_THAT(m->Resize(id, kTarget, 16, 16), IsOk());
+  PrefixKeys foreign;
+  foreign.Extend(kSalt + 1, kTpb, prompt);
+  EXPECT_THAT(m->Commit(id, prompt, foreign),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("salt")));
+  EXPECT_EQ(m->Info(id, kTarget)->committed, 0);
+  EXPECT_EQ(m->ProbePrefix(prompt), 0);
 }
 
 TEST(KvManagerKeysTest, KeysReuseWhatHashingTheDeviceTreeWouldReuse) {

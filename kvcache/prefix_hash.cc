@@ -39,6 +39,16 @@ void PrefixKeys::Clear() {
 
 absl::Status PrefixKeys::CheckCovers(uint64_t salt, int tokens_per_block,
                                      int64_t num_tokens) const {
+  return Check(salt, tokens_per_block, num_tokens, /*exact=*/true);
+}
+
+absl::Status PrefixKeys::CheckCoversAtLeast(uint64_t salt, int tokens_per_block,
+                                            int64_t num_tokens) const {
+  return Check(salt, tokens_per_block, num_tokens, /*exact=*/false);
+}
+
+absl::Status PrefixKeys::Check(uint64_t salt, int tokens_per_block, int64_t num_tokens,
+                               bool exact) const {
   if (tokens_per_block >= 1 && num_tokens < tokens_per_block && keys_.empty()) {
     return absl::OkStatus();
   }
@@ -47,7 +57,7 @@ absl::Status PrefixKeys::CheckCovers(uint64_t salt, int tokens_per_block,
         absl::StrCat("prefix keys were made with salt ", salt_, " and ", tokens_per_block_,
                      " tokens a block; the pool uses salt ", salt, " and ", tokens_per_block));
   }
-  if (num_tokens != num_tokens_) {
+  if (exact ? num_tokens != num_tokens_ : num_tokens > num_tokens_) {
     return absl::InvalidArgumentError(absl::StrCat("prefix keys cover ", num_tokens_,
                                                    " tokens; the prompt has ", num_tokens,
                                                    " (stale keys)"));

@@ -54,8 +54,14 @@ class PrefixKeys {
   // `tokens_per_block`); InvalidArgument naming what differs otherwise. A sequence of
   // fewer than `tokens_per_block` tokens needs no key: any empty PrefixKeys covers it.
   absl::Status CheckCovers(uint64_t salt, int tokens_per_block, int64_t num_tokens) const;
+  // The same for a sequence of at least `num_tokens` tokens: its first
+  // num_tokens / tokens_per_block keys are those of its first `num_tokens` tokens.
+  absl::Status CheckCoversAtLeast(uint64_t salt, int tokens_per_block, int64_t num_tokens) const;
 
  private:
+  // CheckCovers (`exact`) or CheckCoversAtLeast.
+  absl::Status Check(uint64_t salt, int tokens_per_block, int64_t num_tokens, bool exact) const;
+
   uint64_t salt_ = 0;
   int tokens_per_block_ = 0;
   int64_t num_tokens_ = 0;

@@ -107,5 +107,17 @@ TEST(PrefixKeysTest, CheckCoversNamesWhatDiffers) {
   EXPECT_EQ(keys.CheckCovers(9, 4, 3).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(PrefixKeysTest, CheckCoversAtLeastTakesAnyShorterSequence) {
+  PrefixKeys keys;
+  keys.Extend(9, 4, Iota(10, 0));
+  for (int64_t n = 0; n <= 10; ++n) EXPECT_TRUE(keys.CheckCoversAtLeast(9, 4, n).ok()) << n;
+  const absl::Status stale = keys.CheckCoversAtLeast(9, 4, 11);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(stale.message().find("cover 10 tokens; the prompt has 11"), absl::string_view::npos)
+      << stale;
+  EXPECT_EQ(keys.CheckCoversAtLeast(8, 4, 4).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(keys.CheckCoversAtLeast(9, 2, 4).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace lockstep::kv

@@ -15,6 +15,18 @@ TierPins::TierPins(KvTiers* tiers, int tokens_per_block, uint64_t salt)
 absl::StatusOr<std::shared_ptr<const HostBlocks>> TierPins::Pin(RequestId id,
                                                                 absl::Span<const int32_t> prompt,
                                                                 int64_t num_blocks) {
+  const size_t tpb = static_cast<size_t>(tokens_per_block_);
+  num_blocks = std::clamp<int64_t>(num_blocks, 0, static_cast<int64_t>(prompt.size() / tpb));
+  return Pin(id, prompt,
+             PrefixHashChain(salt_, tokens_per_block_,
+                             prompt.first(static_cast<size_t>(num_blocks) * tpb)),
+             num_blocks);
+}
+
+absl::StatusOr<std::shared_ptr<const HostBlocks>> TierPins::Pin(RequestId id,
+                                                                absl::Span<const int32_t> prompt,
+                                                                absl::Span<const uint64_t> keys,
+                                                                int64_t num_blocks) {
   if (held_.contains(id)) {
     return absl::AlreadyExistsError(
         absl::StrCat("request ", id.value(), " already holds host tier pins"));
@@ -22,8 +34,11 @@ absl::StatusOr<std::shared_ptr<const HostBlocks>> TierPins::Pin(RequestId id,
   const size_t tpb = static_cast<size_t>(tokens_per_block_);
   num_blocks = std::min<int64_t>(num_blocks, static_cast<int64_t>(prompt.size() / tpb));
   if (num_blocks <= 0) return nullptr;
-  const std::vector<uint64_t> chain =
-      PrefixHashChain(salt_, tokens_per_block_, prompt.first(static_cast<size_t>(num_blocks) * tpb));
+  if (static_cast<int64_t>(keys.size()) < num_blocks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(keys.size(), " prefix keys for ", num_blocks, " blocks"));
+  }
+  const absl::Span<const uint64_t> chain = keys.first(static_cast<size_t>(num_blocks));
   Held held;
   held.blocks = std::make_shared<HostBlocks>();
   held.blocks->target.resize(chain.size());

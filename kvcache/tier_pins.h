@@ -47,6 +47,13 @@ class TierPins {
   absl::StatusOr<std::shared_ptr<const HostBlocks>> Pin(RequestId id,
                                                         absl::Span<const int32_t> prompt,
                                                         int64_t num_blocks);
+  // The same where `keys` hold the chain's keys (at least num_blocks of them, as far
+  // as `prompt` has full blocks; a request's prefix keys): nothing is hashed.
+  // InvalidArgument when there are fewer.
+  absl::StatusOr<std::shared_ptr<const HostBlocks>> Pin(RequestId id,
+                                                        absl::Span<const int32_t> prompt,
+                                                        absl::Span<const uint64_t> keys,
+                                                        int64_t num_blocks);
   // Drops `id`'s pins (no-op without) and counts the blocks its transfer read.
   void Release(RequestId id);
   bool Holds(RequestId id) const { return held_.contains(id); }

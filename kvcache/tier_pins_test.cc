@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kvcache/kv_manager.h"
+#include "kvcache/prefix_hash.h"
 #include "kvcache/testing/token_run.h"
 
 namespace lockstep::kv {
@@ -84,6 +85,38 @@ std::vector<int32_t> LegAfterEviction(KvManager& m, const std::vector<int32_t>& 
   EXPECT_EQ(m.Stats().tiers.onboarded_blocks[static_cast<int>(Tier::kHost)],
             static_cast<int64_t>(prompt.size()) / kTpb);
   return leg;
+}
+
+// Given the request's prefix keys (made once, at admission), the hand-off hashes
+// nothing and pins what hashing the prompt pins; stale keys are refused, and keys of
+// another prompt pin nothing (each pin also compares parent and tokens).
+TEST(TierPinsTest, HandOffGivenThePrefixKeysPinsWhatHashingPins) {
+  std::unique_ptr<KvManager> m = Make(6, 16);
+  const std::vector<int32_t> a = Tokens(8, 100);  // 4 blocks
+  const std::vector<int32_t> leg = LegAfterEviction(*m, a);
+  PrefixKeys stale;
+  m->HashPrefix(absl::MakeConstSpan(leg).first(4), &stale);
+  EXPECT_THAT(m->PinHostBlocks(RequestId(3), leg, stale),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("stale keys")));
+  PrefixKeys other;
+  m->HashPrefix(Tokens(9, 300), &other);
+  absl::StatusOr<std::shared_ptr<const HostBlocks>> none =
+      m->PinHostBlocks(RequestId(3), leg, other);
+  ASSERT_THAT(none, IsOk());
+  EXPECT_EQ(*none, nullptr);
+  EXPECT_EQ(m->Stats().tiers.pinned_blocks, 0);
+  PrefixKeys keys;
+  m->HashPrefix(leg, &keys);
+  absl::StatusOr<std::shared_ptr<const HostBlocks>> host =
+      m->PinHostBlocks(RequestId(3), leg, keys);
+  ASSERT_THAT(host, IsOk());
+  ASSERT_NE(*host, nullptr);
+  ASSERT_EQ((*host)->target.size(), 4u);
+  for (int64_t b = 0; b < 4; ++b) {
+    ASSERT_NE((*host)->Find(b), nullptr) << "block " << b;
+    EXPECT_EQ(*(*host)->Find(b), Expected(*m, leg, b)) << "block " << b;
+  }
+  EXPECT_EQ(m->Stats().tiers.pinned_blocks, 4);
 }
 
 TEST(TierPinsTest, HandOffPinsTheHostCopiesOfThePrefixWithTheirBytes) {

@@ -190,8 +190,9 @@ class Executor {
                      uint64_t generation, int64_t grant);
   // Publishes the full blocks a decoding request's KV now holds (prompt and output, up
   // to `history` - 1) for prefix reuse: a follow-up turn's prompt extends both. Once
-  // per completed block.
-  void PublishDecoded(const sched::Request& request, int64_t history);
+  // per completed block. Extends the request's prefix keys over those tokens (hashing
+  // only the blocks they gained) and commits with them.
+  void PublishDecoded(sched::Request& request, int64_t history);
   absl::Status Respond();
   void TerminateFinished();
   void FailRequest(sched::Request* request, absl::Status status, bool transfer);

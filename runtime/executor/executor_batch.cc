@@ -264,10 +264,13 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
   if (e.is_context) {
     if (config_.scheduler.prefix_reuse) {
       // Publish the full blocks computed so far for prefix reuse, in every pool (a
-      // mirror's history now covers the chunk too: the draft prefilled it).
+      // mirror's history now covers the chunk too: the draft prefilled it), under the
+      // keys the request's context was hashed to at admission (not hashed again).
       const auto& tokens = r->context_tokens();
       const int64_t n = std::min<int64_t>(info->history, static_cast<int64_t>(tokens.size()));
-      (void)kv_->Commit(e.id, absl::MakeConstSpan(tokens.data(), static_cast<size_t>(n)));
+      const absl::Status committed = kv_->Commit(
+          e.id, absl::MakeConstSpan(tokens.data(), static_cast<size_t>(n)), r->prefix_keys());
+      LOCKSTEP_DCHECK(committed.ok()) << committed;
     }
     if (!e.last_chunk) return;
   } else {
@@ -321,7 +324,7 @@ void Executor::ApplyResult(const InFlightEntry& e, const engine::SequenceResult&
   outbox_.push_back(std::move(response));
 }
 
-void Executor::PublishDecoded(const Request& r, int64_t history) {
+void Executor::PublishDecoded(Request& r, int64_t history) {
   // KV that arrived by transfer is not published (only what this rank computed).
   if (r.context_source().has_value() && r.num_pauses() == 0) return;
   // The draft model's KV may lag the target's by one position (model_engine.h): publish
@@ -341,7 +344,12 @@ void Executor::PublishDecoded(const Request& r, int64_t history) {
   commit_tokens_.assign(r.prompt().begin(), r.prompt().end());
   commit_tokens_.insert(commit_tokens_.end(), r.output_tokens().begin(), r.output_tokens().end());
   commit_tokens_.resize(static_cast<size_t>(n));
-  (void)kv_->Commit(r.id(), commit_tokens_);
+  // The keys cover the context at admission (or more, from an earlier call): both
+  // sequences begin the request's tokens, so only the blocks past them are hashed.
+  kv::PrefixKeys& keys = *r.mutable_prefix_keys();
+  if (keys.num_tokens() < n) kv_->HashPrefix(commit_tokens_, &keys);
+  const absl::Status committed = kv_->Commit(r.id(), commit_tokens_, keys);
+  LOCKSTEP_DCHECK(committed.ok()) << committed;
 }
 
 }  // namespace lockstep::exec

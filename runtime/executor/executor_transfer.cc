@@ -69,9 +69,10 @@ void Executor::StartSend(Request* request) {
     spec.num_tokens = static_cast<int64_t>(request->prompt().size());
     spec.lease_expiry = clock_->Now() + config_.claim_lease;
     // Prefix blocks the host KV tier holds are read from there (kvcache/tier_pins.h);
-    // the pins go with the cache, released once the claim ends.
+    // the pins go with the cache, released once the claim ends. The request's prefix
+    // keys name them (without prefix reuse there are none, and nothing to pin).
     absl::StatusOr<std::shared_ptr<const kv::HostBlocks>> host =
-        kv_->PinHostBlocks(request->id(), request->prompt());
+        kv_->PinHostBlocks(request->id(), request->prompt(), request->prefix_keys());
     if (host.ok()) spec.host_blocks = *std::move(host);
     started = transceiver_->StartSend(spec);
   }
