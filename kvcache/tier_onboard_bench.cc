@@ -19,6 +19,9 @@
 //                           times hashing the prompt's keys afresh (hash_ns): with it
 //                           counted in, vs_memcpy_hashed (memcpy time over onboard plus
 //                           hashing time).
+//   BM_OnboardDisk/N        BM_OnboardPrefix's onboard (no reference memcpy) from the disk
+//                           tier: the N blocks are read from the rank's disk file
+//                           (counter disk_blocks: how many of them, per onboard).
 //   BM_HashPrefix/N         KvManager::HashPrefix of an (N + 1)-token-block prompt from no
 //                           keys: the hashing a request's admission does once (counter
 //                           sec_per_block).
@@ -31,9 +34,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -42,6 +47,7 @@
 #include "kvcache/kv_manager.h"
 #include "kvcache/prefix_hash.h"
 #include "kvcache/stream_copy.h"
+#include "kvcache/tier_file.h"
 
 namespace lockstep::kv {
 namespace {
@@ -222,6 +228,66 @@ void BM_HashPrefix(benchmark::State& state) {
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+// BM_OnboardPrefix with the prefix on the disk tier: a one-block host tier spills every
+// evicted block to the disk file, so each onboard reads its N blocks back (pread from
+// the page cache, then verified). Four prompts in turn; the counter disk_blocks is the
+// blocks an onboard read from disk (at most one of the N comes from the host tier).
+void BM_OnboardDisk(benchmark::State& state) {
+  const int blocks = static_cast<int>(state.range(0));
+  constexpr int kPrompts = 4;
+  const size_t block_bytes = Layout().BlockBytes();
+  KvManagerConfig config;
+  config.target.layout = Layout();
+  config.target.num_blocks = blocks + 2;
+  config.tiers.host_bytes = static_cast<int64_t>(block_bytes);
+  const char* tmp = std::getenv("TMPDIR");
+  config.tiers.disk_path = std::string(tmp != nullptr ? tmp : "/tmp") + "/tier_onboard_bench";
+  config.tiers.disk_bytes =
+      (kPrompts + 1) * blocks * static_cast<int64_t>(TierFileBytes(kTpb, block_bytes));
+  std::unique_ptr<KvManager> m = *KvManager::Create(config);
+  const int64_t pool_tokens = static_cast<int64_t>(config.target.num_blocks) * kTpb;
+  const int64_t prefix = static_cast<int64_t>(blocks) * kTpb;
+  std::vector<std::vector<int32_t>> prompt(kPrompts);
+  for (int p = 0; p < kPrompts; ++p) {
+    prompt[p].resize(static_cast<size_t>(prefix + 1));
+    std::iota(prompt[p].begin(), prompt[p].end(), 1000 + p * (prefix + 1));
+  }
+  auto evict = [&] {
+    LOCKSTEP_CHECK_OK(m->CreateCache(RequestId(2)).status());
+    LOCKSTEP_CHECK_OK(m->Resize(RequestId(2), PoolKind::kTarget, pool_tokens, 0));
+    m->Release(RequestId(2));
+  };
+  for (const std::vector<int32_t>& p : prompt) {
+    LOCKSTEP_CHECK_OK(m->CreateCache(RequestId(1)).status());
+    LOCKSTEP_CHECK_OK(m->Resize(RequestId(1), PoolKind::kTarget, prefix, prefix));
+    LOCKSTEP_CHECK_OK(m->Commit(RequestId(1), absl::MakeConstSpan(p).first(prefix)));
+    m->Release(RequestId(1));
+    evict();
+  }
+  LOCKSTEP_CHECK_OK(m->FlushTiers());
+  std::vector<PrefixKeys> keys(prompt.size());
+  for (size_t p = 0; p < prompt.size(); ++p) m->HashPrefix(prompt[p], &keys[p]);
+  const int64_t disk_before = m->Stats().tiers.onboarded_blocks[static_cast<int>(Tier::kDisk)];
+  size_t next = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    const absl::StatusOr<int64_t> reused = m->CreateCache(RequestId(1), prompt[next], keys[next]);
+    const auto end = std::chrono::steady_clock::now();
+    LOCKSTEP_CHECK(reused.ok() && *reused == prefix) << reused.status();
+    state.SetIterationTime(std::chrono::duration<double>(end - start).count());
+    m->Release(RequestId(1));
+    evict();
+    next = (next + 1) % prompt.size();
+  }
+  LOCKSTEP_CHECK_OK(m->FlushTiers());
+  const int64_t disk = m->Stats().tiers.onboarded_blocks[static_cast<int>(Tier::kDisk)];
+  state.SetBytesProcessed(state.iterations() * blocks * static_cast<int64_t>(block_bytes));
+  state.counters["disk_blocks"] =
+      state.iterations() > 0
+          ? static_cast<double>(disk - disk_before) / static_cast<double>(state.iterations())
+          : 0;
+}
+
 // {N, ring}: hot and cold sources, 8 and 64 blocks.
 void Shapes(benchmark::internal::Benchmark* b) {
   for (const int n : {8, 64}) {
@@ -233,6 +299,7 @@ BENCHMARK(BM_MemcpyFalling)->Apply(Shapes)->UseRealTime();
 BENCHMARK(BM_StreamCopy)->Apply(Shapes)->UseRealTime();
 BENCHMARK(BM_OnboardPrefix)->Apply(Shapes)->UseManualTime();
 BENCHMARK(BM_HashPrefix)->Arg(8)->Arg(64);
+BENCHMARK(BM_OnboardDisk)->Arg(8)->Arg(64)->UseManualTime();
 
 }  // namespace
 }  // namespace lockstep::kv
