@@ -345,13 +345,13 @@ absl::Status UcxDataServer::StageOffer(const PullRequest& request, absl::Time de
   reply->set_worker_address(worker_->address());
   reply->set_rkey(range->rkey());
   reply->set_remote_address(range->address());
-  reply->set_length(*bytes);
   if (!publish) {
     StagingSink sink(range->data(), *bytes, reply);
     if (absl::Status served = handler_(request, deadline, sink); !served.ok()) {
       unreserve();
       return served;
     }
+    reply->set_length(sink.used());
     absl::StatusOr<uint64_t> id =
         Keep(std::move(range), range_bytes, deadline, request.requester());
     if (!id.ok()) return id.status();
@@ -359,7 +359,9 @@ absl::Status UcxDataServer::StageOffer(const PullRequest& request, absl::Time de
     return absl::OkStatus();
   }
   // Published: kept (and answered) once the claim is taken; `range` pins the bytes
-  // while they are written, whatever drops the offer meanwhile.
+  // while they are written, whatever drops the offer meanwhile. The reader checks the
+  // staged length against the published trailer.
+  reply->set_length(*bytes);
   absl::Status kept;
   std::optional<uint64_t> id;
   PublishingSink sink(range->data(), *bytes, blocks, [&] {
