@@ -4,8 +4,9 @@
 // session Offers after a connection's first are answered before staging and read as
 // the blocks are published: moved bit-exact; a piece never published ends the receive
 // at its deadline or on its cancel; a damaged piece fails its checksum; a staging
-// failure after the answer fails the receive with it; a rank of an earlier version on
-// either side gets ordinary offers. Over tcp no offer is published.
+// failure after the answer fails the receive with it, and so does the context rank
+// shutting down mid-staging; a rank of an earlier version on either side gets ordinary
+// offers. Over tcp no offer is published.
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -215,6 +216,25 @@ TEST_P(UcxPublishedTest, AStagingFailureAfterTheAnswerFailsTheReceive) {
   EXPECT_THAT(got.message(), HasSubstr("failed to stage the offer it had answered"));
   EXPECT_THAT(got.message(), HasSubstr("pull of request 8"));
   hook_.released.Notify();
+}
+
+// The context rank shutting down while a piece is awaited (its claim aborted
+// mid-staging, its offer dropped while the range is still written): the receive fails
+// with the context rank's error long before its 60 s deadline.
+TEST_P(UcxPublishedTest, AContextRankShuttingDownMidStagingFailsTheReceive) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  if (!Maps()) GTEST_SKIP() << "no published offers without shared memory";
+  hook_.stop = true;
+  ASSERT_TRUE(Start(&hook_));
+  ASSERT_THAT(StartMove(8, 41, absl::Seconds(60)), IsOk());
+  ASSERT_TRUE(hook_.reached.WaitForNotificationWithTimeout(kWait));
+  const absl::Time start = absl::Now();
+  ctx_.reset();
+  const absl::Status got = Outcome();
+  EXPECT_FALSE(got.ok());
+  EXPECT_FALSE(absl::IsDeadlineExceeded(got)) << got;
+  EXPECT_THAT(got.message(), HasSubstr("pull of request 8"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
 }
 
 // The TCP data plane on (the fallback); the UCX transport comes from UCX_TLS.
