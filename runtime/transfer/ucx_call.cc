@@ -1,6 +1,6 @@
 // UcxWorker's calls: a request and its answer as active messages (UcxWorker::Call,
 // ServeCalls), for the UCX data plane's session Offers and Releases
-// (docs/transfer-ucx.md).
+// (docs/transfer-ucx.md); a handler may answer before it returns (CallReply).
 #include <cstring>
 #include <memory>
 #include <string>
@@ -72,7 +72,23 @@ ucs_status_t CallHandlers::OnAnswer(void* arg, const void* header, size_t header
 
 }  // namespace ucx_internal
 
+void UcxWorker::CallReply::Answer(std::string answer) {
+  if (answered_) return;
+  answered_ = true;
+  send_(std::move(answer));
+}
+
 void UcxWorker::ServeCalls(CallHandler handler) {
+  if (handler == nullptr) {
+    ServeCallsWithReply(nullptr);
+    return;
+  }
+  ServeCallsWithReply([handler = std::move(handler)](absl::string_view request, CallReply&) {
+    return handler(request);
+  });
+}
+
+void UcxWorker::ServeCallsWithReply(ReplyingCallHandler handler) {
   absl::MutexLock lock(&call_handler_mu_);
   call_handler_ = std::move(handler);
 }
@@ -80,17 +96,23 @@ void UcxWorker::ServeCalls(CallHandler handler) {
 void UcxWorker::AnswerCall(void* reply_ep, const void* header, size_t header_length,
                            const void* data, size_t length) {
   if (header_length != kCallHeader) return;  // not our call: nothing to answer
-  auto* answer = new Outgoing;
-  std::memcpy(answer->header, header, kCallHeader);
-  {
-    absl::ReaderMutexLock lock(&call_handler_mu_);
-    if (call_handler_) {
-      answer->header[kCallHeader] = 1;
-      answer->body = call_handler_({static_cast<const char*>(data), length});
-    }
+  // Sends the answer, served by a handler or not; a failed send leaves the caller to
+  // its deadline or its endpoint's error.
+  const auto send = [&](bool served, std::string body) {
+    auto* answer = new Outgoing;
+    std::memcpy(answer->header, header, kCallHeader);
+    answer->header[kCallHeader] = served ? 1 : 0;
+    answer->body = std::move(body);
+    (void)SendEager(static_cast<ucp_ep_h>(reply_ep), kAnswerId, answer, kAnswerHeader, 0);
+  };
+  absl::ReaderMutexLock lock(&call_handler_mu_);
+  if (!call_handler_) {
+    send(false, "");
+    return;
   }
-  // A failed send leaves the caller to its deadline or its endpoint's error.
-  (void)SendEager(static_cast<ucp_ep_h>(reply_ep), kAnswerId, answer, kAnswerHeader, 0);
+  CallReply reply([&send](std::string body) { send(true, std::move(body)); });
+  std::string body = call_handler_({static_cast<const char*>(data), length}, reply);
+  reply.Answer(std::move(body));  // nothing, where the handler answered already
 }
 
 void UcxWorker::CompleteCall(const void* header, size_t header_length, const void* data,

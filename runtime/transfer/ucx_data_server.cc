@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -12,6 +15,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "runtime/security/secret.h"
+#include "runtime/transfer/ucx_published.h"
 
 namespace lockstep::transfer {
 namespace {
@@ -128,8 +132,9 @@ absl::StatusOr<std::unique_ptr<UcxDataServer>> UcxDataServer::Start(
   server->reaper_ = std::thread([self] { self->ReapLoop(); });
   // Session calls are served until Shutdown.
   if (!self->worker_->hooks().no_sessions) {
-    self->worker_->ServeCalls(
-        [self](absl::string_view call) { return self->ServeSessionCall(call); });
+    self->worker_->ServeCallsWithReply([self](absl::string_view call, UcxWorker::CallReply& reply) {
+      return self->ServeSessionCall(call, reply);
+    });
   }
   return server;
 }
@@ -157,16 +162,19 @@ UcxDataServer::Stats UcxDataServer::stats() const {
   return stats_;
 }
 
-absl::StatusOr<int64_t> UcxDataServer::StagedBytes(const PullRequest& request) const {
+absl::StatusOr<int64_t> UcxDataServer::StagedBytes(const PullRequest& request,
+                                                   int64_t* blocks) const {
   if (request.num_tokens() < 1 || request.num_tokens() > kMaxTokens) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_tokens ", request.num_tokens(), " is outside [1, ", kMaxTokens, "]"));
   }
   int64_t bytes = 0;
+  *blocks = 0;
   for (kv::PoolKind kind : {kv::PoolKind::kTarget, kv::PoolKind::kDraft}) {
     if (kind == kv::PoolKind::kDraft && request.draft_blocks() == 0) continue;
     const std::optional<kv::BlockLayout>& layout = descriptor_.pool(kind);
     if (!layout.has_value()) continue;  // the handler refuses the mismatch
+    *blocks += layout->BlocksFor(request.num_tokens());
     bytes += layout->BlocksFor(request.num_tokens()) * static_cast<int64_t>(layout->BlockBytes());
   }
   return bytes;
@@ -239,7 +247,7 @@ std::string UcxDataServer::SessionKeyFor(const std::string& requester) {
   return session->key;
 }
 
-std::string UcxDataServer::ServeSessionCall(absl::string_view bytes) {
+std::string UcxDataServer::ServeSessionCall(absl::string_view bytes, UcxWorker::CallReply& reply) {
   lockstep::v1::UcxSessionCall call;
   lockstep::v1::UcxSessionAnswer answer;
   const absl::Status served = [&]() -> absl::Status {
@@ -280,8 +288,13 @@ std::string UcxDataServer::ServeSessionCall(absl::string_view bytes) {
           absl::StrCat("the UCX session offer of request ", call.offer().context_request_id(),
                        " came with no time left (", call.timeout_micros(), " us)"));
     }
-    return StageOffer(call.offer(), absl::Now() + absl::Microseconds(call.timeout_micros()),
-                      answer.mutable_offer());
+    const absl::Time deadline = absl::Now() + absl::Microseconds(call.timeout_micros());
+    if (!call.reads_published() || worker_->hooks().no_published) {
+      return StageOffer(call.offer(), deadline, answer.mutable_offer());
+    }
+    // Answered (code OK) from inside the staging, once the claim is taken.
+    return StageOffer(call.offer(), deadline, answer.mutable_offer(),
+                      [&] { reply.Answer(answer.SerializeAsString()); });
   }();
   answer.set_code(static_cast<int32_t>(served.code()));
   answer.set_message(std::string(served.message()));
@@ -290,10 +303,16 @@ std::string UcxDataServer::ServeSessionCall(absl::string_view bytes) {
 }
 
 absl::Status UcxDataServer::StageOffer(const PullRequest& request, absl::Time deadline,
-                                       lockstep::v1::UcxOffer* reply) {
+                                       lockstep::v1::UcxOffer* reply,
+                                       const std::function<void()>& answer) {
   deadline = std::min(deadline, absl::Now() + options_.max_offer_lifetime);
-  absl::StatusOr<int64_t> bytes = StagedBytes(request);
+  int64_t blocks = 0;
+  absl::StatusOr<int64_t> bytes = StagedBytes(request, &blocks);
   if (!bytes.ok()) return bytes.status();
+  const bool publish = answer != nullptr;
+  // A published range carries its header after the bytes.
+  const int64_t range_bytes = publish ? static_cast<int64_t>(PublishedRangeBytes(*bytes, blocks))
+                                      : std::max<int64_t>(*bytes, 1);
   const auto refuse = [&](absl::string_view why) {
     absl::MutexLock lock(&mu_);
     ++stats_.refused;
@@ -304,54 +323,101 @@ absl::Status UcxDataServer::StageOffer(const PullRequest& request, absl::Time de
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return absl::UnavailableError("the UCX data plane is shut down");
-    full = reserved_bytes_ + *bytes > options_.max_staged_bytes;
-    if (!full) reserved_bytes_ += *bytes;
+    full = reserved_bytes_ + range_bytes > options_.max_staged_bytes;
+    if (!full) reserved_bytes_ += range_bytes;
   }
   if (full) {
-    return refuse(
-        absl::StrCat("staging ", *bytes, " more bytes would pass ", options_.max_staged_bytes));
+    return refuse(absl::StrCat("staging ", range_bytes, " more bytes would pass ",
+                               options_.max_staged_bytes));
   }
-  Staged staged;
-  staged.bytes = *bytes;
-  absl::StatusOr<UcxStagingPool::Range> range =
-      pool_->Take(static_cast<size_t>(std::max<int64_t>(*bytes, 1)));
+  absl::StatusOr<UcxStagingPool::Range> taken = pool_->Take(static_cast<size_t>(range_bytes));
   const auto unreserve = [&] {
     absl::MutexLock lock(&mu_);
-    reserved_bytes_ -= *bytes;
+    reserved_bytes_ -= range_bytes;
   };
-  if (!range.ok()) {
+  if (!taken.ok()) {
     unreserve();
     LOCKSTEP_LOG_WARN("transfer", "UCX offer of request {} refused: {}",
-                      request.context_request_id(), range.status().ToString());
-    return refuse(range.status().ToString());
+                      request.context_request_id(), taken.status().ToString());
+    return refuse(taken.status().ToString());
   }
-  staged.range = std::move(*range);
-  StagingSink sink(staged.range.data(), *bytes, reply);
-  if (absl::Status served = handler_(request, deadline, sink); !served.ok()) {
-    unreserve();
-    return served;
-  }
+  auto range = std::make_shared<UcxStagingPool::Range>(*std::move(taken));
   reply->set_worker_address(worker_->address());
-  reply->set_rkey(staged.range.rkey());
-  reply->set_remote_address(staged.range.address());
-  reply->set_length(sink.used());
-  staged.expiry = deadline;
-  staged.requester = request.requester();
+  reply->set_rkey(range->rkey());
+  reply->set_remote_address(range->address());
+  if (!publish) {
+    StagingSink sink(range->data(), *bytes, reply);
+    if (absl::Status served = handler_(request, deadline, sink); !served.ok()) {
+      unreserve();
+      return served;
+    }
+    reply->set_length(sink.used());
+    absl::StatusOr<uint64_t> id =
+        Keep(std::move(range), range_bytes, deadline, request.requester());
+    if (!id.ok()) return id.status();
+    reply->set_offer_id(*id);
+    return absl::OkStatus();
+  }
+  // Published: kept (and answered) once the claim is taken; `range` pins the bytes
+  // while they are written, whatever drops the offer meanwhile. The reader checks the
+  // staged length against the published trailer.
+  reply->set_length(*bytes);
+  absl::Status kept;
+  std::optional<uint64_t> id;
+  PublishingSink sink(range->data(), *bytes, blocks, [&] {
+    absl::StatusOr<uint64_t> made = Keep(range, range_bytes, deadline, request.requester());
+    if (!made.ok()) {
+      kept = made.status();
+      return;
+    }
+    id = *made;
+    reply->set_offer_id(*id);
+    reply->set_published(true);
+    {
+      absl::MutexLock lock(&mu_);
+      ++stats_.published;
+    }
+    answer();
+  });
+  absl::Status served = handler_(request, deadline, sink);
+  if (served.ok() && !kept.ok()) served = kept;
+  sink.Finish(served);
+  if (id.has_value()) {
+    // Answered: the reader meets a failure in the range.
+    if (!served.ok()) {
+      LOCKSTEP_LOG_WARN("transfer", "UCX published offer of request {} failed after its answer: {}",
+                        request.context_request_id(), served.ToString());
+    }
+    return absl::OkStatus();
+  }
+  if (!sink.started()) unreserve();  // Keep never ran: the range goes back unkept
+  if (!served.ok()) return served;
+  // Every pull stages a chunk (num_tokens >= 1): not reached by a served pull.
+  return absl::InternalError("a published offer staged no chunk");
+}
+
+absl::StatusOr<uint64_t> UcxDataServer::Keep(std::shared_ptr<UcxStagingPool::Range> range,
+                                             int64_t bytes, absl::Time expiry,
+                                             const std::string& requester) {
+  Staged staged;
+  staged.range = std::move(range);
+  staged.bytes = bytes;
+  staged.expiry = expiry;
+  staged.requester = requester;
   absl::MutexLock lock(&mu_);
   if (shut_down_) {
-    reserved_bytes_ -= *bytes;
+    reserved_bytes_ -= bytes;
     return absl::UnavailableError("the UCX data plane is shut down");
   }
   uint64_t id = 0;
   do {
     id = ids_();
   } while (id == 0 || staged_.contains(id));
-  reply->set_offer_id(id);
   staged_.emplace(id, std::move(staged));
   ++version_;
   ++stats_.offers;
-  stats_.staged_bytes += *bytes;
-  return absl::OkStatus();
+  stats_.staged_bytes += bytes;
+  return id;
 }
 
 grpc::Status UcxDataServer::Release(grpc::ServerContext* /*context*/,

@@ -27,6 +27,16 @@
 // with a dropped key is refused UNAUTHENTICATED ("no UCX session" / "expired"), touching
 // no claim, and the requester offers over gRPC again for a new key.
 //
+// Published offers: a session Offer whose caller reads published pieces
+// (UcxSessionCall.reads_published; not with UcxWorkerHooks::no_published) is answered
+// from inside the call's handler once the claim is taken and its first chunk is about to
+// be staged (UcxWorker::CallReply), before the rest is staged on the same progress
+// thread: the range then carries the published header of ucx_published.h, where each
+// chunk's blocks are published once staged and a failure after the answer is written
+// for the reader. Such a range is pinned while it is written: a Release, the reaper or
+// Shutdown dropping its offer meanwhile gives it back to the pool only once staging
+// ended.
+//
 // A Release (by gRPC or session call) frees only an offer made to its requester; one of
 // another requester's is refused PERMISSION_DENIED and stays staged for its owner.
 //
@@ -107,6 +117,7 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
     int64_t sessions_evicted = 0;  // session keys dropped for a new requester (max_sessions)
     int64_t release_refused = 0;   // Releases of an offer made to another requester
     int64_t liveness_checks = 0;  // Releases of offer 0 (UcxPuller's liveness checks)
+    int64_t published = 0;        // offers answered before their blocks were staged
   };
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
   // Where session calls go (this rank's UCX worker).
@@ -119,7 +130,8 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
 
  private:
   struct Staged {
-    UcxStagingPool::Range range;
+    // Shared with the staging of a published offer while it writes the range.
+    std::shared_ptr<UcxStagingPool::Range> range;
     int64_t bytes = 0;
     absl::Time expiry;
     std::string requester;  // whom the offer was made to: only it may Release it
@@ -134,9 +146,17 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
                 KvDescriptor descriptor, Handler handler, const UcxDataServerOptions& options);
   // An Offer, by gRPC or session call alike: stages `request`'s claim by `deadline`
   // (capped at max_offer_lifetime from now) and fills `reply`; a refusal is OK with
-  // `reply->refusal()` set.
+  // `reply->refusal()` set. With `answer` set, a published offer: `reply` is filled and
+  // `answer()` called once the first chunk is about to be staged, then the rest is
+  // staged (a failure from then on is published in the range, and OK returned).
   absl::Status StageOffer(const lockstep::v1::PullRequest& request, absl::Time deadline,
-                          lockstep::v1::UcxOffer* reply) ABSL_LOCKS_EXCLUDED(mu_);
+                          lockstep::v1::UcxOffer* reply,
+                          const std::function<void()>& answer = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // Keeps `staged` for `requester` until `expiry`: its offer id, or Unavailable once
+  // shut down (its bytes unreserved).
+  absl::StatusOr<uint64_t> Keep(std::shared_ptr<UcxStagingPool::Range> range, int64_t bytes,
+                                absl::Time expiry, const std::string& requester)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // A Release, by gRPC or session call alike: drops the staged copy `offer_id` if it
   // was offered to `requester` (PermissionDenied otherwise; the copy stays).
   absl::Status DropOffer(uint64_t offer_id, const std::string& requester) ABSL_LOCKS_EXCLUDED(mu_);
@@ -152,10 +172,12 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
   void Touch(Session& session, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A session call (a serialized UcxSessionCall), on the worker's progress thread: its
   // serialized UcxSessionAnswer.
-  std::string ServeSessionCall(absl::string_view call) ABSL_LOCKS_EXCLUDED(mu_);
-  // The bytes a pull of `request` stages (its descriptor's blocks for num_tokens);
-  // InvalidArgument for a request this rank cannot size.
-  absl::StatusOr<int64_t> StagedBytes(const lockstep::v1::PullRequest& request) const;
+  std::string ServeSessionCall(absl::string_view call, UcxWorker::CallReply& reply)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The bytes a pull of `request` stages (its descriptor's blocks for num_tokens), and
+  // in `*blocks` how many blocks; InvalidArgument for a request this rank cannot size.
+  absl::StatusOr<int64_t> StagedBytes(const lockstep::v1::PullRequest& request,
+                                      int64_t* blocks) const;
   void ReapLoop() ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::shared_ptr<UcxWorker> worker_;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "runtime/transfer/block_writer.h"
+#include "runtime/transfer/ucx_published.h"
 
 namespace lockstep::transfer {
 namespace {
@@ -37,6 +40,9 @@ constexpr absl::Duration kLivenessTimeout = absl::Milliseconds(250);
 // tried on loopback tcp, none clearly ahead).
 constexpr size_t kPieceBytes = size_t{1} << 20;
 constexpr int kPiecesInFlight = 4;
+// A published offer's pieces, read in place as the context rank publishes its chunks
+// (512 KiB by default): smaller, so that reading starts after the first chunk.
+constexpr size_t kPublishedPieceBytes = size_t{256} << 10;
 
 // The check a UCX wait on the context rank (a session call's answer, an endpoint's
 // handshake, a get or fetch of the staged copy) asks while it goes unanswered
@@ -89,9 +95,12 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
 
   lockstep::v1::UcxOffer offer;
   bool offered = false;  // over the session
+  bool asked_published = false;
   if (std::optional<Session> session = SessionWith(source.address); session.has_value()) {
     lockstep::v1::UcxSessionCall call;
     *call.mutable_offer() = request;
+    asked_published = session->maps && !worker_->hooks().no_published;
+    call.set_reads_published(asked_published);
     absl::StatusOr<lockstep::v1::UcxSessionAnswer> answer = CallSession(
         stub, *session, std::move(call), spec.deadline, [&control] { return control.cancelled(); });
     if (answer.ok()) {
@@ -140,13 +149,16 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
   outcome->release_offer = offer.offer_id();
 
   // The staged copy: the target blocks, then the draft blocks, each block_bytes long,
-  // read in pieces of whole blocks of one pool (kPieceBytes or one block).
+  // read in pieces of whole blocks of one pool (kPieceBytes, kPublishedPieceBytes for a
+  // published offer, or one block).
   struct Piece {
     PoolKind kind;
     int32_t first_block;
     int32_t count;
     size_t bytes;
   };
+  const bool published = offer.published();
+  const size_t piece_bytes = published ? kPublishedPieceBytes : kPieceBytes;
   std::vector<Piece> pieces;
   int64_t expected = 0;
   int64_t blocks_total = 0;
@@ -156,7 +168,7 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
     const int32_t count = static_cast<int32_t>(layout.BlocksFor(spec.num_tokens));
     const size_t block_bytes = layout.BlockBytes();
     const int32_t per_piece =
-        static_cast<int32_t>(std::max<size_t>(1, kPieceBytes / std::max<size_t>(block_bytes, 1)));
+        static_cast<int32_t>(std::max<size_t>(1, piece_bytes / std::max<size_t>(block_bytes, 1)));
     for (int32_t first = 0; first < count; first += per_piece) {
       const int32_t n = std::min(per_piece, count - first);
       pieces.push_back({kind, first, n, static_cast<size_t>(n) * block_bytes});
@@ -164,7 +176,11 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
     expected += static_cast<int64_t>(count) * static_cast<int64_t>(block_bytes);
     blocks_total += count;
   }
-  if (offer.length() != expected || offer.block_crc32c_size() != blocks_total) {
+  if (published && !asked_published) {
+    return PullError(absl::StatusCode::kDataLoss, source,
+                     "the UCX offer is published, which this rank did not ask for");
+  }
+  if (offer.length() != expected || offer.block_crc32c_size() != (published ? 0 : blocks_total)) {
     return PullError(absl::StatusCode::kDataLoss, source,
                      absl::StrCat("the UCX offer stages ", offer.length(), " bytes and ",
                                   offer.block_crc32c_size(), " checksums, expected ", expected,
@@ -175,6 +191,7 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
   // failed piece writes nothing of itself); pieces come in order.
   BlockWriter writer(blocks, spec.num_tokens, descriptor_, copiers_);
   int crc_at = 0;
+  const uint32_t* crc_base = offer.block_crc32c().data();  // a published offer's: in its range
   absl::Status write_error;  // the error a piece's write ended the pull with
   const auto write_piece = [&](size_t i, absl::Span<const std::byte> bytes) -> absl::Status {
     const Piece& piece = pieces[i];
@@ -183,8 +200,7 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
       const ChunkHeader header{piece.kind == PoolKind::kTarget ? lockstep::v1::KV_POOL_TARGET
                                                                : lockstep::v1::KV_POOL_DRAFT,
                                piece.first_block, 0};
-      const absl::Span<const uint32_t> crcs(offer.block_crc32c().data() + crc_at,
-                                            static_cast<size_t>(piece.count));
+      const absl::Span<const uint32_t> crcs(crc_base + crc_at, static_cast<size_t>(piece.count));
       placed = writer.Place(header, bytes.size(), crcs.size());
       if (placed.ok()) placed = writer.Write(bytes, crcs);
       if (!placed.ok()) placed = PullError(placed.code(), source, placed.message());
@@ -200,19 +216,58 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
   // The staged bytes: read in place where shared memory maps them, otherwise fetched
   // piece by piece into a buffer of this rank, each piece written while the next ones
   // are on the wire (UcxWorker::GetInPieces).
+  // A published offer's range also holds its header (ucx_published.h).
   bool mapped = false;
-  absl::StatusOr<UcxWorker::Mapped> map =
-      worker_->MapRemote(offer.worker_address(), offer.rkey(), offer.remote_address(),
-                         static_cast<size_t>(expected));
+  absl::StatusOr<UcxWorker::Mapped> map = worker_->MapRemote(
+      offer.worker_address(), offer.rkey(), offer.remote_address(),
+      published ? PublishedRangeBytes(expected, blocks_total) : static_cast<size_t>(expected));
+  NoteMaps(source.address, offer.worker_address(), map.ok());
+  lockstep::v1::PullTrailer trailer = offer.trailer();
   if (map.ok()) {
     mapped = true;
+    std::optional<PublishedReader> reader;
+    PublishedReader::Bounds bounds;
+    if (published) {
+      if (reinterpret_cast<uintptr_t>(map->data) % 64 != 0) {
+        return PullError(absl::StatusCode::kDataLoss, source,
+                         "the published UCX offer's range is not 64-byte aligned");
+      }
+      reader.emplace(map->data, expected, blocks_total);
+      crc_base = reader->crcs();
+      bounds = {.deadline = spec.deadline,
+                .cancelled = [&control] { return control.cancelled(); },
+                .check = ContextRankLiveness(stub, request.requester(), "published offer's staging",
+                                             spec.deadline)};
+    }
+    // A published piece is waited for; the wait's error names the pull (a cancel as
+    // the receive's).
+    const auto await = [&](absl::Status waited) {
+      if (absl::IsCancelled(waited)) return ReceiveCancelledError(blocks.id);
+      return PullError(waited.code(), source, waited.message());
+    };
     size_t at = 0;
     for (size_t i = 0; i < pieces.size(); ++i) {
+      if (reader.has_value()) {
+        if (absl::Status ready = reader->AwaitBlocks(crc_at + pieces[i].count, bounds);
+            !ready.ok()) {
+          return await(ready);
+        }
+      }
       if (absl::Status written = write_piece(i, {map->data + at, pieces[i].bytes}); !written.ok()) {
         return written;
       }
       at += pieces[i].bytes;
     }
+    if (reader.has_value()) {
+      absl::StatusOr<lockstep::v1::PullTrailer> ended = reader->AwaitTrailer(bounds);
+      if (!ended.ok()) return await(ended.status());
+      trailer = *std::move(ended);
+    }
+  } else if (published) {
+    // Only a published range's reader in place can read it.
+    return PullError(
+        map.status().code(), source,
+        absl::StrCat("the published UCX offer cannot be mapped: ", map.status().message()));
   } else if (!absl::IsUnimplemented(map.status())) {
     return PullError(map.status().code(), source, map.status().message());
   } else {
@@ -231,7 +286,7 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
       return PullError(got.code(), source, got.message());
     }
   }
-  absl::Status finished = writer.ApplyTrailer(offer.trailer());
+  absl::Status finished = writer.ApplyTrailer(trailer);
   if (finished.ok()) finished = writer.Finish();
   if (!finished.ok()) return PullError(finished.code(), source, finished.message());
   // Read in place past the deadline, the range may have been dropped and reused by
@@ -268,6 +323,13 @@ void UcxPuller::Release(lockstep::v1::KvUcxService::StubInterface& stub, const R
   context.set_deadline(absl::ToChronoTime(deadline));
   lockstep::v1::UcxReleaseReply reply;
   (void)stub.Release(&context, request, &reply);
+}
+
+void UcxPuller::NoteMaps(const std::string& address, const std::string& worker_address,
+                         bool maps) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(address);
+  if (it != sessions_.end() && it->second.worker_address == worker_address) it->second.maps = maps;
 }
 
 std::optional<UcxPuller::Session> UcxPuller::SessionWith(const std::string& address) const {

@@ -17,6 +17,15 @@
 // at once); any other failure fails the receive as a failed gRPC Offer does. A call the
 // context rank dropped (its key expired or evicted: "no UCX session") is such a refusal.
 //
+// Published offers: once a context rank's staged copy was read in place (its session's
+// `maps`), the next session Offers ask for a published offer
+// (UcxSessionCall.reads_published; not with UcxWorkerHooks::no_published): the rank
+// answers before staging, and each piece is checked and written once the rank has
+// published its blocks (ucx_published.h), waiting at most until the receive's deadline,
+// its cancel or a failed liveness check (below); a failure the rank publishes after its
+// answer fails the receive with its code and message. A rank that answers an ordinary
+// offer (an earlier version) is read as before.
+//
 // Liveness: a session call, or a read of the staged copy (its get or fetch, or its
 // endpoint's handshake), unanswered for 100 ms checks every 250 ms that the context rank
 // lives, with a gRPC Release of offer 0 (answered by its gRPC threads, whatever its
@@ -88,10 +97,15 @@ class UcxPuller {
   struct Session {
     std::string worker_address;
     std::string key;
+    bool maps = false;  // a staged copy of this rank was mapped in place
   };
   std::optional<Session> SessionWith(const std::string& address) const ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets the session with `address` if it is still `session`.
   void DropSession(const std::string& address, const Session& session) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Notes whether the staged copies of the rank at `address` (its worker at
+  // `worker_address`) map in place, for its session's later Offers.
+  void NoteMaps(const std::string& address, const std::string& worker_address, bool maps) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // Sends `call` (its key set here) over `session` by `deadline`: the context rank's
   // answer, or its error as the gRPC call's would be (code and message), or the call's

@@ -31,6 +31,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -59,6 +60,9 @@ struct UcxWorkerHooks {
   // When true, the data plane on this worker neither gives out nor uses UCX sessions
   // (UcxOffer.session_key): a rank of an earlier version.
   bool no_sessions = false;
+  // When true, the data plane on this worker neither asks for nor answers published
+  // offers (UcxSessionCall.reads_published): a rank of an earlier version.
+  bool no_published = false;
 };
 
 // Whether UCX may load its tcp transport under UCX_TLS = `ucx_tls` (null or empty:
@@ -187,6 +191,28 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   // Serves peers' calls with `handler` from now on (null: none; a call is then answered
   // Unimplemented). Returns once no call runs the previous handler any more.
   void ServeCalls(CallHandler handler) ABSL_LOCKS_EXCLUDED(call_handler_mu_);
+  // A call's answer sent before its handler returns (ServeCallsWithReply): the handler
+  // calls Answer once the caller may go on, then keeps running on the progress thread
+  // (e.g. filling memory the answer names while the caller reads it). Used on the
+  // progress thread only, within the handler's run.
+  class CallReply {
+   public:
+    // Sends `answer` now; the handler's return value is then not sent. Later calls do
+    // nothing. A failed send leaves the caller to its deadline or its endpoint's error.
+    void Answer(std::string answer);
+    bool answered() const { return answered_; }
+
+   private:
+    friend class UcxWorker;
+    explicit CallReply(std::function<void(std::string)> send) : send_(std::move(send)) {}
+    std::function<void(std::string)> send_;
+    bool answered_ = false;
+  };
+  // As CallHandler; its return value is the answer unless it called `reply.Answer`.
+  using ReplyingCallHandler =
+      std::function<std::string(absl::string_view request, CallReply& reply)>;
+  // ServeCalls with a handler that may answer before it returns.
+  void ServeCallsWithReply(ReplyingCallHandler handler) ABSL_LOCKS_EXCLUDED(call_handler_mu_);
   // Sends `request` to the worker at `peer` and waits for its answer by `deadline`,
   // giving up once `cancelled()` holds (checked every `slice`; may be empty). While no
   // answer has come (or the endpoint's handshake waits), `peer_check()` (may be empty)
@@ -338,7 +364,7 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   struct PendingCall;
   // Held shared while a handler runs; ServeCalls takes it exclusively.
   absl::Mutex call_handler_mu_;
-  CallHandler call_handler_ ABSL_GUARDED_BY(call_handler_mu_);
+  ReplyingCallHandler call_handler_ ABSL_GUARDED_BY(call_handler_mu_);
   absl::Mutex calls_mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<PendingCall>> calls_ ABSL_GUARDED_BY(calls_mu_);
   std::atomic<uint64_t> next_call_{1};
