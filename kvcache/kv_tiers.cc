@@ -371,30 +371,65 @@ absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> KvTiers::Fetch(uin
   }
   const auto d = disk_.find(key);
   if (d == disk_.end()) return absl::NotFoundError(absl::StrCat("no tier holds block ", key));
-  DiskEntry& entry = d->second;
   *from = Tier::kDisk;
+  std::shared_ptr<const std::vector<std::byte>> bytes;
+  if (absl::Status status = FetchDisk(key, d->second, &bytes); !status.ok()) return status;
+  if (bytes != nullptr) return bytes;
+  std::vector<std::shared_ptr<const std::vector<std::byte>>> read;
+  if (absl::Status status = ReadDisk({&key, 1}, &read); !status.ok()) {
+    return absl::NotFoundError(absl::StrCat("disk tier miss: ", status.message()));
+  }
+  return std::move(read[0]);
+}
+
+absl::Status KvTiers::FetchDisk(uint64_t key, DiskEntry& entry,
+                                std::shared_ptr<const std::vector<std::byte>>* bytes) {
   disk_lru_.splice(disk_lru_.end(), disk_lru_, entry.lru);
-  if (entry.write != nullptr) {
-    if (!worker_->Done(*entry.write)) {
-      // Still in memory: the write only reads these bytes.
-      return std::shared_ptr<const std::vector<std::byte>>(entry.write->bytes);
-    }
-    const absl::Status status = worker_->StatusOf(*entry.write);
-    entry.write.reset();
-    if (!status.ok()) {
-      EraseDisk(key);
-      FailIfStuck(status);
-      return absl::NotFoundError(absl::StrCat("disk tier: write failed: ", status.message()));
-    }
+  if (entry.write == nullptr) return absl::OkStatus();
+  if (!worker_->Done(*entry.write)) {
+    // Still in memory: the write only reads these bytes.
+    *bytes = entry.write->bytes;
+    return absl::OkStatus();
   }
-  auto bytes = std::make_shared<std::vector<std::byte>>(block_bytes_);
-  const absl::Status read = disk_file_->Read(entry.slot, entry.meta, absl::MakeSpan(*bytes));
-  if (!read.ok()) {
-    ++stats_.disk_corrupt;
-    EraseDisk(key);
-    return absl::NotFoundError(absl::StrCat("disk tier miss: ", read.message()));
+  const absl::Status status = worker_->StatusOf(*entry.write);
+  entry.write.reset();
+  if (status.ok()) return absl::OkStatus();
+  EraseDisk(key);
+  FailIfStuck(status);
+  return absl::NotFoundError(absl::StrCat("disk tier: write failed: ", status.message()));
+}
+
+absl::Status KvTiers::ReadDisk(absl::Span<const uint64_t> keys,
+                               std::vector<std::shared_ptr<const std::vector<std::byte>>>* bytes) {
+  auto job = std::make_shared<TierJob>();
+  job->kind = TierJob::Kind::kDiskRead;
+  job->file = disk_file_;
+  job->reads.resize(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const DiskEntry& entry = disk_.at(keys[i]);
+    TierJob::Read& read = job->reads[i];
+    read.slot = entry.slot;
+    read.meta = entry.meta;
+    read.bytes = std::make_shared<std::vector<std::byte>>(block_bytes_);
   }
-  return std::shared_ptr<const std::vector<std::byte>>(std::move(bytes));
+  // First in the queue: an onboard waits for it, not for the copy-downs and writes
+  // queued before (at most the one running).
+  absl::Status status = worker_->Enqueue(job, /*urgent=*/true);
+  if (status.ok()) status = worker_->Await(*job);
+  if (!status.ok()) {  // the read may still run later, into the job's own bytes
+    FailIfStuck(status);
+    return status;
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    TierJob::Read& read = job->reads[i];
+    if (!read.status.ok()) {
+      ++stats_.disk_corrupt;
+      EraseDisk(keys[i]);
+      return read.status;
+    }
+    bytes->push_back(std::move(read.bytes));
+  }
+  return absl::OkStatus();
 }
 
 int64_t KvTiers::FetchChain(BlockHasher hasher, uint64_t parent_key,
@@ -425,6 +460,10 @@ int64_t KvTiers::FetchChain(absl::Span<const uint64_t> keys, uint64_t parent_key
   // following one another. Nothing below inserts into host_, and erasing (a failed
   // copy-down) ends the chain at once, so the slots found ahead stay valid.
   chain_slots_.clear();
+  read_keys_.clear();
+  read_at_.clear();
+  const size_t base = out->data.size();
+  int64_t fetched = blocks;
   int64_t asked = 0;  // blocks whose index slot was asked for
   uint64_t parent = parent_key;
   for (int64_t i = 0; i < blocks; ++i) {
@@ -446,27 +485,53 @@ int64_t KvTiers::FetchChain(absl::Span<const uint64_t> keys, uint64_t parent_key
     const uint32_t slot = chain_slots_[i];
     const absl::Span<const int32_t> block = tokens.subspan(static_cast<size_t>(i) * tpb, tpb);
     if (slot != kNoSlot) {  // as Matching and Fetch would, without their finds
-      if (!HostMatches(slot, parent, block)) return TouchChain(i);
       // A miss after all: a failed copy-down.
-      if (!FetchHost(slot).ok()) return TouchChain(i);
+      if (!HostMatches(slot, parent, block) || !FetchHost(slot).ok()) {
+        fetched = i;
+        break;
+      }
       const HostEntry& entry = host_slots_[slot];
       out->data.push_back(entry.data);
       if (hold) out->owned.push_back(entry.bytes);
-      out->from.push_back(Tier::kHost);
     } else {
-      Tier from = Tier::kDisk;
-      if (!Matching(key, parent, block)) return TouchChain(i);
-      absl::StatusOr<std::shared_ptr<const std::vector<std::byte>>> bytes = Fetch(key, &from);
-      // A miss after all: a damaged disk block.
-      if (!bytes.ok()) return TouchChain(i);
-      out->data.push_back((*bytes)->data());
-      out->owned.push_back(*std::move(bytes));
-      out->from.push_back(from);
+      const auto d = disk_.find(key);
+      std::shared_ptr<const std::vector<std::byte>> bytes;
+      // A miss after all: a failed write.
+      if (d == disk_.end() || !SameBlock(d->second.meta, parent, block) ||
+          !FetchDisk(key, d->second, &bytes).ok()) {
+        fetched = i;
+        break;
+      }
+      if (bytes == nullptr) {  // read below, with the chain's other disk blocks
+        read_keys_.push_back(key);
+        read_at_.push_back(out->data.size());
+        out->data.push_back(nullptr);
+      } else {
+        out->data.push_back(bytes->data());
+        out->owned.push_back(std::move(bytes));
+      }
     }
+    out->from.push_back(slot != kNoSlot ? Tier::kHost : Tier::kDisk);
     out->keys.push_back(key);
     parent = key;
   }
-  return TouchChain(blocks);
+  if (read_keys_.empty()) return TouchChain(fetched);
+  // One worker job reads them all (one hand-off a chain); the chain ends before the
+  // first that fails (a damaged record, or a stuck read: the tiers are then off).
+  read_bytes_.clear();
+  ReadDisk(read_keys_, &read_bytes_).IgnoreError();
+  for (size_t r = 0; r < read_bytes_.size(); ++r) {
+    out->data[read_at_[r]] = read_bytes_[r]->data();
+    out->owned.push_back(std::move(read_bytes_[r]));
+  }
+  if (read_bytes_.size() < read_keys_.size()) {
+    const size_t end = read_at_[read_bytes_.size()];
+    fetched = static_cast<int64_t>(end - base);
+    out->keys.resize(end);
+    out->data.resize(end);
+    out->from.resize(end);
+  }
+  return TouchChain(fetched);
 }
 
 int64_t KvTiers::TouchChain(int64_t fetched) {

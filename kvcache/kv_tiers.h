@@ -19,7 +19,9 @@
 //
 // Up. FetchChain follows a prompt's chain below the device and hands out the verified
 // bytes of each block found (a disk block whose checksum fails is dropped and is a miss,
-// never served);
+// never served). The disk blocks are read on the worker, all of one chain in one job
+// queued ahead of the copy-downs and writes, and waited for with the job deadline: a
+// stalled file system never holds the owner's thread past it;
 // CopyToDevice writes them into freshly allocated device blocks, through the caches (the
 // prefill that follows reads them).
 //
@@ -30,9 +32,9 @@
 // copy-down always finds an unpinned entry to make room.
 //
 // Stuck. A worker job that misses its deadline (a stalled disk or memory system,
-// tier_worker.h) turns both tiers off for good, as the worker thread is gone: the
-// waiting call treats it as a miss or a failed copy-down, later calls store nothing
-// and find nothing (the blocks are recomputed), unpinned entries are dropped at the
+// tier_worker.h; a disk read too: that fetch is then a miss) turns both tiers off for good, as the
+// worker thread is gone: the waiting call treats it as a miss or a failed copy-down, later calls
+// store nothing and find nothing (the blocks are recomputed), unpinned entries are dropped at the
 // next OnEvictable (pinned ones when unpinned and evictable), spills are dropped, and
 // Stats().stuck_jobs counts it. A stuck write's slot is never reused.
 //
@@ -161,8 +163,9 @@ class KvTiers {
   // block or key is not its entry's, a buffer of the wrong size, a pinned entry still
   // copying down, pins that do not add up or exceed their cap.
   void AuditInto(const std::string& prefix, std::vector<std::string>* out) const;
-  // The disk tier's directory ("" without one), for tests.
+  // The disk tier's directory ("" without one) and file (null without one), for tests.
   const std::string& disk_dir() const { return disk_dir_; }
+  TierFile* disk_file() const { return disk_file_.get(); }
   // Where the disk tier holds `key`'s record: its file and the offset of its slot
   // (TierFileBytes long); offset -1 when the disk tier does not hold it. For tests.
   struct DiskLocation {
@@ -225,6 +228,19 @@ class KvTiers {
   // Waits for host slot `slot`'s copy-down, if one is pending; a failed one erases the
   // entry (the slot is then free) and is returned.
   absl::Status FinishCopyDown(uint32_t slot);
+  // What a fetch of disk entry `key` does before reading it (Fetch and FetchChain):
+  // makes it the disk tier's most recently used; while its write may still run, sets
+  // *bytes to the bytes being written (in memory, not read); NotFound when its write
+  // failed (the entry is then dropped).
+  absl::Status FetchDisk(uint64_t key, DiskEntry& entry,
+                         std::shared_ptr<const std::vector<std::byte>>* bytes);
+  // Reads disk entries `keys` (their writes finished) in one worker job queued first,
+  // waiting up to the job deadline, and appends each verified block's bytes to `*bytes`
+  // in order, up to the first that fails: a damaged record is dropped (disk_corrupt)
+  // and its error returned; a stuck read returns DEADLINE_EXCEEDED and turns the
+  // tiers off.
+  absl::Status ReadDisk(absl::Span<const uint64_t> keys,
+                        std::vector<std::shared_ptr<const std::vector<std::byte>>>* bytes);
   // What a fetch of host slot `slot` does before handing out its bytes (Fetch and
   // FetchChain, which then touch it): finishes its copy-down; NotFound when the
   // copy-down failed (the slot is then free).
@@ -276,6 +292,10 @@ class KvTiers {
   std::vector<uint64_t> chain_keys_;   // FetchChain's scratch
   std::vector<uint32_t> chain_slots_;  // FetchChain's scratch
   std::vector<BlockSource> copy_order_;  // CopyToDevice's scratch
+  // FetchChain's scratch: the disk blocks to read, their places in `out`, their bytes.
+  std::vector<uint64_t> read_keys_;
+  std::vector<size_t> read_at_;
+  std::vector<std::shared_ptr<const std::vector<std::byte>>> read_bytes_;
   absl::flat_hash_map<uint64_t, DiskEntry> disk_;
   std::list<uint64_t> disk_lru_;
   // Slots from next_disk_slot_ on were never used; below it, a slot is an entry's or in

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/check.h"
 #include "common/ids.h"
@@ -163,6 +164,73 @@ TEST_F(KvTiersStuckTest, AFetchOfABlockStuckCopyingDownIsAMiss) {
   copier_.release.Notify();
   ASSERT_TRUE(copier_.finished.WaitForNotificationWithTimeout(kTierJobDeadline));
   tiers.reset();  // the job may have ended or not: either way no wait, no abort
+}
+
+// A disk read stuck in the file system (the file's read hook held): the fetch is a miss
+// (recomputed), the tiers turn off, and the rank goes on storing nothing. Whether the
+// read was still queued or already running when its zero deadline passed, the owner
+// sees the same.
+TEST_F(KvTiersStuckTest, AStuckDiskReadIsAMissAndTheTiersTurnOff) {
+  copier_.started.Notify();  // no copy-down gated here
+  std::unique_ptr<KvTiers> tiers = Make();
+  tiers->OnEvictable(BlockId(1), Meta(10));
+  tiers->OnEvictable(BlockId(2), Meta(20));
+  tiers->OnEvictable(BlockId(3), Meta(30));  // 10 goes to disk
+  AwaitWorker(*tiers, 3, 1);
+  ASSERT_EQ(tiers->Where(10), Tier::kDisk);
+  struct Gate {
+    absl::Notification release;
+  };
+  auto gate = std::make_shared<Gate>();
+  tiers->disk_file()->set_read_hook_for_test(
+      [gate](int64_t) { gate->release.WaitForNotification(); });
+
+  FetchedBlocks fetched;
+  const BlockHasher next = [](uint64_t parent, absl::Span<const int32_t>) { return parent + 1; };
+  EXPECT_EQ(tiers->FetchChain(next, 9, std::vector<int32_t>{10, 10}, 1, false, &fetched), 0);
+  EXPECT_THAT(fetched.keys, IsEmpty());
+  EXPECT_THAT(tiers->failed(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("disk read of 1 block")));
+  EXPECT_EQ(tiers->Stats().stuck_jobs, 1);
+  EXPECT_EQ(tiers->Stats().disk_corrupt, 0) << "stuck, not damaged";
+  Tier from;
+  EXPECT_FALSE(tiers->Fetch(20, &from).ok());
+
+  // Serving on: the next evictable block stores nothing and drops what is below.
+  tiers->OnEvictable(BlockId(4), Meta(40));
+  EXPECT_EQ(tiers->Where(40), Tier::kDevice);
+  EXPECT_EQ(tiers->Where(10), Tier::kDevice);
+  EXPECT_EQ(tiers->Where(20), Tier::kDevice);
+  EXPECT_THAT(Audit(*tiers), IsEmpty());
+  gate->release.Notify();
+  tiers.reset();  // neither waits for the read nor aborts
+}
+
+// A disk read queued behind a copy-down stuck on the device is refused at once (the
+// owner would wait for it): a miss, and the tiers are off.
+TEST_F(KvTiersStuckTest, ADiskReadBehindAStuckCopyDownIsAMiss) {
+  std::unique_ptr<KvTiers> tiers = Make();
+  tiers->OnEvictable(BlockId(1), Meta(10));
+  AwaitWorker(*tiers, 1, 0);
+  tiers->OnEvictable(BlockId(2), Meta(20));
+  AwaitWorker(*tiers, 2, 0);
+  tiers->OnEvictable(BlockId(3), Meta(30));  // 10 goes to disk
+  AwaitWorker(*tiers, 3, 1);
+  tiers->OnEvictable(BlockId(kStuckBlock), Meta(70));  // 20 goes to disk; 70 gets stuck
+  copier_.started.WaitForNotification();
+  ASSERT_EQ(tiers->Where(10), Tier::kDisk);
+  Tier from;
+  EXPECT_THAT(tiers->Fetch(10, &from).status(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("(copy-down of device block 7) still running after")));
+  EXPECT_THAT(tiers->failed(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(tiers->Stats().stuck_jobs, 1);
+  tiers->OnEvictable(BlockId(4), Meta(40));
+  EXPECT_EQ(tiers->Where(10), Tier::kDevice);
+  EXPECT_THAT(Audit(*tiers), IsEmpty());
+  copier_.release.Notify();
+  ASSERT_TRUE(copier_.finished.WaitForNotificationWithTimeout(kTierJobDeadline));
+  tiers.reset();
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/check.h"
@@ -524,6 +525,44 @@ TEST_F(KvTiersTest, FetchChainOwnsWhatItReadFromDisk) {
   EXPECT_EQ(out.owned[0]->data(), out.data[0]);
   EXPECT_EQ(out.owned[1]->data(), out.data[1]);
   for (int b = 0; b < 3; ++b) EXPECT_EQ(Bytes(out.data[b]), BlockBytes(b + 1)) << "block " << b;
+  ExpectClean(*tiers);
+}
+
+// A chain's disk blocks are read together on the worker thread (never the owner's);
+// the chain ends before the first damaged one, which is dropped, and what the result
+// already held stays as it was.
+TEST_F(KvTiersTest, FetchChainReadsOnTheWorkerAndEndsBeforeADamagedBlock) {
+  std::unique_ptr<KvTiers> tiers = Make(1, 4);
+  tiers->OnEvictable(BlockId(1), Meta(10));
+  tiers->OnEvictable(BlockId(2), TierBlockMeta{.key = 11, .parent_key = 10, .tokens = {11, 11}});
+  tiers->OnEvictable(BlockId(3), TierBlockMeta{.key = 12, .parent_key = 11, .tokens = {7, 7}});
+  tiers->OnEvictable(BlockId(4), TierBlockMeta{.key = 13, .parent_key = 12, .tokens = {8, 8}});
+  EXPECT_THAT(tiers->Flush(), IsOk());
+  ASSERT_EQ(tiers->Where(12), Tier::kDisk);
+  ASSERT_EQ(tiers->Where(13), Tier::kHost);
+  std::vector<std::thread::id> read_on;  // the worker's reads, seen after its wait
+  tiers->disk_file()->set_read_hook_for_test(
+      [&read_on](int64_t) { read_on.push_back(std::this_thread::get_id()); });
+  const BlockHasher next = [](uint64_t parent, absl::Span<const int32_t>) { return parent + 1; };
+  const std::vector<int32_t> tokens = {10, 10, 11, 11, 7, 7, 8, 8};
+  FetchedBlocks out;
+  ASSERT_EQ(tiers->FetchChain(next, 9, tokens, 10, true, &out), 4);
+  EXPECT_EQ(out.from, (std::vector<Tier>{Tier::kDisk, Tier::kDisk, Tier::kDisk, Tier::kHost}));
+  for (int b = 0; b < 4; ++b) EXPECT_EQ(Bytes(out.data[b]), BlockBytes(b + 1)) << "block " << b;
+  ASSERT_EQ(read_on.size(), 3u);
+  for (const std::thread::id id : read_on) EXPECT_NE(id, std::this_thread::get_id());
+
+  Flip(tiers->DiskLocationOf(11), RecordBytes() - 5);
+  EXPECT_EQ(tiers->FetchChain(next, 9, tokens, 10, false, &out), 1);
+  EXPECT_EQ(out.keys, (std::vector<uint64_t>{10, 11, 12, 13, 10}));
+  ASSERT_EQ(out.data.size(), 5u);
+  ASSERT_EQ(out.from.size(), 5u);
+  EXPECT_EQ(Bytes(out.data[4]), BlockBytes(1));
+  for (int b = 0; b < 4; ++b) EXPECT_EQ(Bytes(out.data[b]), BlockBytes(b + 1)) << "block " << b;
+  EXPECT_EQ(tiers->Stats().disk_corrupt, 1);
+  EXPECT_EQ(tiers->Where(11), Tier::kDevice);
+  EXPECT_EQ(tiers->Where(12), Tier::kDisk);
+  EXPECT_TRUE(tiers->failed().ok());
   ExpectClean(*tiers);
 }
 

@@ -160,6 +160,7 @@ absl::Status TierFile::Write(int64_t slot, const TierBlockMeta& meta,
 absl::Status TierFile::Read(int64_t slot, const TierBlockMeta& expected,
                             absl::Span<std::byte> payload) const {
   if (absl::Status s = CheckFits(slot, expected.tokens.size(), payload.size()); !s.ok()) return s;
+  if (read_hook_) read_hook_(slot);
   Header h{};
   std::vector<int32_t> tokens(num_tokens_);
   iovec iov[3] = {

@@ -23,8 +23,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -67,6 +69,12 @@ class TierFile {
   absl::Status Read(int64_t slot, const TierBlockMeta& expected,
                     absl::Span<std::byte> payload) const;
 
+  // For tests (a stalled file system): `hook` runs at the start of every Read, on the
+  // reading thread. Set it before any Read may run.
+  void set_read_hook_for_test(std::function<void(int64_t slot)> hook) {
+    read_hook_ = std::move(hook);
+  }
+
   const std::string& path() const { return path_; }
   int64_t slots() const { return slots_; }
   size_t slot_bytes() const { return slot_bytes_; }
@@ -83,6 +91,7 @@ class TierFile {
   const size_t num_tokens_;
   const size_t payload_bytes_;
   const size_t slot_bytes_;
+  std::function<void(int64_t slot)> read_hook_;  // tests only
 };
 
 }  // namespace lockstep::kv

@@ -28,8 +28,13 @@ std::string DescribeTierJob(const TierJob& job) {
   if (job.kind == TierJob::Kind::kCopyDown) {
     return absl::StrCat("copy-down of device block ", job.block.value());
   }
-  return absl::StrCat("disk write of block ", job.meta.key, " into slot ", job.slot, " of ",
-                      job.file != nullptr ? job.file->path() : "no file");
+  const std::string file = job.file != nullptr ? job.file->path() : "no file";
+  if (job.kind == TierJob::Kind::kDiskRead) {
+    return absl::StrCat("disk read of ", job.reads.size(),
+                        job.reads.size() == 1 ? " block" : " blocks", " (the first, block ",
+                        job.reads[0].meta.key, ", from slot ", job.reads[0].slot, ") of ", file);
+  }
+  return absl::StrCat("disk write of block ", job.meta.key, " into slot ", job.slot, " of ", file);
 }
 
 // Everything the thread touches but the jobs and the device copier: owned by the worker
@@ -53,9 +58,10 @@ struct TierWorker::State {
     queue.clear();
   }
   // Whether a job already waits behind a running one that is past the deadline (then
-  // sticks).
-  bool Overdue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (running == nullptr || queue.empty() || absl::Now() - running_since < deadline) {
+  // sticks); `waiting`: a job about to be queued will be waited for.
+  bool Overdue(bool waiting) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (running == nullptr || (queue.empty() && !waiting) ||
+        absl::Now() - running_since < deadline) {
       return false;
     }
     Stick(absl::DeadlineExceededError(absl::StrCat("KV tier job (", DescribeTierJob(*running),
@@ -63,7 +69,7 @@ struct TierWorker::State {
                                                    absl::FormatDuration(deadline))));
     return true;
   }
-  // Waits for `job` (not queued) to finish, up to the deadline; its status, or
+  // Waits for `job` to finish (on the thread), up to the deadline; its status, or
   // DEADLINE_EXCEEDED (then sticks). A stuck worker does not wait.
   absl::Status WaitDone(TierJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto done = [&job]() { return Finished(job); };
@@ -85,8 +91,12 @@ struct TierWorker::State {
     if (job.kind == TierJob::Kind::kCopyDown) {
       const BlockSpan span{job.block, 0, device->block_bytes()};
       status = device->CopyOut({&span, 1}, absl::MakeSpan(*job.bytes));
-    } else {
+    } else if (job.kind == TierJob::Kind::kDiskWrite) {
       status = job.file->Write(job.slot, job.meta, *job.bytes);
+    } else {
+      for (TierJob::Read& read : job.reads) {
+        read.status = job.file->Read(read.slot, read.meta, absl::MakeSpan(*read.bytes));
+      }
     }
     const int64_t ns = NowNs() - start;
     absl::MutexLock lock(&mu);
@@ -97,7 +107,7 @@ struct TierWorker::State {
     if (job.kind == TierJob::Kind::kCopyDown) {
       ++offloaded;
       offload_ns += ns;
-    } else {
+    } else if (job.kind == TierJob::Kind::kDiskWrite) {
       ++writes;
       if (!job.status.ok()) ++write_errors;
     }
@@ -168,16 +178,20 @@ TierWorker::~TierWorker() {
   thread_.detach();  // the thread holds the state and its job: nothing here is freed under it
 }
 
-absl::Status TierWorker::Enqueue(std::shared_ptr<TierJob> job) {
+absl::Status TierWorker::Enqueue(std::shared_ptr<TierJob> job, bool urgent) {
   State& s = *state_;
   absl::MutexLock lock(&s.mu);
-  if (!s.stuck.ok() || s.Overdue()) {
+  if (!s.stuck.ok() || s.Overdue(/*waiting=*/urgent)) {
     job->state = TierJob::State::kCancelled;
     job->status = absl::DeadlineExceededError(
         absl::StrCat(DescribeTierJob(*job), " refused: ", s.stuck.message()));
     return job->status;
   }
-  s.queue.push_back(std::move(job));
+  if (urgent) {
+    s.queue.push_front(std::move(job));
+  } else {
+    s.queue.push_back(std::move(job));
+  }
   return absl::OkStatus();
 }
 
@@ -194,6 +208,12 @@ absl::Status TierWorker::Finish(TierJob& job, bool* ran_here) {
   absl::Status status = s.WaitDone(job);
   s.mu.Unlock();
   return status;
+}
+
+absl::Status TierWorker::Await(TierJob& job) {
+  State& s = *state_;
+  absl::MutexLock lock(&s.mu);
+  return s.WaitDone(job);
 }
 
 absl::Status TierWorker::Cancel(TierJob& job, bool* cancelled) {

@@ -1,9 +1,11 @@
 // TierWorker: the KV tiers' background thread (kv_tiers.h). It runs queued jobs in
 // order, each one block's copy-down (device block -> host bytes, through the device
-// pool's copier) or one block's write into its slot of the disk tier's file
-// (tier_file.h), and counts them. The owner
-// may run a job that is still queued itself (Finish: a block about to be reused, an
-// entry about to be read) or cancel it (an evicted disk entry's write).
+// pool's copier), one block's write into its slot of the disk tier's file
+// (tier_file.h), or the reads of one onboard's disk blocks, and counts them. The owner
+// may run a copy-down or write that is still queued itself (Finish: a block about to be
+// reused, an entry about to be read) or cancel it (an evicted disk entry's write). A
+// read is queued ahead of everything (urgent) and only waited for (Await), never run
+// by the owner: the file system may stall, and only a wait has a deadline.
 //
 //   TierWorker worker(copier);
 //   auto job = std::make_shared<TierJob>();   // kCopyDown of block 7 into job->bytes
@@ -48,21 +50,32 @@ inline constexpr absl::Duration kTierJobDeadline = absl::Seconds(60);
 
 // One job: set kind and its inputs, then hand it to TierWorker::Enqueue.
 struct TierJob {
-  enum class Kind { kCopyDown, kDiskWrite };
+  enum class Kind { kCopyDown, kDiskWrite, kDiskRead };
+  // kDiskRead: one block's slot, read into `bytes` (block-sized, the job's own: a read
+  // still running after its wait gave up writes only there) and verified against `meta`.
+  struct Read {
+    int64_t slot = -1;
+    TierBlockMeta meta;
+    std::shared_ptr<std::vector<std::byte>> bytes;
+    absl::Status status;  // the owner's to read once the job is done (kDone)
+  };
   enum class State { kQueued, kRunning, kDone, kCancelled };
   Kind kind = Kind::kCopyDown;
   BlockId block{-1};                              // kCopyDown: the device block to read
   std::shared_ptr<std::vector<std::byte>> bytes;  // kCopyDown: filled; kDiskWrite: written
   TierBlockMeta meta;                             // kDiskWrite
-  std::shared_ptr<TierFile> file;                 // kDiskWrite
+  std::shared_ptr<TierFile> file;                 // kDiskWrite, kDiskRead
   int64_t slot = -1;  // kDiskWrite: no other job writes it while this one may run
+  std::vector<Read> reads;  // kDiskRead, in order (the job's status is OK)
   // Guarded by the worker's mutex (read them through the worker).
   State state = State::kQueued;
   absl::Status status;
   int64_t ns = 0;  // how long it ran
 };
 
-// "copy-down of device block 7", "disk write of block <key> into slot 3 of <path>".
+// "copy-down of device block 7", "disk write of block <key> into slot 3 of <path>",
+// "disk read of 4 blocks (the first, block <key>, from slot 3) of <path>" (a read job
+// holds at least one block).
 std::string DescribeTierJob(const TierJob& job);
 
 class TierWorker {
@@ -74,14 +87,18 @@ class TierWorker {
   TierWorker(const TierWorker&) = delete;
   TierWorker& operator=(const TierWorker&) = delete;
 
-  // Queues `job`. When the worker is stuck, or a job already waits behind one running
-  // past the deadline (which makes it stuck), cancels `job` instead and returns
+  // Queues `job`, last or (`urgent`) first. When the worker is stuck, or a job already
+  // waits behind one running past the deadline (an urgent one is waited for: it counts
+  // as waiting), which makes it stuck, cancels `job` instead and returns
   // DEADLINE_EXCEEDED.
-  absl::Status Enqueue(std::shared_ptr<TierJob> job);
-  // Runs `job` on this thread if it is still queued, else waits for the worker thread
-  // to finish it. Returns its status, or DEADLINE_EXCEEDED when it did not finish in
+  absl::Status Enqueue(std::shared_ptr<TierJob> job, bool urgent = false);
+  // Runs `job` (a copy-down or write) on this thread if it is still queued, else waits for the
+  // worker thread to finish it. Returns its status, or DEADLINE_EXCEEDED when it did not finish in
   // time (the worker is then stuck). `ran_here` (may be null): whether this thread ran it.
   absl::Status Finish(TierJob& job, bool* ran_here = nullptr);
+  // Waits for the worker thread to run `job` (never runs it here): its status, or
+  // DEADLINE_EXCEEDED as Finish.
+  absl::Status Await(TierJob& job);
   // Cancels `job` if it is still queued (OK), else waits for it: its status, or
   // DEADLINE_EXCEEDED as Finish. `cancelled` (may be null): whether it was cancelled.
   absl::Status Cancel(TierJob& job, bool* cancelled = nullptr);

@@ -4,11 +4,14 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/check.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -196,6 +199,100 @@ TEST_F(TierWorkerTest, JobsBehindAnOverdueJobAreCancelledOrRefused) {
   first.reset();
   copier_.release.Notify();
   ASSERT_TRUE(freed.WaitForNotificationWithTimeout(kTierJobDeadline));
+}
+
+// A disk read of slot `slot` holding the block {key 11, parent 5, tokens {3, 4}}.
+std::shared_ptr<TierJob> DiskRead(std::shared_ptr<TierFile> file, int64_t slot,
+                                  absl::Notification* freed = nullptr) {
+  std::shared_ptr<TierJob> job(new TierJob, [freed](TierJob* j) {
+    delete j;
+    if (freed != nullptr) freed->Notify();
+  });
+  job->kind = TierJob::Kind::kDiskRead;
+  job->file = std::move(file);
+  job->reads.push_back(
+      TierJob::Read{.slot = slot,
+                    .meta = TierBlockMeta{.key = 11, .parent_key = 5, .tokens = {3, 4}},
+                    .bytes = std::make_shared<std::vector<std::byte>>(Layout().BlockBytes())});
+  return job;
+}
+
+// Slots 0 and 1; slot 0 holds block 11 (DiskRead's) with block 1's bytes.
+std::shared_ptr<TierFile> FileWithOneBlock(const std::vector<std::byte>& bytes) {
+  absl::StatusOr<std::unique_ptr<TierFile>> created = TierFile::Create(
+      std::string(std::getenv("TEST_TMPDIR")) + "/read.kvt", 2, 2, Layout().BlockBytes());
+  LOCKSTEP_CHECK_OK(created.status());
+  std::shared_ptr<TierFile> file = *std::move(created);
+  LOCKSTEP_CHECK_OK(file->Write(0, {.key = 11, .parent_key = 5, .tokens = {3, 4}}, bytes));
+  return file;
+}
+
+// A read queued behind a running copy-down and a queued write runs before the write,
+// on the worker thread (the owner only waits), and returns the verified bytes.
+TEST_F(TierWorkerTest, AnUrgentReadRunsFirstOnTheThread) {
+  const std::shared_ptr<TierFile> file = FileWithOneBlock(BlockBytes(1));
+  TierWorker worker(&copier_);
+  auto copy_down = CopyDown(0);
+  auto write = std::make_shared<TierJob>();
+  write->kind = TierJob::Kind::kDiskWrite;
+  write->meta = TierBlockMeta{.key = 12, .parent_key = 11, .tokens = {5, 6}};
+  write->file = file;
+  write->slot = 1;
+  write->bytes = std::make_shared<std::vector<std::byte>>(BlockBytes(2));
+  bool write_done_at_read = true;
+  std::thread::id read_on;
+  file->set_read_hook_for_test([&](int64_t) {
+    write_done_at_read = worker.Done(*write);
+    read_on = std::this_thread::get_id();
+  });
+  ASSERT_THAT(worker.Enqueue(copy_down), IsOk());
+  copier_.started.WaitForNotification();
+  ASSERT_THAT(worker.Enqueue(write), IsOk());
+  auto read = DiskRead(file, 0);
+  ASSERT_THAT(worker.Enqueue(read, /*urgent=*/true), IsOk());
+  copier_.release.Notify();
+  ASSERT_THAT(worker.Await(*read), IsOk());
+  EXPECT_FALSE(write_done_at_read) << "the read ran after the write queued before it";
+  EXPECT_NE(read_on, std::this_thread::get_id()) << "the owner ran the read";
+  ASSERT_THAT(read->reads[0].status, IsOk());
+  EXPECT_EQ(*read->reads[0].bytes, BlockBytes(1));
+  EXPECT_THAT(worker.Flush(), IsOk());
+  EXPECT_THAT(worker.StatusOf(*write), IsOk());
+}
+
+// A read stuck in the file system (the read hook held) past a tiny deadline: the wait
+// ends with DEADLINE_EXCEEDED naming it and the worker is stuck; when the read ends, it
+// writes only into its own bytes (still alive) and frees itself on the thread.
+TEST_F(TierWorkerTest, AStuckReadEndsItsWaitAndFillsOnlyItsOwnBytes) {
+  copier_.started.Notify();  // no gate
+  struct Gate {
+    absl::Notification started;
+    absl::Notification release;
+  };
+  auto gate = std::make_shared<Gate>();
+  std::shared_ptr<TierFile> file = FileWithOneBlock(BlockBytes(1));
+  file->set_read_hook_for_test([gate](int64_t) {  // owned by the file, kept by the job
+    gate->started.Notify();
+    gate->release.WaitForNotification();
+  });
+  absl::Notification freed;
+  std::shared_ptr<TierJob> read = DiskRead(std::move(file), 0, &freed);
+  const std::shared_ptr<std::vector<std::byte>> bytes = read->reads[0].bytes;
+  {
+    TierWorker worker(&copier_, absl::ZeroDuration());
+    ASSERT_THAT(worker.Enqueue(read, /*urgent=*/true), IsOk());
+    gate->started.WaitForNotification();  // the thread is inside the read
+    EXPECT_THAT(worker.Await(*read),
+                StatusIs(absl::StatusCode::kDeadlineExceeded,
+                         HasSubstr("disk read of 1 block (the first, block 11, from slot 0)")));
+    EXPECT_THAT(worker.stuck(), StatusIs(absl::StatusCode::kDeadlineExceeded));
+    EXPECT_THAT(worker.Enqueue(DiskRead(read->file, 0), /*urgent=*/true),
+                StatusIs(absl::StatusCode::kDeadlineExceeded));
+  }  // the destructor leaves the read running
+  read.reset();
+  gate->release.Notify();
+  ASSERT_TRUE(freed.WaitForNotificationWithTimeout(kTierJobDeadline)) << "the read never ended";
+  EXPECT_EQ(*bytes, BlockBytes(1)) << "it read into its own bytes, still alive";
 }
 
 }  // namespace
