@@ -34,7 +34,8 @@ RankView::Tiers TierView(const kv::TierStats& t) {
           .onboard_ns = t.onboard_ns,
           .disk_corrupt = t.disk_corrupt,
           .pinned_blocks = t.pinned_blocks,
-          .served_blocks = t.served_blocks};
+          .served_blocks = t.served_blocks,
+          .stuck_jobs = t.stuck_jobs};
 }
 
 static_assert(FieldCount<RankView::Tiers>() == InstanceLoads::kNumTierFields,

@@ -46,6 +46,7 @@ struct RankView {
     int64_t disk_corrupt = 0;
     int64_t pinned_blocks = 0;  // current: host entries pinned for transfer claims
     int64_t served_blocks = 0;  // cumulative: blocks transfers read from the host tier
+    int64_t stuck_jobs = 0;     // tier jobs past their deadline (then the tiers are off)
   } tiers;
 };
 
@@ -57,7 +58,7 @@ inline constexpr int64_t RankView::Tiers::*kTierFields[] = {
     &RankView::Tiers::disk_hit_blocks,      &RankView::Tiers::offloaded_blocks,
     &RankView::Tiers::offload_ns,           &RankView::Tiers::onboard_ns,
     &RankView::Tiers::disk_corrupt,         &RankView::Tiers::pinned_blocks,
-    &RankView::Tiers::served_blocks};
+    &RankView::Tiers::served_blocks,        &RankView::Tiers::stuck_jobs};
 
 class InstanceLoads {
  public:

@@ -53,6 +53,7 @@ void SetRankStats(const exec::ExecutorSnapshot& snapshot, v1::StatsResponse* out
     tiers->set_disk_corrupt_blocks(t.disk_corrupt);
     tiers->set_pinned_blocks(t.pinned_blocks);
     tiers->set_served_blocks(t.served_blocks);
+    tiers->set_stuck_jobs(t.stuck_jobs);
   }
   out->set_active_token_imbalance(snapshot.token_imbalance);
 }

@@ -108,7 +108,8 @@ TEST(RankStatsTest, EveryRanksTiers) {
                              .onboard_ns = 2'500'000,
                              .disk_corrupt = 1,
                              .pinned_blocks = 6,
-                             .served_blocks = 13};
+                             .served_blocks = 13,
+                             .stuck_jobs = 1};
   v1::StatsResponse out;
   SetRankStats(snapshot, &out);
   ASSERT_EQ(out.ranks_size(), 2);
@@ -126,6 +127,7 @@ TEST(RankStatsTest, EveryRanksTiers) {
   EXPECT_EQ(t.disk_corrupt_blocks(), 1);
   EXPECT_EQ(t.pinned_blocks(), 6);
   EXPECT_EQ(t.served_blocks(), 13);
+  EXPECT_EQ(t.stuck_jobs(), 1);
   EXPECT_EQ(out.ranks(0).tiers().host_blocks(), 0);
 }
 

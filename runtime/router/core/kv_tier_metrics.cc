@@ -80,6 +80,11 @@ KvTierMetrics::KvTierMetrics(MetricsRegistry& registry)
           absl::StrCat(kPrefix, "disk_corrupt_blocks_total"),
           "Disk tier blocks that failed verification (treated as misses, never served).",
           {"instance", "rank"})),
+      stuck_jobs_(registry.AddMirroredCounter(
+          absl::StrCat(kPrefix, "stuck_jobs_total"),
+          "KV tier jobs (copy-down, disk write or read) that missed their deadline; from the "
+          "first, the rank's host and disk tiers are off and their blocks recomputed.",
+          {"instance", "rank"})),
       pinned_(registry.AddGauge(absl::StrCat(kPrefix, "pinned_blocks"),
                                 "Host tier blocks pinned for KV transfers now: a context rank "
                                 "serving a prefix from its host tier (last poll).",
@@ -108,6 +113,7 @@ void KvTierMetrics::Clear() {
                               &offload_latency_,
                               &onboard_latency_,
                               &disk_corrupt_,
+                              &stuck_jobs_,
                               &pinned_,
                               &served_}) {
     family->Clear();
@@ -166,6 +172,7 @@ void KvTierMetrics::Set(const std::string& instance, const v1::StatsResponse& st
     offload_latency_.Set({instance, r}, Ratio(offload_s, offloaded));
     onboard_latency_.Set({instance, r}, Ratio(onboard_s, onboarded));
     disk_corrupt_.Set({instance, r}, static_cast<double>(t.disk_corrupt_blocks()));
+    stuck_jobs_.Set({instance, r}, static_cast<double>(t.stuck_jobs()));
     pinned_.Set({instance, r}, static_cast<double>(t.pinned_blocks()));
     served_.Set({instance, r}, static_cast<double>(t.served_blocks()));
   }

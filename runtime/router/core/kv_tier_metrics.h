@@ -19,6 +19,9 @@
 //   kv_tier_offload_block_seconds, kv_tier_onboard_block_seconds
 //                                             mean copy time of one block since the start
 //   kv_tier_disk_corrupt_blocks_total         disk blocks that failed verification
+//   kv_tier_stuck_jobs_total                  tier jobs past their deadline (a stalled
+//                                             disk or memory system): from the first, the
+//                                             rank's tiers are off
 //   kv_tier_pinned_blocks                     host entries pinned for transfer claims now
 //   kv_tier_served_blocks_total               blocks transfers read from the host tier
 //                                             instead of the device (kvcache/tier_pins.h)
@@ -67,6 +70,7 @@ class KvTierMetrics {
   GaugeFamily& offload_latency_;
   GaugeFamily& onboard_latency_;
   GaugeFamily& disk_corrupt_;
+  GaugeFamily& stuck_jobs_;
   GaugeFamily& pinned_;
   GaugeFamily& served_;
 };

@@ -36,6 +36,7 @@ v1::StatsResponse TwoRanks() {
   t->set_offload_micros(8000);
   t->set_onboard_micros(3000);
   t->set_disk_corrupt_blocks(2);
+  t->set_stuck_jobs(1);
   t->set_pinned_blocks(3);
   t->set_served_blocks(9);
   return stats;
@@ -90,6 +91,8 @@ TEST(KvTierMetricsTest, ContentsCopiesAndBytesPerToken) {
   EXPECT_DOUBLE_EQ(m->Value("lockstep_instance_kv_tier_offload_block_seconds", rank1), 0.008 / 40);
   EXPECT_DOUBLE_EQ(m->Value("lockstep_instance_kv_tier_onboard_block_seconds", rank1), 0.003 / 15);
   EXPECT_EQ(m->Value("lockstep_instance_kv_tier_disk_corrupt_blocks_total", rank1), 2);
+  EXPECT_EQ(m->types.at("lockstep_instance_kv_tier_stuck_jobs_total"), "counter");
+  EXPECT_EQ(m->Value("lockstep_instance_kv_tier_stuck_jobs_total", rank1), 1);
   EXPECT_EQ(m->types.at("lockstep_instance_kv_tier_served_blocks_total"), "counter");
   EXPECT_EQ(m->Value("lockstep_instance_kv_tier_served_blocks_total", rank1), 9);
   EXPECT_EQ(m->types.at("lockstep_instance_kv_tier_pinned_blocks"), "gauge");
