@@ -28,8 +28,12 @@ constexpr uint64_t kStaging = 0;
 constexpr uint64_t kDone = 1;
 constexpr uint64_t kFailed = 2;  // + the absl::StatusCode
 
-// Polls between checks of the deadline, cancel and liveness (each yielding the core).
+// Polls between checks of the deadline, cancel and liveness.
 constexpr int kPollsPerCheck = 64;
+// A wait that lasts longer (the context rank slow to stage: a device copy, a busy core)
+// sleeps this long between checks instead of yielding, so that it does not hold a core.
+constexpr absl::Duration kSpinFor = absl::Microseconds(200);
+constexpr absl::Duration kSleepBetweenChecks = absl::Microseconds(20);
 
 std::atomic_ref<uint64_t> Word(const std::byte* header, size_t at) {
   return std::atomic_ref<uint64_t>(
@@ -136,6 +140,7 @@ const uint32_t* PublishedReader::crcs() const {
 
 absl::Status PublishedReader::Await(const std::function<bool(uint64_t state)>& ready,
                                     const Bounds& bounds) const {
+  absl::Time first_check = absl::InfinitePast();
   for (int polls = 1;; ++polls) {
     const uint64_t state = Word(header_, kStateWord).load(std::memory_order_acquire);
     if (state >= kFailed) {
@@ -144,16 +149,15 @@ absl::Status PublishedReader::Await(const std::function<bool(uint64_t state)>& r
       const std::string message(reinterpret_cast<const char*>(header_ + kMessageAt), length);
       return absl::Status(
           code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown,
-          absl::StrCat("the context rank failed to stage the offer it had "
-                       "answered: ",
-                       message));
+          absl::StrCat("the context rank failed to stage the offer it had answered: ", message));
     }
     if (ready(state)) return absl::OkStatus();
     if (polls % kPollsPerCheck != 0) continue;
     if (bounds.cancelled && bounds.cancelled()) {
       return absl::CancelledError("cancelled while waiting for published blocks");
     }
-    if (absl::Now() >= bounds.deadline) {
+    const absl::Time now = absl::Now();
+    if (now >= bounds.deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("the context rank had published ",
                        Word(header_, kBlocksWord).load(std::memory_order_relaxed), " of ", blocks_,
@@ -162,7 +166,12 @@ absl::Status PublishedReader::Await(const std::function<bool(uint64_t state)>& r
     if (bounds.check) {
       if (absl::Status alive = bounds.check(); !alive.ok()) return alive;
     }
-    std::this_thread::yield();
+    if (first_check == absl::InfinitePast()) first_check = now;
+    if (now - first_check < kSpinFor) {
+      std::this_thread::yield();
+    } else {
+      absl::SleepFor(kSleepBetweenChecks);
+    }
   }
 }
 

@@ -98,7 +98,8 @@ class PublishedReader {
   const uint32_t* crcs() const;
 
  private:
-  // Polls until `ready()` or staging failed, within `bounds`.
+  // Polls until `ready()` or staging failed, within `bounds`: yielding the core between
+  // checks for the first 200 us, then sleeping 20 us between them.
   absl::Status Await(const std::function<bool(uint64_t state)>& ready, const Bounds& bounds) const;
 
   const std::byte* const header_;
