@@ -173,8 +173,11 @@ TEST_F(KvTiersStuckTest, AFetchOfABlockStuckCopyingDownIsAMiss) {
 TEST_F(KvTiersStuckTest, AStuckDiskReadIsAMissAndTheTiersTurnOff) {
   copier_.started.Notify();  // no copy-down gated here
   std::unique_ptr<KvTiers> tiers = Make();
+  // Each copy-down done before the next eviction waits for it (its deadline is zero).
   tiers->OnEvictable(BlockId(1), Meta(10));
+  AwaitWorker(*tiers, 1, 0);
   tiers->OnEvictable(BlockId(2), Meta(20));
+  AwaitWorker(*tiers, 2, 0);
   tiers->OnEvictable(BlockId(3), Meta(30));  // 10 goes to disk
   AwaitWorker(*tiers, 3, 1);
   ASSERT_EQ(tiers->Where(10), Tier::kDisk);
