@@ -127,42 +127,62 @@ void BM_StreamCopy(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(buf.slab_bytes));
 }
 
+// `prompts` prompts of `blocks` full blocks and one more token each, committed in a
+// KvManager made from `config` (its device pool sized here to `blocks` + 2) and then
+// evicted from the device pool into the tiers `config` names; each prompt's keys made
+// once, as a request's are (outside any timed region).
+struct EvictedPrompts {
+  EvictedPrompts(KvManagerConfig config, int blocks, int prompts) {
+    config.target.layout = Layout();
+    config.target.num_blocks = blocks + 2;
+    m = *KvManager::Create(config);
+    pool_tokens = static_cast<int64_t>(config.target.num_blocks) * kTpb;
+    prefix = static_cast<int64_t>(blocks) * kTpb;
+    prompt.resize(static_cast<size_t>(prompts));
+    for (int p = 0; p < prompts; ++p) {
+      prompt[p].resize(static_cast<size_t>(prefix + 1));
+      std::iota(prompt[p].begin(), prompt[p].end(), 1000 + p * (prefix + 1));
+    }
+    for (const std::vector<int32_t>& p : prompt) {
+      LOCKSTEP_CHECK_OK(m->CreateCache(RequestId(1)).status());
+      LOCKSTEP_CHECK_OK(m->Resize(RequestId(1), PoolKind::kTarget, prefix, prefix));
+      LOCKSTEP_CHECK_OK(m->Commit(RequestId(1), absl::MakeConstSpan(p).first(prefix)));
+      m->Release(RequestId(1));
+      Evict();
+    }
+    LOCKSTEP_CHECK_OK(m->FlushTiers());
+    keys.resize(prompt.size());
+    for (size_t p = 0; p < prompt.size(); ++p) m->HashPrefix(prompt[p], &keys[p]);
+  }
+
+  // Another cache takes the whole pool: the prompts' blocks leave the device (to the
+  // tiers the first time; later they are already there).
+  void Evict() {
+    LOCKSTEP_CHECK_OK(m->CreateCache(RequestId(2)).status());
+    LOCKSTEP_CHECK_OK(m->Resize(RequestId(2), PoolKind::kTarget, pool_tokens, 0));
+    m->Release(RequestId(2));
+  }
+
+  std::unique_ptr<KvManager> m;
+  int64_t pool_tokens = 0;
+  int64_t prefix = 0;  // tokens in a prompt's full blocks
+  std::vector<std::vector<int32_t>> prompt;
+  std::vector<PrefixKeys> keys;
+};
+
 void BM_OnboardPrefix(benchmark::State& state) {
   const int blocks = static_cast<int>(state.range(0));
   const int prompts = std::max<int>(1, static_cast<int>(state.range(1)) / blocks);
   const size_t block_bytes = Layout().BlockBytes();
   KvManagerConfig config;
-  config.target.layout = Layout();
-  config.target.num_blocks = blocks + 2;
   config.tiers.host_bytes = (prompts + 2) * blocks * static_cast<int64_t>(block_bytes);
-  std::unique_ptr<KvManager> m = *KvManager::Create(config);
-  const int64_t pool_tokens = static_cast<int64_t>(config.target.num_blocks) * kTpb;
-  const int64_t prefix = static_cast<int64_t>(blocks) * kTpb;
-  std::vector<std::vector<int32_t>> prompt(static_cast<size_t>(prompts));
-  for (int p = 0; p < prompts; ++p) {
-    prompt[p].resize(static_cast<size_t>(prefix + 1));
-    std::iota(prompt[p].begin(), prompt[p].end(), 1000 + p * (prefix + 1));
-  }
-  // Another cache takes the whole pool: the prompts' blocks leave the device (to the
-  // host tier the first time; later they are already there).
-  auto evict = [&] {
-    LOCKSTEP_CHECK_OK(m->CreateCache(RequestId(2)).status());
-    LOCKSTEP_CHECK_OK(m->Resize(RequestId(2), PoolKind::kTarget, pool_tokens, 0));
-    m->Release(RequestId(2));
-  };
-  for (const std::vector<int32_t>& p : prompt) {
-    LOCKSTEP_CHECK_OK(m->CreateCache(RequestId(1)).status());
-    LOCKSTEP_CHECK_OK(m->Resize(RequestId(1), PoolKind::kTarget, prefix, prefix));
-    LOCKSTEP_CHECK_OK(m->Commit(RequestId(1), absl::MakeConstSpan(p).first(prefix)));
-    m->Release(RequestId(1));
-    evict();
-  }
-  LOCKSTEP_CHECK_OK(m->FlushTiers());
+  EvictedPrompts evicted(config, blocks, prompts);
+  KvManager* m = evicted.m.get();
+  const int64_t prefix = evicted.prefix;
+  const std::vector<std::vector<int32_t>>& prompt = evicted.prompt;
+  const std::vector<PrefixKeys>& keys = evicted.keys;
   const int64_t copy_ns_before = m->Stats().tiers.onboard_ns;
-  // Each prompt's keys, made once as a request's are (outside the timed region); the
-  // same hashing into `scratch` is timed on its own each iteration.
-  std::vector<PrefixKeys> keys(prompt.size());
-  for (size_t p = 0; p < prompt.size(); ++p) m->HashPrefix(prompt[p], &keys[p]);
+  // The same hashing as `keys` into `scratch` is timed on its own each iteration.
   PrefixKeys scratch;
   size_t next = 0;
   Buffers reference(blocks, prompts * blocks);
@@ -188,7 +208,7 @@ void BM_OnboardPrefix(benchmark::State& state) {
     state.SetIterationTime(std::chrono::duration<double>(end - start).count());
     onboard_s += std::chrono::duration<double>(end - start).count();
     m->Release(RequestId(1));
-    evict();
+    evicted.Evict();
     next = (next + 1) % prompt.size();
   }
   const int64_t bytes = state.iterations() * blocks * static_cast<int64_t>(block_bytes);
@@ -237,36 +257,16 @@ void BM_OnboardDisk(benchmark::State& state) {
   constexpr int kPrompts = 4;
   const size_t block_bytes = Layout().BlockBytes();
   KvManagerConfig config;
-  config.target.layout = Layout();
-  config.target.num_blocks = blocks + 2;
   config.tiers.host_bytes = static_cast<int64_t>(block_bytes);
   const char* tmp = std::getenv("TMPDIR");
   config.tiers.disk_path = std::string(tmp != nullptr ? tmp : "/tmp") + "/tier_onboard_bench";
   config.tiers.disk_bytes =
       (kPrompts + 1) * blocks * static_cast<int64_t>(TierFileBytes(kTpb, block_bytes));
-  std::unique_ptr<KvManager> m = *KvManager::Create(config);
-  const int64_t pool_tokens = static_cast<int64_t>(config.target.num_blocks) * kTpb;
-  const int64_t prefix = static_cast<int64_t>(blocks) * kTpb;
-  std::vector<std::vector<int32_t>> prompt(kPrompts);
-  for (int p = 0; p < kPrompts; ++p) {
-    prompt[p].resize(static_cast<size_t>(prefix + 1));
-    std::iota(prompt[p].begin(), prompt[p].end(), 1000 + p * (prefix + 1));
-  }
-  auto evict = [&] {
-    LOCKSTEP_CHECK_OK(m->CreateCache(RequestId(2)).status());
-    LOCKSTEP_CHECK_OK(m->Resize(RequestId(2), PoolKind::kTarget, pool_tokens, 0));
-    m->Release(RequestId(2));
-  };
-  for (const std::vector<int32_t>& p : prompt) {
-    LOCKSTEP_CHECK_OK(m->CreateCache(RequestId(1)).status());
-    LOCKSTEP_CHECK_OK(m->Resize(RequestId(1), PoolKind::kTarget, prefix, prefix));
-    LOCKSTEP_CHECK_OK(m->Commit(RequestId(1), absl::MakeConstSpan(p).first(prefix)));
-    m->Release(RequestId(1));
-    evict();
-  }
-  LOCKSTEP_CHECK_OK(m->FlushTiers());
-  std::vector<PrefixKeys> keys(prompt.size());
-  for (size_t p = 0; p < prompt.size(); ++p) m->HashPrefix(prompt[p], &keys[p]);
+  EvictedPrompts evicted(config, blocks, kPrompts);
+  KvManager* m = evicted.m.get();
+  const int64_t prefix = evicted.prefix;
+  const std::vector<std::vector<int32_t>>& prompt = evicted.prompt;
+  const std::vector<PrefixKeys>& keys = evicted.keys;
   const int64_t disk_before = m->Stats().tiers.onboarded_blocks[static_cast<int>(Tier::kDisk)];
   size_t next = 0;
   for (auto _ : state) {
@@ -276,7 +276,7 @@ void BM_OnboardDisk(benchmark::State& state) {
     LOCKSTEP_CHECK(reused.ok() && *reused == prefix) << reused.status();
     state.SetIterationTime(std::chrono::duration<double>(end - start).count());
     m->Release(RequestId(1));
-    evict();
+    evicted.Evict();
     next = (next + 1) % prompt.size();
   }
   LOCKSTEP_CHECK_OK(m->FlushTiers());
