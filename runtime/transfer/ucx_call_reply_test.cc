@@ -10,6 +10,7 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/transfer/testing/ucx_workers.h"
 #include "runtime/transfer/ucx_worker.h"
 
 namespace lockstep::transfer {
@@ -17,13 +18,8 @@ namespace {
 
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::StatusIs;
+using ::lockstep::transfer::testing::MakeWorker;
 using ::testing::HasSubstr;
-
-std::shared_ptr<UcxWorker> MakeWorker(const char* name) {
-  absl::StatusOr<std::shared_ptr<UcxWorker>> worker = UcxWorker::Create(name);
-  EXPECT_THAT(worker.status(), IsOk());
-  return worker.ok() ? *worker : nullptr;
-}
 
 // The caller gets the early answer while the handler still runs (it waits for the
 // caller's answer, up to longer than the call's deadline); the handler's return value
