@@ -82,6 +82,16 @@ class KvTiersStuckTest : public ::testing::Test {
         },
         kTierJobDeadline));
   }
+  // Blocks 1, 2, 3 (keys 10, 20, 30) evicted in turn, each copy-down and write done:
+  // 20 and 30 in the host tier, 10 spilled to disk.
+  static void FillHostAndSpillOne(KvTiers& tiers) {
+    tiers.OnEvictable(BlockId(1), Meta(10));
+    AwaitWorker(tiers, 1, 0);
+    tiers.OnEvictable(BlockId(2), Meta(20));
+    AwaitWorker(tiers, 2, 0);
+    tiers.OnEvictable(BlockId(3), Meta(30));  // 10 goes to disk
+    AwaitWorker(tiers, 3, 1);
+  }
   static std::vector<std::string> Audit(const KvTiers& tiers) {
     std::vector<std::string> out;
     tiers.AuditInto("", &out);
@@ -95,12 +105,7 @@ class KvTiersStuckTest : public ::testing::Test {
 
 TEST_F(KvTiersStuckTest, AStuckCopyDownTurnsTheTiersOffAndEveryBlockIsRecomputed) {
   std::unique_ptr<KvTiers> tiers = Make();
-  tiers->OnEvictable(BlockId(1), Meta(10));
-  AwaitWorker(*tiers, 1, 0);
-  tiers->OnEvictable(BlockId(2), Meta(20));
-  AwaitWorker(*tiers, 2, 0);
-  tiers->OnEvictable(BlockId(3), Meta(30));  // 10 goes to disk
-  AwaitWorker(*tiers, 3, 1);
+  FillHostAndSpillOne(*tiers);
   ASSERT_EQ(tiers->Where(10), Tier::kDisk);
   ASSERT_NE(tiers->Pin(20, 19, Meta(20).tokens), nullptr);  // kept while pinned
 
@@ -174,12 +179,7 @@ TEST_F(KvTiersStuckTest, AStuckDiskReadIsAMissAndTheTiersTurnOff) {
   copier_.started.Notify();  // no copy-down gated here
   std::unique_ptr<KvTiers> tiers = Make();
   // Each copy-down done before the next eviction waits for it (its deadline is zero).
-  tiers->OnEvictable(BlockId(1), Meta(10));
-  AwaitWorker(*tiers, 1, 0);
-  tiers->OnEvictable(BlockId(2), Meta(20));
-  AwaitWorker(*tiers, 2, 0);
-  tiers->OnEvictable(BlockId(3), Meta(30));  // 10 goes to disk
-  AwaitWorker(*tiers, 3, 1);
+  FillHostAndSpillOne(*tiers);
   ASSERT_EQ(tiers->Where(10), Tier::kDisk);
   struct Gate {
     absl::Notification release;
@@ -213,12 +213,7 @@ TEST_F(KvTiersStuckTest, AStuckDiskReadIsAMissAndTheTiersTurnOff) {
 // owner would wait for it): a miss, and the tiers are off.
 TEST_F(KvTiersStuckTest, ADiskReadBehindAStuckCopyDownIsAMiss) {
   std::unique_ptr<KvTiers> tiers = Make();
-  tiers->OnEvictable(BlockId(1), Meta(10));
-  AwaitWorker(*tiers, 1, 0);
-  tiers->OnEvictable(BlockId(2), Meta(20));
-  AwaitWorker(*tiers, 2, 0);
-  tiers->OnEvictable(BlockId(3), Meta(30));  // 10 goes to disk
-  AwaitWorker(*tiers, 3, 1);
+  FillHostAndSpillOne(*tiers);
   tiers->OnEvictable(BlockId(kStuckBlock), Meta(70));  // 20 goes to disk; 70 gets stuck
   copier_.started.WaitForNotification();
   ASSERT_EQ(tiers->Where(10), Tier::kDisk);
