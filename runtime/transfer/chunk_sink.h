@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "absl/synchronization/notification.h"
@@ -36,6 +37,38 @@ class ChunkSink {
   // sink stores the stream in memory of its own (UCX staging); empty otherwise. The
   // chunk is still passed to Write, which skips copying a piece already in place.
   virtual absl::Span<std::byte> NextChunkMemory(size_t /*bytes*/) { return {}; }
+};
+
+// A sink's own memory (`capacity` bytes at `data`) filled with a stream's chunks in
+// order: what NextChunkMemory hands out and what Write appends, a piece already copied
+// into place being skipped. Used by the sinks that stage a pull in memory (UCX).
+class InPlaceChunks {
+ public:
+  InPlaceChunks(std::byte* data, int64_t capacity) : data_(data), capacity_(capacity) {}
+
+  // Where the next `bytes` go; empty when they would pass the capacity.
+  absl::Span<std::byte> Next(size_t bytes) const {
+    if (static_cast<int64_t>(bytes) > capacity_ - used_) return {};
+    return {data_ + used_, bytes};
+  }
+  // Appends `pieces`, copying each one not in place already; false (the rest not
+  // appended) when a piece would pass the capacity.
+  bool Append(absl::Span<const ByteRange> pieces) {
+    for (const ByteRange& piece : pieces) {
+      if (static_cast<int64_t>(piece.size) > capacity_ - used_) return false;
+      if (reinterpret_cast<const std::byte*>(piece.data) != data_ + used_) {
+        std::memcpy(data_ + used_, piece.data, piece.size);
+      }
+      used_ += static_cast<int64_t>(piece.size);
+    }
+    return true;
+  }
+  int64_t used() const { return used_; }
+
+ private:
+  std::byte* const data_;
+  const int64_t capacity_;
+  int64_t used_ = 0;
 };
 
 }  // namespace lockstep::transfer

@@ -33,20 +33,12 @@ constexpr int64_t kMaxTokens = int64_t{1} << 24;
 class StagingSink : public ChunkSink {
  public:
   StagingSink(std::byte* data, int64_t capacity, lockstep::v1::UcxOffer* offer)
-      : data_(data), capacity_(capacity), offer_(offer) {}
+      : bytes_(data, capacity), offer_(offer) {}
 
   bool Write(const ChunkHeader& /*header*/, absl::Span<const ByteRange> pieces,
              absl::Span<const uint32_t> crcs, const std::shared_ptr<const void>& /*keep_alive*/,
              const absl::Notification& abort) override {
-    if (abort.HasBeenNotified()) return false;
-    for (const ByteRange& piece : pieces) {
-      if (static_cast<int64_t>(piece.size) > capacity_ - used_) return false;
-      // Copied out of the blocks into place already (NextChunkMemory), or copied now.
-      if (reinterpret_cast<const std::byte*>(piece.data) != data_ + used_) {
-        std::memcpy(data_ + used_, piece.data, piece.size);
-      }
-      used_ += static_cast<int64_t>(piece.size);
-    }
+    if (abort.HasBeenNotified() || !bytes_.Append(pieces)) return false;
     for (uint32_t crc : crcs) offer_->add_block_crc32c(crc);
     return true;
   }
@@ -54,17 +46,12 @@ class StagingSink : public ChunkSink {
     *offer_->mutable_trailer() = trailer;
     return true;
   }
-  absl::Span<std::byte> NextChunkMemory(size_t bytes) override {
-    if (static_cast<int64_t>(bytes) > capacity_ - used_) return {};
-    return {data_ + used_, bytes};
-  }
-  int64_t used() const { return used_; }
+  absl::Span<std::byte> NextChunkMemory(size_t bytes) override { return bytes_.Next(bytes); }
+  int64_t used() const { return bytes_.used(); }
 
  private:
-  std::byte* const data_;
-  const int64_t capacity_;
+  InPlaceChunks bytes_;
   lockstep::v1::UcxOffer* const offer_;
-  int64_t used_ = 0;
 };
 
 }  // namespace

@@ -58,9 +58,9 @@ size_t PublishedRangeBytes(int64_t bytes, int64_t blocks) {
 
 PublishingSink::PublishingSink(std::byte* range, int64_t bytes, int64_t blocks,
                                std::function<void()> on_first_write)
-    : range_(range),
+    : bytes_(range, bytes),
       header_(range + PublishedHeaderAt(bytes)),
-      bytes_(bytes),
+      staged_bytes_(bytes),
       blocks_(blocks),
       on_first_write_(std::move(on_first_write)) {
   Store32(header_ + kTrailerLength, 0);
@@ -77,8 +77,7 @@ void PublishingSink::Start() {
 
 absl::Span<std::byte> PublishingSink::NextChunkMemory(size_t bytes) {
   Start();
-  if (static_cast<int64_t>(bytes) > bytes_ - used_) return {};
-  return {range_ + used_, bytes};
+  return bytes_.Next(bytes);
 }
 
 bool PublishingSink::Write(const ChunkHeader& /*header*/, absl::Span<const ByteRange> pieces,
@@ -88,14 +87,7 @@ bool PublishingSink::Write(const ChunkHeader& /*header*/, absl::Span<const ByteR
   Start();
   if (abort.HasBeenNotified()) return false;
   if (static_cast<int64_t>(crcs.size()) > blocks_ - published_) return false;
-  for (const ByteRange& piece : pieces) {
-    if (static_cast<int64_t>(piece.size) > bytes_ - used_) return false;
-    // Copied out of the blocks into place already (NextChunkMemory), or copied now.
-    if (reinterpret_cast<const std::byte*>(piece.data) != range_ + used_) {
-      std::memcpy(range_ + used_, piece.data, piece.size);
-    }
-    used_ += static_cast<int64_t>(piece.size);
-  }
+  if (!bytes_.Append(pieces)) return false;
   if (crcs.empty()) return true;  // part of a block: published with the block's end
   std::memcpy(header_ + kCrcsAt + 4 * static_cast<size_t>(published_), crcs.data(),
               4 * crcs.size());
@@ -116,9 +108,11 @@ bool PublishingSink::WriteTrailer(const lockstep::v1::PullTrailer& trailer) {
 
 void PublishingSink::Finish(const absl::Status& served) {
   absl::Status outcome = served;
-  if (outcome.ok() && (!trailer_written_ || published_ != blocks_ || used_ != bytes_)) {
+  if (outcome.ok() &&
+      (!trailer_written_ || published_ != blocks_ || bytes_.used() != staged_bytes_)) {
     outcome = absl::InternalError(absl::StrCat("staging ended with ", published_, " of ", blocks_,
-                                               " blocks and ", used_, " of ", bytes_, " bytes"));
+                                               " blocks and ", bytes_.used(), " of ", staged_bytes_,
+                                               " bytes"));
   }
   if (outcome.ok()) {
     Word(header_, kStateWord).store(kDone, std::memory_order_release);

@@ -64,14 +64,13 @@ class PublishingSink : public ChunkSink {
  private:
   void Start();
 
-  std::byte* const range_;
+  InPlaceChunks bytes_;  // the staged bytes, ahead of the header
   std::byte* const header_;
-  const int64_t bytes_;
+  const int64_t staged_bytes_;
   const int64_t blocks_;
   std::function<void()> on_first_write_;
   bool started_ = false;
   bool trailer_written_ = false;
-  int64_t used_ = 0;
   int64_t published_ = 0;
 };
 
