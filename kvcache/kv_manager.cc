@@ -31,8 +31,10 @@ int32_t ReservedBlocks(const PoolConfig& pool, int32_t reserved_tokens) {
 class KvManager::Impl {
  public:
   KvManagerConfig config;
-  std::unique_ptr<HostAllocator> owned_allocator;
-  std::array<std::unique_ptr<KvPool>, 2> pools;
+  // Shared with the tier worker's thread (TargetOwner): a copy-down still running after
+  // the manager reads the target pool, which is then freed once it ended.
+  std::shared_ptr<HostAllocator> owned_allocator;
+  std::array<std::shared_ptr<KvPool>, 2> pools;
   // Tiers below the target pool; declared after `pools`, so destroyed before them.
   std::unique_ptr<TierOnboarder> onboarder;
   // Host tier pins of transfer claims (with tiers); destroyed before the tiers.
@@ -110,7 +112,7 @@ absl::StatusOr<std::unique_ptr<KvManager>> KvManager::Create(const KvManagerConf
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   if (allocator == nullptr) {
-    impl->owned_allocator = std::make_unique<HostAllocator>();
+    impl->owned_allocator = std::make_shared<HostAllocator>();
     allocator = impl->owned_allocator.get();
   }
   KvPool::Options target{
@@ -128,8 +130,17 @@ absl::StatusOr<std::unique_ptr<KvManager>> KvManager::Create(const KvManagerConf
     ASSIGN_OR_RETURN(impl->pools[1], KvPool::Create(draft, allocator));
   }
   if (config.tiers.enabled()) {
-    ASSIGN_OR_RETURN(impl->onboarder, TierOnboarder::Create(config.tiers, impl->pools[0].get(),
-                                                            config.target.reuse_salt));
+    // What a copy-down reads: the target pool (its copier and slab) and the allocator
+    // that frees the slab when it is owned here (the pool goes first).
+    struct TargetOwner {
+      std::shared_ptr<HostAllocator> allocator;
+      std::shared_ptr<KvPool> pool;
+    };
+    auto owner = std::make_shared<const TargetOwner>(
+        TargetOwner{.allocator = impl->owned_allocator, .pool = impl->pools[0]});
+    ASSIGN_OR_RETURN(impl->onboarder,
+                     TierOnboarder::Create(config.tiers, impl->pools[0].get(),
+                                           config.target.reuse_salt, std::move(owner)));
     impl->pins = std::make_unique<TierPins>(&impl->onboarder->tiers(),
                                             config.target.layout.tokens_per_block,
                                             config.target.reuse_salt);

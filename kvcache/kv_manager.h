@@ -59,7 +59,9 @@ namespace lockstep::kv {
 class KvManager {
  public:
   // `allocator` provides block storage (host memory when null). It must outlive the
-  // manager.
+  // manager and, with tiers, a copy-down the manager's destruction left running (a device
+  // stuck past the tier job deadline): that copy-down keeps the target pool alive, which
+  // is freed through `allocator` once it ended (tier_worker.h).
   static absl::StatusOr<std::unique_ptr<KvManager>> Create(const KvManagerConfig& config,
                                                            BlockAllocator* allocator = nullptr);
   ~KvManager();

@@ -35,7 +35,8 @@ int64_t NowNs() {
 
 absl::StatusOr<std::unique_ptr<KvTiers>> KvTiers::Create(const TierConfig& config,
                                                          BlockCopier* device,
-                                                         absl::Duration job_deadline) {
+                                                         absl::Duration job_deadline,
+                                                         std::shared_ptr<const void> device_owner) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
   if (!config.enabled()) return absl::InvalidArgumentError("kv_tiers: host_bytes is 0");
   LOCKSTEP_CHECK(device != nullptr);
@@ -73,12 +74,13 @@ absl::StatusOr<std::unique_ptr<KvTiers>> KvTiers::Create(const TierConfig& confi
     }
     file = *std::move(made);
   }
-  return std::unique_ptr<KvTiers>(
-      new KvTiers(config, device, std::move(dir), std::move(file), job_deadline));
+  return std::unique_ptr<KvTiers>(new KvTiers(config, device, std::move(dir), std::move(file),
+                                              job_deadline, std::move(device_owner)));
 }
 
 KvTiers::KvTiers(const TierConfig& config, BlockCopier* device, std::string disk_dir,
-                 std::shared_ptr<TierFile> disk_file, absl::Duration job_deadline)
+                 std::shared_ptr<TierFile> disk_file, absl::Duration job_deadline,
+                 std::shared_ptr<const void> device_owner)
     : config_(config),
       device_(device),
       block_bytes_(device->block_bytes()),
@@ -88,7 +90,7 @@ KvTiers::KvTiers(const TierConfig& config, BlockCopier* device, std::string disk
       max_pins_(host_capacity_ / 2),
       disk_dir_(std::move(disk_dir)),
       disk_file_(std::move(disk_file)),
-      worker_(std::make_unique<TierWorker>(device, job_deadline)) {
+      worker_(std::make_unique<TierWorker>(device, job_deadline, std::move(device_owner))) {
   stats_.block_bytes = static_cast<int64_t>(block_bytes_);
   stats_.host_capacity_blocks = host_capacity_;
   stats_.disk_capacity_blocks = disk_capacity_;

@@ -95,9 +95,12 @@ class KvTiers {
   // tier, a fresh subdirectory of config.disk_path holds this instance's disk file
   // (disk_bytes / TierFileBytes slots, reserved here); it is removed by the destructor.
   // `job_deadline`: how long a wait for one worker job may take (tier_worker.h).
+  // `device_owner` (may be null): keeps `device` and its pool's memory alive for a
+  // copy-down still running after this is destroyed (TierWorker; without it they must
+  // outlive such a copy-down).
   static absl::StatusOr<std::unique_ptr<KvTiers>> Create(
-      const TierConfig& config, BlockCopier* device,
-      absl::Duration job_deadline = kTierJobDeadline);
+      const TierConfig& config, BlockCopier* device, absl::Duration job_deadline = kTierJobDeadline,
+      std::shared_ptr<const void> device_owner = nullptr);
   ~KvTiers();  // finishes the queued jobs, stops the worker, removes the disk file
   KvTiers(const KvTiers&) = delete;
   KvTiers& operator=(const KvTiers&) = delete;
@@ -202,7 +205,8 @@ class KvTiers {
   };
 
   KvTiers(const TierConfig& config, BlockCopier* device, std::string disk_dir,
-          std::shared_ptr<TierFile> disk_file, absl::Duration job_deadline);
+          std::shared_ptr<TierFile> disk_file, absl::Duration job_deadline,
+          std::shared_ptr<const void> device_owner);
   // Turns the tiers off when `status` (from the worker) is a missed deadline.
   void FailIfStuck(const absl::Status& status);
   // Drops every unpinned host entry and every disk entry (the tiers are off).

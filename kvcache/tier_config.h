@@ -8,8 +8,12 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace lockstep::kv {
+
+// How long a wait for one tier worker job may take by default (tier_worker.h).
+inline constexpr absl::Duration kTierJobDeadline = absl::Seconds(60);
 
 enum class Tier { kDevice = 0, kHost = 1, kDisk = 2 };
 inline constexpr int kNumTiers = 3;
@@ -23,6 +27,9 @@ struct TierConfig {
   // exit, so it is safe to delete between runs). Empty: no disk tier.
   std::string disk_path;
   int64_t disk_bytes = 0;
+  // How long a wait for one tier worker job may take before the tiers count as stuck
+  // (kv_tiers.h). Not in the YAML: tests shorten it.
+  absl::Duration job_deadline = kTierJobDeadline;
 
   bool enabled() const { return host_bytes > 0; }
   bool has_disk() const { return enabled() && !disk_path.empty() && disk_bytes > 0; }

@@ -9,10 +9,11 @@
 
 namespace lockstep::kv {
 
-absl::StatusOr<std::unique_ptr<TierOnboarder>> TierOnboarder::Create(const TierConfig& config,
-                                                                     KvPool* target,
-                                                                     uint64_t salt) {
-  absl::StatusOr<std::unique_ptr<KvTiers>> tiers = KvTiers::Create(config, target->copier());
+absl::StatusOr<std::unique_ptr<TierOnboarder>> TierOnboarder::Create(
+    const TierConfig& config, KvPool* target, uint64_t salt,
+    std::shared_ptr<const void> target_owner) {
+  absl::StatusOr<std::unique_ptr<KvTiers>> tiers =
+      KvTiers::Create(config, target->copier(), config.job_deadline, std::move(target_owner));
   if (!tiers.ok()) return tiers.status();
   return std::unique_ptr<TierOnboarder>(new TierOnboarder(*std::move(tiers), target, salt));
 }

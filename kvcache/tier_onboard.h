@@ -37,9 +37,12 @@ namespace lockstep::kv {
 
 class TierOnboarder {
  public:
-  // `target` (not owned) must outlive this; `salt` is its reuse salt.
-  static absl::StatusOr<std::unique_ptr<TierOnboarder>> Create(const TierConfig& config,
-                                                               KvPool* target, uint64_t salt);
+  // `target` (not owned) must outlive this; `salt` is its reuse salt. `target_owner`
+  // (may be null) keeps `target` alive for a copy-down still running after this is
+  // destroyed (KvTiers::Create's `device_owner`).
+  static absl::StatusOr<std::unique_ptr<TierOnboarder>> Create(
+      const TierConfig& config, KvPool* target, uint64_t salt,
+      std::shared_ptr<const void> target_owner = nullptr);
   ~TierOnboarder();  // detaches from the pool
   TierOnboarder(const TierOnboarder&) = delete;
   TierOnboarder& operator=(const TierOnboarder&) = delete;

@@ -37,10 +37,12 @@ std::string DescribeTierJob(const TierJob& job) {
   return absl::StrCat("disk write of block ", job.meta.key, " into slot ", job.slot, " of ", file);
 }
 
-// Everything the thread touches but the jobs and the device copier: owned by the worker
-// and the thread together, so a stuck job may outlive the worker.
+// Everything the thread touches but the jobs: owned by the worker and the thread
+// together, so a stuck job may outlive the worker; the device copier and its memory
+// through `device_owner` when given.
 struct TierWorker::State {
-  State(BlockCopier* device, absl::Duration deadline) : device(device), deadline(deadline) {}
+  State(BlockCopier* device, absl::Duration deadline, std::shared_ptr<const void> device_owner)
+      : device_owner(std::move(device_owner)), device(device), deadline(deadline) {}
 
   // Marks the worker stuck with `status` (the first one stays) and cancels what is
   // queued with it.
@@ -135,6 +137,8 @@ struct TierWorker::State {
     }
   }
 
+  // Keeps `device` and what it reads alive while the state lives (the thread holds it).
+  const std::shared_ptr<const void> device_owner;
   BlockCopier* const device;
   const absl::Duration deadline;
   mutable absl::Mutex mu;
@@ -151,8 +155,9 @@ struct TierWorker::State {
   int64_t write_errors ABSL_GUARDED_BY(mu) = 0;
 };
 
-TierWorker::TierWorker(BlockCopier* device, absl::Duration deadline)
-    : state_(std::make_shared<State>(device, deadline)),
+TierWorker::TierWorker(BlockCopier* device, absl::Duration deadline,
+                       std::shared_ptr<const void> device_owner)
+    : state_(std::make_shared<State>(device, deadline, std::move(device_owner))),
       thread_([state = state_] { state->Loop(); }) {}
 
 TierWorker::~TierWorker() {
@@ -175,7 +180,9 @@ TierWorker::~TierWorker() {
     return;
   }
   LOCKSTEP_LOG_ERROR("kv", "KV tier worker: shutting down without its stuck job ({})", left);
-  thread_.detach();  // the thread holds the state and its job: nothing here is freed under it
+  // The thread holds the state (with the device's owner) and its job: nothing it reads
+  // is freed under it.
+  thread_.detach();
 }
 
 absl::Status TierWorker::Enqueue(std::shared_ptr<TierJob> job, bool urgent) {

@@ -18,11 +18,15 @@
 // then ends with DEADLINE_EXCEEDED naming the job, and the worker is stuck for good
 // (stuck()): what is queued is cancelled with that status, later jobs are refused, and
 // no wait blocks again. Enqueue also finds a job running past the deadline when
-// another already waits behind it. The stuck
-// job keeps running on the thread: it owns what it reads and writes (its bytes and its
-// file through shared pointers, the worker's state through the thread), so nothing the
-// owner frees is touched; only a copy-down reads the device copier, which must outlive
-// it.
+// another already waits behind it. The stuck job keeps running on the thread: it owns
+// what it reads and writes (its bytes and its file through shared pointers, the
+// worker's state through the thread), so nothing the owner frees is touched. A
+// copy-down also reads the device copier and the pool memory behind it: the worker's
+// `device_owner` keeps them alive, held by the thread until it ends, so a copy-down
+// still running after the destructor reads live memory, which is freed (on the thread)
+// once it ended. A job that never ends keeps it for good: a bounded leak at shutdown,
+// never a read of freed memory. (Without a `device_owner`, the copier, its memory and
+// what frees it must outlive any copy-down still running after the worker.)
 // Thread safety: every method may be called from any thread; a job's fields other than
 // its state and result are the owner's until it is enqueued, then read-only. The
 // destructor runs what is queued, then joins the thread; when that misses the deadline
@@ -42,11 +46,10 @@
 #include "absl/time/time.h"
 #include "common/ids.h"
 #include "kvcache/block_copier.h"
+#include "kvcache/tier_config.h"
 #include "kvcache/tier_file.h"
 
 namespace lockstep::kv {
-
-inline constexpr absl::Duration kTierJobDeadline = absl::Seconds(60);
 
 // One job: set kind and its inputs, then hand it to TierWorker::Enqueue.
 struct TierJob {
@@ -80,9 +83,11 @@ std::string DescribeTierJob(const TierJob& job);
 
 class TierWorker {
  public:
-  // `device`: the device pool's copier, for copy-downs (not owned; outlives the worker
-  // and any copy-down still running after it). `deadline`: how long a wait may take.
-  explicit TierWorker(BlockCopier* device, absl::Duration deadline = kTierJobDeadline);
+  // `device`: the device pool's copier, for copy-downs (not owned). `device_owner` (may
+  // be null): keeps `device` and the memory it reads alive until the worker and its
+  // thread are done (see above). `deadline`: how long a wait may take.
+  explicit TierWorker(BlockCopier* device, absl::Duration deadline = kTierJobDeadline,
+                      std::shared_ptr<const void> device_owner = nullptr);
   ~TierWorker();
   TierWorker(const TierWorker&) = delete;
   TierWorker& operator=(const TierWorker&) = delete;

@@ -139,6 +139,25 @@ TEST_F(TierWorkerTest, TheDestructorRunsWhatIsQueued) {
 // ends with DEADLINE_EXCEEDED naming it, nothing more is queued, and nothing waits
 // again; the worker's destructor leaves without it. When the job finally ends, it
 // writes only into its own bytes and frees itself on the thread.
+// A copy-down still running when the worker is destroyed (its zero deadline missed)
+// keeps the device's owner, and so the copier and its memory, until it ended: the thread
+// drops it then.
+TEST_F(TierWorkerTest, ACopyDownLeftRunningKeepsTheDeviceOwnerUntilItEnds) {
+  auto dropped = std::make_shared<absl::Notification>();
+  std::shared_ptr<const void> owner(static_cast<const void*>(&copier_),
+                                    [dropped](const void*) { dropped->Notify(); });
+  auto worker = std::make_unique<TierWorker>(&copier_, absl::ZeroDuration(), std::move(owner));
+  auto job = CopyDown(1);
+  ASSERT_THAT(worker->Enqueue(job), IsOk());
+  copier_.started.WaitForNotification();
+  worker.reset();  // leaves the copy-down running
+  EXPECT_FALSE(dropped->HasBeenNotified()) << "dropped while the copy-down reads the device";
+  copier_.release.Notify();
+  ASSERT_TRUE(dropped->WaitForNotificationWithTimeout(kTierJobDeadline));
+  EXPECT_TRUE(copier_.finished.HasBeenNotified());
+  EXPECT_EQ(*job->bytes, BlockBytes(1));
+}
+
 TEST_F(TierWorkerTest, AJobPastItsDeadlineEndsEveryWaitAndNothingIsQueuedBehindIt) {
   absl::Notification freed;
   std::shared_ptr<TierJob> stuck = CopyDown(0, &freed);
