@@ -5,7 +5,7 @@
 // context rank gone mid-get or slow but live, a cancel mid-get; the session calls after a
 // connection's first Offer, ranks without them, and their faults (a bad key, no answer by
 // the deadline, the context rank gone mid-call, a slow but live one); sessions expired or
-// evicted; a Release of another requester's offer.
+// evicted; a Release of another requester's offer; an offer never released.
 #include <atomic>
 #include <cstdlib>
 #include <functional>
@@ -637,6 +637,39 @@ TEST_P(UcxTransceiverTest, AReleaseOfAnotherRequestersOfferIsRefused) {
   stats = (*ctx)->ucx_data_plane()->stats();
   EXPECT_EQ(stats.released, 2);
   EXPECT_EQ(stats.offers, 0);
+}
+
+// An offer never released is dropped at its Offer call's deadline, also one made while
+// an offer expiring later is staged (the reaper, asleep until that one's expiry, must be
+// woken for it).
+TEST_P(UcxTransceiverTest, AnUnreleasedOfferIsDroppedAtItsDeadline) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  auto ctx = Rank(Config("ctx0 rank 0", true), seed_ + 1);
+  ASSERT_TRUE(ctx);
+  std::unique_ptr<lockstep::v1::KvUcxService::Stub> stub = lockstep::v1::KvUcxService::NewStub(
+      grpc::CreateChannel((*ctx)->address(), grpc::InsecureChannelCredentials()));
+  // Request `from` offered over gRPC with `timeout` (the offer's lifetime), never released.
+  const auto offer = [&](int64_t from, absl::Duration timeout) {
+    const TestBlocks sent =
+        RandomBlocks(RequestId(from), 23, SmallDescriptor(), /*draft=*/false, 64, 0, rng_);
+    EXPECT_THAT((*ctx)->StartSend(Send(sent)), IsOk());
+    const KvPuller puller(SmallDescriptor(), KvCopiers{}, "gen0 rank 1", TransferHooks{});
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    lockstep::v1::UcxOffer made;
+    EXPECT_TRUE(stub->Offer(&context, puller.Request(Receive(sent, *ctx, sent.id)), &made).ok());
+    EXPECT_THAT(made.refusal(), IsEmpty());
+  };
+  const auto stats = [&] { return (*ctx)->ucx_data_plane()->stats(); };
+  offer(7, absl::Minutes(2));  // expires long after the test
+  offer(8, absl::Seconds(1));
+  EXPECT_EQ(stats().offers, 2);
+  ASSERT_TRUE(PollUntil([&] { return stats().expired == 1; }, absl::Seconds(30)))
+      << "the offer with a 1 s deadline was not dropped within 30 s";
+  EXPECT_EQ(stats().offers, 1);  // the later one stays staged
+  offer(9, absl::Seconds(1));    // the reaper now sleeps until request 7's expiry
+  ASSERT_TRUE(PollUntil([&] { return stats().expired == 2; }, absl::Seconds(30)));
+  EXPECT_EQ(stats().offers, 1);
 }
 
 // The TCP data plane on (the fallback); the UCX transport comes from UCX_TLS.
