@@ -3,12 +3,8 @@
 // Unavailable; SIGSTOP fails it with DeadlineExceeded at its deadline, and after
 // SIGCONT the rank serves again. The child is this binary re-executed with
 // LOCKSTEP_TRANSFER_CHILD set (no gRPC state crosses a fork).
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,19 +19,19 @@
 #include "absl/time/clock.h"
 #include "common/clock.h"
 #include "common/testing/seed.h"
+#include "common/testing/self_process.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/transfer/grpc_transceiver.h"
 #include "runtime/transfer/testing/transfer_fixture.h"
 
-extern char** environ;
-
 namespace lockstep::transfer {
 namespace {
 
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::SeedTrace;
+using ::lockstep::testing::SelfProcess;
 using ::lockstep::testing::StatusIs;
 using ::lockstep::testing::TestSeed;
 using testing::AwaitEvents;
@@ -95,71 +91,6 @@ int RunChild(const std::string& spec) {
   return 0;
 }
 
-// One child process and the pipes to it.
-class Child {
- public:
-  Child(uint64_t seed, bool hold) {
-    int to_child[2];
-    int from_child[2];
-    EXPECT_EQ(pipe(to_child), 0);
-    EXPECT_EQ(pipe(from_child), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
-    posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
-    posix_spawn_file_actions_addclose(&actions, to_child[1]);
-    posix_spawn_file_actions_addclose(&actions, from_child[0]);
-    std::vector<std::string> env_strings = {absl::StrCat(kChildEnv, "=", seed, ",", hold ? 1 : 0)};
-    for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
-    std::vector<char*> env;
-    for (std::string& s : env_strings) env.push_back(s.data());
-    env.push_back(nullptr);
-    char self[] = "/proc/self/exe";
-    char* argv[] = {self, nullptr};
-    EXPECT_EQ(posix_spawn(&pid_, self, &actions, nullptr, argv, env.data()), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    close(to_child[0]);
-    close(from_child[1]);
-    stdin_ = to_child[1];
-    stdout_ = from_child[0];
-  }
-
-  ~Child() {
-    close(stdin_);
-    close(stdout_);
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      Reap();
-    }
-  }
-
-  // The line the child prints (its address), or "" after `timeout`.
-  std::string ReadAddress(absl::Duration timeout) {
-    std::string line;
-    const absl::Time deadline = absl::Now() + timeout;
-    while (line.empty() || line.back() != '\n') {
-      pollfd out{.fd = stdout_, .events = POLLIN, .revents = 0};
-      const int ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
-      char c;
-      if (ms <= 0 || poll(&out, 1, ms) != 1 || read(stdout_, &c, 1) != 1) return "";
-      line.push_back(c);
-    }
-    line.pop_back();
-    return line;
-  }
-
-  void Signal(int signal) { kill(pid_, signal); }
-  void Reap() {
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int stdin_ = -1;
-  int stdout_ = -1;
-};
-
 class GrpcTransceiverProcessTest : public ::testing::Test {
  protected:
   void SetUp() override { seed_ = TestSeed(); }
@@ -182,8 +113,8 @@ class GrpcTransceiverProcessTest : public ::testing::Test {
 
 TEST_F(GrpcTransceiverProcessTest, KilledContextRankFailsTheReceiveUnavailable) {
   SCOPED_TRACE(SeedTrace(seed_));
-  Child child(seed_, /*hold=*/true);
-  const std::string address = child.ReadAddress(kWait);
+  SelfProcess child(kChildEnv, absl::StrCat(seed_, ",1"));
+  const std::string address = child.ReadLine(kWait);
   ASSERT_FALSE(address.empty());
   absl::Notification first_chunk;
   RankConfig config{.name = "gen"};
@@ -209,8 +140,8 @@ TEST_F(GrpcTransceiverProcessTest, KilledContextRankFailsTheReceiveUnavailable) 
 
 TEST_F(GrpcTransceiverProcessTest, StoppedContextRankFailsAtTheDeadlineThenServesAgain) {
   SCOPED_TRACE(SeedTrace(seed_));
-  Child child(seed_, /*hold=*/false);
-  const std::string address = child.ReadAddress(kWait);
+  SelfProcess child(kChildEnv, absl::StrCat(seed_, ",0"));
+  const std::string address = child.ReadLine(kWait);
   ASSERT_FALSE(address.empty());
   absl::StatusOr<std::unique_ptr<TestRank>> gen = MakeRank({.name = "gen"}, &clock_, 0);
   ASSERT_THAT(gen.status(), IsOk());

@@ -13,9 +13,6 @@
 // on it (its first liveness check came) over a pipe: no sleeps, no fixed ports.
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -36,13 +33,12 @@
 #include "common/clock.h"
 #include "common/testing/poll_until.h"
 #include "common/testing/seed.h"
+#include "common/testing/self_process.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/transfer/grpc_transceiver.h"
 #include "runtime/transfer/testing/transfer_fixture.h"
-
-extern char** environ;
 
 namespace lockstep::transfer {
 namespace {
@@ -50,6 +46,7 @@ namespace {
 using ::lockstep::testing::IsOk;
 using ::lockstep::testing::PollUntil;
 using ::lockstep::testing::SeedTrace;
+using ::lockstep::testing::SelfProcess;
 using ::lockstep::testing::StatusIs;
 using ::lockstep::testing::TestSeed;
 using testing::AwaitEvents;
@@ -156,71 +153,6 @@ int RunChild(const std::string& spec) {
   std::_Exit(0);         // the watcher may still wait; nothing here needs an orderly end
 }
 
-// One child process and the pipes to it; killed and reaped on destruction.
-class Child {
- public:
-  Child(uint64_t seed, Mode mode) {
-    int to_child[2];
-    int from_child[2];
-    EXPECT_EQ(pipe(to_child), 0);
-    EXPECT_EQ(pipe(from_child), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
-    posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
-    posix_spawn_file_actions_addclose(&actions, to_child[1]);
-    posix_spawn_file_actions_addclose(&actions, from_child[0]);
-    std::vector<std::string> env_strings = {
-        absl::StrCat(kChildEnv, "=", seed, ",", static_cast<int>(mode))};
-    for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
-    std::vector<char*> env;
-    for (std::string& s : env_strings) env.push_back(s.data());
-    env.push_back(nullptr);
-    char self[] = "/proc/self/exe";
-    char* argv[] = {self, nullptr};
-    EXPECT_EQ(posix_spawn(&pid_, self, &actions, nullptr, argv, env.data()), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    close(to_child[0]);
-    close(from_child[1]);
-    stdin_ = to_child[1];
-    stdout_ = from_child[0];
-  }
-
-  ~Child() {
-    close(stdin_);
-    close(stdout_);
-    Kill();
-  }
-
-  // The next line the child prints, or "" after `timeout`.
-  std::string ReadLine(absl::Duration timeout) {
-    std::string line;
-    const absl::Time deadline = absl::Now() + timeout;
-    while (line.empty() || line.back() != '\n') {
-      pollfd out{.fd = stdout_, .events = POLLIN, .revents = 0};
-      const int ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
-      char c;
-      if (ms <= 0 || poll(&out, 1, ms) != 1 || read(stdout_, &c, 1) != 1) return "";
-      line.push_back(c);
-    }
-    line.pop_back();
-    return line;
-  }
-
-  // SIGKILL, then reaped: the process is gone when this returns.
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int stdin_ = -1;
-  int stdout_ = -1;
-};
-
 class UcxKilledContextRankTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -303,14 +235,15 @@ class UcxKilledContextRankTest : public ::testing::Test {
     const TestBlocks failed = Local(RequestId(41));
     const TestBlocks later = Local(RequestId(42));
     {
-      Child held(seed_, mode);
+      SelfProcess held(kChildEnv, absl::StrCat(seed_, ",", static_cast<int>(mode)));
       const std::string address = held.ReadLine(kWait);
       ASSERT_FALSE(address.empty()) << "the child did not start";
       // Over the gRPC Offer: the endpoint, the session and (shm) the mapping are set up.
       PullWhole(*gen, seed_, address, first);
       ASSERT_THAT(StartReceive(*gen, failed, address, kHeld, kReceiveDeadline), IsOk());
       ASSERT_EQ(held.ReadLine(kWait), kWaitingLine) << "the pull was not held";
-      held.Kill();
+      held.Signal(SIGKILL);
+      held.Reap();
       const std::vector<TransferEvent> events =
           AwaitEvents(*gen, 1, kReceiveDeadline + absl::Seconds(15));
       ASSERT_EQ(events.size(), 1u);
@@ -326,7 +259,7 @@ class UcxKilledContextRankTest : public ::testing::Test {
     }
     // What was written before is intact, and the rank serves a live context rank.
     EXPECT_THAT(Compare(seed_, kFirst, *gen, first), IsEmpty());
-    Child live(seed_ + 1, Mode::kServe);
+    SelfProcess live(kChildEnv, absl::StrCat(seed_ + 1, ",", static_cast<int>(Mode::kServe)));
     const std::string address = live.ReadLine(kWait);
     ASSERT_FALSE(address.empty()) << "the second child did not start";
     PullWhole(*gen, seed_ + 1, address, later);
