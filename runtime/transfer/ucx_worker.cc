@@ -113,6 +113,14 @@ absl::StatusOr<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::string name,
   if (std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr && UcxTlsMayUseTcp(std::getenv("UCX_TLS"))) {
     (void)ucp_config_modify(config, "RX_SEG_SIZE", kTcpRxSegment);
   }
+  // The worker is entered by its progress thread and by receive threads; UCX guards it
+  // with a spinlock by default, which a thread spins on while the holder waits for a
+  // core (14% of a tcp pull's samples on a 2-core VM): a mutex sleeps instead
+  // (docs/perf/ucx.md, tenth round). Where tcp may carry pulls; UCX_USE_MT_MUTEX set by
+  // the user wins.
+  if (std::getenv("UCX_USE_MT_MUTEX") == nullptr && UcxTlsMayUseTcp(std::getenv("UCX_TLS"))) {
+    (void)ucp_config_modify(config, "USE_MT_MUTEX", "y");
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
