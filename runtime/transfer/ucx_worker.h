@@ -340,11 +340,11 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   std::atomic<int64_t> fetches_{0};
   // Get's path where UCX has no native get to `endpoint` (Endpoint::native_get): a
   // receive is posted for a fresh tag and the peer is asked (an active message) to send
-  // the range with that tag, which UCX moves by rendezvous straight from the peer's
-  // region into `out` (on tcp: one socket write there, one read here, instead of an
-  // emulated get's 8 KiB replies). Outcomes as Get's; OutOfRange when the peer serves
-  // no such range under `rkey` (it answers with no bytes).
-  // With several `pieces`, each is a fetch of its own (GetInPieces).
+  // the range with that tag, which UCX moves by rendezvous from the peer's region into
+  // `out` (on tcp: large writes there, reads into UCX's segment here and a copy out of
+  // it, instead of an emulated get's 8 KiB replies). Outcomes as Get's; OutOfRange when the peer
+  // serves no such range under `rkey` (it answers with no bytes). With several `pieces`, each is a
+  // fetch of its own (GetInPieces).
   absl::Status Fetch(const std::shared_ptr<Endpoint>& endpoint, const std::string& rkey,
                      uint64_t remote_address, absl::Span<std::byte> out, const Pieces& pieces,
                      std::shared_ptr<const void> keep_alive, absl::Time deadline,
