@@ -5,6 +5,9 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
 #endif
 
 namespace lockstep::transfer {
@@ -66,7 +69,41 @@ const std::array<uint32_t, 256>& ByteTable() {
   return table;
 }
 
+// The crc32 instruction: one step of 8 bytes and one of a byte, on either architecture.
 #if defined(__x86_64__)
+#define LOCKSTEP_CRC32_TARGET __attribute__((target("sse4.2")))
+LOCKSTEP_CRC32_TARGET inline uint64_t Crc32Step(uint64_t crc, uint64_t v) {
+  return _mm_crc32_u64(crc, v);
+}
+LOCKSTEP_CRC32_TARGET inline uint32_t Crc32StepByte(uint32_t crc, uint8_t v) {
+  return _mm_crc32_u8(crc, v);
+}
+bool HasInstruction() {
+  static const bool has = __builtin_cpu_supports("sse4.2");
+  return has;
+}
+#elif defined(__aarch64__)
+// (arm_acle.h declares __crc32cd only where the whole build targets the extension; the
+// instruction itself, enabled for these lines, serves both compilers.)
+#define LOCKSTEP_CRC32_TARGET
+inline uint64_t Crc32Step(uint64_t crc, uint64_t v) {
+  uint32_t c = static_cast<uint32_t>(crc);
+  asm(".arch_extension crc\n\tcrc32cx %w0, %w0, %x1" : "+r"(c) : "r"(v));
+  return c;
+}
+inline uint32_t Crc32StepByte(uint32_t crc, uint8_t v) {
+  asm(".arch_extension crc\n\tcrc32cb %w0, %w0, %w1" : "+r"(crc) : "r"(static_cast<uint32_t>(v)));
+  return crc;
+}
+bool HasInstruction() {
+  static const bool has = (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0;
+  return has;
+}
+#else
+bool HasInstruction() { return false; }
+#endif
+
+#if defined(LOCKSTEP_CRC32_TARGET)
 
 // Bytes per stream in the long and short interleaved rounds.
 constexpr size_t kLong = 8192;
@@ -79,30 +116,29 @@ inline uint64_t Load64(const uint8_t* p) {
 }
 
 // Three independent crc32 chains over consecutive `len`-byte spans starting at `p`
-// (the instruction has a latency of three cycles and a throughput of one), joined with
-// two shifts.
-__attribute__((target("sse4.2"))) inline uint32_t ThreeWay(uint32_t crc, const uint8_t* p,
-                                                           size_t len, const ShiftTable& shift) {
+// (the instruction's latency is about three times its issue interval on both
+// architectures), joined with two shifts.
+LOCKSTEP_CRC32_TARGET inline uint32_t ThreeWay(uint32_t crc, const uint8_t* p, size_t len,
+                                               const ShiftTable& shift) {
   uint64_t c0 = crc;
   uint64_t c1 = 0;
   uint64_t c2 = 0;
   const uint8_t* end = p + len;
   for (; p < end; p += 8) {
-    c0 = _mm_crc32_u64(c0, Load64(p));
-    c1 = _mm_crc32_u64(c1, Load64(p + len));
-    c2 = _mm_crc32_u64(c2, Load64(p + 2 * len));
+    c0 = Crc32Step(c0, Load64(p));
+    c1 = Crc32Step(c1, Load64(p + len));
+    c2 = Crc32Step(c2, Load64(p + 2 * len));
   }
   uint32_t joined = shift.Shift(static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c1);
   return shift.Shift(joined) ^ static_cast<uint32_t>(c2);
 }
 
-__attribute__((target("sse4.2"))) uint32_t ExtendHardware(uint32_t crc, const uint8_t* p,
-                                                          size_t n) {
+LOCKSTEP_CRC32_TARGET uint32_t ExtendInstruction(uint32_t crc, const uint8_t* p, size_t n) {
   static const ShiftTable* const long_shift = new ShiftTable(kLong);
   static const ShiftTable* const short_shift = new ShiftTable(kShort);
   uint32_t c = ~crc;
   while (n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {
-    c = _mm_crc32_u8(c, *p++);
+    c = Crc32StepByte(c, *p++);
     --n;
   }
   for (; n >= 3 * kLong; p += 3 * kLong, n -= 3 * kLong) c = ThreeWay(c, p, kLong, *long_shift);
@@ -110,24 +146,25 @@ __attribute__((target("sse4.2"))) uint32_t ExtendHardware(uint32_t crc, const ui
     c = ThreeWay(c, p, kShort, *short_shift);
   }
   uint64_t c64 = c;
-  for (; n >= 8; p += 8, n -= 8) c64 = _mm_crc32_u64(c64, Load64(p));
+  for (; n >= 8; p += 8, n -= 8) c64 = Crc32Step(c64, Load64(p));
   c = static_cast<uint32_t>(c64);
-  for (; n > 0; --n) c = _mm_crc32_u8(c, *p++);
+  for (; n > 0; --n) c = Crc32StepByte(c, *p++);
   return ~c;
 }
 
-bool HasHardware() {
-  static const bool has = __builtin_cpu_supports("sse4.2");
-  return has;
-}
+#endif  // LOCKSTEP_CRC32_TARGET
+
+#if defined(__x86_64__)
+
+constexpr size_t kFoldMin = 256;  // bytes per round of the folding loop
 
 // Carry-less multiplication folding (the method of Intel's "Fast CRC Computation for
-// Generic Polynomials Using PCLMULQDQ"), on 512-bit registers. A 128-bit lane S
-// (reflected: bit k is the coefficient of x^(127 - k)) splits into A = its low qword
-// (x^64..x^127) and B = its high qword; moving it `d` bytes forward is
-// A * x^(8d + 64) + B * x^(8d) mod P. A reflected 64-bit carry-less product carries an
-// extra factor x, so the constants are x^(8d + 63) and x^(8d - 1) mod P, each placed
-// so that the coefficient of x^i is bit 63 - i.
+// Generic Polynomials Using PCLMULQDQ"). A 128-bit lane S (reflected: bit k is the
+// coefficient of x^(127 - k)) splits into A = its low qword (x^64..x^127) and B = its
+// high qword; moving it `d` bytes forward is A * x^(8d + 64) + B * x^(8d) mod P. A
+// reflected 64-bit carry-less product carries an extra factor x, so the constants are
+// x^(8d + 63) and x^(8d - 1) mod P, each placed so that the coefficient of x^i is bit
+// 63 - i. Every 128-bit lane of a constant register holds (low, high).
 struct FoldConstants {
   explicit FoldConstants(uint64_t bytes)
       : low(static_cast<uint64_t>(XPow(8 * bytes + 63)) << 32),
@@ -135,8 +172,6 @@ struct FoldConstants {
   uint64_t low;   // multiplies the low qword
   uint64_t high;  // multiplies the high qword
 };
-
-constexpr size_t kWideMin = 256;  // bytes per round of the wide loop
 
 __attribute__((target("sse4.2,pclmul"))) inline __m128i Fold128(__m128i x, __m128i k) {
   return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
@@ -149,8 +184,8 @@ __attribute__((target("avx512f,vpclmulqdq"))) inline __m512i Fold512(__m512i x, 
 
 // Four 512-bit accumulators over 256-byte rounds, folded down to 128 bits, then reduced
 // with the crc32 instruction (the CRC of 16 bytes of data from a zero register). The
-// register enters by XOR into the first four bytes. Requires n >= kWideMin.
-__attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq"))) uint32_t ExtendWide(
+// register enters by XOR into the first four bytes. Requires n >= kFoldMin.
+__attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq"))) uint32_t ExtendFold512(
     uint32_t crc, const uint8_t* p, size_t n) {
   static const FoldConstants by256(256), by64(64), by16(16);
   // (Element 0 is the last argument.)
@@ -182,11 +217,11 @@ __attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq"))) uint32_t Ex
   }
   uint64_t c = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(y)));
   c = _mm_crc32_u64(c, static_cast<uint64_t>(_mm_extract_epi64(y, 1)));
-  // The rest continues from the register: ExtendHardware takes and returns final values.
-  return ExtendHardware(~static_cast<uint32_t>(c), p, n);
+  // The rest continues from the register: ExtendInstruction takes and returns final values.
+  return ExtendInstruction(~static_cast<uint32_t>(c), p, n);
 }
 
-bool HasWide() {
+bool HasFold512() {
   static const bool has = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul") &&
                           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                           __builtin_cpu_supports("vpclmulqdq");
@@ -195,32 +230,65 @@ bool HasWide() {
 
 #else
 
-bool HasHardware() { return false; }
-bool HasWide() { return false; }
+bool HasFold512() { return false; }
 
-#endif
+#endif  // __x86_64__
 
-}  // namespace
-
-uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t size) {
+uint32_t ExtendPortable(uint32_t crc, const uint8_t* p, size_t size) {
   const std::array<uint32_t, 256>& table = ByteTable();
-  const uint8_t* p = static_cast<const uint8_t*>(data);
   uint32_t c = ~crc;
   for (size_t i = 0; i < size; ++i) c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
   return ~c;
 }
 
-uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size) {
-#if defined(__x86_64__)
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  if (size >= kWideMin && HasWide()) return ExtendWide(crc, p, size);
-  if (HasHardware()) return ExtendHardware(crc, p, size);
-#endif
-  return Crc32cExtendPortable(crc, data, size);
+}  // namespace
+
+bool Crc32cSupports(Crc32cPath path) {
+  switch (path) {
+    case Crc32cPath::kPortable:
+      return true;
+    case Crc32cPath::kInstruction:
+      return HasInstruction();
+    case Crc32cPath::kFold512:
+      return HasFold512();
+  }
+  return false;
 }
 
-bool Crc32cIsAccelerated() { return HasHardware(); }
+Crc32cPath Crc32cFastestPath() {
+  static const Crc32cPath fastest = HasFold512()       ? Crc32cPath::kFold512
+                                    : HasInstruction() ? Crc32cPath::kInstruction
+                                                       : Crc32cPath::kPortable;
+  return fastest;
+}
 
-bool Crc32cIsWide() { return HasWide(); }
+const char* Crc32cPathName(Crc32cPath path) {
+  switch (path) {
+    case Crc32cPath::kPortable:
+      return "portable";
+    case Crc32cPath::kInstruction:
+      return "crc32 instruction";
+    case Crc32cPath::kFold512:
+      return "512-bit clmul";
+  }
+  return "unknown";
+}
+
+uint32_t Crc32cExtendWith(Crc32cPath path, uint32_t crc, const void* data, size_t size) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  if (!Crc32cSupports(path)) path = Crc32cPath::kPortable;
+#if defined(__x86_64__)
+  // The folding loop needs a whole round; shorter spans take the instruction.
+  if (path == Crc32cPath::kFold512 && size >= kFoldMin) return ExtendFold512(crc, p, size);
+#endif
+#if defined(LOCKSTEP_CRC32_TARGET)
+  if (path != Crc32cPath::kPortable) return ExtendInstruction(crc, p, size);
+#endif
+  return ExtendPortable(crc, p, size);
+}
+
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size) {
+  return Crc32cExtendWith(Crc32cFastestPath(), crc, data, size);
+}
 
 }  // namespace lockstep::transfer

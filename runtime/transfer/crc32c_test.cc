@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,25 @@ namespace {
 
 using ::lockstep::testing::SeedTrace;
 using ::lockstep::testing::TestSeed;
+
+constexpr Crc32cPath kAllPaths[] = {Crc32cPath::kPortable, Crc32cPath::kInstruction,
+                                    Crc32cPath::kFold512};
+
+// The paths this CPU runs (every test covers each), and their names for the log.
+std::vector<Crc32cPath> SupportedPaths() {
+  std::vector<Crc32cPath> paths;
+  for (Crc32cPath path : kAllPaths) {
+    if (Crc32cSupports(path)) paths.push_back(path);
+  }
+  return paths;
+}
+
+std::string PathNames() {
+  std::ostringstream names;
+  for (Crc32cPath path : SupportedPaths()) names << Crc32cPathName(path) << "; ";
+  names << "fastest: " << Crc32cPathName(Crc32cFastestPath());
+  return names.str();
+}
 
 // Check values from RFC 3720 (iSCSI), appendix B.4, and the usual "123456789".
 TEST(Crc32cTest, KnownValues) {
@@ -27,20 +47,37 @@ TEST(Crc32cTest, KnownValues) {
   for (int i = 0; i < 32; ++i) bytes[i] = static_cast<uint8_t>(31 - i);
   EXPECT_EQ(Crc32c(bytes.data(), bytes.size()), 0x113FDB5Cu);
   EXPECT_EQ(Crc32c(nullptr, 0), 0u);
-  EXPECT_EQ(Crc32cExtendPortable(0, digits.data(), digits.size()), 0xE3069283u);
+  SCOPED_TRACE(PathNames());
+  for (Crc32cPath path : SupportedPaths()) {
+    EXPECT_EQ(Crc32cExtendWith(path, 0, digits.data(), digits.size()), 0xE3069283u)
+        << Crc32cPathName(path);
+  }
 }
 
-// The accelerated paths (512-bit folding; three crc32 streams with shift tables;
-// unaligned heads and tails) agree with the byte table on every length and alignment.
-TEST(Crc32cTest, MatchesPortableOnRandomSpans) {
+TEST(Crc32cTest, NamesEveryPathAndPicksASupportedOne) {
+  EXPECT_TRUE(Crc32cSupports(Crc32cPath::kPortable));
+  EXPECT_TRUE(Crc32cSupports(Crc32cFastestPath()));
+  // The fastest is the last supported one (the paths are listed slowest first), and the
+  // folding path comes with the instruction its tail needs.
+  EXPECT_EQ(Crc32cFastestPath(), SupportedPaths().back()) << PathNames();
+  if (Crc32cSupports(Crc32cPath::kFold512)) {
+    EXPECT_TRUE(Crc32cSupports(Crc32cPath::kInstruction));
+  }
+  std::vector<std::string> names;
+  for (Crc32cPath path : kAllPaths) names.push_back(Crc32cPathName(path));
+  EXPECT_EQ(names, (std::vector<std::string>{"portable", "crc32 instruction", "512-bit clmul"}));
+}
+
+// Every path this CPU has (folding; three crc32 streams with shift tables; unaligned
+// heads and tails) agrees with the byte table on every length and alignment.
+TEST(Crc32cTest, EveryPathMatchesPortableOnRandomSpans) {
   const uint64_t seed = TestSeed();
   SCOPED_TRACE(SeedTrace(seed));
-  SCOPED_TRACE(::testing::Message() << "crc32 instruction: " << Crc32cIsAccelerated()
-                                    << ", 512-bit folding: " << Crc32cIsWide());
+  SCOPED_TRACE(PathNames());
   std::mt19937_64 rng(seed);
   std::vector<uint8_t> data(3 * 8192 * 2 + 4096);
   for (uint8_t& b : data) b = static_cast<uint8_t>(rng());
-  // Around the wide path's 256-byte rounds and 16-byte folds, and the crc32 path's
+  // Around the folding paths' 256-byte rounds and 16-byte folds, and the crc32 path's
   // 768-byte and 24 KiB rounds.
   std::vector<size_t> sizes = {
       0,   1,   7,   8,   9,   15,   16,           255,      256,           257,   271,  272,
@@ -50,9 +87,14 @@ TEST(Crc32cTest, MatchesPortableOnRandomSpans) {
     for (size_t offset : {0, 1, 3, 7}) {
       if (offset + size > data.size()) continue;
       const uint32_t init = static_cast<uint32_t>(rng());
-      EXPECT_EQ(Crc32cExtend(init, data.data() + offset, size),
-                Crc32cExtendPortable(init, data.data() + offset, size))
+      const uint32_t expected =
+          Crc32cExtendWith(Crc32cPath::kPortable, init, data.data() + offset, size);
+      EXPECT_EQ(Crc32cExtend(init, data.data() + offset, size), expected)
           << "size " << size << " offset " << offset;
+      for (Crc32cPath path : SupportedPaths()) {
+        EXPECT_EQ(Crc32cExtendWith(path, init, data.data() + offset, size), expected)
+            << Crc32cPathName(path) << ", size " << size << " offset " << offset;
+      }
     }
   }
 }

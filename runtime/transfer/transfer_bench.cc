@@ -354,11 +354,16 @@ void BM_RawTcp(benchmark::State& state) {
   CheckBitExact(blocks, "raw TCP");
 }
 
+// One block's CRC32C on one path (range(0): a Crc32cPath this CPU has).
 void BM_Crc32c(benchmark::State& state) {
+  const auto path = static_cast<Crc32cPath>(state.range(0));
+  state.SetLabel(Crc32cPathName(path));
   std::vector<uint8_t> block(TinyMoe().target->BlockBytes());
   std::mt19937_64 rng(1);
   for (uint8_t& b : block) b = static_cast<uint8_t>(rng());
-  for (auto _ : state) benchmark::DoNotOptimize(Crc32c(block.data(), block.size()));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(Crc32cExtendWith(path, 0, block.data(), block.size()));
+  }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(block.size()));
 }
 
@@ -511,7 +516,11 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
-  benchmark::RegisterBenchmark("BM_Crc32c", BM_Crc32c);
+  for (Crc32cPath path : {Crc32cPath::kPortable, Crc32cPath::kInstruction, Crc32cPath::kFold512}) {
+    if (Crc32cSupports(path)) {
+      benchmark::RegisterBenchmark("BM_Crc32c", BM_Crc32c)->Arg(static_cast<int>(path));
+    }
+  }
   std::string repetitions = "--benchmark_repetitions=10";
   std::string interleave = "--benchmark_enable_random_interleaving=true";
   std::vector<char*> bench_args = {args[0], repetitions.data(), interleave.data()};
@@ -521,10 +530,7 @@ int main(int argc, char** argv) {
   const char* poller = std::getenv("GRPC_POLL_STRATEGY");
   const char* tls = std::getenv("UCX_TLS");
   std::printf("chunk %zu KiB, UCX_TLS %s, CRC32C %s, gRPC poller %s\n", chunk_bytes >> 10,
-              tls != nullptr ? tls : "(UCX default)",
-              Crc32cIsWide()          ? "512-bit clmul"
-              : Crc32cIsAccelerated() ? "sse4.2"
-                                      : "portable",
+              tls != nullptr ? tls : "(UCX default)", Crc32cPathName(Crc32cFastestPath()),
               poller != nullptr ? poller : "default (epoll1)");
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
