@@ -1,6 +1,8 @@
 #include "runtime/engine/cpu/gemm.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -37,6 +39,7 @@ void TilePortable(const float* x, int ldx, const float* panel, int k, float* y, 
   StoreTile(acc, R, y, ldy, cols);
 }
 
+#if defined(__x86_64__)
 // `R` rows x 16 columns; the accumulators stay in registers (loops fully unrolled).
 template <int R>
 __attribute__((target("avx2,fma"))) void TileAvx2(const float* x, int ldx, const float* panel,
@@ -75,6 +78,7 @@ __attribute__((target("avx2,fma"))) void TileAvx2(const float* x, int ldx, const
   }
   StoreTile(acc, R, y, ldy, cols);
 }
+#endif  // __x86_64__
 
 using TileFn = void (*)(const float*, int, const float*, int, float*, int, int);
 
@@ -87,14 +91,23 @@ template <int... R>
 Kernels MakeKernels(bool avx2, std::integer_sequence<int, R...>) {
   Kernels kernels;
   kernels.avx2 = avx2;
+#if defined(__x86_64__)
   ((kernels.tile[R + 1] = avx2 ? &TileAvx2<R + 1> : &TilePortable<R + 1>), ...);
+#else
+  ((kernels.tile[R + 1] = &TilePortable<R + 1>), ...);
+#endif
   return kernels;
 }
 
+// The AVX2 tiles where the CPU has them (x86); the portable ones, which give the same
+// bits, otherwise and on other architectures.
 const Kernels& GetKernels() {
-  static const Kernels kernels =
-      MakeKernels(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
-                  std::make_integer_sequence<int, kRows>());
+#if defined(__x86_64__)
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  const bool avx2 = false;
+#endif
+  static const Kernels kernels = MakeKernels(avx2, std::make_integer_sequence<int, kRows>());
   return kernels;
 }
 

@@ -1,6 +1,8 @@
 #include "runtime/engine/cpu/ops.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -23,6 +25,7 @@ float DotPortable(const float* a, const float* b, int n) {
   return ((s0 + s2) + (s1 + s3)) + tail;
 }
 
+#if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) float DotAvx2(const float* a, const float* b, int n) {
   __m256 acc = _mm256_setzero_ps();
   const int full = n / 8 * 8;
@@ -36,11 +39,13 @@ __attribute__((target("avx2,fma"))) float DotAvx2(const float* a, const float* b
   const __m128 r = _mm_add_ss(u, _mm_shuffle_ps(u, u, 1));
   return _mm_cvtss_f32(r) + tail;
 }
+#endif  // __x86_64__
 
 void AxpyPortable(float alpha, const float* x, float* y, int n) {
   for (int i = 0; i < n; ++i) y[i] = std::fma(alpha, x[i], y[i]);
 }
 
+#if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) void AxpyAvx2(float alpha, const float* x, float* y, int n) {
   const __m256 a = _mm256_set1_ps(alpha);
   const int full = n / 8 * 8;
@@ -129,6 +134,7 @@ __attribute__((target("avx2,fma"))) void WeightedSumPairAvx2(const float* weight
     }
   }
 }
+#endif  // __x86_64__
 
 // exp(x) in float (Cephes expf: range reduction by ln 2, degree-5 polynomial), clamped
 // to [-88, 88]; 2^n is built from the exponent bits (n = -127 gives 0). The scalar and
@@ -152,6 +158,7 @@ float ExpScalar(float x) {
   return y * scale;
 }
 
+#if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) inline __m256 ExpAvx2(__m256 x) {
   // x second: MAXPS and MINPS return their second operand when one is NaN, so a NaN
   // stays NaN (as in ExpScalar) instead of becoming exp(kExpLo).
@@ -171,6 +178,7 @@ __attribute__((target("avx2,fma"))) inline __m256 ExpAvx2(__m256 x) {
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
 }
+#endif  // __x86_64__
 
 float SiluScalar(float g, float u) { return g / (1.0f + ExpScalar(-g)) * u; }
 
@@ -178,6 +186,7 @@ void SiluMulPortable(const float* gate, const float* up, int n, float* out) {
   for (int i = 0; i < n; ++i) out[i] = SiluScalar(gate[i], up[i]);
 }
 
+#if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) void SiluMulAvx2(const float* gate, const float* up, int n,
                                                      float* out) {
   const int full = n / 8 * 8;
@@ -191,6 +200,7 @@ __attribute__((target("avx2,fma"))) void SiluMulAvx2(const float* gate, const fl
   }
   for (int i = full; i < n; ++i) out[i] = SiluScalar(gate[i], up[i]);
 }
+#endif  // __x86_64__
 
 // Softmax: the exponentials summed in eight lanes (element i in lane i % 8, the tail
 // sequentially), lanes reduced by DotAvx2's tree.
@@ -208,6 +218,7 @@ void SoftmaxPortable(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
+#if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) void SoftmaxAvx2(float* x, int n) {
   float max_value = x[0];
   for (int i = 1; i < n; ++i) max_value = x[i] > max_value ? x[i] : max_value;
@@ -234,43 +245,47 @@ bool HasAvx2() {
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return avx2;
 }
+#endif  // __x86_64__
 
 }  // namespace
 
+// The AVX2 kernels where the CPU has them (x86); the portable loops, which give the
+// same bits, otherwise and on other architectures.
 float Dot(const float* a, const float* b, int n) {
-  return HasAvx2() ? DotAvx2(a, b, n) : DotPortable(a, b, n);
+#if defined(__x86_64__)
+  if (HasAvx2()) return DotAvx2(a, b, n);
+#endif
+  return DotPortable(a, b, n);
 }
 
 void Axpy(float alpha, const float* x, float* y, int n) {
-  if (HasAvx2()) {
-    AxpyAvx2(alpha, x, y, n);
-  } else {
-    AxpyPortable(alpha, x, y, n);
-  }
+#if defined(__x86_64__)
+  if (HasAvx2()) return AxpyAvx2(alpha, x, y, n);
+#endif
+  AxpyPortable(alpha, x, y, n);
 }
 
 void DotMany(const float* q, const float* keys, int count, int n, float scale, float* out) {
-  if (HasAvx2() && n % 8 == 0) {
-    DotManyAvx2(q, keys, count, n, scale, out);
-    return;
-  }
+#if defined(__x86_64__)
+  if (HasAvx2() && n % 8 == 0) return DotManyAvx2(q, keys, count, n, scale, out);
+#endif
   for (int t = 0; t < count; ++t) out[t] = Dot(q, keys + static_cast<size_t>(t) * n, n) * scale;
 }
 
 void WeightedSum(const float* weights, const float* values, int count, int n, float* out) {
-  if (HasAvx2() && n % 8 == 0) {
-    WeightedSumAvx2(weights, values, count, n, out);
-    return;
-  }
+#if defined(__x86_64__)
+  if (HasAvx2() && n % 8 == 0) return WeightedSumAvx2(weights, values, count, n, out);
+#endif
   for (int t = 0; t < count; ++t) Axpy(weights[t], values + static_cast<size_t>(t) * n, out, n);
 }
 
 void WeightedSumPair(const float* weights_a, const float* weights_b, const float* values, int count,
                      int n, float* out_a, float* out_b) {
+#if defined(__x86_64__)
   if (HasAvx2() && n % 8 == 0) {
-    WeightedSumPairAvx2(weights_a, weights_b, values, count, n, out_a, out_b);
-    return;
+    return WeightedSumPairAvx2(weights_a, weights_b, values, count, n, out_a, out_b);
   }
+#endif
   WeightedSum(weights_a, values, count, n, out_a);
   WeightedSum(weights_b, values, count, n, out_b);
 }
@@ -282,19 +297,17 @@ void RmsNorm(const float* x, const float* weight, int n, float eps, float* out) 
 }
 
 void SiluMul(const float* gate, const float* up, int n, float* out) {
-  if (HasAvx2()) {
-    SiluMulAvx2(gate, up, n, out);
-  } else {
-    SiluMulPortable(gate, up, n, out);
-  }
+#if defined(__x86_64__)
+  if (HasAvx2()) return SiluMulAvx2(gate, up, n, out);
+#endif
+  SiluMulPortable(gate, up, n, out);
 }
 
 void Softmax(float* x, int n) {
-  if (HasAvx2()) {
-    SoftmaxAvx2(x, n);
-  } else {
-    SoftmaxPortable(x, n);
-  }
+#if defined(__x86_64__)
+  if (HasAvx2()) return SoftmaxAvx2(x, n);
+#endif
+  SoftmaxPortable(x, n);
 }
 
 float Exp(float x) { return ExpScalar(x); }
