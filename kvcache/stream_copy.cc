@@ -11,10 +11,10 @@
 namespace lockstep::kv {
 namespace {
 
+#if defined(__x86_64__)
+
 // Below this, a streaming copy saves too little to pay for its fence.
 constexpr size_t kStreamMin = 4096;
-
-#if defined(__x86_64__)
 
 __attribute__((target("avx2"))) void CopyAvx2(uint8_t* dst, const uint8_t* src, size_t n) {
   // Head: up to the next 32-byte boundary of dst.
