@@ -4,8 +4,9 @@
 // answered, staging stopped after its first chunk; shm only), (b) for a session call's
 // answer (staging stopped before it answers), (c) mid-fetch of the staged copy (the
 // context rank's progress held after its gRPC Offer answered; tcp only, where the fetch
-// needs that progress). Each receive, given 60 s, must end UNAVAILABLE naming the pull
-// (the liveness check refused, or the endpoint's error); nothing is reported received of
+// needs that progress), (d) for the endpoint's handshake on the first pull from it (its
+// progress held from the start; tcp only). Each receive, given 60 s, must end UNAVAILABLE naming
+// the pull (the liveness check refused, or the endpoint's error); nothing is reported received of
 // it; what was written before stays bit-exact, nothing outside the receives' blocks is
 // touched; and a pull from a second, live context rank process then succeeds bit-exact.
 // The child is this binary re-executed with LOCKSTEP_UCX_KILL_CHILD set (no UCX or gRPC
@@ -81,6 +82,7 @@ enum class Mode : int {
   kServe = 0,         // nothing: a live context rank
   kHoldStaging = 1,   // stops staging before its second chunk (until aborted)
   kHoldProgress = 2,  // holds its worker's progress from its first chunk on
+  kHoldWireUp = 3,    // holds its worker's progress from the start: no endpoint to it connects
 };
 
 // The claims the child offers, kFirst and kHeld; the same in both processes for a seed.
@@ -117,6 +119,10 @@ int RunChild(const std::string& spec) {
       held.Notify();
       abort.WaitForNotificationWithTimeout(absl::Minutes(1));
     };
+  } else if (mode == Mode::kHoldWireUp) {
+    hold_progress = true;
+    config.ucx_hooks.hold_progress = [] { return hold_progress.load(); };
+    held.Notify();
   } else if (mode == Mode::kHoldProgress) {
     config.ucx_hooks.hold_progress = [] { return hold_progress.load(); };
     config.hooks.before_send_chunk = [](const SendChunkInfo& chunk, std::string*,
@@ -223,11 +229,12 @@ class UcxKilledContextRankTest : public ::testing::Test {
   }
 
   // The whole case: a child in `mode` serves kFirst whole to a generation rank
-  // (`no_published`, `no_sessions`), then is killed once that rank waits on its pull of
-  // kHeld; the receive must fail UNAVAILABLE with one of `causes` in its message, and
-  // the rank keep serving.
+  // (`no_published`, `no_sessions`; not when `first_pull` is false, the child's first
+  // pull then the one held), then is killed once that rank waits on its pull of kHeld;
+  // the receive must fail UNAVAILABLE with one of `causes` in its message, and the rank
+  // keep serving.
   void KillWhileWaiting(Mode mode, bool no_published, bool no_sessions,
-                        const std::vector<const char*>& causes) {
+                        const std::vector<const char*>& causes, bool first_pull = true) {
     SCOPED_TRACE(SeedTrace(seed_));
     std::unique_ptr<TestRank> gen = Gen(no_published, no_sessions);
     ASSERT_NE(gen, nullptr);
@@ -239,7 +246,7 @@ class UcxKilledContextRankTest : public ::testing::Test {
       const std::string address = held.ReadLine(kWait);
       ASSERT_FALSE(address.empty()) << "the child did not start";
       // Over the gRPC Offer: the endpoint, the session and (shm) the mapping are set up.
-      PullWhole(*gen, seed_, address, first);
+      if (first_pull) PullWhole(*gen, seed_, address, first);
       ASSERT_THAT(StartReceive(*gen, failed, address, kHeld, kReceiveDeadline), IsOk());
       ASSERT_EQ(held.ReadLine(kWait), kWaitingLine) << "the pull was not held";
       held.Signal(SIGKILL);
@@ -258,7 +265,7 @@ class UcxKilledContextRankTest : public ::testing::Test {
       EXPECT_EQ((*gen)->InFlight(), 0);
     }
     // What was written before is intact, and the rank serves a live context rank.
-    EXPECT_THAT(Compare(seed_, kFirst, *gen, first), IsEmpty());
+    if (first_pull) EXPECT_THAT(Compare(seed_, kFirst, *gen, first), IsEmpty());
     SelfProcess live(kChildEnv, absl::StrCat(seed_ + 1, ",", static_cast<int>(Mode::kServe)));
     const std::string address = live.ReadLine(kWait);
     ASSERT_FALSE(address.empty()) << "the second child did not start";
@@ -291,6 +298,15 @@ TEST_F(UcxKilledContextRankTest, KilledMidFetch) {
   if (!OverTcp()) GTEST_SKIP() << "over shared memory a get needs no progress of the peer";
   KillWhileWaiting(Mode::kHoldProgress, /*no_published=*/true, /*no_sessions=*/true,
                    {"the context rank is gone", "the UCX read from the context rank failed"});
+}
+
+// (d) The first pull from a context rank whose worker never progressed: the fetch waits
+// for the endpoint's handshake (UCX's wire-up and our ping) when the rank is killed.
+TEST_F(UcxKilledContextRankTest, KilledWhileTheEndpointConnects) {
+  if (!OverTcp()) GTEST_SKIP() << "over shared memory the copy is mapped without the peer";
+  KillWhileWaiting(Mode::kHoldWireUp, /*no_published=*/true, /*no_sessions=*/true,
+                   {"the context rank is gone", "the UCX read from the context rank failed"},
+                   /*first_pull=*/false);
 }
 
 }  // namespace
