@@ -241,6 +241,18 @@ uint32_t ExtendPortable(uint32_t crc, const uint8_t* p, size_t size) {
   return ~c;
 }
 
+// `path`, which this CPU has (no check here: Crc32cExtend's path is the fastest).
+uint32_t ExtendOn(Crc32cPath path, uint32_t crc, const uint8_t* p, size_t size) {
+#if defined(__x86_64__)
+  // The folding loop needs a whole round; shorter spans take the instruction.
+  if (path == Crc32cPath::kFold512 && size >= kFoldMin) return ExtendFold512(crc, p, size);
+#endif
+#if defined(LOCKSTEP_CRC32_TARGET)
+  if (path != Crc32cPath::kPortable) return ExtendInstruction(crc, p, size);
+#endif
+  return ExtendPortable(crc, p, size);
+}
+
 }  // namespace
 
 bool Crc32cSupports(Crc32cPath path) {
@@ -275,20 +287,12 @@ const char* Crc32cPathName(Crc32cPath path) {
 }
 
 uint32_t Crc32cExtendWith(Crc32cPath path, uint32_t crc, const void* data, size_t size) {
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  if (!Crc32cSupports(path)) path = Crc32cPath::kPortable;
-#if defined(__x86_64__)
-  // The folding loop needs a whole round; shorter spans take the instruction.
-  if (path == Crc32cPath::kFold512 && size >= kFoldMin) return ExtendFold512(crc, p, size);
-#endif
-#if defined(LOCKSTEP_CRC32_TARGET)
-  if (path != Crc32cPath::kPortable) return ExtendInstruction(crc, p, size);
-#endif
-  return ExtendPortable(crc, p, size);
+  return ExtendOn(Crc32cSupports(path) ? path : Crc32cPath::kPortable, crc,
+                  static_cast<const uint8_t*>(data), size);
 }
 
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size) {
-  return Crc32cExtendWith(Crc32cFastestPath(), crc, data, size);
+  return ExtendOn(Crc32cFastestPath(), crc, static_cast<const uint8_t*>(data), size);
 }
 
 }  // namespace lockstep::transfer
