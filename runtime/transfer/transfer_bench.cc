@@ -3,7 +3,8 @@
 // generation rank (this process) — through GrpcTransceiver, over its TCP data plane
 // (BM_DataPlane, the default), over UCX (BM_Ucx: one-sided gets, on the transports
 // UCX_TLS names, e.g. UCX_TLS=shm,self or tcp,self) and over gRPC only
-// (BM_GrpcTransfer), against a raw TCP
+// (BM_GrpcTransfer), and UCX against the data plane in alternating bursts
+// (BM_UcxPaired: both from the same moments of the machine), against a raw TCP
 // stream of the same bytes (the same blocks, read from the same slab and received
 // straight into the same destination blocks with readv) measured in the same run.
 //
@@ -39,6 +40,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "benchmark/benchmark.h"
 #include "common/clock.h"
 #include "common/hash.h"
@@ -302,36 +304,101 @@ void ClearDestination() {
   std::fill(bench->kv->draft.begin(), bench->kv->draft.end(), 0.0f);
 }
 
+// Has the context process claim `blocks` blocks for a new request: its id.
+int64_t Claim(int64_t blocks) {
+  const int64_t id = bench->next_id++;
+  const Command command{1, id, blocks};
+  int64_t ok = 0;
+  if (!WriteFull(bench->commands, &command, sizeof(command)) ||
+      !ReadFull(bench->replies, &ok, sizeof(ok)) || ok != 1) {
+    Die("the context process refused a claim");
+  }
+  return id;
+}
+
+// Pulls request `id`'s claimed blocks through `gen` and waits for its event.
+void Pull(GrpcTransceiver& gen, int64_t id, int64_t blocks) {
+  ReceiveSpec spec;
+  spec.blocks = bench->kv->Blocks(id, blocks);
+  spec.num_tokens = blocks * kTokensPerBlock;
+  spec.source.address = bench->grpc_address;
+  spec.source.request_id = RequestId(id);
+  spec.deadline = SystemClock::Get()->Now() + absl::Seconds(60);
+  if (!gen.StartReceive(spec).ok()) Die("StartReceive failed");
+  std::vector<TransferEvent> events;
+  while (events.empty()) {
+    gen.WaitForEvent(absl::Seconds(60));
+    events = gen.Poll();
+  }
+  if (!events[0].status.ok()) Die(events[0].status.ToString());
+}
+
 void Transfer(benchmark::State& state, GrpcTransceiver& gen, const char* what) {
   const int64_t blocks = state.range(0);
   ClearDestination();
   const int64_t cpu = BothCpuNanos();
   for (auto _ : state) {
     state.PauseTiming();
-    const int64_t id = bench->next_id++;
-    const Command command{1, id, blocks};
-    int64_t ok = 0;
-    if (!WriteFull(bench->commands, &command, sizeof(command)) ||
-        !ReadFull(bench->replies, &ok, sizeof(ok)) || ok != 1) {
-      Die("the context process refused a claim");
-    }
+    const int64_t id = Claim(blocks);
     state.ResumeTiming();
-    ReceiveSpec spec;
-    spec.blocks = bench->kv->Blocks(id, blocks);
-    spec.num_tokens = blocks * kTokensPerBlock;
-    spec.source.address = bench->grpc_address;
-    spec.source.request_id = RequestId(id);
-    spec.deadline = SystemClock::Get()->Now() + absl::Seconds(60);
-    if (!gen.StartReceive(spec).ok()) Die("StartReceive failed");
-    std::vector<TransferEvent> events;
-    while (events.empty()) {
-      gen.WaitForEvent(absl::Seconds(60));
-      events = gen.Poll();
-    }
-    if (!events[0].status.ok()) Die(events[0].status.ToString());
+    Pull(gen, id, blocks);
   }
   Report(state, blocks, BothCpuNanos() - cpu);
   CheckBitExact(blocks, what);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The TCP data plane and UCX in alternating bursts of range(1) pulls each, alternating
+// which goes first, so that both see the same moments of a shared machine (whose speed
+// drifts between two series run one after the other). A pull's work left over after its
+// event (the offer's release, a reaper's wake-up) lands in the next pull's time: within a
+// burst on the same transport, as in a series; after a burst's last pull, on the other
+// transport, so bursts of 1 flatter the faster one and longer bursts approach two series'
+// throughput. An iteration is one burst of each; the counters are each transport's median
+// burst time per pull (us), the ratio of those medians (data plane / UCX: UCX's
+// speed-up) and the share of burst pairs UCX won.
+void BM_UcxPaired(benchmark::State& state) {
+  const int64_t blocks = state.range(0);
+  const int64_t burst = state.range(1);
+  ClearDestination();
+  std::vector<double> data_plane_us;
+  std::vector<double> ucx_us;
+  int64_t ucx_won = 0;
+  bool ucx_first = false;
+  for (auto _ : state) {
+    double pair_us[2] = {0, 0};  // data plane, UCX: the burst's time per pull
+    for (int k = 0; k < 2; ++k) {
+      const bool ucx = (k == 0) == ucx_first;
+      absl::Duration spent;
+      for (int64_t i = 0; i < burst; ++i) {
+        state.PauseTiming();
+        const int64_t id = Claim(blocks);
+        state.ResumeTiming();
+        const absl::Time start = absl::Now();
+        Pull(ucx ? *bench->gen_ucx : *bench->gen, id, blocks);
+        spent += absl::Now() - start;
+      }
+      pair_us[ucx ? 1 : 0] = absl::ToDoubleMicroseconds(spent) / static_cast<double>(burst);
+    }
+    data_plane_us.push_back(pair_us[0]);
+    ucx_us.push_back(pair_us[1]);
+    if (pair_us[1] < pair_us[0]) ++ucx_won;
+    ucx_first = !ucx_first;
+  }
+  const double data_plane = Median(data_plane_us);
+  const double ucx = Median(ucx_us);
+  state.counters["data_plane_us"] = data_plane;
+  state.counters["ucx_us"] = ucx;
+  state.counters["ucx_speedup"] = ucx > 0 ? data_plane / ucx : 0;
+  state.counters["ucx_won"] =
+      ucx_us.empty() ? 0 : static_cast<double>(ucx_won) / static_cast<double>(ucx_us.size());
+  // Both wrote the same blocks; the last pull is checked.
+  CheckBitExact(blocks, ucx_first ? "paired (UCX last)" : "paired (data plane last)");
 }
 
 void BM_DataPlane(benchmark::State& state) { Transfer(state, *bench->gen, "data plane"); }
@@ -505,6 +572,11 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("BM_Ucx", BM_Ucx)
         ->Arg(blocks)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("BM_UcxPaired", BM_UcxPaired)
+        ->Args({blocks, 1})
+        ->Args({blocks, 8})
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("BM_GrpcTransfer", BM_GrpcTransfer)
