@@ -68,6 +68,15 @@ void ReceiveWorkers::Shutdown() {
   }
   for (const std::shared_ptr<PullControl>& control : running) control->Cancel();
   for (std::thread& thread : threads_) thread.join();
+  if (ucx_ != nullptr) ReleaseDeferred();
+}
+
+void ReceiveWorkers::ReleaseDeferred(bool due_only) {
+  ucx_->ReleaseDeferred(
+      [this](const std::string& address) -> lockstep::v1::KvUcxService::StubInterface& {
+        return UcxStubFor(address);
+      },
+      due_only);
 }
 
 size_t ReceiveWorkers::size() const {
@@ -172,8 +181,19 @@ void ReceiveWorkers::Loop() {
       absl::MutexLock lock(&mu_);
       auto ready = [this]()
                        ABSL_SHARED_LOCKS_REQUIRED(mu_) { return shut_down_ || !queue_.empty(); };
-      // Idle: wake now and then; the condition is rechecked on every wake.
-      while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1))) {
+      // Idle: wake now and then; the condition is rechecked on every wake. Deferred
+      // Releases that no session call carried within the linger go on their own.
+      for (;;) {
+        const bool deferred = ucx_ != nullptr && ucx_->HasDeferredReleases();
+        if (mu_.AwaitWithTimeout(absl::Condition(&ready),
+                                 deferred ? ucx_->release_linger() : absl::Seconds(1))) {
+          break;
+        }
+        if (deferred) {
+          mu_.Unlock();
+          ReleaseDeferred();
+          mu_.Lock();
+        }
       }
       if (shut_down_) return;
       id = queue_.front();
@@ -191,10 +211,14 @@ void ReceiveWorkers::Loop() {
         events_->Push({TransferKind::kReceive, id, spec.blocks.generation, std::move(status)});
       }
     }
-    // The staged copy's Release, off the receive's path (UcxPuller::Outcome).
-    if (release_offer.has_value()) {
+    // The staged copy's Release, off the receive's path (UcxPuller::Outcome): with the
+    // next session call to that rank where it takes deferred ones.
+    if (release_offer.has_value() && !ucx_->DeferRelease(spec, *release_offer)) {
       ucx_->Release(UcxStubFor(spec.source.address), spec, *release_offer);
     }
+    // Those deferred past the linger (no call to their rank since; the queue may never
+    // run empty for an idle thread to send them).
+    if (ucx_ != nullptr) ReleaseDeferred(/*due_only=*/true);
   }
 }
 

@@ -59,7 +59,8 @@ class ReceiveWorkers {
   // pull has stopped. No-op for an unknown id.
   void Cancel(RequestId id) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Cancels every receive (their events are dropped) and joins the threads.
+  // Cancels every receive (their events are dropped), joins the threads, then sends the
+  // UCX Releases still deferred (UcxPuller::DeferRelease).
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Receives started and not yet ended.
@@ -87,6 +88,9 @@ class ReceiveWorkers {
   absl::Status Pull(const ReceiveSpec& spec, PullControl& control,
                     std::optional<uint64_t>* release_offer) ABSL_LOCKS_EXCLUDED(mu_);
   // Counts a fallback to gRPC from `address`'s data plane (`why`); logs the first per peer.
+  // Sends the UCX puller's deferred Releases (UcxPuller::ReleaseDeferred): all, or
+  // those due.
+  void ReleaseDeferred(bool due_only = false) ABSL_LOCKS_EXCLUDED(mu_);
   void NoteFallback(const std::string& address, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   // The stub for `address` (one channel per context rank, kept for reuse).
   RawPullStub& StubFor(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);

@@ -176,6 +176,7 @@ grpc::Status UcxDataServer::Offer(grpc::ServerContext* context, const PullReques
   const absl::Status staged = StageOffer(*request, deadline, reply);
   if (staged.ok() && reply->refusal().empty()) {
     reply->set_session_key(SessionKeyFor(request->requester()));
+    reply->set_takes_deferred_releases(!worker_->hooks().no_deferred_releases);
   }
   return ToGrpcStatus(staged);
 }
@@ -268,6 +269,14 @@ std::string UcxDataServer::ServeSessionCall(absl::string_view bytes, UcxWorker::
       }
       Touch(*session, now);
       ++stats_.session_calls;
+    }
+    if (!worker_->hooks().no_deferred_releases) {
+      for (const uint64_t offer_id : call.also_release()) {
+        if (DropOffer(offer_id, requester).ok()) {
+          absl::MutexLock lock(&mu_);
+          ++stats_.released_deferred;
+        }
+      }
     }
     if (call.has_release()) return DropOffer(call.release().offer_id(), requester);
     if (call.timeout_micros() <= 0) {

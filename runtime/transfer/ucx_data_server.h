@@ -38,7 +38,10 @@
 // ended.
 //
 // A Release (by gRPC or session call) frees only an offer made to its requester; one of
-// another requester's is refused PERMISSION_DENIED and stays staged for its owner.
+// another requester's is refused PERMISSION_DENIED and stays staged for its owner. A
+// session call may also carry Releases the puller deferred (UcxSessionCall.also_release,
+// offered in a gRPC Offer's answer: UcxOffer.takes_deferred_releases): each is dropped
+// the same way before the call is served, and one that fails is skipped.
 //
 // Thread safety: thread-safe. gRPC server threads run Offer and Release, the worker's
 // progress thread the session calls; the reaper thread waits with a deadline (the
@@ -118,6 +121,7 @@ class UcxDataServer : public lockstep::v1::KvUcxService::Service {
     int64_t release_refused = 0;   // Releases of an offer made to another requester
     int64_t liveness_checks = 0;  // Releases of offer 0 (UcxPuller's liveness checks)
     int64_t published = 0;        // offers answered before their blocks were staged
+    int64_t released_deferred = 0;  // of `released`, those a later call carried
   };
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
   // Where session calls go (this rank's UCX worker).

@@ -22,10 +22,6 @@ namespace {
 
 using kv::PoolKind;
 
-// How long a Release may take; it only frees the context rank's staged copy early (its
-// deadline drops it otherwise), so a slow one does not hold the receive thread long.
-constexpr absl::Duration kReleaseTimeout = absl::Seconds(1);
-
 // A UCX wait on the context rank unanswered this long checks, every kLivenessEvery, that
 // the rank still lives (ContextRankLiveness), each check waiting at most
 // kLivenessTimeout (no answer by then proves nothing: the wait goes on). A session Offer
@@ -101,12 +97,18 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
     *call.mutable_offer() = request;
     asked_published = session->maps && !worker_->hooks().no_published;
     call.set_reads_published(asked_published);
+    const std::vector<uint64_t> carried = session->defers
+                                              ? TakeDeferred(source.address, request.requester())
+                                              : std::vector<uint64_t>();
+    for (const uint64_t offer_id : carried) call.add_also_release(offer_id);
     absl::StatusOr<lockstep::v1::UcxSessionAnswer> answer = CallSession(
         stub, *session, std::move(call), spec.deadline, [&control] { return control.cancelled(); });
     if (answer.ok()) {
       offer = std::move(*answer->mutable_offer());
       offered = true;
     } else {
+      // Maybe not carried: released again (a copy already dropped is skipped).
+      Defer(source.address, request.requester(), carried);
       if (control.cancelled()) return ReceiveCancelledError(blocks.id);
       DropSession(source.address, *session);
       // A refused key, or a rank that serves no calls, touched no claim: over gRPC now.
@@ -136,7 +138,10 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
     }
     if (!offer.session_key().empty() && !worker_->hooks().no_sessions) {
       absl::MutexLock lock(&mu_);
-      sessions_[source.address] = Session{offer.worker_address(), offer.session_key()};
+      sessions_[source.address] = Session{
+          .worker_address = offer.worker_address(),
+          .key = offer.session_key(),
+          .defers = offer.takes_deferred_releases() && !worker_->hooks().no_deferred_releases};
     }
   }
   if (!offer.refusal().empty()) {
@@ -297,32 +302,6 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
                      "the staged copy was read in place past the pull's deadline");
   }
   return absl::OkStatus();
-}
-
-void UcxPuller::Release(lockstep::v1::KvUcxService::StubInterface& stub, const ReceiveSpec& spec,
-                        uint64_t offer_id) const {
-  const absl::Time deadline = absl::Now() + kReleaseTimeout;
-  lockstep::v1::UcxRelease request;
-  request.set_offer_id(offer_id);
-  request.set_requester(puller_.Request(spec).requester());
-  const std::string& address = spec.source.address;
-  if (std::optional<Session> session = SessionWith(address); session.has_value()) {
-    lockstep::v1::UcxSessionCall call;
-    *call.mutable_release() = request;
-    absl::StatusOr<lockstep::v1::UcxSessionAnswer> answer =
-        CallSession(stub, *session, std::move(call), deadline, nullptr);
-    // Answered (released, or already gone: NotFound): done.
-    if (answer.ok() || absl::IsNotFound(answer.status())) return;
-    DropSession(address, *session);
-    // A lost call leaves the copy to its deadline; a refused key goes over gRPC.
-    if (!absl::IsUnauthenticated(answer.status()) && !absl::IsUnimplemented(answer.status())) {
-      return;
-    }
-  }
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(deadline));
-  lockstep::v1::UcxReleaseReply reply;
-  (void)stub.Release(&context, request, &reply);
 }
 
 void UcxPuller::NoteMaps(const std::string& address, const std::string& worker_address,

@@ -2,8 +2,9 @@
 // receive thread: asks the context rank for an offer (KvUcxService.Offer, on its
 // token-checked gRPC port), checks every staged block's CRC32C and writes the blocks
 // into the receive's blocks through BlockWriter (as the other transports do), then
-// releases the offer. Where shared memory maps the staged copy into this process
-// (UcxWorker::MapRemote: the context rank on the same host) the blocks are read in
+// releases the offer (a copy read in place: on the next session call to that rank
+// where it takes deferred Releases, DeferRelease). Where shared memory maps the staged copy into
+// this process (UcxWorker::MapRemote: the context rank on the same host) the blocks are read in
 // place, in one pass; otherwise the staged copy is read into a host buffer in pieces of
 // whole blocks (UcxWorker::GetInPieces), each piece checked and written while the next
 // ones are on the wire.
@@ -43,6 +44,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -50,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "proto/kv_transfer.grpc.pb.h"
 #include "runtime/transfer/kv_descriptor.h"
 #include "runtime/transfer/kv_puller.h"
@@ -92,13 +95,48 @@ class UcxPuller {
   void Release(lockstep::v1::KvUcxService::StubInterface& stub, const ReceiveSpec& spec,
                uint64_t offer_id) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Deferred Releases: where the context rank takes them (UcxOffer.takes_deferred_releases)
+  // and its copies are read in place (mapped: the same host), the Release of `offer_id`
+  // is kept to ride on the next session call to that rank
+  // (UcxSessionCall.also_release: one call fewer per pull when pulls follow each other)
+  // and true returned; false where it must be released now (Release). What no call
+  // carried within release_linger() is sent by ReleaseDeferred.
+  bool DeferRelease(const ReceiveSpec& spec, uint64_t offer_id) const ABSL_LOCKS_EXCLUDED(mu_);
+  bool HasDeferredReleases() const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Duration release_linger() const { return worker_->hooks().release_linger; }
+  // Sends the deferred Releases (one call per context rank), each as Release does: all
+  // of them, or with `due_only` those deferred at least release_linger() ago; `stub_for`
+  // gives the stub of a context rank's address.
+  void ReleaseDeferred(
+      const std::function<lockstep::v1::KvUcxService::StubInterface&(const std::string&)>& stub_for,
+      bool due_only = false) const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   // A context rank's session: where its calls go, and the key they carry.
   struct Session {
     std::string worker_address;
     std::string key;
     bool maps = false;  // a staged copy of this rank was mapped in place
+    bool defers = false;  // the rank takes deferred Releases
   };
+  // A deferred Release: the offer, whom it was made to, and since when it waits.
+  struct Deferred {
+    uint64_t offer_id;
+    std::string requester;
+    absl::Time since;
+  };
+  // Takes at most kMaxCarried of `requester`'s deferred Releases to the rank at
+  // `address`; Defer puts ids back (a call that may not have carried them).
+  std::vector<uint64_t> TakeDeferred(const std::string& address, const std::string& requester) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Defer(const std::string& address, const std::string& requester,
+             absl::Span<const uint64_t> offer_ids) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Releases `offer_ids` (at least one) of `requester` at the rank at `address`: one
+  // session call where a session is up, else (or when the rank refuses its key) a gRPC
+  // Release each, all within kReleaseTimeout.
+  void ReleaseOffers(lockstep::v1::KvUcxService::StubInterface& stub, const std::string& address,
+                     const std::string& requester, absl::Span<const uint64_t> offer_ids) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   std::optional<Session> SessionWith(const std::string& address) const ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets the session with `address` if it is still `session`.
   void DropSession(const std::string& address, const Session& session) const
@@ -123,6 +161,8 @@ class UcxPuller {
   mutable absl::Mutex mu_;
   // Sessions by the context rank's KV transfer address (ContextHandle::address).
   mutable absl::flat_hash_map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  // Deferred Releases by the context rank's address.
+  mutable absl::flat_hash_map<std::string, std::vector<Deferred>> deferred_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace lockstep::transfer

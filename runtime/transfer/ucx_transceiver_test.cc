@@ -187,7 +187,11 @@ TEST_P(UcxTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
   SCOPED_TRACE(SeedTrace(seed_));
   const KvDescriptor d = SmallDescriptor();
   auto ctx = Rank(Config("ctx0 rank 0", true), seed_ + 1);
-  auto gen = Rank(Config("gen0 rank 1", true), 0);
+  RankConfig gen_config = Config("gen0 rank 1", true);
+  // Deferred Releases go only with a later call or at shutdown: the counts below do not
+  // depend on how fast the test runs.
+  gen_config.ucx_hooks.release_linger = absl::InfiniteDuration();  // over shm
+  auto gen = Rank(gen_config, 0);
   ASSERT_TRUE(ctx && gen);
   std::vector<TestBlocks> all_received;
   for (int i = 0; i < 3; ++i) {  // the endpoint is reused
@@ -209,16 +213,66 @@ TEST_P(UcxTransceiverTest, MovesTargetAndDraftBlocksBitExact) {
   }
   EXPECT_EQ((*gen)->pulls_over_ucx(), 3);
   EXPECT_EQ((*gen)->pulls_over_tcp() + (*gen)->pulls_over_grpc(), 0);
-  // Each staged copy was released by the receive thread (after reporting the receive),
-  // none left to expire.
-  EXPECT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 3; }));
+  if (OverTcp()) {
+    // A copy fetched (not mapped) is released by a call of its own once its receive
+    // was reported.
+    EXPECT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 3; }));
+  } else {
+    // At least the last copy read in place waits for its Release, deferred to the next
+    // call; the generation rank's shutdown sends what no Offer carried, in one call.
+    EXPECT_GE((*ctx)->ucx_data_plane()->stats().offers, 1);
+    gen->transceiver.reset();
+  }
   const UcxDataServer::Stats stats = (*ctx)->ucx_data_plane()->stats();
   EXPECT_EQ(stats.released, 3);
   EXPECT_EQ(stats.offers, 0);
   EXPECT_EQ(stats.staged_bytes, 0);
-  // The first Offer went over gRPC; the later two and the three Releases over the session.
-  EXPECT_EQ(stats.session_calls, 5);
+  // The first Offer went over gRPC, the later two over the session; then over tcp three
+  // Release calls, in place two of the Releases carried by those Offers or by the one
+  // call at shutdown, after its first.
+  EXPECT_EQ(stats.session_calls, OverTcp() ? 5 : 3);
+  EXPECT_EQ(stats.released_deferred, OverTcp() ? 0 : 2);
   EXPECT_EQ(stats.session_refused, 0);
+}
+
+// A pull's deferred Release that no later call carries goes on its own once the linger
+// has passed: the staged copy does not wait for its deadline. (Over tcp it is not
+// deferred: the same single call.)
+TEST_P(UcxTransceiverTest, ADeferredReleaseGoesOnItsOwnAfterTheLinger) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  auto ctx = Rank(Config("ctx0 rank 0", true), seed_ + 1);
+  auto gen = Rank(Config("gen0 rank 1", true), 0);
+  ASSERT_TRUE(ctx && gen);
+  ASSERT_THAT(Move(*ctx, *gen, 7, 40), IsOk());
+  EXPECT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 1; }));
+  const UcxDataServer::Stats stats = (*ctx)->ucx_data_plane()->stats();
+  EXPECT_EQ(stats.offers, 0);
+  EXPECT_EQ(stats.session_calls, 1);  // the Release (the Offer went over gRPC)
+  EXPECT_EQ(stats.released_deferred, 0);
+}
+
+// A rank of an earlier version on either side (no deferred Releases): every staged
+// copy is released by a call of its own once its receive is reported, as before.
+TEST_P(UcxTransceiverTest, RanksWithoutDeferredReleasesReleaseEachCopyAtOnce) {
+  SCOPED_TRACE(SeedTrace(seed_));
+  for (bool old_context : {true, false}) {
+    SCOPED_TRACE(old_context ? "context rank without them" : "generation rank without them");
+    RankConfig ctx_config = Config("ctx0 rank 0", true);
+    ctx_config.ucx_hooks.no_deferred_releases = old_context;
+    RankConfig gen_config = Config("gen0 rank 1", true);
+    gen_config.ucx_hooks.no_deferred_releases = !old_context;
+    gen_config.ucx_hooks.release_linger = absl::InfiniteDuration();
+    auto ctx = Rank(ctx_config, seed_ + 1);
+    auto gen = Rank(gen_config, 0);
+    ASSERT_TRUE(ctx && gen);
+    for (int i = 0; i < 3; ++i) ASSERT_THAT(Move(*ctx, *gen, 7 + i, 40 + i), IsOk());
+    EXPECT_TRUE(PollUntil([&] { return (*ctx)->ucx_data_plane()->stats().released == 3; }));
+    const UcxDataServer::Stats stats = (*ctx)->ucx_data_plane()->stats();
+    EXPECT_EQ(stats.offers, 0);
+    // Two session Offers and three Releases.
+    EXPECT_EQ(stats.session_calls, 5);
+    EXPECT_EQ(stats.released_deferred, 0);
+  }
 }
 
 // A rank of an earlier version on either side (no sessions): every Offer and Release
@@ -601,14 +655,16 @@ TEST_P(UcxTransceiverTest, AReleaseOfAnotherRequestersOfferIsRefused) {
     lockstep::v1::UcxReleaseReply reply;
     return stub->Release(&context, release, &reply);
   };
-  // A session Release of offer `id` by `requester`, with its own session key: the answer.
+  // A session Release of offer `id` by `requester`, with its own session key, carrying
+  // the deferred Releases `also`: the answer.
   const auto session_release = [&](uint64_t id, const std::string& requester,
-                                   const std::string& key) {
+                                   const std::string& key, std::vector<uint64_t> also = {}) {
     lockstep::v1::UcxSessionCall call;
     call.set_session_key(key);
     call.set_timeout_micros(absl::ToInt64Microseconds(kWait));
     call.mutable_release()->set_offer_id(id);
     call.mutable_release()->set_requester(requester);
+    for (const uint64_t offer_id : also) call.add_also_release(offer_id);
     lockstep::v1::UcxSessionAnswer answer;
     const absl::StatusOr<std::string> answered =
         (*caller)->Call((*ctx)->ucx_data_plane()->worker_address(), call.SerializeAsString(),
@@ -632,8 +688,17 @@ TEST_P(UcxTransceiverTest, AReleaseOfAnotherRequestersOfferIsRefused) {
   EXPECT_EQ(stats.release_refused, 2);
   EXPECT_EQ(stats.offers, 2);  // both still staged
   EXPECT_EQ(stats.released, 0);
+  // Nor may a call carry a deferred Release of it: that one is skipped, the call served.
+  EXPECT_EQ(
+      session_release(theirs.offer_id(), "gen1 rank 0", theirs.session_key(), {mine.offer_id()})
+          .code(),
+      0);
+  stats = (*ctx)->ucx_data_plane()->stats();
+  EXPECT_EQ(stats.release_refused, 3);
+  EXPECT_EQ(stats.offers, 1);
+  EXPECT_EQ(stats.released, 1);
+  EXPECT_EQ(stats.released_deferred, 0);
   EXPECT_TRUE(grpc_release(mine.offer_id(), "gen0 rank 1").ok());
-  EXPECT_EQ(session_release(theirs.offer_id(), "gen1 rank 0", theirs.session_key()).code(), 0);
   stats = (*ctx)->ucx_data_plane()->stats();
   EXPECT_EQ(stats.released, 2);
   EXPECT_EQ(stats.offers, 0);

@@ -63,6 +63,14 @@ struct UcxWorkerHooks {
   // When true, the data plane on this worker neither asks for nor answers published
   // offers (UcxSessionCall.reads_published): a rank of an earlier version.
   bool no_published = false;
+  // When true, the data plane on this worker neither defers Releases nor drops the
+  // offers a session call carries (UcxSessionCall.also_release): a rank of an earlier
+  // version.
+  bool no_deferred_releases = false;
+  // How long a finished pull's deferred Release waits for a session call to the same
+  // context rank to carry it before it is sent on its own (ReceiveWorkers);
+  // InfiniteDuration: only with a later call or at shutdown (tests).
+  absl::Duration release_linger = absl::Milliseconds(2);
 };
 
 // Whether UCX may load its tcp transport under UCX_TLS = `ucx_tls` (null or empty:
