@@ -85,6 +85,8 @@ class KvPuller {
   // What this rank asks the context rank for (also the UCX data plane's offer request,
   // ucx_puller.h).
   lockstep::v1::PullRequest Request(const ReceiveSpec& spec) const;
+  // How this rank is named in those requests (PullRequest.requester).
+  const std::string& requester() const { return requester_; }
 
  private:
 

@@ -97,9 +97,8 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
     *call.mutable_offer() = request;
     asked_published = session->maps && !worker_->hooks().no_published;
     call.set_reads_published(asked_published);
-    const std::vector<uint64_t> carried = session->defers
-                                              ? TakeDeferred(source.address, request.requester())
-                                              : std::vector<uint64_t>();
+    const std::vector<uint64_t> carried =
+        session->defers ? TakeDeferred(source.address) : std::vector<uint64_t>();
     for (const uint64_t offer_id : carried) call.add_also_release(offer_id);
     absl::StatusOr<lockstep::v1::UcxSessionAnswer> answer = CallSession(
         stub, *session, std::move(call), spec.deadline, [&control] { return control.cancelled(); });
@@ -108,7 +107,7 @@ absl::Status UcxPuller::Pull(lockstep::v1::KvUcxService::StubInterface& stub,
       offered = true;
     } else {
       // Maybe not carried: released again (a copy already dropped is skipped).
-      Defer(source.address, request.requester(), carried);
+      Defer(source.address, carried);
       if (control.cancelled()) return ReceiveCancelledError(blocks.id);
       DropSession(source.address, *session);
       // A refused key, or a rank that serves no calls, touched no claim: over gRPC now.

@@ -119,24 +119,22 @@ class UcxPuller {
     bool maps = false;  // a staged copy of this rank was mapped in place
     bool defers = false;  // the rank takes deferred Releases
   };
-  // A deferred Release: the offer, whom it was made to, and since when it waits.
+  // A deferred Release (of an offer made to this rank: puller_.requester()) and since
+  // when it waits.
   struct Deferred {
     uint64_t offer_id;
-    std::string requester;
     absl::Time since;
   };
-  // Takes at most kMaxCarried of `requester`'s deferred Releases to the rank at
-  // `address`; Defer puts ids back (a call that may not have carried them).
-  std::vector<uint64_t> TakeDeferred(const std::string& address, const std::string& requester) const
+  // Takes at most kMaxCarried of the deferred Releases to the rank at `address`; Defer
+  // puts ids back (a call that may not have carried them).
+  std::vector<uint64_t> TakeDeferred(const std::string& address) const ABSL_LOCKS_EXCLUDED(mu_);
+  void Defer(const std::string& address, absl::Span<const uint64_t> offer_ids) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  void Defer(const std::string& address, const std::string& requester,
-             absl::Span<const uint64_t> offer_ids) const ABSL_LOCKS_EXCLUDED(mu_);
-  // Releases `offer_ids` (at least one) of `requester` at the rank at `address`: one
-  // session call where a session is up, else (or when the rank refuses its key) a gRPC
-  // Release each, all within kReleaseTimeout.
+  // Releases `offer_ids` (at least one) at the rank at `address`: one session call where
+  // a session is up, else (or when the rank refuses its key) a gRPC Release each, all
+  // within kReleaseTimeout.
   void ReleaseOffers(lockstep::v1::KvUcxService::StubInterface& stub, const std::string& address,
-                     const std::string& requester, absl::Span<const uint64_t> offer_ids) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+                     absl::Span<const uint64_t> offer_ids) const ABSL_LOCKS_EXCLUDED(mu_);
   std::optional<Session> SessionWith(const std::string& address) const ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets the session with `address` if it is still `session`.
   void DropSession(const std::string& address, const Session& session) const

@@ -29,16 +29,16 @@ constexpr size_t kMaxCarried = 64;
 
 void UcxPuller::Release(lockstep::v1::KvUcxService::StubInterface& stub, const ReceiveSpec& spec,
                         uint64_t offer_id) const {
-  ReleaseOffers(stub, spec.source.address, puller_.Request(spec).requester(), {&offer_id, 1});
+  ReleaseOffers(stub, spec.source.address, {&offer_id, 1});
 }
 
 void UcxPuller::ReleaseOffers(lockstep::v1::KvUcxService::StubInterface& stub,
-                              const std::string& address, const std::string& requester,
+                              const std::string& address,
                               absl::Span<const uint64_t> offer_ids) const {
   const absl::Time deadline = absl::Now() + kReleaseTimeout;
   lockstep::v1::UcxRelease request;
   request.set_offer_id(offer_ids.front());
-  request.set_requester(requester);
+  request.set_requester(puller_.requester());
   if (std::optional<Session> session = SessionWith(address); session.has_value()) {
     lockstep::v1::UcxSessionCall call;
     *call.mutable_release() = request;
@@ -74,7 +74,7 @@ bool UcxPuller::DeferRelease(const ReceiveSpec& spec, uint64_t offer_id) const {
   // Only for copies read in place (docs/perf/ucx.md twelfth round: no gain over tcp).
   std::optional<Session> session = SessionWith(spec.source.address);
   if (!session.has_value() || !session->defers || !session->maps) return false;
-  Defer(spec.source.address, puller_.Request(spec).requester(), {&offer_id, 1});
+  Defer(spec.source.address, {&offer_id, 1});
   return true;
 }
 
@@ -83,24 +83,22 @@ bool UcxPuller::HasDeferredReleases() const {
   return !deferred_.empty();
 }
 
-void UcxPuller::Defer(const std::string& address, const std::string& requester,
-                      absl::Span<const uint64_t> offer_ids) const {
+void UcxPuller::Defer(const std::string& address, absl::Span<const uint64_t> offer_ids) const {
   if (offer_ids.empty()) return;
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   std::vector<Deferred>& deferred = deferred_[address];
-  for (const uint64_t offer_id : offer_ids) deferred.push_back({offer_id, requester, now});
+  for (const uint64_t offer_id : offer_ids) deferred.push_back({offer_id, now});
 }
 
-std::vector<uint64_t> UcxPuller::TakeDeferred(const std::string& address,
-                                              const std::string& requester) const {
+std::vector<uint64_t> UcxPuller::TakeDeferred(const std::string& address) const {
   std::vector<uint64_t> taken;
   absl::MutexLock lock(&mu_);
   auto it = deferred_.find(address);
   if (it == deferred_.end()) return taken;
   std::vector<Deferred>& deferred = it->second;
   std::erase_if(deferred, [&](const Deferred& d) {
-    if (d.requester != requester || taken.size() == kMaxCarried) return false;
+    if (taken.size() == kMaxCarried) return false;
     taken.push_back(d.offer_id);
     return true;
   });
@@ -129,20 +127,14 @@ void UcxPuller::ReleaseDeferred(
       }
     }
   }
-  for (auto& [address, offers] : deferred) {
-    // By requester (one in practice: this rank), kMaxCarried + 1 a call.
-    std::sort(offers.begin(), offers.end(),
-              [](const Deferred& a, const Deferred& b) { return a.requester < b.requester; });
-    for (size_t begin = 0; begin < offers.size();) {
+  for (const auto& [address, offers] : deferred) {
+    // kMaxCarried + 1 a call: one released, the rest carried.
+    for (size_t begin = 0; begin < offers.size(); begin += kMaxCarried + 1) {
       std::vector<uint64_t> ids;
-      size_t end = begin;
-      for (; end < offers.size() && offers[end].requester == offers[begin].requester &&
-             ids.size() <= kMaxCarried;
-           ++end) {
-        ids.push_back(offers[end].offer_id);
+      for (size_t i = begin; i < std::min(offers.size(), begin + kMaxCarried + 1); ++i) {
+        ids.push_back(offers[i].offer_id);
       }
-      ReleaseOffers(stub_for(address), address, offers[begin].requester, ids);
-      begin = end;
+      ReleaseOffers(stub_for(address), address, ids);
     }
   }
 }
